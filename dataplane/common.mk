@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared build rules for gtplab's C components. A component's Makefile sets
+#   BPF_OBJS     = foo.bpf.o ...   (BPF programs; each also gets a foo.skel.h from bpftool)
+#   USER_TARGETS = foo ...         (user-space programs, built from foo.c with foo.skel.h)
+# and then includes this file. Nothing else belongs in a component's Makefile.
+
+CLANG ?= clang
+BPFTOOL ?= bpftool
+CC ?= cc
+
+COMMON_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+# -I for the multiarch asm/ headers: with -target bpf clang does not look there itself.
+INCLUDES := -I. -I$(COMMON_DIR) -I$(COMMON_DIR)/include
+BPF_CFLAGS ?= -O2 -g -Wall -Wno-unused-function -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
+	$(if $(MULTIARCH),-I/usr/include/$(MULTIARCH))
+CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
+LDLIBS ?= $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
+
+BPF_HDRS := $(wildcard *.h $(COMMON_DIR)/*.h $(COMMON_DIR)/include/*.h)
+SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
+
+all: $(BPF_OBJS) $(SKELS) $(USER_TARGETS)
+
+%.bpf.o: %.bpf.c $(BPF_HDRS)
+	$(CLANG) $(BPF_CFLAGS) $(INCLUDES) -c $< -o $@
+
+%.skel.h: %.bpf.o
+	$(BPFTOOL) gen skeleton $< > $@.tmp && mv $@.tmp $@
+
+$(USER_TARGETS): %: %.c $(SKELS) $(BPF_HDRS) $(USER_EXTRA_SRCS)
+	$(CC) $(CFLAGS) $(INCLUDES) $< $(USER_EXTRA_SRCS) -o $@ $(LDLIBS)
+
+clean:
+	rm -f *.o *.skel.h *.tmp $(USER_TARGETS)
+
+.PHONY: all clean
+.DELETE_ON_ERROR:

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* The data plane's maps. Above each: who writes it, who reads it. All are pinned by pgwu. */
+#ifndef PGWU_MAPS_H
+#define PGWU_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "pgwu.h"
+#include "consts.h"
+
+/* Written by pgwu (session add/del/load). Read by xdp_access (uplink), which also adds to the
+ * usage counters. Never LRU and never preallocated: a bearer is only removed by pgwu. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_MAX_BEARERS);
+	__type(key, __u32);			/* local TEID */
+	__type(value, struct pgwu_ul_bearer);
+} ul_bearers SEC(".maps");
+
+/* Written by pgwu. Read by xdp_sgi (downlink), which also adds to the usage counters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_MAX_BEARERS);
+	__type(key, __u32);			/* UE address */
+	__type(value, struct pgwu_dl_bearer);
+} dl_bearers SEC(".maps");
+
+/* Written by both XDP programs (one slot per reason x verdict). Read by pgwu stats/metrics. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PGWU_REASON_MAX * PGWU_VERDICT_MAX);
+	__type(key, __u32);
+	__type(value, struct pgwu_counter);
+} stats SEC(".maps");
+
+/* Written by pgwu (load, config). Read by both XDP programs on every packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pgwu_config);
+} config SEC(".maps");
+
+/* Written by the XDP programs after a successful bpf_fib_lookup; read by them before one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_FIB_CACHE_SIZE);
+	__type(key, struct pgwu_fib_key);
+	__type(value, struct pgwu_fib_entry);
+} fib_cache SEC(".maps");
+
+/* Written (incremented) by the tracing programs whenever the kernel's routes or neighbours change;
+ * read by the XDP programs: a cache entry made under an older generation is stale. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} fib_gen SEC(".maps");
+
+/* Written by xdp_sgi: a per-CPU IP ID counter for outer headers without DF. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ip_id SEC(".maps");
+
+#endif /* PGWU_MAPS_H */

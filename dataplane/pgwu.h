@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * pgwu.h: the types the PGW-U's BPF programs (pgwu.bpf.c) and its control tool (pgwu.c) share.
+ * Only __u* types and flags. Byte order: every address and TEID stored in a map is in network byte
+ * order (as it is on the wire), so the fast path never swaps bytes; counters are host order.
+ */
+#ifndef PGWU_H
+#define PGWU_H
+
+#include <linux/types.h>
+
+#define PGWU_GTPU_PORT 2152
+
+/* Where a packet enters: the programs are one per side. */
+enum pgwu_side {
+	PGWU_SIDE_ACCESS = 0,	/* S1-U/S5: GTP-U to and from the SGWs */
+	PGWU_SIDE_SGI = 1,	/* SGi: plain IP to and from the packet data network */
+	PGWU_SIDE_MAX,
+};
+
+/*
+ * Every packet a program sees is counted exactly once, in stats[reason * PGWU_VERDICT_MAX + verdict].
+ * The verdict is the XDP action returned (XDP_ABORTED .. XDP_REDIRECT). Each reason has one usual
+ * verdict (comment); *_FWD is XDP_REDIRECT, or XDP_TX when the egress is the ingress interface.
+ * Keep pgwu_reason_names[] (pgwu.c) and gtplab/dataplane.py in step with this list.
+ */
+enum pgwu_reason {
+	PGWU_R_UL_FWD = 0,		/* REDIRECT/TX: uplink G-PDU decapsulated and forwarded to SGi */
+	PGWU_R_DL_FWD,			/* REDIRECT/TX: downlink packet encapsulated and forwarded to access */
+	PGWU_R_ECHO_REPLY,		/* TX: GTP-U Echo Request answered with an Echo Response */
+	PGWU_R_PASS_NOT_IPV4,		/* PASS: not IPv4 (ARP, IPv6, LLDP, QinQ ...) */
+	PGWU_R_PASS_NOT_GTPU,		/* PASS: access side, IPv4 not UDP/2152 to the GTP-U address */
+	PGWU_R_PASS_NOT_UE,		/* PASS: SGi side, destination outside the UE pool (host traffic) */
+	PGWU_R_PASS_SIGNALLING,		/* PASS: GTP-U Echo Response, Error Indication, End Marker,
+					 * Supported Extension Headers Notification */
+	PGWU_R_PASS_NO_NEIGH,		/* PASS: next hop not resolved yet; the kernel resolves it */
+	PGWU_R_PASS_FIB_OTHER,		/* PASS: route lookup says the kernel must handle it (local
+					 * delivery, fragmentation needed, unsupported next hop) */
+	PGWU_R_DROP_TRUNC_ETH,		/* DROP: shorter than an Ethernet (+802.1Q) header */
+	PGWU_R_DROP_TRUNC_IP,		/* DROP: outer IPv4 header truncated */
+	PGWU_R_DROP_BAD_IP,		/* DROP: outer IPv4 header invalid (IHL < 5, total length) */
+	PGWU_R_DROP_OUTER_FRAG,		/* DROP: outer IPv4 fragment (GTP-U is not reassembled) */
+	PGWU_R_DROP_TRUNC_UDP,		/* DROP: UDP header truncated */
+	PGWU_R_DROP_BAD_UDP_LEN,	/* DROP: UDP length disagrees with the IP length */
+	PGWU_R_DROP_TRUNC_GTP,		/* DROP: GTP-U header (or its optional fields) truncated */
+	PGWU_R_DROP_GTP_VERSION,	/* DROP: GTP version != 1 or PT != 1 (GTP') */
+	PGWU_R_DROP_GTP_BAD_LEN,	/* DROP: GTP length disagrees with the UDP length */
+	PGWU_R_DROP_GTP_BAD_EXT,	/* DROP: extension header length 0, truncated, or chain too long */
+	PGWU_R_DROP_GTP_UNKNOWN_MSG,	/* DROP: GTP-U message type a user plane does not accept */
+	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP: G-PDU for a TEID with no bearer */
+	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, IPv6, other) */
+	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 header truncated or invalid */
+	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address */
+	PGWU_R_DROP_TTL_EXPIRED,	/* DROP: TTL <= 1 (uplink inner, downlink packet) */
+	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
+	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
+	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
+					 * no route, or forwarding disabled on the interface */
+	PGWU_R_DROP_ADJUST,		/* DROP: bpf_xdp_adjust_head/tail refused (no headroom) */
+	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
+	PGWU_REASON_MAX,
+};
+
+#define PGWU_VERDICT_MAX 5	/* XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT */
+
+/* stats value (per CPU): summed by pgwu over all CPUs. bytes = frame length as received. */
+struct pgwu_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Bearer flags (pgwu_dl_bearer.flags) */
+#define PGWU_B_CSUM_ON	(1U << 0)	/* outer UDP checksum computed */
+#define PGWU_B_CSUM_OFF	(1U << 1)	/* outer UDP checksum 0 (TS 29.281 5.1); neither: global default */
+
+/*
+ * ul_bearers: key __u32 TEID (the local TEID the SGW sends to), value below.
+ * Usage counters are updated with atomic adds, so they are exact when several CPUs forward the
+ * same bearer; bytes are the inner IPv4 packet's length (what the UE sent).
+ */
+struct pgwu_ul_bearer {
+	__u32 ue_addr;		/* anti-spoofing: inner source must be this */
+	__u32 flags;		/* reserved, 0 */
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* dl_bearers: key __u32 UE address, value below. bytes: the IPv4 packet's length before encap. */
+struct pgwu_dl_bearer {
+	__u32 sgw_addr;		/* outer destination */
+	__u32 sgw_teid;		/* TEID written in the G-PDU */
+	__u32 local_teid;	/* key of the uplink half, so pgwu can join the two */
+	__u32 flags;		/* PGWU_B_* */
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* A static next hop for one egress side; ifindex 0 = resolve with bpf_fib_lookup instead. */
+struct pgwu_nexthop {
+	__u32 ifindex;
+	__u8 smac[6];
+	__u8 dmac[6];
+};
+
+/* Global config flags (pgwu_config.flags) */
+#define PGWU_CFG_CSUM		(1U << 0)	/* default for bearers with neither CSUM flag: on */
+#define PGWU_CFG_FIB_CACHE	(1U << 1)	/* cache route lookups (kept correct by fib_gen) */
+
+/* config: ARRAY, one entry, written by pgwu, read by every packet. */
+struct pgwu_config {
+	__u32 local_addr;		/* this gateway's GTP-U address (outer src/dst); 0 = none */
+	__u32 flags;			/* PGWU_CFG_* */
+	__u32 ue_pool_addr;		/* SGi packets to addresses outside this prefix are passed */
+	__u32 ue_pool_mask;		/* network byte order; 0 = every address is a UE address */
+	__u16 egress_vlan[PGWU_SIDE_MAX];	/* VLAN id pushed on frames sent out of a side; 0: none */
+	__u8 restart_counter;		/* Recovery IE value in Echo Responses (TS 29.281: 0) */
+	__u8 pad[3];
+	struct pgwu_nexthop nexthop[PGWU_SIDE_MAX];	/* [side we send out of] */
+};
+
+/* fib_cache: LRU hash of resolved next hops, valid while gen == fib_gen[0]. */
+struct pgwu_fib_key {
+	__u32 dst;
+	__u32 ifindex;		/* ingress interface the lookup was made for */
+};
+
+struct pgwu_fib_entry {
+	__u64 gen;
+	__u32 ifindex;		/* egress */
+	__u8 smac[6];
+	__u8 dmac[6];
+};
+
+#endif /* PGWU_H */

@@ -1,0 +1,3 @@
+from gtplab.cli import main
+
+raise SystemExit(main())
