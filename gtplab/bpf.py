@@ -20,6 +20,8 @@ BPF_MAP_LOOKUP_ELEM = 1
 BPF_MAP_UPDATE_ELEM = 2
 BPF_MAP_DELETE_ELEM = 3
 BPF_MAP_GET_NEXT_KEY = 4
+BPF_PROG_LOAD = 5
+BPF_OBJ_PIN = 6
 BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
 BPF_OBJ_GET_INFO_BY_FD = 15
@@ -28,6 +30,8 @@ BPF_ENABLE_STATS = 32
 BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
 BPF_F_TEST_RUN_ON_CPU = 1 << 0
 BPF_F_TEST_XDP_LIVE_FRAMES = 1 << 1
+
+BPF_PROG_TYPE_XDP = 6
 
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
 XDP_VERDICTS = ("aborted", "drop", "pass", "tx", "redirect")
@@ -64,6 +68,14 @@ class _TestRun(ctypes.Structure):
                 ("ctx_size_in", ctypes.c_uint32), ("ctx_size_out", ctypes.c_uint32),
                 ("ctx_in", ctypes.c_uint64), ("ctx_out", ctypes.c_uint64),
                 ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32)]
+
+
+class _ProgLoad(ctypes.Structure):
+    _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32), ("insns", ctypes.c_uint64),
+                ("license", ctypes.c_uint64), ("log_level", ctypes.c_uint32), ("log_size", ctypes.c_uint32),
+                ("log_buf", ctypes.c_uint64), ("kern_version", ctypes.c_uint32),
+                ("prog_flags", ctypes.c_uint32), ("prog_name", ctypes.c_char * 16),
+                ("prog_ifindex", ctypes.c_uint32), ("expected_attach_type", ctypes.c_uint32)]
 
 
 class _InfoByFd(ctypes.Structure):
@@ -128,6 +140,38 @@ def obj_get(path: str) -> int:
     p = ctypes.create_string_buffer(os.fsencode(path))
     attr = _ObjGet(pathname=ctypes.addressof(p))
     return _bpf(BPF_OBJ_GET, attr, f"open pinned object {path}")
+
+
+def obj_pin(fd: int, path: str) -> None:
+    """Pin a map, program or link at path (on bpffs; the directory must exist)."""
+    p = ctypes.create_string_buffer(os.fsencode(path))
+    _bpf(BPF_OBJ_PIN, _ObjGet(pathname=ctypes.addressof(p), bpf_fd=fd), f"pin object at {path}")
+
+
+def prog_load(prog_type: int, insns: bytes, name: str, license: str = "GPL") -> int:
+    """Load a program from raw eBPF instructions (8 bytes each); returns its fd.
+
+    For the few programs too small to deserve a C file (e.g. `return XDP_PASS`); everything else is
+    built with clang and loaded with libbpf."""
+    ib = ctypes.create_string_buffer(bytes(insns), len(insns))
+    lic = ctypes.create_string_buffer(license.encode())
+    log = ctypes.create_string_buffer(4096)
+    attr = _ProgLoad(prog_type=prog_type, insn_cnt=len(insns) // 8, insns=ctypes.addressof(ib),
+                     license=ctypes.addressof(lic), log_level=1, log_size=len(log),
+                     log_buf=ctypes.addressof(log), prog_name=name.encode()[:15])
+    try:
+        return _bpf(BPF_PROG_LOAD, attr, f"load program {name}")
+    except OSError as e:
+        msg = log.value.decode(errors="replace").strip()
+        raise OSError(e.errno, f"{e.strerror}{': ' + msg if msg else ''}") from None
+
+
+def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
+    """An XDP program that only returns verdict (`r0 = verdict; exit`): a pass or drop sink, or an
+    XDP_TX program that makes BPF_PROG_RUN live frames leave through ingress_ifindex."""
+    insns = struct.pack("<BBhi", 0xb7, 0, 0, verdict) + struct.pack("<BBhi", 0x95, 0, 0, 0)
+    name = name or f"xdp_{XDP_VERDICTS[verdict]}"
+    return Prog(prog_load(BPF_PROG_TYPE_XDP, insns, name), name)
 
 
 def enable_stats() -> int:
