@@ -13,6 +13,10 @@ import sys
 
 # module names under gtplab/, each providing add_parser(subparsers)
 COMMANDS: list[str] = [
+    "monitor",
+    "push",
+    "export",
+    "lab",
 ]
 
 

@@ -1,0 +1,626 @@
+"""gtplab lab: a reproducible two-namespace lab (traffic generator + PGW-U) on this machine.
+
+    gen netns (traffic generator)                    dut netns (PGW-U, XDP native)
+    port 0  g<name>p0  10.201.0.2/24 ==== veth ====  d<name>p0  10.201.0.1/24  access (GTP-U)
+    port 1  g<name>p1  10.202.0.2/24 ==== veth ====  d<name>p1  10.202.0.1/24  SGi (plain IP)
+
+Every namespace, interface and bpffs path carries the lab's name, and everything created is listed in
+/run/gtplab/labs/<name>.json *before* it is created, so `gtplab lab down` removes a lab after a crash
+too. See docs/lab.md for the why (MTU, the generator's XDP program, nsenter instead of ip netns exec).
+
+Python API:
+    with Lab.up() as lab:              # tears the lab down on exit, also on an exception
+        lab.pgwu("session", "add", ...)
+        c = lab.client()               # gtplab.engine.LocalClient on ports 0 and 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import hashlib
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gtplab import bpf
+from gtplab.cli import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
+BPFFS = Path("/sys/fs/bpf")
+NETNS_DIR = Path("/run/netns")
+
+# 3200 carries a 3024-byte frame (3020 bytes without FCS) plus GTP-U encapsulation (36) and a VLAN tag
+# with room to spare, and stays below what veth accepts with a non-frags XDP program attached to the
+# peer: PAGE_SIZE - XDP headroom - skb_shared_info - Ethernet header = 3506 on x86_64 (checked: 3507
+# gives "veth: Peer MTU is too large to set XDP").
+DEFAULT_MTU = 3200
+VETH_XDP_MAX_MTU = 3506
+
+NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
+DUT_MODES = ("pgwu", "drop", "pass", "none")
+ETH_P_ALL = 0x0003
+XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
+
+
+class LabError(UserError):
+    """A lab operation failed: one line saying what could not be done and why."""
+
+
+@dataclass
+class Addressing:
+    """The lab addressing contract (docs/lab.md, the brief); every field can be overridden."""
+    access_net: str = "10.201.0.0/24"
+    dut_access: str = "10.201.0.1"      # the PGW-U's GTP-U address (pgwu --local-addr)
+    gen_access: str = "10.201.0.2"
+    sgw_base: str = "10.201.0.16"       # SGW k = sgw_base + k, on-link, k < sgws
+    sgws: int = 64
+    sgi_net: str = "10.202.0.0/24"
+    dut_sgi: str = "10.202.0.1"
+    gen_sgi: str = "10.202.0.2"
+    ue_pool: str = "10.64.0.0/12"       # UE i = first + 1 + i
+    pdn_net: str = "198.18.0.0/15"      # routed on the DUT via gen_sgi
+    local_teid_base: int = 0x00010000
+    sgw_teid_base: int = 0x80000000
+
+    def ue(self, i: int) -> str:
+        return str(ipaddress.ip_network(self.ue_pool).network_address + 1 + i)
+
+    def sgw(self, i: int) -> str:
+        """The SGW of bearer i."""
+        return str(ipaddress.ip_address(self.sgw_base) + (i % self.sgws))
+
+    def local_teid(self, i: int) -> int:
+        return self.local_teid_base + i
+
+    def sgw_teid(self, i: int) -> int:
+        return self.sgw_teid_base + i
+
+    def pdn(self, i: int = 0) -> str:
+        return str(ipaddress.ip_network(self.pdn_net).network_address + 1 + i)
+
+    def bearer(self, i: int) -> dict:
+        """Bearer i as `pgwu session add` wants it."""
+        return {"teid": self.local_teid(i), "ue": self.ue(i), "sgw": self.sgw(i),
+                "sgw_teid": self.sgw_teid(i)}
+
+    def prefixlen(self, side: str) -> int:
+        return ipaddress.ip_network(self.access_net if side == "access" else self.sgi_net).prefixlen
+
+
+@dataclass
+class Port:
+    """One generator port and the DUT interface at the other end of its veth."""
+    port_id: int            # TRex numbering: 0 = access, 1 = SGi
+    side: str               # "access" | "sgi"
+    netns: str              # generator namespace
+    ifname: str
+    mac: str
+    addr: str
+    prefixlen: int
+    mtu: int
+    dut_netns: str
+    dut_ifname: str
+    dut_mac: str
+    dut_addr: str
+
+
+def _mac(name: str, dut: bool, port: int) -> str:
+    """Deterministic, locally administered MACs: 02:67:<name hash>:<0 gen | 1 dut>:<port>."""
+    h = hashlib.sha256(name.encode()).digest()
+    return f"02:67:{h[0]:02x}:{h[1]:02x}:{int(dut):02x}:{port:02x}"
+
+
+def _run(argv: list[str], what: str, *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
+        raise LabError(f"Couldn't {what}: {msg[-1] if msg else f'exit status {p.returncode}'}")
+    return p
+
+
+def _in_netns(ns: str) -> list[str]:
+    """Command prefix that runs in netns ns. nsenter and not `ip netns exec`: the latter remounts /sys
+    in a private mount namespace, which hides /sys/fs/bpf and with it every pinned program and map."""
+    return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
+
+
+def pgwu_reason_names() -> list[str]:
+    """enum pgwu_reason from dataplane/pgwu.h, in order, without the PGWU_R_ prefix."""
+    text = (REPO / "dataplane" / "pgwu.h").read_text()
+    body = text[text.index("enum pgwu_reason"):]
+    body = body[:body.index("};")]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return re.findall(r"PGWU_R_(\w+)", body)
+
+
+def pgwu_binary() -> Path:
+    return Path(os.environ.get("GTPLAB_PGWU", REPO / "dataplane" / "pgwu"))
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+def run_in_netns(ns: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    """Call fn(*args, **kwargs) in a thread that has joined netns ns; returns its result or raises its
+    exception. setns(CLONE_NEWNET) changes only the calling thread, so the rest of the process stays
+    where it is: sockets, ifindex lookups and BPF_PROG_RUN's ingress_ifindex in fn see the lab's netns."""
+    out: dict[str, Any] = {}
+
+    def body():
+        try:
+            fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"Couldn't enter netns {ns}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            out["result"] = fn(*args, **kwargs)
+        except BaseException as e:  # handed to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=body, name=f"netns-{ns}")
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("result")
+
+
+def _state_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def _write_state(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _netns_exists(ns: str) -> bool:
+    return (NETNS_DIR / ns).exists()
+
+
+class Lab:
+    """A running lab. Create with Lab.up(); attach to an existing one with Lab.open(name)."""
+
+    def __init__(self, state: dict):
+        self.state = state
+        self.name: str = state["name"]
+        self.gen_ns: str = state["netns"]["gen"]
+        self.dut_ns: str = state["netns"]["dut"]
+        self.pin_dir: str = state["pin_dirs"]["pgwu"]
+        self.gen_pin_dir: str = state["pin_dirs"]["gen"]
+        self.dut_mode: str = state["dut"]
+        self.addressing = Addressing(**state["addressing"])
+        self.ports = [Port(**p) for p in state["ports"]]
+        self.state_path = _state_path(self.name)
+
+    # ---------------------------------------------------------------- create / destroy
+
+    @classmethod
+    def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
+           addressing: Addressing | None = None, gen_pass: bool = True,
+           pgwu_load_args: tuple[str, ...] = ()) -> "Lab":
+        """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "drop"/"pass" (a one-instruction
+        XDP sink on both DUT ports, e.g. to measure the generator alone), "none" (no XDP on the DUT).
+        gen_pass: attach an XDP_PASS program to the generator ports so frames the DUT redirects to
+        them are received while no engine is connected (lab.client() removes it again)."""
+        if dut not in DUT_MODES:
+            raise LabError(f"unknown DUT mode {dut!r} (use one of {', '.join(DUT_MODES)})")
+        if not 1280 <= mtu <= VETH_XDP_MAX_MTU:
+            raise LabError(f"MTU {mtu} out of range: 1280..{VETH_XDP_MAX_MTU} (veth native XDP limit)")
+        if os.geteuid() != 0:
+            raise LabError("must run as root (network namespaces, veth, XDP)")
+        if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
+            raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
+        a = addressing or Addressing()
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        state = cls._reserve(name, a, dut, mtu)
+        lab = cls(state)
+        old = None
+        try:
+            lab._build(gen_pass, pgwu_load_args)
+            state["status"] = "up"
+            _write_state(lab.state_path, state)
+        except BaseException:
+            # Ctrl-C during the rollback would leave a half-removed lab: hold it off until done.
+            if threading.current_thread() is threading.main_thread():
+                old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                teardown(state)
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGINT, old)
+            raise
+        return lab
+
+    @classmethod
+    def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int) -> dict:
+        """Pick the name and write the state file (O_EXCL: two concurrent `up`s can't take one name)."""
+        for _ in range(20 if name is None else 1):
+            n = name if name is not None else secrets.token_hex(3)
+            if not NAME_RE.match(n):
+                raise LabError(f"bad lab name {n!r}: 1-10 characters of a-z and 0-9")
+            state = cls._plan(n, a, dut, mtu)
+            taken = [ns for ns in state["netns"].values() if _netns_exists(ns)]
+            taken += [d for d in state["pin_dirs"].values() if Path(d).exists()]
+            try:
+                fd = os.open(_state_path(n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                taken.append(str(_state_path(n)))
+                fd = -1
+            if not taken:
+                os.close(fd)
+                _write_state(_state_path(n), state)
+                return state
+            if fd >= 0:
+                os.close(fd)
+                os.unlink(_state_path(n))
+            if name is not None:
+                raise LabError(f"lab {n!r} exists already ({', '.join(taken)}); "
+                               f"remove it with `gtplab lab down --name {n}`")
+        raise LabError("Couldn't find a free lab name")
+
+    @staticmethod
+    def _plan(n: str, a: Addressing, dut: str, mtu: int) -> dict:
+        gen_ns, dut_ns = f"gtplab-{n}-gen", f"gtplab-{n}-dut"
+        ports = []
+        for pid, side, gen_addr, dut_addr in ((0, "access", a.gen_access, a.dut_access),
+                                              (1, "sgi", a.gen_sgi, a.dut_sgi)):
+            ports.append(asdict(Port(
+                port_id=pid, side=side, netns=gen_ns, ifname=f"g{n}p{pid}", mac=_mac(n, False, pid),
+                addr=gen_addr, prefixlen=a.prefixlen(side), mtu=mtu, dut_netns=dut_ns,
+                dut_ifname=f"d{n}p{pid}", dut_mac=_mac(n, True, pid), dut_addr=dut_addr)))
+        return {
+            "name": n, "status": "creating", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "pid": os.getpid(), "dut": dut,
+            "netns": {"gen": gen_ns, "dut": dut_ns},
+            "pin_dirs": {"pgwu": str(BPFFS / f"gtplab-{n}"), "gen": str(BPFFS / f"gtplab-{n}-gen")},
+            "ports": ports, "addressing": asdict(a),
+        }
+
+    def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
+        a = self.addressing
+        g, d = self.gen_ns, self.dut_ns
+        for ns in (g, d):
+            _run(["ip", "netns", "add", ns], f"create netns {ns}")
+            # No IPv6: router solicitations and DAD would show up in the DUT's counters.
+            for key in ("all", "default"):
+                _run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1"],
+                     f"disable IPv6 in {ns}")
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"bring up lo in {ns}")
+        for p in self.ports:
+            # Created inside the namespaces: no interface ever appears in the host's namespace.
+            _run(["ip", "-n", g, "link", "add", p.ifname, "address", p.mac, "mtu", str(p.mtu),
+                  "type", "veth", "peer", "name", p.dut_ifname, "netns", d,
+                  "address", p.dut_mac, "mtu", str(p.mtu)], f"create veth {p.ifname}/{p.dut_ifname}")
+            _run(["ip", "-n", g, "addr", "add", f"{p.addr}/{p.prefixlen}", "dev", p.ifname],
+                 f"address {p.ifname}")
+            _run(["ip", "-n", d, "addr", "add", f"{p.dut_addr}/{p.prefixlen}", "dev", p.dut_ifname],
+                 f"address {p.dut_ifname}")
+            _run(["ip", "-n", g, "link", "set", p.ifname, "up"], f"bring up {p.ifname}")
+            _run(["ip", "-n", d, "link", "set", p.dut_ifname, "up"], f"bring up {p.dut_ifname}")
+            # Permanent neighbours both ways: the engine's XDP program answers no ARP.
+            _run(["ip", "-n", g, "neigh", "replace", p.dut_addr, "lladdr", p.dut_mac, "nud", "permanent",
+                  "dev", p.ifname], f"add neighbour on {p.ifname}")
+            _run(["ip", "-n", d, "neigh", "replace", p.addr, "lladdr", p.mac, "nud", "permanent",
+                  "dev", p.dut_ifname], f"add neighbour on {p.dut_ifname}")
+        acc, sgi = self.ports
+        batch = "".join(f"neigh replace {a.sgw(k)} lladdr {acc.mac} nud permanent dev {acc.dut_ifname}\n"
+                        for k in range(a.sgws))
+        batch += f"route replace {a.pdn_net} via {a.gen_sgi} dev {sgi.dut_ifname}\n"
+        p = subprocess.run(["ip", "-n", d, "-batch", "-"], input=batch, capture_output=True, text=True)
+        if p.returncode:
+            raise LabError(f"Couldn't add SGW neighbours and the PDN route: {p.stderr.strip()}")
+        _run(["ip", "netns", "exec", d, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding")
+
+        if self.dut_mode == "pgwu":
+            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
+        elif self.dut_mode in ("drop", "pass"):
+            verdict = bpf.XDP_DROP if self.dut_mode == "drop" else bpf.XDP_PASS
+            self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
+        if gen_pass:
+            self.attach_gen_pass()
+
+    def _attach_verdict_prog(self, ns: str, ifnames: list[str], verdict: int) -> None:
+        """Load (once) a one-instruction XDP program, pin it in the generator's pin dir, attach it in
+        native mode to ifnames in ns (netlink attachment: it stays until detached or the veth goes)."""
+        pin_dir = Path(self.gen_pin_dir)
+        pin = pin_dir / f"xdp_{bpf.XDP_VERDICTS[verdict]}"
+        if not pin.exists():
+            pin_dir.mkdir(exist_ok=True)
+            prog = bpf.xdp_verdict_prog(verdict, f"gtplab_{bpf.XDP_VERDICTS[verdict]}")
+            try:
+                bpf.obj_pin(prog.fd, str(pin))
+            finally:
+                prog.close()
+        for ifname in ifnames:
+            _run(_in_netns(ns) + ["ip", "link", "set", "dev", ifname, "xdpdrv", "pinned", str(pin)],
+                 f"attach {pin.name} to {ifname} in {ns}")
+
+    def attach_gen_pass(self) -> None:
+        """XDP_PASS on both generator ports: a frame redirected into a veth in native XDP mode is only
+        received if the peer has an XDP program, so without it the DUT's XDP_REDIRECTs vanish."""
+        self._attach_verdict_prog(self.gen_ns, [p.ifname for p in self.ports], bpf.XDP_PASS)
+
+    def detach_gen_xdp(self) -> None:
+        """Remove whatever XDP program the generator ports have (ours or a crashed engine's)."""
+        for p in self.ports:
+            _run(_in_netns(self.gen_ns) + ["ip", "link", "set", "dev", p.ifname, "xdpdrv", "off"],
+                 f"detach XDP from {p.ifname}")
+
+    def down(self) -> None:
+        teardown(self.state)
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    @classmethod
+    def open(cls, name: str) -> "Lab":
+        """The lab `name` made by an earlier Lab.up() (in this or another process)."""
+        try:
+            return cls(json.loads(_state_path(name).read_text()))
+        except FileNotFoundError:
+            raise LabError(f"no lab named {name!r} (see `gtplab lab status`)") from None
+
+    # ---------------------------------------------------------------- use
+
+    def pgwu(self, *args: str, check: bool = True, timeout: float = 120) -> str:
+        """Run `pgwu -d <pin dir> args...` in the DUT netns; returns stdout, raises LabError on failure."""
+        p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, *map(str, args)],
+                 f"run pgwu {' '.join(map(str, args[:2]))}", check=check, timeout=timeout)
+        return p.stdout
+
+    def pgwu_json(self, *args: str) -> Any:
+        return json.loads(self.pgwu(*args, "--json"))
+
+    def add_bearer(self, i: int, **overrides) -> dict:
+        """Install bearer i of the addressing contract; returns its fields."""
+        b = {**self.addressing.bearer(i), **overrides}
+        self.pgwu("session", "add", "--teid", str(b["teid"]), "--ue", b["ue"], "--sgw", b["sgw"],
+                  "--sgw-teid", str(b["sgw_teid"]))
+        return b
+
+    def run_in(self, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """fn(*args, **kwargs) inside the "gen" or "dut" namespace (see run_in_netns)."""
+        return run_in_netns(self.gen_ns if where == "gen" else self.dut_ns, fn, *args, **kwargs)
+
+    def packet_socket(self, port_id: int, timeout: float = 1.0) -> socket.socket:
+        """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
+        socket keeps its netns, so it can be used from any thread afterwards)."""
+        ifname = self.ports[port_id].ifname
+
+        def make():
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.bind((ifname, ETH_P_ALL))
+            s.settimeout(timeout)
+            return s
+        return self.run_in("gen", make)
+
+    def send_frames(self, port_id: int, frames: list[bytes]) -> None:
+        """Send frames (bytes without FCS) out of generator port port_id with AF_PACKET: slow, for
+        functional tests; the engine is the way to send many."""
+        with self.packet_socket(port_id) as s:
+            for f in frames:
+                s.send(bytes(f))
+
+    def dut_counters(self) -> dict[str, int]:
+        """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
+        contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
+        names = pgwu_reason_names()
+        out: dict[str, int] = {}
+        with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
+            for k, per_cpu in m.items():
+                idx = bpf.u32(k)
+                pkts = sum(bpf.u64(v) for v in per_cpu)
+                if pkts:
+                    r, v = divmod(idx, len(bpf.XDP_VERDICTS))
+                    rname = names[r] if r < len(names) else str(r)
+                    out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
+        return out
+
+    def client(self, **kwargs):
+        """An unconnected gtplab.engine.LocalClient for ports 0 (access) and 1 (SGi). The lab's pass
+        program is removed from the generator ports first: the engine attaches its own on connect()."""
+        from gtplab.engine import LocalClient, PortSpec  # the engine is optional for the lab itself
+        self.detach_gen_xdp()
+        return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in self.ports], **kwargs)
+
+    def links(self) -> list[dict]:
+        """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""
+        out = []
+        for ns in (self.gen_ns, self.dut_ns):
+            if not _netns_exists(ns):
+                continue
+            p = _run(["ip", "-n", ns, "-d", "-j", "link", "show", "type", "veth"], f"list links in {ns}",
+                     check=False)
+            for link in json.loads(p.stdout or "[]"):
+                link["netns"] = ns
+                out.append(link)
+        return out
+
+
+def teardown(state: dict) -> list[str]:
+    """Remove everything a lab's state lists that still exists; returns what was removed.
+    Safe to run again, and after a crash at any point of Lab.up()."""
+    removed = []
+    for ns in state["netns"].values():
+        if not _netns_exists(ns):
+            continue
+        # Processes left inside (an engine worker, `pgwu metrics`) would keep the netns alive.
+        pids = _run(["ip", "netns", "pids", ns], f"list processes in {ns}", check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        _run(["ip", "netns", "del", ns], f"delete netns {ns}")
+        removed.append(f"netns {ns}")
+    for d in state["pin_dirs"].values():
+        if os.path.lexists(d):
+            shutil.rmtree(d)
+            removed.append(f"bpffs {d}")
+    sp = _state_path(state["name"])
+    for f in (sp, sp.with_suffix(".tmp")):
+        if f.exists():
+            f.unlink()
+            removed.append(f"state {f}")
+    return removed
+
+
+def lab_names() -> list[str]:
+    if not STATE_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in STATE_DIR.glob("*.json"))
+
+
+# ---------------------------------------------------------------- CLI
+
+def _owner_alive(state: dict) -> bool:
+    try:
+        os.kill(int(state.get("pid", 0)), 0)
+        return True
+    except (ProcessLookupError, ValueError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+
+
+def lab_status(name: str) -> dict:
+    lab = Lab.open(name)
+    st: dict[str, Any] = {"name": name, "status": lab.state["status"], "created": lab.state["created"],
+                          "dut": lab.dut_mode, "pin_dir": lab.pin_dir,
+                          "netns": {k: {"name": v, "exists": _netns_exists(v)}
+                                    for k, v in lab.state["netns"].items()},
+                          "ports": [asdict(p) for p in lab.ports], "links": []}
+    if lab.state["status"] == "creating" and not _owner_alive(lab.state):
+        st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
+    for link in lab.links():
+        xdp = link.get("xdp") or {}
+        prog = xdp.get("prog") or {}
+        st["links"].append({"netns": link["netns"], "ifname": link["ifname"], "mtu": link.get("mtu"),
+                            "state": link.get("operstate"), "mac": link.get("address"),
+                            "xdp": {"mode": XDP_MODES.get(xdp.get("mode"), xdp.get("mode")), "prog_id": prog.get("id"),
+                                    "prog_name": prog.get("name")} if xdp else None})
+    if lab.dut_mode == "pgwu" and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
+        try:
+            st["dut_stats"] = lab.pgwu_json("stats")
+        except (LabError, ValueError) as e:
+            st["dut_stats_error"] = str(e)
+    return st
+
+
+def _print_status(st: dict) -> None:
+    print(f"lab {st['name']}: {st['status']}, created {st['created']}, DUT: {st['dut']}, pins {st['pin_dir']}")
+    for k, ns in st["netns"].items():
+        print(f"  netns {k:<3} {ns['name']}{'' if ns['exists'] else '  (missing)'}")
+    for p in st["ports"]:
+        print(f"  port {p['port_id']} ({p['side']}): {p['ifname']} {p['mac']} {p['addr']}/{p['prefixlen']}"
+              f"  <->  {p['dut_ifname']} {p['dut_mac']} {p['dut_addr']}  mtu {p['mtu']}")
+    for link in st["links"]:
+        x = link["xdp"]
+        xs = f"xdp {x['mode']} id {x['prog_id']} {x['prog_name']}" if x else "no xdp"
+        print(f"  link {link['ifname']:<15} {link['state']:<5} mtu {link['mtu']}  {xs}")
+    stats = st.get("dut_stats")
+    if stats is not None:
+        print("  DUT counters (pgwu stats --json):")
+        for line in json.dumps(stats, indent=2, sort_keys=True).splitlines():
+            print("    " + line)
+    elif "dut_stats_error" in st:
+        print(f"  DUT counters: {st['dut_stats_error']}")
+
+
+def _cmd_up(args) -> int:
+    a = Addressing()
+    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu, addressing=a, gen_pass=not args.no_gen_pass)
+    if args.json:
+        print(json.dumps(lab_status(lab.name), indent=2))
+    else:
+        print(lab.name)
+        print(f"lab {lab.name} is up; remove it with: gtplab lab down --name {lab.name}", file=sys.stderr)
+    return 0
+
+
+def _cmd_down(args) -> int:
+    if args.all == (args.name is not None):
+        raise UserError("give either --name NAME or --all")
+    names = lab_names() if args.all else [args.name]
+    if not args.all and args.name not in names:
+        # Nothing recorded: reconstruct the plan from the name, so a lab whose state file was lost
+        # can still be removed (only its own names are touched).
+        if not NAME_RE.match(args.name):
+            raise UserError(f"bad lab name {args.name!r}")
+        plan = Lab._plan(args.name, Addressing(), "none", DEFAULT_MTU)
+        removed = teardown(plan)
+        if not removed:
+            raise UserError(f"no lab named {args.name!r}")
+        print(f"lab {args.name}: removed {', '.join(removed)}")
+        return 0
+    for n in names:
+        try:
+            state = json.loads(_state_path(n).read_text())
+        except ValueError:
+            state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU)  # torn state file
+        removed = teardown(state)
+        print(f"lab {n}: removed {', '.join(removed) or 'nothing'}")
+    return 0
+
+
+def _cmd_status(args) -> int:
+    names = [args.name] if args.name else lab_names()
+    sts = [lab_status(n) for n in names]
+    if args.json:
+        print(json.dumps(sts, indent=2))
+    elif not sts:
+        print("no labs")
+    for st in ([] if args.json else sts):
+        _print_status(st)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("lab", help="build, inspect and remove the namespace lab",
+                              description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="lab_command", metavar="ACTION")
+    sub.required = True
+    up = sub.add_parser("up", help="create a lab; prints its name")
+    up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
+    up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
+                    help="XDP on the DUT ports: the PGW-U (default), a drop/pass sink, or none")
+    up.add_argument("--mtu", type=int, default=DEFAULT_MTU,
+                    help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
+    up.add_argument("--no-gen-pass", action="store_true",
+                    help="don't attach the XDP_PASS program to the generator ports")
+    up.add_argument("--json", action="store_true", help="print the lab's status as JSON")
+    up.set_defaults(func=_cmd_up)
+    down = sub.add_parser("down", help="remove a lab (also after a crash) or all of them")
+    down.add_argument("--name", help="lab name")
+    down.add_argument("--all", action="store_true", help="every lab listed in " + str(STATE_DIR))
+    down.set_defaults(func=_cmd_down)
+    st = sub.add_parser("status", help="labs, namespaces, links, XDP attachments, DUT counters")
+    st.add_argument("--name", help="only this lab")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_cmd_status)

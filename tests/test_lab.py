@@ -1,0 +1,228 @@
+"""The namespace lab (gtplab/lab.py): topology, isolation between labs, cleanup after a crash, and GTP-U
+traffic through the PGW-U in both directions. Needs root; creates namespaces with unique names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scapy.contrib.gtp import GTP_U_Header
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from gtplab import lab as labmod
+from gtplab.lab import Lab, LabError
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[1]
+GTPLAB = [sys.executable, "-m", "gtplab"]
+
+
+def leftovers(name: str) -> list[str]:
+    """Everything of lab `name` still on the machine: namespaces, host links, bpffs paths, state."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    found += [ln.split()[0] for ln in netns.splitlines() if f"gtplab-{name}-" in ln]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    found += [ln for ln in links.splitlines() if f"g{name}p" in ln or f"d{name}p" in ln]
+    found += [str(p) for p in Path("/sys/fs/bpf").glob(f"gtplab-{name}*")]
+    found += [str(p) for p in labmod.STATE_DIR.glob(f"{name}.*")]
+    return found
+
+
+def wait_for(cond, timeout=5.0, what="condition"):
+    """Poll cond() until it returns something true, with a deadline (no fixed sleeps)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def pgwu_lab():
+    with Lab.up() as lab:
+        yield lab
+
+
+def links_by_name(lab: Lab) -> dict[str, dict]:
+    return {ln["ifname"]: ln for ln in lab.links()}
+
+
+def test_topology(pgwu_lab):
+    lab = pgwu_lab
+    st = labmod.lab_status(lab.name)
+    assert st["status"] == "up"
+    assert all(ns["exists"] for ns in st["netns"].values())
+    links = links_by_name(lab)
+    for p in lab.ports:
+        g, d = links[p.ifname], links[p.dut_ifname]
+        assert g["netns"] == lab.gen_ns and d["netns"] == lab.dut_ns
+        assert (g["address"], d["address"]) == (p.mac, p.dut_mac)
+        assert g["mtu"] == d["mtu"] == labmod.DEFAULT_MTU
+        assert len(p.ifname) <= 15 and lab.name in p.ifname and lab.name in p.dut_ifname
+        # the DUT runs the PGW-U natively; the generator ports have the pass program
+        assert d["xdp"]["mode"] == 1, d.get("xdp")
+        assert g["xdp"]["mode"] == 1 and g["xdp"]["prog"]["name"] == "gtplab_pass"
+    names = {links[p.dut_ifname]["xdp"]["prog"]["name"] for p in lab.ports}
+    assert names == {"xdp_access", "xdp_sgi"}
+    # addressing contract on the DUT
+    out = subprocess.run(["ip", "-n", lab.dut_ns, "-j", "addr"], capture_output=True, text=True, check=True)
+    addrs = {a["ifname"]: [i["local"] for i in a["addr_info"] if i["family"] == "inet"]
+             for a in json.loads(out.stdout)}
+    assert addrs[lab.ports[0].dut_ifname] == ["10.201.0.1"] and addrs[lab.ports[1].dut_ifname] == ["10.202.0.1"]
+    route = subprocess.run(["ip", "-n", lab.dut_ns, "route", "get", "198.18.0.9"], capture_output=True,
+                           text=True, check=True).stdout
+    assert "via 10.202.0.2" in route
+    neigh = subprocess.run(["ip", "-n", lab.dut_ns, "neigh", "show", "10.201.0.79"], capture_output=True,
+                           text=True, check=True).stdout
+    assert lab.ports[0].mac in neigh and "PERMANENT" in neigh
+    fwd = subprocess.run(["ip", "netns", "exec", lab.dut_ns, "sysctl", "-n", "net.ipv4.ip_forward"],
+                         capture_output=True, text=True, check=True).stdout
+    assert fwd.strip() == "1"
+    assert Path(lab.pin_dir, "stats").exists()
+
+
+def recv_matching(sock, match, count, timeout=3.0) -> list[bytes]:
+    """Frames the socket receives (not our own outgoing ones) for which match(Ether) is true."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        try:
+            data, addr = sock.recvfrom(65535)
+        except TimeoutError:
+            continue
+        if addr[2] == 4:  # PACKET_OUTGOING
+            continue
+        if match(Ether(data)):
+            got.append(data)
+    return got
+
+
+def test_traffic_both_directions(pgwu_lab):
+    lab, a = pgwu_lab, pgwu_lab.addressing
+    acc, sgi = lab.ports
+    b = lab.add_bearer(0)
+    n = 5
+    inner = IP(src=b["ue"], dst=a.pdn(7), ttl=64, id=1) / UDP(sport=4000, dport=5000) / (b"u" * 100)
+    ul = (Ether(src=acc.mac, dst=acc.dut_mac) / IP(src=b["sgw"], dst=a.dut_access, id=2)
+          / UDP(sport=2152, dport=2152) / GTP_U_Header(teid=b["teid"], gtp_type=255) / inner)
+    dl = (Ether(src=sgi.mac, dst=sgi.dut_mac) / IP(src=a.pdn(7), dst=b["ue"], ttl=64, id=3)
+          / UDP(sport=5000, dport=4000) / (b"d" * 100))
+    before = lab.dut_counters()
+
+    with lab.packet_socket(1) as rx1:
+        lab.send_frames(0, [bytes(ul)] * n)
+        got = recv_matching(rx1, lambda e: IP in e and e[IP].dst == a.pdn(7) and UDP in e, n)
+    assert len(got) == n, f"{len(got)}/{n} uplink packets came out decapsulated on port 1"
+    e = Ether(got[0])
+    assert e.dst == sgi.mac and e.src == sgi.dut_mac
+    assert GTP_U_Header not in e and e[IP].src == b["ue"] and bytes(e[UDP].payload) == b"u" * 100
+
+    with lab.packet_socket(0) as rx0:
+        lab.send_frames(1, [bytes(dl)] * n)
+        got = recv_matching(rx0, lambda e: GTP_U_Header in e, n)
+    assert len(got) == n, f"{len(got)}/{n} downlink packets came out encapsulated on port 0"
+    e = Ether(got[0])
+    assert e.dst == acc.mac and e.src == acc.dut_mac
+    assert (e[IP].src, e[IP].dst, e[UDP].dport) == (a.dut_access, b["sgw"], 2152)
+    assert e[GTP_U_Header].teid == b["sgw_teid"] and e[GTP_U_Header].gtp_type == 255
+    e_in = e[GTP_U_Header].payload
+    assert e_in[IP].dst == b["ue"] and bytes(e_in[UDP].payload) == b"d" * 100
+
+    after = lab.dut_counters()
+    for key in ("UL_FWD/redirect", "DL_FWD/redirect"):
+        assert after.get(key, 0) - before.get(key, 0) == n, (key, before, after)
+    # and pgwu's own report parses
+    assert lab.pgwu_json("stats")
+
+
+def test_two_labs_do_not_collide():
+    with Lab.up(dut="pass") as one, Lab.up(dut="pass") as two:
+        assert one.name != two.name
+        mine = {one.gen_ns, one.dut_ns, one.pin_dir, one.gen_pin_dir}
+        theirs = {two.gen_ns, two.dut_ns, two.pin_dir, two.gen_pin_dir}
+        assert not mine & theirs
+        # same addresses, separate namespaces: both carry traffic on their own
+        for lab in (one, two):
+            with lab.packet_socket(0) as rx:
+                frame = Ether(src=lab.ports[0].dut_mac, dst=lab.ports[0].mac) / IP(dst="10.201.0.2") / UDP()
+                lab.run_in("dut", _send_raw, lab.ports[0].dut_ifname, bytes(frame))
+                assert recv_matching(rx, lambda e: UDP in e, 1)
+        # a name in use is refused and the lab that has it is untouched
+        with pytest.raises(LabError, match="exists already"):
+            Lab.up(name=one.name, dut="pass")
+        assert labmod.lab_status(one.name)["status"] == "up"
+        assert all(ns["exists"] for ns in labmod.lab_status(one.name)["netns"].values())
+    assert leftovers(one.name) == [] and leftovers(two.name) == []
+
+
+def _send_raw(ifname: str, frame: bytes) -> None:
+    import socket
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as s:
+        s.bind((ifname, 0))
+        s.send(frame)
+
+
+def test_down_leaves_nothing():
+    lab = Lab.up(dut="pgwu")
+    assert leftovers(lab.name)  # the check below would see a lab
+    lab.down()
+    assert leftovers(lab.name) == []
+    lab.down()  # again: nothing to do, no error
+
+
+def test_cli_up_status_down():
+    out = subprocess.run(GTPLAB + ["lab", "up", "--dut", "drop"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    name = out.stdout.strip()
+    try:
+        st = subprocess.run(GTPLAB + ["lab", "status", "--name", name, "--json"], capture_output=True,
+                            text=True, check=True, cwd=REPO)
+        (s,) = json.loads(st.stdout)
+        assert s["name"] == name and s["dut"] == "drop" and len(s["links"]) == 4
+        assert all(ln["xdp"] and ln["xdp"]["mode"] == "native" for ln in s["links"])
+    finally:
+        down = subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, text=True,
+                              cwd=REPO)
+    assert down.returncode == 0, down.stderr
+    assert leftovers(name) == []
+    bad = subprocess.run(GTPLAB + ["lab", "up", "--name", "Bad_Name"], capture_output=True, text=True,
+                         cwd=REPO)
+    assert bad.returncode == 2 and "bad lab name" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_crash_after_up_then_down_cleans_up():
+    """The process that built the lab dies without tearing down; `gtplab lab down --name` cleans up."""
+    code = ("import os, signal; from gtplab.lab import Lab; lab = Lab.up(dut='pgwu'); "
+            "print(lab.name, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    name = p.stdout.strip()
+    assert name and leftovers(name)
+    down = subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, text=True, cwd=REPO)
+    assert down.returncode == 0, down.stderr
+    assert leftovers(name) == []
+
+
+def test_interrupt_during_up_rolls_back(monkeypatch):
+    """Ctrl-C in the middle of Lab.up (after namespaces, veths and the DUT program exist)."""
+    name = "t" + os.urandom(4).hex()
+
+    def interrupted(self):
+        assert leftovers(name)  # really half-built at this point
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Lab, "attach_gen_pass", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Lab.up(name=name, dut="drop")
+    assert leftovers(name) == []
