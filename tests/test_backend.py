@@ -1,0 +1,97 @@
+"""gtplab/backend.py: backend choice, the TRex client subprocess (JSON lines), and, with a real TRex
+server (TREX_SERVER), a short run through it."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+import scapy
+
+from gtplab.backend import Backend, TrexClient, TrexError, _int_keys, parse_server
+from gtplab.cli import UserError
+
+PROFILE = textwrap.dedent('''
+    import argparse
+    from trex.stl.api import STLStream, STLPktBuilder, STLTXCont, STLVM, STLProfile
+    from scapy.layers.l2 import Ether
+    from scapy.layers.inet import IP, UDP
+
+    class Prof:
+        def get_streams(self, direction=0, tunables=(), **kwargs):
+            p = argparse.ArgumentParser()
+            p.add_argument("--flows", type=int, default=4, help="number of source addresses")
+            a = p.parse_args(tunables)
+            vm = STLVM()
+            vm.var(name="src", min_value="16.0.0.1", max_value="16.0.0.%d" % a.flows, size=4, op="inc")
+            vm.write(fv_name="src", pkt_offset="IP.src")
+            vm.fix_chksum()
+            pkt = Ether() / IP(dst="48.0.0.1") / UDP(dport=12, sport=1025) / (b"x" * 18)
+            return [STLStream(packet=STLPktBuilder(pkt=pkt, vm=vm), mode=STLTXCont(pps=10))]
+
+    def register():
+        return Prof()
+''')
+
+
+def test_parse_server():
+    assert parse_server("10.0.0.5") == {"server": "10.0.0.5", "sync_port": 4501, "async_port": 4500}
+    assert parse_server("trex:5501") == {"server": "trex", "sync_port": 5501, "async_port": 5500}
+    assert parse_server("trex:5501:6000")["async_port"] == 6000
+    for bad in ("", ":4501", "host:x", "a:1:2:3"):
+        with pytest.raises(UserError):
+            parse_server(bad)
+
+
+def test_int_keys():
+    assert _int_keys({"0": {"opackets": 1}, "total": {}, "flow_stats": {"7": {"tx_pkts": {"1": 3}}}}) == \
+        {0: {"opackets": 1}, "total": {}, "flow_stats": {7: {"tx_pkts": {1: 3}}}}
+
+
+def test_backend_choice_errors(monkeypatch):
+    monkeypatch.delenv("TREX_SERVER", raising=False)
+    monkeypatch.delenv("GTPLAB_BACKEND", raising=False)
+    with pytest.raises(UserError, match="unknown backend"):
+        Backend.open("ixia")
+    with pytest.raises(UserError, match="needs a server"):
+        Backend.open("trex")
+
+
+def test_trex_worker_loads_profile_with_its_own_scapy(tmp_path):
+    """The TRex library runs in the worker with its bundled Scapy; this process keeps Scapy 2.8."""
+    prof = tmp_path / "prof_tiny.py"
+    prof.write_text(PROFILE)
+    c = TrexClient()
+    try:
+        v = c.call("version")
+        assert v["scapy"] != scapy.VERSION and scapy.VERSION.startswith("2.8")
+        (s,) = c.profile_streams(str(prof), tunables={"flows": 9})
+        assert s["mode"]["type"] == "continuous" and s["mode"]["rate"]["value"] == 10
+        var = next(i for i in s["vm"]["instructions"] if i["type"] == "flow_var")
+        assert var["name"] == "src" and var["max_value"] - var["min_value"] == 8  # --flows 9 reached it
+        with pytest.raises(TrexError, match="does not exist"):
+            c.profile_streams(str(tmp_path / "missing.py"))
+        # the worker survives an error and keeps answering
+        assert len(c.profile_streams(str(prof))) == 1
+    finally:
+        c.close()
+
+
+@pytest.mark.trex
+def test_trex_server_short_run(tmp_path):
+    server = os.environ.get("TREX_SERVER")
+    if not server:
+        pytest.skip("TREX_SERVER is not set: no TRex server to run against")
+    prof = tmp_path / "prof_tiny.py"
+    prof.write_text(PROFILE)
+    with Backend.open("trex", server=server) as be:
+        c = be.client
+        c.reset(ports=[0, 1])
+        ids = c.load_profile(str(prof), ports=[0], direction=0)
+        assert len(ids) == 1
+        c.clear_stats()
+        c.start(ports=[0], mult="100pps", duration=2)
+        c.wait_on_traffic(ports=[0], timeout=30)
+        st = c.get_stats()
+        assert st[0]["opackets"] >= 150, st[0]
