@@ -26,6 +26,7 @@ BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_ENABLE_STATS = 32
+BPF_MAP_LOOKUP_BATCH = 24
 
 BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
 BPF_F_TEST_RUN_ON_CPU = 1 << 0
@@ -76,6 +77,12 @@ class _ProgLoad(ctypes.Structure):
                 ("log_buf", ctypes.c_uint64), ("kern_version", ctypes.c_uint32),
                 ("prog_flags", ctypes.c_uint32), ("prog_name", ctypes.c_char * 16),
                 ("prog_ifindex", ctypes.c_uint32), ("expected_attach_type", ctypes.c_uint32)]
+
+
+class _Batch(ctypes.Structure):
+    _fields_ = [("in_batch", ctypes.c_uint64), ("out_batch", ctypes.c_uint64), ("keys", ctypes.c_uint64),
+                ("values", ctypes.c_uint64), ("count", ctypes.c_uint32), ("map_fd", ctypes.c_uint32),
+                ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
 
 
 class _InfoByFd(ctypes.Structure):
@@ -265,6 +272,25 @@ class Map:
                 return False
             raise
         return True
+
+    def lookup_all_raw(self) -> tuple[bytes, bytes, int]:
+        """Every entry in one BPF_MAP_LOOKUP_BATCH call: (keys, values, count) as raw buffers.
+
+        Values are laid out as lookup() reads them (per-CPU maps: ncpus values of 8-aligned stride
+        per key). Meant for small maps read often (the stats array)."""
+        n = self.max_entries
+        keys = ctypes.create_string_buffer(self.key_size * n)
+        vsize = self._stride * self.ncpus if self.percpu else self.value_size
+        vals = ctypes.create_string_buffer(vsize * n)
+        out_batch = ctypes.create_string_buffer(max(self.key_size, 8))
+        attr = _Batch(in_batch=0, out_batch=ctypes.addressof(out_batch), keys=ctypes.addressof(keys),
+                      values=ctypes.addressof(vals), count=n, map_fd=self.fd)
+        try:
+            _bpf(BPF_MAP_LOOKUP_BATCH, attr, f"batch-read {self.name}")
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
+        return keys.raw[:attr.count * self.key_size], vals.raw[:attr.count * vsize], attr.count
 
     def keys(self):
         k = None

@@ -1,0 +1,326 @@
+"""Python view of the XDP PGW-U data plane (dataplane/pgwu.h, dataplane/pgwu.bpf.c).
+
+- REASONS: the drop/pass/forward reasons, parsed from `enum pgwu_reason` in dataplane/pgwu.h at
+  import (PGWU_R_DROP_UNKNOWN_TEID -> "drop_unknown_teid"), so this list never drifts from the C.
+- VERDICTS: XDP action names by value.
+- Config / UlBearer / DlBearer: the map value structs, packed exactly as pgwu.h lays them out
+  (addresses and TEIDs in network order, everything else host order).
+- Dataplane(pin_dir): the pinned maps and programs of one loaded instance (`pgwu -d PIN_DIR load`):
+  test runs of both programs, config and bearers written straight into the maps, stats.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import struct
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gtplab import bpf
+
+REPO = Path(__file__).resolve().parent.parent
+PGWU_H = REPO / "dataplane" / "pgwu.h"
+PGWU_BIN = REPO / "dataplane" / "pgwu"
+PGWU_OBJ = REPO / "dataplane" / "pgwu.bpf.o"
+
+VERDICTS = bpf.XDP_VERDICTS  # ("aborted", "drop", "pass", "tx", "redirect")
+VERDICT_MAX = len(VERDICTS)
+
+SIDE_ACCESS = 0
+SIDE_SGI = 1
+
+CFG_CSUM = 1 << 0
+CFG_FIB_CACHE = 1 << 1
+B_CSUM_ON = 1 << 0
+B_CSUM_OFF = 1 << 1
+
+
+def parse_reasons(header: Path = PGWU_H) -> tuple[str, ...]:
+    """The names of enum pgwu_reason in value order, lower case, without the PGWU_R_ prefix."""
+    text = header.read_text()
+    m = re.search(r"enum\s+pgwu_reason\s*\{(.*?)\};", text, re.S)
+    if not m:
+        raise RuntimeError(f"no enum pgwu_reason in {header}")
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    names: dict[int, str] = {}
+    value = -1
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        mm = re.fullmatch(r"(PGWU_R_\w+|PGWU_REASON_MAX)\s*(?:=\s*(\w+))?", item)
+        if not mm:
+            raise RuntimeError(f"can't parse enum pgwu_reason item {item!r} in {header}")
+        value = int(mm.group(2), 0) if mm.group(2) else value + 1
+        if mm.group(1) == "PGWU_REASON_MAX":
+            break
+        names[value] = mm.group(1)[len("PGWU_R_"):].lower()
+    if sorted(names) != list(range(len(names))):
+        raise RuntimeError(f"enum pgwu_reason in {header} is not dense from 0")
+    return tuple(names[i] for i in range(len(names)))
+
+
+REASONS = parse_reasons()
+REASON_MAX = len(REASONS)
+REASON = {name: i for i, name in enumerate(REASONS)}
+
+
+def usual_verdicts(reason: str) -> tuple[str, ...]:
+    """The verdicts a reason is documented with (pgwu.h): *_fwd redirect/tx, echo tx, pass_*, drop_*."""
+    if reason in ("ul_fwd", "dl_fwd"):
+        return ("redirect", "tx")
+    if reason == "echo_reply":
+        return ("tx",)
+    if reason.startswith("pass_"):
+        return ("pass",)
+    if reason.startswith("drop_"):
+        return ("drop",)
+    raise ValueError(f"unknown reason {reason}")
+
+
+def _ip(addr: str) -> bytes:
+    return socket.inet_aton(addr)
+
+
+def _ipstr(b: bytes) -> str:
+    return socket.inet_ntoa(b)
+
+
+def _mac(mac: str | bytes) -> bytes:
+    if isinstance(mac, (bytes, bytearray)):
+        return bytes(mac)
+    return bytes(int(x, 16) for x in mac.split(":"))
+
+
+def _macstr(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+@dataclass
+class Nexthop:
+    """struct pgwu_nexthop: a static next hop; ifindex 0 = use bpf_fib_lookup."""
+    ifindex: int = 0
+    smac: str = "00:00:00:00:00:00"
+    dmac: str = "00:00:00:00:00:00"
+
+    FMT = "=I6s6s"
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, self.ifindex, _mac(self.smac), _mac(self.dmac))
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "Nexthop":
+        ifindex, s, d = struct.unpack(cls.FMT, b)
+        return cls(ifindex, _macstr(s), _macstr(d))
+
+
+@dataclass
+class Config:
+    """struct pgwu_config. ue_pool as "A/LEN"; egress_vlan and nexthop indexed by side (access, sgi)."""
+    local_addr: str = "0.0.0.0"
+    csum: bool = False
+    fib_cache: bool = False
+    ue_pool: str = "0.0.0.0/0"
+    egress_vlan: tuple[int, int] = (0, 0)
+    restart_counter: int = 0
+    nexthop: tuple[Nexthop, Nexthop] = field(default_factory=lambda: (Nexthop(), Nexthop()))
+
+    # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2]
+    FMT = "=4sI4s4sHHB3x16s16s"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        net = ipaddress.IPv4Network(self.ue_pool, strict=False)
+        flags = (CFG_CSUM if self.csum else 0) | (CFG_FIB_CACHE if self.fib_cache else 0)
+        return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
+                           net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
+                           self.nexthop[0].pack(), self.nexthop[1].pack())
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "Config":
+        la, flags, pa, pm, v0, v1, rc, n0, n1 = struct.unpack(cls.FMT, b[:cls.SIZE])
+        plen = bin(int.from_bytes(pm, "big")).count("1")
+        return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
+                   (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)))
+
+
+@dataclass
+class UlBearer:
+    """struct pgwu_ul_bearer (value of ul_bearers[TEID])."""
+    ue_addr: str
+    flags: int = 0
+    packets: int = 0
+    bytes: int = 0
+
+    FMT = "=4sIQQ"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, _ip(self.ue_addr), self.flags, self.packets, self.bytes)
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "UlBearer":
+        ue, flags, p, n = struct.unpack(cls.FMT, b)
+        return cls(_ipstr(ue), flags, p, n)
+
+
+@dataclass
+class DlBearer:
+    """struct pgwu_dl_bearer (value of dl_bearers[UE]); TEIDs as integers (stored network order)."""
+    sgw_addr: str
+    sgw_teid: int
+    local_teid: int
+    flags: int = 0
+    packets: int = 0
+    bytes: int = 0
+
+    FMT = "=4s4s4sIQQ"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, _ip(self.sgw_addr), struct.pack("!I", self.sgw_teid),
+                           struct.pack("!I", self.local_teid), self.flags, self.packets, self.bytes)
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "DlBearer":
+        sgw, st, lt, flags, p, n = struct.unpack(cls.FMT, b)
+        return cls(_ipstr(sgw), struct.unpack("!I", st)[0], struct.unpack("!I", lt)[0], flags, p, n)
+
+
+COUNTER_FMT = "=QQ"
+COUNTER_SIZE = 16
+# struct name -> size, for the BTF check
+STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pgwu_dl_bearer": DlBearer.SIZE,
+                "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE}
+
+
+@dataclass
+class RunResult:
+    retval: int
+    data: bytes
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.retval] if self.retval < VERDICT_MAX else f"retval {self.retval}"
+
+
+MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id")
+PROGS = ("xdp_access", "xdp_sgi")
+
+
+class Dataplane:
+    """The pinned objects of one loaded data plane (`pgwu -d pin_dir load`)."""
+
+    def __init__(self, pin_dir: str | os.PathLike):
+        self.pin_dir = str(pin_dir)
+        self.maps: dict[str, bpf.Map] = {}
+        self.progs: dict[str, bpf.Prog] = {}
+        try:
+            for m in MAPS:
+                self.maps[m] = bpf.Map.pinned(os.path.join(self.pin_dir, m))
+            for p in PROGS:
+                self.progs[p] = bpf.Prog.pinned(os.path.join(self.pin_dir, p))
+        except OSError:
+            self.close()
+            raise
+        self.ncpus = self.maps["stats"].ncpus
+
+    def close(self) -> None:
+        for o in list(self.maps.values()) + list(self.progs.values()):
+            o.close()
+        self.maps.clear()
+        self.progs.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- test runs -------------------------------------------------------------------------------
+    def run(self, prog: str, frame, ingress_ifindex: int = 0) -> RunResult:
+        r = self.progs[prog].test_run(bytes(frame), ingress_ifindex=ingress_ifindex)
+        return RunResult(r.retval, r.data)
+
+    def run_access(self, frame, ingress_ifindex: int = 0) -> RunResult:
+        """xdp_access on one frame (bytes or a Scapy packet). ingress_ifindex 0: the test run's lo."""
+        return self.run("xdp_access", frame, ingress_ifindex)
+
+    def run_sgi(self, frame, ingress_ifindex: int = 0) -> RunResult:
+        return self.run("xdp_sgi", frame, ingress_ifindex)
+
+    # --- config ----------------------------------------------------------------------------------
+    def get_config(self) -> Config:
+        return Config.unpack(self.maps["config"].lookup(struct.pack("=I", 0)))
+
+    def set_config(self, cfg: Config | None = None, **changes) -> Config:
+        """Write cfg (or the current config with `changes` applied); returns what was written."""
+        cfg = replace(cfg if cfg is not None else self.get_config(), **changes)
+        self.maps["config"].update(struct.pack("=I", 0), cfg.pack())
+        return cfg
+
+    # --- bearers ---------------------------------------------------------------------------------
+    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None) -> None:
+        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default."""
+        flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
+        self.maps["ul_bearers"].update(struct.pack("!I", teid), UlBearer(ue).pack())
+        self.maps["dl_bearers"].update(_ip(ue), DlBearer(sgw, sgw_teid, teid, flags).pack())
+
+    def del_bearer(self, teid: int, ue: str) -> None:
+        self.maps["ul_bearers"].delete(struct.pack("!I", teid))
+        self.maps["dl_bearers"].delete(_ip(ue))
+
+    def flush_bearers(self) -> None:
+        for name in ("ul_bearers", "dl_bearers"):
+            m = self.maps[name]
+            for k in list(m.keys()):
+                m.delete(k)
+
+    def ul_bearer(self, teid: int) -> UlBearer | None:
+        v = self.maps["ul_bearers"].lookup(struct.pack("!I", teid))
+        return UlBearer.unpack(v) if v is not None else None
+
+    def dl_bearer(self, ue: str) -> DlBearer | None:
+        v = self.maps["dl_bearers"].lookup(_ip(ue))
+        return DlBearer.unpack(v) if v is not None else None
+
+    def flush_fib_cache(self) -> None:
+        m = self.maps["fib_cache"]
+        for k in list(m.keys()):
+            m.delete(k)
+
+    # --- stats -----------------------------------------------------------------------------------
+    def stats_array(self) -> list[tuple[int, int]]:
+        """(packets, bytes) summed over CPUs for every stats index (reason * 5 + verdict)."""
+        m = self.maps["stats"]
+        keys, vals, count = m.lookup_all_raw()
+        out = [(0, 0)] * m.max_entries
+        stride = m._stride
+        per_key = stride * m.ncpus
+        for i in range(count):
+            (k,) = struct.unpack_from("=I", keys, i * 4)
+            p = n = 0
+            for c in range(m.ncpus):
+                cp, cn = struct.unpack_from(COUNTER_FMT, vals, i * per_key + c * stride)
+                p += cp
+                n += cn
+            out[k] = (p, n)
+        return out
+
+    def stats(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """{(reason, verdict): (packets, bytes)} for every non-zero counter."""
+        res = {}
+        for idx, (p, n) in enumerate(self.stats_array()):
+            if p or n:
+                res[(REASONS[idx // VERDICT_MAX] if idx // VERDICT_MAX < REASON_MAX else f"reason {idx // 5}",
+                     VERDICTS[idx % VERDICT_MAX])] = (p, n)
+        return res
+
+    def reset_stats(self) -> None:
+        m = self.maps["stats"]
+        zero = bytes(COUNTER_SIZE)
+        for i in range(m.max_entries):
+            m.update(struct.pack("=I", i), zero)

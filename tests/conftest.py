@@ -1,0 +1,51 @@
+"""Shared pytest fixtures. Each block belongs to one area; add yours as a separate block."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+
+import pytest
+
+
+# ---- data plane (tests/test_dataplane*.py, tests/test_fuzz.py) ------------------------------------
+# A PGW-U loaded once per test module by `dataplane/pgwu -d <unique pin dir> load`, opened as
+# gtplab.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
+
+def _pgwu(pin_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    from gtplab.dataplane import PGWU_BIN
+    if not os.access(PGWU_BIN, os.X_OK):
+        pytest.fail(f"{PGWU_BIN} is not built: run `make -C dataplane` first")
+    cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, *args], capture_output=True, text=True, timeout=60)
+    if check and cp.returncode != 0:
+        pytest.fail(f"pgwu -d {pin_dir} {' '.join(args)} failed ({cp.returncode}): {cp.stderr.strip()}")
+    return cp
+
+
+@pytest.fixture(scope="module")
+def pgwu_pin_dir():
+    """A unique, freshly loaded pin dir: /sys/fs/bpf/gtplab-t-<id>. Unloaded and removed after the module."""
+    pin_dir = f"/sys/fs/bpf/gtplab-t-{secrets.token_hex(4)}"
+    try:
+        _pgwu(pin_dir, "load", "--max-bearers", "4096")
+        yield pin_dir
+    finally:
+        if os.path.exists(pin_dir):
+            _pgwu(pin_dir, "unload", check=False)
+        if os.path.isdir(pin_dir):
+            # unload should have removed it; remove what is left (only inside our own dir)
+            shutil.rmtree(pin_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def dataplane(pgwu_pin_dir):
+    """gtplab.dataplane.Dataplane on the module's freshly loaded PGW-U."""
+    from gtplab.dataplane import Dataplane
+    dp = Dataplane(pgwu_pin_dir)
+    try:
+        yield dp
+    finally:
+        dp.close()
+# ---- end of data plane block ----------------------------------------------------------------------

@@ -1,0 +1,175 @@
+"""Independent expectations for the PGW-U tests, written from docs/DATAPLANE spec, not from the program.
+
+Checksums are computed here with RFC 1071 (not Scapy's code); frames are split with a small parser
+that only has to handle the valid frames the tests build. Also: readable mismatch reports.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from scapy.contrib.gtp import GTP_U_Header
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Raw
+
+GTPU_PORT = 2152
+
+
+def csum16(data: bytes, start: int = 0) -> int:
+    """RFC 1071 Internet checksum of data (the value to put in a checksum field)."""
+    if len(data) % 2:
+        data = bytes(data) + b"\0"
+    s = start + sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def ip_hdr_ok(hdr: bytes) -> bool:
+    """True if an IPv4 header (ihl*4 bytes) checksums to zero."""
+    return csum16(hdr) == 0
+
+
+def pseudo_sum(src: bytes, dst: bytes, proto: int, length: int) -> int:
+    return sum(struct.unpack("!4H", src + dst)) + proto + length
+
+
+def udp_csum_ok(src: bytes, dst: bytes, udp: bytes) -> bool:
+    """True if a UDP datagram's checksum field is the correct, non-zero RFC 768 checksum."""
+    if udp[6:8] == b"\0\0":
+        return False
+    return csum16(udp, pseudo_sum(src, dst, 17, len(udp))) == 0
+
+
+def l2_split(frame: bytes) -> tuple[int, int | None]:
+    """(L2 header length, VLAN id or None) of an Ethernet frame with at most one 802.1Q tag."""
+    if frame[12:14] == b"\x81\x00":
+        return 18, struct.unpack("!H", frame[14:16])[0] & 0xFFF
+    return 14, None
+
+
+def l2_header(dmac: bytes, smac: bytes, vlan: int | None) -> bytes:
+    """Ethernet [+ 802.1Q, PCP 0 DEI 0] header for an IPv4 payload."""
+    if vlan:
+        return dmac + smac + b"\x81\x00" + struct.pack("!H", vlan & 0xFFF) + b"\x08\x00"
+    return dmac + smac + b"\x08\x00"
+
+
+def gtp_header_chain_len(gtp: bytes) -> int:
+    """Length of the GTP-U header incl. optional fields and extension headers (valid input only)."""
+    flags = gtp[0]
+    if not flags & 0x07:
+        return 8
+    n = 12
+    nxt = gtp[11] if flags & 0x04 else 0
+    while nxt:
+        ln = gtp[n] * 4
+        nxt = gtp[n + ln - 1]
+        n += ln
+    return n
+
+
+def gpdu_inner(frame: bytes) -> bytes:
+    """The T-PDU (inner IPv4 packet, exactly its tot_len) of a valid G-PDU frame."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    gtp = frame[l2 + ihl + 8:]
+    start = gtp_header_chain_len(gtp)
+    inner = gtp[start:]
+    tot = struct.unpack("!H", inner[2:4])[0]
+    return inner[:tot]
+
+
+def ip_payload(frame: bytes) -> bytes:
+    """The IPv4 packet (exactly tot_len bytes) of an Ethernet frame."""
+    l2, _ = l2_split(frame)
+    tot = struct.unpack("!H", frame[l2 + 2:l2 + 4])[0]
+    return frame[l2:l2 + tot]
+
+
+def ttl_dec(ip: bytes) -> bytes:
+    """The IPv4 packet with TTL - 1 and a freshly computed header checksum."""
+    b = bytearray(ip)
+    ihl = (b[0] & 0xF) * 4
+    b[8] -= 1
+    b[10:12] = b"\0\0"
+    b[10:12] = struct.pack("!H", csum16(bytes(b[:ihl])))
+    return bytes(b)
+
+
+def decap_expected(inner: bytes, smac: bytes, dmac: bytes, vlan: int | None) -> bytes:
+    """Uplink output (spec xdp_access step 13)."""
+    return l2_header(dmac, smac, vlan) + ttl_dec(inner)
+
+
+def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
+                   teid: int, csum: bool, ip_id: int) -> bytes:
+    """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect."""
+    inner = ttl_dec(ip)
+    tos = ip[1]
+    df = bool(ip[6] & 0x40)
+    eth = Ether(dst=dmac, src=smac)
+    if vlan:
+        eth = eth / Dot1Q(vlan=vlan, prio=0)
+    pkt = (eth / IP(ihl=5, tos=tos, id=ip_id, flags=2 if df else 0, frag=0, ttl=64, proto=17, src=local, dst=sgw)
+           / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=None if csum else 0)
+           / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
+           / Raw(inner))
+    return bytes(pkt)
+
+
+def outer_udp_ok(frame: bytes) -> bool:
+    """Independent RFC 1071 check of an encapsulated frame's outer UDP checksum."""
+    l2, _ = l2_split(frame)
+    ip = frame[l2:]
+    ihl = (ip[0] & 0xF) * 4
+    ulen = struct.unpack("!H", ip[ihl + 4:ihl + 6])[0]
+    return udp_csum_ok(ip[12:16], ip[16:20], ip[ihl:ihl + ulen])
+
+
+def l4_csum_state(ip: bytes) -> str:
+    """Whether an IPv4 packet's own L4 checksum can be and is right: "ok", "bad" or "none" (no usable
+    checksum: fragment, UDP checksum 0, other protocol, incomplete L4 header)."""
+    ihl = (ip[0] & 0xF) * 4
+    tot = struct.unpack("!H", ip[2:4])[0]
+    frag = struct.unpack("!H", ip[6:8])[0]
+    if frag & 0x3FFF:
+        return "none"
+    proto = ip[9]
+    l4 = ip[ihl:tot]
+    if proto == 6 and len(l4) >= 20:
+        return "ok" if csum16(l4, pseudo_sum(ip[12:16], ip[16:20], 6, len(l4))) == 0 else "bad"
+    if proto == 17 and len(l4) >= 8:
+        if l4[6:8] == b"\0\0":
+            return "none"
+        return "ok" if csum16(l4, pseudo_sum(ip[12:16], ip[16:20], 17, len(l4))) == 0 else "bad"
+    if proto == 1 and len(l4) >= 4:
+        return "ok" if csum16(l4) == 0 else "bad"
+    return "none"
+
+
+def hexdiff(expected: bytes, actual: bytes, width: int = 16) -> str:
+    """Side-by-side hex lines, marking the lines that differ."""
+    lines = [f"expected {len(expected)} bytes, actual {len(actual)} bytes"]
+    for off in range(0, max(len(expected), len(actual)), width):
+        e, a = expected[off:off + width], actual[off:off + width]
+        mark = "  " if e == a else "!!"
+        lines.append(f"{mark} {off:04x}  {e.hex(' '):<{width * 3}}| {a.hex(' ')}")
+    return "\n".join(lines)
+
+
+def describe(label: str, frame: bytes) -> str:
+    if not frame:
+        return f"--- {label}: (empty)"
+    pkt = Ether(frame)
+    return f"--- {label}:\n{pkt.command()}\n{pkt.show(dump=True)}"
+
+
+def mismatch_report(expected: bytes, actual: bytes) -> str:
+    return "\n".join([describe("expected", expected), describe("actual", actual), hexdiff(expected, actual)])
+
+
+def ip4(addr: str) -> bytes:
+    return socket.inet_aton(addr)
