@@ -201,6 +201,9 @@ class Backend:
             if self._own_lab and self.lab is not None:
                 self.lab.down()
                 self.lab = None
+            elif self.lab is not None:
+                # the engine's XDP link went with it: keep the borrowed lab's ports receiving
+                self.lab.attach_gen_pass()
 
     def __enter__(self) -> "Backend":
         return self
