@@ -52,7 +52,7 @@ DEFAULT_MTU = 3200
 VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
-DUT_MODES = ("pgwu", "drop", "pass", "none")
+DUT_MODES = ("pgwu", "drop", "pass", "tx", "none")
 ETH_P_ALL = 0x0003
 XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
 
@@ -221,7 +221,9 @@ class Lab:
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
 
         dut: "pgwu" (load + attach dataplane/pgwu in native mode), "drop"/"pass" (a one-instruction
-        XDP sink on both DUT ports, e.g. to measure the generator alone), "none" (no XDP on the DUT).
+        XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
+        frame goes back out of the port it came in, to measure the generator's receive side too),
+        "none" (no XDP on the DUT).
         gen_pass: attach an XDP_PASS program to the generator ports so frames the DUT redirects to
         them are received while no engine is connected (lab.client() removes it again)."""
         if dut not in DUT_MODES:
@@ -336,8 +338,8 @@ class Lab:
         if self.dut_mode == "pgwu":
             self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
-        elif self.dut_mode in ("drop", "pass"):
-            verdict = bpf.XDP_DROP if self.dut_mode == "drop" else bpf.XDP_PASS
+        elif self.dut_mode in ("drop", "pass", "tx"):
+            verdict = {"drop": bpf.XDP_DROP, "pass": bpf.XDP_PASS, "tx": bpf.XDP_TX}[self.dut_mode]
             self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
         if gen_pass:
             self.attach_gen_pass()
@@ -609,7 +611,7 @@ def add_parser(subparsers) -> None:
     up = sub.add_parser("up", help="create a lab; prints its name")
     up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
     up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
-                    help="XDP on the DUT ports: the PGW-U (default), a drop/pass sink, or none")
+                    help="XDP on the DUT ports: the PGW-U (default), a drop/pass sink, a reflector (tx), or none")
     up.add_argument("--mtu", type=int, default=DEFAULT_MTU,
                     help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
     up.add_argument("--no-gen-pass", action="store_true",

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""How fast the embedded engine sends, from one core, into the namespace lab. Prints ONE table.
+
+    sudo .venv/bin/python bench/engine_bench.py [--duration 5] [--flows 1024] [--markdown]
+
+Rows, all measured in this one run, each sending from generator port 0 only (one port = one sending
+core in the engine), DUT = an XDP drop sink unless noted:
+  (a) one fixed 64-byte packet, no field engine: the ceiling of BPF_PROG_RUN live frames here
+  (b) trex_profiles/gtpu_uplink.py, multi-flow (field engine: bearer, TEID, addresses), at 64 and
+      1424 bytes (64 is below the uplink minimum of 82: the profile clamps it, the table says so)
+  (c) (b) with per-stream statistics (TRex flow_stats, pg_id) on; (c-rx) the same with the DUT
+      reflecting every frame (XDP_TX) so the engine's receive side counts them too
+  (d) Scapy sendp() of the same packets from inside the generator netns (AF_PACKET, one process):
+      what a newcomer would reach for; once as written naively (Scapy rebuilds every packet on every
+      send), once with the packets built to bytes beforehand (Scapy's best case)
+"Mpps/core" = transmitted packets / duration (one sending core). "cpu" = busy CPUs over the run from
+/proc/stat (the whole machine: the sink's XDP work and other users show up here too).
+Target: (b) >= 0.75 x (a). Speed targets live here, never in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gtplab.backend import TrexClient  # noqa: E402  (stream JSON from TRex's own library)
+from gtplab.lab import Lab, NETNS_DIR  # noqa: E402
+
+UPLINK = REPO / "trex_profiles" / "gtpu_uplink.py"
+PG_ID = 10
+
+# (a): one fixed packet, no field engine. Used through TRex's library like any profile.
+FIXED_PROFILE = textwrap.dedent('''
+    import argparse
+    from trex.stl.api import STLStream, STLPktBuilder, STLTXCont
+    from scapy.layers.l2 import Ether
+    from scapy.layers.inet import IP, UDP
+
+    class Fixed:
+        def get_streams(self, direction=0, tunables=(), **kwargs):
+            p = argparse.ArgumentParser()
+            p.add_argument("--size", type=int, default=64, help="frame size incl. FCS")
+            a = p.parse_args(tunables)
+            pkt = Ether() / IP(src="198.18.0.1", dst="10.64.0.1") / UDP(sport=1025, dport=5001)
+            pkt = pkt / (b"x" * (a.size - 4 - len(pkt)))
+            return [STLStream(packet=STLPktBuilder(pkt=pkt), mode=STLTXCont(pps=1))]
+
+    def register():
+        return Fixed()
+''')
+
+# (b) fallback when trex_profiles/gtpu_uplink.py has not landed: the same stream, written inline.
+UPLINK_FALLBACK = textwrap.dedent('''
+    import argparse
+    from trex.stl.api import STLStream, STLPktBuilder, STLTXCont, STLVM
+    from scapy.layers.l2 import Ether
+    from scapy.layers.inet import IP, UDP
+    from scapy.contrib.gtp import GTP_U_Header
+
+    class Uplink:
+        def get_streams(self, direction=0, tunables=(), **kwargs):
+            p = argparse.ArgumentParser()
+            p.add_argument("--size", type=int, default=128, help="frame size incl. FCS")
+            p.add_argument("--flows", type=int, default=1024, help="bearers")
+            p.add_argument("--clamp", default="no", help="raise sizes below 82 to 82")
+            a, _ = p.parse_known_args(tunables)
+            size = max(a.size, 82)
+            pkt = (Ether() / IP(src="10.201.0.16", dst="10.201.0.1") / UDP(sport=2152, dport=2152, chksum=0)
+                   / GTP_U_Header(teid=0x10000, gtp_type=255)
+                   / IP(src="10.64.0.1", dst="198.18.0.1") / UDP(sport=1025, dport=5001))
+            pkt = pkt / (b"x" * (size - 4 - len(pkt)))
+            vm = STLVM()
+            vm.var(name="i", min_value=0, max_value=a.flows - 1, size=4, op="inc")
+            vm.write(fv_name="i", pkt_offset=14 + 20 + 8 + 4, add_val=0x10000)       # TEID
+            vm.write(fv_name="i", pkt_offset=14 + 36 + 12, add_val=0x0a400001)       # inner src (UE)
+            vm.var(name="s", min_value=0, max_value=3, size=1, op="inc")
+            vm.write(fv_name="s", pkt_offset=14 + 12 + 3, add_val=16)                 # SGW (last octet)
+            vm.fix_chksum(offset=14)
+            vm.fix_chksum(offset=14 + 36)
+            return [STLStream(packet=STLPktBuilder(pkt=pkt, vm=vm), mode=STLTXCont(pps=1))]
+
+    def register():
+        return Uplink()
+''')
+
+# (d): Scapy in its own process inside the generator netns (so its interface list is the netns's).
+SCAPY_SENDER = textwrap.dedent('''
+    import json, sys, time
+    from scapy.all import Ether, IP, UDP, Raw, sendp, conf
+    from scapy.contrib.gtp import GTP_U_Header
+    a = json.loads(sys.argv[1])
+    pkts = []
+    for i in range(a["flows"]):
+        p = (Ether(src=a["src"], dst=a["dst"]) / IP(src="10.201.0.%d" % (16 + i % 4), dst="10.201.0.1")
+             / UDP(sport=2152, dport=2152, chksum=0) / GTP_U_Header(teid=0x10000 + i, gtp_type=255)
+             / IP(src="10.64.%d.%d" % ((1 + i) >> 8, (1 + i) & 255), dst="198.18.0.1") / UDP(sport=1025, dport=5001))
+        pkts.append(p / (b"x" * (a["size"] - 4 - len(p))))
+    if a["prebuilt"]:
+        pkts = [Raw(bytes(p)) for p in pkts]  # built once: sendp only copies bytes
+    s = conf.L2socket(iface=a["iface"])
+    n = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < a["duration"]:
+        sendp(pkts, socket=s, verbose=False)   # what sendp(pkts, iface=...) does, minus socket setup
+        n += len(pkts)
+    print(json.dumps({"packets": n, "seconds": time.perf_counter() - t0}))
+''')
+
+
+def cpu_busy() -> tuple[float, float]:
+    """(busy, total) jiffies over all CPUs from /proc/stat."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
+def streams_from(trex: TrexClient, path: Path, **tunables) -> list[dict]:
+    return trex.profile_streams(str(path), direction=0, port_id=0, tunables=tunables)
+
+
+def with_flow_stats(streams: list[dict], pg_id: int) -> list[dict]:
+    """What STLStream(flow_stats=STLFlowStats(pg_id)) puts in the JSON, pg_id per stream."""
+    out = []
+    for k, s in enumerate(streams):
+        s = json.loads(json.dumps(s))
+        s["flow_stats"] = {"enabled": True, "stream_id": pg_id + k, "rule_type": "stats"}
+        out.append(s)
+    return out
+
+
+def run_engine(client, streams: list[dict], duration: float) -> dict:
+    client.reset(ports=[0, 1])
+    client.add_streams(streams, ports=[0])
+    client.clear_stats()
+    b0, t0 = cpu_busy()
+    w0 = time.perf_counter()
+    client.start(ports=[0], mult="1000mpps", duration=duration, force=True)  # far above reach: flat out
+    client.wait_on_traffic(ports=[0], timeout=duration + 60)
+    wall = time.perf_counter() - w0
+    b1, t1 = cpu_busy()
+    st = client.get_stats()
+    ncpu = os.cpu_count() or 1
+    return {"tx": st[0]["opackets"], "rx": st[0].get("ipackets", 0), "seconds": duration, "wall": wall,
+            "cpu": (b1 - b0) / max(t1 - t0, 1) * ncpu, "flow_stats": st.get("flow_stats", {})}
+
+
+def run_scapy(lab: Lab, size: int, flows: int, duration: float, prebuilt: bool) -> dict:
+    p0 = lab.ports[0]
+    arg = json.dumps({"iface": p0.ifname, "src": p0.mac, "dst": p0.dut_mac, "size": size,
+                      "flows": min(flows, 256), "duration": duration, "prebuilt": prebuilt})
+    b0, t0 = cpu_busy()
+    out = subprocess.run(["nsenter", f"--net={NETNS_DIR / lab.gen_ns}", "--", sys.executable, "-c",
+                          SCAPY_SENDER, arg], capture_output=True, text=True, check=True, cwd="/")
+    b1, t1 = cpu_busy()
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"tx": r["packets"], "rx": 0, "seconds": r["seconds"], "wall": r["seconds"],
+            "cpu": (b1 - b0) / max(t1 - t0, 1) * (os.cpu_count() or 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per row")
+    ap.add_argument("--flows", type=int, default=1024, help="bearers the multi-flow profile cycles through")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = ap.parse_args()
+    try:
+        from gtplab.engine import LocalClient  # noqa: F401
+    except ImportError as e:
+        print(f"engine_bench: the embedded engine (gtplab.engine) is not there: {e}", file=sys.stderr)
+        return 2
+
+    tmp = Path(tempfile.mkdtemp(prefix="gtplab-bench-"))
+    fixed = tmp / "bench_fixed.py"
+    fixed.write_text(FIXED_PROFILE)
+    uplink, note = UPLINK, "trex_profiles/gtpu_uplink.py"
+    if not UPLINK.exists():
+        uplink, note = tmp / "bench_uplink.py", "inline fallback (gtpu_uplink.py missing)"
+        uplink.write_text(UPLINK_FALLBACK)
+
+    trex = TrexClient()
+    rows = []  # (case, asked size, real size, result, reference key)
+    try:
+        s_fixed = {sz: streams_from(trex, fixed, size=sz) for sz in (64, 1424)}
+        s_up = {sz: streams_from(trex, uplink, size=sz, flows=args.flows, clamp="yes") for sz in (64, 1424)}
+        real = {sz: len(__import__("base64").b64decode(s_up[sz][0]["packet"]["binary"])) + 4 for sz in s_up}
+        with Lab.up(dut="drop") as lab:
+            c = lab.client()
+            c.connect()
+            try:
+                for sz in (64, 1424):
+                    rows.append((f"(a) fixed packet, no field engine", sz, sz, run_engine(c, s_fixed[sz], args.duration), sz))
+                for sz in (64, 1424):
+                    rows.append((f"(b) uplink multi-flow, {note}", sz, real[sz], run_engine(c, s_up[sz], args.duration), sz))
+                for sz in (64, 1424):
+                    rows.append(("(c) (b) + per-stream stats, drop sink", sz, real[sz],
+                                 run_engine(c, with_flow_stats(s_up[sz], PG_ID), args.duration), sz))
+            finally:
+                c.disconnect()
+            lab.attach_gen_pass()
+            for prebuilt, case in ((False, "(d) Scapy sendp(pkts), AF_PACKET"),
+                                   (True, "(d) Scapy sendp, packets prebuilt to bytes")):
+                for sz in (64, 1424):
+                    rows.append((case, sz, real[sz], run_scapy(lab, real[sz], args.flows, args.duration, prebuilt), sz))
+        with Lab.up(dut="tx") as lab:
+            c = lab.client()
+            c.connect()
+            try:
+                for sz in (64, 1424):
+                    rows.append(("(c-rx) (b) + per-stream stats, reflector", sz, real[sz],
+                                 run_engine(c, with_flow_stats(s_up[sz], PG_ID), args.duration), sz))
+            finally:
+                c.disconnect()
+    finally:
+        trex.close()
+
+    ceiling = {ref: r["tx"] / r["seconds"] for case, _, _, r, ref in rows if case.startswith("(a)")}
+    head = ("case", "asked", "frame", "Mpps/core", "x (a)", "Gbit/s L1", "cpu", "rx pkts")
+    table = []
+    for case, asked, size, r, ref in rows:
+        pps = r["tx"] / r["seconds"]
+        table.append((case, str(asked), str(size), f"{pps / 1e6:.3f}", f"{pps / ceiling[ref]:.2f}",
+                      f"{pps * (size + 20) * 8 / 1e9:.2f}", f"{r['cpu']:.2f}", str(r["rx"])))
+    widths = [max(len(x) for x in col) for col in zip(head, *table)]
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "|".join("---" for _ in head) + "|")
+        for t in table:
+            print("| " + " | ".join(t) + " |")
+    else:
+        for t in [head] + table:
+            print("  ".join(x.ljust(w) for x, w in zip(t, widths)))
+    for sz in (64, 1424):
+        b = next(r for case, a, _, r, _ in rows if case.startswith("(b)") and a == sz)
+        ratio = (b["tx"] / b["seconds"]) / ceiling[sz]
+        print(f"(b)/(a) at {sz} bytes asked: {ratio:.2f}  (target >= 0.75: {'met' if ratio >= 0.75 else 'NOT met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
