@@ -1,0 +1,639 @@
+"""LocalClient: TRex's STLClient API over the embedded BPF traffic engine.
+
+The same runner code drives either a TRex server (trex.stl.api.STLClient) or this engine. Ports
+are network interfaces inside network namespaces (PortSpec); each port gets its own copy of the
+BPF object: tg_rx attached to the interface (counts, per-stream trailer stats, capture), and
+tg_tx run with BPF_PROG_RUN live frames from a transmitter thread that lives in the port's
+namespace and paces the port's streams by the clock.
+
+Typical use (what gtplab's runner does):
+
+    c = LocalClient(ports=[PortSpec(0, "gl-ab12-gen", "acc0"), PortSpec(1, "gl-ab12-gen", "sgi0")])
+    c.connect()
+    c.reset(ports=[0, 1])
+    c.load_profile("trex_profiles/gtpu_uplink.py", ports=[0], tunables={"flows": 100})
+    c.start(ports=[0], mult="50kpps", duration=10)
+    c.wait_on_traffic(ports=[0], timeout=30)
+    stats = c.get_stats()            # {0: {opackets, ...}, 1: {...}, "total", "flow_stats", "latency"}
+    c.disconnect()
+
+Errors in what is asked (unsupported instruction, bad mult, unknown port) raise EngineError (a
+gtplab.cli.UserError) before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from gtplab import bpf
+from gtplab.engine import kernel
+from gtplab.engine.capture import RingReader, write_pcap
+from gtplab.engine.vm import (MAX_PGIDS, MAX_STREAMS, MAX_VARS, STATE_SIZE, CompiledStream,
+                              EngineError, compile_stream)
+
+_FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist
+_LAT_BUCKETS = 256
+_RING_SIZE = 8 << 20
+# live-frames page pool per run call: TRex-like default batch; bigger calls amortise setup
+DEFAULT_BATCH = 64
+MAX_CALL_FRAMES = 1 << 16
+FCS = 4
+
+
+@dataclass
+class PortSpec:
+    """One generator port: interface `ifname` inside network namespace `netns` (None: this one).
+
+    port_id is TRex's port number (0 = access side, 1 = SGi side in gtplab's labs). speed_bps is
+    the nominal line rate that percentage rates and "%" multipliers refer to. mode is the XDP
+    attach mode of the receive program ("native" needed for veth peers of XDP_TX/redirect)."""
+    port_id: int
+    netns: str | None
+    ifname: str
+    speed_bps: float = 10e9
+    mode: str = "native"
+
+
+@dataclass
+class _Stream:
+    sid: int
+    port: int
+    slot: int
+    cs: CompiledStream
+    pps: float = 0.0
+    sent: int = 0
+    done: bool = False
+
+
+def parse_mult(mult) -> tuple[str, float]:
+    """TRex multiplier: "2"/"2x" factor, "10kpps", "1.5gbps" (L2), "1gbpsl1", "50%" of line rate."""
+    if isinstance(mult, (int, float)) and not isinstance(mult, bool):
+        if mult <= 0:
+            raise EngineError(f"mult {mult!r} must be positive")
+        return "factor", float(mult)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kmgKMG]?)(x|pps|bps|bpsl1|%)?\s*",
+                     str(mult))
+    if not m:
+        raise EngineError(f"mult '{mult}' is not understood (e.g. 2x, 10kpps, 1gbps, 1gbpsl1, 50%)")
+    val = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
+    unit = m.group(3) or "x"
+    if val <= 0:
+        raise EngineError(f"mult '{mult}' must be positive")
+    if unit == "%" and m.group(2):
+        raise EngineError(f"mult '{mult}': no k/m/g with %")
+    return {"x": "factor", "pps": "pps", "bps": "bps_l2", "bpsl1": "bps_l1", "%": "percent"}[unit], val
+
+
+def _due(s: _Stream, elapsed: float) -> int:
+    """Packets stream s should have sent `elapsed` seconds after the port started."""
+    cs = s.cs
+    t = elapsed - cs.isg_us / 1e6
+    if t <= 0 or s.pps <= 0:
+        return 0
+    if cs.mode == "continuous":
+        return int(t * s.pps)
+    if cs.mode == "single_burst":
+        return min(cs.total_pkts, int(t * s.pps))
+    burst_t = cs.pkts_per_burst / s.pps
+    period = burst_t + cs.ibg_us / 1e6
+    k = int(t // period)
+    if k >= cs.count:
+        return cs.count * cs.pkts_per_burst
+    return k * cs.pkts_per_burst + min(cs.pkts_per_burst, int((t - k * period) * s.pps))
+
+
+def _total(s: _Stream) -> float:
+    cs = s.cs
+    if cs.mode == "single_burst":
+        return cs.total_pkts
+    if cs.mode == "multi_burst":
+        return cs.count * cs.pkts_per_burst
+    return math.inf
+
+
+class _Port:
+    def __init__(self, spec: PortSpec):
+        self.spec = spec
+        self.obj: kernel.BpfObject | None = None
+        self.link_fd = -1
+        self.streams: dict[int, _Stream] = {}
+        self.thread: threading.Thread | None = None
+        self.stop_ev = threading.Event()
+        self.error: BaseException | None = None
+        self.t_start = 0.0
+        self.t_end = 0.0
+        self.ring: RingReader | None = None
+
+
+class LocalClient:
+    """TRex STLClient look-alike on the embedded engine (see the module docstring)."""
+
+    def __init__(self, ports: list[PortSpec], batch_size: int = DEFAULT_BATCH):
+        ids = [p.port_id for p in ports]
+        if len(set(ids)) != len(ids):
+            raise EngineError(f"duplicate port ids {ids}")
+        self.ports = {p.port_id: _Port(p) for p in ports}
+        self.batch_size = batch_size
+        self._next_sid = 1
+        self._connected = False
+        self._base: dict = {}
+        self._captures: dict[int, dict] = {}
+        self._next_cap = 1
+        self._cap_lock = threading.Lock()
+
+    # ---- connection -------------------------------------------------------------------------
+    def connect(self) -> None:
+        """Load one BPF object per port and attach its receive program to the port."""
+        if self._connected:
+            return
+        try:
+            for p in self.ports.values():
+                p.obj = kernel.BpfObject()
+                rx = p.obj.prog_fd("tg_rx")
+                spec = p.spec
+                p.link_fd = kernel.in_netns(
+                    spec.netns, lambda s=spec, fd=rx: kernel.xdp_link(fd, kernel.ifindex(s.ifname), s.mode))
+                p.ring = RingReader(p.obj.map("cap_ring").fd, _RING_SIZE)
+        except BaseException:
+            self._release()
+            raise
+        self._connected = True
+
+    def disconnect(self) -> None:
+        """Stop traffic, detach and unload everything this client created."""
+        try:
+            self.stop()
+        finally:
+            self._release()
+            self._connected = False
+
+    def _release(self) -> None:
+        for p in self.ports.values():
+            if p.ring:
+                p.ring.close()
+                p.ring = None
+            if p.link_fd >= 0:
+                os.close(p.link_fd)
+                p.link_fd = -1
+            if p.obj:
+                p.obj.close()
+                p.obj = None
+            p.streams.clear()
+
+    def _ports(self, ports) -> list[_Port]:
+        if not self._connected:
+            raise EngineError("not connected (call connect() first)")
+        if ports is None:
+            return list(self.ports.values())
+        if isinstance(ports, int):
+            ports = [ports]
+        out = []
+        for pid in ports:
+            if pid not in self.ports:
+                raise EngineError(f"unknown port {pid} (have {sorted(self.ports)})")
+            out.append(self.ports[pid])
+        return out
+
+    def get_all_ports(self) -> list[int]:
+        return sorted(self.ports)
+
+    def reset(self, ports=None) -> None:
+        """Stop, remove all streams and clear the stats of ports (TRex: reset)."""
+        self.stop(ports)
+        self.remove_all_streams(ports)
+        self.clear_stats(ports)
+
+    # ---- streams ----------------------------------------------------------------------------
+    def add_streams(self, streams, ports=None) -> list[int]:
+        """Add TRex stream JSON dicts (STLStream.to_json()) to each port; returns stream ids.
+
+        All streams are compiled and checked first: an unsupported instruction or field raises
+        EngineError naming it, and then nothing has been added."""
+        if isinstance(streams, dict):
+            streams = [streams]
+        targets = self._ports(ports)
+        compiled = [compile_stream(js) for js in streams]
+        pgs: dict[int, str] = {}
+        for p in self.ports.values():
+            for s in p.streams.values():
+                if s.cs.pg_id is not None:
+                    pgs[s.cs.pg_id] = f"port {p.spec.port_id}"
+        for p in targets:
+            if len(p.streams) + len(compiled) > MAX_STREAMS:
+                raise EngineError(f"port {p.spec.port_id}: more than {MAX_STREAMS} streams")
+            for cs in compiled:
+                if cs.pg_id is not None:
+                    if cs.pg_id in pgs:
+                        raise EngineError(f"flow_stats id {cs.pg_id} is already used ({pgs[cs.pg_id]})")
+                    pgs[cs.pg_id] = f"port {p.spec.port_id}"
+        if len(pgs) > MAX_PGIDS:
+            raise EngineError(f"more than {MAX_PGIDS} flow_stats ids")
+        ids = []
+        for p in targets:
+            if p.thread and p.thread.is_alive():
+                raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
+            used = {s.slot for s in p.streams.values()}
+            for cs in compiled:
+                slot = next(i for i in range(MAX_STREAMS) if i not in used)
+                used.add(slot)
+                s = _Stream(self._next_sid, p.spec.port_id, slot, cs)
+                self._next_sid += 1
+                self._load_stream(p, s)
+                p.streams[s.sid] = s
+                ids.append(s.sid)
+        self._register_pgids()
+        return ids
+
+    def _load_stream(self, p: _Port, s: _Stream) -> None:
+        key = struct.pack("<I", s.slot)
+        p.obj.map("streams").update(key, s.cs.stream_value())
+        p.obj.map("state").update(key, s.cs.state_value())
+        for var, _ in s.cs.lists.items():
+            p.obj.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
+
+    def _register_pgids(self) -> None:
+        """Every receive port tracks every flow-stats id of any port (the DUT may cross ports)."""
+        pgs = {s.cs.pg_id for p in self.ports.values() for s in p.streams.values()
+               if s.cs.pg_id is not None}
+        for p in self.ports.values():
+            m = p.obj.map("rx_flow")
+            have = {struct.unpack("<I", k)[0] for k in m.keys()}
+            for pg in pgs - have:
+                m.update(struct.pack("<I", pg), bytes(m.value_size), bpf.BPF_NOEXIST)
+            for pg in have - pgs:
+                m.delete(struct.pack("<I", pg))
+
+    def remove_all_streams(self, ports=None) -> None:
+        for p in self._ports(ports):
+            if p.thread and p.thread.is_alive():
+                raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
+            p.streams.clear()
+        self._register_pgids()
+
+    def get_stream_id_list(self, ports=None) -> list[int]:
+        return [sid for p in self._ports(ports) for sid in p.streams]
+
+    def load_profile(self, path: str, ports=None, direction: int = 0, tunables: dict | None = None) -> list[int]:
+        """Load a TRex STL profile (.py) with TRex's own client library in a subprocess (its
+        bundled scapy 2.4.3 must stay out of this process), then add_streams on each port."""
+        ids = []
+        for p in self._ports(ports):
+            streams = load_profile_streams(path, direction=direction, port_id=p.spec.port_id,
+                                           tunables=tunables)
+            ids += self.add_streams(streams, ports=[p.spec.port_id])
+        return ids
+
+    # ---- traffic ----------------------------------------------------------------------------
+    def start(self, ports=None, mult="1", duration: float = -1, force: bool = True) -> None:
+        """Start the streams of ports: mult scales each port's streams together (TRex semantics:
+        a factor "2x", or a total for the port "10kpps", "1gbps" (L2), "1gbpsl1", "50%" of line
+        rate); duration in seconds (-1: until stop() or the bursts end)."""
+        targets = self._ports(ports)
+        kind, val = parse_mult(mult)
+        for p in targets:
+            if p.thread and p.thread.is_alive():
+                if not force:
+                    raise EngineError(f"port {p.spec.port_id} is already transmitting")
+                self._stop_port(p)
+            if not p.streams:
+                raise EngineError(f"port {p.spec.port_id} has no streams")
+            active = [s for s in p.streams.values() if s.cs.json.get("enabled", True)]
+            base = [s.cs.pps(p.spec.speed_bps) for s in active]
+            if kind == "factor":
+                f = val
+            else:
+                if kind == "pps":
+                    tot = sum(base)
+                elif kind == "bps_l2":
+                    tot = sum(b * (s.cs.l2_len() + FCS) * 8 for b, s in zip(base, active))
+                else:
+                    tot = sum(b * (s.cs.l2_len() + FCS + 20) * 8 for b, s in zip(base, active))
+                target = val if kind != "percent" else val / 100 * p.spec.speed_bps
+                f = target / tot
+            for s, b in zip(active, base):
+                s.pps = b * f
+                s.sent = 0
+                s.done = False
+            for s in p.streams.values():
+                if s not in active:
+                    s.done = True
+        for p in targets:
+            for s in p.streams.values():
+                self._load_stream(p, s)      # fresh variables and sequence, like TRex's start
+            self._reset_rx_sequence()
+        for p in targets:
+            p.stop_ev = threading.Event()
+            p.error = None
+            p.t_start = time.monotonic()
+            p.t_end = 0.0
+            p.thread = threading.Thread(target=self._tx_loop, args=(p, duration),
+                                        name=f"tx-port{p.spec.port_id}", daemon=True)
+            p.thread.start()
+
+    def _reset_rx_sequence(self) -> None:
+        for p in self.ports.values():
+            m = p.obj.map("rx_flow")
+            for k, v in list(m.items()):
+                v = bytearray(v)
+                struct.pack_into("<II", v, 16, 0, 0)    # expected, started
+                m.update(k, bytes(v))
+
+    def _tx_loop(self, p: _Port, duration: float) -> None:
+        try:
+            kernel.enter_netns(p.spec.netns)
+            ifx = kernel.ifindex(p.spec.ifname)
+            prog = p.obj.prog_fd("tg_tx")
+            streams = [s for s in p.streams.values() if not s.done]
+            runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx, self.batch_size)
+                       for s in streams}
+            t0 = p.t_start
+            while not p.stop_ev.is_set():
+                now = time.monotonic()
+                el = now - t0
+                if duration > 0 and el >= duration:
+                    el = duration
+                busy = False
+                for s in streams:
+                    if s.done:
+                        continue
+                    n = _due(s, el) - s.sent
+                    while n > 0:
+                        k = min(n, MAX_CALL_FRAMES)
+                        runners[s.sid].run(k)
+                        s.sent += k
+                        n -= k
+                        busy = True
+                    if s.sent >= _total(s):
+                        s.done = True
+                if all(s.done for s in streams) or (duration > 0 and now - t0 >= duration):
+                    break
+                if not busy:
+                    # next packet of any stream, at most 1 ms away (stop stays responsive)
+                    wait = 0.001
+                    for s in streams:
+                        if not s.done and s.pps > 0:
+                            wait = min(wait, max(0.0, (s.sent + 1) / s.pps - el + s.cs.isg_us / 1e6))
+                    if wait > 0:
+                        p.stop_ev.wait(wait)
+        except BaseException as e:
+            p.error = e
+        finally:
+            p.t_end = time.monotonic()
+
+    def _stop_port(self, p: _Port) -> None:
+        p.stop_ev.set()
+        if p.thread:
+            p.thread.join()
+            p.thread = None
+
+    def stop(self, ports=None) -> None:
+        """Stop transmitting on ports (all by default)."""
+        if not self._connected:
+            return
+        for p in self._ports(ports):
+            self._stop_port(p)
+        self._raise_errors(ports)
+
+    def _raise_errors(self, ports) -> None:
+        for p in self._ports(ports):
+            if p.error:
+                e, p.error = p.error, None
+                raise RuntimeError(f"port {p.spec.port_id} transmitter failed: {e}") from e
+
+    def is_traffic_active(self, ports=None) -> bool:
+        return any(p.thread and p.thread.is_alive() for p in self._ports(ports))
+
+    def wait_on_traffic(self, ports=None, timeout: float | None = None, rx_delay_ms: float = 10) -> None:
+        """Block until the ports' traffic ends (bursts done or duration over); TimeoutError if
+        it has not after timeout seconds. Then waits rx_delay_ms for frames in flight."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for p in self._ports(ports):
+            if p.thread:
+                p.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if p.thread.is_alive():
+                    raise TimeoutError(f"port {p.spec.port_id} still transmitting after {timeout} s")
+                p.thread = None
+        self._raise_errors(ports)
+        time.sleep(rx_delay_ms / 1000)
+
+    # ---- stats ------------------------------------------------------------------------------
+    def _raw(self) -> dict:
+        """Counters straight from the maps (monotonic since load)."""
+        raw = {"port": {}, "pg_tx": {}, "pg_rx": {}}
+        for pid, p in self.ports.items():
+            tx_p = tx_b = 0
+            st = p.obj.map("state")
+            for s in p.streams.values():
+                v = st.lookup(struct.pack("<I", s.slot))
+                _, _, pk, by, _ = struct.unpack_from("<IIQQQ", v, STATE_SIZE - 32)
+                tx_p += pk
+                tx_b += by + FCS * pk
+                if s.cs.pg_id is not None:
+                    raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS * pk}
+            rx = p.obj.map("rx_port").lookup(b"\0\0\0\0")
+            rx_p = sum(struct.unpack_from("<Q", c, 0)[0] for c in rx)
+            rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
+            lost = sum(struct.unpack_from("<Q", c, 24)[0] for c in rx)
+            raw["port"][pid] = {"opackets": tx_p, "obytes": tx_b, "ipackets": rx_p,
+                                "ibytes": rx_b + FCS * rx_p, "cap_lost": lost}
+            for k, v in p.obj.map("rx_flow").items():
+                pg = struct.unpack("<I", k)[0]
+                f = _FLOW_HDR.unpack_from(v, 0)
+                hist = struct.unpack_from(f"<{_LAT_BUCKETS}Q", v, _FLOW_HDR.size)
+                raw["pg_rx"][(pg, pid)] = {
+                    "pkts": f[0], "bytes": f[1] + FCS * f[0], "dropped": f[4], "out_of_order": f[5],
+                    "seq_too_high": f[6], "seq_too_low": f[7], "lat_min": f[8], "lat_max": f[9],
+                    "lat_sum": f[10], "lat_cnt": f[11], "hist": hist}
+        return raw
+
+    def clear_stats(self, ports=None) -> None:
+        """Zero the counters get_stats reports (a baseline is kept; the maps are not written)."""
+        self._base = self._raw()
+
+    def get_stats(self, ports=None) -> dict:
+        """Stats in TRex's shape: {port_id: {...}, "total": {...}, "flow_stats": {pg_id: ...},
+        "latency": {pg_id: ...}, "global": {...}}. Rates are averages over the port's last
+        transmission (start to stop, or to now while running)."""
+        raw = self._raw()
+        base = self._base or {"port": {}, "pg_tx": {}, "pg_rx": {}}
+        out: dict = {}
+        total = {k: 0 for k in ("opackets", "ipackets", "obytes", "ibytes", "oerrors", "ierrors",
+                                "tx_pps", "rx_pps", "tx_bps", "rx_bps", "tx_bps_L1", "rx_bps_L1")}
+        sel = [p.spec.port_id for p in self._ports(ports)]
+        for pid in sel:
+            p = self.ports[pid]
+            r, b = raw["port"][pid], base["port"].get(pid, {})
+            d = {k: r[k] - b.get(k, 0) for k in ("opackets", "obytes", "ipackets", "ibytes")}
+            secs = self._window(p)
+            d.update(oerrors=0, ierrors=0, capture_lost=r["cap_lost"] - b.get("cap_lost", 0))
+            d["tx_pps"] = d["opackets"] / secs if secs else 0.0
+            d["rx_pps"] = d["ipackets"] / secs if secs else 0.0
+            d["tx_bps"] = d["obytes"] * 8 / secs if secs else 0.0
+            d["rx_bps"] = d["ibytes"] * 8 / secs if secs else 0.0
+            d["tx_bps_L1"] = d["tx_bps"] + d["tx_pps"] * 20 * 8
+            d["rx_bps_L1"] = d["rx_bps"] + d["rx_pps"] * 20 * 8
+            d["tx_util"] = d["tx_bps_L1"] / p.spec.speed_bps * 100
+            d["rx_util"] = d["rx_bps_L1"] / p.spec.speed_bps * 100
+            out[pid] = d
+            for k in total:
+                total[k] += d[k]
+        out["total"] = total
+        out["flow_stats"], out["latency"] = self._pg_stats(raw, base)
+        out["global"] = {"tx_pps": total["tx_pps"], "rx_pps": total["rx_pps"],
+                         "tx_bps": total["tx_bps"], "rx_bps": total["rx_bps"],
+                         "queue_full": 0, "rx_drop_bps": 0.0, "cpu_util": 0.0}
+        return out
+
+    def _window(self, p: _Port) -> float:
+        if not p.t_start:
+            return 0.0
+        end = p.t_end if p.t_end else time.monotonic()
+        return max(0.0, end - p.t_start)
+
+    def _pg_stats(self, raw: dict, base: dict) -> tuple[dict, dict]:
+        flow: dict = {"global": {"rx_err": {}, "tx_err": {}}}
+        lat: dict = {"global": {"bad_hdr": 0, "old_flow": 0}}
+        pgs = {s.cs.pg_id: s for p in self.ports.values() for s in p.streams.values()
+               if s.cs.pg_id is not None}
+        for pg, s in pgs.items():
+            tx = raw["pg_tx"].get(pg, {"port": s.port, "pkts": 0, "bytes": 0})
+            btx = base["pg_tx"].get(pg, {"pkts": 0, "bytes": 0})
+            txp, txb = tx["pkts"] - btx["pkts"], tx["bytes"] - btx["bytes"]
+            secs = self._window(self.ports[s.port])
+            fs = {"tx_pkts": {s.port: txp, "total": txp}, "tx_bytes": {s.port: txb, "total": txb},
+                  "rx_pkts": {"total": 0}, "rx_bytes": {"total": 0}}
+            agg = {"dropped": 0, "out_of_order": 0, "seq_too_high": 0, "seq_too_low": 0,
+                   "lat_min": None, "lat_max": 0, "lat_sum": 0, "lat_cnt": 0,
+                   "hist": [0] * _LAT_BUCKETS}
+            for pid in self.ports:
+                r = raw["pg_rx"].get((pg, pid))
+                if r is None:
+                    continue
+                b = base["pg_rx"].get((pg, pid))
+                def d(k):
+                    return r[k] - (b[k] if b else 0)
+                fs["rx_pkts"][pid] = d("pkts")
+                fs["rx_bytes"][pid] = d("bytes")
+                fs["rx_pkts"]["total"] += d("pkts")
+                fs["rx_bytes"]["total"] += d("bytes")
+                for k in ("dropped", "out_of_order", "seq_too_high", "seq_too_low", "lat_sum", "lat_cnt"):
+                    agg[k] += d(k)
+                hist = [x - (b["hist"][i] if b else 0) for i, x in enumerate(r["hist"])]
+                agg["hist"] = [a + h for a, h in zip(agg["hist"], hist)]
+                if r["lat_cnt"]:    # min/max are not resettable counters: since load
+                    agg["lat_min"] = r["lat_min"] if agg["lat_min"] is None else min(agg["lat_min"], r["lat_min"])
+                    agg["lat_max"] = max(agg["lat_max"], r["lat_max"])
+            rxp = fs["rx_pkts"]["total"]
+            fs["tx_pps"] = {s.port: txp / secs if secs else 0.0}
+            fs["rx_pps"] = {"total": rxp / secs if secs else 0.0}
+            fs["loss"] = {"total": txp - rxp}
+            flow[pg] = fs
+            if s.cs.latency:
+                n = agg["lat_cnt"]
+                lat[pg] = {
+                    "latency": {
+                        "total_min": (agg["lat_min"] or 0) / 1000, "total_max": agg["lat_max"] / 1000,
+                        "average": agg["lat_sum"] / n / 1000 if n else 0.0,
+                        "percentile_50": _percentile(agg["hist"], 0.50) / 1000,
+                        "percentile_99": _percentile(agg["hist"], 0.99) / 1000,
+                        "histogram": {round(_bucket_hi(i) / 1000, 3): c for i, c in enumerate(agg["hist"]) if c},
+                        "jitter": 0,
+                    },
+                    "err_cntrs": {"dropped": agg["dropped"], "out_of_order": agg["out_of_order"],
+                                  "dup": 0, "seq_too_high": agg["seq_too_high"],
+                                  "seq_too_low": agg["seq_too_low"]},
+                }
+        return flow, lat
+
+    # ---- capture ----------------------------------------------------------------------------
+    def start_capture(self, rx_ports=None, limit: int = 1000, tx_ports=None) -> dict:
+        """Capture the first `limit` frames received on each of rx_ports; returns {"id": n}."""
+        if tx_ports:
+            raise EngineError("capturing transmitted frames (tx_ports) is not supported")
+        targets = self._ports(rx_ports)
+        if not isinstance(limit, int) or limit <= 0:
+            raise EngineError(f"capture limit {limit!r} must be a positive integer")
+        cid = self._next_cap
+        self._next_cap += 1
+        cap = {"ports": [p.spec.port_id for p in targets], "packets": [], "stop": threading.Event()}
+        for p in targets:
+            p.ring.poll()               # drop leftovers of an earlier capture
+            p.obj.map("cap_left").update(b"\0\0\0\0", struct.pack("<q", limit))
+        cap["thread"] = threading.Thread(target=self._cap_loop, args=(cap, targets), daemon=True)
+        cap["thread"].start()
+        self._captures[cid] = cap
+        return {"id": cid, "ts": time.time()}
+
+    def _cap_loop(self, cap: dict, targets: list[_Port]) -> None:
+        while not cap["stop"].is_set():
+            for p in targets:
+                recs = p.ring.poll()
+                if recs:
+                    with self._cap_lock:
+                        cap["packets"] += recs
+            cap["stop"].wait(0.005)
+
+    def stop_capture(self, capture_id: int, output: str | None = None) -> list[tuple[int, bytes, int]]:
+        """End a capture; write its frames (time order) to the pcap `output` if given; returns
+        the (wall ns, bytes, length) records."""
+        cap = self._captures.pop(capture_id, None)
+        if cap is None:
+            raise EngineError(f"no capture with id {capture_id}")
+        for pid in cap["ports"]:
+            self.ports[pid].obj.map("cap_left").update(b"\0\0\0\0", struct.pack("<q", 0))
+        cap["stop"].set()
+        cap["thread"].join()
+        for pid in cap["ports"]:
+            cap["packets"] += self.ports[pid].ring.poll()
+        pkts = sorted(cap["packets"], key=lambda r: r[0])
+        if output:
+            write_pcap(output, pkts)
+        return pkts
+
+
+def _bucket_hi(i: int) -> float:
+    """Upper edge in ns of latency bucket i (4 buckets per power of two, see tg_rx)."""
+    if i < 8:
+        return 4.0
+    msb, frac = divmod(i, 4)
+    return (1 << msb) * (1 + (frac + 1) / 4)
+
+
+def _percentile(hist: list[int], q: float) -> float:
+    n = sum(hist)
+    if not n:
+        return 0.0
+    want = q * n
+    acc = 0
+    for i, c in enumerate(hist):
+        acc += c
+        if acc >= want:
+            return _bucket_hi(i)
+    return _bucket_hi(len(hist) - 1)
+
+
+def load_profile_streams(path: str, direction: int = 0, port_id: int = 0,
+                         tunables: dict | None = None) -> list[dict]:
+    """Run gtplab.engine.profile_loader in a subprocess; returns the streams' JSON."""
+    if not os.path.isfile(path):
+        raise EngineError(f"profile {path} does not exist")
+    cmd = [sys.executable, "-m", "gtplab.engine.profile_loader", path,
+           "--direction", str(direction), "--port", str(port_id)]
+    for k, v in (tunables or {}).items():
+        cmd += ["--tunable", f"{k}={v}"]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    if r.returncode != 0:
+        msg = r.stderr.strip().splitlines()
+        raise EngineError(f"profile {path}: {msg[-1] if msg else 'loader failed'}")
+    return json.loads(r.stdout)
