@@ -166,6 +166,8 @@ def probe(url: str, timeout: float = 1.0) -> bool:
 def _port_free(host: str, port: int) -> bool:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # as the Go servers do: connections in TIME_WAIT from a previous run do not block the port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -180,7 +182,7 @@ def _log_tail(path: Path, lines: int = 5) -> str:
         return ""
 
 
-def _start(s: Settings, name: str) -> int:
+def _start(s: Settings, name: str) -> subprocess.Popen:
     state = Path(s.state_dir) / name
     state.mkdir(parents=True, exist_ok=True)
     (Path(s.data_dir) / name).mkdir(parents=True, exist_ok=True)
@@ -194,16 +196,16 @@ def _start(s: Settings, name: str) -> int:
                                 start_new_session=True, close_fds=True)
     (state / "cmdline").write_text(json.dumps(argv))
     (state / "pid").write_text(f"{proc.pid}\n")
-    return proc.pid
+    return proc
 
 
-def _wait_ready(s: Settings, name: str, pid: int, deadline: float) -> None:
+def _wait_ready(s: Settings, name: str, proc: subprocess.Popen, deadline: float) -> None:
+    # proc.poll(), not /proc/PID/cmdline: right after fork the child still shows our own cmdline
     url = s.url(name) + ready_path(name)
     while True:
         if probe(url):
             return
-        if running_pid(s.state_dir, name) != pid:
-            _reap(pid)
+        if proc.poll() is not None:
             raise UserError(f"{name} exited at start: {_log_tail(Path(s.state_dir) / name / 'log')}")
         if time.monotonic() > deadline:
             raise UserError(f"{name} did not answer {url} in time: "
@@ -234,18 +236,27 @@ def up(s: Settings, timeout: float = 30.0) -> None:
                             f"--{n}-port)")
     Path(s.state_dir).mkdir(parents=True, exist_ok=True)
     (Path(s.state_dir) / "monitor.json").write_text(json.dumps(asdict(s), indent=2) + "\n")
-    started: list[str] = []
+    started: list[subprocess.Popen] = []
     deadline = time.monotonic() + timeout
     try:
         for n in NAMES:
             if n in alive:
                 continue
-            pid = _start(s, n)
-            started.append(n)
-            _wait_ready(s, n, pid, deadline)
+            proc = _start(s, n)
+            started.append(proc)
+            _wait_ready(s, n, proc, deadline)
     except BaseException:
-        for n in reversed(started):
-            stop(s.state_dir, n)
+        for proc in reversed(started):  # our own children: no cmdline check needed
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        for n in NAMES:
+            if n not in alive:
+                (Path(s.state_dir) / n / "pid").unlink(missing_ok=True)
         raise
 
 

@@ -1,0 +1,290 @@
+"""gtplab monitor / push / export against a real local stack (Prometheus, Pushgateway, node-exporter from
+Debian's packages) on random loopback ports with a unique state dir; always `monitor down` afterwards.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from monitor_stack import (SWEEP, Stack, gateway_groups, gateway_value, gtplab, make_case, make_run,
+                           pid_alive, prom_query, running_stack, write_results_dir)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    with running_stack(tmp_path_factory.mktemp("monitor")) as s:
+        yield s
+
+
+def _our_processes(marker: str) -> list[int]:
+    """pids of live processes whose command line mentions marker (our unique state/data dir)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() in f.read() and pid_alive(int(d)):
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def _refused(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, port)) != 0
+
+
+# ---- monitor up / status / down ----------------------------------------------------------------
+
+def test_up_status_down(tmp_path):
+    s = Stack(tmp_path)
+    try:
+        s.up()
+        cp = gtplab("monitor", "status", "--state-dir", str(s.state_dir), "--json")
+        assert cp.returncode == 0, cp.stderr
+        st = json.loads(cp.stdout)
+        assert {n: v["state"] for n, v in st.items()} == {
+            "node-exporter": "up", "pushgateway": "up", "prometheus": "up"}
+        assert st["prometheus"]["url"] == s.prometheus and st["pushgateway"]["url"] == s.gateway
+        pids = s.pids()
+        assert pids == {n: v["pid"] for n, v in st.items()}
+        # loopback only: bound to 127.0.0.1, so another loopback address is refused
+        for port in (s.prom_port, s.gw_port, s.node_port):
+            assert not _refused("127.0.0.1", port) and _refused("127.0.0.2", port)
+        conf = yaml.safe_load((s.state_dir / "prometheus" / "prometheus.yml").read_text())
+        jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
+        assert jobs["pushgateway"]["honor_labels"] is True
+        assert jobs["pgwu"]["static_configs"][0]["targets"] == [f"127.0.0.1:{s.pgwu_port}"]
+        assert conf["global"]["scrape_interval"] == "1s"
+        # up again: nothing new started
+        s.up()
+        assert s.pids() == pids
+        # Prometheus scrapes its targets: node-exporter and the gateway come up
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            up = {r["metric"]["job"]: r["value"][1] for r in prom_query(s.prometheus, "up")}
+            if up.get("node") == "1" and up.get("pushgateway") == "1":
+                break
+            time.sleep(0.5)
+        assert up.get("node") == "1" and up.get("pushgateway") == "1", up
+        assert up.get("pgwu") == "0"  # nothing listens on the pgwu target in this test
+    finally:
+        cp = s.down()
+    assert cp.returncode == 0 and "stopped" in cp.stdout, cp.stdout + cp.stderr
+    assert not any(pid_alive(p) for p in pids.values())
+    assert not _our_processes(str(s.state_dir))
+    cp = gtplab("monitor", "status", "--state-dir", str(s.state_dir))
+    assert cp.returncode == 1 and cp.stdout.count(" down ") == 3, cp.stdout
+    assert "nothing was running" in s.down().stdout
+
+
+def test_up_refuses_a_busy_port(tmp_path):
+    s = Stack(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        s.gw_port = busy.getsockname()[1]
+        cp = gtplab(*s.up_args())
+    assert cp.returncode == 2
+    assert cp.stderr.strip().count("\n") == 0 and f"port {s.gw_port}" in cp.stderr, cp.stderr
+    assert not _our_processes(str(s.state_dir)) and not _our_processes(str(s.data_dir))
+
+
+def test_up_failing_part_way_leaves_nothing_running(tmp_path):
+    s = Stack(tmp_path)
+    # node-exporter and the gateway start, then Prometheus refuses this retention and exits
+    cp = gtplab(*s.up_args(), "--retention", "forever")
+    try:
+        assert cp.returncode == 2, cp.stdout + cp.stderr
+        assert "prometheus exited at start" in cp.stderr, cp.stderr
+        assert not _our_processes(str(s.state_dir)) and not _our_processes(str(s.data_dir))
+        assert not any((s.state_dir / n / "pid").exists() for n in ("prometheus", "pushgateway", "node-exporter"))
+    finally:
+        s.down()
+
+
+def test_down_never_signals_a_process_it_did_not_start(tmp_path):
+    s = Stack(tmp_path)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        d = s.state_dir / "pushgateway"
+        d.mkdir(parents=True)
+        (d / "pid").write_text(f"{other.pid}\n")  # e.g. a stale pid file whose pid was reused
+        (d / "cmdline").write_text(json.dumps(["/usr/bin/prometheus-pushgateway", "--web.listen-address=x"]))
+        cp = s.down()
+        assert cp.returncode == 0 and "nothing was running" in cp.stdout
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_bad_arguments_are_one_clear_error(tmp_path):
+    cp = gtplab("monitor", "up", "--state-dir", str(tmp_path / "s"), "--pgwu-target", "nope")
+    assert cp.returncode == 2 and "HOST:PORT" in cp.stderr and cp.stderr.count("\n") == 1
+    assert not (tmp_path / "s").exists()
+
+
+# ---- metrics ------------------------------------------------------------------------------------
+
+def test_case_metrics_follow_prometheus_conventions():
+    from prometheus_client import generate_latest
+
+    from gtplab.push import case_registry
+    text = generate_latest(case_registry(make_run(), make_case(0, "uplink", 64))).decode()
+    cp = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 0 and cp.stdout.strip() == "" and cp.stderr.strip() == "", cp.stdout + cp.stderr
+    for name in ("gtplab_case_received_packets_per_second", "gtplab_case_received_bytes_per_second",
+                 "gtplab_case_loss_ratio", "gtplab_case_latency_seconds", "gtplab_case_dut_program_seconds_per_packet"):
+        assert f"# TYPE {name} gauge" in text
+
+
+def test_push_case_grouping_key_and_values(stack):
+    from gtplab.push import push_case
+    run, case = make_run(), make_case(7, "downlink", 128, flows=16, checksum="off")
+    assert push_case(stack.gateway, run, case)
+    (group,) = gateway_groups(stack.gateway, run["uuid"]).values()
+    assert group["labels"] == {
+        "job": "gtplab_sweep", "action": "downlink", "uuid": run["uuid"], "case_id": case["case_id"],
+        "frame_size": "128", "direction": "downlink", "flows": "16", "checksum": "off", "backend": "local"}
+    assert gateway_value(group, "gtplab_case_received_packets_per_second") == case["rx_pps"]
+    assert gateway_value(group, "gtplab_case_received_bytes_per_second", layer="l1") == pytest.approx(case["rx_bps_l1"] / 8)
+    assert gateway_value(group, "gtplab_case_latency_seconds", stat="p99") == pytest.approx(27e-6)
+    assert gateway_value(group, "gtplab_case_dut_program_seconds_per_packet") == pytest.approx(61.28e-9)
+    assert gateway_value(group, "gtplab_case_info", flow_mode="multi", rate_mode="fixed") == 1
+    assert not push_case("http://127.0.0.1:9", run, case, timeout=1)  # nothing listens: False, no raise
+
+
+def test_gateway_goes_away_mid_sweep_and_nothing_is_lost(stack, tmp_path):
+    """The sweep's loop: write the case to disk, then push. Gateway down for cases 2-3, back for 4."""
+    from gtplab import monitor, results
+    from gtplab.push import Pusher
+    run = make_run()
+    rdir = tmp_path / "results"
+    results.write_run(rdir, run)
+    warnings: list[str] = []
+    pusher = Pusher(stack.gateway, run, results_dir=str(rdir), warn=warnings.append)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+
+    results.append_case(rdir, cases[0])
+    assert pusher.push(cases[0])
+    assert monitor.stop(str(stack.state_dir), "pushgateway")  # the gateway goes away
+    for case in cases[1:3]:
+        results.append_case(rdir, case)
+        assert not pusher.push(case)
+    assert len(warnings) == 1, warnings  # said once
+    assert str(rdir) in warnings[0] and "gtplab push" in warnings[0]
+    assert [c["case_id"] for c in results.read_cases(rdir)] == [c["case_id"] for c in cases[:3]]
+    cp = gtplab("push", str(rdir), "--gateway", stack.gateway, "--timeout", "1")
+    assert cp.returncode == 1 and "pushed 0 of 3" in cp.stdout, cp.stdout + cp.stderr
+
+    stack.up()  # restarts only the gateway; case 0 comes back from its persistence file
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {cases[0]["case_id"]}
+    results.append_case(rdir, cases[3])
+    assert pusher.push(cases[3])  # held cases 1 and 2 go first
+    assert pusher.pending == [] and pusher.finish()
+    assert len(warnings) == 1
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
+
+
+def test_gtplab_push_pushes_a_results_dir(stack, tmp_path):
+    run = make_run(backend="trex")
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    write_results_dir(tmp_path / "r", run, cases)  # by hand, from docs/results.md
+    cp = gtplab("push", str(tmp_path / "r"), "--gateway", stack.gateway)
+    assert cp.returncode == 0, cp.stderr
+    assert f"pushed 4 of 4 case(s)" in cp.stdout
+    groups = gateway_groups(stack.gateway, run["uuid"])
+    assert set(groups) == {c["case_id"] for c in cases}
+    for c in cases:
+        assert gateway_value(groups[c["case_id"]], "gtplab_case_loss_ratio") == pytest.approx(c["loss_ratio"])
+        assert groups[c["case_id"]]["labels"]["backend"] == "trex"
+    # and Prometheus scrapes them from the gateway with the grouping key as labels
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        res = prom_query(stack.prometheus, f'gtplab_case_info{{uuid="{run["uuid"]}"}}')
+        if len(res) == 4:
+            break
+        time.sleep(0.5)
+    assert sorted((r["metric"]["action"], r["metric"]["frame_size"]) for r in res) == sorted(
+        (d, str(fs)) for d, fs in SWEEP)
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "run.json: no such file"),
+    ('{"case_id": "a", "direction": "uplink", "frame_size": 64}\nnot json\n', "cases.jsonl:2: not JSON"),
+    ('{"case_id": "a", "frame_size": 64}\n', "cases.jsonl:1: missing direction"),
+])
+def test_push_rejects_a_bad_results_dir(tmp_path, content, message):
+    if content is not None:
+        write_results_dir(tmp_path, make_run(), [])
+        (tmp_path / "cases.jsonl").write_text(content)
+    cp = gtplab("push", str(tmp_path), "--gateway", "http://127.0.0.1:9")
+    assert cp.returncode == 2 and message in cp.stderr and cp.stderr.count("\n") == 1, cp.stderr
+
+
+def test_results_files_follow_the_contract(tmp_path):
+    from gtplab import results
+    run = make_run()
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    results.write_run(tmp_path, run)
+    for c in cases:
+        results.append_case(tmp_path, c)
+    assert json.loads((tmp_path / "run.json").read_text()) == run
+    assert [json.loads(line) for line in (tmp_path / "cases.jsonl").read_text().splitlines()] == cases
+    with open(tmp_path / "cases.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4
+    assert float(rows[0]["latency_us.p99"]) == cases[0]["latency_us"]["p99"]
+    assert rows[0]["dut.drops_by_reason.drop_unknown_teid"] == str(cases[0]["dut"]["drops_by_reason"]["drop_unknown_teid"])
+    assert rows[1]["dut.drops_by_reason.drop_unknown_teid"] == ""  # 1518 B: no drops, column still there
+
+
+# ---- export -------------------------------------------------------------------------------------
+
+def test_export_writes_csv(stack, tmp_path):
+    from gtplab.push import push_case
+    run = make_run()
+    assert push_case(stack.gateway, run, make_case(0, "uplink", 64))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not prom_query(stack.prometheus, f'gtplab_case_info{{uuid="{run["uuid"]}"}}'):
+        time.sleep(0.5)
+    time.sleep(3)  # a few more scrapes, so the CPU rate has samples
+    out = tmp_path / "export.csv"
+    cp = gtplab("export", "--prometheus", stack.prometheus, "--start", "now-2m", "--step", "1s",
+                "--rate-window", "5s", "-o", str(out))
+    assert cp.returncode == 0, cp.stderr
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    queries = {r["query"] for r in rows}
+    assert {"cpu_seconds_per_second", "results"} <= queries
+    cpus = {r["cpu"] for r in rows if r["query"] == "cpu_seconds_per_second"}
+    assert cpus == {str(i) for i in range(os.cpu_count())}
+    mine = [r for r in rows if r["query"] == "results" and r["uuid"] == run["uuid"]
+            and r["__name__"] == "gtplab_case_received_packets_per_second"]
+    assert mine and float(mine[-1]["value"]) == make_case(0, "uplink", 64)["rx_pps"]
+
+    wide = tmp_path / "wide.csv"
+    cp = gtplab("export", "--prometheus", stack.prometheus, "--start", "now-1m", "--format", "wide",
+                "--query", f'rx=gtplab_case_received_packets_per_second{{uuid="{run["uuid"]}"}}', "-o", str(wide))
+    assert cp.returncode == 0, cp.stderr
+    with open(wide) as f:
+        header, *data = list(csv.reader(f))
+    assert header[:2] == ["timestamp", "time"] and len(header) == 3 and header[2].startswith("rx{")
+    assert data and data[-1][2] == "900000"
+
+    cp = gtplab("export", "--prometheus", stack.prometheus, "--query", "bad=rate(", "-o", str(tmp_path / "x.csv"))
+    assert cp.returncode == 2 and "parse error" in cp.stderr and not (tmp_path / "x.csv").exists()
+    cp = gtplab("export", "--start", "now", "--end", "now-1h", "-o", str(tmp_path / "y.csv"))
+    assert cp.returncode == 2 and "before" in cp.stderr
