@@ -173,3 +173,19 @@ class LiveRunner:
         if bpf._libc.syscall(bpf._NR_bpf, bpf.BPF_PROG_TEST_RUN, self._ref, self._size) < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"Couldn't run the transmit program: {os.strerror(err)}")
+
+
+def run_once(prog_fd: int, frame: bytes, slot: int) -> tuple[int, bytes]:
+    """One BPF_PROG_TEST_RUN of tg_tx on frame (not live): (verdict, frame as the program left
+    it). For tests and debugging of the field engine without any interface."""
+    meta = slot.to_bytes(4, "little")
+    buf = meta + frame
+    din = ctypes.create_string_buffer(buf, len(buf))
+    dout = ctypes.create_string_buffer(len(buf) + 256)
+    ctx = bpf.XdpMd(data=len(meta), data_end=len(buf))
+    attr = bpf._TestRun(prog_fd=prog_fd, data_size_in=len(buf), data_in=ctypes.addressof(din),
+                        data_out=ctypes.addressof(dout), data_size_out=len(dout), repeat=1,
+                        ctx_in=ctypes.addressof(ctx), ctx_size_in=ctypes.sizeof(ctx))
+    bpf._bpf(bpf.BPF_PROG_TEST_RUN, attr, "test-run tg_tx")
+    out = dout.raw[:attr.data_size_out]
+    return attr.retval, out[len(meta):]   # data_out starts at data_meta

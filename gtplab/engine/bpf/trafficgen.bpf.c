@@ -330,7 +330,8 @@ static __always_inline int fix_hw(struct xdp_md *ctx, struct tg_insn *in)
  * enc = csum_off | l4_start << 16 | is_udp << 32 (0 = none). The difference is
  * taken from the bytes this frame really held, so recycled frames stay right.
  */
-static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off, __u32 d32)
+static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off, __u32 d32,
+				       __u32 *old_ck, __u32 *new_ck)
 {
 	__u32 csum_off = enc & 0xffff, l4 = (enc >> 16) & 0xffff, diff, sum;
 	__u64 ck;
@@ -339,6 +340,8 @@ static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off,
 		return 0;
 	if (load(ctx, csum_off, &ck, 2, 0) < 0)
 		return -1;
+	*old_ck = ck;
+	*new_ck = ck;
 	if (ck == 0 && (enc >> 32) & 1)	/* UDP without checksum stays so */
 		return 0;
 	diff = csum_fold(d32);
@@ -348,6 +351,7 @@ static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off,
 	sum = (__u16)~sum;
 	if (sum == 0 && (enc >> 32) & 1)
 		sum = 0xffff;
+	*new_ck = sum;
 	return store(ctx, csum_off, sum, 2, 0);
 }
 
@@ -357,6 +361,7 @@ static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
 {
 	struct tg_trailer t, old;
 	__u32 len = ctx->data_end - ctx->data, off;
+	__u32 ock[2] = {}, nck[2] = {};
 	__s64 d;
 
 	if (len < TG_TRAILER_LEN || len > TG_MAX_FRAME)
@@ -375,9 +380,17 @@ static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
 	d = bpf_csum_diff((__be32 *)&old, sizeof(old), (__be32 *)&t, sizeof(t), 0);
 	if (d < 0)
 		return -1;
-	if (csum_adjust(ctx, in->min, off, (__u32)d) < 0)
+	/* inner (max) first: the outer checksum (min) also covers the inner checksum field */
+	if (csum_adjust(ctx, in->max, off, (__u32)d, &ock[0], &nck[0]) < 0)
 		return -1;
-	return csum_adjust(ctx, in->max, off, (__u32)d);
+	if (csum_adjust(ctx, in->min, off, (__u32)d, &ock[1], &nck[1]) < 0)
+		return -1;
+	if (!(in->min & 0xffff) || !(in->max & 0xffff) || ock[0] == nck[0])
+		return 0;
+	d = bpf_csum_diff(&ock[0], 4, &nck[0], 4, 0);
+	if (d < 0)
+		return -1;
+	return csum_adjust(ctx, in->min, in->max & 0xffff, (__u32)d, &ock[1], &nck[1]);
 }
 
 /*

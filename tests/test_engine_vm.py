@@ -1,0 +1,363 @@
+"""Unit tests of the engine's field engine: the compiler (gtplab/engine/vm.py) and the BPF
+interpreter (tg_tx in gtplab/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
+interface. Every expected field sequence is computed here from TRex's documented semantics,
+independently of the engine's code. Each run feeds the previous output frame back in, as a
+recycled live frame would be (see docs/engine.md)."""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+import pytest
+from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, raw
+from scapy.contrib.gtp import GTP_U_Header
+
+from gtplab.engine import EngineError, compile_stream, parse_mult
+from gtplab.engine import kernel, vm
+from gtplab.engine.client import _bucket_hi, _percentile
+
+N = 40
+
+# named test packets
+UDP_PKT = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / \
+    IP(src="16.0.0.1", dst="48.0.0.1") / UDP(sport=1025, dport=12) / Raw(b"x" * 40)
+TCP_PKT = Ether() / IP(src="16.0.0.1", dst="48.0.0.1") / TCP(sport=1025, dport=80) / Raw(b"y" * 41)
+VLAN_PKT = Ether() / Dot1Q(prio=5, vlan=100) / IP(src="16.0.0.1", dst="48.0.0.1") / UDP() / Raw(b"z" * 30)
+GTPU_PKT = Ether() / IP(src="10.201.0.16", dst="10.201.0.1") / UDP(sport=2152, dport=2152) / \
+    GTP_U_Header(teid=0x10000) / IP(src="10.64.0.1", dst="198.18.0.1") / UDP(sport=1234, dport=5678) / \
+    Raw(b"p" * 50)
+# offsets in GTPU_PKT: outer IP 14, outer UDP 34, GTP 42, inner IP 50, inner UDP 70
+GTP_TEID_OFF, INNER_IP, INNER_SRC = 46, 50, 62
+
+
+def stream(pkt, instructions, **extra):
+    js = {"mode": {"type": "continuous", "rate": {"type": "pps", "value": 1000}},
+          "packet": {"binary": base64.b64encode(raw(pkt)).decode(), "meta": ""},
+          "vm": {"instructions": instructions}, "flow_stats": {"enabled": False}}
+    js.update(extra)
+    return js
+
+
+def fv(name, size, op, lo, hi, init=None, step=1):
+    d = {"type": "flow_var", "name": name, "size": size, "op": op, "min_value": lo,
+         "max_value": hi, "step": step, "next_var": None, "split_to_cores": True}
+    d["init_value"] = (hi if op == "dec" else lo) if init is None else init
+    return d
+
+
+def wr(name, off, add=0, big=True):
+    return {"type": "write_flow_var", "name": name, "pkt_offset": off, "add_value": add,
+            "is_big_endian": big}
+
+
+@pytest.fixture(scope="module")
+def obj():
+    o = kernel.BpfObject()
+    yield o
+    o.close()
+
+
+def run(obj, js, n=N, slot=0):
+    """Compile js into slot, run tg_tx n times; returns the frames (each run's input is the
+    previous run's output, padded with the template's tail like a recycled live frame)."""
+    cs = compile_stream(js)
+    key = struct.pack("<I", slot)
+    obj.map("streams").update(key, cs.stream_value())
+    obj.map("state").update(key, cs.state_value())
+    for var in cs.lists:
+        obj.map("lists").update(struct.pack("<I", slot * vm.MAX_VARS + var), cs.list_value(var))
+    fd = obj.prog_fd("tg_tx")
+    frames, cur = [], cs.frame
+    for _ in range(n):
+        verdict, out = kernel.run_once(fd, cur, slot)
+        assert verdict == 3, "tg_tx did not return XDP_TX"
+        frames.append(out)
+        cur = out + cs.frame[len(out):]
+    return frames
+
+
+def field(frames, off, size, big=True):
+    return [int.from_bytes(f[off:off + size], "big" if big else "little") for f in frames]
+
+
+def assert_checksums(frame: bytes):
+    """Every IPv4/UDP/TCP checksum in the frame (inner ones too) is what Scapy computes."""
+    p = Ether(frame)
+    q = p.copy()
+    for layer in (IP, UDP, TCP):
+        i = 1
+        while q.getlayer(layer, i) is not None:
+            ly = q.getlayer(layer, i)
+            if not (layer is UDP and ly.chksum == 0):
+                ly.chksum = None
+            i += 1
+    q = Ether(raw(q))
+    for layer in (IP, UDP, TCP):
+        i = 1
+        while p.getlayer(layer, i) is not None:
+            assert p.getlayer(layer, i).chksum == q.getlayer(layer, i).chksum, \
+                f"{layer.__name__}#{i} checksum wrong in {p.summary()}"
+            i += 1
+
+
+# ---- TRex semantics, computed independently -------------------------------------------------
+def trex_inc(lo, hi, init, step, n):
+    span = hi - lo + 1
+    return [lo + ((init - lo) + k * step) % span for k in range(n)]
+
+
+def trex_dec(lo, hi, init, step, n):
+    span = hi - lo + 1
+    return [lo + ((init - lo) - k * step) % span for k in range(n)]
+
+
+def fastrand(seed):
+    """trex_stl_stream_vm.h fastrand/vm_rand16: an LCG, 15 bits per draw."""
+    while True:
+        seed = (214013 * seed + 2531011) & 0xFFFFFFFF
+        yield (seed >> 16) & 0x7FFF
+
+
+def rand_values(seed, size, lo, hi, n, limit=None):
+    out, k = [], 0
+    g = fastrand(seed)
+    for i in range(n):
+        if limit is not None and k == limit:
+            g, k = fastrand(seed), 0
+        r = next(g) if size <= 2 else (next(g) << 16) + next(g)
+        out.append(lo + r % (hi - lo + 1))
+        k += 1
+    return out
+
+
+# ---- flow_var ------------------------------------------------------------------------------
+@pytest.mark.parametrize("size,off", [(1, 29), (2, 28), (4, 26), (8, 26)])
+@pytest.mark.parametrize("op,lo,hi,init,step", [
+    ("inc", 1, 10, 3, 4), ("inc", 0, 255, 250, 3), ("dec", 1, 10, 2, 3), ("dec", 5, 7, 7, 1),
+    ("inc", 7, 7, 7, 1), ("inc", 1, 5, 1, 12)])
+def test_flow_var_inc_dec(obj, size, off, op, lo, hi, init, step):
+    js = stream(UDP_PKT, [fv("a", size, op, lo, hi, init, step), wr("a", off)])
+    got = field(run(obj, js), off, size)
+    model = trex_inc if op == "inc" else trex_dec
+    assert got == model(lo, hi, init, step, N)
+
+
+def test_flow_var_8_byte_wrap(obj):
+    top = (1 << 64) - 1
+    js = stream(UDP_PKT, [fv("a", 8, "inc", 0, top, top - 2, 1), wr("a", 26)])
+    assert field(run(obj, js, n=5), 26, 8) == [top - 2, top - 1, top, 0, 1]
+
+
+@pytest.mark.parametrize("size,lo,hi", [(1, 10, 20), (2, 1000, 60000), (4, 5, 3_000_000_000)])
+def test_flow_var_random_with_seed(obj, size, lo, hi):
+    off = {1: 29, 2: 28, 4: 26}[size]
+    js = stream(UDP_PKT, [fv("r", size, "random", lo, hi), wr("r", off)], random_seed=0x1234)
+    got = field(run(obj, js, n=200), off, size)
+    assert got == rand_values(0x1234, size, lo, hi, 200)
+    assert all(lo <= x <= hi for x in got) and len(set(got)) > 5
+
+
+@pytest.mark.parametrize("op", ["inc", "dec", "random"])
+def test_flow_var_value_list(obj, op):
+    values = [9, 0, 4, 7, 5]
+    ins = {"type": "flow_var", "name": "l", "size": 2, "op": op, "value_list": values,
+           "step": 2 if op != "random" else 1, "next_var": None, "split_to_cores": True}
+    js = stream(UDP_PKT, [ins, wr("l", 28)], random_seed=77)
+    got = field(run(obj, js, n=12), 28, 2)
+    if op == "inc":     # docs: inc walks the list from its start
+        assert got == [values[(2 * k) % 5] for k in range(12)]
+    elif op == "dec":   # docs: dec walks from the end, [9,0,4,7,5] -> 5,7,4,0,9 for step 1
+        assert got == [values[(4 - 2 * k) % 5] for k in range(12)]
+    else:
+        g = fastrand(77)
+        assert got == [values[next(g) % 5] for _ in range(12)]
+
+
+@pytest.mark.parametrize("size,off", [(1, 29), (2, 28), (4, 26)])
+def test_flow_var_rand_limit(obj, size, off):
+    ins = {"type": "flow_var_rand_limit", "name": "r", "size": size, "limit": 7, "seed": 4242,
+           "min_value": 3, "max_value": 200, "split_to_cores": True, "next_var": None}
+    got = field(run(obj, stream(UDP_PKT, [ins, wr("r", off)]), n=30), off, size)
+    assert got == rand_values(4242, size, 3, 200, 30, limit=7)
+    assert got[:7] == got[7:14] == got[14:21]      # repeats every `limit` packets
+
+
+def test_tuple_flow_var(obj):
+    """Docs table: ip is the inner loop, port steps when ip wraps, limit_flows restarts."""
+    ins = {"type": "tuple_flow_var", "name": "t", "ip_min": 0x0A000001, "ip_max": 0x0A000005,
+           "port_min": 1025, "port_max": 1027, "limit_flows": 13, "flags": 0}
+    js = stream(UDP_PKT, [ins, wr("t.ip", 26), wr("t.port", 34)])
+    frames = run(obj, js, n=30)
+    exp_ip = [0x0A000001 + (k % 13) % 5 for k in range(30)]
+    exp_port = [1025 + ((k % 13) // 5) % 3 for k in range(30)]
+    assert field(frames, 26, 4) == exp_ip
+    assert field(frames, 34, 2) == exp_port
+
+
+def test_write_add_value_wraps_and_little_endian(obj):
+    js = stream(UDP_PKT, [fv("a", 1, "inc", 250, 255), wr("a", 29, add=10),
+                          fv("b", 2, "inc", 0x1234, 0x1240), wr("b", 40, add=-0x1235, big=False)])
+    frames = run(obj, js, n=8)
+    assert field(frames, 29, 1) == [(v + 10) & 0xFF for v in trex_inc(250, 255, 250, 1, 8)]
+    assert field(frames, 40, 2, big=False) == [(v - 0x1235) & 0xFFFF for v in trex_inc(0x1234, 0x1240, 0x1234, 1, 8)]
+
+
+def test_write_mask_vlan_id(obj):
+    """write_mask_flow_var: VLAN id into the 12 low bits of the TCI, priority bits kept."""
+    ins = {"type": "write_mask_flow_var", "name": "v", "pkt_offset": 14, "pkt_cast_size": 2,
+           "mask": 0x0FFF, "shift": 0, "add_value": 1, "is_big_endian": True}
+    js = stream(VLAN_PKT, [fv("v", 2, "inc", 100, 4100), ins])
+    frames = run(obj, js, n=N)
+    vals = trex_inc(100, 4100, 100, 1, N)
+    assert [Ether(f)[Dot1Q].vlan for f in frames] == [(v + 1) & 0xFFF for v in vals]
+    assert {Ether(f)[Dot1Q].prio for f in frames} == {5}
+
+
+@pytest.mark.parametrize("shift,mask", [(4, 0xF0), (-2, 0x3F)])
+def test_write_mask_shift(obj, shift, mask):
+    ins = {"type": "write_mask_flow_var", "name": "v", "pkt_offset": 15, "pkt_cast_size": 1,
+           "mask": mask, "shift": shift, "add_value": 0, "is_big_endian": True}
+    tos = raw(UDP_PKT)[15]
+    js = stream(UDP_PKT, [fv("v", 1, "inc", 0, 255, 0, 7), ins])
+    got = field(run(obj, js), 15, 1)
+    vals = trex_inc(0, 255, 0, 7, N)
+    sh = [(v << shift) if shift > 0 else (v >> -shift) for v in vals]
+    assert got == [((tos & ~mask) | (s & mask)) & 0xFF for s in sh]
+
+
+def test_fix_checksum_ipv4(obj):
+    js = stream(UDP_PKT, [fv("s", 4, "inc", 0x10000001, 0x100000FF), wr("s", 26),
+                          {"type": "fix_checksum_ipv4", "pkt_offset": 14}])
+    for f in run(obj, js):
+        p = Ether(f)
+        assert p[IP].chksum == IP(raw(p[IP].copy().__class__(raw(p[IP]))))[IP].chksum
+        q = p.copy()
+        q[IP].chksum = None
+        assert Ether(raw(q))[IP].chksum == p[IP].chksum
+
+
+@pytest.mark.parametrize("pkt,l4_type", [(UDP_PKT, 11), (TCP_PKT, 13)])
+def test_fix_checksum_hw(obj, pkt, l4_type):
+    js = stream(pkt, [fv("s", 4, "random", 1, 0xFFFFFFFE), wr("s", 26),
+                      fv("p", 2, "inc", 1, 65535, 1, 977), wr("p", 34),
+                      {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": l4_type}])
+    frames = run(obj, js)
+    assert len(set(field(frames, 26, 4))) > N // 2
+    for f in frames:
+        assert_checksums(f)
+
+
+def test_fix_checksum_hw_inner_gtpu(obj):
+    """The uplink shape: TEID, inner source per bearer; inner UDP + outer IP fixed."""
+    js = stream(GTPU_PKT, [
+        fv("teid", 4, "inc", 0x10000, 0x10000 + 99), wr("teid", GTP_TEID_OFF),
+        fv("ue", 4, "inc", 0x0A400001, 0x0A400001 + 99), wr("ue", INNER_SRC),
+        {"type": "fix_checksum_hw", "l2_len": INNER_IP, "l3_len": 20, "l4_type": 11},
+        {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}])
+    frames = run(obj, js)
+    assert [Ether(f)[GTP_U_Header].teid for f in frames] == trex_inc(0x10000, 0x10063, 0x10000, 1, N)
+    for f in frames:
+        assert_checksums(f)
+
+
+def test_trim_pkt_size(obj):
+    """IMIX-like sizes: trim to the size var, write IP.len and UDP.len from it (TRex needs
+    write_flow_var for the lengths), fix checksums."""
+    pkt = UDP_PKT.copy()
+    pkt[Raw].load = b"q" * 300
+    js = stream(pkt, [fv("sz", 2, "inc", 64, len(pkt), 64, 37),
+                      {"type": "trim_pkt_size", "name": "sz"},
+                      wr("sz", 16, add=-14), wr("sz", 38, add=-34),
+                      {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}])
+    frames = run(obj, js)
+    assert [len(f) for f in frames] == trex_inc(64, len(pkt), 64, 37, N)
+    for f in frames:
+        p = Ether(f)
+        assert p[IP].len == len(f) - 14 and p[UDP].len == len(f) - 34
+        assert_checksums(f)
+
+
+def test_trailer_keeps_checksums_without_fix(obj):
+    """flow_stats adds a 16-byte trailer; L4 checksums (outer and inner) stay valid even
+    when the profile fixes nothing, and the trailer counts up."""
+    js = stream(GTPU_PKT, [], flow_stats={"enabled": True, "stream_id": 9, "rule_type": "latency"})
+    frames = run(obj, js, n=10)
+    for k, f in enumerate(frames):
+        magic, pg, seq, ts = struct.unpack("<HHIQ", f[-16:])
+        assert (magic, pg, seq) == (vm.TRAILER_MAGIC, 9, k) and ts > 0
+        assert_checksums(f)
+
+
+def test_trailer_with_trim_and_fix(obj):
+    pkt = GTPU_PKT.copy()
+    pkt[Raw].load = b"p" * 200
+    js = stream(pkt, [fv("sz", 2, "dec", 120, len(pkt), None, 31),
+                      {"type": "trim_pkt_size", "name": "sz"},
+                      wr("sz", 16, add=-14), wr("sz", 38, add=-34),
+                      wr("sz", 44, add=-50), wr("sz", 52, add=-50), wr("sz", 74, add=-70),
+                      {"type": "fix_checksum_hw", "l2_len": INNER_IP, "l3_len": 20, "l4_type": 11},
+                      {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}],
+                flow_stats={"enabled": True, "stream_id": 3, "rule_type": "stats"})
+    cs = compile_stream(js)
+    assert [i.op for i in cs.insns][:3] == [vm.OP_VAR_DEC, vm.OP_TRIM, vm.OP_TRAILER]
+    frames = run(obj, js)
+    assert [len(f) for f in frames] == trex_dec(120, len(pkt), len(pkt), 31, N)
+    for k, f in enumerate(frames):
+        assert struct.unpack("<HHI", f[-16:-8]) == (vm.TRAILER_MAGIC, 3, k)
+        assert_checksums(f)
+
+
+# ---- refusals ------------------------------------------------------------------------------
+@pytest.mark.parametrize("ins,words", [
+    ({"type": "fix_checksum_icmpv6", "l2_len": 14, "l3_len": 40}, "fix_checksum_icmpv6"),
+    ({"type": "frobnicate"}, "frobnicate"),
+    (dict(fv("a", 2, "inc", 1, 5), next_var="b"), "next_var"),
+    (dict(fv("a", 3, "inc", 1, 5)), "size 3"),
+    ({"type": "tuple_flow_var", "name": "t", "ip_min": 1, "ip_max": 2, "port_min": 1,
+      "port_max": 2, "limit_flows": 0, "flags": 1}, "flags=1"),
+])
+def test_unsupported_is_refused_by_name(ins, words):
+    with pytest.raises(EngineError, match=words):
+        compile_stream(stream(UDP_PKT, [ins]))
+
+
+def test_refusals_of_stream_fields():
+    with pytest.raises(EngineError, match="rate type"):
+        compile_stream(stream(UDP_PKT, [], mode={"type": "continuous", "rate": {"type": "xx", "value": 1}}))
+    with pytest.raises(EngineError, match="mode type"):
+        compile_stream(stream(UDP_PKT, [], mode={"type": "pcap", "rate": {"type": "pps", "value": 1}}))
+    with pytest.raises(EngineError, match="chaining"):
+        compile_stream(stream(UDP_PKT, [], self_start=False))
+    with pytest.raises(EngineError, match="payload"):
+        compile_stream(stream(Ether() / IP() / UDP() / Raw(b"abc"), [],
+                              flow_stats={"enabled": True, "stream_id": 1, "rule_type": "stats"}))
+    with pytest.raises(EngineError, match="past the"):
+        compile_stream(stream(UDP_PKT, [fv("a", 4, "inc", 1, 5), wr("a", len(UDP_PKT) - 2)]))
+
+
+def test_parse_mult():
+    assert parse_mult("2x") == ("factor", 2.0)
+    assert parse_mult(3) == ("factor", 3.0)
+    assert parse_mult("10kpps") == ("pps", 10e3)
+    assert parse_mult("1.5gbps") == ("bps_l2", 1.5e9)
+    assert parse_mult("1gbpsl1") == ("bps_l1", 1e9)
+    assert parse_mult("50%") == ("percent", 50.0)
+    with pytest.raises(EngineError):
+        parse_mult("fast")
+
+
+def test_rates_of_rate_types():
+    base = stream(UDP_PKT, [])          # 82-byte frame: 86 on the wire with FCS, 106 with L1
+    for rtype, value, pps in [("pps", 1000, 1000), ("bps_L2", 86 * 8 * 500, 500),
+                              ("bps_L1", 106 * 8 * 250, 250), ("percentage", 10, 1e9 / (106 * 8))]:
+        js = dict(base, mode={"type": "continuous", "rate": {"type": rtype, "value": value}})
+        assert compile_stream(js).pps(10e9) == pytest.approx(pps)
+
+
+def test_latency_percentile_buckets():
+    hist = [0] * 256
+    hist[40] = 98       # 2^10 * 1.25 .. 1.25: upper edge 1280 ns
+    hist[60] = 2        # 2^15 * 1.25 = 40960
+    assert _bucket_hi(40) == 1280
+    assert _percentile(hist, 0.5) == 1280 and _percentile(hist, 0.99) == 40960
