@@ -1,1 +1,623 @@
-int main(void){return 0;}
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#define _GNU_SOURCE
+/*
+ * pgwu: the PGW-U's control tool. Every command but load and attach works on the objects pinned
+ * in PIN_DIR (bpf_obj_get), so each call is stateless and any number of them can run in turn.
+ *
+ * This file holds the command line as tables (options, commands), main(), which only dispatches,
+ * and the config and stats commands. load/unload/attach/detach: pgwu_load.c; session: pgwu_session.c;
+ * metrics: pgwu_metrics.c; the table parser: pgwu_params.c.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "pgwu_cli.h"
+
+/* Names of enum pgwu_reason, in its order: the enum's names lower-cased without PGWU_R_. */
+const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
+	[PGWU_R_UL_FWD] = "ul_fwd",
+	[PGWU_R_DL_FWD] = "dl_fwd",
+	[PGWU_R_ECHO_REPLY] = "echo_reply",
+	[PGWU_R_PASS_NOT_IPV4] = "pass_not_ipv4",
+	[PGWU_R_PASS_NOT_GTPU] = "pass_not_gtpu",
+	[PGWU_R_PASS_NOT_UE] = "pass_not_ue",
+	[PGWU_R_PASS_SIGNALLING] = "pass_signalling",
+	[PGWU_R_PASS_NO_NEIGH] = "pass_no_neigh",
+	[PGWU_R_PASS_FIB_OTHER] = "pass_fib_other",
+	[PGWU_R_DROP_TRUNC_ETH] = "drop_trunc_eth",
+	[PGWU_R_DROP_TRUNC_IP] = "drop_trunc_ip",
+	[PGWU_R_DROP_BAD_IP] = "drop_bad_ip",
+	[PGWU_R_DROP_OUTER_FRAG] = "drop_outer_frag",
+	[PGWU_R_DROP_TRUNC_UDP] = "drop_trunc_udp",
+	[PGWU_R_DROP_BAD_UDP_LEN] = "drop_bad_udp_len",
+	[PGWU_R_DROP_TRUNC_GTP] = "drop_trunc_gtp",
+	[PGWU_R_DROP_GTP_VERSION] = "drop_gtp_version",
+	[PGWU_R_DROP_GTP_BAD_LEN] = "drop_gtp_bad_len",
+	[PGWU_R_DROP_GTP_BAD_EXT] = "drop_gtp_bad_ext",
+	[PGWU_R_DROP_GTP_UNKNOWN_MSG] = "drop_gtp_unknown_msg",
+	[PGWU_R_DROP_UNKNOWN_TEID] = "drop_unknown_teid",
+	[PGWU_R_DROP_INNER_NOT_IPV4] = "drop_inner_not_ipv4",
+	[PGWU_R_DROP_INNER_BAD] = "drop_inner_bad",
+	[PGWU_R_DROP_SPOOFED] = "drop_spoofed",
+	[PGWU_R_DROP_TTL_EXPIRED] = "drop_ttl_expired",
+	[PGWU_R_DROP_BAD_IP_DL] = "drop_bad_ip_dl",
+	[PGWU_R_DROP_UNKNOWN_UE] = "drop_unknown_ue",
+	[PGWU_R_DROP_NO_ROUTE] = "drop_no_route",
+	[PGWU_R_DROP_ADJUST] = "drop_adjust",
+	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
+};
+/* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
+_Static_assert(sizeof(pgwu_reason_names) / sizeof(pgwu_reason_names[0]) == PGWU_REASON_MAX,
+	       "pgwu_reason_names[] must name every enum pgwu_reason");
+_Static_assert(PGWU_R_DROP_NOT_CONFIGURED == PGWU_REASON_MAX - 1,
+	       "enum pgwu_reason changed: update pgwu_reason_names[]");
+
+const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
+	"aborted", "drop", "pass", "tx", "redirect"
+};
+
+const char *pin_dir = PGWU_DEFAULT_PIN_DIR;
+bool verbose;
+
+/* ---- common options ---- */
+
+static struct opt_flag opt_verbose;
+static struct opt_str opt_pin_dir;
+static struct opt_str opt_netns;
+
+static const struct opt common_opts[] = {
+	{ .name = "verbose", .short_name = 'v', .type = OPT_FLAG, .ptr = &opt_verbose,
+	  .help = "show libbpf's own messages (verifier log ...)" },
+	{ .name = "pin-dir", .short_name = 'd', .type = OPT_STR, .ptr = &opt_pin_dir,
+	  .metavar = "DIR",
+	  .help = "where pgwu's maps, programs and links are pinned (default $PGWU_PIN_DIR or "
+		  PGWU_DEFAULT_PIN_DIR ")" },
+	{ .name = "netns", .short_name = 'n', .type = OPT_STR, .ptr = &opt_netns, .metavar = "NS",
+	  .help = "interfaces are in network namespace NS (/run/netns/NS or a path); use this, "
+		  "not 'ip netns exec', which hides /sys/fs/bpf" },
+	OPT_END
+};
+
+static int prepare(void)
+{
+	const char *env = getenv("PGWU_PIN_DIR");
+	char path[PATH_MAX];
+	int fd;
+
+	verbose = opt_verbose.set;
+	if (opt_pin_dir.set)
+		pin_dir = opt_pin_dir.s;
+	else if (env && *env)
+		pin_dir = env;
+	if (!opt_netns.set)
+		return 0;
+	snprintf(path, sizeof(path), strchr(opt_netns.s, '/') ? "%s" : "/run/netns/%s",
+		 opt_netns.s);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+		int err = -errno;
+
+		fprintf(stderr, "Couldn't enter network namespace %s: %s\n", path, strerror(-err));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	close(fd);
+	return 0;
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (!verbose)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+/* ---- config ---- */
+
+static int ifname_mac(const char *ifname, __u8 mac[6])
+{
+	struct ifreq ifr = {};
+	int fd, err = 0;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (ioctl(fd, SIOCGIFHWADDR, &ifr))
+		err = -errno;
+	else
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	close(fd);
+	return err;
+}
+
+/* The XDP attachments, from the link_xdp_<ifname> pins. */
+static int list_attached(char names[][IF_NAMESIZE], int max)
+{
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	d = opendir(pin_dir);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && n < max) {
+		if (strncmp(e->d_name, PGWU_XDP_LINK_PREFIX, strlen(PGWU_XDP_LINK_PREFIX)))
+			continue;
+		snprintf(names[n++], IF_NAMESIZE, "%s", e->d_name + strlen(PGWU_XDP_LINK_PREFIX));
+	}
+	closedir(d);
+	return n;
+}
+
+static bool fib_tracing_attached(void)
+{
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	d = opendir(pin_dir);
+	if (!d)
+		return false;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, PGWU_LINK_PREFIX PGWU_TRACING_PREFIX,
+			     strlen(PGWU_LINK_PREFIX PGWU_TRACING_PREFIX)))
+			found = true;
+	closedir(d);
+	return found;
+}
+
+static const char *const side_names[PGWU_SIDE_MAX] = { "access", "sgi" };
+
+static void nexthop_str(const struct pgwu_nexthop *nh, char *buf, size_t len)
+{
+	char ifname[IF_NAMESIZE] = "?", s[18], d[18];
+
+	if (!nh->ifindex) {
+		snprintf(buf, len, "fib");
+		return;
+	}
+	if (!if_indextoname(nh->ifindex, ifname))
+		snprintf(ifname, sizeof(ifname), "?");
+	snprintf(buf, len, "%s (ifindex %u) %s -> %s", ifname, nh->ifindex, mac_str(nh->smac, s),
+		 mac_str(nh->dmac, d));
+}
+
+static void config_print(const struct pgwu_config *c, bool json)
+{
+	char attached[8][IF_NAMESIZE], a[16], m[16], buf[128];
+	int n = list_attached(attached, 8), len = mask_len(c->ue_pool_mask);
+
+	if (len >= 0)
+		snprintf(m, sizeof(m), "%d", len);
+	else
+		ip_str(c->ue_pool_mask, m);
+	if (!json) {
+		printf("%-18s %s\n", "local address", ip_str(c->local_addr, a));
+		printf("%-18s %s/%s\n", "UE pool", ip_str(c->ue_pool_addr, a), m);
+		printf("%-18s %s\n", "checksum", c->flags & PGWU_CFG_CSUM ? "on" : "off");
+		printf("%-18s %s\n", "FIB cache", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off");
+		printf("%-18s %u\n", "restart counter", c->restart_counter);
+		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
+			char label[32];
+
+			nexthop_str(&c->nexthop[s], buf, sizeof(buf));
+			snprintf(label, sizeof(label), "next hop %s", side_names[s]);
+			printf("%-18s %s\n", label, buf);
+		}
+		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
+			char label[32];
+
+			snprintf(label, sizeof(label), "VLAN %s", side_names[s]);
+			if (c->egress_vlan[s])
+				printf("%-18s %u\n", label, c->egress_vlan[s]);
+			else
+				printf("%-18s none\n", label);
+		}
+		printf("%-18s", "attached to");
+		for (int i = 0; i < n; i++)
+			printf(" %s", attached[i]);
+		printf("%s\n", n ? "" : " nothing");
+		return;
+	}
+	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
+	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
+	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"restart_counter\": %u, ",
+	       c->flags & PGWU_CFG_CSUM ? "on" : "off", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
+	       c->restart_counter);
+	printf("\"nexthop\": {");
+	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
+		const struct pgwu_nexthop *nh = &c->nexthop[s];
+		char ifname[IF_NAMESIZE], sm[18], dm[18];
+
+		printf("%s\"%s\": ", s ? ", " : "", side_names[s]);
+		if (!nh->ifindex) {
+			printf("\"fib\"");
+			continue;
+		}
+		printf("{\"ifindex\": %u, \"ifname\": ", nh->ifindex);
+		if (if_indextoname(nh->ifindex, ifname))
+			json_str(stdout, ifname);
+		else
+			printf("null");
+		printf(", \"smac\": \"%s\", \"dmac\": \"%s\"}", mac_str(nh->smac, sm),
+		       mac_str(nh->dmac, dm));
+	}
+	printf("}, \"vlan\": {\"access\": %u, \"sgi\": %u}, \"attached\": [",
+	       c->egress_vlan[PGWU_SIDE_ACCESS], c->egress_vlan[PGWU_SIDE_SGI]);
+	for (int i = 0; i < n; i++) {
+		printf(i ? ", " : "");
+		json_str(stdout, attached[i]);
+	}
+	printf("]}\n");
+}
+
+static int do_config(const void *cfg)
+{
+	const struct config_opts *o = cfg;
+	struct pgwu_config c;
+	__u32 zero = 0;
+	int fd, err;
+
+	fd = pinned_open("config");
+	if (fd < 0)
+		return fd;
+	err = config_read(fd, &c);
+	if (err)
+		goto out;
+	if (o->local_addr.set)
+		c.local_addr = o->local_addr.addr;
+	if (o->ue_pool.set) {
+		c.ue_pool_addr = o->ue_pool.addr;
+		c.ue_pool_mask = o->ue_pool.mask;
+	}
+	if (o->csum.set)
+		c.flags = o->csum.v ? c.flags | PGWU_CFG_CSUM : c.flags & ~PGWU_CFG_CSUM;
+	if (o->fib_cache.set) {
+		if (o->fib_cache.v && !fib_tracing_attached()) {
+			fprintf(stderr, "Can't turn the FIB cache on: the fib_gen_ tracing programs that "
+				"keep it correct are not attached (see pgwu load's warning)\n");
+			err = -EOPNOTSUPP;
+			goto out;
+		}
+		c.flags = o->fib_cache.v ? c.flags | PGWU_CFG_FIB_CACHE :
+			  c.flags & ~PGWU_CFG_FIB_CACHE;
+	}
+	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
+		struct pgwu_nexthop *nh = &c.nexthop[s];
+
+		if (o->vlan.side_set[s])
+			c.egress_vlan[s] = o->vlan.id[s];
+		if (!o->nexthop.side_set[s])
+			continue;
+		memset(nh, 0, sizeof(*nh));
+		if (!o->nexthop.ifname[s])
+			continue;
+		nh->ifindex = if_nametoindex(o->nexthop.ifname[s]);
+		if (!nh->ifindex) {
+			fprintf(stderr, "No interface %s (--nexthop %s) in this network namespace\n",
+				o->nexthop.ifname[s], side_names[s]);
+			err = -ENODEV;
+			goto out;
+		}
+		err = ifname_mac(o->nexthop.ifname[s], nh->smac);
+		if (err) {
+			fprintf(stderr, "Couldn't read the MAC address of %s: %s\n",
+				o->nexthop.ifname[s], strerror(-err));
+			goto out;
+		}
+		memcpy(nh->dmac, o->nexthop.dmac[s], 6);
+	}
+	if (o->local_addr.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
+	    o->nexthop.set || o->vlan.set) {
+		err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);
+		if (err) {
+			fprintf(stderr, "Couldn't write the config map: %s\n", strerror(-err));
+			goto out;
+		}
+	}
+	config_print(&c, o->json.set);
+out:
+	close(fd);
+	return err;
+}
+
+/* ---- stats ---- */
+
+static bool bearer_active(const struct bearer *b)
+{
+	return b->ul_packets || b->dl_packets;
+}
+
+static void stats_print_json(const struct pgwu_snapshot *s, bool bearers)
+{
+	struct pgwu_counter tot[PGWU_VERDICT_MAX] = {};
+	const struct bearer_table *t = &s->bearers;
+	bool first = true;
+
+	printf("{\"reasons\": {");
+	for (int r = 0; r < PGWU_REASON_MAX; r++) {
+		printf("%s\n  \"%s\": {", r ? "," : "", pgwu_reason_names[r]);
+		for (int v = 0; v < PGWU_VERDICT_MAX; v++) {
+			const struct pgwu_counter *c = &s->stats[r * PGWU_VERDICT_MAX + v];
+
+			printf("%s\"%s\": {\"packets\": %llu, \"bytes\": %llu}", v ? ", " : "",
+			       pgwu_verdict_names[v], (unsigned long long)c->packets,
+			       (unsigned long long)c->bytes);
+			tot[v].packets += c->packets;
+			tot[v].bytes += c->bytes;
+		}
+		printf("}");
+	}
+	printf("\n},\n\"verdicts\": {");
+	for (int v = 0; v < PGWU_VERDICT_MAX; v++)
+		printf("%s\"%s\": {\"packets\": %llu, \"bytes\": %llu}", v ? ", " : "",
+		       pgwu_verdict_names[v], (unsigned long long)tot[v].packets,
+		       (unsigned long long)tot[v].bytes);
+	printf("},\n\"bearers\": {\"uplink\": %zu, \"downlink\": %zu, \"capacity\": %u, "
+	       "\"usage\": {\"uplink\": {\"packets\": %llu, \"bytes\": %llu}, "
+	       "\"downlink\": {\"packets\": %llu, \"bytes\": %llu}}},\n",
+	       t->n_ul, t->n_dl, t->cap_ul < t->cap_dl ? t->cap_ul : t->cap_dl,
+	       (unsigned long long)s->ul_packets, (unsigned long long)s->ul_bytes,
+	       (unsigned long long)s->dl_packets, (unsigned long long)s->dl_bytes);
+	printf("\"fib_generation\": %llu", (unsigned long long)s->fib_gen);
+	if (bearers) {
+		printf(",\n\"active_bearers\": [");
+		for (size_t i = 0; i < t->n; i++) {
+			if (!bearer_active(&t->b[i]))
+				continue;
+			printf(first ? "\n  " : ",\n  ");
+			bearer_print_json(stdout, &t->b[i]);
+			first = false;
+		}
+		printf("\n]");
+	}
+	printf("}\n");
+}
+
+static void stats_print(const struct pgwu_snapshot *s, bool bearers)
+{
+	struct pgwu_counter tot[PGWU_VERDICT_MAX] = {};
+	const struct bearer_table *t = &s->bearers;
+
+	printf("%-22s %-9s %16s %20s\n", "REASON", "VERDICT", "PACKETS", "BYTES");
+	for (int r = 0; r < PGWU_REASON_MAX; r++) {
+		for (int v = 0; v < PGWU_VERDICT_MAX; v++) {
+			const struct pgwu_counter *c = &s->stats[r * PGWU_VERDICT_MAX + v];
+
+			tot[v].packets += c->packets;
+			tot[v].bytes += c->bytes;
+			if (!c->packets && !c->bytes)
+				continue;
+			printf("%-22s %-9s %16llu %20llu\n", pgwu_reason_names[r],
+			       pgwu_verdict_names[v], (unsigned long long)c->packets,
+			       (unsigned long long)c->bytes);
+		}
+	}
+	printf("\n%-32s %16s %20s\n", "TOTAL BY VERDICT", "PACKETS", "BYTES");
+	for (int v = 0; v < PGWU_VERDICT_MAX; v++)
+		printf("%-32s %16llu %20llu\n", pgwu_verdict_names[v],
+		       (unsigned long long)tot[v].packets, (unsigned long long)tot[v].bytes);
+	printf("\nbearers: %zu uplink, %zu downlink, capacity %u\n", t->n_ul, t->n_dl,
+	       t->cap_ul < t->cap_dl ? t->cap_ul : t->cap_dl);
+	printf("bearer usage: uplink %llu packets %llu bytes, downlink %llu packets %llu bytes\n",
+	       (unsigned long long)s->ul_packets, (unsigned long long)s->ul_bytes,
+	       (unsigned long long)s->dl_packets, (unsigned long long)s->dl_bytes);
+	printf("FIB generation: %llu\n", (unsigned long long)s->fib_gen);
+	if (!bearers)
+		return;
+	printf("\nactive bearers:\n");
+	bearer_print_header(stdout);
+	for (size_t i = 0; i < t->n; i++)
+		if (bearer_active(&t->b[i]))
+			bearer_print_row(stdout, &t->b[i]);
+}
+
+static int do_stats(const void *cfg)
+{
+	const struct stats_opts *o = cfg;
+	struct pgwu_snapshot s;
+	int err;
+
+	err = snapshot_read(&s);
+	if (err)
+		return err;
+	if (o->json.set)
+		stats_print_json(&s, o->bearers.set);
+	else
+		stats_print(&s, o->bearers.set);
+	snapshot_free(&s);
+	return 0;
+}
+
+/* ---- the tables ---- */
+
+static const char *const onoff[] = { "off", "on", NULL };
+static const char *const onoff_default[] = { "off", "on", "default", NULL };
+static const char *const modes[] = { "native", "generic", NULL };
+
+static const struct opt load_options[] = {
+	{ .name = "max-bearers", .type = OPT_U32, .off = offsetof(struct load_opts, max_bearers),
+	  .metavar = "N", .min = 1, .max = PGWU_MAX_MAX_BEARERS,
+	  .help = "capacity of each bearer table (default 1048576)" },
+	{ .name = "local-addr", .type = OPT_ADDR, .off = offsetof(struct load_opts, local_addr),
+	  .metavar = "A", .help = "this gateway's GTP-U address (default none)" },
+	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct load_opts, ue_pool),
+	  .metavar = "A/LEN", .help = "UE address pool (default 0.0.0.0/0: every address)" },
+	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct load_opts, csum),
+	  .metavar = "on|off", .choices = onoff,
+	  .help = "outer UDP checksum for bearers without their own setting (default on)" },
+	{ .name = "no-fib-cache", .type = OPT_FLAG, .off = offsetof(struct load_opts, no_fib_cache),
+	  .help = "don't cache route lookups" },
+	{ .name = "restart-counter", .type = OPT_U32,
+	  .off = offsetof(struct load_opts, restart_counter), .metavar = "N", .min = 0, .max = 255,
+	  .help = "Recovery IE value in Echo Responses (default 0)" },
+	OPT_END
+};
+
+static const struct opt attach_options[] = {
+	{ .name = "access", .type = OPT_STR, .off = offsetof(struct attach_opts, access),
+	  .metavar = "IF", .required = true,
+	  .help = "access (S1-U/S5) interface: xdp_access, uplink GTP-U in" },
+	{ .name = "sgi", .type = OPT_STR, .off = offsetof(struct attach_opts, sgi),
+	  .metavar = "IF", .required = true, .help = "SGi interface: xdp_sgi, downlink IP in" },
+	{ .name = "mode", .type = OPT_ENUM, .off = offsetof(struct attach_opts, mode),
+	  .metavar = "native|generic", .choices = modes, .help = "XDP mode (default native)" },
+	OPT_END
+};
+
+static const struct opt config_options[] = {
+	{ .name = "local-addr", .type = OPT_ADDR, .off = offsetof(struct config_opts, local_addr),
+	  .metavar = "A", .help = "this gateway's GTP-U address" },
+	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct config_opts, ue_pool),
+	  .metavar = "A/LEN", .help = "UE address pool" },
+	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct config_opts, csum),
+	  .metavar = "on|off", .choices = onoff, .help = "default outer UDP checksum" },
+	{ .name = "fib-cache", .type = OPT_ENUM, .off = offsetof(struct config_opts, fib_cache),
+	  .metavar = "on|off", .choices = onoff, .help = "cache route lookups" },
+	{ .name = "nexthop", .type = OPT_NEXTHOP, .off = offsetof(struct config_opts, nexthop),
+	  .metavar = "SIDE IFNAME DSTMAC|SIDE fib",
+	  .help = "static next hop for packets sent out of SIDE (access|sgi): out of IFNAME, from "
+		  "its MAC to DSTMAC; 'fib': route lookup (default). Repeatable" },
+	{ .name = "vlan", .type = OPT_VLAN, .off = offsetof(struct config_opts, vlan),
+	  .metavar = "SIDE ID", .help = "VLAN ID pushed on frames sent out of SIDE, 0: none" },
+	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct config_opts, json),
+	  .help = "print JSON" },
+	OPT_END
+};
+
+#define SESSION_TEID(req) { .name = "teid", .type = OPT_TEID, \
+	.off = offsetof(struct session_opts, teid), .metavar = "T", .required = req, \
+	.help = "local TEID (the SGW sends to it), decimal or 0x-hex" }
+#define SESSION_UE(req) { .name = "ue", .type = OPT_ADDR, .off = offsetof(struct session_opts, ue), \
+	.metavar = "A", .required = req, .help = "UE address" }
+#define SESSION_JSON { .name = "json", .type = OPT_FLAG, \
+	.off = offsetof(struct session_opts, json), .help = "print JSON" }
+
+static const struct opt session_add_options[] = {
+	SESSION_TEID(true),
+	SESSION_UE(true),
+	{ .name = "sgw", .type = OPT_ADDR, .off = offsetof(struct session_opts, sgw),
+	  .metavar = "A", .required = true, .help = "SGW GTP-U address (downlink outer destination)" },
+	{ .name = "sgw-teid", .type = OPT_TEID, .off = offsetof(struct session_opts, sgw_teid),
+	  .metavar = "T", .required = true, .help = "TEID written in downlink G-PDUs" },
+	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct session_opts, csum),
+	  .metavar = "on|off|default", .choices = onoff_default,
+	  .help = "outer UDP checksum of this bearer (default: the global setting)" },
+	OPT_END
+};
+
+static const struct opt session_del_options[] = {
+	SESSION_TEID(false),
+	SESSION_UE(false),
+	OPT_END
+};
+
+static const struct opt session_get_options[] = {
+	SESSION_TEID(false),
+	SESSION_UE(false),
+	SESSION_JSON,
+	OPT_END
+};
+
+static const struct opt session_list_options[] = {
+	SESSION_JSON,
+	OPT_END
+};
+
+static const struct opt session_load_options[] = {
+	{ .type = OPT_STR, .off = offsetof(struct session_opts, file), .metavar = "FILE",
+	  .required = true,
+	  .help = "one bearer a line: TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default]" },
+	OPT_END
+};
+
+static const struct opt stats_options[] = {
+	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct stats_opts, json),
+	  .help = "print JSON (every reason and verdict, zeros too)" },
+	{ .name = "bearers", .type = OPT_FLAG, .off = offsetof(struct stats_opts, bearers),
+	  .help = "also list every bearer that carried traffic, with its counters" },
+	OPT_END
+};
+
+static const struct opt metrics_options[] = {
+	{ .name = "listen", .type = OPT_STR, .off = offsetof(struct metrics_opts, listen),
+	  .metavar = "ADDR:PORT", .help = "where to serve /metrics (default 127.0.0.1:9464; "
+	  "port 0: any free port, printed)" },
+	OPT_END
+};
+
+static const struct opt no_options[] = { OPT_END };
+
+static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
+static const struct session_opts session_defaults = { .csum = { .v = 2 } };
+static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
+
+#define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
+	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
+	.defaults = _defaults, .help = _help, .doc = _doc }
+
+static const struct cmd session_cmds[] = {
+	COMMAND("add", do_session_add, session_add_options, struct session_opts, &session_defaults,
+		"add one bearer", "The TEID and the UE must be new; nothing is changed otherwise."),
+	COMMAND("del", do_session_del, session_del_options, struct session_opts, &session_defaults,
+		"delete one bearer (--teid T or --ue A)", NULL),
+	COMMAND("get", do_session_get, session_get_options, struct session_opts, &session_defaults,
+		"show one bearer and its usage counters (--teid T or --ue A)", NULL),
+	COMMAND("list", do_session_list, session_list_options, struct session_opts,
+		&session_defaults, "list every bearer with its usage counters, by TEID", NULL),
+	COMMAND("load", do_session_load, session_load_options, struct session_opts,
+		&session_defaults, "add the bearers of FILE, all or nothing",
+		"The whole file is checked first (syntax, duplicates in it and against the tables,\n"
+		"capacity); errors are reported as FILE:LINE and nothing is added. TEIDs are decimal\n"
+		"or 0x-hex; '#' starts a comment; blank lines are ignored."),
+	COMMAND("flush", do_session_flush, no_options, struct no_opts, NULL,
+		"delete every bearer", NULL),
+	CMD_END
+};
+
+static const struct cmd cmds[] = {
+	COMMAND("load", do_load, load_options, struct load_opts, &load_defaults,
+		"load the programs and maps and pin them in PIN_DIR",
+		"Fails if PIN_DIR already holds a loaded pgwu; on failure PIN_DIR is left as it was."),
+	COMMAND("unload", do_unload, no_options, struct no_opts, NULL,
+		"detach everything and remove PIN_DIR", NULL),
+	COMMAND("attach", do_attach, attach_options, struct attach_opts, &attach_defaults,
+		"attach xdp_access and xdp_sgi (loads with defaults if nothing is loaded)",
+		"Interfaces are looked up in the current network namespace (or --netns)."),
+	COMMAND("detach", do_detach, no_options, struct no_opts, NULL,
+		"detach both programs", NULL),
+	COMMAND("config", do_config, config_options, struct config_opts, NULL,
+		"show, or set then show, the running configuration", NULL),
+	{ .name = "session", .sub = session_cmds, .help = "add, delete, show and bulk-load bearers" },
+	COMMAND("stats", do_stats, stats_options, struct stats_opts, NULL,
+		"counters by reason and verdict, bearer counts", NULL),
+	COMMAND("metrics", do_metrics, metrics_options, struct metrics_opts, &metrics_defaults,
+		"serve Prometheus metrics over HTTP (foreground, until SIGINT/SIGTERM)", NULL),
+	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
+	CMD_END
+};
+
+int main(int argc, char **argv)
+{
+	int err;
+
+	cmd_set_common_opts(common_opts);
+	cmd_set_prepare(prepare);
+	libbpf_set_print(libbpf_print);
+	err = cmd_dispatch(cmds, "pgwu", argc, argv);
+	return err == -EUSAGE ? 2 : err ? 1 : 0;
+}

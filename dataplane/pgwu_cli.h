@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * pgwu_cli.h: what the parts of the pgwu control tool share: the option structs of every command
+ * (their tables are in pgwu.c), the handlers, and helpers for the pinned maps.
+ * Byte order: addresses and TEIDs in maps and in struct bearer are network order, except
+ * bearer.teid/sgw_teid and every opt_u32 (host order, for printing and sorting).
+ */
+#ifndef PGWU_CLI_H
+#define PGWU_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <linux/types.h>
+#include "pgwu.h"
+#include "pgwu_params.h"
+
+#define PGWU_DEFAULT_PIN_DIR "/sys/fs/bpf/pgwu"
+#define PGWU_DEFAULT_MAX_BEARERS 1048576
+#define PGWU_MAX_MAX_BEARERS (1U << 27)
+#define PGWU_LINK_PREFIX "link_"
+#define PGWU_XDP_LINK_PREFIX "link_xdp_"
+#define PGWU_TRACING_PREFIX "fib_gen_"
+
+extern const char *pin_dir;
+extern bool verbose;
+extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
+extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
+
+#define pr_warn(...) fprintf(stderr, __VA_ARGS__)
+
+/* Command options (the tables that fill them are in pgwu.c) */
+struct load_opts {
+	struct opt_u32 max_bearers;
+	struct opt_addr local_addr;
+	struct opt_prefix ue_pool;
+	struct opt_enum csum;		/* 0 off, 1 on */
+	struct opt_flag no_fib_cache;
+	struct opt_u32 restart_counter;
+};
+
+struct attach_opts {
+	struct opt_str access;
+	struct opt_str sgi;
+	struct opt_enum mode;		/* 0 native, 1 generic */
+};
+
+struct config_opts {
+	struct opt_addr local_addr;
+	struct opt_prefix ue_pool;
+	struct opt_enum csum;
+	struct opt_enum fib_cache;
+	struct opt_nexthop nexthop;
+	struct opt_vlan vlan;
+	struct opt_flag json;
+};
+
+struct session_opts {
+	struct opt_u32 teid;
+	struct opt_addr ue;
+	struct opt_addr sgw;
+	struct opt_u32 sgw_teid;
+	struct opt_enum csum;		/* 0 off, 1 on, 2 default */
+	struct opt_flag json;
+	struct opt_str file;
+};
+
+struct stats_opts {
+	struct opt_flag json;
+	struct opt_flag bearers;
+};
+
+struct metrics_opts {
+	struct opt_str listen;
+};
+
+struct no_opts {
+	struct opt_flag unused;
+};
+
+int do_load(const void *cfg);
+int do_unload(const void *cfg);
+int do_attach(const void *cfg);
+int do_detach(const void *cfg);
+int do_session_add(const void *cfg);
+int do_session_del(const void *cfg);
+int do_session_get(const void *cfg);
+int do_session_list(const void *cfg);
+int do_session_load(const void *cfg);
+int do_session_flush(const void *cfg);
+int do_metrics(const void *cfg);
+
+/* Load programs and maps and pin them (do_load; attach uses it when nothing is loaded). */
+int pgwu_load(const struct load_opts *o);
+extern const struct load_opts load_defaults;
+
+/* Pinned objects */
+int pin_path(char *buf, size_t len, const char *name);
+int pinned_open(const char *name);		/* fd, or -errno after printing why */
+bool pgwu_is_loaded(void);
+
+struct pgwu_maps {
+	int ul;
+	int dl;
+	int stats;
+	int config;
+	int fib_gen;
+};
+int maps_open(struct pgwu_maps *m);
+void maps_close(struct pgwu_maps *m);
+int map_max_entries(int fd, __u32 *max);
+/* Every entry of a hash map, read with BPF_MAP_LOOKUP_BATCH; keys and vals are malloc'ed. */
+int map_dump(int fd, size_t key_size, size_t val_size, void **keys, void **vals, size_t *n);
+int config_read(int fd, struct pgwu_config *cfg);
+int stats_read(int fd, struct pgwu_counter out[PGWU_REASON_MAX * PGWU_VERDICT_MAX]);
+
+/* A bearer joined from its two halves. */
+struct bearer {
+	__u32 teid;		/* host order */
+	__u32 ue;		/* network order */
+	__u32 sgw;		/* network order */
+	__u32 sgw_teid;		/* host order */
+	__u32 flags;		/* PGWU_B_* */
+	bool has_ul, has_dl;	/* false: a half-installed bearer (only while pgwu writes it) */
+	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;
+};
+struct bearer_table {
+	struct bearer *b;	/* sorted by TEID */
+	size_t n;
+	size_t n_ul, n_dl;
+	__u32 cap_ul, cap_dl;
+};
+int bearers_read(const struct pgwu_maps *m, struct bearer_table *t);
+void bearers_free(struct bearer_table *t);
+const char *bearer_csum_str(__u32 flags);
+void bearer_print_header(FILE *f);
+void bearer_print_row(FILE *f, const struct bearer *b);
+void bearer_print_json(FILE *f, const struct bearer *b);
+
+/* Everything stats and metrics report, read fresh from the pinned maps. */
+struct pgwu_snapshot {
+	struct pgwu_counter stats[PGWU_REASON_MAX * PGWU_VERDICT_MAX];
+	struct pgwu_config cfg;
+	__u64 fib_gen;
+	struct bearer_table bearers;
+	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* summed over bearers */
+};
+int snapshot_read(struct pgwu_snapshot *s);
+void snapshot_free(struct pgwu_snapshot *s);
+
+/* Formatting */
+const char *ip_str(__u32 addr, char buf[16]);
+const char *mac_str(const __u8 mac[6], char buf[18]);
+int mask_len(__u32 mask);		/* prefix length, -1 if not contiguous */
+void json_str(FILE *f, const char *s);
+
+/* Sort (key << 32 | payload) values by key, stable: LSD radix sort on the upper 32 bits. */
+int radix_sort_hi32(__u64 *a, size_t n);
+
+#endif /* PGWU_CLI_H */

@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pgwu_load.c: load, unload, attach, detach. Everything lives in PIN_DIR: the maps and programs
+ * under their own names, and one pinned bpf_link per attachment (link_<tracing program>,
+ * link_xdp_<ifname>). A link is an object of its own, valid whatever network namespace pgwu runs
+ * in later, so detach and unload only need PIN_DIR: BPF_LINK_DETACH, then unpin.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/if_link.h>
+#include <linux/magic.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "pgwu_cli.h"
+#include "pgwu.skel.h"
+
+#define MAX_PINS 64
+
+/* What one load created, so a failure can remove exactly that. */
+struct undo {
+	char *pins[MAX_PINS];
+	int npins;
+	char *dirs[PATH_MAX / 2];
+	int ndirs;
+};
+
+static int undo_add(char **list, int *n, int max, const char *path)
+{
+	if (*n >= max)
+		return -E2BIG;
+	list[*n] = strdup(path);
+	if (!list[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static void undo_run(struct undo *u, bool remove)
+{
+	while (u->npins > 0) {
+		char *p = u->pins[--u->npins];
+
+		if (remove)
+			unlink(p);
+		free(p);
+	}
+	while (u->ndirs > 0) {
+		char *p = u->dirs[--u->ndirs];
+
+		if (remove)
+			rmdir(p);
+		free(p);
+	}
+}
+
+/* mkdir -p, recording each directory it creates. */
+static int mkdir_p(const char *dir, struct undo *u)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(dir);
+	int err;
+
+	if (len == 0 || len >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, len + 1);
+	for (char *p = path + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(path, 0700) == 0) {
+			err = undo_add(u->dirs, &u->ndirs, sizeof(u->dirs) / sizeof(u->dirs[0]), path);
+			if (err)
+				return err;
+		} else if (errno != EEXIST) {
+			err = -errno;
+			fprintf(stderr, "Couldn't create %s: %s\n", path, strerror(-err));
+			return err;
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	return 0;
+}
+
+static bool dir_is_empty(const char *dir)
+{
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	bool empty = true;
+
+	if (!d)
+		return true;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			empty = false;
+			break;
+		}
+	closedir(d);
+	return empty;
+}
+
+static bool is_tracing(const struct bpf_program *prog)
+{
+	return !strncmp(bpf_program__name(prog), PGWU_TRACING_PREFIX, strlen(PGWU_TRACING_PREFIX));
+}
+
+static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
+{
+	struct bpf_program *prog;
+	struct pgwu_bpf *skel;
+	int err;
+
+	skel = pgwu_bpf__open();
+	if (!skel) {
+		err = -errno;
+		fprintf(stderr, "Couldn't open the BPF object: %s\n", strerror(-err));
+		return err;
+	}
+	err = bpf_map__set_max_entries(skel->maps.ul_bearers, max_bearers);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.dl_bearers, max_bearers);
+	if (err) {
+		fprintf(stderr, "Couldn't set the bearer capacity: %s\n", strerror(-err));
+		goto out;
+	}
+	bpf_object__for_each_program(prog, skel->obj)
+		if (is_tracing(prog))
+			bpf_program__set_autoload(prog, tracing);
+	err = pgwu_bpf__load(skel);
+out:
+	if (err) {
+		pgwu_bpf__destroy(skel);
+		return err;
+	}
+	*out = skel;
+	return 0;
+}
+
+static int pin_one(int fd, const char *name, struct undo *u)
+{
+	char path[PATH_MAX];
+	int err;
+
+	err = pin_path(path, sizeof(path), name);
+	if (!err)
+		err = bpf_obj_pin(fd, path);
+	if (err) {
+		fprintf(stderr, "Couldn't pin %s: %s\n", path, strerror(-err));
+		return err;
+	}
+	return undo_add(u->pins, &u->npins, MAX_PINS, path);
+}
+
+const struct load_opts load_defaults = {
+	.max_bearers = { .v = PGWU_DEFAULT_MAX_BEARERS },
+	.csum = { .v = 1 },
+};
+
+int pgwu_load(const struct load_opts *o)
+{
+	struct bpf_link *links[MAX_PINS] = {};
+	const char *link_prog[MAX_PINS];
+	int nlinks = 0, err;
+	struct pgwu_bpf *skel = NULL;
+	struct pgwu_config cfg = {};
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	struct undo u = {};
+	char tracing_err[256] = "";
+	struct statfs st;
+	__u32 zero = 0;
+
+	if (!dir_is_empty(pin_dir)) {
+		if (pgwu_is_loaded())
+			fprintf(stderr, "pgwu is already loaded in %s (run pgwu unload first)\n",
+				pin_dir);
+		else
+			fprintf(stderr, "%s is not empty: not loading pgwu there\n", pin_dir);
+		return -EEXIST;
+	}
+
+	err = open_skel(o->max_bearers.v, true, &skel);
+	if (err) {
+		/* Maybe only the route-change tracing failed (no BTF, no fentry): go on without it. */
+		snprintf(tracing_err, sizeof(tracing_err), "couldn't load the fib_gen_ programs: %s",
+			 strerror(-err));
+		err = open_skel(o->max_bearers.v, false, &skel);
+		if (err) {
+			fprintf(stderr, "Couldn't load the BPF programs: %s%s\n", strerror(-err),
+				verbose ? "" : " (run with -v for libbpf's log)");
+			return err;
+		}
+	}
+	bpf_object__for_each_program(prog, skel->obj) {
+		if (!is_tracing(prog) || !bpf_program__autoload(prog) || tracing_err[0])
+			continue;
+		links[nlinks] = bpf_program__attach(prog);
+		if (!links[nlinks]) {
+			snprintf(tracing_err, sizeof(tracing_err), "couldn't attach %s: %s",
+				 bpf_program__name(prog), strerror(errno));
+			break;
+		}
+		link_prog[nlinks++] = bpf_program__name(prog);
+	}
+	if (tracing_err[0]) {
+		/* a cache nobody invalidates is wrong: drop the tracing links and the cache */
+		while (nlinks > 0)
+			bpf_link__destroy(links[--nlinks]);
+		pr_warn("Warning: FIB cache disabled: %s\n", tracing_err);
+	}
+
+	cfg.local_addr = o->local_addr.addr;
+	cfg.ue_pool_addr = o->ue_pool.addr;
+	cfg.ue_pool_mask = o->ue_pool.mask;
+	cfg.restart_counter = o->restart_counter.v;
+	cfg.flags = (o->csum.v ? PGWU_CFG_CSUM : 0) |
+		    (!o->no_fib_cache.set && !tracing_err[0] ? PGWU_CFG_FIB_CACHE : 0);
+	err = bpf_map_update_elem(bpf_map__fd(skel->maps.config), &zero, &cfg, BPF_ANY);
+	if (err) {
+		fprintf(stderr, "Couldn't write the config map: %s\n", strerror(-err));
+		goto out;
+	}
+
+	err = mkdir_p(pin_dir, &u);
+	if (err)
+		goto out;
+	if (statfs(pin_dir, &st) || st.f_type != BPF_FS_MAGIC) {
+		fprintf(stderr, "%s is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf)\n",
+			pin_dir);
+		err = -EINVAL;
+		goto out;
+	}
+	bpf_object__for_each_map(map, skel->obj) {
+		err = pin_one(bpf_map__fd(map), bpf_map__name(map), &u);
+		if (err)
+			goto out;
+	}
+	bpf_object__for_each_program(prog, skel->obj) {
+		if (!bpf_program__autoload(prog))
+			continue;
+		err = pin_one(bpf_program__fd(prog), bpf_program__name(prog), &u);
+		if (err)
+			goto out;
+	}
+	for (int i = 0; i < nlinks; i++) {
+		char name[NAME_MAX];
+
+		snprintf(name, sizeof(name), PGWU_LINK_PREFIX "%s", link_prog[i]);
+		err = pin_one(bpf_link__fd(links[i]), name, &u);
+		if (err)
+			goto out;
+	}
+	printf("pgwu loaded in %s: capacity %u bearers, FIB cache %s\n", pin_dir,
+	       o->max_bearers.v, cfg.flags & PGWU_CFG_FIB_CACHE ? "on" : "off");
+out:
+	undo_run(&u, err != 0);
+	/* Closing our fds leaves pinned links attached; unpinned ones detach here. */
+	while (nlinks > 0)
+		bpf_link__destroy(links[--nlinks]);
+	pgwu_bpf__destroy(skel);
+	return err;
+}
+
+int do_load(const void *cfg)
+{
+	return pgwu_load(cfg);
+}
+
+/* BPF_LINK_DETACH then unpin every link_xdp_*; returns how many, or -errno. */
+static int detach_xdp_links(bool print)
+{
+	struct dirent *e;
+	int n = 0, err = 0;
+	DIR *d;
+
+	d = opendir(pin_dir);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+		int fd;
+
+		if (strncmp(e->d_name, PGWU_XDP_LINK_PREFIX, strlen(PGWU_XDP_LINK_PREFIX)))
+			continue;
+		if (pin_path(path, sizeof(path), e->d_name))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd >= 0) {
+			/* EINVAL/EOPNOTSUPP: old kernel; the link goes with its last reference */
+			bpf_link_detach(fd);
+			close(fd);
+		}
+		if (unlink(path)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't unpin %s: %s\n", path, strerror(-err));
+			continue;
+		}
+		if (print)
+			printf("detached %s\n", e->d_name + strlen(PGWU_XDP_LINK_PREFIX));
+		n++;
+	}
+	closedir(d);
+	return err ? err : n;
+}
+
+static int count_xdp_links(void)
+{
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	d = opendir(pin_dir);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, PGWU_XDP_LINK_PREFIX, strlen(PGWU_XDP_LINK_PREFIX)))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Is name one pgwu pins? Judged against the object's own map and program names. */
+static bool is_ours(const struct bpf_object *obj, const char *name)
+{
+	struct bpf_program *prog;
+	struct bpf_map *map;
+
+	if (!strncmp(name, PGWU_LINK_PREFIX, strlen(PGWU_LINK_PREFIX)))
+		return true;
+	bpf_object__for_each_map(map, obj)
+		if (!strcmp(bpf_map__name(map), name))
+			return true;
+	bpf_object__for_each_program(prog, obj)
+		if (!strcmp(bpf_program__name(prog), name))
+			return true;
+	return false;
+}
+
+static int pgwu_unload(bool print)
+{
+	struct pgwu_bpf *skel;
+	struct dirent *e;
+	int err = 0, n;
+	DIR *d;
+
+	if (!pgwu_is_loaded()) {
+		fprintf(stderr, "pgwu is not loaded in %s (nothing to unload)\n", pin_dir);
+		return -ENOENT;
+	}
+	skel = pgwu_bpf__open();
+	if (!skel) {
+		err = -errno;
+		fprintf(stderr, "Couldn't open the BPF object: %s\n", strerror(-err));
+		return err;
+	}
+	n = detach_xdp_links(print);
+	if (n < 0)
+		err = n;
+	d = opendir(pin_dir);
+	if (!d) {
+		err = -errno;
+		fprintf(stderr, "Couldn't open %s: %s\n", pin_dir, strerror(-err));
+		goto out;
+	}
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!is_ours(skel->obj, e->d_name)) {
+			fprintf(stderr, "Left %s/%s in place: pgwu did not create it\n", pin_dir,
+				e->d_name);
+			continue;
+		}
+		if (pin_path(path, sizeof(path), e->d_name) || unlink(path)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't unpin %s/%s: %s\n", pin_dir, e->d_name,
+				strerror(-err));
+		}
+	}
+	closedir(d);
+	if (rmdir(pin_dir)) {
+		err = -errno;
+		fprintf(stderr, "Couldn't remove %s: %s\n", pin_dir, strerror(-err));
+		goto out;
+	}
+	if (print)
+		printf("pgwu unloaded from %s\n", pin_dir);
+out:
+	pgwu_bpf__destroy(skel);
+	return err;
+}
+
+int do_unload(const void *cfg)
+{
+	return pgwu_unload(true);
+}
+
+static int attach_one(const char *prog, const char *ifname, unsigned int ifindex, __u32 mode,
+		      const char *mode_name)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = mode);
+	char name[NAME_MAX], path[PATH_MAX];
+	int prog_fd, fd, err;
+
+	prog_fd = pinned_open(prog);
+	if (prog_fd < 0)
+		return prog_fd;
+	snprintf(name, sizeof(name), PGWU_XDP_LINK_PREFIX "%s", ifname);
+	err = pin_path(path, sizeof(path), name);
+	if (err)
+		goto out;
+	fd = bpf_link_create(prog_fd, ifindex, BPF_XDP, &opts);
+	if (fd < 0) {
+		err = fd;
+		fprintf(stderr, "Couldn't attach %s to %s (%s mode): %s\n", prog, ifname, mode_name,
+			strerror(-err));
+		goto out;
+	}
+	err = bpf_obj_pin(fd, path);
+	if (err) {
+		fprintf(stderr, "Couldn't pin %s: %s\n", path, strerror(-err));
+		bpf_link_detach(fd);
+	}
+	close(fd);
+out:
+	close(prog_fd);
+	return err;
+}
+
+int do_attach(const void *cfg)
+{
+	static const __u32 modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
+	static const char *const mode_names[] = { "native", "generic" };
+	const struct attach_opts *o = cfg;
+	unsigned int acc, sgi;
+	bool loaded_here = false;
+	int err, n;
+
+	acc = if_nametoindex(o->access.s);
+	if (!acc) {
+		fprintf(stderr, "No interface %s (--access) in this network namespace\n",
+			o->access.s);
+		return -ENODEV;
+	}
+	sgi = if_nametoindex(o->sgi.s);
+	if (!sgi) {
+		fprintf(stderr, "No interface %s (--sgi) in this network namespace\n", o->sgi.s);
+		return -ENODEV;
+	}
+	if (acc == sgi) {
+		fprintf(stderr, "--access and --sgi must be different interfaces\n");
+		return -EUSAGE;
+	}
+	if (!pgwu_is_loaded()) {
+		err = pgwu_load(&load_defaults);
+		if (err)
+			return err;
+		loaded_here = true;
+	} else {
+		n = count_xdp_links();
+		if (n) {
+			if (n > 0)
+				fprintf(stderr, "pgwu is already attached in %s (run pgwu detach first)\n",
+					pin_dir);
+			return n > 0 ? -EBUSY : n;
+		}
+	}
+	err = attach_one("xdp_access", o->access.s, acc, modes[o->mode.v], mode_names[o->mode.v]);
+	if (err)
+		goto out;
+	err = attach_one("xdp_sgi", o->sgi.s, sgi, modes[o->mode.v], mode_names[o->mode.v]);
+	if (err) {
+		detach_xdp_links(false);
+		goto out;
+	}
+	printf("attached xdp_access to %s and xdp_sgi to %s (%s mode)\n", o->access.s, o->sgi.s,
+	       mode_names[o->mode.v]);
+out:
+	if (err && loaded_here)
+		pgwu_unload(false);
+	return err;
+}
+
+int do_detach(const void *cfg)
+{
+	int fd, n;
+
+	fd = pinned_open("config");
+	if (fd < 0)
+		return fd;
+	close(fd);
+	n = detach_xdp_links(true);
+	if (n < 0)
+		return n;
+	if (n == 0) {
+		fprintf(stderr, "pgwu is not attached to any interface\n");
+		return -ENOENT;
+	}
+	return 0;
+}

@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pgwu_session.c: pgwu session add/del/get/list/load/flush. A bearer is two map entries:
+ * ul_bearers[local TEID] = {UE} (uplink) and dl_bearers[UE] = {SGW, SGW TEID, local TEID}
+ * (downlink). Writers insert with BPF_NOEXIST and undo the first half when the second fails, so
+ * the tables are never left with a bearer half added by a failed call.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "pgwu_cli.h"
+
+#define BATCH_CHUNK 65536
+#define MAX_FILE_ERRORS 10
+
+static const __u32 csum_flags[] = { PGWU_B_CSUM_OFF, PGWU_B_CSUM_ON, 0 };	/* off on default */
+
+void bearer_print_header(FILE *f)
+{
+	fprintf(f, "%-10s %-15s %-15s %-10s %-7s %12s %14s %12s %14s\n", "TEID", "UE", "SGW",
+		"SGW_TEID", "CSUM", "UL_PACKETS", "UL_BYTES", "DL_PACKETS", "DL_BYTES");
+}
+
+void bearer_print_row(FILE *f, const struct bearer *b)
+{
+	char ue[16], sgw[16], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
+	     dlb[24] = "-";
+
+	if (b->has_ul) {
+		snprintf(ulp, sizeof(ulp), "%llu", (unsigned long long)b->ul_packets);
+		snprintf(ulb, sizeof(ulb), "%llu", (unsigned long long)b->ul_bytes);
+	}
+	if (b->has_dl) {
+		snprintf(sgw_teid, sizeof(sgw_teid), "%u", b->sgw_teid);
+		snprintf(dlp, sizeof(dlp), "%llu", (unsigned long long)b->dl_packets);
+		snprintf(dlb, sizeof(dlb), "%llu", (unsigned long long)b->dl_bytes);
+	}
+	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %12s %14s %12s %14s\n", b->teid, ip_str(b->ue, ue),
+		b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
+		b->has_dl ? bearer_csum_str(b->flags) : "-", ulp, ulb, dlp, dlb);
+}
+
+void bearer_print_json(FILE *f, const struct bearer *b)
+{
+	char ue[16], sgw[16];
+
+	fprintf(f, "{\"teid\": %u, \"ue\": \"%s\", ", b->teid, ip_str(b->ue, ue));
+	if (b->has_dl)
+		fprintf(f, "\"sgw\": \"%s\", \"sgw_teid\": %u, \"csum\": \"%s\", ",
+			ip_str(b->sgw, sgw), b->sgw_teid, bearer_csum_str(b->flags));
+	else
+		fprintf(f, "\"sgw\": null, \"sgw_teid\": null, \"csum\": null, ");
+	if (b->has_ul)
+		fprintf(f, "\"uplink\": {\"packets\": %llu, \"bytes\": %llu}, ",
+			(unsigned long long)b->ul_packets, (unsigned long long)b->ul_bytes);
+	else
+		fprintf(f, "\"uplink\": null, ");
+	if (b->has_dl)
+		fprintf(f, "\"downlink\": {\"packets\": %llu, \"bytes\": %llu}}",
+			(unsigned long long)b->dl_packets, (unsigned long long)b->dl_bytes);
+	else
+		fprintf(f, "\"downlink\": null}");
+}
+
+static void full_msg(int fd)
+{
+	__u32 cap = 0;
+
+	map_max_entries(fd, &cap);
+	fprintf(stderr, "bearer table full (capacity %u)\n", cap);
+}
+
+int do_session_add(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	__u32 teid = htonl(o->teid.v), ue = o->ue.addr;
+	struct pgwu_ul_bearer ul = { .ue_addr = ue }, old_ul;
+	struct pgwu_dl_bearer dl = {
+		.sgw_addr = o->sgw.addr,
+		.sgw_teid = htonl(o->sgw_teid.v),
+		.local_teid = teid,
+		.flags = csum_flags[o->csum.v],
+	}, old_dl;
+	char a[16], b[16];
+	struct pgwu_maps m;
+	int err;
+
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = bpf_map_update_elem(m.ul, &teid, &ul, BPF_NOEXIST);
+	if (err) {
+		if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
+			fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
+				ip_str(old_ul.ue_addr, a));
+		else if (err == -E2BIG)
+			full_msg(m.ul);
+		else
+			fprintf(stderr, "Couldn't add the uplink bearer: %s\n", strerror(-err));
+		goto out;
+	}
+	err = bpf_map_update_elem(m.dl, &ue, &dl, BPF_NOEXIST);
+	if (err) {
+		bpf_map_delete_elem(m.ul, &teid);
+		if (err == -EEXIST && !bpf_map_lookup_elem(m.dl, &ue, &old_dl))
+			fprintf(stderr, "UE %s already has a bearer (TEID %u)\n", ip_str(ue, a),
+				ntohl(old_dl.local_teid));
+		else if (err == -E2BIG)
+			full_msg(m.dl);
+		else
+			fprintf(stderr, "Couldn't add the downlink bearer: %s\n", strerror(-err));
+		goto out;
+	}
+	printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
+	       ip_str(o->sgw.addr, b), o->sgw_teid.v);
+out:
+	maps_close(&m);
+	return err;
+}
+
+static int one_of_teid_ue(const struct session_opts *o)
+{
+	if (o->teid.set == o->ue.set) {
+		fprintf(stderr, "Give exactly one of --teid T or --ue A\n");
+		return -EUSAGE;
+	}
+	return 0;
+}
+
+/* Find a bearer by TEID or UE and fill b; -ENOENT (printed) when there is none. */
+static int bearer_find(const struct pgwu_maps *m, const struct session_opts *o, struct bearer *b)
+{
+	struct pgwu_ul_bearer ul;
+	struct pgwu_dl_bearer dl;
+	__u32 teid, ue;
+	char a[16];
+
+	memset(b, 0, sizeof(*b));
+	if (o->teid.set) {
+		teid = htonl(o->teid.v);
+		if (bpf_map_lookup_elem(m->ul, &teid, &ul)) {
+			fprintf(stderr, "No bearer with TEID %u\n", o->teid.v);
+			return -ENOENT;
+		}
+		ue = ul.ue_addr;
+		b->has_ul = true;
+		if (!bpf_map_lookup_elem(m->dl, &ue, &dl) && dl.local_teid == teid)
+			b->has_dl = true;
+	} else {
+		ue = o->ue.addr;
+		if (bpf_map_lookup_elem(m->dl, &ue, &dl)) {
+			fprintf(stderr, "No bearer for UE %s\n", ip_str(ue, a));
+			return -ENOENT;
+		}
+		teid = dl.local_teid;
+		b->has_dl = true;
+		if (!bpf_map_lookup_elem(m->ul, &teid, &ul) && ul.ue_addr == ue)
+			b->has_ul = true;
+	}
+	b->teid = ntohl(teid);
+	b->ue = ue;
+	if (b->has_ul) {
+		b->ul_packets = ul.packets;
+		b->ul_bytes = ul.bytes;
+	}
+	if (b->has_dl) {
+		b->sgw = dl.sgw_addr;
+		b->sgw_teid = ntohl(dl.sgw_teid);
+		b->flags = dl.flags;
+		b->dl_packets = dl.packets;
+		b->dl_bytes = dl.bytes;
+	}
+	return 0;
+}
+
+int do_session_del(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	struct pgwu_maps m;
+	struct bearer b;
+	__u32 teid, ue;
+	char a[16];
+	int err;
+
+	err = one_of_teid_ue(o);
+	if (err)
+		return err;
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = bearer_find(&m, o, &b);
+	if (err)
+		goto out;
+	teid = htonl(b.teid);
+	ue = b.ue;
+	if (b.has_dl && bpf_map_delete_elem(m.dl, &ue) && errno != ENOENT) {
+		err = -errno;
+		fprintf(stderr, "Couldn't delete the downlink bearer: %s\n", strerror(-err));
+		goto out;
+	}
+	if (b.has_ul && bpf_map_delete_elem(m.ul, &teid) && errno != ENOENT) {
+		err = -errno;
+		fprintf(stderr, "Couldn't delete the uplink bearer: %s\n", strerror(-err));
+		goto out;
+	}
+	printf("deleted bearer TEID %u UE %s\n", b.teid, ip_str(ue, a));
+out:
+	maps_close(&m);
+	return err;
+}
+
+int do_session_get(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	struct pgwu_maps m;
+	struct bearer b;
+	int err;
+
+	err = one_of_teid_ue(o);
+	if (err)
+		return err;
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = bearer_find(&m, o, &b);
+	if (err)
+		goto out;
+	if (o->json.set) {
+		bearer_print_json(stdout, &b);
+		printf("\n");
+	} else {
+		bearer_print_header(stdout);
+		bearer_print_row(stdout, &b);
+	}
+out:
+	maps_close(&m);
+	return err;
+}
+
+int do_session_list(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	struct bearer_table t;
+	struct pgwu_maps m;
+	int err;
+
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = bearers_read(&m, &t);
+	maps_close(&m);
+	if (err)
+		return err;
+	if (o->json.set) {
+		printf("{\"capacity\": %u, \"uplink\": %zu, \"downlink\": %zu, \"bearers\": [",
+		       t.cap_ul, t.n_ul, t.n_dl);
+		for (size_t i = 0; i < t.n; i++) {
+			printf(i ? ",\n  " : "\n  ");
+			bearer_print_json(stdout, &t.b[i]);
+		}
+		printf("\n]}\n");
+	} else {
+		bearer_print_header(stdout);
+		for (size_t i = 0; i < t.n; i++)
+			bearer_print_row(stdout, &t.b[i]);
+	}
+	bearers_free(&t);
+	return 0;
+}
+
+/* Delete keys[0..n) from a hash map; keys already gone are skipped. */
+static int delete_keys(int fd, const __u32 *keys, size_t n)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	size_t done = 0;
+	int err;
+
+	while (done < n) {
+		__u32 count = n - done > BATCH_CHUNK ? BATCH_CHUNK : n - done;
+
+		err = bpf_map_delete_batch(fd, keys + done, &count, &opts);
+		done += count;
+		if (err == -ENOENT) {
+			done++;		/* deleted by someone else meanwhile */
+			continue;
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+int do_session_flush(const void *cfg)
+{
+	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
+	size_t n_ul = 0, n_dl = 0;
+	struct pgwu_maps m;
+	int err;
+
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = map_dump(m.ul, sizeof(__u32), sizeof(struct pgwu_ul_bearer), &ul_keys, &ul_vals, &n_ul);
+	if (!err)
+		err = map_dump(m.dl, sizeof(__u32), sizeof(struct pgwu_dl_bearer), &dl_keys, &dl_vals,
+			       &n_dl);
+	if (err)
+		goto out;
+	/* downlink first: for a moment a UE has no route back rather than a stale one */
+	err = delete_keys(m.dl, dl_keys, n_dl);
+	if (!err)
+		err = delete_keys(m.ul, ul_keys, n_ul);
+	if (err) {
+		fprintf(stderr, "Couldn't flush the bearer tables: %s\n", strerror(-err));
+		goto out;
+	}
+	printf("flushed %zu bearers\n", n_ul > n_dl ? n_ul : n_dl);
+out:
+	free(ul_keys);
+	free(ul_vals);
+	free(dl_keys);
+	free(dl_vals);
+	maps_close(&m);
+	return err;
+}
+
+/* ---- session load FILE ---- */
+
+struct file_bearer {
+	__u32 teid;		/* host order */
+	__u32 ue;		/* network order */
+	__u32 sgw;		/* network order */
+	__u32 sgw_teid;		/* host order */
+	__u32 flags;
+	__u32 line;
+};
+
+struct bulk {
+	const char *file;
+	struct file_bearer *e;
+	size_t n, cap;
+	int nerr;
+};
+
+static void file_err(struct bulk *bk, __u32 line, const char *fmt, const char *a, const char *b)
+{
+	if (bk->nerr++ >= MAX_FILE_ERRORS)
+		return;
+	fprintf(stderr, "%s:%u: ", bk->file, line);
+	fprintf(stderr, fmt, a, b);
+	fputc('\n', stderr);
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t got = 0;
+	int fd, err = 0;
+
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		err = -EISDIR;
+		goto out;
+	}
+	buf = malloc(st.st_size + 1);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + got, st.st_size - got);
+
+		if (r < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		got += r;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	buf = NULL;
+out:
+	if (err)
+		fprintf(stderr, "Couldn't read %s: %s\n", path, strerror(-err));
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return err;
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* Parse one line (NUL-terminated, comment already cut); appends to bk->e when valid. */
+static int parse_line(struct bulk *bk, char *s, __u32 line)
+{
+	static const char *const names[] = { "csum=off", "csum=on", "csum=default" };
+	struct file_bearer *e;
+	char *f[6];
+	int nf = 0;
+
+	while (*s) {
+		while (is_space(*s))
+			*s++ = '\0';
+		if (!*s)
+			break;
+		if (nf < 6)
+			f[nf] = s;
+		nf++;
+		while (*s && !is_space(*s))
+			s++;
+	}
+	if (nf == 0)
+		return 0;
+	if (nf < 4 || nf > 5) {
+		char got[16];
+
+		snprintf(got, sizeof(got), "%d", nf);
+		file_err(bk, line, "expected TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default], "
+			 "got %s field%s", got, nf == 1 ? "" : "s");
+		return 0;
+	}
+	if (bk->n == bk->cap) {
+		size_t cap = bk->cap ? bk->cap * 2 : 4096;
+		void *p = realloc(bk->e, cap * sizeof(*bk->e));
+
+		if (!p)
+			return -ENOMEM;
+		bk->e = p;
+		bk->cap = cap;
+	}
+	e = &bk->e[bk->n];
+	e->line = line;
+	e->flags = 0;
+	if (parse_teid(f[0], &e->teid)) {
+		file_err(bk, line, "bad TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[0], "");
+		return 0;
+	}
+	if (parse_addr(f[1], &e->ue)) {
+		file_err(bk, line, "bad UE address '%s'%s", f[1], "");
+		return 0;
+	}
+	if (parse_addr(f[2], &e->sgw)) {
+		file_err(bk, line, "bad SGW address '%s'%s", f[2], "");
+		return 0;
+	}
+	if (parse_teid(f[3], &e->sgw_teid)) {
+		file_err(bk, line, "bad SGW TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[3], "");
+		return 0;
+	}
+	if (nf == 5) {
+		int i;
+
+		for (i = 0; i < 3; i++)
+			if (!strcmp(f[4], names[i]))
+				break;
+		if (i == 3) {
+			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off or "
+				 "csum=default)%s", f[4], "");
+			return 0;
+		}
+		e->flags = csum_flags[i];
+	}
+	bk->n++;
+	return 0;
+}
+
+static int parse_file(struct bulk *bk, char *buf, size_t len)
+{
+	__u32 line = 0;
+	char *s = buf, *end = buf + len;
+	int err;
+
+	while (s < end) {
+		char *nl = memchr(s, '\n', end - s), *hash;
+
+		if (!nl)
+			nl = end;
+		*nl = '\0';
+		line++;
+		hash = memchr(s, '#', nl - s);
+		if (hash)
+			*hash = '\0';
+		err = parse_line(bk, s, line);
+		if (err)
+			return err;
+		s = nl + 1;
+	}
+	return 0;
+}
+
+/* Index 32-bit keys for duplicate checks: a[i] = key << 32 | i, sorted by key, stable. */
+static __u64 *key_index(const struct bulk *bk, bool by_ue)
+{
+	__u64 *a = malloc((bk->n + 1) * sizeof(*a));
+
+	if (!a)
+		return NULL;
+	for (size_t i = 0; i < bk->n; i++)
+		a[i] = (__u64)(by_ue ? ntohl(bk->e[i].ue) : bk->e[i].teid) << 32 | i;
+	if (radix_sort_hi32(a, bk->n)) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
+static void key_str(bool by_ue, __u32 key, char buf[16])
+{
+	if (by_ue)
+		ip_str(htonl(key), buf);
+	else
+		snprintf(buf, 16, "%u", key);
+}
+
+/* Duplicates within the file: reports the earliest line that repeats a key. */
+static void check_file_dups(struct bulk *bk, const __u64 *a, bool by_ue)
+{
+	size_t best = (size_t)-1, first = 0, group = 0;
+	char k[16], l[16];
+
+	/* stable sort: a group of equal keys starts with the earliest line */
+	for (size_t i = 1; i < bk->n; i++) {
+		if (a[i] >> 32 != a[i - 1] >> 32) {
+			group = i;
+			continue;
+		}
+		if ((__u32)a[i] < best) {
+			best = (__u32)a[i];
+			first = (__u32)a[group];
+		}
+	}
+	if (best == (size_t)-1)
+		return;
+	key_str(by_ue, by_ue ? ntohl(bk->e[best].ue) : bk->e[best].teid, k);
+	snprintf(l, sizeof(l), "%u", bk->e[first].line);
+	file_err(bk, bk->e[best].line, by_ue ? "duplicate UE %s (also on line %s)" :
+		 "duplicate TEID %s (also on line %s)", k, l);
+}
+
+/* Keys already installed: reports the earliest file line whose key is in the table. */
+static void check_installed(struct bulk *bk, const __u64 *a, __u32 *keys, size_t nkeys,
+			    bool by_ue)
+{
+	size_t best = (size_t)-1, i = 0, j = 0;
+	__u64 *inst;
+	char k[16];
+
+	if (!nkeys)
+		return;
+	inst = malloc(nkeys * sizeof(*inst));
+	if (!inst) {
+		bk->nerr++;
+		fprintf(stderr, "Couldn't check %s: %s\n", bk->file, strerror(ENOMEM));
+		return;
+	}
+	for (size_t x = 0; x < nkeys; x++)
+		inst[x] = (__u64)ntohl(keys[x]) << 32;
+	if (radix_sort_hi32(inst, nkeys)) {
+		free(inst);
+		bk->nerr++;
+		return;
+	}
+	while (i < bk->n && j < nkeys) {
+		__u32 x = a[i] >> 32, y = inst[j] >> 32;
+
+		if (x < y) {
+			i++;
+		} else if (x > y) {
+			j++;
+		} else {
+			if (best == (size_t)-1 || (__u32)a[i] < best)
+				best = (__u32)a[i];
+			i++;
+		}
+	}
+	free(inst);
+	if (best == (size_t)-1)
+		return;
+	key_str(by_ue, by_ue ? ntohl(bk->e[best].ue) : bk->e[best].teid, k);
+	file_err(bk, bk->e[best].line, by_ue ? "UE %s already has a bearer (installed)%s" :
+		 "TEID %s already has a bearer (installed)%s", k, "");
+}
+
+/* Insert keys/values in chunks; *done = how many went in. */
+static int insert_batch(int fd, const void *keys, const void *vals, size_t vsize, size_t n,
+			size_t *done)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_NOEXIST);
+	int err = 0;
+
+	*done = 0;
+	while (*done < n) {
+		__u32 count = n - *done > BATCH_CHUNK ? BATCH_CHUNK : n - *done;
+
+		err = bpf_map_update_batch(fd, (const __u32 *)keys + *done,
+					   (const char *)vals + *done * vsize, &count, &opts);
+		*done += count;
+		if (err)
+			break;
+	}
+	return err;
+}
+
+int do_session_load(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	struct bulk bk = { .file = o->file.s };
+	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
+	__u32 *k_ul = NULL, *k_dl = NULL, cap_ul, cap_dl, cap;
+	struct pgwu_ul_bearer *v_ul = NULL;
+	struct pgwu_dl_bearer *v_dl = NULL;
+	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
+	__u64 *by_teid = NULL, *by_ue = NULL;
+	struct pgwu_maps m = { -1, -1, -1, -1, -1 };
+	char *buf = NULL;
+	size_t len = 0;
+	int err;
+
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = read_file(o->file.s, &buf, &len);
+	if (err)
+		goto out;
+	err = parse_file(&bk, buf, len);
+	if (err)
+		goto out;
+	if (bk.nerr)
+		goto bad_file;
+
+	by_teid = key_index(&bk, false);
+	by_ue = key_index(&bk, true);
+	if (!by_teid || !by_ue) {
+		err = -ENOMEM;
+		goto out;
+	}
+	check_file_dups(&bk, by_teid, false);
+	check_file_dups(&bk, by_ue, true);
+	if (bk.nerr)
+		goto bad_file;
+
+	err = map_max_entries(m.ul, &cap_ul);
+	if (!err)
+		err = map_max_entries(m.dl, &cap_dl);
+	if (!err)
+		err = map_dump(m.ul, sizeof(__u32), sizeof(struct pgwu_ul_bearer), &ul_keys, &ul_vals,
+			       &n_ul);
+	if (!err)
+		err = map_dump(m.dl, sizeof(__u32), sizeof(struct pgwu_dl_bearer), &dl_keys, &dl_vals,
+			       &n_dl);
+	if (err)
+		goto out;
+	check_installed(&bk, by_teid, ul_keys, n_ul, false);
+	check_installed(&bk, by_ue, dl_keys, n_dl, true);
+	if (bk.nerr)
+		goto bad_file;
+	cap = cap_ul < cap_dl ? cap_ul : cap_dl;
+	installed = n_ul > n_dl ? n_ul : n_dl;
+	if (installed + bk.n > cap) {
+		fprintf(stderr, "bearer table full (capacity %u): %zu installed + %zu in %s\n", cap,
+			installed, bk.n, bk.file);
+		err = -E2BIG;
+		goto out;
+	}
+
+	err = -ENOMEM;
+	k_ul = malloc((bk.n + 1) * sizeof(*k_ul));
+	k_dl = malloc((bk.n + 1) * sizeof(*k_dl));
+	v_ul = calloc(bk.n + 1, sizeof(*v_ul));
+	v_dl = calloc(bk.n + 1, sizeof(*v_dl));
+	if (!k_ul || !k_dl || !v_ul || !v_dl)
+		goto out;
+	for (size_t i = 0; i < bk.n; i++) {
+		const struct file_bearer *e = &bk.e[i];
+
+		k_ul[i] = htonl(e->teid);
+		v_ul[i].ue_addr = e->ue;
+		k_dl[i] = e->ue;
+		v_dl[i].sgw_addr = e->sgw;
+		v_dl[i].sgw_teid = htonl(e->sgw_teid);
+		v_dl[i].local_teid = k_ul[i];
+		v_dl[i].flags = e->flags;
+	}
+	err = insert_batch(m.ul, k_ul, v_ul, sizeof(*v_ul), bk.n, &done_ul);
+	if (!err)
+		err = insert_batch(m.dl, k_dl, v_dl, sizeof(*v_dl), bk.n, &done_dl);
+	if (err) {
+		const struct file_bearer *e = &bk.e[done_ul < bk.n ? done_ul : done_dl];
+		int uerr;
+
+		if (err == -E2BIG)
+			fprintf(stderr, "bearer table full (capacity %u)\n", cap);
+		fprintf(stderr, "Couldn't insert the bearer of %s:%u (TEID %u): %s\n", bk.file,
+			e->line, e->teid, strerror(-err));
+		uerr = delete_keys(m.dl, k_dl, done_dl);
+		if (!uerr)
+			uerr = delete_keys(m.ul, k_ul, done_ul);
+		if (uerr)
+			fprintf(stderr, "Couldn't remove the bearers this call inserted: %s\n",
+				strerror(-uerr));
+		else
+			fprintf(stderr, "Removed the %zu bearers this call had inserted; the tables "
+				"are as they were\n", done_ul);
+		goto out;
+	}
+	printf("loaded %zu bearers from %s\n", bk.n, bk.file);
+	goto out;
+
+bad_file:
+	if (bk.nerr > MAX_FILE_ERRORS)
+		fprintf(stderr, "%s: %d more errors not shown\n", bk.file, bk.nerr - MAX_FILE_ERRORS);
+	fprintf(stderr, "%s: nothing loaded\n", bk.file);
+	err = -EINVAL;
+out:
+	if (err == -ENOMEM)
+		fprintf(stderr, "Couldn't load %s: %s\n", bk.file, strerror(ENOMEM));
+	free(buf);
+	free(bk.e);
+	free(by_teid);
+	free(by_ue);
+	free(ul_keys);
+	free(ul_vals);
+	free(dl_keys);
+	free(dl_vals);
+	free(k_ul);
+	free(k_dl);
+	free(v_ul);
+	free(v_dl);
+	maps_close(&m);
+	return err;
+}

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* pgwu_util.c: pinned-map access, table dumps and formatting shared by pgwu's commands. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "pgwu_cli.h"
+
+int pin_path(char *buf, size_t len, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", pin_dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static bool on_bpffs(const char *path)
+{
+	struct statfs st;
+
+	return !statfs(path, &st) && st.f_type == BPF_FS_MAGIC;
+}
+
+static void not_loaded(void)
+{
+	char parent[PATH_MAX];
+
+	fprintf(stderr, "pgwu is not loaded in %s (run pgwu load)\n", pin_dir);
+	snprintf(parent, sizeof(parent), "%s", pin_dir);
+	if (access(pin_dir, F_OK) && !on_bpffs(dirname(parent)))
+		fprintf(stderr, "Note: %s is not on a bpf filesystem here; 'ip netns exec' remounts "
+			"/sys, use 'pgwu --netns NS' or 'nsenter --net=/run/netns/NS pgwu' instead\n",
+			parent);
+}
+
+int pinned_open(const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	fd = pin_path(path, sizeof(path), name);
+	if (fd)
+		return fd;
+	fd = bpf_obj_get(path);
+	if (fd >= 0)
+		return fd;
+	fd = -errno;
+	if (fd == -ENOENT)
+		not_loaded();
+	else
+		fprintf(stderr, "Couldn't open pinned object %s: %s\n", path, strerror(-fd));
+	return fd;
+}
+
+bool pgwu_is_loaded(void)
+{
+	char path[PATH_MAX];
+
+	return !pin_path(path, sizeof(path), "config") && !access(path, F_OK);
+}
+
+int maps_open(struct pgwu_maps *m)
+{
+	/* config first: when nothing is loaded, its "not loaded" is the one message */
+	static const char *const names[] = { "config", "ul_bearers", "dl_bearers", "stats",
+					     "fib_gen" };
+	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen };
+	size_t i;
+
+	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		*fds[i] = -1;
+	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		*fds[i] = pinned_open(names[i]);
+		if (*fds[i] < 0) {
+			int err = *fds[i];
+
+			maps_close(m);
+			return err;
+		}
+	}
+	return 0;
+}
+
+void maps_close(struct pgwu_maps *m)
+{
+	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+int map_max_entries(int fd, __u32 *max)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int err;
+
+	err = bpf_obj_get_info_by_fd(fd, &info, &len);
+	if (err) {
+		err = -errno;
+		fprintf(stderr, "Couldn't read map info: %s\n", strerror(-err));
+		return err;
+	}
+	*max = info.max_entries;
+	return 0;
+}
+
+int map_dump(int fd, size_t key_size, size_t val_size, void **keys, void **vals, size_t *n)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	const __u32 chunk_max = 65536;
+	char *k = NULL, *v = NULL, *nk, *nv;
+	size_t cap = 0, cnt = 0;
+	__u64 batch = 0;
+	bool first = true;
+	int err = 0;
+
+	for (;;) {
+		__u32 chunk = chunk_max;
+
+		if (cnt + chunk > cap) {
+			cap = cap * 2 > cnt + chunk ? cap * 2 : cnt + chunk;
+			nk = realloc(k, cap * key_size);
+			if (!nk) {
+				err = -ENOMEM;
+				goto out;
+			}
+			k = nk;
+			nv = realloc(v, cap * val_size);
+			if (!nv) {
+				err = -ENOMEM;
+				goto out;
+			}
+			v = nv;
+		}
+		/* Hash maps use a u32 bucket index as the batch token; u64 leaves room. */
+		err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, k + cnt * key_size,
+					   v + cnt * val_size, &chunk, &opts);
+		if (err && err != -ENOENT)
+			goto out;
+		cnt += chunk;
+		first = false;
+		if (err == -ENOENT) {
+			err = 0;
+			break;
+		}
+	}
+out:
+	if (err) {
+		fprintf(stderr, "Couldn't read a map: %s\n", strerror(-err));
+		free(k);
+		free(v);
+		return err;
+	}
+	*keys = k;
+	*vals = v;
+	*n = cnt;
+	return 0;
+}
+
+int config_read(int fd, struct pgwu_config *cfg)
+{
+	__u32 zero = 0;
+
+	if (bpf_map_lookup_elem(fd, &zero, cfg)) {
+		int err = -errno;
+
+		fprintf(stderr, "Couldn't read the config map: %s\n", strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+int stats_read(int fd, struct pgwu_counter out[PGWU_REASON_MAX * PGWU_VERDICT_MAX])
+{
+	int ncpus = libbpf_num_possible_cpus(), err = 0;
+	struct pgwu_counter *v;
+
+	if (ncpus < 0)
+		return ncpus;
+	/* per-CPU values are 8-byte aligned; struct pgwu_counter already is */
+	v = calloc(ncpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (__u32 k = 0; k < PGWU_REASON_MAX * PGWU_VERDICT_MAX; k++) {
+		out[k].packets = out[k].bytes = 0;
+		if (bpf_map_lookup_elem(fd, &k, v)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't read the stats map: %s\n", strerror(-err));
+			goto out;
+		}
+		for (int c = 0; c < ncpus; c++) {
+			out[k].packets += v[c].packets;
+			out[k].bytes += v[c].bytes;
+		}
+	}
+out:
+	free(v);
+	return err;
+}
+
+int radix_sort_hi32(__u64 *a, size_t n)
+{
+	__u64 *tmp, *src = a, *dst, *t;
+	size_t count[256];
+
+	if (n < 2)
+		return 0;
+	tmp = malloc(n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	dst = tmp;
+	for (int shift = 32; shift < 64; shift += 8) {
+		size_t sum = 0;
+
+		memset(count, 0, sizeof(count));
+		for (size_t i = 0; i < n; i++)
+			count[(src[i] >> shift) & 0xff]++;
+		for (int b = 0; b < 256; b++) {
+			size_t c = count[b];
+
+			count[b] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i] >> shift) & 0xff]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	/* four passes: the result is back in a */
+	free(tmp);
+	return 0;
+}
+
+const char *bearer_csum_str(__u32 flags)
+{
+	if (flags & PGWU_B_CSUM_ON)
+		return "on";
+	if (flags & PGWU_B_CSUM_OFF)
+		return "off";
+	return "default";
+}
+
+static ssize_t find_hi32(const __u64 *a, size_t n, __u32 key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if ((__u32)(a[mid] >> 32) < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && (__u32)(a[lo] >> 32) == key ? (ssize_t)lo : -1;
+}
+
+int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
+{
+	struct pgwu_ul_bearer *ulv = NULL;
+	struct pgwu_dl_bearer *dlv = NULL;
+	__u32 *ulk = NULL, *dlk = NULL;
+	__u64 *dl_idx = NULL, *order = NULL;
+	struct bearer *b = NULL, *sorted = NULL;
+	bool *used = NULL;
+	size_t n_ul, n_dl, n = 0;
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	err = map_max_entries(m->ul, &t->cap_ul);
+	if (!err)
+		err = map_max_entries(m->dl, &t->cap_dl);
+	if (!err)
+		err = map_dump(m->ul, sizeof(*ulk), sizeof(*ulv), (void **)&ulk, (void **)&ulv, &n_ul);
+	if (!err)
+		err = map_dump(m->dl, sizeof(*dlk), sizeof(*dlv), (void **)&dlk, (void **)&dlv, &n_dl);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	dl_idx = malloc((n_dl + 1) * sizeof(*dl_idx));
+	used = calloc(n_dl + 1, sizeof(*used));
+	b = calloc(n_ul + n_dl + 1, sizeof(*b));
+	order = malloc((n_ul + n_dl + 1) * sizeof(*order));
+	sorted = malloc((n_ul + n_dl + 1) * sizeof(*sorted));
+	if (!dl_idx || !used || !b || !order || !sorted)
+		goto out;
+	for (size_t i = 0; i < n_dl; i++)
+		dl_idx[i] = (__u64)dlk[i] << 32 | i;
+	err = radix_sort_hi32(dl_idx, n_dl);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n_ul; i++) {
+		struct bearer *x = &b[n++];
+		ssize_t j = find_hi32(dl_idx, n_dl, ulv[i].ue_addr);
+
+		x->teid = ntohl(ulk[i]);
+		x->ue = ulv[i].ue_addr;
+		x->has_ul = true;
+		x->ul_packets = ulv[i].packets;
+		x->ul_bytes = ulv[i].bytes;
+		if (j >= 0) {
+			const struct pgwu_dl_bearer *d = &dlv[(__u32)dl_idx[j]];
+
+			if (d->local_teid == ulk[i]) {
+				used[(__u32)dl_idx[j]] = true;
+				x->has_dl = true;
+				x->sgw = d->sgw_addr;
+				x->sgw_teid = ntohl(d->sgw_teid);
+				x->flags = d->flags;
+				x->dl_packets = d->packets;
+				x->dl_bytes = d->bytes;
+			}
+		}
+	}
+	for (size_t i = 0; i < n_dl; i++) {
+		struct bearer *x;
+
+		if (used[i])
+			continue;
+		x = &b[n++];
+		x->teid = ntohl(dlv[i].local_teid);
+		x->ue = dlk[i];
+		x->has_dl = true;
+		x->sgw = dlv[i].sgw_addr;
+		x->sgw_teid = ntohl(dlv[i].sgw_teid);
+		x->flags = dlv[i].flags;
+		x->dl_packets = dlv[i].packets;
+		x->dl_bytes = dlv[i].bytes;
+	}
+	for (size_t i = 0; i < n; i++)
+		order[i] = (__u64)b[i].teid << 32 | i;
+	err = radix_sort_hi32(order, n);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = b[(__u32)order[i]];
+	t->b = sorted;
+	sorted = NULL;
+	t->n = n;
+	t->n_ul = n_ul;
+	t->n_dl = n_dl;
+out:
+	if (err == -ENOMEM)
+		fprintf(stderr, "Couldn't read the bearer tables: %s\n", strerror(ENOMEM));
+	free(ulk);
+	free(ulv);
+	free(dlk);
+	free(dlv);
+	free(dl_idx);
+	free(used);
+	free(b);
+	free(order);
+	free(sorted);
+	return err;
+}
+
+void bearers_free(struct bearer_table *t)
+{
+	free(t->b);
+	t->b = NULL;
+	t->n = 0;
+}
+
+int snapshot_read(struct pgwu_snapshot *s)
+{
+	struct pgwu_maps m;
+	__u32 zero = 0;
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	err = maps_open(&m);
+	if (err)
+		return err;
+	err = stats_read(m.stats, s->stats);
+	if (!err)
+		err = config_read(m.config, &s->cfg);
+	if (!err && bpf_map_lookup_elem(m.fib_gen, &zero, &s->fib_gen))
+		s->fib_gen = 0;
+	if (!err)
+		err = bearers_read(&m, &s->bearers);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < s->bearers.n; i++) {
+		const struct bearer *b = &s->bearers.b[i];
+
+		s->ul_packets += b->ul_packets;
+		s->ul_bytes += b->ul_bytes;
+		s->dl_packets += b->dl_packets;
+		s->dl_bytes += b->dl_bytes;
+	}
+out:
+	maps_close(&m);
+	return err;
+}
+
+void snapshot_free(struct pgwu_snapshot *s)
+{
+	bearers_free(&s->bearers);
+}
+
+const char *ip_str(__u32 addr, char buf[16])
+{
+	const __u8 *p = (const __u8 *)&addr;
+
+	snprintf(buf, 16, "%u.%u.%u.%u", p[0], p[1], p[2], p[3]);
+	return buf;
+}
+
+const char *mac_str(const __u8 mac[6], char buf[18])
+{
+	snprintf(buf, 18, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4],
+		 mac[5]);
+	return buf;
+}
+
+int mask_len(__u32 mask)
+{
+	__u32 m = ntohl(mask);
+	int len = __builtin_popcount(m);
+
+	if (len && m != 0xffffffffU << (32 - len))
+		return -1;
+	return len;
+}
+
+void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = *s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
