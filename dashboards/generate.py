@@ -220,8 +220,12 @@ def dut():
                 P("timeseries", "Packets per second by reason (all verdicts)", [Query(
                     f"sum by (reason, verdict) (rate(pgwu_packets_total{{{PGWU}}}[{rate}])) > 0",
                     "{{reason}} ({{verdict}})")], unit="pps"),
+                P("timeseries", "Bearer usage: packets per second by direction", [Query(
+                    f"sum by (direction) (rate(pgwu_bearer_usage_packets_total{{{PGWU}}}[{rate}]))",
+                    "{{direction}}")], unit="pps",
+                  description="From the bearers' own counters; falls when bearers are deleted"),
                 P("stat", "Bearers", [Query(f"sum by (table) (pgwu_bearers{{{PGWU}}})", "{{table}}")],
-                  w=24, h=4),
+                  w=12, h=8),
             ]),
             ("Cost per packet (per sweep case)", [
                 P("barchart", "XDP program ns per packet (BPF stats)",

@@ -140,7 +140,11 @@ def pgwu_exporter():
         if not os.access(PGWU_BIN, os.X_OK):
             yield None, f"{PGWU_BIN} is not built"
             return
-        cp = subprocess.run([str(PGWU_BIN), "-d", pin, "load"], capture_output=True, text=True, timeout=60)
+        try:
+            cp = subprocess.run([str(PGWU_BIN), "-d", pin, "load", "--max-bearers", "4096"], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            yield None, "`pgwu load` did not finish in 30 s"
+            return
         if cp.returncode != 0 or not os.path.exists(f"{pin}/xdp_access"):
             yield None, f"`pgwu load` did not pin {pin}/xdp_access (rc {cp.returncode}: {cp.stderr.strip()})"
             return
