@@ -1,0 +1,259 @@
+"""The PGW-U's next hop from the kernel (bpf_fib_lookup), tested in place in a namespace of our own.
+
+A unique netns holds two veth pairs: a0-a1 (access: GTP-U address 192.0.2.1/24) and s0-s1 (SGi:
+198.51.100.1/24), forwarding on, permanent neighbours, a routed prefix, blackhole/unreachable/
+prohibit routes and an MTU-locked route. The programs run with BPF_PROG_TEST_RUN and ingress_ifindex
+of a0/s0, from a thread that joined the netns (gtplab.lab.run_in_netns), so the lookup sees its
+routes. Checked: the resolved next hop (MACs, egress: TX when it is the ingress device, and the
+cache entry's ifindex), PASS_NO_NEIGH / PASS_FIB_OTHER with the packet the spec says, DROP_NO_ROUTE,
+and that the cache follows neighbour and route changes (fib_gen).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import struct
+import subprocess
+import time
+
+import pytest
+
+from gtplab import packets as P
+from gtplab.dataplane import Config, Nexthop, VERDICTS, REASONS
+from gtplab.lab import run_in_netns
+import oracle as O
+
+pytestmark = pytest.mark.lab
+
+PDN_NEAR = "198.51.100.10"     # on the SGi link, permanent neighbour
+PDN_NONEIGH = "198.51.100.20"  # on the SGi link, no neighbour
+PDN_FAR = "203.0.113.10"       # via the SGi router 198.51.100.254
+ROUTER = "198.51.100.254"
+ROUTER2 = "198.51.100.253"
+ACC_ROUTER = "192.0.2.254"
+BLACKHOLE, UNREACH, PROHIBIT = "203.0.113.66", "203.0.113.77", "203.0.113.88"
+MTU_DST = "203.0.113.200"      # route with mtu lock 1000
+M_NEAR, M_ROUTER, M_ROUTER2, M_SGW, M_ACC_ROUTER = ("02:aa:00:00:00:10", "02:aa:00:00:00:fe", "02:aa:00:00:00:fd",
+                                                     "02:bb:00:00:00:02", "02:bb:00:00:00:fe")
+M_NEAR2 = "02:aa:00:00:01:10"
+
+
+def ip(ns, *args, check=True):
+    return subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+def link(ns, dev):
+    j = json.loads(ip(ns, "-j", "link", "show", "dev", dev).stdout)[0]
+    return j["ifindex"], j["address"]
+
+
+@pytest.fixture(scope="module")
+def ns():
+    name = f"gtplab-fib-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    try:
+        ip(name, "link", "add", "a0", "type", "veth", "peer", "name", "a1")
+        ip(name, "link", "add", "s0", "type", "veth", "peer", "name", "s1")
+        for d in ("lo", "a0", "a1", "s0", "s1"):
+            ip(name, "link", "set", d, "up")
+        ip(name, "addr", "add", "192.0.2.1/24", "dev", "a0")
+        ip(name, "addr", "add", "198.51.100.1/24", "dev", "s0")
+        for k in ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.forwarding=1"):
+            subprocess.run(["nsenter", f"--net=/run/netns/{name}", "--", "sysctl", "-qw", k], check=True, timeout=30)
+        ip(name, "neigh", "add", PDN_NEAR, "lladdr", M_NEAR, "dev", "s0", "nud", "permanent")
+        ip(name, "neigh", "add", ROUTER, "lladdr", M_ROUTER, "dev", "s0", "nud", "permanent")
+        ip(name, "neigh", "add", ROUTER2, "lladdr", M_ROUTER2, "dev", "s0", "nud", "permanent")
+        ip(name, "neigh", "add", P.SGW_ADDR, "lladdr", M_SGW, "dev", "a0", "nud", "permanent")
+        ip(name, "neigh", "add", ACC_ROUTER, "lladdr", M_ACC_ROUTER, "dev", "a0", "nud", "permanent")
+        ip(name, "route", "add", "203.0.113.0/24", "via", ROUTER, "dev", "s0")
+        ip(name, "route", "add", "blackhole", f"{BLACKHOLE}/32")
+        ip(name, "route", "add", "unreachable", f"{UNREACH}/32")
+        ip(name, "route", "add", "prohibit", f"{PROHIBIT}/32")
+        ip(name, "route", "add", f"{MTU_DST}/32", "via", ROUTER, "dev", "s0", "mtu", "lock", "1000")
+        # the neighbour the spec test adds and deletes
+        ip(name, "neigh", "add", PDN_NONEIGH, "lladdr", "02:aa:00:00:00:20", "dev", "s0", "nud", "permanent")
+        ip(name, "neigh", "del", PDN_NONEIGH, "dev", "s0")
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], timeout=30)
+
+
+@pytest.fixture(scope="module")
+def devs(ns):
+    return {d: link(ns, d) for d in ("a0", "s0")}
+
+
+@pytest.fixture
+def dp(dataplane):
+    return dataplane
+
+
+def setup(dp, fib_cache: bool):
+    dp.set_config(Config(local_addr=P.PGW_ADDR, csum=True, fib_cache=fib_cache, ue_pool=P.UE_POOL,
+                         nexthop=(Nexthop(), Nexthop())))
+    dp.flush_bearers()
+    dp.flush_fib_cache()
+    dp.add_bearer(P.TEID_UL, P.UE_ADDR, P.SGW_ADDR, P.TEID_DL)
+
+
+def run(dp, ns, prog, frame, ifindex):
+    """Run in the netns; returns (verdict, [(reason, verdict)], output)."""
+    before = dp.stats_array()
+    fn = dp.run_access if prog == "access" else dp.run_sgi
+    res = run_in_netns(ns, fn, bytes(frame), ingress_ifindex=ifindex)
+    after = dp.stats_array()
+    counted = [(REASONS[i // 5], VERDICTS[i % 5]) for i, (a, b) in enumerate(zip(before, after)) if a != b]
+    return res.verdict, counted, res.data
+
+
+def expect_ul(dp, ns, devs, frame, smac, dmac, verdict="redirect"):
+    v, counted, out = run(dp, ns, "access", frame, devs["a0"][0])
+    assert (v, counted) == (verdict, [("ul_fwd", verdict)])
+    exp = O.decap_expected(O.gpdu_inner(bytes(frame)), P.mac_bytes(smac), P.mac_bytes(dmac), None)
+    assert out == exp, O.mismatch_report(exp, out)
+
+
+def cache_entry(dp, dst: str, ingress: int):
+    """(egress ifindex, smac, dmac) of the fib_cache entry for (dst, ingress), or None."""
+    v = dp.maps["fib_cache"].lookup(O.ip4(dst) + struct.pack("=I", ingress))
+    if v is None:
+        return None
+    if isinstance(v, list):  # per-CPU LRU
+        v = next((x for x in v if any(x)), v[0])
+    _gen, eg, s, d = struct.unpack_from("=QI6s6s", v)
+    return eg, s, d
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+def test_resolved_next_hops(dp, ns, devs, fib_cache):
+    setup(dp, fib_cache)
+    a0, s0 = devs["a0"], devs["s0"]
+    # uplink to a neighbour on SGi, and to a prefix via the router
+    expect_ul(dp, ns, devs, P.gpdu(dst=PDN_NEAR, size=256), s0[1], M_NEAR)
+    expect_ul(dp, ns, devs, P.gpdu(dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+    # again: served from the cache when on, same result
+    expect_ul(dp, ns, devs, P.gpdu(dst=PDN_FAR, size=512), s0[1], M_ROUTER)
+    if fib_cache:
+        ent = cache_entry(dp, PDN_FAR, a0[0])
+        assert ent is not None, "fib cache on, but no entry for (dst, ingress)"
+        assert ent == (s0[0], P.mac_bytes(s0[1]), P.mac_bytes(M_ROUTER))
+    # uplink whose next hop is out of the ingress device itself: XDP_TX
+    expect_ul(dp, ns, devs, P.gpdu(dst="192.0.2.254", size=256), a0[1], M_ACC_ROUTER, verdict="tx")
+    # downlink: outer destination is the SGW on the access link
+    f = bytes(P.downlink_ip(size=300, l4="tcp", df=True))
+    v, counted, out = run(dp, ns, "sgi", f, s0[0])
+    assert (v, counted) == ("redirect", [("dl_fwd", "redirect")])
+    exp = O.encap_expected(O.ip_payload(f), smac=P.mac_bytes(a0[1]), dmac=P.mac_bytes(M_SGW), vlan=None,
+                           local=P.PGW_ADDR, sgw=P.SGW_ADDR, teid=P.TEID_DL, csum=True, ip_id=0)
+    assert out == exp, O.mismatch_report(exp, out)
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+def test_no_neigh_passes_decapsulated(dp, ns, devs, fib_cache):
+    setup(dp, fib_cache)
+    f = bytes(P.gpdu(dst=PDN_NONEIGH, size=256, vlan=7))
+    v, counted, out = run(dp, ns, "access", f, devs["a0"][0])
+    assert (v, counted) == ("pass", [("pass_no_neigh", "pass")])
+    exp = f[:12] + b"\x08\x00" + O.gpdu_inner(f)  # original MACs, tag removed, inner untouched
+    assert out == exp, O.mismatch_report(exp, out)
+    u = dp.ul_bearer(P.TEID_UL)
+    assert (u.packets, u.bytes) == (0, 0), "usage counted on a passed packet"
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+def test_no_neigh_passes_encapsulated(dp, ns, devs, fib_cache):
+    setup(dp, fib_cache)
+    ip(ns, "neigh", "del", P.SGW_ADDR, "dev", "a0")
+    try:
+        f = bytes(P.downlink_ip(size=256, vlan=9, df=True))
+        v, counted, out = run(dp, ns, "sgi", f, devs["s0"][0])
+        assert (v, counted) == ("pass", [("pass_no_neigh", "pass")])
+        enc = O.encap_expected(O.ip_payload(f), smac=b"\0" * 6, dmac=b"\0" * 6, vlan=None, local=P.PGW_ADDR,
+                               sgw=P.SGW_ADDR, teid=P.TEID_DL, csum=True, ip_id=0)
+        exp = f[:12] + enc[12:]  # received dst/src, tag removed
+        assert out == exp, O.mismatch_report(exp, out)
+    finally:
+        ip(ns, "neigh", "replace", P.SGW_ADDR, "lladdr", M_SGW, "dev", "a0", "nud", "permanent")
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+@pytest.mark.parametrize("dst", [BLACKHOLE, UNREACH, PROHIBIT], ids=["blackhole", "unreachable", "prohibit"])
+def test_no_route_drops(dp, ns, devs, dst, fib_cache):
+    setup(dp, fib_cache)
+    v, counted, _ = run(dp, ns, "access", P.gpdu(dst=dst, size=200), devs["a0"][0])
+    assert (v, counted) == ("drop", [("drop_no_route", "drop")])
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+def test_fib_other(dp, ns, devs, fib_cache):
+    setup(dp, fib_cache)
+    a0 = devs["a0"][0]
+    # local delivery (the gateway's own SGi address): the kernel handles it, decapsulated
+    f = bytes(P.gpdu(dst="198.51.100.1", size=200))
+    v, counted, out = run(dp, ns, "access", f, a0)
+    assert (v, counted) == ("pass", [("pass_fib_other", "pass")])
+    exp = f[:12] + b"\x08\x00" + O.gpdu_inner(f)
+    assert out == exp, O.mismatch_report(exp, out)
+    # fragmentation needed: route MTU 1000; a small packet first (fills the cache when on)
+    expect_ul(dp, ns, devs, P.gpdu(dst=MTU_DST, size=300), devs["s0"][1], M_ROUTER)
+    v, counted, _ = run(dp, ns, "access", P.gpdu(dst=MTU_DST, size=1200), a0)
+    assert (v, counted) == ("pass", [("pass_fib_other", "pass")]), "inner 1150 bytes over a 1000-byte route MTU"
+
+
+def test_forwarding_disabled_drops(dp, ns, devs):
+    setup(dp, False)
+    subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "sysctl", "-qw", "net.ipv4.conf.a0.forwarding=0"],
+                   check=True, timeout=30)
+    try:
+        v, counted, _ = run(dp, ns, "access", P.gpdu(dst=PDN_NEAR, size=200), devs["a0"][0])
+        assert (v, counted) == ("drop", [("drop_no_route", "drop")])
+    finally:
+        subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "sysctl", "-qw",
+                        "net.ipv4.conf.a0.forwarding=1"], check=True, timeout=30)
+
+
+def poll(fn, deadline_s=2.0):
+    """fn() until it returns True or the deadline passes; returns the last value."""
+    end = time.monotonic() + deadline_s
+    while True:
+        r = fn()
+        if r or time.monotonic() > end:
+            return r
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
+def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
+    setup(dp, fib_cache)
+    a0, s0 = devs["a0"], devs["s0"]
+    near = bytes(P.gpdu(dst=PDN_NEAR, size=200))
+    far = bytes(P.gpdu(dst=PDN_FAR, size=200))
+
+    def dmac_of(frame):
+        v, counted, out = run(dp, ns, "access", frame, a0[0])
+        return v, counted, out[:6], out[6:12]
+
+    try:
+        assert dmac_of(near) == ("redirect", [("ul_fwd", "redirect")], P.mac_bytes(M_NEAR), P.mac_bytes(s0[1]))
+        # the neighbour's MAC changes
+        ip(ns, "neigh", "replace", PDN_NEAR, "lladdr", M_NEAR2, "dev", "s0", "nud", "permanent")
+        assert poll(lambda: dmac_of(near)[2] == P.mac_bytes(M_NEAR2)), "neighbour MAC change not followed"
+        # the neighbour goes away: the kernel must resolve it
+        ip(ns, "neigh", "del", PDN_NEAR, "dev", "s0")
+        assert poll(lambda: dmac_of(near)[1] == [("pass_no_neigh", "pass")]), "neighbour delete not followed"
+
+        assert dmac_of(far)[2] == P.mac_bytes(M_ROUTER)
+        # the route changes to another gateway on the same link
+        ip(ns, "route", "replace", "203.0.113.0/24", "via", ROUTER2, "dev", "s0")
+        assert poll(lambda: dmac_of(far)[2] == P.mac_bytes(M_ROUTER2)), "route change not followed"
+        # the route moves to the access link: egress == ingress -> TX with a0's MAC
+        ip(ns, "route", "replace", "203.0.113.0/24", "via", ACC_ROUTER, "dev", "a0")
+        assert poll(lambda: dmac_of(far)[:4] == ("tx", [("ul_fwd", "tx")], P.mac_bytes(M_ACC_ROUTER),
+                                                 P.mac_bytes(a0[1]))), "route move to another device not followed"
+        # the route becomes a blackhole
+        ip(ns, "route", "replace", "blackhole", "203.0.113.0/24")
+        assert poll(lambda: dmac_of(far)[:2] == ("drop", [("drop_no_route", "drop")])), "blackhole not followed"
+    finally:
+        ip(ns, "neigh", "replace", PDN_NEAR, "lladdr", M_NEAR, "dev", "s0", "nud", "permanent")
+        ip(ns, "route", "replace", "203.0.113.0/24", "via", ROUTER, "dev", "s0")
