@@ -19,7 +19,7 @@ BPF_CFLAGS ?= -O2 -g -Wall -Wno-unused-function -target bpf -mcpu=v3 -D__TARGET_
 CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
 LDLIBS ?= $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
 
-BPF_HDRS := $(wildcard *.h $(COMMON_DIR)/*.h $(COMMON_DIR)/include/*.h)
+BPF_HDRS := $(filter-out %.skel.h,$(wildcard *.h $(COMMON_DIR)/*.h $(COMMON_DIR)/include/*.h))
 SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
 
 all: $(BPF_OBJS) $(SKELS) $(USER_TARGETS)

@@ -129,6 +129,8 @@ struct pgwu_fib_entry {
 	__u32 ifindex;		/* egress */
 	__u8 smac[6];
 	__u8 dmac[6];
+	__u16 max_len;		/* largest IPv4 tot_len the lookup's MTU check passed */
+	__u16 pad;
 };
 
 #endif /* PGWU_H */

@@ -51,11 +51,13 @@ struct {
 	__type(value, struct pgwu_fib_entry);
 } fib_cache SEC(".maps");
 
-/* Written (incremented) by the tracing programs whenever the kernel's routes or neighbours change;
- * read by the XDP programs: a cache entry made under an older generation is stale. */
+/* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
+ * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
+ * an older generation is stale. [1] heartbeat of `pgwu watch` (CLOCK_MONOTONIC ns), written by it;
+ * the XDP programs use the cache only while it is fresh. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } fib_gen SEC(".maps");
