@@ -17,6 +17,7 @@ COMMANDS: list[str] = [
     "push",
     "export",
     "lab",
+    "bearers",
 ]
 
 

@@ -1,0 +1,412 @@
+"""What the GTP-U profiles (gtpu_uplink.py, gtpu_downlink.py) and `gtplab bearers` share.
+
+One parameter parser, one bearer relation, one frame-size rule, one IMIX table, so that a profile
+and the bearer file the PGW-U loads for it cannot drift apart:
+
+    bearer i:  UE = ue_base + i          local TEID = teid_base + i   (uplink, SGW -> PGW-U)
+               SGW = sgw_base + i % sgws  SGW TEID  = sgw_teid_base + i (downlink, PGW-U -> SGW)
+
+Frame sizes are sizes on the wire including the 4-byte Ethernet FCS, as TRex counts them: a
+profile asked for `size=1424` builds a 1420-byte packet and the NIC (or the embedded engine's
+accounting) adds the FCS.
+
+This module never imports TRex or Scapy at module level: gtplab (Scapy 2.8) imports it to write
+bearer files, while the profiles run under TRex's bundled Scapy 2.4.3. make_streams() receives the
+trex.stl.api module from the profile that calls it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import shlex
+import sys
+
+FCS_LEN = 4
+MIN_FRAME = 64           # Ethernet minimum, FCS included
+MAX_FRAME = 3024         # largest frame the lab's links carry (MTU 3006 + 14 + 4)
+GTPU_PORT = 2152         # TS 29.281 section 4.4.2
+ETH_LEN = 14
+VLAN_LEN = 4
+IPV4_LEN = 20
+UDP_LEN = 8
+GTPU_LEN = 8             # mandatory part, no sequence number / N-PDU / extension headers
+L4_LEN = {"udp": 8, "tcp": 20}
+LATENCY_PAYLOAD = 16     # TRex writes a 16-byte latency header at the end of the payload
+STATS_TRAILER_ROOM = 24  # payload the embedded engine's per-stream trailer wants (see docs/profiles.md)
+
+PROFILES = ("uplink", "downlink")
+
+# Defaults from the lab addressing contract (BRIEF.md); every one is a tunable.
+DEFAULT_UE_BASE = "10.64.0.1"
+DEFAULT_TEID_BASE = 0x00010000
+DEFAULT_SGW_BASE = "10.201.0.16"
+DEFAULT_SGW_TEID_BASE = 0x80000000
+DEFAULT_PGW_ADDR = "10.201.0.1"     # the PGW-U's GTP-U address (pgwu --local-addr)
+DEFAULT_PDN_BASE = "198.18.0.1"     # RFC 2544 range 198.18.0.0/15, routed on the DUT via SGi
+DEFAULT_PG_ID = {"uplink": 10, "downlink": 20}
+DEFAULT_SIZE = {"uplink": 128, "downlink": 64}
+
+# MAC addresses of the base packets: placeholders. make_streams() marks every stream "MACs from the
+# port configuration" (flags 0), so TRex and the embedded engine write the ports' real addresses.
+# They are set explicitly because Scapy resolves a missing Ether.dst by ARP on the host's interfaces.
+SRC_MAC = "02:00:00:00:00:02"
+DST_MAC = "02:00:00:00:00:01"
+
+# IMIX ("Simple IMIX", 7:4:1). Rows are inner IPv4 packet lengths, so that both directions carry the
+# same user packets: downlink frames are 64/594/1518 bytes (+4 with a VLAN tag), uplink frames are
+# 36 bytes of GTP-U/UDP/IPv4 larger (100/630/1554). pps is the relative rate of the row's stream,
+# isg its start offset in microseconds (as TRex's imix.py).
+IMIX_TABLE = (
+    {"ip_len": 46, "pps": 7, "isg": 0.0},
+    {"ip_len": 576, "pps": 4, "isg": 0.1},
+    {"ip_len": 1500, "pps": 1, "isg": 0.2},
+)
+
+
+class ProfileError(ValueError):
+    """Tunables that cannot make a valid profile (one line, says what is allowed)."""
+
+
+def header_len(profile: str, l4: str = "udp", vlans: int = 0) -> int:
+    """Bytes of headers in a frame of `profile`, FCS excluded (the payload follows them)."""
+    if profile == "uplink":
+        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + IPV4_LEN + L4_LEN[l4]
+    return ETH_LEN + (VLAN_LEN if vlans else 0) + IPV4_LEN + L4_LEN[l4]
+
+
+def min_frame_size(profile: str, l4: str = "udp", vlans: int = 0) -> int:
+    """Smallest frame size (FCS included) the profile can build: 82 for uplink with inner UDP,
+    94 with inner TCP; 64 for downlink."""
+    return max(MIN_FRAME, header_len(profile, l4, vlans) + FCS_LEN)
+
+
+def frame_size_for_ip_len(profile: str, ip_len: int, vlans: int = 0) -> int:
+    """Frame size (FCS included) that carries a user IPv4 packet of ip_len bytes."""
+    if profile == "uplink":
+        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + ip_len + FCS_LEN
+    return max(MIN_FRAME, ETH_LEN + (VLAN_LEN if vlans else 0) + ip_len + FCS_LEN)
+
+
+def s32(value: int) -> int:
+    """value mod 2**32 as a signed 32-bit number: TRex's write add_value is an int32, and adding it
+    to a 32-bit flow variable wraps modulo 2**32, so bases >= 2**31 are passed as negatives."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+# ---------------------------------------------------------------------------------------------
+# Tunables
+
+
+def _int(text: str) -> int:
+    try:
+        return int(str(text), 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _u32(text: str) -> int:
+    v = _int(text)
+    if not 0 <= v <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"not a 32-bit unsigned value: {text!r}")
+    return v
+
+
+def _positive(text: str) -> int:
+    v = _int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return v
+
+
+def _count(text: str) -> int:
+    v = _int(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return v
+
+
+def _size(text: str) -> int:
+    v = _int(text)
+    if not MIN_FRAME <= v <= MAX_FRAME:
+        raise argparse.ArgumentTypeError(
+            f"frame size {v} out of range {MIN_FRAME}..{MAX_FRAME} (bytes on the wire, FCS included)")
+    return v
+
+
+def _addr(text: str) -> int:
+    """IPv4 address as dotted quad or integer (TRex turns `-t ue_base=0x0a400001` into an int)."""
+    try:
+        if str(text).isdigit() or str(text).lower().startswith("0x"):
+            return int(ipaddress.IPv4Address(int(str(text), 0)))
+        return int(ipaddress.IPv4Address(str(text)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an IPv4 address: {text!r}") from None
+
+
+def _bool(text: str) -> bool:
+    t = str(text).lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean (yes/no/true/false/on/off/1/0): {text!r}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises ProfileError instead of exiting: TRex shows the message, gtplab makes it a UserError.
+    --help still prints and exits (TRex's loader expects that)."""
+
+    def error(self, message):
+        raise ProfileError(f"{self.prog}: {message}")
+
+
+def build_parser(profile: str) -> argparse.ArgumentParser:
+    """The tunables of gtpu_<profile>.py. Every option has a default and a help text."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}")
+    up = profile == "uplink"
+    p = _Parser(
+        prog=f"gtpu_{profile}.py",
+        description=("GTP-U G-PDUs from the SGW side (port 0, access)" if up
+                     else "plain IPv4 to the UEs from the SGi side (port 1)"),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False)
+    g = p.add_argument_group("frames")
+    g.add_argument("--size", type=_size, default=None,
+                   help=f"frame size on the wire in bytes, 4-byte FCS included (packet = size - 4), "
+                        f"{MIN_FRAME}..{MAX_FRAME}; default {DEFAULT_SIZE[profile]}"
+                        + ("; uplink needs >= 82 (inner UDP) or 94 (inner TCP)" if up else ""))
+    g.add_argument("--imix", type=_bool, nargs="?", const=True, default=False,
+                   help="one stream per IMIX_TABLE row (7:4:1 of 46/576/1500-byte user packets) "
+                        "instead of one --size stream")
+    g.add_argument("--l4", choices=("udp", "tcp"), default="udp",
+                   help="transport of the user packet" + (" (inside the tunnel)" if up else ""))
+    g.add_argument("--sport", type=_int, default=1025, help="user packet's L4 source port")
+    g.add_argument("--dport", type=_int, default=5001, help="user packet's L4 destination port")
+    if up:
+        g.add_argument("--outer-udp-csum", choices=("zero", "valid"), default="zero",
+                       help="outer UDP checksum: zero (allowed for GTP-U over IPv4, TS 29.281 "
+                            "5.1) or valid (kept valid by construction, see docs/profiles.md)")
+        g.add_argument("--clamp", type=_bool, nargs="?", const=True, default=False,
+                       help="raise a --size below the uplink minimum to the minimum (with a note on "
+                            "stderr) instead of failing")
+
+    g = p.add_argument_group("flows and bearers")
+    g.add_argument("--flow-mode", choices=("single", "multi"), default="multi",
+                   help="single: every packet is bearer 0 (no field engine); multi: the field "
+                        "engine cycles through --flows bearers")
+    g.add_argument("--flows", type=_positive, default=None,
+                   help="bearers the traffic cycles through, bearer 0..flows-1 (multi: default "
+                        "1024; single: 1)")
+    g.add_argument("--bearers", type=_positive, default=None,
+                   help="bearers in the bearer file (gtplab bearers), >= --flows; default --flows")
+    g.add_argument("--ue-base", type=_addr, default=DEFAULT_UE_BASE, help="UE address of bearer 0")
+    g.add_argument("--teid-base", type=_u32, default=DEFAULT_TEID_BASE,
+                   help="local (uplink) TEID of bearer 0")
+    g.add_argument("--sgw-base", type=_addr, default=DEFAULT_SGW_BASE, help="address of SGW 0")
+    g.add_argument("--sgws", type=_positive, default=4,
+                   help="number of SGWs; bearer i uses SGW i %% sgws (multi: must divide --flows "
+                        "when smaller than it)")
+    g.add_argument("--sgw-teid-base", type=_u32, default=DEFAULT_SGW_TEID_BASE,
+                   help="SGW (downlink) TEID of bearer 0")
+    g.add_argument("--pdn-base", type=_addr, default=DEFAULT_PDN_BASE,
+                   help=("first PDN address: the user packet's destination is pdn_base + i %% sgws"
+                         if up else "first PDN address: sources are pdn_base .. + pdn_addrs - 1"))
+    if up:
+        g.add_argument("--pgw-addr", type=_addr, default=DEFAULT_PGW_ADDR,
+                       help="the PGW-U's GTP-U address (outer destination)")
+    else:
+        g.add_argument("--pdn-addrs", type=_positive, default=256,
+                       help="number of PDN source addresses (multi mode)")
+        g.add_argument("--vlans", type=_int, default=0,
+                       help="0: untagged; N: 802.1Q tag with VLAN id vlan_base .. vlan_base+N-1 "
+                            "(multi mode varies it)")
+        g.add_argument("--vlan-base", type=_int, default=100, help="first VLAN id")
+
+    g = p.add_argument_group("statistics")
+    g.add_argument("--stats", choices=("none", "stats", "latency"), default="none",
+                   help="per-stream counters: stats = STLFlowStats, latency = STLFlowLatencyStats "
+                        "(counters plus latency)")
+    g.add_argument("--pg-id", type=_count, default=DEFAULT_PG_ID[profile],
+                   help="packet group id of the first stream (IMIX streams take the next ones)")
+    return p
+
+
+def normalize_tunables(tunables=(), kwargs=None) -> list[str]:
+    """The tunables as an argparse list, whatever form they came in:
+    - a list of strings (TRex >= 2.89: `-t --size 1424`, or `-t size=1424` converted by the console
+      into ['--size', '1424']); option names with '_' are accepted for '-' (`-t teid_base=...`)
+    - a string 'size=1424,flows=8' (old TRex syntax) or '--size 1424 --flows 8'
+    - a dict {'size': 1424} (old TRex versions passed tunables as keyword arguments)
+    If tunables is empty, keyword arguments the caller got (minus TRex's own) are used."""
+    if tunables is None:
+        tunables = ()
+    if isinstance(tunables, dict):
+        out = []
+        for k, v in tunables.items():
+            out += [f"--{k}", str(v)]
+    elif isinstance(tunables, str):
+        if tunables.strip().startswith("-"):
+            out = shlex.split(tunables)
+        else:
+            out = []
+            for tok in filter(None, (t.strip() for t in tunables.split(","))):
+                if "=" not in tok:
+                    raise ProfileError(f"bad tunable {tok!r}: expected NAME=VALUE")
+                k, v = tok.split("=", 1)
+                out += [f"--{k.strip()}", v.strip().strip("'\"")]
+    else:
+        out = [str(t) for t in tunables]
+    if not out and kwargs:
+        extra = {k: v for k, v in kwargs.items() if k not in ("port_id", "direction", "tunables")}
+        return normalize_tunables(extra)
+    norm = []
+    for tok in out:
+        if tok.startswith("--"):
+            name, eq, val = tok[2:].partition("=")
+            tok = "--" + name.replace("_", "-") + eq + val
+        norm.append(tok)
+    return norm
+
+
+def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
+    """Parse and check the tunables of a profile; returns the namespace with every derived value
+    resolved (size, flows, bearers, sgw_period, streams). Raises ProfileError."""
+    args = build_parser(profile).parse_args(normalize_tunables(tunables, kwargs))
+    args.profile = profile
+    if not hasattr(args, "vlans"):
+        args.vlans = 0
+    up = profile == "uplink"
+
+    # flows and bearers
+    if args.flow_mode == "single":
+        if args.flows not in (None, 1):
+            raise ProfileError(f"--flow-mode single sends one flow (bearer 0); --flows {args.flows} "
+                               "needs --flow-mode multi")
+        args.flows = 1
+    elif args.flows is None:
+        args.flows = 1024
+    if args.bearers is None:
+        args.bearers = args.flows
+    if args.bearers < args.flows:
+        raise ProfileError(f"--bearers {args.bearers} < --flows {args.flows}: every flow needs a bearer")
+    # The outer source is driven by a second flow variable (k = 0..period-1) that runs in step with
+    # the bearer variable (i = 0..flows-1); k == i % sgws for every packet only if period divides
+    # flows. With flows <= sgws, i % sgws == i, so period = flows.
+    args.sgw_period = min(args.sgws, args.flows)
+    if up and args.flows % args.sgw_period:
+        raise ProfileError(f"--flows {args.flows} must be a multiple of --sgws {args.sgws} (bearer i "
+                           f"uses SGW i % sgws; the field engine keeps them in step only then)")
+    for name, base, n in (("--ue-base", args.ue_base, args.bearers),
+                          ("--teid-base", args.teid_base, args.bearers),
+                          ("--sgw-teid-base", args.sgw_teid_base, args.bearers),
+                          ("--sgw-base", args.sgw_base, min(args.sgws, args.bearers))):
+        if base + n - 1 > 0xFFFFFFFF:
+            raise ProfileError(f"{name} {base:#x} + {n} bearers overflows 32 bits")
+    if args.teid_base == 0:
+        raise ProfileError("--teid-base 0: TEID 0 is reserved (TS 29.281 5.1: signalling only)")
+    if args.sgw_teid_base == 0:
+        raise ProfileError("--sgw-teid-base 0: TEID 0 is reserved (TS 29.281 5.1: signalling only)")
+    if not up:
+        if args.pdn_base + args.pdn_addrs - 1 > 0xFFFFFFFF:
+            raise ProfileError("--pdn-base + --pdn-addrs overflows 32 bits")
+        if args.vlans < 0 or args.vlans > 4094:
+            raise ProfileError(f"--vlans {args.vlans} out of range 0..4094")
+        if args.vlans and not (1 <= args.vlan_base and args.vlan_base + args.vlans - 1 <= 4094):
+            raise ProfileError(f"VLAN ids {args.vlan_base}..{args.vlan_base + args.vlans - 1} "
+                               "out of range 1..4094")
+    elif args.pdn_base + args.sgw_period - 1 > 0xFFFFFFFF:
+        raise ProfileError("--pdn-base + --sgws overflows 32 bits")
+    for name in ("sport", "dport"):
+        if not 0 <= getattr(args, name) <= 0xFFFF:
+            raise ProfileError(f"--{name} {getattr(args, name)} out of range 0..65535")
+
+    # frame sizes: one stream per row
+    lo = min_frame_size(profile, args.l4, args.vlans)
+    if args.imix:
+        if args.size is not None:
+            raise ProfileError("--imix and --size exclude each other (IMIX sizes come from IMIX_TABLE)")
+        args.streams = [dict(size=frame_size_for_ip_len(profile, r["ip_len"], args.vlans),
+                             pps=r["pps"], isg=r["isg"]) for r in IMIX_TABLE]
+    else:
+        size = DEFAULT_SIZE[profile] if args.size is None else args.size
+        if size < lo:
+            if up and args.clamp:
+                print(f"gtpu_uplink.py: size {size} is below the uplink minimum {lo} "
+                      f"(GTP-U + inner IPv4/{args.l4.upper()} headers + FCS); sending {lo}-byte frames",
+                      file=sys.stderr)
+                size = lo
+            else:
+                raise ProfileError(
+                    f"size {size} is too small: the smallest {profile} frame with inner IPv4/"
+                    f"{args.l4.upper()} is {lo} bytes (FCS included); use --size >= {lo}"
+                    + (" or --clamp" if up else ""))
+        args.size = size
+        args.streams = [dict(size=size, pps=1, isg=0.0)]
+    for s in args.streams:
+        s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans)
+        if args.stats == "latency" and s["payload"] < LATENCY_PAYLOAD:
+            raise ProfileError(f"--stats latency needs {LATENCY_PAYLOAD} bytes of payload; a "
+                               f"{s['size']}-byte frame has {s['payload']}: use a larger --size")
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# Bearers
+
+
+def bearer(args: argparse.Namespace, i: int) -> tuple[int, int, int, int]:
+    """(local TEID, UE address, SGW address, SGW TEID) of bearer i, addresses as integers."""
+    return (args.teid_base + i, args.ue_base + i, args.sgw_base + i % args.sgws,
+            args.sgw_teid_base + i)
+
+
+def ip(n: int) -> str:
+    """Dotted quad of an integer address (fast: a million bearers are a million lines)."""
+    return f"{n >> 24}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def bearer_lines(args: argparse.Namespace, csum: str = "default"):
+    """Lines of the pgwu bulk bearer file (`pgwu session load FILE`) for bearers 0..bearers-1:
+    `TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off]`."""
+    tail = "" if csum == "default" else f" csum={csum}"
+    for i in range(args.bearers):
+        teid, ue, sgw, sgw_teid = bearer(args, i)
+        yield f"{teid:#010x} {ip(ue)} {ip(sgw)} {sgw_teid:#010x}{tail}\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+
+
+def payload(n: int) -> bytes:
+    """n bytes of a fixed, recognisable pattern (never all zero)."""
+    pattern = bytes(range(0x20, 0x7F))
+    return (pattern * (n // len(pattern) + 1))[:n]
+
+
+def make_streams(stl, args: argparse.Namespace, build) -> list:
+    """One STLStream per args.streams row. build(size, payload_len) returns (scapy packet, list of
+    field-engine instructions); stl is the trex.stl.api module of the calling profile."""
+    streams = []
+    for n, row in enumerate(args.streams):
+        pkt, instructions = build(row["size"], row["payload"])
+        if len(pkt) != row["size"] - FCS_LEN:
+            raise ProfileError(f"internal: built {len(pkt)} bytes for a {row['size']}-byte frame")
+        vm = stl.STLScVmRaw(instructions) if instructions else None
+        flow_stats = None
+        if args.stats == "stats":
+            flow_stats = stl.STLFlowStats(pg_id=args.pg_id + n)
+        elif args.stats == "latency":
+            flow_stats = stl.STLFlowLatencyStats(pg_id=args.pg_id + n)
+        streams.append(stl.STLStream(
+            name=f"{args.profile}_{row['size']}" + (f"_imix{n}" if args.imix else ""),
+            packet=stl.STLPktBuilder(pkt=pkt, vm=vm),
+            mode=stl.STLTXCont(pps=row["pps"]),
+            isg=row["isg"],
+            flow_stats=flow_stats,
+            mac_src_override_by_pkt=False,   # source MAC: the port's
+            mac_dst_override_mode=0))        # destination MAC: the port's configured next hop
+    return streams
