@@ -201,13 +201,16 @@ def gtpu(inner, *, teid: int = TEID_UL, gtp_type: int = GTP_GPDU, src: str = SGW
 
 def gpdu(teid: int = TEID_UL, ue: str = UE_ADDR, dst: str = PDN_ADDR, *, size: int | None = None,
          l4: str | int = "udp", ttl: int = 64, tos: int = 0, df: bool = False, inner_id: int = 1,
-         inner_udp_csum: bool = True, inner: Packet | None = None, **kw) -> Packet:
+         inner_udp_csum: bool = True, inner: Packet | None = None, outer_src: str = SGW_ADDR,
+         outer_dst: str = PGW_ADDR, **kw) -> Packet:
     """An uplink G-PDU: SGW -> PGW-U, carrying an IPv4 packet from `ue` to `dst`.
 
     size: frame size on the wire (incl. FCS); the inner L4 payload is padded to reach it.
     inner: a ready inner packet (then size must be None). Other keywords go to gtpu() (vlan, ext, seq,
-    npdu, src, dst addresses, MACs, flags, length ...) or are the inner packet's (l4, ttl, tos, df).
+    npdu, MACs, flags, length ...) or are the inner packet's (l4, ttl, tos, df). dst is the inner
+    destination; outer_src/outer_dst are the tunnel's addresses (SGW -> PGW-U).
     """
+    kw.update(src=outer_src, dst=outer_dst)
     if inner is not None:
         if size is not None:
             raise ValueError("gpdu: give either inner or size, not both")

@@ -249,7 +249,7 @@ drop("ul outer offset 185", "access", with_ip(_f, 14, frag=185), "drop_outer_fra
 drop("ul outer MF+DF+offset", "access", with_ip(_f, 14, frag=0x6001), "drop_outer_frag")
 ul_fwd("ul outer DF only is fine", with_ip(_f, 14, frag=0x4000))
 untouched("ul fragment to another address", "access",
-          with_ip(bytes(P.gpdu(size=200, dst="192.0.2.77")), 14, frag=0x2000), "pass_not_gtpu")
+          with_ip(bytes(P.gpdu(size=200, outer_dst="192.0.2.77")), 14, frag=0x2000), "pass_not_gtpu")
 drop("ul outer fragment, not GTP port", "access",
      with_ip(bytes(P.gpdu(size=200, dport=53)), 14, frag=0x2000), "drop_outer_frag")
 
@@ -308,7 +308,7 @@ untouched("access QinQ 0x88a8", "access", _q[:12] + b"\x88\xa8" + _q[14:], "pass
 untouched("access double 802.1Q", "access", _q[:12] + b"\x81\x00\x00\x0b" + _q[12:], "pass_not_ipv4")
 untouched("access other UDP to us", "access", P.gpdu(size=200, dport=53), "pass_not_gtpu")
 untouched("access UDP sport 2152 dport 9999", "access", P.gpdu(size=200, dport=9999), "pass_not_gtpu")
-untouched("access GTP-U to another address", "access", P.gpdu(size=200, dst="192.0.2.9"), "pass_not_gtpu")
+untouched("access GTP-U to another address", "access", P.gpdu(size=200, outer_dst="192.0.2.9"), "pass_not_gtpu")
 untouched("access echo to another address", "access", P.echo_request(1, dst="192.0.2.9"), "pass_not_gtpu")
 untouched("access TCP to us", "access",
           P.Ether(src=SGW_MAC, dst=P.PGW_ACCESS_MAC) / P.ip_packet(P.SGW_ADDR, P.PGW_ADDR, l4="tcp", dport=2152),
@@ -354,7 +354,7 @@ def trunc_rows(tmpl: bytes, tag: str, l2: int, inner_at: int, gtp_at: int, exts:
 
 
 trunc_rows(_T, "vlan+S+ext", 18, _T_INNER, 46, [(58, 62), (62, 66)])
-trunc_rows(_TP, "plain", 14, 14 + 36, 34, [])
+trunc_rows(_TP, "plain", 14, 14 + 36, 14 + 28, [])
 
 # sanity of the hand-computed layout above (a broken template would make the rows meaningless)
 assert O.gpdu_inner(_T) == bytes(P.ip_packet(P.UE_ADDR, P.PDN_ADDR, payload_len=4))
