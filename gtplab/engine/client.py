@@ -149,6 +149,7 @@ class LocalClient:
         self._captures: dict[int, dict] = {}
         self._next_cap = 1
         self._cap_lock = threading.Lock()
+        self._run_t0 = 0.0
 
     # ---- connection -------------------------------------------------------------------------
     def connect(self) -> None:
@@ -330,6 +331,8 @@ class LocalClient:
             for s in p.streams.values():
                 self._load_stream(p, s)      # fresh variables and sequence, like TRex's start
             self._reset_rx_sequence()
+        if not self.is_traffic_active():
+            self._run_t0 = time.monotonic()
         for p in targets:
             p.stop_ev = threading.Event()
             p.error = None
@@ -365,12 +368,12 @@ class LocalClient:
                 for s in streams:
                     if s.done:
                         continue
-                    n = _due(s, el) - s.sent
-                    while n > 0:
-                        k = min(n, MAX_CALL_FRAMES)
-                        runners[s.sid].run(k)
-                        s.sent += k
-                        n -= k
+                    # one call per stream and round, so time, stop and duration are rechecked
+                    # even when the rate asked for is more than the port can do
+                    n = min(_due(s, el) - s.sent, MAX_CALL_FRAMES)
+                    if n > 0:
+                        runners[s.sid].run(n)
+                        s.sent += n
                         busy = True
                     if s.sent >= _total(s):
                         s.done = True
@@ -474,11 +477,12 @@ class LocalClient:
             r, b = raw["port"][pid], base["port"].get(pid, {})
             d = {k: r[k] - b.get(k, 0) for k in ("opackets", "obytes", "ipackets", "ibytes")}
             secs = self._window(p)
+            rsecs = self._rx_window()
             d.update(oerrors=0, ierrors=0, capture_lost=r["cap_lost"] - b.get("cap_lost", 0))
             d["tx_pps"] = d["opackets"] / secs if secs else 0.0
-            d["rx_pps"] = d["ipackets"] / secs if secs else 0.0
+            d["rx_pps"] = d["ipackets"] / rsecs if rsecs else 0.0
             d["tx_bps"] = d["obytes"] * 8 / secs if secs else 0.0
-            d["rx_bps"] = d["ibytes"] * 8 / secs if secs else 0.0
+            d["rx_bps"] = d["ibytes"] * 8 / rsecs if rsecs else 0.0
             d["tx_bps_L1"] = d["tx_bps"] + d["tx_pps"] * 20 * 8
             d["rx_bps_L1"] = d["rx_bps"] + d["rx_pps"] * 20 * 8
             d["tx_util"] = d["tx_bps_L1"] / p.spec.speed_bps * 100
@@ -498,6 +502,16 @@ class LocalClient:
             return 0.0
         end = p.t_end if p.t_end else time.monotonic()
         return max(0.0, end - p.t_start)
+
+    def _rx_window(self) -> float:
+        """Receive rates are over the span of the latest transmission of any port (a port
+        may only receive)."""
+        started = [p for p in self.ports.values() if p.t_start >= self._run_t0 > 0]
+        if not started:
+            return 0.0
+        t0 = self._run_t0
+        ends = [p.t_end if p.t_end else time.monotonic() for p in started]
+        return max(0.0, max(ends) - t0)
 
     def _pg_stats(self, raw: dict, base: dict) -> tuple[dict, dict]:
         flow: dict = {"global": {"rx_err": {}, "tx_err": {}}}
@@ -534,7 +548,8 @@ class LocalClient:
                     agg["lat_max"] = max(agg["lat_max"], r["lat_max"])
             rxp = fs["rx_pkts"]["total"]
             fs["tx_pps"] = {s.port: txp / secs if secs else 0.0}
-            fs["rx_pps"] = {"total": rxp / secs if secs else 0.0}
+            rsecs = self._rx_window()
+            fs["rx_pps"] = {"total": rxp / rsecs if rsecs else 0.0}
             fs["loss"] = {"total": txp - rxp}
             flow[pg] = fs
             if s.cs.latency:
