@@ -221,7 +221,8 @@ class Pusher:
     def finish(self) -> bool:
         """End of the sweep: one last try for held cases, remove the live group. True if none is held."""
         if self.gateway_url and self.pending:
-            self.push(self.pending.pop())
+            last = self.pending.pop()
+            self.push(last)  # pushes the held cases first, then last
         if self.gateway_url and not self.pending:
             try:
                 delete_from_gateway(self.gateway_url, job=LIVE_JOB,

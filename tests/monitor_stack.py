@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path

@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -290,3 +289,20 @@ def test_export_writes_csv(stack, tmp_path):
     assert cp.returncode == 2 and "parse error" in cp.stderr and not (tmp_path / "x.csv").exists()
     cp = gtplab("export", "--start", "now", "--end", "now-1h", "-o", str(tmp_path / "y.csv"))
     assert cp.returncode == 2 and "before" in cp.stderr
+
+
+def test_pusher_with_the_gateway_down_all_sweep_long(tmp_path):
+    from gtplab.push import Pusher
+    from monitor_stack import free_ports
+    (port,) = free_ports(1)  # nothing listens there
+    run = make_run()
+    warnings: list[str] = []
+    pusher = Pusher(f"http://127.0.0.1:{port}", run, results_dir=str(tmp_path), timeout=1, warn=warnings.append)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    assert not pusher.case_started(cases[0], 0, len(cases))
+    assert [pusher.push(c) for c in cases] == [False] * 4
+    assert len(warnings) == 1 and "the sweep goes on" in warnings[0]
+    assert pusher.pending == cases and pusher.pushed == 0
+    assert not pusher.finish()
+    assert pusher.pending == cases  # still held, in order
+    assert len(warnings) == 2 and f"4 case(s) not pushed; they are in {tmp_path}" in warnings[1]
