@@ -89,6 +89,47 @@ def dp(dataplane):
     return dataplane
 
 
+def heartbeat_age_s(dp) -> float:
+    v = dp.maps["fib_gen"].lookup(struct.pack("=I", 1))
+    if v is None:
+        return float("inf")
+    return (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - struct.unpack("=Q", v)[0]) / 1e9
+
+
+@pytest.fixture(scope="module")
+def watch(ns, pgwu_pin_dir, dataplane):
+    """`pgwu watch` in the test netns: it keeps the route-change socket and the heartbeat without which
+    the data plane does not trust its FIB cache (the cache variants need it running)."""
+    from gtplab.dataplane import PGWU_BIN
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(PGWU_BIN), "-d", pgwu_pin_dir, "watch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 5
+        while heartbeat_age_s(dataplane) > 1.0:
+            if proc.poll() is not None:
+                pytest.fail(f"pgwu watch exited ({proc.returncode}): {proc.stderr.read().strip()}")
+            if time.monotonic() > deadline:
+                pytest.fail("pgwu watch runs but writes no heartbeat into fib_gen[1]")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(params=[False, True], ids=["nocache", "cache"])
+def fib_cache(request):
+    """Both ways: without the cache, and with it (then `pgwu watch` must be running)."""
+    if request.param:
+        request.getfixturevalue("watch")
+    return request.param
+
+
 def setup(dp, fib_cache: bool):
     dp.set_config(Config(local_addr=P.PGW_ADDR, csum=True, fib_cache=fib_cache, ue_pool=P.UE_POOL,
                          nexthop=(Nexthop(), Nexthop())))
@@ -125,7 +166,6 @@ def cache_entry(dp, dst: str, ingress: int):
     return eg, s, d
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 def test_resolved_next_hops(dp, ns, devs, fib_cache):
     setup(dp, fib_cache)
     a0, s0 = devs["a0"], devs["s0"]
@@ -149,7 +189,6 @@ def test_resolved_next_hops(dp, ns, devs, fib_cache):
     assert out == exp, O.mismatch_report(exp, out)
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 def test_no_neigh_passes_decapsulated(dp, ns, devs, fib_cache):
     setup(dp, fib_cache)
     f = bytes(P.gpdu(dst=PDN_NONEIGH, size=256, vlan=7))
@@ -161,7 +200,6 @@ def test_no_neigh_passes_decapsulated(dp, ns, devs, fib_cache):
     assert (u.packets, u.bytes) == (0, 0), "usage counted on a passed packet"
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 def test_no_neigh_passes_encapsulated(dp, ns, devs, fib_cache):
     setup(dp, fib_cache)
     ip(ns, "neigh", "del", P.SGW_ADDR, "dev", "a0")
@@ -177,7 +215,6 @@ def test_no_neigh_passes_encapsulated(dp, ns, devs, fib_cache):
         ip(ns, "neigh", "replace", P.SGW_ADDR, "lladdr", M_SGW, "dev", "a0", "nud", "permanent")
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 @pytest.mark.parametrize("dst", [BLACKHOLE, UNREACH, PROHIBIT], ids=["blackhole", "unreachable", "prohibit"])
 def test_no_route_drops(dp, ns, devs, dst, fib_cache):
     setup(dp, fib_cache)
@@ -185,7 +222,6 @@ def test_no_route_drops(dp, ns, devs, dst, fib_cache):
     assert (v, counted) == ("drop", [("drop_no_route", "drop")])
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 def test_fib_other(dp, ns, devs, fib_cache):
     setup(dp, fib_cache)
     a0 = devs["a0"][0]
@@ -223,7 +259,6 @@ def poll(fn, deadline_s=2.0):
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("fib_cache", [False, True], ids=["nocache", "cache"])
 def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
     setup(dp, fib_cache)
     a0, s0 = devs["a0"], devs["s0"]
@@ -236,6 +271,8 @@ def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
 
     try:
         assert dmac_of(near) == ("redirect", [("ul_fwd", "redirect")], P.mac_bytes(M_NEAR), P.mac_bytes(s0[1]))
+        if fib_cache:
+            assert cache_entry(dp, PDN_NEAR, a0[0]) is not None, "fib cache on, but the lookup was not cached"
         # the neighbour's MAC changes
         ip(ns, "neigh", "replace", PDN_NEAR, "lladdr", M_NEAR2, "dev", "s0", "nud", "permanent")
         assert poll(lambda: dmac_of(near)[2] == P.mac_bytes(M_NEAR2)), "neighbour MAC change not followed"
