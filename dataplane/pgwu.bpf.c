@@ -299,8 +299,14 @@ int xdp_access(struct xdp_md *ctx)
 	if (gtp->flags & GTP_FLAGS_OPT) {
 		struct gtpu_opt *opt = cur.pos;
 
-		if ((void *)(opt + 1) > ip_end || (void *)(opt + 1) > data_end) {
+		/* the frame ends inside the optional fields: truncated; they are in the frame
+		 * but the GTP length doesn't cover them: a length error */
+		if ((void *)(opt + 1) > data_end) {
 			reason = PGWU_R_DROP_TRUNC_GTP;
+			goto out;
+		}
+		if (gtp_len < sizeof(*opt)) {
+			reason = PGWU_R_DROP_GTP_BAD_LEN;
 			goto out;
 		}
 		cur.pos = opt + 1;
