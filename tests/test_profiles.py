@@ -747,8 +747,13 @@ def test_downlink_imix_and_errors(trex):
     for s in streams:
         check_downlink_base(s, a, len(binary(s)) + 4)
         check_downlink_program(s, a)
-    with pytest.raises(LoadError, match="latency needs 16 bytes of payload"):
+    with pytest.raises(LoadError, match="latency needs 16 bytes of payload.* has 2: use --size >= 78"):
         trex.streams("downlink", argv(size=64, vlans=2, l4="tcp", stats="latency"))
+    with pytest.raises(LoadError, match="stats needs 16 bytes of payload.* has 0: use --size >= 98"):
+        trex.streams("uplink", argv(size=82, stats="stats"))
+    # 64-byte untagged UDP downlink leaves 18 bytes: room for the stats trailer
+    (s,) = trex.streams("downlink", argv(size=64, stats="stats"))
+    assert len(binary(s)) == 60 and len(Ether(binary(s))[Raw].load) == 18
     with pytest.raises(LoadError, match="out of range 1..4094"):
         trex.streams("downlink", argv(vlans=2, vlan_base=4094))
 

@@ -24,7 +24,7 @@ import sys
 
 FCS_LEN = 4
 MIN_FRAME = 64           # Ethernet minimum, FCS included
-MAX_FRAME = 3024         # largest frame the lab's links carry (MTU 3006 + 14 + 4)
+MAX_FRAME = 3024         # largest frame of a sweep (the lab's links have MTU 3200, docs/lab.md)
 GTPU_PORT = 2152         # TS 29.281 section 4.4.2
 ETH_LEN = 14
 VLAN_LEN = 4
@@ -32,8 +32,8 @@ IPV4_LEN = 20
 UDP_LEN = 8
 GTPU_LEN = 8             # mandatory part, no sequence number / N-PDU / extension headers
 L4_LEN = {"udp": 8, "tcp": 20}
-LATENCY_PAYLOAD = 16     # TRex writes a 16-byte latency header at the end of the payload
-STATS_TRAILER_ROOM = 24  # payload the embedded engine's per-stream trailer wants (see docs/profiles.md)
+STATS_PAYLOAD = 16       # per-stream stats need the last 16 payload bytes: TRex's latency header,
+                         # the embedded engine's trailer (docs/engine.md) for stats and latency
 
 PROFILES = ("uplink", "downlink")
 
@@ -347,9 +347,10 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
         args.streams = [dict(size=size, pps=1, isg=0.0)]
     for s in args.streams:
         s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans)
-        if args.stats == "latency" and s["payload"] < LATENCY_PAYLOAD:
-            raise ProfileError(f"--stats latency needs {LATENCY_PAYLOAD} bytes of payload; a "
-                               f"{s['size']}-byte frame has {s['payload']}: use a larger --size")
+        if args.stats != "none" and s["payload"] < STATS_PAYLOAD:
+            raise ProfileError(f"--stats {args.stats} needs {STATS_PAYLOAD} bytes of payload; a "
+                               f"{s['size']}-byte {profile} frame has {s['payload']}: use --size >= "
+                               f"{s['size'] + STATS_PAYLOAD - s['payload']}")
     return args
 
 
