@@ -1,0 +1,307 @@
+"""Ansible provisioning (ansible/): lint, syntax, rendered configs, and local.yml for real.
+
+Unit tests: ansible-lint (production profile), --syntax-check of every playbook, and
+ansible/tests/render.yml, which renders the trex, dut and monitoring roles' files for the example
+inventory into a temp dir (the rendered trex_cfg.yaml and prometheus.yml are checked, the latter with
+`promtool check config`).
+Lab tests: local.yml run twice on this machine (the second run must report changed=0), and the DUT's
+network setup script run twice on veths inside a namespace of our own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+TOP = Path(__file__).resolve().parent.parent
+ANSIBLE = TOP / "ansible"
+VENV_BIN = Path(sys.executable).parent
+EXAMPLE = ANSIBLE / "inventory" / "example"
+PLAYBOOKS = ["site.yml", "local.yml", "tests/render.yml"]
+
+
+def _tool(name: str) -> str:
+    path = VENV_BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found (it comes with requirements.txt: run ./setup.sh)")
+    return found
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["ANSIBLE_CONFIG"] = str(ANSIBLE / "ansible.cfg")
+    return env
+
+
+def _playbook(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([_tool("ansible-playbook"), *args], cwd=ANSIBLE, env=_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _changed_tasks(output: str) -> list[str]:
+    """Names of the tasks that reported a change in an ansible-playbook output."""
+    tasks, current = [], None
+    for line in output.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            current = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed:") and current and current not in tasks:
+            tasks.append(current)
+    return tasks
+
+
+def _recap(output: str) -> dict[str, int]:
+    """The PLAY RECAP counters of the single host in an ansible-playbook output."""
+    m = re.search(r"PLAY RECAP \*+\n(\S+)\s+:\s+(.*)", output)
+    assert m, f"no PLAY RECAP in the output:\n{output[-3000:]}"
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+
+
+# ---- lint and syntax ------------------------------------------------------------------------------
+
+def test_ansible_lint_production():
+    cp = subprocess.run([_tool("ansible-lint"), "--profile", "production", "--nocolor", "ansible/"],
+                        cwd=TOP, env=_env(), capture_output=True, text=True, timeout=300)
+    out = cp.stdout + cp.stderr
+    assert cp.returncode == 0, f"ansible-lint failed:\n{out[-5000:]}"
+    assert "Profile 'production' was required, and it passed" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_syntax_check(playbook):
+    cp = _playbook("-i", str(EXAMPLE), "--syntax-check", playbook, timeout=120)
+    assert cp.returncode == 0, f"--syntax-check {playbook} failed:\n{cp.stdout}{cp.stderr}"
+
+
+# ---- rendered templates for the example inventory ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ansible-render")
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "-e", f"render_dir={out}")
+    assert cp.returncode == 0, f"render.yml failed:\n{cp.stdout[-4000:]}{cp.stderr[-2000:]}"
+    recap = _recap(cp.stdout)
+    assert recap["failed"] == 0
+    return out
+
+
+def _group_vars(group: str) -> dict:
+    return yaml.safe_load((EXAMPLE / "group_vars" / f"{group}.yml").read_text())
+
+
+def _hosts() -> dict:
+    return yaml.safe_load((EXAMPLE / "hosts.yml").read_text())["all"]["children"]
+
+
+def test_trex_cfg_rendered(rendered):
+    gv = _group_vars("trex")
+    (host,) = _hosts()["trex"]["hosts"]
+    cfg = yaml.safe_load((rendered / host / "trex_cfg.yaml").read_text())
+    assert isinstance(cfg, list) and len(cfg) == 1, cfg
+    cfg = cfg[0]
+    assert cfg["version"] == 2
+    assert cfg["port_limit"] == 2
+    assert cfg["interfaces"] == [p["pci"] for p in gv["trex_ports"]]
+    # lab addressing contract: port 0 = access side, port 1 = SGi side, gateways = the DUT
+    assert cfg["port_info"] == [
+        {"ip": "10.201.0.2", "default_gw": "10.201.0.1"},
+        {"ip": "10.202.0.2", "default_gw": "10.202.0.1"},
+    ]
+    platform = cfg["platform"]
+    assert platform["master_thread_id"] == gv["trex_master_core"]
+    assert platform["latency_thread_id"] == gv["trex_latency_core"]
+    assert platform["dual_if"] == gv["trex_dual_if"]
+    used = [platform["master_thread_id"], platform["latency_thread_id"]] + platform["dual_if"][0]["threads"]
+    assert len(used) == len(set(used)), f"a core is used twice: {used}"
+
+
+def test_prometheus_config_rendered(rendered):
+    (host,) = _hosts()["monitoring"]["hosts"]
+    path = rendered / host / "etc" / "prometheus" / "prometheus.yml"
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.fail("promtool not found (Debian package prometheus, installed by setup.sh)")
+    cp = subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, f"promtool check config failed:\n{cp.stdout}{cp.stderr}"
+
+    cfg = yaml.safe_load(path.read_text())
+    jobs = {j["job_name"]: j for j in cfg["scrape_configs"]}
+    assert set(jobs) == {"prometheus", "pushgateway", "node", "pgwu"}
+    assert jobs["pushgateway"]["honor_labels"] is True
+    children = _hosts()
+
+    def addr(group: str, name: str) -> str:
+        return children[group]["hosts"][name]["ansible_host"]
+
+    node = sorted(t for sc in jobs["node"]["static_configs"] for t in sc["targets"])
+    want_node = sorted(f"{addr(g, h)}:9100" for g in ("trex", "dut", "monitoring") for h in children[g]["hosts"])
+    assert node == want_node
+    pgwu = [t for sc in jobs["pgwu"]["static_configs"] for t in sc["targets"]]
+    port = _group_vars("dut")["dut_metrics_port"]
+    assert pgwu == [f"{addr('dut', h)}:{port}" for h in children["dut"]["hosts"]]
+
+
+def test_grafana_provisioning_rendered(rendered):
+    (host,) = _hosts()["monitoring"]["hosts"]
+    prov = rendered / host / "etc" / "grafana" / "provisioning"
+    ds = yaml.safe_load((prov / "datasources" / "gtplab.yaml").read_text())["datasources"]
+    assert len(ds) == 1 and ds[0]["type"] == "prometheus"
+    providers = yaml.safe_load((prov / "dashboards" / "gtplab.yaml").read_text())["providers"]
+    assert providers[0]["options"]["path"] == "/var/lib/grafana/dashboards/gtplab"
+    # Every datasource uid the dashboards refer to is the one provisioned.
+    refs = set()
+    for path in sorted((TOP / "dashboards").glob("*.json")):
+        text = path.read_text()
+        refs |= {m for m in re.findall(r'"datasource":\s*\{[^}]*"uid":\s*"([^"$]+)"', text)}
+    if not refs:
+        pytest.skip("no dashboards/*.json with datasource references yet")
+    assert refs == {ds[0]["uid"]}, f"dashboards use {refs}, the role provisions {ds[0]['uid']}"
+
+
+def test_dut_files_rendered(rendered):
+    gv = _group_vars("dut")
+    (host,) = _hosts()["dut"]["hosts"]
+    root = rendered / host
+    env = dict(line.split("=", 1) for line in (root / "etc/default/pgwu").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["PGWU_ACCESS_IF"] == gv["dut_access_if"] and env["PGWU_SGI_IF"] == gv["dut_sgi_if"]
+    assert "--local-addr 10.201.0.1 " in env["PGWU_LOAD_ARGS"]
+    assert "--ue-pool 10.64.0.0/12 " in env["PGWU_LOAD_ARGS"]
+    assert env["PGWU_METRICS_LISTEN"] == f"0.0.0.0:{gv['dut_metrics_port']}"
+    unit = (root / "etc/systemd/system/pgwu.service").read_text()
+    assert re.search(r"^ExecStartPre=/usr/local/sbin/pgwu attach --access \$\{PGWU_ACCESS_IF\} "
+                     r"--sgi \$\{PGWU_SGI_IF\}", unit, re.M)
+    assert re.search(r"^ExecStart=/usr/local/sbin/pgwu metrics --listen", unit, re.M)
+    assert re.search(r"^ExecStopPost=-/usr/local/sbin/pgwu unload", unit, re.M)
+    script = root / "usr/local/sbin/gtplab-dut-setup"
+    cp = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    text = script.read_text()
+    assert "flow_hash \"$ACCESS_IF\" gtpu4 sde" in text  # TEID hashing on the access side
+    assert "neigh \"10.201.0.$((16 + k))\"" in text and "seq 0 63" in text
+
+
+def test_trex_bad_ports_rejected(tmp_path):
+    """An odd number of TRex ports is refused with the role's one clear message, nothing rendered."""
+    bad = json.dumps({"trex_ports": [{"pci": "0000:3b:00.0", "ip": "10.201.0.2", "gw": "10.201.0.1"}]})
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "trex",
+                   "-e", f"render_dir={tmp_path}", "-e", bad, timeout=120)
+    assert cp.returncode != 0
+    assert "trex_ports must list an even number" in cp.stdout
+    assert not list(tmp_path.rglob("trex_cfg.yaml"))
+
+
+# ---- local.yml, for real ----------------------------------------------------------------------------
+
+def _host_net_state() -> dict[str, list]:
+    """Addresses of the host namespace's interfaces and the sysctls local.yml must leave alone."""
+    links = json.loads(subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True,
+                                      check=True).stdout)
+    state = {f"if:{l['ifname']}": sorted(a["local"] + "/" + str(a["prefixlen"]) for a in l.get("addr_info", []))
+             for l in links}
+    for key in ("net/ipv4/ip_forward", "net/ipv4/conf/all/rp_filter", "net/core/netdev_budget"):
+        state[key] = [Path("/proc/sys", key).read_text().strip()]
+    return state
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(900)
+def test_local_yml_runs_and_is_idempotent(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("local.yml provisions this machine: needs root")
+    # Build from a snapshot of dataplane/ so a concurrent edit can't make the second run rebuild.
+    src = tmp_path / "src"
+    shutil.copytree(TOP / "dataplane", src / "dataplane",
+                    ignore=shutil.ignore_patterns("*.o", "*.skel.h", "*.tmp", "pgwu"))
+    before = _host_net_state()
+
+    first = _playbook("local.yml", "-e", f"dut_src_dir={src}", timeout=600)
+    assert first.returncode == 0, f"local.yml failed:\n{first.stdout[-6000:]}{first.stderr[-2000:]}"
+    recap1 = _recap(first.stdout)
+    assert recap1["failed"] == 0 and recap1["changed"] >= 1, recap1  # it built pgwu at least
+
+    second = _playbook("local.yml", "-e", f"dut_src_dir={src}", timeout=600)
+    assert second.returncode == 0, f"local.yml (2nd run) failed:\n{second.stdout[-6000:]}"
+    recap2 = _recap(second.stdout)
+    assert recap2["changed"] == 0, f"2nd run changed: {_changed_tasks(second.stdout)}\n{second.stdout[-4000:]}"
+    assert recap2["failed"] == 0
+
+    # What it did: pgwu built from the snapshot and installed, configs valid, no interface touched.
+    built = (src / "dataplane" / "pgwu").read_bytes()
+    assert Path("/usr/local/sbin/pgwu").read_bytes() == built
+    assert os.access("/usr/local/sbin/pgwu", os.X_OK)
+    cp = subprocess.run(["promtool", "check", "config", "/etc/prometheus/prometheus.yml"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    prom = yaml.safe_load(Path("/etc/prometheus/prometheus.yml").read_text())
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in prom["scrape_configs"]}
+    assert jobs["pgwu"] == ["127.0.0.1:9464"] and jobs["node"] == ["127.0.0.1:9100"]
+    assert Path("/etc/systemd/system/pgwu.service").is_file()
+    assert "PGWU_ACCESS_IF=\n" in Path("/etc/default/pgwu").read_text()
+    if Path("/proc/1/comm").read_text().strip() != "systemd":
+        assert "not systemd" in second.stdout  # it said what it did not start
+    after = _host_net_state()
+    common = {k: v for k, v in before.items() if k in after}
+    assert {k: after[k] for k in common} == common, "local.yml changed the host's interfaces or sysctls"
+
+
+# ---- the DUT's network setup script, on veths in a namespace of our own ---------------------------
+
+def _ns(ns: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True,
+                          check=check, timeout=60)
+
+
+@pytest.mark.lab
+def test_dut_setup_script_in_namespace(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a network namespace")
+    rid = secrets.token_hex(3)
+    ns = f"gtpans-{rid}"
+    acc, sgi = f"acc{rid}", f"sgi{rid}"
+    mac = "02:00:00:0a:c1:01"
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "dut", "-e", f"render_dir={tmp_path}",
+                   "-e", json.dumps({"dut_access_if": acc, "dut_sgi_if": sgi, "dut_sgw_mac": mac,
+                                     "dut_sgw_count": 4, "dut_rx_queues": 1, "dut_irq_cores": [0]}),
+                   timeout=120)
+    assert cp.returncode == 0, cp.stdout[-3000:]
+    script = str(next(tmp_path.rglob("gtplab-dut-setup")))
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for dev in (acc, sgi):
+            _ns(ns, "ip", "link", "add", dev, "type", "veth", "peer", "name", f"p{dev}")
+            _ns(ns, "ip", "link", "set", f"p{dev}", "up")
+        first = _ns(ns, "bash", script)
+        changes = [l for l in first.stdout.splitlines() if l.startswith("changed:")]
+        assert f"changed: {acc} address 10.201.0.1/24" in changes
+        assert f"changed: {sgi} address 10.202.0.1/24" in changes
+        assert f"changed: route 198.18.0.0/15 via 10.202.0.2 dev {sgi}" in changes
+        assert sum(l.startswith("changed: neighbour") for l in changes) == 4
+        # veth has no RSS: reported, not fatal
+        assert f"note: {acc}: rx-flow-hash udp4 sdfn not supported" in first.stdout
+
+        second = _ns(ns, "bash", script)
+        assert "changed:" not in second.stdout, second.stdout
+
+        addrs = _ns(ns, "ip", "-o", "-4", "addr", "show").stdout
+        assert "inet 10.201.0.1/24" in addrs and "inet 10.202.0.1/24" in addrs
+        assert "via 10.202.0.2" in _ns(ns, "ip", "-4", "route", "show", "exact", "198.18.0.0/15").stdout
+        neigh = _ns(ns, "ip", "neigh", "show", "dev", acc).stdout
+        for k in range(4):
+            assert re.search(rf"^10\.201\.0\.{16 + k} lladdr {mac} PERMANENT", neigh, re.M), neigh
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], check=False)
