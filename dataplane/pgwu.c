@@ -269,12 +269,17 @@ static int do_config(const void *cfg)
 {
 	const struct config_opts *o = cfg;
 	struct pgwu_config c;
+	int fd, lock, err;
 	__u32 zero = 0;
-	int fd, err;
 
 	fd = pinned_open("config");
 	if (fd < 0)
 		return fd;
+	lock = pin_dir_lock();		/* read-modify-write: one pgwu writer at a time */
+	if (lock < 0) {
+		close(fd);
+		return lock;
+	}
 	err = config_read(fd, &c);
 	if (err)
 		goto out;
@@ -331,6 +336,7 @@ static int do_config(const void *cfg)
 	}
 	config_print(&c, o->json.set);
 out:
+	close(lock);
 	close(fd);
 	return err;
 }

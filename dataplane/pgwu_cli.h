@@ -104,8 +104,13 @@ struct pgwu_maps {
 	int stats;
 	int config;
 	int fib_gen;
+	int lock;	/* PIN_DIR, flock()ed by writers, or -1 */
 };
 int maps_open(struct pgwu_maps *m);
+/* maps_open, then an exclusive flock on PIN_DIR: pgwu writers take turns, so a check made before
+ * a write (no such TEID yet) still holds when the write happens. */
+int maps_open_locked(struct pgwu_maps *m);
+int pin_dir_lock(void);		/* fd holding the lock, or -errno */
 void maps_close(struct pgwu_maps *m);
 int map_max_entries(int fd, __u32 *max);
 /* Every entry of a hash map, read with BPF_MAP_LOOKUP_BATCH; keys and vals are malloc'ed. */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,7 +94,7 @@ int do_session_add(const void *cfg)
 	struct pgwu_maps m;
 	int err;
 
-	err = maps_open(&m);
+	err = maps_open_locked(&m);
 	if (err)
 		return err;
 	err = bpf_map_update_elem(m.ul, &teid, &ul, BPF_NOEXIST);
@@ -193,7 +194,7 @@ int do_session_del(const void *cfg)
 	err = one_of_teid_ue(o);
 	if (err)
 		return err;
-	err = maps_open(&m);
+	err = maps_open_locked(&m);
 	if (err)
 		return err;
 	err = bearer_find(&m, o, &b);
@@ -298,6 +299,9 @@ static int delete_keys(int fd, const __u32 *keys, size_t n)
 	return 0;
 }
 
+static int flush_both(int ul_fd, const __u32 *ul_keys, size_t n_ul, int dl_fd,
+		      const __u32 *dl_keys, size_t n_dl);
+
 int do_session_flush(const void *cfg)
 {
 	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
@@ -305,7 +309,7 @@ int do_session_flush(const void *cfg)
 	struct pgwu_maps m;
 	int err;
 
-	err = maps_open(&m);
+	err = maps_open_locked(&m);
 	if (err)
 		return err;
 	err = map_dump(m.ul, sizeof(__u32), sizeof(struct pgwu_ul_bearer), &ul_keys, &ul_vals, &n_ul);
@@ -314,10 +318,7 @@ int do_session_flush(const void *cfg)
 			       &n_dl);
 	if (err)
 		goto out;
-	/* downlink first: for a moment a UE has no route back rather than a stale one */
-	err = delete_keys(m.dl, dl_keys, n_dl);
-	if (!err)
-		err = delete_keys(m.ul, ul_keys, n_ul);
+	err = flush_both(m.ul, ul_keys, n_ul, m.dl, dl_keys, n_dl);
 	if (err) {
 		fprintf(stderr, "Couldn't flush the bearer tables: %s\n", strerror(-err));
 		goto out;
@@ -600,11 +601,15 @@ static void check_installed(struct bulk *bk, const __u64 *a, __u32 *keys, size_t
 		 "TEID %s already has a bearer (installed)%s", k, "");
 }
 
-/* Insert keys/values in chunks; *done = how many went in. */
+/*
+ * Insert keys/values in chunks; *done = how many went in. The kernel refuses BPF_NOEXIST in
+ * elem_flags of a batch update (only BPF_F_LOCK is allowed there), so this is BPF_ANY: the caller
+ * has checked, under the PIN_DIR lock, that no key exists.
+ */
 static int insert_batch(int fd, const void *keys, const void *vals, size_t vsize, size_t n,
 			size_t *done)
 {
-	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_NOEXIST);
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 	int err = 0;
 
 	*done = 0;
@@ -620,6 +625,52 @@ static int insert_batch(int fd, const void *keys, const void *vals, size_t vsize
 	return err;
 }
 
+struct insert_job {
+	int fd;
+	const void *keys, *vals;	/* vals NULL: delete keys */
+	size_t vsize, n, done;
+	int err;
+};
+
+static void *insert_thread(void *arg)
+{
+	struct insert_job *j = arg;
+
+	if (j->vals)
+		j->err = insert_batch(j->fd, j->keys, j->vals, j->vsize, j->n, &j->done);
+	else
+		j->err = delete_keys(j->fd, j->keys, j->n);
+	return NULL;
+}
+
+/*
+ * Fill both tables at once, one thread each: an insert into a large hash map is dominated by
+ * cache and TLB misses, so two maps on two cores take the time of one.
+ */
+static int insert_both(struct insert_job *ul, struct insert_job *dl)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, insert_thread, dl)) {
+		insert_thread(ul);
+		if (!ul->err)
+			insert_thread(dl);
+		return ul->err ? ul->err : dl->err;
+	}
+	insert_thread(ul);
+	pthread_join(t, NULL);
+	return ul->err ? ul->err : dl->err;
+}
+
+static int flush_both(int ul_fd, const __u32 *ul_keys, size_t n_ul, int dl_fd,
+		      const __u32 *dl_keys, size_t n_dl)
+{
+	struct insert_job ju = { .fd = ul_fd, .keys = ul_keys, .n = n_ul };
+	struct insert_job jd = { .fd = dl_fd, .keys = dl_keys, .n = n_dl };
+
+	return insert_both(&ju, &jd);
+}
+
 int do_session_load(const void *cfg)
 {
 	const struct session_opts *o = cfg;
@@ -630,12 +681,13 @@ int do_session_load(const void *cfg)
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
 	__u64 *by_teid = NULL, *by_ue = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1 };
+	struct insert_job ju, jd;
 	char *buf = NULL;
 	size_t len = 0;
 	int err;
 
-	err = maps_open(&m);
+	err = maps_open_locked(&m);
 	if (err)
 		return err;
 	err = read_file(o->file.s, &buf, &len);
@@ -700,11 +752,16 @@ int do_session_load(const void *cfg)
 		v_dl[i].local_teid = k_ul[i];
 		v_dl[i].flags = e->flags;
 	}
-	err = insert_batch(m.ul, k_ul, v_ul, sizeof(*v_ul), bk.n, &done_ul);
-	if (!err)
-		err = insert_batch(m.dl, k_dl, v_dl, sizeof(*v_dl), bk.n, &done_dl);
+	ju = (struct insert_job){ .fd = m.ul, .keys = k_ul, .vals = v_ul, .vsize = sizeof(*v_ul),
+				  .n = bk.n };
+	jd = (struct insert_job){ .fd = m.dl, .keys = k_dl, .vals = v_dl, .vsize = sizeof(*v_dl),
+				  .n = bk.n };
+	err = insert_both(&ju, &jd);
+	done_ul = ju.done;
+	done_dl = jd.done;
 	if (err) {
-		const struct file_bearer *e = &bk.e[done_ul < bk.n ? done_ul : done_dl];
+		size_t at = ju.err ? done_ul : done_dl;
+		const struct file_bearer *e = &bk.e[at < bk.n ? at : bk.n - 1];
 		int uerr;
 
 		if (err == -E2BIG)

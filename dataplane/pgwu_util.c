@@ -2,11 +2,14 @@
 /* pgwu_util.c: pinned-map access, table dumps and formatting shared by pgwu's commands. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
 #include <bpf/bpf.h>
@@ -73,6 +76,7 @@ int maps_open(struct pgwu_maps *m)
 	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen };
 	size_t i;
 
+	m->lock = -1;
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		*fds[i] = -1;
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
@@ -87,8 +91,40 @@ int maps_open(struct pgwu_maps *m)
 	return 0;
 }
 
+int pin_dir_lock(void)
+{
+	int fd, err;
+
+	fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX)) {
+		err = -errno;
+		fprintf(stderr, "Couldn't lock %s: %s\n", pin_dir, strerror(-err));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int maps_open_locked(struct pgwu_maps *m)
+{
+	int err = maps_open(m);
+
+	if (err)
+		return err;
+	m->lock = pin_dir_lock();
+	if (m->lock < 0) {
+		err = m->lock;
+		maps_close(m);
+	}
+	return err;
+}
+
 void maps_close(struct pgwu_maps *m)
 {
+	if (m->lock >= 0)
+		close(m->lock);
+	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
@@ -251,6 +287,45 @@ const char *bearer_csum_str(__u32 flags)
 	return "default";
 }
 
+struct dump_job {
+	int fd;
+	size_t key_size, val_size;
+	void *keys, *vals;
+	size_t n;
+	int err;
+};
+
+static void *dump_thread(void *arg)
+{
+	struct dump_job *j = arg;
+
+	j->err = map_dump(j->fd, j->key_size, j->val_size, &j->keys, &j->vals, &j->n);
+	return NULL;
+}
+
+/* Dump two maps at once, one thread each (walking a large hash map is mostly cache misses). */
+int map_dump_two(struct dump_job *a, struct dump_job *b)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, dump_thread, b)) {
+		dump_thread(b);
+		dump_thread(a);
+	} else {
+		dump_thread(a);
+		pthread_join(t, NULL);
+	}
+	if (a->err || b->err) {
+		free(a->keys);
+		free(a->vals);
+		free(b->keys);
+		free(b->vals);
+		a->keys = a->vals = b->keys = b->vals = NULL;
+		return a->err ? a->err : b->err;
+	}
+	return 0;
+}
+
 static ssize_t find_hi32(const __u64 *a, size_t n, __u32 key)
 {
 	size_t lo = 0, hi = n;
@@ -274,17 +349,25 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 	__u64 *dl_idx = NULL, *order = NULL;
 	struct bearer *b = NULL, *sorted = NULL;
 	bool *used = NULL;
-	size_t n_ul, n_dl, n = 0;
+	size_t n_ul = 0, n_dl = 0, n = 0;
 	int err;
 
 	memset(t, 0, sizeof(*t));
 	err = map_max_entries(m->ul, &t->cap_ul);
 	if (!err)
 		err = map_max_entries(m->dl, &t->cap_dl);
-	if (!err)
-		err = map_dump(m->ul, sizeof(*ulk), sizeof(*ulv), (void **)&ulk, (void **)&ulv, &n_ul);
-	if (!err)
-		err = map_dump(m->dl, sizeof(*dlk), sizeof(*dlv), (void **)&dlk, (void **)&dlv, &n_dl);
+	if (!err) {
+		struct dump_job ju = { .fd = m->ul, .key_size = sizeof(*ulk), .val_size = sizeof(*ulv) };
+		struct dump_job jd = { .fd = m->dl, .key_size = sizeof(*dlk), .val_size = sizeof(*dlv) };
+
+		err = map_dump_two(&ju, &jd);
+		ulk = ju.keys;
+		ulv = ju.vals;
+		n_ul = ju.n;
+		dlk = jd.keys;
+		dlv = jd.vals;
+		n_dl = jd.n;
+	}
 	if (err)
 		goto out;
 	err = -ENOMEM;

@@ -1,0 +1,666 @@
+"""The `pgwu` control tool (dataplane/pgwu), run as a subprocess against its real pinned maps.
+
+Each test gets its own PIN_DIR (/sys/fs/bpf/gtplab-test-<id>) that a fixture always unloads and
+removes. What pgwu says is cross-checked against the maps themselves (gtplab.dataplane reads them
+with bpf(2) directly), and every failing call is checked to leave the tables exactly as they were.
+Tests marked `lab` attach to a veth pair inside their own network namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import struct
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gtplab import bpf
+from gtplab.dataplane import PGWU_BIN, REASONS, VERDICTS, Dataplane
+
+PGWU = str(PGWU_BIN)
+LINK_PREFIX = "link_xdp_"
+
+
+def pgwu(pin_dir: str | None, *args: str, timeout: float = 120, env: dict | None = None
+         ) -> subprocess.CompletedProcess:
+    cmd = [PGWU] + (["-d", pin_dir] if pin_dir else []) + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def ok(pin_dir: str, *args: str, **kw) -> str:
+    cp = pgwu(pin_dir, *args, **kw)
+    assert cp.returncode == 0, f"pgwu {' '.join(args)} failed ({cp.returncode}): {cp.stderr}"
+    return cp.stdout
+
+
+def bearers(pin_dir: str) -> list[dict]:
+    return json.loads(ok(pin_dir, "session", "list", "--json"))["bearers"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    if not os.access(PGWU, os.X_OK):
+        pytest.fail(f"{PGWU} is not built: run `make -C dataplane` first")
+
+
+@pytest.fixture
+def pin_dir():
+    """A unique PIN_DIR, not loaded. Unloaded and removed afterwards whatever happened."""
+    d = f"/sys/fs/bpf/gtplab-test-{secrets.token_hex(4)}"
+    try:
+        yield d
+    finally:
+        if os.path.exists(d):
+            pgwu(d, "unload")
+        if os.path.isdir(d):
+            shutil.rmtree(d, ignore_errors=True)  # only our own, uniquely named dir
+
+
+@pytest.fixture
+def loaded(pin_dir):
+    ok(pin_dir, "load", "--max-bearers", "64", "--local-addr", "192.0.2.10", "--ue-pool", "10.45.0.0/16")
+    return pin_dir
+
+
+def add(pin_dir: str, teid, ue: str, sgw: str = "192.0.2.1", sgw_teid=0x100, *extra: str):
+    return pgwu(pin_dir, "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", sgw,
+                "--sgw-teid", str(sgw_teid), *extra)
+
+
+# ---- load / unload ------------------------------------------------------------------------------
+
+def test_load_pins_everything_and_unload_leaves_nothing(pin_dir):
+    out = ok(pin_dir, "load", "--max-bearers", "1000")
+    assert "capacity 1000" in out
+    names = set(os.listdir(pin_dir))
+    assert {"ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id",
+            "xdp_access", "xdp_sgi"} <= names
+    with bpf.Map.pinned(f"{pin_dir}/ul_bearers") as m:
+        assert m.max_entries == 1000
+    with bpf.Map.pinned(f"{pin_dir}/dl_bearers") as m:
+        assert m.max_entries == 1000
+    # every tracing program that is pinned also has its pinned link, or the FIB cache is off
+    tracing = {n for n in names if n.startswith("fib_gen_")}
+    with Dataplane(pin_dir) as dp:
+        fib_cache = dp.get_config().fib_cache
+    if fib_cache:
+        assert tracing and {f"link_{t}" for t in tracing} <= names
+    with bpf.Prog.pinned(f"{pin_dir}/xdp_access") as p:
+        prog_id = p.info().id
+
+    ok(pin_dir, "unload")
+    assert not os.path.exists(pin_dir)
+    # nothing holds the program any more: the kernel frees it (asynchronously, hence the poll)
+    deadline = time.monotonic() + 10
+    while subprocess.run(["bpftool", "prog", "show", "id", str(prog_id)],
+                         capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, f"program {prog_id} still loaded after unload"
+        time.sleep(0.1)
+
+
+def test_load_defaults_config(pin_dir):
+    ok(pin_dir, "load", "--no-fib-cache")
+    with Dataplane(pin_dir) as dp:
+        cfg = dp.get_config()
+        assert dp.maps["ul_bearers"].max_entries == 1048576
+    assert cfg.csum is True and cfg.fib_cache is False
+    assert cfg.local_addr == "0.0.0.0" and cfg.ue_pool == "0.0.0.0/0" and cfg.restart_counter == 0
+
+
+def test_load_options_reach_the_config_map(pin_dir):
+    ok(pin_dir, "load", "--local-addr", "198.51.100.1", "--ue-pool", "10.0.0.0/8", "--csum", "off",
+       "--restart-counter", "7")
+    with Dataplane(pin_dir) as dp:
+        cfg = dp.get_config()
+    assert (cfg.local_addr, cfg.ue_pool, cfg.csum, cfg.restart_counter) == ("198.51.100.1", "10.0.0.0/8",
+                                                                             False, 7)
+
+
+def test_double_load_fails_and_keeps_the_first(loaded):
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    cp = pgwu(loaded, "load")
+    assert cp.returncode == 1
+    assert "already loaded" in cp.stderr
+    assert [b["teid"] for b in bearers(loaded)] == [1]
+
+
+def test_load_failure_leaves_no_pin_dir(pin_dir):
+    # a usage error loads nothing
+    cp = pgwu(pin_dir, "load", "--max-bearers", "0")
+    assert cp.returncode == 2 and "--max-bearers" in cp.stderr
+    assert not os.path.exists(pin_dir)
+    # a PIN_DIR that is not on bpffs: pinning fails midway, what was created is removed
+    tmp = f"/tmp/gtplab-test-{secrets.token_hex(4)}/pgwu"
+    cp = pgwu(tmp, "load")
+    assert cp.returncode == 1 and "not on a bpf filesystem" in cp.stderr
+    assert not os.path.exists(os.path.dirname(tmp))
+
+
+def test_unload_and_commands_when_not_loaded(pin_dir):
+    cp = pgwu(pin_dir, "unload")
+    assert cp.returncode == 1 and f"pgwu is not loaded in {pin_dir}" in cp.stderr
+    for args in (["session", "list"], ["stats"], ["config"], ["detach"],
+                 ["session", "add", "--teid", "1", "--ue", "10.0.0.1", "--sgw", "10.0.0.2",
+                  "--sgw-teid", "1"]):
+        cp = pgwu(pin_dir, *args)
+        assert cp.returncode == 1, args
+        assert f"pgwu is not loaded in {pin_dir} (run pgwu load)" in cp.stderr, args
+    assert not os.path.exists(pin_dir)
+
+
+def test_pin_dir_from_environment(pin_dir):
+    env = dict(os.environ, PGWU_PIN_DIR=pin_dir)
+    ok(None, "load", env=env)
+    assert os.path.exists(f"{pin_dir}/config")
+    ok(None, "unload", env=env)
+    assert not os.path.exists(pin_dir)
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+
+def test_help_and_usage_errors():
+    cp = pgwu(None, "help")
+    assert cp.returncode == 0
+    for cmd in ("load", "unload", "attach", "detach", "config", "session", "stats", "metrics"):
+        assert re.search(rf"^\s+{cmd}\s", cp.stdout, re.M), cmd
+    cp = pgwu(None, "session", "add", "-h")
+    assert cp.returncode == 0
+    for opt in ("--teid T", "--ue A", "--sgw A", "--sgw-teid T", "--csum on|off|default"):
+        assert opt in cp.stdout
+    assert pgwu(None, "help", "session", "load").stdout.startswith("Usage: pgwu session load FILE")
+    for args, msg in ((["frobnicate"], "Unknown command"), (["session", "frob"], "Unknown command"),
+                      (["stats", "--bogus"], "Unknown option --bogus"),
+                      (["session", "add", "--teid", "1"], "Missing required option"),
+                      (["load", "--csum", "maybe"], "Invalid --csum"), ([], "Missing command")):
+        cp = pgwu(None, *args)
+        assert cp.returncode == 2, args
+        assert msg in cp.stderr, (args, cp.stderr)
+
+
+# ---- sessions -----------------------------------------------------------------------------------
+
+def test_session_round_trip(loaded):
+    assert add(loaded, 100, "10.45.0.1", "192.0.2.1", 0x1000).returncode == 0
+    assert add(loaded, "0x65", "10.45.0.2", "192.0.2.2", 7, "--csum", "off").returncode == 0
+
+    got = json.loads(ok(loaded, "session", "get", "--teid", "100", "--json"))
+    assert got == {"teid": 100, "ue": "10.45.0.1", "sgw": "192.0.2.1", "sgw_teid": 0x1000, "csum": "default",
+                   "uplink": {"packets": 0, "bytes": 0}, "downlink": {"packets": 0, "bytes": 0}}
+    assert json.loads(ok(loaded, "session", "get", "--ue", "10.45.0.1", "--json")) == got
+    listed = json.loads(ok(loaded, "session", "list", "--json"))
+    assert listed["capacity"] == 64 and listed["uplink"] == 2 and listed["downlink"] == 2
+    assert [(b["teid"], b["ue"], b["sgw"], b["sgw_teid"], b["csum"]) for b in listed["bearers"]] == [
+        (100, "10.45.0.1", "192.0.2.1", 0x1000, "default"), (101, "10.45.0.2", "192.0.2.2", 7, "off")]
+
+    # what the maps hold: network byte order keys and fields, the two halves joined by local TEID
+    with Dataplane(loaded) as dp:
+        ul, dl = dp.ul_bearer(101), dp.dl_bearer("10.45.0.2")
+        assert ul.ue_addr == "10.45.0.2"
+        assert (dl.sgw_addr, dl.sgw_teid, dl.local_teid, dl.flags) == ("192.0.2.2", 7, 101, 2)
+        # usage counters come from the maps
+        dp.maps["ul_bearers"].update(struct.pack("!I", 101), struct.pack("=4sIQQ", bytes([10, 45, 0, 2]),
+                                                                         0, 3, 300))
+    got = json.loads(ok(loaded, "session", "get", "--teid", "101", "--json"))
+    assert got["uplink"] == {"packets": 3, "bytes": 300}
+    human = ok(loaded, "session", "get", "--ue", "10.45.0.2")
+    assert re.search(r"^101\s+10\.45\.0\.2\s+192\.0\.2\.2\s+7\s+off\s+3\s+300\s+0\s+0$", human, re.M)
+
+    ok(loaded, "session", "del", "--teid", "100")
+    ok(loaded, "session", "del", "--ue", "10.45.0.2")
+    assert bearers(loaded) == []
+    with Dataplane(loaded) as dp:
+        assert dp.ul_bearer(100) is None and dp.dl_bearer("10.45.0.1") is None
+
+
+BAD_ADDS = [
+    (["--teid", "5", "--ue", "10.45.0.256", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2, "Invalid --ue"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "gw", "--sgw-teid", "1"], 2, "Invalid --sgw"),
+    (["--teid", "0", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2, "Invalid --teid"),
+    (["--teid", "0x100000000", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "Invalid --teid"),
+    (["--teid", "4294967296", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "Invalid --teid"),
+    (["--teid", "12ab", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2, "Invalid --teid"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "-1"], 2, "Invalid --sgw-teid"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1"], 2, "Missing required option --sgw-teid"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--csum", "yes"], 2,
+     "Invalid --csum"),
+    # duplicates of the installed bearer (TEID 1, UE 10.45.0.1)
+    (["--teid", "1", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 1,
+     "TEID 1 already has a bearer (UE 10.45.0.1)"),
+    (["--teid", "9", "--ue", "10.45.0.1", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 1,
+     "UE 10.45.0.1 already has a bearer (TEID 1)"),
+]
+
+
+@pytest.mark.parametrize("args,rc,msg", BAD_ADDS, ids=[m for _, _, m in BAD_ADDS])
+def test_session_add_bad_input_changes_nothing(loaded, args, rc, msg):
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    before = bearers(loaded)
+    cp = pgwu(loaded, "session", "add", *args)
+    assert cp.returncode == rc
+    assert msg in cp.stderr
+    assert bearers(loaded) == before
+    with Dataplane(loaded) as dp:  # no half-added bearer either
+        assert len(list(dp.maps["ul_bearers"].keys())) == 1
+        assert len(list(dp.maps["dl_bearers"].keys())) == 1
+
+
+@pytest.mark.parametrize("args,rc,msg", [
+    (["del", "--teid", "7"], 1, "No bearer with TEID 7"),
+    (["del", "--ue", "10.45.9.9"], 1, "No bearer for UE 10.45.9.9"),
+    (["del", "--teid", "1", "--ue", "10.45.0.1"], 2, "exactly one of --teid T or --ue A"),
+    (["del"], 2, "exactly one of --teid T or --ue A"),
+    (["get", "--teid", "7"], 1, "No bearer with TEID 7"),
+    (["get", "--ue", "1.2.3"], 2, "Invalid --ue"),
+])
+def test_session_del_get_errors(loaded, args, rc, msg):
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    before = bearers(loaded)
+    cp = pgwu(loaded, "session", *args)
+    assert cp.returncode == rc and msg in cp.stderr
+    assert bearers(loaded) == before
+
+
+def test_full_table(pin_dir):
+    ok(pin_dir, "load", "--max-bearers", "4")
+    for i in range(1, 5):
+        assert add(pin_dir, i, f"10.45.0.{i}").returncode == 0
+    before = bearers(pin_dir)
+    cp = add(pin_dir, 5, "10.45.0.5")
+    assert cp.returncode == 1
+    assert "bearer table full (capacity 4)" in cp.stderr
+    assert bearers(pin_dir) == before and [b["teid"] for b in before] == [1, 2, 3, 4]
+    # room again after a delete
+    ok(pin_dir, "session", "del", "--teid", "2")
+    assert add(pin_dir, 5, "10.45.0.5").returncode == 0
+
+
+def test_flush(loaded):
+    for i in range(1, 11):
+        assert add(loaded, i, f"10.45.0.{i}").returncode == 0
+    assert "flushed 10 bearers" in ok(loaded, "session", "flush")
+    assert bearers(loaded) == []
+
+
+# ---- bulk load ----------------------------------------------------------------------------------
+
+GOOD_FILE = """\
+# TEID UE SGW SGW_TEID [csum]
+1 10.45.0.1 192.0.2.1 100
+
+0x2 10.45.0.2 192.0.2.2 0x200 csum=on   # trailing comment
+3\t10.45.0.3\t192.0.2.3\t300 csum=off
+4 10.45.0.4 192.0.2.4 400 csum=default
+"""
+
+
+def test_session_load_file(loaded, tmp_path):
+    f = tmp_path / "bearers.txt"
+    f.write_text(GOOD_FILE)
+    assert "loaded 4 bearers" in ok(loaded, "session", "load", str(f))
+    assert [(b["teid"], b["ue"], b["sgw"], b["sgw_teid"], b["csum"]) for b in bearers(loaded)] == [
+        (1, "10.45.0.1", "192.0.2.1", 100, "default"), (2, "10.45.0.2", "192.0.2.2", 0x200, "on"),
+        (3, "10.45.0.3", "192.0.2.3", 300, "off"), (4, "10.45.0.4", "192.0.2.4", 400, "default")]
+
+
+BAD_LINES = [
+    ("10 10.45.1.300 192.0.2.1 1", "bad UE address '10.45.1.300'"),
+    ("10 10.45.1.10 192.0.2 1", "bad SGW address '192.0.2'"),
+    ("0 10.45.1.10 192.0.2.1 1", "bad TEID '0'"),
+    ("0x1ffffffff 10.45.1.10 192.0.2.1 1", "bad TEID '0x1ffffffff'"),
+    ("10 10.45.1.10 192.0.2.1 x1", "bad SGW TEID 'x1'"),
+    ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "got 6 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
+    ("2 10.45.1.10 192.0.2.1 1", "duplicate TEID 2 (also on line 3)"),
+    ("10 10.45.1.2 192.0.2.1 1", "duplicate UE 10.45.1.2 (also on line 3)"),
+]
+
+
+@pytest.mark.parametrize("bad,msg", BAD_LINES, ids=[m for _, m in BAD_LINES])
+def test_session_load_bad_line_loads_nothing(loaded, tmp_path, bad, msg):
+    assert add(loaded, 1000, "10.45.9.1").returncode == 0
+    before = bearers(loaded)
+    lines = ["# header", "1 10.45.1.1 192.0.2.1 1", "2 10.45.1.2 192.0.2.1 2", "",
+             "3 10.45.1.3 192.0.2.1 3", "4 10.45.1.4 192.0.2.1 4", "5 10.45.1.5 192.0.2.1 5"]
+    lines.insert(5, bad)  # line 6
+    f = tmp_path / "bad.txt"
+    f.write_text("\n".join(lines) + "\n")
+    cp = pgwu(loaded, "session", "load", str(f))
+    assert cp.returncode == 1
+    assert re.search(rf"^{re.escape(str(f))}:6: .*{re.escape(msg)}", cp.stderr, re.M), cp.stderr
+    assert "nothing loaded" in cp.stderr
+    assert bearers(loaded) == before
+
+
+@pytest.mark.parametrize("line,msg", [
+    ("1000 10.45.1.7 192.0.2.1 7", "TEID 1000 already has a bearer (installed)"),
+    ("7 10.45.9.1 192.0.2.1 7", "UE 10.45.9.1 already has a bearer (installed)"),
+])
+def test_session_load_duplicate_of_installed(loaded, tmp_path, line, msg):
+    assert add(loaded, 1000, "10.45.9.1").returncode == 0
+    before = bearers(loaded)
+    f = tmp_path / "dup.txt"
+    f.write_text(f"1 10.45.1.1 192.0.2.1 1\n2 10.45.1.2 192.0.2.1 2\n{line}\n")
+    cp = pgwu(loaded, "session", "load", str(f))
+    assert cp.returncode == 1
+    assert f"{f}:3: {msg}" in cp.stderr
+    assert bearers(loaded) == before
+
+
+def test_session_load_over_capacity(pin_dir, tmp_path):
+    ok(pin_dir, "load", "--max-bearers", "4")
+    assert add(pin_dir, 1000, "10.45.9.1").returncode == 0
+    f = tmp_path / "four.txt"
+    f.write_text("".join(f"{i} 10.45.1.{i} 192.0.2.1 {i}\n" for i in range(1, 5)))
+    cp = pgwu(pin_dir, "session", "load", str(f))
+    assert cp.returncode == 1
+    assert "bearer table full (capacity 4)" in cp.stderr
+    assert [b["teid"] for b in bearers(pin_dir)] == [1000]
+
+
+def test_session_load_unreadable(loaded, tmp_path):
+    missing = tmp_path / "missing.txt"
+    cp = pgwu(loaded, "session", "load", str(missing))
+    assert cp.returncode == 1 and f"Couldn't read {missing}: No such file or directory" in cp.stderr
+    cp = pgwu(loaded, "session", "load", str(tmp_path))
+    assert cp.returncode == 1 and f"Couldn't read {tmp_path}: Is a directory" in cp.stderr
+    cp = pgwu(loaded, "session", "load")
+    assert cp.returncode == 2 and "Missing argument FILE" in cp.stderr
+    assert bearers(loaded) == []
+
+
+# ---- attach -------------------------------------------------------------------------------------
+
+def test_attach_missing_interface_attaches_nothing(pin_dir):
+    name = f"gtnone{secrets.token_hex(3)}"
+    # not loaded yet: the failed attach must not leave a loaded PIN_DIR behind either
+    cp = pgwu(pin_dir, "attach", "--access", name, "--sgi", "lo")
+    assert cp.returncode == 1 and f"No interface {name} (--access)" in cp.stderr
+    assert not os.path.exists(pin_dir)
+    ok(pin_dir, "load")
+    cp = pgwu(pin_dir, "attach", "--access", "lo", "--sgi", name)
+    assert cp.returncode == 1 and f"No interface {name} (--sgi)" in cp.stderr
+    assert not [n for n in os.listdir(pin_dir) if n.startswith(LINK_PREFIX)]
+    cp = pgwu(pin_dir, "attach", "--access", "lo", "--sgi", "lo")
+    assert cp.returncode == 2 and "must be different" in cp.stderr
+    cp = pgwu(pin_dir, "detach")
+    assert cp.returncode == 1 and "not attached" in cp.stderr
+
+
+# ---- config -------------------------------------------------------------------------------------
+
+def test_config_set_and_show(loaded):
+    lo_index = socket_if_index("lo")
+    shown = json.loads(ok(loaded, "config", "--json", "--local-addr", "203.0.113.5", "--ue-pool", "10.0.0.0/8",
+                          "--csum", "off", "--vlan", "sgi", "100", "--vlan", "access", "4094",
+                          "--nexthop", "access", "lo", "02:00:00:00:00:01"))
+    assert shown["local_addr"] == "203.0.113.5" and shown["ue_pool"] == "10.0.0.0/8"
+    assert shown["csum"] == "off" and shown["vlan"] == {"access": 4094, "sgi": 100}
+    assert shown["nexthop"]["access"] == {"ifindex": lo_index, "ifname": "lo", "smac": "00:00:00:00:00:00",
+                                          "dmac": "02:00:00:00:00:01"}
+    assert shown["nexthop"]["sgi"] == "fib"
+    assert json.loads(ok(loaded, "config", "--json")) == shown
+    with Dataplane(loaded) as dp:
+        cfg = dp.get_config()
+    assert (cfg.local_addr, cfg.ue_pool, cfg.csum, cfg.egress_vlan) == ("203.0.113.5", "10.0.0.0/8", False,
+                                                                       (4094, 100))
+    assert (cfg.nexthop[0].ifindex, cfg.nexthop[0].dmac) == (lo_index, "02:00:00:00:00:01")
+
+    human = ok(loaded, "config", "--nexthop", "access", "fib", "--vlan", "access", "0")
+    assert re.search(r"^next hop access\s+fib$", human, re.M)
+    assert re.search(r"^VLAN access\s+none$", human, re.M)
+    assert re.search(r"^VLAN sgi\s+100$", human, re.M)
+    with Dataplane(loaded) as dp:
+        assert dp.get_config().nexthop[0].ifindex == 0
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--vlan", "sgi", "4095"], "Invalid --vlan"),
+    (["--vlan", "core", "5"], "SIDE must be access or sgi"),
+    (["--ue-pool", "10.0.0.1/8"], "Invalid --ue-pool"),
+    (["--nexthop", "access", "lo", "02:00:00:00:00"], "Invalid --nexthop"),
+    (["--nexthop", "access"], "SIDE IFNAME DSTMAC or SIDE fib"),
+    (["--local-addr", "1.2.3.4.5"], "Invalid --local-addr"),
+])
+def test_config_bad_input_changes_nothing(loaded, args, msg):
+    before = ok(loaded, "config", "--json")
+    cp = pgwu(loaded, "config", *args)
+    assert cp.returncode == 2 and msg in cp.stderr
+    assert ok(loaded, "config", "--json") == before
+
+
+def test_config_nexthop_missing_interface(loaded):
+    before = ok(loaded, "config", "--json")
+    cp = pgwu(loaded, "config", "--nexthop", "sgi", "gtnone0", "02:00:00:00:00:01", "--csum", "off")
+    assert cp.returncode == 1 and "No interface gtnone0" in cp.stderr
+    assert ok(loaded, "config", "--json") == before
+
+
+def socket_if_index(name: str) -> int:
+    import socket
+    return socket.if_nametoindex(name)
+
+
+# ---- stats and metrics --------------------------------------------------------------------------
+
+def set_counter(pin_dir: str, reason: str, verdict: str, per_cpu: list[tuple[int, int]]) -> None:
+    """Write one stats slot straight into the per-CPU map (as the XDP programs would)."""
+    with bpf.Map.pinned(f"{pin_dir}/stats") as m:
+        vals = [struct.pack("=QQ", *per_cpu[i % len(per_cpu)]) if i < len(per_cpu) else bytes(16)
+                for i in range(m.ncpus)]
+        key = REASONS.index(reason) * len(VERDICTS) + VERDICTS.index(verdict)
+        m.update(struct.pack("=I", key), vals)
+
+
+def test_stats_json_has_every_reason(loaded):
+    set_counter(loaded, "drop_unknown_teid", "drop", [(3, 300), (4, 400)])
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    st = json.loads(ok(loaded, "stats", "--json"))
+    assert list(st["reasons"]) == list(REASONS)
+    for r in REASONS:
+        assert list(st["reasons"][r]) == list(VERDICTS)
+    ncpus = bpf.possible_cpus()
+    want = (3 + (4 if ncpus > 1 else 0), 300 + (400 if ncpus > 1 else 0))
+    assert (st["reasons"]["drop_unknown_teid"]["drop"]["packets"],
+            st["reasons"]["drop_unknown_teid"]["drop"]["bytes"]) == want
+    assert st["verdicts"]["drop"] == {"packets": want[0], "bytes": want[1]}
+    assert st["bearers"]["uplink"] == 1 and st["bearers"]["downlink"] == 1 and st["bearers"]["capacity"] == 64
+
+    human = ok(loaded, "stats")
+    rows = re.findall(r"^([a-z_0-9]+)\s+(aborted|drop|pass|tx|redirect)\s+(\d+)\s+(\d+)$", human, re.M)
+    assert rows == [("drop_unknown_teid", "drop", str(want[0]), str(want[1]))]  # non-zero rows only
+    assert "bearers: 1 uplink, 1 downlink, capacity 64" in human
+
+
+class Exporter:
+    def __init__(self, pin_dir: str):
+        self.proc = subprocess.Popen([PGWU, "-d", pin_dir, "metrics", "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/metrics", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"exporter did not start: {line!r} {self.proc.stderr.read()}")
+        self.url = f"http://127.0.0.1:{m.group(1)}"
+
+    def get(self, path: str = "/metrics") -> tuple[int, str, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as r:
+                return r.status, r.headers.get("Content-Type"), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Content-Type"), e.read().decode()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+
+def test_metrics_endpoint(loaded):
+    set_counter(loaded, "ul_fwd", "redirect", [(5, 500)])
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    with Dataplane(loaded) as dp:
+        dl = dp.maps["dl_bearers"].lookup(bytes([10, 45, 0, 1]))
+        dp.maps["dl_bearers"].update(bytes([10, 45, 0, 1]), dl[:16] + struct.pack("=QQ", 2, 84))
+    exp = Exporter(loaded)
+    try:
+        status, ctype, text = exp.get()
+        assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint
+        assert 'pgwu_packets_total{reason="ul_fwd",verdict="redirect"} 5\n' in text
+        assert 'pgwu_bytes_total{reason="ul_fwd",verdict="redirect"} 500\n' in text
+        assert 'pgwu_bearers{table="uplink"} 1\n' in text
+        assert "pgwu_bearer_capacity 64\n" in text
+        assert 'pgwu_bearer_usage_bytes_total{direction="downlink"} 84\n' in text
+        for r in REASONS:
+            assert f'pgwu_packets_total{{reason="{r}",verdict="drop"}}' in text
+        # stateless: a counter changed between scrapes shows on the next one
+        set_counter(loaded, "ul_fwd", "redirect", [(6, 600)])
+        assert 'pgwu_packets_total{reason="ul_fwd",verdict="redirect"} 6\n' in exp.get()[2]
+        assert exp.get("/")[0] == 404
+        assert exp.get("/metricsfoo")[0] == 404
+    finally:
+        rc = exp.stop()
+    assert rc == 0
+
+
+def test_metrics_refuses_when_not_loaded_and_bad_listen(pin_dir):
+    cp = pgwu(pin_dir, "metrics", "--listen", "127.0.0.1:0", timeout=10)
+    assert cp.returncode == 1 and "not loaded" in cp.stderr
+    cp = pgwu(pin_dir, "metrics", "--listen", "localhost", timeout=10)
+    assert cp.returncode == 2 and "Invalid --listen" in cp.stderr
+
+
+# ---- lab: attach to real interfaces in a namespace ----------------------------------------------
+
+@pytest.fixture
+def netns():
+    """A namespace with a veth pair pa<id> <-> pb<id> (both ends inside), always deleted."""
+    ident = secrets.token_hex(3)
+    ns = f"gtplab-pgwu-{ident}"
+    a, b = f"pa{ident}", f"pb{ident}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+        for ifname in (a, b):
+            subprocess.run(["ip", "-n", ns, "link", "set", ifname, "up"], check=True)
+        yield ns, a, b
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def xdp_prog_id(ns: str, ifname: str) -> int | None:
+    out = subprocess.run(["ip", "-n", ns, "-j", "-d", "link", "show", ifname], capture_output=True,
+                         text=True, check=True).stdout
+    xdp = json.loads(out)[0].get("xdp")
+    if not xdp:
+        return None
+    return xdp.get("prog", {}).get("id") or (xdp.get("attached") or [{}])[0].get("prog", {}).get("id")
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("mode", ["native", "generic"])
+def test_attach_detach_in_namespace(pin_dir, netns, mode):
+    ns, a, b = netns
+    ok(pin_dir, "load")
+    with bpf.Prog.pinned(f"{pin_dir}/xdp_access") as p:
+        access_id = p.info().id
+    with bpf.Prog.pinned(f"{pin_dir}/xdp_sgi") as p:
+        sgi_id = p.info().id
+    ok(pin_dir, "--netns", ns, "attach", "--access", a, "--sgi", b, "--mode", mode)
+    assert (xdp_prog_id(ns, a), xdp_prog_id(ns, b)) == (access_id, sgi_id)
+    assert sorted(n for n in os.listdir(pin_dir) if n.startswith(LINK_PREFIX)) == sorted(
+        [LINK_PREFIX + a, LINK_PREFIX + b])
+    shown = json.loads(ok(pin_dir, "config", "--json"))
+    assert sorted(shown["attached"]) == sorted([a, b])
+    cp = pgwu(pin_dir, "--netns", ns, "attach", "--access", a, "--sgi", b)
+    assert cp.returncode == 1 and "already attached" in cp.stderr
+
+    # detach works from any namespace: the links are pinned objects, not per-netns state
+    ok(pin_dir, "detach")
+    assert (xdp_prog_id(ns, a), xdp_prog_id(ns, b)) == (None, None)
+    assert not [n for n in os.listdir(pin_dir) if n.startswith(LINK_PREFIX)]
+
+
+@pytest.mark.lab
+def test_attach_loads_when_needed_and_unload_detaches(pin_dir, netns):
+    ns, a, b = netns
+    # nsenter keeps our mount namespace (and so /sys/fs/bpf), unlike `ip netns exec`
+    cp = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", PGWU, "-d", pin_dir, "attach", "--access", a,
+                         "--sgi", b], capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert os.path.exists(f"{pin_dir}/config")
+    assert xdp_prog_id(ns, a) is not None and xdp_prog_id(ns, b) is not None
+    ok(pin_dir, "unload")
+    assert not os.path.exists(pin_dir)
+    assert (xdp_prog_id(ns, a), xdp_prog_id(ns, b)) == (None, None)
+
+
+@pytest.mark.lab
+def test_ip_netns_exec_explains_the_missing_bpffs(pin_dir, netns):
+    ns, a, b = netns
+    ok(pin_dir, "load")
+    cp = subprocess.run(["ip", "netns", "exec", ns, PGWU, "-d", pin_dir, "stats"], capture_output=True,
+                        text=True, timeout=60)
+    assert cp.returncode == 1
+    assert "not loaded" in cp.stderr and "pgwu --netns NS" in cp.stderr
+
+
+# ---- long: a million bearers --------------------------------------------------------------------
+
+def million_file(path: Path, n: int = 1_000_000) -> list[tuple[int, str, str, int, str]]:
+    """n distinct bearers, written fast: TEIDs 1..n, UEs 10.x.y.z, varied SGWs and checksum options."""
+    rows = []
+    csum = ("default", "on", "off")
+    for i in range(1, n + 1):
+        ue = f"10.{i >> 16}.{(i >> 8) & 255}.{i & 255}"
+        rows.append((i, ue, f"192.0.2.{1 + i % 250}", 0x10000 + i, csum[i % 3]))
+    with open(path, "w") as f:
+        f.write("".join(f"{t} {u} {s} {st} csum={c}\n" if c != "default" else f"{t} {u} {s} {st}\n"
+                        for t, u, s, st, c in rows))
+    return rows
+
+
+@pytest.mark.long
+def test_bulk_load_a_million(pin_dir, tmp_path):
+    ok(pin_dir, "load")
+    f = tmp_path / "million.txt"
+    t0 = time.monotonic()
+    rows = million_file(f)
+    t_gen = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    out = ok(pin_dir, "session", "load", str(f), timeout=600)
+    t_load = time.monotonic() - t0
+    assert "loaded 1000000 bearers" in out
+
+    t0 = time.monotonic()
+    listing = ok(pin_dir, "session", "list", timeout=600)
+    t_list = time.monotonic() - t0
+    lines = listing.splitlines()
+    assert lines[0].split()[:5] == ["TEID", "UE", "SGW", "SGW_TEID", "CSUM"]
+    got = [tuple(line.split()[:5]) for line in lines[1:]]
+    want = [(str(t), u, s, str(st), c) for t, u, s, st, c in rows]
+    assert len(got) == len(want)
+    assert got == want  # list is sorted by TEID, as the file is
+    st = json.loads(ok(pin_dir, "stats", "--json", timeout=600))
+    assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
+    print(f"\n1M bearers: file generated in {t_gen:.2f} s, session load {t_load:.2f} s, "
+          f"session list {t_list:.2f} s")
