@@ -226,3 +226,35 @@ def test_interrupt_during_up_rolls_back(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         Lab.up(name=name, dut="drop")
     assert leftovers(name) == []
+
+
+def test_engine_traffic_through_pgwu(pgwu_lab):
+    """The embedded engine on the lab's generator ports: the uplink and downlink profiles through the
+    PGW-U, every packet sent arrives on the other port and is counted as forwarded by the DUT."""
+    lab = pgwu_lab
+    flows = 16
+    lab.load_bearers(flows, sgws=4)
+    profiles = REPO / "trex_profiles"
+    c = lab.client()
+    try:
+        c.connect()
+        gen_xdp = {ln["ifname"]: ln["xdp"]["prog"]["name"] for ln in lab.links() if ln["netns"] == lab.gen_ns}
+        assert "gtplab_pass" not in gen_xdp.values()  # the engine's receive program replaced it
+        for tx, rx, prof, reason in ((0, 1, "gtpu_uplink.py", "UL_FWD/redirect"),
+                                     (1, 0, "gtpu_downlink.py", "DL_FWD/redirect")):
+            c.reset(ports=[0, 1])
+            c.load_profile(str(profiles / prof), ports=[tx], tunables={"flows": flows, "sgws": 4, "size": 256})
+            before = lab.dut_counters().get(reason, 0)
+            c.clear_stats()
+            c.start(ports=[tx], mult="2000pps", duration=1)
+            c.wait_on_traffic(ports=[tx], timeout=30)
+            st = wait_for(lambda: (s := c.get_stats())[rx]["ipackets"] >= s[tx]["opackets"] > 0 and s,
+                          what=f"{prof}: port {rx} receiving what port {tx} sent")
+            sent = st[tx]["opackets"]
+            assert 1500 <= sent <= 2500, st[tx]
+            dut = lab.dut_counters()
+            assert st[rx]["ipackets"] == sent, (prof, st[rx]["ipackets"], sent, dut)
+            assert dut.get(reason, 0) - before == sent, (prof, before, dut)
+    finally:
+        c.disconnect()
+        lab.attach_gen_pass()
