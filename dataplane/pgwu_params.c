@@ -285,6 +285,36 @@ static const char *metavar_of(const struct opt *o)
 	return o->metavar ? o->metavar : "";
 }
 
+/* Print "  LHS   help..." with the help wrapped at 100 columns under a 33-column indent. */
+static void print_wrapped(FILE *f, const char *lhs, const char *help, const char *tail)
+{
+	char text[512];
+	const char *p = text;
+	int col = 33, width = 100 - col;
+
+	snprintf(text, sizeof(text), "%s%s", help, tail);
+	if (strlen(lhs) > 30)
+		fprintf(f, "  %s\n  %-30s ", lhs, "");
+	else
+		fprintf(f, "  %-30s ", lhs);
+	while (*p) {
+		int n = strlen(p), cut = n;
+
+		if (n > width) {
+			for (cut = width; cut > 0 && p[cut] != ' '; cut--)
+				;
+			if (cut == 0)
+				cut = width;
+		}
+		fprintf(f, "%.*s\n", cut, p);
+		p += cut;
+		while (*p == ' ')
+			p++;
+		if (*p)
+			fprintf(f, "%*s", col, "");
+	}
+}
+
 static void print_opts(FILE *f, const struct opt *opts)
 {
 	for (const struct opt *o = opts; o && !opt_is_end(o); o++) {
@@ -296,10 +326,7 @@ static void print_opts(FILE *f, const struct opt *opts)
 			snprintf(lhs, sizeof(lhs), "-%c, --%s %s", o->short_name, o->name, metavar_of(o));
 		else
 			snprintf(lhs, sizeof(lhs), "--%s %s", o->name, metavar_of(o));
-		if (strlen(lhs) > 30)
-			fprintf(f, "  %s\n  %-30s %s%s\n", lhs, "", o->help, o->required ? " (required)" : "");
-		else
-			fprintf(f, "  %-30s %s%s\n", lhs, o->help, o->required ? " (required)" : "");
+		print_wrapped(f, lhs, o->help, o->required ? " (required)" : "");
 	}
 }
 

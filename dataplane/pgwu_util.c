@@ -32,14 +32,11 @@ static bool on_bpffs(const char *path)
 
 static void not_loaded(void)
 {
-	char parent[PATH_MAX];
-
 	fprintf(stderr, "pgwu is not loaded in %s (run pgwu load)\n", pin_dir);
-	snprintf(parent, sizeof(parent), "%s", pin_dir);
-	if (access(pin_dir, F_OK) && !on_bpffs(dirname(parent)))
-		fprintf(stderr, "Note: %s is not on a bpf filesystem here; 'ip netns exec' remounts "
-			"/sys, use 'pgwu --netns NS' or 'nsenter --net=/run/netns/NS pgwu' instead\n",
-			parent);
+	/* `ip netns exec` gives its command a fresh /sys, without the bpffs mounted on it */
+	if (!strncmp(pin_dir, "/sys/fs/bpf/", 12) && !on_bpffs("/sys/fs/bpf"))
+		fprintf(stderr, "Note: /sys/fs/bpf is not a bpf filesystem here ('ip netns exec' "
+			"remounts /sys): use 'pgwu --netns NS' or 'nsenter --net=/run/netns/NS pgwu'\n");
 }
 
 int pinned_open(const char *name)
