@@ -607,7 +607,7 @@ static void check_installed(struct bulk *bk, const __u64 *a, __u32 *keys, size_t
  * has checked, under the PIN_DIR lock, that no key exists.
  */
 static int insert_batch(int fd, const void *keys, const void *vals, size_t vsize, size_t n,
-			size_t *done)
+			size_t *done, size_t fail_at)
 {
 	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 	int err = 0;
@@ -616,9 +616,13 @@ static int insert_batch(int fd, const void *keys, const void *vals, size_t vsize
 	while (*done < n) {
 		__u32 count = n - *done > BATCH_CHUNK ? BATCH_CHUNK : n - *done;
 
+		if (fail_at && *done + count > fail_at - 1)
+			count = fail_at - 1 - *done;
 		err = bpf_map_update_batch(fd, (const __u32 *)keys + *done,
 					   (const char *)vals + *done * vsize, &count, &opts);
 		*done += count;
+		if (!err && fail_at && *done == fail_at - 1)
+			err = -EIO;	/* injected: see PGWU_TEST_FAIL_DL_INSERT_AT */
 		if (err)
 			break;
 	}
@@ -629,6 +633,7 @@ struct insert_job {
 	int fd;
 	const void *keys, *vals;	/* vals NULL: delete keys */
 	size_t vsize, n, done;
+	size_t fail_at;			/* fault injection: fail on this (1-based) element */
 	int err;
 };
 
@@ -637,7 +642,7 @@ static void *insert_thread(void *arg)
 	struct insert_job *j = arg;
 
 	if (j->vals)
-		j->err = insert_batch(j->fd, j->keys, j->vals, j->vsize, j->n, &j->done);
+		j->err = insert_batch(j->fd, j->keys, j->vals, j->vsize, j->n, &j->done, j->fail_at);
 	else
 		j->err = delete_keys(j->fd, j->keys, j->n);
 	return NULL;
@@ -756,6 +761,12 @@ int do_session_load(const void *cfg)
 				  .n = bk.n };
 	jd = (struct insert_job){ .fd = m.dl, .keys = k_dl, .vals = v_dl, .vsize = sizeof(*v_dl),
 				  .n = bk.n };
+	/*
+	 * Fault injection for the tests: make the downlink insert of the Nth bearer fail, so the
+	 * undo of a failure midway (both tables, after the checks passed) is exercised for real.
+	 */
+	if (getenv("PGWU_TEST_FAIL_DL_INSERT_AT"))
+		jd.fail_at = strtoul(getenv("PGWU_TEST_FAIL_DL_INSERT_AT"), NULL, 10);
 	err = insert_both(&ju, &jd);
 	done_ul = ju.done;
 	done_dl = jd.done;
@@ -775,8 +786,8 @@ int do_session_load(const void *cfg)
 			fprintf(stderr, "Couldn't remove the bearers this call inserted: %s\n",
 				strerror(-uerr));
 		else
-			fprintf(stderr, "Removed the %zu bearers this call had inserted; the tables "
-				"are as they were\n", done_ul);
+			fprintf(stderr, "Removed what this call had inserted (%zu uplink, %zu downlink "
+				"entries); the tables are as they were\n", done_ul, done_dl);
 		goto out;
 	}
 	printf("loaded %zu bearers from %s\n", bk.n, bk.file);

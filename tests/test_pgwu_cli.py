@@ -369,6 +369,26 @@ def test_session_load_over_capacity(pin_dir, tmp_path):
     assert [b["teid"] for b in bearers(pin_dir)] == [1000]
 
 
+def test_session_load_failure_midway_is_undone(loaded, tmp_path):
+    """A failure after every check passed (injected into the downlink insert of line 20, while the
+    uplink table is being filled concurrently) removes every entry the call inserted, in both tables."""
+    assert add(loaded, 1000, "10.45.9.1").returncode == 0
+    before = bearers(loaded)
+    f = tmp_path / "fifty.txt"
+    f.write_text("".join(f"{i} 10.45.1.{i} 192.0.2.1 {i}\n" for i in range(1, 51)))
+    cp = pgwu(loaded, "session", "load", str(f), env=dict(os.environ, PGWU_TEST_FAIL_DL_INSERT_AT="20"))
+    assert cp.returncode == 1
+    assert f"Couldn't insert the bearer of {f}:20 (TEID 20)" in cp.stderr
+    assert "the tables are as they were" in cp.stderr
+    assert bearers(loaded) == before
+    with Dataplane(loaded) as dp:
+        assert len(list(dp.maps["ul_bearers"].keys())) == 1
+        assert len(list(dp.maps["dl_bearers"].keys())) == 1
+    # and without the fault the same file loads
+    ok(loaded, "session", "load", str(f))
+    assert len(bearers(loaded)) == 51
+
+
 def test_session_load_unreadable(loaded, tmp_path):
     missing = tmp_path / "missing.txt"
     cp = pgwu(loaded, "session", "load", str(missing))
