@@ -258,6 +258,9 @@ class LocalClient:
         key = struct.pack("<I", s.slot)
         p.obj.map("streams").update(key, s.cs.stream_value())
         p.obj.map("state").update(key, s.cs.state_value())
+        tm = p.obj.map("tmpl")
+        p.obj.map("tmpl").update(key, struct.pack("<II", len(s.cs.frame), 0) + s.cs.frame
+                                  + bytes(tm.value_size - 8 - len(s.cs.frame)))
         for var, _ in s.cs.lists.items():
             p.obj.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
 
@@ -356,7 +359,8 @@ class LocalClient:
             ifx = kernel.ifindex(p.spec.ifname)
             prog = p.obj.prog_fd("tg_tx")
             streams = [s for s in p.streams.values() if not s.done]
-            runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx, self.batch_size)
+            cur = p.obj.map("cur_slot")
+            runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx, self.batch_size, cur)
                        for s in streams}
             t0 = p.t_start
             while not p.stop_ev.is_set():

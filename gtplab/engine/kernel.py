@@ -154,8 +154,13 @@ class LiveRunner:
     says where data starts and which device the frames come in on (and go out of on XDP_TX).
     Must be called from a thread inside the device's netns."""
 
-    def __init__(self, prog_fd: int, frame: bytes, slot: int, ifindex: int, batch_size: int = 64):
+    def __init__(self, prog_fd: int, frame: bytes, slot: int, ifindex: int, batch_size: int = 64,
+                 cur_slot: bpf.Map | None = None):
         meta = slot.to_bytes(4, "little")
+        # A DUT's encapsulation writes over data_meta of recycled frames: tg_tx takes the slot
+        # from cur_slot (slot + 1), set before each run (one thread per port object).
+        self._cur = cur_slot
+        self._cur_val = (slot + 1).to_bytes(4, "little")
         buf = meta + frame
         self._din = ctypes.create_string_buffer(buf, len(buf))
         self._ctx = bpf.XdpMd(data=len(meta), data_end=len(buf), ingress_ifindex=ifindex)
@@ -170,6 +175,8 @@ class LiveRunner:
     def run(self, n: int) -> None:
         """Run the program n times (n frames, minus any it drops)."""
         self._attr.repeat = n
+        if self._cur is not None:
+            self._cur.update(b"\0\0\0\0", self._cur_val)
         if bpf._libc.syscall(bpf._NR_bpf, bpf.BPF_PROG_TEST_RUN, self._ref, self._size) < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"Couldn't run the transmit program: {os.strerror(err)}")

@@ -5,7 +5,10 @@
  * receive-side counter/capture program attached to each generator port (tg_rx).
  *
  * tg_tx: user space puts the stream's slot in 4 bytes of data_meta in front of
- * the template frame. The program runs the stream's compiled instructions
+ * the template frame, and for live runs also in cur_slot (slot + 1) before each
+ * run call: a DUT's encapsulation writes over data_meta of a recycled frame.
+ * Each packet starts as a copy of the stream's template (map tmpl), as in TRex;
+ * then the program runs the stream's compiled instructions
  * (map streams) against its variables (map state) and returns XDP_TX, which the
  * live-frames runner turns into a transmit out of the ingress device.
  * Live frames are recycled without restoring their bytes: every instruction
@@ -52,6 +55,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64[TG_MAX_LIST]);
 } lists SEC(".maps");
+
+/* Template frame per stream: written by user space before start, copied by tg_tx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TG_MAX_STREAMS);
+	__type(key, __u32);
+	__type(value, struct tg_tmpl);
+} tmpl SEC(".maps");
+
+/* Slot + 1 of the stream a live run is for (0: take the slot from data_meta). Written by user
+ * space before each BPF_PROG_RUN call (one thread per port object), read by tg_tx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} cur_slot SEC(".maps");
 
 /* Scratch for checksums and capture copies (too big for the 512-byte stack). */
 struct scratch {
@@ -519,16 +539,34 @@ int tg_tx(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	struct tg_stream *s;
 	struct tg_state *st;
-	__u32 slot, i;
+	struct tg_tmpl *t;
+	__u32 slot, i, len, zero = 0, *cur;
 	int verdict = XDP_DROP;
 
-	if (meta + TG_META_LEN > data)
-		goto out;
-	slot = *(__u32 *)meta;
+	cur = bpf_map_lookup_elem(&cur_slot, &zero);
+	if (cur && *cur) {
+		slot = *cur - 1;
+	} else {
+		if (meta + TG_META_LEN > data)
+			goto out;
+		slot = *(__u32 *)meta;
+	}
 	s = bpf_map_lookup_elem(&streams, &slot);
 	st = bpf_map_lookup_elem(&state, &slot);
-	if (!s || !st)
+	t = bpf_map_lookup_elem(&tmpl, &slot);
+	if (!s || !st || !t)
 		goto out;
+	/* Restore the template (see struct tg_tmpl); len 0: no template, frame as given. */
+	len = ctx->data_end - ctx->data;
+	if (t->len < len)
+		len = t->len;
+	opaque(len);
+	if (len > TG_MAX_FRAME)
+		goto out;
+	if (len && bpf_xdp_store_bytes(ctx, 0, t->bytes, len) < 0) {
+		st->errors++;
+		goto out;
+	}
 	for (i = 0; i < TG_MAX_INSNS; i++) {
 		if (i >= s->n_insns)
 			break;

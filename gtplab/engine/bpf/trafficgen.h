@@ -33,6 +33,19 @@
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
 
+/*
+ * The template of each stream, copied over the frame before the instructions
+ * run. A DUT that rewrites frames in place (GTP-U decap/encap, TTL) writes
+ * into the live frames' pages across the veth, and the kernel recycles them
+ * without restoring their bytes: without this, the next packet would carry the
+ * DUT's edits (and the DUT's encap overwrites data_meta, hence tg_cur_slot).
+ */
+struct tg_tmpl {
+	__u32 len;
+	__u32 pad;
+	__u8 bytes[TG_MAX_FRAME];
+};
+
 /* Per-packet trailer at the very end of the frame (host byte order). */
 #define TG_TRAILER_MAGIC 0x4c47	/* "GL" */
 #define TG_TRAILER_LEN 16
