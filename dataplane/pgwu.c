@@ -482,6 +482,8 @@ static const struct opt attach_options[] = {
 	  .metavar = "IF", .required = true, .help = "SGi interface: xdp_sgi, downlink IP in" },
 	{ .name = "mode", .type = OPT_ENUM, .off = offsetof(struct attach_opts, mode),
 	  .metavar = "native|generic", .choices = modes, .help = "XDP mode (default native)" },
+	{ .name = "no-watch", .type = OPT_FLAG, .off = offsetof(struct attach_opts, no_watch),
+	  .help = "don't start `pgwu watch` (the route cache then stays unused)" },
 	OPT_END
 };
 
@@ -566,6 +568,12 @@ static const struct opt metrics_options[] = {
 	OPT_END
 };
 
+static const struct opt watch_options[] = {
+	{ .name = "daemon", .type = OPT_FLAG, .off = offsetof(struct watch_opts, daemon),
+	  .help = "run in the background (attach starts one this way)" },
+	OPT_END
+};
+
 static const struct opt no_options[] = { OPT_END };
 
 static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
@@ -613,6 +621,12 @@ static const struct cmd cmds[] = {
 		"counters by reason and verdict, bearer counts", NULL),
 	COMMAND("metrics", do_metrics, metrics_options, struct metrics_opts, &metrics_defaults,
 		"serve Prometheus metrics over HTTP (foreground, until SIGINT/SIGTERM)", NULL),
+	COMMAND("watch", do_watch, watch_options, struct watch_opts, NULL,
+		"keep the route cache correct: follow route, link and neighbour changes (foreground)",
+		"Holds an rtnetlink socket whose filter bumps the route cache's generation on every\n"
+		"route, address, rule, nexthop, link or neighbour change in this network namespace,\n"
+		"and writes the heartbeat without which the cache is not used. Ends by itself when\n"
+		"pgwu is unloaded. attach starts one in the background unless --no-watch."),
 	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
 	CMD_END
 };

@@ -42,6 +42,11 @@ struct attach_opts {
 	struct opt_str access;
 	struct opt_str sgi;
 	struct opt_enum mode;		/* 0 native, 1 generic */
+	struct opt_flag no_watch;
+};
+
+struct watch_opts {
+	struct opt_flag daemon;
 };
 
 struct config_opts {
@@ -88,6 +93,11 @@ int do_session_list(const void *cfg);
 int do_session_load(const void *cfg);
 int do_session_flush(const void *cfg);
 int do_metrics(const void *cfg);
+int do_watch(const void *cfg);
+
+/* `pgwu watch` (pgwu_watch.c): keeps the route cache's generation and heartbeat. */
+int pgwu_watch_run(void);
+int pgwu_watch_spawn(void);	/* detached, in this netns: its pid or -errno */
 
 /* Load programs and maps and pin them (do_load; attach uses it when nothing is loaded). */
 int pgwu_load(const struct load_opts *o);

@@ -486,6 +486,15 @@ int do_attach(const void *cfg)
 	}
 	printf("attached xdp_access to %s and xdp_sgi to %s (%s mode)\n", o->access.s, o->sgi.s,
 	       mode_names[o->mode.v]);
+	if (!o->no_watch.set) {
+		int pid = pgwu_watch_spawn();
+
+		if (pid < 0)
+			fprintf(stderr, "Couldn't start pgwu watch (the route cache stays unused): %s\n",
+				strerror(-pid));
+		else
+			printf("pgwu watch keeps the route cache correct (pid %d)\n", pid);
+	}
 out:
 	if (err && loaded_here)
 		pgwu_unload(false);

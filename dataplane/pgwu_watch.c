@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pgwu_watch.c: `pgwu watch`, what keeps the XDP route cache correct.
+ *
+ * The data plane caches bpf_fib_lookup results and trusts an entry only while fib_gen[0] is the
+ * generation it was made under. Neighbour changes bump it from raw tracepoints (pgwu.bpf.c).
+ * Route, address, rule and link changes have no tracepoint, and fentry/kprobes are not available
+ * on every kernel; but the kernel announces each of them on rtnetlink. This process opens an
+ * rtnetlink socket in its network namespace, subscribes to those groups, and attaches the pinned
+ * socket filter nl_fib_gen to it: the filter bumps the generation when the kernel broadcasts the
+ * change, in the task that made it, and drops the message, so the socket never fills and this
+ * process never wakes for it. The process only holds the socket and writes fib_gen[1], a
+ * heartbeat (CLOCK_MONOTONIC ns): the XDP programs ignore the cache when the heartbeat is stale,
+ * so a watcher that died can't leave stale next hops in use. It ends by itself when the data
+ * plane is unloaded, and writes a zero heartbeat on the way out.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <bpf/bpf.h>
+#include "pgwu_cli.h"
+
+#define HEARTBEAT_MS 200
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+static __u64 now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static int heartbeat(int gen_fd, __u64 ns)
+{
+	__u32 key = 1;
+
+	return bpf_map_update_elem(gen_fd, &key, &ns, BPF_ANY) ? -errno : 0;
+}
+
+/* Whatever changed before the socket was there is unknown: start a new generation. */
+static int bump(int gen_fd)
+{
+	__u32 key = 0;
+	__u64 gen = 0;
+
+	if (bpf_map_lookup_elem(gen_fd, &key, &gen))
+		return -errno;
+	gen += 1;
+	return bpf_map_update_elem(gen_fd, &key, &gen, BPF_ANY) ? -errno : 0;
+}
+
+static bool still_loaded(void)
+{
+	char path[4096];
+
+	return !pin_path(path, sizeof(path), "fib_gen") && !access(path, F_OK);
+}
+
+/* An rtnetlink socket on every group whose messages mean "a next hop may have changed". */
+static int open_rtnl(int prog_fd)
+{
+	static const unsigned int groups[] = {
+		RTNLGRP_LINK, RTNLGRP_NEIGH, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV4_ROUTE,
+		RTNLGRP_IPV4_RULE, RTNLGRP_NEXTHOP,
+	};
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	unsigned int i;
+	int sock, err;
+
+	sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (sock < 0)
+		return -errno;
+	if (bind(sock, (struct sockaddr *)&sa, sizeof(sa)))
+		goto fail;
+	/* the filter first, so that no message is ever queued */
+	if (setsockopt(sock, SOL_SOCKET, SO_ATTACH_BPF, &prog_fd, sizeof(prog_fd)))
+		goto fail;
+	for (i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (setsockopt(sock, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &groups[i], sizeof(groups[i])))
+			goto fail;
+	return sock;
+fail:
+	err = -errno;
+	close(sock);
+	return err;
+}
+
+int pgwu_watch_run(void)
+{
+	struct timespec tick = { .tv_sec = 0, .tv_nsec = HEARTBEAT_MS * 1000000L };
+	int prog_fd, gen_fd = -1, sock = -1, err;
+
+	prog_fd = pinned_open("nl_fib_gen");
+	if (prog_fd < 0)
+		return prog_fd;
+	gen_fd = pinned_open("fib_gen");
+	if (gen_fd < 0) {
+		err = gen_fd;
+		goto out;
+	}
+	sock = open_rtnl(prog_fd);
+	if (sock < 0) {
+		err = sock;
+		fprintf(stderr, "Couldn't open the rtnetlink socket: %s\n", strerror(-err));
+		goto out;
+	}
+	err = bump(gen_fd);
+	if (!err)
+		err = heartbeat(gen_fd, now_ns());
+	if (err) {
+		fprintf(stderr, "Couldn't write fib_gen: %s\n", strerror(-err));
+		goto out;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+	while (!stop && still_loaded()) {
+		nanosleep(&tick, NULL);
+		heartbeat(gen_fd, now_ns());
+	}
+	heartbeat(gen_fd, 0);
+	err = 0;
+out:
+	if (sock >= 0)
+		close(sock);
+	if (gen_fd >= 0)
+		close(gen_fd);
+	close(prog_fd);
+	return err;
+}
+
+/* A detached watcher in the caller's network namespace; returns its pid or -errno. */
+int pgwu_watch_spawn(void)
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		return pid;
+	setsid();
+	/* nothing of the parent's: not its flock on PIN_DIR, not its BPF objects */
+	close_range(3, ~0U, 0);
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	_exit(pgwu_watch_run() ? 1 : 0);
+}
+
+int do_watch(const void *cfg)
+{
+	const struct watch_opts *o = cfg;
+	int pid;
+
+	if (!o->daemon.set)
+		return pgwu_watch_run() ? 1 : 0;
+	pid = pgwu_watch_spawn();
+	if (pid < 0) {
+		fprintf(stderr, "Couldn't start the watcher: %s\n", strerror(-pid));
+		return 1;
+	}
+	printf("pgwu watch running as pid %d\n", pid);
+	return 0;
+}
