@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 
 import pytest
 import scapy
@@ -95,3 +96,26 @@ def test_trex_server_short_run(tmp_path):
         c.wait_on_traffic(ports=[0], timeout=30)
         st = c.get_stats()
         assert st[0]["opackets"] >= 150, st[0]
+
+
+@pytest.mark.lab
+def test_local_backend_builds_drives_and_removes_a_lab(tmp_path):
+    """Backend.open("local") builds a lab, connects the engine; close() removes the lab again."""
+    from tests.test_lab import leftovers
+    prof = tmp_path / "prof_tiny.py"
+    prof.write_text(PROFILE)
+    with Backend.open("local", dut="tx") as be:   # the DUT reflects: port 0 receives what it sends
+        assert be.kind == "local" and be.lab is not None
+        name = be.lab.name
+        c = be.client
+        c.reset(ports=[0, 1])
+        assert len(c.load_profile(str(prof), ports=[0], tunables={"flows": 3})) == 1
+        c.clear_stats()
+        c.start(ports=[0], mult="1000pps", duration=0.5)
+        c.wait_on_traffic(ports=[0], timeout=30)
+        deadline = time.monotonic() + 5
+        while (st := c.get_stats())[0]["ipackets"] < st[0]["opackets"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert 300 <= st[0]["opackets"] <= 700, st[0]
+        assert st[0]["ipackets"] == st[0]["opackets"]
+    assert leftovers(name) == []
