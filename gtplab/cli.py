@@ -18,6 +18,8 @@ COMMANDS: list[str] = [
     "export",
     "lab",
     "bearers",
+    "report",
+    "sweep",
 ]
 
 

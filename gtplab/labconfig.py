@@ -1,0 +1,131 @@
+"""Lab configurations: one YAML file per lab with its connection details and throughput thresholds.
+
+    gtplab/labs/embedded.yaml      this machine: the namespace lab + the embedded engine (default)
+    gtplab/labs/example-trex.yaml  a lab of real servers: a TRex server, a PGW-U host, its metrics
+
+Chosen with `--lab-config NAME|FILE` or $GTPLAB_LAB_CONFIG (a name is a file of gtplab/labs/). The
+same tests and the same sweep run on any lab; only this file says what "fast enough" means there
+(docs/testing.md, docs/sweep.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gtplab.cli import UserError
+
+LABS_DIR = Path(__file__).resolve().parent / "labs"
+DEFAULT_LAB = "embedded"
+DIRECTIONS = ("uplink", "downlink")
+
+_TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
+             "max_rate_pps", "cpu_shared_with_generator", "lab", "dut", "thresholds", "measured"}
+_DUT_KEYS = {"metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir"}
+_LAB_KEYS = {"mtu"}
+_THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
+
+
+@dataclass
+class LabConfig:
+    name: str
+    path: str
+    backend: str = "local"                      # local | trex
+    description: str = ""
+    trex_server: str | None = None
+    ports: dict[str, int] = field(default_factory=lambda: {"access": 0, "sgi": 1})
+    port_speed_bps: float = 10e9
+    max_rate_pps: float | None = None           # NDR search start; None: measure (100% line rate)
+    cpu_shared_with_generator: bool = False
+    lab: dict[str, Any] = field(default_factory=dict)
+    dut: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    measured: Any = None
+
+    def threshold(self, kind: str, direction: str, frame_size: int) -> float | None:
+        """Minimum rate (pps) kind ("ndr_pps" | "pdr_pps") must reach for direction and frame size:
+        the entry for the size, else the direction's "default", else None (nothing to assert)."""
+        table = (self.thresholds.get(kind) or {}).get(direction) or {}
+        v = table.get(frame_size, table.get(str(frame_size), table.get("default")))
+        return None if v is None else float(v)
+
+    @property
+    def pdr_loss(self) -> float:
+        return float(self.thresholds.get("pdr_loss", 0.001))
+
+    def port(self, side: str) -> int:
+        return int(self.ports[side])
+
+
+def _fail(path, msg: str):
+    raise UserError(f"lab config {path}: {msg}")
+
+
+def resolve(name_or_path: str | None = None) -> Path:
+    """A lab config file from a name (gtplab/labs/NAME.yaml), a path, or $GTPLAB_LAB_CONFIG."""
+    ref = name_or_path or os.environ.get("GTPLAB_LAB_CONFIG") or DEFAULT_LAB
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") or os.sep in ref:
+        if not p.is_file():
+            raise UserError(f"lab config {ref}: no such file")
+        return p
+    cand = LABS_DIR / f"{ref}.yaml"
+    if not cand.is_file():
+        have = ", ".join(sorted(f.stem for f in LABS_DIR.glob("*.yaml")))
+        raise UserError(f"no lab config named {ref!r} (have: {have}; or give a file)")
+    return cand
+
+
+def load(name_or_path: str | None = None) -> LabConfig:
+    """Read and check a lab config; UserError (one line) on anything wrong."""
+    path = resolve(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        _fail(path, f"not YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict):
+        _fail(path, "must be a mapping")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        _fail(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key, allowed in (("dut", _DUT_KEYS), ("lab", _LAB_KEYS), ("thresholds", _THRESHOLD_KEYS)):
+        sub = data.get(key) or {}
+        if not isinstance(sub, dict):
+            _fail(path, f"{key} must be a mapping")
+        bad = set(sub) - allowed
+        if bad:
+            _fail(path, f"unknown key(s) in {key}: {', '.join(sorted(bad))} (allowed: {', '.join(sorted(allowed))})")
+    backend = data.get("backend", "local")
+    if backend not in ("local", "trex"):
+        _fail(path, f"backend {backend!r}: use local or trex")
+    ports = data.get("ports") or {"access": 0, "sgi": 1}
+    if set(ports) != {"access", "sgi"} or not all(isinstance(v, int) and v >= 0 for v in ports.values()):
+        _fail(path, "ports must be {access: N, sgi: M} with port numbers")
+    th = data.get("thresholds") or {}
+    for kind in ("ndr_pps", "pdr_pps"):
+        table = th.get(kind) or {}
+        if not isinstance(table, dict) or set(table) - set(DIRECTIONS):
+            _fail(path, f"thresholds.{kind} must map uplink/downlink to {{frame size|default: pps}}")
+        for d, sizes in table.items():
+            if not isinstance(sizes, dict):
+                _fail(path, f"thresholds.{kind}.{d} must map frame sizes (or default) to pps")
+            for k, v in sizes.items():
+                if not (k == "default" or isinstance(k, int)) or not isinstance(v, (int, float)) or v < 0:
+                    _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r}")
+    pdr = th.get("pdr_loss", 0.001)
+    if not isinstance(pdr, (int, float)) or not 0 <= pdr < 1:
+        _fail(path, f"thresholds.pdr_loss {pdr!r} must be a ratio 0..1 (0.001 = 0.1 %)")
+    mr = data.get("max_rate_pps")
+    if mr is not None and (not isinstance(mr, (int, float)) or mr <= 0):
+        _fail(path, f"max_rate_pps {mr!r} must be a positive number")
+    return LabConfig(name=str(data.get("name") or path.stem), path=str(path), backend=backend,
+                     description=str(data.get("description") or ""),
+                     trex_server=data.get("trex_server"), ports=dict(ports),
+                     port_speed_bps=float(data.get("port_speed_bps", 10e9)), max_rate_pps=mr,
+                     cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
+                     lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),
+                     thresholds=dict(th), measured=data.get("measured"))

@@ -1,0 +1,440 @@
+"""Run traffic through a lab and measure it: the part the sweep and the test suite share.
+
+    runner = Runner(backend, lab_config)             # backend: gtplab.backend.Backend (local or trex)
+    prep = runner.prepare(CaseParams(direction="uplink", frame_size=128, ...))   # bearers + streams
+    t = runner.trial(prep, rate_pps=200e3, duration=1.0)     # one trial: rates, loss, DUT, conservation
+    best, trials, status = ndr_search(lambda pps: runner.trial(prep, pps, 0.5), tolerance=0.0)
+
+A trial sends one direction only, so every DUT counter that moves during it belongs to that direction
+(the embedded lab has permanent neighbours and no IPv6: nothing else flows). Its packet conservation
+(gtplab/conservation.py) is checked and kept with it.
+
+The DUT is read through a probe: LocalDut (the lab's PGW-U: pinned maps and programs, the veths'
+XDP counters, /proc/stat) or MetricsDut (a remote PGW-U's `pgwu metrics` and node-exporter URLs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gtplab import bearers as bearer_files
+from gtplab import conservation
+from gtplab.cli import UserError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "trex_profiles"
+SGWS = 4                      # SGWs the profiles spread bearers over (their default)
+PG_ID = {"uplink": 10, "downlink": 20}
+PROG = {"uplink": "xdp_access", "downlink": "xdp_sgi"}
+
+
+def common():
+    return bearer_files.load_common()
+
+
+@dataclass
+class CaseParams:
+    """One sweep case (or one test's traffic): what to send and how."""
+    direction: str                        # uplink | downlink
+    frame_size: int                       # requested frame size (bytes on the wire incl. FCS)
+    flow_mode: str = "multi"              # single | multi
+    flows: int = 1024
+    bearers: int | None = None            # default: flows
+    checksum: str = "on"                  # outer UDP checksum: on | off
+    rate_mode: str = "fixed"              # fixed | ndr | pdr
+    rate: Any = "100%"                    # fixed: pps (number) or a TRex mult string
+    duration: float = 1.0
+    latency: bool = True
+    case_id: str = ""
+
+    @property
+    def actual_size(self) -> int:
+        return max(self.frame_size, common().min_frame_size(self.direction))
+
+    @property
+    def n_bearers(self) -> int:
+        return self.bearers or (1 if self.flow_mode == "single" else self.flows)
+
+    def tunables(self) -> dict[str, Any]:
+        """The profile's tunables; the bearer file is written from the same ones."""
+        c = common()
+        size = self.actual_size
+        stats = "none"
+        if self.latency and size - c.FCS_LEN - c.header_len(self.direction) >= c.STATS_PAYLOAD:
+            stats = "latency"
+        t: dict[str, Any] = {"size": size, "flow_mode": self.flow_mode, "bearers": self.n_bearers,
+                             "sgws": SGWS, "stats": stats}
+        if self.flow_mode == "multi":
+            t["flows"] = self.flows
+        if self.direction == "uplink":
+            t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
+        return t
+
+
+@dataclass
+class Prepared:
+    params: CaseParams
+    tx_port: int
+    rx_port: int
+    tunables: dict[str, Any]
+    latency: bool
+    streams: list[dict]
+
+
+# ------------------------------------------------------------------------------------------ DUT probes
+
+def _cpu_busy_seconds() -> float:
+    """Busy CPU time of all CPUs since boot, from /proc/stat (user nice system irq softirq steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (v + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class LocalDut:
+    """The embedded lab's PGW-U: counters from its pinned stats map, program run time from the
+    pinned programs (kernel.bpf_stats_enabled), link losses from the veths, CPU from /proc/stat."""
+
+    kind = "local"
+
+    def __init__(self, lab):
+        from gtplab.dataplane import Dataplane
+        self.lab = lab
+        self.dp = Dataplane(lab.pin_dir)
+
+    def close(self) -> None:
+        self.dp.close()
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        return {k: p for k, (p, _) in self.dp.stats().items()}
+
+    def _ethtool(self, ns: str, ifname: str) -> dict[str, int]:
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "ethtool", "-S", ifname],
+                           capture_output=True, text=True, timeout=30)
+        out = {}
+        for line in p.stdout.splitlines()[1:]:
+            k, _, v = line.partition(":")
+            with contextlib.suppress(ValueError):
+                out[k.strip()] = int(v)
+        return out
+
+    def link(self) -> dict[str, dict[str, int]]:
+        acc, sgi = self.lab.ports
+        return {"gen_access": self._ethtool(self.lab.gen_ns, acc.ifname),
+                "gen_sgi": self._ethtool(self.lab.gen_ns, sgi.ifname),
+                "dut_access": self._ethtool(self.lab.dut_ns, acc.dut_ifname),
+                "dut_sgi": self._ethtool(self.lab.dut_ns, sgi.dut_ifname)}
+
+    @staticmethod
+    def link_delta(before, after, direction: str) -> dict[str, int]:
+        """DUT ingress XDP packets, losses generator -> DUT and DUT -> generator (veth xdp_xmit errors)."""
+        def d(dev, key):
+            return after[dev].get(key, 0) - before[dev].get(key, 0)
+        gin, din, dout = (("gen_access", "dut_access", "dut_sgi") if direction == "uplink"
+                          else ("gen_sgi", "dut_sgi", "dut_access"))
+        other_in = "dut_sgi" if direction == "uplink" else "dut_access"
+        return {"dut_rx": d(din, "rx_queue_0_xdp_packets"),
+                "lost_in": d(gin, "tx_queue_0_xdp_xmit_errors"),
+                "lost_out": d(dout, "tx_queue_0_xdp_xmit_errors"),
+                "other_side_rx": d(other_in, "rx_queue_0_xdp_packets")}
+
+    def prog_stats(self) -> dict[str, tuple[int, int]]:
+        out = {}
+        for name, prog in self.dp.progs.items():
+            i = prog.info()
+            out[name] = (int(i.run_time_ns), int(i.run_cnt))
+        return out
+
+    def cpu_seconds(self) -> float | None:
+        return _cpu_busy_seconds()
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        """kernel.bpf_stats_enabled while the block runs (BPF_ENABLE_STATS: off again when the fd closes)."""
+        from gtplab import bpf
+        fd = bpf.enable_stats()
+        try:
+            yield
+        finally:
+            os.close(fd)
+
+    def install_bearers(self, path: str) -> None:
+        self.lab.pgwu("session", "flush")
+        self.lab.pgwu("session", "load", path, timeout=600)
+
+
+_METRIC_RE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)')
+
+
+def _scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = _METRIC_RE.match(line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+class MetricsDut:
+    """A PGW-U on another host: counters from its `pgwu metrics` URL, CPU from its node-exporter
+    (optional); no per-program run time and no link counters (losses on the wire are unexplained)."""
+
+    kind = "metrics"
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.metrics_url = cfg.dut.get("metrics_url")
+        self.node_url = cfg.dut.get("node_exporter_url")
+        if not self.metrics_url:
+            raise UserError(f"lab config {cfg.path}: dut.metrics_url is needed to read the DUT's counters")
+
+    def close(self) -> None:
+        pass
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        try:
+            rows = _scrape(self.metrics_url)
+        except OSError as e:
+            raise UserError(f"Couldn't read the DUT's counters from {self.metrics_url}: {e}") from None
+        return {(lb["reason"], lb["verdict"]): int(v) for n, lb, v in rows if n == "pgwu_packets_total"}
+
+    def link(self):
+        return None
+
+    @staticmethod
+    def link_delta(before, after, direction):
+        return None
+
+    def prog_stats(self):
+        return None
+
+    def cpu_seconds(self) -> float | None:
+        if not self.node_url:
+            return None
+        try:
+            rows = _scrape(self.node_url)
+        except OSError:
+            return None
+        return sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
+                   and lb.get("mode") not in ("idle", "iowait"))
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+    def install_bearers(self, path: str) -> None:
+        ssh = self.cfg.dut.get("ssh")
+        if not ssh:
+            print(f"gtplab: load the bearers on the DUT yourself: pgwu session flush && pgwu session load {path}"
+                  " (or set dut.ssh in the lab config)", file=sys.stderr)
+            return
+        pgwu = self.cfg.dut.get("pgwu", "pgwu")
+        pin = self.cfg.dut.get("pin_dir")
+        base = [pgwu] + (["-d", pin] if pin else [])
+        remote = f"/tmp/gtplab-bearers-{os.getpid()}.txt"
+        for argv in (["scp", "-q", path, f"{ssh}:{remote}"],
+                     ["ssh", ssh, " ".join(base + ["session", "flush"])],
+                     ["ssh", ssh, " ".join(base + ["session", "load", remote])]):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            if p.returncode:
+                raise UserError(f"Couldn't install the bearers on {ssh} ({' '.join(argv[:2])}): "
+                                f"{p.stderr.strip()[-200:]}")
+
+
+# ------------------------------------------------------------------------------------------ runner
+
+class Runner:
+    """Prepares cases (bearers, streams) and runs trials on a connected backend."""
+
+    def __init__(self, backend, cfg, dut=None):
+        from gtplab.backend import TrexClient
+        # the TRex library's bundled Scapy warns about deprecated ciphers on import: not ours to fix
+        os.environ.setdefault("PYTHONWARNINGS", "ignore")
+        self.backend = backend
+        self.client = backend.client
+        self.cfg = cfg
+        self.dut = dut or (LocalDut(backend.lab) if backend.kind == "local" else MetricsDut(cfg))
+        self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
+        self._streams: dict[tuple, list[dict]] = {}
+        self._bearers_key: tuple | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-runner-")
+
+    def close(self) -> None:
+        self._worker.close()
+        self.dut.close()
+        self._tmp.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def ports(self, direction: str) -> tuple[int, int]:
+        a, s = self.cfg.port("access"), self.cfg.port("sgi")
+        return (a, s) if direction == "uplink" else (s, a)
+
+    def streams(self, direction: str, tunables: dict, port: int) -> list[dict]:
+        key = (direction, port, tuple(sorted(tunables.items())))
+        if key not in self._streams:
+            from gtplab.backend import TrexError
+            try:
+                self._streams[key] = self._worker.profile_streams(
+                    str(PROFILES_DIR / f"gtpu_{direction}.py"), port_id=port, tunables=tunables)
+            except TrexError as e:
+                raise UserError(f"profile gtpu_{direction}.py {tunables}: {e}") from None
+        return self._streams[key]
+
+    def install_bearers(self, p: CaseParams, tunables: dict) -> None:
+        """The bearers of the profile's tunables, through `gtplab bearers`' writer and `pgwu session
+        load` (only when they differ from what is installed)."""
+        key = (p.n_bearers, SGWS, p.checksum)
+        if key == self._bearers_key:
+            return
+        path = os.path.join(self._tmp.name, "bearers.txt")
+        bearer_files.write_bearer_file(p.direction, tunables, path, csum=p.checksum)
+        self._bearers_key = None
+        self.dut.install_bearers(path)
+        self._bearers_key = key
+
+    def prepare(self, p: CaseParams) -> Prepared:
+        tx, rx = self.ports(p.direction)
+        tun = p.tunables()
+        self.install_bearers(p, tun)
+        streams = self.streams(p.direction, tun, tx)
+        return Prepared(p, tx, rx, tun, tun["stats"] == "latency", streams)
+
+    def _wait(self, ports, duration: float) -> None:
+        try:
+            self.client.wait_on_traffic(ports=ports, timeout=max(30.0, 3 * duration + 10),
+                                        rx_delay_ms=50)
+        except TypeError:           # TRex's wait_on_traffic has no rx_delay_ms
+            self.client.wait_on_traffic(ports=ports, timeout=max(30.0, 3 * duration + 10))
+            time.sleep(0.1)
+
+    def _settled_stats(self, rx: int) -> dict:
+        """Stats once the receive counter stops moving (frames in flight have arrived)."""
+        st = self.client.get_stats()
+        for _ in range(20):
+            time.sleep(0.02)
+            st2 = self.client.get_stats()
+            if st2[rx]["ipackets"] == st[rx]["ipackets"]:
+                return st2
+            st = st2
+        return st
+
+    def trial(self, prep: Prepared, rate_pps: float | None, duration: float,
+              capture: str | None = None, capture_limit: int = 64) -> dict[str, Any]:
+        """One trial at rate_pps (None: as fast as the generator goes, mult 100%)."""
+        p, tx, rx = prep.params, prep.tx_port, prep.rx_port
+        mult = "100%" if rate_pps is None else f"{max(rate_pps, 1.0):.0f}pps"
+        c = self.client
+        # reset + add per trial: a fresh start of the streams (the engine restarts a stream's
+        # counters on start, so a clear_stats baseline would not survive a second start)
+        c.reset(ports=[self.cfg.port("access"), self.cfg.port("sgi")])
+        c.add_streams(prep.streams, ports=[tx])
+        c.clear_stats()
+        cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
+        try:
+            c.start(ports=[tx], mult=mult, duration=duration, force=True)
+            self._wait([tx], duration)
+            st = self._settled_stats(rx)
+        finally:
+            if cap:
+                c.stop_capture(cap["id"], output=capture)
+        cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        return self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
+                            (prog0, prog1), (cpu0, cpu1), capture)
+
+    def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:
+        p, tx, rx = prep.params, prep.tx_port, prep.rx_port
+        dd = conservation.DutDelta.from_counters(*cnt)
+        ld = self.dut.link_delta(*link, p.direction) if link[0] is not None else None
+        cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,
+                                  dut_rx=ld["dut_rx"] if ld else None,
+                                  link_in_lost=ld["lost_in"] if ld else None,
+                                  link_out_lost=ld["lost_out"] if ld else None)
+        if ld and ld["other_side_rx"]:
+            cons.ok = False
+            cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "
+                               f"{p.direction} trial (not attributable)")
+        ns_pp = None
+        if prog[0] is not None:
+            (t0, n0), (t1, n1) = prog[0][PROG[p.direction]], prog[1][PROG[p.direction]]
+            ns_pp = (t1 - t0) / (n1 - n0) if n1 > n0 and t1 > t0 else None
+        cpu_s = None if cpu[0] is None or cpu[1] is None else round(cpu[1] - cpu[0], 4)
+        tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
+        lat = {k: None for k in ("min", "avg", "p50", "p99", "max")}
+        pg = (st.get("latency") or {}).get(PG_ID[p.direction])
+        if prep.latency and pg and rx_p:
+            L = pg["latency"]
+            lat = {"min": L.get("total_min"), "avg": L.get("average"), "p50": L.get("percentile_50"),
+                   "p99": L.get("percentile_99"), "max": L.get("total_max")}
+        return {
+            "rate_asked": mult, "rate_asked_pps": rate_pps, "duration_s": duration,
+            "offered_pps": st[tx]["tx_pps"], "offered_bps_l1": st[tx]["tx_bps_L1"],
+            "offered_bps_l2": st[tx]["tx_bps"], "rx_pps": st[rx]["rx_pps"],
+            "rx_bps_l1": st[rx]["rx_bps_L1"], "rx_bps_l2": st[rx]["rx_bps"],
+            "tx_packets": tx_p, "rx_packets": rx_p,
+            "loss_ratio": (tx_p - rx_p) / tx_p if tx_p else None,
+            "latency_us": lat,
+            "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
+                    "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
+                    "ns_per_packet": ns_pp, "cpu_seconds": cpu_s,
+                    "cpu_ns_per_packet": cpu_s * 1e9 / dd.fwd_packets if cpu_s is not None and dd.fwd_packets else None},
+            "conservation": cons.as_dict(),
+            "pcap": capture,
+        }
+
+
+# ------------------------------------------------------------------------------------------ NDR search
+
+def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, max_pps: float | None = None,
+               resolution: float = 0.02, max_trials: int = 8) -> tuple[dict | None, list[dict], str]:
+    """RFC 2544-style search for the highest rate with loss_ratio <= tolerance.
+
+    run_trial(pps) runs one trial (pps None: as fast as the generator goes) and returns a dict with
+    offered_pps (achieved) and loss_ratio. The first trial is at max_pps (or the generator's max); if
+    it loses nothing beyond the tolerance, the result is generator-limited. Otherwise the next guess is
+    the rate the DUT delivered in that trial, then a binary search between the highest passing and
+    the lowest failing rate, until they are within resolution x the top rate or max_trials ran.
+    Returns (best passing trial or None, every trial in order, status)."""
+    trials: list[dict] = []
+
+    def run(pps):
+        t = run_trial(pps)
+        t["passed"] = t.get("loss_ratio") is not None and t["loss_ratio"] <= tolerance
+        trials.append(t)
+        return t
+
+    first = run(max_pps)
+    if first["passed"]:
+        return first, trials, "generator-limited: no loss at the highest rate the generator reached"
+    top = max_pps or first["offered_pps"]
+    lo, hi, best = 0.0, top, None
+    guess = first.get("rx_pps") or top / 2
+    guess = guess if 0 < guess < top else top / 2
+    while len(trials) < max_trials and hi - lo > resolution * top:
+        t = run(guess)
+        if t["passed"]:
+            lo, best = guess, t
+        else:
+            hi = guess
+        guess = (lo + hi) / 2
+    if best is None:
+        return None, trials, f"no trial met the loss tolerance {tolerance} (lowest tried {hi:.0f} pps)"
+    status = "resolution reached" if hi - lo <= resolution * top else f"stopped after {max_trials} trials"
+    return best, trials, status

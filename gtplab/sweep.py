@@ -1,0 +1,488 @@
+"""`gtplab sweep`: frame sizes x directions x flows x checksum through the PGW-U, into a results dir.
+
+    gtplab sweep                                    # the default sweep on the embedded lab
+    gtplab sweep --sizes 64,1518 --directions uplink --rate-mode ndr --duration 0.5
+    gtplab sweep --backend trex --lab-config my-lab.yaml --spec my-sweep.yaml
+
+The spec (gtplab/sweeps/default.yaml, or --spec FILE, then CLI overrides) is checked completely before
+anything starts. Each case installs its bearers (from the profile's tunables, as `gtplab bearers`
+writes them), runs one trial at a fixed rate or an NDR/PDR search (gtplab/runner.py), checks packet
+conservation, and is written to RESULTS_DIR (docs/results.md) before the next case starts, then
+pushed to the Pushgateway if one is given. docs/sweep.md describes the spec and the method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import os
+import platform
+import socket
+import sys
+import time
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gtplab import labconfig, results
+from gtplab.cli import UserError
+
+SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
+DEFAULT_SPEC = SWEEPS_DIR / "default.yaml"
+DIRECTIONS = ("uplink", "downlink")
+FLOW_MODES = ("single", "multi")
+RATE_MODES = ("fixed", "ndr", "pdr")
+UNDERSIZE = ("clamp", "skip", "error")
+NDR_KEYS = {"loss_tolerance", "pdr_loss_tolerance", "resolution", "max_trials"}
+SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
+             "rate", "duration", "ndr", "latency", "pcap_limit", "undersize"}
+
+
+# ------------------------------------------------------------------------------------------ spec
+
+def _common():
+    from gtplab.bearers import load_common
+    return load_common()
+
+
+def _list(v):
+    return v if isinstance(v, list) else [v]
+
+
+def _csum(v) -> str:
+    # YAML 1.1 reads on/off as booleans
+    if v is True or v == "on":
+        return "on"
+    if v is False or v == "off":
+        return "off"
+    raise ValueError(v)
+
+
+def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
+    """The spec with defaults filled in and values normalised; UserError naming the first problem."""
+    def bad(msg):
+        raise UserError(f"{where}: {msg}")
+    if not isinstance(spec, dict):
+        bad("must be a mapping")
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        bad(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(SPEC_KEYS))})")
+    c = _common()
+    s = copy.deepcopy(spec)
+    sizes = _list(s.get("frame_sizes", [128]))
+    if not sizes or not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
+        bad(f"frame_sizes must be a list of integers: {sizes!r}")
+    for x in sizes:
+        if not c.MIN_FRAME <= x <= c.MAX_FRAME:
+            bad(f"frame size {x} out of range {c.MIN_FRAME}..{c.MAX_FRAME} (bytes on the wire incl. FCS)")
+    if len(set(sizes)) != len(sizes):
+        bad(f"frame_sizes has duplicates: {sizes}")
+    s["frame_sizes"] = sizes
+    dirs = _list(s.get("directions", list(DIRECTIONS)))
+    if not dirs or any(d not in DIRECTIONS for d in dirs) or len(set(dirs)) != len(dirs):
+        bad(f"directions {dirs!r}: a list of {', '.join(DIRECTIONS)}")
+    s["directions"] = dirs
+    fms = _list(s.get("flow_modes", ["multi"]))
+    if not fms or any(f not in FLOW_MODES for f in fms):
+        bad(f"flow_modes {fms!r}: a list of {', '.join(FLOW_MODES)}")
+    s["flow_modes"] = fms
+    flows = s.get("flows", 1024)
+    if not isinstance(flows, int) or isinstance(flows, bool) or not 1 <= flows <= 1 << 20:
+        bad(f"flows {flows!r}: an integer 1..{1 << 20}")
+    from gtplab.runner import SGWS
+    if "multi" in fms and flows > SGWS and flows % SGWS:
+        bad(f"flows {flows} must be a multiple of {SGWS} (the SGWs the profiles use; bearer i uses SGW i % {SGWS})")
+    s["flows"] = flows
+    b = s.get("bearers")
+    if b is not None and (not isinstance(b, int) or isinstance(b, bool) or not flows <= b <= 1 << 20):
+        bad(f"bearers {b!r}: null or an integer flows ({flows}) .. {1 << 20}")
+    s["bearers"] = b
+    try:
+        s["checksum"] = [_csum(v) for v in _list(s.get("checksum", ["on"]))]
+    except ValueError as e:
+        bad(f"checksum {e.args[0]!r}: on or off")
+    rm = s.get("rate_mode", "fixed")
+    if rm not in RATE_MODES:
+        bad(f"rate_mode {rm!r}: one of {', '.join(RATE_MODES)}")
+    s["rate_mode"] = rm
+    rate = s.get("rate", "100%")
+    if isinstance(rate, bool):
+        bad(f"rate {rate!r}")
+    if isinstance(rate, (int, float)):
+        if rate <= 0:
+            bad(f"rate {rate}: must be positive (packets per second)")
+    else:
+        from gtplab.engine.client import parse_mult
+        try:
+            parse_mult(rate)
+        except Exception as e:  # EngineError
+            bad(f"rate {rate!r}: {e}")
+    s["rate"] = rate
+    d = s.get("duration", 1.0)
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.05 <= d <= 3600:
+        bad(f"duration {d!r}: seconds, 0.05..3600")
+    s["duration"] = float(d)
+    ndr = s.get("ndr") or {}
+    if not isinstance(ndr, dict) or set(ndr) - NDR_KEYS:
+        bad(f"ndr: unknown key(s) {', '.join(sorted(set(ndr) - NDR_KEYS)) if isinstance(ndr, dict) else ndr!r} "
+            f"(allowed: {', '.join(sorted(NDR_KEYS))})")
+    ndr = {"loss_tolerance": 0.0, "pdr_loss_tolerance": None, "resolution": 0.02, "max_trials": 8, **ndr}
+    for k in ("loss_tolerance", "pdr_loss_tolerance"):
+        v = ndr[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
+            bad(f"ndr.{k} {v!r}: a loss ratio 0..1 (0.001 = 0.1 %)")
+    if isinstance(ndr["resolution"], bool) or not isinstance(ndr["resolution"], (int, float)) \
+            or not 0 < ndr["resolution"] < 1:
+        bad(f"ndr.resolution {ndr['resolution']!r}: a fraction of the top rate, e.g. 0.02")
+    if not isinstance(ndr["max_trials"], int) or not 1 <= ndr["max_trials"] <= 100:
+        bad(f"ndr.max_trials {ndr['max_trials']!r}: 1..100")
+    s["ndr"] = ndr
+    lat = s.get("latency", True)
+    if not isinstance(lat, bool):
+        bad(f"latency {lat!r}: true or false")
+    s["latency"] = lat
+    pl = s.get("pcap_limit", 64)
+    if isinstance(pl, bool) or not isinstance(pl, int) or not 0 <= pl <= 100000:
+        bad(f"pcap_limit {pl!r}: 0 (no capture) .. 100000 frames")
+    s["pcap_limit"] = pl
+    us = s.get("undersize", "clamp")
+    if us not in UNDERSIZE:
+        bad(f"undersize {us!r}: one of {', '.join(UNDERSIZE)}")
+    s["undersize"] = us
+    if us == "error":
+        for dr in dirs:
+            lo = c.min_frame_size(dr)
+            small = [x for x in sizes if x < lo]
+            if small:
+                bad(f"frame size(s) {small} below the {dr} minimum {lo} (undersize: error; use clamp or skip)")
+    return s
+
+
+def load_spec(path: str | None) -> dict[str, Any]:
+    p = Path(path) if path else DEFAULT_SPEC
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"sweep spec {p}: no such file") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"sweep spec {p}: not YAML: {str(e).splitlines()[0]}") from None
+    return validate(data if data is not None else {}, f"sweep spec {p}")
+
+
+def _csv(text: str, conv=str) -> list:
+    try:
+        return [conv(x.strip()) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"bad list {text!r}") from None
+
+
+def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
+    """CLI options over the spec file; validated again as a whole."""
+    s = dict(spec)
+    if args.sizes:
+        s["frame_sizes"] = _csv(args.sizes, int)
+    if args.directions:
+        s["directions"] = _csv(args.directions)
+    if args.flow_modes:
+        s["flow_modes"] = _csv(args.flow_modes)
+    if args.flows is not None:
+        s["flows"] = args.flows
+    if args.bearers is not None:
+        s["bearers"] = args.bearers
+    if args.checksum:
+        s["checksum"] = _csv(args.checksum)
+    if args.rate_mode:
+        s["rate_mode"] = args.rate_mode
+    if args.rate is not None:
+        try:
+            s["rate"] = float(args.rate)
+        except ValueError:
+            s["rate"] = args.rate
+    if args.duration is not None:
+        s["duration"] = args.duration
+    if args.max_trials is not None:
+        s["ndr"] = {**s["ndr"], "max_trials": args.max_trials}
+    if args.pcap_limit is not None:
+        s["pcap_limit"] = args.pcap_limit
+    if args.no_latency:
+        s["latency"] = False
+    return validate(s, "sweep spec (with command-line options)")
+
+
+def plan(spec: dict) -> tuple[list, list[dict]]:
+    """(cases, skipped): CaseParams for every combination, in run order (direction, then size)."""
+    from gtplab.runner import CaseParams
+    c = _common()
+    cases, skipped = [], []
+    for d in spec["directions"]:
+        lo = c.min_frame_size(d)
+        for fm in spec["flow_modes"]:
+            flows = 1 if fm == "single" else spec["flows"]
+            for cs in spec["checksum"]:
+                for size in spec["frame_sizes"]:
+                    if size < lo and spec["undersize"] == "skip":
+                        skipped.append({"direction": d, "frame_size": size,
+                                        "note": f"below the {d} minimum {lo}: skipped"})
+                        continue
+                    cid = f"{d}-{size}-{fm}{flows}-csum{cs}-{spec['rate_mode']}"
+                    cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
+                                            bearers=spec["bearers"] if fm == "multi" else None,
+                                            checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
+                                            duration=spec["duration"], latency=spec["latency"],
+                                            case_id=cid))
+    return cases, skipped
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+class Progress:
+    """One updating line on stderr when it is a terminal, plain lines otherwise (CI logs)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.case = ""
+        self.i = 0
+        self._last = 0
+
+    def start_case(self, i: int, text: str) -> None:
+        self.i, self.case = i, text
+        self.update("starting")
+
+    def update(self, what: str) -> None:
+        line = f"[{self.i}/{self.total}] {self.case}: {what}"
+        if self.tty:
+            cols = 120
+            self.stream.write("\r" + line[:cols].ljust(self._last))
+            self._last = min(len(line), cols)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def done(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * self._last + "\r")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _rate(pps: float | None) -> str:
+    if pps is None:
+        return "max"
+    return f"{pps / 1e6:.3f} Mpps" if pps >= 1e6 else f"{pps / 1e3:.1f} kpps"
+
+
+# ------------------------------------------------------------------------------------------ run
+
+CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1", "rx_bps_l2",
+             "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
+
+
+def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
+    """Run one case; returns its results record (docs/results.md plus trials, notes, conservation)."""
+    from gtplab.runner import ndr_search
+    c = _common()
+    prep = runner.prepare(p)
+    notes = []
+    if p.actual_size != p.frame_size:
+        notes.append(f"requested {p.frame_size} B is below the {p.direction} minimum "
+                     f"{c.min_frame_size(p.direction)} B (GTP-U + inner IPv4/UDP + FCS): ran {p.actual_size} B")
+    if p.latency and not prep.latency:
+        notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
+                     f"{c.STATS_PAYLOAD} payload bytes for the latency trailer")
+    pcap = str(pcap_dir / f"case-{p.case_id}-port{prep.rx_port}.pcap") if pcap_dir and spec["pcap_limit"] else None
+    ndr = spec["ndr"]
+    first = [True]
+
+    def trial(pps):
+        if progress:
+            progress.update(f"trial at {_rate(pps)}, {p.duration:g} s")
+        t = runner.trial(prep, pps, p.duration, capture=pcap if first[0] else None,
+                         capture_limit=max(1, spec["pcap_limit"]))
+        first[0] = False
+        if progress:
+            progress.update(f"offered {_rate(t['offered_pps'])}, received {_rate(t['rx_pps'])}, "
+                            f"loss {t['loss_ratio'] or 0:.4%}")
+        return t
+
+    with runner.dut.bpf_stats():
+        if p.rate_mode == "fixed":
+            pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
+            if pps is None and p.rate != "100%":
+                from gtplab.engine.client import parse_mult
+                kind, val = parse_mult(p.rate)
+                fs = p.actual_size
+                pps = {"pps": val, "bps_l2": val / (fs * 8), "bps_l1": val / ((fs + 20) * 8),
+                       "percent": val / 100 * cfg.port_speed_bps / ((fs + 20) * 8)}.get(kind)
+                if pps is None:
+                    raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
+            best = trial(pps)
+            trials, status = [best], "fixed rate"
+        else:
+            tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
+                ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
+            best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
+                                              resolution=ndr["resolution"], max_trials=ndr["max_trials"])
+            if best is None:
+                notes.append(status)
+                best = min(trials, key=lambda t: t["offered_pps"] or 0)
+            if status.startswith("generator-limited"):
+                notes.append(status)
+    rec: dict[str, Any] = {
+        "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
+        "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
+        "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
+        "duration_s": p.duration, **{k: best[k] for k in CASE_KEYS},
+        "rate_asked": best["rate_asked"],
+        "status": status,
+        "conservation_ok": all(t["conservation"]["ok"] for t in trials),
+        "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
+                                      "loss_ratio", "passed", "conservation") if k in t} for t in trials],
+        "tunables": prep.tunables,
+        "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
+        "notes": notes,
+        "end_timestamp": time.time(),
+    }
+    if not rec["conservation_ok"]:
+        bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
+        rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
+    return rec
+
+
+def _results_dir(out: str | None, run_uuid: str) -> Path:
+    d = Path(out) if out else Path("results") / run_uuid
+    if d.exists() and any(d.iterdir()):
+        raise UserError(f"results directory {d} exists and is not empty (nothing is overwritten)")
+    return d
+
+
+def _report(results_dir: Path) -> str | None:
+    """Build the HTML report if gtplab.report exists (another module); its path or None."""
+    try:
+        from gtplab import report
+    except ImportError:
+        return None
+    for name in ("build_report", "build", "write_report", "generate"):
+        fn = getattr(report, name, None)
+        if callable(fn):
+            try:
+                out = fn(str(results_dir))
+            except Exception as e:  # a report problem must not lose the sweep
+                print(f"gtplab sweep: report not built: {e}", file=sys.stderr)
+                return None
+            return str(out) if out else None
+    return None
+
+
+def do_sweep(args: argparse.Namespace) -> int:
+    cfg = labconfig.load(args.lab_config)
+    kind = args.backend or cfg.backend
+    spec = apply_overrides(load_spec(args.spec), args)
+    cases, skipped = plan(spec)
+    if not cases:
+        raise UserError("the sweep has no cases (every size was skipped)")
+    run_uuid = str(uuidlib.uuid4())
+    rdir = _results_dir(args.out, run_uuid)
+    if kind == "trex" and not (args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER")):
+        raise UserError("--backend trex needs a TRex server: --trex-server, trex_server in the lab config, "
+                        "or $TREX_SERVER")
+
+    from gtplab.backend import Backend
+    from gtplab.push import Pusher, default_gateway
+    from gtplab.runner import Runner
+    t_start = time.monotonic()
+    lab_kwargs = {}
+    lab = None
+    if kind == "local":
+        if args.lab:
+            from gtplab.lab import Lab
+            lab = Lab.open(args.lab)
+        else:
+            lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200))}
+    print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({kind}); results in {rdir}",
+          file=sys.stderr)
+    be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
+                      **lab_kwargs)
+    run = {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "backend": kind, "lab": cfg.name, "host": socket.gethostname(),
+           "lab_config": cfg.path, "spec": spec, "skipped": skipped,
+           "cpu_shared_with_generator": cfg.cpu_shared_with_generator,
+           "kernel": platform.release(), "cases_planned": len(cases),
+           "lab_name": be.lab.name if be.lab is not None else None,
+           "notes": ([f"generator and DUT share this host's {os.cpu_count()} CPUs: cpu_seconds is the "
+                      "whole host's busy time during the case"] if cfg.cpu_shared_with_generator else [])}
+    pusher = None
+    done = failed = 0
+    try:
+        rdir.mkdir(parents=True, exist_ok=True)
+        results.write_run(rdir, run)
+        pcap_dir = rdir / "pcaps"
+        pcap_dir.mkdir(exist_ok=True)
+        gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
+        pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
+        progress = Progress(len(cases))
+        with Runner(be, cfg) as runner:
+            for i, p in enumerate(cases, 1):
+                progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows "
+                                       f"csum {p.checksum} {p.rate_mode}")
+                if pusher:
+                    pusher.case_started({"case_id": p.case_id, "direction": p.direction,
+                                         "frame_size": p.actual_size, "flows": p.flows,
+                                         "checksum": p.checksum}, index=i - 1, total=len(cases))
+                rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                results.append_case(rdir, rec)
+                done += 1
+                failed += not rec["conservation_ok"]
+                if pusher:
+                    pusher.push(rec)
+                progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: offered {_rate(rec['offered_pps'])}, "
+                              f"received {_rate(rec['rx_pps'])}, loss {rec['loss_ratio'] or 0:.4%}"
+                              + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+    finally:
+        if pusher:
+            pusher.finish()
+        be.close()
+        if rdir.joinpath(results.RUN_FILE).exists():
+            run.update(finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       elapsed_s=round(time.monotonic() - t_start, 1), cases_done=done,
+                       conservation_failures=failed)
+            results.write_run(rdir, run)
+    print(f"gtplab sweep: {done} case(s) in {time.monotonic() - t_start:.0f} s"
+          + (f", {failed} with unexplained packet counts" if failed else ""), file=sys.stderr)
+    print(f"results: {rdir.resolve()}")
+    rep = _report(rdir)
+    if rep:
+        print(f"report: {rep}")
+    return 1 if failed else 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="run the frame-size sweep through the PGW-U (results dir)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--spec", metavar="FILE", help=f"sweep spec YAML (default: {DEFAULT_SPEC})")
+    p.add_argument("--lab-config", metavar="NAME|FILE",
+                   help="lab config: a name in gtplab/labs/ or a file (default: $GTPLAB_LAB_CONFIG or embedded)")
+    p.add_argument("--backend", choices=("local", "trex"), help="default: the lab config's")
+    p.add_argument("--trex-server", metavar="HOST[:PORT]", help="default: the lab config's or $TREX_SERVER")
+    p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
+                                                 "instead of building one")
+    p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--pushgateway", metavar="URL", help="push each case there (default: $GTPLAB_PUSHGATEWAY; none)")
+    g = p.add_argument_group("spec overrides")
+    g.add_argument("--sizes", metavar="N,N..", help="frame sizes on the wire incl. FCS")
+    g.add_argument("--directions", metavar="D,D", help="uplink,downlink")
+    g.add_argument("--flow-modes", metavar="M,M", help="single,multi")
+    g.add_argument("--flows", type=int, help="flows (bearers the traffic cycles through) in multi mode")
+    g.add_argument("--bearers", type=int, help="bearers installed on the DUT (>= flows)")
+    g.add_argument("--checksum", metavar="on,off", help="outer UDP checksum modes")
+    g.add_argument("--rate-mode", choices=RATE_MODES)
+    g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")
+    g.add_argument("--duration", type=float, help="seconds per trial")
+    g.add_argument("--max-trials", type=int, help="NDR/PDR search: most trials per case")
+    g.add_argument("--pcap-limit", type=int, help="frames captured per case (0: none)")
+    g.add_argument("--no-latency", action="store_true", help="no latency stream")
+    p.set_defaults(func=do_sweep)
