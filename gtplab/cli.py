@@ -18,7 +18,6 @@ COMMANDS: list[str] = [
     "export",
     "lab",
     "bearers",
-    "report",
     "sweep",
 ]
 
