@@ -1,0 +1,276 @@
+"""Correctness through the live lab: known packets in, every packet out checked with Scapy.
+
+One namespace lab per module (gtplab.lab.Lab: generator + XDP PGW-U, always torn down). Packets come
+from gtplab/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
+TRex stream JSON (raw bytes, no field engine, single bursts); the engine captures on the receiving
+port. For each packet the test computes the expected output itself:
+- uplink (decap): Ether(gen port 1 <- DUT SGi) / the inner packet with TTL-1 and a valid header
+  checksum, byte for byte;
+- downlink (encap): outer IPv4 PGW -> the bearer's SGW, UDP 2152/2152, GTP-U G-PDU with the bearer's
+  SGW TEID, every length, the outer UDP checksum valid (bearer csum on) or 0 (off), the inner packet
+  with TTL-1 byte for byte; VLAN tags in and out;
+- nothing else arrives, nothing comes back, and packet conservation holds for every burst;
+- unknown TEIDs, unknown UEs and spoofed sources are not forwarded and are counted by reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import struct
+
+import pytest
+from scapy.contrib.gtp import GTP_U_Header
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
+
+from gtplab import conservation, packets
+from gtplab.runner import LocalDut
+
+pytestmark = pytest.mark.lab
+
+N_EACH = 3          # copies of each packet (one single-burst stream per packet)
+CSUM_ON = (0, 1)    # bearers with the outer UDP checksum on; 2, 3 have it off
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    from gtplab.lab import Lab
+    lab = Lab.up()
+    client = dut = None
+    try:
+        a = lab.addressing
+        bf = tmp_path_factory.mktemp("bearers") / "bearers.txt"
+        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
+                              f"csum={'on' if i in CSUM_ON else 'off'}\n" for i in range(4)))
+        lab.pgwu("session", "load", str(bf))
+        client = lab.client()
+        client.connect()
+        dut = LocalDut(lab)
+        yield lab, client, dut
+    finally:
+        if client:
+            client.disconnect()
+        if dut:
+            dut.close()
+        lab.down()
+
+
+def _stream(frame: bytes, n: int) -> dict:
+    return {"mode": {"type": "single_burst", "total_pkts": n, "rate": {"type": "pps", "value": 2000}},
+            "packet": {"binary": base64.b64encode(bytes(frame)).decode(), "meta": ""},
+            "vm": {"instructions": []}, "flow_stats": {"enabled": False}}
+
+
+def send(lab_t, tx: int, frames: list[bytes]) -> tuple[list[bytes], conservation.DutDelta, dict]:
+    """Send every frame N_EACH times from port tx, capture on the other port; returns the captured
+    frames, the DUT's counter deltas and the engine stats. Asserts packet conservation."""
+    lab, c, dut = lab_t
+    rx = 1 - tx
+    c.reset()
+    c.add_streams([_stream(f, N_EACH) for f in frames], ports=[tx])
+    cnt0, link0 = dut.counters(), dut.link()
+    cap = c.start_capture([rx], 10000)
+    c.start(ports=[tx])
+    c.wait_on_traffic(ports=[tx], timeout=30, rx_delay_ms=100)
+    got = [f for _, f, _ in c.stop_capture(cap["id"])]
+    st = c.get_stats()
+    cnt1, link1 = dut.counters(), dut.link()
+    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
+    ld = dut.link_delta(link0, link1, "uplink" if tx == 0 else "downlink")
+    cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd, dut_rx=ld["dut_rx"],
+                              link_in_lost=ld["lost_in"], link_out_lost=ld["lost_out"])
+    assert st[tx]["opackets"] == N_EACH * len(frames)
+    assert cons.ok, cons.message()
+    assert st[tx]["ipackets"] == 0, f"{st[tx]['ipackets']} frames came back to the sending port"
+    assert len(got) == st[rx]["ipackets"], "capture and rx counter disagree"
+    return got, dd, st
+
+
+def _ipv4_csum(hdr: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def ttl_minus_one(ip: bytes) -> bytes:
+    """The IPv4 packet as a router forwards it: TTL-1, header checksum recomputed."""
+    b = bytearray(ip)
+    ihl = (b[0] & 0x0F) * 4
+    b[8] -= 1
+    b[10:12] = b"\0\0"
+    b[10:12] = struct.pack("!H", _ipv4_csum(bytes(b[:ihl])))
+    return bytes(b)
+
+
+def _show(frame: bytes) -> str:
+    return Ether(frame).command()
+
+
+# ---------------------------------------------------------------------------------------- uplink
+
+def uplink_frames(lab):
+    a, p0 = lab.addressing, lab.ports[0]
+    kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+    return [
+        packets.gpdu(a.local_teid(0), a.ue(0), a.pdn(0), size=128, outer_src=a.sgw(0), **kw),
+        packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(1), size=1518, outer_src=a.sgw(1), udp_csum=True, **kw),
+        packets.gpdu(a.local_teid(2), a.ue(2), a.pdn(2), size=3024, outer_src=a.sgw(2), **kw),
+        packets.gpdu(a.local_teid(3), a.ue(3), a.pdn(3), size=200, l4="tcp", ttl=2, outer_src=a.sgw(3), **kw),
+        packets.gpdu(a.local_teid(0), a.ue(0), a.pdn(5), size=100, l4="icmp", df=True, tos=0x28,
+                     outer_src=a.sgw(0), **kw),
+        # one 802.1Q tag on the access side is accepted; the SGi side sends untagged
+        packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(6), size=256, outer_src=a.sgw(1), vlan=100, **kw),
+        # GTP-U with a sequence number and a PDU session container: the header chain is removed too
+        packets.gpdu(a.local_teid(2), a.ue(2), a.pdn(7), size=300, outer_src=a.sgw(2), seq=7,
+                     ext=[packets.pdu_session_container(qfi=5)], **kw),
+    ]
+
+
+def test_uplink_decap_every_packet(lab):
+    lab_o = lab[0]
+    p1 = lab_o.ports[1]
+    frames = uplink_frames(lab_o)
+    expected = collections.Counter()
+    for f in frames:
+        inner = bytes(f[GTP_U_Header].payload)
+        inner = inner[:struct.unpack("!H", inner[2:4])[0]]
+        # the header chain of the ext-header frame: take the inner IP from the end of the message
+        if f[GTP_U_Header].E or f[GTP_U_Header].S:
+            g = bytes(f[GTP_U_Header])
+            chain_end = 12
+            nxt = g[11]
+            while nxt:
+                ln = g[chain_end] * 4
+                nxt = g[chain_end + ln - 1]
+                chain_end += ln
+            inner = g[chain_end:]
+        exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + ttl_minus_one(inner)
+        expected[exp] += N_EACH
+    got, dd, st = send(lab, 0, [bytes(f) for f in frames])
+    assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    unexpected = [g for g in got if g not in expected]
+    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
+        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
+    assert collections.Counter(got) == expected
+    for g in got:                      # the same facts once more, through Scapy's eyes
+        e = Ether(g)
+        assert e.type == 0x0800 and Dot1Q not in e
+        ip = e[IP]
+        assert _ipv4_csum(bytes(ip)[:ip.ihl * 4]) == 0, "inner IPv4 checksum: " + _show(g)
+
+
+# ---------------------------------------------------------------------------------------- downlink
+
+def downlink_frames(lab):
+    a, p1 = lab.addressing, lab.ports[1]
+    kw = dict(src_mac=p1.mac, dst_mac=p1.dut_mac)
+    return [
+        packets.downlink_ip(a.ue(0), a.pdn(0), 64, **kw),
+        packets.downlink_ip(a.ue(1), a.pdn(1), 1518, df=True, **kw),
+        packets.downlink_ip(a.ue(2), a.pdn(2), 3024, **kw),
+        packets.downlink_ip(a.ue(3), a.pdn(3), 300, l4="tcp", tos=0xb8, **kw),
+        packets.downlink_ip(a.ue(0), a.pdn(4), 128, l4="icmp", **kw),
+        packets.downlink_ip(a.ue(2), a.pdn(5), 200, udp_csum=False, **kw),     # inner UDP checksum 0
+        packets.downlink_ip(a.ue(1), a.pdn(6), 256, vlan=42, **kw),            # tagged on SGi
+    ]
+
+
+def check_encap(lab_o, frames, got, vlan: int | None):
+    a, p0 = lab_o.addressing, lab_o.ports[0]
+    by_inner = {}
+    for f in frames:
+        ip = bytes(f[IP])
+        ip = ip[:struct.unpack("!H", ip[2:4])[0]]
+        by_inner[ttl_minus_one(ip)] = f
+    seen = collections.Counter()
+    for g in got:
+        e = Ether(g)
+        assert (e.dst, e.src) == (p0.mac, p0.dut_mac), _show(g)
+        if vlan is None:
+            assert e.type == 0x0800 and Dot1Q not in e, _show(g)
+        else:
+            assert Dot1Q in e and e[Dot1Q].vlan == vlan and e[Dot1Q].prio == 0, _show(g)
+        o = e[IP]
+        raw_ip = bytes(o)
+        assert o.ihl == 5 and o.ttl == 64 and o.proto == 17 and o.src == a.dut_access, _show(g)
+        assert _ipv4_csum(raw_ip[:20]) == 0, "outer IPv4 checksum: " + _show(g)
+        inner = raw_ip[36:]
+        assert inner in by_inner, "inner packet is not one we sent (with TTL-1): " + _show(g)
+        src = by_inner[inner]
+        sent_ip = src[IP]
+        i = int(sent_ip.dst.split(".")[-1]) - 1          # UE i = 10.64.0.1 + i (i < 4 here)
+        assert o.dst == a.sgw(i) and o.tos == sent_ip.tos, _show(g)
+        assert bool(o.flags.DF) == bool(sent_ip.flags.DF) and (o.id == 0 or not sent_ip.flags.DF), _show(g)
+        assert o.len == 36 + len(inner)
+        u = e[UDP]
+        assert (u.sport, u.dport, u.len) == (2152, 2152, 16 + len(inner)), _show(g)
+        gtp = e[GTP_U_Header]
+        gh = bytes(gtp)[:8]
+        assert gh[0] == 0x30 and gh[1] == 255, _show(g)
+        assert struct.unpack("!HI", gh[2:8]) == (len(inner), a.sgw_teid(i)), _show(g)
+        udp_raw = raw_ip[20:]
+        if i in CSUM_ON:
+            assert u.chksum != 0
+            ref = UDP(udp_raw)
+            ref.chksum = None
+            want = IP(src=o.src, dst=o.dst, proto=17) / ref
+            assert bytes(want[UDP])[6:8] == udp_raw[6:8], f"outer UDP checksum of bearer {i}: " + _show(g)
+        else:
+            assert u.chksum == 0, f"bearer {i} opted out of the outer UDP checksum: " + _show(g)
+        seen[inner] += 1
+    assert seen == collections.Counter({k: N_EACH for k in by_inner})
+
+
+def test_downlink_encap_every_packet(lab):
+    lab_o = lab[0]
+    frames = downlink_frames(lab_o)
+    got, dd, st = send(lab, 1, [bytes(f) for f in frames])
+    assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    check_encap(lab_o, frames, got, vlan=None)
+
+
+def test_downlink_egress_vlan(lab):
+    """pgwu config --vlan access ID: every encapsulated frame leaves with that 802.1Q tag."""
+    lab_o = lab[0]
+    frames = downlink_frames(lab_o)[:3]
+    lab_o.pgwu("config", "--vlan", "access", "7")
+    try:
+        got, dd, st = send(lab, 1, [bytes(f) for f in frames])
+    finally:
+        lab_o.pgwu("config", "--vlan", "access", "0")
+    check_encap(lab_o, frames, got, vlan=7)
+
+
+def test_uplink_egress_vlan(lab):
+    lab_o = lab[0]
+    p1 = lab_o.ports[1]
+    f = uplink_frames(lab_o)[0]
+    lab_o.pgwu("config", "--vlan", "sgi", "300")
+    try:
+        got, dd, st = send(lab, 0, [bytes(f)])
+    finally:
+        lab_o.pgwu("config", "--vlan", "sgi", "0")
+    inner = bytes(f[GTP_U_Header].payload)
+    exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac) / Dot1Q(vlan=300, prio=0, type=0x0800)) + ttl_minus_one(inner)
+    assert got == [exp] * N_EACH, _show(got[0]) if got else "nothing forwarded"
+
+
+# ---------------------------------------------------------------------------------------- negative
+
+def test_not_forwarded_and_counted_by_reason(lab):
+    lab_o = lab[0]
+    a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
+    kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, outer_src=a.sgw(0))
+    unknown_teid = packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128, **kw)
+    spoofed = packets.gpdu(a.local_teid(0), a.ue(1), a.pdn(0), size=128, **kw)   # bearer 0, UE 1's address
+    got, dd, st = send(lab, 0, [bytes(unknown_teid), bytes(spoofed), bytes(spoofed)])
+    assert got == []
+    assert dd.fwd_packets == 0 and not dd.passed_by_reason
+    assert dd.drops_by_reason == {"drop_unknown_teid": N_EACH, "drop_spoofed": 2 * N_EACH}
+
+    unknown_ue = packets.downlink_ip(a.ue(500), a.pdn(0), 128, src_mac=p1.mac, dst_mac=p1.dut_mac)
+    got, dd, st = send(lab, 1, [bytes(unknown_ue)])
+    assert got == []
+    assert dd.fwd_packets == 0 and dd.drops_by_reason == {"drop_unknown_ue": N_EACH}
