@@ -129,8 +129,8 @@ def _mac(name: str, dut: bool, port: int) -> str:
 def _run(argv: list[str], what: str, *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
     p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
-        msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
-        raise LabError(f"Couldn't {what}: {msg[-1] if msg else f'exit status {p.returncode}'}")
+        msg = [ln.strip() for ln in (p.stderr.strip() or p.stdout.strip()).splitlines() if ln.strip()]
+        raise LabError(f"Couldn't {what}: {'; '.join(msg[:4]) if msg else f'exit status {p.returncode}'}")
     return p
 
 
@@ -561,9 +561,17 @@ def _print_status(st: dict) -> None:
         print(f"  link {link['ifname']:<15} {link['state']:<5} mtu {link['mtu']}  {xs}")
     stats = st.get("dut_stats")
     if stats is not None:
-        print("  DUT counters (pgwu stats --json):")
-        for line in json.dumps(stats, indent=2, sort_keys=True).splitlines():
-            print("    " + line)
+        print("  DUT counters (pgwu stats --json; --json here for all of them):")
+        b = stats.get("bearers", {}) if isinstance(stats, dict) else {}
+        if b:
+            print(f"    bearers: {b.get('uplink')} uplink, {b.get('downlink')} downlink, "
+                  f"capacity {b.get('capacity')}")
+        nonzero = [(r, v, c.get("packets", 0)) for r, vs in (stats.get("reasons") or {}).items()
+                   for v, c in vs.items() if isinstance(c, dict) and c.get("packets")]
+        for r, v, n in nonzero:
+            print(f"    {r}/{v}: {n} packets")
+        if not nonzero:
+            print("    no packets seen")
     elif "dut_stats_error" in st:
         print(f"  DUT counters: {st['dut_stats_error']}")
 
@@ -583,7 +591,7 @@ def _cmd_down(args) -> int:
     if args.all == (args.name is not None):
         raise UserError("give either --name NAME or --all")
     names = lab_names() if args.all else [args.name]
-    if not args.all and args.name not in names:
+    if not args.all and args.name not in lab_names():
         # Nothing recorded: reconstruct the plan from the name, so a lab whose state file was lost
         # can still be removed (only its own names are touched).
         if not NAME_RE.match(args.name):
@@ -597,6 +605,8 @@ def _cmd_down(args) -> int:
     for n in names:
         try:
             state = json.loads(_state_path(n).read_text())
+        except FileNotFoundError:
+            continue  # removed meanwhile by another `down`
         except ValueError:
             state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU)  # torn state file
         removed = teardown(state)

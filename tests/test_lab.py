@@ -197,6 +197,8 @@ def test_cli_up_status_down():
                               cwd=REPO)
     assert down.returncode == 0, down.stderr
     assert leftovers(name) == []
+    again = subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 2 and "no lab named" in again.stderr
     bad = subprocess.run(GTPLAB + ["lab", "up", "--name", "Bad_Name"], capture_output=True, text=True,
                          cwd=REPO)
     assert bad.returncode == 2 and "bad lab name" in bad.stderr and bad.stderr.count("\n") == 1
@@ -213,6 +215,16 @@ def test_crash_after_up_then_down_cleans_up():
     down = subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, text=True, cwd=REPO)
     assert down.returncode == 0, down.stderr
     assert leftovers(name) == []
+
+
+def test_down_without_state_file():
+    """The state file is lost (e.g. /run was cleared): down --name finds the lab by its names."""
+    lab = Lab.up(dut="pgwu")
+    lab.state_path.unlink()
+    down = subprocess.run(GTPLAB + ["lab", "down", "--name", lab.name], capture_output=True, text=True,
+                          cwd=REPO)
+    assert down.returncode == 0, down.stderr
+    assert leftovers(lab.name) == []
 
 
 def test_interrupt_during_up_rolls_back(monkeypatch):
