@@ -1,0 +1,293 @@
+"""Unit tests (no lab) of the sweep's parts: spec validation and overrides, the plan (undersize
+uplink), the NDR/PDR search against a fake DUT, packet conservation arithmetic, lab configs and
+thresholds, and a case written to a results directory with a fake runner."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+
+import pytest
+import yaml
+
+from gtplab import conservation, labconfig, results, sweep
+from gtplab.cli import UserError
+from gtplab.runner import CaseParams, ndr_search
+
+
+# ---------------------------------------------------------------------------------------- spec
+
+def test_default_spec_is_valid_and_complete():
+    s = sweep.load_spec(None)
+    assert s["frame_sizes"] == [64, 128, 256, 512, 1024, 1280, 1424, 1518, 3024]
+    assert s["directions"] == ["uplink", "downlink"] and s["checksum"] == ["on"]
+    cases, skipped = sweep.plan(s)
+    assert len(cases) == 18 and not skipped
+    assert len({c.case_id for c in cases}) == 18
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ({"frame_size": [64]}, "unknown key"),
+    ({"frame_sizes": [63]}, "out of range"),
+    ({"frame_sizes": [3025]}, "out of range"),
+    ({"frame_sizes": ["big"]}, "list of integers"),
+    ({"frame_sizes": [64, 64]}, "duplicates"),
+    ({"directions": ["sideways"]}, "directions"),
+    ({"flow_modes": ["many"]}, "flow_modes"),
+    ({"flows": 6}, "multiple of 4"),
+    ({"flows": 8, "bearers": 4}, "bearers"),
+    ({"checksum": ["maybe"]}, "checksum"),
+    ({"rate_mode": "fast"}, "rate_mode"),
+    ({"rate": "lots"}, "rate"),
+    ({"rate": -5}, "positive"),
+    ({"duration": 0}, "duration"),
+    ({"ndr": {"tolerance": 0.1}}, "ndr: unknown"),
+    ({"ndr": {"loss_tolerance": 2}}, "loss ratio"),
+    ({"pcap_limit": -1}, "pcap_limit"),
+    ({"undersize": "pad"}, "undersize"),
+    ({"frame_sizes": [64], "directions": ["uplink"], "undersize": "error"}, "below the uplink minimum 82"),
+])
+def test_bad_spec_one_clear_error(bad, msg):
+    with pytest.raises(UserError, match=msg):
+        sweep.validate(bad)
+
+
+def test_spec_file_errors(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("frame_sizes: [64\n")
+    with pytest.raises(UserError, match="not YAML"):
+        sweep.load_spec(str(f))
+    with pytest.raises(UserError, match="no such file"):
+        sweep.load_spec(str(tmp_path / "missing.yaml"))
+    f.write_text(yaml.safe_dump({"frame_sizes": [128], "checksum": [True, False]}))
+    assert sweep.load_spec(str(f))["checksum"] == ["on", "off"]     # YAML 1.1 on/off
+
+
+def _args(**kw):
+    base = dict(sizes=None, directions=None, flow_modes=None, flows=None, bearers=None, checksum=None,
+                rate_mode=None, rate=None, duration=None, max_trials=None, pcap_limit=None, no_latency=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_overrides_are_validated():
+    s = sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,1518", directions="uplink",
+                                                           rate="250000", rate_mode="ndr", duration=0.5))
+    assert s["frame_sizes"] == [64, 1518] and s["directions"] == ["uplink"] and s["rate"] == 250000.0
+    with pytest.raises(UserError, match="out of range"):
+        sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,9000"))
+    with pytest.raises(UserError, match="bad list"):
+        sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,x"))
+
+
+def test_undersize_uplink_is_clamped_visibly_or_skipped():
+    s = sweep.validate({"frame_sizes": [64, 128], "directions": ["uplink", "downlink"]})
+    cases, skipped = sweep.plan(s)
+    up64 = next(c for c in cases if c.direction == "uplink" and c.frame_size == 64)
+    assert up64.actual_size == 82 and up64.tunables()["size"] == 82
+    assert up64.tunables()["stats"] == "none"            # no room for the latency trailer
+    dn64 = next(c for c in cases if c.direction == "downlink" and c.frame_size == 64)
+    assert dn64.actual_size == 64 and dn64.tunables()["stats"] == "latency"
+    cases, skipped = sweep.plan(sweep.validate({**s, "undersize": "skip"}))
+    assert [(c.direction, c.frame_size) for c in cases if c.frame_size == 64] == [("downlink", 64)]
+    assert skipped == [{"direction": "uplink", "frame_size": 64, "note": "below the uplink minimum 82: skipped"}]
+
+
+def test_case_tunables_match_bearer_file(tmp_path):
+    """The bearers the sweep installs come from the profile's own tunables (no drift)."""
+    from gtplab.bearers import write_bearer_file
+    p = CaseParams("uplink", 256, flows=8, bearers=16, checksum="off")
+    t = p.tunables()
+    assert t["flows"] == 8 and t["bearers"] == 16 and t["outer_udp_csum"] == "zero"
+    n = write_bearer_file("uplink", t, str(tmp_path / "b.txt"), csum="off")
+    lines = [ln for ln in (tmp_path / "b.txt").read_text().splitlines() if not ln.startswith("#")]
+    assert n == 16 and len(lines) == 16
+    assert lines[5].split() == ["0x00010005", "10.64.0.6", "10.201.0.17", "0x80000005", "csum=off"]
+
+
+# ---------------------------------------------------------------------------------------- NDR search
+
+def fake_dut(capacity, gen_max, log):
+    """Loses everything above `capacity` pps; the generator reaches at most gen_max."""
+    def trial(pps):
+        offered = gen_max if pps is None else min(pps, gen_max)
+        log.append(pps)
+        loss = max(0.0, 1 - capacity / offered)
+        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss}
+    return trial
+
+
+def test_ndr_search_finds_capacity_within_resolution():
+    log = []
+    best, trials, status = ndr_search(fake_dut(300e3, 1e6, log), 0.0, resolution=0.02, max_trials=20)
+    assert log[0] is None                                   # starts at the generator's maximum
+    assert log[1] == pytest.approx(300e3)                   # then what the DUT delivered
+    assert best["loss_ratio"] == 0 and 0.98 * 300e3 - 20e3 <= best["offered_pps"] <= 300e3
+    assert trials == [t for t in trials] and len(trials) == len(log) and all("passed" in t for t in trials)
+    assert status == "resolution reached"
+
+
+def test_ndr_search_binary_when_first_guess_fails():
+    log = []
+    def trial(pps):                    # the DUT delivers more than it can sustain loss-free
+        offered = 1e6 if pps is None else pps
+        log.append(offered)
+        loss = 0.0 if offered <= 400e3 else 0.5
+        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss}
+    best, trials, status = ndr_search(trial, 0.0, resolution=0.01, max_trials=30)
+    assert 390e3 <= best["offered_pps"] <= 400e3
+    lo_fail = min(t["offered_pps"] for t in trials if not t["passed"])
+    assert lo_fail > 400e3 and lo_fail - best["offered_pps"] <= 0.01 * 1e6
+
+
+def test_pdr_tolerance_and_limits():
+    def trial(pps):
+        offered = 1e6 if pps is None else pps
+        return {"offered_pps": offered, "rx_pps": offered, "loss_ratio": 0.0005 if offered > 500e3 else 0.0}
+    best_pdr, _, _ = ndr_search(trial, 0.001)
+    assert best_pdr["offered_pps"] == 1e6                         # 0.05 % loss is within PDR 0.1 %
+    best_ndr, trials, status = ndr_search(trial, 0.0, max_trials=3)
+    assert len(trials) == 3 and "stopped after 3" in status and best_ndr["offered_pps"] <= 500e3
+    best, trials, status = ndr_search(lambda p: {"offered_pps": 1e5, "rx_pps": 0, "loss_ratio": 1.0}, 0.0,
+                                      max_trials=4)
+    assert best is None and len(trials) == 4 and "no trial met" in status
+
+
+def test_generator_limited():
+    log = []
+    best, trials, status = ndr_search(fake_dut(5e6, 1e6, log), 0.0)
+    assert len(trials) == 1 and best["offered_pps"] == 1e6 and status.startswith("generator-limited")
+
+
+# ---------------------------------------------------------------------------------------- conservation
+
+def test_dut_delta_classifies_counters():
+    before = {("ul_fwd", "redirect"): 10, ("drop_unknown_teid", "drop"): 1}
+    after = {("ul_fwd", "redirect"): 110, ("drop_unknown_teid", "drop"): 6, ("pass_not_gtpu", "pass"): 2,
+             ("echo_reply", "tx"): 1, ("drop_trunc_ip", "aborted"): 1}
+    d = conservation.DutDelta.from_counters(before, after)
+    assert (d.rx_packets, d.fwd_packets, d.drop_packets, d.pass_packets) == (109, 100, 6, 2)
+    assert d.drops_by_reason == {"drop_unknown_teid": 5, "drop_trunc_ip": 1}
+    assert d.other == {"echo_reply/tx": 1}
+
+
+def test_conservation_holds_and_explains_link_losses():
+    d = conservation.DutDelta(rx_packets=95, fwd_packets=90, drops_by_reason={"drop_spoofed": 5})
+    ok = conservation.check(100, 88, d, dut_rx=95, link_in_lost=5, link_out_lost=2)
+    assert ok.ok and not ok.errors
+    assert conservation.check(100, 90, conservation.DutDelta(100, 90, {"drop_unknown_ue": 10})).ok
+
+
+@pytest.mark.parametrize("gen_tx,gen_rx,dut_rx,lin,lout,what", [
+    (100, 90, 99, 0, 0, "generator tx 100 != DUT rx 99"),          # one vanished on the way in
+    (100, 89, 100, 0, 0, "DUT forwarded 90 != generator rx 89"),   # one vanished on the way out
+    (100, 90, 101, 0, 0, "DUT rx 101 != forwarded 90"),            # a packet the DUT saw but did not count
+    (100, 90, 100, None, None, None),                               # unknown link losses = 0: balanced
+])
+def test_conservation_unexplained_differences_fail_with_numbers(gen_tx, gen_rx, dut_rx, lin, lout, what):
+    d = conservation.DutDelta(rx_packets=100, fwd_packets=90, drops_by_reason={"drop_ttl_expired": 10})
+    c = conservation.check(gen_tx, gen_rx, d, dut_rx=dut_rx, link_in_lost=lin, link_out_lost=lout)
+    if what is None:
+        assert c.ok
+    else:
+        assert not c.ok and any(what in e for e in c.errors), c.errors
+        assert "unexplained" in c.message() and str(gen_tx) in c.message()
+
+
+# ---------------------------------------------------------------------------------------- lab configs
+
+def test_shipped_lab_configs_load():
+    emb = labconfig.load("embedded")
+    assert emb.backend == "local" and emb.cpu_shared_with_generator
+    assert emb.threshold("ndr_pps", "uplink", 1518) == 20000
+    assert emb.threshold("ndr_pps", "uplink", 128) == 30000          # the direction's default
+    assert 0 < emb.pdr_loss < 0.01 and emb.measured and "MEASURED_PLACEHOLDER" not in emb.measured
+    tr = labconfig.load("example-trex")
+    assert tr.backend == "trex" and tr.dut["metrics_url"].startswith("http")
+    assert tr.threshold("ndr_pps", "downlink", 64) > emb.threshold("ndr_pps", "downlink", 64)
+
+
+def test_lab_config_errors(tmp_path, monkeypatch):
+    f = tmp_path / "lab.yaml"
+    for text, msg in (("backend: ixia\n", "backend"), ("speed: 1\n", "unknown key"),
+                      ("thresholds: {ndr_pps: {sideways: {default: 1}}}\n", "uplink/downlink"),
+                      ("thresholds: {pdr_loss: 5}\n", "ratio"), ("dut: {url: x}\n", "unknown key")):
+        f.write_text(text)
+        with pytest.raises(UserError, match=msg):
+            labconfig.load(str(f))
+    with pytest.raises(UserError, match="no lab config named"):
+        labconfig.load("nosuchlab")
+    f.write_text("name: mine\n")
+    monkeypatch.setenv("GTPLAB_LAB_CONFIG", str(f))
+    assert labconfig.load().name == "mine"
+
+
+# ---------------------------------------------------------------------------------------- results
+
+class FakeDut:
+    import contextlib
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+
+class FakeRunner:
+    """Trials of a DUT that forwards 300 kpps; records what run_case asked for."""
+
+    def __init__(self):
+        self.dut = FakeDut()
+        self.asked = []
+
+    def prepare(self, p):
+        from gtplab.runner import Prepared
+        return Prepared(p, 0, 1, p.tunables(), p.tunables()["stats"] == "latency", [])
+
+    def trial(self, prep, pps, duration, capture=None, capture_limit=64):
+        self.asked.append(pps)
+        offered = 1e6 if pps is None else pps
+        rx = min(offered, 300e3)
+        tx_p = int(offered * duration)
+        rx_p = int(rx * duration)
+        d = conservation.DutDelta(tx_p, rx_p, {"drop_no_route": tx_p - rx_p} if tx_p > rx_p else {})
+        cons = conservation.check(tx_p, rx_p, d)
+        return {"rate_asked": "x", "offered_pps": offered, "offered_bps_l1": 1.0, "offered_bps_l2": 1.0,
+                "rx_pps": rx, "rx_bps_l1": 1.0, "rx_bps_l2": 1.0, "tx_packets": tx_p, "rx_packets": rx_p,
+                "loss_ratio": (tx_p - rx_p) / tx_p,
+                "latency_us": {k: None for k in ("min", "avg", "p50", "p99", "max")},
+                "dut": {"rx_packets": tx_p, "fwd_packets": rx_p, "drop_packets": d.drop_packets,
+                        "drops_by_reason": d.drops_by_reason, "ns_per_packet": None, "cpu_seconds": None,
+                        "cpu_ns_per_packet": None},
+                "conservation": cons.as_dict()}
+
+
+def test_run_case_records_contract_fields_and_trials(tmp_path):
+    cfg = labconfig.load("embedded")
+    spec = sweep.validate({"frame_sizes": [64], "directions": ["uplink"], "rate_mode": "ndr",
+                           "duration": 0.1, "pcap_limit": 8})
+    (p,) = sweep.plan(spec)[0]
+    fr = FakeRunner()
+    results.write_run(tmp_path, {"uuid": "u", "started": "2026-01-01T00:00:00+00:00", "backend": "local",
+                                 "lab": "embedded", "host": "h"})
+    (tmp_path / "pcaps").mkdir()
+    rec = sweep.run_case(fr, p, spec, cfg, tmp_path / "pcaps", None)
+    results.append_case(tmp_path, rec)
+    for k in results.CASE_FIELDS:
+        assert k in rec, k
+    assert rec["frame_size"] == 82 and rec["requested_frame_size"] == 64
+    assert any("below the uplink minimum 82" in n for n in rec["notes"])
+    assert rec["rate_mode"] == "ndr" and rec["loss_ratio"] == 0 and 290e3 <= rec["offered_pps"] <= 300e3
+    assert len(rec["trials"]) == len(fr.asked) > 2 and rec["conservation_ok"]
+    assert rec["pcap"] == "pcaps/case-uplink-64-multi1024-csumon-ndr-port1.pcap"
+    (back,) = results.read_cases(tmp_path)
+    assert back["case_id"] == rec["case_id"] and back["trials"] == json.loads(json.dumps(rec["trials"]))
+    with open(tmp_path / "cases.csv") as f:
+        row = next(csv.DictReader(f))
+    assert row["dut.fwd_packets"] == str(rec["dut"]["fwd_packets"]) and row["requested_frame_size"] == "64"
+
+
+def test_results_dir_is_never_overwritten(tmp_path):
+    (tmp_path / "x").write_text("keep")
+    with pytest.raises(UserError, match="not empty"):
+        sweep._results_dir(str(tmp_path), "u")
