@@ -245,6 +245,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
     PGW-U, every packet sent arrives on the other port and is counted as forwarded by the DUT."""
     lab = pgwu_lab
     flows = 16
+    lab.pgwu("session", "flush")  # bearer 0 may be there from the test above
     lab.load_bearers(flows, sgws=4)
     profiles = REPO / "trex_profiles"
     c = lab.client()
