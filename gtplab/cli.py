@@ -18,6 +18,7 @@ COMMANDS: list[str] = [
     "export",
     "lab",
     "bearers",
+    "report",
     "sweep",
 ]
 

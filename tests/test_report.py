@@ -1,0 +1,303 @@
+"""gtplab report: built from results directories written here by hand, following docs/results.md.
+
+The synthetic sweep has a known cost model (CPU ns/packet = intercept + slope * frame size per
+direction), so the fitted slope, intercept and R^2 the report prints can be checked exactly; a
+second run with known ratios checks the comparison's percentages.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from gtplab import cli, report, results
+
+SIZES = (64, 128, 256, 512, 1024, 1518)
+# per direction: (CPU ns/packet = a + b * size, XDP program ns/packet = c + d * size)
+COST = {"uplink": (310.0, 0.052, 71.0, 0.011), "downlink": (280.0, 0.047, 64.0, 0.009)}
+# checksum on adds this many XDP ns per byte (downlink encap computes the outer UDP checksum)
+CSUM_NS_PER_BYTE = 0.02
+OFFERED_PPS = 3_000_000.0
+
+
+def make_case(direction: str, size: int, *, checksum: str = "on", flow_mode: str = "multi",
+              flows: int = 1000, scale: float = 1.0, latency: bool = True, dut: bool = True) -> dict:
+    """One case as `gtplab sweep` writes it: the DUT saturates at 1e9 / (CPU ns per packet)."""
+    a, b, c, d = COST[direction]
+    cpu_ns = (a + b * size) * scale
+    xdp_ns = (c + d * size + (CSUM_NS_PER_BYTE * size if checksum == "on" else 0.0)) * scale
+    duration = 10.0
+    rx_pps = min(OFFERED_PPS, 1e9 / cpu_ns)
+    tx = int(OFFERED_PPS * duration)
+    rx = int(rx_pps * duration)
+    case = {
+        "case_id": f"{direction}-{size}-{flows}-{checksum}",
+        "direction": direction, "frame_size": size, "flows": flows, "flow_mode": flow_mode,
+        "checksum": checksum, "bearers": 1000, "rate_mode": "fixed", "duration_s": duration,
+        "offered_pps": OFFERED_PPS, "offered_bps_l1": OFFERED_PPS * (size + 20) * 8,
+        "offered_bps_l2": OFFERED_PPS * size * 8,
+        "rx_pps": rx_pps, "rx_bps_l1": rx_pps * (size + 20) * 8, "rx_bps_l2": rx_pps * size * 8,
+        "tx_packets": tx, "rx_packets": rx, "loss_ratio": (tx - rx) / tx,
+        "latency_us": ({"min": 4.1, "avg": 9.8 + size / 500, "p50": 9.1 + size / 500, "p99": 31.0 + size / 100,
+                        "max": 120.0} if latency else
+                       {"min": None, "avg": None, "p50": None, "p99": None, "max": None}),
+        "dut": ({"rx_packets": tx, "fwd_packets": rx, "drop_packets": tx - rx,
+                 "drops_by_reason": {"drop_unknown_teid": 0, "drop_queue_full": tx - rx},
+                 "ns_per_packet": xdp_ns, "cpu_seconds": cpu_ns * tx * 1e-9, "cpu_ns_per_packet": cpu_ns}
+                if dut else
+                {"rx_packets": None, "fwd_packets": None, "drop_packets": None, "drops_by_reason": {},
+                 "ns_per_packet": None, "cpu_seconds": None, "cpu_ns_per_packet": None}),
+        "end_timestamp": 1767323045.0,
+    }
+    return case
+
+
+def sweep_cases(**kw) -> list[dict]:
+    """Both directions at every size with checksum on; 512 B also with checksum off and one flow."""
+    cases = [make_case(d, s, **kw) for d in ("uplink", "downlink") for s in SIZES]
+    cases += [make_case(d, 512, checksum="off", **kw) for d in ("uplink", "downlink")]
+    cases += [make_case(d, 512, flows=1, flow_mode="single", **kw) for d in ("uplink", "downlink")]
+    return cases
+
+
+def write_results(d: Path, cases: list[dict], uuid: str = "3f2c9a1e-0000-4000-8000-000000000001") -> Path:
+    """run.json, cases.jsonl and cases.csv exactly as docs/results.md describes them."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "run.json").write_text(json.dumps({"uuid": uuid, "started": "2026-01-02T03:04:05+00:00",
+                                            "backend": "local", "lab": "veth-lab", "host": "lab1"}))
+    (d / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    rows = [results.flatten(c) for c in cases]
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    with open(d / "cases.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return d
+
+
+class Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.imgs: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a["src"])
+        if tag == "a" and not a.get("href", "#").startswith("#"):
+            self.links.append(a["href"])
+
+
+def refs(index: Path) -> Refs:
+    p = Refs()
+    p.feed(index.read_text())
+    return p
+
+
+def assert_all_referenced_files_exist(index: Path) -> Refs:
+    r = refs(index)
+    for ref in r.imgs + r.links:
+        f = (index.parent / ref).resolve()
+        assert f.is_file(), f"{index} references {ref}, which does not exist"
+        assert f.stat().st_size > 0, f"{ref} is empty"
+    for png in r.imgs:
+        assert (index.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"
+    return r
+
+
+def test_report_from_results_dir(tmp_path):
+    d = write_results(tmp_path / "run1", sweep_cases())
+    # a flame graph for one case, where `gtplab sweep --profile` puts it
+    fg = d / "flamegraphs" / "case-uplink-64-1000-on.svg"
+    fg.parent.mkdir()
+    fg.write_text('<svg xmlns="http://www.w3.org/2000/svg"><rect width="1" height="1"/></svg>\n')
+
+    index = report.build_report(d)
+    assert index == d / "report" / "index.html"
+    r = assert_all_referenced_files_exist(index)
+    want = {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "latency.png", "cpu_cost.png",
+            "checksum.png", "flows.png"}
+    assert set(r.imgs) == want
+    assert set(p.name for p in index.parent.glob("*.png")) == want  # no PNG the page does not show
+    assert "../flamegraphs/case-uplink-64-1000-on.svg" in r.links
+    text = index.read_text()
+    for c in sweep_cases():
+        assert f"<td>{c['case_id']}</td>" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["plots"] and set(summary["plots"]) == want
+    # the checksum-off and single-flow cases exist at 512 B only: their series cannot be fitted, and
+    # the page says so (2 metrics x 2 directions x 2 series); every other plot has its data
+    assert len(summary["notes"]) == 8
+    assert all("not fitted: needs at least 2 frame sizes, has 1" in n and ("checksum off" in n or "1 flow (single)" in n)
+               for n in summary["notes"])
+    # no temporary or old directories left next to the report
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "flamegraphs", "report", "run.json"]
+
+
+def test_regression_exact_on_linear_data(tmp_path):
+    # only the fixed-parameter cases: the data is exactly linear in the frame size per direction
+    d = write_results(tmp_path / "lin", [make_case(dr, s) for dr in ("uplink", "downlink") for s in SIZES])
+    index = report.build_report(d)
+    regs = json.loads((index.parent / "summary.json").read_text())["regressions"]
+    assert len(regs) == 4
+    text = index.read_text()
+    for g in regs:
+        a, b, c, dd = COST[g["series"]]
+        slope, intercept = ((b, a) if g["metric"] == "dut.cpu_ns_per_packet" else (dd + CSUM_NS_PER_BYTE, c))
+        assert g["n"] == len(SIZES) and g["sizes"] == len(SIZES)
+        assert g["slope"] == pytest.approx(slope, rel=1e-9)
+        assert g["intercept"] == pytest.approx(intercept, rel=1e-9)
+        assert g["r2"] == pytest.approx(1.0, abs=1e-12)
+        # the numbers are on the page, as formatted there
+        row = f"<td>{g['slope']:.4g}</td><td>{g['intercept']:.4g}</td><td>{g['r2']:.4f}</td>"
+        assert row in text
+    assert "<td>0.052</td><td>310</td><td>1.0000</td>" in text
+
+
+def test_regression_with_noise_and_too_few_sizes(tmp_path):
+    cases = [make_case("uplink", s) for s in SIZES]
+    for c, noise in zip(cases, (5.0, -5.0, 5.0, -5.0, 5.0, -5.0)):
+        c["dut"]["cpu_ns_per_packet"] += noise
+    cases.append(make_case("downlink", 512))  # one size only: no fit
+    d = write_results(tmp_path / "noisy", cases)
+    index = report.build_report(d)
+    regs = {(g["metric"], g["series"]): g for g in json.loads((index.parent / "summary.json").read_text())["regressions"]}
+    up = regs[("dut.cpu_ns_per_packet", "uplink")]
+    assert 0.9 < up["r2"] < 1.0
+    assert up["slope"] == pytest.approx(COST["uplink"][1], rel=0.05)
+    down = regs[("dut.cpu_ns_per_packet", "downlink")]
+    assert down["slope"] is None and down["r2"] is None and "at least 2 frame sizes" in down["note"]
+    assert "not fitted: needs at least 2 frame sizes, has 1" in index.read_text()
+    assert_all_referenced_files_exist(index)
+
+
+def test_missing_data_gives_notes_not_empty_plots(tmp_path):
+    # no latency, no DUT counters, checksum on only, multi flow only
+    cases = [make_case(dr, s, latency=False, dut=False) for dr in ("uplink", "downlink") for s in SIZES]
+    d = write_results(tmp_path / "sparse", cases)
+    index = report.build_report(d)
+    r = assert_all_referenced_files_exist(index)
+    assert set(r.imgs) == {"throughput_mpps.png", "throughput_gbps.png", "loss.png"}
+    assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
+    text = index.read_text()
+    assert "No latency was measured" in text
+    assert "the DUT cost was not measured" in text
+    assert "No checksum on vs off comparison: the cases have checksum on only (no off)" in text
+    assert "No single vs multi flow comparison: the cases have flow_mode multi only (no single)" in text
+    assert "No flame graphs" in text
+
+
+def test_comparison_percent_changes(tmp_path):
+    a = write_results(tmp_path / "a", sweep_cases())
+    # B: every cost 25% higher -> rx_pps 20% lower where the DUT saturates, CPU ns/packet +25%
+    b_cases = sweep_cases(scale=1.25)
+    b_cases = [c for c in b_cases if c["case_id"] != "downlink-1518-1000-on"]  # only in A
+    b_cases.append(make_case("uplink", 1280, scale=1.25))  # only in B
+    b = write_results(tmp_path / "b", b_cases, uuid="3f2c9a1e-0000-4000-8000-000000000002")
+    index = report.build_report(a, b)
+    assert index == a / "report-vs-b" / "index.html"
+    r = assert_all_referenced_files_exist(index)
+    assert "change.png" in r.imgs and "cpu_cost.png" in r.imgs
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["only_a"] == ["downlink-1518-1000-on"]
+    assert summary["only_b"] == ["uplink-1280-1000-on"]
+    assert len(summary["changes"]) == len(sweep_cases()) - 1
+    for ch in summary["changes"]:
+        ca = next(c for c in sweep_cases() if c["case_id"] == ch["case_a"])
+        cpu_a, cpu_b, cpu_pct = ch["values"]["dut.cpu_ns_per_packet"]
+        assert cpu_pct == pytest.approx(25.0)
+        rx_a, rx_b, rx_pct = ch["values"]["rx_pps"]
+        expect = (min(OFFERED_PPS, 1e9 / (cpu_a * 1.25)) - ca["rx_pps"]) / ca["rx_pps"] * 100
+        assert rx_pct == pytest.approx(expect)
+        assert ch["values"]["latency_us.p99"][2] == pytest.approx(0.0)
+    saturated = [ch for ch in summary["changes"] if ch["values"]["rx_pps"][0] < OFFERED_PPS]
+    assert saturated and all(ch["values"]["rx_pps"][2] == pytest.approx(-20.0) for ch in saturated)
+    text = index.read_text()
+    assert "+25.0%" in text and "-20.0%" in text
+    # the loss of an unsaturated case is 0 in A: its change is n/a, not a division by zero
+    assert any(ch["values"]["loss_ratio"][0] == 0 and ch["values"]["loss_ratio"][2] is None
+               for ch in summary["changes"])
+
+
+def test_pct_change():
+    assert report.pct_change(2.0, 3.0) == pytest.approx(50.0)
+    assert report.pct_change(4.0, 3.0) == pytest.approx(-25.0)
+    assert report.pct_change(0.0, 3.0) is None
+    assert report.pct_change(None, 3.0) is None
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("not json", '{"case_id": "x", "direction": "uplink", "frame_size": 64}\n{oops\n', r"cases.jsonl:2: not JSON"),
+    ("missing field", '{"case_id": "x", "direction": "uplink"}\n', r"cases.jsonl:1: missing frame_size"),
+    ("bad direction", '\n{"case_id": "x", "direction": "sideways", "frame_size": 64}\n',
+     r"cases.jsonl:2: direction is 'sideways'"),
+    ("bad size", '{"case_id": "x", "direction": "uplink", "frame_size": "64"}\n',
+     r"cases.jsonl:1: frame_size is not a positive integer"),
+    ("bad number", '{"case_id": "x", "direction": "uplink", "frame_size": 64, "rx_pps": "fast"}\n',
+     r"cases.jsonl:1: rx_pps is not a number"),
+    ("bad latency", '{"case_id": "x", "direction": "uplink", "frame_size": 64, "latency_us": {"p99": [1]}}\n',
+     r"cases.jsonl:1: latency_us.p99 is not a number"),
+    ("duplicate id", '{"case_id": "x", "direction": "uplink", "frame_size": 64}\n'
+                     '{"case_id": "x", "direction": "uplink", "frame_size": 128}\n',
+     r"cases.jsonl:2: case_id 'x' already on line 1"),
+    ("no cases", "\n", r"cases.jsonl: no cases"),
+])
+def test_malformed_input(tmp_path, capsys, name, content, message):
+    d = write_results(tmp_path / "bad", sweep_cases())
+    (d / "cases.jsonl").write_text(content)
+    with pytest.raises(results.ResultsError, match=message):
+        report.build_report(d)
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "run.json"]  # nothing written
+    # the CLI: one line naming the file and line, exit status 2
+    assert cli.main(["report", str(d)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err) and str(d / "cases.jsonl") in err
+
+
+def test_failure_keeps_the_previous_report(tmp_path):
+    d = write_results(tmp_path / "r", sweep_cases())
+    report.build_report(d)
+    before = {p.name: p.read_bytes() for p in (d / "report").iterdir()}
+    with open(d / "cases.jsonl", "a") as f:
+        f.write('{"case_id": "late", "direction": "uplink", "frame_size": 0}\n')
+    with pytest.raises(results.ResultsError, match=rf"cases.jsonl:{len(sweep_cases()) + 1}: frame_size is not a positive integer: 0"):
+        report.build_report(d)
+    assert {p.name: p.read_bytes() for p in (d / "report").iterdir()} == before
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "report", "run.json"]
+
+
+def test_not_a_results_dir(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["report", str(tmp_path / "empty")]) == 2
+    assert "run.json: no such file (not a gtplab results directory?)" in capsys.readouterr().err
+    assert list((tmp_path / "empty").iterdir()) == []
+    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    d = write_results(tmp_path / "r", sweep_cases())
+    (d / "report").mkdir()
+    (d / "report" / "notes.txt").write_text("mine")
+    with pytest.raises(results.ResultsError, match="not a gtplab report"):
+        report.build_report(d)
+    assert [p.name for p in (d / "report").iterdir()] == ["notes.txt"]
+
+
+def test_cli_prints_index_path_and_replaces_old_report(tmp_path, capsys):
+    d = write_results(tmp_path / "r", [make_case("uplink", s) for s in (64, 1518)])
+    out = tmp_path / "elsewhere" / "rep"
+    assert cli.main(["report", str(d), "-o", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    (out / "stale.png").write_bytes(b"x")
+    assert cli.main(["report", str(d), "-o", str(out)]) == 0
+    assert not (out / "stale.png").exists()
+    assert_all_referenced_files_exist(out / "index.html")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rep"]
