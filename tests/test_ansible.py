@@ -10,13 +10,16 @@ network setup script run twice on veths inside a namespace of our own.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +230,14 @@ def test_local_yml_runs_and_is_idempotent(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(TOP / "dataplane", src / "dataplane",
                     ignore=shutil.ignore_patterns("*.o", "*.skel.h", "*.tmp", "pgwu"))
+    # Two runs of this test at once (several checkouts on one machine) would rewrite each other's
+    # files between our two runs: take turns.
+    with open("/run/lock/gtplab-ansible-local.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _check_local_yml(src)
+
+
+def _check_local_yml(src: Path) -> None:
     before = _host_net_state()
 
     first = _playbook("local.yml", "-e", f"dut_src_dir={src}", timeout=600)
@@ -304,4 +315,110 @@ def test_dut_setup_script_in_namespace(tmp_path):
         for k in range(4):
             assert re.search(rf"^10\.201\.0\.{16 + k} lladdr {mac} PERMANENT", neigh, re.M), neigh
     finally:
+        subprocess.run(["ip", "netns", "delete", ns], check=False)
+
+
+# ---- pgwu.service's commands, run the way systemd would, in a namespace of our own ---------------
+
+def _unit_commands(unit: str, env: dict[str, str]) -> list[tuple[str, list[str], bool]]:
+    """(directive, argv, ignore_failure) of each Exec* line, with systemd's $VAR / ${VAR} expansion."""
+    cmds = []
+    for line in unit.splitlines():
+        m = re.match(r"^(ExecStartPre|ExecStart|ExecStopPost)=(.*)$", line)
+        if not m:
+            continue
+        words, argv = shlex.split(m.group(2)), []
+        ignore = words[0].startswith("-")
+        words[0] = words[0].lstrip("-")
+        for word in words:
+            whole = re.fullmatch(r"\$(\w+)", word)
+            if whole:  # $VAR: split into words
+                argv += env.get(whole.group(1), "").split()
+            else:      # ${VAR}: one word
+                argv.append(re.sub(r"\$\{(\w+)\}", lambda v: env.get(v.group(1), ""), word))
+        cmds.append((m.group(1), argv, ignore))
+    return cmds
+
+
+def _env_file(text: str) -> dict[str, str]:
+    env = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            env[key] = value[1:-1] if value[:1] == value[-1:] == '"' and len(value) > 1 else value
+    return env
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(300)
+def test_pgwu_unit_attaches_and_exports(tmp_path):
+    """The rendered pgwu.service + /etc/default/pgwu, executed step by step without systemd."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a network namespace and XDP")
+    pgwu = TOP / "dataplane" / "pgwu"
+    if not os.access(pgwu, os.X_OK):
+        pytest.fail(f"{pgwu} is not built: run `make -C dataplane` first")
+    rid = secrets.token_hex(3)
+    ns, pin = f"gtpans-{rid}", f"/sys/fs/bpf/gtpans-{rid}"
+    acc, sgi = f"acc{rid}", f"sgi{rid}"
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "dut", "-e", f"render_dir={tmp_path}",
+                   "-e", json.dumps({"dut_access_if": acc, "dut_sgi_if": sgi, "dut_pin_dir": pin,
+                                     "dut_pgwu_bin": str(pgwu), "dut_metrics_address": "127.0.0.1",
+                                     "dut_max_bearers": 4096}),
+                   timeout=120)
+    assert cp.returncode == 0, cp.stdout[-3000:]
+    root = next(p for p in tmp_path.iterdir() if p.is_dir())
+    env = _env_file((root / "etc/default/pgwu").read_text())
+    cmds = _unit_commands((root / "etc/systemd/system/pgwu.service").read_text(), env)
+    assert [c[0] for c in cmds].count("ExecStart") == 1
+    # nsenter switches only the network namespace: /sys/fs/bpf stays visible (ip netns exec hides it).
+    enter = ["nsenter", f"--net=/run/netns/{ns}"]
+    run_env = dict(os.environ, PGWU_PIN_DIR=env["PGWU_PIN_DIR"])
+    metrics = None
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        _ns(ns, "ip", "link", "set", "lo", "up")
+        for dev in (acc, sgi):
+            _ns(ns, "ip", "link", "add", dev, "type", "veth", "peer", "name", f"p{dev}")
+            _ns(ns, "ip", "link", "set", dev, "up")
+            _ns(ns, "ip", "link", "set", f"p{dev}", "up")
+        for directive, argv, ignore in cmds:
+            if directive != "ExecStartPre":
+                continue
+            r = subprocess.run(enter + argv, env=run_env, capture_output=True, text=True, timeout=60)
+            assert ignore or r.returncode == 0, f"{directive}={' '.join(argv)} failed: {r.stderr}"
+        for dev in (acc, sgi):
+            assert "prog/xdp" in _ns(ns, "ip", "-d", "link", "show", dev).stdout, f"nothing attached to {dev}"
+
+        (start,) = [argv for d, argv, _ in cmds if d == "ExecStart"]
+        metrics = subprocess.Popen(enter + start, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        fetch = ("import urllib.request; print(urllib.request.urlopen('http://%s/metrics', timeout=2)"
+                 ".read().decode())" % env["PGWU_METRICS_LISTEN"])
+        deadline, body = time.monotonic() + 30, ""
+        while time.monotonic() < deadline and metrics.poll() is None:
+            r = subprocess.run(enter + [sys.executable, "-c", fetch], capture_output=True, text=True, timeout=30)
+            if r.returncode == 0:
+                body = r.stdout
+                break
+            time.sleep(0.3)
+        assert metrics.poll() is None, f"pgwu metrics exited: {metrics.communicate()[1].decode()}"
+        assert re.search(r"^pgwu_packets_total\{", body, re.M), f"no pgwu counters served:\n{body[:2000]}"
+        metrics.terminate()
+        metrics.wait(timeout=10)
+
+        for directive, argv, ignore in cmds:
+            if directive == "ExecStopPost":
+                r = subprocess.run(enter + argv, env=run_env, capture_output=True, text=True, timeout=60)
+                assert r.returncode == 0, f"ExecStopPost={' '.join(argv)} failed: {r.stderr}"
+        assert not os.path.exists(pin), "ExecStopPost left the pin dir"
+        for dev in (acc, sgi):
+            assert "prog/xdp" not in _ns(ns, "ip", "-d", "link", "show", dev).stdout
+    finally:
+        if metrics and metrics.poll() is None:
+            metrics.kill()
+            metrics.wait()
+        if os.path.exists(pin):
+            subprocess.run(enter + [str(pgwu), "-d", pin, "unload"], capture_output=True, check=False)
+        if os.path.isdir(pin):
+            shutil.rmtree(pin, ignore_errors=True)
         subprocess.run(["ip", "netns", "delete", ns], check=False)
