@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import zlib
 from collections import defaultdict
 from contextlib import contextmanager
@@ -273,6 +274,13 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _die_with_parent() -> None:
+    """In the perf child: SIGTERM when the sweep dies, so perf never records on forever."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 # --- the profiler -----------------------------------------------------------------------------------
 
 class Profiler:
@@ -301,15 +309,18 @@ class Profiler:
     def _control(self, cmd: str) -> None:
         os.write(self._ctl, cmd.encode() + b"\n")
         buf = b""
+        deadline = time.monotonic() + self.timeout
         while b"ack" not in buf:
-            r, _, _ = select.select([self._ack], [], [], self.timeout)
-            if not r:
+            r, _, _ = select.select([self._ack], [], [], 0.2)
+            if r:
+                buf += os.read(self._ack, 64)
+                continue
+            if self._proc is not None and self._proc.poll() is not None:
+                raise ProfileError(f"perf record exited (status {self._proc.returncode}) before "
+                                   f"acknowledging '{cmd}'{self._stderr_tail()}")
+            if time.monotonic() > deadline:
                 raise ProfileError(f"perf did not acknowledge '{cmd}' within {self.timeout:.0f} s"
                                    + self._stderr_tail())
-            chunk = os.read(self._ack, 64)
-            if not chunk:
-                raise ProfileError(f"perf closed its control FIFO{self._stderr_tail()}")
-            buf += chunk
 
     def _stderr_tail(self) -> str:
         if not self._tmp:
@@ -337,7 +348,8 @@ class Profiler:
         cmd = [perf, "record", *target, "-g", "-F", str(self.freq), "-e", event, "-D", "-1",
                "--control", f"fifo:{ctl},{ack}", "-o", os.path.join(self._tmp, "perf.data")]
         with open(os.path.join(self._tmp, "perf.log"), "w") as log:
-            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          preexec_fn=_die_with_parent)
         self._case = case_id
         try:
             self._control("enable")
