@@ -16,7 +16,6 @@ Python API:
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
 import hashlib
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
