@@ -525,6 +525,9 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
             f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
             + f"<td>{len(r.cases)}</td></tr>")
     parts.append("</table>")
+    for r in runs:
+        for n in r.run.get("notes") or []:
+            parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
     if len(runs) > 1:
         parts.append("<p>Every plot shows A (left) and B (right) with the same y axis; changes are "
                      "(B − A) / A.</p>")
@@ -605,6 +608,7 @@ def build_report(results_dir: str | os.PathLike, other_dir: str | os.PathLike | 
         raise results.ResultsError(f"{out}: exists and is not a gtplab report; not replacing it")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a report is for reading
         _build(runs, tmp, out)
         (tmp / MARKER).write_text("written by gtplab report; the next report replaces this directory\n")
         _replace_dir(tmp, out)

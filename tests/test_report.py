@@ -301,3 +301,40 @@ def test_cli_prints_index_path_and_replaces_old_report(tmp_path, capsys):
     assert not (out / "stale.png").exists()
     assert_all_referenced_files_exist(out / "index.html")
     assert sorted(p.name for p in out.parent.iterdir()) == ["rep"]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.lab
+def test_report_from_a_real_sweep(tmp_path):
+    """A tiny real `gtplab sweep` (embedded lab, two sizes, both directions, 0.3 s trials) ends by
+    printing its report's path; the report and a comparison of the run with itself are complete."""
+    import subprocess
+    import sys
+    rdir = tmp_path / "sweep"
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64",
+                         "--duration", "0.3", "--pcap-limit", "0", "--out", str(rdir)],
+                        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    index = rdir / "report" / "index.html"
+    assert f"report: {index}" in cp.stdout.splitlines(), cp.stdout
+    r = assert_all_referenced_files_exist(index)
+    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png"} <= set(r.imgs)
+    assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
+    cases = results.read_cases(rdir)
+    assert len(cases) == 4
+    text = index.read_text()
+    for c in cases:
+        assert f"<td>{c['case_id']}</td>" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    fits = [g for g in summary["regressions"] if g["metric"] == "dut.ns_per_packet"]
+    assert {g["series"] for g in fits} == {"uplink", "downlink"}
+    assert all(g["slope"] is not None and g["sizes"] == 2 for g in fits)
+    # the run against itself: every case matched, every change 0 %
+    index2 = report.build_report(rdir, rdir, tmp_path / "self")
+    assert_all_referenced_files_exist(index2)
+    changes = json.loads((index2.parent / "summary.json").read_text())["changes"]
+    assert len(changes) == 4
+    assert all(v[2] in (None, 0.0) for ch in changes for v in ch["values"].values())
+    assert all(ch["values"]["rx_pps"][2] == 0.0 for ch in changes)
