@@ -732,6 +732,8 @@ def do_report(args: argparse.Namespace) -> int:
         index = build_report(args.results_dir, args.other_dir, args.out)
     except results.ResultsError as e:
         raise UserError(str(e)) from None
+    except OSError as e:
+        raise UserError(f"couldn't write the report: {e}") from None
     print(index)
     return 0
 
