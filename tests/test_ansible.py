@@ -422,3 +422,72 @@ def test_pgwu_unit_attaches_and_exports(tmp_path):
         if os.path.isdir(pin):
             shutil.rmtree(pin, ignore_errors=True)
         subprocess.run(["ip", "netns", "delete", ns], check=False)
+
+
+# ---- the trex role's install path, on this machine with a release served from loopback ----------
+
+def _fake_trex_release(path: Path, version: str) -> None:
+    """A tarball laid out like a TRex release (<version>/t-rex-64, dpdk_nic_bind.py). Not TRex: only
+    the role's download/unpack/link/config/unit steps are tested with it."""
+    import tarfile
+    import io
+    with tarfile.open(path, "w:gz") as tar:
+        for name, body in (("t-rex-64", "#!/bin/sh\necho fake t-rex-64 \"$@\"\n"),
+                           ("dpdk_nic_bind.py", "#!/usr/bin/env python3\n")):
+            data = body.encode()
+            info = tarfile.TarInfo(f"{version}/{name}")
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(600)
+def test_trex_role_installs_release(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("runs a role on this machine: needs root")
+    import http.server
+    import threading
+    www = tmp_path / "www"
+    www.mkdir()
+    _fake_trex_release(www / "v9.01.tar.gz", "v9.01")
+    _fake_trex_release(tmp_path / "local-v9.02.tar.gz", "v9.02")
+    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(www), **kw)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    root = tmp_path / "root"
+    common = {
+        "trex_install_root": str(root / "opt/trex"),
+        "trex_cfg_path": str(root / "trex_cfg.yaml"),
+        "trex_systemd_dir": str(root),
+        "trex_hugepages": "",                        # leave this machine's memory alone
+        "trex_packages": ["python3", "kmod", "iproute2"],
+        "trex_node_exporter": False,
+        "trex_url": f"http://127.0.0.1:{server.server_port}/{{{{ trex_version }}}}.tar.gz",
+        "trex_ports": [{"pci": "0000:00:1f.0", "dpdk_driver": "", "ip": "10.201.0.2", "gw": "10.201.0.1"},
+                       {"pci": "0000:00:1f.1", "dpdk_driver": "", "ip": "10.202.0.2", "gw": "10.202.0.1"}],
+    }
+    try:
+        root.mkdir()
+        runs = []
+        for extra in ({"trex_version": "v9.01"}, {"trex_version": "v9.01"},
+                      {"trex_version": "v9.02", "trex_tarball": str(tmp_path / "local-v9.02.tar.gz")}):
+            cp = _playbook("tests/trex_install.yml", "-e", json.dumps(common | extra), timeout=300)
+            assert cp.returncode == 0, f"trex role failed:\n{cp.stdout[-5000:]}"
+            runs.append(cp.stdout)
+            if extra["trex_version"] == "v9.01" and len(runs) == 1:
+                assert os.readlink(root / "opt/trex/current") == str(root / "opt/trex/v9.01")
+                assert (root / "opt/trex/v9.01/t-rex-64").stat().st_mode & 0o111
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _recap(runs[0])["changed"] >= 4, runs[0][-3000:]   # download, unpack, link, cfg, unit
+    assert _recap(runs[1])["changed"] == 0, f"2nd run changed: {_changed_tasks(runs[1])}"
+    # The local tarball of another version: copied, unpacked, current moved to it.
+    assert os.readlink(root / "opt/trex/current") == str(root / "opt/trex/v9.02")
+    assert (root / "opt/trex/v9.02.tar.gz").read_bytes() == (tmp_path / "local-v9.02.tar.gz").read_bytes()
+    cfg = yaml.safe_load((root / "trex_cfg.yaml").read_text())[0]
+    assert cfg["interfaces"] == ["0000:00:1f.0", "0000:00:1f.1"]
+    unit = (root / "trex.service").read_text()
+    assert f"ExecStart={root}/opt/trex/current/t-rex-64 -i -c 2 --cfg {root}/trex_cfg.yaml --iom 0" in unit
+    if Path("/proc/1/comm").read_text().strip() != "systemd":
+        assert "trex.service is installed but not started" in runs[1]
