@@ -48,21 +48,20 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
 /*
  * The next hop towards dst, leaving through `side`: the static one when configured, else the
  * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding.
- * A cache entry is used only while fib_gen is unchanged (the tracing programs bump it after every
- * route or neighbour change) and only for packets no longer than one the lookup's MTU check passed.
- * The generation is read before the lookup, so a change racing with it leaves a stale-marked entry.
+ * A cache slot is used only while fib_gen is unchanged (bumped after every route, link or
+ * neighbour change, see the end of this file), while `pgwu watch`'s heartbeat is fresh, and only
+ * for packets no longer than one the lookup's MTU check passed. The generation is read before the
+ * lookup, so a change racing with it leaves a slot that is already stale.
  */
 static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					     int side, __u32 src, __u32 dst, __u8 tos, __u8 proto,
 					     __u16 tot_len, struct nexthop *nh)
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
-	struct pgwu_fib_key key = { .dst = dst, .ifindex = ctx->ingress_ifindex };
+	struct pgwu_fib_slot *slot = NULL;
 	struct bpf_fib_lookup p = {};
-	struct pgwu_fib_entry *e;
-	__u32 zero = 0;
+	__u32 zero = 0, one = 1, idx;
 	__u64 gen = 0;
-	int use_cache = cfg->flags & PGWU_CFG_FIB_CACHE;
 	int rc;
 
 	if (st->ifindex) {
@@ -71,22 +70,20 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 		__builtin_memcpy(nh->dmac, st->dmac, 6);
 		return 0;
 	}
-	if (use_cache) {
-		__u32 one = 1;
+	if (cfg->flags & PGWU_CFG_FIB_CACHE) {
 		__u64 *g = bpf_map_lookup_elem(&fib_gen, &zero);
 		__u64 *hb = bpf_map_lookup_elem(&fib_gen, &one);
 
-		if (!g || !hb || bpf_ktime_get_coarse_ns() - *hb > FIB_WATCH_STALE_NS)
-			use_cache = 0;
-		else
+		if (g && hb && bpf_ktime_get_coarse_ns() - *hb <= FIB_WATCH_STALE_NS) {
 			gen = *(volatile __u64 *)g;
-	}
-	if (use_cache) {
-		e = bpf_map_lookup_elem(&fib_cache, &key);
-		if (e && e->gen == gen && tot_len <= e->max_len) {
-			nh->ifindex = e->ifindex;
-			__builtin_memcpy(nh->smac, e->smac, 6);
-			__builtin_memcpy(nh->dmac, e->dmac, 6);
+			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex);
+			slot = bpf_map_lookup_elem(&fib_cache, &idx);
+		}
+		if (slot && slot->key.dst == dst && slot->key.ifindex == ctx->ingress_ifindex &&
+		    slot->e.gen == gen && tot_len <= slot->e.max_len) {
+			nh->ifindex = slot->e.ifindex;
+			__builtin_memcpy(nh->smac, slot->e.smac, 6);
+			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
 			return 0;
 		}
 	}
@@ -115,15 +112,16 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	nh->ifindex = p.ifindex;
 	__builtin_memcpy(nh->smac, p.smac, 6);
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
-	if (use_cache) {
-		struct pgwu_fib_entry ne = { .gen = gen, .ifindex = p.ifindex, .max_len = tot_len };
-
-		e = bpf_map_lookup_elem(&fib_cache, &key);
-		if (e && e->gen == gen && e->ifindex == p.ifindex && e->max_len > tot_len)
-			ne.max_len = e->max_len;
-		__builtin_memcpy(ne.smac, p.smac, 6);
-		__builtin_memcpy(ne.dmac, p.dmac, 6);
-		bpf_map_update_elem(&fib_cache, &key, &ne, BPF_ANY);
+	if (slot) {	/* per CPU: no other writer */
+		if (slot->key.dst != dst || slot->key.ifindex != ctx->ingress_ifindex ||
+		    slot->e.gen != gen || slot->e.ifindex != p.ifindex || slot->e.max_len < tot_len)
+			slot->e.max_len = tot_len;
+		slot->key.dst = dst;
+		slot->key.ifindex = ctx->ingress_ifindex;
+		slot->e.gen = gen;
+		slot->e.ifindex = p.ifindex;
+		__builtin_memcpy(slot->e.smac, p.smac, 6);
+		__builtin_memcpy(slot->e.dmac, p.dmac, 6);
 	}
 	return 0;
 }

@@ -118,7 +118,18 @@ struct pgwu_config {
 	struct pgwu_nexthop nexthop[PGWU_SIDE_MAX];	/* [side we send out of] */
 };
 
-/* fib_cache: LRU hash of resolved next hops, valid while gen == fib_gen[0]. */
+/*
+ * fib_cache: a direct-mapped per-CPU cache of resolved next hops: slot pgwu_fib_slot_of(dst, ifindex)
+ * holds the last lookup that hashed there; it is valid while its key matches and gen == fib_gen[0].
+ * An array, not a hash map: its lookup is inlined by the verifier, a hash lookup is a helper call.
+ */
+#define PGWU_FIB_CACHE_BITS 16
+
+static inline __u32 pgwu_fib_slot_of(__u32 dst, __u32 ifindex)
+{
+	return ((dst ^ (ifindex * 0x9e3779b1U)) * 0x9e3779b1U) >> (32 - PGWU_FIB_CACHE_BITS);
+}
+
 struct pgwu_fib_key {
 	__u32 dst;
 	__u32 ifindex;		/* ingress interface the lookup was made for */
@@ -131,6 +142,11 @@ struct pgwu_fib_entry {
 	__u8 dmac[6];
 	__u16 max_len;		/* largest IPv4 tot_len the lookup's MTU check passed */
 	__u16 pad;
+};
+
+struct pgwu_fib_slot {
+	struct pgwu_fib_key key;
+	struct pgwu_fib_entry e;
 };
 
 #endif /* PGWU_H */

@@ -99,6 +99,16 @@ def _macstr(b: bytes) -> str:
     return ":".join(f"{x:02x}" for x in b)
 
 
+FIB_CACHE_BITS = int(re.search(r"#define PGWU_FIB_CACHE_BITS (\d+)", PGWU_H.read_text()).group(1))
+
+
+def fib_slot_of(dst: str, ingress_ifindex: int) -> int:
+    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex)."""
+    d = struct.unpack("=I", _ip(dst))[0]  # the address as the program loads it (host order word)
+    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & 0xFFFFFFFF)) * 0x9E3779B1) & 0xFFFFFFFF
+    return x >> (32 - FIB_CACHE_BITS)
+
+
 @dataclass
 class Nexthop:
     """struct pgwu_nexthop: a static next hop; ifindex 0 = use bpf_fib_lookup."""
@@ -288,9 +298,19 @@ class Dataplane:
         return DlBearer.unpack(v) if v is not None else None
 
     def flush_fib_cache(self) -> None:
-        m = self.maps["fib_cache"]
-        for k in list(m.keys()):
-            m.delete(k)
+        """Invalidate every cached next hop, as the kernel's changes do: a new generation."""
+        m = self.maps["fib_gen"]
+        (gen,) = struct.unpack("=Q", m.lookup(struct.pack("=I", 0)))
+        m.update(struct.pack("=I", 0), struct.pack("=Q", gen + 1))
+
+    def fib_cache_slot(self, dst: str, ingress_ifindex: int) -> tuple[int, int, bytes, bytes] | None:
+        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress) on any CPU, or None."""
+        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex)))
+        for cpu in v or []:
+            kdst, kif, gen, eg, smac, dmac = struct.unpack_from("=4sIQI6s6s", cpu)
+            if kdst == _ip(dst) and kif == ingress_ifindex and eg:
+                return gen, eg, smac, dmac
+        return None
 
     # --- stats -----------------------------------------------------------------------------------
     def stats_array(self) -> list[tuple[int, int]]:

@@ -157,12 +157,10 @@ def expect_ul(dp, ns, devs, frame, smac, dmac, verdict="redirect"):
 
 def cache_entry(dp, dst: str, ingress: int):
     """(egress ifindex, smac, dmac) of the fib_cache entry for (dst, ingress), or None."""
-    v = dp.maps["fib_cache"].lookup(O.ip4(dst) + struct.pack("=I", ingress))
-    if v is None:
+    slot = dp.fib_cache_slot(dst, ingress)
+    if slot is None:
         return None
-    if isinstance(v, list):  # per-CPU LRU
-        v = next((x for x in v if any(x)), v[0])
-    _gen, eg, s, d = struct.unpack_from("=QI6s6s", v)
+    _gen, eg, s, d = slot
     return eg, s, d
 
 

@@ -8,10 +8,9 @@
 #define PGWU_MAX_BEARERS 1048576
 #endif
 
-/* Route-lookup cache entries: next hops are few, but uplink keys are inner destinations. */
-#ifndef PGWU_FIB_CACHE_SIZE
-#define PGWU_FIB_CACHE_SIZE 65536
-#endif
+/* Route-lookup cache slots per CPU (PGWU_FIB_CACHE_BITS in pgwu.h): next hops are few, but uplink
+ * keys are inner destinations. */
+#define PGWU_FIB_CACHE_SIZE (1U << PGWU_FIB_CACHE_BITS)
 
 /* The route cache is trusted only while `pgwu watch` has written its heartbeat this recently
  * (it writes every 200 ms). */

@@ -45,10 +45,10 @@ struct {
 
 /* Written by the XDP programs after a successful bpf_fib_lookup; read by them before one. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PGWU_FIB_CACHE_SIZE);
-	__type(key, struct pgwu_fib_key);
-	__type(value, struct pgwu_fib_entry);
+	__type(key, __u32);
+	__type(value, struct pgwu_fib_slot);
 } fib_cache SEC(".maps");
 
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
