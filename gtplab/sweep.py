@@ -14,6 +14,7 @@ pushed to the Pushgateway if one is given. docs/sweep.md describes the spec and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import os
@@ -387,6 +388,12 @@ def do_sweep(args: argparse.Namespace) -> int:
         raise UserError("the sweep has no cases (every size was skipped)")
     run_uuid = str(uuidlib.uuid4())
     rdir = _results_dir(args.out, run_uuid)
+    if args.profile:
+        if kind != "local":
+            raise UserError("--profile records perf on this host, where only the local backend's DUT runs; "
+                            "profile a real DUT on the DUT host")
+        from gtplab import profile
+        profile.check_available()   # before anything is built: a clear error, not a silent skip
     if kind == "trex" and not (args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER")):
         raise UserError("--backend trex needs a TRex server: --trex-server, trex_server in the lab config, "
                         "or $TREX_SERVER")
@@ -425,7 +432,11 @@ def do_sweep(args: argparse.Namespace) -> int:
         gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
         pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
         progress = Progress(len(cases))
-        with Runner(be, cfg) as runner:
+        profiler = None
+        if args.profile:
+            # the embedded lab's DUT runs in the generator's softirq on every CPU: record them all
+            profiler = profile.Profiler(rdir / "flamegraphs")
+        with Runner(be, cfg) as runner, (profiler or contextlib.nullcontext()):
             for i, p in enumerate(cases, 1):
                 progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows "
                                        f"csum {p.checksum} {p.rate_mode}")
@@ -433,7 +444,10 @@ def do_sweep(args: argparse.Namespace) -> int:
                     pusher.case_started({"case_id": p.case_id, "direction": p.direction,
                                          "frame_size": p.actual_size, "flows": p.flows,
                                          "checksum": p.checksum}, index=i - 1, total=len(cases))
-                rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                with (profiler.case(p.case_id) if profiler else contextlib.nullcontext()):
+                    rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                if profiler:
+                    rec["flamegraph"] = str(profile.flamegraph_path(rdir, p.case_id).relative_to(rdir))
                 results.append_case(rdir, rec)
                 done += 1
                 failed += not rec["conservation_ok"]
@@ -471,6 +485,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
                                                  "instead of building one")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--profile", action="store_true",
+                   help="record `perf record -a -g` during each case: flamegraphs/case-<id>.svg, linked "
+                        "from the report (local backend)")
     p.add_argument("--pushgateway", metavar="URL", help="push each case there (default: $GTPLAB_PUSHGATEWAY; none)")
     g = p.add_argument_group("spec overrides")
     g.add_argument("--sizes", metavar="N,N..", help="frame sizes on the wire incl. FCS")

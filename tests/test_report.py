@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -307,13 +308,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.lab
 def test_report_from_a_real_sweep(tmp_path):
-    """A tiny real `gtplab sweep` (embedded lab, two sizes, both directions, 0.3 s trials) ends by
-    printing its report's path; the report and a comparison of the run with itself are complete."""
+    """A tiny real `gtplab sweep --profile` (embedded lab, two sizes, both directions, 0.3 s trials)
+    ends by printing its report's path; the report and a comparison of the run with itself are
+    complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--pcap-limit", "0", "--out", str(rdir)],
+                         "--duration", "0.3", "--pcap-limit", "0", "--profile", "--out", str(rdir)],
                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     index = rdir / "report" / "index.html"
@@ -326,6 +328,11 @@ def test_report_from_a_real_sweep(tmp_path):
     text = index.read_text()
     for c in cases:
         assert f"<td>{c['case_id']}</td>" in text
+        svg = rdir / c["flamegraph"]
+        assert svg.stat().st_size > 0 and svg.parent.name == "flamegraphs"
+        assert os.path.relpath(svg, index.parent) in text, f"flame graph of {c['case_id']} not linked"
+        prog = "xdp_access" if c["direction"] == "uplink" else "xdp_sgi"
+        assert prog in svg.with_suffix(".folded").read_text(), f"{prog} not in the profile of {c['case_id']}"
     summary = json.loads((index.parent / "summary.json").read_text())
     fits = [g for g in summary["regressions"] if g["metric"] == "dut.ns_per_packet"]
     assert {g["series"] for g in fits} == {"uplink", "downlink"}
