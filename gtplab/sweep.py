@@ -379,6 +379,28 @@ def _report(results_dir: Path) -> str | None:
     return None
 
 
+def _start_exporter(be, listen: str):
+    """`pgwu metrics` for the lab's DUT, on listen (host netns: the pinned maps are global), for as long
+    as the sweep runs, so a Prometheus scraping that address sees the DUT's counters live."""
+    import subprocess
+    from gtplab.lab import pgwu_binary
+    if be.lab is None:
+        raise UserError("--pgwu-metrics serves the embedded lab's DUT; a real DUT runs its own exporter")
+    proc = subprocess.Popen([str(pgwu_binary()), "-d", be.lab.pin_dir, "metrics", "--listen", listen],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UserError(f"pgwu metrics on {listen} exited: {proc.stderr.read().strip()}")
+        try:
+            with socket.create_connection(tuple(listen.rsplit(":", 1)), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise UserError(f"pgwu metrics did not listen on {listen} within 10 s")
+
+
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
     kind = args.backend or cfg.backend
@@ -423,8 +445,11 @@ def do_sweep(args: argparse.Namespace) -> int:
            "notes": ([f"generator and DUT share this host's {os.cpu_count()} CPUs: cpu_seconds is the "
                       "whole host's busy time during the case"] if cfg.cpu_shared_with_generator else [])}
     pusher = None
+    exporter = None
     done = failed = 0
     try:
+        if args.pgwu_metrics:
+            exporter = _start_exporter(be, args.pgwu_metrics)
         rdir.mkdir(parents=True, exist_ok=True)
         results.write_run(rdir, run)
         pcap_dir = rdir / "pcaps"
@@ -459,6 +484,9 @@ def do_sweep(args: argparse.Namespace) -> int:
     finally:
         if pusher:
             pusher.finish()
+        if exporter:
+            exporter.terminate()
+            exporter.wait(timeout=10)
         be.close()
         if rdir.joinpath(results.RUN_FILE).exists():
             run.update(finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -488,6 +516,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--profile", action="store_true",
                    help="record `perf record -a -g` during each case: flamegraphs/case-<id>.svg, linked "
                         "from the report (local backend)")
+    p.add_argument("--pgwu-metrics", metavar="ADDR:PORT",
+                   help="serve the embedded DUT's `pgwu metrics` there while the sweep runs (e.g. the pgwu "
+                        "target of `gtplab monitor up`, 127.0.0.1:9464)")
     p.add_argument("--pushgateway", metavar="URL", help="push each case there (default: $GTPLAB_PUSHGATEWAY; none)")
     g = p.add_argument_group("spec overrides")
     g.add_argument("--sizes", metavar="N,N..", help="frame sizes on the wire incl. FCS")

@@ -5,6 +5,7 @@ returning data from a real Prometheus after results are pushed (the local stack 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -235,3 +236,44 @@ def test_pgwu_panel_queries_return_data(pushed_stack, pgwu_exporter):
     assert len(queries) >= 5
     empty = _wait_all_return_data(stack.prometheus, queries, timeout=45)
     assert not empty, "pgwu panel queries without data:\n" + "\n".join(empty)
+
+
+@pytest.mark.lab
+def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
+    """A real short `gtplab sweep` on the embedded lab, pushing to the local stack while Prometheus
+    scrapes the lab DUT's `pgwu metrics` and node-exporter: every panel query and variable selector of
+    every dashboard returns data from the real Prometheus, the live ones while the sweep runs."""
+    (pgwu_port,) = free_ports(1)
+    with running_stack(tmp_path, pgwu_port=pgwu_port) as stack:
+        rdir = tmp_path / "sweep"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64", "--duration", "2",
+             "--pcap-limit", "0", "--pushgateway", stack.gateway, "--pgwu-metrics", f"127.0.0.1:{pgwu_port}",
+             "--out", str(rdir)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not (rdir / "run.json").exists():
+                assert proc.poll() is None, f"the sweep ended early: {proc.communicate()[1][-3000:]}"
+                assert time.monotonic() < deadline, "the sweep wrote no run.json in 120 s"
+                time.sleep(0.2)
+            uuid = json.loads((rdir / "run.json").read_text())["uuid"]
+            d = dashboards()
+            queries = {(w, substitute(e, uuid)) for w, e in panel_queries(d) + variable_selectors(d)}
+            assert len(queries) >= 25
+            seen: set = set()
+            while proc.poll() is None:
+                seen |= {q for q in queries - seen if prom_query(stack.prometheus, q[1])}
+                time.sleep(0.5)
+            out, err = proc.communicate()
+            assert proc.returncode == 0, err[-3000:]
+            missing = queries - seen
+            missing = [f"{w}: {e}" for w, e in missing]
+            # what is not live must (also) be there after the sweep
+            rest = _wait_all_return_data(stack.prometheus, [tuple(m.split(": ", 1)) for m in missing
+                                                            if "sweep_running" not in m], timeout=30)
+            live_missing = [m for m in missing if "sweep_running" in m]
+            assert not rest and not live_missing, "panel queries without data:\n" + "\n".join(rest + live_missing)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
