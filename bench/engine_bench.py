@@ -20,6 +20,10 @@ usually the veth peer's XDP too; process_time of the Scapy process); "Mpps/core"
 seconds, which stays meaningful on a busy shared machine where the wall rate does not; "x (a)" = that,
 relative to (a) at the same asked size. Target: (b) >= 0.75 x (a). Speed targets live here, never in
 tests.
+
+--runs N measures every selected row N times, interleaved (a, b, c, ... then again), and prints the
+median of each column and of the per-run ratio (b)/(a): on a shared machine one run is not a number.
+--cases a,b picks rows (a b c d c-rx; default all).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,12 +177,29 @@ def run_scapy(lab: Lab, size: int, flows: int, duration: float, prebuilt: bool) 
     return {"tx": r["packets"], "rx": 0, "wall": r["seconds"], "cpu_s": r["cpu_s"]}
 
 
+CASES = ("a", "b", "c", "d", "c-rx")
+
+
+def median_result(results: list[dict]) -> dict:
+    """One row from several runs: the median of each counter (and of the per-core rate)."""
+    out = {k: statistics.median(r[k] for r in results) for k in ("tx", "rx", "wall", "cpu_s")}
+    out["per_core"] = statistics.median(r["tx"] / max(r["cpu_s"], 1e-9) for r in results)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per row")
     ap.add_argument("--flows", type=int, default=1024, help="bearers the multi-flow profile cycles through")
+    ap.add_argument("--runs", type=int, default=1, help="measure every row this many times (medians)")
+    ap.add_argument("--cases", default=",".join(CASES), help="rows to run, comma separated: " + " ".join(CASES))
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = ap.parse_args()
+    cases = set(args.cases.split(","))
+    if not cases <= set(CASES) or args.runs < 1:
+        ap.error(f"--cases takes some of {','.join(CASES)}; --runs must be >= 1")
+    if "b" in cases:
+        cases.add("a")      # (b) is reported relative to (a) of the same run
     try:
         from gtplab.engine import LocalClient  # noqa: F401
     except ImportError as e:
@@ -194,7 +216,12 @@ def main() -> int:
         uplink.write_text(UPLINK_FALLBACK)
 
     trex = TrexClient()
-    rows = []  # (case, asked size, real size, result, reference key)
+    runs: dict[tuple, list[dict]] = {}  # (case, asked size, real size) -> results, in run order
+    ratios: dict[int, list[float]] = {64: [], 1424: []}
+
+    def add(case: str, asked: int, size: int, r: dict) -> None:
+        runs.setdefault((case, asked, size), []).append(r)
+
     try:
         s_fixed = {sz: streams_from(trex, fixed, size=sz) for sz in (64, 1424)}
         s_up = {sz: streams_from(trex, uplink, size=sz, flows=args.flows, clamp="yes") for sz in (64, 1424)}
@@ -208,42 +235,51 @@ def main() -> int:
             c = lab.client()
             c.connect()
             try:
-                for sz in (64, 1424):
-                    rows.append((f"(a) fixed packet, no field engine", sz, sz, run_engine(c, s_fixed[sz], args.duration), sz))
-                for sz in (64, 1424):
-                    rows.append((f"(b) uplink multi-flow, {note}", sz, real[sz], run_engine(c, s_up[sz], args.duration), sz))
-                for sz in (64, 1424):
-                    rows.append(("(c) (b) + per-stream stats, drop sink", sz, real_st[sz],
-                                 run_engine(c, with_flow_stats(s_st[sz], PG_ID), args.duration), sz))
+                for _ in range(args.runs):
+                    for sz in (64, 1424):
+                        ra = run_engine(c, s_fixed[sz], args.duration)
+                        add("(a) fixed packet, no field engine", sz, sz, ra)
+                        if "b" in cases:
+                            rb = run_engine(c, s_up[sz], args.duration)
+                            add(f"(b) uplink multi-flow, {note}", sz, real[sz], rb)
+                            ratios[sz].append((rb["tx"] / max(rb["cpu_s"], 1e-9))
+                                              / (ra["tx"] / max(ra["cpu_s"], 1e-9)))
+                    if "c" in cases:
+                        for sz in (64, 1424):
+                            add("(c) (b) + per-stream stats, drop sink", sz, real_st[sz],
+                                run_engine(c, with_flow_stats(s_st[sz], PG_ID), args.duration))
             finally:
                 c.disconnect()
-            lab.attach_gen_pass()
-            for prebuilt, case in ((False, "(d) Scapy sendp(pkts), AF_PACKET"),
-                                   (True, "(d) Scapy sendp, packets prebuilt to bytes")):
-                for sz in (64, 1424):
-                    rows.append((case, sz, real[sz], run_scapy(lab, real[sz], args.flows, args.duration, prebuilt), sz))
-        with Lab.up(dut="tx") as lab:
-            c = lab.client()
-            c.connect()
-            try:
-                for sz in (64, 1424):
-                    rows.append(("(c-rx) (b) + per-stream stats, reflector", sz, real_st[sz],
-                                 run_engine(c, with_flow_stats(s_st[sz], PG_ID), args.duration), sz))
-            finally:
-                c.disconnect()
+            if "d" in cases:
+                lab.attach_gen_pass()
+                for _ in range(args.runs):
+                    for prebuilt, case in ((False, "(d) Scapy sendp(pkts), AF_PACKET"),
+                                           (True, "(d) Scapy sendp, packets prebuilt to bytes")):
+                        for sz in (64, 1424):
+                            add(case, sz, real[sz], run_scapy(lab, real[sz], args.flows, args.duration, prebuilt))
+        if "c-rx" in cases:
+            with Lab.up(dut="tx") as lab:
+                c = lab.client()
+                c.connect()
+                try:
+                    for _ in range(args.runs):
+                        for sz in (64, 1424):
+                            add("(c-rx) (b) + per-stream stats, reflector", sz, real_st[sz],
+                                run_engine(c, with_flow_stats(s_st[sz], PG_ID), args.duration))
+                finally:
+                    c.disconnect()
     finally:
         trex.close()
 
-    def per_core(r):
-        return r["tx"] / max(r["cpu_s"], 1e-9)
-    ceiling = {ref: per_core(r) for case, _, _, r, ref in rows if case.startswith("(a)")}
+    rows = [(case, asked, size, median_result(rs)) for (case, asked, size), rs in runs.items()]
+    ceiling = {asked: r["per_core"] for case, asked, _, r in rows if case.startswith("(a)")}
     head = ("case", "asked", "frame", "Mpps", "cores", "Mpps/core", "x (a)", "Gbit/s L1", "rx pkts")
     table = []
-    for case, asked, size, r, ref in rows:
+    for case, asked, size, r in rows:
         pps = r["tx"] / r["wall"]
         table.append((case, str(asked), str(size), f"{pps / 1e6:.4g}", f"{r['cpu_s'] / r['wall']:.2f}",
-                      f"{per_core(r) / 1e6:.4g}", f"{per_core(r) / ceiling[ref]:.3g}",
-                      f"{pps * (size + 20) * 8 / 1e9:.3g}", str(r["rx"])))
+                      f"{r['per_core'] / 1e6:.4g}", f"{r['per_core'] / ceiling[asked]:.3g}",
+                      f"{pps * (size + 20) * 8 / 1e9:.3g}", str(int(r["rx"]))))
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     if args.markdown:
         print("| " + " | ".join(head) + " |")
@@ -255,12 +291,16 @@ def main() -> int:
             print("  ".join(x.ljust(w) for x, w in zip(t, widths)))
     print()
     for sz in (64, 1424):
-        b = next(r for case, a, _, r, _ in rows if case.startswith("(b)") and a == sz)
-        ratio = per_core(b) / ceiling[sz]
+        if not ratios[sz]:
+            continue
+        ratio = statistics.median(ratios[sz])
+        each = " ".join(f"{x:.2f}" for x in ratios[sz])
         print(f"(b)/(a) per core at {sz} bytes asked: {ratio:.2f}  "
-              f"(target >= 0.75: {'met' if ratio >= 0.75 else 'NOT met'})")
-    print(f"profile: {note}; flows {args.flows}; {args.duration:g} s per row; kernel {platform.release()}; "
-          f"{os.cpu_count()} CPUs; load average before/after: {load0} / {os.getloadavg()[0]:.2f}")
+              f"(target >= 0.75: {'met' if ratio >= 0.75 else 'NOT met'})"
+              + (f"; median of {len(ratios[sz])} runs: {each}" if len(ratios[sz]) > 1 else ""))
+    print(f"profile: {note}; flows {args.flows}; {args.duration:g} s per row; {args.runs} run(s), "
+          f"medians; kernel {platform.release()}; {os.cpu_count()} CPUs; "
+          f"load average before/after: {load0} / {os.getloadavg()[0]:.2f}")
     return 0
 
 
