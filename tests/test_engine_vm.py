@@ -2,11 +2,15 @@
 interpreter (tg_tx in gtplab/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
 interface. Every expected field sequence is computed here from TRex's documented semantics,
 independently of the engine's code. Each run feeds the previous output frame back in, as a
-recycled live frame would be (see docs/engine.md)."""
+recycled live frame would be, with the stream's template loaded as the client loads it (see
+docs/engine.md); the checksum tests also run with a DUT scribbling over the recycled frames and
+compare the incremental checksums with full sums."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import random
 import struct
 
 import pytest
@@ -58,23 +62,46 @@ def obj():
     o.close()
 
 
-def run(obj, js, n=N, slot=0):
-    """Compile js into slot, run tg_tx n times; returns the frames (each run's input is the
-    previous run's output, padded with the template's tail like a recycled live frame)."""
-    cs = compile_stream(js)
+def load(obj, cs, slot=0, template=True):
+    """Put a compiled stream into slot, template included (as LocalClient does) unless
+    template=False (then tg_tx runs on the frame as given, with full checksum sums)."""
     key = struct.pack("<I", slot)
     obj.map("streams").update(key, cs.stream_value())
     obj.map("state").update(key, cs.state_value())
+    tm = obj.map("tmpl")
+    frame = cs.frame if template else b""
+    tm.update(key, struct.pack("<II", len(frame), 0) + frame + bytes(tm.value_size - 8 - len(frame)))
     for var in cs.lists:
         obj.map("lists").update(struct.pack("<I", slot * vm.MAX_VARS + var), cs.list_value(var))
+
+
+def run(obj, js, n=N, slot=0, template=True, scribble=False, cs=None):
+    """Compile js into slot, run tg_tx n times; returns the frames. Each run's input is the
+    previous run's output as a recycled live frame would be: as left (template=True: tg_tx
+    restores the length too) or padded with the template's tail (template=False), or with
+    scribble=True random bytes of a random length, as a DUT rewriting frames could leave."""
+    cs = cs or compile_stream(js)
+    load(obj, cs, slot, template)
     fd = obj.prog_fd("tg_tx")
+    rnd = random.Random(n)
     frames, cur = [], cs.frame
     for _ in range(n):
         verdict, out = kernel.run_once(fd, cur, slot)
         assert verdict == 3, "tg_tx did not return XDP_TX"
         frames.append(out)
-        cur = out + cs.frame[len(out):]
+        if scribble:
+            cur = rnd.randbytes(rnd.randint(14, len(cs.frame)))
+        elif template:
+            cur = out
+        else:
+            cur = out + cs.frame[len(out):]
     return frames
+
+
+def full_sums(cs):
+    """The same compiled stream with every checksum summed over the packet (no plan)."""
+    insns = [dataclasses.replace(i, flags=i.flags & ~vm.F_INCR, track=(0, 0, 0)) for i in cs.insns]
+    return dataclasses.replace(cs, insns=insns)
 
 
 def field(frames, off, size, big=True):
@@ -305,6 +332,97 @@ def test_trailer_with_trim_and_fix(obj):
     assert [len(f) for f in frames] == trex_dec(120, len(pkt), len(pkt), 31, N)
     for k, f in enumerate(frames):
         assert struct.unpack("<HHI", f[-16:-8]) == (vm.TRAILER_MAGIC, 3, k)
+        assert_checksums(f)
+
+
+# ---- incremental checksums (trafficgen.h "Incremental checksums", vm._plan_checksums) -------
+FIX4 = {"type": "fix_checksum_ipv4", "pkt_offset": 14}
+HW_IN = {"type": "fix_checksum_hw", "l2_len": INNER_IP, "l3_len": 20, "l4_type": 11}
+HW_OUT = {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}
+OUTER_CSUM_GTPU = Ether(raw(GTPU_PKT))       # outer UDP checksum valid (Scapy computed it)
+GTPU_ZERO_CSUM = GTPU_PKT.copy()             # outer UDP checksum 0, as the uplink profile sends
+GTPU_ZERO_CSUM[UDP].chksum = 0
+
+INCR_CASES = {
+    # name: (packet, instructions, fix instructions planned incremental)
+    "uplink": (GTPU_ZERO_CSUM, [
+        fv("b", 4, "inc", 0, 99), fv("s", 4, "inc", 0, 3),
+        wr("b", GTP_TEID_OFF, add=0x10000), wr("b", INNER_SRC, add=0x0A400001),
+        wr("s", 26, add=0x0AC90010), wr("s", INNER_SRC + 4, add=0x0A0A0A0A), FIX4, HW_IN], 2),
+    "odd offsets, byte and 8-byte writes": (UDP_PKT, [
+        fv("a", 1, "random", 0, 255), wr("a", 27), wr("a", 45),
+        fv("q", 8, "inc", 1, (1 << 64) - 1, None, 0x123456789), wr("q", 43), wr("q", 51),
+        {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}], 1),
+    "overlapping writes, little endian": (UDP_PKT, [
+        fv("a", 4, "random", 0, 0xFFFFFFFF), wr("a", 44), wr("a", 45, big=False),
+        fv("b", 2, "inc", 0, 65535, 0, 4099), wr("b", 46, big=False), wr("b", 28),
+        {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}], 1),
+    "write_mask on TOS and ports, TCP": (TCP_PKT, [
+        fv("v", 1, "inc", 0, 255, 0, 7),
+        {"type": "write_mask_flow_var", "name": "v", "pkt_offset": 15, "pkt_cast_size": 1,
+         "mask": 0xFC, "shift": 2, "add_value": 0, "is_big_endian": True},
+        fv("p", 2, "random", 1, 65535), wr("p", 34), wr("p", 50),
+        {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 13}], 1),
+    "outer UDP checksum over the inner fix": (OUTER_CSUM_GTPU, [
+        fv("u", 4, "inc", 0x0A400001, 0x0A400001 + 999), wr("u", INNER_SRC),
+        fv("d", 2, "inc", 1000, 2000, 1000, 3), wr("d", INNER_IP + 22), HW_IN, HW_OUT], 2),
+}
+
+
+@pytest.mark.parametrize("scribble", [False, True], ids=["recycled", "dut-scribbled"])
+@pytest.mark.parametrize("case", list(INCR_CASES))
+def test_incremental_checksums_equal_full_sums(obj, case, scribble):
+    """Checksums from the template's sums plus this packet's changes are the very bits a full
+    sum gives (compared with the engine's full-sum path, and checked with Scapy), also when the
+    recycled frame holds garbage of any length."""
+    pkt, instructions, planned = INCR_CASES[case]
+    js = stream(pkt, instructions, random_seed=5)
+    cs = compile_stream(js)
+    fixes = [i for i in cs.insns if i.op in (vm.OP_FIX_IPV4, vm.OP_FIX_HW)]
+    assert sum(bool(i.flags & vm.F_INCR) for i in fixes) == planned
+    incr = run(obj, js, n=200, scribble=scribble, cs=cs)
+    full = run(obj, js, n=200, template=False, cs=full_sums(cs))
+    assert incr == full
+    for f in incr:
+        assert_checksums(f)
+
+
+@pytest.mark.parametrize("what,instructions", [
+    ("write over the checksum and more", [fv("a", 4, "inc", 0, 9), wr("a", 22), FIX4]),
+    ("IHL written", [fv("a", 1, "inc", 0x45, 0x45), wr("a", 14), FIX4]),
+    ("total length written", [fv("a", 2, "inc", 60, 68), wr("a", 16),
+                              {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}]),
+    ("after a trim", [fv("sz", 2, "inc", 60, 82), {"type": "trim_pkt_size", "name": "sz"},
+                      wr("sz", 16, add=-14), wr("sz", 38, add=-34),
+                      {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}]),
+])
+def test_unplannable_checksums_are_summed(obj, what, instructions):
+    """Where a checksum's ranges are not fixed by the template, the fix sums the packet: still
+    right (as TRex computes it from the bytes), just not incremental."""
+    js = stream(UDP_PKT, instructions)
+    cs = compile_stream(js)
+    assert not any(i.flags & vm.F_INCR for i in cs.insns), what
+    frames = run(obj, js, n=20, scribble=True, cs=cs)
+    for f in frames:
+        ip = Ether(f)[IP]
+        q = ip.copy()
+        q.chksum = None
+        assert IP(raw(q)).chksum == ip.chksum
+
+
+def test_trimmed_frames_get_their_length_back(obj):
+    """A recycled frame comes back as short as an earlier trim left it: tg_tx restores the
+    template's length before the instructions run, so larger sizes follow smaller ones."""
+    pkt = UDP_PKT.copy()
+    pkt[Raw].load = b"q" * 100
+    js = stream(pkt, [fv("sz", 2, "dec", 64, len(pkt), len(pkt) - 10, 30),
+                      {"type": "trim_pkt_size", "name": "sz"},
+                      wr("sz", 16, add=-14), wr("sz", 38, add=-34),
+                      {"type": "fix_checksum_hw", "l2_len": 14, "l3_len": 20, "l4_type": 11}])
+    frames = run(obj, js, n=12)          # each input is the previous, trimmed output as it is
+    assert [len(f) for f in frames] == trex_dec(64, len(pkt), len(pkt) - 10, 30, 12)
+    for f in frames:
+        assert f[42:] == raw(pkt)[42:len(f)]
         assert_checksums(f)
 
 

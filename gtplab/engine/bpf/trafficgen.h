@@ -29,6 +29,10 @@
 #ifndef TG_MAX_FRAME
 #define TG_MAX_FRAME 3520	/* a live frame is one page minus headroom and tailroom */
 #endif
+#ifndef TG_MAX_ACC
+#define TG_MAX_ACC 8		/* incrementally kept checksums per stream (u8 masks) */
+#endif
+#define TG_TRACK_MAX 16		/* longest modification tracked for checksums: the trailer */
 #define TG_CSUM_CHUNK 256	/* bytes summed per bpf_csum_diff call (helper max is 512) */
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
@@ -78,6 +82,22 @@ enum tg_op {
 #define TG_F_BIG_ENDIAN	(1 << 0)
 #define TG_F_L4_UDP	(1 << 1)	/* fix_checksum_hw l4_type 11 */
 #define TG_F_L4_TCP	(1 << 2)	/* fix_checksum_hw l4_type 13 */
+#define TG_F_INCR	(1 << 3)	/* fix_*: checksums from base[] + acc[] (see below) */
+
+/*
+ * Incremental checksums (RFC 1624), planned by vm.py. Each packet starts as an
+ * exact copy of the template, so the ones' complement sum of any checksummed
+ * range of the packet is the template's sum (base[], computed by user space
+ * with the checksum field zeroed) plus the difference every modification made
+ * inside that range since the copy. Every instruction that changes bytes
+ * (write, write_mask, a fix's checksum store, the trailer) measures the
+ * difference on the frame itself, just before and just after it writes, and
+ * adds it to the accumulators in its track[] mask: one accumulator per later
+ * checksum whose range holds the changed bytes. A fix with TG_F_INCR folds
+ * base + acc instead of summing the packet. Sums use big-endian 16-bit words
+ * aligned on even frame offsets, which is why vm.py only plans checksums
+ * whose ranges start at even offsets.
+ */
 
 struct tg_insn {
 	__u8 op;
@@ -93,6 +113,12 @@ struct tg_insn {
 	__u64 step;	/* tuple: port_min | port_max << 16 */
 	__s64 add;	/* add_value; rand_limit: limit; tuple: limit_flows */
 	__u64 init;	/* rand_limit: seed */
+	__u16 base[2];	/* fix (TG_F_INCR): template sums of the IPv4 header and of the L4 range */
+	__u8 acc[2];	/* fix (TG_F_INCR): accumulator of each of these sums */
+	__u8 track[3];	/* accumulators the bytes this insn changes count in: [0] the field (trailer:
+			 * its 16 bytes; fix: IPv4 checksum), [1] fix_hw: L4 checksum, trailer: the
+			 * checksum at max, [2] trailer: the checksum at min */
+	__u8 pad[7];
 };
 
 struct tg_stream {
