@@ -241,7 +241,8 @@ static __always_inline int store(struct xdp_md *ctx, __u32 off, __u64 v, __u8 si
 
 	if (off > TG_MAX_FRAME)
 		return -1;
-	p = data + off;
+	opaque(off);	/* see span_sum() */
+	p = data + (off & 0xfff);
 	switch (size) {
 	case 1:
 		if ((void *)(p + 1) > end)
@@ -275,7 +276,8 @@ static __always_inline int load(struct xdp_md *ctx, __u32 off, __u64 *v, __u8 si
 
 	if (off > TG_MAX_FRAME)
 		return -1;
-	p = data + off;
+	opaque(off);	/* see span_sum() */
+	p = data + (off & 0xfff);
 	switch (size) {
 	case 1:
 		if ((void *)(p + 1) > end)
@@ -486,25 +488,33 @@ static __always_inline __u32 hw_l4_csum_off(struct tg_insn *in)
 	return in->offset + in->arg + ((in->flags & TG_F_L4_UDP) ? 6 : 16);
 }
 
+/* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw from base[] + acc[] (TG_F_INCR). */
+static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, struct tg_pkt *pk,
+				    int is_hw)
+{
+	__u32 ck;
+
+	if (tracked_store(ctx, pk, in->track[0], in->offset + 10,
+			  incr_csum(pk, in->base[0], in->acc[0]), 2, 1) < 0)
+		return -1;
+	if (!is_hw || !(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
+		return 0;
+	ck = incr_csum(pk, in->base[1], in->acc[1]);
+	if ((in->flags & TG_F_L4_UDP) && ck == 0)
+		ck = 0xffff;
+	return tracked_store(ctx, pk, in->track[1], hw_l4_csum_off(in), ck, 2, 1);
+}
+
 /* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw: full sums, or incremental (TG_F_INCR). */
 static __always_inline int fix(struct xdp_md *ctx, struct tg_insn *in, struct tg_pkt *pk, int is_hw)
 {
-	__u32 ip_ck = in->offset + 10, l4_ck = hw_l4_csum_off(in), ck;
+	__u32 ip_ck = in->offset + 10, l4_ck = hw_l4_csum_off(in);
 	int l4 = is_hw && (in->flags & (TG_F_L4_UDP | TG_F_L4_TCP));
 	__u64 b_ip, b_l4;
 	int ret;
 
-	if (pk->restored && (in->flags & TG_F_INCR)) {
-		if (tracked_store(ctx, pk, in->track[0], ip_ck, incr_csum(pk, in->base[0], in->acc[0]),
-				  2, 1) < 0)
-			return -1;
-		if (!l4)
-			return 0;
-		ck = incr_csum(pk, in->base[1], in->acc[1]);
-		if ((in->flags & TG_F_L4_UDP) && ck == 0)
-			ck = 0xffff;
-		return tracked_store(ctx, pk, in->track[1], l4_ck, ck, 2, 1);
-	}
+	if (pk->restored && (in->flags & TG_F_INCR))
+		return fix_incr(ctx, in, pk, is_hw);
 	if (track_begin(ctx, in->track[0], ip_ck, 2, &b_ip) < 0)
 		return -1;
 	if (l4 && track_begin(ctx, in->track[1], l4_ck, 2, &b_l4) < 0)
@@ -604,8 +614,11 @@ static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
 	return 0;
 }
 
-/* One instruction. Returns 0 or -1 (drop frame). */
-static __always_inline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *st,
+/*
+ * One instruction, any kind. A global function: the verifier checks it once,
+ * not once per iteration of tg_tx's loop. Returns 0 or -1 (drop frame).
+ */
+__noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *st,
 		       struct tg_pkt *pk)
 {
 	struct tg_var *v, *v2;
@@ -723,6 +736,38 @@ static __always_inline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struc
 	return -1;
 }
 
+/*
+ * The common instructions, inlined in tg_tx's loop: a BPF-to-BPF call costs
+ * more than such an instruction on a CPU with the SRSO "Safe RET" mitigation
+ * (every return goes through a thunk). Everything else goes to tg_exec; this
+ * split also keeps what the verifier walks per loop iteration small.
+ */
+static __always_inline int tg_exec_fast(struct xdp_md *ctx, struct tg_insn *in,
+					struct tg_state *st, struct tg_pkt *pk)
+{
+	struct tg_var *v = &st->var[in->var & (TG_MAX_VARS - 1)];
+	int of;
+
+	switch (in->op) {
+	case TG_OP_VAR_INC:
+		v->val = inc_mod(in->min, in->max, v->val, in->step, &of);
+		return 0;
+	case TG_OP_VAR_DEC:
+		v->val = dec_mod(in->min, in->max, v->val, in->step);
+		return 0;
+	case TG_OP_WRITE:
+		return tracked_store(ctx, pk, in->track[0], in->offset,
+				     (v->val + in->add) & size_mask(in->size), in->size,
+				     in->flags & TG_F_BIG_ENDIAN);
+	case TG_OP_FIX_IPV4:
+	case TG_OP_FIX_HW:
+		if (pk->restored && (in->flags & TG_F_INCR))
+			return fix_incr(ctx, in, pk, in->op == TG_OP_FIX_HW);
+		break;
+	}
+	return tg_exec(ctx, in, st, pk);
+}
+
 SEC("xdp")
 int tg_tx(struct xdp_md *ctx)
 {
@@ -778,7 +823,7 @@ int tg_tx(struct xdp_md *ctx)
 	for (i = 0; i < TG_MAX_INSNS; i++) {
 		if (i >= s->n_insns)
 			break;
-		if (tg_exec(ctx, &s->insn[i], st, &pk) < 0) {
+		if (tg_exec_fast(ctx, &s->insn[i], st, &pk) < 0) {
 			st->errors++;
 			goto out;
 		}
