@@ -36,9 +36,11 @@ struct {
 	__type(value, struct bench_frame);
 } frame SEC(".maps");
 
-/* the data pointer (low 32 bits) the first iteration saw; 0 = not seen yet. Reset per run. */
+/* the data pointer (low 32 bits) the first iteration saw; 0 = not seen yet. Reset per run. Not per
+ * CPU: a test run may move to another CPU when it reschedules between iterations, and the frame
+ * it works on moves with it. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
