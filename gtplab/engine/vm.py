@@ -26,7 +26,8 @@ MAX_STREAMS = 64
 MAX_LIST = 256
 MAX_PGIDS = 256
 MAX_FRAME = 3520
-MAX_ACC = 8
+MAX_PIECES = 8
+PIECE_LENS = (16, 8, 4, 2, 1)     # what span_sum() in trafficgen.bpf.c reads
 TRAILER_LEN = 16
 TRAILER_MAGIC = 0x4C47
 
@@ -35,12 +36,12 @@ TRAILER_MAGIC = 0x4C47
  OP_TRAILER) = range(15)
 F_BIG_ENDIAN, F_L4_UDP, F_L4_TCP, F_INCR = 1, 2, 4, 8
 
-INSN_FMT = "<BBBBHHiIQQQqQHHBBBBB7x"  # struct tg_insn
+INSN_FMT = "<BBBBHHiIQQQqQHHI" + "HBB" * MAX_PIECES  # struct tg_insn
 INSN_SIZE = struct.calcsize(INSN_FMT)
 VAR_FMT = "<QQII"                 # struct tg_var
 STATE_TAIL_FMT = "<IIQQQ"         # rand_seed, seq, tx_packets, tx_bytes, errors
 STATE_SIZE = MAX_VARS * struct.calcsize(VAR_FMT) + struct.calcsize(STATE_TAIL_FMT)
-assert INSN_SIZE == 72 and STATE_SIZE == 416
+assert INSN_SIZE == 96 and STATE_SIZE == 416
 
 # TRex CTRexVmInsFixHwCs l4 types
 L4_TYPE_UDP, L4_TYPE_TCP, L4_TYPE_IP = 11, 13, 17
@@ -72,13 +73,14 @@ class Insn:
     add: int = 0
     init: int = 0
     base: tuple[int, int] = (0, 0)          # incremental checksums, see _plan_checksums
-    acc: tuple[int, int] = (0, 0)
-    track: tuple[int, int, int] = (0, 0, 0)
+    pieces: tuple[tuple[int, int, int], ...] = ()   # (offset, length, sum 0 IPv4 / 1 L4)
 
     def pack(self) -> bytes:
+        pieces = [x for pc in self.pieces for x in pc]
+        pieces += [0] * (3 * MAX_PIECES - len(pieces))
         return struct.pack(INSN_FMT, self.op, self.var, self.size, self.flags, self.offset,
                            self.arg, self.shift, self.mask & 0xFFFFFFFF, self.min, self.max,
-                           self.step, self.add, self.init, *self.base, *self.acc, *self.track)
+                           self.step, self.add, self.init, *self.base, len(self.pieces), *pieces)
 
 
 @dataclass
@@ -514,11 +516,10 @@ def _compile_vm(cs: CompiledStream, vm: dict, where: str) -> None:
 
 # ---- incremental checksums (trafficgen.h, "Incremental checksums") ---------------------------
 
-def _words_sum(data: bytes, start: int) -> int:
-    """Sum (not folded) of data as big-endian 16-bit words aligned on even offsets of the frame,
-    data starting at frame offset start (a byte at an even offset is a high byte), like
-    span_sum() in trafficgen.bpf.c."""
-    return sum(b << (0 if (start + i) & 1 else 8) for i, b in enumerate(data))
+def _byte_sum(frame: bytes, offsets) -> int:
+    """Sum (not folded) of the frame's bytes at offsets as big-endian 16-bit words aligned on
+    even frame offsets (a byte at an even offset is a high byte), like span_sum()."""
+    return sum(frame[o] << (0 if o & 1 else 8) for o in offsets)
 
 
 def _fold(x: int) -> int:
@@ -527,83 +528,92 @@ def _fold(x: int) -> int:
     return x
 
 
-def _changes(ins: Insn, length: int | None) -> list[tuple[int, int] | None]:
-    """The byte ranges [start, end) instruction ins changes, one per track[] slot it has; None:
-    not known before the packet is made (the trailer after a trim)."""
-    if ins.op == OP_WRITE:
-        return [(ins.offset, ins.offset + ins.size)]
-    if ins.op == OP_WRITE_MASK:
-        return [(ins.offset, ins.offset + ins.size)]
+def _changed_bytes(ins: Insn, length: int | None) -> set[int] | None:
+    """Frame offsets instruction ins may change; None: not known before the packet is made (the
+    trailer after a trim)."""
+    def rng(a, n):
+        return set(range(a, a + n))
+    if ins.op in (OP_WRITE, OP_WRITE_MASK):
+        return rng(ins.offset, ins.size)
     if ins.op == OP_FIX_IPV4:
-        return [(ins.offset + 10, ins.offset + 12)]
+        return rng(ins.offset + 10, 2)
     if ins.op == OP_FIX_HW:
-        l4 = ins.offset + ins.arg + (6 if ins.flags & F_L4_UDP else 16)
-        return [(ins.offset + 10, ins.offset + 12)] + \
-            ([(l4, l4 + 2)] if ins.flags & (F_L4_UDP | F_L4_TCP) else [])
+        out = rng(ins.offset + 10, 2)
+        if ins.flags & (F_L4_UDP | F_L4_TCP):
+            out |= rng(ins.offset + ins.arg + (6 if ins.flags & F_L4_UDP else 16), 2)
+        return out
     if ins.op == OP_TRAILER:
-        tail = (length - TRAILER_LEN, length) if length is not None else None
-        return [tail] + [((e & 0xFFFF), (e & 0xFFFF) + 2) if e & 0xFFFF else (0, 0)
-                         for e in (ins.max, ins.min)]
-    return []
+        if length is None:
+            return None
+        out = rng(length - TRAILER_LEN, TRAILER_LEN)
+        for enc in (ins.min, ins.max):          # the L4 checksums the trailer keeps right
+            if enc & 0xFFFF:
+                out |= rng(enc & 0xFFFF, 2)
+        return out
+    return set()
 
 
-def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
+def _pieces(offsets: set[int], sum_index: int) -> list[tuple[int, int, int]]:
+    """The offsets as runs, cut into the lengths span_sum() reads."""
+    out = []
+    todo = sorted(offsets)
+    while todo:
+        start = todo[0]
+        n = 1
+        while n < len(todo) and todo[n] == start + n:
+            n += 1
+        todo = todo[n:]
+        while n:
+            piece = next(x for x in PIECE_LENS if x <= n)
+            out.append((start, piece, sum_index))
+            start += piece
+            n -= piece
+    return out
 
 
 def _plan_checksums(prog: list[Insn], frame: bytes) -> None:
-    """Mark the fix instructions whose checksums tg_tx can take from the template's sums plus the
-    differences of this packet's changes (F_INCR, base, acc), and tell every earlier instruction
-    which of these sums the bytes it changes fall in (track masks).
+    """Mark the fix instructions whose checksums tg_tx can take from the template's sum over the
+    bytes the packet has not changed (base) plus the changed bytes as the frame holds them at the
+    fix (pieces): F_INCR. Exact because each packet starts as a full copy of the template and
+    every byte changed before the fix is at a known offset.
 
-    A checksum is planned only when its ranges are fixed before any packet is made: no trim before
-    it (the length is the template's), the IPv4 header length and total length bytes not changed
-    before it, ranges starting at even offsets, inside the template. Every change before it must
-    lie wholly inside one of its ranges, wholly outside them, or be exactly its own checksum field
-    (which the sum takes as zero); otherwise (or past MAX_ACC sums) the fix sums the packet."""
+    Planned only when the ranges are fixed by the template: no trim before the fix (the length is
+    the template's), the IPv4 IHL and total length not changed before it, ranges starting at even
+    offsets, inside the template, and at most MAX_PIECES pieces; otherwise the fix sums the
+    packet (same result, slower)."""
     length: int | None = len(frame)
-    done: list[tuple[int, int, tuple[int, int] | None]] = []   # (insn index, slot, range)
-    n_acc = 0
-    for n, ins in enumerate(prog):
-        if ins.op in (OP_FIX_IPV4, OP_FIX_HW) and length is not None:
+    changed: set[int] | None = set()
+    for ins in prog:
+        if ins.op in (OP_FIX_IPV4, OP_FIX_HW) and changed is not None:
             sums = _checksum_ranges(ins, frame)
-            if sums is not None and n_acc + len(sums) <= MAX_ACC:
-                masks = _masks_for(sums, done, ins.offset)
-                if masks is not None:
-                    bases, accs = [], []
-                    for k, (ranges, own, const) in enumerate(sums):
-                        total = const
-                        for a, b in ranges:
-                            data = bytearray(frame[a:b])
-                            if a <= own < b:
-                                data[own - a:own - a + 2] = b"\0\0"
-                            total += _words_sum(bytes(data), a)
-                        bases.append(_fold(total))
-                        accs.append(n_acc + k)
-                        for (j, slot) in masks[k]:
-                            tr = list(prog[j].track)
-                            tr[slot] |= 1 << (n_acc + k)
-                            prog[j].track = tuple(tr)
-                    n_acc += len(sums)
+            l3 = ins.offset
+            if sums is not None and not changed & {l3, l3 + 2, l3 + 3}:
+                bases, pieces = [], []
+                for k, (cover, own, const) in enumerate(sums):
+                    mine = (changed & cover) - {own, own + 1}
+                    bases.append(_fold(const + _byte_sum(frame, cover - mine - {own, own + 1})))
+                    pieces += _pieces(mine, k)
+                if len(pieces) <= MAX_PIECES:
                     ins.flags |= F_INCR
-                    ins.base = tuple(bases + [0])[:2]
-                    ins.acc = tuple(accs + [0])[:2]
+                    ins.base = (bases + [0])[0], (bases + [0, 0])[1]
+                    ins.pieces = tuple(pieces)
         if ins.op == OP_TRIM:
             length = None
-        for slot, r in enumerate(_changes(ins, length)):
-            done.append((n, slot, r))
+        more = _changed_bytes(ins, length)
+        changed = None if more is None or changed is None else changed | more
 
 
 def _checksum_ranges(ins: Insn, frame: bytes):
-    """[(ranges, own checksum offset, constant)] of the sums of fix ins (IPv4 header, then L4),
-    from the template; None if they are not fixed by the template or not even-aligned."""
+    """[(covered offsets, own checksum offset, constant)] of the sums of fix ins (IPv4 header,
+    then L4 with the pseudo header), from the template; None if they are not fixed by the
+    template or do not start at even offsets."""
     l3 = ins.offset
     if l3 & 1 or l3 + 20 > len(frame) or frame[l3] >> 4 != 4:
         return None
     ihl = (frame[l3] & 0xF) * 4
     if ihl < 20 or l3 + ihl > len(frame):
         return None
-    out = [([(l3, l3 + ihl)], l3 + 10, 0)]
+    out = [(set(range(l3, l3 + ihl)), l3 + 10, 0)]
     if ins.op == OP_FIX_HW and ins.flags & (F_L4_UDP | F_L4_TCP):
         tot = int.from_bytes(frame[l3 + 2:l3 + 4], "big")
         l4 = l3 + ins.arg
@@ -611,29 +621,6 @@ def _checksum_ranges(ins: Insn, frame: bytes):
         if ins.arg & 1 or tot < ins.arg or l3 + tot > len(frame) or own + 2 > l3 + tot:
             return None
         proto = 17 if ins.flags & F_L4_UDP else 6
-        out.append(([(l3 + 12, l3 + 20), (l4, l3 + tot)], own, proto + (tot - ins.arg)))
+        cover = set(range(l3 + 12, l3 + 20)) | set(range(l4, l3 + tot))
+        out.append((cover, own, proto + (tot - ins.arg)))
     return out
-
-
-def _masks_for(sums, done, l3: int):
-    """For each sum, the (insn, track slot) of every earlier change inside its ranges; None if
-    some earlier change makes a sum unplannable (see _plan_checksums)."""
-    fixed = [(l3, l3 + 1), (l3 + 2, l3 + 4)]        # IHL, total length: they define the ranges
-    masks = []
-    for ranges, own, _ in sums:
-        inside = []
-        for j, slot, r in done:
-            if r is None:
-                return None
-            if r == (0, 0):
-                continue
-            if any(_overlaps(r, f) for f in fixed):
-                return None
-            if r == (own, own + 2) or not any(_overlaps(r, q) for q in ranges):
-                continue
-            if r[0] <= own < r[1] or r[0] < own + 2 <= r[1] or \
-                    not any(q[0] <= r[0] and r[1] <= q[1] for q in ranges):
-                return None
-            inside.append((j, slot))
-        masks.append(inside)
-    return masks

@@ -124,7 +124,6 @@ struct {
 
 /* Per packet, on tg_tx's stack; passed to tg_exec. */
 struct tg_pkt {
-	__u64 acc[TG_MAX_ACC];	/* checksum differences since the template copy */
 	__u32 slot;
 	__u32 restored;		/* the frame is an exact copy of the template (else: full sums) */
 };
@@ -298,6 +297,12 @@ static __always_inline int load(struct xdp_md *ctx, __u32 off, __u64 *v, __u8 si
 	return -1;
 }
 
+/* Offset of the L4 checksum of fix_checksum_hw. */
+static __always_inline __u32 hw_l4_csum_off(struct tg_insn *in)
+{
+	return in->offset + in->arg + ((in->flags & TG_F_L4_UDP) ? 6 : 16);
+}
+
 static __always_inline __u64 words4(__u64 x)
 {
 	return (x >> 48) + ((x >> 32) & 0xffff) + ((x >> 16) & 0xffff) + (x & 0xffff);
@@ -371,57 +376,33 @@ static __always_inline int span_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u6
 }
 
 /*
- * A modification of n bytes at off that later checksums need (mask = their
- * accumulators): track_begin before writing, track_end after. The difference
- * is measured on this frame, so it is exact whatever the bytes were.
+ * A checksum from the template's sum over the bytes this packet did not change
+ * plus the changed bytes as they are now: the same bits as summing the packet.
+ * Both sums are of non-zero data (an IPv4 header with its version, a pseudo
+ * header with its protocol), and a fold of a positive sum lies in 1..0xffff,
+ * where each residue modulo 0xffff has exactly one value.
  */
-static __always_inline int track_begin(struct xdp_md *ctx, __u8 mask, __u32 off, __u32 n,
-				       __u64 *before)
+static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, int is_hw)
 {
-	*before = 0;
-	return mask ? span_sum(ctx, off, n, before) : 0;
-}
+	__u64 sum[2] = { in->base[0], in->base[1] }, x;
+	__u32 i, ck;
 
-static __always_inline int track_end(struct xdp_md *ctx, struct tg_pkt *pk, __u8 mask,
-				     __u32 off, __u32 n, __u64 before)
-{
-	__u64 after, d;
-	__u32 k;
-
-	if (!mask)
+	for (i = 0; i < TG_MAX_PIECES; i++) {
+		if (i >= in->n_pieces)
+			break;
+		if (span_sum(ctx, in->piece[i].off, in->piece[i].len, &x) < 0)
+			return -1;
+		sum[in->piece[i].sum & 1] += x;
+	}
+	/* the IPv4 checksum field is not in the L4 sum (the pseudo header has only the addresses) */
+	if (store(ctx, in->offset + 10, (__u16)~csum_fold(sum[0]), 2, 1) < 0)
+		return -1;
+	if (!is_hw || !(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
 		return 0;
-	if (span_sum(ctx, off, n, &after) < 0)
-		return -1;
-	/* after - before modulo 0xffff, kept positive (before < 8 * 0xffff) */
-	d = after + 8 * 0xffffULL - before;
-	for (k = 0; k < TG_MAX_ACC; k++)
-		if (mask & (1 << k))
-			pk->acc[k] += d;
-	return 0;
-}
-
-/* store() of a field that later checksums cover (mask = their accumulators). */
-static __always_inline int tracked_store(struct xdp_md *ctx, struct tg_pkt *pk, __u8 mask,
-					 __u32 off, __u64 v, __u8 size, int big)
-{
-	__u64 before;
-
-	if (track_begin(ctx, mask, off, size, &before) < 0)
-		return -1;
-	if (store(ctx, off, v, size, big) < 0)
-		return -1;
-	return track_end(ctx, pk, mask, off, size, before);
-}
-
-/*
- * A checksum from the template's sum and this packet's differences: the same
- * bits as summing the packet. Both sums are of non-zero data (an IPv4 header,
- * a pseudo header with its protocol), and a fold of a positive sum lies in
- * 1..0xffff, where each residue modulo 0xffff has exactly one value.
- */
-static __always_inline __u32 incr_csum(struct tg_pkt *pk, __u16 base, __u8 acc)
-{
-	return (__u16)~csum_fold(base + pk->acc[acc & (TG_MAX_ACC - 1)]);
+	ck = (__u16)~csum_fold(sum[1]);
+	if ((in->flags & TG_F_L4_UDP) && ck == 0)
+		ck = 0xffff;
+	return store(ctx, hw_l4_csum_off(in), ck, 2, 1);
 }
 
 static __always_inline int fix_ipv4(struct xdp_md *ctx, __u32 off)
@@ -482,49 +463,12 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
 	return store(ctx, csum_off, i, 2, 0);
 }
 
-/* Offset of the L4 checksum of fix_checksum_hw. */
-static __always_inline __u32 hw_l4_csum_off(struct tg_insn *in)
-{
-	return in->offset + in->arg + ((in->flags & TG_F_L4_UDP) ? 6 : 16);
-}
-
-/* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw from base[] + acc[] (TG_F_INCR). */
-static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, struct tg_pkt *pk,
-				    int is_hw)
-{
-	__u32 ck;
-
-	if (tracked_store(ctx, pk, in->track[0], in->offset + 10,
-			  incr_csum(pk, in->base[0], in->acc[0]), 2, 1) < 0)
-		return -1;
-	if (!is_hw || !(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
-		return 0;
-	ck = incr_csum(pk, in->base[1], in->acc[1]);
-	if ((in->flags & TG_F_L4_UDP) && ck == 0)
-		ck = 0xffff;
-	return tracked_store(ctx, pk, in->track[1], hw_l4_csum_off(in), ck, 2, 1);
-}
-
-/* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw: full sums, or incremental (TG_F_INCR). */
+/* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw: incremental (TG_F_INCR) or full sums. */
 static __always_inline int fix(struct xdp_md *ctx, struct tg_insn *in, struct tg_pkt *pk, int is_hw)
 {
-	__u32 ip_ck = in->offset + 10, l4_ck = hw_l4_csum_off(in);
-	int l4 = is_hw && (in->flags & (TG_F_L4_UDP | TG_F_L4_TCP));
-	__u64 b_ip, b_l4;
-	int ret;
-
 	if (pk->restored && (in->flags & TG_F_INCR))
-		return fix_incr(ctx, in, pk, is_hw);
-	if (track_begin(ctx, in->track[0], ip_ck, 2, &b_ip) < 0)
-		return -1;
-	if (l4 && track_begin(ctx, in->track[1], l4_ck, 2, &b_l4) < 0)
-		return -1;
-	ret = is_hw ? fix_hw_full(ctx, in) : fix_ipv4(ctx, in->offset);
-	if (ret < 0)
-		return -1;
-	if (track_end(ctx, pk, in->track[0], ip_ck, 2, b_ip) < 0)
-		return -1;
-	return l4 ? track_end(ctx, pk, in->track[1], l4_ck, 2, b_l4) : 0;
+		return fix_incr(ctx, in, is_hw);
+	return is_hw ? fix_hw_full(ctx, in) : fix_ipv4(ctx, in->offset);
 }
 
 /*
@@ -592,26 +536,13 @@ static __always_inline int write_trailer_csums(struct xdp_md *ctx, struct tg_ins
 }
 
 static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
-					 struct tg_state *st, struct tg_pkt *pk, __u32 pg_id)
+					 struct tg_state *st, __u32 pg_id)
 {
-	__u32 len = ctx->data_end - ctx->data, off;
-	__u32 ck_in = in->max & 0xffff, ck_out = in->min & 0xffff;
-	__u64 b0, b1, b2;
+	__u32 len = ctx->data_end - ctx->data;
 
 	if (len < TG_TRAILER_LEN || len > TG_MAX_FRAME)
 		return -1;
-	off = len - TG_TRAILER_LEN;
-	if (track_begin(ctx, in->track[0], off, TG_TRAILER_LEN, &b0) < 0 ||
-	    track_begin(ctx, in->track[1], ck_in, 2, &b1) < 0 ||
-	    track_begin(ctx, in->track[2], ck_out, 2, &b2) < 0)
-		return -1;
-	if (write_trailer_csums(ctx, in, st, pg_id, off) < 0)
-		return -1;
-	if (track_end(ctx, pk, in->track[0], off, TG_TRAILER_LEN, b0) < 0 ||
-	    track_end(ctx, pk, in->track[1], ck_in, 2, b1) < 0 ||
-	    track_end(ctx, pk, in->track[2], ck_out, 2, b2) < 0)
-		return -1;
-	return 0;
+	return write_trailer_csums(ctx, in, st, pg_id, len - TG_TRAILER_LEN);
 }
 
 /*
@@ -691,9 +622,8 @@ __noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *
 		}
 		return 0;
 	case TG_OP_WRITE:
-		return tracked_store(ctx, pk, in->track[0], in->offset,
-				     (v->val + in->add) & size_mask(in->size), in->size,
-				     in->flags & TG_F_BIG_ENDIAN);
+		return store(ctx, in->offset, (v->val + in->add) & size_mask(in->size), in->size,
+			     in->flags & TG_F_BIG_ENDIAN);
 	case TG_OP_WRITE_MASK: {
 		int big = in->flags & TG_F_BIG_ENDIAN;
 		__u32 w = (__u32)v->val;
@@ -708,8 +638,7 @@ __noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *
 		if (load(ctx, in->offset, &pv, in->size, big) < 0)
 			return -1;
 		pv = (pv & ~(__u64)in->mask) | (w & in->mask);
-		return tracked_store(ctx, pk, in->track[0], in->offset, pv & size_mask(in->size),
-				     in->size, big);
+		return store(ctx, in->offset, pv & size_mask(in->size), in->size, big);
 	}
 	case TG_OP_FIX_IPV4:
 		return fix(ctx, in, pk, 0);
@@ -730,7 +659,7 @@ __noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *
 
 		if (!s)
 			return -1;
-		return write_trailer(ctx, in, st, pk, s->pg_id);
+		return write_trailer(ctx, in, st, s->pg_id);
 	}
 	}
 	return -1;
@@ -756,13 +685,12 @@ static __always_inline int tg_exec_fast(struct xdp_md *ctx, struct tg_insn *in,
 		v->val = dec_mod(in->min, in->max, v->val, in->step);
 		return 0;
 	case TG_OP_WRITE:
-		return tracked_store(ctx, pk, in->track[0], in->offset,
-				     (v->val + in->add) & size_mask(in->size), in->size,
-				     in->flags & TG_F_BIG_ENDIAN);
+		return store(ctx, in->offset, (v->val + in->add) & size_mask(in->size), in->size,
+			     in->flags & TG_F_BIG_ENDIAN);
 	case TG_OP_FIX_IPV4:
 	case TG_OP_FIX_HW:
 		if (pk->restored && (in->flags & TG_F_INCR))
-			return fix_incr(ctx, in, pk, in->op == TG_OP_FIX_HW);
+			return fix_incr(ctx, in, in->op == TG_OP_FIX_HW);
 		break;
 	}
 	return tg_exec(ctx, in, st, pk);

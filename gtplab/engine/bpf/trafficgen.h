@@ -29,10 +29,9 @@
 #ifndef TG_MAX_FRAME
 #define TG_MAX_FRAME 3520	/* a live frame is one page minus headroom and tailroom */
 #endif
-#ifndef TG_MAX_ACC
-#define TG_MAX_ACC 8		/* incrementally kept checksums per stream (u8 masks) */
+#ifndef TG_MAX_PIECES
+#define TG_MAX_PIECES 8		/* changed byte runs an incremental fix reads (else: full sum) */
 #endif
-#define TG_TRACK_MAX 16		/* longest modification tracked for checksums: the trailer */
 #define TG_CSUM_CHUNK 256	/* bytes summed per bpf_csum_diff call (helper max is 512) */
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
@@ -82,22 +81,24 @@ enum tg_op {
 #define TG_F_BIG_ENDIAN	(1 << 0)
 #define TG_F_L4_UDP	(1 << 1)	/* fix_checksum_hw l4_type 11 */
 #define TG_F_L4_TCP	(1 << 2)	/* fix_checksum_hw l4_type 13 */
-#define TG_F_INCR	(1 << 3)	/* fix_*: checksums from base[] + acc[] (see below) */
+#define TG_F_INCR	(1 << 3)	/* fix_*: checksums from base[] + piece[] (see below) */
 
 /*
  * Incremental checksums (RFC 1624), planned by vm.py. Each packet starts as an
- * exact copy of the template, so the ones' complement sum of any checksummed
- * range of the packet is the template's sum (base[], computed by user space
- * with the checksum field zeroed) plus the difference every modification made
- * inside that range since the copy. Every instruction that changes bytes
- * (write, write_mask, a fix's checksum store, the trailer) measures the
- * difference on the frame itself, just before and just after it writes, and
- * adds it to the accumulators in its track[] mask: one accumulator per later
- * checksum whose range holds the changed bytes. A fix with TG_F_INCR folds
- * base + acc instead of summing the packet. Sums use big-endian 16-bit words
- * aligned on even frame offsets, which is why vm.py only plans checksums
+ * exact copy of the template, and every byte the program changes before a fix
+ * is at an offset known when the stream is compiled (no trim before it). So the
+ * ones' complement sum of a checksummed range is the template's sum over the
+ * bytes nobody changed (base[], computed by user space: the changed bytes and
+ * the checksum field taken as zero) plus the sum of the changed bytes as the
+ * frame holds them now (piece[], read by the fix). Sums use big-endian 16-bit
+ * words aligned on even frame offsets, which is why vm.py only plans checksums
  * whose ranges start at even offsets.
  */
+struct tg_piece {
+	__u16 off;	/* frame offset */
+	__u8 len;	/* 1, 2, 4, 8 or 16 */
+	__u8 sum;	/* 0: the IPv4 header sum, 1: the L4 sum */
+};
 
 struct tg_insn {
 	__u8 op;
@@ -113,12 +114,9 @@ struct tg_insn {
 	__u64 step;	/* tuple: port_min | port_max << 16 */
 	__s64 add;	/* add_value; rand_limit: limit; tuple: limit_flows */
 	__u64 init;	/* rand_limit: seed */
-	__u16 base[2];	/* fix (TG_F_INCR): template sums of the IPv4 header and of the L4 range */
-	__u8 acc[2];	/* fix (TG_F_INCR): accumulator of each of these sums */
-	__u8 track[3];	/* accumulators the bytes this insn changes count in: [0] the field (trailer:
-			 * its 16 bytes; fix: IPv4 checksum), [1] fix_hw: L4 checksum, trailer: the
-			 * checksum at max, [2] trailer: the checksum at min */
-	__u8 pad[7];
+	__u16 base[2];	/* fix (TG_F_INCR): template sums of the IPv4 header and the L4 range */
+	__u32 n_pieces;	/* fix (TG_F_INCR): changed bytes to add, as the frame holds them */
+	struct tg_piece piece[TG_MAX_PIECES];
 };
 
 struct tg_stream {
