@@ -73,7 +73,7 @@ class Insn:
     add: int = 0
     init: int = 0
     base: tuple[int, int] = (0, 0)          # incremental checksums, see _plan_checksums
-    pieces: tuple[tuple[int, int, int], ...] = ()   # (offset, length, sum 0 IPv4 / 1 L4)
+    pieces: tuple[tuple[int, int, int], ...] = ()   # (offset, length, sums: 1 IPv4, 2 L4)
 
     def pack(self) -> bytes:
         pieces = [x for pc in self.pieces for x in pc]
@@ -553,8 +553,8 @@ def _changed_bytes(ins: Insn, length: int | None) -> set[int] | None:
     return set()
 
 
-def _pieces(offsets: set[int], sum_index: int) -> list[tuple[int, int, int]]:
-    """The offsets as runs, cut into the lengths span_sum() reads."""
+def _pieces(offsets: set[int], sums: int) -> list[tuple[int, int, int]]:
+    """The offsets as runs, cut into the lengths span_sum() reads; (offset, length, sums)."""
     out = []
     todo = sorted(offsets)
     while todo:
@@ -565,7 +565,7 @@ def _pieces(offsets: set[int], sum_index: int) -> list[tuple[int, int, int]]:
         todo = todo[n:]
         while n:
             piece = next(x for x in PIECE_LENS if x <= n)
-            out.append((start, piece, sum_index))
+            out.append((start, piece, sums))
             start += piece
             n -= piece
     return out
@@ -588,11 +588,13 @@ def _plan_checksums(prog: list[Insn], frame: bytes) -> None:
             sums = _checksum_ranges(ins, frame)
             l3 = ins.offset
             if sums is not None and not changed & {l3, l3 + 2, l3 + 3}:
-                bases, pieces = [], []
+                bases, pieces = [], {}
                 for k, (cover, own, const) in enumerate(sums):
                     mine = (changed & cover) - {own, own + 1}
                     bases.append(_fold(const + _byte_sum(frame, cover - mine - {own, own + 1})))
-                    pieces += _pieces(mine, k)
+                    for off, n, bit in _pieces(mine, 1 << k):
+                        pieces[off, n] = pieces.get((off, n), 0) | bit   # read once for both
+                pieces = [(off, n, bits) for (off, n), bits in pieces.items()]
                 if len(pieces) <= MAX_PIECES:
                     ins.flags |= F_INCR
                     ins.base = (bases + [0])[0], (bases + [0, 0])[1]

@@ -392,7 +392,10 @@ static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, int 
 			break;
 		if (span_sum(ctx, in->piece[i].off, in->piece[i].len, &x) < 0)
 			return -1;
-		sum[in->piece[i].sum & 1] += x;
+		if (in->piece[i].sums & 1)
+			sum[0] += x;
+		if (in->piece[i].sums & 2)
+			sum[1] += x;
 	}
 	/* the IPv4 checksum field is not in the L4 sum (the pseudo header has only the addresses) */
 	if (store(ctx, in->offset + 10, (__u16)~csum_fold(sum[0]), 2, 1) < 0)

@@ -97,7 +97,7 @@ enum tg_op {
 struct tg_piece {
 	__u16 off;	/* frame offset */
 	__u8 len;	/* 1, 2, 4, 8 or 16 */
-	__u8 sum;	/* 0: the IPv4 header sum, 1: the L4 sum */
+	__u8 sums;	/* the sums it counts in: bit 0 the IPv4 header's, bit 1 the L4 one */
 };
 
 struct tg_insn {
