@@ -33,7 +33,7 @@ TRAILER_MAGIC = 0x4C47
 
 (OP_NOP, OP_VAR_INC, OP_VAR_DEC, OP_VAR_RAND, OP_LIST_INC, OP_LIST_DEC, OP_LIST_RAND,
  OP_RAND_LIMIT, OP_TUPLE, OP_WRITE, OP_WRITE_MASK, OP_FIX_IPV4, OP_FIX_HW, OP_TRIM,
- OP_TRAILER) = range(15)
+ OP_TRAILER, OP_WRITE_BE32) = range(16)
 F_BIG_ENDIAN, F_L4_UDP, F_L4_TCP, F_INCR = 1, 2, 4, 8
 
 INSN_FMT = "<BBBBHHiIQQQqQHHI" + "HBB" * MAX_PIECES  # struct tg_insn
@@ -440,7 +440,9 @@ def _compile_vm(cs: CompiledStream, vm: dict, where: str) -> None:
                 raise EngineError(f"{w}: add_value {add!r} is not an integer")
             check_range(off, v.size, w)
             big = ins.get("is_big_endian", True)
-            out.append(Insn(OP_WRITE, var=v.index, size=v.size, offset=off,
+            # the common 4-byte big-endian write has its own opcode: fewer branches per packet
+            opc = OP_WRITE_BE32 if big and v.size == 4 else OP_WRITE
+            out.append(Insn(opc, var=v.index, size=v.size, offset=off,
                             flags=F_BIG_ENDIAN if big else 0, add=add))
         elif t == "write_mask_flow_var":
             v = var_of(ins, w)
@@ -533,7 +535,7 @@ def _changed_bytes(ins: Insn, length: int | None) -> set[int] | None:
     trailer after a trim)."""
     def rng(a, n):
         return set(range(a, a + n))
-    if ins.op in (OP_WRITE, OP_WRITE_MASK):
+    if ins.op in (OP_WRITE, OP_WRITE_BE32, OP_WRITE_MASK):
         return rng(ins.offset, ins.size)
     if ins.op == OP_FIX_IPV4:
         return rng(ins.offset + 10, 2)

@@ -627,6 +627,8 @@ __noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *
 	case TG_OP_WRITE:
 		return store(ctx, in->offset, (v->val + in->add) & size_mask(in->size), in->size,
 			     in->flags & TG_F_BIG_ENDIAN);
+	case TG_OP_WRITE_BE32:
+		return store(ctx, in->offset, (__u32)(v->val + in->add), 4, 1);
 	case TG_OP_WRITE_MASK: {
 		int big = in->flags & TG_F_BIG_ENDIAN;
 		__u32 w = (__u32)v->val;
@@ -690,6 +692,8 @@ static __always_inline int tg_exec_fast(struct xdp_md *ctx, struct tg_insn *in,
 	case TG_OP_WRITE:
 		return store(ctx, in->offset, (v->val + in->add) & size_mask(in->size), in->size,
 			     in->flags & TG_F_BIG_ENDIAN);
+	case TG_OP_WRITE_BE32:
+		return store(ctx, in->offset, (__u32)(v->val + in->add), 4, 1);
 	case TG_OP_FIX_IPV4:
 	case TG_OP_FIX_HW:
 		if (pk->restored && (in->flags & TG_F_INCR))

@@ -75,6 +75,7 @@ enum tg_op {
 	TG_OP_FIX_HW,		/* fix_checksum_hw: l2_len in offset, l3_len in arg */
 	TG_OP_TRIM,		/* trim_pkt_size to the value of var */
 	TG_OP_TRAILER,		/* write the trailer; csum_off = L4 checksum to update */
+	TG_OP_WRITE_BE32,	/* write_flow_var of a 4-byte variable, big endian (the common case) */
 	TG_OP_MAX,
 };
 
