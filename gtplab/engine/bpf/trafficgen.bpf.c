@@ -13,10 +13,11 @@
  * live-frames runner turns into a transmit out of the ingress device.
  * Live frames are recycled without restoring their bytes (and a DUT may have
  * rewritten them): the template copy makes every packet start from the same
- * bytes, every instruction writes its field on every packet, and checksums are
- * either summed over the packet or, when vm.py planned it (TG_F_INCR), taken
- * from the template's sum plus the differences this packet's own writes made
- * (trafficgen.h, "Incremental checksums"). Both give the same bits.
+ * bytes and length, every instruction writes its field on every packet, and
+ * checksums are either summed over the packet or, when vm.py planned it
+ * (TG_F_INCR), the template's sum over the unchanged bytes plus the changed
+ * bytes read from this frame (trafficgen.h, "Incremental checksums"). Both give
+ * the same bits.
  *
  * tg_rx: counts every frame per port, finds the trailer at the end of the frame
  * (GTP-U decap/encap keep the inner payload's end), counts per pg_id with
@@ -505,13 +506,17 @@ static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off,
 }
 
 /* The trailer: the last TG_TRAILER_LEN bytes of the frame; then fix up to two L4 checksums. */
-static __always_inline int write_trailer_csums(struct xdp_md *ctx, struct tg_insn *in,
-					       struct tg_state *st, __u32 pg_id, __u32 off)
+static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
+					 struct tg_state *st, __u32 pg_id)
 {
+	__u32 len = ctx->data_end - ctx->data, off;
 	struct tg_trailer t, old;
 	__u32 ock[2] = {}, nck[2] = {};
 	__s64 d;
 
+	if (len < TG_TRAILER_LEN || len > TG_MAX_FRAME)
+		return -1;
+	off = len - TG_TRAILER_LEN;
 	t.magic = TG_TRAILER_MAGIC;
 	t.pg_id = pg_id;
 	t.seq = st->seq++;
@@ -536,16 +541,6 @@ static __always_inline int write_trailer_csums(struct xdp_md *ctx, struct tg_ins
 	if (d < 0)
 		return -1;
 	return csum_adjust(ctx, in->min, in->max & 0xffff, (__u32)d, &ock[1], &nck[1]);
-}
-
-static __always_inline int write_trailer(struct xdp_md *ctx, struct tg_insn *in,
-					 struct tg_state *st, __u32 pg_id)
-{
-	__u32 len = ctx->data_end - ctx->data;
-
-	if (len < TG_TRAILER_LEN || len > TG_MAX_FRAME)
-		return -1;
-	return write_trailer_csums(ctx, in, st, pg_id, len - TG_TRAILER_LEN);
 }
 
 /*
