@@ -73,7 +73,8 @@ def test_up_status_down(tmp_path):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             up = {r["metric"]["job"]: r["value"][1] for r in prom_query(s.prometheus, "up")}
-            if up.get("node") == "1" and up.get("pushgateway") == "1":
+            # every target scraped at least once (each has its own offset within the interval)
+            if up.get("node") == "1" and up.get("pushgateway") == "1" and "pgwu" in up:
                 break
             time.sleep(0.5)
         assert up.get("node") == "1" and up.get("pushgateway") == "1", up
