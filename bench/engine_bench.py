@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -270,6 +271,7 @@ def main() -> int:
                     c.disconnect()
     finally:
         trex.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
     rows = [(case, asked, size, median_result(rs)) for (case, asked, size), rs in runs.items()]
     ceiling = {asked: r["per_core"] for case, asked, _, r in rows if case.startswith("(a)")}
