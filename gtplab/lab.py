@@ -16,8 +16,6 @@ Python API:
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import ipaddress
 import json
@@ -35,6 +33,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from gtplab.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
 
 from gtplab import bpf
 from gtplab.cli import UserError
@@ -152,35 +152,6 @@ def pgwu_binary() -> Path:
     return Path(os.environ.get("GTPLAB_PGWU", REPO / "dataplane" / "pgwu"))
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-def run_in_netns(ns: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
-    """Call fn(*args, **kwargs) in a thread that has joined netns ns; returns its result or raises its
-    exception. setns(CLONE_NEWNET) changes only the calling thread, so the rest of the process stays
-    where it is: sockets, ifindex lookups and BPF_PROG_RUN's ingress_ifindex in fn see the lab's netns."""
-    out: dict[str, Any] = {}
-
-    def body():
-        try:
-            fd = os.open(NETNS_DIR / ns, os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"Couldn't enter netns {ns}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            out["result"] = fn(*args, **kwargs)
-        except BaseException as e:  # handed to the caller
-            out["error"] = e
-
-    t = threading.Thread(target=body, name=f"netns-{ns}")
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out.get("result")
 
 
 def _state_path(name: str) -> Path:

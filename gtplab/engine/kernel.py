@@ -14,24 +14,19 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import socket
-import threading
 from pathlib import Path
 
-from gtplab import bpf
+from gtplab import bpf, netns
 
 BPF_OBJ = Path(__file__).resolve().parent / "bpf" / "trafficgen.bpf.o"
 
-CLONE_NEWNET = 0x40000000
 BPF_LINK_CREATE = 28
 BPF_XDP = 37
 XDP_FLAGS_SKB_MODE = 1 << 1
 XDP_FLAGS_DRV_MODE = 1 << 2
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 _libbpf = None
 
 
@@ -107,36 +102,9 @@ def xdp_link(prog_fd: int, ifindex: int, mode: str = "native") -> int:
     return bpf._bpf(BPF_LINK_CREATE, attr, f"attach XDP to ifindex {ifindex}")
 
 
-def enter_netns(name: str | None) -> None:
-    """Move the calling thread into network namespace `name` (None: stay)."""
-    if not name:
-        return
-    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"Couldn't enter netns {name}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
-
-
-def in_netns(name: str | None, fn, *args):
-    """Run fn(*args) in a helper thread inside netns `name`; returns its result or raises."""
-    box: dict = {}
-
-    def run():
-        try:
-            enter_netns(name)
-            box["ret"] = fn(*args)
-        except BaseException as e:  # handed to the caller
-            box["err"] = e
-
-    t = threading.Thread(target=run, name=f"netns-{name}")
-    t.start()
-    t.join()
-    if "err" in box:
-        raise box["err"]
-    return box.get("ret")
+# the engine's threads run inside the generator's namespace (see gtplab/netns.py)
+enter_netns = netns.enter
+in_netns = netns.run_in
 
 
 def ifindex(name: str) -> int:
