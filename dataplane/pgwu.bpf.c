@@ -49,7 +49,7 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
  * The next hop towards dst, leaving through `side`: the static one when configured, else the
  * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding.
  * A cache slot is used only while fib_gen is unchanged (bumped after every route, link or
- * neighbour change, see the end of this file), while `pgwu watch`'s heartbeat is fresh, and only
+ * neighbour change, see the end of this file), while a `pgwu watch` is alive to bump it, and only
  * for packets no longer than one the lookup's MTU check passed. The generation is read before the
  * lookup, so a change racing with it leaves a slot that is already stale.
  */
@@ -74,7 +74,8 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 		__u64 *g = bpf_map_lookup_elem(&fib_gen, &zero);
 		__u64 *hb = bpf_map_lookup_elem(&fib_gen, &one);
 
-		if (g && hb && bpf_ktime_get_coarse_ns() - *hb <= FIB_WATCH_STALE_NS) {
+		/* no clock read: a helper call costs more here than the whole cache hit */
+		if (g && hb && *(volatile __u64 *)hb) {
 			gen = *(volatile __u64 *)g;
 			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex);
 			slot = bpf_map_lookup_elem(&fib_cache, &idx);
@@ -695,8 +696,11 @@ out:
  * changes have no tracepoint (and fentry/kprobes are not available on every kernel), so they are
  * caught by nl_fib_gen, a socket filter on an rtnetlink socket subscribed to those groups: it runs
  * when the kernel broadcasts the change, in the changing task, before the change's syscall returns.
- * `pgwu watch` holds that socket and writes fib_gen[1], its heartbeat (CLOCK_MONOTONIC ns): the
- * cache is only used while the heartbeat is fresh, so a dead watcher can't leave it stale.
+ * `pgwu watch` holds that socket. fib_gen[1] is the watcher's tgid (the kernel's, whatever pid
+ * namespace it runs in), written by watch_register, which the watcher runs on itself with
+ * BPF_PROG_TEST_RUN; the cache is only used while it is not 0. When that task exits, however it
+ * dies (SIGKILL included), fib_gen_watch_exit clears it, before its sockets are closed: a dead
+ * watcher can't leave the cache in use, and the XDP programs need no clock to know it.
  */
 static __always_inline void fib_gen_bump(void)
 {
@@ -705,6 +709,34 @@ static __always_inline void fib_gen_bump(void)
 
 	if (g)
 		__sync_fetch_and_add(g, 1);
+}
+
+/* Run by `pgwu watch` on itself (BPF_PROG_TEST_RUN), once its socket is in place: changes made
+ * before that are unknown, so a new generation starts. Returns the tgid it registered. */
+SEC("raw_tp")
+int watch_register(void *ctx)
+{
+	__u32 one = 1;
+	__u64 *w = bpf_map_lookup_elem(&fib_gen, &one);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!w)
+		return 0;
+	fib_gen_bump();
+	*w = tgid;
+	return tgid;
+}
+
+SEC("raw_tp/sched_process_exit")	/* a task exits: in do_exit(), before its files are closed */
+int fib_gen_watch_exit(void *ctx)
+{
+	__u32 one = 1;
+	__u64 *w = bpf_map_lookup_elem(&fib_gen, &one);
+	__u64 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (w && *w == tgid && __sync_val_compare_and_swap(w, tgid, 0) == tgid)
+		fib_gen_bump();
+	return 0;
 }
 
 SEC("raw_tp/neigh_update_done")		/* after a neighbour's state or address changed */

@@ -163,21 +163,19 @@ static int list_attached(char names[][IF_NAMESIZE], int max)
 	return n;
 }
 
+/* The cache is only correct with the neighbour hooks and the watcher's exit hook attached. */
 static bool fib_tracing_attached(void)
 {
-	struct dirent *e;
-	bool found = false;
-	DIR *d;
+	static const char *const links[] = {
+		PGWU_LINK_PREFIX "fib_gen_neigh_update", PGWU_LINK_PREFIX "fib_gen_neigh_timer",
+		PGWU_LINK_PREFIX "fib_gen_neigh_release", PGWU_LINK_PREFIX "fib_gen_watch_exit",
+	};
+	char path[PATH_MAX];
 
-	d = opendir(pin_dir);
-	if (!d)
-		return false;
-	while ((e = readdir(d)))
-		if (!strncmp(e->d_name, PGWU_LINK_PREFIX PGWU_TRACING_PREFIX,
-			     strlen(PGWU_LINK_PREFIX PGWU_TRACING_PREFIX)))
-			found = true;
-	closedir(d);
-	return found;
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		if (pin_path(path, sizeof(path), links[i]) || access(path, F_OK))
+			return false;
+	return true;
 }
 
 static const char *const side_names[PGWU_SIDE_MAX] = { "access", "sgi" };
@@ -196,8 +194,23 @@ static void nexthop_str(const struct pgwu_nexthop *nh, char *buf, size_t len)
 		 mac_str(nh->dmac, d));
 }
 
+/* The tgid of the registered `pgwu watch` (fib_gen[1]), 0 when there is none. */
+static __u64 fib_watcher(void)
+{
+	__u32 key = 1;
+	__u64 v = 0;
+	int fd = pinned_open("fib_gen");
+
+	if (fd >= 0) {
+		bpf_map_lookup_elem(fd, &key, &v);
+		close(fd);
+	}
+	return v;
+}
+
 static void config_print(const struct pgwu_config *c, bool json)
 {
+	__u64 watcher = fib_watcher();
 	char attached[8][IF_NAMESIZE], a[16], m[16], buf[128];
 	int n = list_attached(attached, 8), len = mask_len(c->ue_pool_mask);
 
@@ -209,7 +222,12 @@ static void config_print(const struct pgwu_config *c, bool json)
 		printf("%-18s %s\n", "local address", ip_str(c->local_addr, a));
 		printf("%-18s %s/%s\n", "UE pool", ip_str(c->ue_pool_addr, a), m);
 		printf("%-18s %s\n", "checksum", c->flags & PGWU_CFG_CSUM ? "on" : "off");
-		printf("%-18s %s\n", "FIB cache", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off");
+		if (!(c->flags & PGWU_CFG_FIB_CACHE))
+			printf("%-18s off\n", "FIB cache");
+		else if (watcher)
+			printf("%-18s on (pgwu watch: pid %llu)\n", "FIB cache", (unsigned long long)watcher);
+		else
+			printf("%-18s on, unused until pgwu watch runs\n", "FIB cache");
 		printf("%-18s %u\n", "restart counter", c->restart_counter);
 		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 			char label[32];
@@ -235,9 +253,10 @@ static void config_print(const struct pgwu_config *c, bool json)
 	}
 	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
-	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"restart_counter\": %u, ",
+	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
+	       "\"restart_counter\": %u, ",
 	       c->flags & PGWU_CFG_CSUM ? "on" : "off", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
-	       c->restart_counter);
+	       (unsigned long long)watcher, c->restart_counter);
 	printf("\"nexthop\": {");
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		const struct pgwu_nexthop *nh = &c->nexthop[s];
@@ -625,8 +644,9 @@ static const struct cmd cmds[] = {
 		"keep the route cache correct: follow route, link and neighbour changes (foreground)",
 		"Holds an rtnetlink socket whose filter bumps the route cache's generation on every\n"
 		"route, address, rule, nexthop, link or neighbour change in this network namespace,\n"
-		"and writes the heartbeat without which the cache is not used. Ends by itself when\n"
-		"pgwu is unloaded. attach starts one in the background unless --no-watch."),
+		"and registers itself: the cache is used only while a registered watcher is alive\n"
+		"(the kernel clears the registration when it exits, however it dies). Ends by itself\n"
+		"when pgwu is unloaded. attach starts one in the background unless --no-watch."),
 	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
 	CMD_END
 };

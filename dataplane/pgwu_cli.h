@@ -95,7 +95,7 @@ int do_session_flush(const void *cfg);
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
 
-/* `pgwu watch` (pgwu_watch.c): keeps the route cache's generation and heartbeat. */
+/* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
 int pgwu_watch_run(void);
 int pgwu_watch_spawn(void);	/* detached, in this netns: its pid or -errno */
 

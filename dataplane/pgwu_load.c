@@ -109,9 +109,19 @@ static bool dir_is_empty(const char *dir)
 	return empty;
 }
 
+/* The programs that keep the FIB cache correct and need tracing support from the kernel: all are
+ * loaded, or none (then the cache is off). The fib_gen_ ones are attached here, with pinned links;
+ * watch_register only runs when `pgwu watch` starts. */
 static bool is_tracing(const struct bpf_program *prog)
 {
-	return !strncmp(bpf_program__name(prog), PGWU_TRACING_PREFIX, strlen(PGWU_TRACING_PREFIX));
+	return bpf_program__type(prog) == BPF_PROG_TYPE_RAW_TRACEPOINT ||
+	       bpf_program__type(prog) == BPF_PROG_TYPE_TRACING;
+}
+
+static bool attached_at_load(const struct bpf_program *prog)
+{
+	return is_tracing(prog) &&
+	       !strncmp(bpf_program__name(prog), PGWU_TRACING_PREFIX, strlen(PGWU_TRACING_PREFIX));
 }
 
 static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
@@ -202,7 +212,7 @@ int pgwu_load(const struct load_opts *o)
 		}
 	}
 	bpf_object__for_each_program(prog, skel->obj) {
-		if (!is_tracing(prog) || !bpf_program__autoload(prog) || tracing_err[0])
+		if (!attached_at_load(prog) || !bpf_program__autoload(prog) || tracing_err[0])
 			continue;
 		links[nlinks] = bpf_program__attach(prog);
 		if (!links[nlinks]) {

@@ -9,10 +9,12 @@
  * rtnetlink socket in its network namespace, subscribes to those groups, and attaches the pinned
  * socket filter nl_fib_gen to it: the filter bumps the generation when the kernel broadcasts the
  * change, in the task that made it, and drops the message, so the socket never fills and this
- * process never wakes for it. The process only holds the socket and writes fib_gen[1], a
- * heartbeat (CLOCK_MONOTONIC ns): the XDP programs ignore the cache when the heartbeat is stale,
- * so a watcher that died can't leave stale next hops in use. It ends by itself when the data
- * plane is unloaded, and writes a zero heartbeat on the way out.
+ * process never wakes for it. The process holds the socket and registers itself with
+ * watch_register, run on itself with BPF_PROG_TEST_RUN, which writes its tgid into fib_gen[1]:
+ * the XDP programs use the cache only while that is not 0, and fib_gen_watch_exit clears it when
+ * this task exits, however it dies, so a dead watcher can't leave stale next hops in use. Every
+ * 200 ms it checks that it is still registered (a second watcher that exited may have cleared the
+ * slot) and that the data plane is still loaded; it ends by itself when it is not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,9 +29,10 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "pgwu_cli.h"
 
-#define HEARTBEAT_MS 200
+#define TICK_MS 200
 
 static volatile sig_atomic_t stop;
 
@@ -38,31 +41,27 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static __u64 now_ns(void)
+/* Run watch_register on this task: a new generation, and fib_gen[1] = our tgid (as the kernel
+ * sees it, which getpid() in a pid namespace would not). Returns 0 or -errno. */
+static int register_watcher(int reg_fd, __u32 *tgid)
 {
-	struct timespec ts;
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	if (bpf_prog_test_run_opts(reg_fd, &opts))
+		return -errno;
+	if (!opts.retval)
+		return -ENOENT;
+	*tgid = opts.retval;
+	return 0;
 }
 
-static int heartbeat(int gen_fd, __u64 ns)
+static __u64 registered(int gen_fd)
 {
 	__u32 key = 1;
+	__u64 v = 0;
 
-	return bpf_map_update_elem(gen_fd, &key, &ns, BPF_ANY) ? -errno : 0;
-}
-
-/* Whatever changed before the socket was there is unknown: start a new generation. */
-static int bump(int gen_fd)
-{
-	__u32 key = 0;
-	__u64 gen = 0;
-
-	if (bpf_map_lookup_elem(gen_fd, &key, &gen))
-		return -errno;
-	gen += 1;
-	return bpf_map_update_elem(gen_fd, &key, &gen, BPF_ANY) ? -errno : 0;
+	bpf_map_lookup_elem(gen_fd, &key, &v);
+	return v;
 }
 
 static bool still_loaded(void)
@@ -103,12 +102,18 @@ fail:
 
 int pgwu_watch_run(void)
 {
-	struct timespec tick = { .tv_sec = 0, .tv_nsec = HEARTBEAT_MS * 1000000L };
-	int prog_fd, gen_fd = -1, sock = -1, err;
+	struct timespec tick = { .tv_sec = 0, .tv_nsec = TICK_MS * 1000000L };
+	int prog_fd, reg_fd = -1, gen_fd = -1, sock = -1, err;
+	__u32 tgid;
 
 	prog_fd = pinned_open("nl_fib_gen");
 	if (prog_fd < 0)
 		return prog_fd;
+	reg_fd = pinned_open("watch_register");
+	if (reg_fd < 0) {
+		err = reg_fd;
+		goto out;
+	}
 	gen_fd = pinned_open("fib_gen");
 	if (gen_fd < 0) {
 		err = gen_fd;
@@ -120,11 +125,9 @@ int pgwu_watch_run(void)
 		fprintf(stderr, "Couldn't open the rtnetlink socket: %s\n", strerror(-err));
 		goto out;
 	}
-	err = bump(gen_fd);
-	if (!err)
-		err = heartbeat(gen_fd, now_ns());
+	err = register_watcher(reg_fd, &tgid);
 	if (err) {
-		fprintf(stderr, "Couldn't write fib_gen: %s\n", strerror(-err));
+		fprintf(stderr, "Couldn't register the watcher: %s\n", strerror(-err));
 		goto out;
 	}
 	signal(SIGINT, on_signal);
@@ -132,15 +135,20 @@ int pgwu_watch_run(void)
 	signal(SIGHUP, on_signal);
 	while (!stop && still_loaded()) {
 		nanosleep(&tick, NULL);
-		heartbeat(gen_fd, now_ns());
+		/* nobody registered (another watcher exited): this socket has been bumping the
+		 * generation all along, register again */
+		if (!registered(gen_fd))
+			register_watcher(reg_fd, &tgid);
 	}
-	heartbeat(gen_fd, 0);
+	/* on the way out fib_gen_watch_exit clears the registration */
 	err = 0;
 out:
 	if (sock >= 0)
 		close(sock);
 	if (gen_fd >= 0)
 		close(gen_fd);
+	if (reg_fd >= 0)
+		close(reg_fd);
 	close(prog_fd);
 	return err;
 }

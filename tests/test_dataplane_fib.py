@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import struct
 import subprocess
 import time
@@ -89,37 +90,47 @@ def dp(dataplane):
     return dataplane
 
 
-def heartbeat_age_s(dp) -> float:
+def watcher(dp) -> int:
+    """The tgid registered in fib_gen[1] by a live `pgwu watch`, 0 when there is none."""
     v = dp.maps["fib_gen"].lookup(struct.pack("=I", 1))
-    if v is None:
-        return float("inf")
-    return (time.clock_gettime_ns(time.CLOCK_MONOTONIC) - struct.unpack("=Q", v)[0]) / 1e9
+    return struct.unpack("=Q", v)[0] if v is not None else 0
+
+
+def start_watch(ns, pin_dir, dp) -> subprocess.Popen:
+    """`pgwu watch` on pin_dir in the netns, once it has registered itself."""
+    from gtplab.dataplane import PGWU_BIN
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(PGWU_BIN), "-d", pin_dir, "watch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 5
+    while not watcher(dp):
+        if proc.poll() is not None:
+            pytest.fail(f"pgwu watch exited ({proc.returncode}): {proc.stderr.read().strip()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("pgwu watch runs but did not register itself in fib_gen[1]")
+        time.sleep(0.02)
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(scope="module")
 def watch(ns, pgwu_pin_dir, dataplane):
-    """`pgwu watch` in the test netns: it keeps the route-change socket and the heartbeat without which
-    the data plane does not trust its FIB cache (the cache variants need it running)."""
-    from gtplab.dataplane import PGWU_BIN
-    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(PGWU_BIN), "-d", pgwu_pin_dir, "watch"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """`pgwu watch` in the test netns: it keeps the route-change socket, and the data plane trusts
+    its FIB cache only while a watcher is registered (the cache variants need it running)."""
+    proc = start_watch(ns, pgwu_pin_dir, dataplane)
     try:
-        deadline = time.monotonic() + 5
-        while heartbeat_age_s(dataplane) > 1.0:
-            if proc.poll() is not None:
-                pytest.fail(f"pgwu watch exited ({proc.returncode}): {proc.stderr.read().strip()}")
-            if time.monotonic() > deadline:
-                pytest.fail("pgwu watch runs but writes no heartbeat into fib_gen[1]")
-            time.sleep(0.05)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
 
 
 @pytest.fixture(params=[False, True], ids=["nocache", "cache"])
@@ -292,3 +303,68 @@ def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
     finally:
         ip(ns, "neigh", "replace", PDN_NEAR, "lladdr", M_NEAR, "dev", "s0", "nud", "permanent")
         ip(ns, "route", "replace", "203.0.113.0/24", "via", ROUTER, "dev", "s0")
+
+
+@pytest.fixture
+def own_dp():
+    """A PGW-U of the test's own (pin dir, maps, watcher registration): killing its watcher must not
+    touch the module's."""
+    from conftest import _pgwu
+    from gtplab.dataplane import Dataplane
+    pin_dir = f"/sys/fs/bpf/gtplab-t-{secrets.token_hex(4)}"
+    _pgwu(pin_dir, "load", "--max-bearers", "64")
+    try:
+        with Dataplane(pin_dir) as d:
+            yield pin_dir, d
+    finally:
+        _pgwu(pin_dir, "unload", check=False)
+
+
+def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) -> None:
+    """Write a cache entry for (dst, ingress) on every CPU, made under the current generation."""
+    from gtplab.dataplane import fib_slot_of
+    (gen,) = struct.unpack("=Q", dp.maps["fib_gen"].lookup(struct.pack("=I", 0)))
+    slot = struct.pack("=4sIQI6s6sHH", socket.inet_aton(dst), ingress, gen, egress, P.mac_bytes(smac), P.mac_bytes(dmac), 0xffff, 0)
+    dp.maps["fib_cache"].update(struct.pack("=I", fib_slot_of(dst, ingress)), slot)
+
+
+def test_cache_unused_once_its_watcher_is_killed(own_dp, ns, devs):
+    """The cache is trusted only while its `pgwu watch` lives: SIGKILL it and the kernel's exit hook
+    clears the registration at once, so a cache entry (here a planted, wrong one, under the current
+    generation) is no longer used, with no clock read on the packet path."""
+    pin_dir, dp = own_dp
+    setup(dp, True)
+    a0, s0 = devs["a0"], devs["s0"]
+    far = bytes(P.gpdu(dst=PDN_FAR, size=200))
+    bogus = "02:de:ad:be:ef:01"
+
+    def dmac():
+        v, counted, out = run(dp, ns, "access", far, a0[0])
+        assert (v, counted) == ("redirect", [("ul_fwd", "redirect")])
+        return out[:6]
+
+    assert watcher(dp) == 0
+    plant_slot(dp, PDN_FAR, a0[0], s0[0], s0[1], bogus)
+    assert dmac() == P.mac_bytes(M_ROUTER), "no watcher registered, but the cache was used"
+
+    proc = start_watch(ns, pin_dir, dp)
+    try:
+        tgid = watcher(dp)
+        # the planted entry is used while the watcher lives (a generation bump from an unrelated
+        # neighbour timer anywhere on the machine can make it stale: plant it again then)
+        for _ in range(50):
+            plant_slot(dp, PDN_FAR, a0[0], s0[0], s0[1], bogus)
+            if dmac() == P.mac_bytes(bogus):
+                break
+        else:
+            pytest.fail("watcher registered, but the planted cache entry was never used")
+        gen = dp.maps["fib_gen"].lookup(struct.pack("=I", 0))
+        proc.kill()
+        proc.wait(5)
+        assert watcher(dp) == 0, f"watcher {tgid} was killed but is still registered"
+        assert dp.maps["fib_gen"].lookup(struct.pack("=I", 0)) != gen, "its exit did not start a new generation"
+        for _ in range(20):
+            plant_slot(dp, PDN_FAR, a0[0], s0[0], s0[1], bogus)
+            assert dmac() == P.mac_bytes(M_ROUTER), "the watcher is dead, but the cache was used"
+    finally:
+        stop(proc)

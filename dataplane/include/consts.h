@@ -12,12 +12,6 @@
  * keys are inner destinations. */
 #define PGWU_FIB_CACHE_SIZE (1U << PGWU_FIB_CACHE_BITS)
 
-/* The route cache is trusted only while `pgwu watch` has written its heartbeat this recently
- * (it writes every 200 ms). */
-#ifndef FIB_WATCH_STALE_NS
-#define FIB_WATCH_STALE_NS 2000000000ULL
-#endif
-
 /* Longest GTP-U extension-header chain walked; the verifier needs a bound, real chains are 1-2. */
 #ifndef PGWU_MAX_EXT_HDRS
 #define PGWU_MAX_EXT_HDRS 8

@@ -53,8 +53,8 @@ struct {
 
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
  * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
- * an older generation is stale. [1] heartbeat of `pgwu watch` (CLOCK_MONOTONIC ns), written by it;
- * the XDP programs use the cache only while it is fresh. */
+ * an older generation is stale. [1] the tgid of the live `pgwu watch` (watch_register), 0 when there
+ * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);
