@@ -671,6 +671,10 @@ int xdp_sgi(struct xdp_md *ctx)
 	if (csum_on) {
 		__u32 *w = (void *)udp;
 
+		if ((void *)(w + 4) > data_end) {	/* checked above; again for the verifier */
+			reason = PGWU_R_DROP_ADJUST;
+			goto out;
+		}
 		/* pseudo header + UDP header (check 0) + GTP-U header + inner packet */
 		sum = (__u64)oip->saddr + oip->daddr + bpf_htons(IPPROTO_UDP) + udp->len;
 		sum += (__u64)w[0] + w[1] + w[2] + w[3] + isum;
@@ -732,8 +736,12 @@ int fib_gen_watch_exit(void *ctx)
 {
 	__u32 one = 1;
 	__u64 *w = bpf_map_lookup_elem(&fib_gen, &one);
-	__u64 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 tgid = pid_tgid >> 32;
 
+	/* the thread-group leader: another thread's exit leaves the process and its socket alive */
+	if ((__u32)pid_tgid != tgid)
+		return 0;
 	if (w && *w == tgid && __sync_val_compare_and_swap(w, tgid, 0) == tgid)
 		fib_gen_bump();
 	return 0;

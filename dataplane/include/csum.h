@@ -38,10 +38,17 @@ static __always_inline __u16 csum_finish_udp(__u64 sum)
 	return c | (((c - 1) >> 16) & 0xffff);
 }
 
-/* one's-complement negation of a partial sum: what makes sum + neg == 0 (0xffff) */
+/*
+ * One's-complement negation of an unfolded sum below 2^36 (e.g. a pseudo header: two addresses and
+ * two 16-bit words), without folding it: a multiple of 0xffff is zero in one's-complement
+ * arithmetic, so CSUM_NEG_BASE - sum is -sum, and stays positive. Adding it to a sum keeps that
+ * below 2^53, which csum_fold16 folds correctly.
+ */
+#define CSUM_NEG_BASE (0xffffULL << 36)
+
 static __always_inline __u64 csum_neg(__u64 sum)
 {
-	return (__u16)~csum_fold16(sum);
+	return CSUM_NEG_BASE - sum;
 }
 
 /* RFC 1624 update for a TTL decrement, as the kernel's ip_decrease_ttl() */
@@ -61,6 +68,8 @@ static __always_inline __u64 ipv4_hdr_sum(const void *ip, __u32 ihl, const void 
 	__u64 sum = 0;
 	int i;
 
+	if (ihl == 5 && (void *)(w + 5) <= end)		/* no options: nearly every packet */
+		return (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
 	for (i = 0; i < 15; i++) {
 		if (i >= ihl)
 			break;

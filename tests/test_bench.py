@@ -1,0 +1,49 @@
+"""bench/pgwu_bench.py, run small: it must still measure every cell on the path it claims (the
+data plane's verdict counters, checked by the script), print a number in every cell, and leave
+nothing behind. The numbers themselves are not asserted: speed targets belong to the benchmark's
+table (docs/benchmarks.md), not to tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def netns_names() -> set[str]:
+    return set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+
+
+def test_pgwu_bench_small_run(tmp_path):
+    md = tmp_path / "bench.md"
+    before_ns = {n for n in netns_names() if n.startswith("gtplab-bench-")}
+    before_pins = {p for p in os.listdir("/sys/fs/bpf") if p.startswith("gtplab-bench")}
+    cp = subprocess.run([sys.executable, str(REPO / "bench" / "pgwu_bench.py"), "--repeat", "500", "--rounds", "2",
+                         "--sizes", "64,1424", "--bearers", "2000", "--markdown", str(md)],
+                        capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    out = md.read_text()
+    # cells: 2 floor + 3 rows x 2 sizes x 3 columns + 5 extra rows; the 23 that run the data plane
+    # are path-checked, every iteration of each of their 2 rounds
+    m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
+    assert m, out
+    assert int(m.group(1).replace(",", "")) == (18 + 5) * 2 * 500 and m.group(2) == "0", out
+    assert "FAIL" not in out
+    rows = [ln for ln in out.splitlines() if re.match(r"\| (uplink decap|downlink encap, csum o(n|ff)) \| \d+", ln)]
+    assert len(rows) == 3 * 2, out
+    for ln in rows:
+        cols = [c.strip() for c in ln.strip("|").split("|")]
+        for c in (cols[2], cols[3], cols[5]):
+            float(c)   # a number in each of the three columns
+    assert "bulk load of 2,000 bearers" in out
+    # nothing left behind
+    assert {n for n in netns_names() if n.startswith("gtplab-bench-")} == before_ns
+    assert {p for p in os.listdir("/sys/fs/bpf") if p.startswith("gtplab-bench")} == before_pins
