@@ -398,7 +398,8 @@ static void stats_print_json(const struct pgwu_snapshot *s, bool bearers)
 	       t->n_ul, t->n_dl, t->cap_ul < t->cap_dl ? t->cap_ul : t->cap_dl,
 	       (unsigned long long)s->ul_packets, (unsigned long long)s->ul_bytes,
 	       (unsigned long long)s->dl_packets, (unsigned long long)s->dl_bytes);
-	printf("\"fib_generation\": %llu", (unsigned long long)s->fib_gen);
+	printf("\"fib_generation\": %llu, \"fib_watcher_pid\": %llu", (unsigned long long)s->fib_gen,
+	       (unsigned long long)s->fib_watcher);
 	if (bearers) {
 		printf(",\n\"active_bearers\": [");
 		for (size_t i = 0; i < t->n; i++) {
@@ -441,7 +442,11 @@ static void stats_print(const struct pgwu_snapshot *s, bool bearers)
 	printf("bearer usage: uplink %llu packets %llu bytes, downlink %llu packets %llu bytes\n",
 	       (unsigned long long)s->ul_packets, (unsigned long long)s->ul_bytes,
 	       (unsigned long long)s->dl_packets, (unsigned long long)s->dl_bytes);
-	printf("FIB generation: %llu\n", (unsigned long long)s->fib_gen);
+	printf("FIB generation: %llu, watcher: %s", (unsigned long long)s->fib_gen,
+	       s->fib_watcher ? "pid " : "none (the cache is unused)");
+	if (s->fib_watcher)
+		printf("%llu", (unsigned long long)s->fib_watcher);
+	printf("\n");
 	if (!bearers)
 		return;
 	printf("\nactive bearers:\n");

@@ -156,6 +156,7 @@ struct pgwu_snapshot {
 	struct pgwu_counter stats[PGWU_REASON_MAX * PGWU_VERDICT_MAX];
 	struct pgwu_config cfg;
 	__u64 fib_gen;
+	__u64 fib_watcher;	/* tgid of the registered `pgwu watch`, 0: none */
 	struct bearer_table bearers;
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* summed over bearers */
 };

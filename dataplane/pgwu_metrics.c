@@ -89,6 +89,10 @@ static void render(FILE *f, const struct pgwu_snapshot *s)
 	metric_head(f, "pgwu_route_changes_total", "counter",
 		    "Route and neighbour changes seen by the FIB cache's tracing programs.");
 	fprintf(f, "pgwu_route_changes_total %llu\n", (unsigned long long)s->fib_gen);
+	metric_head(f, "pgwu_fib_cache_in_use", "gauge",
+		    "1 when route lookups are cached: the cache is on and a pgwu watch keeps it correct.");
+	fprintf(f, "pgwu_fib_cache_in_use %d\n",
+		(c->flags & PGWU_CFG_FIB_CACHE) && s->fib_watcher ? 1 : 0);
 	metric_head(f, "pgwu_config_info", "gauge", "The running configuration, as labels (value 1).");
 	len = mask_len(c->ue_pool_mask);
 	if (len >= 0)

@@ -455,7 +455,7 @@ void bearers_free(struct bearer_table *t)
 int snapshot_read(struct pgwu_snapshot *s)
 {
 	struct pgwu_maps m;
-	__u32 zero = 0;
+	__u32 zero = 0, one = 1;
 	int err;
 
 	memset(s, 0, sizeof(*s));
@@ -467,6 +467,8 @@ int snapshot_read(struct pgwu_snapshot *s)
 		err = config_read(m.config, &s->cfg);
 	if (!err && bpf_map_lookup_elem(m.fib_gen, &zero, &s->fib_gen))
 		s->fib_gen = 0;
+	if (!err && bpf_map_lookup_elem(m.fib_gen, &one, &s->fib_watcher))
+		s->fib_watcher = 0;
 	if (!err)
 		err = bearers_read(&m, &s->bearers);
 	if (err)

@@ -320,6 +320,13 @@ def own_dp():
         _pgwu(pin_dir, "unload", check=False)
 
 
+def pgwu_stats(pin_dir: str) -> dict:
+    from gtplab.dataplane import PGWU_BIN
+    cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, "stats", "--json"], capture_output=True, text=True,
+                        check=True, timeout=30)
+    return json.loads(cp.stdout)
+
+
 def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) -> None:
     """Write a cache entry for (dst, ingress) on every CPU, made under the current generation."""
     from gtplab.dataplane import fib_slot_of
@@ -359,9 +366,11 @@ def test_cache_unused_once_its_watcher_is_killed(own_dp, ns, devs):
         else:
             pytest.fail("watcher registered, but the planted cache entry was never used")
         gen = dp.maps["fib_gen"].lookup(struct.pack("=I", 0))
+        assert pgwu_stats(pin_dir)["fib_watcher_pid"] == tgid
         proc.kill()
         proc.wait(5)
         assert watcher(dp) == 0, f"watcher {tgid} was killed but is still registered"
+        assert pgwu_stats(pin_dir)["fib_watcher_pid"] == 0
         assert dp.maps["fib_gen"].lookup(struct.pack("=I", 0)) != gen, "its exit did not start a new generation"
         for _ in range(20):
             plant_slot(dp, PDN_FAR, a0[0], s0[0], s0[1], bogus)

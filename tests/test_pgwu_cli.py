@@ -554,6 +554,12 @@ def test_metrics_endpoint(loaded):
         # stateless: a counter changed between scrapes shows on the next one
         set_counter(loaded, "ul_fwd", "redirect", [(6, 600)])
         assert 'pgwu_packets_total{reason="ul_fwd",verdict="redirect"} 6\n' in exp.get()[2]
+        # the route cache counts as in use only with a registered watcher
+        assert "pgwu_fib_cache_in_use 0\n" in text
+        with Dataplane(loaded) as dp:
+            dp.set_config(fib_cache=True)
+            dp.maps["fib_gen"].update(struct.pack("=I", 1), struct.pack("=Q", os.getpid()))
+        assert "pgwu_fib_cache_in_use 1\n" in exp.get()[2]
         assert exp.get("/")[0] == 404
         assert exp.get("/metricsfoo")[0] == 404
     finally:
