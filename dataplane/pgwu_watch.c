@@ -130,6 +130,8 @@ int pgwu_watch_run(void)
 		fprintf(stderr, "Couldn't register the watcher: %s\n", strerror(-err));
 		goto out;
 	}
+	printf("pgwu watch: registered as pid %u, the route cache is in use\n", tgid);
+	fflush(stdout);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
