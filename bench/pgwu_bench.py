@@ -127,7 +127,7 @@ class Bench:
         self.wrap_pin = f"/sys/fs/bpf/gtplab-benchw-{uid}"
         self.dps: dict[str, Dataplane] = {}
         self.objs: list = []
-        self.applied: dict[str, dict] = {}
+        self.applied: dict[int, dict] = {}   # id(data plane) -> the config last set on it
         self.worker: Worker | None = None
         self.checked = 0
 
@@ -154,6 +154,7 @@ class Bench:
             sh(str(PGWU), "-d", pin, "load", "--max-bearers", "1048576", "--local-addr", LOCAL,
                "--ue-pool", "10.64.0.0/12")
             self.dps[name] = Dataplane(pin)
+            self.register_watcher(self.dps[name])
         os.makedirs(self.wrap_pin)
         sh("bpftool", "prog", "loadall", str(BENCH_OBJ), self.wrap_pin, "pinmaps", f"{self.wrap_pin}/maps")
         m = f"{self.wrap_pin}/maps"
@@ -180,7 +181,8 @@ class Bench:
     # --- measuring -------------------------------------------------------------------------------
     def register_watcher(self, dp: Dataplane) -> None:
         """Stand in for `pgwu watch`: the route cache is used only while a watcher is registered in
-        fib_gen[1]. Nothing changes the bench's routes, and this process's exit clears it."""
+        fib_gen[1]. Nothing changes the bench's routes. It stays registered until this process
+        exits (the exit hook ignores the exits of its threads)."""
         dp.maps["fib_gen"].update(struct.pack("=I", 1), struct.pack("=Q", os.getpid()))
 
     def time_one(self, prog: bpf.Prog, cell: Cell) -> int:
@@ -199,12 +201,9 @@ class Bench:
     def measure(self, cell: Cell) -> None:
         """One run of the wrapper + the cell's program; the data plane's counters must show every
         iteration on the cell's path."""
-        if cell.dp is not None:
-            name = next(n for n, d in self.dps.items() if d is cell.dp)
-            if self.applied.get(name) != cell.config:
-                cell.dp.set_config(**cell.config)
-                self.applied[name] = dict(cell.config)
-            self.register_watcher(cell.dp)
+        if cell.dp is not None and self.applied.get(id(cell.dp)) != cell.config:
+            cell.dp.set_config(**cell.config)
+            self.applied[id(cell.dp)] = dict(cell.config)
         self.frame.update(struct.pack("=I", 0), cell.frame_value)
         before = cell.dp.stats() if cell.path else None
         cell.target.append(self.time_one(cell.prog, cell))

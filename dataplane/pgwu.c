@@ -197,12 +197,11 @@ static void nexthop_str(const struct pgwu_nexthop *nh, char *buf, size_t len)
 /* The tgid of the registered `pgwu watch` (fib_gen[1]), 0 when there is none. */
 static __u64 fib_watcher(void)
 {
-	__u32 key = 1;
-	__u64 v = 0;
 	int fd = pinned_open("fib_gen");
+	__u64 v = 0;
 
 	if (fd >= 0) {
-		bpf_map_lookup_elem(fd, &key, &v);
+		v = fib_watcher_read(fd);
 		close(fd);
 	}
 	return v;

@@ -161,6 +161,8 @@ struct pgwu_snapshot {
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* summed over bearers */
 };
 int snapshot_read(struct pgwu_snapshot *s);
+/* fib_gen[1]: the tgid of the registered `pgwu watch`, 0 when there is none */
+__u64 fib_watcher_read(int fib_gen_fd);
 void snapshot_free(struct pgwu_snapshot *s);
 
 /* Formatting */

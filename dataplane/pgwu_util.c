@@ -452,10 +452,18 @@ void bearers_free(struct bearer_table *t)
 	t->n = 0;
 }
 
+__u64 fib_watcher_read(int fib_gen_fd)
+{
+	__u32 key = 1;
+	__u64 v;
+
+	return bpf_map_lookup_elem(fib_gen_fd, &key, &v) ? 0 : v;
+}
+
 int snapshot_read(struct pgwu_snapshot *s)
 {
 	struct pgwu_maps m;
-	__u32 zero = 0, one = 1;
+	__u32 zero = 0;
 	int err;
 
 	memset(s, 0, sizeof(*s));
@@ -467,8 +475,8 @@ int snapshot_read(struct pgwu_snapshot *s)
 		err = config_read(m.config, &s->cfg);
 	if (!err && bpf_map_lookup_elem(m.fib_gen, &zero, &s->fib_gen))
 		s->fib_gen = 0;
-	if (!err && bpf_map_lookup_elem(m.fib_gen, &one, &s->fib_watcher))
-		s->fib_watcher = 0;
+	if (!err)
+		s->fib_watcher = fib_watcher_read(m.fib_gen);
 	if (!err)
 		err = bearers_read(&m, &s->bearers);
 	if (err)

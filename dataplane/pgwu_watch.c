@@ -55,15 +55,6 @@ static int register_watcher(int reg_fd, __u32 *tgid)
 	return 0;
 }
 
-static __u64 registered(int gen_fd)
-{
-	__u32 key = 1;
-	__u64 v = 0;
-
-	bpf_map_lookup_elem(gen_fd, &key, &v);
-	return v;
-}
-
 static bool still_loaded(void)
 {
 	char path[4096];
@@ -139,7 +130,7 @@ int pgwu_watch_run(void)
 		nanosleep(&tick, NULL);
 		/* nobody registered (another watcher exited): this socket has been bumping the
 		 * generation all along, register again */
-		if (!registered(gen_fd))
+		if (!fib_watcher_read(gen_fd))
 			register_watcher(reg_fd, &tgid);
 	}
 	/* on the way out fib_gen_watch_exit clears the registration */
