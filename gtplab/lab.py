@@ -3,6 +3,12 @@
     gen netns (traffic generator)                    dut netns (PGW-U, XDP native)
     port 0  g<name>p0  10.201.0.2/24 ==== veth ====  d<name>p0  10.201.0.1/24  access (GTP-U)
     port 1  g<name>p1  10.202.0.2/24 ==== veth ====  d<name>p1  10.202.0.1/24  SGi (plain IP)
+    g<name>k0 ==== veth ==== g<name>k1   (spares: the engine parks its transmit programs there)
+
+CPU layout (docs/lab.md, "The measurement model"): every lab veth gets threaded NAPI, so the DUT's
+receive work runs in kthreads napi/d<name>pN-* pinned to the DUT's CPUs, and the generator's receive
+work (napi/g<name>pN-*) and engine threads run on the generator's CPUs: the DUT never runs in the
+generator's softirq, and a DUT that is too slow loses packets instead of slowing the generator.
 
 Every namespace, interface and bpffs path carries the lab's name, and everything created is listed in
 /run/gtplab/labs/<name>.json *before* it is created, so `gtplab lab down` removes a lab after a crash
@@ -52,8 +58,9 @@ DEFAULT_MTU = 3200
 VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
-DUT_MODES = ("pgwu", "drop", "pass", "tx", "none")
+DUT_MODES = ("pgwu", "fwd", "drop", "pass", "tx", "none")
 ETH_P_ALL = 0x0003
+NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
 XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
 
 
@@ -119,6 +126,105 @@ class Port:
     dut_addr: str
 
 
+@dataclass
+class CpuLayout:
+    """Which CPUs run the generator (engine threads, its receive NAPI) and which run the DUT (its
+    receive NAPI, hence its XDP programs)."""
+    generator: list[int]
+    dut: list[int]
+
+    @classmethod
+    def default(cls) -> "CpuLayout":
+        """Half the CPUs this process may use for each, the generator's first (2 CPUs: 0 and 1);
+        with one CPU both share it (the lab says so)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return cls(cpus, cpus)
+        half = len(cpus) // 2
+        return cls(cpus[:half], cpus[half:])
+
+    @classmethod
+    def parse(cls, data: Any, where: str = "cpus") -> "CpuLayout":
+        """From {generator: N | [N..] | "N-M,K", dut: ...} (None or "auto": default())."""
+        if data is None or data == "auto":
+            return cls.default()
+        if not isinstance(data, dict) or set(data) != {"generator", "dut"}:
+            raise LabError(f"{where}: give {{generator: CPUS, dut: CPUS}} (e.g. generator: 0, dut: 1) or auto")
+        have = set(os.sched_getaffinity(0))
+        out = {}
+        for side in ("generator", "dut"):
+            cpus = _cpu_list(data[side], f"{where}.{side}")
+            missing = sorted(set(cpus) - have)
+            if missing:
+                raise LabError(f"{where}.{side}: CPU(s) {_cpu_text(missing)} not available here "
+                               f"(this process may use {_cpu_text(sorted(have))})")
+            out[side] = cpus
+        return cls(**out)
+
+    def shared(self) -> list[int]:
+        return sorted(set(self.generator) & set(self.dut))
+
+
+def _cpu_list(v: Any, where: str) -> list[int]:
+    """A CPU list from an int, a list of ints or a cpulist string ("0-3,8")."""
+    if isinstance(v, bool):
+        raise LabError(f"{where}: {v!r} is not a CPU list")
+    if isinstance(v, int):
+        v = [v]
+    if isinstance(v, str):
+        out = []
+        try:
+            for part in filter(None, v.replace(" ", "").split(",")):
+                lo, _, hi = part.partition("-")
+                out += list(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise LabError(f"{where}: {v!r} is not a CPU list (e.g. 1, [2, 3] or \"2-3\")") from None
+        v = out
+    if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                    and x >= 0 for x in v):
+        raise LabError(f"{where}: {v!r} is not a CPU list (e.g. 1, [2, 3] or \"2-3\")")
+    if len(set(v)) != len(v):
+        raise LabError(f"{where}: CPU listed twice in {v}")
+    return sorted(v)
+
+
+def _cpu_text(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus))
+
+
+def napi_threads(ifname: str) -> list[int]:
+    """Pids of the threaded-NAPI kthreads of interface ifname (comm "napi/<ifname>-<napi id>")."""
+    pref = f"napi/{ifname}-"
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith(pref) and comm[len(pref):].isdigit():
+            out.append(int(pid))
+    return sorted(out)
+
+
+def thread_cpu_ns(pid: int) -> int:
+    """CPU time a thread has run, in ns (/proc/PID/schedstat; 0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _affinity(pid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+
+
 def _mac(name: str, dut: bool, port: int) -> str:
     """Deterministic, locally administered MACs: 02:67:<name hash>:<0 gen | 1 dut>:<port>."""
     h = hashlib.sha256(name.encode()).digest()
@@ -181,6 +287,9 @@ class Lab:
         self.dut_mode: str = state["dut"]
         self.addressing = Addressing(**state["addressing"])
         self.ports = [Port(**p) for p in state["ports"]]
+        self.park_ifnames: list[str] = state.get("park", [])
+        c = state.get("cpus") or {}
+        self.cpus = CpuLayout(c["generator"], c["dut"]) if c else None
         self.state_path = _state_path(self.name)
 
     # ---------------------------------------------------------------- create / destroy
@@ -188,10 +297,13 @@ class Lab:
     @classmethod
     def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
            addressing: Addressing | None = None, gen_pass: bool = True,
-           pgwu_load_args: tuple[str, ...] = ()) -> "Lab":
+           pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
 
-        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "drop"/"pass" (a one-instruction
+        cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
+        it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
+        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "fwd" (the reference forwarder,
+        gtplab/dut/fwd.py: MAC rewrite + redirect between the DUT ports), "drop"/"pass" (a one-instruction
         XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
         frame goes back out of the port it came in, to measure the generator's receive side too),
         "none" (no XDP on the DUT).
@@ -207,7 +319,7 @@ class Lab:
             raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
         a = addressing or Addressing()
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state = cls._reserve(name, a, dut, mtu)
+        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default())
         lab = cls(state)
         old = None
         try:
@@ -227,13 +339,14 @@ class Lab:
         return lab
 
     @classmethod
-    def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int) -> dict:
+    def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int,
+                 cpus: CpuLayout | None = None) -> dict:
         """Pick the name and write the state file (O_EXCL: two concurrent `up`s can't take one name)."""
         for _ in range(20 if name is None else 1):
             n = name if name is not None else secrets.token_hex(3)
             if not NAME_RE.match(n):
                 raise LabError(f"bad lab name {n!r}: 1-10 characters of a-z and 0-9")
-            state = cls._plan(n, a, dut, mtu)
+            state = cls._plan(n, a, dut, mtu, cpus)
             taken = [ns for ns in state["netns"].values() if _netns_exists(ns)]
             taken += [d for d in state["pin_dirs"].values() if Path(d).exists()]
             try:
@@ -254,7 +367,7 @@ class Lab:
         raise LabError("Couldn't find a free lab name")
 
     @staticmethod
-    def _plan(n: str, a: Addressing, dut: str, mtu: int) -> dict:
+    def _plan(n: str, a: Addressing, dut: str, mtu: int, cpus: CpuLayout | None = None) -> dict:
         gen_ns, dut_ns = f"gtplab-{n}-gen", f"gtplab-{n}-dut"
         ports = []
         for pid, side, gen_addr, dut_addr in ((0, "access", a.gen_access, a.dut_access),
@@ -269,6 +382,9 @@ class Lab:
             "netns": {"gen": gen_ns, "dut": dut_ns},
             "pin_dirs": {"pgwu": str(BPFFS / f"gtplab-{n}"), "gen": str(BPFFS / f"gtplab-{n}-gen")},
             "ports": ports, "addressing": asdict(a),
+            # one spare veth pair per generator CPU: a parking place for each transmit program
+            "park": [f"g{n}k{j}" for j in range(2 * max(1, len(cpus.generator) if cpus else 1))],
+            "cpus": asdict(cpus) if cpus else None,
         }
 
     def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
@@ -305,15 +421,121 @@ class Lab:
         if p.returncode:
             raise LabError(f"Couldn't add SGW neighbours and the PDN route: {p.stderr.strip()}")
         _run(["ip", "netns", "exec", d, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding")
+        for j in range(0, len(self.park_ifnames), 2):
+            # never up, never carries a frame: only holds an XDP program (Engine: LocalClient(park=))
+            _run(["ip", "-n", g, "link", "add", self.park_ifnames[j], "type", "veth", "peer", "name",
+                  self.park_ifnames[j + 1]], f"create spare veth {self.park_ifnames[j]}")
 
         if self.dut_mode == "pgwu":
             self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
+        elif self.dut_mode == "fwd":
+            self._attach_fwd()
         elif self.dut_mode in ("drop", "pass", "tx"):
             verdict = {"drop": bpf.XDP_DROP, "pass": bpf.XDP_PASS, "tx": bpf.XDP_TX}[self.dut_mode]
             self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
         if gen_pass:
             self.attach_gen_pass()
+        self.apply_cpu_layout()
+
+    def _attach_fwd(self) -> None:
+        """The reference forwarder on both DUT ports: each forwards to the other, towards the
+        generator port behind it."""
+        from gtplab.dut import fwd
+        pin = fwd.load(self.pin_dir)
+        idx = run_in_netns(self.dut_ns, lambda: [socket.if_nametoindex(p.dut_ifname) for p in self.ports])
+        for (i, p), q in zip(enumerate(self.ports), reversed(self.ports)):
+            fwd.set_port(self.pin_dir, idx[i], idx[1 - i], q.dut_mac, q.mac)
+            _run(_in_netns(self.dut_ns) + ["ip", "link", "set", "dev", p.dut_ifname, "xdpdrv", "pinned", pin],
+                 f"attach the forwarder to {p.dut_ifname}")
+
+    # ---------------------------------------------------------------- CPU layout
+
+    def apply_cpu_layout(self) -> dict:
+        """Threaded NAPI on every lab veth that has one (an XDP program attached), its kthreads
+        pinned: the DUT ports' to the DUT CPUs, the generator ports' to the generator CPUs.
+        Idempotent; call it again whenever an XDP program is (re)attached to a lab port (the
+        engine's connect does): a veth's NAPI kthread is made anew at each attach. Records what it
+        did in state["cpu_layout"] and returns it."""
+        if self.cpus is None:
+            return {}
+        lay: dict[str, Any] = {"generator": self.cpus.generator, "dut": self.cpus.dut,
+                               "threads": {}, "notes": []}
+        if self.cpus.shared():
+            lay["notes"].append(f"CPU(s) {_cpu_text(self.cpus.shared())} run both generator and DUT: "
+                                "rates and CPU costs are the chain's, not the DUT's alone")
+        sides = [(self.gen_ns, p.ifname, self.cpus.generator, "generator") for p in self.ports]
+        sides += [(self.dut_ns, p.dut_ifname, self.cpus.dut, "dut") for p in self.ports]
+        for ns, ifname, cpus, side in sides:
+            threads = napi_threads(ifname)
+            if not threads:
+                r = _run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{ifname}/threaded"],
+                         f"turn on threaded NAPI on {ifname}", check=False)
+                threads = napi_threads(ifname)
+                if not threads:
+                    why = (r.stderr.strip().splitlines() or ["no NAPI kthread appeared"])[-1]
+                    if side == "dut" and self.dut_mode == "none":
+                        why = "no XDP program on it (DUT mode none): the kernel's stack receives"
+                    lay["notes"].append(f"{ifname} ({side}): no threaded NAPI ({why}); its receive "
+                                        "work runs in the sender's softirq")
+                    continue
+            for pid in threads:
+                try:
+                    os.sched_setaffinity(pid, cpus)
+                    # Real-time, as NIC interrupts and softirqs are: a receive thread that waits
+                    # behind ordinary tasks overflows its 256-frame veth ring within milliseconds,
+                    # and that loss would be the scheduler's, not the DUT's (docs/lab.md).
+                    os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(NAPI_RT_PRIORITY))
+                except OSError as e:
+                    lay["notes"].append(f"{ifname} ({side}): Couldn't pin napi thread {pid}: {e.strerror}")
+            lay["threads"][ifname] = [{"pid": pid, "side": side, "cpus": _affinity(pid)} for pid in threads]
+        dut_pinned = all(self.dut_mode == "none" or lay["threads"].get(p.dut_ifname) for p in self.ports)
+        lay["honoured"] = dut_pinned and not self.cpus.shared()
+        self.state["cpu_layout"] = lay
+        if self.state_path.exists():
+            _write_state(self.state_path, self.state)
+        return lay
+
+    def dut_threads(self) -> list[int]:
+        """The DUT's receive kthreads now (the threads its XDP programs run in)."""
+        return [pid for p in self.ports for pid in napi_threads(p.dut_ifname)]
+
+    def keep_dut_cpus_awake(self) -> list[subprocess.Popen]:
+        """One spinner per DUT CPU at SCHED_IDLE (it runs only when nothing else wants the CPU), in
+        the DUT netns (so teardown ends it too): the DUT's CPUs never go idle, as on a UPF host
+        tuned with C-states off. On a VM, waking an idle vCPU takes milliseconds, longer than a
+        256-frame veth ring lasts at any useful rate: measured here, the NDR of the same PGW-U went
+        from 0.035 to 0.64 Mpps (downlink, 128 B) and its XDP time from 930 to 170 ns per packet.
+        The DUT's CPU cost is read from its own threads' run time, which the spinners do not touch.
+        Stop them with stop_spinners()."""
+        if self.cpus is None:
+            return []
+        procs = []
+        nsfd = os.open(NETNS_DIR / self.dut_ns, os.O_RDONLY)
+        try:
+            for cpu in self.cpus.dut:
+                def child(cpu=cpu):
+                    from gtplab.netns import _libc, CLONE_NEWNET
+                    _libc.setns(nsfd, CLONE_NEWNET)
+                    os.sched_setaffinity(0, [cpu])
+                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+                procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=child,
+                                              pass_fds=(nsfd,), stdin=subprocess.DEVNULL))
+        except BaseException:
+            stop_spinners(procs)
+            raise
+        finally:
+            os.close(nsfd)
+        return procs
+
+    def pin_generator(self) -> list[int] | None:
+        """Pin the calling thread (and what it starts later) to the generator CPUs; returns the
+        affinity it had, for restore_affinity()."""
+        if self.cpus is None:
+            return None
+        old = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, self.cpus.generator)
+        return old
 
     def _attach_verdict_prog(self, ns: str, ifnames: list[str], verdict: int) -> None:
         """Load (once) a one-instruction XDP program, pin it in the generator's pin dir, attach it in
@@ -432,6 +654,10 @@ class Lab:
         program is removed from the generator ports first: the engine attaches its own on connect()."""
         from gtplab.engine import LocalClient, PortSpec  # the engine is optional for the lab itself
         self.detach_gen_xdp()
+        if self.cpus is not None:
+            kwargs.setdefault("cpus", self.cpus.generator)
+        kwargs.setdefault("park", [(self.gen_ns, i) for i in self.park_ifnames])
+        kwargs.setdefault("on_attach", self.apply_cpu_layout)
         return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in self.ports], **kwargs)
 
     def links(self) -> list[dict]:
@@ -446,6 +672,12 @@ class Lab:
                 link["netns"] = ns
                 out.append(link)
         return out
+
+
+def stop_spinners(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
 
 
 def teardown(state: dict) -> list[str]:
@@ -494,13 +726,27 @@ def _owner_alive(state: dict) -> bool:
         return True
 
 
+def cpu_layout_now(lab: Lab) -> dict | None:
+    """The lab's CPU layout as recorded at its last apply, with each NAPI kthread's affinity now."""
+    lay = lab.state.get("cpu_layout")
+    if not lay:
+        return None
+    out = {**lay, "threads": {}}
+    for p in lab.ports:
+        for ifname, side, cpus in ((p.ifname, "generator", lay["generator"]), (p.dut_ifname, "dut", lay["dut"])):
+            out["threads"][ifname] = [{"pid": pid, "side": side, "cpus": _affinity(pid),
+                                       "pinned": _affinity(pid) == sorted(cpus)} for pid in napi_threads(ifname)]
+    return out
+
+
 def lab_status(name: str) -> dict:
     lab = Lab.open(name)
     st: dict[str, Any] = {"name": name, "status": lab.state["status"], "created": lab.state["created"],
                           "dut": lab.dut_mode, "pin_dir": lab.pin_dir,
                           "netns": {k: {"name": v, "exists": _netns_exists(v)}
                                     for k, v in lab.state["netns"].items()},
-                          "ports": [asdict(p) for p in lab.ports], "links": []}
+                          "ports": [asdict(p) for p in lab.ports], "links": [],
+                          "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab)}
     if lab.state["status"] == "creating" and not _owner_alive(lab.state):
         st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
     for link in lab.links():
@@ -525,6 +771,18 @@ def _print_status(st: dict) -> None:
     for p in st["ports"]:
         print(f"  port {p['port_id']} ({p['side']}): {p['ifname']} {p['mac']} {p['addr']}/{p['prefixlen']}"
               f"  <->  {p['dut_ifname']} {p['dut_mac']} {p['dut_addr']}  mtu {p['mtu']}")
+    lay = st.get("cpu_layout")
+    if lay:
+        print(f"  CPUs: generator {_cpu_text(lay['generator'])}, DUT {_cpu_text(lay['dut'])}"
+              f"{'' if lay.get('honoured') else '  (NOT honoured: see notes)'}")
+        for ifname, threads in lay["threads"].items():
+            for t in threads:
+                print(f"    napi {ifname:<12} pid {t['pid']:<7} on CPU(s) {_cpu_text(t['cpus'] or [])}"
+                      f"{'' if t['pinned'] else '  (not pinned: an engine attached since? see docs/lab.md)'}")
+        for n in lay.get("notes", []):
+            print(f"    note: {n}")
+    else:
+        print("  CPUs: no layout (lab made before layouts, or with none)")
     for link in st["links"]:
         x = link["xdp"]
         xs = f"xdp {x['mode']} id {x['prog_id']} {x['prog_name']}" if x else "no xdp"
@@ -548,12 +806,22 @@ def _print_status(st: dict) -> None:
 
 def _cmd_up(args) -> int:
     a = Addressing()
-    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu, addressing=a, gen_pass=not args.no_gen_pass)
+    cpus = CpuLayout.default()
+    if args.generator_cpus is not None or args.dut_cpus is not None:
+        cpus = CpuLayout.parse({"generator": args.generator_cpus or _cpu_text(cpus.generator),
+                                "dut": args.dut_cpus or _cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
+    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu, addressing=a, gen_pass=not args.no_gen_pass,
+                 cpus=cpus)
     if args.json:
         print(json.dumps(lab_status(lab.name), indent=2))
     else:
         print(lab.name)
-        print(f"lab {lab.name} is up; remove it with: gtplab lab down --name {lab.name}", file=sys.stderr)
+        lay = lab.state.get("cpu_layout") or {}
+        print(f"lab {lab.name} is up: generator on CPU(s) {_cpu_text(cpus.generator)}, DUT ({lab.dut_mode}) "
+              f"receive threads pinned to CPU(s) {_cpu_text(cpus.dut)}"
+              + ("" if lay.get("honoured") else " -- layout NOT honoured: " + "; ".join(lay.get("notes", []))),
+              file=sys.stderr)
+        print(f"remove it with: gtplab lab down --name {lab.name}", file=sys.stderr)
     return 0
 
 
@@ -604,9 +872,16 @@ def add_parser(subparsers) -> None:
     up = sub.add_parser("up", help="create a lab; prints its name")
     up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
     up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
-                    help="XDP on the DUT ports: the PGW-U (default), a drop/pass sink, a reflector (tx), or none")
+                    help="XDP on the DUT ports: the PGW-U (default), the reference forwarder (fwd), a "
+                         "drop/pass sink, a reflector (tx), or none")
     up.add_argument("--mtu", type=int, default=DEFAULT_MTU,
                     help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
+    up.add_argument("--generator-cpus", metavar="CPUS",
+                    help="CPUs of the generator (engine threads, its receive NAPI), e.g. 0 or 0-1 "
+                         "(default: the first half of this host's CPUs)")
+    up.add_argument("--dut-cpus", metavar="CPUS",
+                    help="CPUs of the DUT's receive NAPI threads, hence its XDP programs (default: the "
+                         "second half)")
     up.add_argument("--no-gen-pass", action="store_true",
                     help="don't attach the XDP_PASS program to the generator ports")
     up.add_argument("--json", action="store_true", help="print the lab's status as JSON")

@@ -190,8 +190,15 @@ def test_cli_up_status_down():
         st = subprocess.run(GTPLAB + ["lab", "status", "--name", name, "--json"], capture_output=True,
                             text=True, check=True, cwd=REPO)
         (s,) = json.loads(st.stdout)
-        assert s["name"] == name and s["dut"] == "drop" and len(s["links"]) == 4
-        assert all(ln["xdp"] and ln["xdp"]["mode"] == "native" for ln in s["links"])
+        ports = [ln for ln in s["links"] if ln["ifname"] not in s["park"]]
+        assert s["name"] == name and s["dut"] == "drop" and len(ports) == 4
+        assert all(ln["xdp"] and ln["xdp"]["mode"] == "native" for ln in ports)
+        # the spare veth pair the engine parks its transmit programs on: there, unused until then
+        assert sorted(ln["ifname"] for ln in s["links"] if ln["ifname"] in s["park"]) == sorted(s["park"])
+        lay = s["cpu_layout"]
+        assert lay["honoured"] and set(lay["threads"]) == {p["ifname"] for p in s["ports"]} | {
+            p["dut_ifname"] for p in s["ports"]}
+        assert all(t["pinned"] for ts in lay["threads"].values() for t in ts)
     finally:
         down = subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, text=True,
                               cwd=REPO)
