@@ -34,12 +34,14 @@ def lab():
     client = None
     try:
         _ip(ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
+        # spares where the engine parks its transmit programs (as a lab has them)
+        _ip(ns, "link", "add", "k0", "type", "veth", "peer", "name", "k1")
         for i in ("p0", "p1"):
             # no IPv6 on the ports: its neighbour/router solicitations would add frames
             subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
                             f"net.ipv6.conf.{i}.disable_ipv6=1"], check=True, timeout=30)
             _ip(ns, "link", "set", i, "up")
-        client = LocalClient([PortSpec(0, ns, "p0"), PortSpec(1, ns, "p1")])
+        client = LocalClient([PortSpec(0, ns, "p0"), PortSpec(1, ns, "p1")], park=[(ns, "k0"), (ns, "k1")])
         client.connect()
         yield client
     finally:

@@ -43,9 +43,20 @@ from gtplab.engine.vm import (MAX_PGIDS, MAX_STREAMS, MAX_VARS, STATE_SIZE, Comp
 _FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist
 _LAT_BUCKETS = 256
 _RING_SIZE = 8 << 20
-# live-frames page pool per run call: TRex-like default batch; bigger calls amortise setup
-DEFAULT_BATCH = 64
+# Frames per batch of a live-frames run call (the kernel's page pool, and how often it flushes the
+# frames out): the kernel's maximum, 256, as fast as it goes (unpaced); 64 when paced, so frames leave
+# within a few microseconds of their time.
+DEFAULT_BATCH = 256
+PACED_BATCH = 64
 MAX_CALL_FRAMES = 1 << 16
+# Runs per call of a paced stream (each run sends the frame that is due, or nothing): a few ms.
+PACED_CALL = 1 << 16
+# Paced streams send at most this many frames back to back: half a veth receive ring (256). A
+# transmitter that was held up (scheduling, a VM's steal) does not catch up with a burst the DUT's
+# ring cannot hold; the frames it missed are not sent (counted), and the rate achieved shows it.
+MAX_BURST = 128
+UNPARKED_LATE_NS = 50_000_000
+_PACE = struct.Struct("<QQQQQQ")    # struct tg_pace
 FCS = 4
 
 
@@ -125,24 +136,39 @@ class _Port:
         self.spec = spec
         self.obj: kernel.BpfObject | None = None
         self.link_fd = -1
+        self.park_fd = -1
         self.streams: dict[int, _Stream] = {}
         self.thread: threading.Thread | None = None
         self.stop_ev = threading.Event()
         self.error: BaseException | None = None
         self.t_start = 0.0
         self.t_end = 0.0
+        self.paced = True       # False at 100 % of line rate: as fast as the engine goes
+        self.calls = 0
+        self.max_call = 0
         self.ring: RingReader | None = None
 
 
 class LocalClient:
     """TRex STLClient look-alike on the embedded engine (see the module docstring)."""
 
-    def __init__(self, ports: list[PortSpec], batch_size: int = DEFAULT_BATCH):
+    def __init__(self, ports: list[PortSpec], batch_size: int = DEFAULT_BATCH,
+                 cpus: list[int] | None = None, park: list[tuple[str | None, str]] = (),
+                 on_attach=None):
+        """cpus: the CPUs the engine's threads run on (None: wherever the caller's do).
+        park: spare interfaces (netns, ifname), one per port: each port's transmit program is
+        attached there too, so the kernel's XDP dispatcher holds it and BPF_PROG_RUN does not
+        switch the dispatcher (two synchronize_rcu) at every call (docs/engine.md). Without
+        them the engine works, slower. on_attach(): called after the receive programs are
+        attached (the lab pins the new NAPI kthreads then)."""
         ids = [p.port_id for p in ports]
         if len(set(ids)) != len(ids):
             raise EngineError(f"duplicate port ids {ids}")
         self.ports = {p.port_id: _Port(p) for p in ports}
         self.batch_size = batch_size
+        self.cpus = list(cpus) if cpus else None
+        self.park = list(park)
+        self.on_attach = on_attach
         self._next_sid = 1
         self._connected = False
         self._base: dict = {}
@@ -164,6 +190,12 @@ class LocalClient:
                 p.link_fd = kernel.in_netns(
                     spec.netns, lambda s=spec, fd=rx: kernel.xdp_link(fd, kernel.ifindex(s.ifname), s.mode))
                 p.ring = RingReader(p.obj.map("cap_ring").fd, _RING_SIZE)
+            for p, (ns, ifname) in zip(self.ports.values(), self.park):
+                tx = p.obj.prog_fd("tg_tx")
+                p.park_fd = kernel.in_netns(
+                    ns, lambda i=ifname, fd=tx: kernel.xdp_link(fd, kernel.ifindex(i), "native"))
+            if self.on_attach:
+                self.on_attach()
         except BaseException:
             self._release()
             raise
@@ -182,9 +214,10 @@ class LocalClient:
             if p.ring:
                 p.ring.close()
                 p.ring = None
-            if p.link_fd >= 0:
-                os.close(p.link_fd)
-                p.link_fd = -1
+            for attr in ("link_fd", "park_fd"):
+                if getattr(p, attr) >= 0:
+                    os.close(getattr(p, attr))
+                    setattr(p, attr, -1)
             if p.obj:
                 p.obj.close()
                 p.obj = None
@@ -258,6 +291,7 @@ class LocalClient:
         key = struct.pack("<I", s.slot)
         p.obj.map("streams").update(key, s.cs.stream_value())
         p.obj.map("state").update(key, s.cs.state_value())
+        p.obj.map("pace").update(key, bytes(_PACE.size))
         tm = p.obj.map("tmpl")
         p.obj.map("tmpl").update(key, struct.pack("<II", len(s.cs.frame), 0) + s.cs.frame
                                   + bytes(tm.value_size - 8 - len(s.cs.frame)))
@@ -323,6 +357,8 @@ class LocalClient:
                     tot = sum(b * (s.cs.l2_len() + FCS + 20) * 8 for b, s in zip(base, active))
                 target = val if kind != "percent" else val / 100 * p.spec.speed_bps
                 f = target / tot
+            p.paced = not (kind == "percent" and val >= 100)
+            p.calls = p.max_call = 0
             for s, b in zip(active, base):
                 s.pps = b * f
                 s.sent = 0
@@ -354,15 +390,30 @@ class LocalClient:
                 m.update(k, bytes(v))
 
     def _tx_loop(self, p: _Port, duration: float) -> None:
+        paced = []
         try:
+            self._pin_thread()
             kernel.enter_netns(p.spec.netns)
             ifx = kernel.ifindex(p.spec.ifname)
             prog = p.obj.prog_fd("tg_tx")
             streams = [s for s in p.streams.values() if not s.done]
             cur = p.obj.map("cur_slot")
-            runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx, self.batch_size, cur)
+            # continuous streams at a rate are paced in the kernel (struct tg_pace): the loop only
+            # keeps calling; bursts and unpaced streams are paced here, by the clock
+            paced = [s for s in streams if p.paced and s.cs.mode == "continuous" and s.pps > 0]
+            runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx,
+                                                PACED_BATCH if s in paced else self.batch_size, cur)
                        for s in streams}
             t0 = p.t_start
+            t0_ns = int(t0 * 1e9)
+            for s in paced:
+                gap = round(256e9 / s.pps)
+                # unparked, every call sleeps in two synchronize_rcu (ms): catch up after them
+                late = MAX_BURST * gap if p.park_fd >= 0 else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
+                p.obj.map("pace").update(struct.pack("<I", s.slot), _PACE.pack(
+                    (t0_ns + int(s.cs.isg_us * 1e3)) << 8, gap,
+                    t0_ns + int(duration * 1e9) if duration > 0 else 0, late, 0, 0))
+            chunk = PACED_CALL // max(1, len(paced))
             while not p.stop_ev.is_set():
                 now = time.monotonic()
                 el = now - t0
@@ -372,12 +423,19 @@ class LocalClient:
                 for s in streams:
                     if s.done:
                         continue
+                    if s in paced:
+                        runners[s.sid].run(chunk)
+                        p.calls += 1
+                        busy = True
+                        continue
                     # one call per stream and round, so time, stop and duration are rechecked
                     # even when the rate asked for is more than the port can do
                     n = min(_due(s, el) - s.sent, MAX_CALL_FRAMES)
                     if n > 0:
                         runners[s.sid].run(n)
                         s.sent += n
+                        p.calls += 1
+                        p.max_call = max(p.max_call, n)
                         busy = True
                     if s.sent >= _total(s):
                         s.done = True
@@ -394,7 +452,14 @@ class LocalClient:
         except BaseException as e:
             p.error = e
         finally:
+            # a paced port's last call may end a little after the kernel stopped sending (end_ns)
             p.t_end = time.monotonic()
+            if paced and duration > 0:
+                p.t_end = min(p.t_end, p.t_start + duration)
+
+    def _pin_thread(self) -> None:
+        if self.cpus:
+            os.sched_setaffinity(0, self.cpus)
 
     def _stop_port(self, p: _Port) -> None:
         p.stop_ev.set()
@@ -437,13 +502,14 @@ class LocalClient:
         """Counters straight from the maps (monotonic since load)."""
         raw = {"port": {}, "pg_tx": {}, "pg_rx": {}}
         for pid, p in self.ports.items():
-            tx_p = tx_b = 0
-            st = p.obj.map("state")
+            tx_p = tx_b = skipped = 0
+            st, pace = p.obj.map("state"), p.obj.map("pace")
             for s in p.streams.values():
                 v = st.lookup(struct.pack("<I", s.slot))
                 _, _, pk, by, _ = struct.unpack_from("<IIQQQ", v, STATE_SIZE - 32)
                 tx_p += pk
                 tx_b += by + FCS * pk
+                skipped += _PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]
                 if s.cs.pg_id is not None:
                     raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS * pk}
             rx = p.obj.map("rx_port").lookup(b"\0\0\0\0")
@@ -451,7 +517,7 @@ class LocalClient:
             rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
             lost = sum(struct.unpack_from("<Q", c, 24)[0] for c in rx)
             raw["port"][pid] = {"opackets": tx_p, "obytes": tx_b, "ipackets": rx_p,
-                                "ibytes": rx_b + FCS * rx_p, "cap_lost": lost}
+                                "ibytes": rx_b + FCS * rx_p, "cap_lost": lost, "tx_skipped": skipped}
             for k, v in p.obj.map("rx_flow").items():
                 pg = struct.unpack("<I", k)[0]
                 f = _FLOW_HDR.unpack_from(v, 0)
@@ -483,6 +549,10 @@ class LocalClient:
             secs = self._window(p)
             rsecs = self._rx_window()
             d.update(oerrors=0, ierrors=0, capture_lost=r["cap_lost"] - b.get("cap_lost", 0))
+            # engine only: frames a paced stream gave up after its transmitter was held up, and
+            # how it sent (paced in the kernel, or as fast as it goes; run calls, largest call)
+            d["tx_skipped"] = r["tx_skipped"] - b.get("tx_skipped", 0)
+            d["pacing"] = {"paced": p.paced, "calls": p.calls, "max_call_frames": p.max_call}
             d["tx_pps"] = d["opackets"] / secs if secs else 0.0
             d["rx_pps"] = d["ipackets"] / rsecs if rsecs else 0.0
             d["tx_bps"] = d["obytes"] * 8 / secs if secs else 0.0
@@ -593,6 +663,7 @@ class LocalClient:
         return {"id": cid, "ts": time.time()}
 
     def _cap_loop(self, cap: dict, targets: list[_Port]) -> None:
+        self._pin_thread()
         while not cap["stop"].is_set():
             for p in targets:
                 recs = p.ring.poll()

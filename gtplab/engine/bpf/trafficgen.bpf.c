@@ -59,6 +59,14 @@ struct {
 	__type(value, __u64[TG_MAX_LIST]);
 } lists SEC(".maps");
 
+/* Pacing per stream (struct tg_pace): set by user space before start, advanced by tg_tx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TG_MAX_STREAMS);
+	__type(key, __u32);
+	__type(value, struct tg_pace);
+} pace SEC(".maps");
+
 /* Template frame per stream: written by user space before start, copied by tg_tx. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -704,6 +712,7 @@ int tg_tx(struct xdp_md *ctx)
 	void *meta = (void *)(long)ctx->data_meta;
 	void *data = (void *)(long)ctx->data;
 	struct tg_pkt pk = {};
+	struct tg_pace *p;
 	struct tg_stream *s;
 	struct tg_state *st;
 	struct tg_tmpl *t;
@@ -717,6 +726,25 @@ int tg_tx(struct xdp_md *ctx)
 		if (meta + TG_META_LEN > data)
 			goto out;
 		slot = *(__u32 *)meta;
+	}
+	p = bpf_map_lookup_elem(&pace, &slot);
+	if (p && p->next_q8) {
+		__u64 now = bpf_ktime_get_ns(), due = p->next_q8, late;
+
+		if (p->end_ns && now >= p->end_ns)
+			goto out;
+		if ((now << 8) < due) {
+			p->idle++;
+			goto out;
+		}
+		late = (now << 8) - due;
+		if (late > p->late_q8 && p->gap_q8) {
+			__u64 n = (late - p->late_q8) / p->gap_q8 + 1;
+
+			p->skipped += n;
+			due += n * p->gap_q8;
+		}
+		p->next_q8 = due + p->gap_q8;
 	}
 	s = bpf_map_lookup_elem(&streams, &slot);
 	st = bpf_map_lookup_elem(&state, &slot);

@@ -135,6 +135,27 @@ struct tg_var {
 	__u32 idx;	/* value list index; tuple: port */
 };
 
+/*
+ * Pacing of a stream, in the kernel: each run of tg_tx for a paced stream reads
+ * the clock and sends the next frame only when it is due, else returns XDP_DROP
+ * (an idle iteration). User space runs large calls and no longer sleeps between
+ * them, so frames leave one by one at their time, not in bursts of a call. A
+ * frame more than late_q8 behind (the transmitter was held up) is not sent:
+ * counted in skipped, so a hold-up never becomes a burst of more than late_q8 /
+ * gap_q8 frames that the DUT's receive ring could not take (docs/engine.md).
+ * Times are CLOCK_MONOTONIC (bpf_ktime_get_ns, Python's time.monotonic_ns) in
+ * ns << 8: 1/256 ns steps keep the rate exact to 1e-5 at 5 Mpps, and overflow
+ * after 2.28 years of uptime.
+ */
+struct tg_pace {
+	__u64 next_q8;	/* when the next frame is due; 0: the stream is not paced */
+	__u64 gap_q8;	/* between two frames */
+	__u64 end_ns;	/* no frame at or after this time (0: no end) */
+	__u64 late_q8;	/* more than this behind: skip instead of catching up */
+	__u64 skipped;	/* frames given up after a hold-up */
+	__u64 idle;	/* runs that found no frame due */
+};
+
 /* Written by the transmit program only; one port's thread runs a stream at a time. */
 struct tg_state {
 	struct tg_var var[TG_MAX_VARS];
