@@ -24,8 +24,9 @@ DEFAULT_LAB = "embedded"
 DIRECTIONS = ("uplink", "downlink")
 
 _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
-             "max_rate_pps", "cpu_shared_with_generator", "lab", "dut", "thresholds", "measured"}
-_DUT_KEYS = {"metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir"}
+             "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured"}
+_DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir"}
+DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab.py)
 _LAB_KEYS = {"mtu"}
 _THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
 
@@ -41,6 +42,7 @@ class LabConfig:
     port_speed_bps: float = 10e9
     max_rate_pps: float | None = None           # NDR search start; None: measure (100% line rate)
     cpu_shared_with_generator: bool = False
+    cpus: Any = None                            # local labs: {generator: CPUS, dut: CPUS} | "auto" | None
     lab: dict[str, Any] = field(default_factory=dict)
     dut: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
@@ -59,6 +61,15 @@ class LabConfig:
 
     def port(self, side: str) -> int:
         return int(self.ports[side])
+
+    @property
+    def dut_mode(self) -> str:
+        return self.dut.get("mode", "pgwu")
+
+    def cpu_layout(self):
+        """The local lab's gtplab.lab.CpuLayout (checked against this host's CPUs)."""
+        from gtplab.lab import CpuLayout
+        return CpuLayout.parse(self.cpus, f"lab config {self.path}: cpus")
 
 
 def _fail(path, msg: str):
@@ -119,6 +130,12 @@ def load(name_or_path: str | None = None) -> LabConfig:
     pdr = th.get("pdr_loss", 0.001)
     if not isinstance(pdr, (int, float)) or not 0 <= pdr < 1:
         _fail(path, f"thresholds.pdr_loss {pdr!r} must be a ratio 0..1 (0.001 = 0.1 %)")
+    mode = (data.get("dut") or {}).get("mode", "pgwu")
+    if mode not in DUT_MODES:
+        _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
+    if backend == "local":
+        from gtplab.lab import CpuLayout
+        CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")
     mr = data.get("max_rate_pps")
     if mr is not None and (not isinstance(mr, (int, float)) or mr <= 0):
         _fail(path, f"max_rate_pps {mr!r} must be a positive number")
@@ -127,5 +144,6 @@ def load(name_or_path: str | None = None) -> LabConfig:
                      trex_server=data.get("trex_server"), ports=dict(ports),
                      port_speed_bps=float(data.get("port_speed_bps", 10e9)), max_rate_pps=mr,
                      cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
+                     cpus=data.get("cpus"),
                      lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),
                      thresholds=dict(th), measured=data.get("measured"))

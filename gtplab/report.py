@@ -462,6 +462,8 @@ CASE_COLUMNS = (
     ("case_id", "case", 1.0), ("direction", "dir", 1.0), ("frame_size", "frame B", 1.0),
     ("flows", "flows", 1.0), ("flow_mode", "flow mode", 1.0), ("checksum", "csum", 1.0),
     ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
+    ("ndr_pps", "NDR/PDR Mpps", 1e-6), ("ndr.gbps_l1", "NDR Gbps L1", 1.0), ("ndr.gbps_l2", "NDR Gbps L2", 1.0),
+    ("limit", "limit", 1.0),
     ("offered_pps", "offered Mpps", 1e-6), ("rx_pps", "rx Mpps", 1e-6), ("rx_bps_l1", "rx Gbps L1", 1e-9),
     ("rx_bps_l2", "rx Gbps L2", 1e-9), ("loss_ratio", "loss %", 100.0),
     ("latency_us.p50", "lat p50 µs", 1.0), ("latency_us.p99", "lat p99 µs", 1.0),
@@ -513,6 +515,81 @@ class Section:
     extra: str = ""
 
 
+def limit_text(c: dict[str, Any]) -> str:
+    """Which side set a case's result, in words a reader of the report alone can act on."""
+    lim = c.get("limit")
+    if c.get("rate_mode") in ("ndr", "pdr"):
+        if c.get("ndr_pps"):
+            return "DUT: loss began at the DUT above this rate"
+        if c.get("generator_bound"):
+            return (f"{lim or 'generator (transmit)'}: no {c['rate_mode'].upper()} claimed, the "
+                    "DUT's is higher than the generator could show")
+        return "no result: " + str(c.get("status", ""))
+    return {"dut": "DUT (it lost packets)", "generator (transmit)": "generator: sent less than asked",
+            "generator (receive)": "generator: its receive side lost packets"}.get(lim, "none: no loss at "
+                                                                                  "the rate asked")
+
+
+def _layout_html(r: Run) -> str:
+    lay = r.run.get("cpu_layout")
+    mode = r.run.get("dut_mode") or "pgwu"
+    dut = {"pgwu": "the PGW-U (dataplane/pgwu)", "fwd": "the reference forwarder (MAC rewrite + redirect)"}.get(
+        mode, mode)
+    if not lay:
+        return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
+                "from before layouts): the DUT's CPU cost is its host's.</p>")
+    ok = lay.get("honoured")
+    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
+           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
+           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
+           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
+                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
+    for n in lay.get("notes") or []:
+        txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
+    return txt
+
+
+def _limits_table(r: Run) -> str:
+    rows = []
+    for c in r.cases:
+        d = c.get("dut") or {}
+        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(value(c, 'ndr.mpps'))}</td>"
+                    f"<td>{_fmt(value(c, 'ndr.gbps_l1'))}</td><td>{_fmt(value(c, 'ndr.gbps_l2'))}</td>"
+                    f"<td>{_fmt(c.get('offered_pps'), 1e-6)}</td><td>{html.escape(limit_text(c))}</td>"
+                    f"<td>{_fmt(d.get('cpu_ns_per_packet'), 1.0)}</td><td>{_fmt(d.get('ns_per_packet'), 1.0)}</td>"
+                    f"<td>{len(c.get('trials') or [])}</td></tr>")
+    return ("<table><tr><th>case</th><th>NDR Mpps</th><th>Gbps L1</th><th>Gbps L2</th><th>last offered Mpps"
+            "</th><th>limit</th><th>DUT CPU ns/pkt</th><th>XDP ns/pkt</th><th>trials</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
+    """PGW-U NDR / reference forwarder NDR per (direction, frame size), when one run is each."""
+    modes = {r.run.get("dut_mode"): r for r in (a, b)}
+    if set(modes) != {"pgwu", "fwd"}:
+        return None
+    pg, fw = modes["pgwu"], modes["fwd"]
+    ref = {(c["direction"], c["frame_size"]): c for c in fw.cases}
+    out = []
+    for c in pg.cases:
+        f = ref.get((c["direction"], c["frame_size"]))
+        if f is None:
+            continue
+        x, y = c.get("ndr_pps"), f.get("ndr_pps")
+        out.append({"direction": c["direction"], "frame_size": c["frame_size"], "pgwu_ndr_pps": x,
+                    "fwd_ndr_pps": y, "ratio": x / y if x and y else None,
+                    "note": "" if x and y else ("forwarder: " + limit_text(f) if not y else "PGW-U: " + limit_text(c))})
+    return out
+
+
+def _ratio_table(rows: list[dict[str, Any]]) -> str:
+    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{_fmt(r['pgwu_ndr_pps'], 1e-6)}</td>"
+                   f"<td>{_fmt(r['fwd_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)}</td>"
+                   f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
+    return ("<table><tr><th>direction</th><th>frame B</th><th>PGW-U NDR Mpps</th><th>forwarder NDR Mpps</th>"
+            "<th>PGW-U / forwarder</th><th>note</th></tr>" + body + "</table>")
+
+
 def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
     title = "gtplab report: " + " vs ".join(html.escape(str(r.run.get("lab", ""))) + " "
                                             + html.escape(str(r.run["uuid"]))[:8] for r in runs)
@@ -525,6 +602,10 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
             f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
             + f"<td>{len(r.cases)}</td></tr>")
     parts.append("</table>")
+    parts.append("<h2 id='measurement'>What was measured, and which side was the limit</h2>")
+    for r in runs:
+        parts.append(_layout_html(r))
+        parts.append(_limits_table(r))
     for r in runs:
         for n in r.run.get("notes") or []:
             parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
@@ -713,6 +794,15 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
              "No case of A matches a case of B with values on both sides.")
         summary["changes"] = [asdict(c) for c in chs]
         summary["only_a"], summary["only_b"] = only_a, only_b
+        ratios = reference_ratios(runs[0], runs[1])
+        if ratios is not None:
+            s = Section("reference", "PGW-U against the reference forwarder",
+                        "NDR of the PGW-U divided by the NDR of the plain XDP forwarder on the same machine, "
+                        "CPU layout and frame size: how much of what this machine can forward at all the "
+                        "PGW-U's own work leaves.")
+            s.extra = _ratio_table(ratios)
+            sections.append(s)
+            summary["reference_ratios"] = ratios
     tables = '<h2 id="cases">All cases</h2>' + "".join(
         (f"<h3>{r.label}: {html.escape(str(r.path))}</h3>" if len(runs) > 1 else "") + _cases_table(r, final)
         for r in runs)

@@ -9,8 +9,14 @@ A trial sends one direction only, so every DUT counter that moves during it belo
 (the embedded lab has permanent neighbours and no IPv6: nothing else flows). Its packet conservation
 (gtplab/conservation.py) is checked and kept with it.
 
-The DUT is read through a probe: LocalDut (the lab's PGW-U: pinned maps and programs, the veths'
-XDP counters, /proc/stat) or MetricsDut (a remote PGW-U's `pgwu metrics` and node-exporter URLs).
+The DUT is read through a probe: LocalDut (the lab's PGW-U or reference forwarder: pinned maps and
+programs, the veths' XDP counters, the CPU time of the DUT's own NAPI kthreads) or MetricsDut (a remote
+PGW-U's `pgwu metrics` and node-exporter URLs).
+
+Which side limited a trial is part of its result: "generator" when the generator did not send the
+rate asked (offered < GENERATOR_BOUND_RATIO x asked), or when packets were lost on their way back into
+the generator (its receive ring); "dut" when the loss was the DUT's (its receive ring overflowed, or
+it dropped them).
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ PROFILES_DIR = Path(__file__).resolve().parent.parent / "trex_profiles"
 SGWS = 4                      # SGWs the profiles spread bearers over (their default)
 PG_ID = {"uplink": 10, "downlink": 20}
 PROG = {"uplink": "xdp_access", "downlink": "xdp_sgi"}
+# A trial whose achieved rate is below this fraction of the rate asked was set by the generator: the
+# engine's pacing is within 1 % of the rate asked when it can reach it (docs/lab.md, measured).
+GENERATOR_BOUND_RATIO = 0.97
 
 
 def common():
@@ -92,30 +101,53 @@ class Prepared:
 
 # ------------------------------------------------------------------------------------------ DUT probes
 
-def _cpu_busy_seconds() -> float:
-    """Busy CPU time of all CPUs since boot, from /proc/stat (user nice system irq softirq steal)."""
+def cpus_busy_seconds(cpus: list[int] | None = None) -> float:
+    """Busy time (user nice system irq softirq) of the given CPUs (None: all) since boot, from
+    /proc/stat. Steal is not busy: it is time the hypervisor gave to someone else."""
+    total = 0
     with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (v + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+        for line in f:
+            name, *vals = line.split()
+            if not name.startswith("cpu"):
+                break
+            if (cpus is None and name == "cpu") or (cpus is not None and name[3:].isdigit()
+                                                      and int(name[3:]) in cpus):
+                v = [int(x) for x in vals] + [0] * 8
+                total += v[0] + v[1] + v[2] + v[5] + v[6]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 class LocalDut:
-    """The embedded lab's PGW-U: counters from its pinned stats map, program run time from the
-    pinned programs (kernel.bpf_stats_enabled), link losses from the veths, CPU from /proc/stat."""
+    """The embedded lab's DUT (PGW-U, or the reference forwarder): counters from its pinned stats
+    map, program run time from the pinned programs (kernel.bpf_stats_enabled), link losses from
+    the veths, CPU time from its receive NAPI kthreads (where its XDP programs run, on the DUT
+    CPUs) and the DUT CPUs' busy time (/proc/stat: the kthreads plus anything else run there)."""
 
     kind = "local"
 
     def __init__(self, lab):
-        from gtplab.dataplane import Dataplane
         self.lab = lab
-        self.dp = Dataplane(lab.pin_dir)
+        self.mode = lab.dut_mode
+        self.dp = None
+        if self.mode == "pgwu":
+            from gtplab.dataplane import Dataplane
+            self.dp = Dataplane(lab.pin_dir)
+        elif self.mode != "fwd":
+            raise UserError(f"lab {lab.name}: DUT mode {self.mode} has no counters to measure; "
+                            "use a lab with --dut pgwu or fwd")
 
     def close(self) -> None:
-        self.dp.close()
+        if self.dp:
+            self.dp.close()
 
     def counters(self) -> dict[tuple[str, str], int]:
+        if self.dp is None:
+            from gtplab.dut import fwd
+            return fwd.counters(self.lab.pin_dir)
         return {k: p for k, (p, _) in self.dp.stats().items()}
+
+    def layout(self) -> dict | None:
+        return self.lab.state.get("cpu_layout")
 
     def _ethtool(self, ns: str, ifname: str) -> dict[str, int]:
         p = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "ethtool", "-S", ifname],
@@ -148,14 +180,24 @@ class LocalDut:
                 "other_side_rx": d(other_in, "rx_queue_0_xdp_packets")}
 
     def prog_stats(self) -> dict[str, tuple[int, int]]:
+        if self.dp is None:
+            from gtplab import bpf
+            from gtplab.dut import fwd
+            with bpf.Prog.pinned(os.path.join(self.lab.pin_dir, fwd.PROG_PIN)) as prog:
+                i = prog.info()
+                return {name: (int(i.run_time_ns), int(i.run_cnt)) for name in PROG.values()}
         out = {}
         for name, prog in self.dp.progs.items():
             i = prog.info()
             out[name] = (int(i.run_time_ns), int(i.run_cnt))
         return out
 
-    def cpu_seconds(self) -> float | None:
-        return _cpu_busy_seconds()
+    def cpu_seconds(self) -> dict[str, float] | None:
+        """{"threads": CPU seconds of the DUT's NAPI kthreads, "cpus": busy seconds of the DUT CPUs}."""
+        from gtplab.lab import thread_cpu_ns
+        lay = self.layout()
+        return {"threads": sum(thread_cpu_ns(t) for t in self.lab.dut_threads()) / 1e9,
+                "cpus": cpus_busy_seconds(lay["dut"]) if lay else cpus_busy_seconds()}
 
     @contextlib.contextmanager
     def bpf_stats(self):
@@ -168,6 +210,8 @@ class LocalDut:
             os.close(fd)
 
     def install_bearers(self, path: str) -> None:
+        if self.dp is None:
+            return          # the reference forwarder forwards every frame: it has no bearers
         self.lab.pgwu("session", "flush")
         self.lab.pgwu("session", "load", path, timeout=600)
 
@@ -220,15 +264,19 @@ class MetricsDut:
     def prog_stats(self):
         return None
 
-    def cpu_seconds(self) -> float | None:
+    def layout(self) -> dict | None:
+        return None
+
+    def cpu_seconds(self) -> dict[str, float] | None:
+        """{"cpus": busy seconds of the DUT host's CPUs} from its node-exporter (None without one)."""
         if not self.node_url:
             return None
         try:
             rows = _scrape(self.node_url)
         except OSError:
             return None
-        return sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
-                   and lb.get("mode") not in ("idle", "iowait"))
+        return {"cpus": sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
+                            and lb.get("mode") not in ("idle", "iowait", "steal"))}
 
     @contextlib.contextmanager
     def bpf_stats(self):
@@ -266,6 +314,11 @@ class Runner:
         self.client = backend.client
         self.cfg = cfg
         self.dut = dut or (LocalDut(backend.lab) if backend.kind == "local" else MetricsDut(cfg))
+        # this thread (reading counters, running ethtool and pgwu) works for the generator: keep it,
+        # and what it starts, off the DUT's CPUs
+        lab = getattr(backend, "lab", None)
+        self._affinity = lab.pin_generator() if lab is not None else None
+        self._spinners = lab.keep_dut_cpus_awake() if lab is not None else []
         self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
@@ -275,6 +328,12 @@ class Runner:
         self._worker.close()
         self.dut.close()
         self._tmp.cleanup()
+        if self._affinity:
+            os.sched_setaffinity(0, self._affinity)
+            self._affinity = None
+        from gtplab.lab import stop_spinners
+        stop_spinners(self._spinners)
+        self._spinners = []
 
     def __enter__(self):
         return self
@@ -375,8 +434,28 @@ class Runner:
         if prog[0] is not None:
             (t0, n0), (t1, n1) = prog[0][PROG[p.direction]], prog[1][PROG[p.direction]]
             ns_pp = (t1 - t0) / (n1 - n0) if n1 > n0 and t1 > t0 else None
-        cpu_s = None if cpu[0] is None or cpu[1] is None else round(cpu[1] - cpu[0], 4)
+        cpu_s = cpus_s = None
+        if cpu[0] is not None and cpu[1] is not None:
+            if "threads" in cpu[0]:
+                cpu_s = round(cpu[1]["threads"] - cpu[0]["threads"], 6)
+            cpus_s = round(cpu[1]["cpus"] - cpu[0]["cpus"], 4)
+            if cpu_s is None:
+                cpu_s = cpus_s
         tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
+        offered = st[tx]["tx_pps"]
+        # where the packets that did not come back were lost, and so which side set the result
+        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets
+        gen_loss = ld["lost_out"] if ld else 0
+        gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
+        if gen_loss > dut_loss:
+            limit = "generator (receive)"
+        elif dut_loss or (tx_p - rx_p > 0 and not ld):
+            limit = "dut"
+        elif gen_bound or rate_pps is None:
+            limit = "generator (transmit)"
+        else:
+            limit = None        # neither: the rate asked was sent and came back
+        lay = self.dut.layout()
         lat = {k: None for k in ("min", "avg", "p50", "p99", "max")}
         pg = (st.get("latency") or {}).get(PG_ID[p.direction])
         if prep.latency and pg and rx_p:
@@ -391,10 +470,16 @@ class Runner:
             "tx_packets": tx_p, "rx_packets": rx_p,
             "loss_ratio": (tx_p - rx_p) / tx_p if tx_p else None,
             "latency_us": lat,
+            "generator_bound": gen_bound, "limit": limit,
+            "loss": {"dut_ingress_ring": ld["lost_in"] if ld else None, "dut_dropped": dd.drop_packets,
+                     "generator_ingress_ring": ld["lost_out"] if ld else None},
             "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
                     "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
-                    "ns_per_packet": ns_pp, "cpu_seconds": cpu_s,
-                    "cpu_ns_per_packet": cpu_s * 1e9 / dd.fwd_packets if cpu_s is not None and dd.fwd_packets else None},
+                    "ns_per_packet": ns_pp, "cpu_seconds": cpu_s, "cpus_busy_seconds": cpus_s,
+                    "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
+                                   if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
+                    # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
+                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
             "conservation": cons.as_dict(),
             "pcap": capture,
         }
@@ -407,11 +492,15 @@ def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, m
     """RFC 2544-style search for the highest rate with loss_ratio <= tolerance.
 
     run_trial(pps) runs one trial (pps None: as fast as the generator goes) and returns a dict with
-    offered_pps (achieved) and loss_ratio. The first trial is at max_pps (or the generator's max); if
-    it loses nothing beyond the tolerance, the result is generator-limited. Otherwise the next guess is
-    the rate the DUT delivered in that trial, then a binary search between the highest passing and
+    offered_pps (achieved), loss_ratio and, optionally, generator_bound (the generator did not reach
+    the rate asked) and limit (which side lost the packets). The first trial is at max_pps (or the
+    generator's max); if it loses nothing beyond the tolerance, the search ends "generator-bound": the
+    DUT's NDR is above what the generator can offer, and no NDR is claimed. Otherwise the next guess
+    is the rate the DUT delivered in that trial, then a binary search between the highest passing and
     the lowest failing rate, until they are within resolution x the top rate or max_trials ran.
-    Returns (best passing trial or None, every trial in order, status)."""
+    A trial that was generator-bound counts at the rate it achieved, not the one asked.
+    Returns (best passing trial or None, every trial in order, status); status starts with
+    "generator-bound" when no NDR can be claimed, and names the side that limited otherwise."""
     trials: list[dict] = []
 
     def run(pps):
@@ -422,19 +511,28 @@ def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, m
 
     first = run(max_pps)
     if first["passed"]:
-        return first, trials, "generator-limited: no loss at the highest rate the generator reached"
+        return first, trials, (f"generator-bound: no loss at the highest rate the generator reached "
+                               f"({first['offered_pps']:.0f} pps); the DUT's NDR is above it")
     top = max_pps or first["offered_pps"]
     lo, hi, best = 0.0, top, None
     guess = first.get("rx_pps") or top / 2
     guess = guess if 0 < guess < top else top / 2
     while len(trials) < max_trials and hi - lo > resolution * top:
         t = run(guess)
+        # a generator-bound trial says something about the rate it reached, not the one asked
+        at = min(guess, t["offered_pps"]) if t.get("generator_bound") else guess
         if t["passed"]:
-            lo, best = guess, t
+            lo, best = at, t
         else:
-            hi = guess
+            hi = at
         guess = (lo + hi) / 2
     if best is None:
         return None, trials, f"no trial met the loss tolerance {tolerance} (lowest tried {hi:.0f} pps)"
+    failing = [t for t in trials if not t["passed"]]
+    above = min(failing, key=lambda t: t.get("offered_pps") or 0)
+    limit = above.get("limit") or "dut"
     status = "resolution reached" if hi - lo <= resolution * top else f"stopped after {max_trials} trials"
-    return best, trials, status
+    if limit.startswith("generator"):
+        return best, trials, (f"generator-bound: the loss above {best['offered_pps']:.0f} pps was the "
+                              f"generator's ({limit}); {status}")
+    return best, trials, f"{status}; limit: {limit}"

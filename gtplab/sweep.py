@@ -331,7 +331,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
             if best is None:
                 notes.append(status)
                 best = min(trials, key=lambda t: t["offered_pps"] or 0)
-            if status.startswith("generator-limited"):
+            if status.startswith("generator-bound"):
                 notes.append(status)
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
@@ -340,9 +340,11 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "duration_s": p.duration, **{k: best[k] for k in CASE_KEYS},
         "rate_asked": best["rate_asked"],
         "status": status,
+        **_verdict(p, best, trials, status),
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
-                                      "loss_ratio", "passed", "conservation") if k in t} for t in trials],
+                                      "loss_ratio", "passed", "generator_bound", "limit", "loss",
+                                      "conservation") if k in t} for t in trials],
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,
@@ -352,6 +354,50 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
         rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
     return rec
+
+
+def rates(pps: float | None, frame_size: int) -> dict[str, float | None]:
+    """pps as Mpps and Gb/s on the wire: L2 (frame incl. FCS) and L1 (+ preamble, SFD, IFG: 20 B)."""
+    if pps is None:
+        return {"mpps": None, "gbps_l2": None, "gbps_l1": None}
+    return {"mpps": pps / 1e6, "gbps_l2": pps * frame_size * 8 / 1e9,
+            "gbps_l1": pps * (frame_size + 20) * 8 / 1e9}
+
+
+def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
+    """What a case claims: the NDR/PDR (only when the DUT, not the generator, set it) in pps, Mpps and
+    Gb/s L1/L2, and which side was the limit ("dut", "generator (transmit)", "generator (receive)")."""
+    if p.rate_mode == "fixed":
+        return {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
+                "ndr_pps": None, "ndr": rates(None, p.actual_size)}
+    gen = status.startswith("generator-bound")
+    found = not gen and best.get("passed") and not status.startswith("no trial")
+    if gen:
+        failing = [t for t in trials if not t.get("passed")]
+        limit = (min(failing, key=lambda t: t["offered_pps"] or 0).get("limit") if failing
+                 else "generator (transmit)")
+    else:
+        limit = "dut"
+    pps = best["offered_pps"] if found else None
+    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": rates(pps, p.actual_size)}
+
+
+def case_summary(rec: dict) -> str:
+    """One line: the claim of a case and which side set it."""
+    cpu = (rec.get("dut") or {}).get("cpu_ns_per_packet")
+    cpu = f", DUT CPU {cpu:.0f} ns/pkt" if cpu else ""
+    if rec["rate_mode"] == "fixed":
+        return (f"offered {_rate(rec['offered_pps'])}, received {_rate(rec['rx_pps'])}, loss "
+                f"{rec['loss_ratio'] or 0:.4%}, limit: {rec.get('limit') or 'none'}{cpu}")
+    n = len(rec["trials"])
+    if rec.get("ndr_pps"):
+        r = rec["ndr"]
+        return (f"{rec['rate_mode'].upper()} {r['mpps']:.3f} Mpps = {r['gbps_l1']:.2f} Gb/s L1 "
+                f"({r['gbps_l2']:.2f} L2), limit: DUT, {n} trials{cpu}")
+    if rec.get("generator_bound"):
+        return (f"generator-bound ({rec.get('limit')}) at {_rate(rec['offered_pps'])}: no "
+                f"{rec['rate_mode'].upper()} claimed, {n} trials")
+    return f"no {rec['rate_mode'].upper()}: {rec['status']}, {n} trials"
 
 
 def _results_dir(out: str | None, run_uuid: str) -> Path:
@@ -430,20 +476,28 @@ def do_sweep(args: argparse.Namespace) -> int:
         if args.lab:
             from gtplab.lab import Lab
             lab = Lab.open(args.lab)
+            if args.dut and args.dut != lab.dut_mode:
+                raise UserError(f"--dut {args.dut}: lab {args.lab} runs {lab.dut_mode}")
         else:
-            lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200))}
+            lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200)), "cpus": cfg.cpu_layout(),
+                          "dut": args.dut or cfg.dut_mode}
+    elif args.dut:
+        raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
     print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({kind}); results in {rdir}",
           file=sys.stderr)
     be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
                       **lab_kwargs)
+    layout = be.lab.state.get("cpu_layout") if be.lab is not None else None
+    shared = cfg.cpu_shared_with_generator if layout is None else not layout.get("honoured")
     run = {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "backend": kind, "lab": cfg.name, "host": socket.gethostname(),
            "lab_config": cfg.path, "spec": spec, "skipped": skipped,
-           "cpu_shared_with_generator": cfg.cpu_shared_with_generator,
+           "cpu_shared_with_generator": shared, "cpu_layout": layout,
+           "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
            "kernel": platform.release(), "cases_planned": len(cases),
            "lab_name": be.lab.name if be.lab is not None else None,
-           "notes": ([f"generator and DUT share this host's {os.cpu_count()} CPUs: cpu_seconds is the "
-                      "whole host's busy time during the case"] if cfg.cpu_shared_with_generator else [])}
+           "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
+                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])}
     pusher = None
     exporter = None
     done = failed = 0
@@ -478,8 +532,7 @@ def do_sweep(args: argparse.Namespace) -> int:
                 failed += not rec["conservation_ok"]
                 if pusher:
                     pusher.push(rec)
-                progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: offered {_rate(rec['offered_pps'])}, "
-                              f"received {_rate(rec['rx_pps'])}, loss {rec['loss_ratio'] or 0:.4%}"
+                progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
                               + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
     finally:
         if pusher:
@@ -512,6 +565,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--trex-server", metavar="HOST[:PORT]", help="default: the lab config's or $TREX_SERVER")
     p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
                                                  "instead of building one")
+    p.add_argument("--dut", choices=("pgwu", "fwd"),
+                   help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
+                        "forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
     p.add_argument("--profile", action="store_true",
                    help="record `perf record -a -g` during each case: flamegraphs/case-<id>.svg, linked "

@@ -125,7 +125,35 @@ def test_ndr_search_finds_capacity_within_resolution():
     assert log[1] == pytest.approx(300e3)                   # then what the DUT delivered
     assert best["loss_ratio"] == 0 and 0.98 * 300e3 - 20e3 <= best["offered_pps"] <= 300e3
     assert trials == [t for t in trials] and len(trials) == len(log) and all("passed" in t for t in trials)
-    assert status == "resolution reached"
+    assert status == "resolution reached; limit: dut"
+
+
+def test_ndr_search_says_when_the_loss_was_the_generators():
+    # the DUT forwards everything; above 300 kpps the generator's own receive ring overflows
+    def trial(pps):
+        offered = 1e6 if pps is None else pps
+        loss = max(0.0, 1 - 300e3 / offered)
+        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss,
+                "limit": "generator (receive)" if loss else None}
+    best, trials, status = ndr_search(trial, 0.0, resolution=0.02, max_trials=20)
+    assert status.startswith("generator-bound") and "generator (receive)" in status
+    assert best["offered_pps"] <= 300e3
+
+
+def test_ndr_search_counts_a_generator_bound_pass_at_its_achieved_rate():
+    # asked 600 kpps, the generator only reached 450 kpps: the search must not take 600 as passing
+    asked = []
+    def trial(pps):
+        asked.append(pps)
+        if pps is None:
+            return {"offered_pps": 1e6, "rx_pps": 500e3, "loss_ratio": 0.5, "limit": "dut"}
+        offered = min(pps, 450e3) if len(asked) == 2 else pps
+        loss = max(0.0, 1 - 500e3 / offered)
+        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss,
+                "generator_bound": offered < 0.97 * pps, "limit": "dut" if loss else None}
+    best, trials, status = ndr_search(trial, 0.0, resolution=0.01, max_trials=3)
+    assert trials[1]["generator_bound"] and trials[1]["passed"]
+    assert asked[2] == pytest.approx((450e3 + 1e6) / 2)      # bracket from the achieved 450k, not 500k
 
 
 def test_ndr_search_binary_when_first_guess_fails():
@@ -157,7 +185,7 @@ def test_pdr_tolerance_and_limits():
 def test_generator_limited():
     log = []
     best, trials, status = ndr_search(fake_dut(5e6, 1e6, log), 0.0)
-    assert len(trials) == 1 and best["offered_pps"] == 1e6 and status.startswith("generator-limited")
+    assert len(trials) == 1 and best["offered_pps"] == 1e6 and status.startswith("generator-bound")
 
 
 # ---------------------------------------------------------------------------------------- conservation
