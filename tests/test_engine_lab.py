@@ -231,3 +231,49 @@ def test_unsupported_instruction_refused_nothing_started(lab):
     with pytest.raises(EngineError, match="no streams"):
         lab.start(ports=[0])
     assert lab.get_stats()[0]["opackets"] == 0
+
+
+def test_two_sending_threads_share_a_rate_and_keep_sequences():
+    """With two generator CPUs a port sends from two threads, each with its own copy of the
+    transmit program: a continuous stream's rate is shared out (each thread sends about half),
+    the total is the rate asked, and a stream with per-stream statistics (one sequence) is sent
+    by the first thread alone, so the receiver sees no sequence error."""
+    ns = f"glw-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", ns], check=True, timeout=30)
+    c = None
+    try:
+        _ip(ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1")
+        for k in (0, 2):
+            _ip(ns, "link", "add", f"k{k}", "type", "veth", "peer", "name", f"k{k + 1}")
+        for i in ("p0", "p1"):
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{i}.disable_ipv6=1"],
+                           check=True, timeout=30)
+            _ip(ns, "link", "set", i, "up")
+        c = LocalClient([PortSpec(0, ns, "p0"), PortSpec(1, ns, "p1")], cpus=[0, 1],
+                        park=[(ns, f"k{k}") for k in range(4)])
+        c.connect()
+        assert c.workers == 2 and all(len(p.objs) == 2 for p in c.ports.values())
+        plain = stream(UDP_PKT, [fv("a", 4, "inc", 1, 1000), wr("a", 26)])
+        plain["mode"] = {"type": "continuous", "rate": {"type": "pps", "value": 20000}}
+        seq = stream(UDP_PKT, [], flow_stats={"enabled": True, "stream_id": 51, "rule_type": "stats"})
+        seq["mode"] = {"type": "continuous", "rate": {"type": "pps", "value": 5000}}
+        c.add_streams([plain, seq], ports=[0])
+        c.clear_stats()
+        c.start(ports=[0], duration=1.0)
+        c.wait_on_traffic(ports=[0], timeout=20, rx_delay_ms=50)
+        st = c.get_stats()
+        assert st[0]["opackets"] == pytest.approx(25000, rel=0.15)
+        assert st[1]["ipackets"] == st[0]["opackets"]
+        per_worker = []
+        for o in c.ports[0].objs:
+            v = [o.map("state").lookup(struct.pack("<I", s.slot)) for s in c.ports[0].streams.values()]
+            per_worker.append([struct.unpack_from("<Q", x, len(x) - 24)[0] for x in v])
+        (a_plain, a_seq), (b_plain, b_seq) = per_worker
+        assert a_plain == pytest.approx(10000, rel=0.2) and b_plain == pytest.approx(10000, rel=0.2)
+        assert a_seq == pytest.approx(5000, rel=0.2) and b_seq == 0
+        f = st["flow_stats"][51]
+        assert f["rx_pkts"]["total"] == f["tx_pkts"]["total"] == a_seq
+    finally:
+        if c:
+            c.disconnect()
+        subprocess.run(["ip", "netns", "del", ns], timeout=30)

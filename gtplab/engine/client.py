@@ -134,11 +134,12 @@ def _total(s: _Stream) -> float:
 class _Port:
     def __init__(self, spec: PortSpec):
         self.spec = spec
-        self.obj: kernel.BpfObject | None = None
+        self.obj: kernel.BpfObject | None = None     # receive program, and worker 0's transmit
+        self.tx_objs: list[kernel.BpfObject] = []   # one per extra sending thread (worker 1..)
         self.link_fd = -1
-        self.park_fd = -1
+        self.park_fds: list[int] = []
         self.streams: dict[int, _Stream] = {}
-        self.thread: threading.Thread | None = None
+        self.threads: list[threading.Thread] = []
         self.stop_ev = threading.Event()
         self.error: BaseException | None = None
         self.t_start = 0.0
@@ -148,6 +149,14 @@ class _Port:
         self.max_call = 0
         self.ring: RingReader | None = None
 
+    @property
+    def objs(self) -> list[kernel.BpfObject]:
+        """Worker k sends with objs[k]: its own streams, variables and counters (no sharing)."""
+        return [self.obj] + self.tx_objs
+
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
 
 class LocalClient:
     """TRex STLClient look-alike on the embedded engine (see the module docstring)."""
@@ -155,8 +164,13 @@ class LocalClient:
     def __init__(self, ports: list[PortSpec], batch_size: int = DEFAULT_BATCH,
                  cpus: list[int] | None = None, park: list[tuple[str | None, str]] = (),
                  on_attach=None):
-        """cpus: the CPUs the engine's threads run on (None: wherever the caller's do).
-        park: spare interfaces (netns, ifname), one per port: each port's transmit program is
+        """cpus: the CPUs the engine's threads run on (None: wherever the caller's do). With more
+        than one, each port sends with one thread per CPU, each pinned to its CPU and running its
+        own copy of the transmit program and streams: a continuous stream's rate is shared out
+        among them (each runs the stream's variables from their start, as TRex's cores do without
+        split_to_cores), while streams with per-stream statistics (one sequence) and bursts (exact
+        counts) are sent by the first thread alone.
+        park: spare interfaces (netns, ifname), one per port and thread: each transmit program is
         attached there too, so the kernel's XDP dispatcher holds it and BPF_PROG_RUN does not
         switch the dispatcher (two synchronize_rcu) at every call (docs/engine.md). Without
         them the engine works, slower. on_attach(): called after the receive programs are
@@ -190,10 +204,17 @@ class LocalClient:
                 p.link_fd = kernel.in_netns(
                     spec.netns, lambda s=spec, fd=rx: kernel.xdp_link(fd, kernel.ifindex(s.ifname), s.mode))
                 p.ring = RingReader(p.obj.map("cap_ring").fd, _RING_SIZE)
-            for p, (ns, ifname) in zip(self.ports.values(), self.park):
-                tx = p.obj.prog_fd("tg_tx")
-                p.park_fd = kernel.in_netns(
-                    ns, lambda i=ifname, fd=tx: kernel.xdp_link(fd, kernel.ifindex(i), "native"))
+            for p in self.ports.values():
+                p.tx_objs = [kernel.BpfObject() for _ in range(self.workers - 1)]
+            spares = iter(self.park)
+            for k in range(self.workers):
+                for p in self.ports.values():
+                    ns, ifname = next(spares, (None, None))
+                    if ifname is None:
+                        break
+                    tx = p.objs[k].prog_fd("tg_tx")
+                    p.park_fds.append(kernel.in_netns(
+                        ns, lambda i=ifname, fd=tx: kernel.xdp_link(fd, kernel.ifindex(i), "native")))
             if self.on_attach:
                 self.on_attach()
         except BaseException:
@@ -214,14 +235,24 @@ class LocalClient:
             if p.ring:
                 p.ring.close()
                 p.ring = None
-            for attr in ("link_fd", "park_fd"):
-                if getattr(p, attr) >= 0:
-                    os.close(getattr(p, attr))
-                    setattr(p, attr, -1)
+            if p.link_fd >= 0:
+                os.close(p.link_fd)
+                p.link_fd = -1
+            for fd in p.park_fds:
+                os.close(fd)
+            p.park_fds = []
+            for o in p.tx_objs:
+                o.close()
+            p.tx_objs = []
             if p.obj:
                 p.obj.close()
                 p.obj = None
             p.streams.clear()
+
+    @property
+    def workers(self) -> int:
+        """Sending threads per port: one per generator CPU."""
+        return len(self.cpus) if self.cpus else 1
 
     def _ports(self, ports) -> list[_Port]:
         if not self._connected:
@@ -273,7 +304,7 @@ class LocalClient:
             raise EngineError(f"more than {MAX_PGIDS} flow_stats ids")
         ids = []
         for p in targets:
-            if p.thread and p.thread.is_alive():
+            if p.alive():
                 raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
             used = {s.slot for s in p.streams.values()}
             for cs in compiled:
@@ -289,14 +320,15 @@ class LocalClient:
 
     def _load_stream(self, p: _Port, s: _Stream) -> None:
         key = struct.pack("<I", s.slot)
-        p.obj.map("streams").update(key, s.cs.stream_value())
-        p.obj.map("state").update(key, s.cs.state_value())
-        p.obj.map("pace").update(key, bytes(_PACE.size))
-        tm = p.obj.map("tmpl")
-        p.obj.map("tmpl").update(key, struct.pack("<II", len(s.cs.frame), 0) + s.cs.frame
-                                  + bytes(tm.value_size - 8 - len(s.cs.frame)))
-        for var, _ in s.cs.lists.items():
-            p.obj.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
+        for o in p.objs:
+            o.map("streams").update(key, s.cs.stream_value())
+            o.map("state").update(key, s.cs.state_value())
+            o.map("pace").update(key, bytes(_PACE.size))
+            tm = o.map("tmpl")
+            tm.update(key, struct.pack("<II", len(s.cs.frame), 0) + s.cs.frame
+                      + bytes(tm.value_size - 8 - len(s.cs.frame)))
+            for var, _ in s.cs.lists.items():
+                o.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
 
     def _register_pgids(self) -> None:
         """Every receive port tracks every flow-stats id of any port (the DUT may cross ports)."""
@@ -312,7 +344,7 @@ class LocalClient:
 
     def remove_all_streams(self, ports=None) -> None:
         for p in self._ports(ports):
-            if p.thread and p.thread.is_alive():
+            if p.alive():
                 raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
             p.streams.clear()
         self._register_pgids()
@@ -338,7 +370,7 @@ class LocalClient:
         targets = self._ports(ports)
         kind, val = parse_mult(mult)
         for p in targets:
-            if p.thread and p.thread.is_alive():
+            if p.alive():
                 if not force:
                     raise EngineError(f"port {p.spec.port_id} is already transmitting")
                 self._stop_port(p)
@@ -377,9 +409,11 @@ class LocalClient:
             p.error = None
             p.t_start = time.monotonic()
             p.t_end = 0.0
-            p.thread = threading.Thread(target=self._tx_loop, args=(p, duration),
-                                        name=f"tx-port{p.spec.port_id}", daemon=True)
-            p.thread.start()
+            p.threads = [threading.Thread(target=self._tx_loop, args=(p, duration, k),
+                                          name=f"tx-port{p.spec.port_id}-{k}", daemon=True)
+                         for k in range(self.workers)]
+            for t in p.threads:
+                t.start()
 
     def _reset_rx_sequence(self) -> None:
         for p in self.ports.values():
@@ -389,28 +423,40 @@ class LocalClient:
                 struct.pack_into("<II", v, 16, 0, 0)    # expected, started
                 m.update(k, bytes(v))
 
-    def _tx_loop(self, p: _Port, duration: float) -> None:
+    def _share(self, s: _Stream, k: int) -> float:
+        """Worker k's rate of stream s (0: not this worker's)."""
+        if self.workers == 1 or s.cs.pg_id is not None or s.cs.mode != "continuous":
+            return s.pps if k == 0 else 0.0
+        return s.pps / self.workers
+
+    def _tx_loop(self, p: _Port, duration: float, k: int = 0) -> None:
         paced = []
         try:
-            self._pin_thread()
+            self._pin_thread(k)
             kernel.enter_netns(p.spec.netns)
             ifx = kernel.ifindex(p.spec.ifname)
-            prog = p.obj.prog_fd("tg_tx")
-            streams = [s for s in p.streams.values() if not s.done]
-            cur = p.obj.map("cur_slot")
+            obj = p.objs[k]
+            prog = obj.prog_fd("tg_tx")
+            pps = {s.sid: self._share(s, k) for s in p.streams.values()}
+            streams = [s for s in p.streams.values() if not s.done and pps[s.sid] > 0]
+            sent = {s.sid: 0 for s in streams}
+            done = set()
+            cur = obj.map("cur_slot")
             # continuous streams at a rate are paced in the kernel (struct tg_pace): the loop only
-            # keeps calling; bursts and unpaced streams are paced here, by the clock
-            paced = [s for s in streams if p.paced and s.cs.mode == "continuous" and s.pps > 0]
+            # keeps calling; bursts are paced here, by the clock; at 100 % the engine goes flat out
+            paced = [s for s in streams if p.paced and s.cs.mode == "continuous"]
+            flat = [s for s in streams if not p.paced and s.cs.mode == "continuous"]
             runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx,
                                                 PACED_BATCH if s in paced else self.batch_size, cur)
                        for s in streams}
             t0 = p.t_start
             t0_ns = int(t0 * 1e9)
+            parked = len(p.park_fds) > k * len(self.ports) + list(self.ports).index(p.spec.port_id)
             for s in paced:
-                gap = round(256e9 / s.pps)
+                gap = round(256e9 / pps[s.sid])
                 # unparked, every call sleeps in two synchronize_rcu (ms): catch up after them
-                late = MAX_BURST * gap if p.park_fd >= 0 else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
-                p.obj.map("pace").update(struct.pack("<I", s.slot), _PACE.pack(
+                late = MAX_BURST * gap if parked else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
+                obj.map("pace").update(struct.pack("<I", s.slot), _PACE.pack(
                     (t0_ns + int(s.cs.isg_us * 1e3)) << 8, gap,
                     t0_ns + int(duration * 1e9) if duration > 0 else 0, late, 0, 0))
             chunk = PACED_CALL // max(1, len(paced))
@@ -421,51 +467,52 @@ class LocalClient:
                     el = duration
                 busy = False
                 for s in streams:
-                    if s.done:
+                    if s.sid in done:
                         continue
-                    if s in paced:
-                        runners[s.sid].run(chunk)
+                    if s in paced or s in flat:
+                        runners[s.sid].run(chunk if s in paced else MAX_CALL_FRAMES)
                         p.calls += 1
                         busy = True
                         continue
                     # one call per stream and round, so time, stop and duration are rechecked
                     # even when the rate asked for is more than the port can do
-                    n = min(_due(s, el) - s.sent, MAX_CALL_FRAMES)
+                    n = min(_due(s, el) - sent[s.sid], MAX_CALL_FRAMES)
                     if n > 0:
                         runners[s.sid].run(n)
-                        s.sent += n
+                        sent[s.sid] += n
                         p.calls += 1
                         p.max_call = max(p.max_call, n)
                         busy = True
-                    if s.sent >= _total(s):
-                        s.done = True
-                if all(s.done for s in streams) or (duration > 0 and now - t0 >= duration):
+                    if sent[s.sid] >= _total(s):
+                        done.add(s.sid)
+                if len(done) == len(streams) or (duration > 0 and now - t0 >= duration):
                     break
                 if not busy:
                     # next packet of any stream, at most 1 ms away (stop stays responsive)
                     wait = 0.001
                     for s in streams:
-                        if not s.done and s.pps > 0:
-                            wait = min(wait, max(0.0, (s.sent + 1) / s.pps - el + s.cs.isg_us / 1e6))
+                        if s.sid not in done:
+                            wait = min(wait, max(0.0, (sent[s.sid] + 1) / s.pps - el + s.cs.isg_us / 1e6))
                     if wait > 0:
                         p.stop_ev.wait(wait)
         except BaseException as e:
-            p.error = e
+            p.error = p.error or e
         finally:
             # a paced port's last call may end a little after the kernel stopped sending (end_ns)
-            p.t_end = time.monotonic()
+            end = time.monotonic()
             if paced and duration > 0:
-                p.t_end = min(p.t_end, p.t_start + duration)
+                end = min(end, p.t_start + duration)
+            p.t_end = max(p.t_end, end)
 
-    def _pin_thread(self) -> None:
+    def _pin_thread(self, k: int = 0) -> None:
         if self.cpus:
-            os.sched_setaffinity(0, self.cpus)
+            os.sched_setaffinity(0, [self.cpus[k]] if self.workers > 1 else self.cpus)
 
     def _stop_port(self, p: _Port) -> None:
         p.stop_ev.set()
-        if p.thread:
-            p.thread.join()
-            p.thread = None
+        for t in p.threads:
+            t.join()
+        p.threads = []
 
     def stop(self, ports=None) -> None:
         """Stop transmitting on ports (all by default)."""
@@ -482,18 +529,18 @@ class LocalClient:
                 raise RuntimeError(f"port {p.spec.port_id} transmitter failed: {e}") from e
 
     def is_traffic_active(self, ports=None) -> bool:
-        return any(p.thread and p.thread.is_alive() for p in self._ports(ports))
+        return any(p.alive() for p in self._ports(ports))
 
     def wait_on_traffic(self, ports=None, timeout: float | None = None, rx_delay_ms: float = 10) -> None:
         """Block until the ports' traffic ends (bursts done or duration over); TimeoutError if
         it has not after timeout seconds. Then waits rx_delay_ms for frames in flight."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for p in self._ports(ports):
-            if p.thread:
-                p.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                if p.thread.is_alive():
+            for t in p.threads:
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                if t.is_alive():
                     raise TimeoutError(f"port {p.spec.port_id} still transmitting after {timeout} s")
-                p.thread = None
+            p.threads = []
         self._raise_errors(ports)
         time.sleep(rx_delay_ms / 1000)
 
@@ -503,15 +550,16 @@ class LocalClient:
         raw = {"port": {}, "pg_tx": {}, "pg_rx": {}}
         for pid, p in self.ports.items():
             tx_p = tx_b = skipped = 0
-            st, pace = p.obj.map("state"), p.obj.map("pace")
-            for s in p.streams.values():
-                v = st.lookup(struct.pack("<I", s.slot))
-                _, _, pk, by, _ = struct.unpack_from("<IIQQQ", v, STATE_SIZE - 32)
-                tx_p += pk
-                tx_b += by + FCS * pk
-                skipped += _PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]
-                if s.cs.pg_id is not None:
-                    raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS * pk}
+            for k, o in enumerate(p.objs):      # every sending thread's own counters
+                st, pace = o.map("state"), o.map("pace")
+                for s in p.streams.values():
+                    v = st.lookup(struct.pack("<I", s.slot))
+                    _, _, pk, by, _ = struct.unpack_from("<IIQQQ", v, STATE_SIZE - 32)
+                    tx_p += pk
+                    tx_b += by + FCS * pk
+                    skipped += _PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]
+                    if s.cs.pg_id is not None and k == 0:    # sent by the first thread only
+                        raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS * pk}
             rx = p.obj.map("rx_port").lookup(b"\0\0\0\0")
             rx_p = sum(struct.unpack_from("<Q", c, 0)[0] for c in rx)
             rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
