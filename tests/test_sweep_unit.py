@@ -227,7 +227,7 @@ def test_conservation_unexplained_differences_fail_with_numbers(gen_tx, gen_rx, 
 
 def test_shipped_lab_configs_load():
     emb = labconfig.load("embedded")
-    assert emb.backend == "local" and emb.cpu_shared_with_generator
+    assert emb.backend == "local" and not emb.cpu_shared_with_generator and emb.dut_mode == "pgwu"
     assert emb.threshold("ndr_pps", "uplink", 1518) == 20000
     assert emb.threshold("ndr_pps", "uplink", 128) == 30000          # the direction's default
     assert 0 < emb.pdr_loss < 0.01 and emb.measured and "MEASURED_PLACEHOLDER" not in emb.measured
