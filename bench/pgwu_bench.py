@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""ns per packet of the PGW-U's XDP programs, and the time to bulk-load 1,000,000 bearers.
+"""ns per packet of the PGW-U's XDP programs with 1, 1k, 64k and 1M bearers installed, hit as the
+same bearer, in sequential order and in random order; and the time to bulk-load the tables.
 
-    .venv/bin/python bench/pgwu_bench.py [--repeat N] [--rounds N] [--lab] [--markdown FILE]
+    .venv/bin/python bench/pgwu_bench.py [--repeat N] [--rounds N] [--size B] [--tables 1000,65536,1000000]
+                                        [--lab] [--markdown FILE]
 
 Method (docs/benchmarks.md): BPF_PROG_TEST_RUN with `repeat` runs bench_restore
-(bench/pgwu_bench.bpf.c), which gives every iteration a fresh frame and a random installed bearer,
-then tail-calls the program under test. The wrapper's own cost (tail-calling an empty program) is
-measured the same way and subtracted. The floor is a MAC-swap XDP_TX program measured the same way.
-Every run of the data plane reads its verdict counters before and after and checks that every
-iteration took the intended path (reason and verdict); a cell with one run that did not prints FAIL
-instead of a number.
+(bench/pgwu_bench.bpf.c), which gives every iteration a fresh frame (one head adjustment and direct
+stores of the first 128 bytes) and the next bearer of the cell's order (same; sequential; random: a
+permutation of the table drawn with a fixed seed before anything is timed, continued from run to
+run), then tail-calls the program under test. The wrapper's own cost (tail-calling an empty
+program, on the same work and order) is measured the same way and subtracted.
+Every run of a data plane reads its verdict counters before and after and checks that every
+iteration took the intended path (reason and verdict); a cell with one run that did not prints FAIL.
 The runs are made in rounds: each round runs every cell once, and the wrapper alone once for each
-kind of work it does (frame length, fields written), in a shuffled order. On a shared host the
-noise comes and goes over seconds; this way every cell gets the quiet moments, instead of one cell
-taking all its runs in a noisy one. A cell's number is the least of its rounds (noise only adds)
-minus the least run of the wrapper doing the same work. Two data planes are loaded side by side,
-one with 1 bearer and one with 1,000,000, so that both are measured in every round.
+kind of work it does, in a shuffled order. On a shared host the noise comes and goes over seconds;
+this way every cell gets the quiet moments. A cell's number is the least of its rounds (noise only
+adds) minus the least run of the wrapper doing the same work; the 25th-75th percentiles of its
+rounds, and of its per-round ratio to 1 bearer, are printed next to it as its spread. One data plane
+per table size is loaded side by side, all with the same capacity, so all are measured in every round.
+bench_probe, one read in a 64 MiB array, measures what one dependent cache + TLB miss costs here.
 The next hop is resolved through the kernel's routes and neighbours (bpf_fib_lookup, with the route
 cache) inside a private network namespace; `--lab` adds the cross-check with the kernel's own
 per-program run time (kernel.bpf_stats_enabled) while live frames cross the lab's veths.
@@ -27,6 +31,8 @@ Everything created (netns, pins) has a unique name and is removed on exit, also 
 from __future__ import annotations
 
 import argparse
+import array
+import mmap
 import os
 import random
 import secrets
@@ -58,12 +64,18 @@ SGW_TEID_BASE = 0x80000000
 GW_MAC = "02:00:00:00:02:02"
 SGW_MAC = "02:00:00:00:01:02"
 
-# struct bench_frame: len restore nbearers teid_off teid_base ue_off ue_base pad bytes[256]
-FRAME_FMT = "=8I256s"
+# struct bench_frame: len restore nbearers mode start order_off teid_off teid_base ue_off ue_base bytes[128]
+FRAME_FMT = "=10I128s"
+RESTORE_MAX = 128
+ORDER_MAX = 1 << 22
+SAME, SEQ, RANDOM = 0, 1, 2
+MODE_NAMES = {SAME: "same bearer", SEQ: "sequential", RANDOM: "random order"}
 UL_TEID_OFF = 14 + 20 + 8 + 4        # outer Ethernet, IPv4, UDP, GTP flags/type/length
 UL_UE_OFF = 14 + 20 + 8 + 8 + 12     # inner IPv4 source
 DL_UE_OFF = 14 + 16                  # IPv4 destination
 UL_MIN_SIZE = 82                     # Ethernet+IPv4+UDP+GTP-U + inner IPv4+UDP, with FCS
+SEED = 13
+PROBE_N = 1 << 20                    # bench_probe's array
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -81,35 +93,62 @@ def int2ip(n: int) -> str:
     return ".".join(str(b) for b in struct.pack("!I", n))
 
 
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
 class Cell:
-    """One number of the table: a program on a frame, with a data plane configuration."""
+    """One number of the table: a program on a frame, with a data plane configuration, and the
+    bearers the wrapper writes into the frame (how many, in which order)."""
 
     def __init__(self, key, prog, frame: bytes, ingress: str, dp=None, config=None, path=None,
-                 nbearers: int = 0, teid_off: int = 0, ue_off: int = 0):
+                 nbearers: int = 0, mode: int = SAME, order_off: int = 0, teid_off: int = 0, ue_off: int = 0):
         self.key, self.prog, self.frame, self.ingress = key, prog, frame, ingress
         self.dp, self.config, self.path = dp, config or {}, path   # path: (reason, verdict) or None
-        self.frame_value = struct.pack(FRAME_FMT, len(frame), min(len(frame), 256), nbearers, teid_off,
-                                       TEID_BASE, ue_off, UE_BASE, 0, frame[:256].ljust(256, b"\0"))
-        # what the wrapper does for this cell: restore len bytes, write a TEID and/or a UE address
-        self.wrapper_work = (len(frame), bool(nbearers and teid_off), bool(nbearers and ue_off))
+        self.n, self.mode, self.order_off = nbearers, mode, order_off
+        self.teid_off, self.ue_off = teid_off, ue_off
+        self.restore = min(RESTORE_MAX, len(frame) & ~7)
+        self.pos = 0        # where in the order the next run starts: runs continue the order
+        # what the wrapper does for this cell (pool_wrappers): the same bytes restored, the same
+        # fields written, the same order (a random order reads its permutation)
+        self.wrapper_work = (len(frame), bool(nbearers and teid_off), bool(nbearers and ue_off), mode,
+                             (nbearers, order_off) if mode == RANDOM else 0)
         self.target: list[int] = []
         self.wrapper: list[int] = []
         self.wrapper_min = 0.0   # set after the rounds: see pool_wrappers()
         self.failure = ""
 
+    def value(self) -> bytes:
+        return struct.pack(FRAME_FMT, len(self.frame), self.restore, self.n, self.mode, self.pos,
+                           self.order_off, self.teid_off, TEID_BASE, self.ue_off, UE_BASE,
+                           self.frame[:RESTORE_MAX].ljust(RESTORE_MAX, b"\0"))
+
+    def advance(self, repeat: int) -> None:
+        if self.n:
+            self.pos = (self.pos + repeat) % self.n
+
+    def rounds(self) -> list[float]:
+        """this cell's runs, each minus the least wrapper run on the same work"""
+        return [t - self.wrapper_min for t in self.target]
+
     def ns(self) -> float:
         """Least target run minus the least wrapper run (noise only ever adds time)."""
         return min(self.target) - self.wrapper_min
+
+    def spread(self) -> str:
+        r = self.rounds()
+        return f"{pct(r, 0.25):.0f}-{pct(r, 0.75):.0f}"
 
     def shown(self) -> str:
         return "FAIL" if self.failure else f"{self.ns():.1f}"
 
 
 def pool_wrappers(cells) -> None:
-    """The wrapper does the same work behind any program for the same frame length and the same
-    fields to write, so its runs are pooled over the cells that share that: the estimate of its
-    cost gets every round of all of them, and cells compared with each other (checksum on / off,
-    1 / 1,000,000 bearers) subtract the very same number."""
+    """The wrapper does the same work behind any program for the same frame length, fields to
+    write and order, so its runs are pooled over the cells that share that: the estimate of its
+    cost gets every round of all of them, and cells compared with each other subtract the very
+    same number."""
     best: dict[tuple, float] = {}
     for c in cells:
         if c.wrapper:
@@ -119,17 +158,18 @@ def pool_wrappers(cells) -> None:
 
 
 class Bench:
-    def __init__(self, args):
+    def __init__(self, args, tables: list[int]):
         self.args = args
         uid = secrets.token_hex(3)
         self.ns = f"gtplab-bench-{uid}"
-        self.pins = {"small": f"/sys/fs/bpf/gtplab-bench-{uid}-1", "big": f"/sys/fs/bpf/gtplab-bench-{uid}-m"}
+        self.pins = {n: f"/sys/fs/bpf/gtplab-bench-{uid}-{n}" for n in tables}
         self.wrap_pin = f"/sys/fs/bpf/gtplab-benchw-{uid}"
-        self.dps: dict[str, Dataplane] = {}
+        self.dps: dict[int, Dataplane] = {}
         self.objs: list = []
         self.applied: dict[int, dict] = {}   # id(data plane) -> the config last set on it
         self.worker: Worker | None = None
         self.checked = 0
+        self.order_offs: dict[int, int] = {}
 
     # --- setup / teardown ------------------------------------------------------------------------
     def setup(self) -> None:
@@ -149,29 +189,46 @@ class Bench:
                         for n in ("acc0", "sgi0")}
         self.worker = Worker(ns)   # one thread in the netns for every test run
 
-        # the same capacity for both: the same table geometry, only the number installed differs
-        for name, pin in self.pins.items():
+        # the same capacity for all: the same table geometry, only the number installed differs
+        for n, pin in self.pins.items():
             sh(str(PGWU), "-d", pin, "load", "--max-bearers", "1048576", "--local-addr", LOCAL,
                "--ue-pool", "10.64.0.0/12")
-            self.dps[name] = Dataplane(pin)
-            self.register_watcher(self.dps[name])
+            self.dps[n] = Dataplane(pin)
+            self.register_watcher(self.dps[n])
         os.makedirs(self.wrap_pin)
         sh("bpftool", "prog", "loadall", str(BENCH_OBJ), self.wrap_pin, "pinmaps", f"{self.wrap_pin}/maps")
         m = f"{self.wrap_pin}/maps"
         self.frame = bpf.Map.pinned(f"{m}/frame")
-        self.base = bpf.Map.pinned(f"{m}/base")
+        self.state = bpf.Map.pinned(f"{m}/state")
+        self.order = bpf.Map.pinned(f"{m}/order")
         self.progs = bpf.Map.pinned(f"{m}/progs")
         self.wrap = bpf.Prog.pinned(f"{self.wrap_pin}/bench_restore")
         self.null = bpf.Prog.pinned(f"{self.wrap_pin}/bench_null")
         self.macswap = bpf.Prog.pinned(f"{self.wrap_pin}/bench_macswap")
-        self.objs = [self.frame, self.base, self.progs, self.wrap, self.null, self.macswap]
+        self.probe = bpf.Prog.pinned(f"{self.wrap_pin}/bench_probe")
+        self.objs = [self.frame, self.state, self.order, self.progs, self.wrap, self.null, self.macswap, self.probe]
+
+    def write_orders(self, sizes: list[int]) -> None:
+        """A permutation of 0..n-1 for each table size n, drawn with a fixed seed, written into the
+        wrapper's `order` array through mmap, before anything is timed."""
+        rng = random.Random(SEED)
+        off = 0
+        with mmap.mmap(self.order.fd, 8 * ORDER_MAX, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mm:
+            for n in sorted(set(sizes)):
+                if off + n > ORDER_MAX:
+                    raise RuntimeError("permutations do not fit in the order map")
+                perm = list(range(n))
+                rng.shuffle(perm)
+                mm[8 * off:8 * (off + n)] = array.array("Q", perm).tobytes()
+                self.order_offs[n] = off
+                off += n
 
     def teardown(self) -> None:
         if self.worker:
             self.worker.close()
         for o in self.objs:
             o.close()
-        for name, dp in self.dps.items():
+        for dp in self.dps.values():
             dp.close()
         for pin in self.pins.values():
             sh(str(PGWU), "-d", pin, "unload", check=False)
@@ -189,13 +246,16 @@ class Bench:
         """ns per iteration of bench_restore + prog on the cell's frame (the kernel's mean). One
         wrapper program for every measurement: copies of it, identical but for the slot they
         tail-call, differed by 10 to 20 ns here (where the JIT put them)."""
+        self.frame.update(struct.pack("=I", 0), cell.value())
         self.progs.update(struct.pack("=I", 0), struct.pack("=I", prog.fd))
-        self.base.update(struct.pack("=I", 0), struct.pack("=I", 0))
-        return self.worker.call(target_run, self.wrap, cell.frame, self.args.repeat, self.ifindex[cell.ingress])
+        self.state.update(struct.pack("=I", 0), struct.pack("=I", 0))
+        self.state.update(struct.pack("=I", 1), struct.pack("=I", 0))
+        t = self.worker.call(target_run, self.wrap, cell.frame, self.args.repeat, self.ifindex[cell.ingress])
+        cell.advance(self.args.repeat)
+        return t
 
     def measure_wrapper(self, cell: Cell) -> None:
-        """One run of the wrapper alone (tail-calling bench_null) on the cell's frame."""
-        self.frame.update(struct.pack("=I", 0), cell.frame_value)
+        """One run of the wrapper alone (tail-calling bench_null) on the cell's frame and order."""
         cell.wrapper.append(self.time_one(self.null, cell))
 
     def measure(self, cell: Cell) -> None:
@@ -204,7 +264,6 @@ class Bench:
         if cell.dp is not None and self.applied.get(id(cell.dp)) != cell.config:
             cell.dp.set_config(**cell.config)
             self.applied[id(cell.dp)] = dict(cell.config)
-        self.frame.update(struct.pack("=I", 0), cell.frame_value)
         before = cell.dp.stats() if cell.path else None
         cell.target.append(self.time_one(cell.prog, cell))
         if cell.path:
@@ -271,11 +330,12 @@ def bearer_file(path: str, n: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20_000, help="iterations per test run (default 20000)")
-    ap.add_argument("--rounds", type=int, default=100,
+    ap.add_argument("--rounds", type=int, default=40,
                     help="rounds; each measures every cell once, and a cell's number is the least of its "
-                         "rounds (default 100)")
-    ap.add_argument("--sizes", default="64,512,1424,3024", help="frame sizes incl. FCS (default 64,512,1424,3024)")
-    ap.add_argument("--bearers", type=int, default=1_000_000, help="the large table (default 1000000)")
+                         "rounds (default 40)")
+    ap.add_argument("--size", type=int, default=512, help="frame size incl. FCS (default 512)")
+    ap.add_argument("--tables", default="1000,65536,1000000",
+                    help="bearer counts compared with 1 bearer (default 1000,65536,1000000)")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("--lab", action="store_true",
                     help="also cross-check in the lab: a short `gtplab sweep` of live frames through veths, "
@@ -283,74 +343,60 @@ def main() -> int:
     args = ap.parse_args()
     if os.geteuid():
         sys.exit("pgwu_bench: must run as root")
-    if args.repeat < 1 or args.rounds < 1 or not 1 <= args.bearers <= 1048576:
-        sys.exit("pgwu_bench: --repeat and --rounds must be >= 1, --bearers in 1..1048576")
     try:
-        sizes = [int(s) for s in args.sizes.split(",")]
+        tables = sorted({int(s) for s in args.tables.split(",")})
     except ValueError:
-        sys.exit(f"pgwu_bench: --sizes: not a list of integers: {args.sizes}")
-    if any(not 64 <= s <= 3024 for s in sizes):
-        sys.exit("pgwu_bench: --sizes must be within 64..3024")
-    if 1424 not in sizes:  # the checksum target and the extra rows are at 1424 B
-        sizes.append(1424)
-    big = args.bearers
+        sys.exit(f"pgwu_bench: --tables: not a list of integers: {args.tables}")
+    if args.repeat < 1 or args.rounds < 1 or any(not 2 <= n <= 1048576 for n in tables):
+        sys.exit("pgwu_bench: --repeat and --rounds must be >= 1, --tables in 2..1048576")
+    if not 64 <= args.size <= 3024:
+        sys.exit("pgwu_bench: --size must be within 64..3024")
+    size, big = args.size, tables[-1]
 
-    b = Bench(args)
+    b = Bench(args, [1] + tables)
     lines: list[str] = []
     failures: list[str] = []
     try:
         b.setup()
-        small, large = b.dps["small"], b.dps["big"]
-        small.add_bearer(TEID_BASE, int2ip(UE_BASE), SGW, SGW_TEID_BASE)
-        with tempfile.NamedTemporaryFile("w", suffix=".bearers", delete=False) as tf:
-            path = tf.name
-        try:
-            bearer_file(path, big)
-            t0 = time.monotonic()
-            sh(str(PGWU), "-d", b.pins["big"], "session", "load", path)
-            load_s = time.monotonic() - t0
-        finally:
-            os.unlink(path)
+        b.dps[1].add_bearer(TEID_BASE, int2ip(UE_BASE), SGW, SGW_TEID_BASE)
+        load_s = {}
+        for n in tables:
+            with tempfile.NamedTemporaryFile("w", suffix=".bearers", delete=False) as tf:
+                path = tf.name
+            try:
+                bearer_file(path, n)
+                t0 = time.monotonic()
+                sh(str(PGWU), "-d", b.pins[n], "session", "load", path)
+                load_s[n] = time.monotonic() - t0
+            finally:
+                os.unlink(path)
+        b.write_orders(tables + [PROBE_N])
 
-        fib = dict(csum=False, fib_cache=True, nexthop=small.get_config().nexthop)
-        static = dict(fib, nexthop=(Nexthop(b.ifindex["acc0"], "02:00:00:00:01:01", SGW_MAC),
-                                    Nexthop(b.ifindex["sgi0"], "02:00:00:00:02:01", GW_MAC)))
+        fib = dict(csum=False, fib_cache=True, nexthop=b.dps[1].get_config().nexthop)
         rows = [("uplink decap", "xdp_access", "acc0", "ul_fwd", "redirect", False),
-                ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False),
-                ("downlink encap, csum on", "xdp_sgi", "sgi0", "dl_fwd", "redirect", True)]
+                ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False)]
         cells: dict = {}
 
         def add(key, *a, **kw):
             cells[key] = Cell(key, *a, **kw)
 
-        for s in sizes:
-            add(("floor", s), b.macswap, build_downlink(s), "sgi0", nbearers=1, ue_off=DL_UE_OFF)
+        dl = build_downlink(size)
+        add("floor", b.macswap, dl, "sgi0", nbearers=1, ue_off=DL_UE_OFF)
+        for mode in (SAME, SEQ, RANDOM):
+            add(("probe", mode), b.probe, dl, "sgi0", nbearers=PROBE_N, mode=mode,
+                order_off=b.order_offs[PROBE_N], ue_off=DL_UE_OFF)
         for name, prog, ing, reason, verdict, csum in rows:
-            for s in sizes:
-                if prog == "xdp_access":
-                    f, kw = build_uplink(s), dict(teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
-                else:
-                    f, kw = build_downlink(s), dict(ue_off=DL_UE_OFF)
-                for col, dp, nb in ((1, small, 1), ("big-hot", large, 1), (big, large, big)):
-                    add((name, s, col), dp.progs[prog], f, ing, dp=dp, config=dict(fib, csum=csum),
-                        path=(reason, verdict), nbearers=nb, **kw)
-        extra = {
-            "downlink encap, csum on, inner UDP csum 0 (full sum), 1424 B":
-                ("xdp_sgi", build_downlink(1424, udp_csum=False), "sgi0", dict(fib, csum=True), ("dl_fwd", "redirect")),
-            "uplink decap, route lookup without the cache, 1424 B":
-                ("xdp_access", build_uplink(1424), "acc0", dict(fib, fib_cache=False), ("ul_fwd", "redirect")),
-            "uplink decap, static next hop (no route lookup), 1424 B":
-                ("xdp_access", build_uplink(1424), "acc0", static, ("ul_fwd", "redirect")),
-            "downlink encap, csum off, static next hop (no route lookup), 1424 B":
-                ("xdp_sgi", build_downlink(1424), "sgi0", static, ("dl_fwd", "redirect")),
-            "an ARP request passed to the kernel (parse, count, XDP_PASS), 64 B":
-                ("xdp_access", bytes(P.arp_request()), "acc0", fib, ("pass_not_ipv4", "pass")),
-        }
-        for k, (prog, f, ing, cfg, path) in extra.items():
-            kw = dict(teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF) if prog == "xdp_access" and "ARP" not in k else \
-                dict(ue_off=DL_UE_OFF) if prog == "xdp_sgi" else {}
-            add(k, small.progs[prog], f, ing, dp=small, config=cfg, path=path,
-                nbearers=1 if kw else 0, **kw)
+            if prog == "xdp_access":
+                f, kw = build_uplink(size), dict(teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
+            else:
+                f, kw = dl, dict(ue_off=DL_UE_OFF)
+            cfg = dict(fib, csum=csum)
+            add((name, 1, SAME), b.dps[1].progs[prog], f, ing, dp=b.dps[1], config=cfg,
+                path=(reason, verdict), nbearers=1, **kw)
+            for n in tables:
+                for mode in (SAME, SEQ, RANDOM):
+                    add((name, n, mode), b.dps[n].progs[prog], f, ing, dp=b.dps[n], config=cfg,
+                        path=(reason, verdict), nbearers=n, mode=mode, order_off=b.order_offs[n], **kw)
 
         order = list(cells.values())
         rng = random.Random(1)
@@ -365,57 +411,63 @@ def main() -> int:
             print(f"round {r + 1}/{args.rounds}: {time.monotonic() - t0:.0f} s", file=sys.stderr)
         pool_wrappers(cells.values())
         failures = [c.failure for c in cells.values() if c.failure]
-        floor = {s: cells[("floor", s)].ns() for s in sizes}
 
-        def val(key) -> float | None:
-            c = cells[key]
-            return None if c.failure else c.ns()
+        def ratio(c: Cell, one: Cell) -> str:
+            """ratio of the least runs, and the spread of the per-round ratios (same round)"""
+            if c.failure or one.failure:
+                return "FAIL"
+            per = [x / y for x, y in zip(c.rounds(), one.rounds()) if y > 0]
+            return f"**{c.ns() / one.ns():.2f}** ({pct(per, 0.25):.2f}-{pct(per, 0.75):.2f})"
 
-        hdr = (f"| case | frame B | ns/pkt, 1 bearer | {big:,} bearers, same one | ratio | "
-               f"{big:,} bearers, random one | above floor (1 / {big:,} same) |")
-        lines += [hdr, "|---|---:|---:|---:|---:|---:|---:|"]
-        for s in sizes:
-            lines.append(f"| floor: MAC swap + XDP_TX | {s} | {floor[s]:.1f} | | | | |")
-        for name, *_ in rows:
-            for s in sizes:
-                a, h, z = (cells[(name, s, k)] for k in (1, "big-hot", big))
-                shown = f"{max(s, UL_MIN_SIZE)}" + ("*" if name.startswith("uplink") and s < UL_MIN_SIZE else "")
-                if a.failure or h.failure or z.failure:
-                    lines.append(f"| {name} | {shown} | {a.shown()} | {h.shown()} | | {z.shown()} | |")
-                    continue
-                lines.append(f"| {name} | {shown} | {a.shown()} | {h.shown()} | {h.ns() / a.ns():.2f} | "
-                             f"{z.shown()} | {a.ns() - floor[s]:.1f} / {h.ns() - floor[s]:.1f} |")
-        lines += ["", "| other | ns/pkt |", "|---|---:|"]
-        for k in extra:
-            lines.append(f"| {k} | {cells[k].shown()} |")
-        for s in sizes:
-            lines.append(f"| wrapper (restore + tail call), subtracted above, {s} B | "
-                         f"{cells[('floor', s)].wrapper_min:.1f} |")
-        lines.append(f"| bulk load of {big:,} bearers (`pgwu session load`), seconds | {load_s:.2f} |")
+        shown_size = max(size, UL_MIN_SIZE)
+        lines.append(f"Frame {size} B (uplink {shown_size} B). ns/pkt = least of {args.rounds} rounds minus the "
+                     "least run of the wrapper alone on the same work; in brackets the 25th-75th percentile "
+                     "of the rounds (ns), and of the per-round ratios.")
         lines.append("")
-        targets = []
-        on, off = val(("downlink encap, csum on", 1424, 1)), val(("downlink encap, csum off", 1424, 1))
-        if on is not None and off is not None:
-            targets.append(f"checksum on / off at 1424 B: {on / off:.2f} (target <= 1.10)")
-        pairs = [(val((n, s, "big-hot")), val((n, s, 1))) for n, *_ in rows for s in sizes]
-        worst = max((h / a for h, a in pairs if h is not None and a is not None), default=float("nan"))
-        targets.append(f"{big:,} bearers installed / 1, worst cell: {worst:.2f} (target <= 1.25)")
-        above = max((v - floor[s] for n, *_ in rows for s in sizes for k in (1, "big-hot")
-                     if (v := val((n, s, k))) is not None), default=float("nan"))
-        targets.append(f"worst full packet above the floor: {above:.1f} ns (target <= 120)")
-        targets.append(f"bulk load: {load_s:.2f} s (target <= 5)")
-        lines.append("Targets: " + "; ".join(targets) + ".")
+        lines.append("| case | bearers | same bearer, ns | ratio | sequential, ns | ratio | random order, ns | ratio |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        summary = []
+        for name, *_ in rows:
+            one = cells[(name, 1, SAME)]
+            lines.append(f"| {name} | 1 | {one.shown()} ({one.spread()}) | 1 | | | | |")
+            for n in tables:
+                cs = [cells[(name, n, m)] for m in (SAME, SEQ, RANDOM)]
+                lines.append(f"| {name} | {n:,} | " + " | ".join(
+                    f"{c.shown()} ({c.spread()}) | {ratio(c, one)}" for c in cs) + " |")
+            if not one.failure:
+                seq, rnd = cells[(name, big, SEQ)], cells[(name, big, RANDOM)]
+                if not seq.failure and not rnd.failure:
+                    summary.append(f"{name}: {big:,} bearers sequential {seq.ns() / one.ns():.2f}x (target <= 1.25), "
+                                   f"random {rnd.ns() / one.ns():.2f}x (target <= 2.0)")
+        fl = cells["floor"]
+        ps, pr = cells[("probe", SAME)], cells[("probe", RANDOM)]
+        pq = cells[("probe", SEQ)]
+        lines += ["", "| other | ns/pkt | 25th-75th pct |", "|---|---:|---:|",
+                  f"| floor: MAC swap + XDP_TX, {size} B | {fl.shown()} | {fl.spread()} |",
+                  f"| probe: one 64 B read in a 64 MiB array, same line | {ps.shown()} | {ps.spread()} |",
+                  f"| probe: the same, sequential lines | {pq.shown()} | {pq.spread()} |",
+                  f"| probe: the same, random order (one dependent cache + TLB miss) | {pr.shown()} | {pr.spread()} |"]
+        for k in kinds:
+            mode = MODE_NAMES[k.mode]
+            what = ("floor/probe" if k.prog in (b.macswap, b.probe) else k.key[0]).split(",")[0]
+            lines.append(f"| wrapper alone (restore, {mode}{', ' + format(k.n, ',') if k.mode == RANDOM else ''}), "
+                         f"{what}, subtracted | {k.wrapper_min:.1f} | |")
+        for n in tables:
+            lines.append(f"| bulk load of {n:,} bearers (`pgwu session load`), seconds | {load_s[n]:.2f} | |")
+        lines.append("")
+        lines.append("Miss cost (probe random - probe same): "
+                     f"{pr.ns() - ps.ns():.1f} ns per dependent random access to a 64 MiB table.")
+        if summary:
+            lines.append("Targets: " + "; ".join(summary) + ".")
         lines.append(f"Path check: {b.checked:,} iterations counted by the data plane's verdict counters, "
                      f"each with the intended reason and verdict; {len(failures)} cells failed.")
-        lines.append(f"Method: {args.rounds} rounds, each {len(cells)} cells and {len(kinds)} runs of the wrapper alone, "
-                     f"shuffled, {args.repeat:,} iterations per run; each cell the least of its rounds minus the "
-                     "least wrapper run on the same work.")
-        if any(s < UL_MIN_SIZE for s in sizes):
-            lines.append(f"* an uplink G-PDU with inner IPv4/UDP is at least {UL_MIN_SIZE} B on the wire.")
+        lines.append(f"Method: {args.rounds} rounds, each {len(cells)} cells and {len(kinds)} runs of the wrapper "
+                     f"alone, shuffled, {args.repeat:,} iterations per run; random order: a permutation drawn "
+                     f"with seed {SEED} before the rounds, continued from run to run.")
     finally:
         b.teardown()
     if args.lab:
-        lines += [""] + lab_crosscheck(sizes)
+        lines += [""] + lab_crosscheck([size])
     out = "\n".join(lines)
     print(out)
     for f in failures:

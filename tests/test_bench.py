@@ -27,23 +27,29 @@ def test_pgwu_bench_small_run(tmp_path):
     before_ns = {n for n in netns_names() if n.startswith("gtplab-bench-")}
     before_pins = {p for p in os.listdir("/sys/fs/bpf") if p.startswith("gtplab-bench")}
     cp = subprocess.run([sys.executable, str(REPO / "bench" / "pgwu_bench.py"), "--repeat", "500", "--rounds", "2",
-                         "--sizes", "64,1424", "--bearers", "2000", "--markdown", str(md)],
+                         "--size", "128", "--tables", "1000,2000", "--markdown", str(md)],
                         capture_output=True, text=True, timeout=300)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     out = md.read_text()
-    # cells: 2 floor + 3 rows x 2 sizes x 3 columns + 5 extra rows; the 23 that run the data plane
-    # are path-checked, every iteration of each of their 2 rounds
+    # per direction: 1 bearer, then 2 tables x (same, sequential, random): 7 data plane cells,
+    # every iteration of each of their 2 rounds path-checked
     m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
     assert m, out
-    assert int(m.group(1).replace(",", "")) == (18 + 5) * 2 * 500 and m.group(2) == "0", out
+    assert int(m.group(1).replace(",", "")) == 2 * 7 * 2 * 500 and m.group(2) == "0", out
     assert "FAIL" not in out
-    rows = [ln for ln in out.splitlines() if re.match(r"\| (uplink decap|downlink encap, csum o(n|ff)) \| \d+", ln)]
-    assert len(rows) == 3 * 2, out
+    rows = [ln for ln in out.splitlines() if re.match(r"\| (uplink decap|downlink encap, csum off) \| [\d,]+ \|", ln)]
+    assert len(rows) == 2 * 3, out
     for ln in rows:
         cols = [c.strip() for c in ln.strip("|").split("|")]
-        for c in (cols[2], cols[3], cols[5]):
-            float(c)   # a number in each of the three columns
+        if cols[1] == "1":
+            float(cols[2].split()[0])
+            continue
+        for c in (cols[2], cols[4], cols[6]):    # ns (spread) in each order
+            assert re.fullmatch(r"-?\d+\.\d \(-?\d+--?\d+\)", c), ln
+        for c in (cols[3], cols[5], cols[7]):    # ratio (spread)
+            assert re.fullmatch(r"\*\*-?\d+\.\d\d\*\* \(-?\d+\.\d\d--?\d+\.\d\d\)", c), ln
     assert "bulk load of 2,000 bearers" in out
+    assert re.search(r"Miss cost \(probe random - probe same\): -?\d+\.\d ns", out), out
     # nothing left behind
     assert {n for n in netns_names() if n.startswith("gtplab-bench-")} == before_ns
     assert {p for p in os.listdir("/sys/fs/bpf") if p.startswith("gtplab-bench")} == before_pins
