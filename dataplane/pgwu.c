@@ -621,6 +621,11 @@ static const struct cmd session_cmds[] = {
 		"The whole file is checked first (syntax, duplicates in it and against the tables,\n"
 		"capacity); errors are reported as FILE:LINE and nothing is added. TEIDs are decimal\n"
 		"or 0x-hex; '#' starts a comment; blank lines are ignored."),
+	COMMAND("unload", do_session_unload, session_load_options, struct session_opts,
+		&session_defaults, "delete the bearers of FILE, all or nothing",
+		"FILE is in the format of load. The whole file is checked first: every line must name\n"
+		"an installed bearer (that TEID with that UE); errors are reported as FILE:LINE and\n"
+		"nothing is deleted. Bearers not in FILE are not touched."),
 	COMMAND("flush", do_session_flush, no_options, struct no_opts, NULL,
 		"delete every bearer", NULL),
 	CMD_END

@@ -92,6 +92,7 @@ int do_session_get(const void *cfg);
 int do_session_list(const void *cfg);
 int do_session_load(const void *cfg);
 int do_session_flush(const void *cfg);
+int do_session_unload(const void *cfg);
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
 

@@ -816,3 +816,92 @@ out:
 	maps_close(&m);
 	return err;
 }
+
+/* ---- session unload FILE ---- */
+
+/*
+ * Delete the bearers of FILE (the format of `session load`), all or nothing: the whole file is
+ * checked first (syntax, duplicates, and every line must name an installed bearer: its TEID's
+ * uplink half with that UE, and that UE's downlink half with that TEID); then the downlink halves
+ * are deleted, then the uplink halves, in batches. A bearer that is not listed is never touched.
+ */
+int do_session_unload(const void *cfg)
+{
+	const struct session_opts *o = cfg;
+	struct bulk bk = { .file = o->file.s };
+	__u32 *k_ul = NULL, *k_dl = NULL;
+	__u64 *by_teid = NULL, *by_ue = NULL;
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1 };
+	char *buf = NULL, k[16];
+	size_t len = 0;
+	int err;
+
+	err = maps_open_locked(&m);
+	if (err)
+		return err;
+	err = read_file(o->file.s, &buf, &len);
+	if (err)
+		goto out;
+	err = parse_file(&bk, buf, len);
+	if (err)
+		goto out;
+	if (bk.nerr)
+		goto bad_file;
+	by_teid = key_index(&bk, false);
+	by_ue = key_index(&bk, true);
+	if (!by_teid || !by_ue) {
+		err = -ENOMEM;
+		goto out;
+	}
+	check_file_dups(&bk, by_teid, false);
+	check_file_dups(&bk, by_ue, true);
+	if (bk.nerr)
+		goto bad_file;
+
+	err = -ENOMEM;
+	k_ul = malloc((bk.n + 1) * sizeof(*k_ul));
+	k_dl = malloc((bk.n + 1) * sizeof(*k_dl));
+	if (!k_ul || !k_dl)
+		goto out;
+	err = 0;
+	for (size_t i = 0; i < bk.n && bk.nerr <= MAX_FILE_ERRORS; i++) {
+		const struct file_bearer *e = &bk.e[i];
+		struct pgwu_ul_bearer ul;
+		struct pgwu_dl_bearer dl;
+
+		k_ul[i] = htonl(e->teid);
+		k_dl[i] = e->ue;
+		if (bpf_map_lookup_elem(m.ul, &k_ul[i], &ul) || ul.ue_addr != e->ue ||
+		    bpf_map_lookup_elem(m.dl, &k_dl[i], &dl) || dl.local_teid != k_ul[i]) {
+			key_str(false, e->teid, k);
+			file_err(&bk, e->line, "no bearer with TEID %s and UE %s", k,
+				 ip_str(e->ue, (char[16]){ 0 }));
+		}
+	}
+	if (bk.nerr)
+		goto bad_file;
+	err = flush_both(m.ul, k_ul, bk.n, m.dl, k_dl, bk.n);
+	if (err) {
+		fprintf(stderr, "Couldn't delete the bearers of %s: %s\n", bk.file, strerror(-err));
+		goto out;
+	}
+	printf("deleted %zu bearers of %s\n", bk.n, bk.file);
+	goto out;
+
+bad_file:
+	if (bk.nerr > MAX_FILE_ERRORS)
+		fprintf(stderr, "%s: %d more errors not shown\n", bk.file, bk.nerr - MAX_FILE_ERRORS);
+	fprintf(stderr, "%s: nothing deleted\n", bk.file);
+	err = -EINVAL;
+out:
+	if (err == -ENOMEM)
+		fprintf(stderr, "Couldn't unload %s: %s\n", bk.file, strerror(ENOMEM));
+	free(buf);
+	free(bk.e);
+	free(by_teid);
+	free(by_ue);
+	free(k_ul);
+	free(k_dl);
+	maps_close(&m);
+	return err;
+}

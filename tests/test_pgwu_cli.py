@@ -327,6 +327,36 @@ BAD_LINES = [
 ]
 
 
+def test_session_unload_deletes_exactly_the_listed_bearers(loaded, tmp_path):
+    f = tmp_path / "bearers.txt"
+    f.write_text(GOOD_FILE)
+    ok(loaded, "session", "load", str(f))
+    assert add(loaded, 9, "10.45.0.9").returncode == 0
+    gone = tmp_path / "gone.txt"
+    gone.write_text("0x2 10.45.0.2 192.0.2.2 0x200\n4 10.45.0.4 192.0.2.4 400\n")
+    assert "deleted 2 bearers" in ok(loaded, "session", "unload", str(gone))
+    assert [(b["teid"], b["ue"], b["sgw"], b["sgw_teid"], b["csum"]) for b in bearers(loaded)] == [
+        (1, "10.45.0.1", "192.0.2.1", 100, "default"), (3, "10.45.0.3", "192.0.2.3", 300, "off"),
+        (9, "10.45.0.9", "192.0.2.1", 0x100, "default")]
+
+
+@pytest.mark.parametrize("lines,msg", [
+    ("1 10.45.0.1 192.0.2.1 100\n2 10.45.0.3 192.0.2.2 0x200\n", ":2: no bearer with TEID 2 and UE 10.45.0.3"),
+    ("1 10.45.0.1 192.0.2.1 100\n7 10.45.0.7 192.0.2.2 1\n", ":2: no bearer with TEID 7 and UE 10.45.0.7"),
+    ("1 10.45.0.1 192.0.2.1 100\n1 10.45.0.2 192.0.2.2 1\n", "duplicate TEID 1"),
+])
+def test_session_unload_bad_file_deletes_nothing(loaded, tmp_path, lines, msg):
+    f = tmp_path / "bearers.txt"
+    f.write_text(GOOD_FILE)
+    ok(loaded, "session", "load", str(f))
+    before = bearers(loaded)
+    gone = tmp_path / "gone.txt"
+    gone.write_text(lines)
+    cp = pgwu(loaded, "session", "unload", str(gone))
+    assert cp.returncode == 1 and msg in cp.stderr and "nothing deleted" in cp.stderr, cp.stderr
+    assert bearers(loaded) == before
+
+
 @pytest.mark.parametrize("bad,msg", BAD_LINES, ids=[m for _, m in BAD_LINES])
 def test_session_load_bad_line_loads_nothing(loaded, tmp_path, bad, msg):
     assert add(loaded, 1000, "10.45.9.1").returncode == 0
