@@ -500,33 +500,39 @@ class Lab:
         """The DUT's receive kthreads now (the threads its XDP programs run in)."""
         return [pid for p in self.ports for pid in napi_threads(p.dut_ifname)]
 
-    def keep_dut_cpus_awake(self) -> list[subprocess.Popen]:
-        """One spinner per DUT CPU at SCHED_IDLE (it runs only when nothing else wants the CPU), in
-        the DUT netns (so teardown ends it too): the DUT's CPUs never go idle, as on a UPF host
-        tuned with C-states off. On a VM, waking an idle vCPU takes milliseconds, longer than a
-        256-frame veth ring lasts at any useful rate: measured here, the NDR of the same PGW-U went
-        from 0.035 to 0.64 Mpps (downlink, 128 B) and its XDP time from 930 to 170 ns per packet.
-        The DUT's CPU cost is read from its own threads' run time, which the spinners do not touch.
-        Stop them with stop_spinners()."""
-        if self.cpus is None:
-            return []
-        procs = []
-        nsfd = os.open(NETNS_DIR / self.dut_ns, os.O_RDONLY)
-        try:
-            for cpu in self.cpus.dut:
-                def child(cpu=cpu):
-                    from gtplab.netns import _libc, CLONE_NEWNET
-                    _libc.setns(nsfd, CLONE_NEWNET)
-                    os.sched_setaffinity(0, [cpu])
-                    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-                procs.append(subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=child,
-                                              pass_fds=(nsfd,), stdin=subprocess.DEVNULL))
-        except BaseException:
-            stop_spinners(procs)
-            raise
-        finally:
-            os.close(nsfd)
-        return procs
+    def keep_cpus_awake(self) -> None:
+        """Turn off every idle state but polling on the DUT's CPUs, as on a UPF host tuned with
+        C-states off, until restore_cpu_idle() or teardown. (The generator's CPUs are busy while
+        they send: the engine paces in the kernel, it does not sleep.) On this VM, waking a
+        halted vCPU takes milliseconds, longer than a 256-frame veth ring lasts: a real-time thread
+        woken every 200 us was late by up to 3.8 ms with halt allowed, 0.66 ms with polling only (and
+        44 ms with a user-space spinner instead: the host then stalls the whole VM). The DUT's CPU
+        cost is read from its own threads' run time, which idle polling does not touch. What it
+        changed is recorded in the lab's state, so teardown restores it even after a crash."""
+        if self.cpus is None or self.state.get("cpuidle_saved"):
+            return
+        saved = {}
+        for cpu in self.cpus.dut:
+            for st in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpuidle").glob("state*")):
+                try:
+                    if (st / "name").read_text().strip() == "POLL" or (st / "disable").read_text().strip() == "1":
+                        continue
+                    saved[str(st / "disable")] = "0"
+                except OSError:
+                    continue
+        self.state["cpuidle_saved"] = saved
+        _write_state(self.state_path, self.state)      # before the change: teardown undoes it
+        for path in saved:
+            try:
+                Path(path).write_text("1")
+            except OSError as e:
+                self.state.setdefault("cpu_layout", {}).setdefault("notes", []).append(
+                    f"Couldn't turn off idle state {path}: {e.strerror}")
+
+    def restore_cpu_idle(self) -> None:
+        restore_cpu_idle(self.state)
+        if self.state_path.exists():
+            _write_state(self.state_path, self.state)
 
     def pin_generator(self) -> list[int] | None:
         """Pin the calling thread (and what it starts later) to the generator CPUs; returns the
@@ -674,16 +680,22 @@ class Lab:
         return out
 
 
-def stop_spinners(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        p.kill()
-        p.wait()
+def restore_cpu_idle(state: dict) -> list[str]:
+    """Give back the idle states Lab.keep_cpus_awake() turned off; returns what it restored."""
+    done = []
+    for path, value in (state.pop("cpuidle_saved", None) or {}).items():
+        try:
+            Path(path).write_text(value)
+            done.append(path)
+        except OSError:
+            pass
+    return done
 
 
 def teardown(state: dict) -> list[str]:
     """Remove everything a lab's state lists that still exists; returns what was removed.
     Safe to run again, and after a crash at any point of Lab.up()."""
-    removed = []
+    removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
     for ns in state["netns"].values():
         if not _netns_exists(ns):
             continue

@@ -318,7 +318,9 @@ class Runner:
         # and what it starts, off the DUT's CPUs
         lab = getattr(backend, "lab", None)
         self._affinity = lab.pin_generator() if lab is not None else None
-        self._spinners = lab.keep_dut_cpus_awake() if lab is not None else []
+        self._lab = lab
+        if lab is not None:
+            lab.keep_cpus_awake()
         self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
@@ -331,9 +333,9 @@ class Runner:
         if self._affinity:
             os.sched_setaffinity(0, self._affinity)
             self._affinity = None
-        from gtplab.lab import stop_spinners
-        stop_spinners(self._spinners)
-        self._spinners = []
+        if self._lab is not None:
+            self._lab.restore_cpu_idle()
+            self._lab = None
 
     def __enter__(self):
         return self

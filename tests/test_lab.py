@@ -278,3 +278,22 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
     finally:
         c.disconnect()
         lab.attach_gen_pass()
+
+
+def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown():
+    """keep_cpus_awake() turns off the halt idle states of the DUT CPUs (polling only); a lab torn
+    down without restore_cpu_idle() (its owner died) still gives them back."""
+    lab = Lab.up(dut="drop")
+    try:
+        states = [p for c in lab.cpus.dut
+                  for p in Path(f"/sys/devices/system/cpu/cpu{c}/cpuidle").glob("state*/disable")
+                  if (p.parent / "name").read_text().strip() != "POLL"]
+        if not states:
+            pytest.fail("no cpuidle states to turn off on the DUT CPUs: nothing to test here")
+        before = {p: p.read_text().strip() for p in states}
+        lab.keep_cpus_awake()
+        assert all(p.read_text().strip() == "1" for p in states)
+        assert json.loads(lab.state_path.read_text())["cpuidle_saved"]    # on disk before the change
+    finally:
+        lab.down()
+    assert {p: p.read_text().strip() for p in states} == before
