@@ -49,8 +49,12 @@ _RING_SIZE = 8 << 20
 DEFAULT_BATCH = 256
 PACED_BATCH = 64
 MAX_CALL_FRAMES = 1 << 16
-# Runs per call of a paced stream (each run sends the frame that is due, or nothing): a few ms.
-PACED_CALL = 1 << 16
+# Runs per call of a paced stream (each run sends the frame that is due, or nothing): ~15 ms. Few
+# calls matter beyond their own cost: each call makes a page pool, and the frames still in flight
+# when it returns make the kernel release that pool later, from a kworker on the sending CPU whose
+# every release walks the table of all pools not yet released (mem_allocator_disconnect): at
+# thousands of calls a second that kworker alone took a whole CPU here (perf, docs/engine.md).
+PACED_CALL = 1 << 18
 # Paced streams send at most this many frames back to back: half a veth receive ring (256). A
 # transmitter that was held up (scheduling, a VM's steal) does not catch up with a burst the DUT's
 # ring cannot hold; the frames it missed are not sent (counted), and the rate achieved shows it.
