@@ -344,3 +344,44 @@ def test_report_from_a_real_sweep(tmp_path):
     assert len(changes) == 4
     assert all(v[2] in (None, 0.0) for ch in changes for v in ch["values"].values())
     assert all(ch["values"]["rx_pps"][2] == 0.0 for ch in changes)
+
+
+def ndr_case(direction: str, size: int, ndr: float | None, limit: str) -> dict:
+    """A case of an NDR sweep as it is written now: the claim, and which side set it."""
+    c = make_case(direction, size)
+    c["rate_mode"] = "ndr"
+    c["ndr_pps"] = ndr
+    c["limit"] = limit
+    c["generator_bound"] = ndr is None
+    c["ndr"] = ({"mpps": ndr / 1e6, "gbps_l1": ndr * (size + 20) * 8 / 1e9, "gbps_l2": ndr * size * 8 / 1e9}
+                if ndr else {"mpps": None, "gbps_l1": None, "gbps_l2": None})
+    c["trials"] = [{"offered_pps": 2e6, "passed": False}, {"offered_pps": ndr or 2e6, "passed": True}]
+    return c
+
+
+def test_report_says_which_side_was_the_limit_and_compares_with_the_forwarder(tmp_path):
+    lay = {"generator": [0], "dut": [1], "honoured": True, "notes": [], "threads": {}}
+    pg = write_results(tmp_path / "pgwu", [ndr_case("uplink", 64, 600e3, "dut"),
+                                           ndr_case("downlink", 64, None, "generator (receive)")])
+    fw = write_results(tmp_path / "fwd", [ndr_case("uplink", 64, 1.5e6, "dut"),
+                                          ndr_case("downlink", 64, 1.6e6, "dut")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000002")
+    for d, mode in ((pg, "pgwu"), (fw, "fwd")):
+        run = json.loads((d / "run.json").read_text())
+        (d / "run.json").write_text(json.dumps({**run, "dut_mode": mode, "cpu_layout": lay}))
+    index = report.build_report(pg, fw)
+    page = index.read_text()
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert "The layout was honoured" in text
+    assert "DUT: loss began at the DUT above this rate" in text
+    assert "generator (receive): no NDR claimed" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    ratios = {(r["direction"], r["frame_size"]): r for r in summary["reference_ratios"]}
+    assert ratios[("uplink", 64)]["ratio"] == pytest.approx(0.4)
+    assert ratios[("downlink", 64)]["ratio"] is None and "PGW-U" in ratios[("downlink", 64)]["note"]
+    # a run whose layout was not honoured says so at the top
+    run = json.loads((pg / "run.json").read_text())
+    (pg / "run.json").write_text(json.dumps({**run, "cpu_layout": {**lay, "honoured": False,
+                                                                   "notes": ["CPU(s) 0 run both"]}}))
+    text = re.sub(r"<[^>]+>", " ", report.build_report(pg).read_text())
+    assert "NOT honoured" in text and "CPU(s) 0 run both" in text
