@@ -297,3 +297,29 @@ def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown():
     finally:
         lab.down()
     assert {p: p.read_text().strip() for p in states} == before
+
+
+def test_cpu_layout_parse_and_bad_input():
+    from gtplab.lab import CpuLayout
+    assert CpuLayout.parse({"generator": 0, "dut": "1"}) == CpuLayout([0], [1])
+    assert CpuLayout.parse({"generator": [0], "dut": [1]}) == CpuLayout([0], [1])
+    assert CpuLayout.parse("auto") == CpuLayout.default() == CpuLayout.parse(None)
+    for bad, msg in (({"generator": 0}, "generator: CPUS, dut: CPUS"), ({"generator": 0, "dut": 999}, "not available"),
+                     ({"generator": "x", "dut": 1}, "not a CPU list"), ({"generator": [0, 0], "dut": 1}, "twice"),
+                     ({"generator": True, "dut": 1}, "not a CPU list"), ({"generator": [], "dut": 1}, "not a CPU list")):
+        with pytest.raises(LabError, match=msg):
+            CpuLayout.parse(bad)
+
+
+def test_a_layout_that_shares_a_cpu_is_recorded_as_not_honoured():
+    from gtplab.lab import CpuLayout
+    with Lab.up(dut="drop", cpus=CpuLayout([0], [0])) as lab:
+        lay = lab.state["cpu_layout"]
+        assert not lay["honoured"] and any("run both generator and DUT" in n for n in lay["notes"])
+        assert json.loads(lab.state_path.read_text())["cpu_layout"]["honoured"] is False
+
+
+def test_a_dut_port_without_xdp_has_no_threaded_napi_and_says_so():
+    with Lab.up(dut="none") as lab:
+        lay = lab.state["cpu_layout"]
+        assert any(f"{p.dut_ifname} (dut): no threaded NAPI" in n for p in lab.ports for n in lay["notes"])
