@@ -196,4 +196,41 @@ int bench_probe(struct xdp_md *ctx)
 	return l->v[0] == 1 ? XDP_DROP : XDP_TX;
 }
 
+/*
+ * The data plane's own TEID lookup alone: probe_hash is replaced at load time by the pinned
+ * ul_bearers of the data plane with the big table (bpftool prog loadall ... map name probe_hash
+ * pinned PATH), so this is exactly its hash lookup, keyed by the TEID the wrapper wrote.
+ */
+struct probe_ul_bearer {
+	__u32 ue_addr;
+	__u32 flags;
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1048576);
+	__type(key, __u32);
+	__type(value, struct probe_ul_bearer);
+} probe_hash SEC(".maps");
+
+#define UL_TEID_OFF (14 + 20 + 8 + 4)
+
+SEC("xdp")
+int bench_probe_hash(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct probe_ul_bearer *b;
+
+	if (data + UL_TEID_OFF + 4 > data_end)
+		return XDP_DROP;
+	b = bpf_map_lookup_elem(&probe_hash, (__u32 *)(data + UL_TEID_OFF));
+	if (!b)
+		return XDP_DROP;
+	return b->ue_addr == 1 ? XDP_DROP : XDP_TX;
+}
+
 char LICENSE[] SEC("license") = "GPL";
