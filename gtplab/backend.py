@@ -55,8 +55,11 @@ def parse_server(server: str) -> dict:
 class TrexClient:
     """STLClient's methods, forwarded to a gtplab.trex_worker subprocess as JSON lines."""
 
-    def __init__(self, server: str | None = None, timeout: float = 120.0):
+    def __init__(self, server: str | None = None, timeout: float = 120.0, netns: str | None = None):
+        """netns: run the worker (hence TRex's client) inside that network namespace, for a
+        server listening only there (the tests' TRex, tests/trex_server.py)."""
         self.server = server
+        self.netns = netns
         self.timeout = timeout
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -64,7 +67,10 @@ class TrexClient:
 
     def _start(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen([sys.executable, "-m", "gtplab.trex_worker"],
+            cmd = [sys.executable, "-m", "gtplab.trex_worker"]
+            if self.netns:
+                cmd = ["ip", "netns", "exec", self.netns] + cmd
+            self._proc = subprocess.Popen(cmd,
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=None, text=True, bufsize=1)
         return self._proc
@@ -158,11 +164,13 @@ class Backend:
 
     @classmethod
     def open(cls, kind: str | None = None, *, lab=None, server: str | None = None,
-             config: dict | None = None, connect: bool = True, **lab_kwargs) -> "Backend":
+             config: dict | None = None, connect: bool = True, netns: str | None = None,
+             **lab_kwargs) -> "Backend":
         """kind: "local" or "trex"; default: $GTPLAB_BACKEND, else "trex" when a TRex server is
         known ($TREX_SERVER or config["trex_server"]), else "local".
         local: drives `lab` (a gtplab.lab.Lab), or builds one with Lab.up(**lab_kwargs) and removes
-        it on close(). trex: server, else config["trex_server"], else $TREX_SERVER."""
+        it on close(). trex: server, else config["trex_server"], else $TREX_SERVER; netns (else
+        $TREX_NETNS): the network namespace the TRex client runs in (default: this process's)."""
         config = config or {}
         server = server or config.get("trex_server") or os.environ.get("TREX_SERVER")
         kind = kind or os.environ.get("GTPLAB_BACKEND") or ("trex" if server else "local")
@@ -172,7 +180,7 @@ class Backend:
             if not server:
                 raise UserError("the trex backend needs a server: set TREX_SERVER or trex_server in the lab config")
             parse_server(server)
-            be = cls("trex", TrexClient(server))
+            be = cls("trex", TrexClient(server, netns=netns or os.environ.get("TREX_NETNS") or None))
         else:
             from gtplab.lab import Lab
             own = lab is None

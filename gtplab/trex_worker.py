@@ -74,15 +74,20 @@ class Worker:
     def reset(self, ports=None):
         self._c().reset(ports=ports)
 
+    @staticmethod
+    def _ids(r) -> list:
+        """STLClient.add_streams returns a plain int for a single stream, a list for several."""
+        return list(r) if isinstance(r, (list, tuple)) else [r]
+
     def add_streams(self, streams, ports=None):
         objs = [self.api.STLStream.from_json(s) for s in streams]
-        return self._c().add_streams(objs, ports=ports)
+        return self._ids(self._c().add_streams(objs, ports=ports))
 
     def load_profile(self, path, ports, direction=0, tunables=None):
         ids = []
         for port in ports:
             prof = self._profile(path, direction, port, tunables)
-            ids += self._c().add_streams(prof.get_streams(), ports=[port])
+            ids += self._ids(self._c().add_streams(prof.get_streams(), ports=[port]))
         return ids
 
     def start(self, ports=None, mult="1", duration=-1, force=True):

@@ -49,3 +49,20 @@ def dataplane(pgwu_pin_dir):
     finally:
         dp.close()
 # ---- end of data plane block ----------------------------------------------------------------------
+
+
+# ---- TRex server (tests/test_trex*.py; tests/trex_server.py) --------------------------------------
+# A real TRex server (the runtime tarball, docs/trex.md) in a namespace of its own, one per test
+# module (TRex busy-polls a core while it runs: it must not outlive the module). Skipped, with the
+# reason shown, when there is no tarball. Always stopped and its namespace removed afterwards.
+
+@pytest.fixture(scope="module")
+def trex_server():
+    from tests.trex_server import TrexServer, TrexUnavailable
+    try:
+        srv = TrexServer.start()
+    except TrexUnavailable as e:
+        pytest.skip(str(e))
+    with srv:
+        yield srv
+# ---- end of TRex server block ---------------------------------------------------------------------

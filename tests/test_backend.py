@@ -1,9 +1,8 @@
-"""gtplab/backend.py: backend choice, the TRex client subprocess (JSON lines), and, with a real TRex
-server (TREX_SERVER), a short run through it."""
+"""gtplab/backend.py: backend choice, the TRex client subprocess (JSON lines). The runs against a
+real TRex server are in tests/test_trex.py."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 import time
 
@@ -77,25 +76,6 @@ def test_trex_worker_loads_profile_with_its_own_scapy(tmp_path):
         assert len(c.profile_streams(str(prof))) == 1
     finally:
         c.close()
-
-
-@pytest.mark.trex
-def test_trex_server_short_run(tmp_path):
-    server = os.environ.get("TREX_SERVER")
-    if not server:
-        pytest.skip("TREX_SERVER is not set: no TRex server to run against")
-    prof = tmp_path / "prof_tiny.py"
-    prof.write_text(PROFILE)
-    with Backend.open("trex", server=server) as be:
-        c = be.client
-        c.reset(ports=[0, 1])
-        ids = c.load_profile(str(prof), ports=[0], direction=0)
-        assert len(ids) == 1
-        c.clear_stats()
-        c.start(ports=[0], mult="100pps", duration=2)
-        c.wait_on_traffic(ports=[0], timeout=30)
-        st = c.get_stats()
-        assert st[0]["opackets"] >= 150, st[0]
 
 
 @pytest.mark.lab
