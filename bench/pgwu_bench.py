@@ -389,6 +389,8 @@ def main() -> int:
         for mode in (SAME, SEQ, RANDOM):
             add(("probe", mode), b.probe, dl, "sgi0", nbearers=PROBE_N, mode=mode,
                 order_off=b.order_offs[PROBE_N], ue_off=DL_UE_OFF)
+        add("csum on", b.dps[1].progs["xdp_sgi"], dl, "sgi0", dp=b.dps[1], config=dict(fib, csum=True),
+            path=("dl_fwd", "redirect"), nbearers=1, ue_off=DL_UE_OFF)
         ulf = build_uplink(size)
         for mode in (SAME, SEQ, RANDOM):
             add(("probe_hash", mode), b.probe_hash, ulf, "acc0", nbearers=big, mode=mode,
@@ -455,6 +457,8 @@ def main() -> int:
                   f"| probe: one 64 B read in a 64 MiB array, same line | {ps.shown()} | {ps.spread()} |",
                   f"| probe: the same, sequential lines | {pq.shown()} | {pq.spread()} |",
                   f"| probe: the same, random order (one dependent cache + TLB miss) | {pr.shown()} | {pr.spread()} |"]
+        con = cells["csum on"]
+        lines.append(f"| downlink encap, csum on, 1 bearer | {con.shown()} | {con.spread()} |")
         hs, hq, hr = (cells[("probe_hash", m)] for m in (SAME, SEQ, RANDOM))
         lines += [f"| the data plane's TEID hash lookup alone, {big:,} bearers, same bearer | {hs.shown()} | {hs.spread()} |",
                   f"| the same, sequential TEIDs | {hq.shown()} | {hq.spread()} |",
@@ -471,6 +475,9 @@ def main() -> int:
                      f"{pr.ns() - ps.ns():.1f} ns per dependent random access to a 64 MiB table; "
                      f"the TEID hash lookup in random order costs {hr.ns() - hs.ns():.1f} ns more than the same "
                      f"TEID's, {(hr.ns() - hs.ns()) / max(pr.ns() - ps.ns(), 1e-9):.1f} such misses.")
+        coff = cells[("downlink encap, csum off", 1, SAME)]
+        if not con.failure and not coff.failure:
+            summary.append(f"checksum on / off, 1 bearer: {con.ns() / coff.ns():.2f} (target <= 1.10)")
         if summary:
             lines.append("Targets: " + "; ".join(summary) + ".")
         lines.append(f"Path check: {b.checked:,} iterations counted by the data plane's verdict counters, "
