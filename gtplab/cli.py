@@ -25,6 +25,16 @@ COMMANDS: list[str] = [
 
 class UserError(Exception):
     """Bad input or a failed precondition: printed as one line, exit status 2, no traceback."""
+    exit_code = 2
+
+
+class Terminated(BaseException):
+    """SIGTERM while a command runs (a `timeout`, a CI cancel, systemd): handled like Ctrl-C, exit 143."""
+
+
+class ResultsWriteError(UserError):
+    """Results could not be written (read-only, not a directory, disk full): exit status 3."""
+    exit_code = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except UserError as e:
         print(f"gtplab {args.command}: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
     except KeyboardInterrupt:
         print(f"gtplab {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"gtplab {args.command}: terminated (SIGTERM)", file=sys.stderr)
+        return 143

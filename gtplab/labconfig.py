@@ -50,10 +50,15 @@ class LabConfig:
 
     def threshold(self, kind: str, direction: str, frame_size: int) -> float | None:
         """Minimum rate (pps) kind ("ndr_pps" | "pdr_pps") must reach for direction and frame size:
-        the entry for the size, else the direction's "default", else None (nothing to assert)."""
+        the entry for the size, else the direction's "default", else None (nothing to assert). An
+        entry "N%" is N % of the line rate at that frame size."""
         table = (self.thresholds.get(kind) or {}).get(direction) or {}
         v = table.get(frame_size, table.get(str(frame_size), table.get("default")))
-        return None if v is None else float(v)
+        if v is None:
+            return None
+        if isinstance(v, str):
+            return float(v.rstrip("%")) / 100 * line_rate_pps(self.port_speed_bps, frame_size)
+        return float(v)
 
     @property
     def pdr_loss(self) -> float:
@@ -70,6 +75,22 @@ class LabConfig:
         """The local lab's gtplab.lab.CpuLayout (checked against this host's CPUs)."""
         from gtplab.lab import CpuLayout
         return CpuLayout.parse(self.cpus, f"lab config {self.path}: cpus")
+
+
+def line_rate_pps(port_speed_bps: float, frame_size: int) -> float:
+    """Frames per second a port carries at frame_size (FCS included) plus 20 bytes of preamble, SFD
+    and inter-frame gap: 10 GbE, 64 B: 14.88 Mpps."""
+    return port_speed_bps / ((frame_size + 20) * 8)
+
+
+def _percent(v) -> float | None:
+    if isinstance(v, str) and v.endswith("%"):
+        try:
+            x = float(v[:-1])
+        except ValueError:
+            return None
+        return x if 0 < x <= 100 else None
+    return None
 
 
 def _fail(path, msg: str):
@@ -114,8 +135,14 @@ def load(name_or_path: str | None = None) -> LabConfig:
     if backend not in ("local", "trex"):
         _fail(path, f"backend {backend!r}: use local or trex")
     ports = data.get("ports") or {"access": 0, "sgi": 1}
-    if set(ports) != {"access", "sgi"} or not all(isinstance(v, int) and v >= 0 for v in ports.values()):
+    if set(ports) != {"access", "sgi"} or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                   for v in ports.values()):
         _fail(path, "ports must be {access: N, sgi: M} with port numbers")
+    if ports["access"] == ports["sgi"]:
+        _fail(path, f"ports: access and sgi are both port {ports['access']}: they must be two ports")
+    speed = data.get("port_speed_bps", 10e9)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0:
+        _fail(path, f"port_speed_bps {speed!r} must be a positive number (bits per second, e.g. 10000000000)")
     th = data.get("thresholds") or {}
     for kind in ("ndr_pps", "pdr_pps"):
         table = th.get(kind) or {}
@@ -125,8 +152,19 @@ def load(name_or_path: str | None = None) -> LabConfig:
             if not isinstance(sizes, dict):
                 _fail(path, f"thresholds.{kind}.{d} must map frame sizes (or default) to pps")
             for k, v in sizes.items():
-                if not (k == "default" or isinstance(k, int)) or not isinstance(v, (int, float)) or v < 0:
-                    _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r}")
+                if not (k == "default" or isinstance(k, int)):
+                    _fail(path, f"thresholds.{kind}.{d}: bad key {k!r} (a frame size or default)")
+                if _percent(v) is not None:
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                    _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r} (pps, or \"N%\" of line rate)")
+                # a threshold above line rate can never be met; a default applies up to the largest frame
+                size = k if k != "default" else 3024
+                top = line_rate_pps(float(speed), size)
+                if v > top:
+                    _fail(path, f"thresholds.{kind}.{d}.{k}: {v:.0f} pps is above the line rate at {size} B "
+                                f"({top:.0f} pps at port_speed_bps {float(speed):.0f})"
+                          + ("; give a default as a fraction of line rate, e.g. \"50%\"" if k == "default" else ""))
     pdr = th.get("pdr_loss", 0.001)
     if not isinstance(pdr, (int, float)) or not 0 <= pdr < 1:
         _fail(path, f"thresholds.pdr_loss {pdr!r} must be a ratio 0..1 (0.001 = 0.1 %)")
@@ -142,7 +180,7 @@ def load(name_or_path: str | None = None) -> LabConfig:
     return LabConfig(name=str(data.get("name") or path.stem), path=str(path), backend=backend,
                      description=str(data.get("description") or ""),
                      trex_server=data.get("trex_server"), ports=dict(ports),
-                     port_speed_bps=float(data.get("port_speed_bps", 10e9)), max_rate_pps=mr,
+                     port_speed_bps=float(speed), max_rate_pps=mr,
                      cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
                      cpus=data.get("cpus"),
                      lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),

@@ -13,6 +13,7 @@ as soon as the gateway answers again; what is still held at the end is pushed la
 from __future__ import annotations
 
 import argparse
+import urllib.parse
 import os
 import sys
 import time
@@ -185,7 +186,7 @@ class Pusher:
         while self.pending:
             try:
                 _push(self.gateway_url, self.run, self.pending[0], self.timeout)
-            except OSError as e:
+            except Exception as e:      # OSError, and anything else: never the sweep's problem
                 self._warn_down(e)
                 return False
             self.pending.pop(0)
@@ -214,7 +215,7 @@ class Pusher:
                                           "backend": str(self.run.get("backend", ""))},
                             timeout=self.timeout)
             return True
-        except OSError as e:
+        except Exception as e:
             self._warn_down(e)
             return False
 
@@ -229,7 +230,7 @@ class Pusher:
                                     grouping_key={"uuid": str(self.run["uuid"]),
                                                   "backend": str(self.run.get("backend", ""))},
                                     timeout=self.timeout)
-            except OSError:
+            except Exception:
                 pass
         if self.pending and self.results_dir:
             self.warn(f"{len(self.pending)} case(s) not pushed; they are in {self.results_dir}: "
@@ -253,7 +254,24 @@ def push_results_dir(results_dir: str, gateway_url: str, timeout: float = 5.0) -
     return pushed, failed, first_error
 
 
+def check_gateway_url(url: str) -> str:
+    """The Pushgateway URL, checked before anything starts (UserError naming what is wrong)."""
+    try:
+        u = urllib.parse.urlsplit(url)
+        u.port    # raises ValueError for a bad port, or an unclosed [IPv6 address
+    except ValueError as e:
+        raise UserError(f"pushgateway URL {url!r}: {e}") from None
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise UserError(f"pushgateway URL {url!r}: give http://HOST[:PORT]")
+    return url
+
+
 def do_push(args: argparse.Namespace) -> int:
+    check_gateway_url(args.gateway)
+    torn = results.torn_last_line(args.results_dir)
+    if torn:
+        print(f"gtplab push: line {torn} of {args.results_dir}/cases.jsonl is torn (the run was killed "
+              "while writing it): pushing the cases before it", file=sys.stderr)
     try:
         pushed, failed, err = push_results_dir(args.results_dir, args.gateway, args.timeout)
     except results.ResultsError as e:

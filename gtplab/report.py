@@ -602,6 +602,19 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
             f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
             + f"<td>{len(r.cases)}</td></tr>")
     parts.append("</table>")
+    for r in runs:
+        intr = r.run.get("interrupted")
+        if intr:
+            parts.append(f'<p class="note"><b>{r.label}: this run was interrupted</b> ({html.escape(str(intr.get("signal")))}'
+                         f' during case {html.escape(str(intr.get("case")))}): {len(r.cases)} of '
+                         f'{html.escape(str(r.run.get("cases_planned")))} cases finished, shown below.</p>')
+        elif r.run.get("stopped"):
+            parts.append(f'<p class="note"><b>{r.label}: this run stopped early</b>: '
+                         f'{html.escape(str(r.run["stopped"]))}</p>')
+        torn = results.torn_last_line(r.path)
+        if torn:
+            parts.append(f'<p class="note">{r.label}: line {torn} of cases.jsonl is torn (the run was killed '
+                         "while writing it) and is left out.</p>")
     parts.append("<h2 id='measurement'>What was measured, and which side was the limit</h2>")
     for r in runs:
         parts.append(_layout_html(r))

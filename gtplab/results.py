@@ -13,6 +13,7 @@ cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a ha
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -52,11 +53,17 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # a full disk or a signal midway: no stray temporary file, the old file (if any) intact
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_run(results_dir: str | os.PathLike, run: dict[str, Any]) -> None:
@@ -74,11 +81,16 @@ def write_csv(path: str | os.PathLike, cases: Iterable[dict[str, Any]]) -> None:
     for r in rows:
         columns.extend(k for k in r if k not in columns)
     tmp = Path(path).with_name(f".{Path(path).name}.tmp{os.getpid()}")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            w.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def append_case(results_dir: str | os.PathLike, case: dict[str, Any]) -> None:
@@ -107,15 +119,35 @@ def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
     return run
 
 
+def torn_last_line(results_dir: str | os.PathLike) -> int | None:
+    """The line number of a torn last line of cases.jsonl (a run killed while writing it), or None."""
+    path = Path(results_dir) / CASES_FILE
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    if not text or text.endswith("\n"):
+        return None
+    lines = text.splitlines()
+    try:
+        json.loads(lines[-1])
+        return None
+    except json.JSONDecodeError:
+        return len(lines)
+
+
 def read_cases(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every case of cases.jsonl. A torn last line (no newline, not JSON: the writer was killed in
+    the middle of it) is left out, and torn_last_line() says which; any other bad line is an error."""
     path = Path(results_dir) / CASES_FILE
     cases = []
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
+    torn = torn_last_line(results_dir)
     for n, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line.strip() or n == torn:
             continue
         try:
             case = json.loads(line)

@@ -17,9 +17,12 @@ import argparse
 import contextlib
 import copy
 import datetime
+import errno
 import os
 import platform
+import signal
 import socket
+import threading
 import sys
 import time
 import uuid as uuidlib
@@ -29,7 +32,7 @@ from typing import Any
 import yaml
 
 from gtplab import labconfig, results
-from gtplab.cli import UserError
+from gtplab.cli import ResultsWriteError, Terminated, UserError
 
 SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
 DEFAULT_SPEC = SWEEPS_DIR / "default.yaml"
@@ -105,6 +108,8 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         s["checksum"] = [_csum(v) for v in _list(s.get("checksum", ["on"]))]
     except ValueError as e:
         bad(f"checksum {e.args[0]!r}: on or off")
+    if not s["checksum"]:
+        bad("checksum: an empty list (give on, off or both)")
     rm = s.get("rate_mode", "fixed")
     if rm not in RATE_MODES:
         bad(f"rate_mode {rm!r}: one of {', '.join(RATE_MODES)}")
@@ -183,17 +188,18 @@ def _csv(text: str, conv=str) -> list:
 def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
     """CLI options over the spec file; validated again as a whole."""
     s = dict(spec)
-    if args.sizes:
+    # "" is a value (an empty list, refused by validate), not "use the spec's"
+    if args.sizes is not None:
         s["frame_sizes"] = _csv(args.sizes, int)
-    if args.directions:
+    if args.directions is not None:
         s["directions"] = _csv(args.directions)
-    if args.flow_modes:
+    if args.flow_modes is not None:
         s["flow_modes"] = _csv(args.flow_modes)
     if args.flows is not None:
         s["flows"] = args.flows
     if args.bearers is not None:
         s["bearers"] = args.bearers
-    if args.checksum:
+    if args.checksum is not None:
         s["checksum"] = _csv(args.checksum)
     if args.rate_mode:
         s["rate_mode"] = args.rate_mode
@@ -401,9 +407,19 @@ def case_summary(rec: dict) -> str:
 
 
 def _results_dir(out: str | None, run_uuid: str) -> Path:
+    """The results directory, made (and checked writable) before anything else is built."""
     d = Path(out) if out else Path("results") / run_uuid
+    if d.exists() and not d.is_dir():
+        raise ResultsWriteError(f"results directory {d} exists and is not a directory")
     if d.exists() and any(d.iterdir()):
         raise UserError(f"results directory {d} exists and is not empty (nothing is overwritten)")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / f".gtplab-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ResultsWriteError(f"Couldn't write to results directory {d}: {e.strerror or e}") from None
     return d
 
 
@@ -447,6 +463,49 @@ def _start_exporter(be, listen: str):
     raise UserError(f"pgwu metrics did not listen on {listen} within 10 s")
 
 
+RESERVE, RESERVE_BYTES = ".gtplab-reserve", 32 << 10
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
+
+
+def _sigterm(signum, frame):
+    raise Terminated()
+
+
+def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, current: dict, done: int,
+                   failed: int, t_start: float) -> None:
+    """The end of a sweep, however it ends. Each step is guarded, and the lab's teardown (be.close)
+    runs whatever failed before it; run.json then records how the run ended."""
+    def step(what, fn):
+        try:
+            fn()
+        except BaseException as e:      # noqa: BLE001 (a clean-up step never stops the next one)
+            print(f"gtplab sweep: {what} failed: {e}", file=sys.stderr)
+
+    if pusher:
+        step("the last push", pusher.finish)
+    if exporter:
+        step("stopping pgwu metrics", lambda: (exporter.terminate(), exporter.wait(timeout=10)))
+    step("tearing down the lab", be.close)
+    if stop.get("interrupted") and current.get("pcap"):
+        # the interrupted case's capture is kept, named as partial
+        pc = Path(current["pcap"])
+        if pc.exists():
+            step("renaming the partial pcap", lambda: os.replace(pc, pc.with_suffix(".partial.pcap")))
+    with contextlib.suppress(OSError):
+        rdir.joinpath(RESERVE).unlink()
+    if rdir.joinpath(results.RUN_FILE).exists():
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        run.update(elapsed_s=round(time.monotonic() - t_start, 1), cases_done=done,
+                   conservation_failures=failed)
+        if stop.get("interrupted"):
+            run.update(interrupted={"signal": stop["signal"], "case": current.get("case"), "at": now})
+        elif stop.get("stopped"):
+            run.update(stopped={"why": stop["stopped"], "case": current.get("case"), "at": now})
+        else:
+            run.update(finished=now)
+        step("writing run.json", lambda: results.write_run(rdir, run))
+
+
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
     kind = args.backend or cfg.backend
@@ -455,7 +514,6 @@ def do_sweep(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError("the sweep has no cases (every size was skipped)")
     run_uuid = str(uuidlib.uuid4())
-    rdir = _results_dir(args.out, run_uuid)
     if args.profile:
         if kind != "local":
             raise UserError("--profile records perf on this host, where only the local backend's DUT runs; "
@@ -465,6 +523,10 @@ def do_sweep(args: argparse.Namespace) -> int:
     if kind == "trex" and not (args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER")):
         raise UserError("--backend trex needs a TRex server: --trex-server, trex_server in the lab config, "
                         "or $TREX_SERVER")
+    from gtplab.push import check_gateway_url
+    gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
+    if gw:
+        check_gateway_url(gw)       # before anything is built: a bad URL must not leak a lab later
 
     from gtplab.backend import Backend
     from gtplab.push import Pusher, default_gateway
@@ -483,10 +545,16 @@ def do_sweep(args: argparse.Namespace) -> int:
                           "dut": args.dut or cfg.dut_mode}
     elif args.dut:
         raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
+    rdir = _results_dir(args.out, run_uuid)
     print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({kind}); results in {rdir}",
           file=sys.stderr)
-    be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
-                      **lab_kwargs)
+    try:
+        be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
+                          **lab_kwargs)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            rdir.rmdir()        # nothing was written: leave nothing behind
+        raise
     layout = be.lab.state.get("cpu_layout") if be.lab is not None else None
     shared = cfg.cpu_shared_with_generator if layout is None else not layout.get("honoured")
     run = {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -501,22 +569,32 @@ def do_sweep(args: argparse.Namespace) -> int:
     pusher = None
     exporter = None
     done = failed = 0
+    current: dict[str, Any] = {}            # the case running now, for an interruption's record
+    stop: dict[str, Any] = {}
+    old_term = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         if args.pgwu_metrics:
             exporter = _start_exporter(be, args.pgwu_metrics)
-        rdir.mkdir(parents=True, exist_ok=True)
-        results.write_run(rdir, run)
-        pcap_dir = rdir / "pcaps"
-        pcap_dir.mkdir(exist_ok=True)
-        gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
+        try:
+            rdir.mkdir(parents=True, exist_ok=True)
+            results.write_run(rdir, run)
+            # room kept for the last run.json, should the disk fill up during the run
+            (rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
+            pcap_dir = rdir / "pcaps"
+            pcap_dir.mkdir(exist_ok=True)
+        except OSError as e:
+            raise ResultsWriteError(f"Couldn't write results to {rdir}: {e.strerror or e}") from None
         pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
         progress = Progress(len(cases))
         profiler = None
         if args.profile:
-            # the embedded lab's DUT runs in the generator's softirq on every CPU: record them all
-            profiler = profile.Profiler(rdir / "flamegraphs")
+            # the DUT's CPUs where the lab has a layout (its NAPI threads run there), else all
+            lay_cpus = (layout or {}).get("dut") if layout and layout.get("honoured") else None
+            profiler = profile.Profiler(rdir / "flamegraphs", lay_cpus)
         with Runner(be, cfg) as runner, (profiler or contextlib.nullcontext()):
             for i, p in enumerate(cases, 1):
+                current.update(case=p.case_id, index=i,
+                               pcap=str(pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
                 progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows "
                                        f"csum {p.checksum} {p.rate_mode}")
                 if pusher:
@@ -524,28 +602,45 @@ def do_sweep(args: argparse.Namespace) -> int:
                                          "frame_size": p.actual_size, "flows": p.flows,
                                          "checksum": p.checksum}, index=i - 1, total=len(cases))
                 with (profiler.case(p.case_id) if profiler else contextlib.nullcontext()):
-                    rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                    try:
+                        rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                    except OSError as e:
+                        if e.errno not in _WRITE_ERRNOS:
+                            raise
+                        # its capture could not be written into the results directory
+                        raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {rdir}: "
+                                                f"{e.strerror or e}; {done} case(s) before it are there") from None
                 if profiler:
                     rec["flamegraph"] = str(profile.flamegraph_path(rdir, p.case_id).relative_to(rdir))
-                results.append_case(rdir, rec)
+                try:
+                    results.append_case(rdir, rec)
+                except OSError as e:
+                    raise ResultsWriteError(f"Couldn't write case {p.case_id} to {rdir}: {e.strerror or e}; "
+                                            f"{done} case(s) before it are there") from None
+                current.clear()
                 done += 1
                 failed += not rec["conservation_ok"]
                 if pusher:
                     pusher.push(rec)
                 progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
                               + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+    except KeyboardInterrupt:
+        stop.update(interrupted=True, signal="SIGINT")
+        raise
+    except Terminated:
+        stop.update(interrupted=True, signal="SIGTERM")
+        raise
+    except ResultsWriteError as e:
+        stop.update(stopped=str(e))
+        raise
+    except BaseException as e:
+        stop.update(stopped=f"{type(e).__name__}: {e}")
+        raise
     finally:
-        if pusher:
-            pusher.finish()
-        if exporter:
-            exporter.terminate()
-            exporter.wait(timeout=10)
-        be.close()
-        if rdir.joinpath(results.RUN_FILE).exists():
-            run.update(finished=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       elapsed_s=round(time.monotonic() - t_start, 1), cases_done=done,
-                       conservation_failures=failed)
-            results.write_run(rdir, run)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+        # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
+        _finally_steps(be, pusher, exporter, rdir, run, stop, current, done, failed, t_start)
     print(f"gtplab sweep: {done} case(s) in {time.monotonic() - t_start:.0f} s"
           + (f", {failed} with unexplained packet counts" if failed else ""), file=sys.stderr)
     print(f"results: {rdir.resolve()}")

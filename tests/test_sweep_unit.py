@@ -79,6 +79,11 @@ def test_overrides_are_validated():
         sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,9000"))
     with pytest.raises(UserError, match="bad list"):
         sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,x"))
+    # an empty list is a value, refused: not "the whole default sweep"
+    for kw, msg in (({"sizes": ""}, "frame_sizes"), ({"directions": ""}, "directions"),
+                    ({"flow_modes": ""}, "flow_modes"), ({"checksum": ""}, "checksum")):
+        with pytest.raises(UserError, match=msg):
+            sweep.apply_overrides(sweep.load_spec(None), _args(**kw))
 
 
 def test_undersize_uplink_is_clamped_visibly_or_skipped():
@@ -240,12 +245,26 @@ def test_lab_config_errors(tmp_path, monkeypatch):
     f = tmp_path / "lab.yaml"
     for text, msg in (("backend: ixia\n", "backend"), ("speed: 1\n", "unknown key"),
                       ("thresholds: {ndr_pps: {sideways: {default: 1}}}\n", "uplink/downlink"),
-                      ("thresholds: {pdr_loss: 5}\n", "ratio"), ("dut: {url: x}\n", "unknown key")):
+                      ("thresholds: {pdr_loss: 5}\n", "ratio"), ("dut: {url: x}\n", "unknown key"),
+                      # configs that cannot work are refused when read (issue 15)
+                      ("ports: {access: 0, sgi: 0}\n", "both port 0"),
+                      ("port_speed_bps: -5\n", "port_speed_bps -5"),
+                      ("port_speed_bps: true\n", "port_speed_bps"),
+                      ("thresholds: {ndr_pps: {uplink: {default: 5000000}}}\n", "above the line rate at 3024 B"),
+                      ("thresholds: {ndr_pps: {uplink: {1424: 900000}}}\n", "above the line rate at 1424 B"),
+                      ("thresholds: {ndr_pps: {uplink: {default: \"150%\"}}}\n", "bad entry"),
+                      ("dut: {mode: bridge}\n", "dut.mode"),
+                      ("cpus: {generator: 0, dut: 4096}\n", "not available"),
+                      ("cpus: {generator: 0}\n", "generator: CPUS, dut: CPUS")):
         f.write_text(text)
         with pytest.raises(UserError, match=msg):
             labconfig.load(str(f))
     with pytest.raises(UserError, match="no lab config named"):
         labconfig.load("nosuchlab")
+    f.write_text('port_speed_bps: 10000000000\nthresholds: {ndr_pps: {uplink: {default: "50%", 1518: 800000}}}\n')
+    c = labconfig.load(str(f))
+    assert c.threshold("ndr_pps", "uplink", 64) == pytest.approx(0.5 * 14880952.38)
+    assert c.threshold("ndr_pps", "uplink", 1518) == 800000
     f.write_text("name: mine\n")
     monkeypatch.setenv("GTPLAB_LAB_CONFIG", str(f))
     assert labconfig.load().name == "mine"
