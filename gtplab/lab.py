@@ -761,6 +761,10 @@ def lab_status(name: str) -> dict:
                           "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab)}
     if lab.state["status"] == "creating" and not _owner_alive(lab.state):
         st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
+    elif not lab.state.get("standalone") and not _owner_alive(lab.state):
+        # made by a sweep or a test that is gone: nobody will tear it down
+        st["status"] = "orphaned (its creator, pid %s, is gone; remove with `gtplab lab down --name %s`)" % (
+            lab.state.get("pid"), name)
     for link in lab.links():
         xdp = link.get("xdp") or {}
         prog = xdp.get("prog") or {}
@@ -824,6 +828,9 @@ def _cmd_up(args) -> int:
                                 "dut": args.dut_cpus or _cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
     lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu, addressing=a, gen_pass=not args.no_gen_pass,
                  cpus=cpus)
+    # made to outlive this command: not an orphan when its creator exits
+    lab.state["standalone"] = True
+    _write_state(lab.state_path, lab.state)
     if args.json:
         print(json.dumps(lab_status(lab.name), indent=2))
     else:
@@ -841,6 +848,16 @@ def _cmd_down(args) -> int:
     if args.all == (args.name is not None):
         raise UserError("give either --name NAME or --all")
     names = lab_names() if args.all else [args.name]
+    busy = []
+    if args.all and not args.force:
+        for n in list(names):
+            try:
+                st = json.loads(_state_path(n).read_text())
+            except (OSError, ValueError):
+                continue
+            if not st.get("standalone") and _owner_alive(st) and st.get("pid") != os.getpid():
+                busy.append(f"{n} (pid {st.get('pid')})")
+                names.remove(n)
     if not args.all and args.name not in lab_names():
         # Nothing recorded: reconstruct the plan from the name, so a lab whose state file was lost
         # can still be removed (only its own names are touched).
@@ -861,6 +878,10 @@ def _cmd_down(args) -> int:
             state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU)  # torn state file
         removed = teardown(state)
         print(f"lab {n}: removed {', '.join(removed) or 'nothing'}")
+    if busy:
+        print(f"gtplab lab: left lab(s) in use by a running sweep or test: {', '.join(busy)} "
+              "(--force removes them too)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -900,7 +921,9 @@ def add_parser(subparsers) -> None:
     up.set_defaults(func=_cmd_up)
     down = sub.add_parser("down", help="remove a lab (also after a crash) or all of them")
     down.add_argument("--name", help="lab name")
-    down.add_argument("--all", action="store_true", help="every lab listed in " + str(STATE_DIR))
+    down.add_argument("--all", action="store_true", help="every lab listed in " + str(STATE_DIR)
+                      + " (not those a running sweep or test is using, unless --force)")
+    down.add_argument("--force", action="store_true", help="with --all: also labs in use")
     down.set_defaults(func=_cmd_down)
     st = sub.add_parser("status", help="labs, namespaces, links, XDP attachments, DUT counters")
     st.add_argument("--name", help="only this lab")

@@ -323,3 +323,32 @@ def test_a_dut_port_without_xdp_has_no_threaded_napi_and_says_so():
     with Lab.up(dut="none") as lab:
         lay = lab.state["cpu_layout"]
         assert any(f"{p.dut_ifname} (dut): no threaded NAPI" in n for p in lab.ports for n in lay["notes"])
+
+
+def test_down_all_spares_labs_in_use_and_status_marks_orphans(tmp_path):
+    """`lab down --all` leaves a lab whose creator (a sweep, a test) still runs, unless forced;
+    `lab status` marks a lab whose creator died without tearing it down as orphaned. (Its own state
+    directory: --all here sees this test's lab only, never another user's.)"""
+    env = dict(os.environ, GTPLAB_RUN_DIR=str(tmp_path))
+    code = ("import sys, time; sys.path.insert(0, %r); from gtplab.lab import Lab; "
+            "lab = Lab.up(dut='drop'); print(lab.name, flush=True); time.sleep(120)" % str(REPO))
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    name = owner.stdout.readline().strip()
+    try:
+        assert name, "the lab owner did not start"
+        down = subprocess.run(GTPLAB + ["lab", "down", "--all"], capture_output=True, text=True, cwd=REPO, env=env)
+        assert down.returncode == 1 and f"{name} (pid {owner.pid})" in down.stderr, down.stderr
+        assert leftovers(name)
+        owner.kill()
+        owner.wait()
+        st = subprocess.run(GTPLAB + ["lab", "status", "--name", name, "--json"], capture_output=True,
+                            text=True, cwd=REPO, check=True, env=env)
+        assert json.loads(st.stdout)[0]["status"].startswith("orphaned")
+        down = subprocess.run(GTPLAB + ["lab", "down", "--all"], capture_output=True, text=True, cwd=REPO, env=env)
+        assert name not in down.stderr and f"lab {name}: removed" in down.stdout, down  # creator gone
+        assert leftovers(name) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        subprocess.run(GTPLAB + ["lab", "down", "--name", name], capture_output=True, cwd=REPO, env=env)
