@@ -362,7 +362,8 @@ def main() -> int:
     failures: list[str] = []
     try:
         b.setup()
-        b.dps[1].add_bearer(TEID_BASE, int2ip(UE_BASE), SGW, SGW_TEID_BASE)
+        sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(TEID_BASE), "--ue", int2ip(UE_BASE),
+           "--sgw", SGW, "--sgw-teid", str(SGW_TEID_BASE))
         load_s = {}
         for n in tables:
             with tempfile.NamedTemporaryFile("w", suffix=".bearers", delete=False) as tf:

@@ -363,7 +363,20 @@ int xdp_access(struct xdp_md *ctx)
 		goto out;
 	}
 
-	b = bpf_map_lookup_elem(&ul_bearers, &gtp->teid);
+	b = NULL;
+	{
+		__u32 *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+		struct pgwu_ul_slot *sl;
+
+		if (mask) {
+			idx = bpf_ntohl(gtp->teid) & *mask;
+			sl = bpf_map_lookup_elem(&ul_slots, &idx);
+			if (sl && sl->state == PGWU_SLOT_VALID && sl->teid == gtp->teid)
+				b = &sl->b;
+		}
+	}
+	if (!b)
+		b = bpf_map_lookup_elem(&ul_bearers, &gtp->teid);
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
 		goto out;
@@ -577,7 +590,20 @@ int xdp_sgi(struct xdp_md *ctx)
 		reason = PGWU_R_PASS_NOT_UE;
 		goto out;
 	}
-	b = bpf_map_lookup_elem(&dl_bearers, &ip->daddr);
+	b = NULL;
+	{
+		__u32 *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+		struct pgwu_dl_slot *sl;
+
+		if (mask) {
+			idx = bpf_ntohl(ip->daddr) & *mask;
+			sl = bpf_map_lookup_elem(&dl_slots, &idx);
+			if (sl && sl->state == PGWU_SLOT_VALID && sl->ue == ip->daddr)
+				b = &sl->b;
+		}
+	}
+	if (!b)
+		b = bpf_map_lookup_elem(&dl_bearers, &ip->daddr);
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_UE;
 		goto out;

@@ -95,6 +95,42 @@ struct pgwu_dl_bearer {
 	__u64 bytes;
 };
 
+/*
+ * ul_slots / dl_slots: a direct-mapped index of the bearers, so that the packet path touches one
+ * cache line per bearer and no hash bucket: slot (key in host order) & slot_mask[0], where the key is
+ * the local TEID (uplink) or the UE address (downlink) and the arrays have a power-of-two size >=
+ * the capacity. A slot holds a copy of the bearer (and its usage counters) while state ==
+ * PGWU_SLOT_VALID and key == the packet's key; any other packet falls back to the hash maps, which
+ * hold every bearer (the slots are an index pgwu keeps, never the only copy). pgwu fills a slot only
+ * after the hash entry exists, and empties it before deleting the hash entry; a bearer's usage is
+ * the sum of its slot's counters and its hash entry's. Keys that share a slot (operator-chosen
+ * values outside the lab's ranges) stay in the hash maps: correct, only slower.
+ */
+#define PGWU_SLOT_VALID 1U
+
+/* the slot arrays' size for a capacity: the power of two >= it */
+static inline __u32 pgwu_slots_for(__u32 cap)
+{
+	__u32 n = 1;
+
+	while (n < cap && n < (1U << 31))
+		n <<= 1;
+	return n;
+}
+
+struct pgwu_ul_slot {
+	__u32 teid;		/* key, network order */
+	__u32 state;		/* PGWU_SLOT_VALID, written last */
+	struct pgwu_ul_bearer b;
+};				/* 32 bytes: two to a cache line */
+
+struct pgwu_dl_slot {
+	__u32 ue;		/* key, network order */
+	__u32 state;
+	struct pgwu_dl_bearer b;
+	__u8 pad[24];		/* 64 bytes: one cache line */
+};
+
 /* A static next hop for one egress side; ifindex 0 = resolve with bpf_fib_lookup instead. */
 struct pgwu_nexthop {
 	__u32 ifindex;

@@ -116,7 +116,22 @@ struct pgwu_maps {
 	int config;
 	int fib_gen;
 	int lock;	/* PIN_DIR, flock()ed by writers, or -1 */
+	/* the slot index (pgwu.h), mmap()ed; NULL when not mapped */
+	int ul_slots_fd, dl_slots_fd;
+	struct pgwu_ul_slot *ul_slots;
+	struct pgwu_dl_slot *dl_slots;
+	__u32 nslots;
 };
+
+/* The slot holding this bearer (key network order), or NULL. */
+struct pgwu_ul_slot *slot_ul(const struct pgwu_maps *m, __u32 teid);
+struct pgwu_dl_slot *slot_dl(const struct pgwu_maps *m, __u32 ue);
+/* Index a bearer that is in the hash maps (if its slot is free); empty its slot (if it has one). */
+void slot_ul_set(const struct pgwu_maps *m, __u32 teid, const struct pgwu_ul_bearer *v);
+void slot_dl_set(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *v);
+void slot_ul_clear(const struct pgwu_maps *m, __u32 teid);
+void slot_dl_clear(const struct pgwu_maps *m, __u32 ue);
+void slots_clear_all(const struct pgwu_maps *m);
 int maps_open(struct pgwu_maps *m);
 /* maps_open, then an exclusive flock on PIN_DIR: pgwu writers take turns, so a check made before
  * a write (no such TEID yet) still holds when the write happens. */

@@ -139,6 +139,10 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 	err = bpf_map__set_max_entries(skel->maps.ul_bearers, max_bearers);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.dl_bearers, max_bearers);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.ul_slots, pgwu_slots_for(max_bearers));
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.dl_slots, pgwu_slots_for(max_bearers));
 	if (err) {
 		fprintf(stderr, "Couldn't set the bearer capacity: %s\n", strerror(-err));
 		goto out;
@@ -236,6 +240,11 @@ int pgwu_load(const struct load_opts *o)
 	cfg.flags = (o->csum.v ? PGWU_CFG_CSUM : 0) |
 		    (!o->no_fib_cache.set && !tracing_err[0] ? PGWU_CFG_FIB_CACHE : 0);
 	err = bpf_map_update_elem(bpf_map__fd(skel->maps.config), &zero, &cfg, BPF_ANY);
+	if (!err) {
+		__u32 mask = pgwu_slots_for(o->max_bearers.v) - 1;
+
+		err = bpf_map_update_elem(bpf_map__fd(skel->maps.slot_mask), &zero, &mask, BPF_ANY);
+	}
 	if (err) {
 		fprintf(stderr, "Couldn't write the config map: %s\n", strerror(-err));
 		goto out;

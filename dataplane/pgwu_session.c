@@ -120,6 +120,8 @@ int do_session_add(const void *cfg)
 			fprintf(stderr, "Couldn't add the downlink bearer: %s\n", strerror(-err));
 		goto out;
 	}
+	slot_ul_set(&m, teid, &ul);
+	slot_dl_set(&m, ue, &dl);
 	printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
 	       ip_str(o->sgw.addr, b), o->sgw_teid.v);
 out:
@@ -169,15 +171,19 @@ static int bearer_find(const struct pgwu_maps *m, const struct session_opts *o, 
 	b->teid = ntohl(teid);
 	b->ue = ue;
 	if (b->has_ul) {
-		b->ul_packets = ul.packets;
-		b->ul_bytes = ul.bytes;
+		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
+
+		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
+		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
 	}
 	if (b->has_dl) {
 		b->sgw = dl.sgw_addr;
 		b->sgw_teid = ntohl(dl.sgw_teid);
 		b->flags = dl.flags;
-		b->dl_packets = dl.packets;
-		b->dl_bytes = dl.bytes;
+		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
+
+		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
+		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
 	}
 	return 0;
 }
@@ -202,6 +208,10 @@ int do_session_del(const void *cfg)
 		goto out;
 	teid = htonl(b.teid);
 	ue = b.ue;
+	if (b.has_dl)
+		slot_dl_clear(&m, ue);
+	if (b.has_ul)
+		slot_ul_clear(&m, teid);
 	if (b.has_dl && bpf_map_delete_elem(m.dl, &ue) && errno != ENOENT) {
 		err = -errno;
 		fprintf(stderr, "Couldn't delete the downlink bearer: %s\n", strerror(-err));
@@ -318,6 +328,7 @@ int do_session_flush(const void *cfg)
 			       &n_dl);
 	if (err)
 		goto out;
+	slots_clear_all(&m);
 	err = flush_both(m.ul, ul_keys, n_ul, m.dl, dl_keys, n_dl);
 	if (err) {
 		fprintf(stderr, "Couldn't flush the bearer tables: %s\n", strerror(-err));
@@ -686,7 +697,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
 	__u64 *by_teid = NULL, *by_ue = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
 	struct insert_job ju, jd;
 	char *buf = NULL;
 	size_t len = 0;
@@ -790,6 +801,10 @@ int do_session_load(const void *cfg)
 				"entries); the tables are as they were\n", done_ul, done_dl);
 		goto out;
 	}
+	for (size_t i = 0; i < bk.n; i++) {
+		slot_ul_set(&m, k_ul[i], &v_ul[i]);
+		slot_dl_set(&m, k_dl[i], &v_dl[i]);
+	}
 	printf("loaded %zu bearers from %s\n", bk.n, bk.file);
 	goto out;
 
@@ -831,7 +846,7 @@ int do_session_unload(const void *cfg)
 	struct bulk bk = { .file = o->file.s };
 	__u32 *k_ul = NULL, *k_dl = NULL;
 	__u64 *by_teid = NULL, *by_ue = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
 	char *buf = NULL, k[16];
 	size_t len = 0;
 	int err;
@@ -880,6 +895,10 @@ int do_session_unload(const void *cfg)
 	}
 	if (bk.nerr)
 		goto bad_file;
+	for (size_t i = 0; i < bk.n; i++) {
+		slot_dl_clear(&m, k_dl[i]);
+		slot_ul_clear(&m, k_ul[i]);
+	}
 	err = flush_both(m.ul, k_ul, bk.n, m.dl, k_dl, bk.n);
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearers of %s: %s\n", bk.file, strerror(-err));

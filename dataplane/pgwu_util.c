@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/statfs.h>
 #include <linux/magic.h>
 #include <bpf/bpf.h>
@@ -65,6 +66,8 @@ bool pgwu_is_loaded(void)
 	return !pin_path(path, sizeof(path), "config") && !access(path, F_OK);
 }
 
+static int slots_open(struct pgwu_maps *m);
+
 int maps_open(struct pgwu_maps *m)
 {
 	/* config first: when nothing is loaded, its "not loaded" is the one message */
@@ -74,6 +77,10 @@ int maps_open(struct pgwu_maps *m)
 	size_t i;
 
 	m->lock = -1;
+	m->ul_slots_fd = m->dl_slots_fd = -1;
+	m->ul_slots = NULL;
+	m->dl_slots = NULL;
+	m->nslots = 0;
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		*fds[i] = -1;
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
@@ -85,7 +92,127 @@ int maps_open(struct pgwu_maps *m)
 			return err;
 		}
 	}
+	return slots_open(m);
+}
+
+/* Map the slot index (pgwu.h); its absence is an error: every loaded pgwu has it. */
+static int slots_open(struct pgwu_maps *m)
+{
+	__u32 n_ul = 0, n_dl = 0;
+	void *a, *b;
+	int err;
+
+	m->ul_slots_fd = pinned_open("ul_slots");
+	m->dl_slots_fd = pinned_open("dl_slots");
+	if (m->ul_slots_fd < 0 || m->dl_slots_fd < 0) {
+		err = m->ul_slots_fd < 0 ? m->ul_slots_fd : m->dl_slots_fd;
+		maps_close(m);
+		return err;
+	}
+	err = map_max_entries(m->ul_slots_fd, &n_ul);
+	if (!err)
+		err = map_max_entries(m->dl_slots_fd, &n_dl);
+	if (!err && n_ul != n_dl)
+		err = -EINVAL;
+	if (err) {
+		maps_close(m);
+		return err;
+	}
+	a = mmap(NULL, (size_t)n_ul * sizeof(struct pgwu_ul_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 m->ul_slots_fd, 0);
+	b = mmap(NULL, (size_t)n_dl * sizeof(struct pgwu_dl_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
+		 m->dl_slots_fd, 0);
+	if (a == MAP_FAILED || b == MAP_FAILED) {
+		err = -errno;
+		fprintf(stderr, "Couldn't map the bearer index: %s\n", strerror(-err));
+		if (a != MAP_FAILED)
+			munmap(a, (size_t)n_ul * sizeof(struct pgwu_ul_slot));
+		if (b != MAP_FAILED)
+			munmap(b, (size_t)n_dl * sizeof(struct pgwu_dl_slot));
+		maps_close(m);
+		return err;
+	}
+	m->ul_slots = a;
+	m->dl_slots = b;
+	m->nslots = n_ul;
 	return 0;
+}
+
+struct pgwu_ul_slot *slot_ul(const struct pgwu_maps *m, __u32 teid)
+{
+	struct pgwu_ul_slot *s;
+
+	if (!m->ul_slots)
+		return NULL;
+	s = &m->ul_slots[ntohl(teid) & (m->nslots - 1)];
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID && s->teid == teid ? s : NULL;
+}
+
+struct pgwu_dl_slot *slot_dl(const struct pgwu_maps *m, __u32 ue)
+{
+	struct pgwu_dl_slot *s;
+
+	if (!m->dl_slots)
+		return NULL;
+	s = &m->dl_slots[ntohl(ue) & (m->nslots - 1)];
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID && s->ue == ue ? s : NULL;
+}
+
+/* Fill a free slot: everything first, the state last (the packet path checks it first). */
+void slot_ul_set(const struct pgwu_maps *m, __u32 teid, const struct pgwu_ul_bearer *v)
+{
+	struct pgwu_ul_slot *s;
+
+	if (!m->ul_slots)
+		return;
+	s = &m->ul_slots[ntohl(teid) & (m->nslots - 1)];
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID)
+		return;		/* taken by another key: this bearer stays in the hash map only */
+	s->teid = teid;
+	s->b = *v;
+	s->b.packets = 0;
+	s->b.bytes = 0;
+	__atomic_store_n(&s->state, PGWU_SLOT_VALID, __ATOMIC_RELEASE);
+}
+
+void slot_dl_set(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *v)
+{
+	struct pgwu_dl_slot *s;
+
+	if (!m->dl_slots)
+		return;
+	s = &m->dl_slots[ntohl(ue) & (m->nslots - 1)];
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID)
+		return;
+	s->ue = ue;
+	s->b = *v;
+	s->b.packets = 0;
+	s->b.bytes = 0;
+	__atomic_store_n(&s->state, PGWU_SLOT_VALID, __ATOMIC_RELEASE);
+}
+
+void slot_ul_clear(const struct pgwu_maps *m, __u32 teid)
+{
+	struct pgwu_ul_slot *s = slot_ul(m, teid);
+
+	if (s)
+		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+}
+
+void slot_dl_clear(const struct pgwu_maps *m, __u32 ue)
+{
+	struct pgwu_dl_slot *s = slot_dl(m, ue);
+
+	if (s)
+		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+}
+
+void slots_clear_all(const struct pgwu_maps *m)
+{
+	for (__u32 i = 0; m->ul_slots && i < m->nslots; i++)
+		__atomic_store_n(&m->ul_slots[i].state, 0, __ATOMIC_RELEASE);
+	for (__u32 i = 0; m->dl_slots && i < m->nslots; i++)
+		__atomic_store_n(&m->dl_slots[i].state, 0, __ATOMIC_RELEASE);
 }
 
 int pin_dir_lock(void)
@@ -122,8 +249,15 @@ void maps_close(struct pgwu_maps *m)
 	if (m->lock >= 0)
 		close(m->lock);
 	m->lock = -1;
-	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen };
+	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
+		       &m->dl_slots_fd };
 
+	if (m->ul_slots)
+		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));
+	if (m->dl_slots)
+		munmap(m->dl_slots, (size_t)m->nslots * sizeof(struct pgwu_dl_slot));
+	m->ul_slots = NULL;
+	m->dl_slots = NULL;
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -338,6 +472,17 @@ static ssize_t find_hi32(const __u64 *a, size_t n, __u32 key)
 	return lo < n && (__u32)(a[lo] >> 32) == key ? (ssize_t)lo : -1;
 }
 
+/* a bearer's downlink usage: its hash entry's and its slot's */
+static void dl_slot_add(const struct pgwu_maps *m, __u32 ue, struct bearer *x)
+{
+	const struct pgwu_dl_slot *sl = slot_dl(m, ue);
+
+	if (sl) {
+		x->dl_packets += sl->b.packets;
+		x->dl_bytes += sl->b.bytes;
+	}
+}
+
 int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 {
 	struct pgwu_ul_bearer *ulv = NULL;
@@ -389,6 +534,14 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 		x->has_ul = true;
 		x->ul_packets = ulv[i].packets;
 		x->ul_bytes = ulv[i].bytes;
+		{
+			const struct pgwu_ul_slot *sl = slot_ul(m, ulk[i]);
+
+			if (sl) {
+				x->ul_packets += sl->b.packets;
+				x->ul_bytes += sl->b.bytes;
+			}
+		}
 		if (j >= 0) {
 			const struct pgwu_dl_bearer *d = &dlv[(__u32)dl_idx[j]];
 
@@ -400,6 +553,7 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 				x->flags = d->flags;
 				x->dl_packets = d->packets;
 				x->dl_bytes = d->bytes;
+				dl_slot_add(m, ulv[i].ue_addr, x);
 			}
 		}
 	}
@@ -417,6 +571,7 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 		x->flags = dlv[i].flags;
 		x->dl_packets = dlv[i].packets;
 		x->dl_bytes = dlv[i].bytes;
+		dl_slot_add(m, dlk[i], x);
 	}
 	for (size_t i = 0; i < n; i++)
 		order[i] = (__u64)b[i].teid << 32 | i;

@@ -217,7 +217,10 @@ class RunResult:
         return VERDICTS[self.retval] if self.retval < VERDICT_MAX else f"retval {self.retval}"
 
 
-MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id")
+MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots")
+SLOT_VALID = 1
+UL_SLOT_FMT = "=4sI"      # struct pgwu_ul_slot: key (network order), state, then struct pgwu_ul_bearer
+DL_SLOT_FMT = "=4sI"      # struct pgwu_dl_slot: key, state, struct pgwu_dl_bearer, 24 bytes of padding
 PROGS = ("xdp_access", "xdp_sgi")
 
 
@@ -273,29 +276,74 @@ class Dataplane:
         return cfg
 
     # --- bearers ---------------------------------------------------------------------------------
+    # As pgwu does it (dataplane/pgwu.h, struct pgwu_ul_slot): every bearer is in the hash maps; a
+    # bearer whose slot is free is also indexed there, filled after the hash entry and emptied
+    # before it is deleted; its usage is the sum of both.
+    def _slot(self, side: str, key: bytes) -> tuple[bytes, bytes | None]:
+        """(slot index, the slot's value if it holds key, else None)"""
+        m = self.maps[f"{side}_slots"]
+        idx = struct.pack("=I", struct.unpack("!I", key)[0] & (m.max_entries - 1))
+        v = m.lookup(idx)
+        k, state = struct.unpack_from("=4sI", v)
+        return idx, (v if state == SLOT_VALID and k == key else None)
+
+    def _slot_set(self, side: str, key: bytes, value: bytes) -> None:
+        m = self.maps[f"{side}_slots"]
+        idx = struct.pack("=I", struct.unpack("!I", key)[0] & (m.max_entries - 1))
+        if struct.unpack_from("=4sI", m.lookup(idx))[1] == SLOT_VALID:
+            return                          # taken by another key: the hash map only
+        m.update(idx, (struct.pack("=4sI", key, SLOT_VALID) + value).ljust(m.value_size, b"\0"))
+
+    def _slot_clear(self, side: str, key: bytes) -> None:
+        idx, v = self._slot(side, key)
+        if v is not None:
+            self.maps[f"{side}_slots"].update(idx, v[:4] + struct.pack("=I", 0) + v[8:])
+
     def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None) -> None:
         """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default."""
         flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
-        self.maps["ul_bearers"].update(struct.pack("!I", teid), UlBearer(ue).pack())
-        self.maps["dl_bearers"].update(_ip(ue), DlBearer(sgw, sgw_teid, teid, flags).pack())
+        ul, dl = UlBearer(ue).pack(), DlBearer(sgw, sgw_teid, teid, flags).pack()
+        self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
+        self.maps["dl_bearers"].update(_ip(ue), dl)
+        self._slot_set("ul", struct.pack("!I", teid), ul)
+        self._slot_set("dl", _ip(ue), dl)
 
     def del_bearer(self, teid: int, ue: str) -> None:
+        self._slot_clear("ul", struct.pack("!I", teid))
+        self._slot_clear("dl", _ip(ue))
         self.maps["ul_bearers"].delete(struct.pack("!I", teid))
         self.maps["dl_bearers"].delete(_ip(ue))
 
     def flush_bearers(self) -> None:
-        for name in ("ul_bearers", "dl_bearers"):
-            m = self.maps[name]
+        for side in ("ul", "dl"):
+            m = self.maps[f"{side}_bearers"]
             for k in list(m.keys()):
+                self._slot_clear(side, k)    # every slotted bearer is in the hash map too
                 m.delete(k)
 
     def ul_bearer(self, teid: int) -> UlBearer | None:
         v = self.maps["ul_bearers"].lookup(struct.pack("!I", teid))
-        return UlBearer.unpack(v) if v is not None else None
+        if v is None:
+            return None
+        b = UlBearer.unpack(v)
+        _, sv = self._slot("ul", struct.pack("!I", teid))
+        if sv is not None:
+            sb = UlBearer.unpack(sv[8:8 + UlBearer.SIZE])
+            b.packets += sb.packets
+            b.bytes += sb.bytes
+        return b
 
     def dl_bearer(self, ue: str) -> DlBearer | None:
         v = self.maps["dl_bearers"].lookup(_ip(ue))
-        return DlBearer.unpack(v) if v is not None else None
+        if v is None:
+            return None
+        b = DlBearer.unpack(v)
+        _, sv = self._slot("dl", _ip(ue))
+        if sv is not None:
+            sb = DlBearer.unpack(sv[8:8 + DlBearer.SIZE])
+            b.packets += sb.packets
+            b.bytes += sb.bytes
+        return b
 
     def flush_fib_cache(self) -> None:
         """Invalidate every cached next hop, as the kernel's changes do: a new generation."""

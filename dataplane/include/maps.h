@@ -27,6 +27,32 @@ struct {
 	__type(value, struct pgwu_dl_bearer);
 } dl_bearers SEC(".maps");
 
+/* Written by pgwu (through mmap); read by xdp_access / xdp_sgi, which add to the usage counters.
+ * Sized at load time (a power of two >= the capacity). See struct pgwu_ul_slot in pgwu.h. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pgwu_ul_slot);
+} ul_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pgwu_dl_slot);
+} dl_slots SEC(".maps");
+
+/* Written by pgwu load: [0] = the slot arrays' size - 1. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} slot_mask SEC(".maps");
+
 /* Written by both XDP programs (one slot per reason x verdict). Read by pgwu stats/metrics. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
