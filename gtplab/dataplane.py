@@ -204,7 +204,8 @@ COUNTER_FMT = "=QQ"
 COUNTER_SIZE = 16
 # struct name -> size, for the BTF check
 STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pgwu_dl_bearer": DlBearer.SIZE,
-                "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE}
+                "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE,
+                "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64}
 
 
 @dataclass

@@ -547,6 +547,48 @@ def test_usage_accumulates(dp):
     assert (dl.packets, dl.bytes) == (3, total_dl)
 
 
+def test_bearers_sharing_a_slot(dp):
+    """Two bearers whose TEIDs and UE addresses fall in the same slot of the direct index (keys one
+    index size apart): the first is indexed, the second lives in the hash maps only. Both are
+    forwarded with their own SGW TEID and counted exactly, and deleting either one leaves the
+    other working (the slot is emptied only for its own key)."""
+    import ipaddress
+    n = dp.maps["ul_slots"].max_entries
+    a = (TEID_DEF, UE_DEF, P.TEID_DL)
+    b = (TEID_DEF + n, str(ipaddress.ip_address(UE_DEF) + n), 0x777)
+    dp.set_config(BASE_CONFIG)
+    dp.flush_bearers()
+    for teid, ue, sgw_teid in (a, b):
+        dp.add_bearer(teid, ue, P.SGW_ADDR, sgw_teid)
+    assert dp._slot("ul", struct.pack("!I", a[0]))[1] is not None
+    assert dp._slot("ul", struct.pack("!I", b[0]))[1] is None
+
+    def both_ways(bearer, expect):
+        teid, ue, sgw_teid = bearer
+        up = dp.run_access(bytes(P.gpdu(teid=teid, ue=ue, size=200)))
+        down = dp.run_sgi(bytes(P.downlink_ip(ue=ue, size=200)))
+        if expect:
+            assert up.verdict == "redirect" and down.verdict == "redirect", (bearer, up, down)
+            assert struct.unpack_from("!I", down.data, 14 + 20 + 8 + 4)[0] == sgw_teid
+        else:
+            assert up.verdict == "drop" and down.verdict == "drop", (bearer, up, down)
+
+    for x in (a, b, b):
+        both_ways(x, True)
+    assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
+    assert (dp.ul_bearer(b[0]).packets, dp.dl_bearer(b[1]).packets) == (2, 2)
+    dp.del_bearer(a[0], a[1])
+    both_ways(a, False)
+    both_ways(b, True)
+    assert (dp.ul_bearer(b[0]).packets, dp.dl_bearer(b[1]).packets) == (3, 3)
+    dp.add_bearer(a[0], a[1], P.SGW_ADDR, a[2])       # the slot is free again: a takes it
+    assert dp._slot("ul", struct.pack("!I", a[0]))[1] is not None
+    dp.del_bearer(b[0], b[1])
+    both_ways(b, False)
+    both_ways(a, True)
+    assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
+
+
 def test_config_roundtrip(dp):
     cfg = cfg_of({"egress_vlan": (5, 4094), "restart_counter": 9, "fib_cache": True})
     dp.set_config(cfg)

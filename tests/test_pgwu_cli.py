@@ -340,6 +340,43 @@ def test_session_unload_deletes_exactly_the_listed_bearers(loaded, tmp_path):
         (9, "10.45.0.9", "192.0.2.1", 0x100, "default")]
 
 
+def test_session_commands_keep_the_slot_index_right(loaded, tmp_path):
+    """pgwu keeps the direct index (ul_slots/dl_slots) in step with the hash maps: with 64 slots,
+    TEIDs/UEs 64 apart share one. Packets for both bearers are forwarded and counted; deleting the
+    indexed one (del, unload, flush) leaves the other forwarding, and a deleted one is dropped."""
+    from gtplab import packets as P
+    from gtplab.dataplane import Dataplane
+    ok(loaded, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
+    ok(loaded, "config", "--nexthop", "sgi", "lo", "02:00:00:00:00:02")
+    assert add(loaded, 1, "10.45.0.1").returncode == 0
+    assert add(loaded, 65, "10.45.0.65", "192.0.2.1", 0x165).returncode == 0
+    with Dataplane(loaded) as dp:
+        def fwd(teid, ue):
+            up = dp.run_access(bytes(P.gpdu(teid=teid, ue=ue, dst="198.51.100.10", outer_dst="192.0.2.10", size=200)))
+            down = dp.run_sgi(bytes(P.downlink_ip(ue=ue, size=200)))
+            return up.verdict, down.verdict
+
+        assert fwd(1, "10.45.0.1") == fwd(65, "10.45.0.65") == ("tx", "tx")   # lo in, lo out
+        ok(loaded, "session", "del", "--teid", "1")
+        assert fwd(1, "10.45.0.1") == ("drop", "drop")
+        assert fwd(65, "10.45.0.65") == ("tx", "tx")
+        got = {b["teid"]: b for b in bearers(loaded)}
+        assert (got[65]["uplink"]["packets"], got[65]["downlink"]["packets"]) == (2, 2)
+        gone = tmp_path / "gone.txt"
+        gone.write_text("65 10.45.0.65 192.0.2.1 0x165\n")
+        ok(loaded, "session", "unload", str(gone))   # 65 was in the hash maps only
+        assert fwd(65, "10.45.0.65") == ("drop", "drop")
+        ok(loaded, "session", "load", str(gone))     # back, now in the free slot
+        assert fwd(65, "10.45.0.65") == ("tx", "tx")
+        assert {b["teid"]: b["uplink"]["packets"] for b in bearers(loaded)} == {65: 1}
+        ok(loaded, "session", "unload", str(gone))   # and out of it
+        assert fwd(65, "10.45.0.65") == ("drop", "drop")
+        assert add(loaded, 1, "10.45.0.1").returncode == 0
+        assert fwd(1, "10.45.0.1") == ("tx", "tx")
+        ok(loaded, "session", "flush")
+        assert fwd(1, "10.45.0.1") == ("drop", "drop")
+
+
 @pytest.mark.parametrize("lines,msg", [
     ("1 10.45.0.1 192.0.2.1 100\n2 10.45.0.3 192.0.2.2 0x200\n", ":2: no bearer with TEID 2 and UE 10.45.0.3"),
     ("1 10.45.0.1 192.0.2.1 100\n7 10.45.0.7 192.0.2.2 1\n", ":2: no bearer with TEID 7 and UE 10.45.0.7"),
