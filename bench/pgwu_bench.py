@@ -174,6 +174,7 @@ class Bench:
     # --- setup / teardown ------------------------------------------------------------------------
     def setup(self) -> None:
         ns = self.ns
+        print(f"pgwu_bench: netns {ns}, pins {' '.join([*self.pins.values(), self.wrap_pin])}", file=sys.stderr)
         sh("ip", "netns", "add", ns)
         for a, b in (("acc0", "acc1"), ("sgi0", "sgi1")):
             sh("ip", "-n", ns, "link", "add", a, "type", "veth", "peer", "name", b)
