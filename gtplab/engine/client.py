@@ -61,7 +61,7 @@ PACED_CALL_SHARED = 1 << 14    # ~1.5 ms: a port with several paced streams (IMI
 # ring cannot hold; the frames it missed are not sent (counted), and the rate achieved shows it.
 MAX_BURST = 128
 UNPARKED_LATE_NS = 50_000_000
-_PACE = struct.Struct("<QQQQQQ")    # struct tg_pace
+_PACE = struct.Struct("<QQQQQQQ")    # struct tg_pace
 FCS = 4
 
 
@@ -451,9 +451,10 @@ class LocalClient:
             sent = {s.sid: 0 for s in streams}
             done = set()
             cur = obj.map("cur_slot")
-            # continuous streams at a rate are paced in the kernel (struct tg_pace): the loop only
-            # keeps calling; bursts are paced here, by the clock; at 100 % the engine goes flat out
-            paced = [s for s in streams if p.paced and s.cs.mode == "continuous"]
+            # continuous streams at a rate and single bursts are paced in the kernel (struct tg_pace):
+            # the loop only keeps calling; multi-bursts are paced here, by the clock; at 100 % the
+            # engine goes flat out
+            paced = [s for s in streams if (p.paced and s.cs.mode == "continuous") or s.cs.mode == "single_burst"]
             flat = [s for s in streams if not p.paced and s.cs.mode == "continuous"]
             runners = {s.sid: kernel.LiveRunner(prog, s.cs.frame, s.slot, ifx,
                                                 PACED_BATCH if s in paced else self.batch_size, cur)
@@ -461,13 +462,17 @@ class LocalClient:
             t0 = p.t_start
             t0_ns = int(t0 * 1e9)
             parked = len(p.park_fds) > k * len(self.ports) + list(self.ports).index(p.spec.port_id)
+            bursts = [s for s in paced if s.cs.mode == "single_burst"]
             for s in paced:
                 gap = round(256e9 / pps[s.sid])
                 # unparked, every call sleeps in two synchronize_rcu (ms): catch up after them
                 late = MAX_BURST * gap if parked else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
+                left = 0
+                if s in bursts:     # exact count: never skip, catch up instead
+                    late, left = (1 << 63), s.cs.total_pkts + 1
                 obj.map("pace").update(struct.pack("<I", s.slot), _PACE.pack(
                     (t0_ns + int(s.cs.isg_us * 1e3)) << 8, gap,
-                    t0_ns + int(duration * 1e9) if duration > 0 else 0, late, 0, 0))
+                    t0_ns + int(duration * 1e9) if duration > 0 and s not in bursts else 0, late, 0, 0, left))
             # one call serves one stream: with several, short calls, so each waits little
             chunk = PACED_CALL if len(paced) <= 1 else PACED_CALL_SHARED
             while not p.stop_ev.is_set():
@@ -483,6 +488,8 @@ class LocalClient:
                         runners[s.sid].run(chunk if s in paced else MAX_CALL_FRAMES)
                         p.calls += 1
                         busy = True
+                        if s in bursts and _PACE.unpack(obj.map("pace").lookup(struct.pack("<I", s.slot)))[6] == 1:
+                            done.add(s.sid)         # the whole burst is out
                         continue
                     # one call per stream and round, so time, stop and duration are rechecked
                     # even when the rate asked for is more than the port can do

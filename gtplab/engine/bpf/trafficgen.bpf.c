@@ -762,7 +762,7 @@ int tg_tx(struct xdp_md *ctx)
 	if (p && p->next_q8) {
 		__u64 now = bpf_ktime_get_ns(), due = p->next_q8, late;
 
-		if (p->end_ns && now >= p->end_ns)
+		if ((p->end_ns && now >= p->end_ns) || p->left == 1)
 			goto out;
 		if ((now << 8) < due) {
 			p->idle++;
@@ -776,6 +776,8 @@ int tg_tx(struct xdp_md *ctx)
 			due += n * p->gap_q8;
 		}
 		p->next_q8 = due + p->gap_q8;
+		if (p->left)
+			p->left--;
 	}
 	s = bpf_map_lookup_elem(&streams, &slot);
 	st = bpf_map_lookup_elem(&state, &slot);

@@ -154,6 +154,7 @@ struct tg_pace {
 	__u64 late_q8;	/* more than this behind: skip instead of catching up */
 	__u64 skipped;	/* frames given up after a hold-up */
 	__u64 idle;	/* runs that found no frame due */
+	__u64 left;	/* a burst: frames still to send, + 1 (1: done); 0: no count */
 };
 
 /* Written by the transmit program only; one port's thread runs a stream at a time. */
