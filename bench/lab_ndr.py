@@ -68,7 +68,8 @@ def main() -> int:
         return "-" if x is None else fmt.format(x * scale)
 
     head = ("direction", "frame B", f"PGW-U {args.rate_mode.upper()} Mpps", "spread", "gen-bound",
-            "forwarder Mpps", "spread", "gen-bound", "PGW-U / fwd", "PGW-U CPU ns/pkt", "PGW-U XDP ns/pkt")
+            "forwarder Mpps", "spread", "gen-bound", "PGW-U / fwd", "PGW-U CPU ns/pkt", "PGW-U XDP ns/pkt",
+            "fwd XDP ns/pkt")
     rows = []
     for d in ("uplink", "downlink"):
         for size in sorted({s for (dd, s, _) in got if dd == d}):
@@ -80,7 +81,8 @@ def main() -> int:
                          f"{len(pg) - len(pv)}/{len(pg)}", f(mf), f"{f(min(fv))}-{f(max(fv))}" if fv else "-",
                          f"{len(fw) - len(fv)}/{len(fw)}", f(mp / mf if mp and mf else None, 1, "{:.2f}"),
                          f(med([c["dut"].get("cpu_ns_per_packet") for c in pg]), 1, "{:.0f}"),
-                         f(med([c["dut"].get("ns_per_packet") for c in pg]), 1, "{:.0f}")))
+                         f(med([c["dut"].get("ns_per_packet") for c in pg]), 1, "{:.0f}"),
+                         f(med([c["dut"].get("ns_per_packet") for c in fw]), 1, "{:.0f}")))
     if args.markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join("---" for _ in head) + "|")
