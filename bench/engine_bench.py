@@ -46,9 +46,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 from gtplab.backend import TrexClient  # noqa: E402  (stream JSON from TRex's own library)
 from gtplab.lab import Lab, NETNS_DIR  # noqa: E402
+from tables import print_table  # noqa: E402  (bench/tables.py)
 
 UPLINK = REPO / "trex_profiles" / "gtpu_uplink.py"
 PG_ID = 10
@@ -260,15 +262,7 @@ def main() -> int:
         table.append((row, str(asked), str(size), f"{m / 1e6:.3f}", f"{min(pps) / 1e6:.3f}-{max(pps) / 1e6:.3f}",
                       f"{med(rs, 'cpu_s') / med(rs, 'wall'):.2f}", f"{m / raw[64]:.2f}",
                       f"{m / raw[size]:.2f}" if size in raw else "", note))
-    widths = [max(len(x) for x in col) for col in zip(head, *table)]
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "|".join("---" for _ in head) + "|")
-        for t in table:
-            print("| " + " | ".join(t) + " |")
-    else:
-        for t in [head] + table:
-            print("  ".join(x.ljust(w) for x, w in zip(t, widths)))
+    print_table(head, table, args.markdown)
     print()
     for sz in (64, 1424):
         rs = runs.get((f"(bk) uplink, {args.flows} flows", sz, real[sz]))

@@ -27,6 +27,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from tables import print_table  # noqa: E402
 
 
 def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float) -> list[dict]:
@@ -83,15 +86,7 @@ def main() -> int:
                          f(med([c["dut"].get("cpu_ns_per_packet") for c in pg]), 1, "{:.0f}"),
                          f(med([c["dut"].get("ns_per_packet") for c in pg]), 1, "{:.0f}"),
                          f(med([c["dut"].get("ns_per_packet") for c in fw]), 1, "{:.0f}")))
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "|".join("---" for _ in head) + "|")
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-    else:
-        w = [max(len(x) for x in col) for col in zip(head, *rows)]
-        for r in [head] + rows:
-            print("  ".join(x.ljust(n) for x, n in zip(r, w)))
+    print_table(head, rows, args.markdown)
     print(f"\n{args.runs} run(s) per DUT, alternating; {args.duration:g} s trials, {args.rate_mode.upper()} search "
           f"(at most 8 trials); medians, spread min-max over the runs with a result; gen-bound = runs whose "
           f"result the generator set (no {args.rate_mode.upper()} claimed); kernel {platform.release()}; "

@@ -665,8 +665,8 @@ def add_parser(subparsers) -> None:
                         "forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
     p.add_argument("--profile", action="store_true",
-                   help="record `perf record -a -g` during each case: flamegraphs/case-<id>.svg, linked "
-                        "from the report (local backend)")
+                   help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
+                        "linked from the report (local backend)")
     p.add_argument("--pgwu-metrics", metavar="ADDR:PORT",
                    help="serve the embedded DUT's `pgwu metrics` there while the sweep runs (e.g. the pgwu "
                         "target of `gtplab monitor up`, 127.0.0.1:9464)")
