@@ -461,7 +461,7 @@ class LocalClient:
                        for s in streams}
             t0 = p.t_start
             t0_ns = int(t0 * 1e9)
-            parked = len(p.park_fds) > k * len(self.ports) + list(self.ports).index(p.spec.port_id)
+            parked = len(p.park_fds) > k        # p.park_fds[k]: worker k's transmit program, parked
             bursts = [s for s in paced if s.cs.mode == "single_burst"]
             for s in paced:
                 gap = round(256e9 / pps[s.sid])
