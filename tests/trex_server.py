@@ -174,6 +174,10 @@ class TrexServer:
     def _up(self, timeout: float) -> None:
         ns = self.netns
         _ip("netns", "add", ns)
+        # no IPv6 on the veths: their router/neighbour solicitations would be extra packets
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                        "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"],
+                       check=True, capture_output=True)
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip("-n", ns, "link", "add", PORTS[0], "mtu", str(MTU), "type", "veth",
             "peer", "name", PORTS[1], "mtu", str(MTU))
