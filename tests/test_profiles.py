@@ -221,8 +221,9 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
             lo, hi = ins["min_value"], ins["max_value"]
             rng = hi - lo + 1
             step = (ins["step"] * (cores if ins["split_to_cores"] else 1)) % rng
-            first = lo + (ins["init_value"] - lo + core * ins["step"]) % rng
             sign = 1 if ins["op"] == "inc" else -1
+            # core c starts c steps on, in the variable's own direction (inc_mod / dec_mod)
+            first = lo + (ins["init_value"] - lo + sign * core * ins["step"]) % rng
             assert ins["op"] in ("inc", "dec")
             # stored "previous" value, so that the first run yields `first`
             state[ins["name"]] = dict(lo=lo, rng=rng, step=sign * step, size=ins["size"],
@@ -460,30 +461,47 @@ def check_uplink_program(stream, a):
         assert [x["type"] for x in ins] == (["fix_checksum_hw"] if a.stats == "latency" else [])
         return off
     period = min(a.sgws, a.flows)
+    sw = common.sw_checksum(a, len(raw) - off["inner_l4"] - (8 if a.l4 == "udp" else 20))
     var = {x["name"]: x for x in ins if x["type"] == "flow_var"}
-    assert set(var) == ({"bearer", "sgw"} if period > 1 else {"bearer"})
+    names = {"bearer", "sgw"} if period > 1 else {"bearer"}
+    if sw:
+        names |= {n + "_c" for n in names}
+    assert set(var) == names
     for name, n in (("bearer", a.flows), ("sgw", period)):
         if name in var:
             v = var[name]
             assert (v["op"], v["size"], v["step"], v["min_value"], v["max_value"], v["init_value"]) \
                 == ("inc", 4, 1, 0, n - 1, 0), v
+        if name + "_c" in var:   # the same sequence downwards: n-1-i
+            v = var[name + "_c"]
+            assert (v["op"], v["step"], v["min_value"], v["max_value"], v["init_value"]) \
+                == ("dec", 1, 0, n - 1, n - 1), v
     writes = {(x["name"], x["pkt_offset"], x["add_value"] % (1 << 32))
               for x in ins if x["type"] == "write_flow_var"}
     want = {("bearer", off["teid"], a.teid_base), ("bearer", off["inner_src"], a.ue_base)}
     if period > 1:
         want |= {("sgw", off["outer_src"], a.sgw_base), ("sgw", off["inner_dst"], a.pdn_base)}
+    l4_hdr = 8 if a.l4 == "udp" else 20
+    if sw:
+        comp = off["inner_l4"] + l4_hdr
+        d = int.from_bytes(raw[comp:comp + 4], "big") - (a.flows - 1)
+        want.add(("bearer_c", comp, d))
+        if period > 1:
+            ck = off["inner_l4"] + (6 if a.l4 == "udp" else 16)
+            assert raw[ck:ck + 2] == b"\xff\xfe"
+            want.add(("sgw_c", ck, 0xFFFE - (period - 1)))
     assert writes == want
     fixes = [x for x in ins if x["type"].startswith("fix_")]
-    want_fix = [{"type": "fix_checksum_hw", "l2_len": off["inner_ip"],
-                 "l3_len": off["inner_l4"] - off["inner_ip"],
-                 "l4_type": 11 if a.l4 == "udp" else 13}]
+    if sw:
+        want_fix = [{"type": "fix_checksum_ipv4", "pkt_offset": off["inner_ip"]}]
+    else:
+        want_fix = [{"type": "fix_checksum_hw", "l2_len": off["inner_ip"],
+                     "l3_len": off["inner_l4"] - off["inner_ip"],
+                     "l4_type": 11 if a.l4 == "udp" else 13}]
     if period > 1:
         want_fix.insert(0, {"type": "fix_checksum_ipv4", "pkt_offset": off["outer_ip"]})
     assert fixes == want_fix
     assert len(ins) == len(var) + len(writes) + len(fixes)
-    # variables first, fixes last
-    kinds = [x["type"] for x in ins]
-    assert kinds == sorted(kinds, key=lambda k: (k != "flow_var", k.startswith("fix_")))
     return off
 
 

@@ -189,6 +189,10 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
         g.add_argument("--outer-udp-csum", choices=("zero", "valid"), default="zero",
                        help="outer UDP checksum: zero (allowed for GTP-U over IPv4, TS 29.281 "
                             "5.1) or valid (kept valid by construction, see docs/profiles.md)")
+        g.add_argument("--checksum", choices=("sw", "hw"), default="sw",
+                       help="inner IPv4 and UDP/TCP checksums: sw (default: kept valid by the field "
+                            "engine itself, right on any port; docs/profiles.md) or hw "
+                            "(STLVmFixChecksumHw, for NICs that offload inner checksums)")
         g.add_argument("--clamp", type=_bool, nargs="?", const=True, default=False,
                        help="raise a --size below the uplink minimum to the minimum (with a note on "
                             "stderr) instead of failing")
@@ -380,6 +384,18 @@ def bearer_lines(args: argparse.Namespace, csum: str = "default"):
 
 # ---------------------------------------------------------------------------------------------
 # Streams
+
+
+COMP_LEN = 4   # the software checksum's compensation word: the first 4 payload bytes
+
+
+def sw_checksum(args: argparse.Namespace, payload_len: int) -> bool:
+    """Whether an uplink stream keeps its inner checksums valid by construction (--checksum sw):
+    multi-flow, room for the compensation word (and, with --stats stats, for the 16 trailer
+    bytes after it), and no TRex latency header (its timestamp changes every packet)."""
+    room = COMP_LEN + (STATS_PAYLOAD if args.stats != "none" else 0)
+    return (getattr(args, "checksum", "hw") == "sw" and args.flows > 1
+            and args.stats != "latency" and payload_len >= room)
 
 
 def payload(n: int) -> bytes:

@@ -53,26 +53,48 @@ class GtpuUplink(object):
     def __init__(self):
         self.args = None
 
-    def packet(self, a, payload_len):
-        """Bearer 0's packet, every checksum valid (outer UDP: 0 unless --outer-udp-csum valid)."""
+    def packet(self, a, payload_len, l4_csum=None, comp=None):
+        """Bearer 0's packet, every checksum valid (outer UDP: 0 unless --outer-udp-csum valid).
+        comp: the value of the compensation word (first 4 payload bytes, software checksum);
+        l4_csum: the inner L4 checksum field as given instead of computed (outer UDP then too)."""
         teid, ue, sgw, _ = common.bearer(a, 0)
         if a.l4 == "udp":
             l4 = UDP(sport=a.sport, dport=a.dport)
         else:
             l4 = TCP(sport=a.sport, dport=a.dport, flags="A", seq=1, ack=1)
+        if l4_csum is not None:
+            l4.chksum = l4_csum
         outer_udp = UDP(sport=common.GTPU_PORT, dport=common.GTPU_PORT)
         if a.outer_udp_csum == "zero":
             outer_udp.chksum = 0
+        data = common.payload(payload_len)
+        if comp is not None:
+            data = comp.to_bytes(common.COMP_LEN, "big") + data[common.COMP_LEN:]
         return (Ether(src=common.SRC_MAC, dst=common.DST_MAC)
                 / IP(src=common.ip(sgw), dst=common.ip(a.pgw_addr), ttl=64)
                 / outer_udp
                 / GTP_U_Header(gtp_type=255, teid=teid)
                 / IP(src=common.ip(ue), dst=common.ip(a.pdn_base), ttl=64)
                 / l4
-                / Raw(common.payload(payload_len)))
+                / Raw(data))
 
-    def instructions(self, a):
-        """Field-engine program, fresh objects for every stream (TRex compiles them in place)."""
+    def sw_packet(self, a, payload_len):
+        """Bearer 0's packet for the software checksum: the compensation word is N-1+d and the
+        inner L4 checksum is 0xfffe, d chosen so that this is right."""
+        n = a.flows - 1
+        first = self.packet(a, payload_len, comp=n)
+        c0 = first[GTP_U_Header][IP].payload.chksum
+        if c0 is None:
+            c0 = (UDP if a.l4 == "udp" else TCP)(bytes(first[GTP_U_Header][IP].payload)).chksum
+        # raising the word by d lowers the checksum by d (mod 0xffff); we want 0xfffe, so that
+        # 0xfffe - k stays in 1..0xfffe (0xffff and 0 are refused by some checkers for TCP)
+        d = (c0 - 0xFFFE) % 0xFFFF
+        pkt = self.packet(a, payload_len, l4_csum=0xFFFE, comp=n + d)
+        return pkt.__class__(bytes(pkt))
+
+    def instructions(self, a, sw=False):
+        """Field-engine program, fresh objects for every stream (TRex compiles them in place).
+        sw: keep the inner checksums valid by construction instead of STLVmFixChecksumHw."""
         inner_l4 = "UDP:1" if a.l4 == "udp" else "TCP"
         l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
         vm = []
@@ -82,6 +104,13 @@ class GtpuUplink(object):
             if a.sgw_period > 1:
                 vm.append(STLVmFlowVar(name="sgw", min_value=0, max_value=a.sgw_period - 1, size=4,
                                        op="inc"))
+            if sw:
+                # in step with bearer/sgw, downwards: N-1-i and P-1-k
+                vm.append(STLVmFlowVar(name="bearer_c", min_value=0, max_value=a.flows - 1,
+                                       init_value=a.flows - 1, size=4, op="dec"))
+                if a.sgw_period > 1:
+                    vm.append(STLVmFlowVar(name="sgw_c", min_value=0, max_value=a.sgw_period - 1,
+                                           init_value=a.sgw_period - 1, size=2, op="dec"))
             vm += [
                 STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
                                add_val=common.s32(a.teid_base)),
@@ -96,6 +125,18 @@ class GtpuUplink(object):
                                    add_val=common.s32(a.pdn_base)),
                     STLVmFixIpv4(offset="IP"),
                 ]
+            if sw:
+                comp_off = 78 if a.l4 == "udp" else 90
+                d = int.from_bytes(bytes(self._base)[comp_off:comp_off + 4], "big") - (a.flows - 1)
+                # word = d + N-1-i: cancels the +i of the inner source
+                vm.append(STLVmWrFlowVar(fv_name="bearer_c", pkt_offset=comp_off,
+                                         add_val=common.s32(d)))
+                if a.sgw_period > 1:
+                    # checksum = 0xfffe - k: cancels the +k of the inner destination
+                    vm.append(STLVmWrFlowVar(fv_name="sgw_c", pkt_offset=inner_l4 + ".chksum",
+                                             add_val=0xFFFE - (a.sgw_period - 1)))
+                vm.append(STLVmFixIpv4(offset="IP:1"))
+                return vm
         if vm or a.stats == "latency":
             # after the writes (and after TRex's latency header, which lands in the payload)
             vm.append(STLVmFixChecksumHw(l3_offset="IP:1", l4_offset=inner_l4, l4_type=l4_type))
@@ -105,8 +146,12 @@ class GtpuUplink(object):
         """direction is ignored: this profile always is the access side's traffic (use it on
         port 0, as `start -f gtpu_uplink.py -p 0 -t size=1424`)."""
         a = self.args = common.parse(self.profile, tunables, kwargs)
-        return common.make_streams(stl, a, lambda size, plen: (self.packet(a, plen),
-                                                               self.instructions(a)))
+
+        def build(size, plen):
+            sw = common.sw_checksum(a, plen)
+            self._base = self.sw_packet(a, plen) if sw else self.packet(a, plen)
+            return self._base, self.instructions(a, sw)
+        return common.make_streams(stl, a, build)
 
 
 def register():
