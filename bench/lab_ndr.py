@@ -33,7 +33,7 @@ from tables import print_table  # noqa: E402
 
 
 def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float) -> list[dict]:
-    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--dut", dut, "--sizes", sizes,
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--dut", dut, "--sizes", sizes,
                          "--rate-mode", rate_mode, "--duration", str(duration), "--pcap-limit", "0",
                          "--no-latency", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     if cp.returncode != 0:

@@ -314,7 +314,7 @@ def test_report_from_a_real_sweep(tmp_path):
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
-    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64",
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
                          "--duration", "0.3", "--pcap-limit", "0", "--profile", "--out", str(rdir)],
                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
