@@ -46,10 +46,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gtplab import bpf  # noqa: E402
-from gtplab import packets as P  # noqa: E402
-from gtplab.dataplane import Dataplane, Nexthop  # noqa: E402
-from gtplab.netns import Worker  # noqa: E402
+from gtplab.kernel import bpf  # noqa: E402
+from gtplab.gtpu import packets as P  # noqa: E402
+from gtplab.dut.dataplane import Dataplane, Nexthop  # noqa: E402
+from gtplab.kernel.netns import Worker  # noqa: E402
 
 PGWU = REPO / "dataplane" / "pgwu"
 BENCH_OBJ = REPO / "bench" / "pgwu_bench.bpf.o"

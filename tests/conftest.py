@@ -12,10 +12,10 @@ import pytest
 
 # ---- data plane (tests/test_dataplane*.py, tests/test_fuzz.py) ------------------------------------
 # A PGW-U loaded once per test module by `dataplane/pgwu -d <unique pin dir> load`, opened as
-# gtplab.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
+# gtplab.dut.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
 
 def _pgwu(pin_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    from gtplab.dataplane import PGWU_BIN
+    from gtplab.dut.dataplane import PGWU_BIN
     if not os.access(PGWU_BIN, os.X_OK):
         pytest.fail(f"{PGWU_BIN} is not built: run `make -C dataplane` first")
     cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, *args], capture_output=True, text=True, timeout=60)
@@ -41,8 +41,8 @@ def pgwu_pin_dir():
 
 @pytest.fixture(scope="module")
 def dataplane(pgwu_pin_dir):
-    """gtplab.dataplane.Dataplane on the module's freshly loaded PGW-U."""
-    from gtplab.dataplane import Dataplane
+    """gtplab.dut.dataplane.Dataplane on the module's freshly loaded PGW-U."""
+    from gtplab.dut.dataplane import Dataplane
     dp = Dataplane(pgwu_pin_dir)
     try:
         yield dp

@@ -1,4 +1,4 @@
-"""gtplab/backend.py: backend choice, the TRex client subprocess (JSON lines). The runs against a
+"""gtplab/traffic/backend.py: backend choice, the TRex client subprocess (JSON lines). The runs against a
 real TRex server are in tests/test_trex.py."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import time
 import pytest
 import scapy
 
-from gtplab.backend import Backend, TrexClient, TrexError, _int_keys, parse_server
-from gtplab.cli import UserError
+from gtplab.traffic.backend import Backend
+from gtplab.traffic.trex.client import TrexClient, TrexError, _int_keys, parse_server
+from gtplab.errors import UserError
 
 PROFILE = textwrap.dedent('''
     import argparse

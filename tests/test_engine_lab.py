@@ -16,7 +16,7 @@ import pytest
 from scapy.all import IP, UDP, Ether, raw, rdpcap
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, LocalClient, PortSpec
+from gtplab.traffic.engine import EngineError, LocalClient, PortSpec
 from tests.test_engine_vm import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
                                   trex_inc, wr)
 

@@ -1,5 +1,5 @@
-"""Unit tests of the engine's field engine: the compiler (gtplab/engine/vm.py) and the BPF
-interpreter (tg_tx in gtplab/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
+"""Unit tests of the engine's field engine: the compiler (gtplab/traffic/engine/vm.py) and the BPF
+interpreter (tg_tx in gtplab/traffic/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
 interface. Every expected field sequence is computed here from TRex's documented semantics,
 independently of the engine's code. Each run feeds the previous output frame back in, as a
 recycled live frame would be, with the stream's template loaded as the client loads it (see
@@ -17,9 +17,10 @@ import pytest
 from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, raw
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, compile_stream, parse_mult
-from gtplab.engine import kernel, vm
-from gtplab.engine.client import _bucket_hi, _percentile
+from gtplab.kernel import libbpf as kernel
+from gtplab.traffic.engine import EngineError, compile_stream, parse_mult
+from gtplab.traffic.engine import vm
+from gtplab.traffic.engine.client import BPF_OBJ, _bucket_hi, _percentile
 
 N = 40
 
@@ -57,7 +58,7 @@ def wr(name, off, add=0, big=True):
 
 @pytest.fixture(scope="module")
 def obj():
-    o = kernel.BpfObject()
+    o = kernel.BpfObject(BPF_OBJ)
     yield o
     o.close()
 

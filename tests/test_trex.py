@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from scapy.utils import rdpcap
 
-from gtplab.backend import Backend, TrexClient
+from gtplab.traffic.backend import Backend
+from gtplab.traffic.trex.client import TrexClient
 from tests.test_backend import PROFILE
 
 pytestmark = pytest.mark.trex
