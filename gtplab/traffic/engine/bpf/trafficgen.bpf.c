@@ -28,6 +28,8 @@
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <linux/ip.h>
+#include "csum.h"		/* dataplane/include: checksum folding, shared with the PGW-U */
 #include "trafficgen.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -136,15 +138,6 @@ struct tg_pkt {
 	__u32 slot;
 	__u32 restored;		/* the frame is an exact copy of the template (else: full sums) */
 };
-
-static __always_inline __u16 csum_fold(__u64 sum)
-{
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__u16)sum;
-}
 
 /*
  * Ones' complement sum of len bytes of the frame at off, chained on seed.
@@ -377,7 +370,7 @@ static __always_inline int span_sum(struct xdp_md *ctx, __u32 off, __u32 n, __u6
 		return -1;
 	}
 	if (off & 1) {
-		s = csum_fold(s);
+		s = csum_fold16(s);
 		s = ((s & 0xff) << 8) | (s >> 8);
 	}
 	*sum = s;
@@ -407,11 +400,11 @@ static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, int 
 			sum[1] += x;
 	}
 	/* the IPv4 checksum field is not in the L4 sum (the pseudo header has only the addresses) */
-	if (store(ctx, in->offset + 10, (__u16)~csum_fold(sum[0]), 2, 1) < 0)
+	if (store(ctx, in->offset + 10, (__u16)~csum_fold16(sum[0]), 2, 1) < 0)
 		return -1;
 	if (!is_hw || !(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
 		return 0;
-	ck = (__u16)~csum_fold(sum[1]);
+	ck = (__u16)~csum_fold16(sum[1]);
 	if ((in->flags & TG_F_L4_UDP) && ck == 0)
 		ck = 0xffff;
 	return store(ctx, hw_l4_csum_off(in), ck, 2, 1);
@@ -429,7 +422,7 @@ static __always_inline int fix_ipv4(struct xdp_md *ctx, __u32 off)
 	sum = tg_csum(ctx, off, (vihl & 0xf) * 4, 0);
 	if (sum == -1)
 		return -1;
-	return store(ctx, off + 10, (__u16)~csum_fold((__u32)sum), 2, 0);
+	return store(ctx, off + 10, (__u16)~csum_fold16((__u32)sum), 2, 0);
 }
 
 /*
@@ -469,7 +462,7 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
 	s = tg_csum(ctx, l4, l4len, (__u32)sum);
 	if (s == -1)
 		return -1;
-	i = (__u16)~csum_fold((__u32)s);
+	i = (__u16)~csum_fold16((__u32)s);
 	if (proto == 17 && i == 0)
 		i = 0xffff;
 	return store(ctx, csum_off, i, 2, 0);
@@ -502,10 +495,10 @@ static __always_inline int csum_adjust(struct xdp_md *ctx, __u64 enc, __u32 off,
 	*new_ck = ck;
 	if (ck == 0 && (enc >> 32) & 1)	/* UDP without checksum stays so */
 		return 0;
-	diff = csum_fold(d32);
+	diff = csum_fold16(d32);
 	if ((off - l4) & 1)	/* odd distance from the L4 start: the bytes swap roles */
 		diff = ((diff & 0xff) << 8) | (diff >> 8);
-	sum = csum_fold((__u64)(__u16)~ck + diff);
+	sum = csum_fold16((__u64)(__u16)~ck + diff);
 	sum = (__u16)~sum;
 	if (sum == 0 && (enc >> 32) & 1)
 		sum = 0xffff;
