@@ -18,6 +18,7 @@ import struct
 from dataclasses import dataclass, field
 
 from gtplab.errors import UserError
+from gtplab.gtpu import walk
 
 # limits and layouts of bpf/trafficgen.h
 MAX_INSNS = 16
@@ -45,7 +46,6 @@ assert INSN_SIZE == 96 and STATE_SIZE == 416
 
 # TRex CTRexVmInsFixHwCs l4 types
 L4_TYPE_UDP, L4_TYPE_TCP, L4_TYPE_IP = 11, 13, 17
-GTPU_PORT = 2152
 
 SUPPORTED = ("flow_var", "flow_var_rand_limit", "write_flow_var", "write_mask_flow_var",
              "tuple_flow_var", "fix_checksum_ipv4", "fix_checksum_hw", "trim_pkt_size")
@@ -178,51 +178,11 @@ def dec_mod(a: int, b: int, c: int, step: int, mask: int = (1 << 64) - 1) -> int
     return (c - step) & mask if step <= left else (b - (step - left - 1)) & mask
 
 
-def _inner_l4_checksums(frame: bytes) -> list[tuple[int, int, bool]]:
+def _inner_l4_checksums(frame: bytes) -> list[walk.L4Checksum]:
     """(checksum offset, L4 start, is_udp) of every UDP/TCP header in an Ethernet/VLAN/IPv4
-    (/UDP 2152/GTP-U/IPv4)* frame, outermost first. Used to keep L4 checksums right when the
-    trailer is written; an unparsable frame simply yields what was found so far."""
-    out: list[tuple[int, int, bool]] = []
-    off = 12
-    if len(frame) < 14:
-        return out
-    etype = int.from_bytes(frame[12:14], "big")
-    off = 14
-    while etype in (0x8100, 0x88A8) and off + 4 <= len(frame):
-        etype = int.from_bytes(frame[off + 2:off + 4], "big")
-        off += 4
-    if etype != 0x0800:
-        return out
-    for _ in range(4):
-        if off + 20 > len(frame) or frame[off] >> 4 != 4:
-            return out
-        ihl = (frame[off] & 0xF) * 4
-        proto = frame[off + 9]
-        l4 = off + ihl
-        if proto == 6 and l4 + 20 <= len(frame):
-            out.append((l4 + 16, l4, False))
-            return out
-        if proto != 17 or l4 + 8 > len(frame):
-            return out
-        out.append((l4 + 6, l4, True))
-        dport = int.from_bytes(frame[l4 + 2:l4 + 4], "big")
-        if dport != GTPU_PORT:
-            return out
-        g = l4 + 8
-        if g + 8 > len(frame):
-            return out
-        flags = frame[g]
-        off = g + 8
-        if flags & 0x07:            # E, S or PN: 4 more bytes, then extension headers
-            off += 4
-            nxt = frame[off - 1]
-            while nxt and off < len(frame):
-                n = frame[off] * 4
-                if n == 0:
-                    return out
-                nxt = frame[off + n - 1]
-                off += n
-    return out
+    (/UDP 2152/GTP-U/IPv4)* frame, outermost first (gtplab.gtpu.walk). Used to keep L4 checksums
+    right when the trailer is written; an unparsable frame simply yields what was found so far."""
+    return walk.l4_checksums(frame)
 
 
 def _payload_start(frame: bytes) -> int:
