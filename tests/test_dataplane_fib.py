@@ -309,7 +309,7 @@ def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
 def own_dp():
     """A PGW-U of the test's own (pin dir, maps, watcher registration): killing its watcher must not
     touch the module's."""
-    from conftest import _pgwu
+    from helpers import pgwu as _pgwu
     from gtplab.dut.dataplane import Dataplane
     pin_dir = f"/sys/fs/bpf/gtplab-t-{secrets.token_hex(4)}"
     _pgwu(pin_dir, "load", "--max-bearers", "64")

@@ -17,8 +17,8 @@ from scapy.all import IP, UDP, Ether, raw, rdpcap
 from scapy.contrib.gtp import GTP_U_Header
 
 from gtplab.traffic.engine import EngineError, LocalClient, PortSpec
-from tests.test_engine_vm import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
-                                  trex_inc, wr)
+from helpers import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
+                     trex_inc, wr)
 
 pytestmark = pytest.mark.lab
 

@@ -18,35 +18,12 @@ from scapy.layers.l2 import Ether
 
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
+from helpers import leftovers, wait_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[1]
 GTPLAB = [sys.executable, "-m", "gtplab"]
-
-
-def leftovers(name: str) -> list[str]:
-    """Everything of lab `name` still on the machine: namespaces, host links, bpffs paths, state."""
-    found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    found += [ln.split()[0] for ln in netns.splitlines() if f"gtplab-{name}-" in ln]
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    found += [ln for ln in links.splitlines() if f"g{name}p" in ln or f"d{name}p" in ln]
-    found += [str(p) for p in Path("/sys/fs/bpf").glob(f"gtplab-{name}*")]
-    found += [str(p) for p in labmod.STATE_DIR.glob(f"{name}.*")]
-    return found
-
-
-def wait_for(cond, timeout=5.0, what="condition"):
-    """Poll cond() until it returns something true, with a deadline (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

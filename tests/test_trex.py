@@ -14,7 +14,7 @@ from scapy.utils import rdpcap
 
 from gtplab.traffic.backend import Backend
 from gtplab.traffic.trex.client import TrexClient
-from tests.test_backend import PROFILE
+from helpers import PROFILE
 
 pytestmark = pytest.mark.trex
 
