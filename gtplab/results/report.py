@@ -12,6 +12,9 @@ table gives the change (B - A) / A in %. Flame graphs written by `gtplab sweep -
 A plot with no data is not drawn; the page says what is missing instead. The report is written into
 a temporary directory next to OUT_DIR and renamed into place, so a failure leaves the previous
 report (or nothing) and never half a report. docs/report.md explains the plots and the fit.
+
+Used by `gtplab report` and by `gtplab sweep` at its end. This module reads and compares the runs;
+plots.py draws the PNGs and html.py writes the page (both imported only when a report is built).
 """
 
 from __future__ import annotations
@@ -277,244 +280,6 @@ def changes(a: Run, b: Run, dims: list[str]) -> tuple[list[Change], list[str], l
     return out, only_a, only_b
 
 
-# --- plots ------------------------------------------------------------------------------------------
-
-@dataclass
-class Panel:
-    title: str
-    ylabel: str
-    lines: list[tuple[str, float, str, str]]  # (metric, scale, legend suffix, line style)
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _colors(labels: list[str]) -> dict[str, Any]:
-    cmap = _plt().get_cmap("tab10")
-    return {s: cmap(i % 10) for i, s in enumerate(labels)}
-
-
-LEGEND_W = 3.4  # inches right of the plots for the figure's legend
-COL_W, ROW_H = 5.6, 3.2
-
-
-def _figure(nrows: int, ncols: int):
-    plt = _plt()
-    return plt.subplots(nrows, ncols, figsize=(COL_W * ncols + LEGEND_W, ROW_H * nrows + 0.7),
-                        sharey="row", squeeze=False)
-
-
-def _legend(fig, color: dict[str, Any], styles: list[tuple[str, str]] = ()) -> None:
-    """One legend for the whole figure, right of the plots: a colour per series, then line styles."""
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=c, marker="o", markersize=4) for c in color.values()]
-    labels = list(color)
-    for ls, text in styles:
-        handles.append(Line2D([], [], color="black", linestyle=ls))
-        labels.append(text)
-    fig.legend(handles, labels, loc="center right", fontsize=8, frameon=False)
-
-
-def _save(fig, path: Path) -> None:
-    # fixed margins: tight_layout would draw every figure twice (seconds on a busy box)
-    w, h = fig.get_size_inches()
-    fig.subplots_adjust(left=0.8 / w, right=1 - (LEGEND_W + 0.1) / w, bottom=0.55 / h, top=1 - 0.6 / h,
-                        wspace=0.35, hspace=0.75 / ROW_H * 2)
-    fig.savefig(path, dpi=90)
-    _plt().close(fig)
-    if not path.exists() or path.stat().st_size == 0:
-        raise RuntimeError(f"matplotlib wrote nothing to {path}")
-
-
-def series_plot(path: Path, title: str, runs: list[tuple[str, list[dict]]], panels: list[Panel],
-                dims: list[str]) -> bool:
-    """One row per panel, one column per run (shared y axis per row), one line per series.
-    Writes nothing and returns False when no run has a value for any panel."""
-    data = [[[(m, scale, sfx, ls, points(cases, m, dims)) for m, scale, sfx, ls in p.lines]
-             for p in panels] for _, cases in runs]
-    if not any(pts for run in data for panel in run for *_, pts in panel):
-        return False
-    labels = sorted({s for run in data for panel in run for *_, pts in panel for s in pts}, key=_series_order)
-    color = _colors(labels)
-    fig, axes = _figure(len(panels), len(runs))
-    for col, (run_label, _) in enumerate(runs):
-        for row, panel in enumerate(panels):
-            ax = axes[row][col]
-            drawn = False
-            for m, scale, sfx, ls, pts in data[col][row]:
-                for s, xy in pts.items():
-                    ax.plot([x for x, _ in xy], [y * scale for _, y in xy], ls, marker="o", markersize=4,
-                            color=color[s])
-                    drawn = True
-            if not drawn:
-                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-            ax.set_title(f"{run_label}: {panel.title}" if len(runs) > 1 else panel.title, fontsize=10)
-            ax.set_xlabel("frame size (bytes, incl. FCS)")
-            ax.set_ylabel(panel.ylabel)
-            ax.grid(True, alpha=0.3)
-    styles = {(ls, sfx.strip()) for p in panels for _, _, sfx, ls in p.lines if sfx.strip()}
-    _legend(fig, color, sorted(styles) if len(styles) > 1 else [])
-    fig.suptitle(title)
-    _save(fig, path)
-    return True
-
-
-def cost_plot(path: Path, runs: list[Run], regs: list[Regression], dims: list[str]) -> bool:
-    """DUT cost per packet vs frame size: the cases as points, the fitted line per series."""
-    have = [[points(r.cases, m, dims) for m, _ in COST_METRICS] for r in runs]
-    if not any(pts for run in have for pts in run):
-        return False
-    labels = sorted({s for run in have for pts in run for s in pts}, key=_series_order)
-    color = _colors(labels)
-    fig, axes = _figure(len(COST_METRICS), len(runs))
-    for col, r in enumerate(runs):
-        for row, (metric, ylabel) in enumerate(COST_METRICS):
-            ax = axes[row][col]
-            drawn = False
-            fits = 0
-            for c_series in labels:
-                xy = [(c["frame_size"], value(c, metric)) for c in r.cases
-                      if series_label(c, dims) == c_series and value(c, metric) is not None]
-                if not xy:
-                    continue
-                ax.scatter([x for x, _ in xy], [y for _, y in xy], s=16, color=color[c_series])
-                drawn = True
-                reg = next((g for g in regs if g.run == r.label and g.metric == metric
-                            and g.series == c_series and g.slope is not None), None)
-                if reg:
-                    xs = [min(x for x, _ in xy), max(x for x, _ in xy)]
-                    ax.plot(xs, [reg.slope * x + reg.intercept for x in xs], "-", color=color[c_series],
-                            linewidth=1)
-                    ax.text(0.02, 0.97 - 0.07 * fits, f"{reg.slope:.4g} ns/B · size + {reg.intercept:.4g} ns, "
-                            f"R² {reg.r2:.3f}", transform=ax.transAxes, va="top", fontsize=7,
-                            color=color[c_series])
-                    fits += 1
-            if not drawn:
-                ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
-            ax.set_title(f"{r.label}: {ylabel}" if len(runs) > 1 else ylabel, fontsize=10)
-            ax.set_xlabel("frame size (bytes, incl. FCS)")
-            ax.set_ylabel("ns per packet")
-            ax.grid(True, alpha=0.3)
-            ax.margins(y=0.25)
-    _legend(fig, color, [("-", "least-squares fit")])
-    fig.suptitle("DUT cost per packet vs frame size, with a linear fit")
-    _save(fig, path)
-    return True
-
-
-def change_plot(path: Path, chs: list[Change]) -> bool:
-    """Change (B - A) / A in % of received Mpps and of CPU ns/packet, per series and frame size."""
-    rows = [("rx_pps", "received Mpps: change %"), ("dut.cpu_ns_per_packet", "DUT CPU ns/packet: change %")]
-    by: dict[str, dict[str, list[tuple[int, float]]]] = {m: defaultdict(list) for m, _ in rows}
-    for ch in chs:
-        for m, _ in rows:
-            pct = ch.values[m][2]
-            if pct is not None:
-                by[m][ch.series].append((ch.frame_size, pct))
-    if not any(by[m] for m, _ in rows):
-        return False
-    labels = sorted({s for m, _ in rows for s in by[m]}, key=_series_order)
-    color = _colors(labels)
-    fig, axes = _figure(len(rows), 1)
-    for row, (m, title) in enumerate(rows):
-        ax = axes[row][0]
-        for s in labels:
-            xy = sorted(by[m].get(s, []))
-            if xy:
-                ax.plot([x for x, _ in xy], [y for _, y in xy], "-", marker="o", markersize=4,
-                        color=color[s])
-        if not by[m]:
-            ax.text(0.5, 0.5, "no matched values", ha="center", va="center", transform=ax.transAxes)
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("frame size (bytes, incl. FCS)")
-        ax.set_ylabel("% (B − A) / A")
-        ax.grid(True, alpha=0.3)
-    _legend(fig, color)
-    fig.suptitle("B compared with A")
-    _save(fig, path)
-    return True
-
-
-# --- HTML -------------------------------------------------------------------------------------------
-
-def _fmt(v: Any, scale: float = 1.0, digits: int = 4) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float) or scale != 1.0:
-        x = float(v) * scale
-        return f"{x:.{digits}g}" if abs(x) < 10 ** digits else f"{x:,.0f}"
-    return html.escape(str(v))
-
-
-def _pct(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    cls = "up" if v > 0 else "down" if v < 0 else ""
-    return f'<span class="{cls}">{v:+.1f}%</span>'
-
-
-CASE_COLUMNS = (
-    ("case_id", "case", 1.0), ("direction", "dir", 1.0), ("frame_size", "frame B", 1.0),
-    ("flows", "flows", 1.0), ("flow_mode", "flow mode", 1.0), ("checksum", "csum", 1.0),
-    ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
-    ("ndr_pps", "NDR/PDR Mpps", 1e-6), ("ndr.gbps_l1", "NDR Gbps L1", 1.0), ("ndr.gbps_l2", "NDR Gbps L2", 1.0),
-    ("limit", "limit", 1.0),
-    ("offered_pps", "offered Mpps", 1e-6), ("rx_pps", "rx Mpps", 1e-6), ("rx_bps_l1", "rx Gbps L1", 1e-9),
-    ("rx_bps_l2", "rx Gbps L2", 1e-9), ("loss_ratio", "loss %", 100.0),
-    ("latency_us.p50", "lat p50 µs", 1.0), ("latency_us.p99", "lat p99 µs", 1.0),
-    ("latency_us.max", "lat max µs", 1.0), ("dut.ns_per_packet", "XDP ns/pkt", 1.0),
-    ("dut.cpu_ns_per_packet", "CPU ns/pkt", 1.0), ("dut.drop_packets", "DUT drops", 1.0),
-)
-
-
-def _cell(c: dict[str, Any], key: str, scale: float) -> str:
-    if "." in key or scale != 1.0:
-        return _fmt(value(c, key), scale)
-    return _fmt(c.get(key))
-
-
-def _cases_table(r: Run, out_dir: Path) -> str:
-    head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in CASE_COLUMNS) + "<th>flame graph</th>"
-    rows = []
-    for c in r.cases:
-        cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in CASE_COLUMNS)
-        fg = flamegraph_path(r.path, c["case_id"])
-        if fg.is_file():
-            rel = os.path.relpath(fg.resolve(), out_dir.resolve())
-            cells += f'<td><a href="{html.escape(rel)}">svg</a></td>'
-        else:
-            cells += "<td>–</td>"
-        rows.append(f"<tr>{cells}</tr>")
-    return f'<table class="cases"><tr>{head}</tr>\n' + "\n".join(rows) + "</table>"
-
-
-STYLE = """
-body { font-family: sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
-th { background: #eee; } td:first-child, th:first-child { text-align: left; }
-img { max-width: 100%; border: 1px solid #ddd; }
-.note { background: #fff6d5; border-left: 4px solid #e0b000; padding: 4px 8px; margin: 4px 0; }
-.up { color: #08660b; } .down { color: #a00; }
-.fit { font-family: monospace; }
-"""
-
-
-@dataclass
-class Section:
-    id: str
-    title: str
-    text: str
-    png: str | None = None
-    notes: list[str] = field(default_factory=list)
-    extra: str = ""
-
-
 def limit_text(c: dict[str, Any]) -> str:
     """Which side set a case's result, in words a reader of the report alone can act on."""
     lim = c.get("limit")
@@ -528,39 +293,6 @@ def limit_text(c: dict[str, Any]) -> str:
     return {"dut": "DUT (it lost packets)", "generator (transmit)": "generator: sent less than asked",
             "generator (receive)": "generator: its receive side lost packets"}.get(lim, "none: no loss at "
                                                                                   "the rate asked")
-
-
-def _layout_html(r: Run) -> str:
-    lay = r.run.get("cpu_layout")
-    mode = r.run.get("dut_mode") or "pgwu"
-    dut = {"pgwu": "the PGW-U (dataplane/pgwu)", "fwd": "the reference forwarder (MAC rewrite + redirect)"}.get(
-        mode, mode)
-    if not lay:
-        return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
-                "from before layouts): the DUT's CPU cost is its host's.</p>")
-    ok = lay.get("honoured")
-    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
-           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
-           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
-           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
-                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
-    for n in lay.get("notes") or []:
-        txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
-    return txt
-
-
-def _limits_table(r: Run) -> str:
-    rows = []
-    for c in r.cases:
-        d = c.get("dut") or {}
-        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(value(c, 'ndr.mpps'))}</td>"
-                    f"<td>{_fmt(value(c, 'ndr.gbps_l1'))}</td><td>{_fmt(value(c, 'ndr.gbps_l2'))}</td>"
-                    f"<td>{_fmt(c.get('offered_pps'), 1e-6)}</td><td>{html.escape(limit_text(c))}</td>"
-                    f"<td>{_fmt(d.get('cpu_ns_per_packet'), 1.0)}</td><td>{_fmt(d.get('ns_per_packet'), 1.0)}</td>"
-                    f"<td>{len(c.get('trials') or [])}</td></tr>")
-    return ("<table><tr><th>case</th><th>NDR Mpps</th><th>Gbps L1</th><th>Gbps L2</th><th>last offered Mpps"
-            "</th><th>limit</th><th>DUT CPU ns/pkt</th><th>XDP ns/pkt</th><th>trials</th></tr>"
-            + "".join(rows) + "</table>")
 
 
 def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
@@ -580,87 +312,6 @@ def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
                     "fwd_ndr_pps": y, "ratio": x / y if x and y else None,
                     "note": "" if x and y else ("forwarder: " + limit_text(f) if not y else "PGW-U: " + limit_text(c))})
     return out
-
-
-def _ratio_table(rows: list[dict[str, Any]]) -> str:
-    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{_fmt(r['pgwu_ndr_pps'], 1e-6)}</td>"
-                   f"<td>{_fmt(r['fwd_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)}</td>"
-                   f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
-    return ("<table><tr><th>direction</th><th>frame B</th><th>PGW-U NDR Mpps</th><th>forwarder NDR Mpps</th>"
-            "<th>PGW-U / forwarder</th><th>note</th></tr>" + body + "</table>")
-
-
-def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
-    title = "gtplab report: " + " vs ".join(html.escape(str(r.run.get("lab", ""))) + " "
-                                            + html.escape(str(r.run["uuid"]))[:8] for r in runs)
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-             f"<style>{STYLE}</style></head><body><h1>{title}</h1>"]
-    parts.append("<table><tr><th>run</th><th>directory</th>" + "".join(
-        f"<th>{k}</th>" for k in results.RUN_FIELDS) + "<th>cases</th></tr>")
-    for r in runs:
-        parts.append(f"<tr><td>{r.label}</td><td>{html.escape(str(r.path))}</td>" + "".join(
-            f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
-            + f"<td>{len(r.cases)}</td></tr>")
-    parts.append("</table>")
-    for r in runs:
-        intr = r.run.get("interrupted")
-        if intr:
-            parts.append(f'<p class="note"><b>{r.label}: this run was interrupted</b> ({html.escape(str(intr.get("signal")))}'
-                         f' during case {html.escape(str(intr.get("case")))}): {len(r.cases)} of '
-                         f'{html.escape(str(r.run.get("cases_planned")))} cases finished, shown below.</p>')
-        elif r.run.get("stopped"):
-            parts.append(f'<p class="note"><b>{r.label}: this run stopped early</b>: '
-                         f'{html.escape(str(r.run["stopped"]))}</p>')
-        torn = results.torn_last_line(r.path)
-        if torn:
-            parts.append(f'<p class="note">{r.label}: line {torn} of cases.jsonl is torn (the run was killed '
-                         "while writing it) and is left out.</p>")
-    parts.append("<h2 id='measurement'>What was measured, and which side was the limit</h2>")
-    for r in runs:
-        parts.append(_layout_html(r))
-        parts.append(_limits_table(r))
-    for r in runs:
-        for n in r.run.get("notes") or []:
-            parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
-    if len(runs) > 1:
-        parts.append("<p>Every plot shows A (left) and B (right) with the same y axis; changes are "
-                     "(B − A) / A.</p>")
-    parts.append("<ul>" + "".join(f'<li><a href="#{s.id}">{html.escape(s.title)}</a></li>'
-                                  for s in sections) + '<li><a href="#cases">all cases</a></li></ul>')
-    for s in sections:
-        parts.append(f'<h2 id="{s.id}">{html.escape(s.title)}</h2><p>{s.text}</p>')
-        for n in s.notes:
-            parts.append(f'<p class="note">{html.escape(n)}</p>')
-        if s.png:
-            parts.append(f'<p><a href="{s.png}"><img src="{s.png}" alt="{html.escape(s.title)}"></a></p>')
-        parts.append(s.extra)
-    parts.append(tables)
-    parts.append("</body></html>\n")
-    path.write_text("\n".join(parts))
-
-
-def _regression_table(regs: list[Regression]) -> str:
-    rows = []
-    for g in regs:
-        fit = (f"<td>{g.slope:.4g}</td><td>{g.intercept:.4g}</td><td>{g.r2:.4f}</td>"
-               if g.slope is not None else "<td>–</td><td>–</td><td>–</td>")
-        rows.append(f"<tr><td>{g.run}</td><td>{html.escape(g.metric)}</td><td>{html.escape(g.series)}</td>"
-                    f"<td>{g.n}</td><td>{g.sizes}</td>{fit}<td>{html.escape(g.note)}</td></tr>")
-    return ('<table class="fit"><tr><th>run</th><th>metric</th><th>series</th><th>points</th><th>sizes</th>'
-            "<th>slope (ns/byte)</th><th>intercept (ns)</th><th>R²</th><th>note</th></tr>"
-            + "".join(rows) + "</table>")
-
-
-def _change_table(chs: list[Change]) -> str:
-    head = "<th>case (A / B)</th><th>parameters</th>" + "".join(
-        f"<th>{html.escape(t)} A</th><th>B</th><th>change</th>" for _, t, _ in CHANGE_METRICS)
-    rows = []
-    for ch in chs:
-        cells = "".join(f"<td>{_fmt(ch.values[m][0], s)}</td><td>{_fmt(ch.values[m][1], s)}</td>"
-                        f"<td>{_pct(ch.values[m][2])}</td>" for m, _, s in CHANGE_METRICS)
-        rows.append(f"<tr><td>{html.escape(ch.case_a)} / {html.escape(ch.case_b)}</td>"
-                    f"<td>{html.escape(ch.key)}</td>{cells}</tr>")
-    return f'<table class="change"><tr>{head}</tr>' + "\n".join(rows) + "</table>"
 
 
 # --- the report -------------------------------------------------------------------------------------
@@ -713,6 +364,9 @@ def build_report(results_dir: str | os.PathLike, other_dir: str | os.PathLike | 
 
 
 def _build(runs: list[Run], tmp: Path, final: Path) -> None:
+    from gtplab.results.html import (Section, _cases_table, _change_table, _ratio_table, _regression_table,
+                                     _write_html)
+    from gtplab.results.plots import Panel, change_plot, cost_plot, series_plot  # matplotlib: only now
     dims = varying_dims(runs)
     cols = [(r.label, r.cases) for r in runs]
     sections: list[Section] = []
