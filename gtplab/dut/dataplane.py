@@ -7,6 +7,8 @@
   (addresses and TEIDs in network order, everything else host order).
 - Dataplane(pin_dir): the pinned maps and programs of one loaded instance (`pgwu -d PIN_DIR load`):
   test runs of both programs, config and bearers written straight into the maps, stats.
+
+Used by gtplab.dut.local (a lab's PGW-U during a measurement), the data plane tests and bench/.
 """
 
 from __future__ import annotations

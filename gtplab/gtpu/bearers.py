@@ -6,6 +6,8 @@
 The tunables are parsed by the profiles' own parser (trex_profiles/gtpu_common.py), so the same
 `-t` string gives the same bearers in the profile and in the file: bearer i has TEID teid_base + i,
 UE ue_base + i, SGW sgw_base + i % sgws and SGW TEID sgw_teid_base + i.
+
+Used by `gtplab bearers`, gtplab.measure (the bearers of each case) and the profile tests.
 """
 
 from __future__ import annotations

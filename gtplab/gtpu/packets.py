@@ -13,6 +13,8 @@ GTP-U (3GPP TS 29.281): flags octet = version(3) PT(1) spare(1) E(1) S(1) PN(1);
 (octets after the first 8); TEID; when any of E/S/PN is set, 4 optional octets: sequence number (2),
 N-PDU number (1), next extension header type (1). Extension headers (5.2): length in 4-octet units,
 content, next extension header type (last octet).
+
+Used by the tests and bench/ (Scapy; gtplab/gtpu/walk.py reads the same headers from raw bytes).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 Only what gtplab needs, with no dependency beyond the C library. Every call raises OSError with the
 errno and a message naming what failed. Layouts follow include/uapi/linux/bpf.h.
+
+Used by gtplab.dut (the PGW-U's pinned maps), gtplab.lab.topology (the generator's XDP_PASS
+program), gtplab.traffic.engine.client (its maps), tests and bench/.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 setns(CLONE_NEWNET) moves only the calling thread, so each call runs in a helper thread that joins
 the namespace and ends: the rest of the process stays where it is, while sockets, ifindex lookups and
 BPF_PROG_RUN's ingress_ifindex inside `fn` see the namespace. (os.setns exists only from Python 3.12.)
+
+Used by gtplab.lab.topology (re-exported as run_in_netns), gtplab.kernel.libbpf, tests and bench/.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@
 Chosen with `--lab-config NAME|FILE` or $GTPLAB_LAB_CONFIG (a name is a file of gtplab/lab/labs/). The
 same tests and the same sweep run on any lab; only this file says what "fast enough" means there
 (docs/testing.md, docs/sweep.md).
+
+Used by gtplab.measure.sweep (`--lab-config`) and the throughput tests.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ Python API:
     with Lab.up() as lab:              # tears the lab down on exit, also on an exception
         lab.pgwu("session", "add", ...)
         c = lab.client()               # gtplab.traffic.engine.LocalClient on ports 0 and 1
+
+Used by gtplab.traffic.backend (the local backend), gtplab.lab.cli (`gtplab lab`), tests and bench/.
+The CPU layout is gtplab.lab.cpu. Over 600 lines because the Lab class is one unit (~400 lines):
+up() records every name before it creates it and builds in an order that down() and a crash-time
+teardown() undo; splitting it would spread that contract over files.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ Which side limited a trial is part of its result: "generator" when the generator
 rate asked (offered < GENERATOR_BOUND_RATIO x asked), or when packets were lost on their way back into
 the generator (its receive ring); "dut" when the loss was the DUT's (its receive ring overflowed, or
 it dropped them).
+
+Used by gtplab.measure.sweep (every case), the throughput tests and bench/; the DUT probes are
+gtplab.dut.local and gtplab.dut.metrics.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ Both are written here in Python: Brendan Gregg's FlameGraph scripts are not pack
 EVENT is `cycles` when the CPU exposes hardware counters, else the `cpu-clock` software event (VMs).
 BPF programs show in stacks as bpf_prog_<tag>_<name> (e.g. bpf_prog_d6ea26b34215b5f5_xdp_access):
 perf records their kernel symbols (PERF_RECORD_KSYMBOL) while they are loaded.
+
+Used by gtplab.measure.sweep (`--flamegraph`) and gtplab.results (where a case's SVG is).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@
 
 docs/results.md describes every field. Writing goes through a temporary file and rename (run.json,
 cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a half-written result.
+
+Used by gtplab.measure.sweep (writes), gtplab.results.report and gtplab.results.push (read).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ tg_rx copies each captured frame as struct tg_cap_hdr {u64 ts_ns; u32 len; u32 c
 caplen bytes into the ring buffer cap_ring. RingReader consumes it through the two mmaps the
 kernel offers (consumer page read-write, producer page + data read-only, data mapped twice so
 a record never wraps). write_pcap writes nanosecond pcap, linktype Ethernet (Scapy reads it).
+
+Used by gtplab.traffic.engine.client (start_capture / stop_capture).
 """
 
 from __future__ import annotations
