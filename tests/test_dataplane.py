@@ -20,7 +20,7 @@ import pytest
 
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import (PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
-                              parse_reasons, usual_verdicts)
+                                  parse_reasons, usual_verdicts)
 import oracle as O
 
 NH_ACCESS_IF = 1001  # static next hops: never-existing ifindexes (test runs do not send)

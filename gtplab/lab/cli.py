@@ -10,8 +10,9 @@ import sys
 
 from gtplab.errors import UserError
 from gtplab.lab.cpu import CpuLayout, cpu_text
-from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing, Lab,
-                                 _owner_alive, _state_path, _write_state, lab_names, lab_status, teardown)
+from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
+                                 Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
+                                 teardown)
 from gtplab.lab import topology
 
 

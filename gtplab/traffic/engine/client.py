@@ -39,7 +39,7 @@ from gtplab.kernel import bpf
 from gtplab.kernel import libbpf as kernel
 from gtplab.traffic.engine.capture import RingReader, write_pcap
 from gtplab.traffic.engine.vm import (MAX_PGIDS, MAX_STREAMS, MAX_VARS, STATE_SIZE, CompiledStream,
-                              EngineError, compile_stream)
+                                      EngineError, compile_stream)
 
 BPF_OBJ = Path(__file__).resolve().parent / "bpf" / "trafficgen.bpf.o"   # built by bpf/Makefile
 _FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist

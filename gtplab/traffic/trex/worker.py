@@ -1,6 +1,6 @@
 """TRex's STLClient in a process of its own, driven with JSON lines on stdin/stdout.
 
-    python -m gtplab.traffic.trex.worker        (started by gtplab.traffic.trex.client.TrexClient; not a user command)
+    python -m gtplab.traffic.trex.worker    (started by gtplab.traffic.trex.client.TrexClient; not a user command)
 
 Why a process: importing lbr-trex-client puts its bundled Scapy 2.4.3 first on sys.path, which would
 break every module of gtplab that uses Scapy 2.8. This module imports nothing from gtplab that pulls
