@@ -197,6 +197,228 @@ static __always_inline __u64 inner_sum(struct xdp_md *ctx, struct iphdr *iip, __
 	return sum + csum_bytes(ctx, l4 - (void *)(long)ctx->data, l4_len, err);
 }
 
+/*
+ * The start both programs share: the config, Ethernet with at most one 802.1Q tag, and an IPv4
+ * header whose IHL and total length fit in the frame. Returns 0 with *h filled, or the reason to
+ * leave with (and *action, XDP_DROP unless the packet is for the kernel). The sides differ only in
+ * the reasons of a bad IPv4 header, constants here once it is inlined.
+ */
+struct l3 {
+	struct pgwu_config *cfg;
+	struct ethhdr *eth;
+	struct vlan_hdr *tag;		/* NULL: untagged */
+	struct iphdr *ip;
+	__u32 ihl_len;
+	__u32 tot_len;
+};
+
+static __always_inline __u32 prologue(struct xdp_md *ctx, int side, struct l3 *h, __u32 *action)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct cursor cur = { .pos = data, .end = data_end };
+	__u32 r_trunc = side == PGWU_SIDE_ACCESS ? PGWU_R_DROP_TRUNC_IP : PGWU_R_DROP_BAD_IP_DL;
+	__u32 r_bad = side == PGWU_SIDE_ACCESS ? PGWU_R_DROP_BAD_IP : PGWU_R_DROP_BAD_IP_DL;
+	struct iphdr *ip;
+	__u32 zero = 0;
+	int proto;
+
+	*action = XDP_DROP;
+	h->cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!h->cfg)
+		return PGWU_R_DROP_NOT_CONFIGURED;
+	proto = parse_eth(&cur, &h->eth, &h->tag);
+	if (proto < 0)
+		return PGWU_R_DROP_TRUNC_ETH;
+	if (proto != ETH_P_IP_BE) {
+		*action = XDP_PASS;
+		return PGWU_R_PASS_NOT_IPV4;
+	}
+	if (parse_ipv4_fixed(&cur, &ip) < 0)
+		return r_trunc;
+	if (ip->version != 4 || ip->ihl < 5)
+		return r_bad;
+	h->ip = ip;
+	h->ihl_len = ip->ihl * 4;
+	if ((void *)ip + h->ihl_len > data_end)
+		return r_trunc;
+	h->tot_len = bpf_ntohs(ip->tot_len);
+	if (h->tot_len < h->ihl_len || (void *)ip + h->tot_len > data_end)
+		return r_bad;
+	return 0;
+}
+
+static __always_inline void event(__u32 ev)
+{
+	__u64 *c = bpf_map_lookup_elem(&events, &ev);
+
+	if (c)
+		(*c)++;
+}
+
+/* Addresses nobody may be answered at (RFC 1812 5.3.7, 4.2.2.11): 0/8, loopback, multicast,
+ * 240/4 (with the limited broadcast), and our own address. */
+static __always_inline int martian_src(__be32 saddr, const struct pgwu_config *cfg)
+{
+	__u32 a = bpf_ntohl(saddr);
+
+	return (a >> 24) == 0 || (a >> 24) == 127 || (a >> 28) >= 0xe || saddr == cfg->local_addr;
+}
+
+/* A reply to peer is within its budget (GCRA, see reply_budget in pgwu.h); spends it if so. */
+static __always_inline int reply_allowed(__be32 peer)
+{
+	const __u64 interval = 1000000000ULL / PGWU_REPLY_RATE;
+	__u64 now = bpf_ktime_get_ns(), *tat, t;
+
+	tat = bpf_map_lookup_elem(&reply_budget, &peer);
+	if (!tat) {
+		t = now + interval;
+		bpf_map_update_elem(&reply_budget, &peer, &t, BPF_ANY);
+		return 1;
+	}
+	t = *tat;
+	if (t > now + (PGWU_REPLY_BURST - 1) * interval)
+		return 0;
+	*tat = (t > now ? t : now) + interval;
+	return 1;
+}
+
+/*
+ * Turn the frame into a GTP-U message back to the sender of the one received (TS 29.281 5.1, 7.2,
+ * 7.3): Ethernet with the addresses swapped (orig_mac: the received dst then src) and the received
+ * tag if any; IPv4 local -> peer (tos 0, id 0, ttl 64, no options); UDP sport -> dport; GTP-U with
+ * S set, TEID 0, sequence seq; then ie_len octets of IEs, which the caller writes at r->ie before
+ * reply_csum. ie_len is a constant at each call; rx_len the frame's length, unchanged so far
+ * (computed here, its subtraction of packet pointers is narrowed to 32 bits, which the verifier
+ * refuses). Returns 0, or -1 when the frame can't be resized.
+ */
+struct reply {
+	struct iphdr *ip;
+	struct udphdr *udp;
+	__u8 *ie;
+};
+
+#define REPLY_HDRS (20 + 8 + 12)
+
+static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l2,
+				       const __u8 *orig_mac,
+				       __be32 local, __be32 peer, __be16 sport, __be16 dport,
+				       __u8 type, __be16 seq, __u32 ie_len, struct reply *r)
+{
+	__u32 new_len = l2 + REPLY_HDRS + ie_len;
+	void *data, *data_end;
+	struct gtpu_opt *ropt;
+	struct gtpu_hdr *rg;
+	struct ethhdr *eth;
+	struct iphdr *rip;
+	struct udphdr *ru;
+
+	if (bpf_xdp_adjust_tail(ctx, (int)new_len - (int)rx_len))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	rip = data + (l2 == 18 ? 18 : 14);
+	if ((void *)rip + REPLY_HDRS + ie_len > data_end)
+		return -1;
+	eth = data;
+	__builtin_memcpy(eth->h_dest, orig_mac + 6, 6);
+	__builtin_memcpy(eth->h_source, orig_mac, 6);
+	ru = (void *)(rip + 1);
+	rg = (void *)(ru + 1);
+	ropt = (void *)(rg + 1);
+
+	rip->version = 4;
+	rip->ihl = 5;
+	rip->tos = 0;
+	rip->tot_len = bpf_htons(REPLY_HDRS + ie_len);
+	rip->id = 0;
+	rip->frag_off = 0;
+	rip->ttl = OUTER_TTL;
+	rip->protocol = IPPROTO_UDP;
+	rip->check = 0;
+	rip->saddr = local;
+	rip->daddr = peer;
+	rip->check = csum_finish(ipv4_hdr_sum(rip, 5, data_end));
+
+	ru->source = sport;
+	ru->dest = dport;
+	ru->len = bpf_htons(8 + 12 + ie_len);
+	ru->check = 0;
+	rg->flags = 0x30 | GTP_FLAG_S;
+	rg->type = type;
+	rg->length = bpf_htons(4 + ie_len);
+	rg->teid = 0;
+	ropt->seq = seq;
+	ropt->npdu = 0;
+	ropt->next_ext = 0;
+	r->ip = rip;
+	r->udp = ru;
+	r->ie = (void *)(ropt + 1);
+	return 0;
+}
+
+/* The reply's UDP checksum, once its IEs are written; ie_len the same constant. */
+static __always_inline void reply_csum(struct xdp_md *ctx, struct reply *r, __u32 ie_len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	__u16 *w = (void *)r->udp;
+	__u64 sum;
+	int i;
+
+	if ((void *)r->udp + 20 + ie_len > data_end)	/* checked in reply_start; for the verifier */
+		return;
+	sum = (__u64)r->ip->saddr + r->ip->daddr + bpf_htons(IPPROTO_UDP) + r->udp->len;
+#pragma unroll
+	for (i = 0; i < (20 + ie_len) / 2; i++)
+		sum += w[i];
+	if ((20 + ie_len) & 1) {
+		__u16 last = 0;
+
+		*(__u8 *)&last = ((__u8 *)r->udp)[20 + ie_len - 1];	/* the word [b, 0] */
+		sum += last;
+	}
+	r->udp->check = csum_finish_udp(sum);
+}
+
+/* TS 29.281 5.2.1, Figure 5.2.1-3: the extension header types this PGW-U knows (it walks past
+ * them: none changes what it does with the T-PDU). */
+static __always_inline int ext_known(__u8 t)
+{
+	switch (t) {
+	case 0x03:	/* Long PDCP PDU Number */
+	case 0x20:	/* Service Class Indicator */
+	case 0x40:	/* UDP Port */
+	case 0x81:	/* RAN Container */
+	case 0x82:	/* Long PDCP PDU Number */
+	case 0x83:	/* Xw RAN Container */
+	case 0x84:	/* NR RAN Container */
+	case 0x85:	/* PDU Session Container */
+	case 0xc0:	/* PDCP PDU Number */
+		return 1;
+	}
+	return 0;
+}
+
+#define SUPP_EXT_N 9	/* the list above, as sent in the Extension Header Type List IE */
+
+static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
+{
+	struct pgwu_sig_key k = { .teid = teid, .addr = addr, .type = type };
+	struct pgwu_sig_val *v = bpf_map_lookup_elem(&sig_rx, &k), nv = {};
+
+	if (v) {
+		__sync_fetch_and_add(&v->packets, 1);
+		v->last_ns = bpf_ktime_get_ns();
+		v->from = from;
+		return;
+	}
+	nv.packets = 1;
+	nv.last_ns = bpf_ktime_get_ns();
+	nv.from = from;
+	bpf_map_update_elem(&sig_rx, &k, &nv, BPF_ANY);
+}
+
 SEC("xdp")
 int xdp_access(struct xdp_md *ctx)
 {
@@ -204,7 +426,7 @@ int xdp_access(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 rx_len = data_end - data;
 	__u32 action = XDP_DROP, reason, zero = 0;
-	struct cursor cur = { .pos = data, .end = data_end };
+	struct cursor cur;
 	struct pgwu_config *cfg;
 	struct pgwu_ul_bearer *b;
 	struct ethhdr *eth;
@@ -213,46 +435,24 @@ int xdp_access(struct xdp_md *ctx)
 	struct udphdr *udp;
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
+	struct reply r;
+	struct l3 h;
 	void *ip_end, *p;
 	__u32 ihl_len, tot_len, udp_len, gtp_len, inner_len, iihl_len, out_l2;
-	__u8 next_ext = 0, orig_mac[12];
-	__be16 seq = 0;
+	__u8 next_ext = 0, bad_ext = 0, orig_mac[12];
+	__be32 peer;
+	__be16 seq = 0, peer_port;
 	int i;
 
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg) {
-		reason = PGWU_R_DROP_NOT_CONFIGURED;
+	reason = prologue(ctx, PGWU_SIDE_ACCESS, &h, &action);
+	if (reason)
 		goto out;
-	}
-
-	i = parse_eth(&cur, &eth, &tag);
-	if (i < 0) {
-		reason = PGWU_R_DROP_TRUNC_ETH;
-		goto out;
-	}
-	if (i != ETH_P_IP_BE) {
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_NOT_IPV4;
-		goto out;
-	}
-	if (parse_ipv4_fixed(&cur, &ip) < 0) {
-		reason = PGWU_R_DROP_TRUNC_IP;
-		goto out;
-	}
-	if (ip->version != 4 || ip->ihl < 5) {
-		reason = PGWU_R_DROP_BAD_IP;
-		goto out;
-	}
-	ihl_len = ip->ihl * 4;
-	if ((void *)ip + ihl_len > data_end) {
-		reason = PGWU_R_DROP_TRUNC_IP;
-		goto out;
-	}
-	tot_len = bpf_ntohs(ip->tot_len);
-	if (tot_len < ihl_len || (void *)ip + tot_len > data_end) {
-		reason = PGWU_R_DROP_BAD_IP;
-		goto out;
-	}
+	cfg = h.cfg;
+	eth = h.eth;
+	tag = h.tag;
+	ip = h.ip;
+	ihl_len = h.ihl_len;
+	tot_len = h.tot_len;
 	if (ip->protocol != IPPROTO_UDP || !cfg->local_addr || ip->daddr != cfg->local_addr) {
 		action = XDP_PASS;
 		reason = PGWU_R_PASS_NOT_GTPU;
@@ -314,26 +514,27 @@ int xdp_access(struct xdp_md *ctx)
 		if (gtp->flags & GTP_FLAG_E)
 			next_ext = opt->next_ext;
 	}
+	peer = ip->saddr;
+	peer_port = udp->source;
+	__builtin_memcpy(orig_mac, eth->h_dest, 12);
 
 	switch (gtp->type) {
-	case GTP_GPDU:
-		break;
 	case GTP_ECHO_REQ:
 		goto echo;
+	case GTP_GPDU:
 	case GTP_ECHO_RSP:
 	case GTP_ERROR_IND:
 	case GTP_END_MARKER:
 	case GTP_SUPP_EXT_NOTIF:
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_SIGNALLING;
-		goto out;
+		break;
 	default:
 		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
 		goto out;
 	}
 
 	/* TS 29.281 5.2: each extension header is a length octet (in 4-octet units), content, and
-	 * the next type in its last octet; type 0 ends the chain. */
+	 * the next type in its last octet; type 0 ends the chain. A type we don't know whose high
+	 * bit says the endpoint must comprehend it (5.2.1) stops the walk. */
 	p = cur.pos;
 	for (i = 0; i < PGWU_MAX_EXT_HDRS; i++) {
 		__u8 *lp = p, *last;
@@ -341,6 +542,10 @@ int xdp_access(struct xdp_md *ctx)
 
 		if (!next_ext)
 			break;
+		if ((next_ext & GTP_EXT_COMPREHENSION_REQUIRED) && !ext_known(next_ext)) {
+			bad_ext = next_ext;
+			break;
+		}
 		if ((void *)(lp + 1) > ip_end || (void *)(lp + 1) > data_end) {
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
 			goto out;
@@ -358,8 +563,64 @@ int xdp_access(struct xdp_md *ctx)
 		next_ext = *last;
 		p = last + 1;
 	}
+	if (bad_ext)
+		goto supp_ext;
 	if (next_ext) {
 		reason = PGWU_R_DROP_GTP_BAD_EXT;
+		goto out;
+	}
+
+	switch (gtp->type) {
+	case GTP_ECHO_RSP: {
+		/* TS 29.281 7.2.2: the Recovery IE follows the header (its value is not used by
+		 * GTP-U, 7.2.2 says: recorded to show the peer's restarts) */
+		struct pgwu_peer *pe = bpf_map_lookup_elem(&peers, &peer), np = {};
+		__u8 *ie = p;
+		int has_rc = (void *)(ie + 2) <= ip_end && (void *)(ie + 2) <= data_end &&
+			     ie[0] == GTP_IE_RECOVERY;
+		__u8 rc = 0;
+
+		if (has_rc && (void *)(ie + 2) <= data_end)
+			rc = ie[1];
+		if (!pe) {
+			np.rsp_ns = bpf_ktime_get_ns();
+			np.responses = 1;
+			np.rsp_seq = bpf_ntohs(seq);
+			np.restart_counter = rc;
+			np.has_recovery = has_rc;
+			bpf_map_update_elem(&peers, &peer, &np, BPF_NOEXIST);
+		} else {
+			if (has_rc && pe->has_recovery && pe->restart_counter != rc)
+				pe->restarts++;
+			pe->rsp_ns = bpf_ktime_get_ns();
+			pe->responses++;
+			pe->rsp_seq = bpf_ntohs(seq);
+			pe->restart_counter = rc;
+			pe->has_recovery = has_rc;
+		}
+		reason = PGWU_R_SIG_ECHO_RESPONSE;
+		goto out;
+	}
+	case GTP_ERROR_IND: {
+		/* TS 29.281 7.3.1: TEID Data I (TV, 4 octets), GTP-U Peer Address (TLV) */
+		__u8 *ie = p;
+
+		if ((void *)(ie + 12) <= ip_end && (void *)(ie + 12) <= data_end &&
+		    ie[0] == GTP_IE_TEID_DATA_I && ie[5] == GTP_IE_PEER_ADDR && ie[6] == 0 &&
+		    ie[7] == 4)
+			sig_count(*(__be32 *)(ie + 1), *(__be32 *)(ie + 8), GTP_ERROR_IND, peer);
+		else if ((void *)(ie + 5) <= ip_end && (void *)(ie + 5) <= data_end &&
+			 ie[0] == GTP_IE_TEID_DATA_I)
+			sig_count(*(__be32 *)(ie + 1), peer, GTP_ERROR_IND, peer);
+		reason = PGWU_R_SIG_ERROR_IND;
+		goto out;
+	}
+	case GTP_END_MARKER:
+		sig_count(gtp->teid, peer, GTP_END_MARKER, peer);
+		reason = PGWU_R_SIG_END_MARKER;
+		goto out;
+	case GTP_SUPP_EXT_NOTIF:
+		reason = PGWU_R_SIG_SUPP_EXT_NOTIF;
 		goto out;
 	}
 
@@ -379,7 +640,7 @@ int xdp_access(struct xdp_md *ctx)
 		b = bpf_map_lookup_elem(&ul_bearers, &gtp->teid);
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
-		goto out;
+		goto err_ind;
 	}
 
 	iip = p;
@@ -397,6 +658,11 @@ int xdp_access(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_INNER_BAD;
 		goto out;
 	}
+	if (!(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK) &&
+	    csum_fold16(ipv4_hdr_sum(iip, iip->ihl, data_end)) != 0xffff) {
+		reason = PGWU_R_DROP_INNER_CSUM;
+		goto out;
+	}
 	if (iip->saddr != b->ue_addr) {
 		reason = PGWU_R_DROP_SPOOFED;
 		goto out;
@@ -411,7 +677,6 @@ int xdp_access(struct xdp_md *ctx)
 	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER) {
 		/* the kernel routes the inner packet (and resolves its neighbour): give it the
 		 * decapsulated packet in a frame addressed as the one received */
-		__builtin_memcpy(orig_mac, eth->h_dest, 12);
 		out_l2 = sizeof(struct ethhdr);
 	} else if (reason) {
 		goto out;
@@ -455,83 +720,82 @@ int xdp_access(struct xdp_md *ctx)
 	reason = PGWU_R_UL_FWD;
 	goto out;
 
-echo: {
+echo:
 	/* TS 29.281 7.2.2: Echo Response = header with S set, the request's sequence number, and
-	 * a Recovery IE. Built over the request, cut or grown to exactly that. */
-	struct gtpu_opt *ropt;
-	struct gtpu_hdr *rg;
-	struct udphdr *ru;
-	struct iphdr *rip;
-	__u8 *ie;
-	__be32 peer = ip->saddr;
-	__be16 peer_port = udp->source;
-	__u32 l2 = tag ? 18 : 14, new_len = l2 + 42;
-	__u64 sum;
-
-	__builtin_memcpy(orig_mac, eth->h_dest, 12);
-	if (bpf_xdp_adjust_tail(ctx, (int)new_len - (int)rx_len)) {
+	 * a Recovery IE, to the request's source port. Never to an address nobody may be answered
+	 * at: a forged source would make us send to ourselves or to a whole network. */
+	if (martian_src(peer, cfg)) {
+		reason = PGWU_R_DROP_ECHO_BAD_SRC;
+		goto out;
+	}
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+			peer_port, GTP_ECHO_RSP, seq, 2, &r)) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + 42 > data_end && data + 14 + 42 > data_end) {
-		reason = PGWU_R_DROP_ADJUST;
-		goto out;
-	}
-	eth = data;
-	__builtin_memcpy(eth->h_dest, orig_mac + 6, 6);
-	__builtin_memcpy(eth->h_source, orig_mac, 6);
-	rip = data + (l2 == 18 ? 18 : 14);
-	if ((void *)rip + 42 > data_end) {
-		reason = PGWU_R_DROP_ADJUST;
-		goto out;
-	}
-	ru = (void *)(rip + 1);
-	rg = (void *)(ru + 1);
-	ropt = (void *)(rg + 1);
-	ie = (void *)(ropt + 1);
-
-	rip->version = 4;
-	rip->ihl = 5;
-	rip->tos = 0;
-	rip->tot_len = bpf_htons(42);
-	rip->id = 0;
-	rip->frag_off = 0;
-	rip->ttl = OUTER_TTL;
-	rip->protocol = IPPROTO_UDP;
-	rip->check = 0;
-	rip->saddr = cfg->local_addr;
-	rip->daddr = peer;
-	rip->check = csum_finish(ipv4_hdr_sum(rip, 5, data_end));
-
-	ru->source = GTPU_PORT_BE;
-	ru->dest = peer_port;
-	ru->len = bpf_htons(22);
-	ru->check = 0;
-	rg->flags = 0x30 | GTP_FLAG_S;
-	rg->type = GTP_ECHO_RSP;
-	rg->length = bpf_htons(6);
-	rg->teid = 0;
-	ropt->seq = seq;
-	ropt->npdu = 0;
-	ropt->next_ext = 0;
-	ie[0] = GTP_IE_RECOVERY;
-	ie[1] = cfg->restart_counter;
-
-	sum = (__u64)rip->saddr + rip->daddr + bpf_htons(IPPROTO_UDP) + ru->len;
-	{
-		__u16 *w = (void *)ru;
-
-#pragma unroll
-		for (i = 0; i < 11; i++)
-			sum += w[i];
-	}
-	ru->check = csum_finish_udp(sum);
+	r.ie[0] = GTP_IE_RECOVERY;
+	r.ie[1] = cfg->restart_counter;
+	reply_csum(ctx, &r, 2);
 	action = XDP_TX;
 	reason = PGWU_R_ECHO_REPLY;
 	goto out;
-}
+
+err_ind:
+	/* TS 29.281 7.3.1: Error Indication to the G-PDU's sender, from and to port 2152 (4.4.2.4),
+	 * naming the TEID it used (Tunnel Endpoint Identifier Data I) and the address it sent to
+	 * (GTP-U Peer Address). The G-PDU stays counted as drop_unknown_teid (verdict tx). */
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	if (!reply_allowed(peer)) {
+		event(PGWU_EV_ERR_IND_RATE_LIMITED);
+		goto out;
+	}
+	{
+		__be32 teid = gtp->teid;
+
+		if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+				GTPU_PORT_BE, GTP_ERROR_IND, 0, 12, &r))
+			goto out;
+		r.ie[0] = GTP_IE_TEID_DATA_I;
+		__builtin_memcpy(r.ie + 1, &teid, 4);
+		r.ie[5] = GTP_IE_PEER_ADDR;
+		r.ie[6] = 0;
+		r.ie[7] = 4;
+		__builtin_memcpy(r.ie + 8, &cfg->local_addr, 4);
+	}
+	reply_csum(ctx, &r, 12);
+	event(PGWU_EV_ERR_IND_SENT);
+	action = XDP_TX;
+	goto out;
+
+supp_ext:
+	/* TS 29.281 7.2.3: Supported Extension Headers Notification to the sender's port (4.4.2.5),
+	 * listing the types we know (Extension Header Type List, 8.5: type, length, types). */
+	reason = PGWU_R_DROP_GTP_EXT_UNSUPPORTED;
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	if (!reply_allowed(peer)) {
+		event(PGWU_EV_SUPP_EXT_RATE_LIMITED);
+		goto out;
+	}
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+			peer_port, GTP_SUPP_EXT_NOTIF, 0, 2 + SUPP_EXT_N, &r))
+		goto out;
+	r.ie[0] = GTP_IE_EXT_HDR_LIST;
+	r.ie[1] = SUPP_EXT_N;
+	r.ie[2] = 0x03;
+	r.ie[3] = 0x20;
+	r.ie[4] = 0x40;
+	r.ie[5] = 0x81;
+	r.ie[6] = 0x82;
+	r.ie[7] = 0x83;
+	r.ie[8] = 0x84;
+	r.ie[9] = 0x85;
+	r.ie[10] = 0xc0;
+	reply_csum(ctx, &r, 2 + SUPP_EXT_N);
+	event(PGWU_EV_SUPP_EXT_SENT);
+	action = XDP_TX;
+	goto out;
 
 out:
 	count(reason, action, rx_len);
@@ -545,46 +809,28 @@ int xdp_sgi(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 rx_len = data_end - data;
 	__u32 action = XDP_DROP, reason, zero = 0;
-	struct cursor cur = { .pos = data, .end = data_end };
 	struct pgwu_config *cfg;
 	struct pgwu_dl_bearer *b;
 	struct ethhdr *eth;
-	struct vlan_hdr *tag;
 	struct iphdr *ip, *oip;
 	struct udphdr *udp;
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
+	struct l3 h;
 	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass;
 	__u8 tos, df;
 	__u64 isum = 0, sum;
-	int i, err;
+	int err;
 
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg) {
-		reason = PGWU_R_DROP_NOT_CONFIGURED;
+	reason = prologue(ctx, PGWU_SIDE_SGI, &h, &action);
+	if (reason)
 		goto out;
-	}
-	i = parse_eth(&cur, &eth, &tag);
-	if (i < 0) {
-		reason = PGWU_R_DROP_TRUNC_ETH;
-		goto out;
-	}
-	if (i != ETH_P_IP_BE) {
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_NOT_IPV4;
-		goto out;
-	}
-	in_l2 = tag ? 18 : 14;
-	if (parse_ipv4_fixed(&cur, &ip) < 0 || ip->version != 4 || ip->ihl < 5) {
-		reason = PGWU_R_DROP_BAD_IP_DL;
-		goto out;
-	}
-	ihl_len = ip->ihl * 4;
-	tot_len = bpf_ntohs(ip->tot_len);
-	if ((void *)ip + ihl_len > data_end || tot_len < ihl_len || (void *)ip + tot_len > data_end) {
-		reason = PGWU_R_DROP_BAD_IP_DL;
-		goto out;
-	}
+	cfg = h.cfg;
+	eth = h.eth;
+	ip = h.ip;
+	ihl_len = h.ihl_len;
+	tot_len = h.tot_len;
+	in_l2 = h.tag ? 18 : 14;
 	if ((ip->daddr & cfg->ue_pool_mask) != cfg->ue_pool_addr) {
 		action = XDP_PASS;
 		reason = PGWU_R_PASS_NOT_UE;

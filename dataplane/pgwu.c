@@ -33,7 +33,10 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_PASS_NOT_IPV4] = "pass_not_ipv4",
 	[PGWU_R_PASS_NOT_GTPU] = "pass_not_gtpu",
 	[PGWU_R_PASS_NOT_UE] = "pass_not_ue",
-	[PGWU_R_PASS_SIGNALLING] = "pass_signalling",
+	[PGWU_R_SIG_ECHO_RESPONSE] = "sig_echo_response",
+	[PGWU_R_SIG_ERROR_IND] = "sig_error_ind",
+	[PGWU_R_SIG_END_MARKER] = "sig_end_marker",
+	[PGWU_R_SIG_SUPP_EXT_NOTIF] = "sig_supp_ext_notif",
 	[PGWU_R_PASS_NO_NEIGH] = "pass_no_neigh",
 	[PGWU_R_PASS_FIB_OTHER] = "pass_fib_other",
 	[PGWU_R_DROP_TRUNC_ETH] = "drop_trunc_eth",
@@ -56,6 +59,9 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_UNKNOWN_UE] = "drop_unknown_ue",
 	[PGWU_R_DROP_NO_ROUTE] = "drop_no_route",
 	[PGWU_R_DROP_ADJUST] = "drop_adjust",
+	[PGWU_R_DROP_GTP_EXT_UNSUPPORTED] = "drop_gtp_ext_unsupported",
+	[PGWU_R_DROP_ECHO_BAD_SRC] = "drop_echo_bad_src",
+	[PGWU_R_DROP_INNER_CSUM] = "drop_inner_csum",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
@@ -63,6 +69,16 @@ _Static_assert(sizeof(pgwu_reason_names) / sizeof(pgwu_reason_names[0]) == PGWU_
 	       "pgwu_reason_names[] must name every enum pgwu_reason");
 _Static_assert(PGWU_R_DROP_NOT_CONFIGURED == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
+
+/* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */
+const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
+	[PGWU_EV_ERR_IND_SENT] = "err_ind_sent",
+	[PGWU_EV_ERR_IND_RATE_LIMITED] = "err_ind_rate_limited",
+	[PGWU_EV_SUPP_EXT_SENT] = "supp_ext_sent",
+	[PGWU_EV_SUPP_EXT_RATE_LIMITED] = "supp_ext_rate_limited",
+};
+_Static_assert(sizeof(pgwu_event_names) / sizeof(pgwu_event_names[0]) == PGWU_EVENT_MAX,
+	       "pgwu_event_names[] must name every enum pgwu_event");
 
 const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
 	"aborted", "drop", "pass", "tx", "redirect"

@@ -31,8 +31,12 @@ enum pgwu_reason {
 	PGWU_R_PASS_NOT_IPV4,		/* PASS: not IPv4 (ARP, IPv6, LLDP, QinQ ...) */
 	PGWU_R_PASS_NOT_GTPU,		/* PASS: access side, IPv4 not UDP/2152 to the GTP-U address */
 	PGWU_R_PASS_NOT_UE,		/* PASS: SGi side, destination outside the UE pool (host traffic) */
-	PGWU_R_PASS_SIGNALLING,		/* PASS: GTP-U Echo Response, Error Indication, End Marker,
-					 * Supported Extension Headers Notification */
+	PGWU_R_SIG_ECHO_RESPONSE,	/* DROP: Echo Response consumed: peers[src] updated */
+	PGWU_R_SIG_ERROR_IND,		/* DROP: Error Indication received: consumed, counted per
+					 * bearer (sig_bearers) when its TEID is one we send to */
+	PGWU_R_SIG_END_MARKER,		/* DROP: End Marker consumed (TS 29.281 7.3.2), counted per
+					 * bearer (sig_bearers) when its TEID is a bearer's */
+	PGWU_R_SIG_SUPP_EXT_NOTIF,	/* DROP: Supported Extension Headers Notification consumed */
 	PGWU_R_PASS_NO_NEIGH,		/* PASS: next hop not resolved yet; the kernel resolves it */
 	PGWU_R_PASS_FIB_OTHER,		/* PASS: route lookup says the kernel must handle it (local
 					 * delivery, fragmentation needed, unsupported next hop) */
@@ -47,7 +51,9 @@ enum pgwu_reason {
 	PGWU_R_DROP_GTP_BAD_LEN,	/* DROP: GTP length disagrees with the UDP length */
 	PGWU_R_DROP_GTP_BAD_EXT,	/* DROP: extension header length 0, truncated, or chain too long */
 	PGWU_R_DROP_GTP_UNKNOWN_MSG,	/* DROP: GTP-U message type a user plane does not accept */
-	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP: G-PDU for a TEID with no bearer */
+	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP, or TX when answered with an Error Indication (TS
+					 * 29.281 7.3.1, rate-limited per peer): G-PDU for a TEID with
+					 * no bearer */
 	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, IPv6, other) */
 	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 header truncated or invalid */
 	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address */
@@ -57,11 +63,30 @@ enum pgwu_reason {
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
 					 * no route, or forwarding disabled on the interface */
 	PGWU_R_DROP_ADJUST,		/* DROP: bpf_xdp_adjust_head/tail refused (no headroom) */
+	PGWU_R_DROP_GTP_EXT_UNSUPPORTED,	/* DROP, or TX as a Supported Extension Headers
+					 * Notification: an extension header we don't know, marked
+					 * "comprehension required" (type 10xxxxxx or 11xxxxxx) */
+	PGWU_R_DROP_ECHO_BAD_SRC,	/* DROP: Echo Request from 0.0.0.0, loopback, multicast,
+					 * broadcast or our own address: not answered */
+	PGWU_R_DROP_INNER_CSUM,		/* DROP: uplink inner IPv4 header checksum wrong (RFC 1812
+					 * 5.2.2), unless config has PGWU_CFG_NO_INNER_CSUM_CHECK */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
 	PGWU_REASON_MAX,
 };
 
 #define PGWU_VERDICT_MAX 5	/* XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT */
+
+/*
+ * Events that are not a packet's verdict: counted in events[] (per CPU, __u64), next to stats.
+ * Keep pgwu_event_names[] (pgwu.c) and gtplab/dataplane.py in step with this list.
+ */
+enum pgwu_event {
+	PGWU_EV_ERR_IND_SENT = 0,	/* an unknown-TEID G-PDU was turned into an Error Indication */
+	PGWU_EV_ERR_IND_RATE_LIMITED,	/* ... not, its peer's budget was spent (the G-PDU dropped) */
+	PGWU_EV_SUPP_EXT_SENT,		/* a Supported Extension Headers Notification was sent */
+	PGWU_EV_SUPP_EXT_RATE_LIMITED,	/* ... not, rate limit */
+	PGWU_EVENT_MAX,
+};
 
 /* stats value (per CPU): summed by pgwu over all CPUs. bytes = frame length as received. */
 struct pgwu_counter {
@@ -141,6 +166,11 @@ struct pgwu_nexthop {
 /* Global config flags (pgwu_config.flags) */
 #define PGWU_CFG_CSUM		(1U << 0)	/* default for bearers with neither CSUM flag: on */
 #define PGWU_CFG_FIB_CACHE	(1U << 1)	/* cache route lookups (kept correct by fib_gen) */
+/* Off-switches: a config written before they existed (flags 0) has the behaviour on. */
+#define PGWU_CFG_NO_ERR_IND	(1U << 2)	/* don't answer (Error Indication, Supported
+						 * Extension Headers Notification): only drop */
+#define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
+						 * checksum (RFC 1812 5.2.2 says discard) */
 
 /* config: ARRAY, one entry, written by pgwu, read by every packet. */
 struct pgwu_config {
@@ -183,6 +213,47 @@ struct pgwu_fib_entry {
 struct pgwu_fib_slot {
 	struct pgwu_fib_key key;
 	struct pgwu_fib_entry e;
+};
+
+/*
+ * reply_budget: LRU hash, key __u32 peer address (network order), value __u64: the GCRA
+ * "theoretical arrival time" in ns of bpf_ktime_get_ns. A reply to a peer is allowed when
+ * now >= tat - PGWU_REPLY_BURST * interval; then tat = max(tat, now) + interval. So each peer gets
+ * PGWU_REPLY_BURST replies at once and PGWU_REPLY_RATE a second after that, whatever it sends.
+ */
+
+/* peers: LRU hash (a flood of forged responses can't fill it for good), key __u32 peer address (network order): GTP-U path state, written by xdp_access
+ * on each Echo Response (rsp_*) and by `pgwu path` when it sends an Echo Request (req_*). */
+struct pgwu_peer {
+	__u64 rsp_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last Echo Response; 0: none */
+	__u64 req_ns;		/* CLOCK_MONOTONIC of the last Echo Request pgwu path sent; 0: none */
+	__u64 responses;	/* Echo Responses received */
+	__u32 restarts;		/* times the Recovery restart counter changed */
+	__u16 req_seq;		/* sequence number of the last request sent */
+	__u16 rsp_seq;		/* sequence number of the last response */
+	__u8 restart_counter;	/* Recovery IE of the last response */
+	__u8 has_recovery;	/* the last response had a Recovery IE */
+	__u8 pad[6];
+};
+
+/* sig_rx: LRU hash of the signalling received about a tunnel, written by xdp_access. Key: the
+ * message type (GTP_ERROR_IND 26 or GTP_END_MARKER 254) and the tunnel it names. An Error
+ * Indication names the TEID we sent to and that peer (its IEs Tunnel Endpoint Identifier Data I
+ * and GTP-U Peer Address, TS 29.281 7.3.1): a downlink bearer's (SGW, SGW TEID). An End Marker
+ * names our local TEID in its header (7.3.2), addr = its sender. A report for `pgwu signalling`,
+ * bounded, not state the data path depends on. */
+struct pgwu_sig_key {
+	__u32 teid;		/* network order */
+	__u32 addr;		/* network order */
+	__u8 type;
+	__u8 pad[3];
+};
+
+struct pgwu_sig_val {
+	__u64 packets;
+	__u64 last_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last one */
+	__u32 from;		/* outer source of the last one */
+	__u32 pad;
 };
 
 #endif /* PGWU_H */

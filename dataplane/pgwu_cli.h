@@ -25,6 +25,7 @@ extern const char *pin_dir;
 extern bool verbose;
 extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
 extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
+extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
 
 #define pr_warn(...) fprintf(stderr, __VA_ARGS__)
 

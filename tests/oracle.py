@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from scapy.contrib.gtp import GTP_U_Header
+from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
@@ -118,6 +118,60 @@ def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, loc
            / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
            / Raw(inner))
     return bytes(pkt)
+
+
+def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body) -> bytes:
+    """A signalling message back to the sender of frame (spec: "Replies"): MACs swapped, the same
+    802.1Q tag, IPv4 local -> sender (ttl 64, id 0, tos 0), UDP 2152 -> dport with its checksum, GTP-U
+    flags 0x32 (S set), TEID 0, sequence 0, then body."""
+    l2, vlan = l2_split(frame)
+    eth = Ether(dst=frame[6:12], src=frame[0:6])
+    if vlan is not None:
+        eth = eth / Dot1Q(vlan=vlan, prio=(frame[14] >> 5), dei=(frame[14] >> 4) & 1)
+    sender = socket.inet_ntoa(frame[l2 + 12:l2 + 16])
+    gtp = GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0, gtp_type=gtp_type, teid=0, seq=0, npdu=0,
+                       next_ex=0)
+    return bytes(eth / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sender)
+                 / UDP(sport=GTPU_PORT, dport=dport) / gtp / body)
+
+
+def error_indication_expected(frame: bytes, local: str) -> bytes:
+    """The Error Indication (TS 29.281 7.3.1) for a G-PDU with an unknown TEID: to its sender's port
+    2152 (4.4.2.4), IEs Tunnel Endpoint Identifier Data I = the G-PDU's TEID, GTP-U Peer Address =
+    the address the G-PDU was sent to (local)."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    teid = struct.unpack("!I", frame[l2 + ihl + 12:l2 + ihl + 16])[0]
+    body = GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=teid), IE_GSNAddress(length=4, ipv4_address=local)])
+    return _reply_l2_ip(frame, local, GTPU_PORT, 26, body)
+
+
+# The extension header types the PGW-U knows (TS 29.281 Figure 5.2.1-3), in the order it lists them.
+KNOWN_EXT_TYPES = (0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xC0)
+
+
+def supp_ext_notification_expected(frame: bytes, local: str) -> bytes:
+    """The Supported Extension Headers Notification (TS 29.281 7.2.3) for a message with an extension
+    header that must be comprehended and is not: to the sender's source port (4.4.2.5), one IE
+    Extension Header Type List (8.5: type 141, a one-octet length, the types). Built by hand: Scapy's
+    IE_ExtensionHeaderList writes a two-octet length."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    sport = struct.unpack("!H", frame[l2 + ihl:l2 + ihl + 2])[0]
+    body = Raw(bytes([141, len(KNOWN_EXT_TYPES)]) + bytes(KNOWN_EXT_TYPES))
+    return _reply_l2_ip(frame, local, sport, 31, body)
+
+
+def ttl_dec_incremental(ip: bytes) -> bytes:
+    """TTL - 1 with the header checksum updated as RFC 1624 does from whatever value it had (right
+    or wrong): what a router that does not verify the checksum forwards."""
+    b = bytearray(ip)
+    b[8] -= 1
+    # the kernel's ip_decrease_ttl(): the field read as a little-endian word, + htons(0x0100)
+    c = struct.unpack("<H", b[10:12])[0] + 1
+    c = (c + (c >= 0xFFFF)) & 0xFFFF
+    b[10:12] = struct.pack("<H", c)
+    return bytes(b)
 
 
 def outer_udp_ok(frame: bytes) -> bool:

@@ -31,7 +31,9 @@ NH_SGI = Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02")
 UE2 = "10.45.0.3"
 BEARERS = [(P.TEID_UL, P.UE_ADDR, P.SGW_ADDR, P.TEID_DL, None), (0x300, UE2, "192.0.2.3", 0x77, True)]
 
-ACCESS_REASONS = {"ul_fwd", "echo_reply", "pass_not_ipv4", "pass_not_gtpu", "pass_signalling", "drop_trunc_eth",
+ACCESS_REASONS = {"ul_fwd", "echo_reply", "pass_not_ipv4", "pass_not_gtpu", "sig_echo_response", "sig_error_ind",
+                  "sig_end_marker", "sig_supp_ext_notif", "drop_gtp_ext_unsupported", "drop_echo_bad_src",
+                  "drop_inner_csum", "drop_trunc_eth",
                   "drop_trunc_ip", "drop_bad_ip", "drop_outer_frag", "drop_trunc_udp", "drop_bad_udp_len",
                   "drop_trunc_gtp", "drop_gtp_version", "drop_gtp_bad_len", "drop_gtp_bad_ext",
                   "drop_gtp_unknown_msg", "drop_unknown_teid", "drop_inner_not_ipv4", "drop_inner_bad",
@@ -51,6 +53,9 @@ def access_templates() -> list[bytes]:
           P.gpdu(size=200, vlan=12, l4="icmp"), P.gpdu(teid=0x300, ue=UE2, size=160, df=True),
           P.gpdu(size=3024), P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, options=b"\x94\x04\x00\x00")),
           P.echo_request(5), P.echo_request(None, vlan=3), P.end_marker(), P.error_indication(),
+          P.gpdu(teid=0xDEAD, size=200), P.gpdu(size=200, ext=[P.ext_header(0xA0, b"\x01\x02")]),
+          P.echo_response(2, src=P.SGW_ADDR, dst=P.PGW_ADDR, src_mac=P.SGW_MAC, dst_mac=P.PGW_ACCESS_MAC),
+          P.supported_ext_headers_notification(),
           P.arp_request(), P.ipv6_packet(), P.downlink_ip(size=128)]
     return [bytes(x) for x in t]
 
@@ -160,10 +165,17 @@ def check_forwarded(prog: str, reason: str, frame: bytes, out: bytes, cfg: Confi
         if O.ip_hdr_ok(inner[:ihl]):
             if ip != O.ttl_dec(inner):
                 return "decapsulated packet != input inner with TTL-1"
+        elif cfg.inner_csum_check:
+            return "forwarded an inner IPv4 header whose checksum is wrong (RFC 1812 5.2.2)"
         else:
             if ip[:8] + ip[12:] != O.ttl_dec(inner)[:8] + inner[12:] or ip[8] != inner[8] - 1:
                 return "decapsulated packet (inner header checksum was bad)"
         return None
+    if reason == "drop_unknown_teid":
+        return None if out == O.error_indication_expected(frame, cfg.local_addr) else "Error Indication"
+    if reason == "drop_gtp_ext_unsupported":
+        exp = O.supp_ext_notification_expected(frame, cfg.local_addr)
+        return None if out == exp else "Supported Extension Headers Notification\n" + O.hexdiff(exp, out)
     if reason == "echo_reply":
         l2, _ = O.l2_split(out)
         ip = out[l2:]
@@ -253,9 +265,10 @@ def fuzz_one_program(dp, prog: str, seed: int, n: int, cfg: Config) -> dict:
 def test_fuzz(dataplane, seed):
     dp = dataplane
     cfg = Config(local_addr=P.PGW_ADDR, csum=bool(seed % 2), ue_pool=P.UE_POOL, restart_counter=seed & 0xFF,
-                 nexthop=(NH_ACCESS, NH_SGI))
+                 nexthop=(NH_ACCESS, NH_SGI), err_ind=seed % 4 != 2, inner_csum_check=seed % 4 != 0)
     dp.set_config(cfg)
     dp.flush_bearers()
+    dp.clear_map("reply_budget")
     for teid, ue, sgw, st, c in BEARERS:
         dp.add_bearer(teid, ue, sgw, st, csum=c)
     t0 = time.monotonic()
