@@ -57,6 +57,8 @@ struct config_opts {
 	struct opt_enum fib_cache;
 	struct opt_nexthop nexthop;
 	struct opt_vlan vlan;
+	struct opt_enum err_ind;
+	struct opt_enum inner_csum_check;
 	struct opt_flag json;
 };
 
@@ -73,6 +75,17 @@ struct session_opts {
 struct stats_opts {
 	struct opt_flag json;
 	struct opt_flag bearers;
+};
+
+struct path_opts {
+	struct opt_addr peer;
+	struct opt_flag send;
+	struct opt_u32 wait;		/* ms */
+	struct opt_flag json;
+};
+
+struct signalling_opts {
+	struct opt_flag json;
 };
 
 struct metrics_opts {
@@ -96,6 +109,10 @@ int do_session_flush(const void *cfg);
 int do_session_unload(const void *cfg);
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
+int do_path(const void *cfg);		/* pgwu_path.c */
+int do_signalling(const void *cfg);
+/* events[] summed over CPUs (enum pgwu_event) */
+int events_read(__u64 out[PGWU_EVENT_MAX]);
 
 /* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
 int pgwu_watch_run(void);
