@@ -818,6 +818,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	struct nexthop nh;
 	struct l3 h;
 	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass;
+	__be16 sport;
 	__u8 tos, df;
 	__u64 isum = 0, sum;
 	int err;
@@ -861,6 +862,16 @@ int xdp_sgi(struct xdp_md *ctx)
 
 	tos = ip->tos;
 	df = !!(ip->frag_off & bpf_htons(0x4000));
+	sport = GTPU_PORT_BE;
+	if (cfg->flags & PGWU_CFG_SPORT_ENTROPY) {
+		__u32 l4 = 0;
+		__u32 *ports = (void *)ip + (ihl_len & 0x3c);
+
+		if ((ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) &&
+		    !ipv4_is_fragment(ip) && tot_len >= ihl_len + 4 && (void *)(ports + 1) <= data_end)
+			l4 = *ports;
+		sport = bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
+	}
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tos,
 				 IPPROTO_UDP, tot_len + GTPU_ENCAP_LEN, &nh);
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
@@ -932,7 +943,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	oip->daddr = b->sgw_addr;
 	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
 
-	udp->source = GTPU_PORT_BE;
+	udp->source = sport;
 	udp->dest = GTPU_PORT_BE;
 	udp->len = bpf_htons(tot_len + sizeof(*udp) + sizeof(*gtp));
 	udp->check = 0;

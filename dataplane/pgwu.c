@@ -252,6 +252,8 @@ static void config_print(const struct pgwu_config *c, bool json)
 		       "on (" PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
 		printf("%-18s %s\n", "inner csum check", c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" :
 		       "on");
+		printf("%-18s %s\n", "outer UDP sport", c->flags & PGWU_CFG_SPORT_ENTROPY ?
+		       "from the inner flow (49152-65535)" : "2152");
 		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 			char label[32];
 
@@ -277,11 +279,13 @@ static void config_print(const struct pgwu_config *c, bool json)
 	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
 	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
-	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", ",
+	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", "
+	       "\"sport_entropy\": \"%s\", ",
 	       c->flags & PGWU_CFG_CSUM ? "on" : "off", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
 	       (unsigned long long)watcher, c->restart_counter,
 	       c->flags & PGWU_CFG_NO_ERR_IND ? "off" : "on",
-	       c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" : "on");
+	       c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" : "on",
+	       c->flags & PGWU_CFG_SPORT_ENTROPY ? "on" : "off");
 	printf("\"nexthop\": {");
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		const struct pgwu_nexthop *nh = &c->nexthop[s];
@@ -350,6 +354,9 @@ static int do_config(const void *cfg)
 	if (o->inner_csum_check.set)
 		c.flags = o->inner_csum_check.v ? c.flags & ~PGWU_CFG_NO_INNER_CSUM_CHECK :
 			  c.flags | PGWU_CFG_NO_INNER_CSUM_CHECK;
+	if (o->sport_entropy.set)
+		c.flags = o->sport_entropy.v ? c.flags | PGWU_CFG_SPORT_ENTROPY :
+			  c.flags & ~PGWU_CFG_SPORT_ENTROPY;
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		struct pgwu_nexthop *nh = &c.nexthop[s];
 
@@ -376,7 +383,8 @@ static int do_config(const void *cfg)
 		memcpy(nh->dmac, o->nexthop.dmac[s], 6);
 	}
 	if (o->local_addr.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
-	    o->nexthop.set || o->vlan.set || o->err_ind.set || o->inner_csum_check.set) {
+	    o->nexthop.set || o->vlan.set || o->err_ind.set || o->inner_csum_check.set ||
+	    o->sport_entropy.set) {
 		err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);
 		if (err) {
 			fprintf(stderr, "Couldn't write the config map: %s\n", strerror(-err));
@@ -576,6 +584,10 @@ static const struct opt config_options[] = {
 	{ .name = "inner-csum-check", .type = OPT_ENUM,
 	  .off = offsetof(struct config_opts, inner_csum_check), .metavar = "on|off", .choices = onoff,
 	  .help = "drop uplink packets whose inner IPv4 header checksum is wrong (default on)" },
+	{ .name = "sport-entropy", .type = OPT_ENUM, .off = offsetof(struct config_opts, sport_entropy),
+	  .metavar = "on|off", .choices = onoff,
+	  .help = "downlink outer UDP source port from the inner flow, so a receiver's RSS spreads "
+		  "a bearer's flows (off: 2152, the default)" },
 	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct config_opts, json),
 	  .help = "print JSON" },
 	OPT_END

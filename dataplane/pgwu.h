@@ -171,6 +171,22 @@ struct pgwu_nexthop {
 						 * Extension Headers Notification): only drop */
 #define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
 						 * checksum (RFC 1812 5.2.2 says discard) */
+#define PGWU_CFG_SPORT_ENTROPY	(1U << 4)	/* downlink outer UDP source port from the inner flow
+						 * (pgwu_sport_of), not 2152 (TS 29.281 4.4.2.0) */
+
+/*
+ * The outer UDP source port of a downlink G-PDU with PGWU_CFG_SPORT_ENTROPY: 49152-65535 (RFC
+ * 6335's dynamic range), from the inner flow. saddr, daddr, l4: the inner addresses and the first
+ * 4 octets of its TCP/UDP header (the ports; 0 for other protocols and fragments), each loaded as
+ * a host-order word from network-order bytes, as the program loads them.
+ */
+static inline __u16 pgwu_sport_of(__u32 saddr, __u32 daddr, __u32 l4, __u8 proto)
+{
+	__u32 h = saddr * 0x9e3779b1U ^ daddr * 0x85ebca6bU ^ l4 * 0xc2b2ae35U ^ proto;
+
+	h ^= h >> 16;
+	return 0xc000 | (h & 0x3fff);
+}
 
 /* config: ARRAY, one entry, written by pgwu, read by every packet. */
 struct pgwu_config {

@@ -59,6 +59,7 @@ struct config_opts {
 	struct opt_vlan vlan;
 	struct opt_enum err_ind;
 	struct opt_enum inner_csum_check;
+	struct opt_enum sport_entropy;
 	struct opt_flag json;
 };
 

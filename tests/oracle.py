@@ -104,8 +104,24 @@ def decap_expected(inner: bytes, smac: bytes, dmac: bytes, vlan: int | None) -> 
     return l2_header(dmac, smac, vlan) + ttl_dec(inner)
 
 
+def sport_of_flow(ip: bytes) -> int:
+    """The outer UDP source port with source-port entropy (spec xdp_sgi step 6, pgwu_sport_of in
+    pgwu.h): 49152-65535 from the inner addresses, protocol and, for unfragmented TCP/UDP, the 4
+    octets of ports, each 4 octets read as a little-endian word (as the x86 program loads them)."""
+    ihl = (ip[0] & 0xF) * 4
+    proto = ip[9]
+    frag = struct.unpack("!H", ip[6:8])[0] & 0x3FFF
+    tot = struct.unpack("!H", ip[2:4])[0]
+    l4 = ip[ihl:ihl + 4] if proto in (6, 17) and not frag and tot >= ihl + 4 else bytes(4)
+    s, d, p = (struct.unpack("<I", x)[0] for x in (ip[12:16], ip[16:20], l4))
+    m = 0xFFFFFFFF
+    h = ((s * 0x9E3779B1) & m) ^ ((d * 0x85EBCA6B) & m) ^ ((p * 0xC2B2AE35) & m) ^ proto
+    h ^= h >> 16
+    return 0xC000 | (h & 0x3FFF)
+
+
 def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
-                   teid: int, csum: bool, ip_id: int) -> bytes:
+                   teid: int, csum: bool, ip_id: int, sport: int = GTPU_PORT) -> bytes:
     """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect."""
     inner = ttl_dec(ip)
     tos = ip[1]
@@ -114,7 +130,7 @@ def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, loc
     if vlan:
         eth = eth / Dot1Q(vlan=vlan, prio=0)
     pkt = (eth / IP(ihl=5, tos=tos, id=ip_id, flags=2 if df else 0, frag=0, ttl=64, proto=17, src=local, dst=sgw)
-           / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=None if csum else 0)
+           / UDP(sport=sport, dport=GTPU_PORT, chksum=None if csum else 0)
            / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
            / Raw(inner))
     return bytes(pkt)

@@ -90,9 +90,11 @@ def ul_expect(frame: bytes, cfg: Config) -> bytes:
 def dl_expect(frame: bytes, cfg: Config, ue: str, csum: bool, ip_id: int = 0) -> bytes:
     nh = cfg.nexthop[0]
     sgw, teid = SGW_OF[ue]
-    return O.encap_expected(O.ip_payload(frame), smac=mac(nh.smac), dmac=mac(nh.dmac),
+    ip = O.ip_payload(frame)
+    return O.encap_expected(ip, smac=mac(nh.smac), dmac=mac(nh.dmac),
                             vlan=cfg.egress_vlan[0] or None, local=cfg.local_addr, sgw=sgw, teid=teid,
-                            csum=csum, ip_id=ip_id)
+                            csum=csum, ip_id=ip_id,
+                            sport=O.sport_of_flow(ip) if cfg.sport_entropy else O.GTPU_PORT)
 
 
 def cfg_of(changes: dict) -> Config:
@@ -511,6 +513,18 @@ dl_fwd("dl egress == ingress -> TX", P.downlink_ip(size=200), verdict="tx",
 dl_fwd("dl local addr other", P.downlink_ip(size=200), cfg={"local_addr": "203.0.113.7"})
 # udp payload chosen so the outer checksum sums to 0 is rare; covered by the full check on every row
 
+# TS 29.281 4.4.2.0: the outer source port may vary; with sport_entropy it comes from the inner flow
+_SE = {"sport_entropy": True}
+for _l4 in ("udp", "tcp", "icmp", 47):
+    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_SE)
+    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_SE, csum=False))
+dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True), cfg=_SE)
+dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50), cfg=_SE)
+dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321), cfg=_SE)
+dl_fwd("dl sport entropy, inner ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00",
+                                                           l4="tcp"), cfg=_SE)
+dl_fwd("dl sport entropy, udp header cut to 3 bytes", with_ip(bytes(P.downlink_ip(size=128, l4="udp"))[:14 + 23],
+                                                              14, tot_len=23), cfg=dict(_SE, csum=False))
 untouched("dl outside UE pool", "sgi", P.downlink_ip("203.0.113.5", size=128), "pass_not_ue")
 untouched("dl outside UE pool, vlan", "sgi", P.downlink_ip("10.46.0.1", size=128, vlan=4), "pass_not_ue")
 untouched("dl pool /32 other", "sgi", P.downlink_ip(UE_ON, size=128), "pass_not_ue", cfg={"ue_pool": f"{UE_DEF}/32"})
@@ -710,6 +724,25 @@ def test_bearers_sharing_a_slot(dp):
     both_ways(b, False)
     both_ways(a, True)
     assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
+
+
+def test_sport_entropy_spreads_flows(dp):
+    """With sport_entropy, one flow always gets the same outer source port, and 1,024 flows of one
+    bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more than 1 %."""
+    dp.set_config(cfg_of({"sport_entropy": True}))
+    dp.flush_bearers()
+    for b in BEARERS:
+        dp.add_bearer(*b[:4], csum=b[4])
+    ports = []
+    for i in range(1024):
+        f = bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
+        out = [dp.run_sgi(f).data for _ in range(2)]
+        assert out[0][34:36] == out[1][34:36]
+        ports.append(struct.unpack("!H", out[0][34:36])[0])
+    assert all(49152 <= p <= 65535 for p in ports)
+    from collections import Counter
+    assert max(Counter(ports).values()) <= 10 and len(set(ports)) > 900, len(set(ports))
+    dp.set_config(BASE_CONFIG)
 
 
 def test_config_roundtrip(dp):

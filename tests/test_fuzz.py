@@ -194,7 +194,8 @@ def check_forwarded(prog: str, reason: str, frame: bytes, out: bytes, cfg: Confi
         if len(ip) < 36 or ip[0] != 0x45 or not O.ip_hdr_ok(ip[:20]) or struct.unpack("!H", ip[2:4])[0] != len(ip):
             return "outer IPv4"
         ulen = struct.unpack("!H", ip[24:26])[0]
-        if ulen != len(ip) - 20 or ip[20:24] != b"\x08\x68\x08\x68":
+        sport = O.sport_of_flow(O.ip_payload(frame)) if cfg.sport_entropy else 2152
+        if ulen != len(ip) - 20 or ip[20:24] != struct.pack("!HH", sport, 2152):
             return "outer UDP"
         if ip[28:30] != b"\x30\xff" or struct.unpack("!H", ip[30:32])[0] != ulen - 16:
             return "GTP header"
@@ -265,7 +266,8 @@ def fuzz_one_program(dp, prog: str, seed: int, n: int, cfg: Config) -> dict:
 def test_fuzz(dataplane, seed):
     dp = dataplane
     cfg = Config(local_addr=P.PGW_ADDR, csum=bool(seed % 2), ue_pool=P.UE_POOL, restart_counter=seed & 0xFF,
-                 nexthop=(NH_ACCESS, NH_SGI), err_ind=seed % 4 != 2, inner_csum_check=seed % 4 != 0)
+                 nexthop=(NH_ACCESS, NH_SGI), err_ind=seed % 4 != 2, inner_csum_check=seed % 4 != 0,
+                 sport_entropy=seed % 4 == 3)
     dp.set_config(cfg)
     dp.flush_bearers()
     dp.clear_map("reply_budget")

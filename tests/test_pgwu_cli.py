@@ -774,5 +774,8 @@ def test_config_reply_and_inner_checksum_switches(loaded):
         assert (c.err_ind, c.inner_csum_check, c.local_addr) == (False, False, "192.0.2.10")
         ok(loaded, "config", "--inner-csum-check", "on")
         assert (dp.get_config().err_ind, dp.get_config().inner_csum_check) == (False, True)
+        assert json.loads(ok(loaded, "config", "--json"))["sport_entropy"] == "off"
+        assert json.loads(ok(loaded, "config", "--sport-entropy", "on", "--json"))["sport_entropy"] == "on"
+        assert dp.get_config().sport_entropy and not dp.get_config().err_ind
     cp = pgwu(loaded, "config", "--err-ind", "maybe")
     assert cp.returncode == 2
