@@ -400,6 +400,59 @@ static __always_inline int ext_known(__u8 t)
 	return 0;
 }
 
+/*
+ * ICMP Time Exceeded (RFC 792, type 11 code 0), its IPv4 header at off_ip from ctx->data: src -> dst
+ * (ttl 64, id 0) and the ICMP header; the quoted bytes (the expired packet's header and 8 octets
+ * after it, RFC 792, RFC 1812 4.3.2.3) are already in place right after it, q of them. Returns 0, or
+ * -1 when the bytes aren't there (only if the caller's lengths were wrong).
+ */
+struct icmp_te {
+	__u8 type;
+	__u8 code;
+	__u16 check;
+	__u32 unused;
+};
+
+static __always_inline int icmp_time_exceeded(struct xdp_md *ctx, __u32 off_ip, __be32 src,
+					      __be32 dst, __u32 q)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + (off_ip & 0xff);
+	struct icmp_te *ic = (void *)(ip + 1);
+	__u64 sum;
+	int err;
+
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(28 + q);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = OUTER_TTL;
+	ip->protocol = IPPROTO_ICMP;
+	ip->check = 0;
+	ip->saddr = src;
+	ip->daddr = dst;
+	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
+	ic->type = 11;
+	ic->code = 0;
+	ic->check = 0;
+	ic->unused = 0;
+	sum = csum_bytes(ctx, (off_ip & 0xff) + 28, q, &err);
+	if (err)
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	ic = data + (off_ip & 0xff) + 20;
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	/* the ICMP header's words: 0b 00, then zeros */
+	ic->check = csum_finish(sum + bpf_htons(11 << 8));
+	return 0;
+}
+
 #define SUPP_EXT_N 9	/* the list above, as sent in the Extension Header Type List IE */
 
 static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
@@ -669,7 +722,7 @@ int xdp_access(struct xdp_md *ctx)
 	}
 	if (iip->ttl <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		goto out;
+		goto ttl_expired;
 	}
 
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_SGI, iip->saddr, iip->daddr, iip->tos,
@@ -768,6 +821,74 @@ err_ind:
 	action = XDP_TX;
 	goto out;
 
+ttl_expired: {
+	/* RFC 1812 5.3.1: Time Exceeded to the UE, through its tunnel: the frame becomes Ethernet
+	 * (back to the sender of the G-PDU, the received VLAN id) / IPv4 local -> SGW / UDP 2152 ->
+	 * 2152, checksum 0 / GTP-U G-PDU with the SGW's TEID / IPv4 local -> UE / ICMP / the expired
+	 * packet's header and 8 octets. Rate-limited per UE. */
+	struct pgwu_dl_bearer *dl;
+	__be32 ue = iip->saddr, sgw, steid;
+	__u16 vid = tag ? bpf_ntohs(tag->tci) & 0x0fff : 0;
+	__u32 l2 = vid ? 18 : 14, q = iihl_len + 8, off;	/* a priority tag (VID 0) is dropped */
+	struct iphdr *oip;
+	struct udphdr *ou;
+	struct gtpu_hdr *og;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	dl = bpf_map_lookup_elem(&dl_bearers, &ue);
+	if (!dl)
+		goto out;
+	sgw = dl->sgw_addr;
+	steid = dl->sgw_teid;
+	if (!reply_allowed(ue)) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		goto out;
+	}
+	if (q > inner_len)
+		q = inner_len;
+	/* the expired packet's header goes to l2 + 64: outer IPv4, UDP, GTP-U, IPv4, ICMP before it */
+	i = (long)iip - (long)data;
+	asm volatile("" : "+r"(i));
+	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 64)) || trim_to(ctx, l2 + 64 + q))
+		goto out;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 64 > data_end)
+		goto out;
+	off = write_eth(data, orig_mac + 6, orig_mac, vid);
+	oip = data + (off == 18 ? 18 : 14);
+	ou = (void *)(oip + 1);
+	og = (void *)(ou + 1);
+	if ((void *)(og + 1) > data_end)
+		goto out;
+	oip->version = 4;
+	oip->ihl = 5;
+	oip->tos = 0;
+	oip->tot_len = bpf_htons(64 + q);
+	oip->id = 0;
+	oip->frag_off = 0;
+	oip->ttl = OUTER_TTL;
+	oip->protocol = IPPROTO_UDP;
+	oip->check = 0;
+	oip->saddr = cfg->local_addr;
+	oip->daddr = sgw;
+	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = bpf_htons(44 + q);
+	ou->check = 0;
+	og->flags = 0x30;
+	og->type = GTP_GPDU;
+	og->length = bpf_htons(28 + q);
+	og->teid = steid;
+	if (icmp_time_exceeded(ctx, off + 36, cfg->local_addr, ue, q))
+		goto out;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	action = XDP_TX;
+	goto out;
+}
+
 supp_ext:
 	/* TS 29.281 7.2.3: Supported Extension Headers Notification to the sender's port (4.4.2.5),
 	 * listing the types we know (Extension Header Type List, 8.5: type, length, types). */
@@ -857,7 +978,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	}
 	if (ip->ttl <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		goto out;
+		goto ttl_expired;
 	}
 
 	tos = ip->tos;
@@ -972,6 +1093,40 @@ int xdp_sgi(struct xdp_md *ctx)
 	__sync_fetch_and_add(&b->bytes, tot_len);
 	action = forward(ctx, nh.ifindex);
 	reason = PGWU_R_DL_FWD;
+	goto out;
+
+ttl_expired: {
+	/* RFC 1812 5.3.1: Time Exceeded back to the sender, out of the SGi interface it came in on:
+	 * Ethernet (addresses swapped, the received VLAN id) / IPv4 local -> sender / ICMP / the
+	 * packet's header and 8 octets. Rate-limited per sender. */
+	__be32 src = ip->saddr;
+	__u16 vid = h.tag ? bpf_ntohs(h.tag->tci) & 0x0fff : 0;
+	__u32 q = ihl_len + 8, off, l2 = vid ? 18 : 14;	/* a priority tag (VID 0) is dropped */
+	__u8 macs[12];
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || !cfg->local_addr || martian_src(src, cfg))
+		goto out;
+	if (!reply_allowed(src)) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		goto out;
+	}
+	if (q > tot_len)
+		q = tot_len;
+	__builtin_memcpy(macs, eth->h_dest, 12);
+	if (bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(l2 + 28)) || trim_to(ctx, l2 + 28 + q))
+		goto out;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 28 > data_end)
+		goto out;
+	off = write_eth(data, macs + 6, macs, vid);
+	if (icmp_time_exceeded(ctx, off, cfg->local_addr, src, q))
+		goto out;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	action = XDP_TX;
+	goto out;
+}
+
 out:
 	count(reason, action, rx_len);
 	return action;

@@ -80,6 +80,8 @@ const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
 	[PGWU_EV_ERR_IND_RATE_LIMITED] = "err_ind_rate_limited",
 	[PGWU_EV_SUPP_EXT_SENT] = "supp_ext_sent",
 	[PGWU_EV_SUPP_EXT_RATE_LIMITED] = "supp_ext_rate_limited",
+	[PGWU_EV_ICMP_TIME_EXCEEDED_SENT] = "icmp_time_exceeded_sent",
+	[PGWU_EV_ICMP_RATE_LIMITED] = "icmp_rate_limited",
 };
 _Static_assert(sizeof(pgwu_event_names) / sizeof(pgwu_event_names[0]) == PGWU_EVENT_MAX,
 	       "pgwu_event_names[] must name every enum pgwu_event");

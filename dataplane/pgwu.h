@@ -57,7 +57,8 @@ enum pgwu_reason {
 	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, IPv6, other) */
 	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 header truncated or invalid */
 	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address */
-	PGWU_R_DROP_TTL_EXPIRED,	/* DROP: TTL <= 1 (uplink inner, downlink packet) */
+	PGWU_R_DROP_TTL_EXPIRED,	/* DROP, or TX when answered with ICMP Time Exceeded (rate-
+					 * limited per sender): TTL <= 1 (uplink inner, downlink) */
 	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
 	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
@@ -85,6 +86,8 @@ enum pgwu_event {
 	PGWU_EV_ERR_IND_RATE_LIMITED,	/* ... not, its peer's budget was spent (the G-PDU dropped) */
 	PGWU_EV_SUPP_EXT_SENT,		/* a Supported Extension Headers Notification was sent */
 	PGWU_EV_SUPP_EXT_RATE_LIMITED,	/* ... not, rate limit */
+	PGWU_EV_ICMP_TIME_EXCEEDED_SENT,	/* a packet whose TTL expired was answered (RFC 792) */
+	PGWU_EV_ICMP_RATE_LIMITED,	/* ... not, rate limit (RFC 1812 4.3.2.8) */
 	PGWU_EVENT_MAX,
 };
 
@@ -168,7 +171,8 @@ struct pgwu_nexthop {
 #define PGWU_CFG_FIB_CACHE	(1U << 1)	/* cache route lookups (kept correct by fib_gen) */
 /* Off-switches: a config written before they existed (flags 0) has the behaviour on. */
 #define PGWU_CFG_NO_ERR_IND	(1U << 2)	/* don't answer (Error Indication, Supported
-						 * Extension Headers Notification): only drop */
+						 * Extension Headers Notification, ICMP Time
+						 * Exceeded): only drop */
 #define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
 						 * checksum (RFC 1812 5.2.2 says discard) */
 #define PGWU_CFG_SPORT_ENTROPY	(1U << 4)	/* downlink outer UDP source port from the inner flow

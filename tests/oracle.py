@@ -10,7 +10,7 @@ import socket
 import struct
 
 from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
@@ -176,6 +176,39 @@ def supp_ext_notification_expected(frame: bytes, local: str) -> bytes:
     sport = struct.unpack("!H", frame[l2 + ihl:l2 + ihl + 2])[0]
     body = Raw(bytes([141, len(KNOWN_EXT_TYPES)]) + bytes(KNOWN_EXT_TYPES))
     return _reply_l2_ip(frame, local, sport, 31, body)
+
+
+def _time_exceeded(local: str, dst: str, expired: bytes):
+    """IPv4 local -> dst (ttl 64, id 0) / ICMP Time Exceeded (11/0) quoting the expired packet's
+    header and the 8 octets after it (RFC 792), or all of it when it is shorter."""
+    ihl = (expired[0] & 0xF) * 4
+    return (IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=1, src=local, dst=dst)
+            / ICMP(type=11, code=0) / Raw(expired[:ihl + 8]))
+
+
+def _reply_eth(frame: bytes):
+    """Ethernet back to the frame's sender; the received VLAN id kept (PCP 0), a VID 0 tag dropped."""
+    _, vlan = l2_split(frame)
+    eth = Ether(dst=frame[6:12], src=frame[0:6])
+    return eth / Dot1Q(vlan=vlan, prio=0) if vlan else eth
+
+
+def time_exceeded_dl_expected(frame: bytes, local: str) -> bytes:
+    """Downlink packet whose TTL expired: ICMP Time Exceeded to its sender, back out of SGi."""
+    ip = ip_payload(frame)
+    return bytes(_reply_eth(frame) / _time_exceeded(local, socket.inet_ntoa(ip[12:16]), ip))
+
+
+def time_exceeded_ul_expected(frame: bytes, local: str, sgw: str, sgw_teid: int) -> bytes:
+    """Uplink inner packet whose TTL expired: ICMP Time Exceeded to the UE, in a G-PDU to the bearer's
+    SGW (UDP 2152 -> 2152, checksum 0), back to the sender of the G-PDU."""
+    inner = gpdu_inner(frame)
+    icmp = _time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner)
+    return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
+                 / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
+                 / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, teid=sgw_teid,
+                                length=len(icmp))
+                 / icmp)
 
 
 def ttl_dec_incremental(ip: bytes) -> bytes:

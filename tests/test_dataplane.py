@@ -265,8 +265,30 @@ drop("ul unknown TEID, error indication off", "access", P.gpdu(teid=0xDEAD, size
 for _src in ("0.0.0.0", "127.0.0.1", "224.0.0.9", "255.255.255.255", "240.1.2.3", P.PGW_ADDR):
     drop(f"ul unknown TEID from {_src}: no error indication", "access",
          P.gpdu(teid=0xDEAD, size=128, outer_src=_src), "drop_unknown_teid")
-drop("ul inner ttl 1", "access", P.gpdu(size=128, ttl=1), "drop_ttl_expired")
-drop("ul inner ttl 0", "access", P.gpdu(size=128, ttl=0), "drop_ttl_expired")
+
+
+def ttl_ul_row(name, pkt, cfg=None, teid=TEID_DEF):
+    """An uplink inner packet whose TTL expired: ICMP Time Exceeded to its UE through the bearer's tunnel."""
+    cfg = cfg or {}
+    b = bytes(pkt)
+    ue = socket.inet_ntoa(O.gpdu_inner(b)[12:16])
+    sgw, sgw_teid = SGW_OF[ue]
+    row(name, "access", b, "drop_ttl_expired", "tx",
+        expected=O.time_exceeded_ul_expected(b, cfg_of(cfg).local_addr, sgw, sgw_teid), cfg=cfg)
+
+
+ttl_ul_row("ul inner ttl 1 -> time exceeded", P.gpdu(size=128, ttl=1))
+ttl_ul_row("ul inner ttl 0 -> time exceeded", P.gpdu(size=128, ttl=0))
+ttl_ul_row("ul inner ttl 1, 3024 B", P.gpdu(size=3024, ttl=1, l4="tcp"))
+ttl_ul_row("ul inner ttl 1, vlan", P.gpdu(size=256, ttl=1, vlan=77))
+ttl_ul_row("ul inner ttl 1, S+PSC", P.gpdu(size=256, ttl=1, seq=4, ext=[P.pdu_session_container(9)]))
+ttl_ul_row("ul inner ttl 1, inner options", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, ttl=1, payload_len=30,
+                                                                      options=b"\x94\x04\x00\x00")))
+ttl_ul_row("ul inner ttl 1, 4 bytes after the header", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, ttl=1,
+                                                                                l4=47, payload=b"abcd")))
+ttl_ul_row("ul inner ttl 1, other bearer", P.gpdu(teid=TEID_ON, ue=UE_ON, size=200, ttl=1), teid=TEID_ON)
+drop("ul inner ttl 1, replies off", "access", P.gpdu(size=128, ttl=1), "drop_ttl_expired", cfg={"err_ind": False})
+drop("ul inner ttl 1 from 127.0.0.1", "access", P.gpdu(size=128, ttl=1, outer_src="127.0.0.1"), "drop_ttl_expired")
 drop("ul spoof checked before ttl", "access", P.gpdu(size=128, ttl=1, ue="10.45.0.99"), "drop_spoofed")
 
 # -- outer IPv4 / UDP / GTP header errors
@@ -531,8 +553,26 @@ untouched("dl pool /32 other", "sgi", P.downlink_ip(UE_ON, size=128), "pass_not_
 drop("dl unknown UE in pool", "sgi", P.downlink_ip("10.45.9.9", size=128), "drop_unknown_ue")
 drop("dl pool /0, unknown UE", "sgi", P.downlink_ip("203.0.113.5", size=128), "drop_unknown_ue",
      cfg={"ue_pool": "0.0.0.0/0"})
-drop("dl ttl 1", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired")
-drop("dl ttl 0", "sgi", P.downlink_ip(size=128, ttl=0), "drop_ttl_expired")
+
+
+def ttl_dl_row(name, pkt, cfg=None):
+    cfg = cfg or {}
+    b = bytes(pkt)
+    row(name, "sgi", b, "drop_ttl_expired", "tx", expected=O.time_exceeded_dl_expected(b, cfg_of(cfg).local_addr),
+        cfg=cfg)
+
+
+ttl_dl_row("dl ttl 1 -> time exceeded", P.downlink_ip(size=128, ttl=1))
+ttl_dl_row("dl ttl 0 -> time exceeded", P.downlink_ip(size=128, ttl=0))
+ttl_dl_row("dl ttl 1, tcp 1518", P.downlink_ip(size=1518, ttl=1, l4="tcp"))
+ttl_dl_row("dl ttl 1, vlan", P.downlink_ip(size=256, ttl=1, vlan=200))
+ttl_dl_row("dl ttl 1, ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00", l4="tcp", ttl=1))
+ttl_dl_row("dl ttl 1, 2 bytes after the header", P.downlink_ip(payload=b"ab", l4=47, ttl=1))
+ttl_dl_row("dl ttl 1, ethernet padding", P.with_trailer(P.downlink_ip(payload=b"", l4="udp", ttl=1), 18))
+drop("dl ttl 1, replies off", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired", cfg={"err_ind": False})
+drop("dl ttl 1 from 224.0.0.1", "sgi", P.downlink_ip(src="224.0.0.1", size=128, ttl=1), "drop_ttl_expired")
+drop("dl ttl 1, no GTP-U address to answer from", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired",
+     cfg={"local_addr": "0.0.0.0"})
 _d = bytes(P.downlink_ip(size=128))
 drop("dl IHL 4", "sgi", with_ip(_d, 14, ver_ihl=0x44), "drop_bad_ip_dl")
 drop("dl version 5", "sgi", with_ip(_d, 14, ver_ihl=0x55), "drop_bad_ip_dl")

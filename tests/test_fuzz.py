@@ -55,7 +55,7 @@ def access_templates() -> list[bytes]:
           P.echo_request(5), P.echo_request(None, vlan=3), P.end_marker(), P.error_indication(),
           P.gpdu(teid=0xDEAD, size=200), P.gpdu(size=200, ext=[P.ext_header(0xA0, b"\x01\x02")]),
           P.echo_response(2, src=P.SGW_ADDR, dst=P.PGW_ADDR, src_mac=P.SGW_MAC, dst_mac=P.PGW_ACCESS_MAC),
-          P.supported_ext_headers_notification(),
+          P.supported_ext_headers_notification(), P.gpdu(size=200, ttl=1), P.gpdu(size=300, ttl=1, vlan=5),
           P.arp_request(), P.ipv6_packet(), P.downlink_ip(size=128)]
     return [bytes(x) for x in t]
 
@@ -68,7 +68,8 @@ def sgi_templates() -> list[bytes]:
     t += [P.downlink_ip(UE2, size=300, l4="tcp", df=True), P.downlink_ip(size=600, mf=True),
           P.downlink_ip(size=600, frag=50, l4="tcp"), P.downlink_ip(size=128, vlan=5),
           P.downlink_ip(payload=b"xy", options=b"\x94\x04\x00\x00"), P.downlink_ip("203.0.113.1", size=128),
-          P.downlink_ip("10.45.3.3", size=128), P.gpdu(size=200), P.arp_request()]
+          P.downlink_ip("10.45.3.3", size=128), P.gpdu(size=200), P.arp_request(),
+          P.downlink_ip(size=200, ttl=1), P.downlink_ip(size=300, ttl=1, vlan=9, l4="tcp")]
     return [bytes(x) for x in t]
 
 
@@ -173,6 +174,14 @@ def check_forwarded(prog: str, reason: str, frame: bytes, out: bytes, cfg: Confi
         return None
     if reason == "drop_unknown_teid":
         return None if out == O.error_indication_expected(frame, cfg.local_addr) else "Error Indication"
+    if reason == "drop_ttl_expired":
+        if prog == "sgi":
+            exp = O.time_exceeded_dl_expected(frame, cfg.local_addr)
+        else:
+            ue = O.gpdu_inner(frame)[12:16]
+            _, _, sgw, sgw_teid, _ = next(b for b in BEARERS if O.ip4(b[1]) == ue)
+            exp = O.time_exceeded_ul_expected(frame, cfg.local_addr, sgw, sgw_teid)
+        return None if out == exp else "ICMP Time Exceeded\n" + O.hexdiff(exp, out)
     if reason == "drop_gtp_ext_unsupported":
         exp = O.supp_ext_notification_expected(frame, cfg.local_addr)
         return None if out == exp else "Supported Extension Headers Notification\n" + O.hexdiff(exp, out)

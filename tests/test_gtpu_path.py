@@ -97,8 +97,11 @@ def start_peer(lab, restart: int, duration: float, send=()) -> subprocess.Popen:
 
 
 def finish(p: subprocess.Popen) -> list[dict]:
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
+    # read through p.stdout itself, not communicate(): start_peer's readline() may already hold the
+    # lines of replies that arrived at once in its buffer, which communicate() would not see
+    out = p.stdout.read()
+    err = p.stderr.read()
+    assert p.wait(timeout=30) == 0, err
     return [json.loads(x) for x in out.splitlines() if x.strip()]
 
 
@@ -142,7 +145,7 @@ def test_replies_reach_the_sender(lab):
     p = start_peer(lab, restart=1, duration=1.5, send=[gtp_body(unknown), gtp_body(bad_ext)])
     msgs = finish(p)
     st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
-    seen = {k: v for k, v in st["reasons"].items() if any(x["packets"] for x in v.values())}
+    seen = {(k, a): b["packets"] for k, v in st["reasons"].items() for a, b in v.items() if b["packets"]}
     assert [(m["src"], m["sport"]) for m in msgs] == [(lab["gw_addr"], 2152)] * 2, (msgs, seen)
     ei, sehn = (bytes.fromhex(m["hex"]) for m in msgs)
     assert ei == (bytes([0x32, 26, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 16]) + (0xDEAD).to_bytes(4, "big")
@@ -166,3 +169,22 @@ def test_signalling_shows_the_bearer(lab):
                    ("end_marker", 0x999): (1, None)}, sig
     st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)["reasons"]
     assert (st["sig_error_ind"]["drop"]["packets"], st["sig_end_marker"]["drop"]["packets"]) == (2, 2)
+
+
+def test_time_exceeded_reaches_the_ue_through_its_tunnel(lab):
+    """An uplink packet whose inner TTL expires: the ICMP Time Exceeded comes back to the SGW's
+    GTP-U socket as a G-PDU for the bearer's SGW TEID, quoting the expired packet."""
+    inner = P.ip_packet(UE, "198.51.100.10", ttl=1, payload_len=40)
+    g = P.gpdu(teid=TEID, inner=inner, outer_src=lab["peer_addr"], outer_dst=lab["gw_addr"])
+    p = start_peer(lab, restart=1, duration=1.0, send=[gtp_body(g)])
+    msgs = finish(p)
+    assert len(msgs) == 1 and (msgs[0]["src"], msgs[0]["sport"]) == (lab["gw_addr"], 2152), msgs
+    m = GTP_U_Header(bytes.fromhex(msgs[0]["hex"]))
+    from scapy.layers.inet import ICMP, IP
+    assert (m.gtp_type, m.teid) == (255, SGW_TEID)
+    ip = m[IP]
+    assert (ip.src, ip.dst, ip[ICMP].type, ip[ICMP].code) == (lab["gw_addr"], UE, 11, 0)
+    assert bytes(ip[ICMP].payload) == bytes(inner)[:28]
+    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
+    assert st["events"]["icmp_time_exceeded_sent"] == 1
+    assert st["reasons"]["drop_ttl_expired"]["tx"]["packets"] == 1
