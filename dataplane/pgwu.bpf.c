@@ -47,7 +47,8 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
 
 /*
  * The next hop towards dst, leaving through `side`: the static one when configured, else the
- * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding.
+ * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding (and,
+ * when the packet is over the route's MTU, that MTU in *mtu, else *mtu is left alone).
  * A cache slot is used only while fib_gen is unchanged (bumped after every route, link or
  * neighbour change, see the end of this file), while a `pgwu watch` is alive to bump it, and only
  * for packets no longer than one the lookup's MTU check passed. The generation is read before the
@@ -55,7 +56,7 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
  */
 static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					     int side, __u32 src, __u32 dst, __u8 tos, __u8 proto,
-					     __u16 tot_len, struct nexthop *nh)
+					     __u16 tot_len, struct nexthop *nh, __u32 *mtu)
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
 	struct pgwu_fib_slot *slot = NULL;
@@ -107,6 +108,9 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	case BPF_FIB_LKUP_RET_PROHIBIT:
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 		return PGWU_R_DROP_NO_ROUTE;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		*mtu = p.mtu_result;	/* the egress MTU the packet is over */
+		return PGWU_R_PASS_FIB_OTHER;
 	default:	/* NOT_FWDED (local), FRAG_NEEDED, UNSUPP_LWT, ... */
 		return PGWU_R_PASS_FIB_OTHER;
 	}
@@ -401,7 +405,8 @@ static __always_inline int ext_known(__u8 t)
 }
 
 /*
- * ICMP Time Exceeded (RFC 792, type 11 code 0), its IPv4 header at off_ip from ctx->data: src -> dst
+ * An ICMP error (RFC 792: Time Exceeded 11/0; Destination Unreachable, Fragmentation Needed 3/4
+ * with the next-hop MTU, RFC 1191), its IPv4 header at off_ip from ctx->data: src -> dst
  * (ttl 64, id 0) and the ICMP header; the quoted bytes (the expired packet's header and 8 octets
  * after it, RFC 792, RFC 1812 4.3.2.3) are already in place right after it, q of them. Returns 0, or
  * -1 when the bytes aren't there (only if the caller's lengths were wrong).
@@ -413,8 +418,8 @@ struct icmp_te {
 	__u32 unused;
 };
 
-static __always_inline int icmp_time_exceeded(struct xdp_md *ctx, __u32 off_ip, __be32 src,
-					      __be32 dst, __u32 q)
+static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 src, __be32 dst,
+				      __u32 q, __u8 type, __u8 code, __u16 mtu)
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = data + (off_ip & 0xff);
@@ -436,10 +441,10 @@ static __always_inline int icmp_time_exceeded(struct xdp_md *ctx, __u32 off_ip, 
 	ip->saddr = src;
 	ip->daddr = dst;
 	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
-	ic->type = 11;
-	ic->code = 0;
+	ic->type = type;
+	ic->code = code;
 	ic->check = 0;
-	ic->unused = 0;
+	ic->unused = bpf_htonl(mtu);	/* Fragmentation Needed: next-hop MTU (RFC 1191); else 0 */
 	sum = csum_bytes(ctx, (off_ip & 0xff) + 28, q, &err);
 	if (err)
 		return -1;
@@ -448,8 +453,8 @@ static __always_inline int icmp_time_exceeded(struct xdp_md *ctx, __u32 off_ip, 
 	ic = data + (off_ip & 0xff) + 20;
 	if ((void *)(ic + 1) > data_end)
 		return -1;
-	/* the ICMP header's words: 0b 00, then zeros */
-	ic->check = csum_finish(sum + bpf_htons(11 << 8));
+	/* the ICMP header's words: type code, 0 (check), 0, mtu */
+	ic->check = csum_finish(sum + bpf_htons(((__u16)type << 8) | code) + bpf_htons(mtu));
 	return 0;
 }
 
@@ -493,6 +498,7 @@ int xdp_access(struct xdp_md *ctx)
 	void *ip_end, *p;
 	__u32 ihl_len, tot_len, udp_len, gtp_len, inner_len, iihl_len, out_l2;
 	__u8 next_ext = 0, bad_ext = 0, orig_mac[12];
+	__u32 mtu = 0;
 	__be32 peer;
 	__be16 seq = 0, peer_port;
 	int i;
@@ -726,7 +732,7 @@ int xdp_access(struct xdp_md *ctx)
 	}
 
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_SGI, iip->saddr, iip->daddr, iip->tos,
-				 iip->protocol, inner_len, &nh);
+				 iip->protocol, inner_len, &nh, &mtu);
 	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER) {
 		/* the kernel routes the inner packet (and resolves its neighbour): give it the
 		 * decapsulated packet in a frame addressed as the one received */
@@ -882,7 +888,7 @@ ttl_expired: {
 	og->type = GTP_GPDU;
 	og->length = bpf_htons(28 + q);
 	og->teid = steid;
-	if (icmp_time_exceeded(ctx, off + 36, cfg->local_addr, ue, q))
+	if (icmp_error(ctx, off + 36, cfg->local_addr, ue, q, 11, 0, 0))
 		goto out;
 	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	action = XDP_TX;
@@ -938,7 +944,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
 	struct l3 h;
-	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass;
+	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass, mtu = 0;
 	__be16 sport;
 	__u8 tos, df;
 	__u64 isum = 0, sum;
@@ -978,7 +984,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	}
 	if (ip->ttl <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		goto ttl_expired;
+		goto icmp_reply;
 	}
 
 	tos = ip->tos;
@@ -994,7 +1000,12 @@ int xdp_sgi(struct xdp_md *ctx)
 		sport = bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
 	}
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tos,
-				 IPPROTO_UDP, tot_len + GTPU_ENCAP_LEN, &nh);
+				 IPPROTO_UDP, tot_len + GTPU_ENCAP_LEN, &nh, &mtu);
+	if (mtu && df) {
+		/* RFC 1191: too big once encapsulated, and the sender forbids fragments */
+		reason = PGWU_R_DROP_FRAG_NEEDED;
+		goto icmp_reply;
+	}
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		goto out;
@@ -1095,10 +1106,11 @@ int xdp_sgi(struct xdp_md *ctx)
 	reason = PGWU_R_DL_FWD;
 	goto out;
 
-ttl_expired: {
-	/* RFC 1812 5.3.1: Time Exceeded back to the sender, out of the SGi interface it came in on:
-	 * Ethernet (addresses swapped, the received VLAN id) / IPv4 local -> sender / ICMP / the
-	 * packet's header and 8 octets. Rate-limited per sender. */
+icmp_reply: {
+	/* Back to the sender, out of the SGi interface it came in on: Ethernet (addresses swapped,
+	 * the received VLAN id) / IPv4 local -> sender / ICMP Time Exceeded (RFC 1812 5.3.1) or
+	 * Fragmentation Needed with the MTU the packet can have before encapsulation (RFC 1191,
+	 * RFC 1812 5.2.7.1) / the packet's header and 8 octets. Rate-limited per sender. */
 	__be32 src = ip->saddr;
 	__u16 vid = h.tag ? bpf_ntohs(h.tag->tci) & 0x0fff : 0;
 	__u32 q = ihl_len + 8, off, l2 = vid ? 18 : 14;	/* a priority tag (VID 0) is dropped */
@@ -1120,9 +1132,15 @@ ttl_expired: {
 	if (data + 18 + 28 > data_end)
 		goto out;
 	off = write_eth(data, macs + 6, macs, vid);
-	if (icmp_time_exceeded(ctx, off, cfg->local_addr, src, q))
-		goto out;
-	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	if (reason == PGWU_R_DROP_FRAG_NEEDED) {
+		if (icmp_error(ctx, off, cfg->local_addr, src, q, 3, 4, mtu - GTPU_ENCAP_LEN))
+			goto out;
+		event(PGWU_EV_ICMP_FRAG_NEEDED_SENT);
+	} else {
+		if (icmp_error(ctx, off, cfg->local_addr, src, q, 11, 0, 0))
+			goto out;
+		event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	}
 	action = XDP_TX;
 	goto out;
 }

@@ -66,6 +66,7 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_GTP_EXT_UNSUPPORTED] = "drop_gtp_ext_unsupported",
 	[PGWU_R_DROP_ECHO_BAD_SRC] = "drop_echo_bad_src",
 	[PGWU_R_DROP_INNER_CSUM] = "drop_inner_csum",
+	[PGWU_R_DROP_FRAG_NEEDED] = "drop_frag_needed",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
@@ -81,6 +82,7 @@ const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
 	[PGWU_EV_SUPP_EXT_SENT] = "supp_ext_sent",
 	[PGWU_EV_SUPP_EXT_RATE_LIMITED] = "supp_ext_rate_limited",
 	[PGWU_EV_ICMP_TIME_EXCEEDED_SENT] = "icmp_time_exceeded_sent",
+	[PGWU_EV_ICMP_FRAG_NEEDED_SENT] = "icmp_frag_needed_sent",
 	[PGWU_EV_ICMP_RATE_LIMITED] = "icmp_rate_limited",
 };
 _Static_assert(sizeof(pgwu_event_names) / sizeof(pgwu_event_names[0]) == PGWU_EVENT_MAX,

@@ -71,6 +71,10 @@ enum pgwu_reason {
 					 * broadcast or our own address: not answered */
 	PGWU_R_DROP_INNER_CSUM,		/* DROP: uplink inner IPv4 header checksum wrong (RFC 1812
 					 * 5.2.2), unless config has PGWU_CFG_NO_INNER_CSUM_CHECK */
+	PGWU_R_DROP_FRAG_NEEDED,	/* DROP, or TX when answered with ICMP Fragmentation Needed:
+					 * downlink packet with DF over the access route's MTU once
+					 * encapsulated (without DF: PASS_FIB_OTHER, the kernel
+					 * fragments the outer packet) */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
 	PGWU_REASON_MAX,
 };
@@ -87,7 +91,9 @@ enum pgwu_event {
 	PGWU_EV_SUPP_EXT_SENT,		/* a Supported Extension Headers Notification was sent */
 	PGWU_EV_SUPP_EXT_RATE_LIMITED,	/* ... not, rate limit */
 	PGWU_EV_ICMP_TIME_EXCEEDED_SENT,	/* a packet whose TTL expired was answered (RFC 792) */
-	PGWU_EV_ICMP_RATE_LIMITED,	/* ... not, rate limit (RFC 1812 4.3.2.8) */
+	PGWU_EV_ICMP_FRAG_NEEDED_SENT,	/* a downlink packet with DF too big once encapsulated was
+					 * answered with Fragmentation Needed (RFC 1191) */
+	PGWU_EV_ICMP_RATE_LIMITED,	/* an ICMP error not sent: rate limit (RFC 1812 4.3.2.8) */
 	PGWU_EVENT_MAX,
 };
 
