@@ -61,7 +61,7 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
 	struct pgwu_fib_slot *slot = NULL;
 	struct bpf_fib_lookup p = {};
-	__u32 zero = 0, one = 1, idx;
+	__u32 zero = 0, one = 1, two = 2, idx, ksrc = 0;
 	__u64 gen = 0;
 	int rc;
 
@@ -74,15 +74,19 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	if (cfg->flags & PGWU_CFG_FIB_CACHE) {
 		__u64 *g = bpf_map_lookup_elem(&fib_gen, &zero);
 		__u64 *hb = bpf_map_lookup_elem(&fib_gen, &one);
+		__u64 *pol = bpf_map_lookup_elem(&fib_gen, &two);
 
 		/* no clock read: a helper call costs more here than the whole cache hit */
-		if (g && hb && *(volatile __u64 *)hb) {
+		if (g && hb && pol && *(volatile __u64 *)hb) {
 			gen = *(volatile __u64 *)g;
-			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex);
+			/* policy rules may pick the route by source: then it is part of the key */
+			if (*(volatile __u64 *)pol & PGWU_FIB_BY_SRC)
+				ksrc = src;
+			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex, ksrc);
 			slot = bpf_map_lookup_elem(&fib_cache, &idx);
 		}
 		if (slot && slot->key.dst == dst && slot->key.ifindex == ctx->ingress_ifindex &&
-		    slot->e.gen == gen && tot_len <= slot->e.max_len) {
+		    slot->key.src == ksrc && slot->e.gen == gen && tot_len <= slot->e.max_len) {
 			nh->ifindex = slot->e.ifindex;
 			__builtin_memcpy(nh->smac, slot->e.smac, 6);
 			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
@@ -119,10 +123,12 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
 	if (slot) {	/* per CPU: no other writer */
 		if (slot->key.dst != dst || slot->key.ifindex != ctx->ingress_ifindex ||
-		    slot->e.gen != gen || slot->e.ifindex != p.ifindex || slot->e.max_len < tot_len)
+		    slot->key.src != ksrc || slot->e.gen != gen || slot->e.ifindex != p.ifindex ||
+		    slot->e.max_len < tot_len)
 			slot->e.max_len = tot_len;
 		slot->key.dst = dst;
 		slot->key.ifindex = ctx->ingress_ifindex;
+		slot->key.src = ksrc;
 		slot->e.gen = gen;
 		slot->e.ifindex = p.ifindex;
 		__builtin_memcpy(slot->e.smac, p.smac, 6);
@@ -1227,6 +1233,26 @@ int fib_gen_neigh_release(void *ctx)
 SEC("socket")
 int nl_fib_gen(struct __sk_buff *skb)
 {
+	/* struct nlmsghdr, then for RTM_NEWRULE struct fib_rule_hdr: its first octet, the family */
+	struct {
+		__u32 len;
+		__u16 type;
+		__u16 flags;
+		__u32 seq;
+		__u32 pid;
+		__u8 family;
+	} h;
+	__u32 two = 2;
+	__u64 *pol;
+
+	/* an IPv4 policy rule added: the route may depend on the source from now on; marked before
+	 * the generation moves, so no entry keyed without the source survives the change */
+	if (!bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) && h.type == 32 /* RTM_NEWRULE */ &&
+	    h.family == AF_INET) {
+		pol = bpf_map_lookup_elem(&fib_gen, &two);
+		if (pol)
+			*pol = PGWU_FIB_BY_SRC;
+	}
 	fib_gen_bump();
 	return 0;	/* nothing is queued: the socket never fills */
 }

@@ -231,6 +231,20 @@ static __u64 fib_watcher(void)
 	return v;
 }
 
+/* fib_gen[2]: the route cache is keyed by source too (pgwu watch saw IPv4 policy rules). */
+static bool fib_by_src(void)
+{
+	int fd = pinned_open("fib_gen");
+	__u32 two = 2;
+	__u64 v = 0;
+
+	if (fd >= 0) {
+		bpf_map_lookup_elem(fd, &two, &v);
+		close(fd);
+	}
+	return v != 0;
+}
+
 static void config_print(const struct pgwu_config *c, bool json)
 {
 	__u64 watcher = fib_watcher();
@@ -248,7 +262,8 @@ static void config_print(const struct pgwu_config *c, bool json)
 		if (!(c->flags & PGWU_CFG_FIB_CACHE))
 			printf("%-18s off\n", "FIB cache");
 		else if (watcher)
-			printf("%-18s on (pgwu watch: pid %llu)\n", "FIB cache", (unsigned long long)watcher);
+			printf("%-18s on (pgwu watch: pid %llu)%s\n", "FIB cache", (unsigned long long)watcher,
+			       fib_by_src() ? ", keyed by source: ip rules present" : "");
 		else
 			printf("%-18s on, unused until pgwu watch runs\n", "FIB cache");
 		printf("%-18s %u\n", "restart counter", c->restart_counter);
@@ -284,12 +299,12 @@ static void config_print(const struct pgwu_config *c, bool json)
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
 	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
 	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", "
-	       "\"sport_entropy\": \"%s\", ",
+	       "\"sport_entropy\": \"%s\", \"fib_cache_by_source\": %s, ",
 	       c->flags & PGWU_CFG_CSUM ? "on" : "off", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
 	       (unsigned long long)watcher, c->restart_counter,
 	       c->flags & PGWU_CFG_NO_ERR_IND ? "off" : "on",
 	       c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" : "on",
-	       c->flags & PGWU_CFG_SPORT_ENTROPY ? "on" : "off");
+	       c->flags & PGWU_CFG_SPORT_ENTROPY ? "on" : "off", fib_by_src() ? "true" : "false");
 	printf("\"nexthop\": {");
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		const struct pgwu_nexthop *nh = &c->nexthop[s];

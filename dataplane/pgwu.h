@@ -211,21 +211,27 @@ struct pgwu_config {
 };
 
 /*
- * fib_cache: a direct-mapped per-CPU cache of resolved next hops: slot pgwu_fib_slot_of(dst, ifindex)
+ * fib_cache: a direct-mapped per-CPU cache of resolved next hops: slot pgwu_fib_slot_of(dst, ifindex,
+ * src or 0)
  * holds the last lookup that hashed there; it is valid while its key matches and gen == fib_gen[0].
  * An array, not a hash map: its lookup is inlined by the verifier, a hash lookup is a helper call.
  */
 #define PGWU_FIB_CACHE_BITS 16
 
-static inline __u32 pgwu_fib_slot_of(__u32 dst, __u32 ifindex)
+static inline __u32 pgwu_fib_slot_of(__u32 dst, __u32 ifindex, __u32 src)
 {
-	return ((dst ^ (ifindex * 0x9e3779b1U)) * 0x9e3779b1U) >> (32 - PGWU_FIB_CACHE_BITS);
+	return ((dst ^ (ifindex * 0x9e3779b1U) ^ (src * 0x85ebca6bU)) * 0x9e3779b1U) >>
+	       (32 - PGWU_FIB_CACHE_BITS);
 }
 
 struct pgwu_fib_key {
 	__u32 dst;
 	__u32 ifindex;		/* ingress interface the lookup was made for */
+	__u32 src;		/* source address when fib_gen[2] is set (policy rules), else 0 */
+	__u32 pad;
 };
+
+#define PGWU_FIB_BY_SRC 1	/* fib_gen[2]: key the route cache by source too */
 
 struct pgwu_fib_entry {
 	__u64 gen;

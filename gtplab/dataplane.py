@@ -115,10 +115,13 @@ def _macstr(b: bytes) -> str:
 FIB_CACHE_BITS = int(re.search(r"#define PGWU_FIB_CACHE_BITS (\d+)", PGWU_H.read_text()).group(1))
 
 
-def fib_slot_of(dst: str, ingress_ifindex: int) -> int:
-    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex)."""
+def fib_slot_of(dst: str, ingress_ifindex: int, src: str = "0.0.0.0") -> int:
+    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex, src: the source
+    when the cache is keyed by it (fib_gen[2]), else 0.0.0.0)."""
     d = struct.unpack("=I", _ip(dst))[0]  # the address as the program loads it (host order word)
-    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & 0xFFFFFFFF)) * 0x9E3779B1) & 0xFFFFFFFF
+    s = struct.unpack("=I", _ip(src))[0]
+    m = 0xFFFFFFFF
+    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & m) ^ ((s * 0x85EBCA6B) & m)) * 0x9E3779B1) & m
     return x >> (32 - FIB_CACHE_BITS)
 
 
@@ -378,14 +381,19 @@ class Dataplane:
         (gen,) = struct.unpack("=Q", m.lookup(struct.pack("=I", 0)))
         m.update(struct.pack("=I", 0), struct.pack("=Q", gen + 1))
 
-    def fib_cache_slot(self, dst: str, ingress_ifindex: int) -> tuple[int, int, bytes, bytes] | None:
-        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress) on any CPU, or None."""
-        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex)))
+    def fib_cache_slot(self, dst: str, ingress_ifindex: int, src: str = "0.0.0.0"
+                       ) -> tuple[int, int, bytes, bytes] | None:
+        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress[, src]) on any CPU, or None."""
+        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex, src)))
         for cpu in v or []:
-            kdst, kif, gen, eg, smac, dmac = struct.unpack_from("=4sIQI6s6s", cpu)
-            if kdst == _ip(dst) and kif == ingress_ifindex and eg:
+            kdst, kif, ksrc, gen, eg, smac, dmac = struct.unpack_from("=4sI4s4xQI6s6s", cpu)
+            if kdst == _ip(dst) and kif == ingress_ifindex and ksrc == _ip(src) and eg:
                 return gen, eg, smac, dmac
         return None
+
+    def fib_by_src(self) -> bool:
+        """fib_gen[2]: the route cache is keyed by source too (IPv4 policy rules exist)."""
+        return bool(struct.unpack("=Q", self.maps["fib_gen"].lookup(struct.pack("=I", 2)))[0])
 
     # --- stats -----------------------------------------------------------------------------------
     def stats_array(self) -> list[tuple[int, int]]:

@@ -334,7 +334,8 @@ def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) ->
     """Write a cache entry for (dst, ingress) on every CPU, made under the current generation."""
     from gtplab.dataplane import fib_slot_of
     (gen,) = struct.unpack("=Q", dp.maps["fib_gen"].lookup(struct.pack("=I", 0)))
-    slot = struct.pack("=4sIQI6s6sHH", socket.inet_aton(dst), ingress, gen, egress, P.mac_bytes(smac), P.mac_bytes(dmac), 0xffff, 0)
+    slot = struct.pack("=4sII4xQI6s6sHH", socket.inet_aton(dst), ingress, 0, gen, egress, P.mac_bytes(smac),
+                       P.mac_bytes(dmac), 0xffff, 0)
     dp.maps["fib_cache"].update(struct.pack("=I", fib_slot_of(dst, ingress)), slot)
 
 
@@ -407,3 +408,34 @@ def test_frag_needed_answered(dp, ns, devs, fib_cache):
     dp.set_config(dp.get_config(), err_ind=False)
     v, counted, _ = run(dp, ns, "sgi", f, s0)
     assert (v, counted) == ("drop", [("drop_frag_needed", "drop")])
+
+
+def test_cache_follows_source_policy_rules(dp, ns, devs, watch):
+    """`ip rule from UE2 lookup 100` sends UE2's traffic to PDN_FAR via ROUTER2, everyone else's via
+    ROUTER. With the cache on, the first UE's next hop must not be reused for the second: the rule's
+    addition keys the cache by source (fib_gen[2], set by the rtnetlink filter before `ip rule`
+    returns), and its removal unkeys it (pgwu watch, within a tick)."""
+    ue2, teid2 = "10.45.0.3", 0x300
+    setup(dp, True)
+    dp.add_bearer(teid2, ue2, P.SGW_ADDR, 0x301)
+    a0, s0 = devs["a0"], devs["s0"]
+    assert not dp.fib_by_src()
+    ip(ns, "route", "add", "203.0.113.0/24", "via", ROUTER2, "dev", "s0", "table", "100")
+    ip(ns, "rule", "add", "from", ue2, "lookup", "100", "prio", "100")
+    try:
+        assert dp.fib_by_src(), "a policy rule was added, the cache is still keyed by destination only"
+        for _ in range(2):   # the second time from the cache
+            expect_ul(dp, ns, devs, P.gpdu(dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+            expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER2)
+        slot = dp.fib_cache_slot(PDN_FAR, a0[0], ue2)
+        assert slot is not None and slot[3] == P.mac_bytes(M_ROUTER2)
+    finally:
+        ip(ns, "rule", "del", "from", ue2, "lookup", "100", "prio", "100", check=False)
+        ip(ns, "route", "del", "203.0.113.0/24", "table", "100", check=False)
+    deadline = time.monotonic() + 3
+    while dp.fib_by_src():
+        assert time.monotonic() < deadline, "the rule is gone, the cache is still keyed by source"
+        time.sleep(0.05)
+    expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+    expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+    assert cache_entry(dp, PDN_FAR, a0[0]) is not None

@@ -115,10 +115,14 @@ struct {
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
  * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
  * an older generation is stale. [1] the tgid of the live `pgwu watch` (watch_register), 0 when there
- * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0. */
+ * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0.
+ * [2] PGWU_FIB_BY_SRC when IPv4 policy rules may exist (`ip rule`): the cache is then keyed by the
+ * source address too. Set by nl_fib_gen as a rule is added (in the adding task, before the change
+ * returns) and by `pgwu watch` when its dump finds one; cleared only by `pgwu watch` once a dump
+ * finds none. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } fib_gen SEC(".maps");
