@@ -310,9 +310,10 @@ struct reply {
 };
 
 #define REPLY_HDRS (20 + 8 + 12)
+#define REPLY_SHIFT 4		/* every frame that gets here is longer than that */
 
 static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l2,
-				       const __u8 *orig_mac,
+				       __be16 tci, const __u8 *orig_mac,
 				       __be32 local, __be32 peer, __be16 sport, __be16 dport,
 				       __u8 type, __be16 seq, __u32 ie_len, struct reply *r)
 {
@@ -324,7 +325,12 @@ static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l
 	struct iphdr *rip;
 	struct udphdr *ru;
 
-	if (bpf_xdp_adjust_tail(ctx, (int)new_len - (int)rx_len))
+	/* The start moves too (by REPLY_SHIFT), not only the end: a frame whose start stayed put
+	 * is taken as unchanged by the kernel's live-frame page recycling (BPF_F_TEST_XDP_LIVE_FRAMES
+	 * checks the frame's data pointer, not its length), so a generator on a veth peer would
+	 * send its next frame from this page with our reply's length. */
+	if (bpf_xdp_adjust_head(ctx, REPLY_SHIFT) ||
+	    bpf_xdp_adjust_tail(ctx, (int)new_len - (int)(rx_len - REPLY_SHIFT)))
 		return -1;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
@@ -334,6 +340,15 @@ static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l
 	eth = data;
 	__builtin_memcpy(eth->h_dest, orig_mac + 6, 6);
 	__builtin_memcpy(eth->h_source, orig_mac, 6);
+	if (l2 == 18) {
+		struct vlan_hdr *v = (void *)(eth + 1);
+
+		eth->h_proto = ETH_P_8021Q_BE;
+		v->tci = tci;
+		v->encap_proto = ETH_P_IP_BE;
+	} else {
+		eth->h_proto = ETH_P_IP_BE;
+	}
 	ru = (void *)(rip + 1);
 	rg = (void *)(ru + 1);
 	ropt = (void *)(rg + 1);
@@ -793,7 +808,7 @@ echo:
 		reason = PGWU_R_DROP_ECHO_BAD_SRC;
 		goto out;
 	}
-	if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
 			peer_port, GTP_ECHO_RSP, seq, 2, &r)) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
@@ -818,7 +833,7 @@ err_ind:
 	{
 		__be32 teid = gtp->teid;
 
-		if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+		if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
 				GTPU_PORT_BE, GTP_ERROR_IND, 0, 12, &r))
 			goto out;
 		r.ie[0] = GTP_IE_TEID_DATA_I;
@@ -911,7 +926,7 @@ supp_ext:
 		event(PGWU_EV_SUPP_EXT_RATE_LIMITED);
 		goto out;
 	}
-	if (reply_start(ctx, rx_len, tag ? 18 : 14, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
 			peer_port, GTP_SUPP_EXT_NOTIF, 0, 2 + SUPP_EXT_N, &r))
 		goto out;
 	r.ie[0] = GTP_IE_EXT_HDR_LIST;

@@ -5,8 +5,10 @@
 - VERDICTS: XDP action names by value.
 - Config / UlBearer / DlBearer: the map value structs, packed exactly as pgwu.h lays them out
   (addresses and TEIDs in network order, everything else host order).
+- EVENTS: the events map's counters (replies sent or rate-limited), parsed from `enum pgwu_event`.
 - Dataplane(pin_dir): the pinned maps and programs of one loaded instance (`pgwu -d PIN_DIR load`):
-  test runs of both programs, config and bearers written straight into the maps, stats.
+  test runs of both programs, config and bearers written straight into the maps, stats, events, and
+  what the access program keeps of the signalling it consumes (peers, sig_rx).
 """
 
 from __future__ import annotations
