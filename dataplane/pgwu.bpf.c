@@ -519,7 +519,7 @@ int xdp_access(struct xdp_md *ctx)
 	void *ip_end, *p;
 	__u32 ihl_len, tot_len, udp_len, gtp_len, inner_len, iihl_len, out_l2;
 	__u8 next_ext = 0, bad_ext = 0, orig_mac[12];
-	__u32 mtu = 0;
+	__u32 mtu = 0, psc = 0;		/* psc: 0x100 | QFI of an UL PSC, 0x200 another PSC, 0 none */
 	__be32 peer;
 	__be16 seq = 0, peer_port;
 	int i;
@@ -635,6 +635,9 @@ int xdp_access(struct xdp_md *ctx)
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
 			goto out;
 		}
+		/* TS 38.415 5.5.2.2: PDU type in the high nibble of octet 2, QFI in octet 3 */
+		if (next_ext == GTP_EXT_PDU_SESSION_CONTAINER && (void *)(lp + 3) <= data_end)
+			psc = (lp[1] >> 4) == 1 ? 0x100 | (lp[2] & 0x3f) : 0x200;
 		last = p + (ext_len - 1);
 		if ((void *)(last + 1) > data_end) {
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
@@ -721,6 +724,11 @@ int xdp_access(struct xdp_md *ctx)
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
 		goto err_ind;
+	}
+
+	if ((b->flags & PGWU_B_QFI) && psc != (0x100 | ((b->flags >> PGWU_B_QFI_SHIFT) & 0x3f))) {
+		reason = PGWU_R_DROP_QFI_MISMATCH;
+		goto out;
 	}
 
 	iip = p;
@@ -965,7 +973,8 @@ int xdp_sgi(struct xdp_md *ctx)
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
 	struct l3 h;
-	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass, mtu = 0;
+	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass, mtu = 0, encap = GTPU_ENCAP_LEN;
+	__u8 qfi;
 	__be16 sport;
 	__u8 tos, df;
 	__u64 isum = 0, sum;
@@ -1020,8 +1029,12 @@ int xdp_sgi(struct xdp_md *ctx)
 			l4 = *ports;
 		sport = bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
 	}
+	/* 5G N3 (TS 38.415 5.5.2.1): a bearer with a QFI gets a PDU Session Container, DL PDU
+	 * SESSION INFORMATION (type 0) with it, behind the optional fields: 8 more octets */
+	qfi = b->flags & PGWU_B_QFI ? (b->flags >> PGWU_B_QFI_SHIFT) & 0x3f : 0xff;
+	encap = GTPU_ENCAP_LEN + (qfi != 0xff ? 8 : 0);
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tos,
-				 IPPROTO_UDP, tot_len + GTPU_ENCAP_LEN, &nh, &mtu);
+				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
 	if (mtu && df) {
 		/* RFC 1191: too big once encapsulated, and the sender forbids fragments */
 		reason = PGWU_R_DROP_FRAG_NEEDED;
@@ -1058,13 +1071,13 @@ int xdp_sgi(struct xdp_md *ctx)
 	/* Encapsulate: cut Ethernet padding, then grow the head by the outer headers (minus the
 	 * difference in L2 length). All packet pointers are invalid after this. */
 	if (trim_to(ctx, in_l2 + tot_len) ||
-	    bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(out_l2 + GTPU_ENCAP_LEN))) {
+	    bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(out_l2 + encap))) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + GTPU_ENCAP_LEN > data_end) {
+	if (data + 18 + GTPU_ENCAP_LEN + 8 > data_end) {	/* a frame is never shorter */
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
@@ -1079,7 +1092,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	oip->version = 4;
 	oip->ihl = 5;
 	oip->tos = tos;
-	oip->tot_len = bpf_htons(tot_len + GTPU_ENCAP_LEN);
+	oip->tot_len = bpf_htons(tot_len + encap);
 	if (df) {
 		oip->id = 0;
 		oip->frag_off = bpf_htons(0x4000);
@@ -1098,22 +1111,41 @@ int xdp_sgi(struct xdp_md *ctx)
 
 	udp->source = sport;
 	udp->dest = GTPU_PORT_BE;
-	udp->len = bpf_htons(tot_len + sizeof(*udp) + sizeof(*gtp));
+	udp->len = bpf_htons(tot_len + encap - sizeof(*oip));
 	udp->check = 0;
 	gtp->flags = 0x30;
 	gtp->type = GTP_GPDU;
-	gtp->length = bpf_htons(tot_len);
+	gtp->length = bpf_htons(tot_len + encap - GTPU_ENCAP_LEN);
 	gtp->teid = b->sgw_teid;
-	if (csum_on) {
-		__u32 *w = (void *)udp;
+	if (qfi != 0xff) {
+		__u8 *x = (void *)(gtp + 1);
 
-		if ((void *)(w + 4) > data_end) {	/* checked above; again for the verifier */
+		if ((void *)(x + 8) > data_end) {	/* checked above; again for the verifier */
 			reason = PGWU_R_DROP_ADJUST;
 			goto out;
 		}
-		/* pseudo header + UDP header (check 0) + GTP-U header + inner packet */
+		gtp->flags = 0x30 | GTP_FLAG_E;
+		x[0] = 0;		/* sequence number, N-PDU number: not used */
+		x[1] = 0;
+		x[2] = 0;
+		x[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		x[4] = 1;		/* length: 4 octets */
+		x[5] = 0;		/* PDU type 0 (DL PDU SESSION INFORMATION), no QMP/SNP/MSNP */
+		x[6] = qfi;		/* PPP 0, RQI 0, QFI */
+		x[7] = 0;		/* no next extension header */
+	}
+	if (csum_on) {
+		__u32 *w = (void *)udp;
+
+		if ((void *)(w + 6) > data_end) {	/* checked above; again for the verifier */
+			reason = PGWU_R_DROP_ADJUST;
+			goto out;
+		}
+		/* pseudo header + UDP header (check 0) + GTP-U header [+ PSC] + inner packet */
 		sum = (__u64)oip->saddr + oip->daddr + bpf_htons(IPPROTO_UDP) + udp->len;
 		sum += (__u64)w[0] + w[1] + w[2] + w[3] + isum;
+		if (qfi != 0xff)
+			sum += (__u64)w[4] + w[5];
 		udp->check = csum_finish_udp(sum);
 	}
 
@@ -1154,7 +1186,7 @@ icmp_reply: {
 		goto out;
 	off = write_eth(data, macs + 6, macs, vid);
 	if (reason == PGWU_R_DROP_FRAG_NEEDED) {
-		if (icmp_error(ctx, off, cfg->local_addr, src, q, 3, 4, mtu - GTPU_ENCAP_LEN))
+		if (icmp_error(ctx, off, cfg->local_addr, src, q, 3, 4, mtu - encap))
 			goto out;
 		event(PGWU_EV_ICMP_FRAG_NEEDED_SENT);
 	} else {

@@ -67,6 +67,7 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_ECHO_BAD_SRC] = "drop_echo_bad_src",
 	[PGWU_R_DROP_INNER_CSUM] = "drop_inner_csum",
 	[PGWU_R_DROP_FRAG_NEEDED] = "drop_frag_needed",
+	[PGWU_R_DROP_QFI_MISMATCH] = "drop_qfi_mismatch",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */

@@ -75,6 +75,8 @@ enum pgwu_reason {
 					 * downlink packet with DF over the access route's MTU once
 					 * encapsulated (without DF: PASS_FIB_OTHER, the kernel
 					 * fragments the outer packet) */
+	PGWU_R_DROP_QFI_MISMATCH,	/* DROP: uplink G-PDU of a bearer with a QFI without an UL
+					 * PDU Session Container carrying that QFI (TS 38.415) */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
 	PGWU_REASON_MAX,
 };
@@ -106,6 +108,10 @@ struct pgwu_counter {
 /* Bearer flags (pgwu_dl_bearer.flags) */
 #define PGWU_B_CSUM_ON	(1U << 0)	/* outer UDP checksum computed */
 #define PGWU_B_CSUM_OFF	(1U << 1)	/* outer UDP checksum 0 (TS 29.281 5.1); neither: global default */
+/* 5G N3 (pgwu_dl_bearer.flags and pgwu_ul_bearer.flags): the bearer's QoS flow, QFI in bits 8-13.
+ * Downlink G-PDUs carry a PDU Session Container with it; uplink ones must carry an UL one with it. */
+#define PGWU_B_QFI	(1U << 2)
+#define PGWU_B_QFI_SHIFT 8
 
 /*
  * ul_bearers: key __u32 TEID (the local TEID the SGW sends to), value below.
@@ -114,7 +120,7 @@ struct pgwu_counter {
  */
 struct pgwu_ul_bearer {
 	__u32 ue_addr;		/* anti-spoofing: inner source must be this */
-	__u32 flags;		/* reserved, 0 */
+	__u32 flags;		/* PGWU_B_QFI and the QFI, else 0 */
 	__u64 packets;
 	__u64 bytes;
 };

@@ -41,6 +41,8 @@ CFG_NO_INNER_CSUM_CHECK = 1 << 3
 CFG_SPORT_ENTROPY = 1 << 4
 B_CSUM_ON = 1 << 0
 B_CSUM_OFF = 1 << 1
+B_QFI = 1 << 2                      # 5G N3: QFI in bits 8-13 of both halves' flags
+B_QFI_SHIFT = 8
 
 
 def parse_reasons(header: Path = PGWU_H, enum: str = "pgwu_reason", prefix: str = "PGWU_R_",
@@ -331,10 +333,14 @@ class Dataplane:
         if v is not None:
             self.maps[f"{side}_slots"].update(idx, v[:4] + struct.pack("=I", 0) + v[8:])
 
-    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None) -> None:
-        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default."""
+    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None,
+                   qfi: int | None = None) -> None:
+        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default.
+        qfi: the bearer's QoS flow (5G N3, 0-63): downlink adds a PDU Session Container with it,
+        uplink requires one."""
         flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
-        ul, dl = UlBearer(ue).pack(), DlBearer(sgw, sgw_teid, teid, flags).pack()
+        qf = 0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT
+        ul, dl = UlBearer(ue, qf).pack(), DlBearer(sgw, sgw_teid, teid, flags | qf).pack()
         self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
         self.maps["dl_bearers"].update(_ip(ue), dl)
         self._slot_set("ul", struct.pack("!I", teid), ul)

@@ -121,7 +121,7 @@ def sport_of_flow(ip: bytes) -> int:
 
 
 def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
-                   teid: int, csum: bool, ip_id: int, sport: int = GTPU_PORT) -> bytes:
+                   teid: int, csum: bool, ip_id: int, sport: int = GTPU_PORT, qfi: int | None = None) -> bytes:
     """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect."""
     inner = ttl_dec(ip)
     tos = ip[1]
@@ -131,9 +131,18 @@ def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, loc
         eth = eth / Dot1Q(vlan=vlan, prio=0)
     pkt = (eth / IP(ihl=5, tos=tos, id=ip_id, flags=2 if df else 0, frag=0, ttl=64, proto=17, src=local, dst=sgw)
            / UDP(sport=sport, dport=GTPU_PORT, chksum=None if csum else 0)
-           / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
-           / Raw(inner))
+           / gtp_header_for(inner, teid, qfi) / Raw(inner))
     return bytes(pkt)
+
+
+def gtp_header_for(inner: bytes, teid: int, qfi: int | None):
+    """The downlink G-PDU's GTP-U header: 8 octets, or with a QFI (5G N3) E set, the optional fields
+    (sequence and N-PDU 0, next type 0x85) and a PDU Session Container (TS 38.415 5.5.2.1: length 1,
+    PDU type 0 = DL PDU SESSION INFORMATION with no optional field, PPP 0 RQI 0 QFI, next type 0)."""
+    if qfi is None:
+        return GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
+    return (GTP_U_Header(version=1, PT=1, reserved=0, E=1, S=0, PN=0, gtp_type=255, length=len(inner) + 8,
+                         teid=teid, seq=0, npdu=0, next_ex=0x85) / Raw(bytes([1, 0x00, qfi & 0x3F, 0])))
 
 
 def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body) -> bytes:

@@ -43,7 +43,10 @@ BEARERS = [
     (TEID_ON, UE_ON, "192.0.2.3", 0x0A0B0C0D, True),
     (TEID_OFF, UE_OFF, "192.0.2.4", 0xFFFFFFFE, False),
 ]
-SGW_OF = {b[1]: (b[2], b[3]) for b in BEARERS}
+# 5G N3 bearers with a QFI: (local TEID, UE, SGW, SGW TEID, QFI)
+QFI_BEARERS = [(0x500, "10.45.0.5", "192.0.2.5", 0x5555, 9), (0x600, "10.45.0.6", "192.0.2.6", 0x6666, 63)]
+QFI_OF = {b[1]: b[4] for b in QFI_BEARERS}
+SGW_OF = {b[1]: (b[2], b[3]) for b in BEARERS + QFI_BEARERS}
 
 SIZES_DL = (64, 128, 512, 1024, 1424, 1518, 3024)
 SIZES_UL = (128, 512, 1024, 1424, 1518, 3024)  # a G-PDU frame of 64 bytes cannot carry IPv4/UDP
@@ -94,7 +97,7 @@ def dl_expect(frame: bytes, cfg: Config, ue: str, csum: bool, ip_id: int = 0) ->
     return O.encap_expected(ip, smac=mac(nh.smac), dmac=mac(nh.dmac),
                             vlan=cfg.egress_vlan[0] or None, local=cfg.local_addr, sgw=sgw, teid=teid,
                             csum=csum, ip_id=ip_id,
-                            sport=O.sport_of_flow(ip) if cfg.sport_entropy else O.GTPU_PORT)
+                            sport=O.sport_of_flow(ip) if cfg.sport_entropy else O.GTPU_PORT, qfi=QFI_OF.get(ue))
 
 
 def cfg_of(changes: dict) -> Config:
@@ -238,6 +241,20 @@ _opt = bytearray(bytes(P.gpdu(size=200)))
 _o = bytes(_opt[:14]) + bytes([0x46]) + bytes(_opt[15:34]) + b"\x01\x01\x01\x00" + bytes(_opt[34:])
 _o = with_ip(_o, 14, tot_len=len(_o) - 14)
 ul_fwd("ul outer ip options (IHL 6)", _o)
+
+# -- 5G N3, TS 38.415: a bearer with a QFI requires an UL PDU Session Container carrying it
+for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
+    ul_fwd(f"ul qfi {_q}, UL PSC qfi {_q}", P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container(_q)]),
+           teid=_teid)
+    ul_fwd(f"ul qfi {_q}, S + UL PSC + UDP port ext", P.gpdu(teid=_teid, ue=_ue, size=256, seq=3, ext=[
+        P.ext_header(P.EXT_UDP_PORT, b"\x08\x68"), P.pdu_session_container(_q)]), teid=_teid)
+    drop(f"ul qfi {_q}, no PSC", "access", P.gpdu(teid=_teid, ue=_ue, size=256), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, PSC of another QFI", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container((_q + 1) % 64)]), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, DL PSC (type 0)", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container(_q, uplink=False)]), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, other extension header only", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.ext_header(P.EXT_UDP_PORT, b"\x08\x68")]), "drop_qfi_mismatch")
 
 # -- anti-spoofing, TEID, TTL
 drop("ul spoofed source", "access", P.gpdu(size=200, ue="10.45.0.99"), "drop_spoofed")
@@ -547,6 +564,14 @@ dl_fwd("dl sport entropy, inner ip options", P.downlink_ip(payload=bytes(30), op
                                                            l4="tcp"), cfg=_SE)
 dl_fwd("dl sport entropy, udp header cut to 3 bytes", with_ip(bytes(P.downlink_ip(size=128, l4="udp"))[:14 + 23],
                                                               14, tot_len=23), cfg=dict(_SE, csum=False))
+# 5G N3, TS 38.415: a bearer with a QFI
+for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
+    for _size in (64, 512, 1518, 3024):
+        for _cs in (True, False):
+            dl_fwd(f"dl qfi {_q}, {_size}, csum {'on' if _cs else 'off'}", P.downlink_ip(_ue, size=_size, l4="tcp"),
+                   ue=_ue, cfg={"csum": _cs})
+    dl_fwd(f"dl qfi {_q}, udp csum 0 (full sum)", P.downlink_ip(_ue, size=300, udp_csum=False), ue=_ue)
+    dl_fwd(f"dl qfi {_q}, vlan out", P.downlink_ip(_ue, size=300), ue=_ue, cfg={"egress_vlan": (7, 0)})
 untouched("dl outside UE pool", "sgi", P.downlink_ip("203.0.113.5", size=128), "pass_not_ue")
 untouched("dl outside UE pool, vlan", "sgi", P.downlink_ip("10.46.0.1", size=128, vlan=4), "pass_not_ue")
 untouched("dl pool /32 other", "sgi", P.downlink_ip(UE_ON, size=128), "pass_not_ue", cfg={"ue_pool": f"{UE_DEF}/32"})
@@ -610,11 +635,13 @@ def setup_row(dp, r: Row):
         dp.clear_map(m)
     for teid, ue, sgw, sgw_teid, csum in BEARERS:
         dp.add_bearer(teid, ue, sgw, sgw_teid, csum=csum)
+    for teid, ue, sgw, sgw_teid, qfi in QFI_BEARERS:
+        dp.add_bearer(teid, ue, sgw, sgw_teid, qfi=qfi)
 
 
 def usage_now(dp) -> dict:
     out = {}
-    for teid, ue, *_ in BEARERS:
+    for teid, ue, *_ in BEARERS + QFI_BEARERS:
         u, d = dp.ul_bearer(teid), dp.dl_bearer(ue)
         out[("ul", teid)] = (u.packets, u.bytes)
         out[("dl", ue)] = (d.packets, d.bytes)

@@ -68,6 +68,7 @@
  * endpoint: an unknown type with the high bit set must be understood, so the G-PDU is dropped and
  * answered with a Supported Extension Headers Notification (7.2.3). */
 #define GTP_EXT_COMPREHENSION_REQUIRED 0x80
+#define GTP_EXT_PDU_SESSION_CONTAINER 0x85	/* TS 38.415 5.5.2 */
 
 #define OUTER_TTL		64
 /* IPv4 20 + UDP 8 + GTP-U 8: what encapsulation prepends (no optional fields) */
