@@ -860,11 +860,13 @@ ttl_expired: {
 	/* RFC 1812 5.3.1: Time Exceeded to the UE, through its tunnel: the frame becomes Ethernet
 	 * (back to the sender of the G-PDU, the received VLAN id) / IPv4 local -> SGW / UDP 2152 ->
 	 * 2152, checksum 0 / GTP-U G-PDU with the SGW's TEID / IPv4 local -> UE / ICMP / the expired
-	 * packet's header and 8 octets. Rate-limited per UE. */
+	 * packet's header and 8 octets. Rate-limited per UE. A bearer with a QFI gets its PDU
+	 * Session Container, as its downlink G-PDUs do (x = 8 more octets). */
 	struct pgwu_dl_bearer *dl;
 	__be32 ue = iip->saddr, sgw, steid;
 	__u16 vid = tag ? bpf_ntohs(tag->tci) & 0x0fff : 0;
-	__u32 l2 = vid ? 18 : 14, q = iihl_len + 8, off;	/* a priority tag (VID 0) is dropped */
+	__u32 l2 = vid ? 18 : 14, q = iihl_len + 8, off, x;	/* a priority tag (VID 0) is dropped */
+	__u8 qfi;
 	struct iphdr *oip;
 	struct udphdr *ou;
 	struct gtpu_hdr *og;
@@ -876,6 +878,8 @@ ttl_expired: {
 		goto out;
 	sgw = dl->sgw_addr;
 	steid = dl->sgw_teid;
+	x = dl->flags & PGWU_B_QFI ? 8 : 0;
+	qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & 0x3f;
 	if (!reply_allowed(ue)) {
 		event(PGWU_EV_ICMP_RATE_LIMITED);
 		goto out;
@@ -885,11 +889,11 @@ ttl_expired: {
 	/* the expired packet's header goes to l2 + 64: outer IPv4, UDP, GTP-U, IPv4, ICMP before it */
 	i = (long)iip - (long)data;
 	asm volatile("" : "+r"(i));
-	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 64)) || trim_to(ctx, l2 + 64 + q))
+	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 64 + x)) || trim_to(ctx, l2 + 64 + x + q))
 		goto out;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + 64 > data_end)
+	if (data + 18 + 64 + 8 > data_end)	/* the inner header alone is 20 */
 		goto out;
 	off = write_eth(data, orig_mac + 6, orig_mac, vid);
 	oip = data + (off == 18 ? 18 : 14);
@@ -900,7 +904,7 @@ ttl_expired: {
 	oip->version = 4;
 	oip->ihl = 5;
 	oip->tos = 0;
-	oip->tot_len = bpf_htons(64 + q);
+	oip->tot_len = bpf_htons(64 + x + q);
 	oip->id = 0;
 	oip->frag_off = 0;
 	oip->ttl = OUTER_TTL;
@@ -911,13 +915,28 @@ ttl_expired: {
 	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
 	ou->source = GTPU_PORT_BE;
 	ou->dest = GTPU_PORT_BE;
-	ou->len = bpf_htons(44 + q);
+	ou->len = bpf_htons(44 + x + q);
 	ou->check = 0;
 	og->flags = 0x30;
 	og->type = GTP_GPDU;
-	og->length = bpf_htons(28 + q);
+	og->length = bpf_htons(28 + x + q);
 	og->teid = steid;
-	if (icmp_error(ctx, off + 36, cfg->local_addr, ue, q, 11, 0, 0))
+	if (x) {
+		__u8 *e = (void *)(og + 1);
+
+		if ((void *)(e + 8) > data_end)
+			goto out;
+		og->flags = 0x30 | GTP_FLAG_E;
+		e[0] = 0;
+		e[1] = 0;
+		e[2] = 0;
+		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		e[4] = 1;
+		e[5] = 0;	/* DL PDU SESSION INFORMATION */
+		e[6] = qfi;
+		e[7] = 0;
+	}
+	if (icmp_error(ctx, off + 36 + x, cfg->local_addr, ue, q, 11, 0, 0))
 		goto out;
 	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	action = XDP_TX;

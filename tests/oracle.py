@@ -218,16 +218,15 @@ def time_exceeded_dl_expected(frame: bytes, local: str) -> bytes:
     return bytes(_reply_eth(frame) / _time_exceeded(local, socket.inet_ntoa(ip[12:16]), ip))
 
 
-def time_exceeded_ul_expected(frame: bytes, local: str, sgw: str, sgw_teid: int) -> bytes:
+def time_exceeded_ul_expected(frame: bytes, local: str, sgw: str, sgw_teid: int, qfi: int | None = None) -> bytes:
     """Uplink inner packet whose TTL expired: ICMP Time Exceeded to the UE, in a G-PDU to the bearer's
-    SGW (UDP 2152 -> 2152, checksum 0), back to the sender of the G-PDU."""
+    SGW (UDP 2152 -> 2152, checksum 0; with the bearer's PDU Session Container when it has a QFI),
+    back to the sender of the G-PDU."""
     inner = gpdu_inner(frame)
-    icmp = _time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner)
+    icmp = bytes(_time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner))
     return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
                  / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
-                 / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, teid=sgw_teid,
-                                length=len(icmp))
-                 / icmp)
+                 / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))
 
 
 def ttl_dec_incremental(ip: bytes) -> bytes:

@@ -291,7 +291,7 @@ def ttl_ul_row(name, pkt, cfg=None, teid=TEID_DEF):
     ue = socket.inet_ntoa(O.gpdu_inner(b)[12:16])
     sgw, sgw_teid = SGW_OF[ue]
     row(name, "access", b, "drop_ttl_expired", "tx",
-        expected=O.time_exceeded_ul_expected(b, cfg_of(cfg).local_addr, sgw, sgw_teid), cfg=cfg)
+        expected=O.time_exceeded_ul_expected(b, cfg_of(cfg).local_addr, sgw, sgw_teid, QFI_OF.get(ue)), cfg=cfg)
 
 
 ttl_ul_row("ul inner ttl 1 -> time exceeded", P.gpdu(size=128, ttl=1))
@@ -304,6 +304,9 @@ ttl_ul_row("ul inner ttl 1, inner options", P.gpdu(inner=P.ip_packet(P.UE_ADDR, 
 ttl_ul_row("ul inner ttl 1, 4 bytes after the header", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, ttl=1,
                                                                                 l4=47, payload=b"abcd")))
 ttl_ul_row("ul inner ttl 1, other bearer", P.gpdu(teid=TEID_ON, ue=UE_ON, size=200, ttl=1), teid=TEID_ON)
+ttl_ul_row("ul inner ttl 1, qfi bearer (PSC in the reply)", P.gpdu(
+    teid=QFI_BEARERS[0][0], ue=QFI_BEARERS[0][1], size=256, ttl=1, ext=[P.pdu_session_container(QFI_BEARERS[0][4])]),
+    teid=QFI_BEARERS[0][0])
 drop("ul inner ttl 1, replies off", "access", P.gpdu(size=128, ttl=1), "drop_ttl_expired", cfg={"err_ind": False})
 drop("ul inner ttl 1 from 127.0.0.1", "access", P.gpdu(size=128, ttl=1, outer_src="127.0.0.1"), "drop_ttl_expired")
 drop("ul spoof checked before ttl", "access", P.gpdu(size=128, ttl=1, ue="10.45.0.99"), "drop_spoofed")
