@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab import packets as P
-from gtplab.dataplane import PGWU_BIN
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import PGWU_BIN
 
 pytestmark = pytest.mark.lab
 
