@@ -268,8 +268,9 @@ static void config_print(const struct pgwu_config *c, bool json)
 		else
 			printf("%-18s on, unused until pgwu watch runs\n", "FIB cache");
 		printf("%-18s %u\n", "restart counter", c->restart_counter);
-		printf("%-18s %s\n", "error indication", c->flags & PGWU_CFG_NO_ERR_IND ? "off" :
-		       "on (" PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
+		printf("%-18s %s\n", "replies", c->flags & PGWU_CFG_NO_ERR_IND ? "off" :
+		       "on: Error Indication, Supported Extension Headers Notification, ICMP (" 
+		       PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
 		printf("%-18s %s\n", "inner csum check", c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" :
 		       "on");
 		printf("%-18s %s\n", "outer UDP sport", c->flags & PGWU_CFG_SPORT_ENTROPY ?
@@ -599,8 +600,9 @@ static const struct opt config_options[] = {
 	  .metavar = "SIDE ID", .help = "VLAN ID pushed on frames sent out of SIDE, 0: none" },
 	{ .name = "err-ind", .type = OPT_ENUM, .off = offsetof(struct config_opts, err_ind),
 	  .metavar = "on|off", .choices = onoff,
-	  .help = "answer an unknown TEID with an Error Indication and an unknown extension header "
-		  "with a Supported Extension Headers Notification, rate-limited per peer (default on)" },
+	  .help = "answer an unknown TEID with an Error Indication, an unknown extension header "
+		  "with a Supported Extension Headers Notification, an expired TTL or a packet too big "
+		  "to encapsulate with an ICMP error; rate-limited per peer (default on)" },
 	{ .name = "inner-csum-check", .type = OPT_ENUM,
 	  .off = offsetof(struct config_opts, inner_csum_check), .metavar = "on|off", .choices = onoff,
 	  .help = "drop uplink packets whose inner IPv4 header checksum is wrong (default on)" },
