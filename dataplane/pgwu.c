@@ -269,7 +269,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 			printf("%-18s on, unused until pgwu watch runs\n", "FIB cache");
 		printf("%-18s %u\n", "restart counter", c->restart_counter);
 		printf("%-18s %s\n", "replies", c->flags & PGWU_CFG_NO_ERR_IND ? "off" :
-		       "on: Error Indication, Supported Extension Headers Notification, ICMP (" 
+		       "on: Error Indication, Supported Extension Headers Notification, ICMP ("
 		       PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
 		printf("%-18s %s\n", "inner csum check", c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" :
 		       "on");
