@@ -428,3 +428,67 @@ def test_unreachable_upf_times_out_clearly():
             n.associate()
     finally:
         n.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The uplink profile with the TEIDs a UPF chose (--teid-file), through TRex's own client library
+
+
+def _teid_file(tmp_path, teids):
+    f = tmp_path / "teids.txt"
+    f.write_text("# TEID UE SGW SGW_TEID\n" + "".join(
+        f"{t:#010x} {m.ip(UE0 + i)} {m.ip(SGW0 + i % 4)} {SGWTEID0 + i:#010x}\n" for i, t in enumerate(teids)))
+    return f
+
+
+@pytest.mark.parametrize("extra", [[], ["--outer-udp-csum", "valid"], ["--checksum", "hw", "--l4", "tcp"]],
+                         ids=["sw", "outer-valid", "hw-tcp"])
+def test_uplink_profile_sends_the_teids_of_the_file(tmp_path, extra):
+    """Every packet of two cycles, on 1, 2 and 3 cores (TRex's split), carries bearer i's TEID
+    from the file with bearer i's UE, and every checksum stays valid (outer UDP too)."""
+    import test_profiles as tp
+    rnd = random.Random(3)
+    teids = [rnd.randrange(1, 1 << 32) for _ in range(24)] + [0xFFFFFFFF, 1]
+    flows = 24
+    path = _teid_file(tmp_path, teids)
+    tun = ["--flows", str(flows), "--sgws", "4", "--bearers", "26", "--teid-file", str(path)] + extra
+    w = tp.TrexWorker()
+    try:
+        (stream,) = w.streams("uplink", tun)
+    finally:
+        w.close()
+    raw, ins = tp.binary(stream), stream["vm"]["instructions"]
+    assert any(x.get("value_list") == teids[:flows] for x in ins if x["type"] == "flow_var")
+    off = tp.uplink_offsets(raw)
+    a = tp.params("uplink", tun)
+    for cores in (1, 2, 3):
+        seen = set()
+        for core in range(cores):
+            for pkt in tp.run_program(raw, ins, 2 * flows, core, cores):
+                teid = int.from_bytes(pkt[off["teid"]:off["teid"] + 4], "big")
+                ue = int.from_bytes(pkt[off["inner_src"]:off["inner_src"] + 4], "big")
+                i = ue - UE0
+                assert 0 <= i < flows and teid == teids[i], (cores, core, i, hex(teid))
+                assert tp.ipv4_ok(pkt, off["outer_ip"]) and tp.ipv4_ok(pkt, off["inner_ip"])
+                if "--checksum" not in extra:
+                    assert tp.l4_ok(pkt, off["inner_ip"])
+                if a.outer_udp_csum == "valid":
+                    assert tp.l4_ok(pkt, off["outer_ip"]), (cores, core, i)
+                seen.add(i)
+        assert seen == set(range(flows))
+    # the embedded engine compiles it (value lists of up to vm.MAX_LIST values)
+    from gtplab.engine import vm
+    cs = vm.compile_stream(stream)
+    assert teids[:flows] in cs.lists.values()
+
+
+def test_teid_file_errors(tmp_path):
+    from gtplab.bearers import load_common
+    common = load_common()
+    for text, msg in (("0x10\n", "1 TEIDs for 4 bearers"), ("zz\n", "not a TEID"), ("0\n0\n0\n0\n", "is 0")):
+        f = tmp_path / "t.txt"
+        f.write_text(text)
+        with pytest.raises(common.ProfileError, match=msg):
+            common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
+    with pytest.raises(common.ProfileError, match="No such file"):
+        common.parse("uplink", ["--teid-file", str(tmp_path / "none")])

@@ -216,8 +216,14 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
                 cores: int = 1) -> list[bytes]:
     state = {}
     for ins in instructions:
-        if ins["type"] == "flow_var":
-            assert "value_list" not in ins or ins.get("value_list") is None
+        if ins["type"] == "flow_var" and ins.get("value_list") is not None:
+            # a value list is an index over the list, split like an inc variable over 0..len-1
+            vl = ins["value_list"]
+            assert ins["op"] == "inc"
+            step = (ins["step"] * (cores if ins["split_to_cores"] else 1)) % len(vl)
+            state[ins["name"]] = dict(lo=0, rng=len(vl), step=step, size=ins["size"], list=vl,
+                                      value=(core * ins["step"] - step) % len(vl))
+        elif ins["type"] == "flow_var":
             lo, hi = ins["min_value"], ins["max_value"]
             rng = hi - lo + 1
             step = (ins["step"] * (cores if ins["split_to_cores"] else 1)) % rng
@@ -240,7 +246,8 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
             elif t == "write_flow_var":
                 v = state[ins["name"]]
                 bits = 8 * v["size"]
-                val = (v["value"] + ins["add_value"]) % (1 << bits)
+                cur = v["list"][v["value"]] if "list" in v else v["value"]
+                val = (cur + ins["add_value"]) % (1 << bits)
                 assert ins["is_big_endian"]
                 pkt[ins["pkt_offset"]:ins["pkt_offset"] + v["size"]] = val.to_bytes(v["size"], "big")
             elif t == "write_mask_flow_var":
