@@ -356,6 +356,8 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "notes": notes,
         "end_timestamp": time.time(),
     }
+    if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
+        rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
         rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
@@ -562,10 +564,13 @@ def do_sweep(args: argparse.Namespace) -> int:
            "lab_config": cfg.path, "spec": spec, "skipped": skipped,
            "cpu_shared_with_generator": shared, "cpu_layout": layout,
            "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+           "dut_provision": cfg.provision, "dut_counters": cfg.counters,
            "kernel": platform.release(), "cases_planned": len(cases),
            "lab_name": be.lab.name if be.lab is not None else None,
            "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
-                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])}
+                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
+           + (["dut.counters none: packet conservation is checked on the generator's side only "
+               "(tx vs rx); where the loss happened is unknown"] if cfg.counters == "none" else [])}
     pusher = None
     exporter = None
     done = failed = 0
@@ -624,6 +629,9 @@ def do_sweep(args: argparse.Namespace) -> int:
                     pusher.push(rec)
                 progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
                               + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+        usage = runner.usage_comparisons()          # PFCP usage reports vs the generator (dut.pfcp.urr)
+        if usage:
+            run["pfcp_usage"] = usage
     except KeyboardInterrupt:
         stop.update(interrupted=True, signal="SIGINT")
         raise

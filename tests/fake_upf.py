@@ -58,6 +58,7 @@ class FakeUpf:
         self.hb_answers: list[int] = []              # Recovery Time Stamps in the CP's heartbeat answers
         self.associated = 0
         self.errors: list[str] = []
+        self.ftup = True                             # UP Function Features: allocates F-TEIDs
         self._teid = teid_base
         self._seid = 0x1000
         self._lock = threading.Lock()
@@ -144,7 +145,7 @@ class FakeUpf:
             return bytes(m.heartbeat_response(seq, self.recovery_ts))
         if mtype == m.ASSOC_SETUP_REQ:
             self.associated += 1
-            return bytes(m.association_setup_response(seq, self.node_id, self.recovery_ts))
+            return bytes(m.association_setup_response(seq, self.node_id, self.recovery_ts, ftup=self.ftup))
         if mtype == m.ASSOC_RELEASE_REQ:
             return bytes(m.association_release_response(seq, self.node_id))
         if mtype == m.SESS_EST_REQ:

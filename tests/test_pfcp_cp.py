@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_upf import FakeUpf  # noqa: E402
 
 from gtplab.pfcp import messages as m  # noqa: E402
-from gtplab.pfcp.errors import (PfcpMalformed, PfcpRejected, PfcpSequenceError,  # noqa: E402
+from gtplab.pfcp.errors import (PfcpError, PfcpMalformed, PfcpRejected, PfcpSequenceError,  # noqa: E402
                                 PfcpTimeout)
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
 from gtplab.pfcp.sessions import Sessions  # noqa: E402
@@ -45,7 +45,7 @@ MESSAGES = {
     "heartbeat_response": m.heartbeat_response(1, 3_900_000_001),
     "association_setup_request_ipv4": m.association_setup_request(2, "10.0.0.1", 3_900_000_000),
     "association_setup_request_fqdn": m.association_setup_request(2, "cp.gtplab.test", 3_900_000_000),
-    "association_setup_response": m.association_setup_response(2, "10.0.0.2", 3_900_000_002),
+    "association_setup_response": m.association_setup_response(2, "10.0.0.2", 3_900_000_002, ftup=True),
     "association_release_request": m.association_release_request(3, "10.0.0.1"),
     "association_release_response": m.association_release_response(3, "10.0.0.2"),
     "session_establishment_request_given": m.session_establishment_request(
@@ -78,6 +78,7 @@ TSHARK = {
     "session_establishment_request_choose": [("pfcp.f_teid_flags.ch", "1"),
                                              ("pfcp.node_id_fqdn", "cp.gtplab.test")],
     "session_establishment_response": [("pfcp.cause", "1"), ("pfcp.f_teid.teid", "0x70000001")],
+    "association_setup_response": [("pfcp.cause", "1"), ("pfcp.up_function_features.ftup", "1")],
     "session_establishment_response_reject": [("pfcp.cause", "73")],
     "session_modification_request": [("pfcp.seid", "0x0000000000000099"),
                                      ("pfcp.outer_hdr_creation.teid", "0x80000099"),
@@ -107,6 +108,8 @@ def test_message_decodes_back_with_scapy_and_scan(name):
             assert s.up_seid == ie.seid
         if ie.ietype == m.IE_RECOVERY_TIME_STAMP:
             assert s.recovery_ts == ie.timestamp
+        if ie.ietype == m.IE_UP_FUNCTION_FEATURES:
+            assert s.up_features == bytes(ie)[4:] and s.up_features[0] & m.FTUP
         if ie.ietype == m.IE_CREATED_PDR:
             assert s.fteids == {ie.IE_list[0].id: (ie.IE_list[1].TEID, ie.IE_list[1].ipv4)}
         if ie.ietype == m.IE_USAGE_REPORT_SDR:
@@ -313,6 +316,19 @@ def test_session_per_bearer_and_fteid(upf, node, given):
         assert sorted(s.teid for s in got) == list(range(0x7000_0001, 0x7000_0001 + 40))
     sm.delete()
     assert upf.sessions == {} and sm.sessions == {}
+
+
+def test_choose_refused_when_the_upf_does_not_allocate_fteids(upf):
+    upf.ftup = False
+    n = Node(upf.addr, timers=Timers(t1=0.5, n1=2, heartbeat=0))
+    try:
+        n.associate()
+        assert n.ftup is False
+        with pytest.raises(PfcpError, match="does not allocate F-TEIDs .*FTUP 0"):
+            Sessions(n, m.SessionOptions(choose=True)).establish(bearers(2))
+        assert not any(t == m.SESS_EST_REQ for t, _ in upf.requests)
+    finally:
+        n.close()
 
 
 def test_window_bounds_requests_in_flight_and_t1_retransmits(upf, node):

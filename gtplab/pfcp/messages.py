@@ -59,6 +59,8 @@ IE_CREATED_PDR = 8
 IE_CAUSE = 19
 IE_FTEID = 21
 IE_OFFENDING_IE = 40
+IE_UP_FUNCTION_FEATURES = 43
+FTUP = 0x10                       # UP Function Features octet 5 bit 5: the UPF allocates F-TEIDs (8.2.25)
 IE_PDR_ID = 56
 IE_FSEID = 57
 IE_NODE_ID = 60
@@ -159,9 +161,15 @@ def association_setup_request(seq: int, node_id: str, ts: int):
         IE_list=[node_id_ie(node_id), sp.IE_RecoveryTimeStamp(timestamp=ts)])
 
 
-def association_setup_response(seq: int, node_id: str, ts: int, cause: int = CAUSE_ACCEPTED):
-    return header(ASSOC_SETUP_RSP, seq) / sp.PFCPAssociationSetupResponse(
-        IE_list=[node_id_ie(node_id), sp.IE_Cause(cause=cause), sp.IE_RecoveryTimeStamp(timestamp=ts)])
+def association_setup_response(seq: int, node_id: str, ts: int, cause: int = CAUSE_ACCEPTED,
+                               ftup: bool | None = None):
+    """ftup: with an UP Function Features IE saying whether the UPF allocates F-TEIDs (None: without)."""
+    ies = [node_id_ie(node_id), sp.IE_Cause(cause=cause), sp.IE_RecoveryTimeStamp(timestamp=ts)]
+    if ftup is not None:
+        ies.append(sp.IE_UPFunctionFeatures(TREU=0, HEEU=0, PFDM=0, FTUP=int(ftup), TRST=0, DLBD=0,
+                                            DDND=0, BUCP=0, spare=0, PFDE=0, FRRT=0, TRACE=0, QUOAC=0,
+                                            UDBC=0, PDIU=0, EMPU=0))
+    return header(ASSOC_SETUP_RSP, seq) / sp.PFCPAssociationSetupResponse(IE_list=ies)
 
 
 def association_release_request(seq: int, node_id: str):
@@ -368,6 +376,7 @@ class Scanned:
     recovery_ts: int | None = None
     offending_ie: int | None = None
     node_id: bytes | None = None
+    up_features: bytes | None = None
 
 
 def _ies(buf: bytes, start: int, end: int, where: str):
@@ -438,6 +447,8 @@ def scan(buf: bytes) -> Scanned:
             s.offending_ie = struct.unpack_from("!H", buf, v0)[0]
         elif t == IE_NODE_ID:
             s.node_id = bytes(buf[v0:v1])
+        elif t == IE_UP_FUNCTION_FEATURES:
+            s.up_features = bytes(buf[v0:v1])
         elif t == IE_CREATED_PDR:
             pdr, fteid = None, None
             for t2, w0, w1 in _ies(buf, v0, v1, where + " Created PDR"):

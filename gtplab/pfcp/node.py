@@ -84,6 +84,7 @@ class Node:
         self.recovery_ts = m.recovery_timestamp()
         self.upf_ts: int | None = None             # the UPF's Recovery Time Stamp at association
         self.upf_node_id: bytes | None = None
+        self.up_features: bytes | None = None      # UP Function Features (8.2.25) at association
         self.associated = False
         self.pending: dict[int, Pending] = {}
         self._seq = 0
@@ -300,8 +301,16 @@ class Node:
             raise PfcpMalformed("association setup response without a Recovery Time Stamp (mandatory, 7.4.4.2)")
         self.upf_ts = s.recovery_ts
         self.upf_node_id = s.node_id
+        self.up_features = s.up_features
         self.associated = True
         self.restart_detected = False
+
+    @property
+    def ftup(self) -> bool | None:
+        """Whether the UPF said it allocates F-TEIDs (FTUP); None: it sent no UP Function Features."""
+        if not self.up_features:
+            return None
+        return bool(self.up_features[0] & m.FTUP)
 
     def release(self) -> None:
         seq = self.next_seq()

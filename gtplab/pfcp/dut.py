@@ -1,0 +1,242 @@
+"""The DUT as the runner sees it, for the lab config's dut.provision and dut.counters
+(docs/pfcp.md): how bearers get there (pgwu | pfcp | none) and how its counters are read
+(pgwu | prometheus | none).
+
+    counters pgwu        the embedded lab's pinned maps (runner.LocalDut) or `pgwu metrics`
+                         (runner.MetricsDut)
+    counters prometheus  any UPF's Prometheus endpoint, through a mapping of metric selectors to
+                         the conservation terms: rx, fwd, drop (each a sum over matching series)
+    counters none        nothing: conservation is generator-side only, and the results say so
+    provision pfcp       sessions over Sx/N4 (provision.Provisioner); on the embedded lab with
+                         `upf: embedded`, the PGW-U's own agent (`pgwu pfcp --listen`) is started
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from gtplab.cli import UserError
+from gtplab.pfcp import provision as prov
+from gtplab.pfcp.errors import PfcpError
+
+_SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(\s*\w+\s*=\s*"[^"]*"\s*,?)*\})?$')
+PROM_TERMS = ("rx", "fwd", "drop")
+
+
+def parse_prometheus(d, where: str) -> dict:
+    """dut.prometheus: {url: http://HOST:PORT/metrics, metrics: {fwd: SELECTOR, drop: SELECTOR,
+    rx: SELECTOR}}; fwd is required, a SELECTOR is `name` or `name{label="value",...}`."""
+    if not isinstance(d, dict) or set(d) - {"url", "metrics"}:
+        raise UserError(f"{where}: dut.prometheus must be {{url: ..., metrics: {{fwd: ..., drop: ..., rx: ...}}}}")
+    url = d.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise UserError(f"{where}: dut.prometheus.url {url!r}: an http(s) URL of the UPF's metrics")
+    mp = d.get("metrics")
+    if not isinstance(mp, dict) or "fwd" not in mp or set(mp) - set(PROM_TERMS):
+        raise UserError(f"{where}: dut.prometheus.metrics maps {', '.join(PROM_TERMS)} (fwd required) "
+                        "to metric selectors")
+    for k, sel in mp.items():
+        if not isinstance(sel, str) or not _SELECTOR.match(sel.strip()):
+            raise UserError(f"{where}: dut.prometheus.metrics.{k} {sel!r}: use name or name{{label=\"value\"}}")
+    return {"url": url, "metrics": {k: v.strip() for k, v in mp.items()}}
+
+
+def _match(selector: str):
+    name, _, rest = selector.partition("{")
+    want = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', rest))
+    return name, want
+
+
+class PrometheusDut:
+    """Counters of any UPF from its Prometheus endpoint: {(term, verdict): packets} in the shape
+    conservation.DutDelta reads (fwd as ("upf_fwd", "tx"), drop as ("upf", "drop"), what rx
+    counts beyond fwd + drop as ("upf_unaccounted", "other"))."""
+
+    kind = "prometheus"
+
+    def __init__(self, cfg):
+        self.p = parse_prometheus(cfg.dut.get("prometheus"), f"lab config {cfg.path}")
+        self.sel = {k: _match(v) for k, v in self.p["metrics"].items()}
+
+    def _sum(self, rows, term) -> int | None:
+        if term not in self.sel:
+            return None
+        name, want = self.sel[term]
+        return int(sum(v for n, lb, v in rows if n == name and all(lb.get(k) == x for k, x in want.items())))
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        from gtplab.runner import _scrape
+        try:
+            rows = _scrape(self.p["url"])
+        except OSError as e:
+            raise UserError(f"Couldn't read the DUT's counters from {self.p['url']}: {e}") from None
+        fwd, drop, rx = (self._sum(rows, t) for t in ("fwd", "drop", "rx"))
+        out = {("upf_fwd", "tx"): fwd or 0, ("upf", "drop"): drop or 0}
+        if rx is not None:
+            out[("upf_unaccounted", "other")] = rx - (fwd or 0) - (drop or 0)
+        return out
+
+    def close(self):
+        pass
+
+    def link(self):
+        return None
+
+    @staticmethod
+    def link_delta(before, after, direction):
+        return None
+
+    def prog_stats(self):
+        return None
+
+    def layout(self):
+        return None
+
+    def cpu_seconds(self):
+        return None
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+    def install_bearers(self, path: str) -> None:
+        pass
+
+
+class NoCountersDut(PrometheusDut):
+    """A DUT whose counters are not read: counters() is None, and the runner checks conservation on
+    the generator's side only (conservation.generator_only)."""
+
+    kind = "none"
+
+    def __init__(self, cfg=None):
+        pass
+
+    def counters(self):
+        return None
+
+
+def agent_supported(pgwu: Path) -> bool:
+    """Whether this pgwu binary has the PFCP agent (`pgwu pfcp --help` succeeds)."""
+    if not os.access(pgwu, os.X_OK):
+        return False
+    p = subprocess.run([str(pgwu), "pfcp", "--help"], capture_output=True, text=True, timeout=30)
+    return p.returncode == 0 and "--listen" in (p.stdout + p.stderr)
+
+
+class EmbeddedAgent:
+    """`pgwu -d PIN pfcp --listen 127.0.0.1:PORT` for the embedded lab (the PGW-U's tables are
+    pinned, so the agent needs no namespace): started here, stopped by close()."""
+
+    def __init__(self, pin_dir: str):
+        from gtplab.lab import pgwu_binary
+        self.pgwu = pgwu_binary()
+        if not agent_supported(self.pgwu):
+            raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "
+                            f"{self.pgwu} has no `pfcp --listen` command (issue 14, branch pfcp-up; "
+                            "build it with `make -C dataplane`)")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.addr = ("127.0.0.1", self.port)
+        self.log = open(f"/tmp/gtplab-pfcp-agent-{os.getpid()}-{self.port}.log", "w+")
+        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen",
+                                      f"127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
+        time.sleep(0.2)
+        if self.proc.poll() is not None:
+            self.log.seek(0)
+            raise UserError(f"pgwu pfcp --listen 127.0.0.1:{self.port} exited with status "
+                            f"{self.proc.returncode}: {self.log.read()[-300:]}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+
+
+class PfcpDut:
+    """Another DUT (for its counters) whose bearers are provisioned over PFCP. install_bearers()
+    establishes the sessions and writes the bearer file as the UPF returned it (teid_file): the
+    runner passes it to the uplink profile as --teid-file. close() deletes the sessions; their
+    usage reports stay in usage."""
+
+    def __init__(self, counters_dut, cfg, pin_dir: str | None = None):
+        self.inner = counters_dut
+        self.kind = getattr(counters_dut, "kind", "pfcp")
+        self.cfg = prov.parse_config(cfg.dut.get("pfcp"), f"lab config {cfg.path}")
+        self.agent = None
+        self.prov = None
+        self.usage: dict = {}
+        self.teid_file: str | None = None
+        self._n = 0
+        self._dir = Path(f"/tmp/gtplab-pfcp-{os.getpid()}")
+        upf = None
+        if self.cfg.upf == prov.EMBEDDED:
+            if pin_dir is None:
+                raise UserError("dut.pfcp.upf: embedded is for the embedded lab")
+            self.agent = EmbeddedAgent(pin_dir)
+            upf = self.agent.addr
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    self.prov = prov.Provisioner(self.cfg, upf)
+                    break
+                except PfcpError:
+                    if self.agent is None or time.monotonic() > deadline:
+                        raise
+            self._dir.mkdir(exist_ok=True)
+        except BaseException:
+            if self.agent:
+                self.agent.close()
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def install_bearers(self, path: str) -> None:
+        self._n += 1
+        out = str(self._dir / f"bearers-{self._n}.txt")
+        self.prov.install(path, out)
+        self.teid_file = out
+
+    def close(self) -> None:
+        try:
+            if self.prov is not None:
+                self.usage = self.prov.close()
+        finally:
+            if self.agent:
+                self.agent.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self.inner.close()
+
+
+def make_dut(backend, cfg):
+    """The runner's DUT object for the lab config's provision and counters."""
+    from gtplab.runner import LocalDut, MetricsDut
+    lab = getattr(backend, "lab", None)
+    if cfg.counters == "none":
+        inner = NoCountersDut()
+    elif cfg.counters == "prometheus":
+        inner = PrometheusDut(cfg)
+    else:
+        inner = LocalDut(lab) if backend.kind == "local" else MetricsDut(cfg)
+    if cfg.provision == "pfcp":
+        return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None))
+    if cfg.provision == "none":
+        inner.install_bearers = lambda path: None
+    return inner
