@@ -508,3 +508,149 @@ def test_teid_file_errors(tmp_path):
             common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
     with pytest.raises(common.ProfileError, match="No such file"):
         common.parse("uplink", ["--teid-file", str(tmp_path / "none")])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lab configs, provisioning a run, counters, usage
+
+
+LABS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "gtplab" / "labs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", LABS)
+def test_shipped_lab_configs_are_valid(name):
+    from gtplab import labconfig
+    from gtplab.pfcp import provision as prov
+    c = labconfig.load(name)
+    assert c.provision in prov.PROVISION and c.counters in prov.COUNTERS
+    if c.provision == "pfcp":
+        pc = prov.parse_config(c.dut["pfcp"], name)
+        assert pc.n3 and pc.n6 and pc.upf
+
+
+def test_pfcp_lab_configs_exist_for_each_upf_of_the_docs():
+    assert {"eupf", "open5gs-upf", "free5gc-upf", "omec-upf", "embedded-pfcp"} <= set(LABS)
+
+
+@pytest.mark.parametrize("dut, msg", [
+    ("{provision: sx}", r"dut.provision 'sx': one of pgwu, pfcp, none"),
+    ("{counters: snmp}", r"dut.counters 'snmp'"),
+    ("{provision: pfcp}", r"dut.pfcp must be a mapping"),
+    ("{provision: pfcp, pfcp: {n3: 10.0.0.1, n6: 10.0.0.2}}", r"dut.pfcp.upf is required"),
+    ("{provision: pfcp, pfcp: {upf: 'h:99999', n3: 10.0.0.1, n6: 10.0.0.2}}", r"use HOST\[:PORT\]"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.300, n6: 10.0.0.2}}", r"dut.pfcp.n3: '10.0.0.300' is not an IPv4"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, window: 0}}", r"dut.pfcp.window 0"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, mbr_kbps: [1]}}", r"mbr_kbps"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, node_id: 'a..b'}}", r"node_id"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, color: red}}", r"unknown key\(s\) in dut.pfcp: color"),
+    ("{pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2}}", r"dut.pfcp is given but dut.provision is 'pgwu'"),
+    ("{counters: prometheus}", r"dut.prometheus must be"),
+    ("{counters: prometheus, prometheus: {url: x, metrics: {fwd: a}}}", r"an http\(s\) URL"),
+    ("{counters: prometheus, prometheus: {url: 'http://h/metrics', metrics: {drop: a}}}", r"fwd required"),
+    ("{counters: prometheus, prometheus: {url: 'http://h/metrics', metrics: {fwd: 'a{b}'}}}", r"use name or"),
+])
+def test_lab_config_dut_access_errors(tmp_path, dut, msg):
+    from gtplab import labconfig
+    from gtplab.cli import UserError
+    f = tmp_path / "lab.yaml"
+    f.write_text(f"dut: {dut}\n")
+    with pytest.raises(UserError, match=msg):
+        labconfig.load(str(f))
+
+
+def test_provisioner_installs_the_bearer_file_and_the_profile_uses_what_the_upf_chose(upf, tmp_path):
+    """A run's bearer file in, a session per bearer on the UPF, the bearer file out with the UPF's
+    TEIDs, which the uplink profile then sends; close() deletes every session and releases."""
+    from gtplab import bearers as gb
+    from gtplab.pfcp import provision as prov
+    tun = ["--flows", "16", "--sgws", "4"]
+    src = tmp_path / "bearers.txt"
+    gb.write_bearer_file("uplink", tun, str(src))
+    cfg = prov.parse_config({"upf": f"{upf.addr[0]}:{upf.addr[1]}", "n3": "10.201.0.1", "n6": "10.202.0.1",
+                             "choose": True, "urr": True, "t1": 0.5}, "test")
+    p = prov.Provisioner(cfg)
+    try:
+        out = tmp_path / "provisioned.txt"
+        got = p.install(str(src), str(out))
+        assert len(got) == 16 and len(upf.sessions) == 16
+        chosen = {s["ue"]: s["teid"] for s in upf.sessions.values()}
+        a = gb.load_common().parse("uplink", tun + ["--teid-file", str(out)])
+        for i in range(16):
+            teid, ue, sgw, sgw_teid = gb.load_common().bearer(a, i)
+            assert teid == chosen[m.ip(ue)] and teid != TEID0 + i
+        # installing again replaces the set (the old sessions deleted first, their usage kept)
+        p.install(str(src), str(out))
+        assert len(upf.sessions) == 16 and len(p.usage) == 16
+    finally:
+        usage = p.close()
+    assert upf.sessions == {} and upf.requests[-1][0] == m.ASSOC_RELEASE_REQ
+    assert set(usage) == set(range(16))
+
+
+def test_runner_sends_uplink_to_n3_with_the_upf_teids():
+    from types import SimpleNamespace
+    from gtplab.pfcp import provision as prov
+    from gtplab.runner import CaseParams, Runner
+    cfg = prov.parse_config({"upf": "h", "n3": "10.9.9.9", "n6": "10.9.9.8", "choose": True}, "t")
+    r = SimpleNamespace(dut=SimpleNamespace(cfg=cfg, teid_file="/tmp/x.txt"))
+    up = Runner.provisioned_tunables(r, CaseParams("uplink", 128), {"size": 128})
+    assert up == {"size": 128, "pgw_addr": "10.9.9.9", "teid_file": "/tmp/x.txt"}
+    down = Runner.provisioned_tunables(r, CaseParams("downlink", 128), {"size": 128})
+    assert down == {"size": 128}
+    cfg.choose = False
+    assert "teid_file" not in Runner.provisioned_tunables(r, CaseParams("uplink", 128), {"size": 128})
+
+
+def test_prometheus_counters_follow_the_mapping(tmp_path):
+    import http.server
+    import threading
+    from types import SimpleNamespace
+    from gtplab import conservation
+    from gtplab.pfcp.dut import PrometheusDut
+    text = ['upf_xdp_redirect 100', 'upf_xdp_tx 5', 'upf_xdp_drop 7', 'upf_xdp_aborted 1',
+            'upf_rx{iface="n3"} 120', 'upf_rx{iface="n6"} 999']
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = ("\n".join(text) + "\n").encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        cfg = SimpleNamespace(path="t", dut={"prometheus": {
+            "url": f"http://127.0.0.1:{srv.server_port}/metrics",
+            "metrics": {"fwd": ["upf_xdp_redirect", "upf_xdp_tx"], "drop": ["upf_xdp_drop", "upf_xdp_aborted"],
+                        "rx": 'upf_rx{iface="n3"}'}}})
+        d = PrometheusDut(cfg)
+        before = d.counters()
+        assert before == {("upf_fwd", "tx"): 105, ("upf", "drop"): 8, ("upf_unaccounted", "other"): 7}
+        text[0], text[2], text[4] = 'upf_xdp_redirect 190', 'upf_xdp_drop 17', 'upf_rx{iface="n3"} 220'
+        dd = conservation.DutDelta.from_counters(before, d.counters())
+        assert (dd.fwd_packets, dd.drop_packets, dd.rx_packets) == (90, 10, 100)
+    finally:
+        srv.shutdown()
+
+
+def test_no_counters_means_generator_side_only():
+    from gtplab import conservation
+    c = conservation.generator_only(1000, 990)
+    assert c.ok and c.scope.startswith("generator only") and c.as_dict()["scope"] == c.scope
+    assert conservation.check(10, 10, conservation.DutDelta(10, 10)).scope == "generator and DUT"
+
+
+def test_usage_reports_compared_with_the_generator():
+    from gtplab.pfcp.provision import packets_per_bearer, usage_differences
+    assert packets_per_bearer(10, 4) == [3, 3, 2, 2] and sum(packets_per_bearer(12345, 7)) == 12345
+    d = usage_differences({0: (300, 100, 200), 1: (10, 10, 0), 2: None},
+                          {0: (100, 250), 1: (12, 0), 2: (5, 5)}, received=(110, 240))
+    rows = {r["bearer"]: r for r in d["bearers"]}
+    assert rows[0]["uplink_difference"] == 0 and rows[0]["downlink_difference"] == -50
+    assert rows[1]["uplink_difference"] == -2 and rows[2]["uplink_difference"] is None
+    assert d["bearers_without_report"] == [2]
+    assert d["total"]["uplink_difference_sent"] == 110 - 117 and d["total"]["downlink_difference_received"] == 200 - 240

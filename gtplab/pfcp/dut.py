@@ -31,8 +31,8 @@ PROM_TERMS = ("rx", "fwd", "drop")
 
 
 def parse_prometheus(d, where: str) -> dict:
-    """dut.prometheus: {url: http://HOST:PORT/metrics, metrics: {fwd: SELECTOR, drop: SELECTOR,
-    rx: SELECTOR}}; fwd is required, a SELECTOR is `name` or `name{label="value",...}`."""
+    """dut.prometheus: {url: http://HOST:PORT/metrics, metrics: {fwd: SEL, drop: SEL, rx: SEL}}; fwd
+    is required; SEL is a selector `name` or `name{label="value",...}`, or a list of them (summed)."""
     if not isinstance(d, dict) or set(d) - {"url", "metrics"}:
         raise UserError(f"{where}: dut.prometheus must be {{url: ..., metrics: {{fwd: ..., drop: ..., rx: ...}}}}")
     url = d.get("url")
@@ -42,10 +42,36 @@ def parse_prometheus(d, where: str) -> dict:
     if not isinstance(mp, dict) or "fwd" not in mp or set(mp) - set(PROM_TERMS):
         raise UserError(f"{where}: dut.prometheus.metrics maps {', '.join(PROM_TERMS)} (fwd required) "
                         "to metric selectors")
-    for k, sel in mp.items():
-        if not isinstance(sel, str) or not _SELECTOR.match(sel.strip()):
-            raise UserError(f"{where}: dut.prometheus.metrics.{k} {sel!r}: use name or name{{label=\"value\"}}")
-    return {"url": url, "metrics": {k: v.strip() for k, v in mp.items()}}
+    out = {}
+    for k, sels in mp.items():
+        sels = [sels] if isinstance(sels, str) else sels
+        if not isinstance(sels, list) or not sels:
+            raise UserError(f"{where}: dut.prometheus.metrics.{k}: a selector or a list of selectors (summed)")
+        for sel in sels:
+            if not isinstance(sel, str) or not _SELECTOR.match(sel.strip()):
+                raise UserError(f"{where}: dut.prometheus.metrics.{k} {sel!r}: use name or name{{label=\"value\"}}")
+        out[k] = [x.strip() for x in sels]
+    return {"url": url, "metrics": out}
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)')
+
+
+def scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample of a Prometheus text exposition, with or without labels."""
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        mt = _SAMPLE.match(line)
+        if mt:
+            try:
+                out.append((mt.group(1), dict(re.findall(r'(\w+)="([^"]*)"', mt.group(2) or "")),
+                            float(mt.group(3))))
+            except ValueError:
+                continue
+    return out
 
 
 def _match(selector: str):
@@ -63,18 +89,17 @@ class PrometheusDut:
 
     def __init__(self, cfg):
         self.p = parse_prometheus(cfg.dut.get("prometheus"), f"lab config {cfg.path}")
-        self.sel = {k: _match(v) for k, v in self.p["metrics"].items()}
+        self.sel = {k: [_match(x) for x in v] for k, v in self.p["metrics"].items()}
 
     def _sum(self, rows, term) -> int | None:
         if term not in self.sel:
             return None
-        name, want = self.sel[term]
-        return int(sum(v for n, lb, v in rows if n == name and all(lb.get(k) == x for k, x in want.items())))
+        return int(sum(v for name, want in self.sel[term] for n, lb, v in rows
+                       if n == name and all(lb.get(k) == x for k, x in want.items())))
 
     def counters(self) -> dict[tuple[str, str], int]:
-        from gtplab.runner import _scrape
         try:
-            rows = _scrape(self.p["url"])
+            rows = scrape(self.p["url"])
         except OSError as e:
             raise UserError(f"Couldn't read the DUT's counters from {self.p['url']}: {e}") from None
         fwd, drop, rx = (self._sum(rows, t) for t in ("fwd", "drop", "rx"))
