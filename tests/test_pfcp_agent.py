@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -534,3 +535,19 @@ def test_tshark_decodes_the_exchange_without_malformed_packets(assoc, pin_dir, t
     cp = subprocess.run(["tshark", "-r", str(pcap), "-z", "expert,warn", "-q"], capture_output=True,
                         text=True, timeout=60)
     assert "Malformed" not in cp.stdout and "Errors" not in cp.stdout, cp.stdout
+
+
+# ---- the benchmark, run small: it measures every cell and leaves nothing behind ------------------
+
+def test_pfcp_bench_small_run():
+    before = set(os.listdir("/sys/fs/bpf"))
+    cp = subprocess.run([sys.executable,
+                         str(ROOT / "bench" / "pfcp_agent_bench.py"), "--sessions", "300", "--windows", "1,16",
+                         "--markdown"], capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    rows = [r for r in cp.stdout.splitlines() if re.match(r"\| \d+ \|", r)]
+    assert [r.split("|")[1].strip() for r in rows] == ["1", "16"]
+    for r in rows:
+        cells = [c.strip().replace(",", "") for c in r.strip("|").split("|")]
+        assert all(float(c) > 0 for c in cells), r
+    assert not {d for d in os.listdir("/sys/fs/bpf") if d.startswith("gtplab-pfcpbench-")} - before
