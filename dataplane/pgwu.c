@@ -597,11 +597,25 @@ static const struct opt watch_options[] = {
 	OPT_END
 };
 
+static const struct opt pfcp_options[] = {
+	{ .name = "listen", .type = OPT_STR, .off = offsetof(struct pfcp_opts, listen),
+	  .metavar = "ADDR[:PORT]", .help = "where to serve PFCP (default 127.0.0.1:8805; port 0: any "
+	  "free port, printed)" },
+	{ .name = "node-id", .type = OPT_STR, .off = offsetof(struct pfcp_opts, node_id),
+	  .metavar = "IPV4|FQDN", .help = "this UP's Node ID (default the listen address, or the "
+	  "GTP-U address when listening on 0.0.0.0)" },
+	{ .name = "max-sessions", .type = OPT_U32, .off = offsetof(struct pfcp_opts, max_sessions),
+	  .metavar = "N", .min = 1, .max = PGWU_MAX_MAX_BEARERS,
+	  .help = "sessions served at most (default and maximum: the bearer table capacity)" },
+	OPT_END
+};
+
 static const struct opt no_options[] = { OPT_END };
 
 static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
 static const struct session_opts session_defaults = { .csum = { .v = 2 } };
 static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
+static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
@@ -656,6 +670,14 @@ static const struct cmd cmds[] = {
 		"and registers itself: the cache is used only while a registered watcher is alive\n"
 		"(the kernel clears the registration when it exits, however it dies). Ends by itself\n"
 		"when pgwu is unloaded. attach starts one in the background unless --no-watch."),
+	COMMAND("pfcp", do_pfcp, pfcp_options, struct pfcp_opts, &pfcp_defaults,
+		"serve PFCP (Sx/N4): sessions become bearers (foreground, until SIGINT/SIGTERM)",
+		"A PFCP user-plane agent (3GPP TS 29.244): heartbeats, association setup/update/\n"
+		"release, session establishment/modification/deletion. One session is one bearer in\n"
+		"the tables `pgwu session` writes; F-TEIDs with CHOOSE get a free TEID whose slot in\n"
+		"the direct index is free. A rejected request changes nothing. On exit the agent\n"
+		"deletes the bearers of its sessions. Counters: pgwu metrics (pgwu_pfcp_*).\n"
+		"See docs/pfcp.md."),
 	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
 	CMD_END
 };
