@@ -632,6 +632,10 @@ def do_sweep(args: argparse.Namespace) -> int:
         usage = runner.usage_comparisons()          # PFCP usage reports vs the generator (dut.pfcp.urr)
         if usage:
             run["pfcp_usage"] = usage
+        provisioned = getattr(runner.dut, "provisioned_text", None)
+        if provisioned:                             # what the UPF returned (TEIDs in force)
+            (rdir / "bearers-pfcp.txt").write_text(provisioned)
+            run["pfcp_bearer_file"] = "bearers-pfcp.txt"
     except KeyboardInterrupt:
         stop.update(interrupted=True, signal="SIGINT")
         raise

@@ -654,3 +654,72 @@ def test_usage_reports_compared_with_the_generator():
     assert rows[1]["uplink_difference"] == -2 and rows[2]["uplink_difference"] is None
     assert d["bearers_without_report"] == [2]
     assert d["total"]["uplink_difference_sent"] == 110 - 117 and d["total"]["downlink_difference_received"] == 200 - 240
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep on the embedded lab, provisioned over PFCP by the PGW-U's own agent
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("variant", ["choose-urr", "given-nocounters"])
+def test_sweep_provisions_the_embedded_lab_over_pfcp(tmp_path, variant):
+    """`gtplab sweep` with dut.provision pfcp: sessions through `pgwu pfcp` (this fails, with the
+    reason, when the pgwu binary has no agent), traffic with the TEIDs the agent chose, packet
+    conservation, the usage reports equal to the generator's octets; without DUT counters the
+    results say conservation was generator-side only."""
+    import json
+    import yaml
+    from gtplab.cli import main as gtplab_main
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/labs/embedded-pfcp.yaml").read_text())
+    if variant == "choose-urr":
+        cfg["dut"]["pfcp"].update(choose=True, urr=True)
+    else:
+        cfg["dut"]["counters"] = "none"
+    lab_file = tmp_path / "lab.yaml"
+    lab_file.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "results"
+    rc = gtplab_main(["sweep", "--lab-config", str(lab_file), "--sizes", "128", "--directions", "uplink,downlink",
+                      "--rate-mode", "fixed", "--rate", "20000", "--duration", "0.5", "--flows", "64",
+                      "--out", str(out)])
+    assert rc == 0
+    run = json.loads((out / "run.json").read_text())
+    cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]
+    assert run["dut_provision"] == "pfcp" and len(cases) == 2
+    provisioned = (out / run["pfcp_bearer_file"]).read_text().splitlines()
+    teids = [int(x.split()[0], 16) for x in provisioned if x and not x.startswith("#")]
+    assert len(teids) == 64
+    for c in cases:
+        # every packet the PGW-U saw matched a session (nothing dropped by reason: an unknown TEID
+        # would be); a loaded machine may lose some in the DUT's receive ring, accounted for
+        assert c["conservation_ok"] and c["rx_packets"] > 0, c["case_id"]
+        if variant == "choose-urr":
+            assert c["dut"]["drops_by_reason"] == {}, c["dut"]
+    up = next(c for c in cases if c["direction"] == "uplink")
+    if variant == "choose-urr":
+        assert "teid_file" in up["tunables"] and teids != [0x10000 + i for i in range(64)]
+        tot = run["pfcp_usage"][0]["total"]
+        # the UPF counted the inner packets it received: what was sent, less the ring losses
+        ip_len = {"uplink": 128 - 4 - 14 - 36, "downlink": 128 - 4 - 14}
+        for c in cases:
+            d = c["direction"]
+            lost = sum(t["loss"]["dut_ingress_ring"] or 0 for t in c["trials"])
+            assert tot[f"upf_{d}"] == tot[f"gen_sent_{d}"] - lost * ip_len[d] > 0, (d, tot, lost)
+    else:
+        assert teids == [0x10000 + i for i in range(64)] and "teid_file" not in up["tunables"]
+        assert run["dut_counters"] == "none" and any("generator's side only" in n for n in run["notes"])
+        for c in cases:
+            assert all(t["conservation"]["scope"].startswith("generator only") for t in c["trials"])
+            assert any("generator's side only" in n for n in c["notes"])
+
+
+def test_embedded_agent_missing_is_a_clear_error(tmp_path, monkeypatch):
+    """A pgwu without the PFCP agent: one clear error naming the binary and what is missing."""
+    from gtplab.cli import UserError
+    from gtplab.pfcp import dut as pfcp_dut
+    fake = tmp_path / "pgwu"
+    fake.write_text("#!/bin/sh\necho 'pgwu: unknown command' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("GTPLAB_PGWU", str(fake))
+    assert not pfcp_dut.agent_supported(fake)
+    with pytest.raises(UserError, match=r"has no `pfcp --listen` command"):
+        pfcp_dut.EmbeddedAgent("/sys/fs/bpf/none")

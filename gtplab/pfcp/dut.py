@@ -17,7 +17,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -157,8 +156,9 @@ def agent_supported(pgwu: Path) -> bool:
 
 
 class EmbeddedAgent:
-    """`pgwu -d PIN pfcp --listen 127.0.0.1:PORT` for the embedded lab (the PGW-U's tables are
-    pinned, so the agent needs no namespace): started here, stopped by close()."""
+    """`pgwu -d PIN pfcp --listen 127.0.0.1:0` for the embedded lab (the PGW-U's tables are pinned,
+    so the agent needs no namespace; it prints the port it got): started here, stopped by close(),
+    which also makes it delete the bearers of its sessions."""
 
     def __init__(self, pin_dir: str):
         from gtplab.lab import pgwu_binary
@@ -167,20 +167,18 @@ class EmbeddedAgent:
             raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "
                             f"{self.pgwu} has no `pfcp --listen` command (issue 14, branch pfcp-up; "
                             "build it with `make -C dataplane`)")
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.addr = ("127.0.0.1", self.port)
-        self.log = open(f"/tmp/gtplab-pfcp-agent-{os.getpid()}-{self.port}.log", "w+")
-        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen",
-                                      f"127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
-        time.sleep(0.2)
-        if self.proc.poll() is not None:
-            self.log.seek(0)
-            raise UserError(f"pgwu pfcp --listen 127.0.0.1:{self.port} exited with status "
-                            f"{self.proc.returncode}: {self.log.read()[-300:]}")
+        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        mt = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if not mt:
+            self.close()
+            raise UserError(f"pgwu pfcp --listen 127.0.0.1:0 did not start (status {self.proc.returncode}): "
+                            f"{(line + self.err)[-300:].strip()}")
+        self.addr = (mt.group(1), int(mt.group(2)))
 
     def close(self) -> None:
+        self.err = ""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -188,9 +186,11 @@ class EmbeddedAgent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
+        with contextlib.suppress(OSError, ValueError):
+            self.err = self.proc.stderr.read()
+        for f in (self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(OSError):
+                f.close()
 
 
 class PfcpDut:
@@ -207,6 +207,7 @@ class PfcpDut:
         self.prov = None
         self.usage: dict = {}
         self.teid_file: str | None = None
+        self.provisioned_text: str | None = None
         self._n = 0
         self._dir = Path(f"/tmp/gtplab-pfcp-{os.getpid()}")
         upf = None
@@ -238,6 +239,7 @@ class PfcpDut:
         out = str(self._dir / f"bearers-{self._n}.txt")
         self.prov.install(path, out)
         self.teid_file = out
+        self.provisioned_text = Path(out).read_text()     # kept for the results (the file goes at close)
 
     def close(self) -> None:
         try:
