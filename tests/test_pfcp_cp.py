@@ -723,3 +723,39 @@ def test_embedded_agent_missing_is_a_clear_error(tmp_path, monkeypatch):
     assert not pfcp_dut.agent_supported(fake)
     with pytest.raises(UserError, match=r"has no `pfcp --listen` command"):
         pfcp_dut.EmbeddedAgent("/sys/fs/bpf/none")
+
+
+# ---------------------------------------------------------------------------------------------
+# Long tier: a million sessions through the PGW-U's agent
+
+
+@pytest.mark.long
+def test_one_million_sessions_through_the_agent():
+    """1,000,000 establishments (CHOOSE) and deletions through `pgwu pfcp`, window 1024: every
+    one answered and accepted, a distinct TEID each, the agent's tables empty afterwards."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import pfcp_cp_bench as pb
+    n = 1_000_000
+    agent = pb.Agent(n)          # fails, with the reason, without the agent or without root
+    try:
+        node = Node(agent.addr, timers=Timers(t1=3.0, n1=3, heartbeat=0))
+        try:
+            node.associate()
+            sm = Sessions(node, m.SessionOptions(choose=True, n3_addr="10.201.0.1"), window=1024)
+            t0 = time.monotonic()
+            got = sm.establish(m.Bearer(i, UE0 + i, SGW0 + i % 4, SGWTEID0 + i) for i in range(n))
+            est = n / (time.monotonic() - t0)
+            assert len(got) == n and len({s.teid for s in got}) == n
+            t0 = time.monotonic()
+            sm.delete()
+            dele = n / (time.monotonic() - t0)
+            assert sm.sessions == {}
+            print(f"\n1M sessions: {est:,.0f} establishments/s, {dele:,.0f} deletions/s, "
+                  f"{node.counters['retransmitted']} retransmitted")
+        finally:
+            node.close()
+        out = subprocess.run([str(pb.PGWU), "-d", agent.pin, "session", "list", "--json"], capture_output=True,
+                             text=True, check=True).stdout
+        assert '"bearers": []' in out.replace("\n", "").replace("  ", " ") or '"bearers":[]' in out
+    finally:
+        agent.close()
