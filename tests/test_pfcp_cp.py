@@ -759,3 +759,22 @@ def test_one_million_sessions_through_the_agent():
         assert '"bearers": []' in out.replace("\n", "").replace("  ", " ") or '"bearers":[]' in out
     finally:
         agent.close()
+
+
+def test_pfcp_cp_bench_small_run():
+    """bench/pfcp_cp_bench.py: one row per target and window, every rate and CPU cost measured,
+    no retransmission needed, no pin dir left behind."""
+    import os
+    import re
+    before = set(os.listdir("/sys/fs/bpf"))
+    cp = subprocess.run([sys.executable, str(Path(__file__).resolve().parent.parent / "bench" / "pfcp_cp_bench.py"),
+                         "--sessions", "500", "--windows", "16,64", "--markdown"],
+                        capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    rows = [r for r in cp.stdout.splitlines() if re.match(r"\| (fake|pgwu)", r)]
+    assert [(r.split("|")[1].strip()[:4], r.split("|")[2].strip()) for r in rows] == \
+        [("fake", "16"), ("fake", "64"), ("pgwu", "16"), ("pgwu", "64")]
+    for r in rows:
+        cells = [c.strip().replace(",", "") for c in r.strip("|").split("|")[2:]]
+        assert float(cells[1]) > 0 and float(cells[4]) > 0, r          # establish /s, delete /s
+    assert not {d for d in os.listdir("/sys/fs/bpf") if d.startswith("gtplab-pfcpcp-")} - before
