@@ -632,6 +632,9 @@ def do_sweep(args: argparse.Namespace) -> int:
         usage = runner.usage_comparisons()          # PFCP usage reports vs the generator (dut.pfcp.urr)
         if usage:
             run["pfcp_usage"] = usage
+        if getattr(runner.dut, "restarts", 0):
+            run["notes"].append(f"the UPF restarted {runner.dut.restarts} time(s) during the run (new PFCP "
+                                "Recovery Time Stamp); its sessions were established again")
         provisioned = getattr(runner.dut, "provisioned_text", None)
         if provisioned:                             # what the UPF returned (TEIDs in force)
             (rdir / "bearers-pfcp.txt").write_text(provisioned)

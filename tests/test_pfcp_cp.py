@@ -778,3 +778,33 @@ def test_pfcp_cp_bench_small_run():
         cells = [c.strip().replace(",", "") for c in r.strip("|").split("|")[2:]]
         assert float(cells[1]) > 0 and float(cells[4]) > 0, r          # establish /s, delete /s
     assert not {d for d in os.listdir("/sys/fs/bpf") if d.startswith("gtplab-pfcpcp-")} - before
+
+
+def test_pfcp_dut_rewrites_the_teid_file_after_a_upf_restart(upf, tmp_path):
+    """The runner's DUT over PFCP: after a UPF restart the sessions are back and the TEID file
+    the next uplink streams take holds the TEIDs the UPF chose the second time."""
+    from types import SimpleNamespace
+    from gtplab import bearers as gb
+    from gtplab.pfcp.dut import NoCountersDut, PfcpDut
+    src = tmp_path / "bearers.txt"
+    gb.write_bearer_file("uplink", ["--flows", "8", "--sgws", "4"], str(src))
+    cfg = SimpleNamespace(path="t", dut={"pfcp": {"upf": f"{upf.addr[0]}:{upf.addr[1]}", "n3": "10.201.0.1",
+                                                  "n6": "10.202.0.1", "t1": 0.5, "heartbeat": 0}})
+    d = PfcpDut(NoCountersDut(), cfg)
+    try:
+        d.install_bearers(str(src))
+        first = d.teid_file
+        upf._teid = 0x5000_0000
+        upf.restart()
+        upf.send_heartbeat()
+        deadline = time.monotonic() + 5
+        while d.teid_file == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        d.prov.node.check()
+        assert d.teid_file != first and d.restarts == 1
+        teids = [int(x.split()[0], 16) for x in Path(d.teid_file).read_text().splitlines() if not x.startswith("#")]
+        assert sorted(teids) == sorted(s["teid"] for s in upf.sessions.values())
+        assert min(teids) > 0x5000_0000
+    finally:
+        d.close()
+    assert upf.sessions == {}

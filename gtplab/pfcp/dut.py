@@ -226,6 +226,9 @@ class PfcpDut:
                     if self.agent is None or time.monotonic() > deadline:
                         raise
             self._dir.mkdir(exist_ok=True)
+            # after a UPF restart the sessions are established again (sessions.py); with CHOOSE the
+            # TEIDs may differ: a new bearer file, which the next case's uplink streams take
+            self.prov.node.restart_handlers.append(self._after_restart)
         except BaseException:
             if self.agent:
                 self.agent.close()
@@ -240,6 +243,20 @@ class PfcpDut:
         self.prov.install(path, out)
         self.teid_file = out
         self.provisioned_text = Path(out).read_text()     # kept for the results (the file goes at close)
+
+    def _after_restart(self) -> None:
+        if not self.prov.sessions.sessions:
+            return
+        self._n += 1
+        out = str(self._dir / f"bearers-{self._n}.txt")
+        prov.write_bearer_file(list(self.prov.sessions.sessions.values()), out, self.prov.upf_label)
+        self.teid_file = out
+        self.provisioned_text = Path(out).read_text()
+
+    @property
+    def restarts(self) -> int:
+        """UPF restarts seen (new Recovery Time Stamp), each followed by re-establishment."""
+        return self.prov.node.restarts if self.prov else 0
 
     def close(self) -> None:
         try:
