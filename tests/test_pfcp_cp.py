@@ -6,6 +6,7 @@ wrong sequence numbers, cleanup after a failure, UPF restart."""
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -808,3 +809,28 @@ def test_pfcp_dut_rewrites_the_teid_file_after_a_upf_restart(upf, tmp_path):
     finally:
         d.close()
     assert upf.sessions == {}
+
+
+@pytest.mark.lab
+def test_sweep_with_a_rejecting_upf_fails_clearly_and_leaves_nothing(upf, tmp_path, capsys):
+    """A UPF that rejects bearer 3's session: the sweep stops with one line naming the bearer, the
+    cause and the message, run.json says why it stopped, and the UPF holds no session of the run."""
+    import json
+    import yaml
+    from gtplab.cli import main as gtplab_main
+    upf.reject = {m.ip(UE0 + 3): 73}
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/labs/embedded-pfcp.yaml").read_text())
+    cfg["dut"]["pfcp"].update(upf=f"{upf.addr[0]}:{upf.addr[1]}", choose=True, t1=0.5)
+    lab_file = tmp_path / "lab.yaml"
+    lab_file.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "results"
+    rc = gtplab_main(["sweep", "--lab-config", str(lab_file), "--sizes", "128", "--directions", "uplink",
+                      "--rate-mode", "fixed", "--rate", "1000", "--duration", "0.2", "--flows", "16",
+                      "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    want = r"bearer 3 \(UE 10\.64\.0\.4\): UPF rejected the session establishment request: cause 73"
+    assert re.search(want, err), err
+    run = json.loads((out / "run.json").read_text())
+    assert re.search(want, run["stopped"]["why"])
+    assert upf.sessions == {} and upf.requests[-1][0] == m.ASSOC_RELEASE_REQ
