@@ -766,7 +766,6 @@ def test_pfcp_cp_bench_small_run():
     """bench/pfcp_cp_bench.py: one row per target and window, every rate and CPU cost measured,
     no retransmission needed, no pin dir left behind."""
     import os
-    import re
     before = set(os.listdir("/sys/fs/bpf"))
     cp = subprocess.run([sys.executable, str(Path(__file__).resolve().parent.parent / "bench" / "pfcp_cp_bench.py"),
                          "--sessions", "500", "--windows", "16,64", "--markdown"],
