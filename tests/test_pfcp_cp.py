@@ -434,6 +434,11 @@ def test_upf_restart_reestablishes_sessions(upf, node, how):
     assert {s.teid for s in sm.sessions.values()} == {s["teid"] for s in upf.sessions.values()}
 
 
+def test_unresolvable_upf_is_a_clear_error():
+    with pytest.raises(PfcpError, match=r"PFCP: UPF address no-such-upf\.invalid: "):
+        Node(("no-such-upf.invalid", 8805))
+
+
 def test_unreachable_upf_times_out_clearly():
     f = FakeUpf()
     addr = f.addr

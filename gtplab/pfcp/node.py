@@ -65,7 +65,10 @@ class Node:
 
     def __init__(self, upf: tuple[str, int], node_id: str | None = None, local: tuple[str, int] | None = None,
                  timers: Timers | None = None):
-        self.upf = (socket.gethostbyname(upf[0]), int(upf[1]))
+        try:
+            self.upf = (socket.gethostbyname(upf[0]), int(upf[1]))
+        except OSError as e:
+            raise PfcpError(f"PFCP: UPF address {upf[0]}: {e.strerror or e}") from None
         self.timers = timers or Timers()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
