@@ -6,7 +6,7 @@ session (establishment, modification, deletion) a Template builds the message ON
 learns where each per-session field (sequence number, SEID, TEID, UE address, SGW address) lands
 by building it again with that field's bits inverted and comparing: the bytes that differ are the
 field, as Scapy laid it out (no offset is computed by hand). render() then copies the bytes and
-writes the values at those offsets (about 2 us instead of Scapy's ~400 us per message);
+writes the values at those offsets (1.5 us instead of Scapy's 3.5 ms for an establishment);
 tests/test_pfcp_cp.py decodes rendered samples with Scapy and tshark.
 
 Reading: scan() walks a response's IEs with a bounded cursor (every length checked against the
