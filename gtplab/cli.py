@@ -20,6 +20,7 @@ COMMANDS: list[str] = [
     "bearers",
     "report",
     "sweep",
+    "pfcp.cli",
 ]
 
 

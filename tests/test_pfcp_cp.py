@@ -838,3 +838,19 @@ def test_sweep_with_a_rejecting_upf_fails_clearly_and_leaves_nothing(upf, tmp_pa
     run = json.loads((out / "run.json").read_text())
     assert re.search(want, run["stopped"]["why"])
     assert upf.sessions == {} and upf.requests[-1][0] == m.ASSOC_RELEASE_REQ
+
+
+def test_gtplab_pfcp_command_provisions_holds_and_deletes(upf, tmp_path, capsys):
+    from gtplab.cli import main as gtplab_main
+    out = tmp_path / "provisioned.txt"
+    upf.usage = {m.ip(UE0): (100, 200)}
+    rc = gtplab_main(["pfcp", "--upf", f"{upf.addr[0]}:{upf.addr[1]}", "--n3", "10.201.0.1", "--n6", "10.202.0.1",
+                      "--choose", "--urr", "-t", "flows=8,sgws=4", "-o", str(out), "--duration", "0.3"])
+    o = capsys.readouterr()
+    assert rc == 0, o.err
+    lines = [x for x in out.read_text().splitlines() if not x.startswith("#")]
+    assert len(lines) == 8 and int(lines[0].split()[0], 16) >= 0x7000_0001
+    assert "8 sessions on" in o.err and "usage reports: 8 sessions, uplink 100 octets, downlink 200 octets" in o.out
+    assert upf.sessions == {} and upf.requests[-1][0] == m.ASSOC_RELEASE_REQ
+    rc = gtplab_main(["pfcp", "--upf", f"{upf.addr[0]}:{upf.addr[1]}", "--n3", "10.201.0.1"])
+    assert rc == 2 and "dut.pfcp.n6 is required" in capsys.readouterr().err
