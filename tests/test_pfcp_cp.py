@@ -453,79 +453,15 @@ def test_unreachable_upf_times_out_clearly():
 
 
 # ---------------------------------------------------------------------------------------------
-# The uplink profile with the TEIDs a UPF chose (--teid-file), through TRex's own client library
-
-
-def _teid_file(tmp_path, teids):
-    f = tmp_path / "teids.txt"
-    f.write_text("# TEID UE SGW SGW_TEID\n" + "".join(
-        f"{t:#010x} {m.ip(UE0 + i)} {m.ip(SGW0 + i % 4)} {SGWTEID0 + i:#010x}\n" for i, t in enumerate(teids)))
-    return f
-
-
-@pytest.mark.parametrize("extra", [[], ["--outer-udp-csum", "valid"], ["--checksum", "hw", "--l4", "tcp"]],
-                         ids=["sw", "outer-valid", "hw-tcp"])
-def test_uplink_profile_sends_the_teids_of_the_file(tmp_path, extra):
-    """Every packet of two cycles, on 1, 2 and 3 cores (TRex's split), carries bearer i's TEID
-    from the file with bearer i's UE, and every checksum stays valid (outer UDP too)."""
-    import test_profiles as tp
-    rnd = random.Random(3)
-    teids = [rnd.randrange(1, 1 << 32) for _ in range(24)] + [0xFFFFFFFF, 1]
-    flows = 24
-    path = _teid_file(tmp_path, teids)
-    tun = ["--flows", str(flows), "--sgws", "4", "--bearers", "26", "--teid-file", str(path)] + extra
-    w = tp.TrexWorker()
-    try:
-        (stream,) = w.streams("uplink", tun)
-    finally:
-        w.close()
-    raw, ins = tp.binary(stream), stream["vm"]["instructions"]
-    assert any(x.get("value_list") == teids[:flows] for x in ins if x["type"] == "flow_var")
-    off = tp.uplink_offsets(raw)
-    a = tp.params("uplink", tun)
-    for cores in (1, 2, 3):
-        seen = set()
-        for core in range(cores):
-            for pkt in tp.run_program(raw, ins, 2 * flows, core, cores):
-                teid = int.from_bytes(pkt[off["teid"]:off["teid"] + 4], "big")
-                ue = int.from_bytes(pkt[off["inner_src"]:off["inner_src"] + 4], "big")
-                i = ue - UE0
-                assert 0 <= i < flows and teid == teids[i], (cores, core, i, hex(teid))
-                assert tp.ipv4_ok(pkt, off["outer_ip"]) and tp.ipv4_ok(pkt, off["inner_ip"])
-                if "--checksum" not in extra:
-                    assert tp.l4_ok(pkt, off["inner_ip"])
-                if a.outer_udp_csum == "valid":
-                    assert tp.l4_ok(pkt, off["outer_ip"]), (cores, core, i)
-                seen.add(i)
-        assert seen == set(range(flows))
-    # the embedded engine compiles it (value lists of up to vm.MAX_LIST values)
-    from gtplab.engine import vm
-    cs = vm.compile_stream(stream)
-    assert teids[:flows] in cs.lists.values()
-
-
-def test_teid_file_errors(tmp_path):
-    from gtplab.bearers import load_common
-    common = load_common()
-    for text, msg in (("0x10\n", "1 TEIDs for 4 bearers"), ("zz\n", "not a TEID"), ("0\n0\n0\n0\n", "is 0")):
-        f = tmp_path / "t.txt"
-        f.write_text(text)
-        with pytest.raises(common.ProfileError, match=msg):
-            common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
-    with pytest.raises(common.ProfileError, match="No such file"):
-        common.parse("uplink", ["--teid-file", str(tmp_path / "none")])
-
-
-# ---------------------------------------------------------------------------------------------
 # Lab configs, provisioning a run, counters, usage
 
 
-LABS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "gtplab" / "labs").glob("*.yaml"))
+LABS = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "gtplab" / "lab" / "labs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("name", LABS)
 def test_shipped_lab_configs_are_valid(name):
-    from gtplab import labconfig
+    from gtplab.lab import config as labconfig
     from gtplab.pfcp import provision as prov
     c = labconfig.load(name)
     assert c.provision in prov.PROVISION and c.counters in prov.COUNTERS
@@ -556,8 +492,8 @@ def test_pfcp_lab_configs_exist_for_each_upf_of_the_docs():
     ("{counters: prometheus, prometheus: {url: 'http://h/metrics', metrics: {fwd: 'a{b}'}}}", r"use name or"),
 ])
 def test_lab_config_dut_access_errors(tmp_path, dut, msg):
-    from gtplab import labconfig
-    from gtplab.cli import UserError
+    from gtplab.lab import config as labconfig
+    from gtplab.errors import UserError
     f = tmp_path / "lab.yaml"
     f.write_text(f"dut: {dut}\n")
     with pytest.raises(UserError, match=msg):
@@ -567,7 +503,7 @@ def test_lab_config_dut_access_errors(tmp_path, dut, msg):
 def test_provisioner_installs_the_bearer_file_and_the_profile_uses_what_the_upf_chose(upf, tmp_path):
     """A run's bearer file in, a session per bearer on the UPF, the bearer file out with the UPF's
     TEIDs, which the uplink profile then sends; close() deletes every session and releases."""
-    from gtplab import bearers as gb
+    from gtplab.gtpu import bearers as gb
     from gtplab.pfcp import provision as prov
     tun = ["--flows", "16", "--sgws", "4"]
     src = tmp_path / "bearers.txt"
@@ -596,7 +532,7 @@ def test_provisioner_installs_the_bearer_file_and_the_profile_uses_what_the_upf_
 def test_runner_sends_uplink_to_n3_with_the_upf_teids():
     from types import SimpleNamespace
     from gtplab.pfcp import provision as prov
-    from gtplab.runner import CaseParams, Runner
+    from gtplab.measure.ndr import CaseParams, Runner
     cfg = prov.parse_config({"upf": "h", "n3": "10.9.9.9", "n6": "10.9.9.8", "choose": True}, "t")
     r = SimpleNamespace(dut=SimpleNamespace(cfg=cfg, teid_file="/tmp/x.txt"))
     up = Runner.provisioned_tunables(r, CaseParams("uplink", 128), {"size": 128})
@@ -611,8 +547,8 @@ def test_prometheus_counters_follow_the_mapping(tmp_path):
     import http.server
     import threading
     from types import SimpleNamespace
-    from gtplab import conservation
-    from gtplab.pfcp.dut import PrometheusDut
+    from gtplab.measure import conservation
+    from gtplab.dut.prometheus import PrometheusDut
     text = ['upf_xdp_redirect 100', 'upf_xdp_tx 5', 'upf_xdp_drop 7', 'upf_xdp_aborted 1',
             'upf_rx{iface="n3"} 120', 'upf_rx{iface="n6"} 999']
 
@@ -644,7 +580,7 @@ def test_prometheus_counters_follow_the_mapping(tmp_path):
 
 
 def test_no_counters_means_generator_side_only():
-    from gtplab import conservation
+    from gtplab.measure import conservation
     c = conservation.generator_only(1000, 990)
     assert c.ok and c.scope.startswith("generator only") and c.as_dict()["scope"] == c.scope
     assert conservation.check(10, 10, conservation.DutDelta(10, 10)).scope == "generator and DUT"
@@ -676,7 +612,7 @@ def test_sweep_provisions_the_embedded_lab_over_pfcp(tmp_path, variant):
     import json
     import yaml
     from gtplab.cli import main as gtplab_main
-    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/labs/embedded-pfcp.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/lab/labs/embedded-pfcp.yaml").read_text())
     if variant == "choose-urr":
         cfg["dut"]["pfcp"].update(choose=True, urr=True)
     else:
@@ -686,7 +622,7 @@ def test_sweep_provisions_the_embedded_lab_over_pfcp(tmp_path, variant):
     out = tmp_path / "results"
     rc = gtplab_main(["sweep", "--lab-config", str(lab_file), "--sizes", "128", "--directions", "uplink,downlink",
                       "--rate-mode", "fixed", "--rate", "20000", "--duration", "0.5", "--flows", "64",
-                      "--out", str(out)])
+                      "--no-scale", "--out", str(out)])
     assert rc == 0
     run = json.loads((out / "run.json").read_text())
     cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]
@@ -720,8 +656,8 @@ def test_sweep_provisions_the_embedded_lab_over_pfcp(tmp_path, variant):
 
 def test_embedded_agent_missing_is_a_clear_error(tmp_path, monkeypatch):
     """A pgwu without the PFCP agent: one clear error naming the binary and what is missing."""
-    from gtplab.cli import UserError
-    from gtplab.pfcp import dut as pfcp_dut
+    from gtplab.errors import UserError
+    from gtplab.dut import pfcp as pfcp_dut
     fake = tmp_path / "pgwu"
     fake.write_text("#!/bin/sh\necho 'pgwu: unknown command' >&2\nexit 2\n")
     fake.chmod(0o755)
@@ -789,8 +725,9 @@ def test_pfcp_dut_rewrites_the_teid_file_after_a_upf_restart(upf, tmp_path):
     """The runner's DUT over PFCP: after a UPF restart the sessions are back and the TEID file
     the next uplink streams take holds the TEIDs the UPF chose the second time."""
     from types import SimpleNamespace
-    from gtplab import bearers as gb
-    from gtplab.pfcp.dut import NoCountersDut, PfcpDut
+    from gtplab.gtpu import bearers as gb
+    from gtplab.dut.pfcp import PfcpDut
+    from gtplab.dut.prometheus import NoCountersDut
     src = tmp_path / "bearers.txt"
     gb.write_bearer_file("uplink", ["--flows", "8", "--sgws", "4"], str(src))
     cfg = SimpleNamespace(path="t", dut={"pfcp": {"upf": f"{upf.addr[0]}:{upf.addr[1]}", "n3": "10.201.0.1",
@@ -823,14 +760,14 @@ def test_sweep_with_a_rejecting_upf_fails_clearly_and_leaves_nothing(upf, tmp_pa
     import yaml
     from gtplab.cli import main as gtplab_main
     upf.reject = {m.ip(UE0 + 3): 73}
-    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/labs/embedded-pfcp.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "gtplab/lab/labs/embedded-pfcp.yaml").read_text())
     cfg["dut"]["pfcp"].update(upf=f"{upf.addr[0]}:{upf.addr[1]}", choose=True, t1=0.5)
     lab_file = tmp_path / "lab.yaml"
     lab_file.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "results"
     rc = gtplab_main(["sweep", "--lab-config", str(lab_file), "--sizes", "128", "--directions", "uplink",
                       "--rate-mode", "fixed", "--rate", "1000", "--duration", "0.2", "--flows", "16",
-                      "--out", str(out)])
+                      "--no-scale", "--out", str(out)])
     err = capsys.readouterr().err
     assert rc == 2
     want = r"bearer 3 \(UE 10\.64\.0\.4\): UPF rejected the session establishment request: cause 73"
@@ -854,3 +791,18 @@ def test_gtplab_pfcp_command_provisions_holds_and_deletes(upf, tmp_path, capsys)
     assert upf.sessions == {} and upf.requests[-1][0] == m.ASSOC_RELEASE_REQ
     rc = gtplab_main(["pfcp", "--upf", f"{upf.addr[0]}:{upf.addr[1]}", "--n3", "10.201.0.1"])
     assert rc == 2 and "dut.pfcp.n6 is required" in capsys.readouterr().err
+
+
+def test_sweep_skips_random_order_uplink_when_the_upf_chooses_teids():
+    from types import SimpleNamespace
+    from gtplab.measure.ndr import CaseParams
+    from gtplab.measure.sweep import without_unsendable
+    cases = [CaseParams("uplink", 64, flows=1000, order="random", case_id="u-r"),
+             CaseParams("uplink", 64, flows=1000, case_id="u-s"),
+             CaseParams("downlink", 64, flows=1000, order="random", case_id="d-r")]
+    choose = SimpleNamespace(provision="pfcp", dut={"pfcp": {"choose": True}})
+    keep, skipped = without_unsendable(cases, [], choose)
+    assert [c.case_id for c in keep] == ["u-s", "d-r"]
+    assert skipped[0]["case_id"] == "u-r" and "seq order" in skipped[0]["note"]
+    given = SimpleNamespace(provision="pfcp", dut={"pfcp": {"choose": False}})
+    assert without_unsendable(cases, [], given) == (cases, [])

@@ -1,7 +1,7 @@
 """Correctness through the live lab: known packets in, every packet out checked with Scapy.
 
-One namespace lab per module (gtplab.lab.Lab: generator + XDP PGW-U, always torn down). Packets come
-from gtplab/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
+One namespace lab per module (gtplab.lab.topology.Lab: generator + XDP PGW-U, always torn down). Packets come
+from gtplab/gtpu/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
 TRex stream JSON (raw bytes, no field engine, single bursts); the engine captures on the receiving
 port. For each packet the test computes the expected output itself:
 - uplink (decap): Ether(gen port 1 <- DUT SGi) / the inner packet with TTL-1 and a valid header
@@ -24,8 +24,9 @@ from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from gtplab import conservation, packets
-from gtplab.runner import LocalDut
+from gtplab.gtpu import packets
+from gtplab.measure import conservation
+from gtplab.dut.local import LocalDut
 
 pytestmark = pytest.mark.lab
 
@@ -43,7 +44,7 @@ def lab(request, tmp_path_factory):
     PGW-U's own agent, as the lab config embedded-pfcp says (pfcp: the agent must be built in; a
     pgwu without `pfcp` fails here, with the reason). PFCP has no per-bearer outer checksum flag:
     those bearers take the PGW-U's default (on)."""
-    from gtplab.lab import Lab
+    from gtplab.lab.topology import Lab
     lab = Lab.up()
     client = dut = agent = prov = None
     try:
@@ -55,8 +56,8 @@ def lab(request, tmp_path_factory):
             lab.pgwu("session", "load", str(bf))
             STATE["csum_on"] = CSUM_ON
         else:
-            from gtplab import labconfig
-            from gtplab.pfcp import dut as pfcp_dut
+            from gtplab.dut import pfcp as pfcp_dut
+            from gtplab.lab import config as labconfig
             from gtplab.pfcp import provision
             cfg = provision.parse_config(labconfig.load("embedded-pfcp").dut["pfcp"], "embedded-pfcp")
             agent = pfcp_dut.EmbeddedAgent(lab.pin_dir)

@@ -19,13 +19,13 @@ import tempfile
 import threading
 import time
 
-from gtplab.cli import Terminated, UserError
+from gtplab.errors import Terminated, UserError
 from gtplab.pfcp import provision as prov
 
 
 def _config(args) -> prov.PfcpConfig:
     if args.lab_config:
-        from gtplab import labconfig
+        from gtplab.lab import config as labconfig
         cfg = labconfig.load(args.lab_config)
         if cfg.provision != "pfcp":
             raise UserError(f"lab config {cfg.path}: dut.provision is {cfg.provision}, not pfcp")
@@ -47,7 +47,7 @@ def _config(args) -> prov.PfcpConfig:
 
 
 def _run(args) -> int:
-    from gtplab import bearers as gb
+    from gtplab.gtpu import bearers as gb
     cfg = _config(args)
     if threading.current_thread() is threading.main_thread():
         def term(*_):

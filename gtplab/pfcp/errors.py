@@ -6,7 +6,7 @@ message and, for a rejection, the Cause (TS 29.244 8.2.1) by number and name.
 
 from __future__ import annotations
 
-from gtplab.cli import UserError
+from gtplab.errors import UserError
 
 
 class PfcpError(UserError):

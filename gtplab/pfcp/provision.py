@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gtplab.cli import UserError
+from gtplab.errors import UserError
 from gtplab.pfcp import messages as m
 from gtplab.pfcp.node import Node, Timers
 from gtplab.pfcp.sessions import Session, Sessions
