@@ -190,11 +190,14 @@ const char *bearer_csum_str(__u32 flags);
  * The caller holds the PIN_DIR lock; teid, ue, sgw, sgw_teid network order.
  * bearer_add: both halves and their slots, all or nothing: -EEXIST (the TEID has a bearer),
  *   -EADDRINUSE (the UE has one), -E2BIG (table full), or another -errno; nothing changed then.
+ *   dl NULL: the uplink half only (a PFCP session whose downlink is not forwarding yet).
+ * bearer_add_dl: the downlink half alone (and its slot): -EADDRINUSE, -E2BIG, -errno.
  * bearer_remove: empties the slots, then deletes the halves named.
  * bearer_set_dl: a new SGW address and TEID for the downlink half (usage counters kept).
  * bearer_get: by TEID (by_teid) or by UE, with usage (slot + hash entry); -ENOENT.
  */
 int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgwu_dl_bearer *dl);
+int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl);
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl);
 int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid);
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b);

@@ -272,10 +272,7 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
 
     # real packets through the programs (BPF_PROG_TEST_RUN): the session forwards both ways
     with Dataplane(pin_dir) as dp:
-        dp.set_config(Config(local_addr=M.GTPU_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL,
-                             egress_vlan=(0, 0), restart_counter=0,
-                             nexthop=(Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99"),
-                                      Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
+        _forwarding_config(dp)
         for _ in range(3):
             up = dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200)))
             assert up.verdict == "redirect", up
@@ -301,6 +298,88 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
     assert (ulp, dlp, totp) == (3, 1, 4)
     assert tables(pin_dir) == []
     assert cause(assoc.req(M.delete(6, seid))) == 65                 # gone
+
+
+def _forwarding_config(dp):
+    dp.set_config(Config(local_addr=M.GTPU_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL,
+                         egress_vlan=(0, 0), restart_counter=0,
+                         nexthop=(Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99"),
+                                  Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
+
+
+def test_buffering_downlink_far_then_forwarding(assoc, pin_dir):
+    """5G order: established with the downlink FAR buffering (no RAN tunnel yet), then modified to
+    forward with the RAN's F-TEID, back to buffering (idle), and deleted with the usage of all of it."""
+    r = assoc.req(M.establish(2, 0x10, UE, sgw=None, urr=True))
+    assert cause(r) == 1
+    seid, teid = up_seid(r), created_teid(r)
+    [b] = tables(pin_dir)
+    assert (b["teid"], b["ue"], b["sgw"], b["downlink"]) == (teid, UE, None, None)   # uplink half only
+    before = tables(pin_dir)
+    # the UE is taken although dl_bearers has no entry for it
+    r = assoc.req(M.establish(3, 0x11, UE))
+    assert (cause(r), _rule(r)) == (73, (0, M.DL_PDR))
+    assert tables(pin_dir) == before
+    # forwarding without ever having had an Outer Header Creation: conditional IE missing
+    from scapy.contrib.pfcp import IE_UpdateFAR, IE_ApplyAction, PFCPSessionModificationRequest
+    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=M.DL_FAR), IE_ApplyAction(FORW=1)])
+    r = assoc.req(PFCP(version=1, S=1, seid=seid, seq=4) / PFCPSessionModificationRequest(IE_list=[upd]))
+    assert (cause(r), offending(r)) == (67, 84)
+    assert tables(pin_dir) == before
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "drop"
+        assert dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200))).verdict == "redirect"
+
+        assert cause(assoc.req(M.modify_dl(5, seid, sgw=M.SGW_ADDR2, sgw_teid=0x321))) == 1
+        [b] = tables(pin_dir)
+        assert (b["sgw"], b["sgw_teid"]) == (M.SGW_ADDR2, 0x321)
+        for _ in range(2):
+            down = dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300)))
+            assert down.verdict == "redirect"
+            assert struct.unpack_from("!I", down.data, 14 + 20 + 8 + 4)[0] == 0x321
+        dl_bytes = tables(pin_dir)[0]["downlink"]["bytes"]
+
+        assert cause(assoc.req(M.modify_dl_buffer(6, seid))) == 1
+        [b] = tables(pin_dir)
+        assert b["downlink"] is None and b["uplink"]["packets"] == 1
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "drop"
+        # forwarding again to the SGW it had (no new Outer Header Creation needed)
+        r = assoc.req(PFCP(version=1, S=1, seid=seid, seq=7) / PFCPSessionModificationRequest(IE_list=[upd]))
+        assert cause(r) == 1
+        assert tables(pin_dir)[0]["sgw_teid"] == 0x321
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "redirect"
+    r = assoc.req(M.delete(8, seid))
+    assert cause(r) == 1
+    [rep] = [x for x in ies(r) if x.ietype == 79]
+    vol = bytes({x.ietype: x for x in rep.IE_list}[66])[4:]
+    tot, ul, dl, totp, ulp, dlp = struct.unpack("!6Q", vol[1:49])
+    assert (ulp, dlp) == (1, 3)                  # the downlink packets of both forwarding periods
+    assert dl == dl_bytes * 3 // 2
+    assert tables(pin_dir) == []
+
+
+def test_ue_addresses_stay_unique_through_churn(assoc, pin_dir):
+    """Sessions without a downlink half still hold their UE: through establishments and deletions in
+    any order, a UE in use is refused and a freed one is accepted again."""
+    seids, seq = {}, 10
+    ues = [f"10.45.{i % 3}.{i}" for i in range(1, 41)]
+    for i, ue in enumerate(ues):
+        seq += 1
+        r = assoc.req(M.establish(seq, 0x100 + i, ue, sgw=None if i % 2 else M.SGW_ADDR))
+        assert cause(r) == 1, ue
+        seids[ue] = up_seid(r)
+    for ue in ues[::3]:
+        seq += 1
+        assert cause(assoc.req(M.delete(seq, seids.pop(ue)))) == 1
+    before = tables(pin_dir)
+    for i, ue in enumerate(ues):
+        seq += 1
+        r = assoc.req(M.establish(seq, 0x200 + i, ue, sgw=None if i % 4 else M.SGW_ADDR))
+        assert cause(r) == (73 if ue in seids else 1), ue
+        if ue not in seids:
+            assert cause(assoc.req(M.delete(seq + 1000, up_seid(r)))) == 1
+    assert tables(pin_dir) == before
 
 
 def test_retransmitted_request_gets_the_same_answer(assoc, pin_dir):
