@@ -43,6 +43,7 @@
 #define MAX_ASSOC 64
 #define NTP_UNIX_OFFSET 2208988800UL	/* seconds from 1900 to 1970 */
 #define TEID_TRIES 65536
+#define LOADED_CHECK_MS 1000	/* how often the agent checks that its maps are still the pinned ones */
 
 struct assoc {
 	bool used;
@@ -970,6 +971,32 @@ static void shutdown_sessions(void)
 	stat_set(PFCP_STAT_ASSOCIATIONS, 0);
 }
 
+/* The id of a map, 0 on error */
+static __u32 map_id(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* Are the maps this agent writes still the ones pinned in PIN_DIR (pgwu not unloaded/reloaded)? */
+static bool still_pinned(__u32 ul_id)
+{
+	char path[PATH_MAX];
+	__u32 id;
+	int fd;
+
+	if (pin_path(path, sizeof(path), "ul_bearers"))
+		return false;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return false;
+	id = map_id(fd);
+	close(fd);
+	return id == ul_id;
+}
+
 static int serve(int sfd)
 {
 	static __u8 in[BATCH][DGRAM_MAX], out[BATCH][RESP_MAX];
@@ -977,15 +1004,26 @@ static int serve(int sfd)
 	struct sockaddr_in peers[BATCH];
 	struct iovec riov[BATCH], tiov[BATCH];
 	struct pollfd pfd[2] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	__u32 ul_id = map_id(A.m.ul);
 
 	for (;;) {
-		int n, nt = 0;
+		int n, nt = 0, r;
 
-		if (poll(pfd, 2, -1) < 0) {
+		r = poll(pfd, 2, LOADED_CHECK_MS);
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "Couldn't wait for messages: %s\n", strerror(errno));
 			return -errno;
+		}
+		if (r == 0) {
+			/* like `pgwu watch`: end when the PGW-U it serves is unloaded (or reloaded) */
+			if (!still_pinned(ul_id)) {
+				fprintf(stderr, "pgwu pfcp: the bearer tables in %s are gone (pgwu unloaded "
+					"or reloaded), exiting\n", pin_dir);
+				return -ENOENT;
+			}
+			continue;
 		}
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;

@@ -630,3 +630,14 @@ def test_pfcp_bench_small_run():
         cells = [c.strip().replace(",", "") for c in r.strip("|").split("|")]
         assert all(float(c) > 0 for c in cells), r
     assert not {d for d in os.listdir("/sys/fs/bpf") if d.startswith("gtplab-pfcpbench-")} - before
+
+
+def test_agent_ends_when_pgwu_is_unloaded(assoc, pin_dir):
+    assert cause(assoc.req(M.establish(2, 0x10, UE))) == 1
+    pgwu(pin_dir, "unload")
+    try:
+        assoc.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the agent still runs on maps nobody uses")
+    assert assoc.proc.returncode != 0
+    assert "are gone" in assoc.proc.stderr.read()
