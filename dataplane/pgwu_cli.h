@@ -82,6 +82,7 @@ struct pfcp_opts {
 	struct opt_str listen;
 	struct opt_str node_id;
 	struct opt_u32 max_sessions;
+	struct opt_u32 heartbeat;	/* seconds between Heartbeat Requests to each CP, 0: none */
 };
 
 /*
@@ -94,6 +95,7 @@ struct pfcp_opts {
 #define PFCP_STAT_ASSOCIATIONS 1	/* gauge: PFCP associations */
 #define PFCP_STAT_DROPPED 2		/* datagrams discarded: bad header, unknown message type */
 #define PFCP_STAT_RETRANSMISSIONS 3	/* requests answered from the retransmission cache */
+#define PFCP_STAT_HB_MISSED 4		/* our Heartbeat Requests unanswered within an interval */
 #define PFCP_STAT_RX(type) (256 + (type))
 #define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
 #define PFCP_STAT_N (512 + 256 * 256)

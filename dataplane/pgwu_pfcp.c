@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <bpf/bpf.h>
 #include "pgwu_cli.h"
 #include "pfcp_msg.h"
@@ -50,6 +51,10 @@ struct assoc {
 	struct pfcp_node_id id;
 	__u32 rts;		/* the CP's Recovery Time Stamp */
 	__u32 sessions;
+	struct sockaddr_in peer;	/* where its Association Setup Request came from */
+	/* path supervision (--heartbeat): our Heartbeat Request in flight, intervals unanswered */
+	bool hb_wait;
+	__u32 hb_seq, hb_missed;
 };
 
 #define S_USED 1
@@ -95,6 +100,9 @@ static struct agent {
 	struct rcache_ent *rcache;
 	__u32 *ue_tab;		/* UE address -> session index + 1: open addressing, linear probing */
 	__u32 ue_mask;
+	__u32 hb_interval;	/* seconds between our Heartbeat Requests, 0: none */
+	__u32 seq;		/* sequence number of our last request */
+	const struct sockaddr_in *peer;	/* the current request's sender */
 	struct pfcp_msg msg;
 } A;
 
@@ -364,8 +372,33 @@ static void w_rts(struct pfcp_w *w)
 
 /* ---- node procedures ---- */
 
+/* The association whose CP sends from this address and port, or -1 */
+static int assoc_by_peer(const struct sockaddr_in *peer)
+{
+	for (int i = 0; i < MAX_ASSOC; i++)
+		if (A.assoc[i].used && A.assoc[i].peer.sin_addr.s_addr == peer->sin_addr.s_addr &&
+		    A.assoc[i].peer.sin_port == peer->sin_port)
+			return i;
+	return -1;
+}
+
+/* A Recovery Time Stamp from an associated CP: another one than at setup means it restarted and
+ * lost its sessions, so they are deleted here too (TS 29.244 6.2.2). */
+static void check_peer_rts(int ai, __u32 rts)
+{
+	if (ai < 0 || A.assoc[ai].rts == rts)
+		return;
+	fprintf(stderr, "pgwu pfcp: CP %s restarted (recovery time stamp %u -> %u): deleting its "
+		"%u sessions\n", inet_ntoa(A.assoc[ai].peer.sin_addr), A.assoc[ai].rts, rts,
+		A.assoc[ai].sessions);
+	assoc_drop_sessions(ai);
+	A.assoc[ai].rts = rts;
+}
+
 static void on_heartbeat(const struct pfcp_msg *m, struct pfcp_w *w)
 {
+	if (m->present & PFCP_P_RTS)
+		check_peer_rts(assoc_by_peer(A.peer), m->recovery_ts);
 	pfcp_w_hdr(w, PFCP_HEARTBEAT_RESP, false, 0, m->h.seq);
 	w_rts(w);
 	stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
@@ -393,6 +426,9 @@ static void on_assoc_setup(const struct pfcp_msg *m, struct pfcp_w *w)
 		A.assoc[ai].used = true;
 		A.assoc[ai].id = m->node_id;
 		A.assoc[ai].rts = m->recovery_ts;
+		A.assoc[ai].peer = *A.peer;
+		A.assoc[ai].hb_wait = false;
+		A.assoc[ai].hb_missed = 0;
 		assoc_count();
 	}
 	pfcp_w_hdr(w, PFCP_ASSOC_SETUP_RESP, false, 0, m->h.seq);
@@ -901,6 +937,18 @@ static size_t handle(const __u8 *buf, size_t n, const struct sockaddr_in *peer, 
 		return 0;
 	}
 	stat_add(PFCP_STAT_RX(m->h.type), 1);
+	A.peer = peer;
+	if (m->h.type == PFCP_HEARTBEAT_RESP) {
+		int ai = assoc_by_peer(peer);
+
+		if (ai >= 0 && A.assoc[ai].hb_wait && A.assoc[ai].hb_seq == m->h.seq) {
+			A.assoc[ai].hb_wait = false;
+			A.assoc[ai].hb_missed = 0;
+			if (m->present & PFCP_P_RTS)
+				check_peer_rts(ai, m->recovery_ts);
+		}
+		return 0;
+	}
 	for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
 		if (handlers[i].type == m->h.type)
 			break;
@@ -971,6 +1019,44 @@ static void shutdown_sessions(void)
 	stat_set(PFCP_STAT_ASSOCIATIONS, 0);
 }
 
+/*
+ * Path supervision: every --heartbeat seconds a Heartbeat Request to each associated CP. A request
+ * still unanswered at the next tick counts as missed (pgwu_pfcp_heartbeats_missed_total) and is
+ * replaced by a new one; nothing is torn down (the CP may come back with the same Recovery Time
+ * Stamp: its sessions are still valid). Sent outside the PIN_DIR lock.
+ */
+static void heartbeat_tick(void)
+{
+	__u8 buf[64];
+	struct pfcp_w w;
+
+	for (int i = 0; i < MAX_ASSOC; i++) {
+		struct assoc *a = &A.assoc[i];
+		int len;
+
+		if (!a->used)
+			continue;
+		if (a->hb_wait) {
+			a->hb_missed++;
+			stat_add(PFCP_STAT_HB_MISSED, 1);
+			if (a->hb_missed == 3)
+				fprintf(stderr, "pgwu pfcp: no heartbeat answer from CP %s for 3 intervals\n",
+					inet_ntoa(a->peer.sin_addr));
+		}
+		A.seq = (A.seq + 1) & 0xffffff;
+		pfcp_w_init(&w, buf, sizeof(buf));
+		pfcp_w_hdr(&w, PFCP_HEARTBEAT_REQ, false, 0, A.seq);
+		pfcp_w_u32(&w, PFCP_IE_RECOVERY_TIME_STAMP, A.rts);
+		len = pfcp_w_finish(&w);
+		if (len > 0 && sendto(A.sock, buf, len, 0, (struct sockaddr *)&a->peer,
+				      sizeof(a->peer)) == len) {
+			a->hb_wait = true;
+			a->hb_seq = A.seq;
+			stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_REQ, 0), 1);
+		}
+	}
+}
+
 /* The id of a map, 0 on error */
 static __u32 map_id(int fd)
 {
@@ -997,19 +1083,20 @@ static bool still_pinned(__u32 ul_id)
 	return id == ul_id;
 }
 
-static int serve(int sfd)
+static int serve(int sfd, int tfd)
 {
 	static __u8 in[BATCH][DGRAM_MAX], out[BATCH][RESP_MAX];
 	struct mmsghdr rx[BATCH], tx[BATCH];
 	struct sockaddr_in peers[BATCH];
 	struct iovec riov[BATCH], tiov[BATCH];
-	struct pollfd pfd[2] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	struct pollfd pfd[3] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+				 { .fd = tfd, .events = POLLIN } };
 	__u32 ul_id = map_id(A.m.ul);
 
 	for (;;) {
 		int n, nt = 0, r;
 
-		r = poll(pfd, 2, LOADED_CHECK_MS);
+		r = poll(pfd, tfd >= 0 ? 3 : 2, LOADED_CHECK_MS);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1031,6 +1118,12 @@ static int serve(int sfd)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si))
 				printf("pgwu pfcp: signal %u, exiting\n", si.ssi_signo);
 			return 0;
+		}
+		if (tfd >= 0 && pfd[2].revents) {
+			__u64 ticks;
+
+			if (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+				heartbeat_tick();
 		}
 		if (!pfd[0].revents)
 			continue;
@@ -1079,7 +1172,7 @@ int do_pfcp(const void *cfg)
 	struct pgwu_config c;
 	sigset_t mask, old;
 	socklen_t salen = sizeof(sa);
-	int sfd = -1, err, one = 1;
+	int sfd = -1, tfd = -1, err, one = 1;
 	char a[16], g[16], l[16];
 	__u32 cap = 0;
 
@@ -1179,13 +1272,27 @@ int do_pfcp(const void *cfg)
 	       A.node_id.type == PFCP_NODE_IPV4 ? ip_str(A.node_id.ipv4, g) : A.node_id.fqdn,
 	       ip_str(A.local_addr, l), A.max_sess);
 	fflush(stdout);
-	err = serve(sfd);
+	A.hb_interval = o->heartbeat.v;
+	if (A.hb_interval) {
+		struct itimerspec its = { .it_interval = { .tv_sec = A.hb_interval },
+					  .it_value = { .tv_sec = A.hb_interval } };
+
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't create the heartbeat timer: %s\n", strerror(-err));
+			goto out_sig;
+		}
+	}
+	err = serve(sfd, tfd);
 	shutdown_sessions();
 out_sig:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	if (sfd >= 0)
 		close(sfd);
+	if (tfd >= 0)
+		close(tfd);
 	if (A.sock >= 0)
 		close(A.sock);
 	if (A.lock_fd >= 0)

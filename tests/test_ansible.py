@@ -507,3 +507,13 @@ def test_dut_pfcp_unit_rendered(rendered):
     for dep in ("Requires=pgwu.service", "After=pgwu.service", "PartOf=pgwu.service",
                 "EnvironmentFile=/etc/default/pgwu"):
         assert re.search(rf"^{dep}$", unit, re.M), dep
+
+
+def test_dut_pfcp_args_rendered(tmp_path):
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "-e", f"render_dir={tmp_path}", "-e",
+                   "dut_pfcp_node_id=upf.example.org", "-e", "dut_pfcp_heartbeat=5")
+    assert cp.returncode == 0, f"render.yml failed:\n{cp.stdout[-4000:]}{cp.stderr[-2000:]}"
+    (host,) = _hosts()["dut"]["hosts"]
+    env = dict(line.split("=", 1) for line in (tmp_path / host / "etc/default/pgwu").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["PGWU_PFCP_ARGS"] == '"--node-id upf.example.org --heartbeat 5"'

@@ -567,9 +567,9 @@ def test_metrics_count_sessions_and_messages(assoc, pin_dir):
     assert vals["pgwu_pfcp_associations"] == "1"
     assert vals['pgwu_pfcp_messages_received_total{type="session_establishment_request"}'] == "2"
     assert vals['pgwu_pfcp_messages_received_total{type="heartbeat_request"}'] == "1"
-    assert vals['pgwu_pfcp_responses_sent_total{type="session_establishment_response",'
+    assert vals['pgwu_pfcp_messages_sent_total{type="session_establishment_response",'
                 'cause="request_accepted"}'] == "1"
-    assert vals['pgwu_pfcp_responses_sent_total{type="session_establishment_response",'
+    assert vals['pgwu_pfcp_messages_sent_total{type="session_establishment_response",'
                 'cause="rule_creation_modification_failure"}'] == "1"
     assert vals["pgwu_pfcp_dropped_total"] == "1"
     assert "# TYPE pgwu_pfcp_sessions gauge" in text
@@ -641,3 +641,48 @@ def test_agent_ends_when_pgwu_is_unloaded(assoc, pin_dir):
         pytest.fail("the agent still runs on maps nobody uses")
     assert assoc.proc.returncode != 0
     assert "are gone" in assoc.proc.stderr.read()
+
+
+def test_heartbeats_to_the_cp_and_its_restart(pin_dir):
+    """--heartbeat 1: the agent asks each associated CP every second; an answer with another Recovery
+    Time Stamp than at association means the CP restarted: its sessions are deleted."""
+    a = Agent(pin_dir, "--heartbeat", "1")
+    try:
+        assert cause(a.req(M.assoc_setup(1))) == 1
+        assert cause(a.req(M.establish(2, 0x10, UE))) == 1
+
+        def next_request(timeout=3.0) -> PFCP:
+            r = PFCP(a.recv_raw(timeout))
+            assert r.message_type == 1 and r.S == 0, r.summary()
+            assert ie(r, IE_RecoveryTimeStamp) is not None
+            return r
+
+        from scapy.contrib.pfcp import PFCPHeartbeatResponse
+        hb = next_request()
+        a.send(PFCP(version=1, S=0, seq=hb.seq) /
+               PFCPHeartbeatResponse(IE_list=[IE_RecoveryTimeStamp(timestamp=M.CP_RTS)]))
+        hb2 = next_request()
+        assert hb2.seq != hb.seq
+        assert len(tables(pin_dir)) == 1                  # same time stamp: nothing happens
+        hb3 = next_request()                             # hb2 unanswered: missed, asked again
+        a.send(PFCP(version=1, S=0, seq=hb3.seq) /
+               PFCPHeartbeatResponse(IE_list=[IE_RecoveryTimeStamp(timestamp=M.CP_RTS + 9)]))
+        deadline = time.monotonic() + 5
+        while tables(pin_dir):
+            assert time.monotonic() < deadline, "the restarted CP's session is still installed"
+            time.sleep(0.1)
+        assert cause(a.req(M.establish(20, 0x11, UE))) == 1    # the association itself stays
+    finally:
+        out = a.stop()
+    assert "restarted" in out
+    p = subprocess.Popen([PGWU, "-d", pin_dir, "metrics", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        port = re.search(r":(\d+)/metrics", p.stdout.readline()).group(1)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert int(re.search(r"^pgwu_pfcp_heartbeats_missed_total (\d+)$", text, re.M).group(1)) >= 1
+    assert int(re.search(r'^pgwu_pfcp_messages_sent_total\{type="heartbeat_request",cause="none"\} (\d+)$',
+                         text, re.M).group(1)) >= 3
