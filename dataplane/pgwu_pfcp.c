@@ -636,7 +636,7 @@ bad_dl:
 static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
-	struct pgwu_dl_bearer dl = {};
+	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p;
 	__u32 teid = 0, idx;
@@ -656,7 +656,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 		goto out;
 	}
 	/* the UE must be free: in this agent's sessions (some have no downlink half) and the table */
-	if (ue_find(p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(A.m.dl, &p.ue, &dl))) {
+	if (ue_find(p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(A.m.dl, &p.ue, &old_dl))) {
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
 		goto out;
 	}
