@@ -247,6 +247,28 @@ def test_establish_choose_allocates_teid_in_the_slot_index(assoc, pin_dir):
             assert dp._slot("ul", struct.pack("!I", t))[1] is not None
 
 
+def _raw_bearer(pin_dir: str, teid: int, ue: str) -> tuple:
+    """Every byte the packet path reads for this bearer: both hash entries and both slots."""
+    with Dataplane(pin_dir) as dp:
+        k_ul, k_dl = struct.pack("!I", teid), socket.inet_aton(ue)
+        return (dp.maps["ul_bearers"].lookup(k_ul), dp.maps["dl_bearers"].lookup(k_dl),
+                dp._slot("ul", k_ul), dp._slot("dl", k_dl))
+
+
+def test_session_writes_the_tables_exactly_as_session_add(assoc, pin_dir):
+    r = assoc.req(M.establish(2, 0x10, UE, teid=0x2345, sgw=M.SGW_ADDR, sgw_teid=0x678))
+    assert cause(r) == 1
+    via_pfcp = _raw_bearer(pin_dir, 0x2345, UE)
+    assert cause(assoc.req(M.delete(3, up_seid(r)))) == 1
+    assert _raw_bearer(pin_dir, 0x2345, UE)[:2] == (None, None)
+    pgwu(pin_dir, "session", "add", "--teid", str(0x2345), "--ue", UE, "--sgw", M.SGW_ADDR,
+         "--sgw-teid", str(0x678))
+    assert _raw_bearer(pin_dir, 0x2345, UE) == via_pfcp
+    assert via_pfcp[2][1] is not None and via_pfcp[3][1] is not None     # both slotted
+    pgwu(pin_dir, "session", "del", "--teid", str(0x2345))
+    assert _raw_bearer(pin_dir, 0x2345, UE) == (None, None, via_pfcp[2][:1] + (None,), via_pfcp[3][:1] + (None,))
+
+
 def test_establish_given_teid_and_no_created_pdr(assoc, pin_dir):
     r = assoc.req(M.establish(2, 0x10, UE, teid=0x1234, sgw_teid=0x99))
     assert cause(r) == 1 and created_teid(r) is None
