@@ -94,13 +94,15 @@ CAUSE_OFF = 16 + 9 + 4
 FSEID_SEID_OFF = 16 + 9 + 5 + 5
 
 
-def run_window(sock, addr, tpl: Templates, n: int, window: int, agent_pid: int, seq0: int):
+def run_window(sock, addr, tpl: Templates, n: int, window: int, agent_pid: int, seq0: int,
+               phases=("heartbeat", "establish", "delete"), seids: list[int] | None = None):
     """Heartbeats, then n establishments, then their deletions, window in flight:
-    {phase: (messages/s, agent CPU us/message, client CPU us/message)}."""
+    {phase: (messages/s, agent CPU us/message, client CPU us/message)}, the last sequence number.
+    seids: filled with the UP SEIDs by "establish", read by "delete"."""
     out = {}
-    seids = [0] * n
+    seids = seids if seids is not None else [0] * n
     hb = bytearray(bytes(M.heartbeat(1)))
-    for phase in ("heartbeat", "establish", "delete"):
+    for phase in phases:
         sent = done = 0
         seq = seq0
         inflight = {}

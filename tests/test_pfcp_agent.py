@@ -740,3 +740,38 @@ def test_heartbeats_to_the_cp_and_its_restart(pin_dir):
     assert int(re.search(r"^pgwu_pfcp_heartbeats_missed_total (\d+)$", text, re.M).group(1)) >= 1
     assert int(re.search(r'^pgwu_pfcp_messages_sent_total\{type="heartbeat_request",cause="none"\} (\d+)$',
                          text, re.M).group(1)) >= 3
+
+
+@pytest.mark.long
+def test_one_million_sessions():
+    """1,000,000 sessions with CHOOSE F-TEIDs in a 1,048,576-bearer PGW-U, 128 in flight (the
+    benchmark's client): every Cause accepted, every TEID in its own slot, then all deleted."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import pfcp_agent_bench as B
+    n = 1_000_000
+    d = f"/sys/fs/bpf/gtplab-pfcp-{secrets.token_hex(4)}"
+    a = None
+    try:
+        pgwu(d, "load", "--max-bearers", str(1 << 20), "--local-addr", M.GTPU_ADDR, "--no-fib-cache")
+        a = Agent(d)
+        a.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        assert cause(a.req(M.assoc_setup(1))) == 1
+        tpl, seids = B.Templates(), [0] * n
+        res, seq = B.run_window(a.sock, a.addr, tpl, n, 128, a.proc.pid, 10, ("establish",), seids)
+        stats = json.loads(pgwu(d, "stats", "--json").stdout)["bearers"]
+        assert (stats["uplink"], stats["downlink"]) == (n, n)
+        assert len(set(seids)) == n
+        with Dataplane(d) as dp:
+            for t in (1, 2, n // 2, n - 1, n):      # TEIDs 1..n, each its own slot
+                assert dp._slot("ul", struct.pack("!I", t))[1] is not None, t
+        B.run_window(a.sock, a.addr, tpl, n, 128, a.proc.pid, seq, ("delete",), seids)
+        stats = json.loads(pgwu(d, "stats", "--json").stdout)["bearers"]
+        assert (stats["uplink"], stats["downlink"]) == (0, 0)
+        print(f"1M sessions: {res['establish'][0]:,.0f} establishments/s")
+    finally:
+        if a:
+            a.stop()
+        if os.path.exists(d):
+            pgwu(d, "unload", check=False)
+        if os.path.isdir(d):
+            shutil.rmtree(d, ignore_errors=True)
