@@ -20,8 +20,8 @@ from scapy.contrib.pfcp import (
 CP_ADDR = "127.0.0.1"
 CP_NODE = "127.0.0.1"
 CP_RTS = 3_900_000_000          # seconds since 1900 (a 2023 date)
-GTPU_ADDR = "192.0.2.1"         # the PGW-U's GTP-U address (pgwu load --local-addr): gtplab.packets.PGW_ADDR
-SGW_ADDR = "192.0.2.2"          # gtplab.packets.SGW_ADDR
+GTPU_ADDR = "192.0.2.1"         # the PGW-U's GTP-U address (pgwu load --local-addr): gtplab.gtpu.packets.PGW_ADDR
+SGW_ADDR = "192.0.2.2"          # gtplab.gtpu.packets.SGW_ADDR
 SGW_ADDR2 = "192.0.2.3"         # the SGW after a handover
 UL_PDR, DL_PDR, UL_FAR, DL_FAR, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
 

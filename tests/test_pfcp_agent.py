@@ -30,8 +30,8 @@ from scapy.contrib.pfcp import (PFCP, IE_FTEID, IE_FSEID, IE_NodeId, IE_PDI, IE_
 from scapy.packet import Raw
 
 import pfcp_msgs as M
-from gtplab import packets as P
-from gtplab.dataplane import PGWU_BIN, Config, Dataplane, Nexthop
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import PGWU_BIN, Config, Dataplane, Nexthop
 
 PGWU = str(PGWU_BIN)
 ROOT = Path(__file__).resolve().parent.parent
