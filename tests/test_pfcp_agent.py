@@ -50,6 +50,12 @@ def tables(pin_dir: str) -> list[dict]:
     return json.loads(pgwu(pin_dir, "session", "list", "--json").stdout)["bearers"]
 
 
+def _seq_of(b: bytes) -> int | None:
+    """The sequence number in a PFCP header, None when the bytes are too short for one."""
+    off = 12 if len(b) >= 1 and b[0] & 1 else 4
+    return int.from_bytes(b[off:off + 3], "big") if len(b) >= off + 4 else None
+
+
 class Agent:
     """A running `pgwu pfcp` and a client socket talking to it."""
 
@@ -78,8 +84,16 @@ class Agent:
         return b
 
     def req(self, pkt) -> PFCP:
-        self.send(pkt)
-        return PFCP(self.recv_raw())
+        """Send a request and return the answer with its sequence number (a late answer to an
+        earlier request, on a loaded machine, is skipped)."""
+        b = bytes(pkt)
+        self.send(Raw(b))
+        want = _seq_of(b)
+        deadline = time.monotonic() + 2
+        while True:
+            r = self.recv_raw(max(0.01, deadline - time.monotonic()))
+            if want is None or _seq_of(r) in (want, None):
+                return PFCP(r)
 
     def no_answer(self, pkt, wait: float = 0.3) -> None:
         self.send(pkt)
