@@ -607,6 +607,9 @@ static const struct opt pfcp_options[] = {
 	{ .name = "max-sessions", .type = OPT_U32, .off = offsetof(struct pfcp_opts, max_sessions),
 	  .metavar = "N", .min = 1, .max = PGWU_MAX_MAX_BEARERS,
 	  .help = "sessions served at most (default and maximum: the bearer table capacity)" },
+	{ .name = "heartbeat", .type = OPT_U32, .off = offsetof(struct pfcp_opts, heartbeat),
+	  .metavar = "S", .min = 0, .max = 3600,
+	  .help = "send a Heartbeat Request to each associated CP every S seconds (default 0: never)" },
 	OPT_END
 };
 

@@ -148,6 +148,10 @@ static void render_pfcp(FILE *f)
 		    "Retransmitted PFCP requests answered with the first answer, not applied again.");
 	fprintf(f, "pgwu_pfcp_retransmissions_total %llu\n",
 		(unsigned long long)st[PFCP_STAT_RETRANSMISSIONS]);
+	metric_head(f, "pgwu_pfcp_heartbeats_missed_total", "counter",
+		    "Heartbeat Requests of `pgwu pfcp --heartbeat` a CP did not answer within the interval.");
+	fprintf(f, "pgwu_pfcp_heartbeats_missed_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_HB_MISSED]);
 	metric_head(f, "pgwu_pfcp_messages_received_total", "counter",
 		    "PFCP messages received with a valid header, by message type (responses too).");
 	for (int t = 0; t < 256; t++) {
@@ -157,8 +161,9 @@ static void render_pfcp(FILE *f)
 			fprintf(f, "pgwu_pfcp_messages_received_total{type=\"%s\"} %llu\n", name,
 				(unsigned long long)st[PFCP_STAT_RX(t)]);
 	}
-	metric_head(f, "pgwu_pfcp_responses_sent_total", "counter",
-		    "PFCP answers sent, by message type and Cause (none: the message has no Cause IE).");
+	metric_head(f, "pgwu_pfcp_messages_sent_total", "counter",
+		    "PFCP messages sent (answers, heartbeat requests), by message type and Cause "
+		    "(none: no Cause IE).");
 	for (int t = 0; t < 256; t++) {
 		const char *name = pfcp_msg_name(t);
 
@@ -172,7 +177,7 @@ static void render_pfcp(FILE *f)
 				snprintf(cause, sizeof(cause), "%d", c);
 				cn = cause;
 			}
-			fprintf(f, "pgwu_pfcp_responses_sent_total{type=\"%s\",cause=\"%s\"} %llu\n",
+			fprintf(f, "pgwu_pfcp_messages_sent_total{type=\"%s\",cause=\"%s\"} %llu\n",
 				name ? name : "unknown", cn, (unsigned long long)v);
 		}
 	}

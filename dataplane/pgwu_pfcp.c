@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <bpf/bpf.h>
 #include "pgwu_cli.h"
 #include "pfcp_msg.h"
@@ -43,12 +44,17 @@
 #define MAX_ASSOC 64
 #define NTP_UNIX_OFFSET 2208988800UL	/* seconds from 1900 to 1970 */
 #define TEID_TRIES 65536
+#define LOADED_CHECK_MS 1000	/* how often the agent checks that its maps are still the pinned ones */
 
 struct assoc {
 	bool used;
 	struct pfcp_node_id id;
 	__u32 rts;		/* the CP's Recovery Time Stamp */
 	__u32 sessions;
+	struct sockaddr_in peer;	/* where its Association Setup Request came from */
+	/* path supervision (--heartbeat): our Heartbeat Request in flight, intervals unanswered */
+	bool hb_wait;
+	__u32 hb_seq, hb_missed;
 };
 
 #define S_USED 1
@@ -60,9 +66,12 @@ struct sess {
 	__u32 teid, ue, sgw, sgw_teid;	/* network order */
 	__u32 ul_far, dl_far, urr_id, qer_id, ur_seqn;
 	__u64 mbr_ul, mbr_dl;
+	__u64 dl_packets, dl_bytes;	/* usage of downlink halves removed while the session lives */
 	__u16 ul_pdr, dl_pdr;
 	__u16 assoc;
 	__u8 flags, gate;
+	bool dl_on;		/* the downlink half is installed (its FAR forwards) */
+	bool has_sgw;		/* sgw/sgw_teid known (an Outer Header Creation was received) */
 };
 
 struct rcache_ent {
@@ -89,6 +98,11 @@ static struct agent {
 	__u32 n_free, max_sess, n_sess, gen;
 	__u32 next_teid;	/* host order: the next CHOOSE candidate */
 	struct rcache_ent *rcache;
+	__u32 *ue_tab;		/* UE address -> session index + 1: open addressing, linear probing */
+	__u32 ue_mask;
+	__u32 hb_interval;	/* seconds between our Heartbeat Requests, 0: none */
+	__u32 seq;		/* sequence number of our last request */
+	const struct sockaddr_in *peer;	/* the current request's sender */
 	struct pfcp_msg msg;
 } A;
 
@@ -147,6 +161,55 @@ static int stats_open(void)
 
 /* ---- sessions ---- */
 
+/*
+ * Every session's UE address, so a UE is never given to two sessions, also while one of them has
+ * no downlink half in dl_bearers (its FAR buffers or drops). Deletion shifts the entries that
+ * follow back (no tombstones).
+ */
+static __u32 ue_home(__u32 ue)
+{
+	__u32 h = ue * 0x9e3779b1U;
+
+	return (h ^ (h >> 16)) & A.ue_mask;
+}
+
+static struct sess *ue_find(__u32 ue)
+{
+	for (__u32 i = ue_home(ue); A.ue_tab[i]; i = (i + 1) & A.ue_mask)
+		if (A.sess[A.ue_tab[i] - 1].ue == ue)
+			return &A.sess[A.ue_tab[i] - 1];
+	return NULL;
+}
+
+static void ue_insert(__u32 ue, __u32 idx)
+{
+	__u32 i = ue_home(ue);
+
+	while (A.ue_tab[i])
+		i = (i + 1) & A.ue_mask;
+	A.ue_tab[i] = idx + 1;
+}
+
+static void ue_remove(__u32 ue)
+{
+	__u32 i = ue_home(ue), j;
+
+	while (A.ue_tab[i] && A.sess[A.ue_tab[i] - 1].ue != ue)
+		i = (i + 1) & A.ue_mask;
+	if (!A.ue_tab[i])
+		return;
+	A.ue_tab[i] = 0;
+	for (j = (i + 1) & A.ue_mask; A.ue_tab[j]; j = (j + 1) & A.ue_mask) {
+		__u32 h = ue_home(A.sess[A.ue_tab[j] - 1].ue);
+
+		if (((j - h) & A.ue_mask) >= ((j - i) & A.ue_mask)) {
+			A.ue_tab[i] = A.ue_tab[j];
+			A.ue_tab[j] = 0;
+			i = j;
+		}
+	}
+}
+
 static struct sess *sess_find(__u64 seid)
 {
 	__u32 idx = (__u32)seid;
@@ -163,6 +226,7 @@ static void sess_free(struct sess *s)
 	__u32 idx = (__u32)s->up_seid;
 
 	A.assoc[s->assoc].sessions--;
+	ue_remove(s->ue);
 	memset(s, 0, sizeof(*s));
 	A.free_idx[A.n_free++] = idx - 1;
 	A.n_sess--;
@@ -174,9 +238,13 @@ static int sess_delete(struct sess *s, struct bearer *b)
 {
 	int err;
 
-	if (b && bearer_get(&A.m, s->teid, s->ue, true, b))
-		memset(b, 0, sizeof(*b));
-	err = bearer_remove(&A.m, s->teid, s->ue, true, true);
+	if (b) {
+		if (bearer_get(&A.m, s->teid, s->ue, true, b))
+			memset(b, 0, sizeof(*b));
+		b->dl_packets += s->dl_packets;
+		b->dl_bytes += s->dl_bytes;
+	}
+	err = bearer_remove(&A.m, s->teid, s->ue, true, s->dl_on);
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearer of session 0x%llx: %s\n",
 			(unsigned long long)s->up_seid, strerror(-err));
@@ -304,8 +372,33 @@ static void w_rts(struct pfcp_w *w)
 
 /* ---- node procedures ---- */
 
+/* The association whose CP sends from this address and port, or -1 */
+static int assoc_by_peer(const struct sockaddr_in *peer)
+{
+	for (int i = 0; i < MAX_ASSOC; i++)
+		if (A.assoc[i].used && A.assoc[i].peer.sin_addr.s_addr == peer->sin_addr.s_addr &&
+		    A.assoc[i].peer.sin_port == peer->sin_port)
+			return i;
+	return -1;
+}
+
+/* A Recovery Time Stamp from an associated CP: another one than at setup means it restarted and
+ * lost its sessions, so they are deleted here too (TS 29.244 6.2.2). */
+static void check_peer_rts(int ai, __u32 rts)
+{
+	if (ai < 0 || A.assoc[ai].rts == rts)
+		return;
+	fprintf(stderr, "pgwu pfcp: CP %s restarted (recovery time stamp %u -> %u): deleting its "
+		"%u sessions\n", inet_ntoa(A.assoc[ai].peer.sin_addr), A.assoc[ai].rts, rts,
+		A.assoc[ai].sessions);
+	assoc_drop_sessions(ai);
+	A.assoc[ai].rts = rts;
+}
+
 static void on_heartbeat(const struct pfcp_msg *m, struct pfcp_w *w)
 {
+	if (m->present & PFCP_P_RTS)
+		check_peer_rts(assoc_by_peer(A.peer), m->recovery_ts);
 	pfcp_w_hdr(w, PFCP_HEARTBEAT_RESP, false, 0, m->h.seq);
 	w_rts(w);
 	stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
@@ -333,6 +426,9 @@ static void on_assoc_setup(const struct pfcp_msg *m, struct pfcp_w *w)
 		A.assoc[ai].used = true;
 		A.assoc[ai].id = m->node_id;
 		A.assoc[ai].rts = m->recovery_ts;
+		A.assoc[ai].peer = *A.peer;
+		A.assoc[ai].hb_wait = false;
+		A.assoc[ai].hb_missed = 0;
 		assoc_count();
 	}
 	pfcp_w_hdr(w, PFCP_ASSOC_SETUP_RESP, false, 0, m->h.seq);
@@ -381,6 +477,7 @@ struct plan {
 	const struct pfcp_urr *urr;
 	const struct pfcp_qer *qer;
 	__u32 ue;
+	bool dl_fwd;		/* the downlink FAR forwards (else it buffers or drops: no downlink half) */
 };
 
 static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
@@ -401,6 +498,29 @@ static bool refs_ok(const struct pfcp_pdr *p, const struct pfcp_urr *u, const st
 		if (!q || p->qer_id[i] != q->id)
 			return false;
 	return true;
+}
+
+/* Apply Action of a downlink FAR this UP can do: FORW alone, or no forwarding (BUFF or DROP,
+ * with or without NOCP): the downlink half is then absent and the packet path drops (no buffer). */
+static bool dl_apply_ok(__u8 apply)
+{
+	apply &= 0x1f;
+	if (apply & PFCP_AA_FORW)
+		return apply == PFCP_AA_FORW;
+	return (apply & (PFCP_AA_BUFF | PFCP_AA_DROP)) && !(apply & PFCP_AA_DUPL);
+}
+
+static bool ohc_ok(const struct pfcp_ohc *o)
+{
+	return o->desc == PFCP_OHC_GTPU_UDP_IPV4 && o->teid && o->ipv4;
+}
+
+/* A Create FAR (or an Update FAR, where every field is optional) for the downlink */
+static bool dl_far_ok(const struct pfcp_far *f)
+{
+	return (!f->has_apply || dl_apply_ok(f->apply)) &&
+	       (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS) &&
+	       (!f->has_ohc || ohc_ok(&f->ohc));
 }
 
 static bool plan_est(const struct pfcp_msg *m, struct plan *p, struct reply *r)
@@ -485,11 +605,12 @@ bad_pdr:
 	p->dl_far = far_by_id(m->create_far, m->n_create_far, p->dl->far_id);
 	if (!p->dl_far || p->dl_far == p->ul_far)
 		goto bad_dl;
-	if (!p->ul_far->has_fwd || !p->dl_far->has_fwd) {
+	p->dl_fwd = p->dl_far->apply & PFCP_AA_FORW;
+	if (!p->ul_far->has_fwd || (p->dl_fwd && !p->dl_far->has_fwd)) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FORWARDING_PARAMS);
 		return false;
 	}
-	if (!p->dl_far->has_ohc) {
+	if (p->dl_fwd && !p->dl_far->has_ohc) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_OUTER_HEADER_CREATION);
 		return false;
 	}
@@ -499,10 +620,7 @@ bad_pdr:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->ul_far->id);
 		return false;
 	}
-	if (!(p->dl_far->apply & PFCP_AA_FORW) || (p->dl_far->apply & ~PFCP_AA_FORW & 0x1f) ||
-	    p->dl_far->dst_if != PFCP_IF_ACCESS ||
-	    p->dl_far->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4 || !p->dl_far->ohc.teid ||
-	    !p->dl_far->ohc.ipv4) {
+	if (!dl_far_ok(p->dl_far)) {
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_far->id);
 		return false;
 	}
@@ -518,7 +636,7 @@ bad_dl:
 static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
-	struct pgwu_dl_bearer dl = {};
+	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p;
 	__u32 teid = 0, idx;
@@ -537,6 +655,11 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
+	/* the UE must be free: in this agent's sessions (some have no downlink half) and the table */
+	if (ue_find(p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(A.m.dl, &p.ue, &old_dl))) {
+		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
+		goto out;
+	}
 	teid = p.ul->fteid.ch ? teid_alloc() : p.ul->fteid.teid;
 	if (!teid) {
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
@@ -545,7 +668,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	err = bearer_add(&A.m, teid, p.ue, &dl);
+	err = bearer_add(&A.m, teid, p.ue, p.dl_fwd ? &dl : NULL);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -571,8 +694,11 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	s->dl_pdr = p.dl->id;
 	s->ul_far = p.ul_far->id;
 	s->dl_far = p.dl_far->id;
+	s->dl_on = p.dl_fwd;
+	s->has_sgw = p.dl_far->has_ohc;
 	s->assoc = ai;
 	s->flags = S_USED;
+	ue_insert(p.ue, idx);
 	if (p.urr) {
 		s->flags |= S_URR;
 		s->urr_id = p.urr->id;
@@ -614,6 +740,8 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 	struct sess *s = sess_find(m->h.seid);
 	const struct pfcp_far *dl_upd = NULL;
 	const struct pfcp_qer *q = NULL;
+	__u32 sgw = 0, sgw_teid = 0;
+	bool want_fwd = false;
 	int err;
 
 	if (!s) {
@@ -637,10 +765,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		bool fwd_ok = !f->has_apply ||
 			      ((f->apply & PFCP_AA_FORW) && !(f->apply & ~PFCP_AA_FORW & 0x1f));
 
-		if (f->id == s->dl_far && !dl_upd && fwd_ok &&
-		    (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS) &&
-		    (!f->has_ohc || (f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4 && f->ohc.teid &&
-				     f->ohc.ipv4))) {
+		if (f->id == s->dl_far && !dl_upd && dl_far_ok(f)) {
 			dl_upd = f;
 			continue;
 		}
@@ -650,6 +775,15 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
 		goto out;
 	}
+	if (dl_upd) {
+		want_fwd = dl_upd->has_apply ? !!(dl_upd->apply & PFCP_AA_FORW) : s->dl_on;
+		sgw = dl_upd->has_ohc ? dl_upd->ohc.ipv4 : s->sgw;
+		sgw_teid = dl_upd->has_ohc ? dl_upd->ohc.teid : s->sgw_teid;
+		if (want_fwd && !dl_upd->has_ohc && !s->has_sgw) {
+			reject(&r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_OUTER_HEADER_CREATION);
+			goto out;
+		}
+	}
 	for (int i = 0; i < m->n_update_qer; i++) {
 		if (!(s->flags & S_QER) || m->update_qer[i].id != s->qer_id || q) {
 			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->update_qer[i].id);
@@ -657,15 +791,43 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		}
 		q = &m->update_qer[i];
 	}
-	if (dl_upd && dl_upd->has_ohc &&
-	    (dl_upd->ohc.ipv4 != s->sgw || dl_upd->ohc.teid != s->sgw_teid)) {
-		err = bearer_set_dl(&A.m, s->ue, dl_upd->ohc.ipv4, dl_upd->ohc.teid);
+	/* everything checked: the one table change */
+	if (dl_upd && want_fwd && s->dl_on && (sgw != s->sgw || sgw_teid != s->sgw_teid)) {
+		err = bearer_set_dl(&A.m, s->ue, sgw, sgw_teid);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
 		}
-		s->sgw = dl_upd->ohc.ipv4;
-		s->sgw_teid = dl_upd->ohc.teid;
+	} else if (dl_upd && want_fwd && !s->dl_on) {
+		struct pgwu_dl_bearer dl = { .sgw_addr = sgw, .sgw_teid = sgw_teid, .local_teid = s->teid };
+
+		err = bearer_add_dl(&A.m, s->ue, &dl);
+		if (err == -EADDRINUSE)
+			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, dl_upd->id);
+		else if (err == -E2BIG)
+			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+		else if (err)
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+		if (err)
+			goto out;
+	} else if (dl_upd && !want_fwd && s->dl_on) {
+		struct bearer b;
+
+		if (!bearer_get(&A.m, s->teid, s->ue, true, &b)) {
+			s->dl_packets += b.dl_packets;
+			s->dl_bytes += b.dl_bytes;
+		}
+		err = bearer_remove(&A.m, s->teid, s->ue, false, true);
+		if (err) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+	}
+	if (dl_upd) {
+		s->dl_on = want_fwd;
+		s->sgw = sgw;
+		s->sgw_teid = sgw_teid;
+		s->has_sgw |= dl_upd->has_ohc;
 	}
 	if (q) {
 		if (q->has_gate)
@@ -775,6 +937,18 @@ static size_t handle(const __u8 *buf, size_t n, const struct sockaddr_in *peer, 
 		return 0;
 	}
 	stat_add(PFCP_STAT_RX(m->h.type), 1);
+	A.peer = peer;
+	if (m->h.type == PFCP_HEARTBEAT_RESP) {
+		int ai = assoc_by_peer(peer);
+
+		if (ai >= 0 && A.assoc[ai].hb_wait && A.assoc[ai].hb_seq == m->h.seq) {
+			A.assoc[ai].hb_wait = false;
+			A.assoc[ai].hb_missed = 0;
+			if (m->present & PFCP_P_RTS)
+				check_peer_rts(ai, m->recovery_ts);
+		}
+		return 0;
+	}
 	for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
 		if (handlers[i].type == m->h.type)
 			break;
@@ -845,22 +1019,98 @@ static void shutdown_sessions(void)
 	stat_set(PFCP_STAT_ASSOCIATIONS, 0);
 }
 
-static int serve(int sfd)
+/*
+ * Path supervision: every --heartbeat seconds a Heartbeat Request to each associated CP. A request
+ * still unanswered at the next tick counts as missed (pgwu_pfcp_heartbeats_missed_total) and is
+ * replaced by a new one; nothing is torn down (the CP may come back with the same Recovery Time
+ * Stamp: its sessions are still valid). Sent outside the PIN_DIR lock.
+ */
+static void heartbeat_tick(void)
+{
+	__u8 buf[64];
+	struct pfcp_w w;
+
+	for (int i = 0; i < MAX_ASSOC; i++) {
+		struct assoc *a = &A.assoc[i];
+		int len;
+
+		if (!a->used)
+			continue;
+		if (a->hb_wait) {
+			a->hb_missed++;
+			stat_add(PFCP_STAT_HB_MISSED, 1);
+			if (a->hb_missed == 3)
+				fprintf(stderr, "pgwu pfcp: no heartbeat answer from CP %s for 3 intervals\n",
+					inet_ntoa(a->peer.sin_addr));
+		}
+		A.seq = (A.seq + 1) & 0xffffff;
+		pfcp_w_init(&w, buf, sizeof(buf));
+		pfcp_w_hdr(&w, PFCP_HEARTBEAT_REQ, false, 0, A.seq);
+		pfcp_w_u32(&w, PFCP_IE_RECOVERY_TIME_STAMP, A.rts);
+		len = pfcp_w_finish(&w);
+		if (len > 0 && sendto(A.sock, buf, len, 0, (struct sockaddr *)&a->peer,
+				      sizeof(a->peer)) == len) {
+			a->hb_wait = true;
+			a->hb_seq = A.seq;
+			stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_REQ, 0), 1);
+		}
+	}
+}
+
+/* The id of a map, 0 on error */
+static __u32 map_id(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+/* Are the maps this agent writes still the ones pinned in PIN_DIR (pgwu not unloaded/reloaded)? */
+static bool still_pinned(__u32 ul_id)
+{
+	char path[PATH_MAX];
+	__u32 id;
+	int fd;
+
+	if (pin_path(path, sizeof(path), "ul_bearers"))
+		return false;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return false;
+	id = map_id(fd);
+	close(fd);
+	return id == ul_id;
+}
+
+static int serve(int sfd, int tfd)
 {
 	static __u8 in[BATCH][DGRAM_MAX], out[BATCH][RESP_MAX];
 	struct mmsghdr rx[BATCH], tx[BATCH];
 	struct sockaddr_in peers[BATCH];
 	struct iovec riov[BATCH], tiov[BATCH];
-	struct pollfd pfd[2] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	struct pollfd pfd[3] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+				 { .fd = tfd, .events = POLLIN } };
+	__u32 ul_id = map_id(A.m.ul);
 
 	for (;;) {
-		int n, nt = 0;
+		int n, nt = 0, r;
 
-		if (poll(pfd, 2, -1) < 0) {
+		r = poll(pfd, tfd >= 0 ? 3 : 2, LOADED_CHECK_MS);
+		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "Couldn't wait for messages: %s\n", strerror(errno));
 			return -errno;
+		}
+		if (r == 0) {
+			/* like `pgwu watch`: end when the PGW-U it serves is unloaded (or reloaded) */
+			if (!still_pinned(ul_id)) {
+				fprintf(stderr, "pgwu pfcp: the bearer tables in %s are gone (pgwu unloaded "
+					"or reloaded), exiting\n", pin_dir);
+				return -ENOENT;
+			}
+			continue;
 		}
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
@@ -868,6 +1118,12 @@ static int serve(int sfd)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si))
 				printf("pgwu pfcp: signal %u, exiting\n", si.ssi_signo);
 			return 0;
+		}
+		if (tfd >= 0 && pfd[2].revents) {
+			__u64 ticks;
+
+			if (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+				heartbeat_tick();
 		}
 		if (!pfd[0].revents)
 			continue;
@@ -916,7 +1172,7 @@ int do_pfcp(const void *cfg)
 	struct pgwu_config c;
 	sigset_t mask, old;
 	socklen_t salen = sizeof(sa);
-	int sfd = -1, err, one = 1;
+	int sfd = -1, tfd = -1, err, one = 1;
 	char a[16], g[16], l[16];
 	__u32 cap = 0;
 
@@ -967,7 +1223,9 @@ int do_pfcp(const void *cfg)
 	A.sess = calloc(A.max_sess, sizeof(*A.sess));
 	A.free_idx = malloc((size_t)A.max_sess * sizeof(*A.free_idx));
 	A.rcache = calloc(1U << RCACHE_BITS, sizeof(*A.rcache));
-	if (!A.sess || !A.free_idx || !A.rcache) {
+	A.ue_mask = pgwu_slots_for(A.max_sess) * 2 - 1;
+	A.ue_tab = calloc((size_t)A.ue_mask + 1, sizeof(*A.ue_tab));
+	if (!A.sess || !A.free_idx || !A.rcache || !A.ue_tab) {
 		err = -ENOMEM;
 		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", A.max_sess, strerror(ENOMEM));
 		goto out;
@@ -1014,13 +1272,27 @@ int do_pfcp(const void *cfg)
 	       A.node_id.type == PFCP_NODE_IPV4 ? ip_str(A.node_id.ipv4, g) : A.node_id.fqdn,
 	       ip_str(A.local_addr, l), A.max_sess);
 	fflush(stdout);
-	err = serve(sfd);
+	A.hb_interval = o->heartbeat.v;
+	if (A.hb_interval) {
+		struct itimerspec its = { .it_interval = { .tv_sec = A.hb_interval },
+					  .it_value = { .tv_sec = A.hb_interval } };
+
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't create the heartbeat timer: %s\n", strerror(-err));
+			goto out_sig;
+		}
+	}
+	err = serve(sfd, tfd);
 	shutdown_sessions();
 out_sig:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
 	if (sfd >= 0)
 		close(sfd);
+	if (tfd >= 0)
+		close(tfd);
 	if (A.sock >= 0)
 		close(A.sock);
 	if (A.lock_fd >= 0)
@@ -1032,6 +1304,7 @@ out:
 	free(A.sess);
 	free(A.free_idx);
 	free(A.rcache);
+	free(A.ue_tab);
 	maps_close(&A.m);
 	return err;
 }

@@ -89,12 +89,23 @@ int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgw
 	err = bpf_map_update_elem(m->ul, &teid, &ul, BPF_NOEXIST);
 	if (err)
 		return err;
-	err = bpf_map_update_elem(m->dl, &ue, dl, BPF_NOEXIST);
-	if (err) {
-		bpf_map_delete_elem(m->ul, &teid);
-		return err == -EEXIST ? -EADDRINUSE : err;
+	if (dl) {
+		err = bearer_add_dl(m, ue, dl);
+		if (err) {
+			bpf_map_delete_elem(m->ul, &teid);
+			return err;
+		}
 	}
 	slot_ul_set(m, teid, &ul);
+	return 0;
+}
+
+int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl)
+{
+	int err = bpf_map_update_elem(m->dl, &ue, dl, BPF_NOEXIST);
+
+	if (err)
+		return err == -EEXIST ? -EADDRINUSE : err;
 	slot_dl_set(m, ue, dl);
 	return 0;
 }

@@ -20,8 +20,8 @@ from scapy.contrib.pfcp import (
 CP_ADDR = "127.0.0.1"
 CP_NODE = "127.0.0.1"
 CP_RTS = 3_900_000_000          # seconds since 1900 (a 2023 date)
-GTPU_ADDR = "192.0.2.1"         # the PGW-U's GTP-U address (pgwu load --local-addr): gtplab.packets.PGW_ADDR
-SGW_ADDR = "192.0.2.2"          # gtplab.packets.SGW_ADDR
+GTPU_ADDR = "192.0.2.1"         # the PGW-U's GTP-U address (pgwu load --local-addr): gtplab.gtpu.packets.PGW_ADDR
+SGW_ADDR = "192.0.2.2"          # gtplab.gtpu.packets.SGW_ADDR
 SGW_ADDR2 = "192.0.2.3"         # the SGW after a handover
 UL_PDR, DL_PDR, UL_FAR, DL_FAR, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
 
@@ -88,6 +88,11 @@ def dl_far(sgw: str = SGW_ADDR, sgw_teid: int = 0x100, far_id: int = DL_FAR, ohc
                                  IE_ForwardingParameters(IE_list=fwd)])
 
 
+def dl_far_buffer(far_id: int = DL_FAR) -> IE_CreateFAR:
+    """The downlink FAR of a 5G SMF before the RAN's F-TEID is known: buffer, notify the CP."""
+    return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
+
+
 def create_urr() -> IE_CreateURR:
     return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1),
                                  IE_ReportingTriggers()])
@@ -98,14 +103,15 @@ def create_qer(mbr_kbps: int = 100_000) -> IE_CreateQER:
                                  IE_MBR(ul=mbr_kbps, dl=mbr_kbps)])
 
 
-def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str = SGW_ADDR,
+def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str | None = SGW_ADDR,
               sgw_teid: int = 0x100, urr: bool = False, qer: bool = False, node: str = CP_NODE,
               ies=None, extra=()):
-    """One bearer: uplink PDR+FAR, downlink PDR+FAR (+ URR, QER). ies replaces the IE list."""
+    """One bearer: uplink PDR+FAR, downlink PDR+FAR (+ URR, QER). ies replaces the IE list.
+    sgw None: the downlink FAR buffers (no SGW/RAN tunnel yet), as 5G SMFs establish first."""
     if ies is None:
         ies = [node_id(node), IE_FSEID(v4=1, seid=cp_seid, ipv4=CP_ADDR),
                ul_pdr(teid, ue, urr=urr, qer=qer), dl_pdr(ue, urr=urr, qer=qer), ul_far(),
-               dl_far(sgw, sgw_teid)]
+               dl_far(sgw, sgw_teid) if sgw else dl_far_buffer()]
         if urr:
             ies.append(create_urr())
         if qer:
@@ -120,6 +126,12 @@ def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x20
                                 IE_UpdateForwardingParameters(IE_list=[
                                     IE_DestinationInterface(interface=0),
                                     IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)])])
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
+    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again."""
+    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
@@ -150,6 +162,8 @@ def corpus() -> dict[str, bytes]:
         "establish_teid_urr_qer": bytes(establish(3, 0x12, ue, teid=0x1234, urr=True, qer=True)),
         "establish_extra_ies": bytes(establish(4, 0x13, ue, extra=unknown_optional_ies())),
         "modify_dl": bytes(modify_dl(5, 0x100000001)),
+        "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
+        "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
         "modify_qer": bytes(modify_qer(6, 0x100000001)),
         "delete": bytes(delete(7, 0x100000001)),
     }

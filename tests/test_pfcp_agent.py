@@ -50,6 +50,12 @@ def tables(pin_dir: str) -> list[dict]:
     return json.loads(pgwu(pin_dir, "session", "list", "--json").stdout)["bearers"]
 
 
+def _seq_of(b: bytes) -> int | None:
+    """The sequence number in a PFCP header, None when the bytes are too short for one."""
+    off = 12 if len(b) >= 1 and b[0] & 1 else 4
+    return int.from_bytes(b[off:off + 3], "big") if len(b) >= off + 4 else None
+
+
 class Agent:
     """A running `pgwu pfcp` and a client socket talking to it."""
 
@@ -78,8 +84,16 @@ class Agent:
         return b
 
     def req(self, pkt) -> PFCP:
-        self.send(pkt)
-        return PFCP(self.recv_raw())
+        """Send a request and return the answer with its sequence number (a late answer to an
+        earlier request, on a loaded machine, is skipped)."""
+        b = bytes(pkt)
+        self.send(Raw(b))
+        want = _seq_of(b)
+        deadline = time.monotonic() + 2
+        while True:
+            r = self.recv_raw(max(0.01, deadline - time.monotonic()))
+            if want is None or _seq_of(r) in (want, None):
+                return PFCP(r)
 
     def no_answer(self, pkt, wait: float = 0.3) -> None:
         self.send(pkt)
@@ -247,6 +261,28 @@ def test_establish_choose_allocates_teid_in_the_slot_index(assoc, pin_dir):
             assert dp._slot("ul", struct.pack("!I", t))[1] is not None
 
 
+def _raw_bearer(pin_dir: str, teid: int, ue: str) -> tuple:
+    """Every byte the packet path reads for this bearer: both hash entries and both slots."""
+    with Dataplane(pin_dir) as dp:
+        k_ul, k_dl = struct.pack("!I", teid), socket.inet_aton(ue)
+        return (dp.maps["ul_bearers"].lookup(k_ul), dp.maps["dl_bearers"].lookup(k_dl),
+                dp._slot("ul", k_ul), dp._slot("dl", k_dl))
+
+
+def test_session_writes_the_tables_exactly_as_session_add(assoc, pin_dir):
+    r = assoc.req(M.establish(2, 0x10, UE, teid=0x2345, sgw=M.SGW_ADDR, sgw_teid=0x678))
+    assert cause(r) == 1
+    via_pfcp = _raw_bearer(pin_dir, 0x2345, UE)
+    assert cause(assoc.req(M.delete(3, up_seid(r)))) == 1
+    assert _raw_bearer(pin_dir, 0x2345, UE)[:2] == (None, None)
+    pgwu(pin_dir, "session", "add", "--teid", str(0x2345), "--ue", UE, "--sgw", M.SGW_ADDR,
+         "--sgw-teid", str(0x678))
+    assert _raw_bearer(pin_dir, 0x2345, UE) == via_pfcp
+    assert via_pfcp[2][1] is not None and via_pfcp[3][1] is not None     # both slotted
+    pgwu(pin_dir, "session", "del", "--teid", str(0x2345))
+    assert _raw_bearer(pin_dir, 0x2345, UE) == (None, None, via_pfcp[2][:1] + (None,), via_pfcp[3][:1] + (None,))
+
+
 def test_establish_given_teid_and_no_created_pdr(assoc, pin_dir):
     r = assoc.req(M.establish(2, 0x10, UE, teid=0x1234, sgw_teid=0x99))
     assert cause(r) == 1 and created_teid(r) is None
@@ -272,10 +308,7 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
 
     # real packets through the programs (BPF_PROG_TEST_RUN): the session forwards both ways
     with Dataplane(pin_dir) as dp:
-        dp.set_config(Config(local_addr=M.GTPU_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL,
-                             egress_vlan=(0, 0), restart_counter=0,
-                             nexthop=(Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99"),
-                                      Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
+        _forwarding_config(dp)
         for _ in range(3):
             up = dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200)))
             assert up.verdict == "redirect", up
@@ -301,6 +334,88 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
     assert (ulp, dlp, totp) == (3, 1, 4)
     assert tables(pin_dir) == []
     assert cause(assoc.req(M.delete(6, seid))) == 65                 # gone
+
+
+def _forwarding_config(dp):
+    dp.set_config(Config(local_addr=M.GTPU_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL,
+                         egress_vlan=(0, 0), restart_counter=0,
+                         nexthop=(Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99"),
+                                  Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
+
+
+def test_buffering_downlink_far_then_forwarding(assoc, pin_dir):
+    """5G order: established with the downlink FAR buffering (no RAN tunnel yet), then modified to
+    forward with the RAN's F-TEID, back to buffering (idle), and deleted with the usage of all of it."""
+    r = assoc.req(M.establish(2, 0x10, UE, sgw=None, urr=True))
+    assert cause(r) == 1
+    seid, teid = up_seid(r), created_teid(r)
+    [b] = tables(pin_dir)
+    assert (b["teid"], b["ue"], b["sgw"], b["downlink"]) == (teid, UE, None, None)   # uplink half only
+    before = tables(pin_dir)
+    # the UE is taken although dl_bearers has no entry for it
+    r = assoc.req(M.establish(3, 0x11, UE))
+    assert (cause(r), _rule(r)) == (73, (0, M.DL_PDR))
+    assert tables(pin_dir) == before
+    # forwarding without ever having had an Outer Header Creation: conditional IE missing
+    from scapy.contrib.pfcp import IE_UpdateFAR, IE_ApplyAction, PFCPSessionModificationRequest
+    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=M.DL_FAR), IE_ApplyAction(FORW=1)])
+    r = assoc.req(PFCP(version=1, S=1, seid=seid, seq=4) / PFCPSessionModificationRequest(IE_list=[upd]))
+    assert (cause(r), offending(r)) == (67, 84)
+    assert tables(pin_dir) == before
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "drop"
+        assert dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200))).verdict == "redirect"
+
+        assert cause(assoc.req(M.modify_dl(5, seid, sgw=M.SGW_ADDR2, sgw_teid=0x321))) == 1
+        [b] = tables(pin_dir)
+        assert (b["sgw"], b["sgw_teid"]) == (M.SGW_ADDR2, 0x321)
+        for _ in range(2):
+            down = dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300)))
+            assert down.verdict == "redirect"
+            assert struct.unpack_from("!I", down.data, 14 + 20 + 8 + 4)[0] == 0x321
+        dl_bytes = tables(pin_dir)[0]["downlink"]["bytes"]
+
+        assert cause(assoc.req(M.modify_dl_buffer(6, seid))) == 1
+        [b] = tables(pin_dir)
+        assert b["downlink"] is None and b["uplink"]["packets"] == 1
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "drop"
+        # forwarding again to the SGW it had (no new Outer Header Creation needed)
+        r = assoc.req(PFCP(version=1, S=1, seid=seid, seq=7) / PFCPSessionModificationRequest(IE_list=[upd]))
+        assert cause(r) == 1
+        assert tables(pin_dir)[0]["sgw_teid"] == 0x321
+        assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "redirect"
+    r = assoc.req(M.delete(8, seid))
+    assert cause(r) == 1
+    [rep] = [x for x in ies(r) if x.ietype == 79]
+    vol = bytes({x.ietype: x for x in rep.IE_list}[66])[4:]
+    tot, ul, dl, totp, ulp, dlp = struct.unpack("!6Q", vol[1:49])
+    assert (ulp, dlp) == (1, 3)                  # the downlink packets of both forwarding periods
+    assert dl == dl_bytes * 3 // 2
+    assert tables(pin_dir) == []
+
+
+def test_ue_addresses_stay_unique_through_churn(assoc, pin_dir):
+    """Sessions without a downlink half still hold their UE: through establishments and deletions in
+    any order, a UE in use is refused and a freed one is accepted again."""
+    seids, seq = {}, 10
+    ues = [f"10.45.{i % 3}.{i}" for i in range(1, 41)]
+    for i, ue in enumerate(ues):
+        seq += 1
+        r = assoc.req(M.establish(seq, 0x100 + i, ue, sgw=None if i % 2 else M.SGW_ADDR))
+        assert cause(r) == 1, ue
+        seids[ue] = up_seid(r)
+    for ue in ues[::3]:
+        seq += 1
+        assert cause(assoc.req(M.delete(seq, seids.pop(ue)))) == 1
+    before = tables(pin_dir)
+    for i, ue in enumerate(ues):
+        seq += 1
+        r = assoc.req(M.establish(seq, 0x200 + i, ue, sgw=None if i % 4 else M.SGW_ADDR))
+        assert cause(r) == (73 if ue in seids else 1), ue
+        if ue not in seids:
+            assert cause(assoc.req(M.delete(seq + 1000, up_seid(r)))) == 1
+    assert tables(pin_dir) == before
 
 
 def test_retransmitted_request_gets_the_same_answer(assoc, pin_dir):
@@ -488,9 +603,9 @@ def test_metrics_count_sessions_and_messages(assoc, pin_dir):
     assert vals["pgwu_pfcp_associations"] == "1"
     assert vals['pgwu_pfcp_messages_received_total{type="session_establishment_request"}'] == "2"
     assert vals['pgwu_pfcp_messages_received_total{type="heartbeat_request"}'] == "1"
-    assert vals['pgwu_pfcp_responses_sent_total{type="session_establishment_response",'
+    assert vals['pgwu_pfcp_messages_sent_total{type="session_establishment_response",'
                 'cause="request_accepted"}'] == "1"
-    assert vals['pgwu_pfcp_responses_sent_total{type="session_establishment_response",'
+    assert vals['pgwu_pfcp_messages_sent_total{type="session_establishment_response",'
                 'cause="rule_creation_modification_failure"}'] == "1"
     assert vals["pgwu_pfcp_dropped_total"] == "1"
     assert "# TYPE pgwu_pfcp_sessions gauge" in text
@@ -508,31 +623,63 @@ def test_agent_exit_removes_its_bearers_only(assoc, pin_dir):
 
 # ---- an exchange decoded by Wireshark's PFCP dissector -------------------------------------------
 
-def test_tshark_decodes_the_exchange_without_malformed_packets(assoc, pin_dir, tmp_path):
-    from scapy.all import IP, UDP, wrpcap
-    r = assoc.req(M.establish(2, 0x10, UE, urr=True, qer=True))
-    seid = up_seid(r)
-    assoc.req(M.modify_dl(3, seid))
-    assoc.req(M.delete(4, seid))
-    assoc.req(M.heartbeat(seq=5))
-    assoc.req(M.assoc_release(seq=6))
-    pkts = []
-    for direction, b in assoc.log:
-        src, dst = ("127.0.0.2", "127.0.0.1") if direction == "req" else ("127.0.0.1", "127.0.0.2")
-        pkts.append(IP(src=src, dst=dst) / UDP(sport=8805, dport=8805) / Raw(b))
-    pcap = tmp_path / "pfcp.pcap"
-    wrpcap(str(pcap), pkts)
-    cp = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "pfcp.msg_type",
-                         "-e", "pfcp.cause", "-e", "_ws.expert.severity", "-e", "_ws.malformed"],
+def _captured_seqs(pcap: Path, decode: list[str]) -> set[int]:
+    cp = subprocess.run(["tshark", "-r", str(pcap), *decode, "-T", "fields", "-e", "pfcp.seqno"],
                         capture_output=True, text=True, timeout=60)
+    return {int(x) for x in cp.stdout.split() if x.isdigit()}
+
+
+def _until_captured(agent, pcap: Path, decode: list[str], seq: int) -> None:
+    """Send heartbeats numbered from seq until one shows up in the capture file (dumpcap writes
+    each packet as it comes): the capture is live, or has everything sent before."""
+    deadline = time.monotonic() + 20
+    while True:
+        agent.req(M.heartbeat(seq=seq))
+        if pcap.exists() and seq in _captured_seqs(pcap, decode):
+            return
+        assert time.monotonic() < deadline, "dumpcap captured nothing"
+        seq += 1
+        time.sleep(0.05)
+
+
+def test_tshark_decodes_the_exchange_without_malformed_packets(assoc, pin_dir, tmp_path):
+    """The exchange captured on loopback (dumpcap, filtered on the agent's port) and decoded by
+    Wireshark's PFCP dissector: every message recognised, no malformed packet, no expert error or
+    warning, the answers' Causes as the agent meant them. Heartbeats numbered from 1000 mark the
+    start and the end of the capture and are left out of the checks."""
+    pcap = tmp_path / "pfcp.pcapng"
+    decode = ["-d", f"udp.port=={assoc.addr[1]},pfcp"]
+    cap = subprocess.Popen(["dumpcap", "-q", "-i", "lo", "-f", f"udp port {assoc.addr[1]}", "-a", "duration:120",
+                            "-w", str(pcap)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _until_captured(assoc, pcap, decode, 1000)
+        r = assoc.req(M.establish(2, 0x10, UE, urr=True, qer=True))
+        seid = up_seid(r)
+        assoc.req(M.modify_dl(3, seid))
+        assoc.req(M.delete(4, seid))
+        assoc.req(M.heartbeat(seq=5))
+        assoc.req(M.assoc_release(seq=6))
+        assoc.req(M.assoc_setup(seq=7))
+        _until_captured(assoc, pcap, decode, 2000)
+    finally:
+        cap.send_signal(signal.SIGINT)
+        try:
+            cap.wait(10)
+        except subprocess.TimeoutExpired:
+            cap.kill()
+            cap.wait()
+    cp = subprocess.run(["tshark", "-r", str(pcap), *decode, "-T", "fields", "-e", "pfcp.msg_type",
+                         "-e", "pfcp.seqno", "-e", "pfcp.cause", "-e", "_ws.expert.severity",
+                         "-e", "_ws.malformed"], capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0, cp.stderr
     rows = [line.split("\t") for line in cp.stdout.splitlines()]
-    assert [r[0] for r in rows] == ["5", "6", "50", "51", "52", "53", "54", "55", "1", "2", "9", "10"]
     for row in rows:
-        assert row[3] == "", f"malformed: {row}"
-        assert not set(row[2].split(",")) & {"8388608", "6291456"}, f"expert error/warning: {row}"  # error, warn
-    assert [r[1] for r in rows if r[0] in ("6", "51", "53", "55", "10")] == ["1"] * 5
-    cp = subprocess.run(["tshark", "-r", str(pcap), "-z", "expert,warn", "-q"], capture_output=True,
+        assert row[4] == "", f"malformed: {row}"
+        assert not set(row[3].split(",")) & {"8388608", "6291456"}, f"expert error/warning: {row}"  # error, warn
+    rows = [r for r in rows if int(r[1]) < 1000]
+    assert [r[0] for r in rows] == ["50", "51", "52", "53", "54", "55", "1", "2", "9", "10", "5", "6"]
+    assert [r[2] for r in rows if r[0] in ("51", "53", "55", "10", "6")] == ["1"] * 5
+    cp = subprocess.run(["tshark", "-r", str(pcap), *decode, "-z", "expert,warn", "-q"], capture_output=True,
                         text=True, timeout=60)
     assert "Malformed" not in cp.stdout and "Errors" not in cp.stdout, cp.stdout
 
@@ -551,3 +698,94 @@ def test_pfcp_bench_small_run():
         cells = [c.strip().replace(",", "") for c in r.strip("|").split("|")]
         assert all(float(c) > 0 for c in cells), r
     assert not {d for d in os.listdir("/sys/fs/bpf") if d.startswith("gtplab-pfcpbench-")} - before
+
+
+def test_agent_ends_when_pgwu_is_unloaded(assoc, pin_dir):
+    assert cause(assoc.req(M.establish(2, 0x10, UE))) == 1
+    pgwu(pin_dir, "unload")
+    try:
+        assoc.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the agent still runs on maps nobody uses")
+    assert assoc.proc.returncode != 0
+    assert "are gone" in assoc.proc.stderr.read()
+
+
+def test_heartbeats_to_the_cp_and_its_restart(pin_dir):
+    """--heartbeat 1: the agent asks each associated CP every second; an answer with another Recovery
+    Time Stamp than at association means the CP restarted: its sessions are deleted."""
+    a = Agent(pin_dir, "--heartbeat", "1")
+    try:
+        assert cause(a.req(M.assoc_setup(1))) == 1
+        assert cause(a.req(M.establish(2, 0x10, UE))) == 1
+
+        def next_request(timeout=3.0) -> PFCP:
+            r = PFCP(a.recv_raw(timeout))
+            assert r.message_type == 1 and r.S == 0, r.summary()
+            assert ie(r, IE_RecoveryTimeStamp) is not None
+            return r
+
+        from scapy.contrib.pfcp import PFCPHeartbeatResponse
+        hb = next_request()
+        a.send(PFCP(version=1, S=0, seq=hb.seq) /
+               PFCPHeartbeatResponse(IE_list=[IE_RecoveryTimeStamp(timestamp=M.CP_RTS)]))
+        hb2 = next_request()
+        assert hb2.seq != hb.seq
+        assert len(tables(pin_dir)) == 1                  # same time stamp: nothing happens
+        hb3 = next_request()                             # hb2 unanswered: missed, asked again
+        a.send(PFCP(version=1, S=0, seq=hb3.seq) /
+               PFCPHeartbeatResponse(IE_list=[IE_RecoveryTimeStamp(timestamp=M.CP_RTS + 9)]))
+        deadline = time.monotonic() + 5
+        while tables(pin_dir):
+            assert time.monotonic() < deadline, "the restarted CP's session is still installed"
+            time.sleep(0.1)
+        assert cause(a.req(M.establish(20, 0x11, UE))) == 1    # the association itself stays
+    finally:
+        out = a.stop()
+    assert "restarted" in out
+    p = subprocess.Popen([PGWU, "-d", pin_dir, "metrics", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        port = re.search(r":(\d+)/metrics", p.stdout.readline()).group(1)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert int(re.search(r"^pgwu_pfcp_heartbeats_missed_total (\d+)$", text, re.M).group(1)) >= 1
+    assert int(re.search(r'^pgwu_pfcp_messages_sent_total\{type="heartbeat_request",cause="none"\} (\d+)$',
+                         text, re.M).group(1)) >= 3
+
+
+@pytest.mark.long
+def test_one_million_sessions():
+    """1,000,000 sessions with CHOOSE F-TEIDs in a 1,048,576-bearer PGW-U, 128 in flight (the
+    benchmark's client): every Cause accepted, every TEID in its own slot, then all deleted."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import pfcp_agent_bench as B
+    n = 1_000_000
+    d = f"/sys/fs/bpf/gtplab-pfcp-{secrets.token_hex(4)}"
+    a = None
+    try:
+        pgwu(d, "load", "--max-bearers", str(1 << 20), "--local-addr", M.GTPU_ADDR, "--no-fib-cache")
+        a = Agent(d)
+        a.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        assert cause(a.req(M.assoc_setup(1))) == 1
+        tpl, seids = B.Templates(), [0] * n
+        res, seq = B.run_window(a.sock, a.addr, tpl, n, 128, a.proc.pid, 10, ("establish",), seids)
+        stats = json.loads(pgwu(d, "stats", "--json").stdout)["bearers"]
+        assert (stats["uplink"], stats["downlink"]) == (n, n)
+        assert len(set(seids)) == n
+        with Dataplane(d) as dp:
+            for t in (1, 2, n // 2, n - 1, n):      # TEIDs 1..n, each its own slot
+                assert dp._slot("ul", struct.pack("!I", t))[1] is not None, t
+        B.run_window(a.sock, a.addr, tpl, n, 128, a.proc.pid, seq, ("delete",), seids)
+        stats = json.loads(pgwu(d, "stats", "--json").stdout)["bearers"]
+        assert (stats["uplink"], stats["downlink"]) == (0, 0)
+        print(f"1M sessions: {res['establish'][0]:,.0f} establishments/s")
+    finally:
+        if a:
+            a.stop()
+        if os.path.exists(d):
+            pgwu(d, "unload", check=False)
+        if os.path.isdir(d):
+            shutil.rmtree(d, ignore_errors=True)
