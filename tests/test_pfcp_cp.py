@@ -336,6 +336,7 @@ def test_window_bounds_requests_in_flight_and_t1_retransmits(upf, node):
     """The fake drops the first copy of every establishment: each is sent twice (T1), all
     succeed, and never more than the window is in flight."""
     upf.drop_first = {m.SESS_EST_REQ}
+    node.timers.t1 = 1.0          # a second copy's answer must come within T1 even on a loaded box
     sm = Sessions(node, m.SessionOptions(choose=True), window=10)
     sm.establish(bearers(50))
     assert len(upf.sessions) == 50
