@@ -11,7 +11,7 @@ cd "$(dirname "$(readlink -f "$0")")"
 top=$PWD
 
 APT_PACKAGES=(
-	clang llvm make gcc libc6-dev pkg-config libbpf-dev libxdp-dev libelf-dev zlib1g-dev
+	clang llvm libclang-rt-14-dev make gcc libc6-dev pkg-config libbpf-dev libxdp-dev libelf-dev zlib1g-dev
 	bpftool xdp-tools iproute2 ethtool tshark linux-perf pciutils
 	python3 python3-venv python3-pip
 	prometheus prometheus-pushgateway prometheus-node-exporter

@@ -33,8 +33,17 @@ all: $(BPF_OBJS) $(SKELS) $(USER_TARGETS)
 $(USER_TARGETS): %: %.c $(SKELS) $(BPF_HDRS) $(USER_EXTRA_SRCS)
 	$(CC) $(CFLAGS) $(INCLUDES) $< $(USER_EXTRA_SRCS) -o $@ $(LDLIBS)
 
-clean:
-	rm -f *.o *.skel.h *.tmp $(USER_TARGETS)
+# Fuzz targets (optional: `make fuzz`): a component sets FUZZ_TARGETS = fuzz/foo_fuzz and
+# FUZZ_SRCS = the parser's sources; each is a libFuzzer binary with ASan and UBSan.
+FUZZ_CFLAGS ?= -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all clean
+fuzz: $(FUZZ_TARGETS)
+
+fuzz/%_fuzz: fuzz/%_fuzz.c $(FUZZ_SRCS) $(BPF_HDRS)
+	$(CLANG) $(FUZZ_CFLAGS) $(INCLUDES) $< $(FUZZ_SRCS) -o $@
+
+clean:
+	rm -f *.o *.skel.h *.tmp $(USER_TARGETS) $(FUZZ_TARGETS)
+
+.PHONY: all clean fuzz
 .DELETE_ON_ERROR:

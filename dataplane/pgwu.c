@@ -700,12 +700,29 @@ static const struct opt signalling_options[] = {
 	OPT_END
 };
 
+static const struct opt pfcp_options[] = {
+	{ .name = "listen", .type = OPT_STR, .off = offsetof(struct pfcp_opts, listen),
+	  .metavar = "ADDR[:PORT]", .help = "where to serve PFCP (default 127.0.0.1:8805; port 0: any "
+	  "free port, printed)" },
+	{ .name = "node-id", .type = OPT_STR, .off = offsetof(struct pfcp_opts, node_id),
+	  .metavar = "IPV4|FQDN", .help = "this UP's Node ID (default the listen address, or the "
+	  "GTP-U address when listening on 0.0.0.0)" },
+	{ .name = "max-sessions", .type = OPT_U32, .off = offsetof(struct pfcp_opts, max_sessions),
+	  .metavar = "N", .min = 1, .max = PGWU_MAX_MAX_BEARERS,
+	  .help = "sessions served at most (default and maximum: the bearer table capacity)" },
+	{ .name = "heartbeat", .type = OPT_U32, .off = offsetof(struct pfcp_opts, heartbeat),
+	  .metavar = "S", .min = 0, .max = 3600,
+	  .help = "send a Heartbeat Request to each associated CP every S seconds (default 0: never)" },
+	OPT_END
+};
+
 static const struct opt no_options[] = { OPT_END };
 
 static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
 static const struct session_opts session_defaults = { .csum = { .v = 2 } };
 static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
 static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
+static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
@@ -770,6 +787,14 @@ static const struct cmd cmds[] = {
 		"Error Indications and End Markers received, by tunnel, with their bearer",
 		"An Error Indication names a downlink tunnel (the SGW's TEID and address, TS 29.281\n"
 		"7.3.1): the bearer sending to it. An End Marker names one of our TEIDs (7.3.2)."),
+	COMMAND("pfcp", do_pfcp, pfcp_options, struct pfcp_opts, &pfcp_defaults,
+		"serve PFCP (Sx/N4): sessions become bearers (foreground, until SIGINT/SIGTERM)",
+		"A PFCP user-plane agent (3GPP TS 29.244): heartbeats, association setup/update/\n"
+		"release, session establishment/modification/deletion. One session is one bearer in\n"
+		"the tables `pgwu session` writes; F-TEIDs with CHOOSE get a free TEID whose slot in\n"
+		"the direct index is free. A rejected request changes nothing. On exit the agent\n"
+		"deletes the bearers of its sessions. Counters: pgwu metrics (pgwu_pfcp_*).\n"
+		"See docs/pfcp.md."),
 	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
 	CMD_END
 };

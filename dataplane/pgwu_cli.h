@@ -93,6 +93,28 @@ struct metrics_opts {
 	struct opt_str listen;
 };
 
+struct pfcp_opts {
+	struct opt_str listen;
+	struct opt_str node_id;
+	struct opt_u32 max_sessions;
+	struct opt_u32 heartbeat;	/* seconds between Heartbeat Requests to each CP, 0: none */
+};
+
+/*
+ * pfcp_stats: an ARRAY of __u64 (BPF_F_MMAPABLE) pinned in PIN_DIR by `pgwu pfcp`, its only
+ * writer (mmap, plain stores), read by `pgwu metrics` on each scrape. Gauges, then counters:
+ * received requests by message type, sent answers by message type and Cause (0: no Cause IE).
+ */
+#define PFCP_STATS_MAP "pfcp_stats"
+#define PFCP_STAT_SESSIONS 0		/* gauge: sessions (= bearers the agent installed) */
+#define PFCP_STAT_ASSOCIATIONS 1	/* gauge: PFCP associations */
+#define PFCP_STAT_DROPPED 2		/* datagrams discarded: bad header, unknown message type */
+#define PFCP_STAT_RETRANSMISSIONS 3	/* requests answered from the retransmission cache */
+#define PFCP_STAT_HB_MISSED 4		/* our Heartbeat Requests unanswered within an interval */
+#define PFCP_STAT_RX(type) (256 + (type))
+#define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
+#define PFCP_STAT_N (512 + 256 * 256)
+
 struct no_opts {
 	struct opt_flag unused;
 };
@@ -114,6 +136,7 @@ int do_path(const void *cfg);		/* pgwu_path.c */
 int do_signalling(const void *cfg);
 /* events[] summed over CPUs (enum pgwu_event) */
 int events_read(__u64 out[PGWU_EVENT_MAX]);
+int do_pfcp(const void *cfg);
 
 /* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
 int pgwu_watch_run(void);
@@ -182,6 +205,23 @@ struct bearer_table {
 int bearers_read(const struct pgwu_maps *m, struct bearer_table *t);
 void bearers_free(struct bearer_table *t);
 const char *bearer_csum_str(__u32 flags);
+
+/*
+ * One bearer in the tables (pgwu_session.c): what `session add/del` and the PFCP agent share.
+ * The caller holds the PIN_DIR lock; teid, ue, sgw, sgw_teid network order.
+ * bearer_add: both halves and their slots, all or nothing: -EEXIST (the TEID has a bearer),
+ *   -EADDRINUSE (the UE has one), -E2BIG (table full), or another -errno; nothing changed then.
+ *   dl NULL: the uplink half only (a PFCP session whose downlink is not forwarding yet).
+ * bearer_add_dl: the downlink half alone (and its slot): -EADDRINUSE, -E2BIG, -errno.
+ * bearer_remove: empties the slots, then deletes the halves named.
+ * bearer_set_dl: a new SGW address and TEID for the downlink half (usage counters kept).
+ * bearer_get: by TEID (by_teid) or by UE, with usage (slot + hash entry); -ENOENT.
+ */
+int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgwu_dl_bearer *dl);
+int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl);
+int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl);
+int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid);
+int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b);
 void bearer_print_header(FILE *f);
 void bearer_print_row(FILE *f, const struct bearer *b);
 void bearer_print_json(FILE *f, const struct bearer *b);

@@ -356,6 +356,8 @@ static bool is_ours(const struct bpf_object *obj, const char *name)
 
 	if (!strncmp(name, PGWU_LINK_PREFIX, strlen(PGWU_LINK_PREFIX)))
 		return true;
+	if (!strcmp(name, PFCP_STATS_MAP))	/* `pgwu pfcp`'s counters */
+		return true;
 	bpf_object__for_each_map(map, obj)
 		if (!strcmp(bpf_map__name(map), name))
 			return true;

@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,7 +18,10 @@
 #include <netinet/in.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <bpf/bpf.h>
+#include <sys/mman.h>
 #include "pgwu_cli.h"
+#include "pfcp_msg.h"
 
 #define REQ_MAX 8192
 #define IO_TIMEOUT_S 5
@@ -109,6 +113,77 @@ static void render(FILE *f, const struct pgwu_snapshot *s)
 		c->nexthop[PGWU_SIDE_SGI].ifindex ? "static" : "fib");
 }
 
+/*
+ * `pgwu pfcp`'s counters, from its pinned pfcp_stats map (pgwu_cli.h), when an agent has run on
+ * this PIN_DIR; nothing otherwise. Answers are shown per (type, cause) pair that occurred.
+ */
+static void render_pfcp(FILE *f)
+{
+	char path[PATH_MAX], cause[8];
+	const __u64 *st;
+	__u32 max = 0;
+	int fd;
+
+	if (pin_path(path, sizeof(path), PFCP_STATS_MAP))
+		return;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (map_max_entries(fd, &max) || max != PFCP_STAT_N) {
+		close(fd);
+		return;
+	}
+	st = mmap(NULL, PFCP_STAT_N * 8, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (st == MAP_FAILED)
+		return;
+	metric_head(f, "pgwu_pfcp_sessions", "gauge", "PFCP sessions of `pgwu pfcp` (one bearer each).");
+	fprintf(f, "pgwu_pfcp_sessions %llu\n", (unsigned long long)st[PFCP_STAT_SESSIONS]);
+	metric_head(f, "pgwu_pfcp_associations", "gauge", "PFCP associations of `pgwu pfcp`.");
+	fprintf(f, "pgwu_pfcp_associations %llu\n", (unsigned long long)st[PFCP_STAT_ASSOCIATIONS]);
+	metric_head(f, "pgwu_pfcp_dropped_total", "counter",
+		    "PFCP datagrams discarded unanswered: invalid header or unknown message type.");
+	fprintf(f, "pgwu_pfcp_dropped_total %llu\n", (unsigned long long)st[PFCP_STAT_DROPPED]);
+	metric_head(f, "pgwu_pfcp_retransmissions_total", "counter",
+		    "Retransmitted PFCP requests answered with the first answer, not applied again.");
+	fprintf(f, "pgwu_pfcp_retransmissions_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_RETRANSMISSIONS]);
+	metric_head(f, "pgwu_pfcp_heartbeats_missed_total", "counter",
+		    "Heartbeat Requests of `pgwu pfcp --heartbeat` a CP did not answer within the interval.");
+	fprintf(f, "pgwu_pfcp_heartbeats_missed_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_HB_MISSED]);
+	metric_head(f, "pgwu_pfcp_messages_received_total", "counter",
+		    "PFCP messages received with a valid header, by message type (responses too).");
+	for (int t = 0; t < 256; t++) {
+		const char *name = pfcp_msg_name(t);
+
+		if (name)
+			fprintf(f, "pgwu_pfcp_messages_received_total{type=\"%s\"} %llu\n", name,
+				(unsigned long long)st[PFCP_STAT_RX(t)]);
+	}
+	metric_head(f, "pgwu_pfcp_messages_sent_total", "counter",
+		    "PFCP messages sent (answers, heartbeat requests), by message type and Cause "
+		    "(none: no Cause IE).");
+	for (int t = 0; t < 256; t++) {
+		const char *name = pfcp_msg_name(t);
+
+		for (int c = 0; c < 256; c++) {
+			const char *cn = pfcp_cause_name(c);
+			__u64 v = st[PFCP_STAT_TX(t, c)];
+
+			if (!v)
+				continue;
+			if (!cn) {
+				snprintf(cause, sizeof(cause), "%d", c);
+				cn = cause;
+			}
+			fprintf(f, "pgwu_pfcp_messages_sent_total{type=\"%s\",cause=\"%s\"} %llu\n",
+				name ? name : "unknown", cn, (unsigned long long)v);
+		}
+	}
+	munmap((void *)st, PFCP_STAT_N * 8);
+}
+
 static void send_all(int fd, const char *buf, size_t len)
 {
 	while (len) {
@@ -181,6 +256,7 @@ static void serve(int fd)
 		return;
 	}
 	render(f, &s);
+	render_pfcp(f);
 	fclose(f);
 	snapshot_free(&s);
 	respond(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);

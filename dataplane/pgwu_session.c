@@ -79,11 +79,128 @@ static void full_msg(int fd)
 	fprintf(stderr, "bearer table full (capacity %u)\n", cap);
 }
 
+/* ---- the bearer tables as an API (pgwu_cli.h): session add/del and the PFCP agent ---- */
+
+int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgwu_dl_bearer *dl)
+{
+	struct pgwu_ul_bearer ul = { .ue_addr = ue };
+	int err;
+
+	err = bpf_map_update_elem(m->ul, &teid, &ul, BPF_NOEXIST);
+	if (err)
+		return err;
+	if (dl) {
+		err = bearer_add_dl(m, ue, dl);
+		if (err) {
+			bpf_map_delete_elem(m->ul, &teid);
+			return err;
+		}
+	}
+	slot_ul_set(m, teid, &ul);
+	return 0;
+}
+
+int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl)
+{
+	int err = bpf_map_update_elem(m->dl, &ue, dl, BPF_NOEXIST);
+
+	if (err)
+		return err == -EEXIST ? -EADDRINUSE : err;
+	slot_dl_set(m, ue, dl);
+	return 0;
+}
+
+int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl)
+{
+	if (has_dl)
+		slot_dl_clear(m, ue);
+	if (has_ul)
+		slot_ul_clear(m, teid);
+	if (has_dl && bpf_map_delete_elem(m->dl, &ue) && errno != ENOENT)
+		return -errno;
+	if (has_ul && bpf_map_delete_elem(m->ul, &teid) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid)
+{
+	struct pgwu_dl_slot *sl;
+	struct pgwu_dl_bearer dl;
+	__u64 packets = 0, bytes = 0;
+	int err;
+
+	if (bpf_map_lookup_elem(m->dl, &ue, &dl))
+		return -errno;
+	/*
+	 * The slot's copy can't be rewritten in place (the packet path reads sgw_addr and
+	 * sgw_teid without a lock): empty it, fold its counters into the hash entry, rewrite
+	 * that, index it again. Packets counted between the lookup above and the update below
+	 * (a few microseconds) are lost from the usage counters; none is misrouted.
+	 */
+	sl = slot_dl(m, ue);
+	if (sl) {
+		__atomic_store_n(&sl->state, 0, __ATOMIC_RELEASE);
+		packets = __atomic_load_n(&sl->b.packets, __ATOMIC_RELAXED);
+		bytes = __atomic_load_n(&sl->b.bytes, __ATOMIC_RELAXED);
+	}
+	dl.sgw_addr = sgw;
+	dl.sgw_teid = sgw_teid;
+	dl.packets += packets;
+	dl.bytes += bytes;
+	err = bpf_map_update_elem(m->dl, &ue, &dl, BPF_EXIST);
+	if (err)
+		return err;
+	slot_dl_set(m, ue, &dl);
+	return 0;
+}
+
+int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b)
+{
+	struct pgwu_ul_bearer ul;
+	struct pgwu_dl_bearer dl;
+
+	memset(b, 0, sizeof(*b));
+	if (by_teid) {
+		if (bpf_map_lookup_elem(m->ul, &teid, &ul))
+			return -ENOENT;
+		ue = ul.ue_addr;
+		b->has_ul = true;
+		if (!bpf_map_lookup_elem(m->dl, &ue, &dl) && dl.local_teid == teid)
+			b->has_dl = true;
+	} else {
+		if (bpf_map_lookup_elem(m->dl, &ue, &dl))
+			return -ENOENT;
+		teid = dl.local_teid;
+		b->has_dl = true;
+		if (!bpf_map_lookup_elem(m->ul, &teid, &ul) && ul.ue_addr == ue)
+			b->has_ul = true;
+	}
+	b->teid = ntohl(teid);
+	b->ue = ue;
+	if (b->has_ul) {
+		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
+
+		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
+		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
+	}
+	if (b->has_dl) {
+		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
+
+		b->sgw = dl.sgw_addr;
+		b->sgw_teid = ntohl(dl.sgw_teid);
+		b->flags = dl.flags;
+		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
+		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
+	}
+	return 0;
+}
+
 int do_session_add(const void *cfg)
 {
 	const struct session_opts *o = cfg;
 	__u32 teid = htonl(o->teid.v), ue = o->ue.addr;
-	struct pgwu_ul_bearer ul = { .ue_addr = ue }, old_ul;
+	struct pgwu_ul_bearer old_ul;
 	struct pgwu_dl_bearer dl = {
 		.sgw_addr = o->sgw.addr,
 		.sgw_teid = htonl(o->sgw_teid.v),
@@ -97,34 +214,20 @@ int do_session_add(const void *cfg)
 	err = maps_open_locked(&m);
 	if (err)
 		return err;
-	err = bpf_map_update_elem(m.ul, &teid, &ul, BPF_NOEXIST);
-	if (err) {
-		if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
-			fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
-				ip_str(old_ul.ue_addr, a));
-		else if (err == -E2BIG)
-			full_msg(m.ul);
-		else
-			fprintf(stderr, "Couldn't add the uplink bearer: %s\n", strerror(-err));
-		goto out;
-	}
-	err = bpf_map_update_elem(m.dl, &ue, &dl, BPF_NOEXIST);
-	if (err) {
-		bpf_map_delete_elem(m.ul, &teid);
-		if (err == -EEXIST && !bpf_map_lookup_elem(m.dl, &ue, &old_dl))
-			fprintf(stderr, "UE %s already has a bearer (TEID %u)\n", ip_str(ue, a),
-				ntohl(old_dl.local_teid));
-		else if (err == -E2BIG)
-			full_msg(m.dl);
-		else
-			fprintf(stderr, "Couldn't add the downlink bearer: %s\n", strerror(-err));
-		goto out;
-	}
-	slot_ul_set(&m, teid, &ul);
-	slot_dl_set(&m, ue, &dl);
-	printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
-	       ip_str(o->sgw.addr, b), o->sgw_teid.v);
-out:
+	err = bearer_add(&m, teid, ue, &dl);
+	if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
+		fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
+			ip_str(old_ul.ue_addr, a));
+	else if (err == -EADDRINUSE && !bpf_map_lookup_elem(m.dl, &ue, &old_dl))
+		fprintf(stderr, "UE %s already has a bearer (TEID %u)\n", ip_str(ue, a),
+			ntohl(old_dl.local_teid));
+	else if (err == -E2BIG)
+		full_msg(m.ul);
+	else if (err)
+		fprintf(stderr, "Couldn't add the bearer: %s\n", strerror(-err));
+	else
+		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
+		       ip_str(o->sgw.addr, b), o->sgw_teid.v);
 	maps_close(&m);
 	return err;
 }
@@ -141,51 +244,14 @@ static int one_of_teid_ue(const struct session_opts *o)
 /* Find a bearer by TEID or UE and fill b; -ENOENT (printed) when there is none. */
 static int bearer_find(const struct pgwu_maps *m, const struct session_opts *o, struct bearer *b)
 {
-	struct pgwu_ul_bearer ul;
-	struct pgwu_dl_bearer dl;
-	__u32 teid, ue;
+	int err = bearer_get(m, htonl(o->teid.v), o->ue.addr, o->teid.set, b);
 	char a[16];
 
-	memset(b, 0, sizeof(*b));
-	if (o->teid.set) {
-		teid = htonl(o->teid.v);
-		if (bpf_map_lookup_elem(m->ul, &teid, &ul)) {
-			fprintf(stderr, "No bearer with TEID %u\n", o->teid.v);
-			return -ENOENT;
-		}
-		ue = ul.ue_addr;
-		b->has_ul = true;
-		if (!bpf_map_lookup_elem(m->dl, &ue, &dl) && dl.local_teid == teid)
-			b->has_dl = true;
-	} else {
-		ue = o->ue.addr;
-		if (bpf_map_lookup_elem(m->dl, &ue, &dl)) {
-			fprintf(stderr, "No bearer for UE %s\n", ip_str(ue, a));
-			return -ENOENT;
-		}
-		teid = dl.local_teid;
-		b->has_dl = true;
-		if (!bpf_map_lookup_elem(m->ul, &teid, &ul) && ul.ue_addr == ue)
-			b->has_ul = true;
-	}
-	b->teid = ntohl(teid);
-	b->ue = ue;
-	if (b->has_ul) {
-		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
-
-		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
-		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
-	}
-	if (b->has_dl) {
-		b->sgw = dl.sgw_addr;
-		b->sgw_teid = ntohl(dl.sgw_teid);
-		b->flags = dl.flags;
-		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
-
-		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
-		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
-	}
-	return 0;
+	if (err == -ENOENT && o->teid.set)
+		fprintf(stderr, "No bearer with TEID %u\n", o->teid.v);
+	else if (err == -ENOENT)
+		fprintf(stderr, "No bearer for UE %s\n", ip_str(o->ue.addr, a));
+	return err;
 }
 
 int do_session_del(const void *cfg)
@@ -208,18 +274,9 @@ int do_session_del(const void *cfg)
 		goto out;
 	teid = htonl(b.teid);
 	ue = b.ue;
-	if (b.has_dl)
-		slot_dl_clear(&m, ue);
-	if (b.has_ul)
-		slot_ul_clear(&m, teid);
-	if (b.has_dl && bpf_map_delete_elem(m.dl, &ue) && errno != ENOENT) {
-		err = -errno;
-		fprintf(stderr, "Couldn't delete the downlink bearer: %s\n", strerror(-err));
-		goto out;
-	}
-	if (b.has_ul && bpf_map_delete_elem(m.ul, &teid) && errno != ENOENT) {
-		err = -errno;
-		fprintf(stderr, "Couldn't delete the uplink bearer: %s\n", strerror(-err));
+	err = bearer_remove(&m, teid, ue, b.has_ul, b.has_dl);
+	if (err) {
+		fprintf(stderr, "Couldn't delete the bearer: %s\n", strerror(-err));
 		goto out;
 	}
 	printf("deleted bearer TEID %u UE %s\n", b.teid, ip_str(ue, a));

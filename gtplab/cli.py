@@ -24,6 +24,7 @@ COMMANDS: list[str] = [
     "gtpu.bearers",
     "results.report",
     "measure.sweep",
+    "pfcp.cli",
 ]
 
 

@@ -491,3 +491,29 @@ def test_trex_role_installs_release(tmp_path):
     assert f"ExecStart={root}/opt/trex/current/t-rex-64 -i -c 2 --cfg {root}/trex_cfg.yaml --iom 0" in unit
     if Path("/proc/1/comm").read_text().strip() != "systemd":
         assert "trex.service is installed but not started" in runs[1]
+
+
+def test_dut_pfcp_unit_rendered(rendered):
+    """pgwu-pfcp.service runs `pgwu pfcp` on the maps pgwu.service pins, and follows its restarts."""
+    (host,) = _hosts()["dut"]["hosts"]
+    root = rendered / host
+    env = dict(line.split("=", 1) for line in (root / "etc/default/pgwu").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["PGWU_PFCP_LISTEN"] == "0.0.0.0:8805"
+    assert env["PGWU_PFCP_ARGS"] == '""'
+    unit = (root / "etc/systemd/system/pgwu-pfcp.service").read_text()
+    assert re.search(r"^ExecStart=/usr/local/sbin/pgwu pfcp --listen \$\{PGWU_PFCP_LISTEN\} \$PGWU_PFCP_ARGS$",
+                     unit, re.M)
+    for dep in ("Requires=pgwu.service", "After=pgwu.service", "PartOf=pgwu.service",
+                "EnvironmentFile=/etc/default/pgwu"):
+        assert re.search(rf"^{dep}$", unit, re.M), dep
+
+
+def test_dut_pfcp_args_rendered(tmp_path):
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "-e", f"render_dir={tmp_path}", "-e",
+                   "dut_pfcp_node_id=upf.example.org", "-e", "dut_pfcp_heartbeat=5")
+    assert cp.returncode == 0, f"render.yml failed:\n{cp.stdout[-4000:]}{cp.stderr[-2000:]}"
+    (host,) = _hosts()["dut"]["hosts"]
+    env = dict(line.split("=", 1) for line in (tmp_path / host / "etc/default/pgwu").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert env["PGWU_PFCP_ARGS"] == '"--node-id upf.example.org --heartbeat 5"'

@@ -20,6 +20,7 @@ import ipaddress
 import json
 import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -218,11 +219,17 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
     the semantics: uniform over [min, max] every packet)."""
     state = {}
     for ins in instructions:
-        if ins["type"] == "flow_var" and ins["op"] == "random":
+        if ins["type"] == "flow_var" and ins.get("value_list") is not None:
+            # a value list is an index over the list, split like an inc variable over 0..len-1
+            vl = ins["value_list"]
+            assert ins["op"] == "inc"
+            step = (ins["step"] * (cores if ins["split_to_cores"] else 1)) % len(vl)
+            state[ins["name"]] = dict(lo=0, rng=len(vl), step=step, size=ins["size"], list=vl,
+                                      value=(core * ins["step"] - step) % len(vl))
+        elif ins["type"] == "flow_var" and ins["op"] == "random":
             state[ins["name"]] = dict(random=True, lo=ins["min_value"], hi=ins["max_value"],
                                       size=ins["size"], value=None)
         elif ins["type"] == "flow_var":
-            assert "value_list" not in ins or ins.get("value_list") is None
             lo, hi = ins["min_value"], ins["max_value"]
             rng = hi - lo + 1
             step = (ins["step"] * (cores if ins["split_to_cores"] else 1)) % rng
@@ -248,7 +255,8 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
             elif t == "write_flow_var":
                 v = state[ins["name"]]
                 bits = 8 * v["size"]
-                val = (v["value"] + ins["add_value"]) % (1 << bits)
+                cur = v["list"][v["value"]] if "list" in v else v["value"]
+                val = (cur + ins["add_value"]) % (1 << bits)
                 assert ins["is_big_endian"]
                 pkt[ins["pkt_offset"]:ins["pkt_offset"] + v["size"]] = val.to_bytes(v["size"], "big")
             elif t == "write_mask_flow_var":
@@ -897,3 +905,67 @@ def test_random_order_bad_sgws():
         with pytest.raises(common.ProfileError, match="--order random needs --sgws a power of two"):
             params("uplink", t)
     params("uplink", argv(flows=64, sgws=4, sgw_base="10.201.0.17"))   # seq: any base
+
+
+# ---------------------------------------------------------------------------------------------
+# The uplink profile with the TEIDs a UPF chose (--teid-file), through TRex's own client library
+
+
+def _teid_file(tmp_path, teids):
+    f = tmp_path / "teids.txt"
+    f.write_text("# TEID UE SGW SGW_TEID\n" + "".join(
+        f"{t:#010x} {common.ip(UE_BASE + i)} {common.ip(SGW_BASE + i % 4)} {0x80000000 + i:#010x}\n" for i, t in enumerate(teids)))
+    return f
+
+
+@pytest.mark.parametrize("extra", [[], ["--outer-udp-csum", "valid"], ["--checksum", "hw", "--l4", "tcp"]],
+                         ids=["sw", "outer-valid", "hw-tcp"])
+def test_uplink_profile_sends_the_teids_of_the_file(tmp_path, extra):
+    """Every packet of two cycles, on 1, 2 and 3 cores (TRex's split), carries bearer i's TEID
+    from the file with bearer i's UE, and every checksum stays valid (outer UDP too)."""
+    rnd = random.Random(3)
+    teids = [rnd.randrange(1, 1 << 32) for _ in range(24)] + [0xFFFFFFFF, 1]
+    flows = 24
+    path = _teid_file(tmp_path, teids)
+    tun = ["--flows", str(flows), "--sgws", "4", "--bearers", "26", "--teid-file", str(path)] + extra
+    w = TrexWorker()
+    try:
+        (stream,) = w.streams("uplink", tun)
+    finally:
+        w.close()
+    raw, ins = binary(stream), stream["vm"]["instructions"]
+    assert any(x.get("value_list") == teids[:flows] for x in ins if x["type"] == "flow_var")
+    off = uplink_offsets(raw)
+    a = params("uplink", tun)
+    for cores in (1, 2, 3):
+        seen = set()
+        for core in range(cores):
+            for pkt in run_program(raw, ins, 2 * flows, core, cores):
+                teid = int.from_bytes(pkt[off["teid"]:off["teid"] + 4], "big")
+                ue = int.from_bytes(pkt[off["inner_src"]:off["inner_src"] + 4], "big")
+                i = ue - UE_BASE
+                assert 0 <= i < flows and teid == teids[i], (cores, core, i, hex(teid))
+                assert ipv4_ok(pkt, off["outer_ip"]) and ipv4_ok(pkt, off["inner_ip"])
+                if "--checksum" not in extra:
+                    assert l4_ok(pkt, off["inner_ip"])
+                if a.outer_udp_csum == "valid":
+                    assert l4_ok(pkt, off["outer_ip"]), (cores, core, i)
+                seen.add(i)
+        assert seen == set(range(flows))
+    # the embedded engine compiles it (value lists of up to vm.MAX_LIST values)
+    from gtplab.traffic.engine import vm
+    cs = vm.compile_stream(stream)
+    assert teids[:flows] in cs.lists.values()
+
+
+def test_teid_file_errors(tmp_path):
+    for text, msg in (("0x10\n", "1 TEIDs for 4 bearers"), ("zz\n", "not a TEID"), ("0\n0\n0\n0\n", "is 0")):
+        f = tmp_path / "t.txt"
+        f.write_text(text)
+        with pytest.raises(common.ProfileError, match=msg):
+            common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
+    with pytest.raises(common.ProfileError, match="No such file"):
+        common.parse("uplink", ["--teid-file", str(tmp_path / "none")])
+    f.write_text("1\n2\n3\n4\n")
+    with pytest.raises(common.ProfileError, match="--teid-file needs --order seq"):
+        common.parse("uplink", ["--flows", "4", "--sgws", "4", "--order", "random", "--teid-file", str(f)])

@@ -34,17 +34,37 @@ N_EACH = 3          # copies of each packet (one single-burst stream per packet)
 CSUM_ON = (0, 1)    # bearers with the outer UDP checksum on; 2, 3 have it off
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+# bearers whose downlink has the outer UDP checksum on, as provisioned (set by the lab fixture)
+STATE = {"csum_on": CSUM_ON}
+
+
+@pytest.fixture(scope="module", params=["pgwu", "pfcp"])
+def lab(request, tmp_path_factory):
+    """The lab with 4 bearers, provisioned with `pgwu session load` (pgwu) or over PFCP by the
+    PGW-U's own agent, as the lab config embedded-pfcp says (pfcp: the agent must be built in; a
+    pgwu without `pfcp` fails here, with the reason). PFCP has no per-bearer outer checksum flag:
+    those bearers take the PGW-U's default (on)."""
     from gtplab.lab.topology import Lab
     lab = Lab.up()
-    client = dut = None
+    client = dut = agent = prov = None
     try:
         a = lab.addressing
         bf = tmp_path_factory.mktemp("bearers") / "bearers.txt"
         bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
                               f"csum={'on' if i in CSUM_ON else 'off'}\n" for i in range(4)))
-        lab.pgwu("session", "load", str(bf))
+        if request.param == "pgwu":
+            lab.pgwu("session", "load", str(bf))
+            STATE["csum_on"] = CSUM_ON
+        else:
+            from gtplab.dut import pfcp as pfcp_dut
+            from gtplab.lab import config as labconfig
+            from gtplab.pfcp import provision
+            cfg = provision.parse_config(labconfig.load("embedded-pfcp").dut["pfcp"], "embedded-pfcp")
+            agent = pfcp_dut.EmbeddedAgent(lab.pin_dir)
+            prov = provision.Provisioner(cfg, agent.addr)
+            got = prov.install(str(bf), str(bf.with_suffix(".provisioned")))
+            assert [s.teid for s in got] == [a.local_teid(i) for i in range(4)]
+            STATE["csum_on"] = (0, 1, 2, 3)
         client = lab.client()
         client.connect()
         dut = LocalDut(lab)
@@ -54,6 +74,10 @@ def lab(tmp_path_factory):
             client.disconnect()
         if dut:
             dut.close()
+        if prov:
+            prov.close()
+        if agent:
+            agent.close()
         lab.down()
 
 
@@ -221,7 +245,7 @@ def check_encap(lab_o, frames, got, vlan: int | None):
         assert gh[0] == 0x30 and gh[1] == 255, _show(g)
         assert struct.unpack("!HI", gh[2:8]) == (len(inner), a.sgw_teid(i)), _show(g)
         udp_raw = raw_ip[20:]
-        if i in CSUM_ON:
+        if i in STATE["csum_on"]:
             assert u.chksum != 0
             ref = UDP(udp_raw)
             ref.chksum = None

@@ -221,6 +221,12 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
     g.add_argument("--ue-base", type=_addr, default=DEFAULT_UE_BASE, help="UE address of bearer 0")
     g.add_argument("--teid-base", type=_u32, default=DEFAULT_TEID_BASE,
                    help="local (uplink) TEID of bearer 0")
+    if up:
+        g.add_argument("--teid-file", default="", metavar="FILE",
+                       help="local TEIDs of bearers 0..flows-1 from FILE instead of teid_base + i (default: none) "
+                            "(the first column of each non-comment line: a bearer file written by a "
+                            "PFCP run records the TEIDs the UPF chose); sent with a value-list flow "
+                            "variable")
     g.add_argument("--sgw-base", type=_addr, default=DEFAULT_SGW_BASE, help="address of SGW 0")
     g.add_argument("--sgws", type=_positive, default=4,
                    help="number of SGWs; bearer i uses SGW i %% sgws (multi: must divide --flows "
@@ -329,6 +335,10 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
                           ("--sgw-base", args.sgw_base, min(args.sgws, args.bearers))):
         if base + n - 1 > 0xFFFFFFFF:
             raise ProfileError(f"{name} {base:#x} + {n} bearers overflows 32 bits")
+    args.teids = read_teids(args.teid_file, args.bearers) if getattr(args, "teid_file", None) else None
+    if args.teids is not None and args.order == "random" and args.flows > 1:
+        raise ProfileError("--teid-file needs --order seq: the list of TEIDs is kept in step with the "
+                           "bearer only when both advance by one per packet")
     if args.teid_base == 0:
         raise ProfileError("--teid-base 0: TEID 0 is reserved (TS 29.281 5.1: signalling only)")
     if args.sgw_teid_base == 0:
@@ -382,9 +392,38 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
 # Bearers
 
 
+def read_teids(path: str, bearers: int) -> list[int]:
+    """The first bearers TEIDs of a TEID file: the first column of every line that is not blank or
+    a comment (so a bearer file is one), each a nonzero 32-bit number."""
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise ProfileError(f"--teid-file {path}: {e.strerror}") from None
+    teids = []
+    for n, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            t = int(line.split()[0], 0)
+        except ValueError:
+            raise ProfileError(f"--teid-file {path}:{n}: not a TEID: {line.split()[0]!r}") from None
+        if not 0 < t <= 0xFFFFFFFF:
+            raise ProfileError(f"--teid-file {path}:{n}: TEID {t:#x} is 0 or above 32 bits")
+        teids.append(t)
+        if len(teids) == bearers:
+            break
+    if len(teids) < bearers:
+        raise ProfileError(f"--teid-file {path}: {len(teids)} TEIDs for {bearers} bearers")
+    return teids
+
+
 def bearer(args: argparse.Namespace, i: int) -> tuple[int, int, int, int]:
-    """(local TEID, UE address, SGW address, SGW TEID) of bearer i, addresses as integers."""
-    return (args.teid_base + i, args.ue_base + i, args.sgw_base + i % args.sgws,
+    """(local TEID, UE address, SGW address, SGW TEID) of bearer i, addresses as integers; the
+    local TEID from --teid-file when given."""
+    teids = getattr(args, "teids", None)
+    return (teids[i] if teids else args.teid_base + i, args.ue_base + i, args.sgw_base + i % args.sgws,
             args.sgw_teid_base + i)
 
 

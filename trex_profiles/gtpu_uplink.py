@@ -2,7 +2,8 @@
 
     Ether / IPv4 sgw -> pgw / UDP 2152 -> 2152 / GTP-U G-PDU teid / IPv4 ue -> pdn / UDP|TCP / payload
 
-Bearer i (gtpu_common.bearer): TEID = teid_base + i, inner source (UE) = ue_base + i,
+Bearer i (gtpu_common.bearer): TEID = teid_base + i (or line i of --teid-file: the TEIDs a UPF
+chose over PFCP, written by a value-list variable "teid" in step with "bearer"), inner source (UE) = ue_base + i,
 outer source (SGW) = sgw_base + i % sgws. The PGW-U drops a G-PDU whose inner source is not its
 bearer's UE, so every packet must carry a matching (TEID, UE) pair; `gtplab bearers --profile
 uplink` writes the bearers for the same tunables.
@@ -98,6 +99,19 @@ class GtpuUplink(object):
         pkt = self.packet(a, payload_len, l4_csum=0xFFFE, comp=n + d)
         return pkt.__class__(bytes(pkt))
 
+    def outer_csums(self, a):
+        """Outer UDP checksum of bearer i's packet when its TEID is teids[i] (--teid-file): the
+        base packet's, less the one's-complement difference between teids[i] and teids[0] + i."""
+        def fold(x):
+            return ((x >> 16) + (x & 0xFFFF)) % 0xFFFF
+        c0 = self._base.__class__(bytes(self._base))[UDP].chksum     # the outer UDP's, as built
+        out = []
+        for i, t in enumerate(a.teids[:a.flows]):
+            delta = (fold(t) - fold((a.teids[0] + i) & 0xFFFFFFFF)) % 0xFFFF
+            c = (c0 - delta) % 0xFFFF
+            out.append(c if c else 0xFFFF)
+        return out
+
     def instructions(self, a, sw=False):
         """Field-engine program, fresh objects for every stream (TRex compiles them in place).
         sw: keep the inner checksums valid by construction instead of STLVmFixChecksumHw."""
@@ -132,12 +146,22 @@ class GtpuUplink(object):
                 if a.sgw_period > 1:
                     vm.append(STLVmFlowVar(name="sgw_c", min_value=0, max_value=a.sgw_period - 1,
                                            init_value=a.sgw_period - 1, size=2, op="dec"))
-            vm += [
-                STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
-                               add_val=common.s32(a.teid_base)),
-                STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP:1.src",
-                               add_val=common.s32(a.ue_base)),
-            ]
+            if a.teids:
+                # the TEIDs a UPF chose: a value list in step with bearer (both inc by 1 from
+                # their first entry, same length)
+                vm.append(STLVmFlowVar(name="teid", value_list=a.teids[:a.flows], size=4, op="inc"))
+                vm.append(STLVmWrFlowVar(fv_name="teid", pkt_offset="GTP_U_Header.teid"))
+                if a.outer_udp_csum == "valid":
+                    # everything else keeps the outer sum (see above) once the TEID grows by 1 per
+                    # bearer; a TEID list deviates from that by a known amount per bearer, so the
+                    # outer checksum of bearer i is a list too, in step
+                    vm.append(STLVmFlowVar(name="ocsum", value_list=self.outer_csums(a), size=2, op="inc"))
+                    vm.append(STLVmWrFlowVar(fv_name="ocsum", pkt_offset="UDP.chksum"))
+            else:
+                vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
+                                         add_val=common.s32(a.teid_base)))
+            vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP:1.src",
+                                     add_val=common.s32(a.ue_base)))
             if a.sgw_period > 1:
                 vm += [
                     STLVmWrFlowVar(fv_name="sgw", pkt_offset="IP.src",

@@ -27,7 +27,8 @@ DIRECTIONS = ("uplink", "downlink")
 
 _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
              "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured"}
-_DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir"}
+_DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
+             "provision", "counters", "pfcp", "prometheus"}
 DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab/topology.py)
 _LAB_KEYS = {"mtu"}
 _THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
@@ -73,6 +74,16 @@ class LabConfig:
     def dut_mode(self) -> str:
         return self.dut.get("mode", "pgwu")
 
+    @property
+    def provision(self) -> str:
+        """How the bearers reach the DUT: pgwu (session load), pfcp (Sx/N4), none (already there)."""
+        return self.dut.get("provision", "pgwu")
+
+    @property
+    def counters(self) -> str:
+        """How the DUT's counters are read: pgwu, prometheus (dut.prometheus mapping), none."""
+        return self.dut.get("counters", "pgwu")
+
     def cpu_layout(self):
         """The local lab's gtplab.lab.cpu.CpuLayout (checked against this host's CPUs)."""
         from gtplab.lab.cpu import CpuLayout
@@ -97,6 +108,32 @@ def _percent(v) -> float | None:
 
 def _fail(path, msg: str):
     raise UserError(f"lab config {path}: {msg}")
+
+
+def _check_dut_access(path, backend: str, dut: dict) -> None:
+    """dut.provision (how bearers reach the DUT) and dut.counters (how its counters are read), with
+    their sections: pfcp for provision pfcp, prometheus for counters prometheus (docs/pfcp.md)."""
+    from gtplab.dut import prometheus
+    from gtplab.pfcp import provision as prov
+    provision = dut.get("provision", "pgwu")
+    counters = dut.get("counters", "pgwu")
+    if provision not in prov.PROVISION:
+        _fail(path, f"dut.provision {provision!r}: one of {', '.join(prov.PROVISION)}")
+    if counters not in prov.COUNTERS:
+        _fail(path, f"dut.counters {counters!r}: one of {', '.join(prov.COUNTERS)}")
+    if provision == "pfcp":
+        cfg = prov.parse_config(dut.get("pfcp"), f"lab config {path}")
+        if cfg.upf == prov.EMBEDDED and backend != "local":
+            _fail(path, "dut.pfcp.upf: embedded is the embedded lab's agent; a TRex lab names its UPF (HOST[:PORT])")
+    elif "pfcp" in dut:
+        _fail(path, f"dut.pfcp is given but dut.provision is {provision!r} (set provision: pfcp)")
+    if counters == "prometheus":
+        prometheus.parse_prometheus(dut.get("prometheus"), f"lab config {path}")
+    elif "prometheus" in dut:
+        _fail(path, f"dut.prometheus is given but dut.counters is {counters!r} (set counters: prometheus)")
+    if counters == "pgwu" and backend == "trex" and not dut.get("metrics_url"):
+        _fail(path, "dut.counters pgwu on a TRex lab reads `pgwu metrics`: give dut.metrics_url "
+                    "(or counters: prometheus / none)")
 
 
 def resolve(name_or_path: str | None = None) -> Path:
@@ -173,6 +210,7 @@ def load(name_or_path: str | None = None) -> LabConfig:
     mode = (data.get("dut") or {}).get("mode", "pgwu")
     if mode not in DUT_MODES:
         _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
+    _check_dut_access(path, backend, data.get("dut") or {})
     if backend == "local":
         from gtplab.lab.cpu import CpuLayout
         CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")

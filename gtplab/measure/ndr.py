@@ -115,7 +115,10 @@ class Runner:
         self.backend = backend
         self.client = backend.client
         self.cfg = cfg
-        self.dut = dut or (LocalDut(backend.lab) if backend.kind == "local" else MetricsDut(cfg))
+        if dut is None:
+            from gtplab.dut.pfcp import make_dut          # dut.provision / dut.counters
+            dut = make_dut(backend, cfg)
+        self.dut = dut
         # this thread (reading counters, running ethtool and pgwu) works for the generator: keep it,
         # and what it starts, off the DUT's CPUs
         lab = getattr(backend, "lab", None)
@@ -126,6 +129,8 @@ class Runner:
         self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
+        self.volume_sent: dict[int, list[int]] = {}     # bearer -> [uplink, downlink] inner IP octets
+        self.volume_received = [0, 0]
         self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-runner-")
 
     def close(self) -> None:
@@ -172,10 +177,46 @@ class Runner:
         self.dut.install_bearers(path)
         self._bearers_key = key
 
+    def _count_volume(self, p: CaseParams, sent: int, received: int) -> None:
+        """Octets of inner IP packets per bearer, for the PFCP usage reports (dut.pfcp.urr)."""
+        pf = getattr(self.dut, "cfg", None)
+        if not getattr(pf, "urr", False):
+            return
+        from gtplab.pfcp.provision import packets_per_bearer
+        c = common()
+        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (36 if p.direction == "uplink" else 0)
+        k = 0 if p.direction == "uplink" else 1
+        flows = p.flows if p.flow_mode == "multi" else 1
+        for i, n in enumerate(packets_per_bearer(sent, flows)):
+            v = self.volume_sent.setdefault(i, [0, 0])
+            v[k] += n * ip_len
+        self.volume_received[k] += received * ip_len
+
+    def usage_comparisons(self) -> list[dict]:
+        """After close(): the PFCP usage reports against the generator's octets (docs/pfcp.md)."""
+        from gtplab.pfcp.provision import usage_differences
+        usage = getattr(self.dut, "usage", None)
+        if not usage:
+            return []
+        return [usage_differences(usage, {i: tuple(v) for i, v in self.volume_sent.items()},
+                                  tuple(self.volume_received))]
+
+    def provisioned_tunables(self, p: CaseParams, tun: dict) -> dict:
+        """A PFCP-provisioned UPF (gtplab/dut/pfcp.py): the uplink goes to its N3 address, with the
+        TEIDs it chose (the bearer file written from its answers, as --teid-file)."""
+        pf = getattr(self.dut, "cfg", None) if getattr(self.dut, "teid_file", None) else None
+        if pf is None or p.direction != "uplink":
+            return tun
+        tun = dict(tun, pgw_addr=pf.n3)
+        if pf.choose:
+            tun["teid_file"] = self.dut.teid_file
+        return tun
+
     def prepare(self, p: CaseParams) -> Prepared:
         tx, rx = self.ports(p.direction)
         tun = p.tunables()
         self.install_bearers(p, tun)
+        tun = self.provisioned_tunables(p, tun)
         streams = self.streams(p.direction, tun, tx)
         return Prepared(p, tx, rx, tun, tun["stats"] == "latency", streams)
 
@@ -219,17 +260,22 @@ class Runner:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
         return self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
                             (prog0, prog1), (cpu0, cpu1), capture)
 
     def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:
         p, tx, rx = prep.params, prep.tx_port, prep.rx_port
-        dd = conservation.DutDelta.from_counters(*cnt)
         ld = self.dut.link_delta(*link, p.direction) if link[0] is not None else None
-        cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,
-                                  dut_rx=ld["dut_rx"] if ld else None,
-                                  link_in_lost=ld["lost_in"] if ld else None,
-                                  link_out_lost=ld["lost_out"] if ld else None)
+        if cnt[0] is None:                       # dut.counters: none
+            dd = conservation.DutDelta(0, 0)
+            cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"])
+        else:
+            dd = conservation.DutDelta.from_counters(*cnt)
+            cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,
+                                      dut_rx=ld["dut_rx"] if ld else None,
+                                      link_in_lost=ld["lost_in"] if ld else None,
+                                      link_out_lost=ld["lost_out"] if ld else None)
         if ld and ld["other_side_rx"]:
             cons.ok = False
             cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "

@@ -150,6 +150,8 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "notes": notes,
         "end_timestamp": time.time(),
     }
+    if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
+        rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
         rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
@@ -300,11 +302,30 @@ def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, curr
         step("writing run.json", lambda: results.write_run(rdir, run))
 
 
+def without_unsendable(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+    """With TEIDs a UPF chose over PFCP (dut.pfcp.choose), the uplink profile sends them from a
+    list kept in step with the bearer (--teid-file), which a random order cannot do: those uplink
+    cases are skipped, with the reason in run.json's `skipped`."""
+    pf = cfg.dut.get("pfcp") or {}
+    if cfg.provision != "pfcp" or not pf.get("choose", True):
+        return cases, skipped
+    keep, skip = [], list(skipped)
+    for c in cases:
+        if c.direction == "uplink" and getattr(c, "order", "seq") == "random" and c.flows > 1:
+            skip.append({"direction": c.direction, "frame_size": c.frame_size, "case_id": c.case_id,
+                         "note": "random bearer order with TEIDs the UPF chose (dut.pfcp.choose): the "
+                                 "profile sends those only in seq order: skipped"})
+        else:
+            keep.append(c)
+    return keep, skip
+
+
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
     kind = args.backend or cfg.backend
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = plan(spec)
+    cases, skipped = without_unsendable(cases, skipped, cfg)
     if not cases:
         raise UserError("the sweep has no cases (every size was skipped)")
     run_uuid = str(uuidlib.uuid4())
@@ -356,10 +377,13 @@ def do_sweep(args: argparse.Namespace) -> int:
            "lab_config": cfg.path, "spec": spec, "skipped": skipped,
            "cpu_shared_with_generator": shared, "cpu_layout": layout,
            "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+           "dut_provision": cfg.provision, "dut_counters": cfg.counters,
            "kernel": platform.release(), "cases_planned": len(cases),
            "lab_name": be.lab.name if be.lab is not None else None,
            "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
-                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])}
+                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
+           + (["dut.counters none: packet conservation is checked on the generator's side only "
+               "(tx vs rx); where the loss happened is unknown"] if cfg.counters == "none" else [])}
     pusher = None
     exporter = None
     done = failed = 0
@@ -419,6 +443,16 @@ def do_sweep(args: argparse.Namespace) -> int:
                     pusher.push(rec)
                 progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
                               + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+        usage = runner.usage_comparisons()          # PFCP usage reports vs the generator (dut.pfcp.urr)
+        if usage:
+            run["pfcp_usage"] = usage
+        if getattr(runner.dut, "restarts", 0):
+            run["notes"].append(f"the UPF restarted {runner.dut.restarts} time(s) during the run (new PFCP "
+                                "Recovery Time Stamp); its sessions were established again")
+        provisioned = getattr(runner.dut, "provisioned_text", None)
+        if provisioned:                             # what the UPF returned (TEIDs in force)
+            (rdir / "bearers-pfcp.txt").write_text(provisioned)
+            run["pfcp_bearer_file"] = "bearers-pfcp.txt"
     except KeyboardInterrupt:
         stop.update(interrupted=True, signal="SIGINT")
         raise

@@ -1,0 +1,932 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pfcp_msg.c: the bounded PFCP decoder and encoder (contract in pfcp_msg.h). Every read goes
+ * through a length that was checked against the run it lies in: the message body for top-level
+ * IEs, the parent's value for grouped ones. A rejection records the first error only (cause and
+ * offending IE); decoding continues so the counters of skipped IEs stay meaningful, but nothing
+ * after a rejection is used.
+ */
+#include <errno.h>
+#include <string.h>
+#include "pfcp_msg.h"
+
+static __u16 rd16(const __u8 *p)
+{
+	return (__u16)p[0] << 8 | p[1];
+}
+
+static __u32 rd32(const __u8 *p)
+{
+	return (__u32)p[0] << 24 | (__u32)p[1] << 16 | (__u32)p[2] << 8 | p[3];
+}
+
+static __u64 rd40(const __u8 *p)
+{
+	return (__u64)p[0] << 32 | rd32(p + 1);
+}
+
+static __u64 rd64(const __u8 *p)
+{
+	return (__u64)rd32(p) << 32 | rd32(p + 4);
+}
+
+/* network-order copy of 4 octets (TEIDs, IPv4 addresses) */
+static __u32 rdn32(const __u8 *p)
+{
+	__u32 v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* ---- cursor ---- */
+
+void pfcp_cur_init(struct pfcp_cur *c, const __u8 *p, size_t len)
+{
+	c->p = p;
+	c->end = p + len;
+	c->depth = 0;
+}
+
+int pfcp_ie_next(struct pfcp_cur *c, struct pfcp_ie *ie)
+{
+	size_t left = c->end - c->p;
+	__u16 len;
+
+	memset(ie, 0, sizeof(*ie));
+	if (!left)
+		return 0;
+	if (left < 4) {
+		if (left >= 2)
+			ie->type = rd16(c->p);
+		return -EBADMSG;
+	}
+	ie->type = rd16(c->p);
+	len = rd16(c->p + 2);
+#ifndef PFCP_FUZZ_SELFTEST_BUG
+	if (len > left - 4)
+		return -EBADMSG;
+#else
+	/* only in the fuzzer's self-test build (tests/test_pfcp_fuzz.py): the check is gone */
+	(void)left;
+#endif
+	ie->v = c->p + 4;
+	ie->len = len;
+	if (ie->type & 0x8000) {
+		if (len < 2)
+			return -EBADMSG;
+		ie->enterprise = rd16(ie->v);
+		ie->v += 2;
+		ie->len -= 2;
+	}
+	c->p += 4 + (size_t)len;
+	return 1;
+}
+
+int pfcp_ie_enter(const struct pfcp_cur *parent, const struct pfcp_ie *ie, struct pfcp_cur *child)
+{
+	if (parent->depth + 1 >= PFCP_MAX_DEPTH)
+		return -ELOOP;
+	child->p = ie->v;
+	child->end = ie->v + ie->len;
+	child->depth = parent->depth + 1;
+	return 0;
+}
+
+/* ---- header ---- */
+
+static bool is_session_msg(__u8 type)
+{
+	return type >= 50 && type <= 99;
+}
+
+int pfcp_hdr_parse(const __u8 *b, size_t n, struct pfcp_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	if (n < 8)
+		return -EBADMSG;
+	h->version = b[0] >> 5;
+	h->flags = b[0] & 0x07;
+	h->has_seid = b[0] & 0x01;
+	h->type = b[1];
+	h->length = rd16(b + 2);
+	h->msg_len = 4 + (size_t)h->length;
+	h->hdr_len = h->has_seid ? 16 : 8;
+	/* the sequence number is read first: a Version Not Supported Response echoes it */
+	if (h->has_seid) {
+		if (n < 16)
+			return -EBADMSG;
+		h->seid = rd64(b + 4);
+		h->seq = rd32(b + 11) & 0xffffff;
+	} else {
+		h->seq = rd32(b + 3) & 0xffffff;
+	}
+	if (h->version != PFCP_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->msg_len > n || h->msg_len < h->hdr_len)
+		return -EBADMSG;
+	if (h->has_seid != is_session_msg(h->type))
+		return -EBADMSG;
+	return 0;
+}
+
+/* ---- IE values ---- */
+
+static void fail(struct pfcp_msg *m, __u8 cause, __u16 ie)
+{
+	if (m->cause != PFCP_CAUSE_ACCEPTED)
+		return;
+	m->cause = cause;
+	m->offending_ie = ie;
+}
+
+static int dec_node_id(const struct pfcp_ie *ie, struct pfcp_node_id *id)
+{
+	size_t i, o = 0;
+
+	memset(id, 0, sizeof(*id));
+	if (ie->len < 1)
+		return -EINVAL;
+	id->type = ie->v[0] & 0x0f;
+	switch (id->type) {
+	case PFCP_NODE_IPV4:
+		if (ie->len < 5)
+			return -EINVAL;
+		id->ipv4 = rdn32(ie->v + 1);
+		return 0;
+	case PFCP_NODE_IPV6:
+		if (ie->len < 17)
+			return -EINVAL;
+		memcpy(id->ipv6, ie->v + 1, 16);
+		return 0;
+	case PFCP_NODE_FQDN:
+		/* DNS labels (RFC 1035 3.1), as TS 29.244 8.2.38 says; a root label may end it */
+		for (i = 1; i < ie->len;) {
+			__u8 l = ie->v[i++];
+
+			if (!l)
+				break;
+			if (l > 63 || l > ie->len - i || o + l + 1 > PFCP_FQDN_MAX)
+				return -EINVAL;
+			if (o)
+				id->fqdn[o++] = '.';
+			for (__u8 k = 0; k < l; k++) {
+				__u8 ch = ie->v[i + k];
+
+				if (ch <= ' ' || ch >= 0x7f || ch == '.')
+					return -EINVAL;
+				id->fqdn[o++] = ch;
+			}
+			i += l;
+		}
+		id->fqdn[o] = '\0';
+		return o ? 0 : -EINVAL;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int dec_fseid(const struct pfcp_ie *ie, struct pfcp_fseid *f)
+{
+	size_t need = 9;
+
+	memset(f, 0, sizeof(*f));
+	if (ie->len < need)
+		return -EINVAL;
+	f->v6 = ie->v[0] & 0x01;
+	f->v4 = ie->v[0] & 0x02;
+	f->seid = rd64(ie->v + 1);
+	need += (f->v4 ? 4 : 0) + (f->v6 ? 16 : 0);
+	if (ie->len < need || (!f->v4 && !f->v6))
+		return -EINVAL;
+	if (f->v4)
+		f->ipv4 = rdn32(ie->v + 9);
+	if (f->v6)
+		memcpy(f->ipv6, ie->v + 9 + (f->v4 ? 4 : 0), 16);
+	return 0;
+}
+
+static int dec_fteid(const struct pfcp_ie *ie, struct pfcp_fteid *f)
+{
+	size_t need;
+
+	memset(f, 0, sizeof(*f));
+	if (ie->len < 1)
+		return -EINVAL;
+	f->v4 = ie->v[0] & 0x01;
+	f->v6 = ie->v[0] & 0x02;
+	f->ch = ie->v[0] & 0x04;
+	f->chid = ie->v[0] & 0x08;
+	if (f->ch) {
+		if (f->chid) {
+			if (ie->len < 2)
+				return -EINVAL;
+			f->choose_id = ie->v[1];
+		}
+		return f->v4 || f->v6 ? 0 : -EINVAL;
+	}
+	if (f->chid || (!f->v4 && !f->v6))
+		return -EINVAL;
+	need = 5 + (f->v4 ? 4 : 0) + (f->v6 ? 16 : 0);
+	if (ie->len < need)
+		return -EINVAL;
+	f->teid = rdn32(ie->v + 1);
+	if (f->v4)
+		f->ipv4 = rdn32(ie->v + 5);
+	return 0;
+}
+
+static int dec_ue_ip(const struct pfcp_ie *ie, struct pfcp_ue_ip *u)
+{
+	memset(u, 0, sizeof(*u));
+	if (ie->len < 1)
+		return -EINVAL;
+	u->v6 = ie->v[0] & 0x01;
+	u->v4 = ie->v[0] & 0x02;
+	u->sd = ie->v[0] & 0x04;
+	u->chv4 = ie->v[0] & 0x10;
+	u->chv6 = ie->v[0] & 0x20;
+	if (u->v4 && !u->chv4) {
+		if (ie->len < 5)
+			return -EINVAL;
+		u->ipv4 = rdn32(ie->v + 1);
+	}
+	if (u->v6 && !u->chv6 && ie->len < 1 + (u->v4 && !u->chv4 ? 4 : 0) + 16)
+		return -EINVAL;
+	return 0;
+}
+
+static int dec_ohc(const struct pfcp_ie *ie, struct pfcp_ohc *o)
+{
+	size_t off = 2;
+
+	memset(o, 0, sizeof(*o));
+	if (ie->len < 2)
+		return -EINVAL;
+	o->desc = rd16(ie->v);
+	if (o->desc & (PFCP_OHC_GTPU_UDP_IPV4 | PFCP_OHC_GTPU_UDP_IPV6)) {
+		if (ie->len < off + 4)
+			return -EINVAL;
+		o->teid = rdn32(ie->v + off);
+		off += 4;
+	}
+	if (o->desc & (PFCP_OHC_GTPU_UDP_IPV4 | PFCP_OHC_UDP_IPV4 | PFCP_OHC_IPV4)) {
+		if (ie->len < off + 4)
+			return -EINVAL;
+		o->ipv4 = rdn32(ie->v + off);
+		off += 4;
+	}
+	if (o->desc & (PFCP_OHC_GTPU_UDP_IPV6 | PFCP_OHC_UDP_IPV6 | PFCP_OHC_IPV6))
+		off += 16;
+	if (o->desc & (PFCP_OHC_UDP_IPV4 | PFCP_OHC_UDP_IPV6))
+		off += 2;
+	if (o->desc & PFCP_OHC_CTAG)
+		off += 3;
+	if (o->desc & PFCP_OHC_STAG)
+		off += 3;
+	return ie->len < off ? -EINVAL : 0;
+}
+
+/* fixed-size integer IEs: the value must have at least n octets (more are allowed: 8.1.1) */
+static int need(const struct pfcp_ie *ie, size_t n)
+{
+	return ie->len < n ? -EINVAL : 0;
+}
+
+/* ---- grouped IEs ---- */
+
+/* Walk one grouped IE; returns false (after recording a rejection) if it cannot be walked. */
+static bool enter(struct pfcp_msg *m, const struct pfcp_cur *parent, const struct pfcp_ie *ie,
+		  struct pfcp_cur *child)
+{
+	if (pfcp_ie_enter(parent, ie, child)) {
+		fail(m, PFCP_CAUSE_MANDATORY_IE_INCORRECT, ie->type);
+		return false;
+	}
+	return true;
+}
+
+/* next child IE; on an overrun record Invalid Length naming the child (or the parent) */
+static int next(struct pfcp_msg *m, struct pfcp_cur *c, struct pfcp_ie *ie, __u16 parent)
+{
+	int r = pfcp_ie_next(c, ie);
+
+	if (r < 0)
+		fail(m, PFCP_CAUSE_INVALID_LENGTH, ie->type ? ie->type : parent);
+	return r;
+}
+
+#define BAD(t) fail(m, PFCP_CAUSE_MANDATORY_IE_INCORRECT, (t))
+
+static void dec_pdi(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_pdr *p)
+{
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+	bool has_src = false;
+
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_SOURCE_INTERFACE:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else if (!has_src)
+				p->src_if = ie.v[0] & 0x0f;
+			has_src = true;
+			break;
+		case PFCP_IE_FTEID:
+			if (dec_fteid(&ie, &p->fteid))
+				BAD(ie.type);
+			p->has_fteid = true;
+			break;
+		case PFCP_IE_UE_IP_ADDRESS:
+			if (!p->has_ue_ip && dec_ue_ip(&ie, &p->ue_ip))
+				BAD(ie.type);
+			p->has_ue_ip = true;
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (!has_src)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_SOURCE_INTERFACE);
+}
+
+static void dec_create_pdr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+			   struct pfcp_pdr *p)
+{
+	bool has_id = false, has_pdi = false;
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	memset(p, 0, sizeof(*p));
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_PDR_ID:
+			if (need(&ie, 2))
+				BAD(ie.type);
+			else
+				p->id = rd16(ie.v);
+			has_id = true;
+			break;
+		case PFCP_IE_PRECEDENCE:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				p->precedence = rd32(ie.v);
+			p->has_precedence = true;
+			break;
+		case PFCP_IE_PDI:
+			if (!has_pdi)
+				dec_pdi(m, &c, &ie, p);
+			has_pdi = true;
+			break;
+		case PFCP_IE_OUTER_HEADER_REMOVAL:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				p->ohr = ie.v[0];
+			p->has_ohr = true;
+			break;
+		case PFCP_IE_FAR_ID:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				p->far_id = rd32(ie.v);
+			p->has_far_id = true;
+			break;
+		case PFCP_IE_URR_ID:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else if (p->n_urr < PFCP_MAX_IDS)
+				p->urr_id[p->n_urr++] = rd32(ie.v);
+			else
+				fail(m, PFCP_CAUSE_NO_RESOURCES, ie.type);
+			break;
+		case PFCP_IE_QER_ID:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else if (p->n_qer < PFCP_MAX_IDS)
+				p->qer_id[p->n_qer++] = rd32(ie.v);
+			else
+				fail(m, PFCP_CAUSE_NO_RESOURCES, ie.type);
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (!has_id)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_PDR_ID);
+	if (!p->has_precedence)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_PRECEDENCE);
+	if (!has_pdi)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_PDI);
+}
+
+/* Forwarding Parameters (Create FAR) or Update Forwarding Parameters (Update FAR) */
+static void dec_fwd(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_far *f, bool update)
+{
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	if (!enter(m, pc, g, &c))
+		return;
+	f->has_fwd = true;
+	while (next(m, &c, &ie, g->type) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_DESTINATION_INTERFACE:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				f->dst_if = ie.v[0] & 0x0f;
+			f->has_dst_if = true;
+			break;
+		case PFCP_IE_OUTER_HEADER_CREATION:
+			if (dec_ohc(&ie, &f->ohc))
+				BAD(ie.type);
+			f->has_ohc = true;
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (!update && !f->has_dst_if)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_DESTINATION_INTERFACE);
+}
+
+static void dec_far(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_far *f, bool update)
+{
+	__u16 fwd_type = update ? PFCP_IE_UPDATE_FORWARDING_PARAMS : PFCP_IE_FORWARDING_PARAMS;
+	bool has_id = false;
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	memset(f, 0, sizeof(*f));
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		if (ie.type == PFCP_IE_FAR_ID) {
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				f->id = rd32(ie.v);
+			has_id = true;
+		} else if (ie.type == PFCP_IE_APPLY_ACTION) {
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				f->apply = ie.v[0];
+			f->has_apply = true;
+		} else if (ie.type == fwd_type) {
+			if (!f->has_fwd)
+				dec_fwd(m, &c, &ie, f, update);
+		} else {
+			m->unknown_ies++;
+		}
+	}
+	if (!has_id)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_FAR_ID);
+	if (!update && !f->has_apply)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_APPLY_ACTION);
+}
+
+static void dec_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_urr *u)
+{
+	bool has_id = false, has_mm = false, has_rt = false;
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	memset(u, 0, sizeof(*u));
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_URR_ID:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				u->id = rd32(ie.v);
+			has_id = true;
+			break;
+		case PFCP_IE_MEASUREMENT_METHOD:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				u->method = ie.v[0];
+			has_mm = true;
+			break;
+		case PFCP_IE_REPORTING_TRIGGERS:
+			if (need(&ie, 2))
+				BAD(ie.type);
+			else
+				u->triggers = rd16(ie.v);
+			has_rt = true;
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (!has_id)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_URR_ID);
+	if (!has_mm)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_MEASUREMENT_METHOD);
+	if (!has_rt)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_REPORTING_TRIGGERS);
+}
+
+static void dec_qer(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_qer *q, bool update)
+{
+	bool has_id = false;
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	memset(q, 0, sizeof(*q));
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_QER_ID:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				q->id = rd32(ie.v);
+			has_id = true;
+			break;
+		case PFCP_IE_GATE_STATUS:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				q->gate = ie.v[0] & 0x0f;
+			q->has_gate = true;
+			break;
+		case PFCP_IE_MBR:
+			if (need(&ie, 10)) {
+				BAD(ie.type);
+			} else {
+				q->mbr_ul = rd40(ie.v);
+				q->mbr_dl = rd40(ie.v + 5);
+			}
+			q->has_mbr = true;
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (!has_id)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_QER_ID);
+	if (!update && !q->has_gate)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_GATE_STATUS);
+}
+
+/* room for one more rule of a kind, or a No resources rejection naming the IE */
+static bool room(struct pfcp_msg *m, int n, __u16 type)
+{
+	if (n < PFCP_MAX_RULES)
+		return true;
+	fail(m, PFCP_CAUSE_NO_RESOURCES, type);
+	return false;
+}
+
+/* The IEs each request must carry (TS 29.244 7.4, 7.5), as PFCP_P_* bits and IE types. */
+static void check_mandatory(struct pfcp_msg *m)
+{
+	static const struct {
+		__u8 type;
+		__u32 bit;
+		__u16 ie;
+	} rules[] = {
+		{ PFCP_HEARTBEAT_REQ, PFCP_P_RTS, PFCP_IE_RECOVERY_TIME_STAMP },
+		{ PFCP_HEARTBEAT_RESP, PFCP_P_RTS, PFCP_IE_RECOVERY_TIME_STAMP },
+		{ PFCP_ASSOC_SETUP_REQ, PFCP_P_NODE_ID, PFCP_IE_NODE_ID },
+		{ PFCP_ASSOC_SETUP_REQ, PFCP_P_RTS, PFCP_IE_RECOVERY_TIME_STAMP },
+		{ PFCP_ASSOC_UPDATE_REQ, PFCP_P_NODE_ID, PFCP_IE_NODE_ID },
+		{ PFCP_ASSOC_RELEASE_REQ, PFCP_P_NODE_ID, PFCP_IE_NODE_ID },
+		{ PFCP_SESS_EST_REQ, PFCP_P_NODE_ID, PFCP_IE_NODE_ID },
+		{ PFCP_SESS_EST_REQ, PFCP_P_FSEID, PFCP_IE_FSEID },
+	};
+
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		if (rules[i].type == m->h.type && !(m->present & rules[i].bit))
+			fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, rules[i].ie);
+	if (m->h.type == PFCP_SESS_EST_REQ && !m->n_create_pdr)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_CREATE_PDR);
+	if (m->h.type == PFCP_SESS_EST_REQ && !m->n_create_far)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_CREATE_FAR);
+}
+
+const char *pfcp_msg_name(__u8 type)
+{
+	switch (type) {
+	case PFCP_HEARTBEAT_REQ: return "heartbeat_request";
+	case PFCP_HEARTBEAT_RESP: return "heartbeat_response";
+	case PFCP_ASSOC_SETUP_REQ: return "association_setup_request";
+	case PFCP_ASSOC_SETUP_RESP: return "association_setup_response";
+	case PFCP_ASSOC_UPDATE_REQ: return "association_update_request";
+	case PFCP_ASSOC_UPDATE_RESP: return "association_update_response";
+	case PFCP_ASSOC_RELEASE_REQ: return "association_release_request";
+	case PFCP_ASSOC_RELEASE_RESP: return "association_release_response";
+	case PFCP_VERSION_NOT_SUPPORTED: return "version_not_supported_response";
+	case PFCP_SESS_EST_REQ: return "session_establishment_request";
+	case PFCP_SESS_EST_RESP: return "session_establishment_response";
+	case PFCP_SESS_MOD_REQ: return "session_modification_request";
+	case PFCP_SESS_MOD_RESP: return "session_modification_response";
+	case PFCP_SESS_DEL_REQ: return "session_deletion_request";
+	case PFCP_SESS_DEL_RESP: return "session_deletion_response";
+	default: return NULL;
+	}
+}
+
+const char *pfcp_cause_name(__u8 cause)
+{
+	switch (cause) {
+	case 0: return "none";
+	case PFCP_CAUSE_ACCEPTED: return "request_accepted";
+	case PFCP_CAUSE_REJECTED: return "request_rejected";
+	case PFCP_CAUSE_SESSION_NOT_FOUND: return "session_context_not_found";
+	case PFCP_CAUSE_MANDATORY_IE_MISSING: return "mandatory_ie_missing";
+	case PFCP_CAUSE_CONDITIONAL_IE_MISSING: return "conditional_ie_missing";
+	case PFCP_CAUSE_INVALID_LENGTH: return "invalid_length";
+	case PFCP_CAUSE_MANDATORY_IE_INCORRECT: return "mandatory_ie_incorrect";
+	case PFCP_CAUSE_NO_ASSOCIATION: return "no_established_pfcp_association";
+	case PFCP_CAUSE_RULE_FAILURE: return "rule_creation_modification_failure";
+	case PFCP_CAUSE_NO_RESOURCES: return "no_resources_available";
+	case PFCP_CAUSE_SERVICE_NOT_SUPPORTED: return "service_not_supported";
+	case PFCP_CAUSE_SYSTEM_FAILURE: return "system_failure";
+	default: return NULL;
+	}
+}
+
+int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
+{
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+	int err;
+
+	memset(m, 0, sizeof(*m));
+	m->cause = PFCP_CAUSE_ACCEPTED;
+	err = pfcp_hdr_parse(buf, n, &m->h);
+	if (err)
+		return err;
+	if (!pfcp_msg_name(m->h.type))
+		return -ENOMSG;
+	pfcp_cur_init(&c, buf + m->h.hdr_len, m->h.msg_len - m->h.hdr_len);
+	while (next(m, &c, &ie, 0) > 0) {
+		switch (ie.type) {
+		case PFCP_IE_NODE_ID:
+			if (!(m->present & PFCP_P_NODE_ID) && dec_node_id(&ie, &m->node_id))
+				BAD(ie.type);
+			m->present |= PFCP_P_NODE_ID;
+			break;
+		case PFCP_IE_FSEID:
+			if (!(m->present & PFCP_P_FSEID) && dec_fseid(&ie, &m->fseid))
+				BAD(ie.type);
+			m->present |= PFCP_P_FSEID;
+			break;
+		case PFCP_IE_RECOVERY_TIME_STAMP:
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				m->recovery_ts = rd32(ie.v);
+			m->present |= PFCP_P_RTS;
+			break;
+		case PFCP_IE_CAUSE:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				m->resp_cause = ie.v[0];
+			m->present |= PFCP_P_CAUSE;
+			break;
+		case PFCP_IE_UP_FUNCTION_FEATURES:
+			m->present |= PFCP_P_UPFF;
+			break;
+		case PFCP_IE_CREATE_PDR:
+			if (room(m, m->n_create_pdr, ie.type))
+				dec_create_pdr(m, &c, &ie, &m->create_pdr[m->n_create_pdr++]);
+			break;
+		case PFCP_IE_CREATE_FAR:
+			if (room(m, m->n_create_far, ie.type))
+				dec_far(m, &c, &ie, &m->create_far[m->n_create_far++], false);
+			break;
+		case PFCP_IE_CREATE_URR:
+			if (room(m, m->n_create_urr, ie.type))
+				dec_urr(m, &c, &ie, &m->create_urr[m->n_create_urr++]);
+			break;
+		case PFCP_IE_CREATE_QER:
+			if (room(m, m->n_create_qer, ie.type))
+				dec_qer(m, &c, &ie, &m->create_qer[m->n_create_qer++], false);
+			break;
+		case PFCP_IE_UPDATE_FAR:
+			if (room(m, m->n_update_far, ie.type))
+				dec_far(m, &c, &ie, &m->update_far[m->n_update_far++], true);
+			break;
+		case PFCP_IE_UPDATE_QER:
+			if (room(m, m->n_update_qer, ie.type))
+				dec_qer(m, &c, &ie, &m->update_qer[m->n_update_qer++], true);
+			break;
+		case PFCP_IE_UPDATE_PDR:
+		case PFCP_IE_UPDATE_URR:
+		case PFCP_IE_REMOVE_PDR:
+		case PFCP_IE_REMOVE_FAR:
+		case PFCP_IE_REMOVE_URR:
+		case PFCP_IE_REMOVE_QER:
+			if (!m->n_other_rules++)
+				m->other_rule_ie = ie.type;
+			break;
+		default:
+			m->unknown_ies++;
+		}
+	}
+	if (m->cause == PFCP_CAUSE_ACCEPTED)
+		check_mandatory(m);
+	return 0;
+}
+
+/* ---- encoder ---- */
+
+void pfcp_w_init(struct pfcp_w *w, __u8 *buf, size_t cap)
+{
+	w->b = buf;
+	w->cap = cap;
+	w->len = 0;
+	w->err = 0;
+}
+
+static __u8 *w_take(struct pfcp_w *w, size_t n)
+{
+	__u8 *p;
+
+	if (w->err || n > w->cap - w->len) {
+		w->err = -ENOSPC;
+		return NULL;
+	}
+	p = w->b + w->len;
+	w->len += n;
+	return p;
+}
+
+static void wr16(__u8 *p, __u16 v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static void wr32(__u8 *p, __u32 v)
+{
+	wr16(p, v >> 16);
+	wr16(p + 2, v);
+}
+
+void pfcp_w_hdr(struct pfcp_w *w, __u8 type, bool has_seid, __u64 seid, __u32 seq)
+{
+	__u8 *p = w_take(w, has_seid ? 16 : 8);
+
+	if (!p)
+		return;
+	p[0] = PFCP_VERSION << 5 | (has_seid ? 1 : 0);
+	p[1] = type;
+	wr16(p + 2, 0);
+	if (has_seid) {
+		wr32(p + 4, seid >> 32);
+		wr32(p + 8, seid);
+		p += 8;
+	}
+	wr32(p + 4, seq << 8);	/* 3 octets sequence, then spare / priority */
+}
+
+void pfcp_w_ie(struct pfcp_w *w, __u16 type, const void *v, size_t len)
+{
+	__u8 *p;
+
+	if (len > 0xffff) {
+		w->err = -ENOSPC;
+		return;
+	}
+	p = w_take(w, 4 + len);
+	if (!p)
+		return;
+	wr16(p, type);
+	wr16(p + 2, len);
+	if (len)
+		memcpy(p + 4, v, len);
+}
+
+void pfcp_w_u8(struct pfcp_w *w, __u16 type, __u8 v)
+{
+	pfcp_w_ie(w, type, &v, 1);
+}
+
+void pfcp_w_u16(struct pfcp_w *w, __u16 type, __u16 v)
+{
+	__u8 b[2];
+
+	wr16(b, v);
+	pfcp_w_ie(w, type, b, 2);
+}
+
+void pfcp_w_u32(struct pfcp_w *w, __u16 type, __u32 v)
+{
+	__u8 b[4];
+
+	wr32(b, v);
+	pfcp_w_ie(w, type, b, 4);
+}
+
+size_t pfcp_w_group_begin(struct pfcp_w *w, __u16 type)
+{
+	size_t at = w->len;
+
+	pfcp_w_ie(w, type, NULL, 0);
+	return at;
+}
+
+void pfcp_w_group_end(struct pfcp_w *w, size_t at)
+{
+	size_t len;
+
+	if (w->err)
+		return;
+	len = w->len - at - 4;
+	if (len > 0xffff) {
+		w->err = -ENOSPC;
+		return;
+	}
+	wr16(w->b + at + 2, len);
+}
+
+int pfcp_fqdn_encode(const char *s, __u8 *out, size_t cap)
+{
+	size_t o = 0;
+
+	while (*s) {
+		const char *dot = strchr(s, '.');
+		size_t l = dot ? (size_t)(dot - s) : strlen(s);
+
+		if (!l || l > 63 || o + 1 + l > cap)
+			return -EINVAL;
+		out[o++] = l;
+		memcpy(out + o, s, l);
+		o += l;
+		s += l;
+		if (*s == '.')
+			s++;
+	}
+	return o ? (int)o : -EINVAL;
+}
+
+void pfcp_w_node_id(struct pfcp_w *w, const struct pfcp_node_id *id)
+{
+	__u8 b[1 + PFCP_FQDN_MAX + 1];
+	int n;
+
+	b[0] = id->type;
+	if (id->type == PFCP_NODE_IPV4) {
+		memcpy(b + 1, &id->ipv4, 4);
+		pfcp_w_ie(w, PFCP_IE_NODE_ID, b, 5);
+		return;
+	}
+	n = pfcp_fqdn_encode(id->fqdn, b + 1, sizeof(b) - 1);
+	if (n < 0) {
+		w->err = n;
+		return;
+	}
+	pfcp_w_ie(w, PFCP_IE_NODE_ID, b, 1 + n);
+}
+
+void pfcp_w_fseid(struct pfcp_w *w, __u64 seid, __u32 ipv4)
+{
+	__u8 b[13];
+
+	b[0] = 0x02;	/* V4 */
+	wr32(b + 1, seid >> 32);
+	wr32(b + 5, seid);
+	memcpy(b + 9, &ipv4, 4);
+	pfcp_w_ie(w, PFCP_IE_FSEID, b, sizeof(b));
+}
+
+void pfcp_w_fteid(struct pfcp_w *w, __u32 teid, __u32 ipv4)
+{
+	__u8 b[9];
+
+	b[0] = 0x01;	/* V4 */
+	memcpy(b + 1, &teid, 4);
+	memcpy(b + 5, &ipv4, 4);
+	pfcp_w_ie(w, PFCP_IE_FTEID, b, sizeof(b));
+}
+
+int pfcp_w_finish(struct pfcp_w *w)
+{
+	if (w->err)
+		return w->err;
+	if (w->len < 8 || w->len - 4 > 0xffff)
+		return -ENOSPC;
+	wr16(w->b + 2, w->len - 4);
+	return w->len;
+}

@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * pfcp_msg.h: a bounded PFCP (3GPP TS 29.244) decoder and encoder, the part of `pgwu pfcp` that
+ * touches untrusted bytes. No I/O, no globals: pgwu_pfcp.c and fuzz/pfcp_fuzz.c use the same code.
+ *
+ * Contract of the decoder: every length is checked against what remains of the message and of the
+ * parent IE before a byte is read; grouped IEs nest at most PFCP_MAX_DEPTH deep; at most
+ * PFCP_MAX_RULES rules of a kind are kept per message. pfcp_decode() returns
+ *   0            the header is valid; msg->cause says what to answer: PFCP_CAUSE_ACCEPTED when
+ *                every mandatory IE is present and well formed, else the rejection cause and, in
+ *                msg->offending_ie, the IE type to name in the Offending IE.
+ *   -EBADMSG     the header itself is unusable (too short, length past the datagram, S flag wrong
+ *                for the message type): silently discard (TS 29.244 7.6.3).
+ *   -EPROTONOSUPPORT  version != 1: answer Version Not Supported (7.6.2).
+ *   -ENOMSG      a message type this decoder does not handle: silently discard (7.6.4).
+ * Byte order: TEIDs and IPv4 addresses in the structs are network order (as in the bearer maps);
+ * SEIDs, sequence numbers, IDs and counters host order.
+ */
+#ifndef PFCP_MSG_H
+#define PFCP_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#define PFCP_PORT 8805
+#define PFCP_VERSION 1
+#ifndef PFCP_MAX_DEPTH
+#define PFCP_MAX_DEPTH 4	/* Create FAR > Forwarding Parameters > IE: 3 levels is the deepest used */
+#endif
+#ifndef PFCP_MAX_RULES
+#define PFCP_MAX_RULES 8	/* PDRs, FARs, URRs, QERs kept per message; one bearer needs 2/2/1/1 */
+#endif
+#define PFCP_MAX_IDS 4		/* URR IDs / QER IDs kept per PDR */
+#define PFCP_FQDN_MAX 255
+
+/* Message types (TS 29.244 7.3) */
+enum pfcp_msg_type {
+	PFCP_HEARTBEAT_REQ = 1,
+	PFCP_HEARTBEAT_RESP = 2,
+	PFCP_ASSOC_SETUP_REQ = 5,
+	PFCP_ASSOC_SETUP_RESP = 6,
+	PFCP_ASSOC_UPDATE_REQ = 7,
+	PFCP_ASSOC_UPDATE_RESP = 8,
+	PFCP_ASSOC_RELEASE_REQ = 9,
+	PFCP_ASSOC_RELEASE_RESP = 10,
+	PFCP_VERSION_NOT_SUPPORTED = 11,
+	PFCP_SESS_EST_REQ = 50,
+	PFCP_SESS_EST_RESP = 51,
+	PFCP_SESS_MOD_REQ = 52,
+	PFCP_SESS_MOD_RESP = 53,
+	PFCP_SESS_DEL_REQ = 54,
+	PFCP_SESS_DEL_RESP = 55,
+};
+
+/* IE types (TS 29.244 8.1.2), those this code reads or writes */
+enum pfcp_ie_type {
+	PFCP_IE_CREATE_PDR = 1,
+	PFCP_IE_PDI = 2,
+	PFCP_IE_CREATE_FAR = 3,
+	PFCP_IE_FORWARDING_PARAMS = 4,
+	PFCP_IE_CREATE_URR = 6,
+	PFCP_IE_CREATE_QER = 7,
+	PFCP_IE_CREATED_PDR = 8,
+	PFCP_IE_UPDATE_PDR = 9,
+	PFCP_IE_UPDATE_FAR = 10,
+	PFCP_IE_UPDATE_FORWARDING_PARAMS = 11,
+	PFCP_IE_UPDATE_URR = 13,
+	PFCP_IE_UPDATE_QER = 14,
+	PFCP_IE_REMOVE_PDR = 15,
+	PFCP_IE_REMOVE_FAR = 16,
+	PFCP_IE_REMOVE_URR = 17,
+	PFCP_IE_REMOVE_QER = 18,
+	PFCP_IE_CAUSE = 19,
+	PFCP_IE_SOURCE_INTERFACE = 20,
+	PFCP_IE_FTEID = 21,
+	PFCP_IE_GATE_STATUS = 25,
+	PFCP_IE_MBR = 26,
+	PFCP_IE_PRECEDENCE = 29,
+	PFCP_IE_REPORTING_TRIGGERS = 37,
+	PFCP_IE_OFFENDING_IE = 40,
+	PFCP_IE_DESTINATION_INTERFACE = 42,
+	PFCP_IE_UP_FUNCTION_FEATURES = 43,
+	PFCP_IE_APPLY_ACTION = 44,
+	PFCP_IE_PDR_ID = 56,
+	PFCP_IE_FSEID = 57,
+	PFCP_IE_NODE_ID = 60,
+	PFCP_IE_MEASUREMENT_METHOD = 62,
+	PFCP_IE_USAGE_REPORT_TRIGGER = 63,
+	PFCP_IE_VOLUME_MEASUREMENT = 66,
+	PFCP_IE_USAGE_REPORT_SDR = 79,
+	PFCP_IE_URR_ID = 81,
+	PFCP_IE_OUTER_HEADER_CREATION = 84,
+	PFCP_IE_CREATE_BAR = 85,
+	PFCP_IE_UE_IP_ADDRESS = 93,
+	PFCP_IE_OUTER_HEADER_REMOVAL = 95,
+	PFCP_IE_RECOVERY_TIME_STAMP = 96,
+	PFCP_IE_UR_SEQN = 104,
+	PFCP_IE_FAR_ID = 108,
+	PFCP_IE_QER_ID = 109,
+	PFCP_IE_FAILED_RULE_ID = 114,
+};
+
+/* Cause values (TS 29.244 8.2.1) */
+enum pfcp_cause {
+	PFCP_CAUSE_ACCEPTED = 1,
+	PFCP_CAUSE_REJECTED = 64,
+	PFCP_CAUSE_SESSION_NOT_FOUND = 65,
+	PFCP_CAUSE_MANDATORY_IE_MISSING = 66,
+	PFCP_CAUSE_CONDITIONAL_IE_MISSING = 67,
+	PFCP_CAUSE_INVALID_LENGTH = 68,
+	PFCP_CAUSE_MANDATORY_IE_INCORRECT = 69,
+	PFCP_CAUSE_NO_ASSOCIATION = 72,
+	PFCP_CAUSE_RULE_FAILURE = 73,
+	PFCP_CAUSE_NO_RESOURCES = 75,
+	PFCP_CAUSE_SERVICE_NOT_SUPPORTED = 76,
+	PFCP_CAUSE_SYSTEM_FAILURE = 77,
+};
+
+/* Interface values (Source/Destination Interface, 8.2.2 / 8.2.24) */
+enum { PFCP_IF_ACCESS = 0, PFCP_IF_CORE = 1, PFCP_IF_SGI_LAN = 2, PFCP_IF_CP = 3 };
+
+/* Apply Action (8.2.26), octet 5 */
+#define PFCP_AA_DROP 0x01
+#define PFCP_AA_FORW 0x02
+#define PFCP_AA_BUFF 0x04
+#define PFCP_AA_NOCP 0x08
+#define PFCP_AA_DUPL 0x10
+
+/* Outer Header Creation description (8.2.56), octets 5-6 as a big-endian __u16 */
+#define PFCP_OHC_GTPU_UDP_IPV4 0x0100
+#define PFCP_OHC_GTPU_UDP_IPV6 0x0200
+#define PFCP_OHC_UDP_IPV4 0x0400
+#define PFCP_OHC_UDP_IPV6 0x0800
+#define PFCP_OHC_IPV4 0x1000
+#define PFCP_OHC_IPV6 0x2000
+#define PFCP_OHC_CTAG 0x4000
+#define PFCP_OHC_STAG 0x8000
+
+/* Outer Header Removal description (8.2.64) */
+#define PFCP_OHR_GTPU_UDP_IPV4 0
+#define PFCP_OHR_GTPU_UDP_IP 6
+
+/* Node ID type (8.2.38) */
+enum { PFCP_NODE_IPV4 = 0, PFCP_NODE_IPV6 = 1, PFCP_NODE_FQDN = 2 };
+
+/* Measurement Method (8.2.40) */
+#define PFCP_MM_DURAT 0x01
+#define PFCP_MM_VOLUM 0x02
+#define PFCP_MM_EVENT 0x04
+
+/* UP Function Features (8.2.25) octet 5 */
+#define PFCP_UPFF_FTUP 0x10
+
+/* Failed Rule ID types (8.2.80) */
+enum { PFCP_RULE_PDR = 0, PFCP_RULE_FAR = 1, PFCP_RULE_QER = 2, PFCP_RULE_URR = 3 };
+
+struct pfcp_hdr {
+	__u8 version;
+	__u8 flags;		/* octet 1: bit 1 S, bit 2 MP, bit 3 FO */
+	__u8 type;
+	bool has_seid;		/* S flag */
+	__u16 length;		/* as in the header: the message minus its first 4 octets */
+	__u64 seid;
+	__u32 seq;		/* 24 bits */
+	size_t hdr_len;		/* 8 or 16 */
+	size_t msg_len;		/* 4 + length: bytes past it in the datagram are ignored */
+};
+
+/* One IE as found in the message: v points into the message, len bytes are readable there. */
+struct pfcp_ie {
+	__u16 type;
+	__u16 len;		/* value length (after the Enterprise ID of a vendor IE) */
+	__u16 enterprise;	/* vendor IEs (type >= 32768) only */
+	const __u8 *v;
+};
+
+/* A bounded cursor over a run of IEs: the message body or a grouped IE's value. */
+struct pfcp_cur {
+	const __u8 *p, *end;
+	int depth;		/* 0: the message body */
+};
+
+void pfcp_cur_init(struct pfcp_cur *c, const __u8 *p, size_t len);
+/* 1: *ie is the next IE; 0: the run ended exactly; -EBADMSG: an IE header or value does not fit
+ * in the run (ie->type holds the type when its two octets were readable, else 0). */
+int pfcp_ie_next(struct pfcp_cur *c, struct pfcp_ie *ie);
+/* Descend into a grouped IE: -ELOOP past PFCP_MAX_DEPTH. */
+int pfcp_ie_enter(const struct pfcp_cur *parent, const struct pfcp_ie *ie, struct pfcp_cur *child);
+
+int pfcp_hdr_parse(const __u8 *b, size_t n, struct pfcp_hdr *h);
+
+/* ---- decoded IEs ---- */
+
+struct pfcp_node_id {
+	__u8 type;		/* PFCP_NODE_* */
+	__u32 ipv4;
+	__u8 ipv6[16];
+	char fqdn[PFCP_FQDN_MAX + 1];	/* dotted text, from the DNS labels of the IE */
+};
+
+struct pfcp_fseid {
+	__u64 seid;
+	bool v4, v6;
+	__u32 ipv4;
+	__u8 ipv6[16];
+};
+
+struct pfcp_fteid {
+	bool v4, v6, ch, chid;
+	__u32 teid;		/* network order; 0 when ch */
+	__u32 ipv4;
+	__u8 choose_id;
+};
+
+struct pfcp_ue_ip {
+	bool v4, v6, sd, chv4, chv6;	/* CHV4/CHV6: the UP is asked to allocate it */
+	__u32 ipv4;
+};
+
+struct pfcp_ohc {
+	__u16 desc;		/* PFCP_OHC_* */
+	__u32 teid;		/* network order */
+	__u32 ipv4;
+};
+
+struct pfcp_pdr {
+	__u16 id;
+	__u32 precedence;
+	__u8 src_if;
+	bool has_precedence, has_fteid, has_ue_ip, has_ohr, has_far_id;
+	struct pfcp_fteid fteid;
+	struct pfcp_ue_ip ue_ip;
+	__u8 ohr;
+	__u32 far_id;
+	__u32 urr_id[PFCP_MAX_IDS], qer_id[PFCP_MAX_IDS];
+	int n_urr, n_qer;
+};
+
+struct pfcp_far {
+	__u32 id;
+	__u8 apply;		/* PFCP_AA_*; 0 when absent (Update FAR) */
+	bool has_apply, has_fwd, has_dst_if, has_ohc;
+	__u8 dst_if;
+	struct pfcp_ohc ohc;
+};
+
+struct pfcp_urr {
+	__u32 id;
+	__u8 method;		/* PFCP_MM_* */
+	__u32 triggers;		/* Reporting Triggers, first octets big-endian, as received */
+};
+
+struct pfcp_qer {
+	__u32 id;
+	bool has_gate, has_mbr;
+	__u8 gate;		/* bits 4-3 UL, 2-1 DL: 0 open, 1 closed */
+	__u64 mbr_ul, mbr_dl;	/* kbit/s */
+};
+
+/* Which top-level IEs a message had (pfcp_msg.present) */
+#define PFCP_P_NODE_ID	(1U << 0)
+#define PFCP_P_FSEID	(1U << 1)
+#define PFCP_P_RTS	(1U << 2)
+#define PFCP_P_CAUSE	(1U << 3)
+#define PFCP_P_UPFF	(1U << 4)
+
+struct pfcp_msg {
+	struct pfcp_hdr h;
+	__u8 cause;		/* what to answer: PFCP_CAUSE_ACCEPTED or a rejection */
+	__u16 offending_ie;	/* with a rejection: the IE to name, 0 none */
+	__u32 present;		/* PFCP_P_* */
+	int unknown_ies;	/* IEs skipped (unknown or not used here), at any depth */
+	struct pfcp_node_id node_id;
+	struct pfcp_fseid fseid;
+	__u32 recovery_ts;	/* seconds since 1900 */
+	__u8 resp_cause;	/* the Cause IE of a response */
+	struct pfcp_pdr create_pdr[PFCP_MAX_RULES];
+	struct pfcp_far create_far[PFCP_MAX_RULES];
+	struct pfcp_urr create_urr[PFCP_MAX_RULES];
+	struct pfcp_qer create_qer[PFCP_MAX_RULES];
+	struct pfcp_far update_far[PFCP_MAX_RULES];
+	struct pfcp_qer update_qer[PFCP_MAX_RULES];
+	int n_create_pdr, n_create_far, n_create_urr, n_create_qer, n_update_far, n_update_qer;
+	/* rule operations this agent does not implement: counted, so it can refuse them */
+	int n_other_rules;
+	__u16 other_rule_ie;	/* type of the first of them */
+};
+
+int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m);
+
+/* ---- encoder: a bounded writer; an overflow sets err and writes nothing more ---- */
+
+struct pfcp_w {
+	__u8 *b;
+	size_t cap, len;
+	int err;		/* -ENOSPC after an overflow */
+};
+
+void pfcp_w_init(struct pfcp_w *w, __u8 *buf, size_t cap);
+/* Message header; seid used only when has_seid. */
+void pfcp_w_hdr(struct pfcp_w *w, __u8 type, bool has_seid, __u64 seid, __u32 seq);
+void pfcp_w_ie(struct pfcp_w *w, __u16 type, const void *v, size_t len);
+void pfcp_w_u8(struct pfcp_w *w, __u16 type, __u8 v);
+void pfcp_w_u16(struct pfcp_w *w, __u16 type, __u16 v);
+void pfcp_w_u32(struct pfcp_w *w, __u16 type, __u32 v);
+size_t pfcp_w_group_begin(struct pfcp_w *w, __u16 type);
+void pfcp_w_group_end(struct pfcp_w *w, size_t at);
+void pfcp_w_node_id(struct pfcp_w *w, const struct pfcp_node_id *id);
+void pfcp_w_fseid(struct pfcp_w *w, __u64 seid, __u32 ipv4);
+void pfcp_w_fteid(struct pfcp_w *w, __u32 teid, __u32 ipv4);
+/* patch the header's length: the message's size, or -ENOSPC */
+int pfcp_w_finish(struct pfcp_w *w);
+
+/* Encode an FQDN ("a.b.c") as DNS labels into out; its length, or -EINVAL. */
+int pfcp_fqdn_encode(const char *s, __u8 *out, size_t cap);
+
+const char *pfcp_msg_name(__u8 type);
+const char *pfcp_cause_name(__u8 cause);	/* "request_accepted" ..., 0: "none", NULL if unknown */	/* "session_establishment_request" ..., NULL if unknown */
+
+#endif /* PFCP_MSG_H */

@@ -1,0 +1,162 @@
+"""A DUT whose bearers are provisioned over PFCP (lab config `dut.provision: pfcp`, docs/pfcp.md),
+and the choice of the runner's DUT probe from `dut.provision` and `dut.counters`.
+
+    PfcpDut        wraps the probe that reads the counters (local, metrics, prometheus, none);
+                   install_bearers() establishes one session per bearer through gtplab.pfcp
+    EmbeddedAgent  the embedded lab's `pgwu pfcp --listen` (`upf: embedded`)
+    make_dut       the probe for a lab config (gtplab.measure.ndr.Runner)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from gtplab.errors import UserError
+from gtplab.pfcp import provision as prov
+from gtplab.pfcp.errors import PfcpError
+
+def agent_supported(pgwu: Path) -> bool:
+    """Whether this pgwu binary has the PFCP agent (`pgwu pfcp --help` succeeds)."""
+    if not os.access(pgwu, os.X_OK):
+        return False
+    p = subprocess.run([str(pgwu), "pfcp", "--help"], capture_output=True, text=True, timeout=30)
+    return p.returncode == 0 and "--listen" in (p.stdout + p.stderr)
+
+
+class EmbeddedAgent:
+    """`pgwu -d PIN pfcp --listen 127.0.0.1:0` for the embedded lab (the PGW-U's tables are pinned,
+    so the agent needs no namespace; it prints the port it got): started here, stopped by close(),
+    which also makes it delete the bearers of its sessions."""
+
+    def __init__(self, pin_dir: str):
+        from gtplab.lab.topology import pgwu_binary
+        self.pgwu = pgwu_binary()
+        if not agent_supported(self.pgwu):
+            raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "
+                            f"{self.pgwu} has no `pfcp --listen` command (issue 14, branch pfcp-up; "
+                            "build it with `make -C dataplane`)")
+        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        mt = re.search(r"listening on ([\d.]+):(\d+)", line)
+        if not mt:
+            self.close()
+            raise UserError(f"pgwu pfcp --listen 127.0.0.1:0 did not start (status {self.proc.returncode}): "
+                            f"{(line + self.err)[-300:].strip()}")
+        self.addr = (mt.group(1), int(mt.group(2)))
+
+    def close(self) -> None:
+        self.err = ""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        with contextlib.suppress(OSError, ValueError):
+            self.err = self.proc.stderr.read()
+        for f in (self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(OSError):
+                f.close()
+
+
+class PfcpDut:
+    """Another DUT (for its counters) whose bearers are provisioned over PFCP. install_bearers()
+    establishes the sessions and writes the bearer file as the UPF returned it (teid_file): the
+    runner passes it to the uplink profile as --teid-file. close() deletes the sessions; their
+    usage reports stay in usage."""
+
+    def __init__(self, counters_dut, cfg, pin_dir: str | None = None):
+        self.inner = counters_dut
+        self.kind = getattr(counters_dut, "kind", "pfcp")
+        self.cfg = prov.parse_config(cfg.dut.get("pfcp"), f"lab config {cfg.path}")
+        self.agent = None
+        self.prov = None
+        self.usage: dict = {}
+        self.teid_file: str | None = None
+        self.provisioned_text: str | None = None
+        self._n = 0
+        self._dir = Path(f"/tmp/gtplab-pfcp-{os.getpid()}")
+        upf = None
+        if self.cfg.upf == prov.EMBEDDED:
+            if pin_dir is None:
+                raise UserError("dut.pfcp.upf: embedded is for the embedded lab")
+            self.agent = EmbeddedAgent(pin_dir)
+            upf = self.agent.addr
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    self.prov = prov.Provisioner(self.cfg, upf)
+                    break
+                except PfcpError:
+                    if self.agent is None or time.monotonic() > deadline:
+                        raise
+            self._dir.mkdir(exist_ok=True)
+            # after a UPF restart the sessions are established again (sessions.py); with CHOOSE the
+            # TEIDs may differ: a new bearer file, which the next case's uplink streams take
+            self.prov.node.restart_handlers.append(self._after_restart)
+        except BaseException:
+            if self.agent:
+                self.agent.close()
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def install_bearers(self, path: str) -> None:
+        self._n += 1
+        out = str(self._dir / f"bearers-{self._n}.txt")
+        self.prov.install(path, out)
+        self.teid_file = out
+        self.provisioned_text = Path(out).read_text()     # kept for the results (the file goes at close)
+
+    def _after_restart(self) -> None:
+        if not self.prov.sessions.sessions:
+            return
+        self._n += 1
+        out = str(self._dir / f"bearers-{self._n}.txt")
+        prov.write_bearer_file(list(self.prov.sessions.sessions.values()), out, self.prov.upf_label)
+        self.teid_file = out
+        self.provisioned_text = Path(out).read_text()
+
+    @property
+    def restarts(self) -> int:
+        """UPF restarts seen (new Recovery Time Stamp), each followed by re-establishment."""
+        return self.prov.node.restarts if self.prov else 0
+
+    def close(self) -> None:
+        try:
+            if self.prov is not None:
+                self.usage = self.prov.close()
+        finally:
+            if self.agent:
+                self.agent.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self.inner.close()
+
+
+def make_dut(backend, cfg):
+    """The runner's DUT object for the lab config's provision and counters."""
+    from gtplab.dut.local import LocalDut
+    from gtplab.dut.metrics import MetricsDut
+    from gtplab.dut.prometheus import NoCountersDut, PrometheusDut
+    lab = getattr(backend, "lab", None)
+    if cfg.counters == "none":
+        inner = NoCountersDut()
+    elif cfg.counters == "prometheus":
+        inner = PrometheusDut(cfg)
+    else:
+        inner = LocalDut(lab) if backend.kind == "local" else MetricsDut(cfg)
+    if cfg.provision == "pfcp":
+        return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None))
+    if cfg.provision == "none":
+        inner.install_bearers = lambda path: None
+    return inner

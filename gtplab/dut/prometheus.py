@@ -1,0 +1,136 @@
+"""Counters of any UPF from its Prometheus endpoint, and a DUT whose counters are not read, for the
+lab config's `dut.counters: prometheus | none` (docs/pfcp.md). Same probe interface as local.py and
+metrics.py (gtplab/dut/__init__.py).
+
+    counters prometheus  a mapping of metric selectors to the conservation terms: rx, fwd, drop
+                         (each a sum over matching series)
+    counters none        nothing: conservation is generator-side only, and the results say so
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from gtplab.errors import UserError
+
+_SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(\s*\w+\s*=\s*"[^"]*"\s*,?)*\})?$')
+PROM_TERMS = ("rx", "fwd", "drop")
+
+
+def parse_prometheus(d, where: str) -> dict:
+    """dut.prometheus: {url: http://HOST:PORT/metrics, metrics: {fwd: SEL, drop: SEL, rx: SEL}}; fwd
+    is required; SEL is a selector `name` or `name{label="value",...}`, or a list of them (summed)."""
+    if not isinstance(d, dict) or set(d) - {"url", "metrics"}:
+        raise UserError(f"{where}: dut.prometheus must be {{url: ..., metrics: {{fwd: ..., drop: ..., rx: ...}}}}")
+    url = d.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise UserError(f"{where}: dut.prometheus.url {url!r}: an http(s) URL of the UPF's metrics")
+    mp = d.get("metrics")
+    if not isinstance(mp, dict) or "fwd" not in mp or set(mp) - set(PROM_TERMS):
+        raise UserError(f"{where}: dut.prometheus.metrics maps {', '.join(PROM_TERMS)} (fwd required) "
+                        "to metric selectors")
+    out = {}
+    for k, sels in mp.items():
+        sels = [sels] if isinstance(sels, str) else sels
+        if not isinstance(sels, list) or not sels:
+            raise UserError(f"{where}: dut.prometheus.metrics.{k}: a selector or a list of selectors (summed)")
+        for sel in sels:
+            if not isinstance(sel, str) or not _SELECTOR.match(sel.strip()):
+                raise UserError(f"{where}: dut.prometheus.metrics.{k} {sel!r}: use name or name{{label=\"value\"}}")
+        out[k] = [x.strip() for x in sels]
+    return {"url": url, "metrics": out}
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)')
+
+
+def scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample of a Prometheus text exposition, with or without labels."""
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        mt = _SAMPLE.match(line)
+        if mt:
+            try:
+                out.append((mt.group(1), dict(re.findall(r'(\w+)="([^"]*)"', mt.group(2) or "")),
+                            float(mt.group(3))))
+            except ValueError:
+                continue
+    return out
+
+
+def _match(selector: str):
+    name, _, rest = selector.partition("{")
+    want = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', rest))
+    return name, want
+
+
+class PrometheusDut:
+    """Counters of any UPF from its Prometheus endpoint: {(term, verdict): packets} in the shape
+    conservation.DutDelta reads (fwd as ("upf_fwd", "tx"), drop as ("upf", "drop"), what rx
+    counts beyond fwd + drop as ("upf_unaccounted", "other"))."""
+
+    kind = "prometheus"
+
+    def __init__(self, cfg):
+        self.p = parse_prometheus(cfg.dut.get("prometheus"), f"lab config {cfg.path}")
+        self.sel = {k: [_match(x) for x in v] for k, v in self.p["metrics"].items()}
+
+    def _sum(self, rows, term) -> int | None:
+        if term not in self.sel:
+            return None
+        return int(sum(v for name, want in self.sel[term] for n, lb, v in rows
+                       if n == name and all(lb.get(k) == x for k, x in want.items())))
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        try:
+            rows = scrape(self.p["url"])
+        except OSError as e:
+            raise UserError(f"Couldn't read the DUT's counters from {self.p['url']}: {e}") from None
+        fwd, drop, rx = (self._sum(rows, t) for t in ("fwd", "drop", "rx"))
+        out = {("upf_fwd", "tx"): fwd or 0, ("upf", "drop"): drop or 0}
+        if rx is not None:
+            out[("upf_unaccounted", "other")] = rx - (fwd or 0) - (drop or 0)
+        return out
+
+    def close(self):
+        pass
+
+    def link(self):
+        return None
+
+    @staticmethod
+    def link_delta(before, after, direction):
+        return None
+
+    def prog_stats(self):
+        return None
+
+    def layout(self):
+        return None
+
+    def cpu_seconds(self):
+        return None
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+    def install_bearers(self, path: str) -> None:
+        pass
+
+
+class NoCountersDut(PrometheusDut):
+    """A DUT whose counters are not read: counters() is None, and the runner checks conservation on
+    the generator's side only (conservation.generator_only)."""
+
+    kind = "none"
+
+    def __init__(self, cfg=None):
+        pass
+
+    def counters(self):
+        return None

@@ -1,0 +1,10 @@
+"""PFCP (3GPP TS 29.244) on Sx/N4: gtplab as the control plane that provisions any UPF.
+
+    messages.py  messages built with Scapy's layers, per-session templates, a bounded reader
+    node.py      the transport (window, sequence numbers, T1/N1) and the node procedures
+                 (association, heartbeats both ways, UPF restart detection)
+    sessions.py  one session per bearer: establishment, modification, deletion, usage reports
+    errors.py    the errors, each naming the bearer, the message and the Cause
+
+docs/pfcp.md says what is sent and how to point gtplab at other UPFs.
+"""

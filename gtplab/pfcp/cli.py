@@ -1,0 +1,101 @@
+"""`gtplab pfcp`: provision a profile's bearers on a UPF over PFCP and hold them, by hand.
+
+    gtplab pfcp --lab-config eupf --profile uplink -t flows=1024,sgws=4 -o provisioned.txt
+    gtplab pfcp --upf 10.0.0.2:8805 --n3 10.0.0.2 --n6 10.0.1.2 --choose --duration 60
+
+Sets the association up, establishes one session per bearer of the profile's tunables (the same
+bearers `gtplab bearers` writes), writes the bearer file as the UPF returned it (-o; the uplink
+profile takes it as -t teid_file=...), then holds them: answers the UPF's heartbeats, sends its own,
+re-establishes after a UPF restart, until --duration ends or Ctrl-C / SIGTERM. Then deletes every
+session (prints the usage reports with --urr) and releases the association.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from gtplab.errors import Terminated, UserError
+from gtplab.pfcp import provision as prov
+
+
+def _config(args) -> prov.PfcpConfig:
+    if args.lab_config:
+        from gtplab.lab import config as labconfig
+        cfg = labconfig.load(args.lab_config)
+        if cfg.provision != "pfcp":
+            raise UserError(f"lab config {cfg.path}: dut.provision is {cfg.provision}, not pfcp")
+        d = dict(cfg.dut["pfcp"])
+        where = f"lab config {cfg.path}"
+    else:
+        d, where = {}, "gtplab pfcp"
+    for key in ("upf", "n3", "n6", "node_id", "local", "window"):
+        v = getattr(args, key)
+        if v is not None:
+            d[key] = v
+    if args.choose is not None:
+        d["choose"] = args.choose
+    if args.urr:
+        d["urr"] = True
+    if d.get("upf") == prov.EMBEDDED:
+        raise UserError(f"{where}: upf: embedded is started by the lab; give --upf HOST[:PORT]")
+    return prov.parse_config(d, where)
+
+
+def _run(args) -> int:
+    from gtplab.gtpu import bearers as gb
+    cfg = _config(args)
+    if threading.current_thread() is threading.main_thread():
+        def term(*_):
+            raise Terminated()
+        signal.signal(signal.SIGTERM, term)      # the sessions are deleted on the way out
+    p = prov.Provisioner(cfg)
+    try:
+        with tempfile.TemporaryDirectory(prefix="gtplab-pfcp-") as tmp:
+            src = os.path.join(tmp, "bearers.txt")
+            n = gb.write_bearer_file(args.profile, gb.tunable_argv(args.tunables), src)
+            out = args.output or os.path.join(tmp, "provisioned.txt")
+            t0 = time.monotonic()
+            p.install(src, out)
+            dt = time.monotonic() - t0
+            print(f"gtplab pfcp: {n} sessions on {p.upf_label} in {dt:.2f} s ({n / dt:,.0f}/s)"
+                  + (f", bearer file {out}" if args.output else ""), file=sys.stderr)
+            end = time.monotonic() + args.duration if args.duration else None
+            while end is None or time.monotonic() < end:
+                time.sleep(0.1)
+                p.node.check()
+    finally:
+        usage = p.close()
+    if cfg.urr:
+        ul = sum((u or (0, 0, 0))[1] for u in usage.values())
+        dl = sum((u or (0, 0, 0))[2] for u in usage.values())
+        print(f"usage reports: {len(usage)} sessions, uplink {ul} octets, downlink {dl} octets")
+    print(f"gtplab pfcp: sessions deleted, association released (UPF restarts seen: {p.node.restarts})",
+          file=sys.stderr)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("pfcp", help="provision a profile's bearers on a UPF over PFCP and hold them",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--lab-config", metavar="NAME|FILE", help="take dut.pfcp from this lab config")
+    p.add_argument("--upf", metavar="HOST[:PORT]", help="the UPF's N4 address (overrides the lab config)")
+    p.add_argument("--n3", metavar="IPV4", help="the UPF's N3 GTP-U address")
+    p.add_argument("--n6", metavar="IPV4", help="the UPF's N6 address")
+    p.add_argument("--node-id", dest="node_id", metavar="IPV4|FQDN", help="our Node ID")
+    p.add_argument("--local", metavar="IPV4", help="our N4 address")
+    p.add_argument("--window", type=int, help="requests in flight (default 256)")
+    p.add_argument("--choose", action="store_true", default=None, help="the UPF allocates the F-TEIDs")
+    p.add_argument("--urr", action="store_true", help="a volume URR per session; usage printed at the end")
+    p.add_argument("--profile", choices=("uplink", "downlink"), default="uplink",
+                   help="whose tunables define the bearers (default uplink)")
+    p.add_argument("-t", "--tunables", action="append", default=[], metavar="K=V[,K=V...]",
+                   help="the profile's tunables (repeatable), as for gtplab bearers")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the bearer file as the UPF returned it")
+    p.add_argument("--duration", type=float, default=0.0,
+                   help="seconds to hold the sessions (default 0: until Ctrl-C or SIGTERM)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,243 @@
+"""Provisioning a run's bearers on a UPF over PFCP, from the lab config's `dut.pfcp` section.
+
+    dut:
+      provision: pfcp
+      pfcp:
+        upf: 10.0.0.2:8805        # the UPF's N4/Sx address (port 8805 if omitted)
+        local: 10.0.0.1           # our address on N4 (default: what the route to the UPF picks)
+        node_id: 10.0.0.1         # our Node ID: IPv4 or FQDN (default: the local address)
+        n3: 10.201.0.1            # the UPF's N3/S1-U GTP-U address: the uplink's outer destination
+        n6: 198.18.0.254          # the UPF's N6/SGi address (the downlink traffic's next hop)
+        choose: true              # the UPF allocates the uplink F-TEIDs (else: the profile's)
+        urr: false                # a volume URR per session, compared with the generator's counts
+        mbr_kbps: [ul, dl]        # a QER per session with this MBR
+        network_instance: {access: "", core: ""}
+        window: 256               # requests in flight
+        t1: 3                     # s; TS 29.244 response timer
+        n1: 3                     # retransmissions
+        heartbeat: 10             # s between our Heartbeat Requests
+
+The bearer file the run writes (the `pgwu session load` format, one line per bearer) is read back
+here for the bearers' UE, SGW and SGW TEID; the file written after provisioning records what the
+UPF returned: the TEID in force in the first column, and its F-TEID address in a comment. The uplink
+profile takes its TEIDs from that file (--teid-file), so the traffic uses what the UPF chose.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gtplab.errors import UserError
+from gtplab.pfcp import messages as m
+from gtplab.pfcp.node import Node, Timers
+from gtplab.pfcp.sessions import Session, Sessions
+
+PROVISION = ("pgwu", "pfcp", "none")
+COUNTERS = ("pgwu", "prometheus", "none")
+_PFCP_KEYS = {"upf", "local", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps", "network_instance",
+              "window", "t1", "n1", "heartbeat"}
+EMBEDDED = "embedded"      # upf: embedded -- the lab starts `pgwu pfcp --listen` on loopback
+
+
+@dataclass
+class PfcpConfig:
+    upf: tuple[str, int] | str
+    n3: str
+    n6: str
+    local: str | None = None
+    node_id: str | None = None
+    choose: bool = True
+    urr: bool = False
+    mbr_kbps: tuple[int, int] | None = None
+    access_instance: str = ""
+    core_instance: str = ""
+    window: int = 256
+    timers: Timers = field(default_factory=Timers)
+
+    def options(self) -> m.SessionOptions:
+        return m.SessionOptions(n3_addr=self.n3, choose=self.choose, urr=self.urr, mbr_kbps=self.mbr_kbps,
+                                access_instance=self.access_instance, core_instance=self.core_instance)
+
+
+def _ipv4(v, where: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(str(v)))
+    except ValueError:
+        raise UserError(f"{where}: {v!r} is not an IPv4 address") from None
+
+
+def parse_config(d, where: str) -> PfcpConfig:
+    """dut.pfcp of a lab config, checked (UserError naming the key)."""
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: dut.pfcp must be a mapping (upf, n3, n6, ...)")
+    bad = set(d) - _PFCP_KEYS
+    if bad:
+        raise UserError(f"{where}: unknown key(s) in dut.pfcp: {', '.join(sorted(bad))} "
+                        f"(allowed: {', '.join(sorted(_PFCP_KEYS))})")
+    for k in ("upf", "n3", "n6"):
+        if k not in d:
+            raise UserError(f"{where}: dut.pfcp.{k} is required (docs/pfcp.md)")
+    upf = d["upf"]
+    if upf != EMBEDDED:
+        host, _, port = str(upf).partition(":")
+        try:
+            port = int(port) if port else m.PORT
+        except ValueError:
+            raise UserError(f"{where}: dut.pfcp.upf {upf!r}: port is not a number") from None
+        if not 0 < port < 65536 or not host:
+            raise UserError(f"{where}: dut.pfcp.upf {upf!r}: use HOST[:PORT]")
+        upf = (host, port)
+    node_id = d.get("node_id")
+    if node_id is not None:
+        try:
+            m.node_id_ie(str(node_id))
+        except ValueError as e:
+            raise UserError(f"{where}: dut.pfcp.node_id: {e}") from None
+    mbr = d.get("mbr_kbps")
+    if mbr is not None:
+        if (not isinstance(mbr, (list, tuple)) or len(mbr) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 1 << 40 for x in mbr)):
+            raise UserError(f"{where}: dut.pfcp.mbr_kbps must be [uplink, downlink] in kbit/s")
+        mbr = (int(mbr[0]), int(mbr[1]))
+    ni = d.get("network_instance") or {}
+    if not isinstance(ni, dict) or set(ni) - {"access", "core"}:
+        raise UserError(f"{where}: dut.pfcp.network_instance must be {{access: NAME, core: NAME}}")
+    for k in ("choose", "urr"):
+        if k in d and not isinstance(d[k], bool):
+            raise UserError(f"{where}: dut.pfcp.{k} must be true or false")
+    nums = {}
+    for k, lo, kind in (("window", 1, int), ("n1", 0, int), ("t1", 0.001, (int, float)),
+                        ("heartbeat", 0, (int, float))):
+        if k in d:
+            v = d[k]
+            if isinstance(v, bool) or not isinstance(v, kind) or v < lo:
+                raise UserError(f"{where}: dut.pfcp.{k} {v!r} must be a number >= {lo}")
+            nums[k] = v
+    return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3"),
+                      n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6"),
+                      local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,
+                      node_id=str(node_id) if node_id is not None else None,
+                      choose=d.get("choose", True), urr=d.get("urr", False), mbr_kbps=mbr,
+                      access_instance=str(ni.get("access") or ""), core_instance=str(ni.get("core") or ""),
+                      window=nums.get("window", 256),
+                      timers=Timers(t1=float(nums.get("t1", 3.0)), n1=int(nums.get("n1", 3)),
+                                    heartbeat=float(nums.get("heartbeat", 10.0))))
+
+
+def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
+    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...]`), index = line order."""
+    out = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].split()
+        if not line:
+            continue
+        try:
+            teid, ue, sgw, sgw_teid = int(line[0], 0), ipaddress.IPv4Address(line[1]), \
+                ipaddress.IPv4Address(line[2]), int(line[3], 0)
+        except (ValueError, IndexError):
+            raise UserError(f"bearer file {path}:{n}: expected TEID UE_ADDR SGW_ADDR SGW_TEID") from None
+        out.append(m.Bearer(len(out), int(ue), int(sgw), sgw_teid, None if choose else teid))
+    return out
+
+
+def write_bearer_file(sessions: list[Session], path: str, upf: str) -> None:
+    """The bearers as provisioned: the TEID in force (the UPF's, with CHOOSE) first; the F-TEID
+    address and the SEIDs in a trailing comment. Written next to path, then renamed."""
+    out = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"# bearers provisioned over PFCP on {upf}: TEID = the uplink F-TEID in force\n"
+                    "# TEID UE_ADDR SGW_ADDR SGW_TEID  # F-TEID address, CP SEID, UP SEID\n")
+            for s in sessions:
+                b = s.bearer
+                f.write(f"{s.teid:#010x} {m.ip(b.ue)} {m.ip(s.sgw if s.sgw is not None else b.sgw)} "
+                        f"{(s.sgw_teid if s.sgw_teid is not None else b.sgw_teid):#010x}"
+                        f"  # {s.n3_addr} {s.cp_seid:#x} {s.up_seid:#x}\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Provisioner:
+    """One association for a run: install(bearer file) establishes a session per bearer (after
+    deleting the previous set), close() deletes them and releases the association. The node's
+    thread answers the UPF's heartbeats and re-establishes after a UPF restart between calls."""
+
+    def __init__(self, cfg: PfcpConfig, upf: tuple[str, int] | None = None):
+        self.cfg = cfg
+        addr = upf or cfg.upf
+        if addr == EMBEDDED:
+            raise UserError("dut.pfcp.upf: embedded needs the lab to start the agent (gtplab/pfcp/provision.py)")
+        self.node = Node(addr, node_id=cfg.node_id, local=(cfg.local, 0) if cfg.local else None,
+                         timers=cfg.timers)
+        self.upf_label = f"{self.node.upf[0]}:{self.node.upf[1]}"
+        try:
+            self.node.associate()
+        except BaseException:
+            self.node.close()
+            raise
+        self.sessions = Sessions(self.node, cfg.options(), window=cfg.window)
+        self.usage: dict[int, tuple | None] = {}
+        self.node.start()
+
+    def install(self, bearer_file: str, out_file: str) -> list[Session]:
+        """Provision the bearers of bearer_file; write out_file (what the UPF returned)."""
+        self.node.check()
+        if self.sessions.sessions:
+            self.usage.update(self.sessions.delete())
+        got = self.sessions.establish(read_bearer_file(bearer_file, self.cfg.choose))
+        write_bearer_file(got, out_file, self.upf_label)
+        return got
+
+    def close(self) -> dict[int, tuple | None]:
+        """Delete every session (usage reports in the result), release, close."""
+        try:
+            if self.sessions.sessions:
+                self.usage.update(self.sessions.delete())
+            if self.node.associated:
+                self.node.release()
+        finally:
+            self.node.close()
+        return self.usage
+
+
+def usage_differences(usage: dict[int, tuple | None], sent: dict[int, tuple[int, int]],
+                      received: tuple[int, int] = (0, 0)) -> dict:
+    """Compare each bearer's Usage Report (total, uplink, downlink octets) with the octets of the
+    inner IP packets the generator sent to it (sent: bearer -> (uplink, downlink)), and the totals
+    with what the generator sent and received (received: (uplink, downlink) octets; the generator
+    does not count its receptions per bearer). Differences are UPF minus generator."""
+    rows = []
+    tot = {"upf_uplink": 0, "upf_downlink": 0, "gen_sent_uplink": 0, "gen_sent_downlink": 0,
+           "gen_received_uplink": received[0], "gen_received_downlink": received[1]}
+    for i in sorted(set(usage) | set(sent)):
+        u = usage.get(i) or (None, None, None)
+        g = sent.get(i, (0, 0))
+        rows.append({"bearer": i, "upf_uplink": u[1], "gen_sent_uplink": g[0],
+                     "uplink_difference": None if u[1] is None else u[1] - g[0],
+                     "upf_downlink": u[2], "gen_sent_downlink": g[1],
+                     "downlink_difference": None if u[2] is None else u[2] - g[1]})
+        tot["upf_uplink"] += u[1] or 0
+        tot["upf_downlink"] += u[2] or 0
+        tot["gen_sent_uplink"] += g[0]
+        tot["gen_sent_downlink"] += g[1]
+    for d in ("uplink", "downlink"):
+        tot[f"{d}_difference_sent"] = tot[f"upf_{d}"] - tot[f"gen_sent_{d}"]
+        tot[f"{d}_difference_received"] = tot[f"upf_{d}"] - tot[f"gen_received_{d}"]
+    return {"bearers": rows, "total": tot,
+            "bearers_without_report": [r["bearer"] for r in rows if r["upf_uplink"] is None]}
+
+
+def packets_per_bearer(packets: int, flows: int) -> list[int]:
+    """How many of `packets` went to each of `flows` bearers when the profile cycles through them
+    (bearer i gets packets n with n % flows == i on one core; split over C cores, each core's
+    partial cycle shifts a bearer's count by at most C)."""
+    q, r = divmod(packets, flows)
+    return [q + (1 if i < r else 0) for i in range(flows)]
