@@ -234,6 +234,21 @@ BAD_ADDS = [
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1"], 2, "Missing required option --sgw-teid"),
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--csum", "yes"], 2,
      "Invalid --csum"),
+    # addresses that name no single host (issue 15): refused before the tables are touched
+    (["--teid", "5", "--ue", "0.0.0.0", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 0.0.0.0 is the unspecified address 0.0.0.0: not a host"),
+    (["--teid", "5", "--ue", "255.255.255.255", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 255.255.255.255 is the limited broadcast address: not a host"),
+    (["--teid", "5", "--ue", "224.0.0.1", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 224.0.0.1 is a multicast address (224.0.0.0/4): not a host"),
+    (["--teid", "5", "--ue", "239.255.255.255", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 239.255.255.255 is a multicast address"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "0.0.0.0", "--sgw-teid", "1"], 2,
+     "SGW address 0.0.0.0 is the unspecified address 0.0.0.0: not a host"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "255.255.255.255", "--sgw-teid", "1"], 2,
+     "SGW address 255.255.255.255 is the limited broadcast address"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "232.1.2.3", "--sgw-teid", "1"], 2,
+     "SGW address 232.1.2.3 is a multicast address"),
     # duplicates of the installed bearer (TEID 1, UE 10.45.0.1)
     (["--teid", "1", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 1,
      "TEID 1 already has a bearer (UE 10.45.0.1)"),
@@ -322,6 +337,12 @@ BAD_LINES = [
     ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
     ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "got 6 fields"),
     ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
+    ("10 0.0.0.0 192.0.2.1 1", "UE address '0.0.0.0' is the unspecified address 0.0.0.0: not a host"),
+    ("10 255.255.255.255 192.0.2.1 1", "UE address '255.255.255.255' is the limited broadcast address"),
+    ("10 224.0.0.251 192.0.2.1 1", "UE address '224.0.0.251' is a multicast address (224.0.0.0/4)"),
+    ("10 10.45.1.10 0.0.0.0 1", "SGW address '0.0.0.0' is the unspecified address 0.0.0.0: not a host"),
+    ("10 10.45.1.10 255.255.255.255 1", "SGW address '255.255.255.255' is the limited broadcast address"),
+    ("10 10.45.1.10 239.1.1.1 1", "SGW address '239.1.1.1' is a multicast address"),
     ("2 10.45.1.10 192.0.2.1 1", "duplicate TEID 2 (also on line 3)"),
     ("10 10.45.1.2 192.0.2.1 1", "duplicate UE 10.45.1.2 (also on line 3)"),
 ]
@@ -454,6 +475,67 @@ def test_session_load_failure_midway_is_undone(loaded, tmp_path):
     # and without the fault the same file loads
     ok(loaded, "session", "load", str(f))
     assert len(bearers(loaded)) == 51
+
+
+def _load_rows(pin_dir: str) -> list[tuple]:
+    return [(b["teid"], b["ue"], b["sgw"], b["sgw_teid"], b["csum"]) for b in bearers(pin_dir)]
+
+
+GOOD_ROWS = [(1, "10.45.0.1", "192.0.2.1", 100, "default"), (2, "10.45.0.2", "192.0.2.2", 0x200, "on"),
+             (3, "10.45.0.3", "192.0.2.3", 300, "off"), (4, "10.45.0.4", "192.0.2.4", 400, "default")]
+
+
+def test_session_load_from_stdin_pipe(loaded):
+    """`-` and /dev/stdin on a pipe (st_size 0): read to EOF, not 'loaded 0'."""
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "load", "-"], input=GOOD_FILE,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "loaded 4 bearers from <stdin>" in cp.stdout, cp
+    assert _load_rows(loaded) == GOOD_ROWS
+    ok(loaded, "session", "flush")
+    cp = subprocess.run(f"cat | {PGWU} -d {loaded} session load /dev/stdin", shell=True,
+                        input=GOOD_FILE, capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "loaded 4 bearers from /dev/stdin" in cp.stdout, cp
+    assert _load_rows(loaded) == GOOD_ROWS
+    # unload reads its file the same way
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "unload", "-"], input=GOOD_FILE,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "deleted 4 bearers of <stdin>" in cp.stdout, cp
+    assert bearers(loaded) == []
+
+
+def test_session_load_from_fifo_in_pieces(loaded, tmp_path):
+    """A FIFO whose writer sends the file in pieces with pauses: everything up to EOF is loaded."""
+    fifo = tmp_path / "bearers.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([PGWU, "-d", str(loaded), "session", "load", str(fifo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(fifo, "w") as w:
+            for i, line in enumerate(GOOD_FILE.splitlines(keepends=True)):
+                w.write(line)
+                w.flush()
+                time.sleep(0.05)
+            # a big tail, larger than a pipe buffer, so reads are partial
+            w.write("".join(f"{i} 10.46.{i >> 8}.{i & 255} 192.0.2.9 {i}\n" for i in range(100, 160)))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and f"loaded 64 bearers from {fifo}" in out, err
+    assert len(bearers(loaded)) == 64
+
+
+def test_session_load_stdin_bad_line_loads_nothing(loaded):
+    assert add(loaded, 1000, "10.45.9.1").returncode == 0
+    before = bearers(loaded)
+    text = "1 10.45.1.1 192.0.2.1 1\n2 224.0.0.1 192.0.2.1 2\n"
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "load", "-"], input=text,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 1
+    assert "<stdin>:2: UE address '224.0.0.1' is a multicast address" in cp.stderr, cp.stderr
+    assert "<stdin>: nothing loaded" in cp.stderr
+    assert bearers(loaded) == before
 
 
 def test_session_load_unreadable(loaded, tmp_path):
@@ -757,3 +839,20 @@ def test_bulk_load_a_million(pin_dir, tmp_path):
     assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
     print(f"\n1M bearers: file generated in {t_gen:.2f} s, session load {t_load:.2f} s, "
           f"session list {t_list:.2f} s")
+
+
+@pytest.mark.long
+def test_bulk_load_a_million_from_a_pipe(pin_dir, tmp_path):
+    """The same million through a pipe (`cat FILE | pgwu session load -`): all of it, in <= 5 s."""
+    ok(pin_dir, "load")
+    f = tmp_path / "million.txt"
+    million_file(f)
+    t0 = time.monotonic()
+    cp = subprocess.run(f"cat {f} | {PGWU} -d {pin_dir} session load -", shell=True,
+                        capture_output=True, text=True, timeout=600)
+    t_load = time.monotonic() - t0
+    assert cp.returncode == 0 and "loaded 1000000 bearers from <stdin>" in cp.stdout, cp.stderr
+    st = json.loads(ok(pin_dir, "stats", "--json", timeout=600))
+    assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
+    print(f"\n1M bearers through a pipe: session load {t_load:.2f} s")
+    assert t_load <= 5.0
