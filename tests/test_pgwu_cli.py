@@ -145,6 +145,69 @@ def test_load_failure_leaves_no_pin_dir(pin_dir):
     assert not os.path.exists(os.path.dirname(tmp))
 
 
+MEM_LINE = re.compile(r"memory for (\d+) bearers: ([\d.]+) MiB at load \(hash buckets ([\d.]+), bearer index "
+                      r"([\d.]+), counters ([\d.]+)\), ([\d.]+) MiB with every bearer installed "
+                      r"\((\d+) bytes a bearer\)")
+
+
+def kernel_memlock(pin_dir: str) -> int:
+    """What the kernel accounts for every pinned map (the 'memlock' of its fdinfo), in bytes."""
+    total = 0
+    for name in os.listdir(pin_dir):
+        cp = subprocess.run(["bpftool", "-j", "map", "show", "pinned", f"{pin_dir}/{name}"],
+                            capture_output=True, text=True, timeout=30)
+        if cp.returncode == 0:  # programs and links are not maps
+            total += json.loads(cp.stdout)["bytes_memlock"]
+    return total
+
+
+def test_load_prints_the_memory_the_kernel_then_accounts(pin_dir, tmp_path):
+    """The figures pgwu load prints agree with the kernel's own accounting of the maps, at load and
+    per installed bearer (within 1 %)."""
+    out = ok(pin_dir, "load", "--max-bearers", "65536")
+    m = MEM_LINE.search(out)
+    assert m and int(m[1]) == 65536, out
+    at_load, per_bearer = float(m[2]) * 2**20, int(m[7])
+    assert abs(float(m[3]) + float(m[4]) + float(m[5]) - float(m[2])) < 0.2
+    assert float(m[6]) == pytest.approx(float(m[2]) + per_bearer * 65536 / 2**20, abs=0.1)
+    empty = kernel_memlock(pin_dir)
+    assert empty == pytest.approx(at_load, rel=0.01), (empty, at_load)
+    f = tmp_path / "b.txt"
+    f.write_text("".join(f"{i} 10.{i >> 16}.{(i >> 8) & 255}.{i & 255} 192.0.2.1 {i}\n"
+                         for i in range(1, 20001)))
+    ok(pin_dir, "session", "load", str(f))
+    grown = kernel_memlock(pin_dir) - empty
+    assert grown == pytest.approx(per_bearer * 20000, rel=0.01), (grown, per_bearer)
+
+
+def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir):
+    """--max-bearers 134217728 (the largest) took 20 s and 16 GiB before any check: now refused
+    before anything is created when the full tables would not fit in MemAvailable."""
+    avail_kb = int(re.search(r"MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text())[1])
+    env = None
+    if avail_kb * 1024 > 45 * 2**30:  # a host that could hold it: make it one that cannot
+        env = dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(8 * 2**20))
+    t0 = time.monotonic()
+    cp = pgwu(pin_dir, "load", "--max-bearers", "134217728", env=env)
+    took = time.monotonic() - t0
+    assert cp.returncode == 1, cp
+    assert re.search(r"Capacity 134217728 bearers needs 399\d\d\.\d MiB with every bearer installed "
+                     r"\(16389\.\d MiB at load: hash buckets 4096\.0, bearer index 12288\.0, counters [\d.]+; "
+                     r"184 bytes a bearer\), more than this host has available \(MemAvailable [\d.]+ MiB\): "
+                     r"nothing loaded; the largest capacity that fits now is \d+", cp.stderr), cp.stderr
+    assert took < 2, took
+    assert not os.path.exists(pin_dir)
+    # the same check with a small host: the default capacity (317 MiB full) does not fit in 200 MiB
+    cp = pgwu(pin_dir, "load", env=dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(200 * 1024)))
+    assert cp.returncode == 1 and "Capacity 1048576 bearers needs 317.5 MiB" in cp.stderr, cp.stderr
+    fits = int(re.search(r"the largest capacity that fits now is (\d+)", cp.stderr)[1])
+    assert not os.path.exists(pin_dir)
+    # ... and the capacity it names does fit
+    out = ok(pin_dir, "load", "--max-bearers", str(fits),
+             env=dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(200 * 1024)))
+    assert float(MEM_LINE.search(out)[6]) <= 200
+
+
 def test_unload_and_commands_when_not_loaded(pin_dir):
     cp = pgwu(pin_dir, "unload")
     assert cp.returncode == 1 and f"pgwu is not loaded in {pin_dir}" in cp.stderr
