@@ -779,6 +779,68 @@ def test_metrics_endpoint(loaded):
     assert rc == 0
 
 
+def _idle_connections(url: str, n: int, partial: bytes = b"") -> list:
+    import socket
+    host, port = url.removeprefix("http://").split(":")
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        if partial:
+            s.sendall(partial)
+        socks.append(s)
+    return socks
+
+
+def _timed_scrape(exp: "Exporter") -> float:
+    t0 = time.monotonic()
+    with urllib.request.urlopen(exp.url + "/metrics", timeout=1) as r:
+        assert r.status == 200 and "pgwu_bearer_capacity 64" in r.read().decode()
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("n,partial", [(50, b""), (50, b"GET /metr"), (300, b"")],
+                         ids=["50 idle", "50 half-sent requests", "300 idle (over the 128 served)"])
+def test_metrics_slow_clients_cannot_blind_a_scraper(loaded, n, partial):
+    """Half-open connections used to hold the one-at-a-time server 5 s each (50 of them: /metrics
+    unreachable for minutes). Now a scrape made after them answers within 1 s."""
+    exp = Exporter(loaded)
+    socks = []
+    try:
+        socks = _idle_connections(exp.url, n, partial)
+        time.sleep(0.2)  # let the server accept them all first
+        took = _timed_scrape(exp)
+        assert took < 1.0, took
+        # and each slow connection is closed by the server at its deadline (5 s), not kept forever
+        t0 = time.monotonic()
+        socks[0].settimeout(10)
+        assert socks[0].recv(100) == b""
+        assert time.monotonic() - t0 < 7
+    finally:
+        for s in socks:
+            s.close()
+        rc = exp.stop()
+    assert rc == 0
+
+
+def test_metrics_answers_a_request_sent_in_pieces(loaded):
+    """Non-blocking reads assemble a request that arrives a few bytes at a time (within 5 s)."""
+    exp = Exporter(loaded)
+    try:
+        (s,) = _idle_connections(exp.url, 1)
+        for piece in (b"GET /met", b"rics HTTP/1.0\r\n", b"Host: x\r\n", b"\r\n"):
+            s.sendall(piece)
+            time.sleep(0.2)
+        s.settimeout(5)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.0 200 OK") and b"pgwu_bearer_capacity 64" in data
+    finally:
+        rc = exp.stop()
+    assert rc == 0
+
+
 def test_metrics_refuses_when_not_loaded_and_bad_listen(pin_dir):
     cp = pgwu(pin_dir, "metrics", "--listen", "127.0.0.1:0", timeout=10)
     assert cp.returncode == 1 and "not loaded" in cp.stderr
