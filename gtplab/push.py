@@ -8,16 +8,24 @@ The sweep keeps its results on disk (gtplab/results.py) whatever happens here; a
 If the gateway is down, the Pusher says so once, holds the cases it could not push, and pushes them
 as soon as the gateway answers again; what is still held at the end is pushed later with
 `gtplab push RESULTS_DIR`. Nothing is lost.
+
+While a sweep runs it keeps one "sweep running" group (job gtplab_sweep_live) that names its owner
+(host, boot, pid and the pid's start time); finish() deletes it. A sweep killed with SIGKILL never
+gets there, so the next push (a Pusher's first contact, `gtplab push`) and `gtplab monitor up`
+delete every running group whose owner is gone (clear_stale_live_groups).
 """
 
 from __future__ import annotations
 
 import argparse
-import urllib.parse
+import json
 import os
+import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
+import urllib.request
 from datetime import datetime
 from typing import Any, Callable
 
@@ -30,6 +38,11 @@ JOB = "gtplab_sweep"
 LIVE_JOB = "gtplab_sweep_live"
 DEFAULT_GATEWAY = "http://127.0.0.1:19091"
 LATENCY_STATS = ("min", "avg", "p50", "p99", "max")
+
+
+# A running group whose owner cannot be checked from here (another host, another boot) is taken as
+# stale once it has not been pushed for this long (a running sweep pushes at every case start).
+UNCHECKABLE_STALE_AFTER_S = 24 * 3600
 
 
 def default_gateway() -> str:
@@ -152,6 +165,82 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _pid_start(pid: int) -> str | None:
+    """The process's start time (clock ticks after boot, /proc/PID/stat field 22); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def owner_labels(pid: int | None = None) -> dict[str, str]:
+    """Who runs a sweep: enough to tell later, from this host, whether it still runs."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": str(pid),
+            "pid_start": _pid_start(pid) or ""}
+
+
+def owner_alive(owner: dict[str, str]) -> bool | None:
+    """True/False for an owner on this host and boot; None when it cannot be checked from here."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot_id") != _boot_id():
+        return None
+    try:
+        pid = int(owner.get("pid", ""))
+    except ValueError:
+        return False
+    start = _pid_start(pid)
+    return start is not None and start == owner.get("pid_start")
+
+
+def live_groups(gateway_url: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The gateway's "sweep running" groups: [{"labels": grouping key with job, "owner": labels or
+    None, "pushed": push time}] (OSError, ValueError if the gateway does not answer sensibly)."""
+    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/metrics", timeout=timeout) as r:
+        body = json.load(r)
+    out = []
+    for g in body.get("data") or []:
+        labels = g.get("labels") or {}
+        if labels.get("job") != LIVE_JOB:
+            continue
+        owner = None
+        for m in (g.get("gtplab_sweep_owner_info") or {}).get("metrics") or []:
+            owner = {k: m["labels"].get(k, "") for k in ("host", "boot_id", "pid", "pid_start")}
+        pushed = None
+        for m in (g.get("push_time_seconds") or {}).get("metrics") or []:
+            pushed = _num(m.get("value"))
+        out.append({"labels": labels, "owner": owner, "pushed": pushed})
+    return out
+
+
+def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float | None = None
+                            ) -> list[dict[str, str]]:
+    """Delete the "sweep running" groups of sweeps that are gone: owner on this host and boot no
+    longer running; else (unknown owner, another host) not pushed for UNCHECKABLE_STALE_AFTER_S.
+    Returns the grouping keys deleted. Raises OSError/ValueError if the gateway does not answer."""
+    now = time.time() if now is None else now
+    deleted = []
+    for g in live_groups(gateway_url, timeout):
+        alive = owner_alive(g["owner"]) if g["owner"] else None
+        if alive is None:
+            alive = g["pushed"] is None or now - g["pushed"] < UNCHECKABLE_STALE_AFTER_S
+        if alive:
+            continue
+        key = {k: v for k, v in g["labels"].items() if k != "job"}
+        delete_from_gateway(gateway_url, job=LIVE_JOB, grouping_key=key, timeout=timeout)
+        deleted.append(key)
+    return deleted
+
+
 class Pusher:
     """What the sweep uses: push(case) after each case. Never raises because of the gateway.
 
@@ -169,6 +258,18 @@ class Pusher:
         self.pending: list[dict[str, Any]] = []
         self.pushed = 0
         self.warned = False
+        self.cleared = False     # stale "sweep running" groups looked for (once the gateway answers)
+        self.owner = owner_labels()
+
+    def _clear_stale(self) -> None:
+        """Once, at the first contact with the gateway: remove groups of sweeps killed earlier."""
+        if self.cleared:
+            return
+        try:
+            clear_stale_live_groups(self.gateway_url, self.timeout)
+            self.cleared = True
+        except Exception:       # the gateway is down or odd: try again at the next push
+            pass
 
     def _warn_down(self, e: BaseException) -> None:
         if self.warned:
@@ -182,6 +283,7 @@ class Pusher:
         """Push this case (and any held before it). True if everything is pushed now."""
         if not self.gateway_url:
             return False
+        self._clear_stale()
         self.pending.append(case)
         while self.pending:
             try:
@@ -197,12 +299,15 @@ class Pusher:
         """Optional: tell the live dashboard which case runs now (one group per run, replaced each time)."""
         if not self.gateway_url:
             return False
+        self._clear_stale()
         reg = CollectorRegistry()
         key = grouping_key(self.run, case)
         labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum")}
         g = Gauge("gtplab_sweep_running_case_info", "Constant 1; the case running now as labels",
                   list(labels), registry=reg)
         g.labels(**labels).set(1)
+        Gauge("gtplab_sweep_owner_info", "Constant 1; the process running the sweep, as labels",
+              list(self.owner), registry=reg).labels(**self.owner).set(1)
         Gauge("gtplab_sweep_case_start_timestamp_seconds", "When the running case started (Unix time)",
               registry=reg).set(time.time())
         if index is not None:
@@ -268,6 +373,12 @@ def check_gateway_url(url: str) -> str:
 
 def do_push(args: argparse.Namespace) -> int:
     check_gateway_url(args.gateway)
+    try:
+        for key in clear_stale_live_groups(args.gateway, args.timeout):
+            print(f"gtplab push: removed the stale 'sweep running' group of run {key.get('uuid', '?')} "
+                  "(its sweep is gone)", file=sys.stderr)
+    except Exception:
+        pass  # the pushes below say whether the gateway answers
     torn = results.torn_last_line(args.results_dir)
     if torn:
         print(f"gtplab push: line {torn} of {args.results_dir}/cases.jsonl is torn (the run was killed "

@@ -307,3 +307,94 @@ def test_pusher_with_the_gateway_down_all_sweep_long(tmp_path):
     assert not pusher.finish()
     assert pusher.pending == cases  # still held, in order
     assert len(warnings) == 2 and f"4 case(s) not pushed; they are in {tmp_path}" in warnings[1]
+
+
+# ---- "sweep running" groups of sweeps that were killed -------------------------------------------
+
+KILLED_SWEEP = """
+import json, sys, time
+from gtplab.push import Pusher
+run = json.loads(sys.argv[2])
+p = Pusher(sys.argv[1], run, timeout=5)
+assert p.case_started({"case_id": "c0", "direction": "uplink", "frame_size": 64, "flows": 1,
+                       "checksum": "on"}, index=0, total=4)
+print("running", flush=True)
+time.sleep(600)
+"""
+
+
+def _live_uuids(gateway: str) -> set[str]:
+    from gtplab.push import live_groups
+    return {g["labels"].get("uuid") for g in live_groups(gateway)}
+
+
+def _killed_sweep(gateway: str) -> dict:
+    """A real process that pushes its "sweep running" group, then dies by SIGKILL mid-sweep (no
+    finish()): the group stays behind, as after `kill -9` or an OOM kill."""
+    from monitor_stack import ROOT
+    import sys
+    run = make_run()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SWEEP, gateway, json.dumps(run)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line == "running\n", line + proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run["uuid"] in _live_uuids(gateway)
+    return run
+
+
+def test_stale_running_group_is_cleared_by_the_next_push(stack):
+    from gtplab.push import Pusher
+    dead = _killed_sweep(stack.gateway)
+    # a sweep that is alive (this process) keeps its group through the clean-up
+    alive_run = make_run()
+    alive = Pusher(stack.gateway, alive_run)
+    assert alive.case_started(make_case(0, "uplink", 64), index=0, total=2)
+    # the next sweep's first push removes the dead one's group, not the live one's
+    nxt = Pusher(stack.gateway, make_run())
+    assert nxt.push(make_case(1, "uplink", 64))
+    uuids = _live_uuids(stack.gateway)
+    assert dead["uuid"] not in uuids and alive_run["uuid"] in uuids
+    assert alive.finish()
+    assert alive_run["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_stale_running_group_is_cleared_by_gtplab_push(stack, tmp_path):
+    dead = _killed_sweep(stack.gateway)
+    run = make_run()
+    write_results_dir(tmp_path / "r", run, [make_case(0, "uplink", 64)])
+    cp = gtplab("push", str(tmp_path / "r"), "--gateway", stack.gateway)
+    assert cp.returncode == 0, cp.stderr
+    assert f"removed the stale 'sweep running' group of run {dead['uuid']}" in cp.stderr
+    assert dead["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_stale_running_group_is_cleared_by_monitor_up_after_a_gateway_restart(stack):
+    """The gateway keeps groups across restarts (persistence file): `monitor up`, which restarts it,
+    removes the dead sweep's group once the gateway is back."""
+    from gtplab import monitor
+    dead = _killed_sweep(stack.gateway)
+    assert monitor.stop(str(stack.state_dir), "pushgateway")
+    cp = gtplab(*stack.up_args())
+    assert cp.returncode == 0, cp.stderr
+    assert f"removed the stale 'sweep running' group of run {dead['uuid']}" in cp.stdout
+    assert dead["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_running_group_of_another_host_is_kept_until_it_is_old(stack):
+    """An owner this host cannot check (another host) is left alone unless its last push is older
+    than a day; a group without an owner (older gtplab) is judged by its age the same way."""
+    from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+    from gtplab.push import LIVE_JOB, UNCHECKABLE_STALE_AFTER_S, clear_stale_live_groups
+    reg = CollectorRegistry()
+    Gauge("gtplab_sweep_owner_info", "owner", ["host", "boot_id", "pid", "pid_start"],
+          registry=reg).labels(host="elsewhere", boot_id="x", pid="1", pid_start="1").set(1)
+    uuid = make_run()["uuid"]
+    push_to_gateway(stack.gateway, job=LIVE_JOB, registry=reg, grouping_key={"uuid": uuid, "backend": "trex"})
+    assert clear_stale_live_groups(stack.gateway) == [] and uuid in _live_uuids(stack.gateway)
+    later = time.time() + UNCHECKABLE_STALE_AFTER_S + 60
+    assert clear_stale_live_groups(stack.gateway, now=later) == [{"uuid": uuid, "backend": "trex"}]
+    assert uuid not in _live_uuids(stack.gateway)
