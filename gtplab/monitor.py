@@ -94,7 +94,7 @@ def command(s: Settings, name: str) -> list[str]:
                 f"--web.listen-address={s.address(name)}"]
     if name == "pushgateway":
         return [BINARIES[name], f"--web.listen-address={s.address(name)}",
-                f"--persistence.file={data / 'pushgateway.data'}", "--persistence.interval=5s"]
+                f"--persistence.file={data / 'pushgateway.data'}", "--persistence.interval=1s"]
     # the textfile directory also makes the command line unique to this state dir
     return [BINARIES[name], f"--web.listen-address={s.address(name)}", "--collector.disable-defaults",
             *(f"--collector.{c}" for c in NODE_COLLECTORS),

@@ -241,11 +241,22 @@ def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float |
     return deleted
 
 
+def gateway_start_time(gateway_url: str, timeout: float = 5.0) -> str:
+    """When the gateway process started (its /api/v1/status): changes when it was restarted."""
+    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/status", timeout=timeout) as r:
+        return str(json.load(r)["data"]["start_time"])
+
+
 class Pusher:
     """What the sweep uses: push(case) after each case. Never raises because of the gateway.
 
     If a push fails, it warns once (on `warn`), holds the case, and goes on; at the next successful
     push it first pushes every held case, in order. `pending` lists what is still held.
+
+    A gateway killed (SIGKILL, OOM, power) loses what it took since it last wrote its persistence
+    file. So each push first asks the gateway when it started; if that changed since the last push,
+    the gateway was restarted, and every case this run pushed before is pushed again (a push
+    replaces its own group: pushing twice is harmless).
     """
 
     def __init__(self, gateway_url: str | None, run: dict[str, Any], results_dir: str | None = None,
@@ -260,6 +271,9 @@ class Pusher:
         self.warned = False
         self.cleared = False     # stale "sweep running" groups looked for (once the gateway answers)
         self.owner = owner_labels()
+        self.sent: list[dict[str, Any]] = []     # pushed (to the gateway that runs since gateway_start)
+        self.gateway_start: str | None = None
+        self.restarts_seen = 0
 
     def _clear_stale(self) -> None:
         """Once, at the first contact with the gateway: remove groups of sweeps killed earlier."""
@@ -285,13 +299,24 @@ class Pusher:
             return False
         self._clear_stale()
         self.pending.append(case)
+        try:
+            start = gateway_start_time(self.gateway_url, self.timeout)
+        except Exception as e:
+            self._warn_down(e)
+            return False
+        if self.gateway_start is not None and start != self.gateway_start:
+            # restarted since our last push: what it had from us may be gone with it
+            self.restarts_seen += 1
+            self.pending[:0] = self.sent
+            self.sent = []
+        self.gateway_start = start
         while self.pending:
             try:
                 _push(self.gateway_url, self.run, self.pending[0], self.timeout)
             except Exception as e:      # OSError, and anything else: never the sweep's problem
                 self._warn_down(e)
                 return False
-            self.pending.pop(0)
+            self.sent.append(self.pending.pop(0))
             self.pushed += 1
         return True
 

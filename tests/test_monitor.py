@@ -398,3 +398,26 @@ def test_running_group_of_another_host_is_kept_until_it_is_old(stack):
     later = time.time() + UNCHECKABLE_STALE_AFTER_S + 60
     assert clear_stale_live_groups(stack.gateway, now=later) == [{"uuid": uuid, "backend": "trex"}]
     assert uuid not in _live_uuids(stack.gateway)
+
+
+def test_a_gateway_that_lost_pushes_gets_them_again(stack):
+    """SIGKILL loses what the gateway took since it last wrote its persistence file. Made certain
+    here: killed, its persistence file removed, restarted. The sweep's next push sees the new start
+    time and pushes every earlier case of the run again."""
+    from gtplab.push import Pusher
+    run = make_run()
+    pusher = Pusher(stack.gateway, run)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    assert pusher.push(cases[0]) and pusher.push(cases[1])
+    os.kill(stack.pids()["pushgateway"], 9)
+    deadline = time.monotonic() + 10
+    while pid_alive(stack.pids()["pushgateway"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
+    stack.up()
+    assert gateway_groups(stack.gateway, run["uuid"]) == {}  # lost with the gateway
+    assert pusher.push(cases[2])
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases[:3]}
+    assert pusher.restarts_seen == 1
+    assert pusher.finish()
