@@ -740,9 +740,7 @@ int do_session_load(const void *cfg)
 	size_t len = 0;
 	int err;
 
-	err = maps_open_locked(&m);
-	if (err)
-		return err;
+	/* the input first, without the lock: a slow pipe must not hold up other writers */
 	err = read_file(o->file.s, &buf, &len);
 	if (err)
 		goto out;
@@ -762,6 +760,9 @@ int do_session_load(const void *cfg)
 	check_file_dups(&bk, by_ue, true);
 	if (bk.nerr)
 		goto bad_file;
+	err = maps_open_locked(&m);
+	if (err)
+		goto out;
 
 	err = map_max_entries(m.ul, &cap_ul);
 	if (!err)
@@ -888,9 +889,7 @@ int do_session_unload(const void *cfg)
 	size_t len = 0;
 	int err;
 
-	err = maps_open_locked(&m);
-	if (err)
-		return err;
+	/* the input first, without the lock: a slow pipe must not hold up other writers */
 	err = read_file(o->file.s, &buf, &len);
 	if (err)
 		goto out;
@@ -909,6 +908,9 @@ int do_session_unload(const void *cfg)
 	check_file_dups(&bk, by_ue, true);
 	if (bk.nerr)
 		goto bad_file;
+	err = maps_open_locked(&m);
+	if (err)
+		goto out;
 
 	err = -ENOMEM;
 	k_ul = malloc((bk.n + 1) * sizeof(*k_ul));

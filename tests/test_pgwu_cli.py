@@ -71,9 +71,10 @@ def loaded(pin_dir):
     return pin_dir
 
 
-def add(pin_dir: str, teid, ue: str, sgw: str = "192.0.2.1", sgw_teid=0x100, *extra: str):
+def add(pin_dir: str, teid, ue: str, sgw: str = "192.0.2.1", sgw_teid=0x100, *extra: str,
+        timeout: float = 120):
     return pgwu(pin_dir, "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", sgw,
-                "--sgw-teid", str(sgw_teid), *extra)
+                "--sgw-teid", str(sgw_teid), *extra, timeout=timeout)
 
 
 # ---- load / unload ------------------------------------------------------------------------------
@@ -587,6 +588,27 @@ def test_session_load_from_fifo_in_pieces(loaded, tmp_path):
             proc.wait()
     assert proc.returncode == 0 and f"loaded 64 bearers from {fifo}" in out, err
     assert len(bearers(loaded)) == 64
+
+
+def test_session_load_reads_a_slow_pipe_without_holding_the_lock(loaded):
+    """While `session load -` waits for its producer, other writers (which take the PIN_DIR lock)
+    are not held up; the load then installs what came, all of it."""
+    proc = subprocess.Popen([PGWU, "-d", loaded, "session", "load", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write(GOOD_FILE[:40])  # part of the first lines, then a pause
+        proc.stdin.flush()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cp = add(loaded, 1000, "10.45.9.1", timeout=10)
+        assert cp.returncode == 0 and time.monotonic() - t0 < 5, cp.stderr
+        out, err = proc.communicate(GOOD_FILE[40:], timeout=30)  # the rest, then EOF
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "loaded 4 bearers from <stdin>" in out, err
+    assert [b["teid"] for b in bearers(loaded)] == [1, 2, 3, 4, 1000]
 
 
 def test_session_load_stdin_bad_line_loads_nothing(loaded):
