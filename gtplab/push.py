@@ -300,16 +300,18 @@ class Pusher:
         self._clear_stale()
         self.pending.append(case)
         try:
-            start = gateway_start_time(self.gateway_url, self.timeout)
+            start: str | None = gateway_start_time(self.gateway_url, self.timeout)
+        except urllib.error.HTTPError:
+            start = None        # it answers, without the status API: no restart detection
         except Exception as e:
             self._warn_down(e)
             return False
-        if self.gateway_start is not None and start != self.gateway_start:
+        if start is not None and self.gateway_start is not None and start != self.gateway_start:
             # restarted since our last push: what it had from us may be gone with it
             self.restarts_seen += 1
             self.pending[:0] = self.sent
             self.sent = []
-        self.gateway_start = start
+        self.gateway_start = start if start is not None else self.gateway_start
         while self.pending:
             try:
                 _push(self.gateway_url, self.run, self.pending[0], self.timeout)

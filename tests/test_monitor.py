@@ -421,3 +421,37 @@ def test_a_gateway_that_lost_pushes_gets_them_again(stack):
     assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases[:3]}
     assert pusher.restarts_seen == 1
     assert pusher.finish()
+
+
+def test_pusher_works_with_a_gateway_without_the_status_api():
+    """A gateway (or a proxy in front of one) that answers 404 on /api/v1/status still gets every
+    push; only the restart check is off."""
+    import http.server
+    import threading
+    from gtplab.push import Pusher
+    got = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):
+            got.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.end_headers()
+
+        def do_GET(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        p = Pusher(f"http://127.0.0.1:{srv.server_address[1]}", make_run(), warn=lambda m: None)
+        assert p.push(make_case(0, "uplink", 64)) and p.push(make_case(1, "uplink", 128))
+        assert len(got) == 2 and p.pending == []
+    finally:
+        srv.shutdown()
+        srv.server_close()
