@@ -310,7 +310,7 @@ def lab_crosscheck(sizes: list[int]) -> list[str]:
     (what `gtplab sweep` records as dut.ns_per_packet), single flow, checksum off and on."""
     import json
     with tempfile.TemporaryDirectory(prefix="gtplab-bench-") as tmp:
-        cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", ",".join(map(str, sizes)),
+        cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", ",".join(map(str, sizes)),
                              "--flow-modes", "single", "--checksum", "off,on", "--duration", "2",
                              "--pcap-limit", "0", "--out", f"{tmp}/r"], cwd=REPO, capture_output=True,
                             text=True)

@@ -34,7 +34,7 @@ from gtplab.profile import flamegraph_path
 
 DIRECTIONS = ("uplink", "downlink")
 # case parameters besides direction and frame size; a plot series is one combination of those that vary
-VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode")
+VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode", "order")
 NUMERIC_FIELDS = ("duration_s", "offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps",
                   "rx_bps_l1", "rx_bps_l2", "tx_packets", "rx_packets", "loss_ratio", "flows", "bearers")
 LATENCY_STATS = ("min", "avg", "p50", "p99", "max")
@@ -569,9 +569,11 @@ def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
     if set(modes) != {"pgwu", "fwd"}:
         return None
     pg, fw = modes["pgwu"], modes["fwd"]
-    ref = {(c["direction"], c["frame_size"]): c for c in fw.cases}
+    def seq(cases):   # the scale cases (random order) have their own table
+        return [c for c in cases if c.get("order", "seq") == "seq"]
+    ref = {(c["direction"], c["frame_size"]): c for c in seq(fw.cases)}
     out = []
-    for c in pg.cases:
+    for c in seq(pg.cases):
         f = ref.get((c["direction"], c["frame_size"]))
         if f is None:
             continue
@@ -580,6 +582,53 @@ def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
                     "fwd_ndr_pps": y, "ratio": x / y if x and y else None,
                     "note": "" if x and y else ("forwarder: " + limit_text(f) if not y else "PGW-U: " + limit_text(c))})
     return out
+
+
+SCALE_TARGET = 0.7   # issue 13: NDR with 1 M bearers in random order >= 0.7 x NDR with 1 k bearers
+
+
+def scale_ratios(r: Run) -> list[dict[str, Any]]:
+    """Each case whose traffic hits its bearers in random order, against the multi-flow case of
+    the same direction, frame size and checksum in sequential order (the grid's `flows`): NDR
+    ratio, and the DUT's CPU and XDP ns per packet of both."""
+    grid = {(c["direction"], c["frame_size"], c.get("checksum")): c for c in r.cases
+            if c.get("flow_mode") == "multi" and c.get("order", "seq") == "seq"}
+    out = []
+    for c in r.cases:
+        if c.get("order", "seq") != "random":
+            continue
+        g = grid.get((c["direction"], c["frame_size"], c.get("checksum")))
+        x, y = c.get("ndr_pps"), (g or {}).get("ndr_pps")
+        note = ""
+        if g is None:
+            note = "no sequential multi-flow case of the same size in this run"
+        elif not x or not y:
+            note = ("random: " + limit_text(c)) if not x else ("sequential: " + limit_text(g))
+        elif (c.get("limit") or "").startswith("generator") or (g.get("limit") or "").startswith("generator"):
+            note = "a side was generator-bound: the ratio is a bound, not the DUT's"
+        out.append({"direction": c["direction"], "frame_size": c["frame_size"],
+                    "flows": (g or {}).get("flows"), "ndr_pps": y, "scale_flows": c["flows"],
+                    "scale_ndr_pps": x, "ratio": x / y if x and y else None,
+                    "cpu_ns": ((g or {}).get("dut") or {}).get("cpu_ns_per_packet"),
+                    "scale_cpu_ns": (c.get("dut") or {}).get("cpu_ns_per_packet"),
+                    "xdp_ns": ((g or {}).get("dut") or {}).get("ns_per_packet"),
+                    "scale_xdp_ns": (c.get("dut") or {}).get("ns_per_packet"), "note": note})
+    return out
+
+
+def _scale_table(rows: list[dict[str, Any]]) -> str:
+    def verdict(r):
+        return "" if r["ratio"] is None else ("met" if r["ratio"] >= SCALE_TARGET else "not met")
+    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{r['flows']}</td>"
+                   f"<td>{_fmt(r['ndr_pps'], 1e-6)}</td><td>{r['scale_flows']}</td>"
+                   f"<td>{_fmt(r['scale_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)} {verdict(r)}</td>"
+                   f"<td>{_fmt(r['cpu_ns'], 1.0)} / {_fmt(r['scale_cpu_ns'], 1.0)}</td>"
+                   f"<td>{_fmt(r['xdp_ns'], 1.0)} / {_fmt(r['scale_xdp_ns'], 1.0)}</td>"
+                   f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
+    return ("<table><tr><th>direction</th><th>frame B</th><th>bearers (seq)</th><th>NDR Mpps</th>"
+            "<th>bearers (random)</th><th>NDR Mpps</th><th>random / seq (target ≥ "
+            f"{SCALE_TARGET})</th><th>DUT CPU ns/pkt seq / random</th><th>XDP ns/pkt seq / random</th>"
+            "<th>note</th></tr>" + body + "</table>")
 
 
 def _ratio_table(rows: list[dict[str, Any]]) -> str:
@@ -816,6 +865,16 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
             s.extra = _ratio_table(ratios)
             sections.append(s)
             summary["reference_ratios"] = ratios
+    for r in runs:
+        rows = scale_ratios(r)
+        if rows:
+            s = Section(f"scale-{r.label}", "Bearer scale" + (f" ({r.label})" if len(runs) > 1 else ""),
+                        "NDR with many bearers hit in random order (as subscribers hit a PGW-U) against "
+                        "NDR with the sweep's multi-flow bearers in sequential order, same direction, frame "
+                        "size and CPU layout: what table size and cache misses cost the DUT.")
+            s.extra = _scale_table(rows)
+            sections.append(s)
+            summary.setdefault("scale_ratios", {})[r.label] = rows
     tables = '<h2 id="cases">All cases</h2>' + "".join(
         (f"<h3>{r.label}: {html.escape(str(r.path))}</h3>" if len(runs) > 1 else "") + _cases_table(r, final)
         for r in runs)

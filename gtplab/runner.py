@@ -64,6 +64,7 @@ class CaseParams:
     duration: float = 1.0
     latency: bool = True
     case_id: str = ""
+    order: str = "seq"                    # seq | random: the order the traffic hits the bearers
 
     @property
     def actual_size(self) -> int:
@@ -84,6 +85,8 @@ class CaseParams:
                              "sgws": SGWS, "stats": stats}
         if self.flow_mode == "multi":
             t["flows"] = self.flows
+            if self.order != "seq":
+                t["order"] = self.order
         if self.direction == "uplink":
             t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
         return t

@@ -42,7 +42,7 @@ RATE_MODES = ("fixed", "ndr", "pdr")
 UNDERSIZE = ("clamp", "skip", "error")
 NDR_KEYS = {"loss_tolerance", "pdr_loss_tolerance", "resolution", "max_trials"}
 SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
-             "rate", "duration", "ndr", "latency", "pcap_limit", "undersize"}
+             "rate", "duration", "ndr", "latency", "pcap_limit", "undersize", "scale"}
 
 
 # ------------------------------------------------------------------------------------------ spec
@@ -164,7 +164,34 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
             small = [x for x in sizes if x < lo]
             if small:
                 bad(f"frame size(s) {small} below the {dr} minimum {lo} (undersize: error; use clamp or skip)")
+    s["scale"] = _scale(s.get("scale"), dirs, bad)
     return s
+
+
+def _scale(sc, dirs, bad):
+    """The spec's `scale`: null, or {flows, order, frame_sizes}: one more multi-flow case per
+    direction and size, many bearers in the given order (issue 13: 1 M bearers in random order
+    against the grid's `flows` at the same size)."""
+    if sc is None:
+        return None
+    keys = {"flows", "order", "frame_sizes"}
+    if not isinstance(sc, dict) or set(sc) - keys:
+        bad(f"scale: null or a mapping with {', '.join(sorted(keys))}"
+            + (f" (unknown: {', '.join(sorted(set(sc) - keys))})" if isinstance(sc, dict) else ""))
+    flows = sc.get("flows", 1_000_000)
+    from gtplab.runner import SGWS
+    c = _common()
+    if not isinstance(flows, int) or isinstance(flows, bool) or not SGWS <= flows <= 1 << 20 \
+            or flows % SGWS:
+        bad(f"scale.flows {flows!r}: a multiple of {SGWS}, {SGWS}..{1 << 20}")
+    order = sc.get("order", "random")
+    if order not in ("seq", "random"):
+        bad(f"scale.order {order!r}: seq or random")
+    sizes = _list(sc.get("frame_sizes", [64]))
+    if not sizes or not all(isinstance(x, int) and not isinstance(x, bool)
+                            and c.MIN_FRAME <= x <= c.MAX_FRAME for x in sizes):
+        bad(f"scale.frame_sizes {sizes!r}: a non-empty list of frame sizes {c.MIN_FRAME}..{c.MAX_FRAME}")
+    return {"flows": flows, "order": order, "frame_sizes": sizes}
 
 
 def load_spec(path: str | None) -> dict[str, Any]:
@@ -216,6 +243,8 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
         s["pcap_limit"] = args.pcap_limit
     if args.no_latency:
         s["latency"] = False
+    if getattr(args, "no_scale", False):
+        s["scale"] = None
     return validate(s, "sweep spec (with command-line options)")
 
 
@@ -240,6 +269,16 @@ def plan(spec: dict) -> tuple[list, list[dict]]:
                                             checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
                                             duration=spec["duration"], latency=spec["latency"],
                                             case_id=cid))
+        sc = spec.get("scale")
+        for size in (sc["frame_sizes"] if sc else []):
+            if size < lo and spec["undersize"] == "skip":
+                continue
+            cs = spec["checksum"][0]
+            cid = f"{d}-{size}-multi{sc['flows']}-{sc['order']}-csum{cs}-{spec['rate_mode']}"
+            cases.append(CaseParams(direction=d, frame_size=size, flow_mode="multi", flows=sc["flows"],
+                                    bearers=None, checksum=cs, rate_mode=spec["rate_mode"],
+                                    rate=spec["rate"], duration=spec["duration"],
+                                    latency=spec["latency"], case_id=cid, order=sc["order"]))
     return cases, skipped
 
 
@@ -342,6 +381,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
+        "order": p.order,
         "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
         "duration_s": p.duration, **{k: best[k] for k in CASE_KEYS},
         "rate_asked": best["rate_asked"],
@@ -595,7 +635,8 @@ def do_sweep(args: argparse.Namespace) -> int:
             for i, p in enumerate(cases, 1):
                 current.update(case=p.case_id, index=i,
                                pcap=str(pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
-                progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows "
+                order = " in random order" if p.order == "random" else ""
+                progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
                                        f"csum {p.checksum} {p.rate_mode}")
                 if pusher:
                     pusher.case_started({"case_id": p.case_id, "direction": p.direction,
@@ -684,4 +725,6 @@ def add_parser(subparsers) -> None:
     g.add_argument("--max-trials", type=int, help="NDR/PDR search: most trials per case")
     g.add_argument("--pcap-limit", type=int, help="frames captured per case (0: none)")
     g.add_argument("--no-latency", action="store_true", help="no latency stream")
+    g.add_argument("--no-scale", action="store_true",
+                   help="leave out the spec's scale cases (many bearers in random order, one per direction)")
     p.set_defaults(func=do_sweep)

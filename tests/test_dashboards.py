@@ -247,7 +247,7 @@ def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
     with running_stack(tmp_path, pgwu_port=pgwu_port) as stack:
         rdir = tmp_path / "sweep"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64", "--duration", "2",
+            [sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64", "--duration", "2",
              "--rate-mode", "fixed",     # one trial per case: the panels, not the NDR, are tested here
              "--pcap-limit", "0", "--pushgateway", stack.gateway, "--pgwu-metrics", f"127.0.0.1:{pgwu_port}",
              "--out", str(rdir)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -481,3 +481,71 @@ def test_latency_percentile_buckets():
     hist[60] = 2        # 2^15 * 1.25 = 40960
     assert _bucket_hi(40) == 1280
     assert _percentile(hist, 0.5) == 1280 and _percentile(hist, 0.99) == 40960
+
+
+# ---- the frame cache (struct tg_cframe): prebuilt frames of a periodic program ---------------------
+
+def _uplink_like():
+    """The uplink profile's shape: bearer and SGW variables in step, a counter-variable going
+    down, writes into the TEID and both IPv4 headers, fixes of both (incremental)."""
+    return stream(GTPU_PKT, [
+        fv("bearer", 4, "inc", 0, 39), fv("sgw", 4, "inc", 0, 3), fv("down", 2, "dec", 0, 39),
+        wr("bearer", GTP_TEID_OFF, 0x10000), wr("bearer", INNER_SRC, 0x0A400001),
+        wr("sgw", 26, 0x0AC90010), wr("down", 90),
+        {"type": "fix_checksum_ipv4", "pkt_offset": 14},
+        {"type": "fix_checksum_hw", "l2_len": INNER_IP, "l3_len": 20, "l4_type": 11}])
+
+
+def test_frame_cache_sends_exactly_what_the_program_makes(obj):
+    """Two and a half periods, frame for frame: the program run per packet and the prebuilt
+    frames copied in turn (a DUT scribbling over the recycled frames in between) are the same
+    bytes; cached, the variables no longer move, the cache position does."""
+    from gtplab.engine.client import install_cache, prebuild_frames
+    js = _uplink_like()
+    cs = compile_stream(js)
+    assert cs.period() == 40
+    per_packet = run(obj, js, n=100, cs=cs)
+    assert len({f[GTP_TEID_OFF:GTP_TEID_OFF + 4] for f in per_packet}) == 40
+    load(obj, cs)
+    frames = prebuild_frames(obj, cs, 0)
+    assert frames == per_packet[:40]
+    install_cache(obj, cs, 0, frames, base=100)
+    fd = obj.prog_fd("tg_tx")
+    rnd, cur, cached = random.Random(7), cs.frame, []
+    for _ in range(100):
+        verdict, out = kernel.run_once(fd, cur, 0)
+        assert verdict == 3
+        cached.append(out)
+        cur = rnd.randbytes(rnd.randint(14, len(cs.frame)))
+    assert cached == per_packet
+    st = obj.map("state").lookup(struct.pack("<I", 0))
+    tx, _, errors = struct.unpack_from("<QQQ", st, vm.STATE_TX_OFF)
+    pos, = struct.unpack_from("<I", st, vm.STATE_TX_OFF + 24)
+    assert (tx, errors, pos) == (100, 0, 100 % 40)
+    assert st[:vm.MAX_VARS * 24] == cs.state_value()[:vm.MAX_VARS * 24]   # variables untouched
+
+
+@pytest.mark.parametrize("change,why", [
+    (lambda js: js["vm"]["instructions"].__setitem__(0, fv("bearer", 4, "random", 0, 39)), "random"),
+    (lambda js: js["vm"]["instructions"].extend([fv("a", 2, "inc", 0, 4092), fv("b", 2, "inc", 0, 4090)]),
+     "period over 4096"),
+    (lambda js: js["packet"].__setitem__("binary", base64.b64encode(raw(GTPU_PKT / Raw(b"q" * 40))).decode()),
+     "frame over 128 B"),
+    (lambda js: js["vm"]["instructions"].extend([fv("len", 2, "inc", 60, 100),
+                                                 {"type": "trim_pkt_size", "name": "len"}]), "trim"),
+])
+def test_frame_cache_only_for_periodic_small_programs(change, why):
+    js = _uplink_like()
+    change(js)
+    try:
+        cs = compile_stream(js)
+    except EngineError:
+        pytest.fail(f"{why}: the stream itself should compile")
+    assert cs.period() is None, why
+
+
+def test_frame_cache_period_is_the_lcm_of_the_cycles():
+    js = stream(UDP_PKT, [fv("a", 1, "inc", 0, 5), fv("b", 2, "dec", 10, 13), fv("c", 1, "inc", 0, 9, step=4),
+                          wr("a", 30), wr("b", 26), wr("c", 27)])
+    assert compile_stream(js).period() == 60    # lcm(6, 4, 10 / gcd(4, 10) = 5)
+    assert compile_stream(stream(UDP_PKT, [])).period() == 1

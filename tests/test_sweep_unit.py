@@ -23,8 +23,30 @@ def test_default_spec_is_valid_and_complete():
     assert s["frame_sizes"] == [64, 128, 256, 512, 1024, 1280, 1424, 1518, 3024]
     assert s["directions"] == ["uplink", "downlink"] and s["checksum"] == ["on"]
     cases, skipped = sweep.plan(s)
-    assert len(cases) == 18 and not skipped
-    assert len({c.case_id for c in cases}) == 18
+    assert len(cases) == 20 and not skipped
+    assert len({c.case_id for c in cases}) == 20
+    # issue 13: one case per direction at 1 M bearers in random order, next to the grid's 1024
+    scale = [c for c in cases if c.order == "random"]
+    assert [(c.direction, c.frame_size, c.flows, c.n_bearers) for c in scale] == \
+        [("uplink", 64, 1_000_000, 1_000_000), ("downlink", 64, 1_000_000, 1_000_000)]
+    assert scale[0].tunables()["order"] == "random" and "order" not in cases[0].tunables()
+    assert all(any(g.order == "seq" and g.direction == c.direction and g.frame_size == c.frame_size
+                   and g.flows == 1024 for g in cases) for c in scale)
+
+
+def test_scale_cases_can_be_left_out_and_are_checked():
+    s = sweep.load_spec(None)
+    assert len(sweep.plan(sweep.validate({**s, "scale": None}))[0]) == 18
+    one = sweep.validate({**s, "directions": ["downlink"],
+                          "scale": {"flows": 4096, "order": "seq", "frame_sizes": [128, 512]}})
+    got = [(c.frame_size, c.flows, c.order) for c in sweep.plan(one)[0] if c.flows == 4096]
+    assert got == [(128, 4096, "seq"), (512, 4096, "seq")]
+    for bad, msg in (({"flows": 6}, "scale.flows"), ({"flows": 2 << 20}, "scale.flows"),
+                     ({"order": "shuffled"}, "scale.order"), ({"frame_sizes": []}, "scale.frame_sizes"),
+                     ({"frame_sizes": [9000]}, "scale.frame_sizes"), ({"bearers": 5}, "unknown: bearers"),
+                     ("yes", "scale: null or a mapping")):
+        with pytest.raises(UserError, match=msg):
+            sweep.validate({**s, "scale": bad})
 
 
 @pytest.mark.parametrize("bad,msg", [

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from gtplab import bpf
 from gtplab.engine import kernel
 from gtplab.engine.capture import RingReader, write_pcap
-from gtplab.engine.vm import (MAX_PGIDS, MAX_STREAMS, MAX_VARS, STATE_SIZE, CompiledStream,
+from gtplab.engine.vm import (CACHE_FRAME, CACHE_FRAMES, MAX_PGIDS, MAX_STREAMS, MAX_VARS,
+                              STATE_TX_OFF, CompiledStream,
                               EngineError, compile_stream)
 
 _FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist
@@ -88,6 +89,42 @@ class _Stream:
     pps: float = 0.0
     sent: int = 0
     done: bool = False
+    cached: int = 0         # frames of its program prebuilt in the cache map (0: runs it per packet)
+
+
+def prebuild_frames(obj: kernel.BpfObject, cs: CompiledStream, slot: int) -> list[bytes] | None:
+    """The frames of one period of a stream's program (cs.period() of them), made by tg_tx itself
+    run not live on the template, the stream loaded (uncached) in slot of obj. Its state is set
+    back to the start. None when the program is not periodic or fails on a frame (it then runs,
+    and counts its errors, per packet)."""
+    n = cs.period()
+    if not n:
+        return None
+    key = struct.pack("<I", slot)
+    obj.map("cur_slot").update(b"\0\0\0\0", b"\0\0\0\0")     # the slot from data_meta
+    prog = obj.prog_fd("tg_tx")
+    frames = []
+    try:
+        for _ in range(n):
+            verdict, f = kernel.run_once(prog, cs.frame, slot)
+            if verdict != bpf.XDP_TX or len(f) != len(cs.frame):
+                return None
+            frames.append(f)
+    finally:
+        obj.map("state").update(key, cs.state_value())
+    return frames
+
+
+def install_cache(obj: kernel.BpfObject, cs: CompiledStream, slot: int, frames: list[bytes],
+                  base: int) -> None:
+    """Store frames at cache entries base.. of obj and switch the stream in slot to them, its
+    state (cache_pos 0, counters 0) from the start."""
+    c = obj.map("cache")
+    for j, f in enumerate(frames):
+        c.update(struct.pack("<I", base + j), f.ljust(CACHE_FRAME, b"\0"))
+    key = struct.pack("<I", slot)
+    obj.map("state").update(key, cs.state_value())
+    obj.map("streams").update(key, cs.stream_value(cache=(len(frames), base)))
 
 
 def parse_mult(mult) -> tuple[str, float]:
@@ -155,6 +192,7 @@ class _Port:
         self.cpu_s = 0.0        # CPU seconds the sending threads used in the latest transmission
         self.wall_s = 0.0       # and the seconds they ran
         self.ring: RingReader | None = None
+        self.cache_used = 0     # prebuilt frames handed out of each object's cache map
 
     @property
     def objs(self) -> list[kernel.BpfObject]:
@@ -255,6 +293,7 @@ class LocalClient:
                 p.obj.close()
                 p.obj = None
             p.streams.clear()
+            p.cache_used = 0
 
     @property
     def workers(self) -> int:
@@ -336,6 +375,22 @@ class LocalClient:
                       + bytes(tm.value_size - 8 - len(s.cs.frame)))
             for var, _ in s.cs.lists.items():
                 o.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
+        self._prebuild(p, s)
+
+    def _prebuild(self, p: _Port, s: _Stream) -> None:
+        """The frame cache (struct tg_cframe in bpf/trafficgen.h), see prebuild_frames. Streams
+        that do not qualify, or that find the port's cache full, run their program per packet."""
+        n = s.cs.period()
+        if not n or p.cache_used + n > CACHE_FRAMES:
+            return
+        frames = prebuild_frames(p.objs[0], s.cs, s.slot)
+        if frames is None:
+            return
+        base = p.cache_used
+        p.cache_used += n
+        for o in p.objs:
+            install_cache(o, s.cs, s.slot, frames, base)
+        s.cached = n
 
     def _register_pgids(self) -> None:
         """Every receive port tracks every flow-stats id of any port (the DUT may cross ports)."""
@@ -354,6 +409,7 @@ class LocalClient:
             if p.alive():
                 raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
             p.streams.clear()
+            p.cache_used = 0
         self._register_pgids()
 
     def get_stream_id_list(self, ports=None) -> list[int]:
@@ -578,7 +634,7 @@ class LocalClient:
                 st, pace = o.map("state"), o.map("pace")
                 for s in p.streams.values():
                     v = st.lookup(struct.pack("<I", s.slot))
-                    _, _, pk, by, _ = struct.unpack_from("<IIQQQ", v, STATE_SIZE - 32)
+                    pk, by, _ = struct.unpack_from("<QQQ", v, STATE_TX_OFF)
                     tx_p += pk
                     tx_b += by + FCS * pk
                     skipped += _PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]

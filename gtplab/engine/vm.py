@@ -13,6 +13,7 @@ no effect): see docs/engine.md for the details and the few deliberate difference
 from __future__ import annotations
 
 import base64
+import math
 import os
 import struct
 from dataclasses import dataclass, field
@@ -39,9 +40,15 @@ F_BIG_ENDIAN, F_L4_UDP, F_L4_TCP, F_INCR = 1, 2, 4, 8
 INSN_FMT = "<BBBBHHiIQQQqQHHI" + "HBB" * MAX_PIECES  # struct tg_insn
 INSN_SIZE = struct.calcsize(INSN_FMT)
 VAR_FMT = "<QQII"                 # struct tg_var
-STATE_TAIL_FMT = "<IIQQQ"         # rand_seed, seq, tx_packets, tx_bytes, errors
+STATE_TAIL_FMT = "<IIQQQII"       # rand_seed, seq, tx_packets, tx_bytes, errors, cache_pos, pad
 STATE_SIZE = MAX_VARS * struct.calcsize(VAR_FMT) + struct.calcsize(STATE_TAIL_FMT)
-assert INSN_SIZE == 96 and STATE_SIZE == 416
+STATE_TX_OFF = MAX_VARS * struct.calcsize(VAR_FMT) + 8    # tx_packets, tx_bytes, errors
+STREAM_HDR_FMT = "<IIIIII"        # n_insns, pg_id, flags, cache_n, cache_base, pad
+assert INSN_SIZE == 96 and STATE_SIZE == 424
+# the frame cache (struct tg_cframe): prebuilt frames of a periodic program
+CACHE_FRAMES = 16384              # per port object, shared by its streams
+CACHE_FRAME = 128                 # bytes: only frames up to this long are cached
+CACHE_MAX_PERIOD = 4096           # frames of one stream
 
 # TRex CTRexVmInsFixHwCs l4 types
 L4_TYPE_UDP, L4_TYPE_TCP, L4_TYPE_IP = 11, 13, 17
@@ -116,12 +123,13 @@ class CompiledStream:
     isg_us: float = 0.0
     json: dict = field(default_factory=dict, repr=False)
 
-    def stream_value(self, pg_id: int | None = None) -> bytes:
+    def stream_value(self, pg_id: int | None = None, cache: tuple[int, int] = (0, 0)) -> bytes:
+        """struct tg_stream; cache = (prebuilt frames, first of them in the cache map)."""
         pg = self.pg_id if pg_id is None else pg_id
         body = b"".join(i.pack() for i in self.insns)
         body = body.ljust(MAX_INSNS * INSN_SIZE, b"\0")
         flags = 1 if self.pg_id is not None else 0
-        return struct.pack("<IIII", len(self.insns), pg or 0, flags, 0) + body
+        return struct.pack(STREAM_HDR_FMT, len(self.insns), pg or 0, flags, cache[0], cache[1], 0) + body
 
     def state_value(self) -> bytes:
         by_index = {v.index: v for v in self.vars}
@@ -129,7 +137,26 @@ class CompiledStream:
         for i in range(MAX_VARS):
             v = by_index.get(i)
             out += struct.pack(VAR_FMT, v.val, v.cnt, v.seed, v.idx) if v else bytes(24)
-        return out + struct.pack(STATE_TAIL_FMT, self.rand_seed, 0, 0, 0, 0)
+        return out + struct.pack(STATE_TAIL_FMT, self.rand_seed, 0, 0, 0, 0, 0, 0)
+
+    def period(self) -> int | None:
+        """Frames after which this program repeats itself exactly, when it can be prebuilt (the
+        frame cache, struct tg_cframe): every variable a plain inc/dec (modular over its range,
+        as tg_tx runs it), no random, value list, tuple, trailer or trim, frame <= CACHE_FRAME
+        bytes, period <= CACHE_MAX_PERIOD. None otherwise: the program runs per packet."""
+        if len(self.frame) > CACHE_FRAME:
+            return None
+        period = 1
+        for i in self.insns:
+            if i.op in (OP_VAR_INC, OP_VAR_DEC):
+                span = i.max - i.min + 1
+                step = i.step % span
+                period = math.lcm(period, span // math.gcd(step, span) if step else 1)
+                if period > CACHE_MAX_PERIOD:
+                    return None
+            elif i.op not in (OP_WRITE, OP_WRITE_BE32, OP_WRITE_MASK, OP_FIX_IPV4, OP_FIX_HW, OP_NOP):
+                return None
+        return period
 
     def list_value(self, var_index: int) -> bytes:
         vals = self.lists[var_index]

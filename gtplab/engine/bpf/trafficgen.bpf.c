@@ -75,6 +75,14 @@ struct {
 	__type(value, struct tg_tmpl);
 } tmpl SEC(".maps");
 
+/* Prebuilt frames (struct tg_cframe): written by user space before start, copied by tg_tx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TG_CACHE_FRAMES);
+	__type(key, __u32);
+	__type(value, struct tg_cframe);
+} cache SEC(".maps");
+
 /* Slot + 1 of the stream a live run is for (0: take the slot from data_meta). Written by user
  * space before each BPF_PROG_RUN call (one thread per port object), read by tg_tx. */
 struct {
@@ -713,7 +721,7 @@ static __always_inline int tg_exec_fast(struct xdp_md *ctx, struct tg_insn *in,
  * under this CPU's SRSO mitigation).
  */
 #define TG_SMALL_FRAME 128
-static __always_inline int restore_small(struct xdp_md *ctx, struct tg_tmpl *t, __u32 len)
+static __always_inline int restore_small(struct xdp_md *ctx, const __u8 *bytes, __u32 len)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -727,12 +735,12 @@ static __always_inline int restore_small(struct xdp_md *ctx, struct tg_tmpl *t, 
 			break;
 		if (data + i * 8 + 8 > end)
 			return -1;
-		*(__u64 *)(data + i * 8) = *(__u64 *)&t->bytes[i * 8];
+		*(__u64 *)(data + i * 8) = *(const __u64 *)&bytes[i * 8];
 	}
 	for (i = len & ~7u; i < len && i < TG_SMALL_FRAME; i++) {
 		if (data + i + 1 > end)
 			return -1;
-		*(__u8 *)(data + i) = t->bytes[i];
+		*(__u8 *)(data + i) = bytes[i];
 	}
 	return 0;
 }
@@ -804,8 +812,24 @@ int tg_tx(struct xdp_md *ctx)
 	opaque(len);
 	if (len > TG_MAX_FRAME)
 		goto out;
+	if (s->cache_n && len == t->len && len <= TG_CACHE_FRAME) {
+		/* a prebuilt frame: the template with the program already run on it */
+		__u32 pos = st->cache_pos, key;
+		struct tg_cframe *f;
+
+		if (pos >= s->cache_n)
+			pos = 0;
+		key = s->cache_base + pos;
+		f = bpf_map_lookup_elem(&cache, &key);
+		if (!f || restore_small(ctx, f->bytes, len) < 0) {
+			st->errors++;
+			goto out;
+		}
+		st->cache_pos = pos + 1 < s->cache_n ? pos + 1 : 0;
+		goto sent;
+	}
 	if (len <= TG_SMALL_FRAME) {
-		if (restore_small(ctx, t, len) < 0) {
+		if (restore_small(ctx, t->bytes, len) < 0) {
 			st->errors++;
 			goto out;
 		}
@@ -824,6 +848,7 @@ int tg_tx(struct xdp_md *ctx)
 			goto out;
 		}
 	}
+sent:
 	st->tx_packets++;
 	st->tx_bytes += ctx->data_end - ctx->data;
 	verdict = XDP_TX;

@@ -32,6 +32,10 @@
 #ifndef TG_MAX_PIECES
 #define TG_MAX_PIECES 8		/* changed byte runs an incremental fix reads (else: full sum) */
 #endif
+#ifndef TG_CACHE_FRAMES
+#define TG_CACHE_FRAMES 16384	/* prebuilt frames per port object, shared by its streams */
+#endif
+#define TG_CACHE_FRAME 128	/* bytes of a prebuilt frame: only small frames are cached */
 #define TG_CSUM_CHUNK 256	/* bytes summed per bpf_csum_diff call (helper max is 512) */
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
@@ -120,10 +124,26 @@ struct tg_insn {
 	struct tg_piece piece[TG_MAX_PIECES];
 };
 
+/*
+ * The frame cache. A program whose every variable is a plain inc/dec (no
+ * random, trailer or trim) repeats its frames with a period P, the lcm of its
+ * variables' cycles. When P frames fit (P <= TG_CACHE_FRAMES, frame <= 128 B),
+ * user space prebuilds them by running tg_tx itself (not live, so the same
+ * program makes them), stores them at cache_base.., and tg_tx then copies
+ * frame cache_pos instead of the template and the instructions: one copy per
+ * packet, whatever the number of flows. TRex's STLScVmRaw(cache_size=) does
+ * the same. cache_n 0: not cached.
+ */
+struct tg_cframe {
+	__u8 bytes[TG_CACHE_FRAME];
+};
+
 struct tg_stream {
 	__u32 n_insns;
 	__u32 pg_id;
 	__u32 flags;
+	__u32 cache_n;		/* prebuilt frames (the program's period); 0: none */
+	__u32 cache_base;	/* first of them in the cache map */
 	__u32 pad;
 	struct tg_insn insn[TG_MAX_INSNS];
 };
@@ -165,6 +185,8 @@ struct tg_state {
 	__u64 tx_packets;
 	__u64 tx_bytes;
 	__u64 errors;		/* program failed on a packet (bounds): frame dropped */
+	__u32 cache_pos;	/* next prebuilt frame (0 .. cache_n - 1) */
+	__u32 pad;
 };
 
 struct tg_port_stats {
