@@ -138,7 +138,7 @@ def test_results_dir_not_a_directory_or_read_only_builds_nothing(tmp_path):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "gtplab-test-ro", str(ro)], check=True)
     try:
         for out, msg in ((f, "exists and is not a directory"), (ro / "run", "Read-only file system")):
-            p = subprocess.Popen(GTPLAB + ["sweep", "--sizes", "128", "--directions", "uplink", "--out", str(out)],
+            p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128", "--directions", "uplink", "--out", str(out)],
                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             _, err = p.communicate(timeout=120)
             assert p.returncode == 3, err

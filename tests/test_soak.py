@@ -186,7 +186,7 @@ def test_soak_sweeps_churn_and_a_dying_gateway(tmp_path):
             while time.monotonic() < t_end:
                 out = tmp_path / f"run-{i}"
                 bearers = BEARERS[i % len(BEARERS)]
-                args = ["sweep", "--sizes", str(SIZES[i % len(SIZES)]), "--directions", "uplink,downlink",
+                args = ["sweep", "--no-scale", "--sizes", str(SIZES[i % len(SIZES)]), "--directions", "uplink,downlink",
                         "--flow-modes", "multi", "--flows", str(min(16, bearers)), "--bearers", str(bearers),
                         "--rate-mode", "fixed", "--rate", "10000", "--duration", "1", "--pcap-limit", "0",
                         "--no-latency", "--out", str(out), "--pushgateway", stack.gateway]
