@@ -455,3 +455,19 @@ def test_pusher_works_with_a_gateway_without_the_status_api():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):
+    """A run killed while writing cases.jsonl leaves its last line torn: `gtplab push` pushes every
+    whole case and names the torn line, instead of refusing the directory."""
+    run = make_run()
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    rdir = tmp_path / "torn"
+    write_results_dir(rdir, run, cases)
+    with open(rdir / "cases.jsonl", "a") as f:
+        f.write(json.dumps(make_case(9, "uplink", 256))[:40])
+    cp = gtplab("push", str(rdir), "--gateway", stack.gateway)
+    assert cp.returncode == 0, cp.stderr
+    assert f"line {len(cases) + 1} of {rdir}/cases.jsonl is torn" in cp.stderr
+    assert f"pushed {len(cases)} of {len(cases)}" in cp.stdout
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
