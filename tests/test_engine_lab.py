@@ -16,10 +16,10 @@ import pytest
 from scapy.all import IP, UDP, Ether, raw, rdpcap
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, LocalClient, PortSpec
-from gtplab.engine.vm import STATE_TX_OFF
-from tests.test_engine_vm import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
-                                  trex_inc, wr)
+from gtplab.traffic.engine import EngineError, LocalClient, PortSpec
+from gtplab.traffic.engine.vm import STATE_TX_OFF
+from helpers import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
+                     trex_inc, wr)
 
 pytestmark = pytest.mark.lab
 

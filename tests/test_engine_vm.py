@@ -1,5 +1,5 @@
-"""Unit tests of the engine's field engine: the compiler (gtplab/engine/vm.py) and the BPF
-interpreter (tg_tx in gtplab/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
+"""Unit tests of the engine's field engine: the compiler (gtplab/traffic/engine/vm.py) and the BPF
+interpreter (tg_tx in gtplab/traffic/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
 interface. Every expected field sequence is computed here from TRex's documented semantics,
 independently of the engine's code. Each run feeds the previous output frame back in, as a
 recycled live frame would be, with the stream's template loaded as the client loads it (see
@@ -14,50 +14,23 @@ import random
 import struct
 
 import pytest
-from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, raw
+from scapy.all import IP, UDP, Dot1Q, Ether, Raw, raw
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, compile_stream, parse_mult
-from gtplab.engine import kernel, vm
-from gtplab.engine.client import _bucket_hi, _percentile
+from gtplab.kernel import libbpf as kernel
+from gtplab.traffic.engine import EngineError, compile_stream, parse_mult
+from gtplab.traffic.engine import vm
+from gtplab.traffic.engine.client import BPF_OBJ, _bucket_hi, _percentile
+from helpers import (GTP_TEID_OFF, GTPU_PKT, INNER_IP, INNER_SRC, TCP_PKT, UDP_PKT, VLAN_PKT, assert_checksums,
+                     fastrand, fv, rand_values, stream, trex_dec, trex_inc, wr)
 
 N = 40
 
-# named test packets
-UDP_PKT = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / \
-    IP(src="16.0.0.1", dst="48.0.0.1") / UDP(sport=1025, dport=12) / Raw(b"x" * 40)
-TCP_PKT = Ether() / IP(src="16.0.0.1", dst="48.0.0.1") / TCP(sport=1025, dport=80) / Raw(b"y" * 41)
-VLAN_PKT = Ether() / Dot1Q(prio=5, vlan=100) / IP(src="16.0.0.1", dst="48.0.0.1") / UDP() / Raw(b"z" * 30)
-GTPU_PKT = Ether() / IP(src="10.201.0.16", dst="10.201.0.1") / UDP(sport=2152, dport=2152) / \
-    GTP_U_Header(teid=0x10000) / IP(src="10.64.0.1", dst="198.18.0.1") / UDP(sport=1234, dport=5678) / \
-    Raw(b"p" * 50)
-# offsets in GTPU_PKT: outer IP 14, outer UDP 34, GTP 42, inner IP 50, inner UDP 70
-GTP_TEID_OFF, INNER_IP, INNER_SRC = 46, 50, 62
-
-
-def stream(pkt, instructions, **extra):
-    js = {"mode": {"type": "continuous", "rate": {"type": "pps", "value": 1000}},
-          "packet": {"binary": base64.b64encode(raw(pkt)).decode(), "meta": ""},
-          "vm": {"instructions": instructions}, "flow_stats": {"enabled": False}}
-    js.update(extra)
-    return js
-
-
-def fv(name, size, op, lo, hi, init=None, step=1):
-    d = {"type": "flow_var", "name": name, "size": size, "op": op, "min_value": lo,
-         "max_value": hi, "step": step, "next_var": None, "split_to_cores": True}
-    d["init_value"] = (hi if op == "dec" else lo) if init is None else init
-    return d
-
-
-def wr(name, off, add=0, big=True):
-    return {"type": "write_flow_var", "name": name, "pkt_offset": off, "add_value": add,
-            "is_big_endian": big}
 
 
 @pytest.fixture(scope="module")
 def obj():
-    o = kernel.BpfObject()
+    o = kernel.BpfObject(BPF_OBJ)
     yield o
     o.close()
 
@@ -109,54 +82,6 @@ def field(frames, off, size, big=True):
     return [int.from_bytes(f[off:off + size], "big" if big else "little") for f in frames]
 
 
-def assert_checksums(frame: bytes):
-    """Every IPv4/UDP/TCP checksum in the frame (inner ones too) is what Scapy computes."""
-    p = Ether(frame)
-    q = p.copy()
-    for layer in (IP, UDP, TCP):
-        i = 1
-        while q.getlayer(layer, i) is not None:
-            ly = q.getlayer(layer, i)
-            if not (layer is UDP and ly.chksum == 0):
-                ly.chksum = None
-            i += 1
-    q = Ether(raw(q))
-    for layer in (IP, UDP, TCP):
-        i = 1
-        while p.getlayer(layer, i) is not None:
-            assert p.getlayer(layer, i).chksum == q.getlayer(layer, i).chksum, \
-                f"{layer.__name__}#{i} checksum wrong in {p.summary()}"
-            i += 1
-
-
-# ---- TRex semantics, computed independently -------------------------------------------------
-def trex_inc(lo, hi, init, step, n):
-    span = hi - lo + 1
-    return [lo + ((init - lo) + k * step) % span for k in range(n)]
-
-
-def trex_dec(lo, hi, init, step, n):
-    span = hi - lo + 1
-    return [lo + ((init - lo) - k * step) % span for k in range(n)]
-
-
-def fastrand(seed):
-    """trex_stl_stream_vm.h fastrand/vm_rand16: an LCG, 15 bits per draw."""
-    while True:
-        seed = (214013 * seed + 2531011) & 0xFFFFFFFF
-        yield (seed >> 16) & 0x7FFF
-
-
-def rand_values(seed, size, lo, hi, n, limit=None):
-    out, k = [], 0
-    g = fastrand(seed)
-    for i in range(n):
-        if limit is not None and k == limit:
-            g, k = fastrand(seed), 0
-        r = next(g) if size <= 2 else (next(g) << 16) + next(g)
-        out.append(lo + r % (hi - lo + 1))
-        k += 1
-    return out
 
 
 # ---- flow_var ------------------------------------------------------------------------------
@@ -500,7 +425,7 @@ def test_frame_cache_sends_exactly_what_the_program_makes(obj):
     """Two and a half periods, frame for frame: the program run per packet and the prebuilt
     frames copied in turn (a DUT scribbling over the recycled frames in between) are the same
     bytes; cached, the variables no longer move, the cache position does."""
-    from gtplab.engine.client import install_cache, prebuild_frames
+    from gtplab.traffic.engine.client import install_cache, prebuild_frames
     js = _uplink_like()
     cs = compile_stream(js)
     assert cs.period() == 40

@@ -1,7 +1,7 @@
 """The TRex profiles (trex_profiles/gtpu_*.py) and the bearer files made for them (gtplab bearers).
 
 Each profile is loaded by TRex's own client library (lbr-trex-client) in a subprocess
-(gtplab.trex_worker), never in this process (its bundled Scapy 2.4.3 would shadow Scapy 2.8). Here,
+(gtplab.traffic.trex.worker), never in this process (its bundled Scapy 2.4.3 would shadow Scapy 2.8). Here,
 with Scapy 2.8 and code of its own, the test checks every stream's JSON:
 - the base packet: layers, field values, lengths (len == size - 4), checksums;
 - every field-engine instruction: the offsets are compared with offsets found independently (by
@@ -33,7 +33,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from gtplab import bearers as gb
+from gtplab.gtpu import bearers as gb
 from gtplab.cli import main as gtplab_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,10 @@ PDN_BASE = int(ipaddress.IPv4Address("198.18.0.1"))
 
 
 class TrexWorker:
-    """gtplab.trex_worker: profile_streams(path, direction, port_id, tunables) -> stream JSON."""
+    """gtplab.traffic.trex.worker: profile_streams(path, direction, port_id, tunables) -> stream JSON."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "gtplab.trex_worker"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "gtplab.traffic.trex.worker"], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         self.n = 0

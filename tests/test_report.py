@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import cli, report, results
+from gtplab import cli
+from gtplab.results import report
+from gtplab.results import store as results
 
 SIZES = (64, 128, 256, 512, 1024, 1518)
 # per direction: (CPU ns/packet = a + b * size, XDP program ns/packet = c + d * size)
@@ -114,7 +116,7 @@ def assert_all_referenced_files_exist(index: Path) -> Refs:
 
 def test_report_from_results_dir(tmp_path):
     d = write_results(tmp_path / "run1", sweep_cases())
-    # a flame graph for one case, where `gtplab sweep --profile` puts it
+    # a flame graph for one case, where `gtplab sweep --flamegraph` puts it
     fg = d / "flamegraphs" / "case-uplink-64-1000-on.svg"
     fg.parent.mkdir()
     fg.write_text('<svg xmlns="http://www.w3.org/2000/svg"><rect width="1" height="1"/></svg>\n')
@@ -308,14 +310,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.lab
 def test_report_from_a_real_sweep(tmp_path):
-    """A tiny real `gtplab sweep --profile` (embedded lab, two sizes, both directions, 0.3 s trials)
+    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 0.3 s trials)
     ends by printing its report's path; the report and a comparison of the run with itself are
     complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--pcap-limit", "0", "--profile", "--out", str(rdir)],
+                         "--duration", "0.3", "--pcap-limit", "0", "--flamegraph", "--out", str(rdir)],
                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     index = rdir / "report" / "index.html"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from scapy.utils import rdpcap
 
-from gtplab.backend import Backend, TrexClient
-from tests.test_backend import PROFILE
+from gtplab.traffic.backend import Backend
+from gtplab.traffic.trex.client import TrexClient
+from helpers import PROFILE
 
 pytestmark = pytest.mark.trex
 
@@ -159,7 +160,7 @@ def test_trex_random_order_sends_only_bearers_and_all_of_them(captured, case):
     and SGW all of the same bearer: the SGW from the masked write of the bearer variable), and the
     random draws reach every bearer; IPv4 headers right (the inner L4 checksum of the uplink is
     STLVmFixChecksumHw's: wrong without an offload, docs/profiles.md)."""
-    from gtplab.bearers import load_common
+    from gtplab.gtpu.bearers import load_common
     a = load_common().parse(case[0], case[1])
     pcap, frames = captured[case_id(case)]
     got = Counter()

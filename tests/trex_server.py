@@ -133,7 +133,7 @@ def clean_stale() -> None:
 
 
 def _port_open(ns: str, port: int) -> bool:
-    from gtplab.netns import run_in
+    from gtplab.kernel.netns import run_in
 
     def probe():
         with socket.socket() as s:

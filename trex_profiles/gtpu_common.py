@@ -22,6 +22,9 @@ import ipaddress
 import shlex
 import sys
 
+# Header lengths and the GTP-U port, as gtplab/gtpu/packets.py and gtplab/gtpu/walk.py know them:
+# written again here on purpose. These profiles run inside TRex (its own Python and Scapy 2.4.3, the
+# profile's folder on sys.path), where the gtplab package cannot be imported.
 FCS_LEN = 4
 MIN_FRAME = 64           # Ethernet minimum, FCS included
 MAX_FRAME = 3024         # largest frame of a sweep (the lab's links have MTU 3200, docs/lab.md)
