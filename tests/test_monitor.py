@@ -314,7 +314,7 @@ def test_pusher_with_the_gateway_down_all_sweep_long(tmp_path):
 
 KILLED_SWEEP = """
 import json, sys, time
-from gtplab.push import Pusher
+from gtplab.results.push import Pusher
 run = json.loads(sys.argv[2])
 p = Pusher(sys.argv[1], run, timeout=5)
 assert p.case_started({"case_id": "c0", "direction": "uplink", "frame_size": 64, "flows": 1,
@@ -325,7 +325,7 @@ time.sleep(600)
 
 
 def _live_uuids(gateway: str) -> set[str]:
-    from gtplab.push import live_groups
+    from gtplab.results.push import live_groups
     return {g["labels"].get("uuid") for g in live_groups(gateway)}
 
 
@@ -348,7 +348,7 @@ def _killed_sweep(gateway: str) -> dict:
 
 
 def test_stale_running_group_is_cleared_by_the_next_push(stack):
-    from gtplab.push import Pusher
+    from gtplab.results.push import Pusher
     dead = _killed_sweep(stack.gateway)
     # a sweep that is alive (this process) keeps its group through the clean-up
     alive_run = make_run()
@@ -376,7 +376,7 @@ def test_stale_running_group_is_cleared_by_gtplab_push(stack, tmp_path):
 def test_stale_running_group_is_cleared_by_monitor_up_after_a_gateway_restart(stack):
     """The gateway keeps groups across restarts (persistence file): `monitor up`, which restarts it,
     removes the dead sweep's group once the gateway is back."""
-    from gtplab import monitor
+    from gtplab.observe import monitor
     dead = _killed_sweep(stack.gateway)
     assert monitor.stop(str(stack.state_dir), "pushgateway")
     cp = gtplab(*stack.up_args())
@@ -389,7 +389,7 @@ def test_running_group_of_another_host_is_kept_until_it_is_old(stack):
     """An owner this host cannot check (another host) is left alone unless its last push is older
     than a day; a group without an owner (older gtplab) is judged by its age the same way."""
     from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
-    from gtplab.push import LIVE_JOB, UNCHECKABLE_STALE_AFTER_S, clear_stale_live_groups
+    from gtplab.results.push import LIVE_JOB, UNCHECKABLE_STALE_AFTER_S, clear_stale_live_groups
     reg = CollectorRegistry()
     Gauge("gtplab_sweep_owner_info", "owner", ["host", "boot_id", "pid", "pid_start"],
           registry=reg).labels(host="elsewhere", boot_id="x", pid="1", pid_start="1").set(1)
@@ -405,7 +405,7 @@ def test_a_gateway_that_lost_pushes_gets_them_again(stack):
     """SIGKILL loses what the gateway took since it last wrote its persistence file. Made certain
     here: killed, its persistence file removed, restarted. The sweep's next push sees the new start
     time and pushes every earlier case of the run again."""
-    from gtplab.push import Pusher
+    from gtplab.results.push import Pusher
     run = make_run()
     pusher = Pusher(stack.gateway, run)
     cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
@@ -429,7 +429,7 @@ def test_pusher_works_with_a_gateway_without_the_status_api():
     push; only the restart check is off."""
     import http.server
     import threading
-    from gtplab.push import Pusher
+    from gtplab.results.push import Pusher
     got = []
 
     class Handler(http.server.BaseHTTPRequestHandler):

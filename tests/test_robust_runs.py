@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import cli, report, results, sweep
-from gtplab.push import Pusher
+from gtplab import errors
+from gtplab.measure import sweep
+from gtplab.results import report
+from gtplab.results import store as results
+from gtplab.results.push import Pusher
 from test_report import sweep_cases, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,7 +154,7 @@ def test_results_dir_not_a_directory_or_read_only_builds_nothing(tmp_path):
 
 
 def test_exit_codes_tell_a_write_error_from_a_conservation_failure():
-    assert cli.ResultsWriteError.exit_code == 3 and cli.UserError.exit_code == 2
+    assert errors.ResultsWriteError.exit_code == 3 and errors.UserError.exit_code == 2
 
 
 def test_interrupted_run_keeps_its_partial_pcap_and_says_where_it_stopped(tmp_path):

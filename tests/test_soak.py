@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gtplab.dataplane import PGWU_BIN
+from gtplab.dut.dataplane import PGWU_BIN
 from monitor_stack import ROOT, gateway_groups, pid_alive, prom_query, running_stack
 
 pytestmark = [pytest.mark.long, pytest.mark.lab]
@@ -234,7 +234,7 @@ def test_soak_sweeps_churn_and_a_dying_gateway(tmp_path):
         # ... then every case of every run is in the gateway or, if the gateway lost it (SIGKILL
         # right after the run's last push, before its persistence file was written), in the
         # Prometheus history scraped from it; and no running group of a finished sweep is left
-        from gtplab.push import live_groups
+        from gtplab.results.push import live_groups
         in_gateway = {uuid: set(gateway_groups(stack.gateway, uuid)) for uuid in uuids}
         window = int(time.monotonic() - t_start) + 120
         deadline = time.monotonic() + 60

@@ -286,7 +286,7 @@ def _print_status(st: dict[str, dict]) -> None:
 def _clear_stale_sweeps(gateway_url: str) -> None:
     """A sweep killed while pushing leaves its "sweep running" group (kept across restarts by the
     gateway's persistence file): remove the ones whose sweep is gone."""
-    from gtplab.push import clear_stale_live_groups
+    from gtplab.results.push import clear_stale_live_groups
     try:
         gone = clear_stale_live_groups(gateway_url)
     except Exception as e:  # the stack is up; a gateway that does not answer this is not fatal
