@@ -472,3 +472,30 @@ def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):
     assert f"line {len(cases) + 1} of {rdir}/cases.jsonl is torn" in cp.stderr
     assert f"pushed {len(cases)} of {len(cases)}" in cp.stdout
     assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
+
+
+def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp_path):
+    """The run's last pushes are safe only once the gateway has written them to its persistence
+    file: finish() waits for that (1 s with gtplab monitor). A gateway killed meanwhile leaves the
+    run's cases held and finish() saying `gtplab push`; once it is back, pushing again brings every
+    case in. (Before, finish() returned True and the cases were gone with the gateway.)"""
+    import threading
+    from gtplab.results.push import Pusher
+    run = make_run()
+    warnings: list[str] = []
+    pusher = Pusher(stack.gateway, run, results_dir=str(tmp_path), warn=warnings.append)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    for c in cases:
+        assert pusher.push(c)
+    done: list[bool] = []
+    t = threading.Thread(target=lambda: done.append(pusher.finish()))
+    t.start()
+    time.sleep(0.2)
+    os.kill(stack.pids()["pushgateway"], 9)
+    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
+    t.join(30)
+    assert done == [False] and [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
+    assert "gtplab push" in warnings[-1]
+    stack.up()
+    assert pusher.finish()
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}

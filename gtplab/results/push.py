@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -241,6 +242,20 @@ def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float |
     return deleted
 
 
+# finish() waits for the gateway's next persistence write when its interval is at most this long
+# (gtplab monitor runs it with 1 s; the gateway's own default is 5 min: not waited for)
+MAX_PERSIST_WAIT_S = 10.0
+
+
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go duration as the gateway prints its flags ("1s", "5m0s", "1m30.5s", "500ms")."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)", text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
+
+
 def gateway_start_time(gateway_url: str, timeout: float = 5.0) -> str:
     """When the gateway process started (its /api/v1/status): changes when it was restarted."""
     with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/status", timeout=timeout) as r:
@@ -351,6 +366,41 @@ class Pusher:
             self._warn_down(e)
             return False
 
+    def _until_persisted(self) -> None:
+        """After the run's last push: wait until the gateway has written its persistence file once
+        more (its persistence.interval, when that is at most MAX_PERSIST_WAIT_S), then check it
+        still runs the same process. If it was restarted meanwhile, push the run again and wait
+        again; if it does not answer, hold the run's cases (finish() then says `gtplab push`)."""
+        try:
+            with urllib.request.urlopen(self.gateway_url.rstrip("/") + "/api/v1/status",
+                                        timeout=self.timeout) as r:
+                flags = json.load(r)["data"]["flags"]
+        except Exception:
+            return      # no status API: nothing to wait for
+        interval = go_duration(flags.get("persistence.interval", ""))
+        if not flags.get("persistence.file") or interval is None or interval > MAX_PERSIST_WAIT_S:
+            return
+        for _ in range(3):
+            time.sleep(interval + 0.5)
+            try:
+                start = gateway_start_time(self.gateway_url, self.timeout)
+            except Exception:
+                self.pending[:0] = self.sent   # gone: what it persisted is unknown
+                self.sent = []
+                return
+            if start == self.gateway_start:
+                return
+            self.restarts_seen += 1
+            self.gateway_start = start
+            self.pending[:0] = self.sent
+            self.sent = []
+            while self.pending:
+                try:
+                    _push(self.gateway_url, self.run, self.pending[0], self.timeout)
+                except Exception:
+                    return
+                self.sent.append(self.pending.pop(0))
+
     def finish(self) -> bool:
         """End of the sweep: one last try for held cases, remove the live group. True if none is held."""
         if self.gateway_url and self.pending:
@@ -364,6 +414,7 @@ class Pusher:
                                     timeout=self.timeout)
             except Exception:
                 pass
+            self._until_persisted()
         if self.pending and self.results_dir:
             self.warn(f"{len(self.pending)} case(s) not pushed; they are in {self.results_dir}: "
                       f"`gtplab push {self.results_dir}` pushes them")
