@@ -371,6 +371,8 @@ class Pusher:
         more (its persistence.interval, when that is at most MAX_PERSIST_WAIT_S), then check it
         still runs the same process. If it was restarted meanwhile, push the run again and wait
         again; if it does not answer, hold the run's cases (finish() then says `gtplab push`)."""
+        if not self.sent:
+            return
         try:
             with urllib.request.urlopen(self.gateway_url.rstrip("/") + "/api/v1/status",
                                         timeout=self.timeout) as r:
