@@ -730,7 +730,8 @@ static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805
 
 static const struct cmd session_cmds[] = {
 	COMMAND("add", do_session_add, session_add_options, struct session_opts, &session_defaults,
-		"add one bearer", "The TEID and the UE must be new; nothing is changed otherwise."),
+		"add one bearer", "The TEID and the UE must be new, the UE and the SGW addresses hosts\n"
+		"(not 0.0.0.0, 255.255.255.255 or 224.0.0.0/4); nothing is changed otherwise."),
 	COMMAND("del", do_session_del, session_del_options, struct session_opts, &session_defaults,
 		"delete one bearer (--teid T or --ue A)", NULL),
 	COMMAND("get", do_session_get, session_get_options, struct session_opts, &session_defaults,
@@ -740,8 +741,10 @@ static const struct cmd session_cmds[] = {
 	COMMAND("load", do_session_load, session_load_options, struct session_opts,
 		&session_defaults, "add the bearers of FILE, all or nothing",
 		"The whole file is checked first (syntax, duplicates in it and against the tables,\n"
-		"capacity); errors are reported as FILE:LINE and nothing is added. TEIDs are decimal\n"
-		"or 0x-hex; '#' starts a comment; blank lines are ignored."),
+		"capacity, UE and SGW addresses that are hosts); errors are reported as FILE:LINE and\n"
+		"nothing is added. FILE is read to its end whatever it is (a pipe, a FIFO); '-' is\n"
+		"standard input. TEIDs are decimal or 0x-hex; '#' starts a comment; blank lines are\n"
+		"ignored."),
 	COMMAND("unload", do_session_unload, session_load_options, struct session_opts,
 		&session_defaults, "delete the bearers of FILE, all or nothing",
 		"FILE is in the format of load. The whole file is checked first: every line must name\n"

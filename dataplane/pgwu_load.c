@@ -175,6 +175,160 @@ static int pin_one(int fd, const char *name, struct undo *u)
 	return undo_add(u->pins, &u->npins, MAX_PINS, path);
 }
 
+/*
+ * The memory a capacity takes, computed from the maps' types and sizes the way the kernel accounts
+ * them (the "memlock" of each map's fdinfo, htab_map_mem_usage and array_map_mem_usage in Linux
+ * 6.x): a hash map without preallocation holds its buckets from the start (a power of two >= its
+ * max_entries, 16 bytes each) and one element per entry (a 48-byte header, the key and the value
+ * rounded to 8, an 8-byte free-list node); an array holds max_entries values rounded to 8 (an
+ * mmap-able one rounded to pages, plus a page); a per-CPU array one copy per possible CPU and an
+ * 8-byte pointer per entry. Every map also has its struct (~0.3-1 KiB: counted as 1 KiB).
+ */
+#define HTAB_BUCKET_SIZE 16
+#define HTAB_ELEM_HDR 48
+#define LLIST_NODE_SIZE 8
+#define MAP_HDR_SIZE 1024
+
+struct mem_plan {
+	__u64 buckets;		/* hash buckets, held from load on */
+	__u64 slots;		/* the bearer index (ul_slots, dl_slots) */
+	__u64 counters;		/* per-CPU counters, the route cache and the small arrays */
+	__u64 per_bearer;	/* hash elements one bearer adds (both tables) */
+	__u64 at_load, full;
+};
+
+static __u64 round_up_u64(__u64 x, __u64 to)
+{
+	return (x + to - 1) / to * to;
+}
+
+static __u64 pow2_at_least(__u64 x)
+{
+	__u64 n = 1;
+
+	while (n < x)
+		n <<= 1;
+	return n;
+}
+
+static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct mem_plan *p)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int ncpus = libbpf_num_possible_cpus();
+	const struct bpf_map *map;
+
+	memset(p, 0, sizeof(*p));
+	if (ncpus < 1)
+		ncpus = 1;
+	if (page < 1)
+		page = 4096;
+	bpf_object__for_each_map(map, obj) {
+		const char *name = bpf_map__name(map);
+		__u64 n = bpf_map__max_entries(map), v = round_up_u64(bpf_map__value_size(map), 8);
+		__u64 k = round_up_u64(bpf_map__key_size(map), 8);
+
+		if (!strcmp(name, "ul_bearers") || !strcmp(name, "dl_bearers"))
+			n = max_bearers;
+		else if (!strcmp(name, "ul_slots") || !strcmp(name, "dl_slots"))
+			n = pgwu_slots_for(max_bearers);
+		p->counters += MAP_HDR_SIZE;
+		switch (bpf_map__type(map)) {
+		case BPF_MAP_TYPE_HASH:
+			p->buckets += pow2_at_least(n) * HTAB_BUCKET_SIZE;
+			if (bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)
+				p->per_bearer += HTAB_ELEM_HDR + k + v + LLIST_NODE_SIZE;
+			else
+				p->counters += n * (HTAB_ELEM_HDR + k + v);
+			break;
+		case BPF_MAP_TYPE_PERCPU_ARRAY:
+			p->counters += n * (v * ncpus + sizeof(void *));
+			break;
+		default:	/* arrays */
+			if (bpf_map__map_flags(map) & BPF_F_MMAPABLE)
+				p->slots += round_up_u64(n * v, page) + page;
+			else
+				p->counters += n * v;
+		}
+	}
+	p->at_load = p->buckets + p->slots + p->counters;
+	p->full = p->at_load + p->per_bearer * max_bearers;
+}
+
+/* MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read. A test can set it. */
+static __u64 mem_available(void)
+{
+	const char *fake = getenv("PGWU_TEST_MEMAVAILABLE_KB");
+	unsigned long long kb = 0;
+	char line[256];
+	FILE *f;
+
+	if (fake)
+		return strtoull(fake, NULL, 10) * 1024;
+	f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (__u64)kb * 1024;
+}
+
+static double mib(__u64 b)
+{
+	return b / 1048576.0;
+}
+
+/*
+ * Print what max_bearers will take; refuse (-ENOMEM) when the tables, full, would not fit in what
+ * the host has available now. Runs before anything is created: only the object file is opened.
+ */
+static int mem_check(__u32 max_bearers)
+{
+	struct mem_plan p, q;
+	struct pgwu_bpf *skel;
+	__u64 avail;
+	__u32 lo, hi;
+
+	skel = pgwu_bpf__open();
+	if (!skel) {
+		int err = -errno;
+
+		fprintf(stderr, "Couldn't open the BPF object: %s\n", strerror(-err));
+		return err;
+	}
+	mem_plan_of(skel->obj, max_bearers, &p);
+	avail = mem_available();
+	if (avail && p.full > avail) {
+		/* the largest capacity that fits: the plan grows with the capacity */
+		lo = 0;
+		hi = max_bearers;
+		while (lo < hi) {
+			__u32 mid = lo + (hi - lo + 1) / 2;
+
+			mem_plan_of(skel->obj, mid, &q);
+			if (q.full <= avail)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		fprintf(stderr, "Capacity %u bearers needs %.1f MiB with every bearer installed "
+			"(%.1f MiB at load: hash buckets %.1f, bearer index %.1f, counters %.1f; "
+			"%llu bytes a bearer), more than this host has available (MemAvailable %.1f "
+			"MiB): nothing loaded; the largest capacity that fits now is %u\n",
+			max_bearers, mib(p.full), mib(p.at_load), mib(p.buckets), mib(p.slots),
+			mib(p.counters), (unsigned long long)p.per_bearer, mib(avail), lo);
+		pgwu_bpf__destroy(skel);
+		return -ENOMEM;
+	}
+	printf("memory for %u bearers: %.1f MiB at load (hash buckets %.1f, bearer index %.1f, "
+	       "counters %.1f), %.1f MiB with every bearer installed (%llu bytes a bearer); "
+	       "MemAvailable %.1f MiB\n", max_bearers, mib(p.at_load), mib(p.buckets), mib(p.slots),
+	       mib(p.counters), mib(p.full), (unsigned long long)p.per_bearer, mib(avail));
+	pgwu_bpf__destroy(skel);
+	return 0;
+}
+
 const struct load_opts load_defaults = {
 	.max_bearers = { .v = PGWU_DEFAULT_MAX_BEARERS },
 	.csum = { .v = 1 },
@@ -202,6 +356,9 @@ int pgwu_load(const struct load_opts *o)
 			fprintf(stderr, "%s is not empty: not loading pgwu there\n", pin_dir);
 		return -EEXIST;
 	}
+	err = mem_check(o->max_bearers.v);
+	if (err)
+		return err;
 
 	err = open_skel(o->max_bearers.v, true, &skel);
 	if (err) {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #define _GNU_SOURCE
 /*
- * pgwu_metrics.c: pgwu metrics, a Prometheus exporter. A single-threaded HTTP/1.0 server: one
- * connection at a time, GET /metrics answered in the text exposition format 0.0.4 from the pinned
- * maps read afresh on every scrape (no state between scrapes), anything else 404/405.
+ * pgwu metrics: a Prometheus exporter. A single-threaded HTTP/1.0 server that polls its listening
+ * socket and up to MAX_CONNS connections, each non-blocking with a deadline of its own (see
+ * struct conn), so a slow or idle client cannot keep a scraper out. GET /metrics is answered in
+ * the text exposition format 0.0.4 from the pinned maps read afresh on every scrape (no state
+ * between scrapes), anything else 400/404/405.
  * SIGINT/SIGTERM arrive through a signalfd polled next to the listening socket, so the server
  * leaves its loop cleanly whatever it was waiting for.
  */
@@ -14,14 +16,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <bpf/bpf.h>
-#include <sys/mman.h>
-#include "pgwu_cli.h"
 #include "pfcp_msg.h"
+#include "pgwu_cli.h"
 
 #define REQ_MAX 8192
 #define IO_TIMEOUT_S 5
@@ -184,83 +187,192 @@ static void render_pfcp(FILE *f)
 	munmap((void *)st, PFCP_STAT_N * 8);
 }
 
-static void send_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t w = send(fd, buf, len, MSG_NOSIGNAL);
+/*
+ * The connections being served. A connection reads its request, then writes its response, both
+ * non-blocking, within IO_TIMEOUT_S of being accepted (a whole-request deadline, not a per-read
+ * timeout, so a client that sends a byte every second is still closed in time). At most MAX_CONNS
+ * are open; a new one then takes the place of the oldest that is still reading, so idle or
+ * half-open connections can neither block the loop nor keep a scraper out.
+ */
+#define MAX_CONNS 128
 
-		if (w <= 0)
-			return;
-		buf += w;
-		len -= w;
+struct conn {
+	int fd;			/* -1: free */
+	__u64 deadline_ms;	/* CLOCK_MONOTONIC */
+	size_t got;		/* request bytes read */
+	char *out;		/* response, once the request is complete */
+	size_t out_len, sent;
+	char req[REQ_MAX + 1];
+};
+
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->out);
+	c->fd = -1;
+	c->out = NULL;
+	c->got = c->out_len = c->sent = 0;
+}
+
+/* Queue a response; it is written as the socket takes it. */
+static void respond(struct conn *c, const char *status, const char *type, const char *body,
+		    size_t len)
+{
+	char *buf = NULL;
+	size_t blen = 0;
+	FILE *f = open_memstream(&buf, &blen);
+
+	if (!f) {
+		conn_close(c);
+		return;
 	}
+	fprintf(f, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+		status, type, len);
+	fwrite(body, 1, len, f);
+	if (fclose(f)) {
+		free(buf);
+		conn_close(c);
+		return;
+	}
+	c->out = buf;
+	c->out_len = blen;
+	c->sent = 0;
 }
 
-static void respond(int fd, const char *status, const char *type, const char *body, size_t len)
-{
-	char head[256];
-	int n;
-
-	n = snprintf(head, sizeof(head),
-		     "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-		     status, type, len);
-	send_all(fd, head, n);
-	send_all(fd, body, len);
-}
-
-static void serve(int fd)
+/* The request is complete (or as complete as it will get): build the answer. */
+static void answer(struct conn *c)
 {
 	static const char text[] = "text/plain; charset=utf-8";
-	char req[REQ_MAX + 1], method[16], path[256];
+	char method[16], path[256];
 	struct pgwu_snapshot s;
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	size_t got = 0, len = 0;
+	size_t len = 0;
 	char *body = NULL;
 	FILE *f;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	while (got < REQ_MAX) {
-		ssize_t r = recv(fd, req + got, REQ_MAX - got, 0);
-
-		if (r <= 0)
-			break;
-		got += r;
-		req[got] = '\0';
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
-			break;
-	}
-	req[got] = '\0';
-	if (sscanf(req, "%15s %255s", method, path) != 2) {
-		respond(fd, "400 Bad Request", text, "bad request\n", 12);
+	c->req[c->got] = '\0';
+	if (sscanf(c->req, "%15s %255s", method, path) != 2) {
+		respond(c, "400 Bad Request", text, "bad request\n", 12);
 		return;
 	}
 	if (strcmp(path, "/metrics") && strncmp(path, "/metrics?", 9)) {
-		respond(fd, "404 Not Found", text, "not found: try /metrics\n", 24);
+		respond(c, "404 Not Found", text, "not found: try /metrics\n", 24);
 		return;
 	}
 	if (strcmp(method, "GET")) {
-		respond(fd, "405 Method Not Allowed", text, "only GET\n", 9);
+		respond(c, "405 Method Not Allowed", text, "only GET\n", 9);
 		return;
 	}
 	if (snapshot_read(&s)) {
 		static const char msg[] = "pgwu maps unreadable: is pgwu loaded?\n";
 
-		respond(fd, "503 Service Unavailable", text, msg, sizeof(msg) - 1);
+		respond(c, "503 Service Unavailable", text, msg, sizeof(msg) - 1);
 		return;
 	}
 	f = open_memstream(&body, &len);
 	if (!f) {
 		snapshot_free(&s);
-		respond(fd, "500 Internal Server Error", text, "out of memory\n", 14);
+		respond(c, "500 Internal Server Error", text, "out of memory\n", 14);
 		return;
 	}
 	render(f, &s);
 	render_pfcp(f);
 	fclose(f);
 	snapshot_free(&s);
-	respond(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);
+	respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);
 	free(body);
+}
+
+/* Read what the client sent; answer once the headers are complete, or the peer closed. */
+static void conn_read(struct conn *c)
+{
+	for (;;) {
+		ssize_t r = recv(c->fd, c->req + c->got, REQ_MAX - c->got, 0);
+
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR)
+				continue;
+			conn_close(c);
+			return;
+		}
+		c->got += r;
+		c->req[c->got] = '\0';
+		if (r == 0 || c->got == REQ_MAX || strstr(c->req, "\r\n\r\n") ||
+		    strstr(c->req, "\n\n")) {
+			if (r == 0 && c->got == 0) {
+				conn_close(c);	/* connected and left without a word */
+				return;
+			}
+			answer(c);
+			return;
+		}
+	}
+}
+
+/* Send what the socket takes; close once all is sent. */
+static void conn_write(struct conn *c)
+{
+	while (c->sent < c->out_len) {
+		ssize_t w = send(c->fd, c->out + c->sent, c->out_len - c->sent, MSG_NOSIGNAL);
+
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		c->sent += w;
+	}
+	conn_close(c);
+}
+
+/* A slot for a new connection: a free one, or the oldest still reading (closed); NULL if none. */
+static struct conn *conn_slot(struct conn *conns)
+{
+	struct conn *oldest = NULL;
+
+	for (int i = 0; i < MAX_CONNS; i++) {
+		if (conns[i].fd < 0)
+			return &conns[i];
+		if (!conns[i].out && (!oldest || conns[i].deadline_ms < oldest->deadline_ms))
+			oldest = &conns[i];
+	}
+	if (oldest)
+		conn_close(oldest);
+	return oldest;
+}
+
+static void accept_all(int lfd, struct conn *conns)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct conn *c;
+
+		if (fd < 0)
+			return;		/* EAGAIN: none left; others (EMFILE...): next time */
+		c = conn_slot(conns);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->deadline_ms = now_ms() + IO_TIMEOUT_S * 1000;
+		c->got = 0;
+		conn_read(c);		/* the request is often there already */
+		if (c->fd >= 0 && c->out)
+			conn_write(c);
+	}
 }
 
 int do_metrics(const void *cfg)
@@ -268,7 +380,8 @@ int do_metrics(const void *cfg)
 	const struct metrics_opts *o = cfg;
 	struct sockaddr_in sa;
 	socklen_t salen = sizeof(sa);
-	struct pollfd pfd[2];
+	struct pollfd pfd[2 + MAX_CONNS];
+	struct conn *conns = NULL, *idx[MAX_CONNS];
 	sigset_t mask, old;
 	int fd = -1, sfd = -1, one = 1, err;
 	char a[16];
@@ -281,6 +394,14 @@ int do_metrics(const void *cfg)
 	if (fd < 0)
 		return fd;
 	close(fd);
+	fd = -1;
+	conns = calloc(MAX_CONNS, sizeof(*conns));
+	if (!conns) {
+		fprintf(stderr, "Couldn't serve metrics: %s\n", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (int i = 0; i < MAX_CONNS; i++)
+		conns[i].fd = -1;
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -288,14 +409,14 @@ int do_metrics(const void *cfg)
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (sfd < 0 || fd < 0) {
 		err = -errno;
 		fprintf(stderr, "Couldn't create a socket: %s\n", strerror(-err));
 		goto out;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16) ||
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, SOMAXCONN) ||
 	    getsockname(fd, (struct sockaddr *)&sa, &salen)) {
 		err = -errno;
 		fprintf(stderr, "Couldn't listen on %s: %s\n", o->listen.s, strerror(-err));
@@ -305,10 +426,28 @@ int do_metrics(const void *cfg)
 	       ntohs(sa.sin_port));
 	fflush(stdout);
 
-	pfd[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
-	pfd[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
 	for (;;) {
-		if (poll(pfd, 2, -1) < 0) {
+		__u64 now = now_ms(), next = (__u64)-1;
+		int n = 2, timeout;
+
+		pfd[0] = (struct pollfd){ .fd = fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		for (int i = 0; i < MAX_CONNS; i++) {
+			struct conn *c = &conns[i];
+
+			if (c->fd < 0)
+				continue;
+			if (c->deadline_ms <= now) {
+				conn_close(c);	/* too slow: its time is up */
+				continue;
+			}
+			if (c->deadline_ms < next)
+				next = c->deadline_ms;
+			idx[n - 2] = c;
+			pfd[n++] = (struct pollfd){ .fd = c->fd, .events = c->out ? POLLOUT : POLLIN };
+		}
+		timeout = next == (__u64)-1 ? -1 : (int)(next - now);
+		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			err = -errno;
@@ -323,16 +462,23 @@ int do_metrics(const void *cfg)
 			err = 0;
 			break;
 		}
-		if (pfd[0].revents) {
-			int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+		for (int i = 2; i < n; i++) {
+			struct conn *c = idx[i - 2];
 
-			if (c < 0)
+			if (!pfd[i].revents || c->fd != pfd[i].fd)
 				continue;
-			serve(c);
-			close(c);
+			if (!c->out)
+				conn_read(c);
+			if (c->fd >= 0 && c->out)
+				conn_write(c);
 		}
+		if (pfd[0].revents)
+			accept_all(fd, conns);
 	}
 out:
+	for (int i = 0; conns && i < MAX_CONNS; i++)
+		conn_close(&conns[i]);
+	free(conns);
 	if (fd >= 0)
 		close(fd);
 	if (sfd >= 0)

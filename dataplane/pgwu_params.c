@@ -75,6 +75,19 @@ int parse_addr(const char *s, __u32 *addr)
 	return 0;
 }
 
+const char *addr_unusable(__u32 addr)
+{
+	__u32 a = ntohl(addr);
+
+	if (a == 0)
+		return "the unspecified address 0.0.0.0";
+	if (a == 0xffffffffU)
+		return "the limited broadcast address";
+	if ((a >> 28) == 0xe)
+		return "a multicast address (224.0.0.0/4)";
+	return NULL;
+}
+
 int parse_prefix(const char *s, __u32 *addr, __u32 *mask)
 {
 	char buf[INET_ADDRSTRLEN + 4];

@@ -91,6 +91,9 @@ int cmd_help(const struct cmd *cmds, const char *prefix, int argc, char **argv);
 int parse_u32(const char *s, __u32 *v);
 int parse_teid(const char *s, __u32 *teid);
 int parse_addr(const char *s, __u32 *addr);
+/* Why addr (network order) cannot be a bearer's UE or SGW address, or NULL when it can:
+ * 0.0.0.0, 255.255.255.255 and 224.0.0.0/4 name no single host. */
+const char *addr_unusable(__u32 addr);
 int parse_prefix(const char *s, __u32 *addr, __u32 *mask);
 int parse_mac(const char *s, __u8 mac[6]);
 int parse_side(const char *s);

@@ -211,6 +211,15 @@ int do_session_add(const void *cfg)
 	struct pgwu_maps m;
 	int err;
 
+	if (addr_unusable(ue)) {
+		fprintf(stderr, "UE address %s is %s: not a host\n", ip_str(ue, a), addr_unusable(ue));
+		return -EUSAGE;
+	}
+	if (addr_unusable(o->sgw.addr)) {
+		fprintf(stderr, "SGW address %s is %s: not a host\n", ip_str(o->sgw.addr, a),
+			addr_unusable(o->sgw.addr));
+		return -EUSAGE;
+	}
 	err = maps_open_locked(&m);
 	if (err)
 		return err;
@@ -428,14 +437,20 @@ static void file_err(struct bulk *bk, __u32 line, const char *fmt, const char *a
 	fputc('\n', stderr);
 }
 
+/*
+ * Read FILE to its end, whatever it is: a regular file, a pipe, a FIFO, /dev/stdin, a socket;
+ * "-" is standard input. A regular file's size is only a hint for the first allocation (it may
+ * grow while read; a pipe's st_size is 0).
+ */
 static int read_file(const char *path, char **out, size_t *len)
 {
+	bool is_stdin = !strcmp(path, "-");
+	size_t got = 0, cap;
 	struct stat st;
-	char *buf = NULL;
-	size_t got = 0;
+	char *buf = NULL, *nb;
 	int fd, err = 0;
 
-	fd = open(path, O_RDONLY);
+	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st)) {
 		err = -errno;
 		goto out;
@@ -444,15 +459,28 @@ static int read_file(const char *path, char **out, size_t *len)
 		err = -EISDIR;
 		goto out;
 	}
-	buf = malloc(st.st_size + 1);
+	cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
+	buf = malloc(cap + 1);
 	if (!buf) {
 		err = -ENOMEM;
 		goto out;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + got, st.st_size - got);
+	for (;;) {
+		ssize_t r;
 
+		if (got == cap) {
+			cap *= 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb) {
+				err = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+		}
+		r = read(fd, buf + got, cap - got);
 		if (r < 0) {
+			if (errno == EINTR)
+				continue;
 			err = -errno;
 			goto out;
 		}
@@ -466,8 +494,9 @@ static int read_file(const char *path, char **out, size_t *len)
 	buf = NULL;
 out:
 	if (err)
-		fprintf(stderr, "Couldn't read %s: %s\n", path, strerror(-err));
-	if (fd >= 0)
+		fprintf(stderr, "Couldn't read %s: %s\n", is_stdin ? "standard input" : path,
+			strerror(-err));
+	if (fd >= 0 && !is_stdin)
 		close(fd);
 	free(buf);
 	return err;
@@ -529,6 +558,14 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	}
 	if (parse_addr(f[2], &e->sgw)) {
 		file_err(bk, line, "bad SGW address '%s'%s", f[2], "");
+		return 0;
+	}
+	if (addr_unusable(e->ue)) {
+		file_err(bk, line, "UE address '%s' is %s: not a host", f[1], addr_unusable(e->ue));
+		return 0;
+	}
+	if (addr_unusable(e->sgw)) {
+		file_err(bk, line, "SGW address '%s' is %s: not a host", f[2], addr_unusable(e->sgw));
 		return 0;
 	}
 	if (parse_teid(f[3], &e->sgw_teid)) {
@@ -747,7 +784,7 @@ static int flush_both(int ul_fd, const __u32 *ul_keys, size_t n_ul, int dl_fd,
 int do_session_load(const void *cfg)
 {
 	const struct session_opts *o = cfg;
-	struct bulk bk = { .file = o->file.s };
+	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
 	__u32 *k_ul = NULL, *k_dl = NULL, cap_ul, cap_dl, cap;
 	struct pgwu_ul_bearer *v_ul = NULL;
@@ -760,9 +797,7 @@ int do_session_load(const void *cfg)
 	size_t len = 0;
 	int err;
 
-	err = maps_open_locked(&m);
-	if (err)
-		return err;
+	/* the input first, without the lock: a slow pipe must not hold up other writers */
 	err = read_file(o->file.s, &buf, &len);
 	if (err)
 		goto out;
@@ -782,6 +817,9 @@ int do_session_load(const void *cfg)
 	check_file_dups(&bk, by_ue, true);
 	if (bk.nerr)
 		goto bad_file;
+	err = maps_open_locked(&m);
+	if (err)
+		goto out;
 
 	err = map_max_entries(m.ul, &cap_ul);
 	if (!err)
@@ -900,7 +938,7 @@ out:
 int do_session_unload(const void *cfg)
 {
 	const struct session_opts *o = cfg;
-	struct bulk bk = { .file = o->file.s };
+	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
 	__u64 *by_teid = NULL, *by_ue = NULL;
 	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
@@ -908,9 +946,7 @@ int do_session_unload(const void *cfg)
 	size_t len = 0;
 	int err;
 
-	err = maps_open_locked(&m);
-	if (err)
-		return err;
+	/* the input first, without the lock: a slow pipe must not hold up other writers */
 	err = read_file(o->file.s, &buf, &len);
 	if (err)
 		goto out;
@@ -929,6 +965,9 @@ int do_session_unload(const void *cfg)
 	check_file_dups(&bk, by_ue, true);
 	if (bk.nerr)
 		goto bad_file;
+	err = maps_open_locked(&m);
+	if (err)
+		goto out;
 
 	err = -ENOMEM;
 	k_ul = malloc((bk.n + 1) * sizeof(*k_ul));

@@ -308,3 +308,194 @@ def test_pusher_with_the_gateway_down_all_sweep_long(tmp_path):
     assert not pusher.finish()
     assert pusher.pending == cases  # still held, in order
     assert len(warnings) == 2 and f"4 case(s) not pushed; they are in {tmp_path}" in warnings[1]
+
+
+# ---- "sweep running" groups of sweeps that were killed -------------------------------------------
+
+KILLED_SWEEP = """
+import json, sys, time
+from gtplab.results.push import Pusher
+run = json.loads(sys.argv[2])
+p = Pusher(sys.argv[1], run, timeout=5)
+assert p.case_started({"case_id": "c0", "direction": "uplink", "frame_size": 64, "flows": 1,
+                       "checksum": "on"}, index=0, total=4)
+print("running", flush=True)
+time.sleep(600)
+"""
+
+
+def _live_uuids(gateway: str) -> set[str]:
+    from gtplab.results.push import live_groups
+    return {g["labels"].get("uuid") for g in live_groups(gateway)}
+
+
+def _killed_sweep(gateway: str) -> dict:
+    """A real process that pushes its "sweep running" group, then dies by SIGKILL mid-sweep (no
+    finish()): the group stays behind, as after `kill -9` or an OOM kill."""
+    from monitor_stack import ROOT
+    import sys
+    run = make_run()
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_SWEEP, gateway, json.dumps(run)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line == "running\n", line + proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run["uuid"] in _live_uuids(gateway)
+    return run
+
+
+def test_stale_running_group_is_cleared_by_the_next_push(stack):
+    from gtplab.results.push import Pusher
+    dead = _killed_sweep(stack.gateway)
+    # a sweep that is alive (this process) keeps its group through the clean-up
+    alive_run = make_run()
+    alive = Pusher(stack.gateway, alive_run)
+    assert alive.case_started(make_case(0, "uplink", 64), index=0, total=2)
+    # the next sweep's first push removes the dead one's group, not the live one's
+    nxt = Pusher(stack.gateway, make_run())
+    assert nxt.push(make_case(1, "uplink", 64))
+    uuids = _live_uuids(stack.gateway)
+    assert dead["uuid"] not in uuids and alive_run["uuid"] in uuids
+    assert alive.finish()
+    assert alive_run["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_stale_running_group_is_cleared_by_gtplab_push(stack, tmp_path):
+    dead = _killed_sweep(stack.gateway)
+    run = make_run()
+    write_results_dir(tmp_path / "r", run, [make_case(0, "uplink", 64)])
+    cp = gtplab("push", str(tmp_path / "r"), "--gateway", stack.gateway)
+    assert cp.returncode == 0, cp.stderr
+    assert f"removed the stale 'sweep running' group of run {dead['uuid']}" in cp.stderr
+    assert dead["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_stale_running_group_is_cleared_by_monitor_up_after_a_gateway_restart(stack):
+    """The gateway keeps groups across restarts (persistence file): `monitor up`, which restarts it,
+    removes the dead sweep's group once the gateway is back."""
+    from gtplab.observe import monitor
+    dead = _killed_sweep(stack.gateway)
+    assert monitor.stop(str(stack.state_dir), "pushgateway")
+    cp = gtplab(*stack.up_args())
+    assert cp.returncode == 0, cp.stderr
+    assert f"removed the stale 'sweep running' group of run {dead['uuid']}" in cp.stdout
+    assert dead["uuid"] not in _live_uuids(stack.gateway)
+
+
+def test_running_group_of_another_host_is_kept_until_it_is_old(stack):
+    """An owner this host cannot check (another host) is left alone unless its last push is older
+    than a day; a group without an owner (older gtplab) is judged by its age the same way."""
+    from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+    from gtplab.results.push import LIVE_JOB, UNCHECKABLE_STALE_AFTER_S, clear_stale_live_groups
+    reg = CollectorRegistry()
+    Gauge("gtplab_sweep_owner_info", "owner", ["host", "boot_id", "pid", "pid_start"],
+          registry=reg).labels(host="elsewhere", boot_id="x", pid="1", pid_start="1").set(1)
+    uuid = make_run()["uuid"]
+    push_to_gateway(stack.gateway, job=LIVE_JOB, registry=reg, grouping_key={"uuid": uuid, "backend": "trex"})
+    assert clear_stale_live_groups(stack.gateway) == [] and uuid in _live_uuids(stack.gateway)
+    later = time.time() + UNCHECKABLE_STALE_AFTER_S + 60
+    assert clear_stale_live_groups(stack.gateway, now=later) == [{"uuid": uuid, "backend": "trex"}]
+    assert uuid not in _live_uuids(stack.gateway)
+
+
+def test_a_gateway_that_lost_pushes_gets_them_again(stack):
+    """SIGKILL loses what the gateway took since it last wrote its persistence file. Made certain
+    here: killed, its persistence file removed, restarted. The sweep's next push sees the new start
+    time and pushes every earlier case of the run again."""
+    from gtplab.results.push import Pusher
+    run = make_run()
+    pusher = Pusher(stack.gateway, run)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    assert pusher.push(cases[0]) and pusher.push(cases[1])
+    os.kill(stack.pids()["pushgateway"], 9)
+    deadline = time.monotonic() + 10
+    while pid_alive(stack.pids()["pushgateway"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
+    stack.up()
+    assert gateway_groups(stack.gateway, run["uuid"]) == {}  # lost with the gateway
+    assert pusher.push(cases[2])
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases[:3]}
+    assert pusher.restarts_seen == 1
+    assert pusher.finish()
+
+
+def test_pusher_works_with_a_gateway_without_the_status_api():
+    """A gateway (or a proxy in front of one) that answers 404 on /api/v1/status still gets every
+    push; only the restart check is off."""
+    import http.server
+    import threading
+    from gtplab.results.push import Pusher
+    got = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):
+            got.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.end_headers()
+
+        def do_GET(self):
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        p = Pusher(f"http://127.0.0.1:{srv.server_address[1]}", make_run(), warn=lambda m: None)
+        assert p.push(make_case(0, "uplink", 64)) and p.push(make_case(1, "uplink", 128))
+        assert len(got) == 2 and p.pending == []
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):
+    """A run killed while writing cases.jsonl leaves its last line torn: `gtplab push` pushes every
+    whole case and names the torn line, instead of refusing the directory."""
+    run = make_run()
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    rdir = tmp_path / "torn"
+    write_results_dir(rdir, run, cases)
+    with open(rdir / "cases.jsonl", "a") as f:
+        f.write(json.dumps(make_case(9, "uplink", 256))[:40])
+    cp = gtplab("push", str(rdir), "--gateway", stack.gateway)
+    assert cp.returncode == 0, cp.stderr
+    assert f"line {len(cases) + 1} of {rdir}/cases.jsonl is torn" in cp.stderr
+    assert f"pushed {len(cases)} of {len(cases)}" in cp.stdout
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
+
+
+def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp_path):
+    """The run's last pushes are safe only once the gateway has written them to its persistence
+    file: finish() waits for that (1 s with gtplab monitor). A gateway killed meanwhile leaves the
+    run's cases held and finish() saying `gtplab push`; once it is back, pushing again brings every
+    case in. (Before, finish() returned True and the cases were gone with the gateway.)"""
+    import threading
+    from gtplab.results.push import Pusher
+    run = make_run()
+    warnings: list[str] = []
+    pusher = Pusher(stack.gateway, run, results_dir=str(tmp_path), warn=warnings.append)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    for c in cases:
+        assert pusher.push(c)
+    done: list[bool] = []
+    t = threading.Thread(target=lambda: done.append(pusher.finish()))
+    t.start()
+    time.sleep(0.2)
+    os.kill(stack.pids()["pushgateway"], 9)
+    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
+    t.join(30)
+    assert done == [False] and [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
+    assert "gtplab push" in warnings[-1]
+    stack.up()
+    assert pusher.finish()
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}

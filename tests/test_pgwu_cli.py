@@ -71,9 +71,10 @@ def loaded(pin_dir):
     return pin_dir
 
 
-def add(pin_dir: str, teid, ue: str, sgw: str = "192.0.2.1", sgw_teid=0x100, *extra: str):
+def add(pin_dir: str, teid, ue: str, sgw: str = "192.0.2.1", sgw_teid=0x100, *extra: str,
+        timeout: float = 120):
     return pgwu(pin_dir, "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", sgw,
-                "--sgw-teid", str(sgw_teid), *extra)
+                "--sgw-teid", str(sgw_teid), *extra, timeout=timeout)
 
 
 # ---- load / unload ------------------------------------------------------------------------------
@@ -143,6 +144,69 @@ def test_load_failure_leaves_no_pin_dir(pin_dir):
     cp = pgwu(tmp, "load")
     assert cp.returncode == 1 and "not on a bpf filesystem" in cp.stderr
     assert not os.path.exists(os.path.dirname(tmp))
+
+
+MEM_LINE = re.compile(r"memory for (\d+) bearers: ([\d.]+) MiB at load \(hash buckets ([\d.]+), bearer index "
+                      r"([\d.]+), counters ([\d.]+)\), ([\d.]+) MiB with every bearer installed "
+                      r"\((\d+) bytes a bearer\)")
+
+
+def kernel_memlock(pin_dir: str) -> int:
+    """What the kernel accounts for every pinned map (the 'memlock' of its fdinfo), in bytes."""
+    total = 0
+    for name in os.listdir(pin_dir):
+        cp = subprocess.run(["bpftool", "-j", "map", "show", "pinned", f"{pin_dir}/{name}"],
+                            capture_output=True, text=True, timeout=30)
+        if cp.returncode == 0:  # programs and links are not maps
+            total += json.loads(cp.stdout)["bytes_memlock"]
+    return total
+
+
+def test_load_prints_the_memory_the_kernel_then_accounts(pin_dir, tmp_path):
+    """The figures pgwu load prints agree with the kernel's own accounting of the maps, at load and
+    per installed bearer (within 1 %)."""
+    out = ok(pin_dir, "load", "--max-bearers", "65536")
+    m = MEM_LINE.search(out)
+    assert m and int(m[1]) == 65536, out
+    at_load, per_bearer = float(m[2]) * 2**20, int(m[7])
+    assert abs(float(m[3]) + float(m[4]) + float(m[5]) - float(m[2])) < 0.2
+    assert float(m[6]) == pytest.approx(float(m[2]) + per_bearer * 65536 / 2**20, abs=0.1)
+    empty = kernel_memlock(pin_dir)
+    assert empty == pytest.approx(at_load, rel=0.01), (empty, at_load)
+    f = tmp_path / "b.txt"
+    f.write_text("".join(f"{i} 10.{i >> 16}.{(i >> 8) & 255}.{i & 255} 192.0.2.1 {i}\n"
+                         for i in range(1, 20001)))
+    ok(pin_dir, "session", "load", str(f))
+    grown = kernel_memlock(pin_dir) - empty
+    assert grown == pytest.approx(per_bearer * 20000, rel=0.01), (grown, per_bearer)
+
+
+def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir):
+    """--max-bearers 134217728 (the largest) took 20 s and 16 GiB before any check: now refused
+    before anything is created when the full tables would not fit in MemAvailable."""
+    avail_kb = int(re.search(r"MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text())[1])
+    env = None
+    if avail_kb * 1024 > 45 * 2**30:  # a host that could hold it: make it one that cannot
+        env = dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(8 * 2**20))
+    t0 = time.monotonic()
+    cp = pgwu(pin_dir, "load", "--max-bearers", "134217728", env=env)
+    took = time.monotonic() - t0
+    assert cp.returncode == 1, cp
+    assert re.search(r"Capacity 134217728 bearers needs 399\d\d\.\d MiB with every bearer installed "
+                     r"\(16389\.\d MiB at load: hash buckets 4096\.0, bearer index 12288\.0, counters [\d.]+; "
+                     r"184 bytes a bearer\), more than this host has available \(MemAvailable [\d.]+ MiB\): "
+                     r"nothing loaded; the largest capacity that fits now is \d+", cp.stderr), cp.stderr
+    assert took < 2, took
+    assert not os.path.exists(pin_dir)
+    # the same check with a small host: the default capacity (317 MiB full) does not fit in 200 MiB
+    cp = pgwu(pin_dir, "load", env=dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(200 * 1024)))
+    assert cp.returncode == 1 and "Capacity 1048576 bearers needs 317.5 MiB" in cp.stderr, cp.stderr
+    fits = int(re.search(r"the largest capacity that fits now is (\d+)", cp.stderr)[1])
+    assert not os.path.exists(pin_dir)
+    # ... and the capacity it names does fit
+    out = ok(pin_dir, "load", "--max-bearers", str(fits),
+             env=dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(200 * 1024)))
+    assert float(MEM_LINE.search(out)[6]) <= 200
 
 
 def test_unload_and_commands_when_not_loaded(pin_dir):
@@ -234,6 +298,21 @@ BAD_ADDS = [
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1"], 2, "Missing required option --sgw-teid"),
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--csum", "yes"], 2,
      "Invalid --csum"),
+    # addresses that name no single host (issue 15): refused before the tables are touched
+    (["--teid", "5", "--ue", "0.0.0.0", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 0.0.0.0 is the unspecified address 0.0.0.0: not a host"),
+    (["--teid", "5", "--ue", "255.255.255.255", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 255.255.255.255 is the limited broadcast address: not a host"),
+    (["--teid", "5", "--ue", "224.0.0.1", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 224.0.0.1 is a multicast address (224.0.0.0/4): not a host"),
+    (["--teid", "5", "--ue", "239.255.255.255", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
+     "UE address 239.255.255.255 is a multicast address"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "0.0.0.0", "--sgw-teid", "1"], 2,
+     "SGW address 0.0.0.0 is the unspecified address 0.0.0.0: not a host"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "255.255.255.255", "--sgw-teid", "1"], 2,
+     "SGW address 255.255.255.255 is the limited broadcast address"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "232.1.2.3", "--sgw-teid", "1"], 2,
+     "SGW address 232.1.2.3 is a multicast address"),
     # duplicates of the installed bearer (TEID 1, UE 10.45.0.1)
     (["--teid", "1", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 1,
      "TEID 1 already has a bearer (UE 10.45.0.1)"),
@@ -322,6 +401,12 @@ BAD_LINES = [
     ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
     ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "got 6 fields"),
     ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
+    ("10 0.0.0.0 192.0.2.1 1", "UE address '0.0.0.0' is the unspecified address 0.0.0.0: not a host"),
+    ("10 255.255.255.255 192.0.2.1 1", "UE address '255.255.255.255' is the limited broadcast address"),
+    ("10 224.0.0.251 192.0.2.1 1", "UE address '224.0.0.251' is a multicast address (224.0.0.0/4)"),
+    ("10 10.45.1.10 0.0.0.0 1", "SGW address '0.0.0.0' is the unspecified address 0.0.0.0: not a host"),
+    ("10 10.45.1.10 255.255.255.255 1", "SGW address '255.255.255.255' is the limited broadcast address"),
+    ("10 10.45.1.10 239.1.1.1 1", "SGW address '239.1.1.1' is a multicast address"),
     ("2 10.45.1.10 192.0.2.1 1", "duplicate TEID 2 (also on line 3)"),
     ("10 10.45.1.2 192.0.2.1 1", "duplicate UE 10.45.1.2 (also on line 3)"),
 ]
@@ -456,6 +541,88 @@ def test_session_load_failure_midway_is_undone(loaded, tmp_path):
     # and without the fault the same file loads
     ok(loaded, "session", "load", str(f))
     assert len(bearers(loaded)) == 51
+
+
+def _load_rows(pin_dir: str) -> list[tuple]:
+    return [(b["teid"], b["ue"], b["sgw"], b["sgw_teid"], b["csum"]) for b in bearers(pin_dir)]
+
+
+GOOD_ROWS = [(1, "10.45.0.1", "192.0.2.1", 100, "default"), (2, "10.45.0.2", "192.0.2.2", 0x200, "on"),
+             (3, "10.45.0.3", "192.0.2.3", 300, "off"), (4, "10.45.0.4", "192.0.2.4", 400, "default")]
+
+
+def test_session_load_from_stdin_pipe(loaded):
+    """`-` and /dev/stdin on a pipe (st_size 0): read to EOF, not 'loaded 0'."""
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "load", "-"], input=GOOD_FILE,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "loaded 4 bearers from <stdin>" in cp.stdout, cp
+    assert _load_rows(loaded) == GOOD_ROWS
+    ok(loaded, "session", "flush")
+    cp = subprocess.run(f"cat | {PGWU} -d {loaded} session load /dev/stdin", shell=True,
+                        input=GOOD_FILE, capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "loaded 4 bearers from /dev/stdin" in cp.stdout, cp
+    assert _load_rows(loaded) == GOOD_ROWS
+    # unload reads its file the same way
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "unload", "-"], input=GOOD_FILE,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0 and "deleted 4 bearers of <stdin>" in cp.stdout, cp
+    assert bearers(loaded) == []
+
+
+def test_session_load_from_fifo_in_pieces(loaded, tmp_path):
+    """A FIFO whose writer sends the file in pieces with pauses: everything up to EOF is loaded."""
+    fifo = tmp_path / "bearers.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([PGWU, "-d", str(loaded), "session", "load", str(fifo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(fifo, "w") as w:
+            for i, line in enumerate(GOOD_FILE.splitlines(keepends=True)):
+                w.write(line)
+                w.flush()
+                time.sleep(0.05)
+            # a big tail, larger than a pipe buffer, so reads are partial
+            w.write("".join(f"{i} 10.46.{i >> 8}.{i & 255} 192.0.2.9 {i}\n" for i in range(100, 160)))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and f"loaded 64 bearers from {fifo}" in out, err
+    assert len(bearers(loaded)) == 64
+
+
+def test_session_load_reads_a_slow_pipe_without_holding_the_lock(loaded):
+    """While `session load -` waits for its producer, other writers (which take the PIN_DIR lock)
+    are not held up; the load then installs what came, all of it."""
+    proc = subprocess.Popen([PGWU, "-d", loaded, "session", "load", "-"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write(GOOD_FILE[:40])  # part of the first lines, then a pause
+        proc.stdin.flush()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        cp = add(loaded, 1000, "10.45.9.1", timeout=10)
+        assert cp.returncode == 0 and time.monotonic() - t0 < 5, cp.stderr
+        out, err = proc.communicate(GOOD_FILE[40:], timeout=30)  # the rest, then EOF
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "loaded 4 bearers from <stdin>" in out, err
+    assert [b["teid"] for b in bearers(loaded)] == [1, 2, 3, 4, 1000]
+
+
+def test_session_load_stdin_bad_line_loads_nothing(loaded):
+    assert add(loaded, 1000, "10.45.9.1").returncode == 0
+    before = bearers(loaded)
+    text = "1 10.45.1.1 192.0.2.1 1\n2 224.0.0.1 192.0.2.1 2\n"
+    cp = subprocess.run([PGWU, "-d", loaded, "session", "load", "-"], input=text,
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 1
+    assert "<stdin>:2: UE address '224.0.0.1' is a multicast address" in cp.stderr, cp.stderr
+    assert "<stdin>: nothing loaded" in cp.stderr
+    assert bearers(loaded) == before
 
 
 def test_session_load_unreadable(loaded, tmp_path):
@@ -636,6 +803,68 @@ def test_metrics_endpoint(loaded):
     assert rc == 0
 
 
+def _idle_connections(url: str, n: int, partial: bytes = b"") -> list:
+    import socket
+    host, port = url.removeprefix("http://").split(":")
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        if partial:
+            s.sendall(partial)
+        socks.append(s)
+    return socks
+
+
+def _timed_scrape(exp: "Exporter") -> float:
+    t0 = time.monotonic()
+    with urllib.request.urlopen(exp.url + "/metrics", timeout=1) as r:
+        assert r.status == 200 and "pgwu_bearer_capacity 64" in r.read().decode()
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("n,partial", [(50, b""), (50, b"GET /metr"), (300, b"")],
+                         ids=["50 idle", "50 half-sent requests", "300 idle (over the 128 served)"])
+def test_metrics_slow_clients_cannot_blind_a_scraper(loaded, n, partial):
+    """Half-open connections used to hold the one-at-a-time server 5 s each (50 of them: /metrics
+    unreachable for minutes). Now a scrape made after them answers within 1 s."""
+    exp = Exporter(loaded)
+    socks = []
+    try:
+        socks = _idle_connections(exp.url, n, partial)
+        time.sleep(0.2)  # let the server accept them all first
+        took = _timed_scrape(exp)
+        assert took < 1.0, took
+        # and each slow connection is closed by the server at its deadline (5 s), not kept forever
+        t0 = time.monotonic()
+        socks[0].settimeout(10)
+        assert socks[0].recv(100) == b""
+        assert time.monotonic() - t0 < 7
+    finally:
+        for s in socks:
+            s.close()
+        rc = exp.stop()
+    assert rc == 0
+
+
+def test_metrics_answers_a_request_sent_in_pieces(loaded):
+    """Non-blocking reads assemble a request that arrives a few bytes at a time (within 5 s)."""
+    exp = Exporter(loaded)
+    try:
+        (s,) = _idle_connections(exp.url, 1)
+        for piece in (b"GET /met", b"rics HTTP/1.0\r\n", b"Host: x\r\n", b"\r\n"):
+            s.sendall(piece)
+            time.sleep(0.2)
+        s.settimeout(5)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        assert data.startswith(b"HTTP/1.0 200 OK") and b"pgwu_bearer_capacity 64" in data
+    finally:
+        rc = exp.stop()
+    assert rc == 0
+
+
 def test_metrics_refuses_when_not_loaded_and_bad_listen(pin_dir):
     cp = pgwu(pin_dir, "metrics", "--listen", "127.0.0.1:0", timeout=10)
     assert cp.returncode == 1 and "not loaded" in cp.stderr
@@ -779,3 +1008,20 @@ def test_config_reply_and_inner_checksum_switches(loaded):
         assert dp.get_config().sport_entropy and not dp.get_config().err_ind
     cp = pgwu(loaded, "config", "--err-ind", "maybe")
     assert cp.returncode == 2
+
+
+@pytest.mark.long
+def test_bulk_load_a_million_from_a_pipe(pin_dir, tmp_path):
+    """The same million through a pipe (`cat FILE | pgwu session load -`): all of it, in <= 5 s."""
+    ok(pin_dir, "load")
+    f = tmp_path / "million.txt"
+    million_file(f)
+    t0 = time.monotonic()
+    cp = subprocess.run(f"cat {f} | {PGWU} -d {pin_dir} session load -", shell=True,
+                        capture_output=True, text=True, timeout=600)
+    t_load = time.monotonic() - t0
+    assert cp.returncode == 0 and "loaded 1000000 bearers from <stdin>" in cp.stdout, cp.stderr
+    st = json.loads(ok(pin_dir, "stats", "--json", timeout=600))
+    assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
+    print(f"\n1M bearers through a pipe: session load {t_load:.2f} s")
+    assert t_load <= 5.0

@@ -85,9 +85,17 @@ def test_results_dir_filling_up_stops_the_run_cleanly(tmp_path):
 
 
 def test_bad_pushgateway_url_builds_nothing(tmp_path):
-    before = set(os.listdir("/run/gtplab/labs")) if os.path.isdir("/run/gtplab/labs") else set()
-    p = subprocess.run(GTPLAB + ["sweep", "--no-scale", "--sizes", "128", "--out", str(tmp_path / "r"),
-                                 "--pushgateway", "http://[::1"], cwd=REPO, capture_output=True, text=True)
-    assert p.returncode == 2 and "pushgateway URL" in p.stderr and "Traceback" not in p.stderr
-    after = set(os.listdir("/run/gtplab/labs")) if os.path.isdir("/run/gtplab/labs") else set()
-    assert after == before and not (tmp_path / "r").exists()
+    p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128", "--out", str(tmp_path / "r"),
+                                   "--pushgateway", "http://[::1"], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "pushgateway URL" in err and "Traceback" not in err
+    # no lab of this sweep (other users' labs may come and go meanwhile: only its own are counted)
+    mine = []
+    for f in Path("/run/gtplab/labs").glob("*.json"):
+        try:
+            if json.loads(f.read_text()).get("pid") == p.pid:
+                mine.append(f.name)
+        except (OSError, ValueError):
+            pass
+    assert mine == [] and not (tmp_path / "r").exists()

@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import subprocess
 import time
 import urllib.error
@@ -93,7 +94,7 @@ def command(s: Settings, name: str) -> list[str]:
                 f"--web.listen-address={s.address(name)}"]
     if name == "pushgateway":
         return [BINARIES[name], f"--web.listen-address={s.address(name)}",
-                f"--persistence.file={data / 'pushgateway.data'}", "--persistence.interval=5s"]
+                f"--persistence.file={data / 'pushgateway.data'}", "--persistence.interval=1s"]
     # the textfile directory also makes the command line unique to this state dir
     return [BINARIES[name], f"--web.listen-address={s.address(name)}", "--collector.disable-defaults",
             *(f"--collector.{c}" for c in NODE_COLLECTORS),
@@ -282,6 +283,19 @@ def _print_status(st: dict[str, dict]) -> None:
         print(f"{n:14} {v['state']:8} {v['url'] or '-':28} {'pid ' + str(v['pid']) if v['pid'] else ''}")
 
 
+def _clear_stale_sweeps(gateway_url: str) -> None:
+    """A sweep killed while pushing leaves its "sweep running" group (kept across restarts by the
+    gateway's persistence file): remove the ones whose sweep is gone."""
+    from gtplab.results.push import clear_stale_live_groups
+    try:
+        gone = clear_stale_live_groups(gateway_url)
+    except Exception as e:  # the stack is up; a gateway that does not answer this is not fatal
+        print(f"gtplab monitor: couldn't look for stale 'sweep running' groups: {e}", file=sys.stderr)
+        return
+    for key in gone:
+        print(f"removed the stale 'sweep running' group of run {key.get('uuid', '?')} (its sweep is gone)")
+
+
 def do_up(args: argparse.Namespace) -> int:
     for t in args.pgwu_target:
         host, _, port = t.rpartition(":")
@@ -298,6 +312,7 @@ def do_up(args: argparse.Namespace) -> int:
         s.pgwu_targets = []
     up(s, args.timeout)
     _print_status(status(s.state_dir))
+    _clear_stale_sweeps(s.url("pushgateway"))
     return 0
 
 

@@ -8,16 +8,25 @@ The sweep keeps its results on disk (gtplab/results/store.py) whatever happens h
 If the gateway is down, the Pusher says so once, holds the cases it could not push, and pushes them
 as soon as the gateway answers again; what is still held at the end is pushed later with
 `gtplab push RESULTS_DIR`. Nothing is lost.
+
+While a sweep runs it keeps one "sweep running" group (job gtplab_sweep_live) that names its owner
+(host, boot, pid and the pid's start time); finish() deletes it. A sweep killed with SIGKILL never
+gets there, so the next push (a Pusher's first contact, `gtplab push`) and `gtplab monitor up`
+delete every running group whose owner is gone (clear_stale_live_groups).
 """
 
 from __future__ import annotations
 
 import argparse
-import urllib.parse
+import json
 import os
+import re
+import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
+import urllib.request
 from datetime import datetime
 from typing import Any, Callable
 
@@ -30,6 +39,11 @@ JOB = "gtplab_sweep"
 LIVE_JOB = "gtplab_sweep_live"
 DEFAULT_GATEWAY = "http://127.0.0.1:19091"
 LATENCY_STATS = ("min", "avg", "p50", "p99", "max")
+
+
+# A running group whose owner cannot be checked from here (another host, another boot) is taken as
+# stale once it has not been pushed for this long (a running sweep pushes at every case start).
+UNCHECKABLE_STALE_AFTER_S = 24 * 3600
 
 
 def default_gateway() -> str:
@@ -152,11 +166,112 @@ def _reason(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _pid_start(pid: int) -> str | None:
+    """The process's start time (clock ticks after boot, /proc/PID/stat field 22); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def owner_labels(pid: int | None = None) -> dict[str, str]:
+    """Who runs a sweep: enough to tell later, from this host, whether it still runs."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "boot_id": _boot_id(), "pid": str(pid),
+            "pid_start": _pid_start(pid) or ""}
+
+
+def owner_alive(owner: dict[str, str]) -> bool | None:
+    """True/False for an owner on this host and boot; None when it cannot be checked from here."""
+    if owner.get("host") != socket.gethostname() or owner.get("boot_id") != _boot_id():
+        return None
+    try:
+        pid = int(owner.get("pid", ""))
+    except ValueError:
+        return False
+    start = _pid_start(pid)
+    return start is not None and start == owner.get("pid_start")
+
+
+def live_groups(gateway_url: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The gateway's "sweep running" groups: [{"labels": grouping key with job, "owner": labels or
+    None, "pushed": push time}] (OSError, ValueError if the gateway does not answer sensibly)."""
+    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/metrics", timeout=timeout) as r:
+        body = json.load(r)
+    out = []
+    for g in body.get("data") or []:
+        labels = g.get("labels") or {}
+        if labels.get("job") != LIVE_JOB:
+            continue
+        owner = None
+        for m in (g.get("gtplab_sweep_owner_info") or {}).get("metrics") or []:
+            owner = {k: m["labels"].get(k, "") for k in ("host", "boot_id", "pid", "pid_start")}
+        pushed = None
+        for m in (g.get("push_time_seconds") or {}).get("metrics") or []:
+            pushed = _num(m.get("value"))
+        out.append({"labels": labels, "owner": owner, "pushed": pushed})
+    return out
+
+
+def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float | None = None
+                            ) -> list[dict[str, str]]:
+    """Delete the "sweep running" groups of sweeps that are gone: owner on this host and boot no
+    longer running; else (unknown owner, another host) not pushed for UNCHECKABLE_STALE_AFTER_S.
+    Returns the grouping keys deleted. Raises OSError/ValueError if the gateway does not answer."""
+    now = time.time() if now is None else now
+    deleted = []
+    for g in live_groups(gateway_url, timeout):
+        alive = owner_alive(g["owner"]) if g["owner"] else None
+        if alive is None:
+            alive = g["pushed"] is None or now - g["pushed"] < UNCHECKABLE_STALE_AFTER_S
+        if alive:
+            continue
+        key = {k: v for k, v in g["labels"].items() if k != "job"}
+        delete_from_gateway(gateway_url, job=LIVE_JOB, grouping_key=key, timeout=timeout)
+        deleted.append(key)
+    return deleted
+
+
+# finish() waits for the gateway's next persistence write when its interval is at most this long
+# (gtplab monitor runs it with 1 s; the gateway's own default is 5 min: not waited for)
+MAX_PERSIST_WAIT_S = 10.0
+
+
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go duration as the gateway prints its flags ("1s", "5m0s", "1m30.5s", "500ms")."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)", text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def gateway_start_time(gateway_url: str, timeout: float = 5.0) -> str:
+    """When the gateway process started (its /api/v1/status): changes when it was restarted."""
+    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/status", timeout=timeout) as r:
+        return str(json.load(r)["data"]["start_time"])
+
+
 class Pusher:
     """What the sweep uses: push(case) after each case. Never raises because of the gateway.
 
     If a push fails, it warns once (on `warn`), holds the case, and goes on; at the next successful
     push it first pushes every held case, in order. `pending` lists what is still held.
+
+    A gateway killed (SIGKILL, OOM, power) loses what it took since it last wrote its persistence
+    file. So each push first asks the gateway when it started; if that changed since the last push,
+    the gateway was restarted, and every case this run pushed before is pushed again (a push
+    replaces its own group: pushing twice is harmless).
     """
 
     def __init__(self, gateway_url: str | None, run: dict[str, Any], results_dir: str | None = None,
@@ -169,6 +284,21 @@ class Pusher:
         self.pending: list[dict[str, Any]] = []
         self.pushed = 0
         self.warned = False
+        self.cleared = False     # stale "sweep running" groups looked for (once the gateway answers)
+        self.owner = owner_labels()
+        self.sent: list[dict[str, Any]] = []     # pushed (to the gateway that runs since gateway_start)
+        self.gateway_start: str | None = None
+        self.restarts_seen = 0
+
+    def _clear_stale(self) -> None:
+        """Once, at the first contact with the gateway: remove groups of sweeps killed earlier."""
+        if self.cleared:
+            return
+        try:
+            clear_stale_live_groups(self.gateway_url, self.timeout)
+            self.cleared = True
+        except Exception:       # the gateway is down or odd: try again at the next push
+            pass
 
     def _warn_down(self, e: BaseException) -> None:
         if self.warned:
@@ -182,14 +312,28 @@ class Pusher:
         """Push this case (and any held before it). True if everything is pushed now."""
         if not self.gateway_url:
             return False
+        self._clear_stale()
         self.pending.append(case)
+        try:
+            start: str | None = gateway_start_time(self.gateway_url, self.timeout)
+        except urllib.error.HTTPError:
+            start = None        # it answers, without the status API: no restart detection
+        except Exception as e:
+            self._warn_down(e)
+            return False
+        if start is not None and self.gateway_start is not None and start != self.gateway_start:
+            # restarted since our last push: what it had from us may be gone with it
+            self.restarts_seen += 1
+            self.pending[:0] = self.sent
+            self.sent = []
+        self.gateway_start = start if start is not None else self.gateway_start
         while self.pending:
             try:
                 _push(self.gateway_url, self.run, self.pending[0], self.timeout)
             except Exception as e:      # OSError, and anything else: never the sweep's problem
                 self._warn_down(e)
                 return False
-            self.pending.pop(0)
+            self.sent.append(self.pending.pop(0))
             self.pushed += 1
         return True
 
@@ -197,12 +341,15 @@ class Pusher:
         """Optional: tell the live dashboard which case runs now (one group per run, replaced each time)."""
         if not self.gateway_url:
             return False
+        self._clear_stale()
         reg = CollectorRegistry()
         key = grouping_key(self.run, case)
         labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum")}
         g = Gauge("gtplab_sweep_running_case_info", "Constant 1; the case running now as labels",
                   list(labels), registry=reg)
         g.labels(**labels).set(1)
+        Gauge("gtplab_sweep_owner_info", "Constant 1; the process running the sweep, as labels",
+              list(self.owner), registry=reg).labels(**self.owner).set(1)
         Gauge("gtplab_sweep_case_start_timestamp_seconds", "When the running case started (Unix time)",
               registry=reg).set(time.time())
         if index is not None:
@@ -219,6 +366,43 @@ class Pusher:
             self._warn_down(e)
             return False
 
+    def _until_persisted(self) -> None:
+        """After the run's last push: wait until the gateway has written its persistence file once
+        more (its persistence.interval, when that is at most MAX_PERSIST_WAIT_S), then check it
+        still runs the same process. If it was restarted meanwhile, push the run again and wait
+        again; if it does not answer, hold the run's cases (finish() then says `gtplab push`)."""
+        if not self.sent:
+            return
+        try:
+            with urllib.request.urlopen(self.gateway_url.rstrip("/") + "/api/v1/status",
+                                        timeout=self.timeout) as r:
+                flags = json.load(r)["data"]["flags"]
+        except Exception:
+            return      # no status API: nothing to wait for
+        interval = go_duration(flags.get("persistence.interval", ""))
+        if not flags.get("persistence.file") or interval is None or interval > MAX_PERSIST_WAIT_S:
+            return
+        for _ in range(3):
+            time.sleep(interval + 0.5)
+            try:
+                start = gateway_start_time(self.gateway_url, self.timeout)
+            except Exception:
+                self.pending[:0] = self.sent   # gone: what it persisted is unknown
+                self.sent = []
+                return
+            if start == self.gateway_start:
+                return
+            self.restarts_seen += 1
+            self.gateway_start = start
+            self.pending[:0] = self.sent
+            self.sent = []
+            while self.pending:
+                try:
+                    _push(self.gateway_url, self.run, self.pending[0], self.timeout)
+                except Exception:
+                    return
+                self.sent.append(self.pending.pop(0))
+
     def finish(self) -> bool:
         """End of the sweep: one last try for held cases, remove the live group. True if none is held."""
         if self.gateway_url and self.pending:
@@ -232,6 +416,7 @@ class Pusher:
                                     timeout=self.timeout)
             except Exception:
                 pass
+            self._until_persisted()
         if self.pending and self.results_dir:
             self.warn(f"{len(self.pending)} case(s) not pushed; they are in {self.results_dir}: "
                       f"`gtplab push {self.results_dir}` pushes them")
@@ -268,6 +453,12 @@ def check_gateway_url(url: str) -> str:
 
 def do_push(args: argparse.Namespace) -> int:
     check_gateway_url(args.gateway)
+    try:
+        for key in clear_stale_live_groups(args.gateway, args.timeout):
+            print(f"gtplab push: removed the stale 'sweep running' group of run {key.get('uuid', '?')} "
+                  "(its sweep is gone)", file=sys.stderr)
+    except Exception:
+        pass  # the pushes below say whether the gateway answers
     torn = results.torn_last_line(args.results_dir)
     if torn:
         print(f"gtplab push: line {torn} of {args.results_dir}/cases.jsonl is torn (the run was killed "
