@@ -182,7 +182,8 @@ static int pin_one(int fd, const char *name, struct undo *u)
  * max_entries, 16 bytes each) and one element per entry (a 48-byte header, the key and the value
  * rounded to 8, an 8-byte free-list node); an array holds max_entries values rounded to 8 (an
  * mmap-able one rounded to pages, plus a page); a per-CPU array one copy per possible CPU and an
- * 8-byte pointer per entry. Every map also has its struct (~0.3-1 KiB: counted as 1 KiB).
+ * 8-byte pointer per entry; an LRU hash (preallocated) its buckets and every element from the
+ * start. Every map also has its struct (~0.3-1 KiB: counted as 1 KiB).
  */
 #define HTAB_BUCKET_SIZE 16
 #define HTAB_ELEM_HDR 48
@@ -234,6 +235,7 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 		p->counters += MAP_HDR_SIZE;
 		switch (bpf_map__type(map)) {
 		case BPF_MAP_TYPE_HASH:
+		case BPF_MAP_TYPE_LRU_HASH:	/* always preallocated (htab_map_mem_usage) */
 			p->buckets += pow2_at_least(n) * HTAB_BUCKET_SIZE;
 			if (bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)
 				p->per_bearer += HTAB_ELEM_HDR + k + v + LLIST_NODE_SIZE;
