@@ -22,6 +22,7 @@ it dropped them).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -44,6 +45,11 @@ PROG = {"uplink": "xdp_access", "downlink": "xdp_sgi"}
 # A trial whose achieved rate is below this fraction of the rate asked was set by the generator: the
 # engine's pacing is within 1 % of the rate asked when it can reach it (docs/lab.md, measured).
 GENERATOR_BOUND_RATIO = 0.97
+# TRex: latency is measured on a stream of its own at this rate (TRex sends a latency stream from its
+# receive core at the stream's own rate, whatever the multiplier), beside the case's traffic, which
+# then carries no latency header; the stream's pps is TRex's, the multiplier scales only the others.
+TREX_LATENCY_PPS = 1000
+TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to measure its rate
 
 
 def common():
@@ -157,6 +163,12 @@ class LocalDut:
             k, _, v = line.partition(":")
             with contextlib.suppress(ValueError):
                 out[k.strip()] = int(v)
+        # the interface's drops: a frame a socket (TRex's af_packet) sends into a veth whose peer's
+        # ring is full is dropped in veth_xmit and counted only there (with the XDP transmit errors)
+        q = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", ifname],
+                           capture_output=True, text=True, timeout=30)
+        with contextlib.suppress(ValueError, IndexError, KeyError, TypeError):
+            out["tx_dropped"] = int(json.loads(q.stdout)[0]["stats64"]["tx"]["dropped"])
         return out
 
     def link(self) -> dict[str, dict[str, int]]:
@@ -174,8 +186,10 @@ class LocalDut:
         gin, din, dout = (("gen_access", "dut_access", "dut_sgi") if direction == "uplink"
                           else ("gen_sgi", "dut_sgi", "dut_access"))
         other_in = "dut_sgi" if direction == "uplink" else "dut_access"
+        # tx_dropped of the generator's veth counts its XDP transmit errors too (veth_get_stats64):
+        # the larger of the two is what was lost on the way in, whichever way the generator sends
         return {"dut_rx": d(din, "rx_queue_0_xdp_packets"),
-                "lost_in": d(gin, "tx_queue_0_xdp_xmit_errors"),
+                "lost_in": max(d(gin, "tx_queue_0_xdp_xmit_errors"), d(gin, "tx_dropped")),
                 "lost_out": d(dout, "tx_queue_0_xdp_xmit_errors"),
                 "other_side_rx": d(other_in, "rx_queue_0_xdp_packets")}
 
@@ -313,7 +327,8 @@ class Runner:
         self.backend = backend
         self.client = backend.client
         self.cfg = cfg
-        self.dut = dut or (LocalDut(backend.lab) if backend.kind == "local" else MetricsDut(cfg))
+        self.dut = dut or (LocalDut(backend.lab) if getattr(backend, "lab", None) is not None
+                           else MetricsDut(cfg))
         # this thread (reading counters, running ethtool and pgwu) works for the generator: keep it,
         # and what it starts, off the DUT's CPUs
         lab = getattr(backend, "lab", None)
@@ -374,8 +389,26 @@ class Runner:
         tx, rx = self.ports(p.direction)
         tun = p.tunables()
         self.install_bearers(p, tun)
-        streams = self.streams(p.direction, tun, tx)
+        if self.backend.kind == "trex" and tun["stats"] == "latency":
+            streams = self.streams(p.direction, {**tun, "stats": "none"}, tx) + self.trex_latency_streams(
+                p.direction, tun, tx)
+        else:
+            streams = self.streams(p.direction, tun, tx)
         return Prepared(p, tx, rx, tun, tun["stats"] == "latency", streams)
+
+    def trex_latency_streams(self, direction: str, tun: dict, port: int) -> list[dict]:
+        """The case's profile, one flow, with TRex's latency header (pg_id PG_ID[direction]), at
+        TREX_LATENCY_PPS: a latency stream of TRex runs at its own rate, so it goes beside the case's
+        traffic (TRex counts it in the port's packets, as the DUT does)."""
+        t = {**tun, "stats": "latency", "flow_mode": "single", "bearers": 1}
+        t.pop("flows", None)
+        out = []
+        for s in self.streams(direction, t, port):
+            s = json.loads(json.dumps(s))
+            s["name"] = f"{s.get('name') or direction}_latency"
+            s["mode"]["rate"] = {"type": "pps", "value": TREX_LATENCY_PPS}
+            out.append(s)
+        return out
 
     def _wait(self, ports, duration: float) -> None:
         try:
@@ -409,16 +442,63 @@ class Runner:
         c.clear_stats()
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
+        measured = None
         try:
-            c.start(ports=[tx], mult=mult, duration=duration, force=True)
-            self._wait([tx], duration)
+            if self.backend.kind == "trex":
+                measured = self._trex_run(tx, mult, duration)
+            else:
+                c.start(ports=[tx], mult=mult, duration=duration, force=True)
+                self._wait([tx], duration)
             st = self._settled_stats(rx)
         finally:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        if measured is not None:
+            self._trex_rates(st, tx, rx, measured)
         return self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
                             (prog0, prog1), (cpu0, cpu1), capture)
+
+    def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
+        """TRex: the streams run continuously for `duration` seconds, then stop. TRex on af_packet
+        does not always reach the rate asked, and then sends the packets of a timed run late
+        (pps x duration of them, over a longer time): so the run is stopped after `duration`, and its
+        rate is measured from TRex's transmit counter read every TREX_SAMPLE_S while it runs
+        (packets over elapsed time, between the first and the last reading)."""
+        c = self.client
+        t0 = time.monotonic()
+        c.start(ports=[tx], mult=mult, duration=-1, force=True)
+        samples = []
+        try:
+            while True:
+                a = time.monotonic()
+                o = c.get_stats(ports=[tx])[tx]["opackets"]
+                b = time.monotonic()
+                samples.append(((a + b) / 2 - t0, o))
+                if b - t0 >= duration:
+                    break
+                time.sleep(min(TREX_SAMPLE_S, max(0.0, duration - (b - t0))))
+        finally:
+            c.stop(ports=[tx])
+        time.sleep(0.05)
+        (ta, oa), (tb, ob) = samples[0], samples[-1]
+        if len(samples) >= 3 and samples[1][1] > 0:
+            (ta, oa) = samples[1]
+        rate = (ob - oa) / (tb - ta) if tb > ta and ob > oa else (ob / tb if tb > 0 else 0.0)
+        return {"tx_pps": rate, "elapsed_s": tb, "samples": len(samples)}
+
+    @staticmethod
+    def _trex_rates(st: dict, tx: int, rx: int, m: dict) -> None:
+        """Replace TRex's smoothed rates by the measured one (rx and bit rates in proportion)."""
+        t, r = st[tx], st[rx]
+        tx_p, rx_p = t["opackets"], r["ipackets"]
+        pps = m["tx_pps"]
+        avg = t["obytes"] / tx_p if tx_p else 0.0
+        t["tx_pps"], t["tx_bps"], t["tx_bps_L1"] = pps, pps * avg * 8, pps * (avg + 20) * 8
+        rpps = pps * rx_p / tx_p if tx_p else 0.0
+        ravg = r["ibytes"] / rx_p if rx_p else 0.0
+        r["rx_pps"], r["rx_bps"], r["rx_bps_L1"] = rpps, rpps * ravg * 8, rpps * (ravg + 20) * 8
+        st["measured"] = m
 
     def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:
         p, tx, rx = prep.params, prep.tx_port, prep.rx_port
@@ -463,7 +543,9 @@ class Runner:
         if prep.latency and pg and rx_p:
             L = pg["latency"]
             lat = {"min": L.get("total_min"), "avg": L.get("average"), "p50": L.get("percentile_50"),
-                   "p99": L.get("percentile_99"), "max": L.get("total_max")}
+                   "p99": L.get("percentile_99"),
+                   # TRex leaves total_max at 0 until its next periodic update; last_max is the window's
+                   "max": L.get("total_max") or L.get("last_max")}
         return {
             "rate_asked": mult, "rate_asked_pps": rate_pps, "duration_s": duration,
             "offered_pps": st[tx]["tx_pps"], "offered_bps_l1": st[tx]["tx_bps_L1"],
@@ -484,7 +566,25 @@ class Runner:
                     "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
             "conservation": cons.as_dict(),
             "pcap": capture,
+            "streams": stream_stats(st),
+            "rate_measured": st.get("measured"),
         }
+
+
+def stream_stats(st: dict) -> dict | None:
+    """Per-stream (packet group) packets sent and received, from the generator's flow stats:
+    {pg_id: {"tx_packets", "rx_packets"}} (None without any). TRex counts a stream's received packets
+    by its latency header (the payload's last 16 bytes, which the DUT keeps); a stream with plain
+    per-stream counters is told apart by its IPv4 id, which GTP-U encapsulation and decapsulation
+    replace, so only its sent packets count here."""
+    fs = st.get("flow_stats") or {}
+    out = {}
+    for pg, v in fs.items():
+        if pg == "global" or not isinstance(v, dict):
+            continue
+        tx, rx = v.get("tx_pkts") or {}, v.get("rx_pkts") or {}
+        out[pg] = {"tx_packets": tx.get("total"), "rx_packets": rx.get("total")}
+    return out or None
 
 
 # ------------------------------------------------------------------------------------------ NDR search
