@@ -21,6 +21,7 @@ it dropped them).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -407,6 +408,8 @@ class Runner:
             s = json.loads(json.dumps(s))
             s["name"] = f"{s.get('name') or direction}_latency"
             s["mode"]["rate"] = {"type": "pps", "value": TREX_LATENCY_PPS}
+            if direction == "uplink":
+                no_l4_checksums(s)
             out.append(s)
         return out
 
@@ -571,6 +574,26 @@ class Runner:
         }
 
 
+def no_l4_checksums(stream: dict) -> None:
+    """An uplink latency stream for TRex without checksum offload: its outer and inner UDP checksums
+    0 ("none", valid in IPv4) instead of the hardware fix. TRex writes its latency header (a timestamp
+    and sequence number, new in every packet) into the payload, and on af_packet its software
+    fallback for the inner checksum was measured wrong for those packets from 512 B up (tshark, TRex's
+    capture); the outer UDP checksum, computed once over the base packet, cannot stay right either.
+    The inner IPv4 header checksum does not depend on the payload and stays as built."""
+    vm = stream.get("vm") or {}
+    fix = [i for i in vm.get("instructions", []) if i.get("type") == "fix_checksum_hw"]
+    if not fix or fix[0].get("l4_type") != 11:      # 11: UDP in TRex's fix_checksum_hw
+        return
+    vm["instructions"] = [i for i in vm["instructions"] if i.get("type") != "fix_checksum_hw"]
+    pkt = bytearray(base64.b64decode(stream["packet"]["binary"]))
+    inner_udp = fix[0]["l2_len"] + fix[0]["l3_len"]
+    outer_udp = 14 + (pkt[14] & 0x0F) * 4
+    for off in (outer_udp + 6, inner_udp + 6):
+        pkt[off:off + 2] = b"\0\0"
+    stream["packet"]["binary"] = base64.b64encode(bytes(pkt)).decode()
+
+
 def stream_stats(st: dict) -> dict | None:
     """Per-stream (packet group) packets sent and received, from the generator's flow stats:
     {pg_id: {"tx_packets", "rx_packets"}} (None without any). TRex counts a stream's received packets
@@ -629,6 +652,12 @@ def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, m
             hi = at
         guess = (lo + hi) / 2
     if best is None:
+        limits = {t.get("limit") or "dut" for t in trials}
+        if all(lim.startswith("generator") for lim in limits):
+            # every loss was the generator's own (e.g. TRex's receive ring): nothing said of the DUT
+            return None, trials, (f"generator-bound: no trial met the loss tolerance {tolerance} (lowest "
+                                  f"tried {hi:.0f} pps) and every loss was the generator's "
+                                  f"({', '.join(sorted(limits))})")
         return None, trials, f"no trial met the loss tolerance {tolerance} (lowest tried {hi:.0f} pps)"
     failing = [t for t in trials if not t["passed"]]
     above = min(failing, key=lambda t: t.get("offered_pps") or 0)

@@ -338,3 +338,19 @@ def test_results_dir_is_never_overwritten(tmp_path):
     (tmp_path / "x").write_text("keep")
     with pytest.raises(UserError, match="not empty"):
         sweep._results_dir(str(tmp_path), "u")
+
+
+def test_ndr_search_with_only_the_generators_losses_is_generator_bound():
+    # TRex on af_packet: every trial of a short search loses packets in the generator's own receive
+    # ring; no NDR, and the case must say the generator set it (not blame the DUT)
+    def trial(pps):
+        offered = 300e3 if pps is None else pps
+        return {"offered_pps": offered, "rx_pps": offered * 0.98, "loss_ratio": 0.02,
+                "limit": "generator (receive)"}
+    best, trials, status = ndr_search(trial, 0.0, resolution=0.02, max_trials=2)
+    assert best is None and len(trials) == 2
+    assert status.startswith("generator-bound") and "generator (receive)" in status
+    # one loss of the DUT among them: no generator-bound claim
+    seq = iter(["generator (receive)", "dut"])
+    best, trials, status = ndr_search(lambda pps: {**trial(pps), "limit": next(seq)}, 0.0, max_trials=2)
+    assert best is None and status.startswith("no trial met")
