@@ -341,6 +341,9 @@ class Runner:
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-runner-")
+        # optional: a function returning the generator's CPU seconds so far (bench/trex_vs_engine.py);
+        # read right before the traffic starts and right after it stopped
+        self.generator_cpu: Callable[[], float] | None = None
 
     def close(self) -> None:
         self._worker.close()
@@ -446,12 +449,15 @@ class Runner:
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
         measured = None
+        gcpu = self.generator_cpu
+        g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
         try:
             if self.backend.kind == "trex":
                 measured = self._trex_run(tx, mult, duration)
             else:
                 c.start(ports=[tx], mult=mult, duration=duration, force=True)
                 self._wait([tx], duration)
+            gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
             st = self._settled_stats(rx)
         finally:
             if cap:
@@ -459,8 +465,11 @@ class Runner:
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         if measured is not None:
             self._trex_rates(st, tx, rx, measured)
-        return self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
-                            (prog0, prog1), (cpu0, cpu1), capture)
+        res = self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
+                           (prog0, prog1), (cpu0, cpu1), capture)
+        if gen_cpu:
+            res["generator_cpu"] = gen_cpu
+        return res
 
     def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
         """TRex: the streams run continuously for `duration` seconds, then stop. TRex on af_packet
