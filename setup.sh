@@ -57,7 +57,7 @@ install_venv() {
 build() {
 	say "building the data plane"
 	make -s -C dataplane
-	for d in bench gtplab/engine/bpf gtplab/dut; do
+	for d in bench gtplab/traffic/engine/bpf gtplab/dut; do
 		[ -f "$d/Makefile" ] && make -s -C "$d"
 	done
 	return 0

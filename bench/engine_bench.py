@@ -48,8 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from gtplab.backend import TrexClient  # noqa: E402  (stream JSON from TRex's own library)
-from gtplab.lab import Lab, NETNS_DIR  # noqa: E402
+from gtplab.traffic.trex.client import TrexClient  # noqa: E402  (stream JSON from TRex's own library)
+from gtplab.lab.topology import Lab, NETNS_DIR  # noqa: E402
 from tables import print_table  # noqa: E402  (bench/tables.py)
 
 UPLINK = REPO / "trex_profiles" / "gtpu_uplink.py"
@@ -135,8 +135,8 @@ def raw_frame(lab: Lab, size: int) -> bytes:
 def run_raw(lab: Lab, size: int, duration: float, parked: bool, batch: int = 256) -> dict:
     """The ceiling: XDP_TX of one frame with BPF_PROG_RUN live frames, from a thread on the generator
     CPU inside the generator netns."""
-    from gtplab import bpf
-    from gtplab.engine import kernel
+    from gtplab.kernel import bpf
+    from gtplab.kernel import libbpf as kernel
 
     def body():
         os.sched_setaffinity(0, lab.cpus.generator)

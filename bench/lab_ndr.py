@@ -3,6 +3,7 @@
 """NDR of the PGW-U against the reference forwarder on this machine's embedded lab. Prints ONE table.
 
     sudo .venv/bin/python bench/lab_ndr.py [--runs 3] [--sizes 64,512,1424] [--markdown]
+    sudo .venv/bin/python bench/lab_ndr.py --scale [--runs 3] [--sizes 64] [--markdown]
 
 Each run is two `gtplab sweep`s, one with the PGW-U (`--dut pgwu`) and one with the plain XDP forwarder
 (`--dut fwd`), same sizes, both directions, same CPU layout; runs alternate pgwu, fwd, pgwu, fwd ... so
@@ -32,8 +33,14 @@ sys.path.insert(0, str(REPO / "bench"))
 from tables import print_table  # noqa: E402
 
 
-def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float) -> list[dict]:
-    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--dut", dut, "--sizes", sizes,
+def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float, scale: bool = False) -> list[dict]:
+    spec = []
+    if scale:       # the grid's 1024 bearers in order and the scale case's 1 M in random order
+        spec_file = out.parent / "scale-spec.yaml"
+        spec_file.write_text(f"scale: {{flows: 1000000, order: random, frame_sizes: [{sizes}]}}\n")
+        spec = ["--spec", str(spec_file)]
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", *spec, *([] if scale else ["--no-scale"]),
+                         "--dut", dut, "--sizes", sizes,
                          "--rate-mode", rate_mode, "--duration", str(duration), "--pcap-limit", "0",
                          "--no-latency", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     if cp.returncode != 0:
@@ -49,7 +56,12 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=1.0, help="seconds per trial")
     ap.add_argument("--keep", metavar="DIR", help="keep the results directories here")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--scale", action="store_true",
+                    help="instead: the PGW-U with the grid's 1024 bearers in order against 1,000,000 bearers "
+                         "in random order (issue 13), same sweep, same sizes")
     args = ap.parse_args()
+    if args.scale:
+        return scale_table(args)
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gtplab-lab-ndr-"))
     base.mkdir(parents=True, exist_ok=True)
     got: dict[tuple, list[dict]] = {}
@@ -91,6 +103,54 @@ def main() -> int:
           f"(at most 8 trials); medians, spread min-max over the runs with a result; gen-bound = runs whose "
           f"result the generator set (no {args.rate_mode.upper()} claimed); kernel {platform.release()}; "
           f"load average before/after {load0} / {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def scale_table(args) -> int:
+    """NDR with 1,000,000 bearers hit in random order against 1024 in order, per (direction, size):
+    each run is one PGW-U sweep holding both cases of a size back to back."""
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gtplab-lab-scale-"))
+    base.mkdir(parents=True, exist_ok=True)
+    load0 = f"{os.getloadavg()[0]:.2f}"
+    got: dict[tuple, list[dict]] = {}
+    try:
+        for k in range(args.runs):
+            for c in sweep(base / f"scale-{k}", "pgwu", args.sizes, args.rate_mode, args.duration, scale=True):
+                got.setdefault((c["direction"], c["frame_size"], c.get("order", "seq")), []).append(c)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+    def f(x, scale=1e-6, fmt="{:.3f}"):
+        return "-" if x is None else fmt.format(x * scale)
+
+    def med(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.median(xs) if xs else None
+
+    head = ("direction", "frame B", f"1024 seq {args.rate_mode.upper()} Mpps", "spread", "1M random Mpps",
+            "spread", "random / seq (medians)", "per run", "XDP ns/pkt seq", "XDP ns/pkt random",
+            "CPU ns/pkt seq", "CPU ns/pkt random")
+    rows = []
+    for d in ("uplink", "downlink"):
+        for size in sorted({s for (dd, s, _) in got if dd == d}):
+            sq, rn = got.get((d, size, "seq"), []), got.get((d, size, "random"), [])
+            sv = [c.get("ndr_pps") for c in sq]
+            rv = [c.get("ndr_pps") for c in rn]
+            ms, mr = med(sv), med(rv)
+            per = [f"{r / q:.2f}" if q and r else "-" for q, r in zip(sv, rv)]
+            svv, rvv = [x for x in sv if x], [x for x in rv if x]
+            rows.append((d, str(size), f(ms), f"{f(min(svv))}-{f(max(svv))}" if svv else "-", f(mr),
+                         f"{f(min(rvv))}-{f(max(rvv))}" if rvv else "-",
+                         f(mr / ms if ms and mr else None, 1, "{:.2f}"), " ".join(per),
+                         f(med([c["dut"].get("ns_per_packet") for c in sq]), 1, "{:.0f}"),
+                         f(med([c["dut"].get("ns_per_packet") for c in rn]), 1, "{:.0f}"),
+                         f(med([c["dut"].get("cpu_ns_per_packet") for c in sq]), 1, "{:.0f}"),
+                         f(med([c["dut"].get("cpu_ns_per_packet") for c in rn]), 1, "{:.0f}")))
+    print_table(head, rows, args.markdown)
+    print(f"\n{args.runs} PGW-U sweep(s), each with both cases of a size back to back; {args.duration:g} s trials, "
+          f"{args.rate_mode.upper()} search (at most 8 trials); medians, spread min-max; target random / seq >= 0.7; "
+          f"kernel {platform.release()}; load average before/after {load0} / {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -46,10 +46,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gtplab import bpf  # noqa: E402
-from gtplab import packets as P  # noqa: E402
-from gtplab.dataplane import Dataplane, Nexthop  # noqa: E402
-from gtplab.netns import Worker  # noqa: E402
+from gtplab.kernel import bpf  # noqa: E402
+from gtplab.gtpu import packets as P  # noqa: E402
+from gtplab.dut.dataplane import Dataplane, Nexthop  # noqa: E402
+from gtplab.kernel.netns import Worker  # noqa: E402
 
 PGWU = REPO / "dataplane" / "pgwu"
 BENCH_OBJ = REPO / "bench" / "pgwu_bench.bpf.o"
@@ -288,12 +288,8 @@ def target_run(prog: bpf.Prog, frame: bytes, repeat: int, ifindex: int) -> int:
 
 def build_uplink(size: int) -> bytes:
     s = max(size, UL_MIN_SIZE)
-
-    def make(n):
-        inner = P.ip_packet(int2ip(UE_BASE), PDN, l4="udp", payload_len=n)
-        return bytes(P.gtpu(inner, teid=TEID_BASE, src=SGW, dst=LOCAL, src_mac=SGW_MAC,
-                            dst_mac="02:00:00:00:01:01"))
-    f = make(s - 4 - len(make(0)))
+    f = bytes(P.gpdu(TEID_BASE, int2ip(UE_BASE), PDN, size=s, outer_src=SGW, outer_dst=LOCAL, src_mac=SGW_MAC,
+                     dst_mac="02:00:00:00:01:01"))
     assert len(f) + 4 == s, (len(f), s)
     return f
 
@@ -310,7 +306,7 @@ def lab_crosscheck(sizes: list[int]) -> list[str]:
     (what `gtplab sweep` records as dut.ns_per_packet), single flow, checksum off and on."""
     import json
     with tempfile.TemporaryDirectory(prefix="gtplab-bench-") as tmp:
-        cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", ",".join(map(str, sizes)),
+        cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", ",".join(map(str, sizes)),
                              "--flow-modes", "single", "--checksum", "off,on", "--duration", "2",
                              "--pcap-limit", "0", "--out", f"{tmp}/r"], cwd=REPO, capture_output=True,
                             text=True)

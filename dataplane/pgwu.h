@@ -22,7 +22,7 @@ enum pgwu_side {
  * Every packet a program sees is counted exactly once, in stats[reason * PGWU_VERDICT_MAX + verdict].
  * The verdict is the XDP action returned (XDP_ABORTED .. XDP_REDIRECT). Each reason has one usual
  * verdict (comment); *_FWD is XDP_REDIRECT, or XDP_TX when the egress is the ingress interface.
- * Keep pgwu_reason_names[] (pgwu.c) and gtplab/dataplane.py in step with this list.
+ * Keep pgwu_reason_names[] (pgwu.c) and gtplab/dut/dataplane.py in step with this list.
  */
 enum pgwu_reason {
 	PGWU_R_UL_FWD = 0,		/* REDIRECT/TX: uplink G-PDU decapsulated and forwarded to SGi */

@@ -2,7 +2,9 @@
 
 Each command lives in its own module, which defines `add_parser(subparsers)`; that function creates
 the subcommand's parser and sets `func=<handler(args) -> int>` on it. Add a module to COMMANDS to
-make its command appear. main() only dispatches.
+make its command appear. main() only dispatches; no other gtplab module imports this one (the errors
+it turns into exit statuses are in gtplab.errors). Used by `gtplab` (pyproject's script) and
+`python -m gtplab`.
 """
 
 from __future__ import annotations
@@ -11,30 +13,18 @@ import argparse
 import importlib
 import sys
 
-# module names under gtplab/, each providing add_parser(subparsers)
+from gtplab.errors import Terminated, UserError
+
+# modules under gtplab/, each providing add_parser(subparsers); the order is the order of `gtplab -h`
 COMMANDS: list[str] = [
-    "monitor",
-    "push",
-    "export",
-    "lab",
-    "bearers",
-    "report",
-    "sweep",
+    "observe.monitor",
+    "results.push",
+    "results.export",
+    "lab.cli",
+    "gtpu.bearers",
+    "results.report",
+    "measure.sweep",
 ]
-
-
-class UserError(Exception):
-    """Bad input or a failed precondition: printed as one line, exit status 2, no traceback."""
-    exit_code = 2
-
-
-class Terminated(BaseException):
-    """SIGTERM while a command runs (a `timeout`, a CI cancel, systemd): handled like Ctrl-C, exit 143."""
-
-
-class ResultsWriteError(UserError):
-    """Results could not be written (read-only, not a directory, disk full): exit status 3."""
-    exit_code = 3
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,23 +5,16 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import subprocess
 
 import pytest
+
+from helpers import pgwu as _pgwu
 
 
 # ---- data plane (tests/test_dataplane*.py, tests/test_fuzz.py) ------------------------------------
 # A PGW-U loaded once per test module by `dataplane/pgwu -d <unique pin dir> load`, opened as
-# gtplab.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
+# gtplab.dut.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
 
-def _pgwu(pin_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    from gtplab.dataplane import PGWU_BIN
-    if not os.access(PGWU_BIN, os.X_OK):
-        pytest.fail(f"{PGWU_BIN} is not built: run `make -C dataplane` first")
-    cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, *args], capture_output=True, text=True, timeout=60)
-    if check and cp.returncode != 0:
-        pytest.fail(f"pgwu -d {pin_dir} {' '.join(args)} failed ({cp.returncode}): {cp.stderr.strip()}")
-    return cp
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +34,8 @@ def pgwu_pin_dir():
 
 @pytest.fixture(scope="module")
 def dataplane(pgwu_pin_dir):
-    """gtplab.dataplane.Dataplane on the module's freshly loaded PGW-U."""
-    from gtplab.dataplane import Dataplane
+    """gtplab.dut.dataplane.Dataplane on the module's freshly loaded PGW-U."""
+    from gtplab.dut.dataplane import Dataplane
     dp = Dataplane(pgwu_pin_dir)
     try:
         yield dp

@@ -94,7 +94,7 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-# ---- results written from the contract (docs/results.md), not with gtplab.results -----------------
+# ---- results written from the contract (docs/results.md), not with gtplab.results.store -----------------
 
 def make_run(backend: str = "local") -> dict:
     return {"uuid": f"test-{secrets.token_hex(6)}", "started": "2026-01-02T03:04:05+00:00",

@@ -1,38 +1,18 @@
-"""gtplab/backend.py: backend choice, the TRex client subprocess (JSON lines). The runs against a
+"""gtplab/traffic/backend.py: backend choice, the TRex client subprocess (JSON lines). The runs against a
 real TRex server are in tests/test_trex.py."""
 
 from __future__ import annotations
 
-import textwrap
 import time
 
 import pytest
 import scapy
 
-from gtplab.backend import Backend, TrexClient, TrexError, _int_keys, parse_server
-from gtplab.cli import UserError
+from gtplab.traffic.backend import Backend
+from gtplab.traffic.trex.client import TrexClient, TrexError, _int_keys, parse_server
+from gtplab.errors import UserError
+from helpers import PROFILE
 
-PROFILE = textwrap.dedent('''
-    import argparse
-    from trex.stl.api import STLStream, STLPktBuilder, STLTXCont, STLVM, STLProfile
-    from scapy.layers.l2 import Ether
-    from scapy.layers.inet import IP, UDP
-
-    class Prof:
-        def get_streams(self, direction=0, tunables=(), **kwargs):
-            p = argparse.ArgumentParser()
-            p.add_argument("--flows", type=int, default=4, help="number of source addresses")
-            a = p.parse_args(tunables)
-            vm = STLVM()
-            vm.var(name="src", min_value="16.0.0.1", max_value="16.0.0.%d" % a.flows, size=4, op="inc")
-            vm.write(fv_name="src", pkt_offset="IP.src")
-            vm.fix_chksum()
-            pkt = Ether() / IP(dst="48.0.0.1") / UDP(dport=12, sport=1025) / (b"x" * 18)
-            return [STLStream(packet=STLPktBuilder(pkt=pkt, vm=vm), mode=STLTXCont(pps=10))]
-
-    def register():
-        return Prof()
-''')
 
 
 def test_parse_server():
@@ -81,7 +61,7 @@ def test_trex_worker_loads_profile_with_its_own_scapy(tmp_path):
 @pytest.mark.lab
 def test_local_backend_builds_drives_and_removes_a_lab(tmp_path):
     """Backend.open("local") builds a lab, connects the engine; close() removes the lab again."""
-    from tests.test_lab import leftovers
+    from helpers import leftovers
     prof = tmp_path / "prof_tiny.py"
     prof.write_text(PROFILE)
     with Backend.open("local", dut="tx") as be:   # the DUT reflects: port 0 receives what it sends

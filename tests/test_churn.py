@@ -35,8 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import packets as P
-from gtplab.lab import Addressing, Lab
+from gtplab.gtpu import packets as P
+from gtplab.lab.topology import Addressing, Lab
 
 pytestmark = pytest.mark.lab
 

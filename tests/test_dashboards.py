@@ -164,7 +164,7 @@ def pgwu_exporter():
             yield None, f"`pgwu metrics` did not serve pgwu_packets_total on 127.0.0.1:{port}"
             return
 
-        from gtplab import bpf
+        from gtplab.kernel import bpf
         prog = bpf.Prog.pinned(f"{pin}/xdp_access")
         eth = b"\x02\x00\x00\x00\x00\x01" + b"\x02\x00\x00\x00\x00\x02" + b"\x08\x00"
         bad_ihl = eth + struct.pack("!BBHHHBBH4s4s", 0x44, 0, 20, 0, 0, 64, 17, 0,
@@ -194,7 +194,7 @@ def pgwu_exporter():
 @pytest.fixture(scope="module")
 def pushed_stack(tmp_path_factory, pgwu_exporter):
     """The local stack (pgwu target = the exporter above, if any) with one synthetic sweep pushed."""
-    from gtplab.push import Pusher
+    from gtplab.results.push import Pusher
     port, _ = pgwu_exporter
     with running_stack(tmp_path_factory.mktemp("monitor"), pgwu_port=port) as stack:
         run = make_run()
@@ -247,7 +247,7 @@ def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
     with running_stack(tmp_path, pgwu_port=pgwu_port) as stack:
         rdir = tmp_path / "sweep"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64", "--duration", "2",
+            [sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64", "--duration", "2",
              "--rate-mode", "fixed",     # one trial per case: the panels, not the NDR, are tested here
              "--pcap-limit", "0", "--pushgateway", stack.gateway, "--pgwu-metrics", f"127.0.0.1:{pgwu_port}",
              "--out", str(rdir)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

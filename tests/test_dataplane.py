@@ -1,6 +1,6 @@
 """The XDP PGW-U tested in place (BPF_PROG_TEST_RUN), table-driven, from the data-path spec.
 
-Each row: a name, an input frame (gtplab.packets), config/bearer changes, the expected verdict and
+Each row: a name, an input frame (gtplab.gtpu.packets), config/bearer changes, the expected verdict and
 reason, and the expected output frame built independently (tests/oracle.py) -- never copied from
 the program. Every row also checks that the stats map counted exactly this one packet under
 (reason, verdict) with the frame's length, and the bearers' usage counters.
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gtplab import packets as P
-from gtplab.dataplane import (PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
-                              parse_reasons, usual_verdicts)
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import (PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
+                                  parse_reasons, usual_verdicts)
 import oracle as O
 
 NH_ACCESS_IF = 1001  # static next hops: never-existing ifindexes (test runs do not send)

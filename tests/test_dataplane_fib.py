@@ -3,7 +3,7 @@
 A unique netns holds two veth pairs: a0-a1 (access: GTP-U address 192.0.2.1/24) and s0-s1 (SGi:
 198.51.100.1/24), forwarding on, permanent neighbours, a routed prefix, blackhole/unreachable/
 prohibit routes and an MTU-locked route. The programs run with BPF_PROG_TEST_RUN and ingress_ifindex
-of a0/s0, from a thread that joined the netns (gtplab.lab.run_in_netns), so the lookup sees its
+of a0/s0, from a thread that joined the netns (gtplab.lab.topology.run_in_netns), so the lookup sees its
 routes. Checked: the resolved next hop (MACs, egress: TX when it is the ingress device, and the
 cache entry's ifindex), PASS_NO_NEIGH / PASS_FIB_OTHER with the packet the spec says, DROP_NO_ROUTE,
 and that the cache follows neighbour and route changes (fib_gen).
@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from gtplab import packets as P
-from gtplab.dataplane import Config, Nexthop, VERDICTS, REASONS
-from gtplab.lab import run_in_netns
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import Config, Nexthop, VERDICTS, REASONS
+from gtplab.lab.topology import run_in_netns
 import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -98,7 +98,7 @@ def watcher(dp) -> int:
 
 def start_watch(ns, pin_dir, dp) -> subprocess.Popen:
     """`pgwu watch` on pin_dir in the netns, once it has registered itself."""
-    from gtplab.dataplane import PGWU_BIN
+    from gtplab.dut.dataplane import PGWU_BIN
     proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(PGWU_BIN), "-d", pin_dir, "watch"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 5
@@ -309,8 +309,8 @@ def test_cache_follows_kernel_changes(dp, ns, devs, fib_cache):
 def own_dp():
     """A PGW-U of the test's own (pin dir, maps, watcher registration): killing its watcher must not
     touch the module's."""
-    from conftest import _pgwu
-    from gtplab.dataplane import Dataplane
+    from helpers import pgwu as _pgwu
+    from gtplab.dut.dataplane import Dataplane
     pin_dir = f"/sys/fs/bpf/gtplab-t-{secrets.token_hex(4)}"
     _pgwu(pin_dir, "load", "--max-bearers", "64")
     try:
@@ -321,7 +321,7 @@ def own_dp():
 
 
 def pgwu_stats(pin_dir: str) -> dict:
-    from gtplab.dataplane import PGWU_BIN
+    from gtplab.dut.dataplane import PGWU_BIN
     cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, "stats", "--json"], capture_output=True, text=True,
                         check=True, timeout=30)
     return json.loads(cp.stdout)
@@ -329,7 +329,7 @@ def pgwu_stats(pin_dir: str) -> dict:
 
 def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) -> None:
     """Write a cache entry for (dst, ingress) on every CPU, made under the current generation."""
-    from gtplab.dataplane import fib_slot_of
+    from gtplab.dut.dataplane import fib_slot_of
     (gen,) = struct.unpack("=Q", dp.maps["fib_gen"].lookup(struct.pack("=I", 0)))
     slot = struct.pack("=4sIQI6s6sHH", socket.inet_aton(dst), ingress, gen, egress, P.mac_bytes(smac), P.mac_bytes(dmac), 0xffff, 0)
     dp.maps["fib_cache"].update(struct.pack("=I", fib_slot_of(dst, ingress)), slot)

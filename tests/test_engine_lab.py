@@ -16,9 +16,10 @@ import pytest
 from scapy.all import IP, UDP, Ether, raw, rdpcap
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, LocalClient, PortSpec
-from tests.test_engine_vm import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
-                                  trex_inc, wr)
+from gtplab.traffic.engine import EngineError, LocalClient, PortSpec
+from gtplab.traffic.engine.vm import STATE_TX_OFF
+from helpers import (GTPU_PKT, UDP_PKT, assert_checksums, fv, rand_values, stream,
+                     trex_inc, wr)
 
 pytestmark = pytest.mark.lab
 
@@ -277,7 +278,7 @@ def test_two_sending_threads_share_a_rate_and_keep_sequences():
         for o in c.ports[0].objs:
             v = [o.map("state").lookup(struct.pack("<I", s.slot)) for s in c.ports[0].streams.values()]
             sk = [o.map("pace").lookup(struct.pack("<I", s.slot)) for s in c.ports[0].streams.values()]
-            per_worker.append([struct.unpack_from("<Q", x, len(x) - 24)[0] + struct.unpack_from("<Q", y, 32)[0]
+            per_worker.append([struct.unpack_from("<Q", x, STATE_TX_OFF)[0] + struct.unpack_from("<Q", y, 32)[0]
                                for x, y in zip(v, sk)])
         (a_plain, a_seq), (b_plain, b_seq) = per_worker
         assert a_plain == pytest.approx(10000, rel=0.1) and b_plain == pytest.approx(10000, rel=0.1)

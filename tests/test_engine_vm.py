@@ -1,5 +1,5 @@
-"""Unit tests of the engine's field engine: the compiler (gtplab/engine/vm.py) and the BPF
-interpreter (tg_tx in gtplab/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
+"""Unit tests of the engine's field engine: the compiler (gtplab/traffic/engine/vm.py) and the BPF
+interpreter (tg_tx in gtplab/traffic/engine/bpf/trafficgen.bpf.c) run with BPF_PROG_TEST_RUN, no
 interface. Every expected field sequence is computed here from TRex's documented semantics,
 independently of the engine's code. Each run feeds the previous output frame back in, as a
 recycled live frame would be, with the stream's template loaded as the client loads it (see
@@ -14,50 +14,23 @@ import random
 import struct
 
 import pytest
-from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, raw
+from scapy.all import IP, UDP, Dot1Q, Ether, Raw, raw
 from scapy.contrib.gtp import GTP_U_Header
 
-from gtplab.engine import EngineError, compile_stream, parse_mult
-from gtplab.engine import kernel, vm
-from gtplab.engine.client import _bucket_hi, _percentile
+from gtplab.kernel import libbpf as kernel
+from gtplab.traffic.engine import EngineError, compile_stream, parse_mult
+from gtplab.traffic.engine import vm
+from gtplab.traffic.engine.client import BPF_OBJ, _bucket_hi, _percentile
+from helpers import (GTP_TEID_OFF, GTPU_PKT, INNER_IP, INNER_SRC, TCP_PKT, UDP_PKT, VLAN_PKT, assert_checksums,
+                     fastrand, fv, rand_values, stream, trex_dec, trex_inc, wr)
 
 N = 40
 
-# named test packets
-UDP_PKT = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / \
-    IP(src="16.0.0.1", dst="48.0.0.1") / UDP(sport=1025, dport=12) / Raw(b"x" * 40)
-TCP_PKT = Ether() / IP(src="16.0.0.1", dst="48.0.0.1") / TCP(sport=1025, dport=80) / Raw(b"y" * 41)
-VLAN_PKT = Ether() / Dot1Q(prio=5, vlan=100) / IP(src="16.0.0.1", dst="48.0.0.1") / UDP() / Raw(b"z" * 30)
-GTPU_PKT = Ether() / IP(src="10.201.0.16", dst="10.201.0.1") / UDP(sport=2152, dport=2152) / \
-    GTP_U_Header(teid=0x10000) / IP(src="10.64.0.1", dst="198.18.0.1") / UDP(sport=1234, dport=5678) / \
-    Raw(b"p" * 50)
-# offsets in GTPU_PKT: outer IP 14, outer UDP 34, GTP 42, inner IP 50, inner UDP 70
-GTP_TEID_OFF, INNER_IP, INNER_SRC = 46, 50, 62
-
-
-def stream(pkt, instructions, **extra):
-    js = {"mode": {"type": "continuous", "rate": {"type": "pps", "value": 1000}},
-          "packet": {"binary": base64.b64encode(raw(pkt)).decode(), "meta": ""},
-          "vm": {"instructions": instructions}, "flow_stats": {"enabled": False}}
-    js.update(extra)
-    return js
-
-
-def fv(name, size, op, lo, hi, init=None, step=1):
-    d = {"type": "flow_var", "name": name, "size": size, "op": op, "min_value": lo,
-         "max_value": hi, "step": step, "next_var": None, "split_to_cores": True}
-    d["init_value"] = (hi if op == "dec" else lo) if init is None else init
-    return d
-
-
-def wr(name, off, add=0, big=True):
-    return {"type": "write_flow_var", "name": name, "pkt_offset": off, "add_value": add,
-            "is_big_endian": big}
 
 
 @pytest.fixture(scope="module")
 def obj():
-    o = kernel.BpfObject()
+    o = kernel.BpfObject(BPF_OBJ)
     yield o
     o.close()
 
@@ -109,54 +82,6 @@ def field(frames, off, size, big=True):
     return [int.from_bytes(f[off:off + size], "big" if big else "little") for f in frames]
 
 
-def assert_checksums(frame: bytes):
-    """Every IPv4/UDP/TCP checksum in the frame (inner ones too) is what Scapy computes."""
-    p = Ether(frame)
-    q = p.copy()
-    for layer in (IP, UDP, TCP):
-        i = 1
-        while q.getlayer(layer, i) is not None:
-            ly = q.getlayer(layer, i)
-            if not (layer is UDP and ly.chksum == 0):
-                ly.chksum = None
-            i += 1
-    q = Ether(raw(q))
-    for layer in (IP, UDP, TCP):
-        i = 1
-        while p.getlayer(layer, i) is not None:
-            assert p.getlayer(layer, i).chksum == q.getlayer(layer, i).chksum, \
-                f"{layer.__name__}#{i} checksum wrong in {p.summary()}"
-            i += 1
-
-
-# ---- TRex semantics, computed independently -------------------------------------------------
-def trex_inc(lo, hi, init, step, n):
-    span = hi - lo + 1
-    return [lo + ((init - lo) + k * step) % span for k in range(n)]
-
-
-def trex_dec(lo, hi, init, step, n):
-    span = hi - lo + 1
-    return [lo + ((init - lo) - k * step) % span for k in range(n)]
-
-
-def fastrand(seed):
-    """trex_stl_stream_vm.h fastrand/vm_rand16: an LCG, 15 bits per draw."""
-    while True:
-        seed = (214013 * seed + 2531011) & 0xFFFFFFFF
-        yield (seed >> 16) & 0x7FFF
-
-
-def rand_values(seed, size, lo, hi, n, limit=None):
-    out, k = [], 0
-    g = fastrand(seed)
-    for i in range(n):
-        if limit is not None and k == limit:
-            g, k = fastrand(seed), 0
-        r = next(g) if size <= 2 else (next(g) << 16) + next(g)
-        out.append(lo + r % (hi - lo + 1))
-        k += 1
-    return out
 
 
 # ---- flow_var ------------------------------------------------------------------------------
@@ -481,3 +406,71 @@ def test_latency_percentile_buckets():
     hist[60] = 2        # 2^15 * 1.25 = 40960
     assert _bucket_hi(40) == 1280
     assert _percentile(hist, 0.5) == 1280 and _percentile(hist, 0.99) == 40960
+
+
+# ---- the frame cache (struct tg_cframe): prebuilt frames of a periodic program ---------------------
+
+def _uplink_like():
+    """The uplink profile's shape: bearer and SGW variables in step, a counter-variable going
+    down, writes into the TEID and both IPv4 headers, fixes of both (incremental)."""
+    return stream(GTPU_PKT, [
+        fv("bearer", 4, "inc", 0, 39), fv("sgw", 4, "inc", 0, 3), fv("down", 2, "dec", 0, 39),
+        wr("bearer", GTP_TEID_OFF, 0x10000), wr("bearer", INNER_SRC, 0x0A400001),
+        wr("sgw", 26, 0x0AC90010), wr("down", 90),
+        {"type": "fix_checksum_ipv4", "pkt_offset": 14},
+        {"type": "fix_checksum_hw", "l2_len": INNER_IP, "l3_len": 20, "l4_type": 11}])
+
+
+def test_frame_cache_sends_exactly_what_the_program_makes(obj):
+    """Two and a half periods, frame for frame: the program run per packet and the prebuilt
+    frames copied in turn (a DUT scribbling over the recycled frames in between) are the same
+    bytes; cached, the variables no longer move, the cache position does."""
+    from gtplab.traffic.engine.client import install_cache, prebuild_frames
+    js = _uplink_like()
+    cs = compile_stream(js)
+    assert cs.period() == 40
+    per_packet = run(obj, js, n=100, cs=cs)
+    assert len({f[GTP_TEID_OFF:GTP_TEID_OFF + 4] for f in per_packet}) == 40
+    load(obj, cs)
+    frames = prebuild_frames(obj, cs, 0)
+    assert frames == per_packet[:40]
+    install_cache(obj, cs, 0, frames, base=100)
+    fd = obj.prog_fd("tg_tx")
+    rnd, cur, cached = random.Random(7), cs.frame, []
+    for _ in range(100):
+        verdict, out = kernel.run_once(fd, cur, 0)
+        assert verdict == 3
+        cached.append(out)
+        cur = rnd.randbytes(rnd.randint(14, len(cs.frame)))
+    assert cached == per_packet
+    st = obj.map("state").lookup(struct.pack("<I", 0))
+    tx, _, errors = struct.unpack_from("<QQQ", st, vm.STATE_TX_OFF)
+    pos, = struct.unpack_from("<I", st, vm.STATE_TX_OFF + 24)
+    assert (tx, errors, pos) == (100, 0, 100 % 40)
+    assert st[:vm.MAX_VARS * 24] == cs.state_value()[:vm.MAX_VARS * 24]   # variables untouched
+
+
+@pytest.mark.parametrize("change,why", [
+    (lambda js: js["vm"]["instructions"].__setitem__(0, fv("bearer", 4, "random", 0, 39)), "random"),
+    (lambda js: js["vm"]["instructions"].extend([fv("a", 2, "inc", 0, 4092), fv("b", 2, "inc", 0, 4090)]),
+     "period over 4096"),
+    (lambda js: js["packet"].__setitem__("binary", base64.b64encode(raw(GTPU_PKT / Raw(b"q" * 40))).decode()),
+     "frame over 128 B"),
+    (lambda js: js["vm"]["instructions"].extend([fv("len", 2, "inc", 60, 100),
+                                                 {"type": "trim_pkt_size", "name": "len"}]), "trim"),
+])
+def test_frame_cache_only_for_periodic_small_programs(change, why):
+    js = _uplink_like()
+    change(js)
+    try:
+        cs = compile_stream(js)
+    except EngineError:
+        pytest.fail(f"{why}: the stream itself should compile")
+    assert cs.period() is None, why
+
+
+def test_frame_cache_period_is_the_lcm_of_the_cycles():
+    js = stream(UDP_PKT, [fv("a", 1, "inc", 0, 5), fv("b", 2, "dec", 10, 13), fv("c", 1, "inc", 0, 9, step=4),
+                          wr("a", 30), wr("b", 26), wr("c", 27)])
+    assert compile_stream(js).period() == 60    # lcm(6, 4, 10 / gcd(4, 10) = 5)
+    assert compile_stream(stream(UDP_PKT, [])).period() == 1

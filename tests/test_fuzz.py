@@ -1,6 +1,6 @@
 """Fuzzing both PGW-U programs in place: random and mutated frames through BPF_PROG_TEST_RUN.
 
-Templates are built once with gtplab.packets; mutations work on raw bytes (flip bytes, truncate,
+Templates are built once with gtplab.gtpu.packets; mutations work on raw bytes (flip bytes, truncate,
 extend, random GTP flags/lengths/extension chains, lengths fixed up so parsing goes deeper, pure
 junk). For every packet: exactly one stats counter moved, by 1 packet and the frame's length, under a
 (reason, verdict) pair the header documents and that this program can produce; passed packets are
@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from gtplab import packets as P
-from gtplab.dataplane import REASONS, VERDICTS, Config, Nexthop, usual_verdicts
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import REASONS, VERDICTS, Config, Nexthop, usual_verdicts
 import oracle as O
 
 SEEDS = [int(s, 0) for s in os.environ.get("GTPLAB_FUZZ_SEEDS", "1,2,3,4").split(",")]

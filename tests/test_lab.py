@@ -1,4 +1,4 @@
-"""The namespace lab (gtplab/lab.py): topology, isolation between labs, cleanup after a crash, and GTP-U
+"""The namespace lab (gtplab/lab/topology.py): topology, isolation between labs, cleanup after a crash, and GTP-U
 traffic through the PGW-U in both directions. Needs root; creates namespaces with unique names."""
 
 from __future__ import annotations
@@ -16,37 +16,14 @@ from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from gtplab import lab as labmod
-from gtplab.lab import Lab, LabError
+from gtplab.lab import topology as labmod
+from gtplab.lab.topology import Lab, LabError
+from helpers import leftovers, wait_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[1]
 GTPLAB = [sys.executable, "-m", "gtplab"]
-
-
-def leftovers(name: str) -> list[str]:
-    """Everything of lab `name` still on the machine: namespaces, host links, bpffs paths, state."""
-    found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    found += [ln.split()[0] for ln in netns.splitlines() if f"gtplab-{name}-" in ln]
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
-    found += [ln for ln in links.splitlines() if f"g{name}p" in ln or f"d{name}p" in ln]
-    found += [str(p) for p in Path("/sys/fs/bpf").glob(f"gtplab-{name}*")]
-    found += [str(p) for p in labmod.STATE_DIR.glob(f"{name}.*")]
-    return found
-
-
-def wait_for(cond, timeout=5.0, what="condition"):
-    """Poll cond() until it returns something true, with a deadline (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +190,7 @@ def test_cli_up_status_down():
 
 def test_crash_after_up_then_down_cleans_up():
     """The process that built the lab dies without tearing down; `gtplab lab down --name` cleans up."""
-    code = ("import os, signal; from gtplab.lab import Lab; lab = Lab.up(dut='pgwu'); "
+    code = ("import os, signal; from gtplab.lab.topology import Lab; lab = Lab.up(dut='pgwu'); "
             "print(lab.name, flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert p.returncode == -signal.SIGKILL, p.stderr
@@ -300,7 +277,7 @@ def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown():
 
 
 def test_cpu_layout_parse_and_bad_input():
-    from gtplab.lab import CpuLayout
+    from gtplab.lab.cpu import CpuLayout
     assert CpuLayout.parse({"generator": 0, "dut": "1"}) == CpuLayout([0], [1])
     assert CpuLayout.parse({"generator": [0], "dut": [1]}) == CpuLayout([0], [1])
     assert CpuLayout.parse("auto") == CpuLayout.default() == CpuLayout.parse(None)
@@ -312,7 +289,7 @@ def test_cpu_layout_parse_and_bad_input():
 
 
 def test_a_layout_that_shares_a_cpu_is_recorded_as_not_honoured():
-    from gtplab.lab import CpuLayout
+    from gtplab.lab.cpu import CpuLayout
     with Lab.up(dut="drop", cpus=CpuLayout([0], [0])) as lab:
         lay = lab.state["cpu_layout"]
         assert not lay["honoured"] and any("run both generator and DUT" in n for n in lay["notes"])
@@ -330,7 +307,7 @@ def test_down_all_spares_labs_in_use_and_status_marks_orphans(tmp_path):
     `lab status` marks a lab whose creator died without tearing it down as orphaned. (Its own state
     directory: --all here sees this test's lab only, never another user's.)"""
     env = dict(os.environ, GTPLAB_RUN_DIR=str(tmp_path))
-    code = ("import sys, time; sys.path.insert(0, %r); from gtplab.lab import Lab; "
+    code = ("import sys, time; sys.path.insert(0, %r); from gtplab.lab.topology import Lab; "
             "lab = Lab.up(dut='drop'); print(lab.name, flush=True); time.sleep(120)" % str(REPO))
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     name = owner.stdout.readline().strip()

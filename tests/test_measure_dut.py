@@ -13,9 +13,9 @@ import os
 
 import pytest
 
-from gtplab import labconfig
-from gtplab.lab import napi_threads
-from gtplab.runner import CaseParams, Runner, ndr_search
+from gtplab.lab import config as labconfig
+from gtplab.lab.cpu import napi_threads
+from gtplab.measure.ndr import CaseParams, Runner, ndr_search
 
 pytestmark = pytest.mark.lab
 
@@ -25,7 +25,7 @@ CFG = labconfig.load("embedded")
 @pytest.fixture(scope="module")
 def runner(request):
     """A Runner on a lab whose DUT is request.param: the PGW-U or the reference forwarder."""
-    from gtplab.backend import Backend
+    from gtplab.traffic.backend import Backend
     if len(os.sched_getaffinity(0)) < 2:
         pytest.fail("the lab's CPU layout needs two CPUs (generator and DUT); this host gives one")
     be = Backend.open("local", mtu=3200, cpus=CFG.cpu_layout(), dut=request.param)

@@ -141,7 +141,7 @@ def test_bad_arguments_are_one_clear_error(tmp_path):
 def test_case_metrics_follow_prometheus_conventions():
     from prometheus_client import generate_latest
 
-    from gtplab.push import case_registry
+    from gtplab.results.push import case_registry
     text = generate_latest(case_registry(make_run(), make_case(0, "uplink", 64))).decode()
     cp = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert cp.returncode == 0 and cp.stdout.strip() == "" and cp.stderr.strip() == "", cp.stdout + cp.stderr
@@ -151,7 +151,7 @@ def test_case_metrics_follow_prometheus_conventions():
 
 
 def test_push_case_grouping_key_and_values(stack):
-    from gtplab.push import push_case
+    from gtplab.results.push import push_case
     run, case = make_run(), make_case(7, "downlink", 128, flows=16, checksum="off")
     assert push_case(stack.gateway, run, case)
     (group,) = gateway_groups(stack.gateway, run["uuid"]).values()
@@ -168,8 +168,9 @@ def test_push_case_grouping_key_and_values(stack):
 
 def test_gateway_goes_away_mid_sweep_and_nothing_is_lost(stack, tmp_path):
     """The sweep's loop: write the case to disk, then push. Gateway down for cases 2-3, back for 4."""
-    from gtplab import monitor, results
-    from gtplab.push import Pusher
+    from gtplab.observe import monitor
+    from gtplab.results import store as results
+    from gtplab.results.push import Pusher
     run = make_run()
     rdir = tmp_path / "results"
     results.write_run(rdir, run)
@@ -235,7 +236,7 @@ def test_push_rejects_a_bad_results_dir(tmp_path, content, message):
 
 
 def test_results_files_follow_the_contract(tmp_path):
-    from gtplab import results
+    from gtplab.results import store as results
     run = make_run()
     cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
     results.write_run(tmp_path, run)
@@ -254,7 +255,7 @@ def test_results_files_follow_the_contract(tmp_path):
 # ---- export -------------------------------------------------------------------------------------
 
 def test_export_writes_csv(stack, tmp_path):
-    from gtplab.push import push_case
+    from gtplab.results.push import push_case
     run = make_run()
     assert push_case(stack.gateway, run, make_case(0, "uplink", 64))
     deadline = time.monotonic() + 20
@@ -293,7 +294,7 @@ def test_export_writes_csv(stack, tmp_path):
 
 
 def test_pusher_with_the_gateway_down_all_sweep_long(tmp_path):
-    from gtplab.push import Pusher
+    from gtplab.results.push import Pusher
     from monitor_stack import free_ports
     (port,) = free_ports(1)  # nothing listens there
     run = make_run()

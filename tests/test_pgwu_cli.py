@@ -1,7 +1,7 @@
 """The `pgwu` control tool (dataplane/pgwu), run as a subprocess against its real pinned maps.
 
 Each test gets its own PIN_DIR (/sys/fs/bpf/gtplab-test-<id>) that a fixture always unloads and
-removes. What pgwu says is cross-checked against the maps themselves (gtplab.dataplane reads them
+removes. What pgwu says is cross-checked against the maps themselves (gtplab.dut.dataplane reads them
 with bpf(2) directly), and every failing call is checked to leave the tables exactly as they were.
 Tests marked `lab` attach to a veth pair inside their own network namespace.
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import bpf
-from gtplab.dataplane import PGWU_BIN, REASONS, VERDICTS, Dataplane
+from gtplab.kernel import bpf
+from gtplab.dut.dataplane import PGWU_BIN, REASONS, VERDICTS, Dataplane
 
 PGWU = str(PGWU_BIN)
 LINK_PREFIX = "link_xdp_"
@@ -344,8 +344,8 @@ def test_session_commands_keep_the_slot_index_right(loaded, tmp_path):
     """pgwu keeps the direct index (ul_slots/dl_slots) in step with the hash maps: with 64 slots,
     TEIDs/UEs 64 apart share one. Packets for both bearers are forwarded and counted; deleting the
     indexed one (del, unload, flush) leaves the other forwarding, and a deleted one is dropped."""
-    from gtplab import packets as P
-    from gtplab.dataplane import Dataplane
+    from gtplab.gtpu import packets as P
+    from gtplab.dut.dataplane import Dataplane
     ok(loaded, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
     ok(loaded, "config", "--nexthop", "sgi", "lo", "02:00:00:00:00:02")
     assert add(loaded, 1, "10.45.0.1").returncode == 0

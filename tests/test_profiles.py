@@ -1,7 +1,7 @@
 """The TRex profiles (trex_profiles/gtpu_*.py) and the bearer files made for them (gtplab bearers).
 
 Each profile is loaded by TRex's own client library (lbr-trex-client) in a subprocess
-(gtplab.trex_worker), never in this process (its bundled Scapy 2.4.3 would shadow Scapy 2.8). Here,
+(gtplab.traffic.trex.worker), never in this process (its bundled Scapy 2.4.3 would shadow Scapy 2.8). Here,
 with Scapy 2.8 and code of its own, the test checks every stream's JSON:
 - the base packet: layers, field values, lengths (len == size - 4), checksums;
 - every field-engine instruction: the offsets are compared with offsets found independently (by
@@ -33,7 +33,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from gtplab import bearers as gb
+from gtplab.gtpu import bearers as gb
 from gtplab.cli import main as gtplab_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,10 @@ PDN_BASE = int(ipaddress.IPv4Address("198.18.0.1"))
 
 
 class TrexWorker:
-    """gtplab.trex_worker: profile_streams(path, direction, port_id, tunables) -> stream JSON."""
+    """gtplab.traffic.trex.worker: profile_streams(path, direction, port_id, tunables) -> stream JSON."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "gtplab.trex_worker"], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "gtplab.traffic.trex.worker"], cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
         self.n = 0
@@ -213,10 +213,15 @@ def downlink_offsets(raw: bytes) -> dict:
 
 
 def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0,
-                cores: int = 1) -> list[bytes]:
+                cores: int = 1, rand=None) -> list[bytes]:
+    """op=random draws from rand (a random.Random: TRex's own generator is not reproduced, only
+    the semantics: uniform over [min, max] every packet)."""
     state = {}
     for ins in instructions:
-        if ins["type"] == "flow_var":
+        if ins["type"] == "flow_var" and ins["op"] == "random":
+            state[ins["name"]] = dict(random=True, lo=ins["min_value"], hi=ins["max_value"],
+                                      size=ins["size"], value=None)
+        elif ins["type"] == "flow_var":
             assert "value_list" not in ins or ins.get("value_list") is None
             lo, hi = ins["min_value"], ins["max_value"]
             rng = hi - lo + 1
@@ -236,6 +241,9 @@ def run_program(base: bytes, instructions: list[dict], count: int, core: int = 0
             t = ins["type"]
             if t == "flow_var":
                 v = state[ins["name"]]
+                if v.get("random"):
+                    v["value"] = rand.randint(v["lo"], v["hi"])
+                    continue
                 v["value"] = v["lo"] + (v["value"] - v["lo"] + v["step"]) % v["rng"]
             elif t == "write_flow_var":
                 v = state[ins["name"]]
@@ -818,3 +826,74 @@ def test_pgwu_loads_the_bearer_file(pgwu, tmp_path):
         run("unload")
         if os.path.exists(pin):
             shutil.rmtree(pin, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# --order random (issue 13): a random bearer per packet, TRex's op=random
+
+
+@pytest.mark.parametrize("tunables", [argv(flows=64, sgws=4, order="random"),
+                                      argv(size=300, flows=40, sgws=8, l4="tcp", order="random",
+                                           outer_udp_csum="zero", seed=7),
+                                      argv(flows=1 << 20, sgws=4, order="random")],
+                         ids=lambda t: " ".join(t))
+def test_uplink_random_order(trex, tmp_path, tunables):
+    """Every packet is one bearer's (TEID, UE, SGW = bearer file), the inner destination is
+    pdn_base, checksums valid after the (hardware) fix; the streams carry --seed as random_seed;
+    in 30 x flows packets (at most 2 M) every bearer turns up (P(miss) < flows * e^-30)."""
+    import random
+    a = params("uplink", tunables)
+    (stream,) = trex.streams("uplink", tunables)
+    assert stream.get("random_seed") == a.seed
+    raw, ins = binary(stream), stream["vm"]["instructions"]
+    var = [x for x in ins if x["type"] == "flow_var"]
+    assert [(v["name"], v["op"], v["min_value"], v["max_value"]) for v in var] == \
+        [("bearer", "random", 0, a.flows - 1)]
+    assert [x["type"] for x in ins if x["type"].startswith("fix")] == \
+        ["fix_checksum_ipv4", "fix_checksum_hw"]
+    off = uplink_offsets(raw)
+    table = bearer_file(tmp_path, "uplink", tunables)
+    n = min(30 * a.flows, 2_000_000) if a.flows <= 4096 else 20_000
+    seen = set()
+    for pkt in run_program(raw, ins, n, rand=random.Random(a.seed)):
+        teid = int.from_bytes(pkt[off["teid"]:off["teid"] + 4], "big")
+        ue = int.from_bytes(pkt[off["inner_src"]:off["inner_src"] + 4], "big")
+        sgw = int.from_bytes(pkt[off["outer_src"]:off["outer_src"] + 4], "big")
+        dst = int.from_bytes(pkt[off["inner_dst"]:off["inner_dst"] + 4], "big")
+        i = teid - a.teid_base
+        assert 0 <= i < a.flows and table[teid][:2] == (ue, sgw), (teid, ue, sgw)
+        assert sgw == a.sgw_base + i % a.sgws and dst == a.pdn_base
+        assert ipv4_ok(pkt, off["outer_ip"]) and ipv4_ok(pkt, off["inner_ip"])
+        assert l4_ok(pkt, off["inner_ip"])
+        seen.add(i)
+    if a.flows <= 4096:
+        assert seen == set(range(a.flows))
+    else:   # 20 k draws from 1 M: nearly all distinct, spread over the whole range
+        assert len(seen) > 19_000 and min(seen) < a.flows // 50 and max(seen) > a.flows * 49 // 50
+
+
+def test_downlink_random_order(trex, tmp_path):
+    import random
+    tunables = argv(flows=50, pdn_addrs=3, vlans=2, order="random")
+    a = params("downlink", tunables)
+    (stream,) = trex.streams("downlink", tunables)
+    assert stream.get("random_seed") == a.seed
+    raw, ins = binary(stream), stream["vm"]["instructions"]
+    assert {x["name"]: x["op"] for x in ins if x["type"] == "flow_var"} == \
+        {"bearer": "random", "src": "inc", "vlan": "inc"}
+    off = downlink_offsets(raw)
+    ues = {v[0] for v in bearer_file(tmp_path, "downlink", tunables).values()}
+    seen = set()
+    for pkt in run_program(raw, ins, 30 * a.flows, rand=random.Random(1)):
+        dst = int.from_bytes(pkt[off["dst"]:off["dst"] + 4], "big")
+        assert dst in ues and ipv4_ok(pkt, off["ip"]) and l4_ok(pkt, off["ip"])
+        seen.add(dst)
+    assert seen == ues
+
+
+def test_random_order_bad_sgws():
+    for t in (argv(flows=48, sgws=3, order="random"),
+              argv(flows=64, sgws=4, sgw_base="10.201.0.17", order="random")):
+        with pytest.raises(common.ProfileError, match="--order random needs --sgws a power of two"):
+            params("uplink", t)
+    params("uplink", argv(flows=64, sgws=4, sgw_base="10.201.0.17"))   # seq: any base

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import cli, report, results
+from gtplab import cli
+from gtplab.results import report
+from gtplab.results import store as results
 
 SIZES = (64, 128, 256, 512, 1024, 1518)
 # per direction: (CPU ns/packet = a + b * size, XDP program ns/packet = c + d * size)
@@ -114,7 +116,7 @@ def assert_all_referenced_files_exist(index: Path) -> Refs:
 
 def test_report_from_results_dir(tmp_path):
     d = write_results(tmp_path / "run1", sweep_cases())
-    # a flame graph for one case, where `gtplab sweep --profile` puts it
+    # a flame graph for one case, where `gtplab sweep --flamegraph` puts it
     fg = d / "flamegraphs" / "case-uplink-64-1000-on.svg"
     fg.parent.mkdir()
     fg.write_text('<svg xmlns="http://www.w3.org/2000/svg"><rect width="1" height="1"/></svg>\n')
@@ -308,14 +310,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.lab
 def test_report_from_a_real_sweep(tmp_path):
-    """A tiny real `gtplab sweep --profile` (embedded lab, two sizes, both directions, 0.3 s trials)
+    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 0.3 s trials)
     ends by printing its report's path; the report and a comparison of the run with itself are
     complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
-    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--pcap-limit", "0", "--profile", "--out", str(rdir)],
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
+                         "--duration", "0.3", "--pcap-limit", "0", "--flamegraph", "--out", str(rdir)],
                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     index = rdir / "report" / "index.html"
@@ -385,3 +387,34 @@ def test_report_says_which_side_was_the_limit_and_compares_with_the_forwarder(tm
                                                                    "notes": ["CPU(s) 0 run both"]}}))
     text = re.sub(r"<[^>]+>", " ", report.build_report(pg).read_text())
     assert "NOT honoured" in text and "CPU(s) 0 run both" in text
+
+
+def test_report_shows_bearer_scale_ratio(tmp_path):
+    """Issue 13: the 1 M random-order case next to the 1024-bearer case of the same size, their
+    NDR ratio against the 0.7 target, and no mix-up with the forwarder comparison."""
+    seq_up = ndr_case("uplink", 64, 800e3, "dut")
+    rnd_up = {**ndr_case("uplink", 64, 500e3, "dut"), "case_id": "up-64-1M", "flows": 1_000_000,
+              "bearers": 1_000_000, "order": "random"}
+    seq_dn = ndr_case("downlink", 64, 900e3, "dut")
+    rnd_dn = {**ndr_case("downlink", 64, 720e3, "dut"), "case_id": "dn-64-1M", "flows": 1_000_000,
+              "bearers": 1_000_000, "order": "random"}
+    lone = {**ndr_case("uplink", 512, 400e3, "dut"), "case_id": "up-512-1M", "order": "random",
+            "flows": 1_000_000}
+    d = write_results(tmp_path / "r", [seq_up, seq_dn, rnd_up, rnd_dn, lone])
+    index = report.build_report(d)
+    rows = {(r["direction"], r["frame_size"]): r
+            for r in json.loads((index.parent / "summary.json").read_text())["scale_ratios"]["A"]}
+    assert rows[("uplink", 64)]["ratio"] == pytest.approx(0.625)
+    assert rows[("downlink", 64)]["ratio"] == pytest.approx(0.8)
+    assert rows[("uplink", 512)]["ratio"] is None and "no sequential" in rows[("uplink", 512)]["note"]
+    text = re.sub(r"<[^>]+>", " ", index.read_text())
+    assert "Bearer scale" in text and "0.625 not met" in text and "0.8 met" in text
+    # against a forwarder run, only the sequential cases are compared
+    fw = write_results(tmp_path / "f", [ndr_case("uplink", 64, 1.6e6, "dut")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000003")
+    for x, mode in ((d, "pgwu"), (fw, "fwd")):
+        run = json.loads((x / "run.json").read_text())
+        (x / "run.json").write_text(json.dumps({**run, "dut_mode": mode}))
+    index = report.build_report(d, fw)
+    ref = json.loads((index.parent / "summary.json").read_text())["reference_ratios"]
+    assert [(r["direction"], r["pgwu_ndr_pps"]) for r in ref] == [("uplink", 800e3)]

@@ -1,7 +1,7 @@
 """Correctness through the live lab: known packets in, every packet out checked with Scapy.
 
-One namespace lab per module (gtplab.lab.Lab: generator + XDP PGW-U, always torn down). Packets come
-from gtplab/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
+One namespace lab per module (gtplab.lab.topology.Lab: generator + XDP PGW-U, always torn down). Packets come
+from gtplab/gtpu/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
 TRex stream JSON (raw bytes, no field engine, single bursts); the engine captures on the receiving
 port. For each packet the test computes the expected output itself:
 - uplink (decap): Ether(gen port 1 <- DUT SGi) / the inner packet with TTL-1 and a valid header
@@ -24,8 +24,9 @@ from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
-from gtplab import conservation, packets
-from gtplab.runner import LocalDut
+from gtplab.gtpu import packets
+from gtplab.measure import conservation
+from gtplab.dut.local import LocalDut
 
 pytestmark = pytest.mark.lab
 
@@ -35,7 +36,7 @@ CSUM_ON = (0, 1)    # bearers with the outer UDP checksum on; 2, 3 have it off
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from gtplab.lab import Lab
+    from gtplab.lab.topology import Lab
     lab = Lab.up()
     client = dut = None
     try:

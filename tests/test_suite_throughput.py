@@ -1,5 +1,5 @@
 """Throughput through the live lab: RFC 2544-style NDR/PDR searches per direction and frame size,
-compared with the lab config's thresholds (gtplab/labs/<lab>.yaml, chosen with $GTPLAB_LAB_CONFIG:
+compared with the lab config's thresholds (gtplab/lab/labs/<lab>.yaml, chosen with $GTPLAB_LAB_CONFIG:
 the same tests pass or fail on a lab of real servers against its own numbers). Packet conservation
 is asserted for every trial. The searches here are short (few, short trials); `-m long` runs the
 full frame-size list with longer trials.
@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from gtplab import labconfig
-from gtplab.runner import CaseParams, Runner, ndr_search
+from gtplab.lab import config as labconfig
+from gtplab.measure.ndr import CaseParams, Runner, ndr_search
 
 CFG = labconfig.load(os.environ.get("GTPLAB_LAB_CONFIG"))
 pytestmark = [pytest.mark.lab] + ([pytest.mark.trex] if CFG.backend == "trex" else [])
@@ -26,7 +26,7 @@ LONG_SIZES = [64, 128, 256, 512, 1024, 1280, 1424, 1518, 3024]
 
 @pytest.fixture(scope="module")
 def runner():
-    from gtplab.backend import Backend
+    from gtplab.traffic.backend import Backend
     if CFG.backend == "trex" and not (CFG.trex_server or os.environ.get("TREX_SERVER")):
         pytest.skip(f"lab config {CFG.name} needs a TRex server: set TREX_SERVER")
     be = Backend.open(CFG.backend, config={"trex_server": CFG.trex_server},

@@ -34,7 +34,7 @@ def lab_left(name: str) -> list[str]:
 def test_sigterm_mid_sweep_is_handled_like_ctrl_c(tmp_path):
     out = tmp_path / "run"
     idle = cpuidle_state()
-    p = subprocess.Popen(GTPLAB + ["sweep", "--sizes", "128,1424", "--directions", "uplink", "--out", str(out)],
+    p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128,1424", "--directions", "uplink", "--out", str(out)],
                          cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     seen = []
     try:
@@ -69,7 +69,7 @@ def test_results_dir_filling_up_stops_the_run_cleanly(tmp_path):
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "gtplab-test", str(mnt)], check=True)
     try:
         out = mnt / "run"
-        p = subprocess.run(GTPLAB + ["sweep", "--sizes", "1424,3024", "--directions", "downlink",
+        p = subprocess.run(GTPLAB + ["sweep", "--no-scale", "--sizes", "1424,3024", "--directions", "downlink",
                                      "--out", str(out), "--pcap-limit", "1000", "--max-trials", "2"],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
         assert p.returncode == 3, p.stderr
@@ -86,7 +86,7 @@ def test_results_dir_filling_up_stops_the_run_cleanly(tmp_path):
 
 def test_bad_pushgateway_url_builds_nothing(tmp_path):
     before = set(os.listdir("/run/gtplab/labs")) if os.path.isdir("/run/gtplab/labs") else set()
-    p = subprocess.run(GTPLAB + ["sweep", "--sizes", "128", "--out", str(tmp_path / "r"),
+    p = subprocess.run(GTPLAB + ["sweep", "--no-scale", "--sizes", "128", "--out", str(tmp_path / "r"),
                                  "--pushgateway", "http://[::1"], cwd=REPO, capture_output=True, text=True)
     assert p.returncode == 2 and "pushgateway URL" in p.stderr and "Traceback" not in p.stderr
     after = set(os.listdir("/run/gtplab/labs")) if os.path.isdir("/run/gtplab/labs") else set()

@@ -11,20 +11,44 @@ import json
 import pytest
 import yaml
 
-from gtplab import conservation, labconfig, results, sweep
-from gtplab.cli import UserError
-from gtplab.runner import CaseParams, ndr_search
+from gtplab.lab import config as labconfig
+from gtplab.measure import conservation, plan, sweep
+from gtplab.results import store as results
+from gtplab.errors import UserError
+from gtplab.measure.ndr import CaseParams, ndr_search
 
 
 # ---------------------------------------------------------------------------------------- spec
 
 def test_default_spec_is_valid_and_complete():
-    s = sweep.load_spec(None)
+    s = plan.load_spec(None)
     assert s["frame_sizes"] == [64, 128, 256, 512, 1024, 1280, 1424, 1518, 3024]
     assert s["directions"] == ["uplink", "downlink"] and s["checksum"] == ["on"]
-    cases, skipped = sweep.plan(s)
-    assert len(cases) == 18 and not skipped
-    assert len({c.case_id for c in cases}) == 18
+    cases, skipped = plan.plan(s)
+    assert len(cases) == 20 and not skipped
+    assert len({c.case_id for c in cases}) == 20
+    # issue 13: one case per direction at 1 M bearers in random order, next to the grid's 1024
+    scale = [c for c in cases if c.order == "random"]
+    assert [(c.direction, c.frame_size, c.flows, c.n_bearers) for c in scale] == \
+        [("uplink", 64, 1_000_000, 1_000_000), ("downlink", 64, 1_000_000, 1_000_000)]
+    assert scale[0].tunables()["order"] == "random" and "order" not in cases[0].tunables()
+    assert all(any(g.order == "seq" and g.direction == c.direction and g.frame_size == c.frame_size
+                   and g.flows == 1024 for g in cases) for c in scale)
+
+
+def test_scale_cases_can_be_left_out_and_are_checked():
+    s = plan.load_spec(None)
+    assert len(plan.plan(plan.validate({**s, "scale": None}))[0]) == 18
+    one = plan.validate({**s, "directions": ["downlink"],
+                          "scale": {"flows": 4096, "order": "seq", "frame_sizes": [128, 512]}})
+    got = [(c.frame_size, c.flows, c.order) for c in plan.plan(one)[0] if c.flows == 4096]
+    assert got == [(128, 4096, "seq"), (512, 4096, "seq")]
+    for bad, msg in (({"flows": 6}, "scale.flows"), ({"flows": 2 << 20}, "scale.flows"),
+                     ({"order": "shuffled"}, "scale.order"), ({"frame_sizes": []}, "scale.frame_sizes"),
+                     ({"frame_sizes": [9000]}, "scale.frame_sizes"), ({"bearers": 5}, "unknown: bearers"),
+                     ("yes", "scale: null or a mapping")):
+        with pytest.raises(UserError, match=msg):
+            plan.validate({**s, "scale": bad})
 
 
 @pytest.mark.parametrize("bad,msg", [
@@ -50,18 +74,18 @@ def test_default_spec_is_valid_and_complete():
 ])
 def test_bad_spec_one_clear_error(bad, msg):
     with pytest.raises(UserError, match=msg):
-        sweep.validate(bad)
+        plan.validate(bad)
 
 
 def test_spec_file_errors(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("frame_sizes: [64\n")
     with pytest.raises(UserError, match="not YAML"):
-        sweep.load_spec(str(f))
+        plan.load_spec(str(f))
     with pytest.raises(UserError, match="no such file"):
-        sweep.load_spec(str(tmp_path / "missing.yaml"))
+        plan.load_spec(str(tmp_path / "missing.yaml"))
     f.write_text(yaml.safe_dump({"frame_sizes": [128], "checksum": [True, False]}))
-    assert sweep.load_spec(str(f))["checksum"] == ["on", "off"]     # YAML 1.1 on/off
+    assert plan.load_spec(str(f))["checksum"] == ["on", "off"]     # YAML 1.1 on/off
 
 
 def _args(**kw):
@@ -72,36 +96,36 @@ def _args(**kw):
 
 
 def test_overrides_are_validated():
-    s = sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,1518", directions="uplink",
+    s = plan.apply_overrides(plan.load_spec(None), _args(sizes="64,1518", directions="uplink",
                                                            rate="250000", rate_mode="ndr", duration=0.5))
     assert s["frame_sizes"] == [64, 1518] and s["directions"] == ["uplink"] and s["rate"] == 250000.0
     with pytest.raises(UserError, match="out of range"):
-        sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,9000"))
+        plan.apply_overrides(plan.load_spec(None), _args(sizes="64,9000"))
     with pytest.raises(UserError, match="bad list"):
-        sweep.apply_overrides(sweep.load_spec(None), _args(sizes="64,x"))
+        plan.apply_overrides(plan.load_spec(None), _args(sizes="64,x"))
     # an empty list is a value, refused: not "the whole default sweep"
     for kw, msg in (({"sizes": ""}, "frame_sizes"), ({"directions": ""}, "directions"),
                     ({"flow_modes": ""}, "flow_modes"), ({"checksum": ""}, "checksum")):
         with pytest.raises(UserError, match=msg):
-            sweep.apply_overrides(sweep.load_spec(None), _args(**kw))
+            plan.apply_overrides(plan.load_spec(None), _args(**kw))
 
 
 def test_undersize_uplink_is_clamped_visibly_or_skipped():
-    s = sweep.validate({"frame_sizes": [64, 128], "directions": ["uplink", "downlink"]})
-    cases, skipped = sweep.plan(s)
+    s = plan.validate({"frame_sizes": [64, 128], "directions": ["uplink", "downlink"]})
+    cases, skipped = plan.plan(s)
     up64 = next(c for c in cases if c.direction == "uplink" and c.frame_size == 64)
     assert up64.actual_size == 82 and up64.tunables()["size"] == 82
     assert up64.tunables()["stats"] == "none"            # no room for the latency trailer
     dn64 = next(c for c in cases if c.direction == "downlink" and c.frame_size == 64)
     assert dn64.actual_size == 64 and dn64.tunables()["stats"] == "latency"
-    cases, skipped = sweep.plan(sweep.validate({**s, "undersize": "skip"}))
+    cases, skipped = plan.plan(plan.validate({**s, "undersize": "skip"}))
     assert [(c.direction, c.frame_size) for c in cases if c.frame_size == 64] == [("downlink", 64)]
     assert skipped == [{"direction": "uplink", "frame_size": 64, "note": "below the uplink minimum 82: skipped"}]
 
 
 def test_case_tunables_match_bearer_file(tmp_path):
     """The bearers the sweep installs come from the profile's own tunables (no drift)."""
-    from gtplab.bearers import write_bearer_file
+    from gtplab.gtpu.bearers import write_bearer_file
     p = CaseParams("uplink", 256, flows=8, bearers=16, checksum="off")
     t = p.tunables()
     assert t["flows"] == 8 and t["bearers"] == 16 and t["outer_udp_csum"] == "zero"
@@ -288,7 +312,7 @@ class FakeRunner:
         self.asked = []
 
     def prepare(self, p):
-        from gtplab.runner import Prepared
+        from gtplab.measure.ndr import Prepared
         return Prepared(p, 0, 1, p.tunables(), p.tunables()["stats"] == "latency", [])
 
     def trial(self, prep, pps, duration, capture=None, capture_limit=64):
@@ -311,9 +335,9 @@ class FakeRunner:
 
 def test_run_case_records_contract_fields_and_trials(tmp_path):
     cfg = labconfig.load("embedded")
-    spec = sweep.validate({"frame_sizes": [64], "directions": ["uplink"], "rate_mode": "ndr",
+    spec = plan.validate({"frame_sizes": [64], "directions": ["uplink"], "rate_mode": "ndr",
                            "duration": 0.1, "pcap_limit": 8})
-    (p,) = sweep.plan(spec)[0]
+    (p,) = plan.plan(spec)[0]
     fr = FakeRunner()
     results.write_run(tmp_path, {"uuid": "u", "started": "2026-01-01T00:00:00+00:00", "backend": "local",
                                  "lab": "embedded", "host": "h"})
@@ -354,3 +378,15 @@ def test_ndr_search_with_only_the_generators_losses_is_generator_bound():
     seq = iter(["generator (receive)", "dut"])
     best, trials, status = ndr_search(lambda pps: {**trial(pps), "limit": next(seq)}, 0.0, max_trials=2)
     assert best is None and status.startswith("no trial met")
+def test_flamegraph_flag_and_its_deprecated_alias(capsys):
+    """`sweep --flamegraph` turns the flame graphs on; the old `--profile` still does, and says once that
+    it is deprecated; without either they are off and nothing is said."""
+    from gtplab import cli
+    parser = cli.build_parser()
+    assert parser.parse_args(["sweep", "--flamegraph"]).flamegraph is True
+    assert capsys.readouterr().err == ""
+    assert parser.parse_args(["sweep"]).flamegraph is False
+    assert parser.parse_args(["sweep", "--profile"]).flamegraph is True
+    err = capsys.readouterr().err
+    assert err.count("deprecated") == 1 and "--profile" in err and "use --flamegraph" in err
+    assert len(err.strip().splitlines()) == 1

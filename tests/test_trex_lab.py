@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from scapy.utils import rdpcap
 
-from gtplab import trex_runtime
-from gtplab.lab import Lab, napi_threads, teardown
-from gtplab.runner import LocalDut
+from gtplab.dut.local import LocalDut
+from gtplab.lab.cpu import napi_threads
+from gtplab.lab.topology import Lab, teardown
+from gtplab.traffic.trex import runtime as trex_runtime
 from tests import test_suite_correctness as corr
 from tests.test_trex import tshark_checksums
 
@@ -50,7 +51,7 @@ def _threads_of(pid: int) -> list[int]:
 def _trex_pids(ns: str) -> list[int]:
     out = []
     for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
-        if trex_runtime._is_trex(int(pid)):
+        if trex_runtime.is_trex(int(pid)):
             out.append(int(pid))
     return out
 
@@ -60,7 +61,7 @@ def _gone(state: dict) -> list[str]:
     left = [ns for ns in state["netns"].values() if Path(f"/run/netns/{ns}").exists()]
     left += [d for d in state["pin_dirs"].values() if os.path.lexists(d)]
     t = state["trex"]
-    if t.get("pid") and trex_runtime._is_trex(t["pid"]):
+    if t.get("pid") and trex_runtime.is_trex(t["pid"]):
         left.append(f"TRex pid {t['pid']}")
     left += [p for p in (t["workdir"], f"/var/run/dpdk/{t['prefix']}") if os.path.exists(p)]
     if Path(f"/run/gtplab/labs/{state['name']}.json").exists():
@@ -81,7 +82,7 @@ def test_lab_up_down_with_trex(runtime):
         state = json.loads(Path(f"/run/gtplab/labs/{name}.json").read_text())
         lab = Lab(state)
         pid = state["trex"]["pid"]
-        assert pid and trex_runtime._is_trex(pid), state["trex"]
+        assert pid and trex_runtime.is_trex(pid), state["trex"]
         assert _trex_pids(lab.gen_ns), "TRex is not inside the generator namespace"
         gen = set(lab.cpus.generator)
         for p in _trex_pids(lab.gen_ns):
@@ -109,7 +110,7 @@ def test_lab_up_down_with_trex(runtime):
 
 CREATOR = """
 import sys, time
-from gtplab.lab import Lab
+from gtplab.lab.topology import Lab
 Lab.up(sys.argv[1], generator="trex", trex_runtime=sys.argv[2])
 print("up", flush=True)
 time.sleep(600)
@@ -142,7 +143,7 @@ def test_lab_down_after_creator_killed(runtime, when):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         state = json.loads(sp.read_text())
-        assert trex_runtime._is_trex(state["trex"]["pid"]), "TRex should outlive its killed creator"
+        assert trex_runtime.is_trex(state["trex"]["pid"]), "TRex should outlive its killed creator"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -156,7 +157,7 @@ def test_lab_down_after_creator_killed(runtime, when):
 
 
 def corr_addressing():
-    from gtplab.lab import Addressing
+    from gtplab.lab.topology import Addressing
     return Addressing()
 
 
@@ -181,9 +182,11 @@ def test_sweep_backend_trex(trex_lab, tmp_path):
     cp = subprocess.run(GTPLAB + ["sweep", "--backend", "trex", "--lab", trex_lab.name, "--lab-config",
                                   "embedded-trex", "--sizes", "512", "--directions", "uplink,downlink",
                                   "--flows", "64", "--rate-mode", "ndr", "--duration", "0.5",
-                                  "--max-trials", "2", "--pcap-limit", "32", "--out", str(out)],
+                                  "--max-trials", "2", "--pcap-limit", "32", "--no-scale", "--out", str(out)],
                         capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert cp.returncode == 0, cp.stderr[-3000:]
+    bad = [f"{r['case_id']}: {r['notes']}" for r in map(json.loads, (out / "cases.jsonl").read_text().splitlines())
+           if not r["conservation_ok"]] if (out / "cases.jsonl").exists() else []
+    assert cp.returncode == 0 and not bad, "\n".join(bad) + "\n" + cp.stderr[-2000:]
     run = json.loads((out / "run.json").read_text())
     assert run["backend"] == "trex" and run["generator"] == "trex" and run["lab_name"] == trex_lab.name
     recs = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gtplab import labconfig, trex_runtime
-from gtplab.cli import UserError
+from gtplab.errors import UserError
+from gtplab.lab import config as labconfig
+from gtplab.traffic.trex import runtime as trex_runtime
 
 
 def make_tarball(path: Path, marker: bytes) -> Path:
@@ -66,7 +67,9 @@ def test_config_yaml_af_packet_low_end():
 def test_lab_config_names_the_trex_runtime(tmp_path):
     c = labconfig.load("embedded-trex")
     assert c.backend == "trex" and c.generator == "trex" and c.trex_server is None
-    assert c.trex_runtime() == str((Path(c.path).parent / "../../../shared/trex/trex-v3.08-runtime.tgz").resolve())
+    assert c.trex_runtime() == str((Path(c.path).parent / "../../../../shared/trex/trex-v3.08-runtime.tgz").resolve())
+    from gtplab.traffic.trex.runtime import DEFAULT_TARBALL
+    assert c.trex_runtime() == str(DEFAULT_TARBALL.resolve())
     assert labconfig.load("embedded").generator == "engine" and labconfig.load("embedded").trex_runtime() is None
     f = tmp_path / "lab.yaml"
     for text, msg in (("lab: {generator: ixia}\n", "lab.generator"), ("trex: {runtime: 5}\n", "trex.runtime"),
@@ -79,7 +82,7 @@ def test_lab_config_names_the_trex_runtime(tmp_path):
 
 
 def test_lab_up_without_runtime_builds_nothing(tmp_path):
-    from gtplab.lab import STATE_DIR, Lab, LabError
+    from gtplab.lab.topology import STATE_DIR, Lab, LabError
     before = set(STATE_DIR.glob("*")) if STATE_DIR.is_dir() else set()
     with pytest.raises(trex_runtime.TrexUnavailable, match="does not exist"):
         Lab.up("tnoruntime", generator="trex", trex_runtime=str(tmp_path / "none.tgz"))

@@ -22,6 +22,9 @@ import ipaddress
 import shlex
 import sys
 
+# Header lengths and the GTP-U port, as gtplab/gtpu/packets.py and gtplab/gtpu/walk.py know them:
+# written again here on purpose. These profiles run inside TRex (its own Python and Scapy 2.4.3, the
+# profile's folder on sys.path), where the gtplab package cannot be imported.
 FCS_LEN = 4
 MIN_FRAME = 64           # Ethernet minimum, FCS included
 MAX_FRAME = 3024         # largest frame of a sweep (the lab's links have MTU 3200, docs/lab.md)
@@ -206,6 +209,15 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
                         "1024; single: 1)")
     g.add_argument("--bearers", type=_positive, default=None,
                    help="bearers in the bearer file (gtplab bearers), >= --flows; default --flows")
+    g.add_argument("--order", choices=("seq", "random"), default="seq",
+                   help="order of the bearers in multi mode: seq (0, 1, 2, ...) or random (a "
+                        "uniformly random bearer per packet, TRex's op=random with the fixed "
+                        "--seed, as real subscribers hit a PGW-U's tables); random needs --sgws a "
+                        "power of two and --sgw-base a multiple of it, and puts pdn_base in every "
+                        "uplink destination")
+    g.add_argument("--seed", type=_u32, default=0x6774706C,
+                   help="random_seed of the streams (--order random): the same seed, the same "
+                        "bearers in the same order")
     g.add_argument("--ue-base", type=_addr, default=DEFAULT_UE_BASE, help="UE address of bearer 0")
     g.add_argument("--teid-base", type=_u32, default=DEFAULT_TEID_BASE,
                    help="local (uplink) TEID of bearer 0")
@@ -303,6 +315,14 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
     if up and args.flows % args.sgw_period:
         raise ProfileError(f"--flows {args.flows} must be a multiple of --sgws {args.sgws} (bearer i "
                            f"uses SGW i % sgws; the field engine keeps them in step only then)")
+    if args.order == "random" and args.flows > 1 and up:
+        # the SGW index i % sgws is the low bits of i, written by a masked write of the bearer
+        # variable (TRex has no modulo): exact only for a power of two and an aligned base
+        if args.sgw_period & (args.sgw_period - 1) or args.sgw_base % args.sgw_period:
+            raise ProfileError(f"--order random needs --sgws a power of two and --sgw-base a "
+                               f"multiple of it (got --sgws {args.sgws}, --sgw-base "
+                               f"{ip(args.sgw_base)}): bearer i's SGW is written as the low bits "
+                               "of i")
     for name, base, n in (("--ue-base", args.ue_base, args.bearers),
                           ("--teid-base", args.teid_base, args.bearers),
                           ("--sgw-teid-base", args.sgw_teid_base, args.bearers),
@@ -395,7 +415,7 @@ def sw_checksum(args: argparse.Namespace, payload_len: int) -> bool:
     bytes after it), and no TRex latency header (its timestamp changes every packet)."""
     room = COMP_LEN + (STATS_PAYLOAD if args.stats != "none" else 0)
     return (getattr(args, "checksum", "hw") == "sw" and args.flows > 1
-            and args.stats != "latency" and payload_len >= room)
+            and args.stats != "latency" and payload_len >= room and args.order == "seq")
 
 
 def payload(n: int) -> bytes:
@@ -423,6 +443,7 @@ def make_streams(stl, args: argparse.Namespace, build) -> list:
             packet=stl.STLPktBuilder(pkt=pkt, vm=vm),
             mode=stl.STLTXCont(pps=row["pps"]),
             isg=row["isg"],
+            random_seed=args.seed if args.order == "random" else 0,
             flow_stats=flow_stats,
             mac_src_override_by_pkt=False,   # source MAC: the port's
             mac_dst_override_mode=0))        # destination MAC: the port's configured next hop

@@ -58,7 +58,8 @@ class GtpuDownlink(object):
         l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
         vm = []
         if a.flows > 1:
-            vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4, op="inc"),
+            vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
+                                op="random" if a.order == "random" else "inc"),
                    STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP.dst",
                                   add_val=common.s32(a.ue_base))]
         if a.flow_mode == "multi" and a.pdn_addrs > 1:

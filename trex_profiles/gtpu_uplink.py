@@ -15,6 +15,11 @@ Field engine (multi mode):
   same step: packet n of core c (of C) gets i = (c + nC) mod flows and k = (c + nC) mod period
   (TRex's inc is modular, and split_to_cores gives every core the phase c and step C for both
   variables alike), hence k == i % sgws for every packet on any number of cores.
+- --order random: "bearer" is TRex's op=random (the streams' random_seed is --seed), written into
+  the TEID and the inner source as above; the outer source gets the low bits of i by a masked write
+  (k = i % sgws exactly: sgws a power of two, sgw_base aligned), the inner destination stays
+  pdn_base. The inner checksums are fixed by STLVmFixChecksumHw (no software compensation can
+  follow a random index).
 - outer IPv4 checksum: STLVmFixIpv4 (software). Inner IPv4 and UDP/TCP checksums:
   STLVmFixChecksumHw at the inner IPv4 header (l2_len = 50); TRex's hardware fix covers the IPv4
   header and the L4 checksum of the header it points at.
@@ -39,7 +44,8 @@ if _HERE not in sys.path:
 import gtpu_common as common  # noqa: E402
 
 from trex.stl.api import (  # noqa: E402
-    CTRexVmInsFixHwCs, STLVmFixChecksumHw, STLVmFixIpv4, STLVmFlowVar, STLVmWrFlowVar)
+    CTRexVmInsFixHwCs, STLVmFixChecksumHw, STLVmFixIpv4, STLVmFlowVar, STLVmWrFlowVar,
+    STLVmWrMaskFlowVar)
 import trex.stl.api as stl  # noqa: E402
 from scapy.contrib.gtp import GTP_U_Header  # noqa: E402
 from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
@@ -98,7 +104,22 @@ class GtpuUplink(object):
         inner_l4 = "UDP:1" if a.l4 == "udp" else "TCP"
         l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
         vm = []
-        if a.flows > 1:
+        if a.flows > 1 and a.order == "random":
+            # a random bearer per packet: the SGW (i % sgws) is the low bits of i (parse() checked
+            # that sgws is a power of two and sgw_base a multiple of it); no software checksum
+            vm.append(STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
+                                   op="random"))
+            vm += [
+                STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
+                               add_val=common.s32(a.teid_base)),
+                STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP:1.src",
+                               add_val=common.s32(a.ue_base)),
+            ]
+            if a.sgw_period > 1:
+                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset="IP.src", pkt_cast_size=4,
+                                          mask=a.sgw_period - 1, shift=0),
+                       STLVmFixIpv4(offset="IP")]
+        elif a.flows > 1:
             vm.append(STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
                                    op="inc"))
             if a.sgw_period > 1:

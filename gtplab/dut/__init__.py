@@ -1,2 +1,14 @@
-"""The device under test's side of the lab that is not the PGW-U itself: the reference forwarder
-(`dut.mode: fwd`, fwd.bpf.c + fwd.py), built by this folder's Makefile."""
+"""The device under test, behind one interface the measurement uses (gtplab.measure.ndr.Runner):
+
+    kind, close(), counters(), layout(), link(), link_delta(before, after, direction), prog_stats(),
+    cpu_seconds(), bpf_stats() (a context manager), install_bearers(path)
+
+- local.py     LocalDut: the embedded lab's PGW-U or reference forwarder (pinned maps, veth counters)
+- metrics.py   MetricsDut: a PGW-U on another host (its `pgwu metrics` and node-exporter URLs)
+- dataplane.py the Python view of the PGW-U's pinned maps and programs (dataplane/pgwu.bpf.c)
+- fwd.bpf.c, fwd.h, fwd.py: the reference forwarder (`dut.mode: fwd`), built by this folder's Makefile
+"""
+
+# the XDP program that handles each direction, by its name in dataplane/pgwu.bpf.c (the reference
+# forwarder's one program is reported under both)
+PROG = {"uplink": "xdp_access", "downlink": "xdp_sgi"}

@@ -1,6 +1,6 @@
 """The lab's reference DUT (`gtplab lab up --dut fwd`, lab config `dut.mode: fwd`): a plain XDP
-forwarder (fwd.bpf.c) between the two DUT ports, with the PGW-U's CPU layout. Used by gtplab/lab.py
-to attach it and by gtplab/runner.py to read its counters in the PGW-U's shape, so the same trial,
+forwarder (fwd.bpf.c) between the two DUT ports, with the PGW-U's CPU layout. Used by gtplab/lab/topology.py
+to attach it and by gtplab/measure/ndr.py to read its counters in the PGW-U's shape, so the same trial,
 conservation and NDR search run on it (docs/lab.md: "A reference DUT").
 
 Pinned in the lab's DUT pin dir: fwd_prog, fwd_ports, fwd_stats.
@@ -12,7 +12,7 @@ import os
 import struct
 from pathlib import Path
 
-from gtplab import bpf
+from gtplab.kernel import bpf
 
 FWD_OBJ = Path(__file__).resolve().parent / "fwd.bpf.o"
 # enum fwd_reason of fwd.h, as (reason, verdict) keys in the PGW-U's counter shape
@@ -26,7 +26,7 @@ def _mac(text: str) -> bytes:
 
 def load(pin_dir: str) -> str:
     """Load fwd.bpf.o and pin its program and maps in pin_dir; returns the program's pin path."""
-    from gtplab.engine.kernel import BpfObject   # libbpf through ctypes
+    from gtplab.kernel.libbpf import BpfObject   # libbpf through ctypes
     if not FWD_OBJ.exists():
         raise FileNotFoundError(f"{FWD_OBJ} is not built (run: make -C {FWD_OBJ.parent})")
     os.makedirs(pin_dir, exist_ok=True)
@@ -48,7 +48,7 @@ def set_port(pin_dir: str, in_ifindex: int, out_ifindex: int, src_mac: str, dst_
 
 
 def counters(pin_dir: str) -> dict[tuple[str, str], int]:
-    """{(reason, verdict): packets} summed over CPUs, as gtplab.conservation.DutDelta reads them."""
+    """{(reason, verdict): packets} summed over CPUs, as gtplab.measure.conservation.DutDelta reads them."""
     out = {}
     with bpf.Map.pinned(os.path.join(pin_dir, STATS_PIN)) as m:
         for i, key in enumerate(REASONS):

@@ -1,0 +1,397 @@
+"""Python view of the XDP PGW-U data plane (dataplane/pgwu.h, dataplane/pgwu.bpf.c).
+
+- REASONS: the drop/pass/forward reasons, parsed from `enum pgwu_reason` in dataplane/pgwu.h at
+  import (PGWU_R_DROP_UNKNOWN_TEID -> "drop_unknown_teid"), so this list never drifts from the C.
+- VERDICTS: XDP action names by value.
+- Config / UlBearer / DlBearer: the map value structs, packed exactly as pgwu.h lays them out
+  (addresses and TEIDs in network order, everything else host order).
+- Dataplane(pin_dir): the pinned maps and programs of one loaded instance (`pgwu -d PIN_DIR load`):
+  test runs of both programs, config and bearers written straight into the maps, stats.
+
+Used by gtplab.dut.local (a lab's PGW-U during a measurement), the data plane tests and bench/.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import struct
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gtplab.kernel import bpf
+
+REPO = Path(__file__).resolve().parents[2]
+PGWU_H = REPO / "dataplane" / "pgwu.h"
+PGWU_BIN = REPO / "dataplane" / "pgwu"
+PGWU_OBJ = REPO / "dataplane" / "pgwu.bpf.o"
+
+VERDICTS = bpf.XDP_VERDICTS  # ("aborted", "drop", "pass", "tx", "redirect")
+VERDICT_MAX = len(VERDICTS)
+
+SIDE_ACCESS = 0
+SIDE_SGI = 1
+
+CFG_CSUM = 1 << 0
+CFG_FIB_CACHE = 1 << 1
+B_CSUM_ON = 1 << 0
+B_CSUM_OFF = 1 << 1
+
+
+def parse_reasons(header: Path = PGWU_H) -> tuple[str, ...]:
+    """The names of enum pgwu_reason in value order, lower case, without the PGWU_R_ prefix."""
+    text = header.read_text()
+    m = re.search(r"enum\s+pgwu_reason\s*\{(.*?)\};", text, re.S)
+    if not m:
+        raise RuntimeError(f"no enum pgwu_reason in {header}")
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    names: dict[int, str] = {}
+    value = -1
+    for item in body.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        mm = re.fullmatch(r"(PGWU_R_\w+|PGWU_REASON_MAX)\s*(?:=\s*(\w+))?", item)
+        if not mm:
+            raise RuntimeError(f"can't parse enum pgwu_reason item {item!r} in {header}")
+        value = int(mm.group(2), 0) if mm.group(2) else value + 1
+        if mm.group(1) == "PGWU_REASON_MAX":
+            break
+        names[value] = mm.group(1)[len("PGWU_R_"):].lower()
+    if sorted(names) != list(range(len(names))):
+        raise RuntimeError(f"enum pgwu_reason in {header} is not dense from 0")
+    return tuple(names[i] for i in range(len(names)))
+
+
+REASONS = parse_reasons()
+REASON_MAX = len(REASONS)
+REASON = {name: i for i, name in enumerate(REASONS)}
+
+
+def usual_verdicts(reason: str) -> tuple[str, ...]:
+    """The verdicts a reason is documented with (pgwu.h): *_fwd redirect/tx, echo tx, pass_*, drop_*."""
+    if reason in ("ul_fwd", "dl_fwd"):
+        return ("redirect", "tx")
+    if reason == "echo_reply":
+        return ("tx",)
+    if reason.startswith("pass_"):
+        return ("pass",)
+    if reason.startswith("drop_"):
+        return ("drop",)
+    raise ValueError(f"unknown reason {reason}")
+
+
+def _ip(addr: str) -> bytes:
+    return socket.inet_aton(addr)
+
+
+def _ipstr(b: bytes) -> str:
+    return socket.inet_ntoa(b)
+
+
+def _mac(mac: str | bytes) -> bytes:
+    if isinstance(mac, (bytes, bytearray)):
+        return bytes(mac)
+    return bytes(int(x, 16) for x in mac.split(":"))
+
+
+def _macstr(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+FIB_CACHE_BITS = int(re.search(r"#define PGWU_FIB_CACHE_BITS (\d+)", PGWU_H.read_text()).group(1))
+
+
+def fib_slot_of(dst: str, ingress_ifindex: int) -> int:
+    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex)."""
+    d = struct.unpack("=I", _ip(dst))[0]  # the address as the program loads it (host order word)
+    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & 0xFFFFFFFF)) * 0x9E3779B1) & 0xFFFFFFFF
+    return x >> (32 - FIB_CACHE_BITS)
+
+
+@dataclass
+class Nexthop:
+    """struct pgwu_nexthop: a static next hop; ifindex 0 = use bpf_fib_lookup."""
+    ifindex: int = 0
+    smac: str = "00:00:00:00:00:00"
+    dmac: str = "00:00:00:00:00:00"
+
+    FMT = "=I6s6s"
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, self.ifindex, _mac(self.smac), _mac(self.dmac))
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "Nexthop":
+        ifindex, s, d = struct.unpack(cls.FMT, b)
+        return cls(ifindex, _macstr(s), _macstr(d))
+
+
+@dataclass
+class Config:
+    """struct pgwu_config. ue_pool as "A/LEN"; egress_vlan and nexthop indexed by side (access, sgi)."""
+    local_addr: str = "0.0.0.0"
+    csum: bool = False
+    fib_cache: bool = False
+    ue_pool: str = "0.0.0.0/0"
+    egress_vlan: tuple[int, int] = (0, 0)
+    restart_counter: int = 0
+    nexthop: tuple[Nexthop, Nexthop] = field(default_factory=lambda: (Nexthop(), Nexthop()))
+
+    # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2]
+    FMT = "=4sI4s4sHHB3x16s16s"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        net = ipaddress.IPv4Network(self.ue_pool, strict=False)
+        flags = (CFG_CSUM if self.csum else 0) | (CFG_FIB_CACHE if self.fib_cache else 0)
+        return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
+                           net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
+                           self.nexthop[0].pack(), self.nexthop[1].pack())
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "Config":
+        la, flags, pa, pm, v0, v1, rc, n0, n1 = struct.unpack(cls.FMT, b[:cls.SIZE])
+        plen = bin(int.from_bytes(pm, "big")).count("1")
+        return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
+                   (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)))
+
+
+@dataclass
+class UlBearer:
+    """struct pgwu_ul_bearer (value of ul_bearers[TEID])."""
+    ue_addr: str
+    flags: int = 0
+    packets: int = 0
+    bytes: int = 0
+
+    FMT = "=4sIQQ"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, _ip(self.ue_addr), self.flags, self.packets, self.bytes)
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "UlBearer":
+        ue, flags, p, n = struct.unpack(cls.FMT, b)
+        return cls(_ipstr(ue), flags, p, n)
+
+
+@dataclass
+class DlBearer:
+    """struct pgwu_dl_bearer (value of dl_bearers[UE]); TEIDs as integers (stored network order)."""
+    sgw_addr: str
+    sgw_teid: int
+    local_teid: int
+    flags: int = 0
+    packets: int = 0
+    bytes: int = 0
+
+    FMT = "=4s4s4sIQQ"
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, _ip(self.sgw_addr), struct.pack("!I", self.sgw_teid),
+                           struct.pack("!I", self.local_teid), self.flags, self.packets, self.bytes)
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "DlBearer":
+        sgw, st, lt, flags, p, n = struct.unpack(cls.FMT, b)
+        return cls(_ipstr(sgw), struct.unpack("!I", st)[0], struct.unpack("!I", lt)[0], flags, p, n)
+
+
+COUNTER_FMT = "=QQ"
+COUNTER_SIZE = 16
+# struct name -> size, for the BTF check
+STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pgwu_dl_bearer": DlBearer.SIZE,
+                "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE,
+                "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64}
+
+
+@dataclass
+class RunResult:
+    retval: int
+    data: bytes
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.retval] if self.retval < VERDICT_MAX else f"retval {self.retval}"
+
+
+MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots")
+SLOT_VALID = 1
+UL_SLOT_FMT = "=4sI"      # struct pgwu_ul_slot: key (network order), state, then struct pgwu_ul_bearer
+DL_SLOT_FMT = "=4sI"      # struct pgwu_dl_slot: key, state, struct pgwu_dl_bearer, 24 bytes of padding
+PROGS = ("xdp_access", "xdp_sgi")
+
+
+class Dataplane:
+    """The pinned objects of one loaded data plane (`pgwu -d pin_dir load`)."""
+
+    def __init__(self, pin_dir: str | os.PathLike):
+        self.pin_dir = str(pin_dir)
+        self.maps: dict[str, bpf.Map] = {}
+        self.progs: dict[str, bpf.Prog] = {}
+        try:
+            for m in MAPS:
+                self.maps[m] = bpf.Map.pinned(os.path.join(self.pin_dir, m))
+            for p in PROGS:
+                self.progs[p] = bpf.Prog.pinned(os.path.join(self.pin_dir, p))
+        except OSError:
+            self.close()
+            raise
+        self.ncpus = self.maps["stats"].ncpus
+
+    def close(self) -> None:
+        for o in list(self.maps.values()) + list(self.progs.values()):
+            o.close()
+        self.maps.clear()
+        self.progs.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- test runs -------------------------------------------------------------------------------
+    def run(self, prog: str, frame, ingress_ifindex: int = 0) -> RunResult:
+        r = self.progs[prog].test_run(bytes(frame), ingress_ifindex=ingress_ifindex)
+        return RunResult(r.retval, r.data)
+
+    def run_access(self, frame, ingress_ifindex: int = 0) -> RunResult:
+        """xdp_access on one frame (bytes or a Scapy packet). ingress_ifindex 0: the test run's lo."""
+        return self.run("xdp_access", frame, ingress_ifindex)
+
+    def run_sgi(self, frame, ingress_ifindex: int = 0) -> RunResult:
+        return self.run("xdp_sgi", frame, ingress_ifindex)
+
+    # --- config ----------------------------------------------------------------------------------
+    def get_config(self) -> Config:
+        return Config.unpack(self.maps["config"].lookup(struct.pack("=I", 0)))
+
+    def set_config(self, cfg: Config | None = None, **changes) -> Config:
+        """Write cfg (or the current config with `changes` applied); returns what was written."""
+        cfg = replace(cfg if cfg is not None else self.get_config(), **changes)
+        self.maps["config"].update(struct.pack("=I", 0), cfg.pack())
+        return cfg
+
+    # --- bearers ---------------------------------------------------------------------------------
+    # As pgwu does it (dataplane/pgwu.h, struct pgwu_ul_slot): every bearer is in the hash maps; a
+    # bearer whose slot is free is also indexed there, filled after the hash entry and emptied
+    # before it is deleted; its usage is the sum of both.
+    def _slot(self, side: str, key: bytes) -> tuple[bytes, bytes | None]:
+        """(slot index, the slot's value if it holds key, else None)"""
+        m = self.maps[f"{side}_slots"]
+        idx = struct.pack("=I", struct.unpack("!I", key)[0] & (m.max_entries - 1))
+        v = m.lookup(idx)
+        k, state = struct.unpack_from("=4sI", v)
+        return idx, (v if state == SLOT_VALID and k == key else None)
+
+    def _slot_set(self, side: str, key: bytes, value: bytes) -> None:
+        m = self.maps[f"{side}_slots"]
+        idx = struct.pack("=I", struct.unpack("!I", key)[0] & (m.max_entries - 1))
+        if struct.unpack_from("=4sI", m.lookup(idx))[1] == SLOT_VALID:
+            return                          # taken by another key: the hash map only
+        m.update(idx, (struct.pack("=4sI", key, SLOT_VALID) + value).ljust(m.value_size, b"\0"))
+
+    def _slot_clear(self, side: str, key: bytes) -> None:
+        idx, v = self._slot(side, key)
+        if v is not None:
+            self.maps[f"{side}_slots"].update(idx, v[:4] + struct.pack("=I", 0) + v[8:])
+
+    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None) -> None:
+        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default."""
+        flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
+        ul, dl = UlBearer(ue).pack(), DlBearer(sgw, sgw_teid, teid, flags).pack()
+        self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
+        self.maps["dl_bearers"].update(_ip(ue), dl)
+        self._slot_set("ul", struct.pack("!I", teid), ul)
+        self._slot_set("dl", _ip(ue), dl)
+
+    def del_bearer(self, teid: int, ue: str) -> None:
+        self._slot_clear("ul", struct.pack("!I", teid))
+        self._slot_clear("dl", _ip(ue))
+        self.maps["ul_bearers"].delete(struct.pack("!I", teid))
+        self.maps["dl_bearers"].delete(_ip(ue))
+
+    def flush_bearers(self) -> None:
+        for side in ("ul", "dl"):
+            m = self.maps[f"{side}_bearers"]
+            for k in list(m.keys()):
+                self._slot_clear(side, k)    # every slotted bearer is in the hash map too
+                m.delete(k)
+
+    def ul_bearer(self, teid: int) -> UlBearer | None:
+        v = self.maps["ul_bearers"].lookup(struct.pack("!I", teid))
+        if v is None:
+            return None
+        b = UlBearer.unpack(v)
+        _, sv = self._slot("ul", struct.pack("!I", teid))
+        if sv is not None:
+            sb = UlBearer.unpack(sv[8:8 + UlBearer.SIZE])
+            b.packets += sb.packets
+            b.bytes += sb.bytes
+        return b
+
+    def dl_bearer(self, ue: str) -> DlBearer | None:
+        v = self.maps["dl_bearers"].lookup(_ip(ue))
+        if v is None:
+            return None
+        b = DlBearer.unpack(v)
+        _, sv = self._slot("dl", _ip(ue))
+        if sv is not None:
+            sb = DlBearer.unpack(sv[8:8 + DlBearer.SIZE])
+            b.packets += sb.packets
+            b.bytes += sb.bytes
+        return b
+
+    def flush_fib_cache(self) -> None:
+        """Invalidate every cached next hop, as the kernel's changes do: a new generation."""
+        m = self.maps["fib_gen"]
+        (gen,) = struct.unpack("=Q", m.lookup(struct.pack("=I", 0)))
+        m.update(struct.pack("=I", 0), struct.pack("=Q", gen + 1))
+
+    def fib_cache_slot(self, dst: str, ingress_ifindex: int) -> tuple[int, int, bytes, bytes] | None:
+        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress) on any CPU, or None."""
+        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex)))
+        for cpu in v or []:
+            kdst, kif, gen, eg, smac, dmac = struct.unpack_from("=4sIQI6s6s", cpu)
+            if kdst == _ip(dst) and kif == ingress_ifindex and eg:
+                return gen, eg, smac, dmac
+        return None
+
+    # --- stats -----------------------------------------------------------------------------------
+    def stats_array(self) -> list[tuple[int, int]]:
+        """(packets, bytes) summed over CPUs for every stats index (reason * 5 + verdict)."""
+        m = self.maps["stats"]
+        keys, vals, count = m.lookup_all_raw()
+        out = [(0, 0)] * m.max_entries
+        stride = m._stride
+        per_key = stride * m.ncpus
+        for i in range(count):
+            (k,) = struct.unpack_from("=I", keys, i * 4)
+            p = n = 0
+            for c in range(m.ncpus):
+                cp, cn = struct.unpack_from(COUNTER_FMT, vals, i * per_key + c * stride)
+                p += cp
+                n += cn
+            out[k] = (p, n)
+        return out
+
+    def stats(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """{(reason, verdict): (packets, bytes)} for every non-zero counter."""
+        res = {}
+        for idx, (p, n) in enumerate(self.stats_array()):
+            if p or n:
+                res[(REASONS[idx // VERDICT_MAX] if idx // VERDICT_MAX < REASON_MAX else f"reason {idx // 5}",
+                     VERDICTS[idx % VERDICT_MAX])] = (p, n)
+        return res
+
+    def reset_stats(self) -> None:
+        m = self.maps["stats"]
+        zero = bytes(COUNTER_SIZE)
+        for i in range(m.max_entries):
+            m.update(struct.pack("=I", i), zero)

@@ -1,0 +1,101 @@
+"""A PGW-U on another host seen by a measurement: MetricsDut reads its `pgwu metrics` URL (counters)
+and, optionally, its node-exporter (CPU), and installs bearers over ssh. Used by
+gtplab.measure.ndr.Runner when the lab config names a remote DUT. The same methods as
+gtplab.dut.local.LocalDut (see gtplab/dut/__init__.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+
+from gtplab.errors import UserError
+
+
+_METRIC_RE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)')
+
+
+def _scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = _METRIC_RE.match(line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+class MetricsDut:
+    """A PGW-U on another host: counters from its `pgwu metrics` URL, CPU from its node-exporter
+    (optional); no per-program run time and no link counters (losses on the wire are unexplained)."""
+
+    kind = "metrics"
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.metrics_url = cfg.dut.get("metrics_url")
+        self.node_url = cfg.dut.get("node_exporter_url")
+        if not self.metrics_url:
+            raise UserError(f"lab config {cfg.path}: dut.metrics_url is needed to read the DUT's counters")
+
+    def close(self) -> None:
+        pass
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        try:
+            rows = _scrape(self.metrics_url)
+        except OSError as e:
+            raise UserError(f"Couldn't read the DUT's counters from {self.metrics_url}: {e}") from None
+        return {(lb["reason"], lb["verdict"]): int(v) for n, lb, v in rows if n == "pgwu_packets_total"}
+
+    def link(self):
+        return None
+
+    @staticmethod
+    def link_delta(before, after, direction):
+        return None
+
+    def prog_stats(self):
+        return None
+
+    def layout(self) -> dict | None:
+        return None
+
+    def cpu_seconds(self) -> dict[str, float] | None:
+        """{"cpus": busy seconds of the DUT host's CPUs} from its node-exporter (None without one)."""
+        if not self.node_url:
+            return None
+        try:
+            rows = _scrape(self.node_url)
+        except OSError:
+            return None
+        return {"cpus": sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
+                            and lb.get("mode") not in ("idle", "iowait", "steal"))}
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+    def install_bearers(self, path: str) -> None:
+        ssh = self.cfg.dut.get("ssh")
+        if not ssh:
+            print(f"gtplab: load the bearers on the DUT yourself: pgwu session flush && pgwu session load {path}"
+                  " (or set dut.ssh in the lab config)", file=sys.stderr)
+            return
+        pgwu = self.cfg.dut.get("pgwu", "pgwu")
+        pin = self.cfg.dut.get("pin_dir")
+        base = [pgwu] + (["-d", pin] if pin else [])
+        remote = f"/tmp/gtplab-bearers-{os.getpid()}.txt"
+        for argv in (["scp", "-q", path, f"{ssh}:{remote}"],
+                     ["ssh", ssh, " ".join(base + ["session", "flush"])],
+                     ["ssh", ssh, " ".join(base + ["session", "load", remote])]):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            if p.returncode:
+                raise UserError(f"Couldn't install the bearers on {ssh} ({' '.join(argv[:2])}): "
+                                f"{p.stderr.strip()[-200:]}")

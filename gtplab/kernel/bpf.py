@@ -1,0 +1,387 @@
+"""The bpf(2) syscall from Python, with ctypes: pinned objects, maps, BPF_PROG_TEST_RUN, prog info.
+
+Only what gtplab needs, with no dependency beyond the C library. Every call raises OSError with the
+errno and a message naming what failed. Layouts follow include/uapi/linux/bpf.h.
+
+Used by gtplab.dut (the PGW-U's pinned maps), gtplab.lab.topology (the generator's XDP_PASS
+program), gtplab.traffic.engine.client (its maps), tests and bench/.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import struct
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_NR_bpf = 321  # x86_64
+
+BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_UPDATE_ELEM = 2
+BPF_MAP_DELETE_ELEM = 3
+BPF_MAP_GET_NEXT_KEY = 4
+BPF_PROG_LOAD = 5
+BPF_OBJ_PIN = 6
+BPF_OBJ_GET = 7
+BPF_PROG_TEST_RUN = 10
+BPF_OBJ_GET_INFO_BY_FD = 15
+BPF_ENABLE_STATS = 32
+BPF_MAP_LOOKUP_BATCH = 24
+
+BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
+BPF_F_TEST_RUN_ON_CPU = 1 << 0
+BPF_F_TEST_XDP_LIVE_FRAMES = 1 << 1
+
+BPF_PROG_TYPE_XDP = 6
+
+XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
+XDP_VERDICTS = ("aborted", "drop", "pass", "tx", "redirect")
+
+BPF_MAP_TYPE_PERCPU_HASH = 5
+BPF_MAP_TYPE_PERCPU_ARRAY = 6
+BPF_MAP_TYPE_LRU_PERCPU_HASH = 10
+_PERCPU_TYPES = {BPF_MAP_TYPE_PERCPU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_LRU_PERCPU_HASH}
+
+
+def _bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
+    ret = _libc.syscall(_NR_bpf, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"Couldn't {what}: {os.strerror(err)}")
+    return ret
+
+
+class _ObjGet(ctypes.Structure):
+    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32),
+                ("file_flags", ctypes.c_uint32), ("path_fd", ctypes.c_int32)]
+
+
+class _MapElem(ctypes.Structure):
+    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
+                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+class _TestRun(ctypes.Structure):
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("retval", ctypes.c_uint32),
+                ("data_size_in", ctypes.c_uint32), ("data_size_out", ctypes.c_uint32),
+                ("data_in", ctypes.c_uint64), ("data_out", ctypes.c_uint64),
+                ("repeat", ctypes.c_uint32), ("duration", ctypes.c_uint32),
+                ("ctx_size_in", ctypes.c_uint32), ("ctx_size_out", ctypes.c_uint32),
+                ("ctx_in", ctypes.c_uint64), ("ctx_out", ctypes.c_uint64),
+                ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32)]
+
+
+class _ProgLoad(ctypes.Structure):
+    _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32), ("insns", ctypes.c_uint64),
+                ("license", ctypes.c_uint64), ("log_level", ctypes.c_uint32), ("log_size", ctypes.c_uint32),
+                ("log_buf", ctypes.c_uint64), ("kern_version", ctypes.c_uint32),
+                ("prog_flags", ctypes.c_uint32), ("prog_name", ctypes.c_char * 16),
+                ("prog_ifindex", ctypes.c_uint32), ("expected_attach_type", ctypes.c_uint32)]
+
+
+class _Batch(ctypes.Structure):
+    _fields_ = [("in_batch", ctypes.c_uint64), ("out_batch", ctypes.c_uint64), ("keys", ctypes.c_uint64),
+                ("values", ctypes.c_uint64), ("count", ctypes.c_uint32), ("map_fd", ctypes.c_uint32),
+                ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+class _InfoByFd(ctypes.Structure):
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
+
+
+class _EnableStats(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32)]
+
+
+class MapInfo(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
+                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32),
+                ("map_flags", ctypes.c_uint32), ("name", ctypes.c_char * 16),
+                ("_rest", ctypes.c_uint8 * 64)]
+
+
+class ProgInfo(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("tag", ctypes.c_uint8 * 8),
+                ("jited_prog_len", ctypes.c_uint32), ("xlated_prog_len", ctypes.c_uint32),
+                ("jited_prog_insns", ctypes.c_uint64), ("xlated_prog_insns", ctypes.c_uint64),
+                ("load_time", ctypes.c_uint64), ("created_by_uid", ctypes.c_uint32),
+                ("nr_map_ids", ctypes.c_uint32), ("map_ids", ctypes.c_uint64),
+                ("name", ctypes.c_char * 16), ("ifindex", ctypes.c_uint32),
+                ("gpl_compatible", ctypes.c_uint32), ("netns_dev", ctypes.c_uint64),
+                ("netns_ino", ctypes.c_uint64), ("nr_jited_ksyms", ctypes.c_uint32),
+                ("nr_jited_func_lens", ctypes.c_uint32), ("jited_ksyms", ctypes.c_uint64),
+                ("jited_func_lens", ctypes.c_uint64), ("btf_id", ctypes.c_uint32),
+                ("func_info_rec_size", ctypes.c_uint32), ("func_info", ctypes.c_uint64),
+                ("nr_func_info", ctypes.c_uint32), ("nr_line_info", ctypes.c_uint32),
+                ("line_info", ctypes.c_uint64), ("jited_line_info", ctypes.c_uint64),
+                ("nr_jited_line_info", ctypes.c_uint32), ("line_info_rec_size", ctypes.c_uint32),
+                ("jited_line_info_rec_size", ctypes.c_uint32), ("nr_prog_tags", ctypes.c_uint32),
+                ("prog_tags", ctypes.c_uint64), ("run_time_ns", ctypes.c_uint64),
+                ("run_cnt", ctypes.c_uint64), ("recursion_misses", ctypes.c_uint64),
+                ("_rest", ctypes.c_uint8 * 64)]
+
+
+class XdpMd(ctypes.Structure):
+    """struct xdp_md, the ctx_in of an XDP test run (data offsets are relative to data_in)."""
+    _fields_ = [("data", ctypes.c_uint32), ("data_end", ctypes.c_uint32),
+                ("data_meta", ctypes.c_uint32), ("ingress_ifindex", ctypes.c_uint32),
+                ("rx_queue_index", ctypes.c_uint32), ("egress_ifindex", ctypes.c_uint32)]
+
+
+def _addr(buf) -> int:
+    return ctypes.addressof(buf) if buf is not None else 0
+
+
+def possible_cpus() -> int:
+    """Number of possible CPUs: the stride of per-CPU map values."""
+    with open("/sys/devices/system/cpu/possible") as f:
+        n = 0
+        for part in f.read().strip().split(","):
+            lo, _, hi = part.partition("-")
+            n = max(n, int(hi or lo) + 1)
+        return n
+
+
+def obj_get(path: str) -> int:
+    """Open a pinned map, program or link; returns a new fd."""
+    p = ctypes.create_string_buffer(os.fsencode(path))
+    attr = _ObjGet(pathname=ctypes.addressof(p))
+    return _bpf(BPF_OBJ_GET, attr, f"open pinned object {path}")
+
+
+def obj_pin(fd: int, path: str) -> None:
+    """Pin a map, program or link at path (on bpffs; the directory must exist)."""
+    p = ctypes.create_string_buffer(os.fsencode(path))
+    _bpf(BPF_OBJ_PIN, _ObjGet(pathname=ctypes.addressof(p), bpf_fd=fd), f"pin object at {path}")
+
+
+def prog_load(prog_type: int, insns: bytes, name: str, license: str = "GPL") -> int:
+    """Load a program from raw eBPF instructions (8 bytes each); returns its fd.
+
+    For the few programs too small to deserve a C file (e.g. `return XDP_PASS`); everything else is
+    built with clang and loaded with libbpf."""
+    ib = ctypes.create_string_buffer(bytes(insns), len(insns))
+    lic = ctypes.create_string_buffer(license.encode())
+    log = ctypes.create_string_buffer(4096)
+    attr = _ProgLoad(prog_type=prog_type, insn_cnt=len(insns) // 8, insns=ctypes.addressof(ib),
+                     license=ctypes.addressof(lic), log_level=1, log_size=len(log),
+                     log_buf=ctypes.addressof(log), prog_name=name.encode()[:15])
+    try:
+        return _bpf(BPF_PROG_LOAD, attr, f"load program {name}")
+    except OSError as e:
+        msg = log.value.decode(errors="replace").strip()
+        raise OSError(e.errno, f"{e.strerror}{': ' + msg if msg else ''}") from None
+
+
+def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
+    """An XDP program that only returns verdict (`r0 = verdict; exit`): a pass or drop sink, or an
+    XDP_TX program that makes BPF_PROG_RUN live frames leave through ingress_ifindex."""
+    insns = struct.pack("<BBhi", 0xb7, 0, 0, verdict) + struct.pack("<BBhi", 0x95, 0, 0, 0)
+    name = name or f"xdp_{XDP_VERDICTS[verdict]}"
+    return Prog(prog_load(BPF_PROG_TYPE_XDP, insns, name), name)
+
+
+def enable_stats() -> int:
+    """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): run time is counted while the returned fd is open."""
+    return _bpf(BPF_ENABLE_STATS, _EnableStats(type=0), "enable BPF run-time stats")
+
+
+def map_info(fd: int) -> MapInfo:
+    info = MapInfo()
+    attr = _InfoByFd(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "read map info")
+    return info
+
+
+def prog_info(fd: int) -> ProgInfo:
+    info = ProgInfo()
+    attr = _InfoByFd(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "read program info")
+    return info
+
+
+class Map:
+    """A BPF map by fd. Keys and values are bytes; per-CPU maps return a list of bytes, one per CPU."""
+
+    def __init__(self, fd: int, name: str = "map"):
+        self.fd = fd
+        self.name = name
+        info = map_info(fd)
+        self.key_size = info.key_size
+        self.value_size = info.value_size
+        self.max_entries = info.max_entries
+        self.map_flags = info.map_flags
+        self.type = info.type
+        self.percpu = info.type in _PERCPU_TYPES
+        self.ncpus = possible_cpus() if self.percpu else 1
+        self._stride = (self.value_size + 7) & ~7
+
+    @classmethod
+    def pinned(cls, path: str) -> "Map":
+        return cls(obj_get(path), os.path.basename(path))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _vbuf(self):
+        return ctypes.create_string_buffer(self._stride * self.ncpus if self.percpu else self.value_size)
+
+    def lookup(self, key: bytes):
+        """The value, or None when the key is absent."""
+        k = ctypes.create_string_buffer(bytes(key), self.key_size)
+        v = self._vbuf()
+        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v))
+        try:
+            _bpf(BPF_MAP_LOOKUP_ELEM, attr, f"look up in {self.name}")
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return None
+            raise
+        raw = v.raw
+        if self.percpu:
+            return [raw[i * self._stride:i * self._stride + self.value_size] for i in range(self.ncpus)]
+        return raw[:self.value_size]
+
+    def update(self, key: bytes, value, flags: int = BPF_ANY) -> None:
+        """Set key to value (bytes; for per-CPU maps bytes for every CPU, or a list of them)."""
+        k = ctypes.create_string_buffer(bytes(key), self.key_size)
+        if self.percpu:
+            vals = value if isinstance(value, list) else [value] * self.ncpus
+            raw = b"".join(bytes(x).ljust(self._stride, b"\0") for x in vals)
+            v = ctypes.create_string_buffer(raw, len(raw))
+        else:
+            v = ctypes.create_string_buffer(bytes(value), self.value_size)
+        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v), flags=flags)
+        _bpf(BPF_MAP_UPDATE_ELEM, attr, f"update {self.name}")
+
+    def delete(self, key: bytes) -> bool:
+        k = ctypes.create_string_buffer(bytes(key), self.key_size)
+        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k))
+        try:
+            _bpf(BPF_MAP_DELETE_ELEM, attr, f"delete from {self.name}")
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return False
+            raise
+        return True
+
+    def lookup_all_raw(self) -> tuple[bytes, bytes, int]:
+        """Every entry in one BPF_MAP_LOOKUP_BATCH call: (keys, values, count) as raw buffers.
+
+        Values are laid out as lookup() reads them (per-CPU maps: ncpus values of 8-aligned stride
+        per key). Meant for small maps read often (the stats array)."""
+        n = self.max_entries
+        keys = ctypes.create_string_buffer(self.key_size * n)
+        vsize = self._stride * self.ncpus if self.percpu else self.value_size
+        vals = ctypes.create_string_buffer(vsize * n)
+        out_batch = ctypes.create_string_buffer(max(self.key_size, 8))
+        attr = _Batch(in_batch=0, out_batch=ctypes.addressof(out_batch), keys=ctypes.addressof(keys),
+                      values=ctypes.addressof(vals), count=n, map_fd=self.fd)
+        try:
+            _bpf(BPF_MAP_LOOKUP_BATCH, attr, f"batch-read {self.name}")
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
+        return keys.raw[:attr.count * self.key_size], vals.raw[:attr.count * vsize], attr.count
+
+    def keys(self):
+        k = None
+        nxt = ctypes.create_string_buffer(self.key_size)
+        while True:
+            kb = ctypes.create_string_buffer(k, self.key_size) if k is not None else None
+            attr = _MapElem(map_fd=self.fd, key=_addr(kb), value=ctypes.addressof(nxt))
+            try:
+                _bpf(BPF_MAP_GET_NEXT_KEY, attr, f"iterate {self.name}")
+            except OSError as e:
+                if e.errno == errno.ENOENT:
+                    return
+                raise
+            k = nxt.raw[:self.key_size]
+            yield k
+
+    def items(self):
+        for k in self.keys():
+            v = self.lookup(k)
+            if v is not None:
+                yield k, v
+
+
+class TestRunResult:
+    __slots__ = ("retval", "data", "duration", "ctx")
+
+    def __init__(self, retval, data, duration, ctx):
+        self.retval = retval
+        self.data = data
+        self.duration = duration
+        self.ctx = ctx
+
+
+class Prog:
+    """A BPF program by fd, run with BPF_PROG_TEST_RUN."""
+
+    def __init__(self, fd: int, name: str = "prog"):
+        self.fd = fd
+        self.name = name
+
+    @classmethod
+    def pinned(cls, path: str) -> "Prog":
+        return cls(obj_get(path), os.path.basename(path))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def info(self) -> ProgInfo:
+        return prog_info(self.fd)
+
+    def test_run(self, data: bytes, *, repeat: int = 1, ingress_ifindex: int = 0,
+                 rx_queue_index: int = 0, flags: int = 0, batch_size: int = 0,
+                 out_size: int = 8192) -> TestRunResult:
+        """Run the program on data; returns verdict, output frame, mean ns per run, ctx out.
+
+        ingress_ifindex sets xdp_md.ingress_ifindex (the device must exist in this netns).
+        With flags=BPF_F_TEST_XDP_LIVE_FRAMES the frames are really sent (XDP_TX/REDIRECT) and no
+        output frame comes back."""
+        live = bool(flags & BPF_F_TEST_XDP_LIVE_FRAMES)
+        din = ctypes.create_string_buffer(bytes(data), len(data))
+        dout = None if live else ctypes.create_string_buffer(out_size)
+        ctx = None
+        ctx_out = None
+        if ingress_ifindex or rx_queue_index or live:
+            ctx = XdpMd(data=0, data_end=len(data), ingress_ifindex=ingress_ifindex,
+                        rx_queue_index=rx_queue_index)
+            ctx_out = XdpMd()
+        attr = _TestRun(prog_fd=self.fd, data_size_in=len(data), data_in=ctypes.addressof(din),
+                        data_out=_addr(dout), data_size_out=0 if live else out_size,
+                        repeat=repeat, flags=flags, batch_size=batch_size,
+                        ctx_in=_addr(ctx), ctx_size_in=ctypes.sizeof(XdpMd) if ctx else 0,
+                        ctx_out=_addr(ctx_out), ctx_size_out=ctypes.sizeof(XdpMd) if ctx_out else 0)
+        _bpf(BPF_PROG_TEST_RUN, attr, f"test-run {self.name}")
+        out = b"" if live else dout.raw[:attr.data_size_out]
+        return TestRunResult(attr.retval, out, attr.duration, ctx_out)
+
+
+def u32(b: bytes, off: int = 0) -> int:
+    return struct.unpack_from("=I", b, off)[0]
+
+
+def u64(b: bytes, off: int = 0) -> int:
+    return struct.unpack_from("=Q", b, off)[0]

@@ -1,0 +1,167 @@
+"""libbpf through ctypes, for the BPF objects gtplab loads into this process: load an object, attach
+XDP, enter namespaces. No policy: which object, which interface, which namespace is the caller's.
+Used by the traffic engine (gtplab.traffic.engine.client: trafficgen.bpf.o) and the reference
+forwarder (gtplab.dut.fwd: fwd.bpf.o).
+
+- BpfObject loads a BPF object file (e.g. trafficgen.bpf.o) with libbpf (through ctypes, libbpf1 is a
+  dependency of libbpf-dev) and hands out program and map fds. Nothing is pinned: the fds live in
+  this process and the kernel frees everything when the object is closed or the process exits.
+- xdp_link attaches a program with BPF_LINK_CREATE; closing the link fd detaches it, so an
+  attachment never outlives the process that made it.
+- in_netns runs a function in a thread that has entered a named network namespace (setns(2)
+  changes only the calling thread); the caller's own namespace never changes.
+- LiveRunner is a prepared BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES for one stream's
+  frame: each run() call is one syscall (ctypes releases the GIL during it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+from pathlib import Path
+
+from gtplab.kernel import bpf, netns
+
+BPF_LINK_CREATE = 28
+BPF_XDP = 37
+XDP_FLAGS_SKB_MODE = 1 << 1
+XDP_FLAGS_DRV_MODE = 1 << 2
+
+_libbpf = None
+
+
+def _lib():
+    global _libbpf
+    if _libbpf is None:
+        lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
+        vp = ctypes.c_void_p
+        lib.bpf_object__open_file.restype = vp
+        lib.bpf_object__open_file.argtypes = [ctypes.c_char_p, vp]
+        lib.bpf_object__load.argtypes = [vp]
+        lib.bpf_object__close.argtypes = [vp]
+        lib.bpf_object__find_program_by_name.restype = vp
+        lib.bpf_object__find_program_by_name.argtypes = [vp, ctypes.c_char_p]
+        lib.bpf_object__find_map_by_name.restype = vp
+        lib.bpf_object__find_map_by_name.argtypes = [vp, ctypes.c_char_p]
+        lib.bpf_program__fd.argtypes = [vp]
+        lib.bpf_map__fd.argtypes = [vp]
+        _libbpf = lib
+    return _libbpf
+
+
+class BpfObject:
+    """One loaded copy of a BPF object file (trafficgen.bpf.o: programs tg_tx, tg_rx and their own maps)."""
+
+    def __init__(self, path: Path):
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is not built (run: make -C {path.parent})")
+        lib = _lib()
+        self._obj = lib.bpf_object__open_file(os.fsencode(path), None)
+        if not self._obj:
+            err = ctypes.get_errno()
+            raise OSError(err, f"Couldn't open {path}: {os.strerror(err)}")
+        ret = lib.bpf_object__load(self._obj)
+        if ret < 0:
+            lib.bpf_object__close(self._obj)
+            self._obj = None
+            raise OSError(-ret, f"Couldn't load {path.name}: {os.strerror(-ret)} (verifier log above)")
+        self.maps: dict[str, bpf.Map] = {}
+
+    def prog_fd(self, name: str) -> int:
+        p = _lib().bpf_object__find_program_by_name(self._obj, name.encode())
+        if not p:
+            raise KeyError(name)
+        return _lib().bpf_program__fd(p)
+
+    def map(self, name: str) -> bpf.Map:
+        """The map by name (the fd belongs to the object: do not close the Map)."""
+        if name not in self.maps:
+            m = _lib().bpf_object__find_map_by_name(self._obj, name.encode())
+            if not m:
+                raise KeyError(name)
+            self.maps[name] = bpf.Map(_lib().bpf_map__fd(m), name)
+        return self.maps[name]
+
+    def close(self) -> None:
+        if self._obj:
+            _lib().bpf_object__close(self._obj)
+            self._obj = None
+            self.maps.clear()
+
+
+class _LinkCreate(ctypes.Structure):
+    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_ifindex", ctypes.c_uint32),
+                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("_rest", ctypes.c_uint8 * 48)]
+
+
+def xdp_link(prog_fd: int, ifindex: int, mode: str = "native") -> int:
+    """Attach an XDP program to ifindex of the calling thread's netns; returns the link fd."""
+    flags = XDP_FLAGS_DRV_MODE if mode == "native" else XDP_FLAGS_SKB_MODE
+    attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_XDP, flags=flags)
+    return bpf._bpf(BPF_LINK_CREATE, attr, f"attach XDP to ifindex {ifindex}")
+
+
+# the engine's threads run inside the generator's namespace (see gtplab/kernel/netns.py)
+enter_netns = netns.enter
+in_netns = netns.run_in
+
+
+def ifindex(name: str) -> int:
+    """Index of interface `name` in the calling thread's netns."""
+    try:
+        return socket.if_nametoindex(name)
+    except OSError as e:
+        raise OSError(e.errno, f"Couldn't find interface {name}: {e.strerror}") from None
+
+
+class LiveRunner:
+    """BPF_PROG_TEST_RUN of tg_tx on one frame in live-frames mode, prepared once.
+
+    The frame is prefixed with TG_META_LEN bytes of data_meta holding the stream slot; ctx
+    says where data starts and which device the frames come in on (and go out of on XDP_TX).
+    Must be called from a thread inside the device's netns."""
+
+    def __init__(self, prog_fd: int, frame: bytes, slot: int, ifindex: int, batch_size: int = 64,
+                 cur_slot: bpf.Map | None = None):
+        meta = slot.to_bytes(4, "little")
+        # A DUT's encapsulation writes over data_meta of recycled frames: tg_tx takes the slot
+        # from cur_slot (slot + 1), set before each run (one thread per port object).
+        self._cur = cur_slot
+        self._cur_val = (slot + 1).to_bytes(4, "little")
+        buf = meta + frame
+        self._din = ctypes.create_string_buffer(buf, len(buf))
+        self._ctx = bpf.XdpMd(data=len(meta), data_end=len(buf), ingress_ifindex=ifindex)
+        self._attr = bpf._TestRun(prog_fd=prog_fd, data_size_in=len(buf),
+                                  data_in=ctypes.addressof(self._din), repeat=1,
+                                  ctx_in=ctypes.addressof(self._ctx),
+                                  ctx_size_in=ctypes.sizeof(self._ctx),
+                                  flags=bpf.BPF_F_TEST_XDP_LIVE_FRAMES, batch_size=batch_size)
+        self._ref = ctypes.byref(self._attr)
+        self._size = ctypes.sizeof(self._attr)
+
+    def run(self, n: int) -> None:
+        """Run the program n times (n frames, minus any it drops)."""
+        self._attr.repeat = n
+        if self._cur is not None:
+            self._cur.update(b"\0\0\0\0", self._cur_val)
+        if bpf._libc.syscall(bpf._NR_bpf, bpf.BPF_PROG_TEST_RUN, self._ref, self._size) < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"Couldn't run the transmit program: {os.strerror(err)}")
+
+
+def run_once(prog_fd: int, frame: bytes, slot: int) -> tuple[int, bytes]:
+    """One BPF_PROG_TEST_RUN of tg_tx on frame (not live): (verdict, frame as the program left
+    it). For tests and debugging of the field engine without any interface."""
+    meta = slot.to_bytes(4, "little")
+    buf = meta + frame
+    din = ctypes.create_string_buffer(buf, len(buf))
+    dout = ctypes.create_string_buffer(len(buf) + 256)
+    ctx = bpf.XdpMd(data=len(meta), data_end=len(buf))
+    attr = bpf._TestRun(prog_fd=prog_fd, data_size_in=len(buf), data_in=ctypes.addressof(din),
+                        data_out=ctypes.addressof(dout), data_size_out=len(dout), repeat=1,
+                        ctx_in=ctypes.addressof(ctx), ctx_size_in=ctypes.sizeof(ctx))
+    bpf._bpf(bpf.BPF_PROG_TEST_RUN, attr, "test-run tg_tx")
+    out = dout.raw[:attr.data_size_out]
+    return attr.retval, out[len(meta):]   # data_out starts at data_meta

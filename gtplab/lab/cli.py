@@ -1,0 +1,189 @@
+"""`gtplab lab up|down|status`: the command line of the namespace lab (the lab itself is
+gtplab.lab.topology). Registered by gtplab.cli.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from gtplab.errors import UserError
+from gtplab.lab.cpu import CpuLayout, cpu_text
+from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, GENERATORS, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
+                                 Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
+                                 teardown)
+from gtplab.lab import topology
+
+
+def _print_status(st: dict) -> None:
+    print(f"lab {st['name']}: {st['status']}, created {st['created']}, DUT: {st['dut']}, pins {st['pin_dir']}")
+    for k, ns in st["netns"].items():
+        print(f"  netns {k:<3} {ns['name']}{'' if ns['exists'] else '  (missing)'}")
+    for p in st["ports"]:
+        print(f"  port {p['port_id']} ({p['side']}): {p['ifname']} {p['mac']} {p['addr']}/{p['prefixlen']}"
+              f"  <->  {p['dut_ifname']} {p['dut_mac']} {p['dut_addr']}  mtu {p['mtu']}")
+    t = st.get("trex")
+    if t:
+        print(f"  generator: TRex {'running' if t['running'] else 'NOT running'} (pid {t.get('pid')}) on CPU(s) "
+              f"{cpu_text(t.get('cpus') or [])}, from {t['runtime']}, log {t.get('log')}")
+    lay = st.get("cpu_layout")
+    if lay:
+        print(f"  CPUs: generator {cpu_text(lay['generator'])}, DUT {cpu_text(lay['dut'])}"
+              f"{'' if lay.get('honoured') else '  (NOT honoured: see notes)'}")
+        for ifname, threads in lay["threads"].items():
+            for t in threads:
+                print(f"    napi {ifname:<12} pid {t['pid']:<7} on CPU(s) {cpu_text(t['cpus'] or [])}"
+                      f"{'' if t['pinned'] else '  (not pinned: an engine attached since? see docs/lab.md)'}")
+        for n in lay.get("notes", []):
+            print(f"    note: {n}")
+    else:
+        print("  CPUs: no layout (lab made before layouts, or with none)")
+    for link in st["links"]:
+        x = link["xdp"]
+        xs = f"xdp {x['mode']} id {x['prog_id']} {x['prog_name']}" if x else "no xdp"
+        print(f"  link {link['ifname']:<15} {link['state']:<5} mtu {link['mtu']}  {xs}")
+    stats = st.get("dut_stats")
+    if stats is not None:
+        print("  DUT counters (pgwu stats --json; --json here for all of them):")
+        b = stats.get("bearers", {}) if isinstance(stats, dict) else {}
+        if b:
+            print(f"    bearers: {b.get('uplink')} uplink, {b.get('downlink')} downlink, "
+                  f"capacity {b.get('capacity')}")
+        nonzero = [(r, v, c.get("packets", 0)) for r, vs in (stats.get("reasons") or {}).items()
+                   for v, c in vs.items() if isinstance(c, dict) and c.get("packets")]
+        for r, v, n in nonzero:
+            print(f"    {r}/{v}: {n} packets")
+        if not nonzero:
+            print("    no packets seen")
+    elif "dut_stats_error" in st:
+        print(f"  DUT counters: {st['dut_stats_error']}")
+
+
+def _cmd_up(args) -> int:
+    a = Addressing()
+    cpus = CpuLayout.default()
+    if args.generator_cpus is not None or args.dut_cpus is not None:
+        cpus = CpuLayout.parse({"generator": args.generator_cpus or cpu_text(cpus.generator),
+                                "dut": args.dut_cpus or cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
+    cfg = None
+    if args.lab_config:
+        from gtplab.lab import config as labconfig
+        cfg = labconfig.load(args.lab_config)
+    generator = args.generator or (cfg.generator if cfg else "engine")
+    if args.trex and generator != "trex":
+        raise UserError("--trex names TRex's runtime: it needs --generator trex")
+    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu if args.mtu is not None else
+                 int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
+                 gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
+                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None))
+    # made to outlive this command: not an orphan when its creator exits
+    lab.state["standalone"] = True
+    _write_state(lab.state_path, lab.state)
+    if args.json:
+        print(json.dumps(lab_status(lab.name), indent=2))
+    else:
+        print(lab.name)
+        lay = lab.state.get("cpu_layout") or {}
+        print(f"lab {lab.name} is up: generator ({lab.generator}) on CPU(s) {cpu_text(cpus.generator)}, DUT ({lab.dut_mode}) "
+              f"receive threads pinned to CPU(s) {cpu_text(cpus.dut)}"
+              + ("" if lay.get("honoured") else " -- layout NOT honoured: " + "; ".join(lay.get("notes", []))),
+              file=sys.stderr)
+        print(f"remove it with: gtplab lab down --name {lab.name}", file=sys.stderr)
+    return 0
+
+
+def _cmd_down(args) -> int:
+    if args.all == (args.name is not None):
+        raise UserError("give either --name NAME or --all")
+    names = lab_names() if args.all else [args.name]
+    busy = []
+    if args.all and not args.force:
+        for n in list(names):
+            try:
+                st = json.loads(_state_path(n).read_text())
+            except (OSError, ValueError):
+                continue
+            if not st.get("standalone") and _owner_alive(st) and st.get("pid") != os.getpid():
+                busy.append(f"{n} (pid {st.get('pid')})")
+                names.remove(n)
+    if not args.all and args.name not in lab_names():
+        # Nothing recorded: reconstruct the plan from the name, so a lab whose state file was lost
+        # can still be removed (only its own names are touched).
+        if not NAME_RE.match(args.name):
+            raise UserError(f"bad lab name {args.name!r}")
+        plan = Lab._plan(args.name, Addressing(), "none", DEFAULT_MTU, generator="trex")
+        removed = teardown(plan)
+        if not removed:
+            raise UserError(f"no lab named {args.name!r}")
+        print(f"lab {args.name}: removed {', '.join(removed)}")
+        return 0
+    for n in names:
+        try:
+            state = json.loads(_state_path(n).read_text())
+        except FileNotFoundError:
+            continue  # removed meanwhile by another `down`
+        except ValueError:
+            state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU, generator="trex")  # torn state file
+        removed = teardown(state)
+        print(f"lab {n}: removed {', '.join(removed) or 'nothing'}")
+    if busy:
+        print(f"gtplab lab: left lab(s) in use by a running sweep or test: {', '.join(busy)} "
+              "(--force removes them too)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_status(args) -> int:
+    names = [args.name] if args.name else lab_names()
+    sts = [lab_status(n) for n in names]
+    if args.json:
+        print(json.dumps(sts, indent=2))
+    elif not sts:
+        print("no labs")
+    for st in ([] if args.json else sts):
+        _print_status(st)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("lab", help="build, inspect and remove the namespace lab",
+                              description=topology.__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="lab_command", metavar="ACTION")
+    sub.required = True
+    up = sub.add_parser("up", help="create a lab; prints its name")
+    up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
+    up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
+                    help="XDP on the DUT ports: the PGW-U (default), the reference forwarder (fwd), a "
+                         "drop/pass sink, a reflector (tx), or none")
+    up.add_argument("--generator", choices=GENERATORS,
+                    help="engine: the embedded BPF engine (default); trex: a TRex server on the generator "
+                         "ports (DPDK af_packet, in the generator namespace, on the generator CPUs)")
+    up.add_argument("--trex", metavar="DIR|TARBALL",
+                    help="with --generator trex: TRex's directory or release tarball (default: the lab "
+                         "config's trex.runtime, $GTPLAB_TREX_DIR, $GTPLAB_TREX_TARBALL, "
+                         "../shared/trex/trex-v3.08-runtime.tgz)")
+    up.add_argument("--lab-config", metavar="NAME|FILE",
+                    help="take the generator, TRex runtime and MTU from this lab config")
+    up.add_argument("--mtu", type=int, default=None,
+                    help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
+    up.add_argument("--generator-cpus", metavar="CPUS",
+                    help="CPUs of the generator (engine threads, its receive NAPI), e.g. 0 or 0-1 "
+                         "(default: the first half of this host's CPUs)")
+    up.add_argument("--dut-cpus", metavar="CPUS",
+                    help="CPUs of the DUT's receive NAPI threads, hence its XDP programs (default: the "
+                         "second half)")
+    up.add_argument("--no-gen-pass", action="store_true",
+                    help="don't attach the XDP_PASS program to the generator ports")
+    up.add_argument("--json", action="store_true", help="print the lab's status as JSON")
+    up.set_defaults(func=_cmd_up)
+    down = sub.add_parser("down", help="remove a lab (also after a crash) or all of them")
+    down.add_argument("--name", help="lab name")
+    down.add_argument("--all", action="store_true", help="every lab listed in " + str(STATE_DIR)
+                      + " (not those a running sweep or test is using, unless --force)")
+    down.add_argument("--force", action="store_true", help="with --all: also labs in use")
+    down.set_defaults(func=_cmd_down)
+    st = sub.add_parser("status", help="labs, namespaces, links, XDP attachments, DUT counters")
+    st.add_argument("--name", help="only this lab")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.set_defaults(func=_cmd_status)

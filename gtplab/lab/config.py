@@ -1,0 +1,215 @@
+"""Lab configurations: one YAML file per lab with its connection details and throughput thresholds.
+
+    gtplab/lab/labs/embedded.yaml      this machine: the namespace lab + the embedded engine (default)
+    gtplab/lab/labs/example-trex.yaml  a lab of real servers: a TRex server, a PGW-U host, its metrics
+
+Chosen with `--lab-config NAME|FILE` or $GTPLAB_LAB_CONFIG (a name is a file of gtplab/lab/labs/). The
+same tests and the same sweep run on any lab; only this file says what "fast enough" means there
+(docs/testing.md, docs/sweep.md).
+
+Used by gtplab.measure.sweep (`--lab-config`) and the throughput tests.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gtplab.errors import UserError
+
+LABS_DIR = Path(__file__).resolve().parent / "labs"
+DEFAULT_LAB = "embedded"
+DIRECTIONS = ("uplink", "downlink")
+
+_TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
+             "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
+             "trex"}
+_DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir"}
+DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab/topology.py)
+_LAB_KEYS = {"mtu", "generator"}
+_TREX_KEYS = {"runtime"}
+GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
+_THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
+
+
+@dataclass
+class LabConfig:
+    name: str
+    path: str
+    backend: str = "local"                      # local | trex
+    description: str = ""
+    trex_server: str | None = None
+    ports: dict[str, int] = field(default_factory=lambda: {"access": 0, "sgi": 1})
+    port_speed_bps: float = 10e9
+    max_rate_pps: float | None = None           # NDR search start; None: measure (100% line rate)
+    cpu_shared_with_generator: bool = False
+    cpus: Any = None                            # local labs: {generator: CPUS, dut: CPUS} | "auto" | None
+    lab: dict[str, Any] = field(default_factory=dict)
+    dut: dict[str, Any] = field(default_factory=dict)
+    thresholds: dict[str, Any] = field(default_factory=dict)
+    measured: Any = None
+    trex: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generator(self) -> str:
+        """The namespace lab's generator: engine (embedded) or trex (a TRex server on its veths)."""
+        return self.lab.get("generator", "engine")
+
+    def trex_runtime(self) -> str | None:
+        """trex.runtime (a TRex directory or release tarball), relative to this file's folder; None:
+        gtplab.traffic.trex.runtime's default."""
+        r = self.trex.get("runtime")
+        if not r:
+            return None
+        p = Path(os.path.expanduser(str(r)))
+        return str(p if p.is_absolute() else (Path(self.path).parent / p).resolve())
+
+    def threshold(self, kind: str, direction: str, frame_size: int) -> float | None:
+        """Minimum rate (pps) kind ("ndr_pps" | "pdr_pps") must reach for direction and frame size:
+        the entry for the size, else the direction's "default", else None (nothing to assert). An
+        entry "N%" is N % of the line rate at that frame size."""
+        table = (self.thresholds.get(kind) or {}).get(direction) or {}
+        v = table.get(frame_size, table.get(str(frame_size), table.get("default")))
+        if v is None:
+            return None
+        if isinstance(v, str):
+            return float(v.rstrip("%")) / 100 * line_rate_pps(self.port_speed_bps, frame_size)
+        return float(v)
+
+    @property
+    def pdr_loss(self) -> float:
+        return float(self.thresholds.get("pdr_loss", 0.001))
+
+    def port(self, side: str) -> int:
+        return int(self.ports[side])
+
+    @property
+    def dut_mode(self) -> str:
+        return self.dut.get("mode", "pgwu")
+
+    def cpu_layout(self):
+        """The local lab's gtplab.lab.cpu.CpuLayout (checked against this host's CPUs)."""
+        from gtplab.lab.cpu import CpuLayout
+        return CpuLayout.parse(self.cpus, f"lab config {self.path}: cpus")
+
+
+def line_rate_pps(port_speed_bps: float, frame_size: int) -> float:
+    """Frames per second a port carries at frame_size (FCS included) plus 20 bytes of preamble, SFD
+    and inter-frame gap: 10 GbE, 64 B: 14.88 Mpps."""
+    return port_speed_bps / ((frame_size + 20) * 8)
+
+
+def _percent(v) -> float | None:
+    if isinstance(v, str) and v.endswith("%"):
+        try:
+            x = float(v[:-1])
+        except ValueError:
+            return None
+        return x if 0 < x <= 100 else None
+    return None
+
+
+def _fail(path, msg: str):
+    raise UserError(f"lab config {path}: {msg}")
+
+
+def resolve(name_or_path: str | None = None) -> Path:
+    """A lab config file from a name (gtplab/lab/labs/NAME.yaml), a path, or $GTPLAB_LAB_CONFIG."""
+    ref = name_or_path or os.environ.get("GTPLAB_LAB_CONFIG") or DEFAULT_LAB
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") or os.sep in ref:
+        if not p.is_file():
+            raise UserError(f"lab config {ref}: no such file")
+        return p
+    cand = LABS_DIR / f"{ref}.yaml"
+    if not cand.is_file():
+        have = ", ".join(sorted(f.stem for f in LABS_DIR.glob("*.yaml")))
+        raise UserError(f"no lab config named {ref!r} (have: {have}; or give a file)")
+    return cand
+
+
+def load(name_or_path: str | None = None) -> LabConfig:
+    """Read and check a lab config; UserError (one line) on anything wrong."""
+    path = resolve(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        _fail(path, f"not YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict):
+        _fail(path, "must be a mapping")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        _fail(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key, allowed in (("dut", _DUT_KEYS), ("lab", _LAB_KEYS), ("thresholds", _THRESHOLD_KEYS),
+                         ("trex", _TREX_KEYS)):
+        sub = data.get(key) or {}
+        if not isinstance(sub, dict):
+            _fail(path, f"{key} must be a mapping")
+        bad = set(sub) - allowed
+        if bad:
+            _fail(path, f"unknown key(s) in {key}: {', '.join(sorted(bad))} (allowed: {', '.join(sorted(allowed))})")
+    backend = data.get("backend", "local")
+    if backend not in ("local", "trex"):
+        _fail(path, f"backend {backend!r}: use local or trex")
+    ports = data.get("ports") or {"access": 0, "sgi": 1}
+    if set(ports) != {"access", "sgi"} or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                   for v in ports.values()):
+        _fail(path, "ports must be {access: N, sgi: M} with port numbers")
+    if ports["access"] == ports["sgi"]:
+        _fail(path, f"ports: access and sgi are both port {ports['access']}: they must be two ports")
+    speed = data.get("port_speed_bps", 10e9)
+    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0:
+        _fail(path, f"port_speed_bps {speed!r} must be a positive number (bits per second, e.g. 10000000000)")
+    th = data.get("thresholds") or {}
+    for kind in ("ndr_pps", "pdr_pps"):
+        table = th.get(kind) or {}
+        if not isinstance(table, dict) or set(table) - set(DIRECTIONS):
+            _fail(path, f"thresholds.{kind} must map uplink/downlink to {{frame size|default: pps}}")
+        for d, sizes in table.items():
+            if not isinstance(sizes, dict):
+                _fail(path, f"thresholds.{kind}.{d} must map frame sizes (or default) to pps")
+            for k, v in sizes.items():
+                if not (k == "default" or isinstance(k, int)):
+                    _fail(path, f"thresholds.{kind}.{d}: bad key {k!r} (a frame size or default)")
+                if _percent(v) is not None:
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                    _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r} (pps, or \"N%\" of line rate)")
+                # a threshold above line rate can never be met; a default applies up to the largest frame
+                size = k if k != "default" else 3024
+                top = line_rate_pps(float(speed), size)
+                if v > top:
+                    _fail(path, f"thresholds.{kind}.{d}.{k}: {v:.0f} pps is above the line rate at {size} B "
+                                f"({top:.0f} pps at port_speed_bps {float(speed):.0f})"
+                          + ("; give a default as a fraction of line rate, e.g. \"50%\"" if k == "default" else ""))
+    pdr = th.get("pdr_loss", 0.001)
+    if not isinstance(pdr, (int, float)) or not 0 <= pdr < 1:
+        _fail(path, f"thresholds.pdr_loss {pdr!r} must be a ratio 0..1 (0.001 = 0.1 %)")
+    mode = (data.get("dut") or {}).get("mode", "pgwu")
+    if mode not in DUT_MODES:
+        _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
+    gen = (data.get("lab") or {}).get("generator", "engine")
+    if gen not in GENERATORS:
+        _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
+    rt = (data.get("trex") or {}).get("runtime")
+    if rt is not None and not isinstance(rt, str):
+        _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")
+    if backend == "local" or gen == "trex":
+        from gtplab.lab.cpu import CpuLayout
+        CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")
+    mr = data.get("max_rate_pps")
+    if mr is not None and (not isinstance(mr, (int, float)) or mr <= 0):
+        _fail(path, f"max_rate_pps {mr!r} must be a positive number")
+    return LabConfig(name=str(data.get("name") or path.stem), path=str(path), backend=backend,
+                     description=str(data.get("description") or ""),
+                     trex_server=data.get("trex_server"), ports=dict(ports),
+                     port_speed_bps=float(speed), max_rate_pps=mr,
+                     cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
+                     cpus=data.get("cpus"),
+                     lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),
+                     thresholds=dict(th), measured=data.get("measured"),
+                     trex=dict(data.get("trex") or {}))

@@ -1,0 +1,114 @@
+"""The lab's CPU layout: which CPUs run the traffic generator and which run the DUT, and how to read
+what a kernel thread has run.
+
+Used by gtplab.lab.topology (pins the lab's NAPI threads), gtplab.lab.config (the `cpus:` key of a
+lab config), gtplab.lab.cli (--generator-cpus/--dut-cpus) and gtplab.dut.local (the DUT's CPU time).
+Why the lab splits CPUs this way: docs/lab.md, "The measurement model".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from gtplab.errors import LabError
+
+
+@dataclass
+class CpuLayout:
+    """Which CPUs run the generator (engine threads, its receive NAPI) and which run the DUT (its
+    receive NAPI, hence its XDP programs)."""
+    generator: list[int]
+    dut: list[int]
+
+    @classmethod
+    def default(cls) -> "CpuLayout":
+        """Half the CPUs this process may use for each, the generator's first (2 CPUs: 0 and 1);
+        with one CPU both share it (the lab says so)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return cls(cpus, cpus)
+        half = len(cpus) // 2
+        return cls(cpus[:half], cpus[half:])
+
+    @classmethod
+    def parse(cls, data: Any, where: str = "cpus") -> "CpuLayout":
+        """From {generator: N | [N..] | "N-M,K", dut: ...} (None or "auto": default())."""
+        if data is None or data == "auto":
+            return cls.default()
+        if not isinstance(data, dict) or set(data) != {"generator", "dut"}:
+            raise LabError(f"{where}: give {{generator: CPUS, dut: CPUS}} (e.g. generator: 0, dut: 1) or auto")
+        have = set(os.sched_getaffinity(0))
+        out = {}
+        for side in ("generator", "dut"):
+            cpus = cpu_list(data[side], f"{where}.{side}")
+            missing = sorted(set(cpus) - have)
+            if missing:
+                raise LabError(f"{where}.{side}: CPU(s) {cpu_text(missing)} not available here "
+                               f"(this process may use {cpu_text(sorted(have))})")
+            out[side] = cpus
+        return cls(**out)
+
+    def shared(self) -> list[int]:
+        return sorted(set(self.generator) & set(self.dut))
+
+
+def cpu_list(v: Any, where: str) -> list[int]:
+    """A CPU list from an int, a list of ints or a cpulist string ("0-3,8")."""
+    if isinstance(v, bool):
+        raise LabError(f"{where}: {v!r} is not a CPU list")
+    if isinstance(v, int):
+        v = [v]
+    if isinstance(v, str):
+        out = []
+        try:
+            for part in filter(None, v.replace(" ", "").split(",")):
+                lo, _, hi = part.partition("-")
+                out += list(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise LabError(f"{where}: {v!r} is not a CPU list (e.g. 1, [2, 3] or \"2-3\")") from None
+        v = out
+    if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                    and x >= 0 for x in v):
+        raise LabError(f"{where}: {v!r} is not a CPU list (e.g. 1, [2, 3] or \"2-3\")")
+    if len(set(v)) != len(v):
+        raise LabError(f"{where}: CPU listed twice in {v}")
+    return sorted(v)
+
+
+def cpu_text(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus))
+
+
+def napi_threads(ifname: str) -> list[int]:
+    """Pids of the threaded-NAPI kthreads of interface ifname (comm "napi/<ifname>-<napi id>")."""
+    pref = f"napi/{ifname}-"
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith(pref) and comm[len(pref):].isdigit():
+            out.append(int(pid))
+    return sorted(out)
+
+
+def thread_cpu_ns(pid: int) -> int:
+    """CPU time a thread has run, in ns (/proc/PID/schedstat; 0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def affinity(pid: int) -> list[int] | None:
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except OSError:
+        return None

@@ -1,0 +1,750 @@
+"""gtplab lab: a reproducible two-namespace lab (traffic generator + PGW-U) on this machine.
+
+    gen netns (traffic generator)                    dut netns (PGW-U, XDP native)
+    port 0  g<name>p0  10.201.0.2/24 ==== veth ====  d<name>p0  10.201.0.1/24  access (GTP-U)
+    port 1  g<name>p1  10.202.0.2/24 ==== veth ====  d<name>p1  10.202.0.1/24  SGi (plain IP)
+    g<name>k0 ==== veth ==== g<name>k1   (spares: the engine parks its transmit programs there)
+
+CPU layout (docs/lab.md, "The measurement model"): every lab veth gets threaded NAPI, so the DUT's
+receive work runs in kthreads napi/d<name>pN-* pinned to the DUT's CPUs, and the generator's receive
+work (napi/g<name>pN-*) and engine threads run on the generator's CPUs: the DUT never runs in the
+generator's softirq, and a DUT that is too slow loses packets instead of slowing the generator.
+
+Every namespace, interface and bpffs path carries the lab's name, and everything created is listed in
+/run/gtplab/labs/<name>.json *before* it is created, so `gtplab lab down` removes a lab after a crash
+too. See docs/lab.md for the why (MTU, the generator's XDP program, nsenter instead of ip netns exec).
+
+Python API:
+    with Lab.up() as lab:              # tears the lab down on exit, also on an exception
+        lab.pgwu("session", "add", ...)
+        c = lab.client()               # gtplab.traffic.engine.LocalClient on ports 0 and 1
+
+Used by gtplab.traffic.backend (the local backend), gtplab.lab.cli (`gtplab lab`), tests and bench/.
+The CPU layout is gtplab.lab.cpu. Over 600 lines because the Lab class is one unit (~400 lines):
+up() records every name before it creates it and builds in an order that down() and a crash-time
+teardown() undo; splitting it would spread that contract over files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
+
+from gtplab.errors import LabError, UserError
+from gtplab.kernel import bpf
+from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
+
+REPO = Path(__file__).resolve().parents[2]
+STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
+BPFFS = Path("/sys/fs/bpf")
+NETNS_DIR = Path("/run/netns")
+
+# 3200 carries a 3024-byte frame (3020 bytes without FCS) plus GTP-U encapsulation (36) and a VLAN tag
+# with room to spare, and stays below what veth accepts with a non-frags XDP program attached to the
+# peer: PAGE_SIZE - XDP headroom - skb_shared_info - Ethernet header = 3506 on x86_64 (checked: 3507
+# gives "veth: Peer MTU is too large to set XDP").
+DEFAULT_MTU = 3200
+VETH_XDP_MAX_MTU = 3506
+
+NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
+DUT_MODES = ("pgwu", "fwd", "drop", "pass", "tx", "none")
+GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
+ETH_P_ALL = 0x0003
+NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
+XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
+
+
+@dataclass
+class Addressing:
+    """The lab addressing contract (docs/lab.md, the brief); every field can be overridden."""
+    access_net: str = "10.201.0.0/24"
+    dut_access: str = "10.201.0.1"      # the PGW-U's GTP-U address (pgwu --local-addr)
+    gen_access: str = "10.201.0.2"
+    sgw_base: str = "10.201.0.16"       # SGW k = sgw_base + k, on-link, k < sgws
+    sgws: int = 64
+    sgi_net: str = "10.202.0.0/24"
+    dut_sgi: str = "10.202.0.1"
+    gen_sgi: str = "10.202.0.2"
+    ue_pool: str = "10.64.0.0/12"       # UE i = first + 1 + i
+    pdn_net: str = "198.18.0.0/15"      # routed on the DUT via gen_sgi
+    local_teid_base: int = 0x00010000
+    sgw_teid_base: int = 0x80000000
+
+    def ue(self, i: int) -> str:
+        return str(ipaddress.ip_network(self.ue_pool).network_address + 1 + i)
+
+    def sgw(self, i: int) -> str:
+        """The SGW of bearer i."""
+        return str(ipaddress.ip_address(self.sgw_base) + (i % self.sgws))
+
+    def local_teid(self, i: int) -> int:
+        return self.local_teid_base + i
+
+    def sgw_teid(self, i: int) -> int:
+        return self.sgw_teid_base + i
+
+    def pdn(self, i: int = 0) -> str:
+        return str(ipaddress.ip_network(self.pdn_net).network_address + 1 + i)
+
+    def bearer(self, i: int) -> dict:
+        """Bearer i as `pgwu session add` wants it."""
+        return {"teid": self.local_teid(i), "ue": self.ue(i), "sgw": self.sgw(i),
+                "sgw_teid": self.sgw_teid(i)}
+
+    def prefixlen(self, side: str) -> int:
+        return ipaddress.ip_network(self.access_net if side == "access" else self.sgi_net).prefixlen
+
+
+@dataclass
+class Port:
+    """One generator port and the DUT interface at the other end of its veth."""
+    port_id: int            # TRex numbering: 0 = access, 1 = SGi
+    side: str               # "access" | "sgi"
+    netns: str              # generator namespace
+    ifname: str
+    mac: str
+    addr: str
+    prefixlen: int
+    mtu: int
+    dut_netns: str
+    dut_ifname: str
+    dut_mac: str
+    dut_addr: str
+
+
+def _mac(name: str, dut: bool, port: int) -> str:
+    """Deterministic, locally administered MACs: 02:67:<name hash>:<0 gen | 1 dut>:<port>."""
+    h = hashlib.sha256(name.encode()).digest()
+    return f"02:67:{h[0]:02x}:{h[1]:02x}:{int(dut):02x}:{port:02x}"
+
+
+def _run(argv: list[str], what: str, *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        msg = [ln.strip() for ln in (p.stderr.strip() or p.stdout.strip()).splitlines() if ln.strip()]
+        raise LabError(f"Couldn't {what}: {'; '.join(msg[:4]) if msg else f'exit status {p.returncode}'}")
+    return p
+
+
+def _in_netns(ns: str) -> list[str]:
+    """Command prefix that runs in netns ns. nsenter and not `ip netns exec`: the latter remounts /sys
+    in a private mount namespace, which hides /sys/fs/bpf and with it every pinned program and map."""
+    return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
+
+
+def pgwu_reason_names() -> list[str]:
+    """enum pgwu_reason from dataplane/pgwu.h, in order, without the PGWU_R_ prefix."""
+    text = (REPO / "dataplane" / "pgwu.h").read_text()
+    body = text[text.index("enum pgwu_reason"):]
+    body = body[:body.index("};")]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return re.findall(r"PGWU_R_(\w+)", body)
+
+
+def pgwu_binary() -> Path:
+    return Path(os.environ.get("GTPLAB_PGWU", REPO / "dataplane" / "pgwu"))
+
+
+
+
+def _state_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def _write_state(path: Path, state: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _netns_exists(ns: str) -> bool:
+    return (NETNS_DIR / ns).exists()
+
+
+class Lab:
+    """A running lab. Create with Lab.up(); attach to an existing one with Lab.open(name)."""
+
+    def __init__(self, state: dict):
+        self.state = state
+        self.name: str = state["name"]
+        self.gen_ns: str = state["netns"]["gen"]
+        self.dut_ns: str = state["netns"]["dut"]
+        self.pin_dir: str = state["pin_dirs"]["pgwu"]
+        self.gen_pin_dir: str = state["pin_dirs"]["gen"]
+        self.dut_mode: str = state["dut"]
+        self.generator: str = state.get("generator", "engine")
+        self.addressing = Addressing(**state["addressing"])
+        self.ports = [Port(**p) for p in state["ports"]]
+        self.park_ifnames: list[str] = state.get("park", [])
+        c = state.get("cpus") or {}
+        self.cpus = CpuLayout(c["generator"], c["dut"]) if c else None
+        self.state_path = _state_path(self.name)
+
+    # ---------------------------------------------------------------- create / destroy
+
+    @classmethod
+    def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
+           addressing: Addressing | None = None, gen_pass: bool = True,
+           pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
+           generator: str = "engine", trex_runtime: str | None = None) -> "Lab":
+        """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
+        it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
+        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "fwd" (the reference forwarder,
+        gtplab/dut/fwd.py: MAC rewrite + redirect between the DUT ports), "drop"/"pass" (a one-instruction
+        XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
+        frame goes back out of the port it came in, to measure the generator's receive side too),
+        "none" (no XDP on the DUT).
+        gen_pass: attach an XDP_PASS program to the generator ports so frames the DUT redirects to
+        them are received while no engine is connected (lab.client() removes it again)."""
+        if dut not in DUT_MODES:
+            raise LabError(f"unknown DUT mode {dut!r} (use one of {', '.join(DUT_MODES)})")
+        if generator not in GENERATORS:
+            raise LabError(f"unknown generator {generator!r} (use one of {', '.join(GENERATORS)})")
+        trex_dir = None
+        if generator == "trex":
+            from gtplab.traffic.trex import runtime as trt
+            trex_dir = trt.resolve(trex_runtime)       # unpacked (once) before anything is built
+            gen_pass = True     # frames the DUT redirects to a veth are received only with XDP on it
+        if not 1280 <= mtu <= VETH_XDP_MAX_MTU:
+            raise LabError(f"MTU {mtu} out of range: 1280..{VETH_XDP_MAX_MTU} (veth native XDP limit)")
+        if os.geteuid() != 0:
+            raise LabError("must run as root (network namespaces, veth, XDP)")
+        if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
+            raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
+        a = addressing or Addressing()
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
+        lab = cls(state)
+        old = None
+        try:
+            lab._build(gen_pass, pgwu_load_args)
+            state["status"] = "up"
+            _write_state(lab.state_path, state)
+        except BaseException:
+            # Ctrl-C during the rollback would leave a half-removed lab: hold it off until done.
+            if threading.current_thread() is threading.main_thread():
+                old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                teardown(state)
+            finally:
+                if old is not None:
+                    signal.signal(signal.SIGINT, old)
+            raise
+        return lab
+
+    @classmethod
+    def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int,
+                 cpus: CpuLayout | None = None, generator: str = "engine",
+                 trex_dir: Path | None = None) -> dict:
+        """Pick the name and write the state file (O_EXCL: two concurrent `up`s can't take one name)."""
+        for _ in range(20 if name is None else 1):
+            n = name if name is not None else secrets.token_hex(3)
+            if not NAME_RE.match(n):
+                raise LabError(f"bad lab name {n!r}: 1-10 characters of a-z and 0-9")
+            state = cls._plan(n, a, dut, mtu, cpus, generator, trex_dir)
+            taken = [ns for ns in state["netns"].values() if _netns_exists(ns)]
+            taken += [d for d in state["pin_dirs"].values() if Path(d).exists()]
+            try:
+                fd = os.open(_state_path(n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                taken.append(str(_state_path(n)))
+                fd = -1
+            if not taken:
+                os.close(fd)
+                _write_state(_state_path(n), state)
+                return state
+            if fd >= 0:
+                os.close(fd)
+                os.unlink(_state_path(n))
+            if name is not None:
+                raise LabError(f"lab {n!r} exists already ({', '.join(taken)}); "
+                               f"remove it with `gtplab lab down --name {n}`")
+        raise LabError("Couldn't find a free lab name")
+
+    @staticmethod
+    def _plan(n: str, a: Addressing, dut: str, mtu: int, cpus: CpuLayout | None = None,
+              generator: str = "engine", trex_dir: Path | None = None) -> dict:
+        gen_ns, dut_ns = f"gtplab-{n}-gen", f"gtplab-{n}-dut"
+        ports = []
+        for pid, side, gen_addr, dut_addr in ((0, "access", a.gen_access, a.dut_access),
+                                              (1, "sgi", a.gen_sgi, a.dut_sgi)):
+            ports.append(asdict(Port(
+                port_id=pid, side=side, netns=gen_ns, ifname=f"g{n}p{pid}", mac=_mac(n, False, pid),
+                addr=gen_addr, prefixlen=a.prefixlen(side), mtu=mtu, dut_netns=dut_ns,
+                dut_ifname=f"d{n}p{pid}", dut_mac=_mac(n, True, pid), dut_addr=dut_addr)))
+        return {
+            "name": n, "status": "creating", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "pid": os.getpid(), "dut": dut,
+            "netns": {"gen": gen_ns, "dut": dut_ns},
+            "pin_dirs": {"pgwu": str(BPFFS / f"gtplab-{n}"), "gen": str(BPFFS / f"gtplab-{n}-gen")},
+            "ports": ports, "addressing": asdict(a),
+            # one spare veth pair per generator CPU: a parking place for each transmit program
+            "park": [f"g{n}k{j}" for j in range(2 * max(1, len(cpus.generator) if cpus else 1))]
+            if generator == "engine" else [],
+            "cpus": asdict(cpus) if cpus else None,
+            "generator": generator,
+            # TRex: where it runs from, its work dir (config, log), its DPDK file prefix, and its pid
+            # (recorded as soon as it exists: teardown stops it even if the creator died)
+            "trex": {"runtime": str(trex_dir), "workdir": str(STATE_DIR / f"{n}-trex"),
+                     "prefix": f"gtplab_{n}_trex", "pid": None} if generator == "trex" else None,
+        }
+
+    def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
+        a = self.addressing
+        g, d = self.gen_ns, self.dut_ns
+        for ns in (g, d):
+            _run(["ip", "netns", "add", ns], f"create netns {ns}")
+            # No IPv6: router solicitations and DAD would show up in the DUT's counters.
+            for key in ("all", "default"):
+                _run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1"],
+                     f"disable IPv6 in {ns}")
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"], f"bring up lo in {ns}")
+        for p in self.ports:
+            # Created inside the namespaces: no interface ever appears in the host's namespace.
+            _run(["ip", "-n", g, "link", "add", p.ifname, "address", p.mac, "mtu", str(p.mtu),
+                  "type", "veth", "peer", "name", p.dut_ifname, "netns", d,
+                  "address", p.dut_mac, "mtu", str(p.mtu)], f"create veth {p.ifname}/{p.dut_ifname}")
+            _run(["ip", "-n", g, "addr", "add", f"{p.addr}/{p.prefixlen}", "dev", p.ifname],
+                 f"address {p.ifname}")
+            _run(["ip", "-n", d, "addr", "add", f"{p.dut_addr}/{p.prefixlen}", "dev", p.dut_ifname],
+                 f"address {p.dut_ifname}")
+            _run(["ip", "-n", g, "link", "set", p.ifname, "up"], f"bring up {p.ifname}")
+            _run(["ip", "-n", d, "link", "set", p.dut_ifname, "up"], f"bring up {p.dut_ifname}")
+            # Permanent neighbours both ways: the engine's XDP program answers no ARP.
+            _run(["ip", "-n", g, "neigh", "replace", p.dut_addr, "lladdr", p.dut_mac, "nud", "permanent",
+                  "dev", p.ifname], f"add neighbour on {p.ifname}")
+            _run(["ip", "-n", d, "neigh", "replace", p.addr, "lladdr", p.mac, "nud", "permanent",
+                  "dev", p.dut_ifname], f"add neighbour on {p.dut_ifname}")
+        acc, sgi = self.ports
+        batch = "".join(f"neigh replace {a.sgw(k)} lladdr {acc.mac} nud permanent dev {acc.dut_ifname}\n"
+                        for k in range(a.sgws))
+        batch += f"route replace {a.pdn_net} via {a.gen_sgi} dev {sgi.dut_ifname}\n"
+        p = subprocess.run(["ip", "-n", d, "-batch", "-"], input=batch, capture_output=True, text=True)
+        if p.returncode:
+            raise LabError(f"Couldn't add SGW neighbours and the PDN route: {p.stderr.strip()}")
+        _run(["ip", "netns", "exec", d, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding")
+        for j in range(0, len(self.park_ifnames), 2):
+            # never up, never carries a frame: only holds an XDP program (Engine: LocalClient(park=))
+            _run(["ip", "-n", g, "link", "add", self.park_ifnames[j], "type", "veth", "peer", "name",
+                  self.park_ifnames[j + 1]], f"create spare veth {self.park_ifnames[j]}")
+
+        if self.dut_mode == "pgwu":
+            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
+        elif self.dut_mode == "fwd":
+            self._attach_fwd()
+        elif self.dut_mode in ("drop", "pass", "tx"):
+            verdict = {"drop": bpf.XDP_DROP, "pass": bpf.XDP_PASS, "tx": bpf.XDP_TX}[self.dut_mode]
+            self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
+        if gen_pass:
+            self.attach_gen_pass()
+        self.apply_cpu_layout()
+        if self.generator == "trex":
+            self._start_trex()
+
+    def _start_trex(self) -> None:
+        """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
+        the lab's), low_end on the first generator CPU and confined to the generator CPUs, its ports
+        in L2 mode with the lab's MACs (the profiles take their MACs from the port configuration)."""
+        from gtplab.traffic.trex import runtime as trt
+        t = self.state["trex"]
+        cpus = self.cpus.generator if self.cpus else sorted(os.sched_getaffinity(0))[:1]
+        proc = trt.TrexProcess(Path(t["runtime"]), self.gen_ns, [p.ifname for p in self.ports], cpus,
+                               [{"src_mac": p.mac, "dest_mac": p.dut_mac} for p in self.ports],
+                               prefix=t["prefix"], workdir=Path(t["workdir"]))
+
+        def record(pid: int) -> None:
+            t["pid"] = pid
+            _write_state(self.state_path, self.state)
+        try:
+            proc.start(on_pid=record)
+        except UserError as e:
+            raise LabError(f"Couldn't start TRex in {self.gen_ns}: {e}") from None
+        t["cpus"] = cpus
+        t["log"] = str(proc.log)
+        _write_state(self.state_path, self.state)
+
+    def trex_client(self, timeout: float = 120.0):
+        """An unconnected TrexClient for the lab's TRex (run in the generator netns, where TRex
+        listens)."""
+        if self.generator != "trex":
+            raise LabError(f"lab {self.name} has no TRex (generator {self.generator}): "
+                           "make one with `gtplab lab up --generator trex`")
+        from gtplab.traffic.trex.client import TrexClient
+        return TrexClient("127.0.0.1", timeout=timeout, netns=self.gen_ns)
+
+    def trex_pid(self) -> int | None:
+        return (self.state.get("trex") or {}).get("pid")
+
+    def _attach_fwd(self) -> None:
+        """The reference forwarder on both DUT ports: each forwards to the other, towards the
+        generator port behind it."""
+        from gtplab.dut import fwd
+        pin = fwd.load(self.pin_dir)
+        idx = run_in_netns(self.dut_ns, lambda: [socket.if_nametoindex(p.dut_ifname) for p in self.ports])
+        for (i, p), q in zip(enumerate(self.ports), reversed(self.ports)):
+            fwd.set_port(self.pin_dir, idx[i], idx[1 - i], q.dut_mac, q.mac)
+            _run(_in_netns(self.dut_ns) + ["ip", "link", "set", "dev", p.dut_ifname, "xdpdrv", "pinned", pin],
+                 f"attach the forwarder to {p.dut_ifname}")
+
+    # ---------------------------------------------------------------- CPU layout
+
+    def apply_cpu_layout(self) -> dict:
+        """Threaded NAPI on every lab veth that has one (an XDP program attached), its kthreads
+        pinned: the DUT ports' to the DUT CPUs, the generator ports' to the generator CPUs.
+        Idempotent; call it again whenever an XDP program is (re)attached to a lab port (the
+        engine's connect does): a veth's NAPI kthread is made anew at each attach. Records what it
+        did in state["cpu_layout"] and returns it."""
+        if self.cpus is None:
+            return {}
+        lay: dict[str, Any] = {"generator": self.cpus.generator, "dut": self.cpus.dut,
+                               "threads": {}, "notes": []}
+        if self.cpus.shared():
+            lay["notes"].append(f"CPU(s) {cpu_text(self.cpus.shared())} run both generator and DUT: "
+                                "rates and CPU costs are the chain's, not the DUT's alone")
+        sides = [(self.gen_ns, p.ifname, self.cpus.generator, "generator") for p in self.ports]
+        sides += [(self.dut_ns, p.dut_ifname, self.cpus.dut, "dut") for p in self.ports]
+        for ns, ifname, cpus, side in sides:
+            threads = napi_threads(ifname)
+            if not threads:
+                r = _run(["ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /sys/class/net/{ifname}/threaded"],
+                         f"turn on threaded NAPI on {ifname}", check=False)
+                threads = napi_threads(ifname)
+                if not threads:
+                    why = (r.stderr.strip().splitlines() or ["no NAPI kthread appeared"])[-1]
+                    if side == "dut" and self.dut_mode == "none":
+                        why = "no XDP program on it (DUT mode none): the kernel's stack receives"
+                    lay["notes"].append(f"{ifname} ({side}): no threaded NAPI ({why}); its receive "
+                                        "work runs in the sender's softirq")
+                    continue
+            for pid in threads:
+                try:
+                    os.sched_setaffinity(pid, cpus)
+                    # Real-time, as NIC interrupts and softirqs are: a receive thread that waits
+                    # behind ordinary tasks overflows its 256-frame veth ring within milliseconds,
+                    # and that loss would be the scheduler's, not the DUT's (docs/lab.md).
+                    os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(NAPI_RT_PRIORITY))
+                except OSError as e:
+                    lay["notes"].append(f"{ifname} ({side}): Couldn't pin napi thread {pid}: {e.strerror}")
+            lay["threads"][ifname] = [{"pid": pid, "side": side, "cpus": affinity(pid)} for pid in threads]
+        dut_pinned = all(self.dut_mode == "none" or lay["threads"].get(p.dut_ifname) for p in self.ports)
+        lay["honoured"] = dut_pinned and not self.cpus.shared()
+        self.state["cpu_layout"] = lay
+        if self.state_path.exists():
+            _write_state(self.state_path, self.state)
+        return lay
+
+    def dut_threads(self) -> list[int]:
+        """The DUT's receive kthreads now (the threads its XDP programs run in)."""
+        return [pid for p in self.ports for pid in napi_threads(p.dut_ifname)]
+
+    def keep_cpus_awake(self) -> None:
+        """Turn off every idle state but polling on the DUT's CPUs, as on a UPF host tuned with
+        C-states off, until restore_cpu_idle() or teardown. (The generator's CPUs are busy while
+        they send: the engine paces in the kernel, it does not sleep.) On this VM, waking a
+        halted vCPU takes milliseconds, longer than a 256-frame veth ring lasts: a real-time thread
+        woken every 200 us was late by up to 3.8 ms with halt allowed, 0.66 ms with polling only (and
+        44 ms with a user-space spinner instead: the host then stalls the whole VM). The DUT's CPU
+        cost is read from its own threads' run time, which idle polling does not touch. What it
+        changed is recorded in the lab's state, so teardown restores it even after a crash."""
+        if self.cpus is None or self.state.get("cpuidle_saved"):
+            return
+        saved = {}
+        for cpu in self.cpus.dut:
+            for st in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpuidle").glob("state*")):
+                try:
+                    if (st / "name").read_text().strip() == "POLL" or (st / "disable").read_text().strip() == "1":
+                        continue
+                    saved[str(st / "disable")] = "0"
+                except OSError:
+                    continue
+        self.state["cpuidle_saved"] = saved
+        _write_state(self.state_path, self.state)      # before the change: teardown undoes it
+        for path in saved:
+            try:
+                Path(path).write_text("1")
+            except OSError as e:
+                self.state.setdefault("cpu_layout", {}).setdefault("notes", []).append(
+                    f"Couldn't turn off idle state {path}: {e.strerror}")
+
+    def restore_cpu_idle(self) -> None:
+        restore_cpu_idle(self.state)
+        if self.state_path.exists():
+            _write_state(self.state_path, self.state)
+
+    def pin_generator(self) -> list[int] | None:
+        """Pin the calling thread (and what it starts later) to the generator CPUs; returns the
+        affinity it had, for restore_affinity()."""
+        if self.cpus is None:
+            return None
+        old = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, self.cpus.generator)
+        return old
+
+    def _attach_verdict_prog(self, ns: str, ifnames: list[str], verdict: int) -> None:
+        """Load (once) a one-instruction XDP program, pin it in the generator's pin dir, attach it in
+        native mode to ifnames in ns (netlink attachment: it stays until detached or the veth goes)."""
+        pin_dir = Path(self.gen_pin_dir)
+        pin = pin_dir / f"xdp_{bpf.XDP_VERDICTS[verdict]}"
+        if not pin.exists():
+            pin_dir.mkdir(exist_ok=True)
+            prog = bpf.xdp_verdict_prog(verdict, f"gtplab_{bpf.XDP_VERDICTS[verdict]}")
+            try:
+                bpf.obj_pin(prog.fd, str(pin))
+            finally:
+                prog.close()
+        for ifname in ifnames:
+            _run(_in_netns(ns) + ["ip", "link", "set", "dev", ifname, "xdpdrv", "pinned", str(pin)],
+                 f"attach {pin.name} to {ifname} in {ns}")
+
+    def attach_gen_pass(self) -> None:
+        """XDP_PASS on both generator ports: a frame redirected into a veth in native XDP mode is only
+        received if the peer has an XDP program, so without it the DUT's XDP_REDIRECTs vanish."""
+        self._attach_verdict_prog(self.gen_ns, [p.ifname for p in self.ports], bpf.XDP_PASS)
+
+    def detach_gen_xdp(self) -> None:
+        """Remove whatever XDP program the generator ports have (ours or a crashed engine's)."""
+        for p in self.ports:
+            _run(_in_netns(self.gen_ns) + ["ip", "link", "set", "dev", p.ifname, "xdpdrv", "off"],
+                 f"detach XDP from {p.ifname}")
+
+    def down(self) -> None:
+        teardown(self.state)
+
+    def __enter__(self) -> "Lab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    @classmethod
+    def open(cls, name: str) -> "Lab":
+        """The lab `name` made by an earlier Lab.up() (in this or another process)."""
+        try:
+            return cls(json.loads(_state_path(name).read_text()))
+        except FileNotFoundError:
+            raise LabError(f"no lab named {name!r} (see `gtplab lab status`)") from None
+
+    # ---------------------------------------------------------------- use
+
+    def pgwu(self, *args: str, check: bool = True, timeout: float = 120) -> str:
+        """Run `pgwu -d <pin dir> args...` in the DUT netns; returns stdout, raises LabError on failure."""
+        p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, *map(str, args)],
+                 f"run pgwu {' '.join(map(str, args[:2]))}", check=check, timeout=timeout)
+        return p.stdout
+
+    def pgwu_json(self, *args: str) -> Any:
+        return json.loads(self.pgwu(*args, "--json"))
+
+    def add_bearer(self, i: int, **overrides) -> dict:
+        """Install bearer i of the addressing contract; returns its fields."""
+        b = {**self.addressing.bearer(i), **overrides}
+        self.pgwu("session", "add", "--teid", str(b["teid"]), "--ue", b["ue"], "--sgw", b["sgw"],
+                  "--sgw-teid", str(b["sgw_teid"]))
+        return b
+
+    def load_bearers(self, n: int, sgws: int | None = None) -> None:
+        """Install bearers 0..n-1 of the addressing contract in one `pgwu session load` (all or
+        nothing). sgws: how many SGWs they spread over (default: the addressing's, 64); give the
+        profile's --sgws when downlink packets must go to the SGW addresses the profile assumes."""
+        a = self.addressing if sgws is None else Addressing(**{**asdict(self.addressing), "sgws": sgws})
+        with tempfile.NamedTemporaryFile("w", prefix=f"gtplab-{self.name}-", suffix=".bearers") as f:
+            f.write(f"# lab {self.name}: bearers 0..{n - 1}\n")
+            for i in range(n):
+                f.write(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n")
+            f.flush()
+            self.pgwu("session", "load", f.name, timeout=600)
+
+    def run_in(self, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        """fn(*args, **kwargs) inside the "gen" or "dut" namespace (see run_in_netns)."""
+        return run_in_netns(self.gen_ns if where == "gen" else self.dut_ns, fn, *args, **kwargs)
+
+    def packet_socket(self, port_id: int, timeout: float = 1.0) -> socket.socket:
+        """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
+        socket keeps its netns, so it can be used from any thread afterwards)."""
+        ifname = self.ports[port_id].ifname
+
+        def make():
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            s.bind((ifname, ETH_P_ALL))
+            s.settimeout(timeout)
+            return s
+        return self.run_in("gen", make)
+
+    def send_frames(self, port_id: int, frames: list[bytes]) -> None:
+        """Send frames (bytes without FCS) out of generator port port_id with AF_PACKET: slow, for
+        functional tests; the engine is the way to send many."""
+        with self.packet_socket(port_id) as s:
+            for f in frames:
+                s.send(bytes(f))
+
+    def dut_counters(self) -> dict[str, int]:
+        """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
+        contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
+        names = pgwu_reason_names()
+        out: dict[str, int] = {}
+        with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
+            for k, per_cpu in m.items():
+                idx = bpf.u32(k)
+                pkts = sum(bpf.u64(v) for v in per_cpu)
+                if pkts:
+                    r, v = divmod(idx, len(bpf.XDP_VERDICTS))
+                    rname = names[r] if r < len(names) else str(r)
+                    out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
+        return out
+
+    def client(self, **kwargs):
+        """An unconnected gtplab.traffic.engine.LocalClient for ports 0 (access) and 1 (SGi). The lab's pass
+        program is removed from the generator ports first: the engine attaches its own on connect()."""
+        from gtplab.traffic.engine import LocalClient, PortSpec  # the engine is optional for the lab itself
+        self.detach_gen_xdp()
+        if self.cpus is not None:
+            kwargs.setdefault("cpus", self.cpus.generator)
+        kwargs.setdefault("park", [(self.gen_ns, i) for i in self.park_ifnames])
+        kwargs.setdefault("on_attach", self.apply_cpu_layout)
+        return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in self.ports], **kwargs)
+
+    def links(self) -> list[dict]:
+        """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""
+        out = []
+        for ns in (self.gen_ns, self.dut_ns):
+            if not _netns_exists(ns):
+                continue
+            p = _run(["ip", "-n", ns, "-d", "-j", "link", "show", "type", "veth"], f"list links in {ns}",
+                     check=False)
+            for link in json.loads(p.stdout or "[]"):
+                link["netns"] = ns
+                out.append(link)
+        return out
+
+
+def restore_cpu_idle(state: dict) -> list[str]:
+    """Give back the idle states Lab.keep_cpus_awake() turned off; returns what it restored."""
+    done = []
+    for path, value in (state.pop("cpuidle_saved", None) or {}).items():
+        try:
+            Path(path).write_text(value)
+            done.append(path)
+        except OSError:
+            pass
+    return done
+
+
+def teardown(state: dict) -> list[str]:
+    """Remove everything a lab's state lists that still exists; returns what was removed.
+    Safe to run again, and after a crash at any point of Lab.up()."""
+    removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
+    t = state.get("trex")
+    if t:
+        from gtplab.traffic.trex import runtime as trt
+        removed += trt.kill_recorded(t.get("pid"), t.get("prefix"))
+    for ns in state["netns"].values():
+        if not _netns_exists(ns):
+            continue
+        # Processes left inside (an engine worker, `pgwu metrics`) would keep the netns alive.
+        pids = _run(["ip", "netns", "pids", ns], f"list processes in {ns}", check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        _run(["ip", "netns", "del", ns], f"delete netns {ns}")
+        removed.append(f"netns {ns}")
+    for d in state["pin_dirs"].values():
+        if os.path.lexists(d):
+            shutil.rmtree(d)
+            removed.append(f"bpffs {d}")
+    if t and t.get("workdir") and os.path.isdir(t["workdir"]):
+        shutil.rmtree(t["workdir"], ignore_errors=True)
+        removed.append(f"TRex work dir {t['workdir']}")
+    sp = _state_path(state["name"])
+    for f in (sp, sp.with_suffix(".tmp")):
+        if f.exists():
+            f.unlink()
+            removed.append(f"state {f}")
+    return removed
+
+
+def lab_names() -> list[str]:
+    if not STATE_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in STATE_DIR.glob("*.json"))
+
+
+# ---------------------------------------------------------------- status
+
+def _owner_alive(state: dict) -> bool:
+    try:
+        os.kill(int(state.get("pid", 0)), 0)
+        return True
+    except (ProcessLookupError, ValueError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+
+
+def cpu_layout_now(lab: Lab) -> dict | None:
+    """The lab's CPU layout as recorded at its last apply, with each NAPI kthread's affinity now."""
+    lay = lab.state.get("cpu_layout")
+    if not lay:
+        return None
+    out = {**lay, "threads": {}}
+    for p in lab.ports:
+        for ifname, side, cpus in ((p.ifname, "generator", lay["generator"]), (p.dut_ifname, "dut", lay["dut"])):
+            out["threads"][ifname] = [{"pid": pid, "side": side, "cpus": affinity(pid),
+                                       "pinned": affinity(pid) == sorted(cpus)} for pid in napi_threads(ifname)]
+    return out
+
+
+def lab_status(name: str) -> dict:
+    lab = Lab.open(name)
+    st: dict[str, Any] = {"name": name, "status": lab.state["status"], "created": lab.state["created"],
+                          "dut": lab.dut_mode, "pin_dir": lab.pin_dir,
+                          "netns": {k: {"name": v, "exists": _netns_exists(v)}
+                                    for k, v in lab.state["netns"].items()},
+                          "ports": [asdict(p) for p in lab.ports], "links": [],
+                          "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
+                          "generator": lab.generator}
+    if lab.generator == "trex":
+        from gtplab.traffic.trex import runtime as trt
+        t = lab.state["trex"]
+        st["trex"] = {**t, "running": bool(t.get("pid")) and trt.is_trex(t["pid"])}
+    if lab.state["status"] == "creating" and not _owner_alive(lab.state):
+        st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
+    elif not lab.state.get("standalone") and not _owner_alive(lab.state):
+        # made by a sweep or a test that is gone: nobody will tear it down
+        st["status"] = "orphaned (its creator, pid %s, is gone; remove with `gtplab lab down --name %s`)" % (
+            lab.state.get("pid"), name)
+    for link in lab.links():
+        xdp = link.get("xdp") or {}
+        prog = xdp.get("prog") or {}
+        st["links"].append({"netns": link["netns"], "ifname": link["ifname"], "mtu": link.get("mtu"),
+                            "state": link.get("operstate"), "mac": link.get("address"),
+                            "xdp": {"mode": XDP_MODES.get(xdp.get("mode"), xdp.get("mode")), "prog_id": prog.get("id"),
+                                    "prog_name": prog.get("name")} if xdp else None})
+    if lab.dut_mode == "pgwu" and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
+        try:
+            st["dut_stats"] = lab.pgwu_json("stats")
+        except (LabError, ValueError) as e:
+            st["dut_stats_error"] = str(e)
+    return st
+
+

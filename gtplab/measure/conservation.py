@@ -1,0 +1,106 @@
+"""Packet conservation: every packet the generator sent is accounted for, per direction.
+
+    generator tx  =  DUT rx  +  lost on the way in (link)
+    DUT rx        =  forwarded + dropped (by reason) + passed to the kernel (by reason)
+    forwarded     =  generator rx  +  lost on the way out (link)
+
+DUT rx is measured independently of the DUT's own counters where the lab can (the DUT ingress
+interface's XDP packet counter on the embedded lab); link losses come from the veths' XDP transmit
+error counters (embedded lab) and are unknown (taken as 0) on a real lab. Any difference that the
+numbers do not explain is an error: the sweep records it per case, the tests fail with it.
+
+Used by gtplab.measure.ndr (every trial) and the correctness tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class DutDelta:
+    """What the DUT counted during one trial (deltas of `pgwu stats`)."""
+    rx_packets: int                      # every packet the program saw (sum over reasons and verdicts)
+    fwd_packets: int                     # *_fwd with verdict redirect/tx
+    drops_by_reason: dict[str, int] = field(default_factory=dict)   # verdict drop or aborted
+    passed_by_reason: dict[str, int] = field(default_factory=dict)  # verdict pass (to the kernel)
+    other: dict[str, int] = field(default_factory=dict)             # tx/redirect not *_fwd (echo)
+
+    @property
+    def drop_packets(self) -> int:
+        return sum(self.drops_by_reason.values())
+
+    @property
+    def pass_packets(self) -> int:
+        return sum(self.passed_by_reason.values())
+
+    @classmethod
+    def from_counters(cls, before: dict[tuple[str, str], int], after: dict[tuple[str, str], int]) -> "DutDelta":
+        """From two snapshots {(reason, verdict): packets}."""
+        d = {k: after.get(k, 0) - before.get(k, 0) for k in set(before) | set(after)}
+        d = {k: v for k, v in d.items() if v}
+        fwd = drops = 0
+        out = cls(rx_packets=sum(d.values()), fwd_packets=0)
+        for (reason, verdict), n in sorted(d.items()):
+            if reason.endswith("_fwd") and verdict in ("redirect", "tx"):
+                fwd += n
+            elif verdict in ("drop", "aborted"):
+                out.drops_by_reason[reason] = out.drops_by_reason.get(reason, 0) + n
+            elif verdict == "pass":
+                out.passed_by_reason[reason] = out.passed_by_reason.get(reason, 0) + n
+            else:
+                out.other[f"{reason}/{verdict}"] = n
+        out.fwd_packets = fwd
+        return out
+
+
+@dataclass
+class Conservation:
+    ok: bool
+    gen_tx: int
+    dut_rx: int
+    dut_rx_source: str                   # "ingress interface" or "DUT counters"
+    fwd: int
+    drops: int
+    passed: int
+    other: int
+    gen_rx: int
+    link_in_lost: int | None
+    link_out_lost: int | None
+    errors: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def message(self) -> str:
+        head = (f"generator tx {self.gen_tx}, DUT rx {self.dut_rx} ({self.dut_rx_source}), forwarded "
+                f"{self.fwd}, dropped {self.drops}, passed {self.passed}, other {self.other}, generator rx "
+                f"{self.gen_rx}, link lost in {self.link_in_lost}, out {self.link_out_lost}")
+        return head + ("" if self.ok else ": " + "; ".join(self.errors))
+
+
+def check(gen_tx: int, gen_rx: int, dut: DutDelta, *, dut_rx: int | None = None,
+          link_in_lost: int | None = None, link_out_lost: int | None = None) -> Conservation:
+    """Check the three equations. dut_rx: the DUT's receive count measured outside its program (None:
+    the sum of its counters, so only the other two equations say something). link_*_lost: packets
+    lost between generator and DUT (None: unknown, taken as 0, i.e. any difference is unexplained)."""
+    errors = []
+    counted = dut.fwd_packets + dut.drop_packets + dut.pass_packets + sum(dut.other.values())
+    rx = counted if dut_rx is None else dut_rx
+    lin = link_in_lost or 0
+    lout = link_out_lost or 0
+    if gen_tx != rx + lin:
+        errors.append(f"generator tx {gen_tx} != DUT rx {rx} + lost on the way in {lin} "
+                      f"(unexplained: {gen_tx - rx - lin:+d})")
+    if rx != counted:
+        errors.append(f"DUT rx {rx} != forwarded {dut.fwd_packets} + dropped {dut.drop_packets} + passed "
+                      f"{dut.pass_packets} + other {sum(dut.other.values())} (unexplained: {rx - counted:+d})")
+    if dut.fwd_packets != gen_rx + lout:
+        errors.append(f"DUT forwarded {dut.fwd_packets} != generator rx {gen_rx} + lost on the way out "
+                      f"{lout} (unexplained: {dut.fwd_packets - gen_rx - lout:+d})")
+    return Conservation(ok=not errors, gen_tx=gen_tx, dut_rx=rx,
+                        dut_rx_source="DUT counters" if dut_rx is None else "ingress interface",
+                        fwd=dut.fwd_packets, drops=dut.drop_packets, passed=dut.pass_packets,
+                        other=sum(dut.other.values()), gen_rx=gen_rx, link_in_lost=link_in_lost,
+                        link_out_lost=link_out_lost, errors=errors)

@@ -1,0 +1,276 @@
+"""Sweep planning: the sweep spec (gtplab/measure/sweeps/default.yaml, or --spec FILE, then the CLI's
+overrides) checked completely and turned into the list of cases, before anything is built.
+
+Used by gtplab.measure.sweep (which then runs the cases) and the tests; docs/sweep.md describes the
+spec's keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gtplab.errors import UserError
+
+SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
+
+
+DEFAULT_SPEC = SWEEPS_DIR / "default.yaml"
+
+
+DIRECTIONS = ("uplink", "downlink")
+
+
+FLOW_MODES = ("single", "multi")
+
+
+RATE_MODES = ("fixed", "ndr", "pdr")
+
+
+UNDERSIZE = ("clamp", "skip", "error")
+
+
+NDR_KEYS = {"loss_tolerance", "pdr_loss_tolerance", "resolution", "max_trials"}
+
+
+SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
+             "rate", "duration", "ndr", "latency", "pcap_limit", "undersize", "scale"}
+
+
+def _common():
+    from gtplab.gtpu.bearers import load_common
+    return load_common()
+
+
+def _list(v):
+    return v if isinstance(v, list) else [v]
+
+
+def _csum(v) -> str:
+    # YAML 1.1 reads on/off as booleans
+    if v is True or v == "on":
+        return "on"
+    if v is False or v == "off":
+        return "off"
+    raise ValueError(v)
+
+
+def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
+    """The spec with defaults filled in and values normalised; UserError naming the first problem."""
+    def bad(msg):
+        raise UserError(f"{where}: {msg}")
+    if not isinstance(spec, dict):
+        bad("must be a mapping")
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        bad(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(SPEC_KEYS))})")
+    c = _common()
+    s = copy.deepcopy(spec)
+    sizes = _list(s.get("frame_sizes", [128]))
+    if not sizes or not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
+        bad(f"frame_sizes must be a list of integers: {sizes!r}")
+    for x in sizes:
+        if not c.MIN_FRAME <= x <= c.MAX_FRAME:
+            bad(f"frame size {x} out of range {c.MIN_FRAME}..{c.MAX_FRAME} (bytes on the wire incl. FCS)")
+    if len(set(sizes)) != len(sizes):
+        bad(f"frame_sizes has duplicates: {sizes}")
+    s["frame_sizes"] = sizes
+    dirs = _list(s.get("directions", list(DIRECTIONS)))
+    if not dirs or any(d not in DIRECTIONS for d in dirs) or len(set(dirs)) != len(dirs):
+        bad(f"directions {dirs!r}: a list of {', '.join(DIRECTIONS)}")
+    s["directions"] = dirs
+    fms = _list(s.get("flow_modes", ["multi"]))
+    if not fms or any(f not in FLOW_MODES for f in fms):
+        bad(f"flow_modes {fms!r}: a list of {', '.join(FLOW_MODES)}")
+    s["flow_modes"] = fms
+    flows = s.get("flows", 1024)
+    if not isinstance(flows, int) or isinstance(flows, bool) or not 1 <= flows <= 1 << 20:
+        bad(f"flows {flows!r}: an integer 1..{1 << 20}")
+    from gtplab.measure.ndr import SGWS
+    if "multi" in fms and flows > SGWS and flows % SGWS:
+        bad(f"flows {flows} must be a multiple of {SGWS} (the SGWs the profiles use; bearer i uses SGW i % {SGWS})")
+    s["flows"] = flows
+    b = s.get("bearers")
+    if b is not None and (not isinstance(b, int) or isinstance(b, bool) or not flows <= b <= 1 << 20):
+        bad(f"bearers {b!r}: null or an integer flows ({flows}) .. {1 << 20}")
+    s["bearers"] = b
+    try:
+        s["checksum"] = [_csum(v) for v in _list(s.get("checksum", ["on"]))]
+    except ValueError as e:
+        bad(f"checksum {e.args[0]!r}: on or off")
+    if not s["checksum"]:
+        bad("checksum: an empty list (give on, off or both)")
+    rm = s.get("rate_mode", "fixed")
+    if rm not in RATE_MODES:
+        bad(f"rate_mode {rm!r}: one of {', '.join(RATE_MODES)}")
+    s["rate_mode"] = rm
+    rate = s.get("rate", "100%")
+    if isinstance(rate, bool):
+        bad(f"rate {rate!r}")
+    if isinstance(rate, (int, float)):
+        if rate <= 0:
+            bad(f"rate {rate}: must be positive (packets per second)")
+    else:
+        from gtplab.traffic.engine.client import parse_mult
+        try:
+            parse_mult(rate)
+        except Exception as e:  # EngineError
+            bad(f"rate {rate!r}: {e}")
+    s["rate"] = rate
+    d = s.get("duration", 1.0)
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.05 <= d <= 3600:
+        bad(f"duration {d!r}: seconds, 0.05..3600")
+    s["duration"] = float(d)
+    ndr = s.get("ndr") or {}
+    if not isinstance(ndr, dict) or set(ndr) - NDR_KEYS:
+        bad(f"ndr: unknown key(s) {', '.join(sorted(set(ndr) - NDR_KEYS)) if isinstance(ndr, dict) else ndr!r} "
+            f"(allowed: {', '.join(sorted(NDR_KEYS))})")
+    ndr = {"loss_tolerance": 0.0, "pdr_loss_tolerance": None, "resolution": 0.02, "max_trials": 8, **ndr}
+    for k in ("loss_tolerance", "pdr_loss_tolerance"):
+        v = ndr[k]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
+            bad(f"ndr.{k} {v!r}: a loss ratio 0..1 (0.001 = 0.1 %)")
+    if isinstance(ndr["resolution"], bool) or not isinstance(ndr["resolution"], (int, float)) \
+            or not 0 < ndr["resolution"] < 1:
+        bad(f"ndr.resolution {ndr['resolution']!r}: a fraction of the top rate, e.g. 0.02")
+    if not isinstance(ndr["max_trials"], int) or not 1 <= ndr["max_trials"] <= 100:
+        bad(f"ndr.max_trials {ndr['max_trials']!r}: 1..100")
+    s["ndr"] = ndr
+    lat = s.get("latency", True)
+    if not isinstance(lat, bool):
+        bad(f"latency {lat!r}: true or false")
+    s["latency"] = lat
+    pl = s.get("pcap_limit", 64)
+    if isinstance(pl, bool) or not isinstance(pl, int) or not 0 <= pl <= 100000:
+        bad(f"pcap_limit {pl!r}: 0 (no capture) .. 100000 frames")
+    s["pcap_limit"] = pl
+    us = s.get("undersize", "clamp")
+    if us not in UNDERSIZE:
+        bad(f"undersize {us!r}: one of {', '.join(UNDERSIZE)}")
+    s["undersize"] = us
+    if us == "error":
+        for dr in dirs:
+            lo = c.min_frame_size(dr)
+            small = [x for x in sizes if x < lo]
+            if small:
+                bad(f"frame size(s) {small} below the {dr} minimum {lo} (undersize: error; use clamp or skip)")
+    s["scale"] = _scale(s.get("scale"), bad)
+    return s
+
+
+def _scale(sc, bad):
+    """The spec's `scale`: null, or {flows, order, frame_sizes}: one more multi-flow case per
+    direction and size, many bearers in the given order (issue 13: 1 M bearers in random order
+    against the grid's `flows` at the same size)."""
+    if sc is None:
+        return None
+    from gtplab.measure.ndr import SGWS
+    c = _common()
+    keys = {"flows", "order", "frame_sizes"}
+    if not isinstance(sc, dict) or set(sc) - keys:
+        bad(f"scale: null or a mapping with {', '.join(sorted(keys))}"
+            + (f" (unknown: {', '.join(sorted(set(sc) - keys))})" if isinstance(sc, dict) else ""))
+    flows = sc.get("flows", 1_000_000)
+    if not isinstance(flows, int) or isinstance(flows, bool) or not SGWS <= flows <= 1 << 20 \
+            or flows % SGWS:
+        bad(f"scale.flows {flows!r}: a multiple of {SGWS}, {SGWS}..{1 << 20}")
+    order = sc.get("order", "random")
+    if order not in ("seq", "random"):
+        bad(f"scale.order {order!r}: seq or random")
+    sizes = _list(sc.get("frame_sizes", [64]))
+    if not sizes or not all(isinstance(x, int) and not isinstance(x, bool)
+                            and c.MIN_FRAME <= x <= c.MAX_FRAME for x in sizes):
+        bad(f"scale.frame_sizes {sizes!r}: a non-empty list of frame sizes {c.MIN_FRAME}..{c.MAX_FRAME}")
+    return {"flows": flows, "order": order, "frame_sizes": sizes}
+
+
+def load_spec(path: str | None) -> dict[str, Any]:
+    p = Path(path) if path else DEFAULT_SPEC
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise UserError(f"sweep spec {p}: no such file") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"sweep spec {p}: not YAML: {str(e).splitlines()[0]}") from None
+    return validate(data if data is not None else {}, f"sweep spec {p}")
+
+
+def _csv(text: str, conv=str) -> list:
+    try:
+        return [conv(x.strip()) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"bad list {text!r}") from None
+
+
+def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
+    """CLI options over the spec file; validated again as a whole."""
+    s = dict(spec)
+    # "" is a value (an empty list, refused by validate), not "use the spec's"
+    if args.sizes is not None:
+        s["frame_sizes"] = _csv(args.sizes, int)
+    if args.directions is not None:
+        s["directions"] = _csv(args.directions)
+    if args.flow_modes is not None:
+        s["flow_modes"] = _csv(args.flow_modes)
+    if args.flows is not None:
+        s["flows"] = args.flows
+    if args.bearers is not None:
+        s["bearers"] = args.bearers
+    if args.checksum is not None:
+        s["checksum"] = _csv(args.checksum)
+    if args.rate_mode:
+        s["rate_mode"] = args.rate_mode
+    if args.rate is not None:
+        try:
+            s["rate"] = float(args.rate)
+        except ValueError:
+            s["rate"] = args.rate
+    if args.duration is not None:
+        s["duration"] = args.duration
+    if args.max_trials is not None:
+        s["ndr"] = {**s["ndr"], "max_trials": args.max_trials}
+    if args.pcap_limit is not None:
+        s["pcap_limit"] = args.pcap_limit
+    if args.no_latency:
+        s["latency"] = False
+    if getattr(args, "no_scale", False):
+        s["scale"] = None
+    return validate(s, "sweep spec (with command-line options)")
+
+
+def plan(spec: dict) -> tuple[list, list[dict]]:
+    """(cases, skipped): CaseParams for every combination, in run order (direction, then size)."""
+    from gtplab.measure.ndr import CaseParams
+    c = _common()
+    cases, skipped = [], []
+    for d in spec["directions"]:
+        lo = c.min_frame_size(d)
+        for fm in spec["flow_modes"]:
+            flows = 1 if fm == "single" else spec["flows"]
+            for cs in spec["checksum"]:
+                for size in spec["frame_sizes"]:
+                    if size < lo and spec["undersize"] == "skip":
+                        skipped.append({"direction": d, "frame_size": size,
+                                        "note": f"below the {d} minimum {lo}: skipped"})
+                        continue
+                    cid = f"{d}-{size}-{fm}{flows}-csum{cs}-{spec['rate_mode']}"
+                    cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
+                                            bearers=spec["bearers"] if fm == "multi" else None,
+                                            checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
+                                            duration=spec["duration"], latency=spec["latency"],
+                                            case_id=cid))
+        sc = spec.get("scale")
+        for size in (sc["frame_sizes"] if sc else []):
+            if size < lo and spec["undersize"] == "skip":
+                continue
+            cs = spec["checksum"][0]
+            cid = f"{d}-{size}-multi{sc['flows']}-{sc['order']}-csum{cs}-{spec['rate_mode']}"
+            cases.append(CaseParams(direction=d, frame_size=size, flow_mode="multi", flows=sc["flows"],
+                                    bearers=None, checksum=cs, rate_mode=spec["rate_mode"],
+                                    rate=spec["rate"], duration=spec["duration"],
+                                    latency=spec["latency"], case_id=cid, order=sc["order"]))
+    return cases, skipped

@@ -1,0 +1,507 @@
+"""`gtplab sweep`: frame sizes x directions x flows x checksum through the PGW-U, into a results dir.
+
+    gtplab sweep                                    # the default sweep on the embedded lab
+    gtplab sweep --sizes 64,1518 --directions uplink --rate-mode ndr --duration 0.5
+    gtplab sweep --backend trex --lab-config my-lab.yaml --spec my-sweep.yaml
+
+The spec (gtplab/measure/sweeps/default.yaml, or --spec FILE, then CLI overrides) is checked completely
+before anything starts (gtplab/measure/plan.py). Each case installs its bearers (from the profile's
+tunables, as `gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
+(gtplab/measure/ndr.py), checks packet conservation, and is written to RESULTS_DIR (docs/results.md)
+before the next case starts, then pushed to the Pushgateway if one is given. docs/sweep.md describes
+the spec and the method. Registered by gtplab.cli; docs/architecture.md follows one case through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import errno
+import os
+import platform
+import signal
+import socket
+import threading
+import sys
+import time
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+from gtplab.errors import ResultsWriteError, Terminated, UserError
+from gtplab.lab import config as labconfig
+from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, load_spec, plan
+from gtplab.results import store as results
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+class Progress:
+    """One updating line on stderr when it is a terminal, plain lines otherwise (CI logs)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.case = ""
+        self.i = 0
+        self._last = 0
+
+    def start_case(self, i: int, text: str) -> None:
+        self.i, self.case = i, text
+        self.update("starting")
+
+    def update(self, what: str) -> None:
+        line = f"[{self.i}/{self.total}] {self.case}: {what}"
+        if self.tty:
+            cols = 120
+            self.stream.write("\r" + line[:cols].ljust(self._last))
+            self._last = min(len(line), cols)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def done(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * self._last + "\r")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _rate(pps: float | None) -> str:
+    if pps is None:
+        return "max"
+    return f"{pps / 1e6:.3f} Mpps" if pps >= 1e6 else f"{pps / 1e3:.1f} kpps"
+
+
+# ------------------------------------------------------------------------------------------ run
+
+CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1", "rx_bps_l2",
+             "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
+
+
+def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
+    """Run one case; returns its results record (docs/results.md plus trials, notes, conservation)."""
+    from gtplab.gtpu.bearers import load_common
+    from gtplab.measure.ndr import ndr_search
+    c = load_common()
+    prep = runner.prepare(p)
+    notes = []
+    if p.actual_size != p.frame_size:
+        notes.append(f"requested {p.frame_size} B is below the {p.direction} minimum "
+                     f"{c.min_frame_size(p.direction)} B (GTP-U + inner IPv4/UDP + FCS): ran {p.actual_size} B")
+    if p.latency and not prep.latency:
+        notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
+                     f"{c.STATS_PAYLOAD} payload bytes for the latency trailer")
+    pcap = str(pcap_dir / f"case-{p.case_id}-port{prep.rx_port}.pcap") if pcap_dir and spec["pcap_limit"] else None
+    ndr = spec["ndr"]
+    first = [True]
+
+    def trial(pps):
+        if progress:
+            progress.update(f"trial at {_rate(pps)}, {p.duration:g} s")
+        t = runner.trial(prep, pps, p.duration, capture=pcap if first[0] else None,
+                         capture_limit=max(1, spec["pcap_limit"]))
+        first[0] = False
+        if progress:
+            progress.update(f"offered {_rate(t['offered_pps'])}, received {_rate(t['rx_pps'])}, "
+                            f"loss {t['loss_ratio'] or 0:.4%}")
+        return t
+
+    with runner.dut.bpf_stats():
+        if p.rate_mode == "fixed":
+            pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
+            if pps is None and p.rate != "100%":
+                from gtplab.traffic.engine.client import parse_mult
+                kind, val = parse_mult(p.rate)
+                fs = p.actual_size
+                pps = {"pps": val, "bps_l2": val / (fs * 8), "bps_l1": val / ((fs + 20) * 8),
+                       "percent": val / 100 * cfg.port_speed_bps / ((fs + 20) * 8)}.get(kind)
+                if pps is None:
+                    raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
+            best = trial(pps)
+            trials, status = [best], "fixed rate"
+        else:
+            tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
+                ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
+            best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
+                                              resolution=ndr["resolution"], max_trials=ndr["max_trials"])
+            if best is None:
+                notes.append(status)
+                best = min(trials, key=lambda t: t["offered_pps"] or 0)
+            if status.startswith("generator-bound"):
+                notes.append(status)
+    rec: dict[str, Any] = {
+        "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
+        "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
+        "order": p.order,
+        "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
+        "duration_s": p.duration, **{k: best[k] for k in CASE_KEYS},
+        "rate_asked": best["rate_asked"],
+        "status": status,
+        **_verdict(p, best, trials, status),
+        "conservation_ok": all(t["conservation"]["ok"] for t in trials),
+        "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
+                                      "loss_ratio", "passed", "generator_bound", "limit", "loss",
+                                      "conservation") if k in t} for t in trials],
+        "tunables": prep.tunables,
+        "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
+        "notes": notes,
+        "end_timestamp": time.time(),
+    }
+    if not rec["conservation_ok"]:
+        bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
+        rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
+    return rec
+
+
+def rates(pps: float | None, frame_size: int) -> dict[str, float | None]:
+    """pps as Mpps and Gb/s on the wire: L2 (frame incl. FCS) and L1 (+ preamble, SFD, IFG: 20 B)."""
+    if pps is None:
+        return {"mpps": None, "gbps_l2": None, "gbps_l1": None}
+    return {"mpps": pps / 1e6, "gbps_l2": pps * frame_size * 8 / 1e9,
+            "gbps_l1": pps * (frame_size + 20) * 8 / 1e9}
+
+
+def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
+    """What a case claims: the NDR/PDR (only when the DUT, not the generator, set it) in pps, Mpps and
+    Gb/s L1/L2, and which side was the limit ("dut", "generator (transmit)", "generator (receive)")."""
+    if p.rate_mode == "fixed":
+        return {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
+                "ndr_pps": None, "ndr": rates(None, p.actual_size)}
+    gen = status.startswith("generator-bound")
+    found = not gen and best.get("passed") and not status.startswith("no trial")
+    if gen:
+        failing = [t for t in trials if not t.get("passed")]
+        limit = (min(failing, key=lambda t: t["offered_pps"] or 0).get("limit") if failing
+                 else "generator (transmit)")
+    else:
+        limit = "dut"
+    pps = best["offered_pps"] if found else None
+    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": rates(pps, p.actual_size)}
+
+
+def case_summary(rec: dict) -> str:
+    """One line: the claim of a case and which side set it."""
+    cpu = (rec.get("dut") or {}).get("cpu_ns_per_packet")
+    cpu = f", DUT CPU {cpu:.0f} ns/pkt" if cpu else ""
+    if rec["rate_mode"] == "fixed":
+        return (f"offered {_rate(rec['offered_pps'])}, received {_rate(rec['rx_pps'])}, loss "
+                f"{rec['loss_ratio'] or 0:.4%}, limit: {rec.get('limit') or 'none'}{cpu}")
+    n = len(rec["trials"])
+    if rec.get("ndr_pps"):
+        r = rec["ndr"]
+        return (f"{rec['rate_mode'].upper()} {r['mpps']:.3f} Mpps = {r['gbps_l1']:.2f} Gb/s L1 "
+                f"({r['gbps_l2']:.2f} L2), limit: DUT, {n} trials{cpu}")
+    if rec.get("generator_bound"):
+        return (f"generator-bound ({rec.get('limit')}) at {_rate(rec['offered_pps'])}: no "
+                f"{rec['rate_mode'].upper()} claimed, {n} trials")
+    return f"no {rec['rate_mode'].upper()}: {rec['status']}, {n} trials"
+
+
+def _results_dir(out: str | None, run_uuid: str) -> Path:
+    """The results directory, made (and checked writable) before anything else is built."""
+    d = Path(out) if out else Path("results") / run_uuid
+    if d.exists() and not d.is_dir():
+        raise ResultsWriteError(f"results directory {d} exists and is not a directory")
+    if d.exists() and any(d.iterdir()):
+        raise UserError(f"results directory {d} exists and is not empty (nothing is overwritten)")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        probe = d / f".gtplab-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ResultsWriteError(f"Couldn't write to results directory {d}: {e.strerror or e}") from None
+    return d
+
+
+def _report(results_dir: Path) -> str | None:
+    """Build the HTML report if gtplab.results.report exists (another module); its path or None."""
+    try:
+        from gtplab.results import report
+    except ImportError:
+        return None
+    for name in ("build_report", "build", "write_report", "generate"):
+        fn = getattr(report, name, None)
+        if callable(fn):
+            try:
+                out = fn(str(results_dir))
+            except Exception as e:  # a report problem must not lose the sweep
+                print(f"gtplab sweep: report not built: {e}", file=sys.stderr)
+                return None
+            return str(out) if out else None
+    return None
+
+
+def _start_exporter(be, listen: str):
+    """`pgwu metrics` for the lab's DUT, on listen (host netns: the pinned maps are global), for as long
+    as the sweep runs, so a Prometheus scraping that address sees the DUT's counters live."""
+    import subprocess
+    from gtplab.lab.topology import pgwu_binary
+    if be.lab is None:
+        raise UserError("--pgwu-metrics serves the embedded lab's DUT; a real DUT runs its own exporter")
+    proc = subprocess.Popen([str(pgwu_binary()), "-d", be.lab.pin_dir, "metrics", "--listen", listen],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise UserError(f"pgwu metrics on {listen} exited: {proc.stderr.read().strip()}")
+        try:
+            with socket.create_connection(tuple(listen.rsplit(":", 1)), timeout=0.5):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.terminate()
+    raise UserError(f"pgwu metrics did not listen on {listen} within 10 s")
+
+
+RESERVE, RESERVE_BYTES = ".gtplab-reserve", 32 << 10
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
+
+
+def _sigterm(signum, frame):
+    raise Terminated()
+
+
+def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, current: dict, done: int,
+                   failed: int, t_start: float) -> None:
+    """The end of a sweep, however it ends. Each step is guarded, and the lab's teardown (be.close)
+    runs whatever failed before it; run.json then records how the run ended."""
+    def step(what, fn):
+        try:
+            fn()
+        except BaseException as e:      # noqa: BLE001 (a clean-up step never stops the next one)
+            print(f"gtplab sweep: {what} failed: {e}", file=sys.stderr)
+
+    if pusher:
+        step("the last push", pusher.finish)
+    if exporter:
+        step("stopping pgwu metrics", lambda: (exporter.terminate(), exporter.wait(timeout=10)))
+    step("tearing down the lab", be.close)
+    if stop.get("interrupted") and current.get("pcap"):
+        # the interrupted case's capture is kept, named as partial
+        pc = Path(current["pcap"])
+        if pc.exists():
+            step("renaming the partial pcap", lambda: os.replace(pc, pc.with_suffix(".partial.pcap")))
+    with contextlib.suppress(OSError):
+        rdir.joinpath(RESERVE).unlink()
+    if rdir.joinpath(results.RUN_FILE).exists():
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        run.update(elapsed_s=round(time.monotonic() - t_start, 1), cases_done=done,
+                   conservation_failures=failed)
+        if stop.get("interrupted"):
+            run.update(interrupted={"signal": stop["signal"], "case": current.get("case"), "at": now})
+        elif stop.get("stopped"):
+            run.update(stopped={"why": stop["stopped"], "case": current.get("case"), "at": now})
+        else:
+            run.update(finished=now)
+        step("writing run.json", lambda: results.write_run(rdir, run))
+
+
+def do_sweep(args: argparse.Namespace) -> int:
+    cfg = labconfig.load(args.lab_config)
+    kind = args.backend or cfg.backend
+    spec = apply_overrides(load_spec(args.spec), args)
+    cases, skipped = plan(spec)
+    if not cases:
+        raise UserError("the sweep has no cases (every size was skipped)")
+    run_uuid = str(uuidlib.uuid4())
+    if args.flamegraph:
+        if kind != "local":
+            raise UserError("--flamegraph records perf on this host, where only the local backend's DUT runs; "
+                            "profile a real DUT on the DUT host")
+        from gtplab.observe import flamegraph
+        flamegraph.check_available()   # before anything is built: a clear error, not a silent skip
+    # TRex on the namespace lab (its generator side): a lab from `gtplab lab up --generator trex`
+    # (--lab), or one built here, unless a TRex server elsewhere is named
+    remote_trex = bool(args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER"))
+    trex_lab = kind == "trex" and (bool(args.lab) or not remote_trex)
+    from gtplab.results.push import check_gateway_url
+    gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
+    if gw:
+        check_gateway_url(gw)       # before anything is built: a bad URL must not leak a lab later
+
+    from gtplab.traffic.backend import Backend
+    from gtplab.results.push import Pusher, default_gateway
+    from gtplab.measure.ndr import Runner
+    t_start = time.monotonic()
+    lab_kwargs = {}
+    lab = None
+    if kind == "local" or trex_lab:
+        if args.lab:
+            from gtplab.lab.topology import Lab
+            lab = Lab.open(args.lab)
+            if args.dut and args.dut != lab.dut_mode:
+                raise UserError(f"--dut {args.dut}: lab {args.lab} runs {lab.dut_mode}")
+            want = "trex" if kind == "trex" else "engine"
+            if lab.generator != want:
+                raise UserError(f"lab {args.lab} generates with the {lab.generator}: "
+                                + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
+                                   else "use --backend trex"))
+        else:
+            lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200)), "cpus": cfg.cpu_layout(),
+                          "dut": args.dut or cfg.dut_mode}
+            if kind == "trex":
+                lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
+    elif args.dut:
+        raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
+    rdir = _results_dir(args.out, run_uuid)
+    print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({kind}); results in {rdir}",
+          file=sys.stderr)
+    try:
+        be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
+                          **lab_kwargs)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            rdir.rmdir()        # nothing was written: leave nothing behind
+        raise
+    layout = be.lab.state.get("cpu_layout") if be.lab is not None else None
+    shared = cfg.cpu_shared_with_generator if layout is None else not layout.get("honoured")
+    run = {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "backend": kind, "lab": cfg.name, "host": socket.gethostname(),
+           "lab_config": cfg.path, "spec": spec, "skipped": skipped,
+           "cpu_shared_with_generator": shared, "cpu_layout": layout,
+           "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+           "kernel": platform.release(), "cases_planned": len(cases),
+           "lab_name": be.lab.name if be.lab is not None else None,
+           "generator": (be.lab.generator if be.lab is not None else "trex (remote)"),
+           "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
+                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])}
+    pusher = None
+    exporter = None
+    done = failed = 0
+    current: dict[str, Any] = {}            # the case running now, for an interruption's record
+    stop: dict[str, Any] = {}
+    old_term = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
+    try:
+        if args.pgwu_metrics:
+            exporter = _start_exporter(be, args.pgwu_metrics)
+        try:
+            rdir.mkdir(parents=True, exist_ok=True)
+            results.write_run(rdir, run)
+            # room kept for the last run.json, should the disk fill up during the run
+            (rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
+            pcap_dir = rdir / "pcaps"
+            pcap_dir.mkdir(exist_ok=True)
+        except OSError as e:
+            raise ResultsWriteError(f"Couldn't write results to {rdir}: {e.strerror or e}") from None
+        pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
+        progress = Progress(len(cases))
+        profiler = None
+        if args.flamegraph:
+            # the DUT's CPUs where the lab has a layout (its NAPI threads run there), else all
+            lay_cpus = (layout or {}).get("dut") if layout and layout.get("honoured") else None
+            profiler = flamegraph.Profiler(rdir / "flamegraphs", lay_cpus)
+        with Runner(be, cfg) as runner, (profiler or contextlib.nullcontext()):
+            for i, p in enumerate(cases, 1):
+                current.update(case=p.case_id, index=i,
+                               pcap=str(pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
+                order = " in random order" if p.order == "random" else ""
+                progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
+                                       f"csum {p.checksum} {p.rate_mode}")
+                if pusher:
+                    pusher.case_started({"case_id": p.case_id, "direction": p.direction,
+                                         "frame_size": p.actual_size, "flows": p.flows,
+                                         "checksum": p.checksum}, index=i - 1, total=len(cases))
+                with (profiler.case(p.case_id) if profiler else contextlib.nullcontext()):
+                    try:
+                        rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
+                    except OSError as e:
+                        if e.errno not in _WRITE_ERRNOS:
+                            raise
+                        # its capture could not be written into the results directory
+                        raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {rdir}: "
+                                                f"{e.strerror or e}; {done} case(s) before it are there") from None
+                if profiler:
+                    rec["flamegraph"] = str(flamegraph.flamegraph_path(rdir, p.case_id).relative_to(rdir))
+                try:
+                    results.append_case(rdir, rec)
+                except OSError as e:
+                    raise ResultsWriteError(f"Couldn't write case {p.case_id} to {rdir}: {e.strerror or e}; "
+                                            f"{done} case(s) before it are there") from None
+                current.clear()
+                done += 1
+                failed += not rec["conservation_ok"]
+                if pusher:
+                    pusher.push(rec)
+                progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
+                              + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+    except KeyboardInterrupt:
+        stop.update(interrupted=True, signal="SIGINT")
+        raise
+    except Terminated:
+        stop.update(interrupted=True, signal="SIGTERM")
+        raise
+    except ResultsWriteError as e:
+        stop.update(stopped=str(e))
+        raise
+    except BaseException as e:
+        stop.update(stopped=f"{type(e).__name__}: {e}")
+        raise
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+        # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
+        _finally_steps(be, pusher, exporter, rdir, run, stop, current, done, failed, t_start)
+    print(f"gtplab sweep: {done} case(s) in {time.monotonic() - t_start:.0f} s"
+          + (f", {failed} with unexplained packet counts" if failed else ""), file=sys.stderr)
+    print(f"results: {rdir.resolve()}")
+    rep = _report(rdir)
+    if rep:
+        print(f"report: {rep}")
+    return 1 if failed else 0
+
+
+class _DeprecatedAlias(argparse.Action):
+    """A flag kept for one release under its old name: sets the new flag's dest and says so on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is deprecated, use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, True)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="run the frame-size sweep through the PGW-U (results dir)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--spec", metavar="FILE", help=f"sweep spec YAML (default: {DEFAULT_SPEC})")
+    p.add_argument("--lab-config", metavar="NAME|FILE",
+                   help="lab config: a name in gtplab/lab/labs/ or a file (default: $GTPLAB_LAB_CONFIG or embedded)")
+    p.add_argument("--backend", choices=("local", "trex"), help="default: the lab config's")
+    p.add_argument("--trex-server", metavar="HOST[:PORT]", help="default: the lab config's or $TREX_SERVER")
+    p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
+                                                 "instead of building one")
+    p.add_argument("--dut", choices=("pgwu", "fwd"),
+                   help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
+                        "forwarder (fwd), to see what this machine forwards at all")
+    p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--flamegraph", action="store_true",
+                   help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
+                        "linked from the report (local backend)")
+    p.add_argument("--profile", action=_DeprecatedAlias, dest="flamegraph", new="--flamegraph",
+                   help="deprecated alias of --flamegraph (removed in the next release)")
+    p.add_argument("--pgwu-metrics", metavar="ADDR:PORT",
+                   help="serve the embedded DUT's `pgwu metrics` there while the sweep runs (e.g. the pgwu "
+                        "target of `gtplab monitor up`, 127.0.0.1:9464)")
+    p.add_argument("--pushgateway", metavar="URL", help="push each case there (default: $GTPLAB_PUSHGATEWAY; none)")
+    g = p.add_argument_group("spec overrides")
+    g.add_argument("--sizes", metavar="N,N..", help="frame sizes on the wire incl. FCS")
+    g.add_argument("--directions", metavar="D,D", help="uplink,downlink")
+    g.add_argument("--flow-modes", metavar="M,M", help="single,multi")
+    g.add_argument("--flows", type=int, help="flows (bearers the traffic cycles through) in multi mode")
+    g.add_argument("--bearers", type=int, help="bearers installed on the DUT (>= flows)")
+    g.add_argument("--checksum", metavar="on,off", help="outer UDP checksum modes")
+    g.add_argument("--rate-mode", choices=RATE_MODES)
+    g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")
+    g.add_argument("--duration", type=float, help="seconds per trial")
+    g.add_argument("--max-trials", type=int, help="NDR/PDR search: most trials per case")
+    g.add_argument("--pcap-limit", type=int, help="frames captured per case (0: none)")
+    g.add_argument("--no-latency", action="store_true", help="no latency stream")
+    g.add_argument("--no-scale", action="store_true",
+                   help="leave out the spec's scale cases (many bearers in random order, one per direction)")
+    p.set_defaults(func=do_sweep)

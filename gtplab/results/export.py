@@ -1,0 +1,167 @@
+"""`gtplab export`: a time range of Prometheus series to CSV (CPU per core, XDP counters, sweep results).
+
+Each query is evaluated with /api/v1/query_range over [--start, --end] every --step. Long format
+(default) is one row per sample: query, timestamp, time, value, then one column per label (the union
+over all series; empty where a series lacks the label; the metric name is the column `__name__`).
+Wide format is one row per timestamp and one column per series, named `QUERY{label="v",...}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+
+from gtplab.errors import UserError
+
+DEFAULT_PROMETHEUS = "http://127.0.0.1:19090"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def default_queries(window: str) -> dict[str, str]:
+    return {
+        "cpu_seconds_per_second": f"sum by (instance, cpu, mode) (rate(node_cpu_seconds_total[{window}]))",
+        "xdp_packets_per_second": f"sum by (instance, reason, verdict) (rate(pgwu_packets_total[{window}]))",
+        "xdp_bytes_per_second": f"sum by (instance, reason, verdict) (rate(pgwu_bytes_total[{window}]))",
+        "results": '{__name__=~"gtplab_case_.+", job="gtplab_sweep"}',
+    }
+
+
+def parse_duration(text: str) -> float:
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise UserError(f"{text!r} is not a duration (want e.g. 500ms, 15s, 10m, 2h, 1d)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_time(text: str, now: float | None = None) -> float:
+    """now, now-1h, Unix seconds, or ISO 8601 (naive = UTC) -> Unix seconds."""
+    now = time.time() if now is None else now
+    t = text.strip()
+    if t == "now":
+        return now
+    if t.startswith("now-"):
+        return now - parse_duration(t[4:])
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise UserError(f"{text!r} is not a time (want now, now-1h, Unix seconds or ISO 8601)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def query_range(prometheus: str, expr: str, start: float, end: float, step: float,
+                timeout: float = 30.0) -> list[dict]:
+    """Prometheus /api/v1/query_range -> its result list ({metric: {...}, values: [[t, "v"], ...]})."""
+    q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+    url = f"{prometheus.rstrip('/')}/api/v1/query_range?{q}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            body = json.load(r)
+    except urllib.error.HTTPError as e:
+        try:
+            msg = json.load(e).get("error", e.reason)
+        except (ValueError, AttributeError):
+            msg = e.reason
+        raise UserError(f"Prometheus refused {expr!r}: {msg}") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot query Prometheus at {prometheus}: {getattr(e, 'reason', e)}") from None
+    if body.get("status") != "success":
+        raise UserError(f"Prometheus error for {expr!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def series_name(query: str, metric: dict[str, str]) -> str:
+    labels = ",".join(f'{k}="{v}"' for k, v in sorted(metric.items()))
+    return f"{query}{{{labels}}}"
+
+
+def write_long(out, results: dict[str, list[dict]]) -> int:
+    labels = sorted({k for res in results.values() for s in res for k in s["metric"]})
+    w = csv.writer(out)
+    w.writerow(["query", "timestamp", "time", "value", *labels])
+    rows = 0
+    for query, res in results.items():
+        for s in res:
+            for t, v in s["values"]:
+                iso = datetime.fromtimestamp(float(t), timezone.utc).isoformat()
+                w.writerow([query, t, iso, v, *(s["metric"].get(k, "") for k in labels)])
+                rows += 1
+    return rows
+
+
+def write_wide(out, results: dict[str, list[dict]]) -> int:
+    columns: dict[str, dict] = {}
+    for query, res in results.items():
+        for s in res:
+            columns[series_name(query, s["metric"])] = {float(t): v for t, v in s["values"]}
+    stamps = sorted({t for col in columns.values() for t in col})
+    w = csv.writer(out)
+    w.writerow(["timestamp", "time", *columns])
+    for t in stamps:
+        w.writerow([f"{t:.3f}", datetime.fromtimestamp(t, timezone.utc).isoformat(),
+                    *(col.get(t, "") for col in columns.values())])
+    return len(stamps)
+
+
+def do_export(args: argparse.Namespace) -> int:
+    now = time.time()
+    end = parse_time(args.end, now)
+    start = parse_time(args.start, now)
+    step = parse_duration(args.step)
+    parse_duration(args.rate_window)
+    if start >= end:
+        raise UserError(f"--start ({args.start}) must be before --end ({args.end})")
+    if step <= 0:
+        raise UserError("--step must be > 0")
+    queries: dict[str, str] = {}
+    for q in args.query:
+        name, sep, expr = q.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not expr.strip():
+            raise UserError(f"--query {q!r}: want NAME=PROMQL (NAME a plain identifier)")
+        queries[name] = expr
+    if not queries:
+        queries = default_queries(args.rate_window)
+    results = {name: query_range(args.prometheus, expr, start, end, step) for name, expr in queries.items()}
+    write = write_wide if args.format == "wide" else write_long
+    if args.output == "-":
+        rows = write(sys.stdout, results)
+    else:
+        tmp = f"{args.output}.tmp{os.getpid()}"
+        with open(tmp, "w", newline="") as f:
+            rows = write(f, results)
+        os.replace(tmp, args.output)
+    nseries = sum(len(r) for r in results.values())
+    print(f"exported {nseries} series, {rows} rows ({args.format}) to {args.output}", file=sys.stderr)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="write a time range of Prometheus series to CSV",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--prometheus", default=os.environ.get("GTPLAB_PROMETHEUS", DEFAULT_PROMETHEUS),
+                   metavar="URL", help="Prometheus URL (default: $GTPLAB_PROMETHEUS or %(default)s)")
+    p.add_argument("--start", default="now-1h", help="now, now-1h, Unix seconds or ISO 8601 (default: %(default)s)")
+    p.add_argument("--end", default="now", help="same forms as --start (default: %(default)s)")
+    p.add_argument("--step", default="5s", help="resolution (default: %(default)s)")
+    p.add_argument("--rate-window", default="15s",
+                   help="rate() window of the default queries; >= 4 scrape intervals (default: %(default)s)")
+    p.add_argument("--query", action="append", default=[], metavar="NAME=PROMQL",
+                   help="export this query instead of the defaults (CPU per core, XDP counters, results); repeatable")
+    p.add_argument("--format", choices=("long", "wide"), default="long", help="(default: %(default)s)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.csv", help="output file, - for stdout")
+    p.set_defaults(func=do_export)

@@ -1,0 +1,221 @@
+"""The report's HTML: the page (index.html) with its sections, and the tables of cases, limits,
+regressions, changes and the reference ratios. Used only by gtplab.results.report, which computes
+what the tables show.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gtplab.observe.flamegraph import flamegraph_path
+from gtplab.results import store as results
+from gtplab.results.report import CHANGE_METRICS, SCALE_TARGET, limit_text, value
+
+if TYPE_CHECKING:
+    from gtplab.results.report import Change, Regression, Run
+
+
+def _fmt(v: Any, scale: float = 1.0, digits: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float) or scale != 1.0:
+        x = float(v) * scale
+        return f"{x:.{digits}g}" if abs(x) < 10 ** digits else f"{x:,.0f}"
+    return html.escape(str(v))
+
+
+def _pct(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    cls = "up" if v > 0 else "down" if v < 0 else ""
+    return f'<span class="{cls}">{v:+.1f}%</span>'
+
+
+CASE_COLUMNS = (
+    ("case_id", "case", 1.0), ("direction", "dir", 1.0), ("frame_size", "frame B", 1.0),
+    ("flows", "flows", 1.0), ("flow_mode", "flow mode", 1.0), ("checksum", "csum", 1.0),
+    ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
+    ("ndr_pps", "NDR/PDR Mpps", 1e-6), ("ndr.gbps_l1", "NDR Gbps L1", 1.0), ("ndr.gbps_l2", "NDR Gbps L2", 1.0),
+    ("limit", "limit", 1.0),
+    ("offered_pps", "offered Mpps", 1e-6), ("rx_pps", "rx Mpps", 1e-6), ("rx_bps_l1", "rx Gbps L1", 1e-9),
+    ("rx_bps_l2", "rx Gbps L2", 1e-9), ("loss_ratio", "loss %", 100.0),
+    ("latency_us.p50", "lat p50 µs", 1.0), ("latency_us.p99", "lat p99 µs", 1.0),
+    ("latency_us.max", "lat max µs", 1.0), ("dut.ns_per_packet", "XDP ns/pkt", 1.0),
+    ("dut.cpu_ns_per_packet", "CPU ns/pkt", 1.0), ("dut.drop_packets", "DUT drops", 1.0),
+)
+
+
+def _cell(c: dict[str, Any], key: str, scale: float) -> str:
+    if "." in key or scale != 1.0:
+        return _fmt(value(c, key), scale)
+    return _fmt(c.get(key))
+
+
+def _cases_table(r: Run, out_dir: Path) -> str:
+    head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in CASE_COLUMNS) + "<th>flame graph</th>"
+    rows = []
+    for c in r.cases:
+        cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in CASE_COLUMNS)
+        fg = flamegraph_path(r.path, c["case_id"])
+        if fg.is_file():
+            rel = os.path.relpath(fg.resolve(), out_dir.resolve())
+            cells += f'<td><a href="{html.escape(rel)}">svg</a></td>'
+        else:
+            cells += "<td>–</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    return f'<table class="cases"><tr>{head}</tr>\n' + "\n".join(rows) + "</table>"
+
+
+STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+th { background: #eee; } td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; border: 1px solid #ddd; }
+.note { background: #fff6d5; border-left: 4px solid #e0b000; padding: 4px 8px; margin: 4px 0; }
+.up { color: #08660b; } .down { color: #a00; }
+.fit { font-family: monospace; }
+"""
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    text: str
+    png: str | None = None
+    notes: list[str] = field(default_factory=list)
+    extra: str = ""
+
+
+def _layout_html(r: Run) -> str:
+    lay = r.run.get("cpu_layout")
+    mode = r.run.get("dut_mode") or "pgwu"
+    dut = {"pgwu": "the PGW-U (dataplane/pgwu)", "fwd": "the reference forwarder (MAC rewrite + redirect)"}.get(
+        mode, mode)
+    if not lay:
+        return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
+                "from before layouts): the DUT's CPU cost is its host's.</p>")
+    ok = lay.get("honoured")
+    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
+           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
+           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
+           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
+                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
+    for n in lay.get("notes") or []:
+        txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
+    return txt
+
+
+def _limits_table(r: Run) -> str:
+    rows = []
+    for c in r.cases:
+        d = c.get("dut") or {}
+        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(value(c, 'ndr.mpps'))}</td>"
+                    f"<td>{_fmt(value(c, 'ndr.gbps_l1'))}</td><td>{_fmt(value(c, 'ndr.gbps_l2'))}</td>"
+                    f"<td>{_fmt(c.get('offered_pps'), 1e-6)}</td><td>{html.escape(limit_text(c))}</td>"
+                    f"<td>{_fmt(d.get('cpu_ns_per_packet'), 1.0)}</td><td>{_fmt(d.get('ns_per_packet'), 1.0)}</td>"
+                    f"<td>{len(c.get('trials') or [])}</td></tr>")
+    return ("<table><tr><th>case</th><th>NDR Mpps</th><th>Gbps L1</th><th>Gbps L2</th><th>last offered Mpps"
+            "</th><th>limit</th><th>DUT CPU ns/pkt</th><th>XDP ns/pkt</th><th>trials</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _scale_table(rows: list[dict[str, Any]]) -> str:
+    def verdict(r):
+        return "" if r["ratio"] is None else ("met" if r["ratio"] >= SCALE_TARGET else "not met")
+    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{r['flows']}</td>"
+                   f"<td>{_fmt(r['ndr_pps'], 1e-6)}</td><td>{r['scale_flows']}</td>"
+                   f"<td>{_fmt(r['scale_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)} {verdict(r)}</td>"
+                   f"<td>{_fmt(r['cpu_ns'], 1.0)} / {_fmt(r['scale_cpu_ns'], 1.0)}</td>"
+                   f"<td>{_fmt(r['xdp_ns'], 1.0)} / {_fmt(r['scale_xdp_ns'], 1.0)}</td>"
+                   f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
+    return ("<table><tr><th>direction</th><th>frame B</th><th>bearers (seq)</th><th>NDR Mpps</th>"
+            "<th>bearers (random)</th><th>NDR Mpps</th><th>random / seq (target ≥ "
+            f"{SCALE_TARGET})</th><th>DUT CPU ns/pkt seq / random</th><th>XDP ns/pkt seq / random</th>"
+            "<th>note</th></tr>" + body + "</table>")
+
+
+def _ratio_table(rows: list[dict[str, Any]]) -> str:
+    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{_fmt(r['pgwu_ndr_pps'], 1e-6)}</td>"
+                   f"<td>{_fmt(r['fwd_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)}</td>"
+                   f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
+    return ("<table><tr><th>direction</th><th>frame B</th><th>PGW-U NDR Mpps</th><th>forwarder NDR Mpps</th>"
+            "<th>PGW-U / forwarder</th><th>note</th></tr>" + body + "</table>")
+
+
+def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
+    title = "gtplab report: " + " vs ".join(html.escape(str(r.run.get("lab", ""))) + " "
+                                            + html.escape(str(r.run["uuid"]))[:8] for r in runs)
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{title}</h1>"]
+    parts.append("<table><tr><th>run</th><th>directory</th>" + "".join(
+        f"<th>{k}</th>" for k in results.RUN_FIELDS) + "<th>cases</th></tr>")
+    for r in runs:
+        parts.append(f"<tr><td>{r.label}</td><td>{html.escape(str(r.path))}</td>" + "".join(
+            f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
+            + f"<td>{len(r.cases)}</td></tr>")
+    parts.append("</table>")
+    for r in runs:
+        intr = r.run.get("interrupted")
+        if intr:
+            parts.append(f'<p class="note"><b>{r.label}: this run was interrupted</b> ({html.escape(str(intr.get("signal")))}'
+                         f' during case {html.escape(str(intr.get("case")))}): {len(r.cases)} of '
+                         f'{html.escape(str(r.run.get("cases_planned")))} cases finished, shown below.</p>')
+        elif r.run.get("stopped"):
+            parts.append(f'<p class="note"><b>{r.label}: this run stopped early</b>: '
+                         f'{html.escape(str(r.run["stopped"]))}</p>')
+        torn = results.torn_last_line(r.path)
+        if torn:
+            parts.append(f'<p class="note">{r.label}: line {torn} of cases.jsonl is torn (the run was killed '
+                         "while writing it) and is left out.</p>")
+    parts.append("<h2 id='measurement'>What was measured, and which side was the limit</h2>")
+    for r in runs:
+        parts.append(_layout_html(r))
+        parts.append(_limits_table(r))
+    for r in runs:
+        for n in r.run.get("notes") or []:
+            parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
+    if len(runs) > 1:
+        parts.append("<p>Every plot shows A (left) and B (right) with the same y axis; changes are "
+                     "(B − A) / A.</p>")
+    parts.append("<ul>" + "".join(f'<li><a href="#{s.id}">{html.escape(s.title)}</a></li>'
+                                  for s in sections) + '<li><a href="#cases">all cases</a></li></ul>')
+    for s in sections:
+        parts.append(f'<h2 id="{s.id}">{html.escape(s.title)}</h2><p>{s.text}</p>')
+        for n in s.notes:
+            parts.append(f'<p class="note">{html.escape(n)}</p>')
+        if s.png:
+            parts.append(f'<p><a href="{s.png}"><img src="{s.png}" alt="{html.escape(s.title)}"></a></p>')
+        parts.append(s.extra)
+    parts.append(tables)
+    parts.append("</body></html>\n")
+    path.write_text("\n".join(parts))
+
+
+def _regression_table(regs: list[Regression]) -> str:
+    rows = []
+    for g in regs:
+        fit = (f"<td>{g.slope:.4g}</td><td>{g.intercept:.4g}</td><td>{g.r2:.4f}</td>"
+               if g.slope is not None else "<td>–</td><td>–</td><td>–</td>")
+        rows.append(f"<tr><td>{g.run}</td><td>{html.escape(g.metric)}</td><td>{html.escape(g.series)}</td>"
+                    f"<td>{g.n}</td><td>{g.sizes}</td>{fit}<td>{html.escape(g.note)}</td></tr>")
+    return ('<table class="fit"><tr><th>run</th><th>metric</th><th>series</th><th>points</th><th>sizes</th>'
+            "<th>slope (ns/byte)</th><th>intercept (ns)</th><th>R²</th><th>note</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _change_table(chs: list[Change]) -> str:
+    head = "<th>case (A / B)</th><th>parameters</th>" + "".join(
+        f"<th>{html.escape(t)} A</th><th>B</th><th>change</th>" for _, t, _ in CHANGE_METRICS)
+    rows = []
+    for ch in chs:
+        cells = "".join(f"<td>{_fmt(ch.values[m][0], s)}</td><td>{_fmt(ch.values[m][1], s)}</td>"
+                        f"<td>{_pct(ch.values[m][2])}</td>" for m, _, s in CHANGE_METRICS)
+        rows.append(f"<tr><td>{html.escape(ch.case_a)} / {html.escape(ch.case_b)}</td>"
+                    f"<td>{html.escape(ch.key)}</td>{cells}</tr>")
+    return f'<table class="change"><tr>{head}</tr>' + "\n".join(rows) + "</table>"

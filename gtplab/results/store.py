@@ -1,0 +1,164 @@
+"""The sweep results directory: the on-disk contract between `gtplab sweep`, `gtplab push` and reports.
+
+    RESULTS_DIR/run.json      one JSON object: the run (uuid, started, backend, lab, host)
+    RESULTS_DIR/cases.jsonl   one JSON object per line, one line per finished case, in order;
+                              the source of truth, appended (and flushed) as each case ends
+    RESULTS_DIR/cases.csv     the same cases as CSV, nested dicts flattened with "." in the column
+                              names (latency_us.p99, dut.drops_by_reason.unknown_teid); rewritten
+                              from cases.jsonl after each case, so its columns always cover every case
+
+docs/results.md describes every field. Writing goes through a temporary file and rename (run.json,
+cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a half-written result.
+
+Used by gtplab.measure.sweep (writes), gtplab.results.report and gtplab.results.push (read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+RUN_FILE = "run.json"
+CASES_FILE = "cases.jsonl"
+CSV_FILE = "cases.csv"
+
+RUN_FIELDS = ("uuid", "started", "backend", "lab", "host")
+# the case fields every consumer may rely on (others may be added; readers ignore what they do not know)
+CASE_FIELDS = (
+    "case_id", "direction", "frame_size", "flows", "flow_mode", "checksum", "bearers", "rate_mode",
+    "duration_s", "offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1",
+    "rx_bps_l2", "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut",
+)
+
+
+class ResultsError(Exception):
+    """A results directory that does not follow the contract (message names the file and line)."""
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists are kept as JSON text."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif isinstance(v, (list, tuple)):
+            out[key] = json.dumps(v)
+        else:
+            out[key] = v
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # a full disk or a signal midway: no stray temporary file, the old file (if any) intact
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def write_run(results_dir: str | os.PathLike, run: dict[str, Any]) -> None:
+    d = Path(results_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    missing = [k for k in RUN_FIELDS if k not in run]
+    if missing:
+        raise ResultsError(f"run is missing {', '.join(missing)}")
+    _write_atomic(d / RUN_FILE, json.dumps(run, indent=2, sort_keys=True) + "\n")
+
+
+def write_csv(path: str | os.PathLike, cases: Iterable[dict[str, Any]]) -> None:
+    rows = [flatten(c) for c in cases]
+    columns: list[str] = []
+    for r in rows:
+        columns.extend(k for k in r if k not in columns)
+    tmp = Path(path).with_name(f".{Path(path).name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns)
+            w.writeheader()
+            w.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def append_case(results_dir: str | os.PathLike, case: dict[str, Any]) -> None:
+    """Append one finished case to cases.jsonl (durably), then regenerate cases.csv."""
+    d = Path(results_dir)
+    with open(d / CASES_FILE, "a") as f:
+        f.write(json.dumps(case, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    write_csv(d / CSV_FILE, read_cases(d))
+
+
+def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
+    path = Path(results_dir) / RUN_FILE
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file (not a gtplab results directory?)") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not JSON: {e}") from None
+    if not isinstance(run, dict):
+        raise ResultsError(f"{path}: not a JSON object")
+    missing = [k for k in RUN_FIELDS if k not in run]
+    if missing:
+        raise ResultsError(f"{path}: missing {', '.join(missing)}")
+    return run
+
+
+def torn_last_line(results_dir: str | os.PathLike) -> int | None:
+    """The line number of a torn last line of cases.jsonl (a run killed while writing it), or None."""
+    path = Path(results_dir) / CASES_FILE
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    if not text or text.endswith("\n"):
+        return None
+    lines = text.splitlines()
+    try:
+        json.loads(lines[-1])
+        return None
+    except json.JSONDecodeError:
+        return len(lines)
+
+
+def read_cases(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every case of cases.jsonl. A torn last line (no newline, not JSON: the writer was killed in
+    the middle of it) is left out, and torn_last_line() says which; any other bad line is an error."""
+    path = Path(results_dir) / CASES_FILE
+    cases = []
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no such file") from None
+    torn = torn_last_line(results_dir)
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or n == torn:
+            continue
+        try:
+            case = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{path}:{n}: not JSON: {e}") from None
+        if not isinstance(case, dict):
+            raise ResultsError(f"{path}:{n}: not a JSON object")
+        for k in ("case_id", "direction", "frame_size"):
+            if k not in case:
+                raise ResultsError(f"{path}:{n}: missing {k}")
+        cases.append(case)
+    return cases
