@@ -41,7 +41,10 @@ class Backend:
         known ($TREX_SERVER or config["trex_server"]), else "local".
         local: drives `lab` (a gtplab.lab.topology.Lab), or builds one with Lab.up(**lab_kwargs) and removes
         it on close(). trex: server, else config["trex_server"], else $TREX_SERVER; netns (else
-        $TREX_NETNS): the network namespace the TRex client runs in (default: this process's)."""
+        $TREX_NETNS): the network namespace the TRex client runs in (default: this process's).
+        trex with `lab` (or lab_kwargs with generator="trex"): the namespace lab's own TRex server
+        (Lab.up(**lab_kwargs) builds one and close() removes it when no lab is given).
+        """
         config = config or {}
         server = server or config.get("trex_server") or os.environ.get("TREX_SERVER")
         kind = kind or os.environ.get("GTPLAB_BACKEND") or ("trex" if server else "local")
