@@ -295,3 +295,33 @@ def test_correctness_with_trex_sending(corr_lab, check):
     """tests/test_suite_correctness.py's checks, unchanged, with TRex sending the packets and
     capturing what the PGW-U sends back (every packet checked, packet conservation per burst)."""
     getattr(corr, check)(corr_lab)
+
+
+def test_sweep_refuses_a_lab_of_the_other_generator(trex_lab, tmp_path):
+    """--backend local on a TRex lab: one clear error, nothing written."""
+    out = tmp_path / "res"
+    cp = subprocess.run(GTPLAB + ["sweep", "--backend", "local", "--lab", trex_lab.name, "--sizes", "512",
+                                  "--directions", "uplink", "--no-scale", "--out", str(out)],
+                        capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert cp.returncode != 0 and "generates with the trex" in cp.stderr and "--backend trex" in cp.stderr, cp.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_sweep_builds_and_removes_its_trex_lab(runtime, tmp_path):
+    """`gtplab sweep --lab-config embedded-trex` builds a TRex lab (the config's runtime), runs the
+    case with TRex, and removes the lab, TRex included, at the end."""
+    out = tmp_path / "res"
+    cp = subprocess.run(GTPLAB + ["sweep", "--lab-config", "embedded-trex", "--sizes", "512", "--directions",
+                                  "downlink", "--flows", "8", "--rate-mode", "fixed", "--rate", "20000", "--duration", "0.5",
+                                  "--no-scale", "--pcap-limit", "0", "--out", str(out)],
+                        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["backend"] == "trex" and run["generator"] == "trex" and run["lab_name"]
+    (rec,) = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]
+    assert rec["conservation_ok"] and rec["tx_packets"] > 0
+    assert 0.9 * 20000 <= rec["offered_pps"] <= 1.1 * 20000, rec["offered_pps"]   # measured rate
+    name = run["lab_name"]
+    assert not Path(f"/run/netns/gtplab-{name}-gen").exists()
+    assert not Path(f"/run/gtplab/labs/{name}.json").exists()
+    assert not Path(f"/var/run/dpdk/gtplab_{name}_trex").exists()
