@@ -226,6 +226,7 @@ class LocalClient:
             raise EngineError(f"duplicate port ids {ids}")
         self.ports = {p.port_id: _Port(p) for p in ports}
         self.batch_size = batch_size
+        self.frame_cache = True     # prebuild periodic programs' frames (False: run them per packet)
         self.cpus = list(cpus) if cpus else None
         self.park = list(park)
         self.on_attach = on_attach
@@ -382,7 +383,7 @@ class LocalClient:
         """The frame cache (struct tg_cframe in bpf/trafficgen.h), see prebuild_frames. Streams
         that do not qualify, or that find the port's cache full, run their program per packet."""
         n = s.cs.period()
-        if not n or p.cache_used + n > CACHE_FRAMES:
+        if not self.frame_cache or not n or p.cache_used + n > CACHE_FRAMES:
             return
         frames = prebuild_frames(p.objs[0], s.cs, s.slot)
         if frames is None:
