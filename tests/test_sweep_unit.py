@@ -390,3 +390,14 @@ def test_flamegraph_flag_and_its_deprecated_alias(capsys):
     err = capsys.readouterr().err
     assert err.count("deprecated") == 1 and "--profile" in err and "use --flamegraph" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_trex_latency_histogram_percentiles():
+    from gtplab.measure.ndr import hist_percentile
+    # TRex's shape: bucket lower bounds (10 us steps below 100, 100 below 1000, 1000 above) as strings
+    h = {"30": 10, "70": 40, "200": 40, "900": 9, "2000": 1}
+    assert hist_percentile(h, 0.5) == 80.0          # the 50th of 100 packets is in [70, 80)
+    assert hist_percentile(h, 0.9) == 300.0         # the 90th in [200, 300)
+    assert hist_percentile(h, 0.99) == 1000.0       # the 99th in [900, 1000)
+    assert hist_percentile(h, 1.0) == 3000.0
+    assert hist_percentile({}, 0.5) is None and hist_percentile({"10": 0}, 0.5) is None

@@ -368,8 +368,10 @@ class Runner:
         pg = (st.get("latency") or {}).get(PG_ID[p.direction])
         if prep.latency and pg and rx_p:
             L = pg["latency"]
-            lat = {"min": L.get("total_min"), "avg": L.get("average"), "p50": L.get("percentile_50"),
-                   "p99": L.get("percentile_99"),
+            hist = L.get("histogram") if "percentile_50" not in L else None
+            lat = {"min": L.get("total_min"), "avg": L.get("average"),
+                   "p50": L.get("percentile_50", hist_percentile(hist, 0.50)),
+                   "p99": L.get("percentile_99", hist_percentile(hist, 0.99)),
                    # TRex leaves total_max at 0 until its next periodic update; last_max is the window's
                    "max": L.get("total_max") or L.get("last_max")}
         return {
@@ -415,6 +417,25 @@ def no_l4_checksums(stream: dict) -> None:
     for off in (outer_udp + 6, inner_udp + 6):
         pkt[off:off + 2] = b"\0\0"
     stream["packet"]["binary"] = base64.b64encode(bytes(pkt)).decode()
+
+
+def hist_percentile(hist: dict | None, q: float) -> float | None:
+    """The q-quantile of a TRex latency histogram ({bucket lower bound in us: packets}; buckets 10 us
+    wide below 100, 100 us below 1000, 1000 us above): the upper bound of the bucket holding it, so
+    never below the true value and at most one bucket above. None without packets."""
+    if not hist:
+        return None
+    rows = sorted((float(k), int(v)) for k, v in hist.items() if int(v) > 0)
+    total = sum(v for _, v in rows)
+    if not total:
+        return None
+    seen = 0
+    for lo, n in rows:
+        seen += n
+        if seen >= q * total:
+            width = 10.0 if lo < 100 else 100.0 if lo < 1000 else 1000.0
+            return lo + width
+    return rows[-1][0]
 
 
 def stream_stats(st: dict) -> dict | None:
