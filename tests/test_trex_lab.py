@@ -3,7 +3,7 @@ TRex's life with the lab (also after its creator is killed), a short `gtplab swe
 with exact packet conservation and TRex's own captures, and the correctness checks of
 tests/test_suite_correctness.py run unchanged with TRex sending the packets.
 
-Skipped, with the reason shown, only when there is no TRex runtime (gtplab.trex_runtime: the
+Skipped, with the reason shown, only when there is no TRex runtime (gtplab.traffic.trex.runtime: the
 tarball in ../shared/trex/ in CI)."""
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ Every namespace, interface and bpffs path carries the lab's name, and everything
 /run/gtplab/labs/<name>.json *before* it is created, so `gtplab lab down` removes a lab after a crash
 too. See docs/lab.md for the why (MTU, the generator's XDP program, nsenter instead of ip netns exec).
 
+With generator="trex" (`gtplab lab up --generator trex`) a TRex server replaces the engine on the
+generator side: DPDK af_packet on g<name>p0/p1, inside the generator netns, on the generator CPUs;
+its pid is recorded in the state file as soon as it exists (docs/trex.md).
+
 Python API:
     with Lab.up() as lab:              # tears the lab down on exit, also on an exception
         lab.pgwu("session", "add", ...)
