@@ -32,6 +32,7 @@ def test_default_spec_is_valid_and_complete():
     assert [(c.direction, c.frame_size, c.flows, c.n_bearers) for c in scale] == \
         [("uplink", 64, 1_000_000, 1_000_000), ("downlink", 64, 1_000_000, 1_000_000)]
     assert scale[0].tunables()["order"] == "random" and "order" not in cases[0].tunables()
+    assert cases[-2:] == scale      # last: loaded once for both, no grid case after their flush
     assert all(any(g.order == "seq" and g.direction == c.direction and g.frame_size == c.frame_size
                    and g.flows == 1024 for g in cases) for c in scale)
 
