@@ -34,6 +34,8 @@ struct bench_frame {
 	__u32 teid_base;	/* host order: TEID = teid_base + k */
 	__u32 ue_off;		/* offset of the UE address to write (0: none) */
 	__u32 ue_base;		/* host order: UE = ue_base + k */
+	__u32 ck_off;		/* offset of the IPv4 header checksum that covers the UE address,
+				 * updated for it (RFC 1624); 0: none */
 	__u8 bytes[RESTORE_MAX];
 };
 
@@ -127,9 +129,23 @@ int bench_restore(struct xdp_md *ctx)
 		}
 		off = f->ue_off & 0xff;
 		if (off) {
+			__u32 ue = bpf_htonl(f->ue_base + k), ck = f->ck_off & 0xff;
+
 			if (data + off + 4 > data_end)
 				return XDP_ABORTED;
-			*(__be32 *)(data + off) = bpf_htonl(f->ue_base + k);
+			if (ck) {
+				__u16 *c = data + ck, *o = data + off, *nw = (__u16 *)&ue;
+				__u32 sum;
+
+				if ((void *)(c + 1) > data_end)
+					return XDP_ABORTED;
+				/* ~C' = ~C - old + new, in one's complement (RFC 1624 eqn. 3) */
+				sum = (__u16)~*c + (__u16)~o[0] + (__u16)~o[1] + nw[0] + nw[1];
+				sum = (sum & 0xffff) + (sum >> 16);
+				sum = (sum & 0xffff) + (sum >> 16);
+				*c = (__u16)~sum;
+			}
+			*(__be32 *)(data + off) = ue;
 		}
 	}
 	bpf_tail_call(ctx, &progs, 0);

@@ -64,8 +64,8 @@ SGW_TEID_BASE = 0x80000000
 GW_MAC = "02:00:00:00:02:02"
 SGW_MAC = "02:00:00:00:01:02"
 
-# struct bench_frame: len restore nbearers mode start order_off teid_off teid_base ue_off ue_base bytes[128]
-FRAME_FMT = "=10I128s"
+# struct bench_frame: len restore nbearers mode start order_off teid_off teid_base ue_off ue_base ck_off bytes[128]
+FRAME_FMT = "=11I128s"
 RESTORE_MAX = 128
 ORDER_MAX = 1 << 22
 SAME, SEQ, RANDOM = 0, 1, 2
@@ -108,11 +108,14 @@ class Cell:
         self.dp, self.config, self.path = dp, config or {}, path   # path: (reason, verdict) or None
         self.n, self.mode, self.order_off = nbearers, mode, order_off
         self.teid_off, self.ue_off = teid_off, ue_off
+        # the uplink's inner source is covered by the inner header checksum, which the data plane
+        # checks (RFC 1812 5.2.2): the wrapper updates it with the address
+        self.ck_off = ue_off - 2 if ue_off == UL_UE_OFF else 0
         self.restore = min(RESTORE_MAX, len(frame) & ~7)
         self.pos = 0        # where in the order the next run starts: runs continue the order
         # what the wrapper does for this cell (pool_wrappers): the same bytes restored, the same
         # fields written, the same order (a random order reads its permutation)
-        self.wrapper_work = (len(frame), bool(nbearers and teid_off), bool(nbearers and ue_off), mode,
+        self.wrapper_work = (len(frame), bool(nbearers and teid_off), bool(nbearers and ue_off), self.ck_off, mode,
                              (nbearers, order_off) if mode == RANDOM else 0)
         self.target: list[int] = []
         self.wrapper: list[int] = []
@@ -121,7 +124,7 @@ class Cell:
 
     def value(self) -> bytes:
         return struct.pack(FRAME_FMT, len(self.frame), self.restore, self.n, self.mode, self.pos,
-                           self.order_off, self.teid_off, TEID_BASE, self.ue_off, UE_BASE,
+                           self.order_off, self.teid_off, TEID_BASE, self.ue_off, UE_BASE, self.ck_off,
                            self.frame[:RESTORE_MAX].ljust(RESTORE_MAX, b"\0"))
 
     def advance(self, repeat: int) -> None:
@@ -374,7 +377,7 @@ def main() -> int:
                 os.unlink(path)
         b.write_orders(tables + [PROBE_N])
 
-        fib = dict(csum=False, fib_cache=True, nexthop=b.dps[1].get_config().nexthop)
+        fib = dict(csum=False, fib_cache=True, inner_csum_check=True, nexthop=b.dps[1].get_config().nexthop)
         rows = [("uplink decap", "xdp_access", "acc0", "ul_fwd", "redirect", False),
                 ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False)]
         cells: dict = {}
@@ -390,6 +393,10 @@ def main() -> int:
         add("csum on", b.dps[1].progs["xdp_sgi"], dl, "sgi0", dp=b.dps[1], config=dict(fib, csum=True),
             path=("dl_fwd", "redirect"), nbearers=1, ue_off=DL_UE_OFF)
         ulf = build_uplink(size)
+        # RFC 1812 5.2.2: the inner IPv4 header checksum check, off (the table's uplink rows have it on)
+        add("inner csum off", b.dps[1].progs["xdp_access"], ulf, "acc0", dp=b.dps[1],
+            config=dict(fib, inner_csum_check=False), path=("ul_fwd", "redirect"), nbearers=1,
+            teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
         for mode in (SAME, SEQ, RANDOM):
             add(("probe_hash", mode), b.probe_hash, ulf, "acc0", nbearers=big, mode=mode,
                 order_off=b.order_offs[big], teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
@@ -457,6 +464,8 @@ def main() -> int:
                   f"| probe: the same, random order (one dependent cache + TLB miss) | {pr.shown()} | {pr.spread()} |"]
         con = cells["csum on"]
         lines.append(f"| downlink encap, csum on, 1 bearer | {con.shown()} | {con.spread()} |")
+        icoff = cells["inner csum off"]
+        lines.append(f"| uplink decap, inner IPv4 checksum check off, 1 bearer | {icoff.shown()} | {icoff.spread()} |")
         hs, hq, hr = (cells[("probe_hash", m)] for m in (SAME, SEQ, RANDOM))
         lines += [f"| the data plane's TEID hash lookup alone, {big:,} bearers, same bearer | {hs.shown()} | {hs.spread()} |",
                   f"| the same, sequential TEIDs | {hq.shown()} | {hq.spread()} |",
@@ -476,6 +485,11 @@ def main() -> int:
         coff = cells[("downlink encap, csum off", 1, SAME)]
         if not con.failure and not coff.failure:
             summary.append(f"checksum on / off, 1 bearer: {con.ns() / coff.ns():.2f} (target <= 1.10)")
+        icon = cells[("uplink decap", 1, SAME)]
+        if not icon.failure and not icoff.failure:
+            per = [x / y for x, y in zip(icon.rounds(), icoff.rounds()) if y > 0]
+            summary.append(f"inner checksum check on / off, uplink, 1 bearer: {icon.ns() / icoff.ns():.2f} "
+                           f"({pct(per, 0.25):.2f}-{pct(per, 0.75):.2f}), {icon.ns() - icoff.ns():+.1f} ns")
         if summary:
             lines.append("Targets: " + "; ".join(summary) + ".")
         lines.append(f"Path check: {b.checked:,} iterations counted by the data plane's verdict counters, "

@@ -47,7 +47,8 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
 
 /*
  * The next hop towards dst, leaving through `side`: the static one when configured, else the
- * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding.
+ * kernel's FIB, through fib_cache. Returns 0 with *nh set, or the reason for not forwarding (and,
+ * when the packet is over the route's MTU, that MTU in *mtu, else *mtu is left alone).
  * A cache slot is used only while fib_gen is unchanged (bumped after every route, link or
  * neighbour change, see the end of this file), while a `pgwu watch` is alive to bump it, and only
  * for packets no longer than one the lookup's MTU check passed. The generation is read before the
@@ -55,12 +56,12 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
  */
 static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					     int side, __u32 src, __u32 dst, __u8 tos, __u8 proto,
-					     __u16 tot_len, struct nexthop *nh)
+					     __u16 tot_len, struct nexthop *nh, __u32 *mtu)
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
 	struct pgwu_fib_slot *slot = NULL;
 	struct bpf_fib_lookup p = {};
-	__u32 zero = 0, one = 1, idx;
+	__u32 zero = 0, one = 1, two = 2, idx, ksrc = 0;
 	__u64 gen = 0;
 	int rc;
 
@@ -73,15 +74,19 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	if (cfg->flags & PGWU_CFG_FIB_CACHE) {
 		__u64 *g = bpf_map_lookup_elem(&fib_gen, &zero);
 		__u64 *hb = bpf_map_lookup_elem(&fib_gen, &one);
+		__u64 *pol = bpf_map_lookup_elem(&fib_gen, &two);
 
 		/* no clock read: a helper call costs more here than the whole cache hit */
-		if (g && hb && *(volatile __u64 *)hb) {
+		if (g && hb && pol && *(volatile __u64 *)hb) {
 			gen = *(volatile __u64 *)g;
-			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex);
+			/* policy rules may pick the route by source: then it is part of the key */
+			if (*(volatile __u64 *)pol & PGWU_FIB_BY_SRC)
+				ksrc = src;
+			idx = pgwu_fib_slot_of(dst, ctx->ingress_ifindex, ksrc);
 			slot = bpf_map_lookup_elem(&fib_cache, &idx);
 		}
 		if (slot && slot->key.dst == dst && slot->key.ifindex == ctx->ingress_ifindex &&
-		    slot->e.gen == gen && tot_len <= slot->e.max_len) {
+		    slot->key.src == ksrc && slot->e.gen == gen && tot_len <= slot->e.max_len) {
 			nh->ifindex = slot->e.ifindex;
 			__builtin_memcpy(nh->smac, slot->e.smac, 6);
 			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
@@ -107,6 +112,9 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	case BPF_FIB_LKUP_RET_PROHIBIT:
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 		return PGWU_R_DROP_NO_ROUTE;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		*mtu = p.mtu_result;	/* the egress MTU the packet is over */
+		return PGWU_R_PASS_FIB_OTHER;
 	default:	/* NOT_FWDED (local), FRAG_NEEDED, UNSUPP_LWT, ... */
 		return PGWU_R_PASS_FIB_OTHER;
 	}
@@ -115,10 +123,12 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
 	if (slot) {	/* per CPU: no other writer */
 		if (slot->key.dst != dst || slot->key.ifindex != ctx->ingress_ifindex ||
-		    slot->e.gen != gen || slot->e.ifindex != p.ifindex || slot->e.max_len < tot_len)
+		    slot->key.src != ksrc || slot->e.gen != gen || slot->e.ifindex != p.ifindex ||
+		    slot->e.max_len < tot_len)
 			slot->e.max_len = tot_len;
 		slot->key.dst = dst;
 		slot->key.ifindex = ctx->ingress_ifindex;
+		slot->key.src = ksrc;
 		slot->e.gen = gen;
 		slot->e.ifindex = p.ifindex;
 		__builtin_memcpy(slot->e.smac, p.smac, 6);
@@ -197,6 +207,297 @@ static __always_inline __u64 inner_sum(struct xdp_md *ctx, struct iphdr *iip, __
 	return sum + csum_bytes(ctx, l4 - (void *)(long)ctx->data, l4_len, err);
 }
 
+/*
+ * The start both programs share: the config, Ethernet with at most one 802.1Q tag, and an IPv4
+ * header whose IHL and total length fit in the frame. Returns 0 with *h filled, or the reason to
+ * leave with (and *action, XDP_DROP unless the packet is for the kernel). The sides differ only in
+ * the reasons of a bad IPv4 header, constants here once it is inlined.
+ */
+struct l3 {
+	struct pgwu_config *cfg;
+	struct ethhdr *eth;
+	struct vlan_hdr *tag;		/* NULL: untagged */
+	struct iphdr *ip;
+	__u32 ihl_len;
+	__u32 tot_len;
+};
+
+static __always_inline __u32 prologue(struct xdp_md *ctx, int side, struct l3 *h, __u32 *action)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct cursor cur = { .pos = data, .end = data_end };
+	__u32 r_trunc = side == PGWU_SIDE_ACCESS ? PGWU_R_DROP_TRUNC_IP : PGWU_R_DROP_BAD_IP_DL;
+	__u32 r_bad = side == PGWU_SIDE_ACCESS ? PGWU_R_DROP_BAD_IP : PGWU_R_DROP_BAD_IP_DL;
+	struct iphdr *ip;
+	__u32 zero = 0;
+	int proto;
+
+	*action = XDP_DROP;
+	h->cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!h->cfg)
+		return PGWU_R_DROP_NOT_CONFIGURED;
+	proto = parse_eth(&cur, &h->eth, &h->tag);
+	if (proto < 0)
+		return PGWU_R_DROP_TRUNC_ETH;
+	if (proto != ETH_P_IP_BE) {
+		*action = XDP_PASS;
+		return PGWU_R_PASS_NOT_IPV4;
+	}
+	if (parse_ipv4_fixed(&cur, &ip) < 0)
+		return r_trunc;
+	if (ip->version != 4 || ip->ihl < 5)
+		return r_bad;
+	h->ip = ip;
+	h->ihl_len = ip->ihl * 4;
+	if ((void *)ip + h->ihl_len > data_end)
+		return r_trunc;
+	h->tot_len = bpf_ntohs(ip->tot_len);
+	if (h->tot_len < h->ihl_len || (void *)ip + h->tot_len > data_end)
+		return r_bad;
+	return 0;
+}
+
+static __always_inline void event(__u32 ev)
+{
+	__u64 *c = bpf_map_lookup_elem(&events, &ev);
+
+	if (c)
+		(*c)++;
+}
+
+/* Addresses nobody may be answered at (RFC 1812 5.3.7, 4.2.2.11): 0/8, loopback, multicast,
+ * 240/4 (with the limited broadcast), and our own address. */
+static __always_inline int martian_src(__be32 saddr, const struct pgwu_config *cfg)
+{
+	__u32 a = bpf_ntohl(saddr);
+
+	return (a >> 24) == 0 || (a >> 24) == 127 || (a >> 28) >= 0xe || saddr == cfg->local_addr;
+}
+
+/* A reply to peer is within its budget (GCRA, see reply_budget in pgwu.h); spends it if so. */
+static __always_inline int reply_allowed(__be32 peer)
+{
+	const __u64 interval = 1000000000ULL / PGWU_REPLY_RATE;
+	__u64 now = bpf_ktime_get_ns(), *tat, t;
+
+	tat = bpf_map_lookup_elem(&reply_budget, &peer);
+	if (!tat) {
+		t = now + interval;
+		bpf_map_update_elem(&reply_budget, &peer, &t, BPF_ANY);
+		return 1;
+	}
+	t = *tat;
+	if (t > now + (PGWU_REPLY_BURST - 1) * interval)
+		return 0;
+	*tat = (t > now ? t : now) + interval;
+	return 1;
+}
+
+/*
+ * Turn the frame into a GTP-U message back to the sender of the one received (TS 29.281 5.1, 7.2,
+ * 7.3): Ethernet with the addresses swapped (orig_mac: the received dst then src) and the received
+ * tag if any; IPv4 local -> peer (tos 0, id 0, ttl 64, no options); UDP sport -> dport; GTP-U with
+ * S set, TEID 0, sequence seq; then ie_len octets of IEs, which the caller writes at r->ie before
+ * reply_csum. ie_len is a constant at each call; rx_len the frame's length, unchanged so far
+ * (computed here, its subtraction of packet pointers is narrowed to 32 bits, which the verifier
+ * refuses). Returns 0, or -1 when the frame can't be resized.
+ */
+struct reply {
+	struct iphdr *ip;
+	struct udphdr *udp;
+	__u8 *ie;
+};
+
+#define REPLY_HDRS (20 + 8 + 12)
+#define REPLY_SHIFT 4		/* every frame that gets here is longer than that */
+
+static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l2,
+				       __be16 tci, const __u8 *orig_mac,
+				       __be32 local, __be32 peer, __be16 sport, __be16 dport,
+				       __u8 type, __be16 seq, __u32 ie_len, struct reply *r)
+{
+	__u32 new_len = l2 + REPLY_HDRS + ie_len;
+	void *data, *data_end;
+	struct gtpu_opt *ropt;
+	struct gtpu_hdr *rg;
+	struct ethhdr *eth;
+	struct iphdr *rip;
+	struct udphdr *ru;
+
+	/* The start moves too (by REPLY_SHIFT), not only the end: a frame whose start stayed put
+	 * is taken as unchanged by the kernel's live-frame page recycling (BPF_F_TEST_XDP_LIVE_FRAMES
+	 * checks the frame's data pointer, not its length), so a generator on a veth peer would
+	 * send its next frame from this page with our reply's length. */
+	if (bpf_xdp_adjust_head(ctx, REPLY_SHIFT) ||
+	    bpf_xdp_adjust_tail(ctx, (int)new_len - (int)(rx_len - REPLY_SHIFT)))
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	rip = data + (l2 == 18 ? 18 : 14);
+	if ((void *)rip + REPLY_HDRS + ie_len > data_end)
+		return -1;
+	eth = data;
+	__builtin_memcpy(eth->h_dest, orig_mac + 6, 6);
+	__builtin_memcpy(eth->h_source, orig_mac, 6);
+	if (l2 == 18) {
+		struct vlan_hdr *v = (void *)(eth + 1);
+
+		eth->h_proto = ETH_P_8021Q_BE;
+		v->tci = tci;
+		v->encap_proto = ETH_P_IP_BE;
+	} else {
+		eth->h_proto = ETH_P_IP_BE;
+	}
+	ru = (void *)(rip + 1);
+	rg = (void *)(ru + 1);
+	ropt = (void *)(rg + 1);
+
+	rip->version = 4;
+	rip->ihl = 5;
+	rip->tos = 0;
+	rip->tot_len = bpf_htons(REPLY_HDRS + ie_len);
+	rip->id = 0;
+	rip->frag_off = 0;
+	rip->ttl = OUTER_TTL;
+	rip->protocol = IPPROTO_UDP;
+	rip->check = 0;
+	rip->saddr = local;
+	rip->daddr = peer;
+	rip->check = csum_finish(ipv4_hdr_sum(rip, 5, data_end));
+
+	ru->source = sport;
+	ru->dest = dport;
+	ru->len = bpf_htons(8 + 12 + ie_len);
+	ru->check = 0;
+	rg->flags = 0x30 | GTP_FLAG_S;
+	rg->type = type;
+	rg->length = bpf_htons(4 + ie_len);
+	rg->teid = 0;
+	ropt->seq = seq;
+	ropt->npdu = 0;
+	ropt->next_ext = 0;
+	r->ip = rip;
+	r->udp = ru;
+	r->ie = (void *)(ropt + 1);
+	return 0;
+}
+
+/* The reply's UDP checksum, once its IEs are written; ie_len the same constant. */
+static __always_inline void reply_csum(struct xdp_md *ctx, struct reply *r, __u32 ie_len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	__u16 *w = (void *)r->udp;
+	__u64 sum;
+	int i;
+
+	if ((void *)r->udp + 20 + ie_len > data_end)	/* checked in reply_start; for the verifier */
+		return;
+	sum = (__u64)r->ip->saddr + r->ip->daddr + bpf_htons(IPPROTO_UDP) + r->udp->len;
+#pragma unroll
+	for (i = 0; i < (20 + ie_len) / 2; i++)
+		sum += w[i];
+	if ((20 + ie_len) & 1) {
+		__u16 last = 0;
+
+		*(__u8 *)&last = ((__u8 *)r->udp)[20 + ie_len - 1];	/* the word [b, 0] */
+		sum += last;
+	}
+	r->udp->check = csum_finish_udp(sum);
+}
+
+/* TS 29.281 5.2.1, Figure 5.2.1-3: the extension header types this PGW-U knows (it walks past
+ * them: none changes what it does with the T-PDU). */
+static __always_inline int ext_known(__u8 t)
+{
+	switch (t) {
+	case 0x03:	/* Long PDCP PDU Number */
+	case 0x20:	/* Service Class Indicator */
+	case 0x40:	/* UDP Port */
+	case 0x81:	/* RAN Container */
+	case 0x82:	/* Long PDCP PDU Number */
+	case 0x83:	/* Xw RAN Container */
+	case 0x84:	/* NR RAN Container */
+	case 0x85:	/* PDU Session Container */
+	case 0xc0:	/* PDCP PDU Number */
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * An ICMP error (RFC 792: Time Exceeded 11/0; Destination Unreachable, Fragmentation Needed 3/4
+ * with the next-hop MTU, RFC 1191), its IPv4 header at off_ip from ctx->data: src -> dst
+ * (ttl 64, id 0) and the ICMP header; the quoted bytes (the expired packet's header and 8 octets
+ * after it, RFC 792, RFC 1812 4.3.2.3) are already in place right after it, q of them. Returns 0, or
+ * -1 when the bytes aren't there (only if the caller's lengths were wrong).
+ */
+struct icmp_te {
+	__u8 type;
+	__u8 code;
+	__u16 check;
+	__u32 unused;
+};
+
+static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 src, __be32 dst,
+				      __u32 q, __u8 type, __u8 code, __u16 mtu)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = data + (off_ip & 0xff);
+	struct icmp_te *ic = (void *)(ip + 1);
+	__u64 sum;
+	int err;
+
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(28 + q);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = OUTER_TTL;
+	ip->protocol = IPPROTO_ICMP;
+	ip->check = 0;
+	ip->saddr = src;
+	ip->daddr = dst;
+	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
+	ic->type = type;
+	ic->code = code;
+	ic->check = 0;
+	ic->unused = bpf_htonl(mtu);	/* Fragmentation Needed: next-hop MTU (RFC 1191); else 0 */
+	sum = csum_bytes(ctx, (off_ip & 0xff) + 28, q, &err);
+	if (err)
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	ic = data + (off_ip & 0xff) + 20;
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	/* the ICMP header's words: type code, 0 (check), 0, mtu */
+	ic->check = csum_finish(sum + bpf_htons(((__u16)type << 8) | code) + bpf_htons(mtu));
+	return 0;
+}
+
+#define SUPP_EXT_N 9	/* the list above, as sent in the Extension Header Type List IE */
+
+static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
+{
+	struct pgwu_sig_key k = { .teid = teid, .addr = addr, .type = type };
+	struct pgwu_sig_val *v = bpf_map_lookup_elem(&sig_rx, &k), nv = {};
+
+	if (v) {
+		__sync_fetch_and_add(&v->packets, 1);
+		v->last_ns = bpf_ktime_get_ns();
+		v->from = from;
+		return;
+	}
+	nv.packets = 1;
+	nv.last_ns = bpf_ktime_get_ns();
+	nv.from = from;
+	bpf_map_update_elem(&sig_rx, &k, &nv, BPF_ANY);
+}
+
 SEC("xdp")
 int xdp_access(struct xdp_md *ctx)
 {
@@ -204,7 +505,7 @@ int xdp_access(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 rx_len = data_end - data;
 	__u32 action = XDP_DROP, reason, zero = 0;
-	struct cursor cur = { .pos = data, .end = data_end };
+	struct cursor cur;
 	struct pgwu_config *cfg;
 	struct pgwu_ul_bearer *b;
 	struct ethhdr *eth;
@@ -213,46 +514,25 @@ int xdp_access(struct xdp_md *ctx)
 	struct udphdr *udp;
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
+	struct reply r;
+	struct l3 h;
 	void *ip_end, *p;
 	__u32 ihl_len, tot_len, udp_len, gtp_len, inner_len, iihl_len, out_l2;
-	__u8 next_ext = 0, orig_mac[12];
-	__be16 seq = 0;
+	__u8 next_ext = 0, bad_ext = 0, orig_mac[12];
+	__u32 mtu = 0, psc = 0;		/* psc: 0x100 | QFI of an UL PSC, 0x200 another PSC, 0 none */
+	__be32 peer;
+	__be16 seq = 0, peer_port;
 	int i;
 
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg) {
-		reason = PGWU_R_DROP_NOT_CONFIGURED;
+	reason = prologue(ctx, PGWU_SIDE_ACCESS, &h, &action);
+	if (reason)
 		goto out;
-	}
-
-	i = parse_eth(&cur, &eth, &tag);
-	if (i < 0) {
-		reason = PGWU_R_DROP_TRUNC_ETH;
-		goto out;
-	}
-	if (i != ETH_P_IP_BE) {
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_NOT_IPV4;
-		goto out;
-	}
-	if (parse_ipv4_fixed(&cur, &ip) < 0) {
-		reason = PGWU_R_DROP_TRUNC_IP;
-		goto out;
-	}
-	if (ip->version != 4 || ip->ihl < 5) {
-		reason = PGWU_R_DROP_BAD_IP;
-		goto out;
-	}
-	ihl_len = ip->ihl * 4;
-	if ((void *)ip + ihl_len > data_end) {
-		reason = PGWU_R_DROP_TRUNC_IP;
-		goto out;
-	}
-	tot_len = bpf_ntohs(ip->tot_len);
-	if (tot_len < ihl_len || (void *)ip + tot_len > data_end) {
-		reason = PGWU_R_DROP_BAD_IP;
-		goto out;
-	}
+	cfg = h.cfg;
+	eth = h.eth;
+	tag = h.tag;
+	ip = h.ip;
+	ihl_len = h.ihl_len;
+	tot_len = h.tot_len;
 	if (ip->protocol != IPPROTO_UDP || !cfg->local_addr || ip->daddr != cfg->local_addr) {
 		action = XDP_PASS;
 		reason = PGWU_R_PASS_NOT_GTPU;
@@ -314,26 +594,27 @@ int xdp_access(struct xdp_md *ctx)
 		if (gtp->flags & GTP_FLAG_E)
 			next_ext = opt->next_ext;
 	}
+	peer = ip->saddr;
+	peer_port = udp->source;
+	__builtin_memcpy(orig_mac, eth->h_dest, 12);
 
 	switch (gtp->type) {
-	case GTP_GPDU:
-		break;
 	case GTP_ECHO_REQ:
 		goto echo;
+	case GTP_GPDU:
 	case GTP_ECHO_RSP:
 	case GTP_ERROR_IND:
 	case GTP_END_MARKER:
 	case GTP_SUPP_EXT_NOTIF:
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_SIGNALLING;
-		goto out;
+		break;
 	default:
 		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
 		goto out;
 	}
 
 	/* TS 29.281 5.2: each extension header is a length octet (in 4-octet units), content, and
-	 * the next type in its last octet; type 0 ends the chain. */
+	 * the next type in its last octet; type 0 ends the chain. A type we don't know whose high
+	 * bit says the endpoint must comprehend it (5.2.1) stops the walk. */
 	p = cur.pos;
 	for (i = 0; i < PGWU_MAX_EXT_HDRS; i++) {
 		__u8 *lp = p, *last;
@@ -341,6 +622,10 @@ int xdp_access(struct xdp_md *ctx)
 
 		if (!next_ext)
 			break;
+		if ((next_ext & GTP_EXT_COMPREHENSION_REQUIRED) && !ext_known(next_ext)) {
+			bad_ext = next_ext;
+			break;
+		}
 		if ((void *)(lp + 1) > ip_end || (void *)(lp + 1) > data_end) {
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
 			goto out;
@@ -350,6 +635,9 @@ int xdp_access(struct xdp_md *ctx)
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
 			goto out;
 		}
+		/* TS 38.415 5.5.2.2: PDU type in the high nibble of octet 2, QFI in octet 3 */
+		if (next_ext == GTP_EXT_PDU_SESSION_CONTAINER && (void *)(lp + 3) <= data_end)
+			psc = (lp[1] >> 4) == 1 ? 0x100 | (lp[2] & 0x3f) : 0x200;
 		last = p + (ext_len - 1);
 		if ((void *)(last + 1) > data_end) {
 			reason = PGWU_R_DROP_GTP_BAD_EXT;
@@ -358,8 +646,64 @@ int xdp_access(struct xdp_md *ctx)
 		next_ext = *last;
 		p = last + 1;
 	}
+	if (bad_ext)
+		goto supp_ext;
 	if (next_ext) {
 		reason = PGWU_R_DROP_GTP_BAD_EXT;
+		goto out;
+	}
+
+	switch (gtp->type) {
+	case GTP_ECHO_RSP: {
+		/* TS 29.281 7.2.2: the Recovery IE follows the header (its value is not used by
+		 * GTP-U, 7.2.2 says: recorded to show the peer's restarts) */
+		struct pgwu_peer *pe = bpf_map_lookup_elem(&peers, &peer), np = {};
+		__u8 *ie = p;
+		int has_rc = (void *)(ie + 2) <= ip_end && (void *)(ie + 2) <= data_end &&
+			     ie[0] == GTP_IE_RECOVERY;
+		__u8 rc = 0;
+
+		if (has_rc && (void *)(ie + 2) <= data_end)
+			rc = ie[1];
+		if (!pe) {
+			np.rsp_ns = bpf_ktime_get_ns();
+			np.responses = 1;
+			np.rsp_seq = bpf_ntohs(seq);
+			np.restart_counter = rc;
+			np.has_recovery = has_rc;
+			bpf_map_update_elem(&peers, &peer, &np, BPF_NOEXIST);
+		} else {
+			if (has_rc && pe->has_recovery && pe->restart_counter != rc)
+				pe->restarts++;
+			pe->rsp_ns = bpf_ktime_get_ns();
+			pe->responses++;
+			pe->rsp_seq = bpf_ntohs(seq);
+			pe->restart_counter = rc;
+			pe->has_recovery = has_rc;
+		}
+		reason = PGWU_R_SIG_ECHO_RESPONSE;
+		goto out;
+	}
+	case GTP_ERROR_IND: {
+		/* TS 29.281 7.3.1: TEID Data I (TV, 4 octets), GTP-U Peer Address (TLV) */
+		__u8 *ie = p;
+
+		if ((void *)(ie + 12) <= ip_end && (void *)(ie + 12) <= data_end &&
+		    ie[0] == GTP_IE_TEID_DATA_I && ie[5] == GTP_IE_PEER_ADDR && ie[6] == 0 &&
+		    ie[7] == 4)
+			sig_count(*(__be32 *)(ie + 1), *(__be32 *)(ie + 8), GTP_ERROR_IND, peer);
+		else if ((void *)(ie + 5) <= ip_end && (void *)(ie + 5) <= data_end &&
+			 ie[0] == GTP_IE_TEID_DATA_I)
+			sig_count(*(__be32 *)(ie + 1), peer, GTP_ERROR_IND, peer);
+		reason = PGWU_R_SIG_ERROR_IND;
+		goto out;
+	}
+	case GTP_END_MARKER:
+		sig_count(gtp->teid, peer, GTP_END_MARKER, peer);
+		reason = PGWU_R_SIG_END_MARKER;
+		goto out;
+	case GTP_SUPP_EXT_NOTIF:
+		reason = PGWU_R_SIG_SUPP_EXT_NOTIF;
 		goto out;
 	}
 
@@ -379,6 +723,11 @@ int xdp_access(struct xdp_md *ctx)
 		b = bpf_map_lookup_elem(&ul_bearers, &gtp->teid);
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
+		goto err_ind;
+	}
+
+	if ((b->flags & PGWU_B_QFI) && psc != (0x100 | ((b->flags >> PGWU_B_QFI_SHIFT) & 0x3f))) {
+		reason = PGWU_R_DROP_QFI_MISMATCH;
 		goto out;
 	}
 
@@ -397,21 +746,25 @@ int xdp_access(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_INNER_BAD;
 		goto out;
 	}
+	if (!(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK) &&
+	    csum_fold16(ipv4_hdr_sum(iip, iip->ihl, data_end)) != 0xffff) {
+		reason = PGWU_R_DROP_INNER_CSUM;
+		goto out;
+	}
 	if (iip->saddr != b->ue_addr) {
 		reason = PGWU_R_DROP_SPOOFED;
 		goto out;
 	}
 	if (iip->ttl <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		goto out;
+		goto ttl_expired;
 	}
 
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_SGI, iip->saddr, iip->daddr, iip->tos,
-				 iip->protocol, inner_len, &nh);
+				 iip->protocol, inner_len, &nh, &mtu);
 	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER) {
 		/* the kernel routes the inner packet (and resolves its neighbour): give it the
 		 * decapsulated packet in a frame addressed as the one received */
-		__builtin_memcpy(orig_mac, eth->h_dest, 12);
 		out_l2 = sizeof(struct ethhdr);
 	} else if (reason) {
 		goto out;
@@ -455,83 +808,169 @@ int xdp_access(struct xdp_md *ctx)
 	reason = PGWU_R_UL_FWD;
 	goto out;
 
-echo: {
+echo:
 	/* TS 29.281 7.2.2: Echo Response = header with S set, the request's sequence number, and
-	 * a Recovery IE. Built over the request, cut or grown to exactly that. */
-	struct gtpu_opt *ropt;
-	struct gtpu_hdr *rg;
-	struct udphdr *ru;
-	struct iphdr *rip;
-	__u8 *ie;
-	__be32 peer = ip->saddr;
-	__be16 peer_port = udp->source;
-	__u32 l2 = tag ? 18 : 14, new_len = l2 + 42;
-	__u64 sum;
-
-	__builtin_memcpy(orig_mac, eth->h_dest, 12);
-	if (bpf_xdp_adjust_tail(ctx, (int)new_len - (int)rx_len)) {
+	 * a Recovery IE, to the request's source port. Never to an address nobody may be answered
+	 * at: a forged source would make us send to ourselves or to a whole network. */
+	if (martian_src(peer, cfg)) {
+		reason = PGWU_R_DROP_ECHO_BAD_SRC;
+		goto out;
+	}
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+			peer_port, GTP_ECHO_RSP, seq, 2, &r)) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + 42 > data_end && data + 14 + 42 > data_end) {
-		reason = PGWU_R_DROP_ADJUST;
-		goto out;
-	}
-	eth = data;
-	__builtin_memcpy(eth->h_dest, orig_mac + 6, 6);
-	__builtin_memcpy(eth->h_source, orig_mac, 6);
-	rip = data + (l2 == 18 ? 18 : 14);
-	if ((void *)rip + 42 > data_end) {
-		reason = PGWU_R_DROP_ADJUST;
-		goto out;
-	}
-	ru = (void *)(rip + 1);
-	rg = (void *)(ru + 1);
-	ropt = (void *)(rg + 1);
-	ie = (void *)(ropt + 1);
-
-	rip->version = 4;
-	rip->ihl = 5;
-	rip->tos = 0;
-	rip->tot_len = bpf_htons(42);
-	rip->id = 0;
-	rip->frag_off = 0;
-	rip->ttl = OUTER_TTL;
-	rip->protocol = IPPROTO_UDP;
-	rip->check = 0;
-	rip->saddr = cfg->local_addr;
-	rip->daddr = peer;
-	rip->check = csum_finish(ipv4_hdr_sum(rip, 5, data_end));
-
-	ru->source = GTPU_PORT_BE;
-	ru->dest = peer_port;
-	ru->len = bpf_htons(22);
-	ru->check = 0;
-	rg->flags = 0x30 | GTP_FLAG_S;
-	rg->type = GTP_ECHO_RSP;
-	rg->length = bpf_htons(6);
-	rg->teid = 0;
-	ropt->seq = seq;
-	ropt->npdu = 0;
-	ropt->next_ext = 0;
-	ie[0] = GTP_IE_RECOVERY;
-	ie[1] = cfg->restart_counter;
-
-	sum = (__u64)rip->saddr + rip->daddr + bpf_htons(IPPROTO_UDP) + ru->len;
-	{
-		__u16 *w = (void *)ru;
-
-#pragma unroll
-		for (i = 0; i < 11; i++)
-			sum += w[i];
-	}
-	ru->check = csum_finish_udp(sum);
+	r.ie[0] = GTP_IE_RECOVERY;
+	r.ie[1] = cfg->restart_counter;
+	reply_csum(ctx, &r, 2);
 	action = XDP_TX;
 	reason = PGWU_R_ECHO_REPLY;
 	goto out;
+
+err_ind:
+	/* TS 29.281 7.3.1: Error Indication to the G-PDU's sender, from and to port 2152 (4.4.2.4),
+	 * naming the TEID it used (Tunnel Endpoint Identifier Data I) and the address it sent to
+	 * (GTP-U Peer Address). The G-PDU stays counted as drop_unknown_teid (verdict tx). */
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	if (!reply_allowed(peer)) {
+		event(PGWU_EV_ERR_IND_RATE_LIMITED);
+		goto out;
+	}
+	{
+		__be32 teid = gtp->teid;
+
+		if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+				GTPU_PORT_BE, GTP_ERROR_IND, 0, 12, &r))
+			goto out;
+		r.ie[0] = GTP_IE_TEID_DATA_I;
+		__builtin_memcpy(r.ie + 1, &teid, 4);
+		r.ie[5] = GTP_IE_PEER_ADDR;
+		r.ie[6] = 0;
+		r.ie[7] = 4;
+		__builtin_memcpy(r.ie + 8, &cfg->local_addr, 4);
+	}
+	reply_csum(ctx, &r, 12);
+	event(PGWU_EV_ERR_IND_SENT);
+	action = XDP_TX;
+	goto out;
+
+ttl_expired: {
+	/* RFC 1812 5.3.1: Time Exceeded to the UE, through its tunnel: the frame becomes Ethernet
+	 * (back to the sender of the G-PDU, the received VLAN id) / IPv4 local -> SGW / UDP 2152 ->
+	 * 2152, checksum 0 / GTP-U G-PDU with the SGW's TEID / IPv4 local -> UE / ICMP / the expired
+	 * packet's header and 8 octets. Rate-limited per UE. A bearer with a QFI gets its PDU
+	 * Session Container, as its downlink G-PDUs do (x = 8 more octets). */
+	struct pgwu_dl_bearer *dl;
+	__be32 ue = iip->saddr, sgw, steid;
+	__u16 vid = tag ? bpf_ntohs(tag->tci) & 0x0fff : 0;
+	__u32 l2 = vid ? 18 : 14, q = iihl_len + 8, off, x;	/* a priority tag (VID 0) is dropped */
+	__u8 qfi;
+	struct iphdr *oip;
+	struct udphdr *ou;
+	struct gtpu_hdr *og;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	dl = bpf_map_lookup_elem(&dl_bearers, &ue);
+	if (!dl)
+		goto out;
+	sgw = dl->sgw_addr;
+	steid = dl->sgw_teid;
+	x = dl->flags & PGWU_B_QFI ? 8 : 0;
+	qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & 0x3f;
+	if (!reply_allowed(ue)) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		goto out;
+	}
+	if (q > inner_len)
+		q = inner_len;
+	/* the expired packet's header goes to l2 + 64: outer IPv4, UDP, GTP-U, IPv4, ICMP before it */
+	i = (long)iip - (long)data;
+	asm volatile("" : "+r"(i));
+	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 64 + x)) || trim_to(ctx, l2 + 64 + x + q))
+		goto out;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 64 + 8 > data_end)	/* the inner header alone is 20 */
+		goto out;
+	off = write_eth(data, orig_mac + 6, orig_mac, vid);
+	oip = data + (off == 18 ? 18 : 14);
+	ou = (void *)(oip + 1);
+	og = (void *)(ou + 1);
+	if ((void *)(og + 1) > data_end)
+		goto out;
+	oip->version = 4;
+	oip->ihl = 5;
+	oip->tos = 0;
+	oip->tot_len = bpf_htons(64 + x + q);
+	oip->id = 0;
+	oip->frag_off = 0;
+	oip->ttl = OUTER_TTL;
+	oip->protocol = IPPROTO_UDP;
+	oip->check = 0;
+	oip->saddr = cfg->local_addr;
+	oip->daddr = sgw;
+	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = bpf_htons(44 + x + q);
+	ou->check = 0;
+	og->flags = 0x30;
+	og->type = GTP_GPDU;
+	og->length = bpf_htons(28 + x + q);
+	og->teid = steid;
+	if (x) {
+		__u8 *e = (void *)(og + 1);
+
+		if ((void *)(e + 8) > data_end)
+			goto out;
+		og->flags = 0x30 | GTP_FLAG_E;
+		e[0] = 0;
+		e[1] = 0;
+		e[2] = 0;
+		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		e[4] = 1;
+		e[5] = 0;	/* DL PDU SESSION INFORMATION */
+		e[6] = qfi;
+		e[7] = 0;
+	}
+	if (icmp_error(ctx, off + 36 + x, cfg->local_addr, ue, q, 11, 0, 0))
+		goto out;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	action = XDP_TX;
+	goto out;
 }
+
+supp_ext:
+	/* TS 29.281 7.2.3: Supported Extension Headers Notification to the sender's port (4.4.2.5),
+	 * listing the types we know (Extension Header Type List, 8.5: type, length, types). */
+	reason = PGWU_R_DROP_GTP_EXT_UNSUPPORTED;
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
+		goto out;
+	if (!reply_allowed(peer)) {
+		event(PGWU_EV_SUPP_EXT_RATE_LIMITED);
+		goto out;
+	}
+	if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
+			peer_port, GTP_SUPP_EXT_NOTIF, 0, 2 + SUPP_EXT_N, &r))
+		goto out;
+	r.ie[0] = GTP_IE_EXT_HDR_LIST;
+	r.ie[1] = SUPP_EXT_N;
+	r.ie[2] = 0x03;
+	r.ie[3] = 0x20;
+	r.ie[4] = 0x40;
+	r.ie[5] = 0x81;
+	r.ie[6] = 0x82;
+	r.ie[7] = 0x83;
+	r.ie[8] = 0x84;
+	r.ie[9] = 0x85;
+	r.ie[10] = 0xc0;
+	reply_csum(ctx, &r, 2 + SUPP_EXT_N);
+	event(PGWU_EV_SUPP_EXT_SENT);
+	action = XDP_TX;
+	goto out;
 
 out:
 	count(reason, action, rx_len);
@@ -545,46 +984,30 @@ int xdp_sgi(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 rx_len = data_end - data;
 	__u32 action = XDP_DROP, reason, zero = 0;
-	struct cursor cur = { .pos = data, .end = data_end };
 	struct pgwu_config *cfg;
 	struct pgwu_dl_bearer *b;
 	struct ethhdr *eth;
-	struct vlan_hdr *tag;
 	struct iphdr *ip, *oip;
 	struct udphdr *udp;
 	struct gtpu_hdr *gtp;
 	struct nexthop nh;
-	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass;
+	struct l3 h;
+	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass, mtu = 0, encap = GTPU_ENCAP_LEN;
+	__u8 qfi;
+	__be16 sport;
 	__u8 tos, df;
 	__u64 isum = 0, sum;
-	int i, err;
+	int err;
 
-	cfg = bpf_map_lookup_elem(&config, &zero);
-	if (!cfg) {
-		reason = PGWU_R_DROP_NOT_CONFIGURED;
+	reason = prologue(ctx, PGWU_SIDE_SGI, &h, &action);
+	if (reason)
 		goto out;
-	}
-	i = parse_eth(&cur, &eth, &tag);
-	if (i < 0) {
-		reason = PGWU_R_DROP_TRUNC_ETH;
-		goto out;
-	}
-	if (i != ETH_P_IP_BE) {
-		action = XDP_PASS;
-		reason = PGWU_R_PASS_NOT_IPV4;
-		goto out;
-	}
-	in_l2 = tag ? 18 : 14;
-	if (parse_ipv4_fixed(&cur, &ip) < 0 || ip->version != 4 || ip->ihl < 5) {
-		reason = PGWU_R_DROP_BAD_IP_DL;
-		goto out;
-	}
-	ihl_len = ip->ihl * 4;
-	tot_len = bpf_ntohs(ip->tot_len);
-	if ((void *)ip + ihl_len > data_end || tot_len < ihl_len || (void *)ip + tot_len > data_end) {
-		reason = PGWU_R_DROP_BAD_IP_DL;
-		goto out;
-	}
+	cfg = h.cfg;
+	eth = h.eth;
+	ip = h.ip;
+	ihl_len = h.ihl_len;
+	tot_len = h.tot_len;
+	in_l2 = h.tag ? 18 : 14;
 	if ((ip->daddr & cfg->ue_pool_mask) != cfg->ue_pool_addr) {
 		action = XDP_PASS;
 		reason = PGWU_R_PASS_NOT_UE;
@@ -610,13 +1033,32 @@ int xdp_sgi(struct xdp_md *ctx)
 	}
 	if (ip->ttl <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		goto out;
+		goto icmp_reply;
 	}
 
 	tos = ip->tos;
 	df = !!(ip->frag_off & bpf_htons(0x4000));
+	sport = GTPU_PORT_BE;
+	if (cfg->flags & PGWU_CFG_SPORT_ENTROPY) {
+		__u32 l4 = 0;
+		__u32 *ports = (void *)ip + (ihl_len & 0x3c);
+
+		if ((ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) &&
+		    !ipv4_is_fragment(ip) && tot_len >= ihl_len + 4 && (void *)(ports + 1) <= data_end)
+			l4 = *ports;
+		sport = bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
+	}
+	/* 5G N3 (TS 38.415 5.5.2.1): a bearer with a QFI gets a PDU Session Container, DL PDU
+	 * SESSION INFORMATION (type 0) with it, behind the optional fields: 8 more octets */
+	qfi = b->flags & PGWU_B_QFI ? (b->flags >> PGWU_B_QFI_SHIFT) & 0x3f : 0xff;
+	encap = GTPU_ENCAP_LEN + (qfi != 0xff ? 8 : 0);
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tos,
-				 IPPROTO_UDP, tot_len + GTPU_ENCAP_LEN, &nh);
+				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
+	if (mtu && df) {
+		/* RFC 1191: too big once encapsulated, and the sender forbids fragments */
+		reason = PGWU_R_DROP_FRAG_NEEDED;
+		goto icmp_reply;
+	}
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		goto out;
@@ -648,13 +1090,13 @@ int xdp_sgi(struct xdp_md *ctx)
 	/* Encapsulate: cut Ethernet padding, then grow the head by the outer headers (minus the
 	 * difference in L2 length). All packet pointers are invalid after this. */
 	if (trim_to(ctx, in_l2 + tot_len) ||
-	    bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(out_l2 + GTPU_ENCAP_LEN))) {
+	    bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(out_l2 + encap))) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + GTPU_ENCAP_LEN > data_end) {
+	if (data + 18 + GTPU_ENCAP_LEN + 8 > data_end) {	/* a frame is never shorter */
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}
@@ -669,7 +1111,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	oip->version = 4;
 	oip->ihl = 5;
 	oip->tos = tos;
-	oip->tot_len = bpf_htons(tot_len + GTPU_ENCAP_LEN);
+	oip->tot_len = bpf_htons(tot_len + encap);
 	if (df) {
 		oip->id = 0;
 		oip->frag_off = bpf_htons(0x4000);
@@ -686,24 +1128,43 @@ int xdp_sgi(struct xdp_md *ctx)
 	oip->daddr = b->sgw_addr;
 	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
 
-	udp->source = GTPU_PORT_BE;
+	udp->source = sport;
 	udp->dest = GTPU_PORT_BE;
-	udp->len = bpf_htons(tot_len + sizeof(*udp) + sizeof(*gtp));
+	udp->len = bpf_htons(tot_len + encap - sizeof(*oip));
 	udp->check = 0;
 	gtp->flags = 0x30;
 	gtp->type = GTP_GPDU;
-	gtp->length = bpf_htons(tot_len);
+	gtp->length = bpf_htons(tot_len + encap - GTPU_ENCAP_LEN);
 	gtp->teid = b->sgw_teid;
-	if (csum_on) {
-		__u32 *w = (void *)udp;
+	if (qfi != 0xff) {
+		__u8 *x = (void *)(gtp + 1);
 
-		if ((void *)(w + 4) > data_end) {	/* checked above; again for the verifier */
+		if ((void *)(x + 8) > data_end) {	/* checked above; again for the verifier */
 			reason = PGWU_R_DROP_ADJUST;
 			goto out;
 		}
-		/* pseudo header + UDP header (check 0) + GTP-U header + inner packet */
+		gtp->flags = 0x30 | GTP_FLAG_E;
+		x[0] = 0;		/* sequence number, N-PDU number: not used */
+		x[1] = 0;
+		x[2] = 0;
+		x[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		x[4] = 1;		/* length: 4 octets */
+		x[5] = 0;		/* PDU type 0 (DL PDU SESSION INFORMATION), no QMP/SNP/MSNP */
+		x[6] = qfi;		/* PPP 0, RQI 0, QFI */
+		x[7] = 0;		/* no next extension header */
+	}
+	if (csum_on) {
+		__u32 *w = (void *)udp;
+
+		if ((void *)(w + 6) > data_end) {	/* checked above; again for the verifier */
+			reason = PGWU_R_DROP_ADJUST;
+			goto out;
+		}
+		/* pseudo header + UDP header (check 0) + GTP-U header [+ PSC] + inner packet */
 		sum = (__u64)oip->saddr + oip->daddr + bpf_htons(IPPROTO_UDP) + udp->len;
 		sum += (__u64)w[0] + w[1] + w[2] + w[3] + isum;
+		if (qfi != 0xff)
+			sum += (__u64)w[4] + w[5];
 		udp->check = csum_finish_udp(sum);
 	}
 
@@ -715,6 +1176,47 @@ int xdp_sgi(struct xdp_md *ctx)
 	__sync_fetch_and_add(&b->bytes, tot_len);
 	action = forward(ctx, nh.ifindex);
 	reason = PGWU_R_DL_FWD;
+	goto out;
+
+icmp_reply: {
+	/* Back to the sender, out of the SGi interface it came in on: Ethernet (addresses swapped,
+	 * the received VLAN id) / IPv4 local -> sender / ICMP Time Exceeded (RFC 1812 5.3.1) or
+	 * Fragmentation Needed with the MTU the packet can have before encapsulation (RFC 1191,
+	 * RFC 1812 5.2.7.1) / the packet's header and 8 octets. Rate-limited per sender. */
+	__be32 src = ip->saddr;
+	__u16 vid = h.tag ? bpf_ntohs(h.tag->tci) & 0x0fff : 0;
+	__u32 q = ihl_len + 8, off, l2 = vid ? 18 : 14;	/* a priority tag (VID 0) is dropped */
+	__u8 macs[12];
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || !cfg->local_addr || martian_src(src, cfg))
+		goto out;
+	if (!reply_allowed(src)) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		goto out;
+	}
+	if (q > tot_len)
+		q = tot_len;
+	__builtin_memcpy(macs, eth->h_dest, 12);
+	if (bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(l2 + 28)) || trim_to(ctx, l2 + 28 + q))
+		goto out;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 28 > data_end)
+		goto out;
+	off = write_eth(data, macs + 6, macs, vid);
+	if (reason == PGWU_R_DROP_FRAG_NEEDED) {
+		if (icmp_error(ctx, off, cfg->local_addr, src, q, 3, 4, mtu - encap))
+			goto out;
+		event(PGWU_EV_ICMP_FRAG_NEEDED_SENT);
+	} else {
+		if (icmp_error(ctx, off, cfg->local_addr, src, q, 11, 0, 0))
+			goto out;
+		event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	}
+	action = XDP_TX;
+	goto out;
+}
+
 out:
 	count(reason, action, rx_len);
 	return action;
@@ -797,6 +1299,26 @@ int fib_gen_neigh_release(void *ctx)
 SEC("socket")
 int nl_fib_gen(struct __sk_buff *skb)
 {
+	/* struct nlmsghdr, then for RTM_NEWRULE struct fib_rule_hdr: its first octet, the family */
+	struct {
+		__u32 len;
+		__u16 type;
+		__u16 flags;
+		__u32 seq;
+		__u32 pid;
+		__u8 family;
+	} h;
+	__u32 two = 2;
+	__u64 *pol;
+
+	/* an IPv4 policy rule added: the route may depend on the source from now on; marked before
+	 * the generation moves, so no entry keyed without the source survives the change */
+	if (!bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) && h.type == 32 /* RTM_NEWRULE */ &&
+	    h.family == AF_INET) {
+		pol = bpf_map_lookup_elem(&fib_gen, &two);
+		if (pol)
+			*pol = PGWU_FIB_BY_SRC;
+	}
 	fib_gen_bump();
 	return 0;	/* nothing is queued: the socket never fills */
 }

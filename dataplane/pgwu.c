@@ -24,6 +24,10 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
+#include "consts.h"	/* PGWU_REPLY_*: shown by config */
+
+#define PGWU_STR_(x) #x
+#define PGWU_STR(x) PGWU_STR_(x)
 
 /* Names of enum pgwu_reason, in its order: the enum's names lower-cased without PGWU_R_. */
 const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
@@ -33,7 +37,10 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_PASS_NOT_IPV4] = "pass_not_ipv4",
 	[PGWU_R_PASS_NOT_GTPU] = "pass_not_gtpu",
 	[PGWU_R_PASS_NOT_UE] = "pass_not_ue",
-	[PGWU_R_PASS_SIGNALLING] = "pass_signalling",
+	[PGWU_R_SIG_ECHO_RESPONSE] = "sig_echo_response",
+	[PGWU_R_SIG_ERROR_IND] = "sig_error_ind",
+	[PGWU_R_SIG_END_MARKER] = "sig_end_marker",
+	[PGWU_R_SIG_SUPP_EXT_NOTIF] = "sig_supp_ext_notif",
 	[PGWU_R_PASS_NO_NEIGH] = "pass_no_neigh",
 	[PGWU_R_PASS_FIB_OTHER] = "pass_fib_other",
 	[PGWU_R_DROP_TRUNC_ETH] = "drop_trunc_eth",
@@ -56,6 +63,11 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_UNKNOWN_UE] = "drop_unknown_ue",
 	[PGWU_R_DROP_NO_ROUTE] = "drop_no_route",
 	[PGWU_R_DROP_ADJUST] = "drop_adjust",
+	[PGWU_R_DROP_GTP_EXT_UNSUPPORTED] = "drop_gtp_ext_unsupported",
+	[PGWU_R_DROP_ECHO_BAD_SRC] = "drop_echo_bad_src",
+	[PGWU_R_DROP_INNER_CSUM] = "drop_inner_csum",
+	[PGWU_R_DROP_FRAG_NEEDED] = "drop_frag_needed",
+	[PGWU_R_DROP_QFI_MISMATCH] = "drop_qfi_mismatch",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
@@ -63,6 +75,19 @@ _Static_assert(sizeof(pgwu_reason_names) / sizeof(pgwu_reason_names[0]) == PGWU_
 	       "pgwu_reason_names[] must name every enum pgwu_reason");
 _Static_assert(PGWU_R_DROP_NOT_CONFIGURED == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
+
+/* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */
+const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
+	[PGWU_EV_ERR_IND_SENT] = "err_ind_sent",
+	[PGWU_EV_ERR_IND_RATE_LIMITED] = "err_ind_rate_limited",
+	[PGWU_EV_SUPP_EXT_SENT] = "supp_ext_sent",
+	[PGWU_EV_SUPP_EXT_RATE_LIMITED] = "supp_ext_rate_limited",
+	[PGWU_EV_ICMP_TIME_EXCEEDED_SENT] = "icmp_time_exceeded_sent",
+	[PGWU_EV_ICMP_FRAG_NEEDED_SENT] = "icmp_frag_needed_sent",
+	[PGWU_EV_ICMP_RATE_LIMITED] = "icmp_rate_limited",
+};
+_Static_assert(sizeof(pgwu_event_names) / sizeof(pgwu_event_names[0]) == PGWU_EVENT_MAX,
+	       "pgwu_event_names[] must name every enum pgwu_event");
 
 const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
 	"aborted", "drop", "pass", "tx", "redirect"
@@ -207,6 +232,20 @@ static __u64 fib_watcher(void)
 	return v;
 }
 
+/* fib_gen[2]: the route cache is keyed by source too (pgwu watch saw IPv4 policy rules). */
+static bool fib_by_src(void)
+{
+	int fd = pinned_open("fib_gen");
+	__u32 two = 2;
+	__u64 v = 0;
+
+	if (fd >= 0) {
+		bpf_map_lookup_elem(fd, &two, &v);
+		close(fd);
+	}
+	return v != 0;
+}
+
 static void config_print(const struct pgwu_config *c, bool json)
 {
 	__u64 watcher = fib_watcher();
@@ -224,10 +263,18 @@ static void config_print(const struct pgwu_config *c, bool json)
 		if (!(c->flags & PGWU_CFG_FIB_CACHE))
 			printf("%-18s off\n", "FIB cache");
 		else if (watcher)
-			printf("%-18s on (pgwu watch: pid %llu)\n", "FIB cache", (unsigned long long)watcher);
+			printf("%-18s on (pgwu watch: pid %llu)%s\n", "FIB cache", (unsigned long long)watcher,
+			       fib_by_src() ? ", keyed by source: ip rules present" : "");
 		else
 			printf("%-18s on, unused until pgwu watch runs\n", "FIB cache");
 		printf("%-18s %u\n", "restart counter", c->restart_counter);
+		printf("%-18s %s\n", "replies", c->flags & PGWU_CFG_NO_ERR_IND ? "off" :
+		       "on: Error Indication, Supported Extension Headers Notification, ICMP ("
+		       PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
+		printf("%-18s %s\n", "inner csum check", c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" :
+		       "on");
+		printf("%-18s %s\n", "outer UDP sport", c->flags & PGWU_CFG_SPORT_ENTROPY ?
+		       "from the inner flow (49152-65535)" : "2152");
 		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 			char label[32];
 
@@ -253,9 +300,13 @@ static void config_print(const struct pgwu_config *c, bool json)
 	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
 	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
-	       "\"restart_counter\": %u, ",
+	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", "
+	       "\"sport_entropy\": \"%s\", \"fib_cache_by_source\": %s, ",
 	       c->flags & PGWU_CFG_CSUM ? "on" : "off", c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
-	       (unsigned long long)watcher, c->restart_counter);
+	       (unsigned long long)watcher, c->restart_counter,
+	       c->flags & PGWU_CFG_NO_ERR_IND ? "off" : "on",
+	       c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" : "on",
+	       c->flags & PGWU_CFG_SPORT_ENTROPY ? "on" : "off", fib_by_src() ? "true" : "false");
 	printf("\"nexthop\": {");
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		const struct pgwu_nexthop *nh = &c->nexthop[s];
@@ -319,6 +370,14 @@ static int do_config(const void *cfg)
 		c.flags = o->fib_cache.v ? c.flags | PGWU_CFG_FIB_CACHE :
 			  c.flags & ~PGWU_CFG_FIB_CACHE;
 	}
+	if (o->err_ind.set)
+		c.flags = o->err_ind.v ? c.flags & ~PGWU_CFG_NO_ERR_IND : c.flags | PGWU_CFG_NO_ERR_IND;
+	if (o->inner_csum_check.set)
+		c.flags = o->inner_csum_check.v ? c.flags & ~PGWU_CFG_NO_INNER_CSUM_CHECK :
+			  c.flags | PGWU_CFG_NO_INNER_CSUM_CHECK;
+	if (o->sport_entropy.set)
+		c.flags = o->sport_entropy.v ? c.flags | PGWU_CFG_SPORT_ENTROPY :
+			  c.flags & ~PGWU_CFG_SPORT_ENTROPY;
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		struct pgwu_nexthop *nh = &c.nexthop[s];
 
@@ -345,7 +404,8 @@ static int do_config(const void *cfg)
 		memcpy(nh->dmac, o->nexthop.dmac[s], 6);
 	}
 	if (o->local_addr.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
-	    o->nexthop.set || o->vlan.set) {
+	    o->nexthop.set || o->vlan.set || o->err_ind.set || o->inner_csum_check.set ||
+	    o->sport_entropy.set) {
 		err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);
 		if (err) {
 			fprintf(stderr, "Couldn't write the config map: %s\n", strerror(-err));
@@ -366,7 +426,7 @@ static bool bearer_active(const struct bearer *b)
 	return b->ul_packets || b->dl_packets;
 }
 
-static void stats_print_json(const struct pgwu_snapshot *s, bool bearers)
+static void stats_print_json(const struct pgwu_snapshot *s, const __u64 *ev, bool bearers)
 {
 	struct pgwu_counter tot[PGWU_VERDICT_MAX] = {};
 	const struct bearer_table *t = &s->bearers;
@@ -397,6 +457,10 @@ static void stats_print_json(const struct pgwu_snapshot *s, bool bearers)
 	       t->n_ul, t->n_dl, t->cap_ul < t->cap_dl ? t->cap_ul : t->cap_dl,
 	       (unsigned long long)s->ul_packets, (unsigned long long)s->ul_bytes,
 	       (unsigned long long)s->dl_packets, (unsigned long long)s->dl_bytes);
+	printf("\"events\": {");
+	for (int e = 0; e < PGWU_EVENT_MAX; e++)
+		printf("%s\"%s\": %llu", e ? ", " : "", pgwu_event_names[e], (unsigned long long)ev[e]);
+	printf("},\n");
 	printf("\"fib_generation\": %llu, \"fib_watcher_pid\": %llu", (unsigned long long)s->fib_gen,
 	       (unsigned long long)s->fib_watcher);
 	if (bearers) {
@@ -413,7 +477,7 @@ static void stats_print_json(const struct pgwu_snapshot *s, bool bearers)
 	printf("}\n");
 }
 
-static void stats_print(const struct pgwu_snapshot *s, bool bearers)
+static void stats_print(const struct pgwu_snapshot *s, const __u64 *ev, bool bearers)
 {
 	struct pgwu_counter tot[PGWU_VERDICT_MAX] = {};
 	const struct bearer_table *t = &s->bearers;
@@ -436,6 +500,9 @@ static void stats_print(const struct pgwu_snapshot *s, bool bearers)
 	for (int v = 0; v < PGWU_VERDICT_MAX; v++)
 		printf("%-32s %16llu %20llu\n", pgwu_verdict_names[v],
 		       (unsigned long long)tot[v].packets, (unsigned long long)tot[v].bytes);
+	printf("\n%-32s %16s\n", "EVENT", "COUNT");
+	for (int e = 0; e < PGWU_EVENT_MAX; e++)
+		printf("%-32s %16llu\n", pgwu_event_names[e], (unsigned long long)ev[e]);
 	printf("\nbearers: %zu uplink, %zu downlink, capacity %u\n", t->n_ul, t->n_dl,
 	       t->cap_ul < t->cap_dl ? t->cap_ul : t->cap_dl);
 	printf("bearer usage: uplink %llu packets %llu bytes, downlink %llu packets %llu bytes\n",
@@ -458,16 +525,22 @@ static void stats_print(const struct pgwu_snapshot *s, bool bearers)
 static int do_stats(const void *cfg)
 {
 	const struct stats_opts *o = cfg;
+	__u64 ev[PGWU_EVENT_MAX];
 	struct pgwu_snapshot s;
 	int err;
 
 	err = snapshot_read(&s);
 	if (err)
 		return err;
+	err = events_read(ev);
+	if (err) {
+		snapshot_free(&s);
+		return err;
+	}
 	if (o->json.set)
-		stats_print_json(&s, o->bearers.set);
+		stats_print_json(&s, ev, o->bearers.set);
 	else
-		stats_print(&s, o->bearers.set);
+		stats_print(&s, ev, o->bearers.set);
 	snapshot_free(&s);
 	return 0;
 }
@@ -525,6 +598,18 @@ static const struct opt config_options[] = {
 		  "its MAC to DSTMAC; 'fib': route lookup (default). Repeatable" },
 	{ .name = "vlan", .type = OPT_VLAN, .off = offsetof(struct config_opts, vlan),
 	  .metavar = "SIDE ID", .help = "VLAN ID pushed on frames sent out of SIDE, 0: none" },
+	{ .name = "err-ind", .type = OPT_ENUM, .off = offsetof(struct config_opts, err_ind),
+	  .metavar = "on|off", .choices = onoff,
+	  .help = "answer an unknown TEID with an Error Indication, an unknown extension header "
+		  "with a Supported Extension Headers Notification, an expired TTL or a packet too big "
+		  "to encapsulate with an ICMP error; rate-limited per peer (default on)" },
+	{ .name = "inner-csum-check", .type = OPT_ENUM,
+	  .off = offsetof(struct config_opts, inner_csum_check), .metavar = "on|off", .choices = onoff,
+	  .help = "drop uplink packets whose inner IPv4 header checksum is wrong (default on)" },
+	{ .name = "sport-entropy", .type = OPT_ENUM, .off = offsetof(struct config_opts, sport_entropy),
+	  .metavar = "on|off", .choices = onoff,
+	  .help = "downlink outer UDP source port from the inner flow, so a receiver's RSS spreads "
+		  "a bearer's flows (off: 2152, the default)" },
 	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct config_opts, json),
 	  .help = "print JSON" },
 	OPT_END
@@ -597,11 +682,30 @@ static const struct opt watch_options[] = {
 	OPT_END
 };
 
+static const struct opt path_options[] = {
+	{ .name = "peer", .type = OPT_ADDR, .off = offsetof(struct path_opts, peer), .metavar = "A",
+	  .help = "only this peer (default: every SGW a bearer names and every peer seen)" },
+	{ .name = "send", .type = OPT_FLAG, .off = offsetof(struct path_opts, send),
+	  .help = "send an Echo Request to each peer first, then wait for the responses" },
+	{ .name = "wait", .type = OPT_U32, .off = offsetof(struct path_opts, wait), .metavar = "MS",
+	  .min = 1, .max = 60000, .help = "how long --send waits for responses (default 1000)" },
+	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct path_opts, json),
+	  .help = "print JSON" },
+	OPT_END
+};
+
+static const struct opt signalling_options[] = {
+	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct signalling_opts, json),
+	  .help = "print JSON" },
+	OPT_END
+};
+
 static const struct opt no_options[] = { OPT_END };
 
 static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
 static const struct session_opts session_defaults = { .csum = { .v = 2 } };
 static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
+static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
@@ -656,6 +760,16 @@ static const struct cmd cmds[] = {
 		"and registers itself: the cache is used only while a registered watcher is alive\n"
 		"(the kernel clears the registration when it exits, however it dies). Ends by itself\n"
 		"when pgwu is unloaded. attach starts one in the background unless --no-watch."),
+	COMMAND("path", do_path, path_options, struct path_opts, &path_defaults,
+		"GTP-U peers: state and restart counter from their Echo Responses",
+		"A peer is up when its last Echo Response is not older than the last Echo Request\n"
+		"sent to it, no-response when a request went unanswered, unprobed otherwise. The\n"
+		"responses are read by xdp_access (TS 29.281 7.2.2), which keeps the peers map;\n"
+		"--send sends the requests from the GTP-U address, port 2152 (7.2.1)."),
+	COMMAND("signalling", do_signalling, signalling_options, struct signalling_opts, NULL,
+		"Error Indications and End Markers received, by tunnel, with their bearer",
+		"An Error Indication names a downlink tunnel (the SGW's TEID and address, TS 29.281\n"
+		"7.3.1): the bearer sending to it. An End Marker names one of our TEIDs (7.3.2)."),
 	{ .name = "help", .help = "show help for a command: pgwu help [COMMAND [SUBCOMMAND]]" },
 	CMD_END
 };

@@ -31,8 +31,12 @@ enum pgwu_reason {
 	PGWU_R_PASS_NOT_IPV4,		/* PASS: not IPv4 (ARP, IPv6, LLDP, QinQ ...) */
 	PGWU_R_PASS_NOT_GTPU,		/* PASS: access side, IPv4 not UDP/2152 to the GTP-U address */
 	PGWU_R_PASS_NOT_UE,		/* PASS: SGi side, destination outside the UE pool (host traffic) */
-	PGWU_R_PASS_SIGNALLING,		/* PASS: GTP-U Echo Response, Error Indication, End Marker,
-					 * Supported Extension Headers Notification */
+	PGWU_R_SIG_ECHO_RESPONSE,	/* DROP: Echo Response consumed: peers[src] updated */
+	PGWU_R_SIG_ERROR_IND,		/* DROP: Error Indication received: consumed, counted per
+					 * bearer (sig_bearers) when its TEID is one we send to */
+	PGWU_R_SIG_END_MARKER,		/* DROP: End Marker consumed (TS 29.281 7.3.2), counted per
+					 * bearer (sig_bearers) when its TEID is a bearer's */
+	PGWU_R_SIG_SUPP_EXT_NOTIF,	/* DROP: Supported Extension Headers Notification consumed */
 	PGWU_R_PASS_NO_NEIGH,		/* PASS: next hop not resolved yet; the kernel resolves it */
 	PGWU_R_PASS_FIB_OTHER,		/* PASS: route lookup says the kernel must handle it (local
 					 * delivery, fragmentation needed, unsupported next hop) */
@@ -47,21 +51,53 @@ enum pgwu_reason {
 	PGWU_R_DROP_GTP_BAD_LEN,	/* DROP: GTP length disagrees with the UDP length */
 	PGWU_R_DROP_GTP_BAD_EXT,	/* DROP: extension header length 0, truncated, or chain too long */
 	PGWU_R_DROP_GTP_UNKNOWN_MSG,	/* DROP: GTP-U message type a user plane does not accept */
-	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP: G-PDU for a TEID with no bearer */
+	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP, or TX when answered with an Error Indication (TS
+					 * 29.281 7.3.1, rate-limited per peer): G-PDU for a TEID with
+					 * no bearer */
 	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, IPv6, other) */
 	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 header truncated or invalid */
 	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address */
-	PGWU_R_DROP_TTL_EXPIRED,	/* DROP: TTL <= 1 (uplink inner, downlink packet) */
+	PGWU_R_DROP_TTL_EXPIRED,	/* DROP, or TX when answered with ICMP Time Exceeded (rate-
+					 * limited per sender): TTL <= 1 (uplink inner, downlink) */
 	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
 	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
 					 * no route, or forwarding disabled on the interface */
 	PGWU_R_DROP_ADJUST,		/* DROP: bpf_xdp_adjust_head/tail refused (no headroom) */
+	PGWU_R_DROP_GTP_EXT_UNSUPPORTED,	/* DROP, or TX as a Supported Extension Headers
+					 * Notification: an extension header we don't know, marked
+					 * "comprehension required" (type 10xxxxxx or 11xxxxxx) */
+	PGWU_R_DROP_ECHO_BAD_SRC,	/* DROP: Echo Request from 0.0.0.0, loopback, multicast,
+					 * broadcast or our own address: not answered */
+	PGWU_R_DROP_INNER_CSUM,		/* DROP: uplink inner IPv4 header checksum wrong (RFC 1812
+					 * 5.2.2), unless config has PGWU_CFG_NO_INNER_CSUM_CHECK */
+	PGWU_R_DROP_FRAG_NEEDED,	/* DROP, or TX when answered with ICMP Fragmentation Needed:
+					 * downlink packet with DF over the access route's MTU once
+					 * encapsulated (without DF: PASS_FIB_OTHER, the kernel
+					 * fragments the outer packet) */
+	PGWU_R_DROP_QFI_MISMATCH,	/* DROP: uplink G-PDU of a bearer with a QFI without an UL
+					 * PDU Session Container carrying that QFI (TS 38.415) */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
 	PGWU_REASON_MAX,
 };
 
 #define PGWU_VERDICT_MAX 5	/* XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT */
+
+/*
+ * Events that are not a packet's verdict: counted in events[] (per CPU, __u64), next to stats.
+ * Keep pgwu_event_names[] (pgwu.c) and gtplab/dataplane.py in step with this list.
+ */
+enum pgwu_event {
+	PGWU_EV_ERR_IND_SENT = 0,	/* an unknown-TEID G-PDU was turned into an Error Indication */
+	PGWU_EV_ERR_IND_RATE_LIMITED,	/* ... not, its peer's budget was spent (the G-PDU dropped) */
+	PGWU_EV_SUPP_EXT_SENT,		/* a Supported Extension Headers Notification was sent */
+	PGWU_EV_SUPP_EXT_RATE_LIMITED,	/* ... not, rate limit */
+	PGWU_EV_ICMP_TIME_EXCEEDED_SENT,	/* a packet whose TTL expired was answered (RFC 792) */
+	PGWU_EV_ICMP_FRAG_NEEDED_SENT,	/* a downlink packet with DF too big once encapsulated was
+					 * answered with Fragmentation Needed (RFC 1191) */
+	PGWU_EV_ICMP_RATE_LIMITED,	/* an ICMP error not sent: rate limit (RFC 1812 4.3.2.8) */
+	PGWU_EVENT_MAX,
+};
 
 /* stats value (per CPU): summed by pgwu over all CPUs. bytes = frame length as received. */
 struct pgwu_counter {
@@ -72,6 +108,10 @@ struct pgwu_counter {
 /* Bearer flags (pgwu_dl_bearer.flags) */
 #define PGWU_B_CSUM_ON	(1U << 0)	/* outer UDP checksum computed */
 #define PGWU_B_CSUM_OFF	(1U << 1)	/* outer UDP checksum 0 (TS 29.281 5.1); neither: global default */
+/* 5G N3 (pgwu_dl_bearer.flags and pgwu_ul_bearer.flags): the bearer's QoS flow, QFI in bits 8-13.
+ * Downlink G-PDUs carry a PDU Session Container with it; uplink ones must carry an UL one with it. */
+#define PGWU_B_QFI	(1U << 2)
+#define PGWU_B_QFI_SHIFT 8
 
 /*
  * ul_bearers: key __u32 TEID (the local TEID the SGW sends to), value below.
@@ -80,7 +120,7 @@ struct pgwu_counter {
  */
 struct pgwu_ul_bearer {
 	__u32 ue_addr;		/* anti-spoofing: inner source must be this */
-	__u32 flags;		/* reserved, 0 */
+	__u32 flags;		/* PGWU_B_QFI and the QFI, else 0 */
 	__u64 packets;
 	__u64 bytes;
 };
@@ -141,6 +181,28 @@ struct pgwu_nexthop {
 /* Global config flags (pgwu_config.flags) */
 #define PGWU_CFG_CSUM		(1U << 0)	/* default for bearers with neither CSUM flag: on */
 #define PGWU_CFG_FIB_CACHE	(1U << 1)	/* cache route lookups (kept correct by fib_gen) */
+/* Off-switches: a config written before they existed (flags 0) has the behaviour on. */
+#define PGWU_CFG_NO_ERR_IND	(1U << 2)	/* don't answer (Error Indication, Supported
+						 * Extension Headers Notification, ICMP Time
+						 * Exceeded): only drop */
+#define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
+						 * checksum (RFC 1812 5.2.2 says discard) */
+#define PGWU_CFG_SPORT_ENTROPY	(1U << 4)	/* downlink outer UDP source port from the inner flow
+						 * (pgwu_sport_of), not 2152 (TS 29.281 4.4.2.0) */
+
+/*
+ * The outer UDP source port of a downlink G-PDU with PGWU_CFG_SPORT_ENTROPY: 49152-65535 (RFC
+ * 6335's dynamic range), from the inner flow. saddr, daddr, l4: the inner addresses and the first
+ * 4 octets of its TCP/UDP header (the ports; 0 for other protocols and fragments), each loaded as
+ * a host-order word from network-order bytes, as the program loads them.
+ */
+static inline __u16 pgwu_sport_of(__u32 saddr, __u32 daddr, __u32 l4, __u8 proto)
+{
+	__u32 h = saddr * 0x9e3779b1U ^ daddr * 0x85ebca6bU ^ l4 * 0xc2b2ae35U ^ proto;
+
+	h ^= h >> 16;
+	return 0xc000 | (h & 0x3fff);
+}
 
 /* config: ARRAY, one entry, written by pgwu, read by every packet. */
 struct pgwu_config {
@@ -155,21 +217,27 @@ struct pgwu_config {
 };
 
 /*
- * fib_cache: a direct-mapped per-CPU cache of resolved next hops: slot pgwu_fib_slot_of(dst, ifindex)
+ * fib_cache: a direct-mapped per-CPU cache of resolved next hops: slot pgwu_fib_slot_of(dst, ifindex,
+ * src or 0)
  * holds the last lookup that hashed there; it is valid while its key matches and gen == fib_gen[0].
  * An array, not a hash map: its lookup is inlined by the verifier, a hash lookup is a helper call.
  */
 #define PGWU_FIB_CACHE_BITS 16
 
-static inline __u32 pgwu_fib_slot_of(__u32 dst, __u32 ifindex)
+static inline __u32 pgwu_fib_slot_of(__u32 dst, __u32 ifindex, __u32 src)
 {
-	return ((dst ^ (ifindex * 0x9e3779b1U)) * 0x9e3779b1U) >> (32 - PGWU_FIB_CACHE_BITS);
+	return ((dst ^ (ifindex * 0x9e3779b1U) ^ (src * 0x85ebca6bU)) * 0x9e3779b1U) >>
+	       (32 - PGWU_FIB_CACHE_BITS);
 }
 
 struct pgwu_fib_key {
 	__u32 dst;
 	__u32 ifindex;		/* ingress interface the lookup was made for */
+	__u32 src;		/* source address when fib_gen[2] is set (policy rules), else 0 */
+	__u32 pad;
 };
+
+#define PGWU_FIB_BY_SRC 1	/* fib_gen[2]: key the route cache by source too */
 
 struct pgwu_fib_entry {
 	__u64 gen;
@@ -183,6 +251,47 @@ struct pgwu_fib_entry {
 struct pgwu_fib_slot {
 	struct pgwu_fib_key key;
 	struct pgwu_fib_entry e;
+};
+
+/*
+ * reply_budget: LRU hash, key __u32 peer address (network order), value __u64: the GCRA
+ * "theoretical arrival time" in ns of bpf_ktime_get_ns. A reply to a peer is allowed when
+ * now >= tat - PGWU_REPLY_BURST * interval; then tat = max(tat, now) + interval. So each peer gets
+ * PGWU_REPLY_BURST replies at once and PGWU_REPLY_RATE a second after that, whatever it sends.
+ */
+
+/* peers: LRU hash (a flood of forged responses can't fill it for good), key __u32 peer address (network order): GTP-U path state, written by xdp_access
+ * on each Echo Response (rsp_*) and by `pgwu path` when it sends an Echo Request (req_*). */
+struct pgwu_peer {
+	__u64 rsp_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last Echo Response; 0: none */
+	__u64 req_ns;		/* CLOCK_MONOTONIC of the last Echo Request pgwu path sent; 0: none */
+	__u64 responses;	/* Echo Responses received */
+	__u32 restarts;		/* times the Recovery restart counter changed */
+	__u16 req_seq;		/* sequence number of the last request sent */
+	__u16 rsp_seq;		/* sequence number of the last response */
+	__u8 restart_counter;	/* Recovery IE of the last response */
+	__u8 has_recovery;	/* the last response had a Recovery IE */
+	__u8 pad[6];
+};
+
+/* sig_rx: LRU hash of the signalling received about a tunnel, written by xdp_access. Key: the
+ * message type (GTP_ERROR_IND 26 or GTP_END_MARKER 254) and the tunnel it names. An Error
+ * Indication names the TEID we sent to and that peer (its IEs Tunnel Endpoint Identifier Data I
+ * and GTP-U Peer Address, TS 29.281 7.3.1): a downlink bearer's (SGW, SGW TEID). An End Marker
+ * names our local TEID in its header (7.3.2), addr = its sender. A report for `pgwu signalling`,
+ * bounded, not state the data path depends on. */
+struct pgwu_sig_key {
+	__u32 teid;		/* network order */
+	__u32 addr;		/* network order */
+	__u8 type;
+	__u8 pad[3];
+};
+
+struct pgwu_sig_val {
+	__u64 packets;
+	__u64 last_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last one */
+	__u32 from;		/* outer source of the last one */
+	__u32 pad;
 };
 
 #endif /* PGWU_H */

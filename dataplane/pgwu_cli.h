@@ -25,6 +25,7 @@ extern const char *pin_dir;
 extern bool verbose;
 extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
 extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
+extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
 
 #define pr_warn(...) fprintf(stderr, __VA_ARGS__)
 
@@ -56,6 +57,9 @@ struct config_opts {
 	struct opt_enum fib_cache;
 	struct opt_nexthop nexthop;
 	struct opt_vlan vlan;
+	struct opt_enum err_ind;
+	struct opt_enum inner_csum_check;
+	struct opt_enum sport_entropy;
 	struct opt_flag json;
 };
 
@@ -72,6 +76,17 @@ struct session_opts {
 struct stats_opts {
 	struct opt_flag json;
 	struct opt_flag bearers;
+};
+
+struct path_opts {
+	struct opt_addr peer;
+	struct opt_flag send;
+	struct opt_u32 wait;		/* ms */
+	struct opt_flag json;
+};
+
+struct signalling_opts {
+	struct opt_flag json;
 };
 
 struct metrics_opts {
@@ -95,6 +110,10 @@ int do_session_flush(const void *cfg);
 int do_session_unload(const void *cfg);
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
+int do_path(const void *cfg);		/* pgwu_path.c */
+int do_signalling(const void *cfg);
+/* events[] summed over CPUs (enum pgwu_event) */
+int events_read(__u64 out[PGWU_EVENT_MAX]);
 
 /* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
 int pgwu_watch_run(void);

@@ -14,7 +14,10 @@
  * the XDP programs use the cache only while that is not 0, and fib_gen_watch_exit clears it when
  * this task exits, however it dies, so a dead watcher can't leave stale next hops in use. Every
  * 200 ms it checks that it is still registered (a second watcher that exited may have cleared the
- * slot) and that the data plane is still loaded; it ends by itself when it is not.
+ * slot) and that the data plane is still loaded; it ends by itself when it is not. It also keeps
+ * fib_gen[2] (route cache keyed by source) in step with the IPv4 policy rules: set at start when
+ * a rule besides the three defaults exists (the filter sets it as one is added), cleared within a
+ * tick of the last one's removal.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,6 +29,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <linux/fib_rules.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <bpf/bpf.h>
@@ -91,6 +95,96 @@ fail:
 	return err;
 }
 
+/*
+ * Does this namespace have an IPv4 policy rule besides the three every namespace starts with
+ * (0 local, 32766 main, 32767 default)? With one, a route can depend on the source address and the
+ * route cache must be keyed by it (fib_gen[2]). Returns 1, 0, or -errno.
+ */
+static int ipv4_policy_rules(void)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct fib_rule_hdr frh;
+	} req = {
+		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETRULE,
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+		.frh = { .family = AF_INET },
+	};
+	static char buf[32768];
+	int sock, found = 0, done = 0, err = 0;
+
+	sock = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	if (sock < 0)
+		return -errno;
+	if (send(sock, &req, sizeof(req), 0) < 0) {
+		err = -errno;
+		goto out;
+	}
+	while (!done) {
+		ssize_t n = recv(sock, buf, sizeof(buf), 0);
+		struct nlmsghdr *nh;
+
+		if (n < 0) {
+			err = -errno;
+			goto out;
+		}
+		for (nh = (void *)buf; NLMSG_OK(nh, n); nh = NLMSG_NEXT(nh, n)) {
+			struct fib_rule_hdr *frh = NLMSG_DATA(nh);
+			__u32 prio = 0, table;
+			struct rtattr *a;
+			int len;
+
+			if (nh->nlmsg_type == NLMSG_DONE) {
+				done = 1;
+				break;
+			}
+			if (nh->nlmsg_type == NLMSG_ERROR) {
+				err = -EIO;
+				goto out;
+			}
+			if (nh->nlmsg_type != RTM_NEWRULE)
+				continue;
+			table = frh->table;
+			len = nh->nlmsg_len - NLMSG_LENGTH(sizeof(*frh));
+			for (a = (void *)(frh + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+				if (a->rta_type == FRA_PRIORITY && RTA_PAYLOAD(a) >= 4)
+					memcpy(&prio, RTA_DATA(a), 4);
+				else if (a->rta_type == FRA_TABLE && RTA_PAYLOAD(a) >= 4)
+					memcpy(&table, RTA_DATA(a), 4);
+			}
+			if (!((prio == 0 && table == RT_TABLE_LOCAL) ||
+			      (prio == 32766 && table == RT_TABLE_MAIN) ||
+			      (prio == 32767 && table == RT_TABLE_DEFAULT)))
+				found = 1;
+		}
+	}
+out:
+	close(sock);
+	return err ? err : found;
+}
+
+/* fib_gen[2] from a dump of the rules. The filter sets it as a rule is added; it is cleared here
+ * only when the generation did not move during the dump (no change raced with it). */
+static void policy_refresh(int gen_fd)
+{
+	__u32 zero = 0, two = 2;
+	__u64 g0 = 0, g1 = 0, cur = 0, want;
+	int r;
+
+	bpf_map_lookup_elem(gen_fd, &zero, &g0);
+	bpf_map_lookup_elem(gen_fd, &two, &cur);
+	r = ipv4_policy_rules();
+	if (r < 0)
+		r = 1;			/* can't tell: keyed by source is always right */
+	want = r ? PGWU_FIB_BY_SRC : 0;
+	if (want == cur)
+		return;
+	bpf_map_lookup_elem(gen_fd, &zero, &g1);
+	if (!want && g1 != g0)
+		return;			/* something changed meanwhile: look again next tick */
+	bpf_map_update_elem(gen_fd, &two, &want, BPF_ANY);
+}
+
 int pgwu_watch_run(void)
 {
 	struct timespec tick = { .tv_sec = 0, .tv_nsec = TICK_MS * 1000000L };
@@ -116,6 +210,7 @@ int pgwu_watch_run(void)
 		fprintf(stderr, "Couldn't open the rtnetlink socket: %s\n", strerror(-err));
 		goto out;
 	}
+	policy_refresh(gen_fd);		/* before the cache is used */
 	err = register_watcher(reg_fd, &tgid);
 	if (err) {
 		fprintf(stderr, "Couldn't register the watcher: %s\n", strerror(-err));
@@ -132,6 +227,7 @@ int pgwu_watch_run(void)
 		 * generation all along, register again */
 		if (!fib_watcher_read(gen_fd))
 			register_watcher(reg_fd, &tgid);
+		policy_refresh(gen_fd);
 	}
 	/* on the way out fib_gen_watch_exit clears the registration */
 	err = 0;

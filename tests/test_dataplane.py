@@ -12,6 +12,7 @@ never sends), so nothing depends on the host's routes. The test run's ingress de
 
 from __future__ import annotations
 
+import socket
 import struct
 import subprocess
 from dataclasses import dataclass, field
@@ -42,7 +43,10 @@ BEARERS = [
     (TEID_ON, UE_ON, "192.0.2.3", 0x0A0B0C0D, True),
     (TEID_OFF, UE_OFF, "192.0.2.4", 0xFFFFFFFE, False),
 ]
-SGW_OF = {b[1]: (b[2], b[3]) for b in BEARERS}
+# 5G N3 bearers with a QFI: (local TEID, UE, SGW, SGW TEID, QFI)
+QFI_BEARERS = [(0x500, "10.45.0.5", "192.0.2.5", 0x5555, 9), (0x600, "10.45.0.6", "192.0.2.6", 0x6666, 63)]
+QFI_OF = {b[1]: b[4] for b in QFI_BEARERS}
+SGW_OF = {b[1]: (b[2], b[3]) for b in BEARERS + QFI_BEARERS}
 
 SIZES_DL = (64, 128, 512, 1024, 1424, 1518, 3024)
 SIZES_UL = (128, 512, 1024, 1424, 1518, 3024)  # a G-PDU frame of 64 bytes cannot carry IPv4/UDP
@@ -61,6 +65,7 @@ class Row:
     any_ip_id: bool = False        # encap without DF: outer IP id may be any value
     csum: bool | None = None       # encap: outer UDP checksum expected on (True) / zero (False)
     ingress_ifindex: int = 0
+    after: object = None           # callable(dp): checks of the maps a row changes (peers, sig_rx)
 
 
 ROWS: list[Row] = []
@@ -88,9 +93,11 @@ def ul_expect(frame: bytes, cfg: Config) -> bytes:
 def dl_expect(frame: bytes, cfg: Config, ue: str, csum: bool, ip_id: int = 0) -> bytes:
     nh = cfg.nexthop[0]
     sgw, teid = SGW_OF[ue]
-    return O.encap_expected(O.ip_payload(frame), smac=mac(nh.smac), dmac=mac(nh.dmac),
+    ip = O.ip_payload(frame)
+    return O.encap_expected(ip, smac=mac(nh.smac), dmac=mac(nh.dmac),
                             vlan=cfg.egress_vlan[0] or None, local=cfg.local_addr, sgw=sgw, teid=teid,
-                            csum=csum, ip_id=ip_id)
+                            csum=csum, ip_id=ip_id,
+                            sport=O.sport_of_flow(ip) if cfg.sport_entropy else O.GTPU_PORT, qfi=QFI_OF.get(ue))
 
 
 def cfg_of(changes: dict) -> Config:
@@ -178,6 +185,37 @@ ul_fwd("ul ext chain 2", P.gpdu(size=256, ext=[P.pdu_session_container(9), P.ext
 ul_fwd("ul ext chain 3", P.gpdu(size=256, ext=[P.pdu_session_container(9), P.ext_header(P.EXT_UDP_PORT, b"\x08\x68"),
                                              P.ext_header(P.EXT_LONG_PDCP_PDU_NUMBER, bytes(6))]))
 ul_fwd("ul ext long header (L=3)", P.gpdu(size=256, ext=[P.ext_header(0x81, bytes(10))]))
+# TS 29.281 5.2.1: the two high bits of an unknown type: 0x (skip), 10/11 (comprehension required)
+ul_fwd("ul ext unknown type 0x21 (00: skipped)", P.gpdu(size=256, ext=[P.ext_header(0x21, b"\x01\x02")]))
+ul_fwd("ul ext unknown type 0x7f (01: skipped)", P.gpdu(size=256, ext=[P.ext_header(0x7F, b"\x01\x02")]))
+for _t in (0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xC0):
+    ul_fwd(f"ul ext known type {_t:#04x}", P.gpdu(size=256, ext=[P.ext_header(_t, bytes(6))]))
+
+
+def supp_ext_row(name, pkt, cfg=None):
+    cfg = cfg or {}
+    b = bytes(pkt)
+    row(name, "access", b, "drop_gtp_ext_unsupported", "tx",
+        expected=O.supp_ext_notification_expected(b, cfg_of(cfg).local_addr), cfg=cfg)
+
+
+for _t in (0x86, 0xA0, 0xBF, 0xC1, 0xE0, 0xFF):
+    supp_ext_row(f"ul ext unknown type {_t:#04x} (comprehension required)",
+                 P.gpdu(size=256, ext=[P.ext_header(_t, b"\x01\x02")]))
+supp_ext_row("ul ext unknown 0xe0 after a PSC", P.gpdu(size=256, ext=[P.pdu_session_container(9),
+                                                                      P.ext_header(0xE0, b"\x01\x02")]))
+supp_ext_row("ul ext unknown 0xa0, sport 40000 (reply to 40000)",
+             P.gpdu(size=256, sport=40000, ext=[P.ext_header(0xA0, b"\x01\x02")]))
+supp_ext_row("ul ext unknown 0xa0, vlan", P.gpdu(size=256, vlan=12, ext=[P.ext_header(0xA0, b"\x01\x02")]))
+supp_ext_row("ul ext unknown 0xa0 on an unknown TEID", P.gpdu(teid=0xDEAD, size=256,
+                                                             ext=[P.ext_header(0xA0, b"\x01\x02")]))
+supp_ext_row("ul ext unknown 0xa0, bad length: the type is judged first",
+             P.gpdu(size=256, ext=[P.ext_header(0xA0, b"\x01\x02", length=0)]))
+supp_ext_row("ul end marker with unknown 0xc1", P.end_marker(ext=[P.ext_header(0xC1, b"\x01\x02")]))
+drop("ul ext unknown 0xa0, replies off", "access", P.gpdu(size=256, ext=[P.ext_header(0xA0, b"\x01\x02")]),
+     "drop_gtp_ext_unsupported", cfg={"err_ind": False})
+drop("ul ext unknown 0xa0 from 127.0.0.1", "access",
+     P.gpdu(size=256, outer_src="127.0.0.1", ext=[P.ext_header(0xA0, b"\x01\x02")]), "drop_gtp_ext_unsupported")
 ul_fwd("ul ext chain 8 (limit)", P.gpdu(size=512, ext=[P.ext_header(0x20 + i, b"\x01\x02") for i in range(8)]))
 drop("ul ext chain 9 (over limit)", "access", P.gpdu(size=512, ext=[P.ext_header(0x20 + i, b"\x01\x02") for i in range(9)]),
      "drop_gtp_bad_ext")
@@ -204,14 +242,73 @@ _o = bytes(_opt[:14]) + bytes([0x46]) + bytes(_opt[15:34]) + b"\x01\x01\x01\x00"
 _o = with_ip(_o, 14, tot_len=len(_o) - 14)
 ul_fwd("ul outer ip options (IHL 6)", _o)
 
+# -- 5G N3, TS 38.415: a bearer with a QFI requires an UL PDU Session Container carrying it
+for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
+    ul_fwd(f"ul qfi {_q}, UL PSC qfi {_q}", P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container(_q)]),
+           teid=_teid)
+    ul_fwd(f"ul qfi {_q}, S + UL PSC + UDP port ext", P.gpdu(teid=_teid, ue=_ue, size=256, seq=3, ext=[
+        P.ext_header(P.EXT_UDP_PORT, b"\x08\x68"), P.pdu_session_container(_q)]), teid=_teid)
+    drop(f"ul qfi {_q}, no PSC", "access", P.gpdu(teid=_teid, ue=_ue, size=256), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, PSC of another QFI", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container((_q + 1) % 64)]), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, DL PSC (type 0)", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.pdu_session_container(_q, uplink=False)]), "drop_qfi_mismatch")
+    drop(f"ul qfi {_q}, other extension header only", "access",
+         P.gpdu(teid=_teid, ue=_ue, size=256, ext=[P.ext_header(P.EXT_UDP_PORT, b"\x08\x68")]), "drop_qfi_mismatch")
+
 # -- anti-spoofing, TEID, TTL
 drop("ul spoofed source", "access", P.gpdu(size=200, ue="10.45.0.99"), "drop_spoofed")
 drop("ul other bearer's UE as source", "access", P.gpdu(teid=TEID_DEF, ue=UE_ON, size=200), "drop_spoofed")
-drop("ul unknown TEID", "access", P.gpdu(teid=0xDEAD, size=200), "drop_unknown_teid")
-drop("ul TEID 0 G-PDU", "access", P.gpdu(teid=0, size=200), "drop_unknown_teid")
-drop("ul byte-swapped TEID", "access", P.gpdu(teid=0x00010000, size=200), "drop_unknown_teid")
-drop("ul inner ttl 1", "access", P.gpdu(size=128, ttl=1), "drop_ttl_expired")
-drop("ul inner ttl 0", "access", P.gpdu(size=128, ttl=0), "drop_ttl_expired")
+
+
+def err_ind_row(name, pkt, cfg=None):
+    """A G-PDU for an unknown TEID: counted drop_unknown_teid, the frame turned into an Error Indication."""
+    cfg = cfg or {}
+    b = bytes(pkt)
+    row(name, "access", b, "drop_unknown_teid", "tx",
+        expected=O.error_indication_expected(b, cfg_of(cfg).local_addr), cfg=cfg)
+
+
+err_ind_row("ul unknown TEID -> error indication", P.gpdu(teid=0xDEAD, size=200))
+err_ind_row("ul TEID 0 G-PDU -> error indication", P.gpdu(teid=0, size=200))
+err_ind_row("ul byte-swapped TEID -> error indication", P.gpdu(teid=0x00010000, size=200))
+err_ind_row("ul unknown TEID, vlan -> error indication", P.gpdu(teid=0xDEAD, size=200, vlan=33))
+err_ind_row("ul unknown TEID, short G-PDU (reply longer)", P.gpdu(teid=0xDEAD, inner=b""))
+err_ind_row("ul unknown TEID, 3024 B", P.gpdu(teid=0xABCDEF01, size=3024))
+err_ind_row("ul unknown TEID, sport 40000 (reply still to 2152)", P.gpdu(teid=0xDEAD, size=128, sport=40000))
+err_ind_row("ul unknown TEID, S+PSC", P.gpdu(teid=0xDEAD, size=256, seq=9, ext=[P.pdu_session_container(9)]))
+drop("ul unknown TEID, error indication off", "access", P.gpdu(teid=0xDEAD, size=200), "drop_unknown_teid",
+     cfg={"err_ind": False})
+for _src in ("0.0.0.0", "127.0.0.1", "224.0.0.9", "255.255.255.255", "240.1.2.3", P.PGW_ADDR):
+    drop(f"ul unknown TEID from {_src}: no error indication", "access",
+         P.gpdu(teid=0xDEAD, size=128, outer_src=_src), "drop_unknown_teid")
+
+
+def ttl_ul_row(name, pkt, cfg=None, teid=TEID_DEF):
+    """An uplink inner packet whose TTL expired: ICMP Time Exceeded to its UE through the bearer's tunnel."""
+    cfg = cfg or {}
+    b = bytes(pkt)
+    ue = socket.inet_ntoa(O.gpdu_inner(b)[12:16])
+    sgw, sgw_teid = SGW_OF[ue]
+    row(name, "access", b, "drop_ttl_expired", "tx",
+        expected=O.time_exceeded_ul_expected(b, cfg_of(cfg).local_addr, sgw, sgw_teid, QFI_OF.get(ue)), cfg=cfg)
+
+
+ttl_ul_row("ul inner ttl 1 -> time exceeded", P.gpdu(size=128, ttl=1))
+ttl_ul_row("ul inner ttl 0 -> time exceeded", P.gpdu(size=128, ttl=0))
+ttl_ul_row("ul inner ttl 1, 3024 B", P.gpdu(size=3024, ttl=1, l4="tcp"))
+ttl_ul_row("ul inner ttl 1, vlan", P.gpdu(size=256, ttl=1, vlan=77))
+ttl_ul_row("ul inner ttl 1, S+PSC", P.gpdu(size=256, ttl=1, seq=4, ext=[P.pdu_session_container(9)]))
+ttl_ul_row("ul inner ttl 1, inner options", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, ttl=1, payload_len=30,
+                                                                      options=b"\x94\x04\x00\x00")))
+ttl_ul_row("ul inner ttl 1, 4 bytes after the header", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, ttl=1,
+                                                                                l4=47, payload=b"abcd")))
+ttl_ul_row("ul inner ttl 1, other bearer", P.gpdu(teid=TEID_ON, ue=UE_ON, size=200, ttl=1), teid=TEID_ON)
+ttl_ul_row("ul inner ttl 1, qfi bearer (PSC in the reply)", P.gpdu(
+    teid=QFI_BEARERS[0][0], ue=QFI_BEARERS[0][1], size=256, ttl=1, ext=[P.pdu_session_container(QFI_BEARERS[0][4])]),
+    teid=QFI_BEARERS[0][0])
+drop("ul inner ttl 1, replies off", "access", P.gpdu(size=128, ttl=1), "drop_ttl_expired", cfg={"err_ind": False})
+drop("ul inner ttl 1 from 127.0.0.1", "access", P.gpdu(size=128, ttl=1, outer_src="127.0.0.1"), "drop_ttl_expired")
 drop("ul spoof checked before ttl", "access", P.gpdu(size=128, ttl=1, ue="10.45.0.99"), "drop_spoofed")
 
 # -- outer IPv4 / UDP / GTP header errors
@@ -267,14 +364,69 @@ drop("ul inner tot_len - 1", "access", P.gpdu(inner=bytes(_bad)), "drop_inner_ba
 drop("ul inner 19 bytes", "access", P.gpdu(inner=bytes(_in[:19])), "drop_inner_bad")
 _bad = bytearray(_in); _bad[0] = 0x4F
 drop("ul inner IHL 15 > inner", "access", P.gpdu(inner=bytes(_bad)), "drop_inner_bad")
-drop("ul unknown TEID before inner check", "access", P.gpdu(teid=0xBEEF, inner=b""), "drop_unknown_teid")
+err_ind_row("ul unknown TEID before inner check", P.gpdu(teid=0xBEEF, inner=bytes(3)))
 
-# -- signalling, echo
-for nm, pkt in (("echo response", P.gtpu(bytes.fromhex("0e00"), teid=0, gtp_type=2, seq=3)),
-                ("error indication", P.error_indication()), ("end marker", P.end_marker()),
-                ("supported ext headers notification", P.supported_ext_headers_notification()),
-                ("end marker vlan", P.end_marker(vlan=5))):
-    untouched(f"ul signalling: {nm}", "access", pkt, "pass_signalling")
+# -- inner IPv4 header checksum (RFC 1812 5.2.2): checked unless config turns it off
+_ic = bytearray(bytes(P.ip_packet(P.UE_ADDR, P.PDN_ADDR, payload_len=20)))
+_ic[10] ^= 0x01
+drop("ul inner header checksum wrong", "access", P.gpdu(inner=bytes(_ic)), "drop_inner_csum")
+_ic0 = bytearray(_ic); _ic0[10:12] = b"\0\0"
+drop("ul inner header checksum 0", "access", P.gpdu(inner=bytes(_ic0)), "drop_inner_csum")
+_ico = bytearray(bytes(P.ip_packet(P.UE_ADDR, P.PDN_ADDR, options=b"\x94\x04\x00\x00", payload_len=8)))
+_ico[21] ^= 0x10                                 # an option byte: the checksum covers options too
+drop("ul inner header checksum wrong in options", "access", P.gpdu(inner=bytes(_ico)), "drop_inner_csum")
+drop("ul spoofed + bad inner checksum: checksum first", "access",
+     P.gpdu(inner=bytes(_ic[:12]) + socket.inet_aton("10.45.0.99") + bytes(_ic[16:])), "drop_inner_csum")
+_icg = bytes(P.gpdu(inner=bytes(_ic)))
+_icx = NH_SGI
+row("ul inner checksum wrong, check off: forwarded as is", "access", _icg, "ul_fwd", "redirect",
+    expected=O.l2_header(mac(NH_SGI.dmac), mac(NH_SGI.smac), None) + O.ttl_dec_incremental(bytes(_ic)),
+    cfg={"inner_csum_check": False}, usage=("ul", TEID_DEF, len(_ic)))
+
+# -- signalling received: consumed, and what it says is kept (peers, sig_rx)
+def _expect_peer(addr, **want):
+    def check(dp):
+        got = dp.peers()
+        assert set(got) == {addr}, got
+        for k, v in want.items():
+            assert got[addr][k] == v, (k, got[addr])
+        assert got[addr]["rsp_ns"] > 0
+    return check
+
+
+def _expect_sig(key, packets=1, frm=P.SGW_ADDR):
+    def check(dp):
+        got = dp.sig_rx()
+        assert set(got) == {key}, got
+        assert (got[key]["packets"], got[key]["from"]) == (packets, frm), got
+    return check
+
+
+def _expect_nothing_kept(dp):
+    assert dp.peers() == {} and dp.sig_rx() == {}
+
+
+drop("ul signalling: echo response with recovery", "access",
+     P.echo_response(3, restart_counter=7, src=P.SGW_ADDR, dst=P.PGW_ADDR, src_mac=P.SGW_MAC,
+                     dst_mac=P.PGW_ACCESS_MAC),
+     "sig_echo_response", after=_expect_peer(P.SGW_ADDR, responses=1, rsp_seq=3, restart_counter=7,
+                                             has_recovery=1, restarts=0))
+drop("ul signalling: echo response without recovery", "access",
+     P.gtpu(b"", teid=0, gtp_type=2, seq=0x1234), "sig_echo_response",
+     after=_expect_peer(P.SGW_ADDR, responses=1, rsp_seq=0x1234, has_recovery=0))
+drop("ul signalling: error indication", "access", P.error_indication(teid=P.TEID_DL), "sig_error_ind",
+     after=_expect_sig((26, P.TEID_DL, P.SGW_ADDR)))
+drop("ul signalling: error indication, peer IE another address", "access",
+     P.error_indication(teid=0x0A0B0C0D, peer="192.0.2.3"), "sig_error_ind",
+     after=_expect_sig((26, 0x0A0B0C0D, "192.0.2.3")))
+drop("ul signalling: error indication without IEs", "access", P.gtpu(b"", teid=0, gtp_type=26, seq=0),
+     "sig_error_ind", after=_expect_nothing_kept)
+drop("ul signalling: end marker", "access", P.end_marker(), "sig_end_marker",
+     after=_expect_sig((254, P.TEID_UL, P.SGW_ADDR)))
+drop("ul signalling: end marker vlan", "access", P.end_marker(vlan=5), "sig_end_marker",
+     after=_expect_sig((254, P.TEID_UL, P.SGW_ADDR)))
+drop("ul signalling: supported ext headers notification", "access", P.supported_ext_headers_notification(),
+     "sig_supp_ext_notif", after=_expect_nothing_kept)
 
 
 def echo_row(name, req, cfg=None, **resp):
@@ -298,6 +450,15 @@ _eo = bytes(P.echo_request(4))
 _eo = _eo[:14] + bytes([0x46]) + _eo[15:34] + b"\x01\x01\x01\x00" + _eo[34:]
 echo_row("echo with outer ip options (dropped)", with_ip(_eo, 14, tot_len=len(_eo) - 14), seq=4)
 echo_row("echo with PN flag", P.echo_request(8, npdu=3), seq=8)
+for _src, _why in (("0.0.0.0", "this host"), ("0.1.2.3", "this network"), ("127.0.0.1", "loopback"),
+                   ("127.9.9.9", "loopback"), ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"),
+                   ("255.255.255.255", "broadcast"), ("240.0.0.1", "reserved"), (P.PGW_ADDR, "our own address")):
+    drop(f"echo from {_src} ({_why}): not answered", "access", P.echo_request(1, src=_src), "drop_echo_bad_src")
+drop("echo from our own address, vlan: not answered", "access", P.echo_request(1, src=P.PGW_ADDR, vlan=3),
+     "drop_echo_bad_src")
+echo_row("echo from 223.255.255.254 (unicast) answered", P.echo_request(5, src="223.255.255.254"), seq=5,
+         dst="223.255.255.254")
+echo_row("echo from 1.0.0.1 answered", P.echo_request(5, src="1.0.0.1"), seq=5, dst="1.0.0.1")
 
 # -- not for us / not IPv4
 untouched("access ARP", "access", P.arp_request(), "pass_not_ipv4")
@@ -394,14 +555,52 @@ dl_fwd("dl egress == ingress -> TX", P.downlink_ip(size=200), verdict="tx",
 dl_fwd("dl local addr other", P.downlink_ip(size=200), cfg={"local_addr": "203.0.113.7"})
 # udp payload chosen so the outer checksum sums to 0 is rare; covered by the full check on every row
 
+# TS 29.281 4.4.2.0: the outer source port may vary; with sport_entropy it comes from the inner flow
+_SE = {"sport_entropy": True}
+for _l4 in ("udp", "tcp", "icmp", 47):
+    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_SE)
+    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_SE, csum=False))
+dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True), cfg=_SE)
+dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50), cfg=_SE)
+dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321), cfg=_SE)
+dl_fwd("dl sport entropy, inner ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00",
+                                                           l4="tcp"), cfg=_SE)
+dl_fwd("dl sport entropy, udp header cut to 3 bytes", with_ip(bytes(P.downlink_ip(size=128, l4="udp"))[:14 + 23],
+                                                              14, tot_len=23), cfg=dict(_SE, csum=False))
+# 5G N3, TS 38.415: a bearer with a QFI
+for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
+    for _size in (64, 512, 1518, 3024):
+        for _cs in (True, False):
+            dl_fwd(f"dl qfi {_q}, {_size}, csum {'on' if _cs else 'off'}", P.downlink_ip(_ue, size=_size, l4="tcp"),
+                   ue=_ue, cfg={"csum": _cs})
+    dl_fwd(f"dl qfi {_q}, udp csum 0 (full sum)", P.downlink_ip(_ue, size=300, udp_csum=False), ue=_ue)
+    dl_fwd(f"dl qfi {_q}, vlan out", P.downlink_ip(_ue, size=300), ue=_ue, cfg={"egress_vlan": (7, 0)})
 untouched("dl outside UE pool", "sgi", P.downlink_ip("203.0.113.5", size=128), "pass_not_ue")
 untouched("dl outside UE pool, vlan", "sgi", P.downlink_ip("10.46.0.1", size=128, vlan=4), "pass_not_ue")
 untouched("dl pool /32 other", "sgi", P.downlink_ip(UE_ON, size=128), "pass_not_ue", cfg={"ue_pool": f"{UE_DEF}/32"})
 drop("dl unknown UE in pool", "sgi", P.downlink_ip("10.45.9.9", size=128), "drop_unknown_ue")
 drop("dl pool /0, unknown UE", "sgi", P.downlink_ip("203.0.113.5", size=128), "drop_unknown_ue",
      cfg={"ue_pool": "0.0.0.0/0"})
-drop("dl ttl 1", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired")
-drop("dl ttl 0", "sgi", P.downlink_ip(size=128, ttl=0), "drop_ttl_expired")
+
+
+def ttl_dl_row(name, pkt, cfg=None):
+    cfg = cfg or {}
+    b = bytes(pkt)
+    row(name, "sgi", b, "drop_ttl_expired", "tx", expected=O.time_exceeded_dl_expected(b, cfg_of(cfg).local_addr),
+        cfg=cfg)
+
+
+ttl_dl_row("dl ttl 1 -> time exceeded", P.downlink_ip(size=128, ttl=1))
+ttl_dl_row("dl ttl 0 -> time exceeded", P.downlink_ip(size=128, ttl=0))
+ttl_dl_row("dl ttl 1, tcp 1518", P.downlink_ip(size=1518, ttl=1, l4="tcp"))
+ttl_dl_row("dl ttl 1, vlan", P.downlink_ip(size=256, ttl=1, vlan=200))
+ttl_dl_row("dl ttl 1, ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00", l4="tcp", ttl=1))
+ttl_dl_row("dl ttl 1, 2 bytes after the header", P.downlink_ip(payload=b"ab", l4=47, ttl=1))
+ttl_dl_row("dl ttl 1, ethernet padding", P.with_trailer(P.downlink_ip(payload=b"", l4="udp", ttl=1), 18))
+drop("dl ttl 1, replies off", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired", cfg={"err_ind": False})
+drop("dl ttl 1 from 224.0.0.1", "sgi", P.downlink_ip(src="224.0.0.1", size=128, ttl=1), "drop_ttl_expired")
+drop("dl ttl 1, no GTP-U address to answer from", "sgi", P.downlink_ip(size=128, ttl=1), "drop_ttl_expired",
+     cfg={"local_addr": "0.0.0.0"})
 _d = bytes(P.downlink_ip(size=128))
 drop("dl IHL 4", "sgi", with_ip(_d, 14, ver_ihl=0x44), "drop_bad_ip_dl")
 drop("dl version 5", "sgi", with_ip(_d, 14, ver_ihl=0x55), "drop_bad_ip_dl")
@@ -435,13 +634,17 @@ def dp(dataplane):
 def setup_row(dp, r: Row):
     dp.set_config(cfg_of(r.cfg))
     dp.flush_bearers()
+    for m in ("reply_budget", "peers", "sig_rx"):
+        dp.clear_map(m)
     for teid, ue, sgw, sgw_teid, csum in BEARERS:
         dp.add_bearer(teid, ue, sgw, sgw_teid, csum=csum)
+    for teid, ue, sgw, sgw_teid, qfi in QFI_BEARERS:
+        dp.add_bearer(teid, ue, sgw, sgw_teid, qfi=qfi)
 
 
 def usage_now(dp) -> dict:
     out = {}
-    for teid, ue, *_ in BEARERS:
+    for teid, ue, *_ in BEARERS + QFI_BEARERS:
         u, d = dp.ul_bearer(teid), dp.dl_bearer(ue)
         out[("ul", teid)] = (u.packets, u.bytes)
         out[("dl", ue)] = (d.packets, d.bytes)
@@ -496,13 +699,16 @@ def test_row(dp, r: Row):
         side, key, nbytes = r.usage
         want[(side, key)] = (1, nbytes)
     assert now == want, f"{r.name}: bearer usage counters"
+    if r.after is not None:
+        r.after(dp)
 
 
 # ---- tests that are not rows ----------------------------------------------------------------------
 def test_rows_cover_every_reason_they_can():
     """Every reason reachable without route lookups appears in the table."""
     covered = {r.reason for r in ROWS}
-    fib_only = {"pass_no_neigh", "pass_fib_other", "drop_no_route", "drop_adjust", "drop_not_configured"}
+    fib_only = {"pass_no_neigh", "pass_fib_other", "drop_no_route", "drop_adjust", "drop_not_configured",
+                "drop_frag_needed"}  # test_dataplane_fib.py::test_frag_needed_answered
     assert set(REASONS) - fib_only - covered == set()
 
 
@@ -558,6 +764,7 @@ def test_bearers_sharing_a_slot(dp):
     b = (TEID_DEF + n, str(ipaddress.ip_address(UE_DEF) + n), 0x777)
     dp.set_config(BASE_CONFIG)
     dp.flush_bearers()
+    dp.clear_map("reply_budget")
     for teid, ue, sgw_teid in (a, b):
         dp.add_bearer(teid, ue, P.SGW_ADDR, sgw_teid)
     assert dp._slot("ul", struct.pack("!I", a[0]))[1] is not None
@@ -570,8 +777,9 @@ def test_bearers_sharing_a_slot(dp):
         if expect:
             assert up.verdict == "redirect" and down.verdict == "redirect", (bearer, up, down)
             assert struct.unpack_from("!I", down.data, 14 + 20 + 8 + 4)[0] == sgw_teid
-        else:
-            assert up.verdict == "drop" and down.verdict == "drop", (bearer, up, down)
+        else:   # the G-PDU is answered with an Error Indication (budget: 10 per peer at once)
+            assert up.verdict == "tx" and down.verdict == "drop", (bearer, up, down)
+            assert up.data == O.error_indication_expected(bytes(P.gpdu(teid=teid, ue=ue, size=200)), P.PGW_ADDR)
 
     for x in (a, b, b):
         both_ways(x, True)
@@ -587,6 +795,25 @@ def test_bearers_sharing_a_slot(dp):
     both_ways(b, False)
     both_ways(a, True)
     assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
+
+
+def test_sport_entropy_spreads_flows(dp):
+    """With sport_entropy, one flow always gets the same outer source port, and 1,024 flows of one
+    bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more than 1 %."""
+    dp.set_config(cfg_of({"sport_entropy": True}))
+    dp.flush_bearers()
+    for b in BEARERS:
+        dp.add_bearer(*b[:4], csum=b[4])
+    ports = []
+    for i in range(1024):
+        f = bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
+        out = [dp.run_sgi(f).data for _ in range(2)]
+        assert out[0][34:36] == out[1][34:36]
+        ports.append(struct.unpack("!H", out[0][34:36])[0])
+    assert all(49152 <= p <= 65535 for p in ports)
+    from collections import Counter
+    assert max(Counter(ports).values()) <= 10 and len(set(ports)) > 900, len(set(ports))
+    dp.set_config(BASE_CONFIG)
 
 
 def test_config_roundtrip(dp):
@@ -636,3 +863,98 @@ def test_struct_layout_matches_btf():
     assert s["pgwu_dl_bearer"]["members"] == {"sgw_addr": 0, "sgw_teid": 4, "local_teid": 8, "flags": 12,
                                               "packets": 16, "bytes": 24}
     assert s["pgwu_ul_bearer"]["members"] == {"ue_addr": 0, "flags": 4, "packets": 8, "bytes": 16}
+    assert s["pgwu_peer"]["members"] == {"rsp_ns": 0, "req_ns": 8, "responses": 16, "restarts": 24, "req_seq": 28,
+                                         "rsp_seq": 30, "restart_counter": 32, "has_recovery": 33, "pad": 34}
+    assert s["pgwu_sig_key"]["members"] == {"teid": 0, "addr": 4, "type": 8, "pad": 9}
+    assert s["pgwu_sig_val"]["members"] == {"packets": 0, "last_ns": 8, "from": 16, "pad": 20}
+
+
+# ---- replies: rate limit per peer, events ---------------------------------------------------------
+REPLY_RATE, REPLY_BURST = 10, 10     # PGWU_REPLY_RATE / PGWU_REPLY_BURST (dataplane/include/consts.h)
+
+
+def test_consts_match_reply_budget():
+    text = (PGWU_OBJ.parent / "include" / "consts.h").read_text()
+    import re
+    assert int(re.search(r"#define PGWU_REPLY_RATE (\d+)", text).group(1)) == REPLY_RATE
+    assert int(re.search(r"#define PGWU_REPLY_BURST (\d+)", text).group(1)) == REPLY_BURST
+
+
+def test_error_indications_rate_limited_per_peer(dp):
+    """A flood of unknown TEIDs from one peer: every G-PDU is counted drop_unknown_teid; only the
+    peer's budget (10 at once, then 10 a second) becomes Error Indications (verdict tx, event
+    err_ind_sent), the rest are dropped (event err_ind_rate_limited). Another peer still gets its
+    own budget, and the flooding peer's budget comes back with time."""
+    import time
+    dp.set_config(BASE_CONFIG)
+    dp.flush_bearers()
+    dp.clear_map("reply_budget")
+    dp.reset_stats()
+    n = 60
+    t0 = time.monotonic()
+    verdicts = [dp.run_access(bytes(P.gpdu(teid=0xD000 + i, size=128))).verdict for i in range(n)]
+    elapsed = time.monotonic() - t0
+    sent = verdicts.count("tx")
+    assert verdicts[:REPLY_BURST] == ["tx"] * REPLY_BURST, verdicts
+    assert sent <= REPLY_BURST + int(elapsed * REPLY_RATE) + 1, (sent, elapsed)
+    assert verdicts.count("drop") == n - sent
+    ev = dp.events()
+    assert (ev["err_ind_sent"], ev["err_ind_rate_limited"]) == (sent, n - sent), ev
+    st = dp.stats()
+    assert (st.get(("drop_unknown_teid", "tx"), (0, 0))[0], st.get(("drop_unknown_teid", "drop"), (0, 0))[0]) == \
+        (sent, n - sent), st
+    # another peer: its own budget
+    other = dp.run_access(bytes(P.gpdu(teid=0xD000, size=128, outer_src="192.0.2.77")))
+    assert other.verdict == "tx"
+    assert other.data == O.error_indication_expected(bytes(P.gpdu(teid=0xD000, size=128, outer_src="192.0.2.77")),
+                                                     P.PGW_ADDR)
+    # the flooding peer, 0.35 s later: at least 3 more replies' worth of budget
+    time.sleep(0.35)
+    later = [dp.run_access(bytes(P.gpdu(teid=0xD000, size=128))).verdict for _ in range(3)]
+    assert later == ["tx"] * 3, later
+    dp.reset_stats()
+    assert dp.events() == {e: 0 for e in dp.events()}
+
+
+def test_supported_ext_notifications_share_the_budget(dp):
+    """Unknown comprehension-required extension headers from one peer: the same budget per peer."""
+    dp.set_config(BASE_CONFIG)
+    dp.flush_bearers()
+    dp.clear_map("reply_budget")
+    dp.reset_stats()
+    f = bytes(P.gpdu(size=256, ext=[P.ext_header(0xA0, b"\x01\x02")]))
+    verdicts = [dp.run_access(f).verdict for _ in range(REPLY_BURST + 5)]
+    assert verdicts[:REPLY_BURST] == ["tx"] * REPLY_BURST
+    ev = dp.events()
+    assert ev["supp_ext_sent"] == verdicts.count("tx") and ev["supp_ext_rate_limited"] == verdicts.count("drop")
+    assert ev["supp_ext_rate_limited"] >= 1
+    dp.reset_stats()
+
+
+def test_echo_responses_track_peer_restarts(dp):
+    """The peers map follows a peer's Recovery restart counter: a change counts a restart."""
+    dp.set_config(BASE_CONFIG)
+    dp.clear_map("peers")
+
+    def rsp(seq, rc):
+        return bytes(P.echo_response(seq, restart_counter=rc, src="192.0.2.44", dst=P.PGW_ADDR,
+                                     src_mac=P.SGW_MAC, dst_mac=P.PGW_ACCESS_MAC))
+    for seq, rc in ((1, 5), (2, 5), (3, 6), (4, 6), (5, 0)):
+        assert dp.run_access(rsp(seq, rc)).verdict == "drop"
+    p = dp.peers()["192.0.2.44"]
+    assert (p["responses"], p["restarts"], p["restart_counter"], p["rsp_seq"]) == (5, 2, 0, 5), p
+    dp.clear_map("peers")
+
+
+def test_signalling_counted_per_tunnel(dp):
+    """Error Indications and End Markers add up per (type, TEID, address) in sig_rx."""
+    dp.set_config(BASE_CONFIG)
+    dp.clear_map("sig_rx")
+    for _ in range(3):
+        dp.run_access(bytes(P.error_indication(teid=P.TEID_DL)))
+    dp.run_access(bytes(P.error_indication(teid=0x77)))
+    for _ in range(2):
+        dp.run_access(bytes(P.end_marker(teid=P.TEID_UL)))
+    got = {k: v["packets"] for k, v in dp.sig_rx().items()}
+    assert got == {(26, P.TEID_DL, P.SGW_ADDR): 3, (26, 0x77, P.SGW_ADDR): 1, (254, P.TEID_UL, P.SGW_ADDR): 2}
+    dp.clear_map("sig_rx")

@@ -35,6 +35,8 @@ ROUTER2 = "198.51.100.253"
 ACC_ROUTER = "192.0.2.254"
 BLACKHOLE, UNREACH, PROHIBIT = "203.0.113.66", "203.0.113.77", "203.0.113.88"
 MTU_DST = "203.0.113.200"      # route with mtu lock 1000
+SGW_MTU = "192.0.2.77"         # an SGW behind a route with mtu lock 1000 (access side)
+UE_MTU, TEID_MTU, SGW_TEID_MTU = "10.45.0.77", 0x777, 0x7777
 M_NEAR, M_ROUTER, M_ROUTER2, M_SGW, M_ACC_ROUTER = ("02:aa:00:00:00:10", "02:aa:00:00:00:fe", "02:aa:00:00:00:fd",
                                                      "02:bb:00:00:00:02", "02:bb:00:00:00:fe")
 M_NEAR2 = "02:aa:00:00:01:10"
@@ -72,6 +74,7 @@ def ns():
         ip(name, "route", "add", "unreachable", f"{UNREACH}/32")
         ip(name, "route", "add", "prohibit", f"{PROHIBIT}/32")
         ip(name, "route", "add", f"{MTU_DST}/32", "via", ROUTER, "dev", "s0", "mtu", "lock", "1000")
+        ip(name, "route", "add", f"{SGW_MTU}/32", "via", ACC_ROUTER, "dev", "a0", "mtu", "lock", "1000")
         # the neighbour the spec test adds and deletes
         ip(name, "neigh", "add", PDN_NONEIGH, "lladdr", "02:aa:00:00:00:20", "dev", "s0", "nud", "permanent")
         ip(name, "neigh", "del", PDN_NONEIGH, "dev", "s0")
@@ -331,7 +334,8 @@ def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) ->
     """Write a cache entry for (dst, ingress) on every CPU, made under the current generation."""
     from gtplab.dut.dataplane import fib_slot_of
     (gen,) = struct.unpack("=Q", dp.maps["fib_gen"].lookup(struct.pack("=I", 0)))
-    slot = struct.pack("=4sIQI6s6sHH", socket.inet_aton(dst), ingress, gen, egress, P.mac_bytes(smac), P.mac_bytes(dmac), 0xffff, 0)
+    slot = struct.pack("=4sII4xQI6s6sHH", socket.inet_aton(dst), ingress, 0, gen, egress, P.mac_bytes(smac),
+                       P.mac_bytes(dmac), 0xffff, 0)
     dp.maps["fib_cache"].update(struct.pack("=I", fib_slot_of(dst, ingress)), slot)
 
 
@@ -377,3 +381,61 @@ def test_cache_unused_once_its_watcher_is_killed(own_dp, ns, devs):
             assert dmac() == P.mac_bytes(M_ROUTER), "the watcher is dead, but the cache was used"
     finally:
         stop(proc)
+
+
+def test_frag_needed_answered(dp, ns, devs, fib_cache):
+    """Downlink with DF, too big for the access route once encapsulated (1000-byte route MTU): ICMP
+    Fragmentation Needed back to the sender out of SGi, next-hop MTU 964 (1000 - 36); without DF the
+    kernel gets the encapsulated packet (pass_fib_other); 964 bytes with DF fit and are forwarded."""
+    setup(dp, fib_cache)
+    dp.add_bearer(TEID_MTU, UE_MTU, SGW_MTU, SGW_TEID_MTU)
+    s0 = devs["s0"][0]
+    v, counted, _ = run(dp, ns, "sgi", P.downlink_ip(UE_MTU, size=300, df=True), s0)   # fills the cache when on
+    assert (v, counted) == ("redirect", [("dl_fwd", "redirect")])
+    f = bytes(P.downlink_ip(UE_MTU, size=1200, l4="tcp", df=True))
+    v, counted, out = run(dp, ns, "sgi", f, s0)
+    assert (v, counted) == ("tx", [("drop_frag_needed", "tx")])
+    exp = O.frag_needed_dl_expected(f, P.PGW_ADDR, 1000)
+    assert out == exp, O.mismatch_report(exp, out)
+    v, counted, _ = run(dp, ns, "sgi", P.downlink_ip(UE_MTU, size=1200, l4="tcp"), s0)
+    assert (v, counted) == ("pass", [("pass_fib_other", "pass")])
+    fits = P.downlink_ip(UE_MTU, size=964 + 14 + 4, l4="tcp", df=True)
+    assert len(O.ip_payload(bytes(fits))) == 964
+    v, counted, _ = run(dp, ns, "sgi", fits, s0)
+    assert (v, counted) == ("redirect", [("dl_fwd", "redirect")])
+    v, counted, _ = run(dp, ns, "sgi", P.downlink_ip(UE_MTU, size=964 + 14 + 4 + 1, l4="tcp", df=True), s0)
+    assert (v, counted) == ("tx", [("drop_frag_needed", "tx")])
+    dp.set_config(dp.get_config(), err_ind=False)
+    v, counted, _ = run(dp, ns, "sgi", f, s0)
+    assert (v, counted) == ("drop", [("drop_frag_needed", "drop")])
+
+
+def test_cache_follows_source_policy_rules(dp, ns, devs, watch):
+    """`ip rule from UE2 lookup 100` sends UE2's traffic to PDN_FAR via ROUTER2, everyone else's via
+    ROUTER. With the cache on, the first UE's next hop must not be reused for the second: the rule's
+    addition keys the cache by source (fib_gen[2], set by the rtnetlink filter before `ip rule`
+    returns), and its removal unkeys it (pgwu watch, within a tick)."""
+    ue2, teid2 = "10.45.0.3", 0x300
+    setup(dp, True)
+    dp.add_bearer(teid2, ue2, P.SGW_ADDR, 0x301)
+    a0, s0 = devs["a0"], devs["s0"]
+    assert not dp.fib_by_src()
+    ip(ns, "route", "add", "203.0.113.0/24", "via", ROUTER2, "dev", "s0", "table", "100")
+    ip(ns, "rule", "add", "from", ue2, "lookup", "100", "prio", "100")
+    try:
+        assert dp.fib_by_src(), "a policy rule was added, the cache is still keyed by destination only"
+        for _ in range(2):   # the second time from the cache
+            expect_ul(dp, ns, devs, P.gpdu(dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+            expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER2)
+        slot = dp.fib_cache_slot(PDN_FAR, a0[0], ue2)
+        assert slot is not None and slot[3] == P.mac_bytes(M_ROUTER2)
+    finally:
+        ip(ns, "rule", "del", "from", ue2, "lookup", "100", "prio", "100", check=False)
+        ip(ns, "route", "del", "203.0.113.0/24", "table", "100", check=False)
+    deadline = time.monotonic() + 3
+    while dp.fib_by_src():
+        assert time.monotonic() < deadline, "the rule is gone, the cache is still keyed by source"
+        time.sleep(0.05)
+    expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+    expect_ul(dp, ns, devs, P.gpdu(teid=teid2, ue=ue2, dst=PDN_FAR, size=256), s0[1], M_ROUTER)
+    assert cache_entry(dp, PDN_FAR, a0[0]) is not None

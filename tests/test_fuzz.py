@@ -30,8 +30,12 @@ NH_ACCESS = Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99")
 NH_SGI = Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02")
 UE2 = "10.45.0.3"
 BEARERS = [(P.TEID_UL, P.UE_ADDR, P.SGW_ADDR, P.TEID_DL, None), (0x300, UE2, "192.0.2.3", 0x77, True)]
+UE_QFI, TEID_QFI = "10.45.0.9", 0x900      # a 5G N3 bearer with QFI 5
+QFI_OF = {O.ip4(UE_QFI): 5}
 
-ACCESS_REASONS = {"ul_fwd", "echo_reply", "pass_not_ipv4", "pass_not_gtpu", "pass_signalling", "drop_trunc_eth",
+ACCESS_REASONS = {"ul_fwd", "echo_reply", "pass_not_ipv4", "pass_not_gtpu", "sig_echo_response", "sig_error_ind",
+                  "sig_end_marker", "sig_supp_ext_notif", "drop_gtp_ext_unsupported", "drop_echo_bad_src",
+                  "drop_inner_csum", "drop_qfi_mismatch", "drop_trunc_eth",
                   "drop_trunc_ip", "drop_bad_ip", "drop_outer_frag", "drop_trunc_udp", "drop_bad_udp_len",
                   "drop_trunc_gtp", "drop_gtp_version", "drop_gtp_bad_len", "drop_gtp_bad_ext",
                   "drop_gtp_unknown_msg", "drop_unknown_teid", "drop_inner_not_ipv4", "drop_inner_bad",
@@ -51,6 +55,11 @@ def access_templates() -> list[bytes]:
           P.gpdu(size=200, vlan=12, l4="icmp"), P.gpdu(teid=0x300, ue=UE2, size=160, df=True),
           P.gpdu(size=3024), P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, options=b"\x94\x04\x00\x00")),
           P.echo_request(5), P.echo_request(None, vlan=3), P.end_marker(), P.error_indication(),
+          P.gpdu(teid=0xDEAD, size=200), P.gpdu(size=200, ext=[P.ext_header(0xA0, b"\x01\x02")]),
+          P.echo_response(2, src=P.SGW_ADDR, dst=P.PGW_ADDR, src_mac=P.SGW_MAC, dst_mac=P.PGW_ACCESS_MAC),
+          P.supported_ext_headers_notification(), P.gpdu(size=200, ttl=1), P.gpdu(size=300, ttl=1, vlan=5),
+          P.gpdu(teid=TEID_QFI, ue=UE_QFI, size=256, ext=[P.pdu_session_container(5)]),
+          P.gpdu(teid=TEID_QFI, ue=UE_QFI, size=200, ttl=1, ext=[P.pdu_session_container(5)]),
           P.arp_request(), P.ipv6_packet(), P.downlink_ip(size=128)]
     return [bytes(x) for x in t]
 
@@ -63,7 +72,9 @@ def sgi_templates() -> list[bytes]:
     t += [P.downlink_ip(UE2, size=300, l4="tcp", df=True), P.downlink_ip(size=600, mf=True),
           P.downlink_ip(size=600, frag=50, l4="tcp"), P.downlink_ip(size=128, vlan=5),
           P.downlink_ip(payload=b"xy", options=b"\x94\x04\x00\x00"), P.downlink_ip("203.0.113.1", size=128),
-          P.downlink_ip("10.45.3.3", size=128), P.gpdu(size=200), P.arp_request()]
+          P.downlink_ip("10.45.3.3", size=128), P.gpdu(size=200), P.arp_request(),
+          P.downlink_ip(size=200, ttl=1), P.downlink_ip(size=300, ttl=1, vlan=9, l4="tcp"),
+          P.downlink_ip(UE_QFI, size=300, l4="tcp"), P.downlink_ip(UE_QFI, size=128, l4="udp", udp_csum=False)]
     return [bytes(x) for x in t]
 
 
@@ -160,10 +171,28 @@ def check_forwarded(prog: str, reason: str, frame: bytes, out: bytes, cfg: Confi
         if O.ip_hdr_ok(inner[:ihl]):
             if ip != O.ttl_dec(inner):
                 return "decapsulated packet != input inner with TTL-1"
+        elif cfg.inner_csum_check:
+            return "forwarded an inner IPv4 header whose checksum is wrong (RFC 1812 5.2.2)"
         else:
             if ip[:8] + ip[12:] != O.ttl_dec(inner)[:8] + inner[12:] or ip[8] != inner[8] - 1:
                 return "decapsulated packet (inner header checksum was bad)"
         return None
+    if reason == "drop_unknown_teid":
+        return None if out == O.error_indication_expected(frame, cfg.local_addr) else "Error Indication"
+    if reason == "drop_ttl_expired":
+        if prog == "sgi":
+            exp = O.time_exceeded_dl_expected(frame, cfg.local_addr)
+        else:
+            ue = O.gpdu_inner(frame)[12:16]
+            if ue == O.ip4(UE_QFI):
+                sgw, sgw_teid = "192.0.2.9", 0x99
+            else:
+                _, _, sgw, sgw_teid, _ = next(b for b in BEARERS if O.ip4(b[1]) == ue)
+            exp = O.time_exceeded_ul_expected(frame, cfg.local_addr, sgw, sgw_teid, QFI_OF.get(ue))
+        return None if out == exp else "ICMP Time Exceeded\n" + O.hexdiff(exp, out)
+    if reason == "drop_gtp_ext_unsupported":
+        exp = O.supp_ext_notification_expected(frame, cfg.local_addr)
+        return None if out == exp else "Supported Extension Headers Notification\n" + O.hexdiff(exp, out)
     if reason == "echo_reply":
         l2, _ = O.l2_split(out)
         ip = out[l2:]
@@ -182,12 +211,15 @@ def check_forwarded(prog: str, reason: str, frame: bytes, out: bytes, cfg: Confi
         if len(ip) < 36 or ip[0] != 0x45 or not O.ip_hdr_ok(ip[:20]) or struct.unpack("!H", ip[2:4])[0] != len(ip):
             return "outer IPv4"
         ulen = struct.unpack("!H", ip[24:26])[0]
-        if ulen != len(ip) - 20 or ip[20:24] != b"\x08\x68\x08\x68":
+        sport = O.sport_of_flow(O.ip_payload(frame)) if cfg.sport_entropy else 2152
+        if ulen != len(ip) - 20 or ip[20:24] != struct.pack("!HH", sport, 2152):
             return "outer UDP"
-        if ip[28:30] != b"\x30\xff" or struct.unpack("!H", ip[30:32])[0] != ulen - 16:
-            return "GTP header"
         inner_in = O.ip_payload(frame)
-        inner_out = ip[36:]
+        qfi = QFI_OF.get(inner_in[16:20])
+        hdr = O.gtp_header_for(inner_in, struct.unpack("!I", ip[32:36])[0], qfi)
+        if ip[28:28 + len(hdr)] != bytes(hdr) or struct.unpack("!H", ip[30:32])[0] != ulen - 16:
+            return "GTP header (and PDU Session Container)"
+        inner_out = ip[28 + len(hdr):]
         if len(inner_out) != len(inner_in) or inner_out[:8] + inner_out[9:10] + inner_out[12:] != \
                 inner_in[:8] + inner_in[9:10] + inner_in[12:] or inner_out[8] != inner_in[8] - 1:
             return "inner packet"
@@ -253,11 +285,14 @@ def fuzz_one_program(dp, prog: str, seed: int, n: int, cfg: Config) -> dict:
 def test_fuzz(dataplane, seed):
     dp = dataplane
     cfg = Config(local_addr=P.PGW_ADDR, csum=bool(seed % 2), ue_pool=P.UE_POOL, restart_counter=seed & 0xFF,
-                 nexthop=(NH_ACCESS, NH_SGI))
+                 nexthop=(NH_ACCESS, NH_SGI), err_ind=seed % 4 != 2, inner_csum_check=seed % 4 != 0,
+                 sport_entropy=seed % 4 == 3)
     dp.set_config(cfg)
     dp.flush_bearers()
+    dp.clear_map("reply_budget")
     for teid, ue, sgw, st, c in BEARERS:
         dp.add_bearer(teid, ue, sgw, st, csum=c)
+    dp.add_bearer(TEID_QFI, UE_QFI, "192.0.2.9", 0x99, qfi=5)
     t0 = time.monotonic()
     for prog in ("access", "sgi"):
         seen = fuzz_one_program(dp, prog, seed * 2 + (prog == "sgi"), N_PER_SEED, cfg)

@@ -348,6 +348,8 @@ def test_session_commands_keep_the_slot_index_right(loaded, tmp_path):
     from gtplab.dut.dataplane import Dataplane
     ok(loaded, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
     ok(loaded, "config", "--nexthop", "sgi", "lo", "02:00:00:00:00:02")
+    # a deleted bearer's G-PDU is dropped, not answered with an Error Indication (verdict tx)
+    ok(loaded, "config", "--err-ind", "off")
     assert add(loaded, 1, "10.45.0.1").returncode == 0
     assert add(loaded, 65, "10.45.0.65", "192.0.2.1", 0x165).returncode == 0
     with Dataplane(loaded) as dp:
@@ -757,3 +759,23 @@ def test_bulk_load_a_million(pin_dir, tmp_path):
     assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
     print(f"\n1M bearers: file generated in {t_gen:.2f} s, session load {t_load:.2f} s, "
           f"session list {t_list:.2f} s")
+
+
+def test_config_reply_and_inner_checksum_switches(loaded):
+    """--err-ind and --inner-csum-check reach the config map's flags (both on by default) and show."""
+    with Dataplane(loaded) as dp:
+        c = dp.get_config()
+        assert (c.err_ind, c.inner_csum_check) == (True, True)
+        shown = json.loads(ok(loaded, "config", "--json"))
+        assert (shown["err_ind"], shown["inner_csum_check"]) == ("on", "on")
+        shown = json.loads(ok(loaded, "config", "--err-ind", "off", "--inner-csum-check", "off", "--json"))
+        assert (shown["err_ind"], shown["inner_csum_check"]) == ("off", "off")
+        c = dp.get_config()
+        assert (c.err_ind, c.inner_csum_check, c.local_addr) == (False, False, "192.0.2.10")
+        ok(loaded, "config", "--inner-csum-check", "on")
+        assert (dp.get_config().err_ind, dp.get_config().inner_csum_check) == (False, True)
+        assert json.loads(ok(loaded, "config", "--json"))["sport_entropy"] == "off"
+        assert json.loads(ok(loaded, "config", "--sport-entropy", "on", "--json"))["sport_entropy"] == "on"
+        assert dp.get_config().sport_entropy and not dp.get_config().err_ind
+    cp = pgwu(loaded, "config", "--err-ind", "maybe")
+    assert cp.returncode == 2

@@ -63,18 +63,23 @@ def _stream(frame: bytes, n: int) -> dict:
             "vm": {"instructions": []}, "flow_stats": {"enabled": False}}
 
 
-def send(lab_t, tx: int, frames: list[bytes]) -> tuple[list[bytes], conservation.DutDelta, dict]:
+def send(lab_t, tx: int, frames: list[bytes], returned: list | None = None
+         ) -> tuple[list[bytes], conservation.DutDelta, dict]:
     """Send every frame N_EACH times from port tx, capture on the other port; returns the captured
-    frames, the DUT's counter deltas and the engine stats. Asserts packet conservation."""
+    frames, the DUT's counter deltas and the engine stats. Asserts packet conservation. Frames that
+    come back to port tx (the DUT's replies: Error Indications ...) are appended to `returned`; when
+    it is None, none may come back."""
     lab, c, dut = lab_t
     rx = 1 - tx
     c.reset()
     c.add_streams([_stream(f, N_EACH) for f in frames], ports=[tx])
     cnt0, link0 = dut.counters(), dut.link()
     cap = c.start_capture([rx], 10000)
+    cap_back = c.start_capture([tx], 10000)
     c.start(ports=[tx])
     c.wait_on_traffic(ports=[tx], timeout=30, rx_delay_ms=100)
     got = [f for _, f, _ in c.stop_capture(cap["id"])]
+    back = [f for _, f, _ in c.stop_capture(cap_back["id"])]
     st = c.get_stats()
     cnt1, link1 = dut.counters(), dut.link()
     dd = conservation.DutDelta.from_counters(cnt0, cnt1)
@@ -83,7 +88,11 @@ def send(lab_t, tx: int, frames: list[bytes]) -> tuple[list[bytes], conservation
                               link_in_lost=ld["lost_in"], link_out_lost=ld["lost_out"])
     assert st[tx]["opackets"] == N_EACH * len(frames)
     assert cons.ok, cons.message()
-    assert st[tx]["ipackets"] == 0, f"{st[tx]['ipackets']} frames came back to the sending port"
+    assert st[tx]["ipackets"] == len(back), "capture and tx port's rx counter disagree"
+    if returned is None:
+        assert not back, f"{len(back)} frames came back to the sending port"
+    else:
+        returned += back
     assert len(got) == st[rx]["ipackets"], "capture and rx counter disagree"
     return got, dd, st
 
@@ -266,10 +275,20 @@ def test_not_forwarded_and_counted_by_reason(lab):
     kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, outer_src=a.sgw(0))
     unknown_teid = packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128, **kw)
     spoofed = packets.gpdu(a.local_teid(0), a.ue(1), a.pdn(0), size=128, **kw)   # bearer 0, UE 1's address
-    got, dd, st = send(lab, 0, [bytes(unknown_teid), bytes(spoofed), bytes(spoofed)])
+    back: list = []
+    got, dd, st = send(lab, 0, [bytes(unknown_teid), bytes(spoofed), bytes(spoofed)], returned=back)
     assert got == []
     assert dd.fwd_packets == 0 and not dd.passed_by_reason
     assert dd.drops_by_reason == {"drop_unknown_teid": N_EACH, "drop_spoofed": 2 * N_EACH}
+    # TS 29.281 7.3.1: each unknown-TEID G-PDU (3, within the per-peer budget of 10) is answered with
+    # an Error Indication back to its sender: TEID Data I = its TEID, GTP-U Peer Address = the DUT's
+    from scapy.contrib.gtp import GTPErrorIndication, IE_GSNAddress, IE_TEIDI
+    ei = (Ether(dst=p0.mac, src=p0.dut_mac) / IP(src=a.dut_access, dst=a.sgw(0), ttl=64, id=0, flags=0)
+          / UDP(sport=2152, dport=2152)
+          / GTP_U_Header(version=1, PT=1, E=0, S=1, PN=0, gtp_type=26, teid=0, seq=0, npdu=0, next_ex=0)
+          / GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=a.local_teid(999)),
+                                        IE_GSNAddress(length=4, ipv4_address=a.dut_access)]))
+    assert back == [bytes(ei)] * N_EACH, _show(back[0]) if back else "no Error Indication came back"
 
     unknown_ue = packets.downlink_ip(a.ue(500), a.pdn(0), 128, src_mac=p1.mac, dst_mac=p1.dut_mac)
     got, dd, st = send(lab, 1, [bytes(unknown_ue)])

@@ -230,6 +230,15 @@ def test_dut_delta_classifies_counters():
     assert d.other == {"echo_reply/tx": 1}
 
 
+def test_dut_delta_counts_answered_drops_as_drops():
+    """An unknown-TEID G-PDU answered with an Error Indication (drop_unknown_teid/tx) is a drop of
+    that reason, not "other": the data packet was not forwarded."""
+    after = {("drop_unknown_teid", "tx"): 3, ("drop_unknown_teid", "drop"): 7, ("sig_end_marker", "drop"): 1}
+    d = conservation.DutDelta.from_counters({}, after)
+    assert d.drops_by_reason == {"drop_unknown_teid": 10, "sig_end_marker": 1} and d.other == {}
+    assert d.rx_packets == 11 and d.drop_packets == 11
+
+
 def test_conservation_holds_and_explains_link_losses():
     d = conservation.DutDelta(rx_packets=95, fwd_packets=90, drops_by_reason={"drop_spoofed": 5})
     ok = conservation.check(100, 88, d, dut_rx=95, link_in_lost=5, link_out_lost=2)

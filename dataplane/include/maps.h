@@ -61,6 +61,41 @@ struct {
 	__type(value, struct pgwu_counter);
 } stats SEC(".maps");
 
+/* Written by both XDP programs: events that are not a packet's verdict (enum pgwu_event). Read
+ * by pgwu stats/metrics. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PGWU_EVENT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} events SEC(".maps");
+
+/* Written and read by xdp_access: each peer's reply budget (see reply_budget in pgwu.h). Shared
+ * by the CPUs, updated without a lock: two CPUs racing may both send, which the budget allows
+ * for (at most one extra reply per racing CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_REPLY_PEERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} reply_budget SEC(".maps");
+
+/* Written by xdp_access (Echo Responses) and pgwu path (requests sent). Read by pgwu path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_MAX_PEERS);
+	__type(key, __u32);
+	__type(value, struct pgwu_peer);
+} peers SEC(".maps");
+
+/* Written by xdp_access (Error Indications and End Markers received). Read by pgwu signalling. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_MAX_SIG_RX);
+	__type(key, struct pgwu_sig_key);
+	__type(value, struct pgwu_sig_val);
+} sig_rx SEC(".maps");
+
 /* Written by pgwu (load, config). Read by both XDP programs on every packet. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -80,10 +115,14 @@ struct {
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
  * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
  * an older generation is stale. [1] the tgid of the live `pgwu watch` (watch_register), 0 when there
- * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0. */
+ * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0.
+ * [2] PGWU_FIB_BY_SRC when IPv4 policy rules may exist (`ip rule`): the cache is then keyed by the
+ * source address too. Set by nl_fib_gen as a rule is added (in the adding task, before the change
+ * returns) and by `pgwu watch` when its dump finds one; cleared only by `pgwu watch` once a dump
+ * finds none. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } fib_gen SEC(".maps");

@@ -5,8 +5,10 @@
 - VERDICTS: XDP action names by value.
 - Config / UlBearer / DlBearer: the map value structs, packed exactly as pgwu.h lays them out
   (addresses and TEIDs in network order, everything else host order).
+- EVENTS: the events map's counters (replies sent or rate-limited), parsed from `enum pgwu_event`.
 - Dataplane(pin_dir): the pinned maps and programs of one loaded instance (`pgwu -d PIN_DIR load`):
-  test runs of both programs, config and bearers written straight into the maps, stats.
+  test runs of both programs, config and bearers written straight into the maps, stats, events, and
+  what the access program keeps of the signalling it consumes (peers, sig_rx).
 
 Used by gtplab.dut.local (a lab's PGW-U during a measurement), the data plane tests and bench/.
 """
@@ -36,16 +38,23 @@ SIDE_SGI = 1
 
 CFG_CSUM = 1 << 0
 CFG_FIB_CACHE = 1 << 1
+CFG_NO_ERR_IND = 1 << 2             # off-switches: flags 0 means the behaviour is on
+CFG_NO_INNER_CSUM_CHECK = 1 << 3
+CFG_SPORT_ENTROPY = 1 << 4
 B_CSUM_ON = 1 << 0
 B_CSUM_OFF = 1 << 1
+B_QFI = 1 << 2                      # 5G N3: QFI in bits 8-13 of both halves' flags
+B_QFI_SHIFT = 8
 
 
-def parse_reasons(header: Path = PGWU_H) -> tuple[str, ...]:
-    """The names of enum pgwu_reason in value order, lower case, without the PGWU_R_ prefix."""
+def parse_reasons(header: Path = PGWU_H, enum: str = "pgwu_reason", prefix: str = "PGWU_R_",
+                  end: str = "PGWU_REASON_MAX") -> tuple[str, ...]:
+    """The names of enum pgwu_reason (or another enum of pgwu.h) in value order, lower case,
+    without the prefix."""
     text = header.read_text()
-    m = re.search(r"enum\s+pgwu_reason\s*\{(.*?)\};", text, re.S)
+    m = re.search(r"enum\s+" + enum + r"\s*\{(.*?)\};", text, re.S)
     if not m:
-        raise RuntimeError(f"no enum pgwu_reason in {header}")
+        raise RuntimeError(f"no enum {enum} in {header}")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
     names: dict[int, str] = {}
     value = -1
@@ -53,21 +62,25 @@ def parse_reasons(header: Path = PGWU_H) -> tuple[str, ...]:
         item = item.strip()
         if not item:
             continue
-        mm = re.fullmatch(r"(PGWU_R_\w+|PGWU_REASON_MAX)\s*(?:=\s*(\w+))?", item)
+        mm = re.fullmatch(r"(" + prefix + r"\w+|" + end + r")\s*(?:=\s*(\w+))?", item)
         if not mm:
-            raise RuntimeError(f"can't parse enum pgwu_reason item {item!r} in {header}")
+            raise RuntimeError(f"can't parse enum {enum} item {item!r} in {header}")
         value = int(mm.group(2), 0) if mm.group(2) else value + 1
-        if mm.group(1) == "PGWU_REASON_MAX":
+        if mm.group(1) == end:
             break
-        names[value] = mm.group(1)[len("PGWU_R_"):].lower()
+        names[value] = mm.group(1)[len(prefix):].lower()
     if sorted(names) != list(range(len(names))):
-        raise RuntimeError(f"enum pgwu_reason in {header} is not dense from 0")
+        raise RuntimeError(f"enum {enum} in {header} is not dense from 0")
     return tuple(names[i] for i in range(len(names)))
 
 
 REASONS = parse_reasons()
 REASON_MAX = len(REASONS)
 REASON = {name: i for i, name in enumerate(REASONS)}
+# enum pgwu_event: counted in the events map, not per packet (err_ind_sent ...)
+EVENTS = parse_reasons(enum="pgwu_event", prefix="PGWU_EV_", end="PGWU_EVENT_MAX")
+# reasons whose packet is turned into a reply to its sender (verdict tx) while its budget lasts
+REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_expired", "drop_frag_needed")
 
 
 def usual_verdicts(reason: str) -> tuple[str, ...]:
@@ -76,8 +89,12 @@ def usual_verdicts(reason: str) -> tuple[str, ...]:
         return ("redirect", "tx")
     if reason == "echo_reply":
         return ("tx",)
+    if reason in REPLYING_DROPS:
+        return ("drop", "tx")
     if reason.startswith("pass_"):
         return ("pass",)
+    if reason.startswith("sig_"):        # signalling consumed by the program
+        return ("drop",)
     if reason.startswith("drop_"):
         return ("drop",)
     raise ValueError(f"unknown reason {reason}")
@@ -104,10 +121,13 @@ def _macstr(b: bytes) -> str:
 FIB_CACHE_BITS = int(re.search(r"#define PGWU_FIB_CACHE_BITS (\d+)", PGWU_H.read_text()).group(1))
 
 
-def fib_slot_of(dst: str, ingress_ifindex: int) -> int:
-    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex)."""
+def fib_slot_of(dst: str, ingress_ifindex: int, src: str = "0.0.0.0") -> int:
+    """pgwu_fib_slot_of() of pgwu.h: the fib_cache slot of (dst, ingress ifindex, src: the source
+    when the cache is keyed by it (fib_gen[2]), else 0.0.0.0)."""
     d = struct.unpack("=I", _ip(dst))[0]  # the address as the program loads it (host order word)
-    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & 0xFFFFFFFF)) * 0x9E3779B1) & 0xFFFFFFFF
+    s = struct.unpack("=I", _ip(src))[0]
+    m = 0xFFFFFFFF
+    x = ((d ^ ((ingress_ifindex * 0x9E3779B1) & m) ^ ((s * 0x85EBCA6B) & m)) * 0x9E3779B1) & m
     return x >> (32 - FIB_CACHE_BITS)
 
 
@@ -139,6 +159,9 @@ class Config:
     egress_vlan: tuple[int, int] = (0, 0)
     restart_counter: int = 0
     nexthop: tuple[Nexthop, Nexthop] = field(default_factory=lambda: (Nexthop(), Nexthop()))
+    err_ind: bool = True              # answer (Error Indication, Supported Ext. Headers Notification)
+    inner_csum_check: bool = True     # drop uplink inner IPv4 with a bad header checksum
+    sport_entropy: bool = False       # downlink outer UDP source port from the inner flow, not 2152
 
     # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2]
     FMT = "=4sI4s4sHHB3x16s16s"
@@ -146,7 +169,10 @@ class Config:
 
     def pack(self) -> bytes:
         net = ipaddress.IPv4Network(self.ue_pool, strict=False)
-        flags = (CFG_CSUM if self.csum else 0) | (CFG_FIB_CACHE if self.fib_cache else 0)
+        flags = ((CFG_CSUM if self.csum else 0) | (CFG_FIB_CACHE if self.fib_cache else 0)
+                 | (0 if self.err_ind else CFG_NO_ERR_IND)
+                 | (0 if self.inner_csum_check else CFG_NO_INNER_CSUM_CHECK)
+                 | (CFG_SPORT_ENTROPY if self.sport_entropy else 0))
         return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
                            net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
                            self.nexthop[0].pack(), self.nexthop[1].pack())
@@ -156,7 +182,8 @@ class Config:
         la, flags, pa, pm, v0, v1, rc, n0, n1 = struct.unpack(cls.FMT, b[:cls.SIZE])
         plen = bin(int.from_bytes(pm, "big")).count("1")
         return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
-                   (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)))
+                   (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)), not flags & CFG_NO_ERR_IND,
+                   not flags & CFG_NO_INNER_CSUM_CHECK, bool(flags & CFG_SPORT_ENTROPY))
 
 
 @dataclass
@@ -207,7 +234,9 @@ COUNTER_SIZE = 16
 # struct name -> size, for the BTF check
 STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pgwu_dl_bearer": DlBearer.SIZE,
                 "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE,
-                "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64}
+                "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64,
+                "pgwu_peer": struct.calcsize("=QQQIHHBB6x"), "pgwu_sig_key": struct.calcsize("=4s4sB3x"),
+                "pgwu_sig_val": struct.calcsize("=QQ4s4x")}
 
 
 @dataclass
@@ -220,7 +249,11 @@ class RunResult:
         return VERDICTS[self.retval] if self.retval < VERDICT_MAX else f"retval {self.retval}"
 
 
-MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots")
+MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
+        "events", "reply_budget", "peers", "sig_rx")
+PEER_FMT = "=QQQIHHBB6x"    # struct pgwu_peer
+SIG_KEY_FMT = "=4s4sB3x"     # struct pgwu_sig_key
+SIG_VAL_FMT = "=QQ4s4x"      # struct pgwu_sig_val
 SLOT_VALID = 1
 UL_SLOT_FMT = "=4sI"      # struct pgwu_ul_slot: key (network order), state, then struct pgwu_ul_bearer
 DL_SLOT_FMT = "=4sI"      # struct pgwu_dl_slot: key, state, struct pgwu_dl_bearer, 24 bytes of padding
@@ -302,10 +335,14 @@ class Dataplane:
         if v is not None:
             self.maps[f"{side}_slots"].update(idx, v[:4] + struct.pack("=I", 0) + v[8:])
 
-    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None) -> None:
-        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default."""
+    def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None,
+                   qfi: int | None = None) -> None:
+        """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default.
+        qfi: the bearer's QoS flow (5G N3, 0-63): downlink adds a PDU Session Container with it,
+        uplink requires one."""
         flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
-        ul, dl = UlBearer(ue).pack(), DlBearer(sgw, sgw_teid, teid, flags).pack()
+        qf = 0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT
+        ul, dl = UlBearer(ue, qf).pack(), DlBearer(sgw, sgw_teid, teid, flags | qf).pack()
         self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
         self.maps["dl_bearers"].update(_ip(ue), dl)
         self._slot_set("ul", struct.pack("!I", teid), ul)
@@ -354,14 +391,19 @@ class Dataplane:
         (gen,) = struct.unpack("=Q", m.lookup(struct.pack("=I", 0)))
         m.update(struct.pack("=I", 0), struct.pack("=Q", gen + 1))
 
-    def fib_cache_slot(self, dst: str, ingress_ifindex: int) -> tuple[int, int, bytes, bytes] | None:
-        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress) on any CPU, or None."""
-        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex)))
+    def fib_cache_slot(self, dst: str, ingress_ifindex: int, src: str = "0.0.0.0"
+                       ) -> tuple[int, int, bytes, bytes] | None:
+        """(gen, egress ifindex, smac, dmac) cached for (dst, ingress[, src]) on any CPU, or None."""
+        v = self.maps["fib_cache"].lookup(struct.pack("=I", fib_slot_of(dst, ingress_ifindex, src)))
         for cpu in v or []:
-            kdst, kif, gen, eg, smac, dmac = struct.unpack_from("=4sIQI6s6s", cpu)
-            if kdst == _ip(dst) and kif == ingress_ifindex and eg:
+            kdst, kif, ksrc, gen, eg, smac, dmac = struct.unpack_from("=4sI4s4xQI6s6s", cpu)
+            if kdst == _ip(dst) and kif == ingress_ifindex and ksrc == _ip(src) and eg:
                 return gen, eg, smac, dmac
         return None
+
+    def fib_by_src(self) -> bool:
+        """fib_gen[2]: the route cache is keyed by source too (IPv4 policy rules exist)."""
+        return bool(struct.unpack("=Q", self.maps["fib_gen"].lookup(struct.pack("=I", 2)))[0])
 
     # --- stats -----------------------------------------------------------------------------------
     def stats_array(self) -> list[tuple[int, int]]:
@@ -390,8 +432,46 @@ class Dataplane:
                      VERDICTS[idx % VERDICT_MAX])] = (p, n)
         return res
 
+    def events(self) -> dict[str, int]:
+        """{event name: count summed over CPUs} for every event (enum pgwu_event), zeros too."""
+        m = self.maps["events"]
+        out = {}
+        for i, name in enumerate(EVENTS):
+            v = m.lookup(struct.pack("=I", i))
+            out[name] = sum(struct.unpack("=Q", c)[0] for c in v)
+        return out
+
+    def clear_map(self, name: str) -> None:
+        """Delete every entry of a hash map (reply_budget, peers, sig_rx)."""
+        m = self.maps[name]
+        for k in list(m.keys()):
+            m.delete(k)
+
+    def peers(self) -> dict[str, dict]:
+        """peers map: {address: fields of struct pgwu_peer}."""
+        out = {}
+        for k in self.maps["peers"].keys():
+            v = self.maps["peers"].lookup(k)
+            f = struct.unpack(PEER_FMT, v)
+            out[_ipstr(k)] = dict(zip(("rsp_ns", "req_ns", "responses", "restarts", "req_seq", "rsp_seq",
+                                       "restart_counter", "has_recovery"), f))
+        return out
+
+    def sig_rx(self) -> dict[tuple[int, int, str], dict]:
+        """sig_rx map: {(type, TEID, addr): {"packets", "last_ns", "from"}}."""
+        out = {}
+        for k in self.maps["sig_rx"].keys():
+            teid, addr, typ = struct.unpack(SIG_KEY_FMT, k)
+            p, last, frm = struct.unpack(SIG_VAL_FMT, self.maps["sig_rx"].lookup(k))
+            out[(typ, struct.unpack("!I", teid)[0], _ipstr(addr))] = {"packets": p, "last_ns": last,
+                                                                       "from": _ipstr(frm)}
+        return out
+
     def reset_stats(self) -> None:
         m = self.maps["stats"]
         zero = bytes(COUNTER_SIZE)
         for i in range(m.max_entries):
             m.update(struct.pack("=I", i), zero)
+        e = self.maps["events"]
+        for i in range(e.max_entries):
+            e.update(struct.pack("=I", i), bytes(8))

@@ -259,9 +259,12 @@ def echo_response(seq: int = 0, *, restart_counter: int = 0, src: str = PGW_ADDR
             GTPEchoResponse(IE_list=[IE_Recovery(restart_counter=restart_counter)]))
 
 
-def error_indication(teid: int = TEID_UL, **kw) -> Packet:
-    """GTP-U Error Indication (TS 29.281 7.3.1): TEID 0, S set, IEs TEID Data I (16) and GSN address (133)."""
-    body = struct.pack("!BI", 16, teid) + struct.pack("!BH", 133, 4) + socket.inet_aton(kw.get("src", SGW_ADDR))
+def error_indication(teid: int = TEID_UL, peer: str | None = None, **kw) -> Packet:
+    """GTP-U Error Indication (TS 29.281 7.3.1): TEID 0, S set, IEs Tunnel Endpoint Identifier Data I (16)
+    = the TEID the sender did not know, GTP-U Peer Address (133) = `peer` (default: the sender's own
+    address, src), the address that G-PDU was sent to."""
+    addr = peer if peer is not None else kw.get("src", SGW_ADDR)
+    body = struct.pack("!BI", 16, teid) + struct.pack("!BH", 133, 4) + socket.inet_aton(addr)
     return gtpu(body, teid=0, gtp_type=GTP_ERROR_INDICATION, seq=kw.pop("seq", 0), **kw)
 
 

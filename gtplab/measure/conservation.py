@@ -23,7 +23,8 @@ class DutDelta:
     """What the DUT counted during one trial (deltas of `pgwu stats`)."""
     rx_packets: int                      # every packet the program saw (sum over reasons and verdicts)
     fwd_packets: int                     # *_fwd with verdict redirect/tx
-    drops_by_reason: dict[str, int] = field(default_factory=dict)   # verdict drop or aborted
+    drops_by_reason: dict[str, int] = field(default_factory=dict)   # verdict drop or aborted, or a
+    #                                                                  drop_* answered (verdict tx)
     passed_by_reason: dict[str, int] = field(default_factory=dict)  # verdict pass (to the kernel)
     other: dict[str, int] = field(default_factory=dict)             # tx/redirect not *_fwd (echo)
 
@@ -45,7 +46,9 @@ class DutDelta:
         for (reason, verdict), n in sorted(d.items()):
             if reason.endswith("_fwd") and verdict in ("redirect", "tx"):
                 fwd += n
-            elif verdict in ("drop", "aborted"):
+            elif verdict in ("drop", "aborted") or (reason.startswith("drop_") and verdict == "tx"):
+                # drop_* with tx: the packet was not forwarded, its frame became a reply to its
+                # sender (an Error Indication ...): a drop of that reason all the same
                 out.drops_by_reason[reason] = out.drops_by_reason.get(reason, 0) + n
             elif verdict == "pass":
                 out.passed_by_reason[reason] = out.passed_by_reason.get(reason, 0) + n
