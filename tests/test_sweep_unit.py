@@ -374,6 +374,20 @@ def test_results_dir_is_never_overwritten(tmp_path):
         sweep._results_dir(str(tmp_path), "u")
 
 
+def test_ndr_search_with_only_the_generators_losses_is_generator_bound():
+    # TRex on af_packet: every trial of a short search loses packets in the generator's own receive
+    # ring; no NDR, and the case must say the generator set it (not blame the DUT)
+    def trial(pps):
+        offered = 300e3 if pps is None else pps
+        return {"offered_pps": offered, "rx_pps": offered * 0.98, "loss_ratio": 0.02,
+                "limit": "generator (receive)"}
+    best, trials, status = ndr_search(trial, 0.0, resolution=0.02, max_trials=2)
+    assert best is None and len(trials) == 2
+    assert status.startswith("generator-bound") and "generator (receive)" in status
+    # one loss of the DUT among them: no generator-bound claim
+    seq = iter(["generator (receive)", "dut"])
+    best, trials, status = ndr_search(lambda pps: {**trial(pps), "limit": next(seq)}, 0.0, max_trials=2)
+    assert best is None and status.startswith("no trial met")
 def test_flamegraph_flag_and_its_deprecated_alias(capsys):
     """`sweep --flamegraph` turns the flame graphs on; the old `--profile` still does, and says once that
     it is deprecated; without either they are off and nothing is said."""
@@ -386,3 +400,14 @@ def test_flamegraph_flag_and_its_deprecated_alias(capsys):
     err = capsys.readouterr().err
     assert err.count("deprecated") == 1 and "--profile" in err and "use --flamegraph" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_trex_latency_histogram_percentiles():
+    from gtplab.measure.ndr import hist_percentile
+    # TRex's shape: bucket lower bounds (10 us steps below 100, 100 below 1000, 1000 above) as strings
+    h = {"30": 10, "70": 40, "200": 40, "900": 9, "2000": 1}
+    assert hist_percentile(h, 0.5) == 80.0          # the 50th of 100 packets is in [70, 80)
+    assert hist_percentile(h, 0.9) == 300.0         # the 90th in [200, 300)
+    assert hist_percentile(h, 0.99) == 1000.0       # the 99th in [900, 1000)
+    assert hist_percentile(h, 1.0) == 3000.0
+    assert hist_percentile({}, 0.5) is None and hist_percentile({"10": 0}, 0.5) is None

@@ -1,94 +1,41 @@
-"""A real TRex server for the tests: unpacked once into a cache, run in a namespace of its own.
+"""A real TRex server for the tests: the runtime of gtplab.traffic.trex.runtime, run in a namespace of its own.
 
     with TrexServer.start() as srv:          # or the `trex_server` fixture (tests/conftest.py)
         c = TrexClient(srv.server, netns=srv.netns)
 
-- The runtime tarball (docs/trex.md): $GTPLAB_TREX_TARBALL, else ../shared/trex/trex-v3.08-runtime.tgz
-  next to the repo clone. It is unpacked once into $GTPLAB_TREX_CACHE (default /var/cache/gtplab),
-  in a directory named after the first 16 hex digits of its sha256, atomically (unpacked beside,
-  then renamed). $GTPLAB_TREX_DIR names an already unpacked TRex (the folder holding `t-rex-64`)
-  instead. Nothing of TRex is written into the repo.
+- The runtime: gtplab.traffic.trex.runtime.resolve() (the lab uses the same code): $GTPLAB_TREX_DIR, else
+  $GTPLAB_TREX_TARBALL, else ../shared/trex/trex-v3.08-runtime.tgz next to the repo clone, unpacked
+  once into $GTPLAB_TREX_CACHE (default /var/cache/gtplab) keyed by its sha256.
 - A network namespace `gtplab-trex-<pid>-<hex>` with a veth pair `trex0`/`trex1` (MTU 3200) inside
-  it; TRex runs there (`ip netns exec`) with DPDK's af_packet on both veths, low_end on CPU 0,
-  `--no-scapy-server`, its own DPDK file prefix (the namespace's name, so
-  several servers can run); no hugepages (af_packet does not need them). It listens on the namespace's
-  addresses only, so the client runs in the namespace too (TrexClient(netns=...)) and connects to
-  127.0.0.1.
-- stop(): every process in the namespace is killed (TERM, then KILL), then the namespace is deleted,
-  also on failure, Ctrl-C and (inside the context) SIGTERM. start() first removes namespaces this
-  module left behind for processes that no longer exist.
+  it; TRex runs there (gtplab.traffic.trex.runtime.TrexProcess: DPDK af_packet on both veths, low_end on
+  CPU 0, `--no-scapy-server`, its own DPDK file prefix). It listens on the namespace's addresses
+  only, so the client runs in the namespace too (TrexClient(netns=...)) and connects to 127.0.0.1.
+- stop(): TRex stopped, every process left in the namespace killed (TERM, then KILL), the namespace
+  deleted, also on failure, Ctrl-C and (inside the context) SIGTERM. start() first removes namespaces
+  this module left behind for processes that no longer exist.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_TARBALL = ROOT.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
+from gtplab.traffic.trex import runtime as trex_runtime
+from gtplab.traffic.trex.runtime import TrexUnavailable  # noqa: F401  (the fixture catches it)
+
 NS_PREFIX = "gtplab-trex-"
 PORTS = ("trex0", "trex1")
 MTU = 3200
 
-CFG = """\
-- version: 2
-  prefix: {prefix}
-  interfaces: ["--vdev=net_af_packet0,iface={p0},blocksz=4096,framesz=4096,framecnt=4096",
-               "--vdev=net_af_packet1,iface={p1},blocksz=4096,framesz=4096,framecnt=4096"]
-  low_end: true
-  low_end_core: {core}
-  port_info: [{{ip: 1.1.1.1, default_gw: 2.2.2.2}}, {{ip: 2.2.2.2, default_gw: 1.1.1.1}}]
-"""
-
-
-class TrexUnavailable(Exception):
-    """No TRex runtime here (the reason says where it was looked for)."""
-
-
-def tarball() -> Path:
-    return Path(os.environ.get("GTPLAB_TREX_TARBALL") or DEFAULT_TARBALL)
-
 
 def trex_dir() -> Path:
-    """The folder holding t-rex-64: $GTPLAB_TREX_DIR, else the tarball unpacked into the cache."""
-    if os.environ.get("GTPLAB_TREX_DIR"):
-        d = Path(os.environ["GTPLAB_TREX_DIR"])
-        if not (d / "t-rex-64").exists():
-            raise TrexUnavailable(f"GTPLAB_TREX_DIR={d} holds no t-rex-64")
-        return d
-    tgz = tarball()
-    if not tgz.is_file():
-        raise TrexUnavailable(f"no TRex runtime: {tgz} does not exist (set GTPLAB_TREX_TARBALL or "
-                              f"GTPLAB_TREX_DIR)")
-    h = hashlib.sha256()
-    with open(tgz, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    cache = Path(os.environ.get("GTPLAB_TREX_CACHE") or "/var/cache/gtplab")
-    dest = cache / f"{tgz.name.removesuffix('.tgz').removesuffix('.tar.gz')}-{h.hexdigest()[:16]}"
-    if not (dest / "scripts" / "t-rex-64").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=cache))
-        try:
-            with tarfile.open(tgz) as t:
-                t.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else t.extractall(tmp)
-            try:
-                os.rename(tmp, dest)
-            except OSError:   # another process was faster
-                if not (dest / "scripts" / "t-rex-64").exists():
-                    raise
-        finally:
-            if tmp.exists():
-                subprocess.run(["rm", "-rf", str(tmp)], check=False)
-    return dest / "scripts"
+    """The folder holding t-rex-64 (TrexUnavailable, with where it looked, when there is none)."""
+    return trex_runtime.resolve()
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -132,16 +79,6 @@ def clean_stale() -> None:
             subprocess.run(["rm", "-rf", f"/var/run/dpdk/{ns.replace('-', '_')}"], check=False)
 
 
-def _port_open(ns: str, port: int) -> bool:
-    from gtplab.kernel.netns import run_in
-
-    def probe():
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    return run_in(ns, probe)
-
-
 class TrexServer:
     """One TRex server in its own namespace; `server`, `netns`, `ports`, `log` while running."""
 
@@ -154,8 +91,11 @@ class TrexServer:
         self.ports = PORTS
         self.prefix = self.netns.replace("-", "_")
         self.tmp = Path(tempfile.mkdtemp(prefix="gtplab-trex-"))
-        self.log = self.tmp / "trex.log"
-        self.proc: subprocess.Popen | None = None
+        self.trex = trex_runtime.TrexProcess(
+            self.dir, self.netns, list(PORTS), [core],
+            [{"ip": "1.1.1.1", "default_gw": "2.2.2.2"}, {"ip": "2.2.2.2", "default_gw": "1.1.1.1"}],
+            prefix=self.prefix, workdir=self.tmp)
+        self.log = self.trex.log
         self._old_term = None
 
     @classmethod
@@ -183,47 +123,20 @@ class TrexServer:
             "peer", "name", PORTS[1], "mtu", str(MTU))
         for p in PORTS:
             _ip("-n", ns, "link", "set", p, "up")
-        cfg = self.tmp / "trex_cfg.yaml"
-        cfg.write_text(CFG.format(p0=PORTS[0], p1=PORTS[1], core=self.core,
-                                  prefix=self.prefix))
-        env = dict(os.environ, PYTHON3="/usr/bin/python3")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                ["ip", "netns", "exec", ns, "./t-rex-64", "-i", "--cfg", str(cfg), "--iom", "0",
-                 "--no-scapy-server"],
-                cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        end = time.monotonic() + timeout
-        while not _port_open(ns, 4501):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"TRex exited ({self.proc.returncode}) before listening:\n"
-                                   + self.log_tail())
-            if time.monotonic() > end:
-                raise RuntimeError(f"TRex not listening on 4501 after {timeout:.0f} s:\n"
-                                   + self.log_tail())
-            time.sleep(0.3)
+        self.trex.start(timeout)
 
     def log_tail(self, n: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        return self.trex.log_tail(n)
 
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.trex.running()
 
     def stop(self) -> None:
-        """Stop TRex (every process of the namespace) and delete the namespace; idempotent."""
+        """Stop TRex and every process of the namespace, delete the namespace; idempotent."""
         try:
+            self.trex.stop()
             remove_ns(self.netns)
-            if self.proc is not None:
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
         finally:
-            # DPDK's runtime dir for our file prefix
             subprocess.run(["rm", "-rf", str(self.tmp), f"/var/run/dpdk/{self.prefix}"], check=False)
 
     # SIGTERM inside the context becomes KeyboardInterrupt, so the cleanup runs

@@ -89,10 +89,18 @@ class LocalDut:
         gin, din, dout = (("gen_access", "dut_access", "dut_sgi") if direction == "uplink"
                           else ("gen_sgi", "dut_sgi", "dut_access"))
         other_in = "dut_sgi" if direction == "uplink" else "dut_access"
+        gen_out = "gen_sgi" if direction == "uplink" else "gen_access"
+        # (TRex's af_packet sends through veth_xmit, not XDP: a frame the veth refuses because the
+        # DUT's ring is full is counted in the veth's tx_dropped, but af_packet keeps it in its ring
+        # and sends it again: measured, the DUT received every packet TRex counted while tx_dropped
+        # rose by up to 346. So tx_dropped is not a loss, and is not read.)
         return {"dut_rx": d(din, "rx_queue_0_xdp_packets"),
                 "lost_in": d(gin, "tx_queue_0_xdp_xmit_errors"),
                 "lost_out": d(dout, "tx_queue_0_xdp_xmit_errors"),
-                "other_side_rx": d(other_in, "rx_queue_0_xdp_packets")}
+                "other_side_rx": d(other_in, "rx_queue_0_xdp_packets"),
+                # what reached the generator's receiving port (its XDP program saw it), counted by
+                # the kernel: a generator that receives with a socket (TRex) may still lose it there
+                "gen_port_rx": d(gen_out, "rx_queue_0_xdp_packets")}
 
     def prog_stats(self) -> dict[str, tuple[int, int]]:
         if self.dp is None:

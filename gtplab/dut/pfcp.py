@@ -154,7 +154,8 @@ def make_dut(backend, cfg):
     elif cfg.counters == "prometheus":
         inner = PrometheusDut(cfg)
     else:
-        inner = LocalDut(lab) if backend.kind == "local" else MetricsDut(cfg)
+        # the lab's own PGW-U (the embedded engine's lab, or a TRex lab in namespaces), else remote
+        inner = LocalDut(lab) if lab is not None else MetricsDut(cfg)
     if cfg.provision == "pfcp":
         return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None))
     if cfg.provision == "none":

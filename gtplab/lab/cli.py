@@ -10,7 +10,7 @@ import sys
 
 from gtplab.errors import UserError
 from gtplab.lab.cpu import CpuLayout, cpu_text
-from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
+from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, GENERATORS, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
                                  Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
                                  teardown)
 from gtplab.lab import topology
@@ -23,6 +23,10 @@ def _print_status(st: dict) -> None:
     for p in st["ports"]:
         print(f"  port {p['port_id']} ({p['side']}): {p['ifname']} {p['mac']} {p['addr']}/{p['prefixlen']}"
               f"  <->  {p['dut_ifname']} {p['dut_mac']} {p['dut_addr']}  mtu {p['mtu']}")
+    t = st.get("trex")
+    if t:
+        print(f"  generator: TRex {'running' if t['running'] else 'NOT running'} (pid {t.get('pid')}) on CPU(s) "
+              f"{cpu_text(t.get('cpus') or [])}, from {t['runtime']}, log {t.get('log')}")
     lay = st.get("cpu_layout")
     if lay:
         print(f"  CPUs: generator {cpu_text(lay['generator'])}, DUT {cpu_text(lay['dut'])}"
@@ -62,8 +66,17 @@ def _cmd_up(args) -> int:
     if args.generator_cpus is not None or args.dut_cpus is not None:
         cpus = CpuLayout.parse({"generator": args.generator_cpus or cpu_text(cpus.generator),
                                 "dut": args.dut_cpus or cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
-    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu, addressing=a, gen_pass=not args.no_gen_pass,
-                 cpus=cpus)
+    cfg = None
+    if args.lab_config:
+        from gtplab.lab import config as labconfig
+        cfg = labconfig.load(args.lab_config)
+    generator = args.generator or (cfg.generator if cfg else "engine")
+    if args.trex and generator != "trex":
+        raise UserError("--trex names TRex's runtime: it needs --generator trex")
+    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu if args.mtu is not None else
+                 int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
+                 gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
+                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None))
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)
@@ -72,7 +85,7 @@ def _cmd_up(args) -> int:
     else:
         print(lab.name)
         lay = lab.state.get("cpu_layout") or {}
-        print(f"lab {lab.name} is up: generator on CPU(s) {cpu_text(cpus.generator)}, DUT ({lab.dut_mode}) "
+        print(f"lab {lab.name} is up: generator ({lab.generator}) on CPU(s) {cpu_text(cpus.generator)}, DUT ({lab.dut_mode}) "
               f"receive threads pinned to CPU(s) {cpu_text(cpus.dut)}"
               + ("" if lay.get("honoured") else " -- layout NOT honoured: " + "; ".join(lay.get("notes", []))),
               file=sys.stderr)
@@ -99,7 +112,7 @@ def _cmd_down(args) -> int:
         # can still be removed (only its own names are touched).
         if not NAME_RE.match(args.name):
             raise UserError(f"bad lab name {args.name!r}")
-        plan = Lab._plan(args.name, Addressing(), "none", DEFAULT_MTU)
+        plan = Lab._plan(args.name, Addressing(), "none", DEFAULT_MTU, generator="trex")
         removed = teardown(plan)
         if not removed:
             raise UserError(f"no lab named {args.name!r}")
@@ -111,7 +124,7 @@ def _cmd_down(args) -> int:
         except FileNotFoundError:
             continue  # removed meanwhile by another `down`
         except ValueError:
-            state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU)  # torn state file
+            state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU, generator="trex")  # torn state file
         removed = teardown(state)
         print(f"lab {n}: removed {', '.join(removed) or 'nothing'}")
     if busy:
@@ -143,7 +156,16 @@ def add_parser(subparsers) -> None:
     up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
                     help="XDP on the DUT ports: the PGW-U (default), the reference forwarder (fwd), a "
                          "drop/pass sink, a reflector (tx), or none")
-    up.add_argument("--mtu", type=int, default=DEFAULT_MTU,
+    up.add_argument("--generator", choices=GENERATORS,
+                    help="engine: the embedded BPF engine (default); trex: a TRex server on the generator "
+                         "ports (DPDK af_packet, in the generator namespace, on the generator CPUs)")
+    up.add_argument("--trex", metavar="DIR|TARBALL",
+                    help="with --generator trex: TRex's directory or release tarball (default: the lab "
+                         "config's trex.runtime, $GTPLAB_TREX_DIR, $GTPLAB_TREX_TARBALL, "
+                         "../shared/trex/trex-v3.08-runtime.tgz)")
+    up.add_argument("--lab-config", metavar="NAME|FILE",
+                    help="take the generator, TRex runtime and MTU from this lab config")
+    up.add_argument("--mtu", type=int, default=None,
                     help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
     up.add_argument("--generator-cpus", metavar="CPUS",
                     help="CPUs of the generator (engine threads, its receive NAPI), e.g. 0 or 0-1 "

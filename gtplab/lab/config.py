@@ -26,11 +26,14 @@ DEFAULT_LAB = "embedded"
 DIRECTIONS = ("uplink", "downlink")
 
 _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
-             "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured"}
+             "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
+             "trex"}
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
              "provision", "counters", "pfcp", "prometheus"}
 DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab/topology.py)
-_LAB_KEYS = {"mtu"}
+_LAB_KEYS = {"mtu", "generator"}
+_TREX_KEYS = {"runtime"}
+GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
 _THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
 
 
@@ -50,6 +53,21 @@ class LabConfig:
     dut: dict[str, Any] = field(default_factory=dict)
     thresholds: dict[str, Any] = field(default_factory=dict)
     measured: Any = None
+    trex: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generator(self) -> str:
+        """The namespace lab's generator: engine (embedded) or trex (a TRex server on its veths)."""
+        return self.lab.get("generator", "engine")
+
+    def trex_runtime(self) -> str | None:
+        """trex.runtime (a TRex directory or release tarball), relative to this file's folder; None:
+        gtplab.traffic.trex.runtime's default."""
+        r = self.trex.get("runtime")
+        if not r:
+            return None
+        p = Path(os.path.expanduser(str(r)))
+        return str(p if p.is_absolute() else (Path(self.path).parent / p).resolve())
 
     def threshold(self, kind: str, direction: str, frame_size: int) -> float | None:
         """Minimum rate (pps) kind ("ndr_pps" | "pdr_pps") must reach for direction and frame size:
@@ -163,7 +181,8 @@ def load(name_or_path: str | None = None) -> LabConfig:
     unknown = set(data) - _TOP_KEYS
     if unknown:
         _fail(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    for key, allowed in (("dut", _DUT_KEYS), ("lab", _LAB_KEYS), ("thresholds", _THRESHOLD_KEYS)):
+    for key, allowed in (("dut", _DUT_KEYS), ("lab", _LAB_KEYS), ("thresholds", _THRESHOLD_KEYS),
+                         ("trex", _TREX_KEYS)):
         sub = data.get(key) or {}
         if not isinstance(sub, dict):
             _fail(path, f"{key} must be a mapping")
@@ -211,7 +230,13 @@ def load(name_or_path: str | None = None) -> LabConfig:
     if mode not in DUT_MODES:
         _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
     _check_dut_access(path, backend, data.get("dut") or {})
-    if backend == "local":
+    gen = (data.get("lab") or {}).get("generator", "engine")
+    if gen not in GENERATORS:
+        _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
+    rt = (data.get("trex") or {}).get("runtime")
+    if rt is not None and not isinstance(rt, str):
+        _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")
+    if backend == "local" or gen == "trex":
         from gtplab.lab.cpu import CpuLayout
         CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")
     mr = data.get("max_rate_pps")
@@ -224,4 +249,5 @@ def load(name_or_path: str | None = None) -> LabConfig:
                      cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
                      cpus=data.get("cpus"),
                      lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),
-                     thresholds=dict(th), measured=data.get("measured"))
+                     thresholds=dict(th), measured=data.get("measured"),
+                     trex=dict(data.get("trex") or {}))

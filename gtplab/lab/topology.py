@@ -14,6 +14,10 @@ Every namespace, interface and bpffs path carries the lab's name, and everything
 /run/gtplab/labs/<name>.json *before* it is created, so `gtplab lab down` removes a lab after a crash
 too. See docs/lab.md for the why (MTU, the generator's XDP program, nsenter instead of ip netns exec).
 
+With generator="trex" (`gtplab lab up --generator trex`) a TRex server replaces the engine on the
+generator side: DPDK af_packet on g<name>p0/p1, inside the generator netns, on the generator CPUs;
+its pid is recorded in the state file as soon as it exists (docs/trex.md).
+
 Python API:
     with Lab.up() as lab:              # tears the lab down on exit, also on an exception
         lab.pgwu("session", "add", ...)
@@ -46,7 +50,7 @@ from typing import Any, Callable
 
 from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
 
-from gtplab.errors import LabError
+from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
 from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
 
@@ -64,6 +68,7 @@ VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
 DUT_MODES = ("pgwu", "fwd", "drop", "pass", "tx", "none")
+GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
 ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
 XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
@@ -187,6 +192,7 @@ class Lab:
         self.pin_dir: str = state["pin_dirs"]["pgwu"]
         self.gen_pin_dir: str = state["pin_dirs"]["gen"]
         self.dut_mode: str = state["dut"]
+        self.generator: str = state.get("generator", "engine")
         self.addressing = Addressing(**state["addressing"])
         self.ports = [Port(**p) for p in state["ports"]]
         self.park_ifnames: list[str] = state.get("park", [])
@@ -199,7 +205,8 @@ class Lab:
     @classmethod
     def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
            addressing: Addressing | None = None, gen_pass: bool = True,
-           pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None) -> "Lab":
+           pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
+           generator: str = "engine", trex_runtime: str | None = None) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
 
         cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
@@ -213,6 +220,13 @@ class Lab:
         them are received while no engine is connected (lab.client() removes it again)."""
         if dut not in DUT_MODES:
             raise LabError(f"unknown DUT mode {dut!r} (use one of {', '.join(DUT_MODES)})")
+        if generator not in GENERATORS:
+            raise LabError(f"unknown generator {generator!r} (use one of {', '.join(GENERATORS)})")
+        trex_dir = None
+        if generator == "trex":
+            from gtplab.traffic.trex import runtime as trt
+            trex_dir = trt.resolve(trex_runtime)       # unpacked (once) before anything is built
+            gen_pass = True     # frames the DUT redirects to a veth are received only with XDP on it
         if not 1280 <= mtu <= VETH_XDP_MAX_MTU:
             raise LabError(f"MTU {mtu} out of range: 1280..{VETH_XDP_MAX_MTU} (veth native XDP limit)")
         if os.geteuid() != 0:
@@ -221,7 +235,7 @@ class Lab:
             raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
         a = addressing or Addressing()
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default())
+        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
         lab = cls(state)
         old = None
         try:
@@ -242,13 +256,14 @@ class Lab:
 
     @classmethod
     def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int,
-                 cpus: CpuLayout | None = None) -> dict:
+                 cpus: CpuLayout | None = None, generator: str = "engine",
+                 trex_dir: Path | None = None) -> dict:
         """Pick the name and write the state file (O_EXCL: two concurrent `up`s can't take one name)."""
         for _ in range(20 if name is None else 1):
             n = name if name is not None else secrets.token_hex(3)
             if not NAME_RE.match(n):
                 raise LabError(f"bad lab name {n!r}: 1-10 characters of a-z and 0-9")
-            state = cls._plan(n, a, dut, mtu, cpus)
+            state = cls._plan(n, a, dut, mtu, cpus, generator, trex_dir)
             taken = [ns for ns in state["netns"].values() if _netns_exists(ns)]
             taken += [d for d in state["pin_dirs"].values() if Path(d).exists()]
             try:
@@ -269,7 +284,8 @@ class Lab:
         raise LabError("Couldn't find a free lab name")
 
     @staticmethod
-    def _plan(n: str, a: Addressing, dut: str, mtu: int, cpus: CpuLayout | None = None) -> dict:
+    def _plan(n: str, a: Addressing, dut: str, mtu: int, cpus: CpuLayout | None = None,
+              generator: str = "engine", trex_dir: Path | None = None) -> dict:
         gen_ns, dut_ns = f"gtplab-{n}-gen", f"gtplab-{n}-dut"
         ports = []
         for pid, side, gen_addr, dut_addr in ((0, "access", a.gen_access, a.dut_access),
@@ -285,8 +301,14 @@ class Lab:
             "pin_dirs": {"pgwu": str(BPFFS / f"gtplab-{n}"), "gen": str(BPFFS / f"gtplab-{n}-gen")},
             "ports": ports, "addressing": asdict(a),
             # one spare veth pair per generator CPU: a parking place for each transmit program
-            "park": [f"g{n}k{j}" for j in range(2 * max(1, len(cpus.generator) if cpus else 1))],
+            "park": [f"g{n}k{j}" for j in range(2 * max(1, len(cpus.generator) if cpus else 1))]
+            if generator == "engine" else [],
             "cpus": asdict(cpus) if cpus else None,
+            "generator": generator,
+            # TRex: where it runs from, its work dir (config, log), its DPDK file prefix, and its pid
+            # (recorded as soon as it exists: teardown stops it even if the creator died)
+            "trex": {"runtime": str(trex_dir), "workdir": str(STATE_DIR / f"{n}-trex"),
+                     "prefix": f"gtplab_{n}_trex", "pid": None} if generator == "trex" else None,
         }
 
     def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
@@ -339,6 +361,42 @@ class Lab:
         if gen_pass:
             self.attach_gen_pass()
         self.apply_cpu_layout()
+        if self.generator == "trex":
+            self._start_trex()
+
+    def _start_trex(self) -> None:
+        """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
+        the lab's), low_end on the first generator CPU and confined to the generator CPUs, its ports
+        in L2 mode with the lab's MACs (the profiles take their MACs from the port configuration)."""
+        from gtplab.traffic.trex import runtime as trt
+        t = self.state["trex"]
+        cpus = self.cpus.generator if self.cpus else sorted(os.sched_getaffinity(0))[:1]
+        proc = trt.TrexProcess(Path(t["runtime"]), self.gen_ns, [p.ifname for p in self.ports], cpus,
+                               [{"src_mac": p.mac, "dest_mac": p.dut_mac} for p in self.ports],
+                               prefix=t["prefix"], workdir=Path(t["workdir"]))
+
+        def record(pid: int) -> None:
+            t["pid"] = pid
+            _write_state(self.state_path, self.state)
+        try:
+            proc.start(on_pid=record)
+        except UserError as e:
+            raise LabError(f"Couldn't start TRex in {self.gen_ns}: {e}") from None
+        t["cpus"] = cpus
+        t["log"] = str(proc.log)
+        _write_state(self.state_path, self.state)
+
+    def trex_client(self, timeout: float = 120.0):
+        """An unconnected TrexClient for the lab's TRex (run in the generator netns, where TRex
+        listens)."""
+        if self.generator != "trex":
+            raise LabError(f"lab {self.name} has no TRex (generator {self.generator}): "
+                           "make one with `gtplab lab up --generator trex`")
+        from gtplab.traffic.trex.client import TrexClient
+        return TrexClient("127.0.0.1", timeout=timeout, netns=self.gen_ns)
+
+    def trex_pid(self) -> int | None:
+        return (self.state.get("trex") or {}).get("pid")
 
     def _attach_fwd(self) -> None:
         """The reference forwarder on both DUT ports: each forwards to the other, towards the
@@ -598,6 +656,10 @@ def teardown(state: dict) -> list[str]:
     """Remove everything a lab's state lists that still exists; returns what was removed.
     Safe to run again, and after a crash at any point of Lab.up()."""
     removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
+    t = state.get("trex")
+    if t:
+        from gtplab.traffic.trex import runtime as trt
+        removed += trt.kill_recorded(t.get("pid"), t.get("prefix"))
     for ns in state["netns"].values():
         if not _netns_exists(ns):
             continue
@@ -614,6 +676,9 @@ def teardown(state: dict) -> list[str]:
         if os.path.lexists(d):
             shutil.rmtree(d)
             removed.append(f"bpffs {d}")
+    if t and t.get("workdir") and os.path.isdir(t["workdir"]):
+        shutil.rmtree(t["workdir"], ignore_errors=True)
+        removed.append(f"TRex work dir {t['workdir']}")
     sp = _state_path(state["name"])
     for f in (sp, sp.with_suffix(".tmp")):
         if f.exists():
@@ -660,7 +725,12 @@ def lab_status(name: str) -> dict:
                           "netns": {k: {"name": v, "exists": _netns_exists(v)}
                                     for k, v in lab.state["netns"].items()},
                           "ports": [asdict(p) for p in lab.ports], "links": [],
-                          "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab)}
+                          "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
+                          "generator": lab.generator}
+    if lab.generator == "trex":
+        from gtplab.traffic.trex import runtime as trt
+        t = lab.state["trex"]
+        st["trex"] = {**t, "running": bool(t.get("pid")) and trt.is_trex(t["pid"])}
     if lab.state["status"] == "creating" and not _owner_alive(lab.state):
         st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
     elif not lab.state.get("standalone") and not _owner_alive(lab.state):

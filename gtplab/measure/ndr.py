@@ -24,6 +24,8 @@ gtplab.dut.local and gtplab.dut.metrics.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import tempfile
 import time
@@ -32,8 +34,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gtplab.dut import PROG
-from gtplab.dut.local import LocalDut
-from gtplab.dut.metrics import MetricsDut
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
@@ -44,6 +44,11 @@ PG_ID = {"uplink": 10, "downlink": 20}
 # A trial whose achieved rate is below this fraction of the rate asked was set by the generator: the
 # engine's pacing is within 1 % of the rate asked when it can reach it (docs/lab.md, measured).
 GENERATOR_BOUND_RATIO = 0.97
+# TRex: latency is measured on a stream of its own at this rate (TRex sends a latency stream from its
+# receive core at the stream's own rate, whatever the multiplier), beside the case's traffic, which
+# then carries no latency header; the stream's pps is TRex's, the multiplier scales only the others.
+TREX_LATENCY_PPS = 1000
+TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to measure its rate
 
 
 def common():
@@ -132,6 +137,9 @@ class Runner:
         self.volume_sent: dict[int, list[int]] = {}     # bearer -> [uplink, downlink] inner IP octets
         self.volume_received = [0, 0]
         self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-runner-")
+        # optional: a function returning the generator's CPU seconds so far (bench/trex_vs_engine.py);
+        # read right before the traffic starts and right after it stopped
+        self.generator_cpu: Callable[[], float] | None = None
 
     def close(self) -> None:
         self._worker.close()
@@ -217,8 +225,28 @@ class Runner:
         tun = p.tunables()
         self.install_bearers(p, tun)
         tun = self.provisioned_tunables(p, tun)
-        streams = self.streams(p.direction, tun, tx)
+        if self.backend.kind == "trex" and tun["stats"] == "latency":
+            streams = self.streams(p.direction, {**tun, "stats": "none"}, tx) + self.trex_latency_streams(
+                p.direction, tun, tx)
+        else:
+            streams = self.streams(p.direction, tun, tx)
         return Prepared(p, tx, rx, tun, tun["stats"] == "latency", streams)
+
+    def trex_latency_streams(self, direction: str, tun: dict, port: int) -> list[dict]:
+        """The case's profile, one flow, with TRex's latency header (pg_id PG_ID[direction]), at
+        TREX_LATENCY_PPS: a latency stream of TRex runs at its own rate, so it goes beside the case's
+        traffic (TRex counts it in the port's packets, as the DUT does)."""
+        t = {**tun, "stats": "latency", "flow_mode": "single", "bearers": 1}
+        t.pop("flows", None)
+        out = []
+        for s in self.streams(direction, t, port):
+            s = json.loads(json.dumps(s))
+            s["name"] = f"{s.get('name') or direction}_latency"
+            s["mode"]["rate"] = {"type": "pps", "value": TREX_LATENCY_PPS}
+            if direction == "uplink":
+                no_l4_checksums(s)
+            out.append(s)
+        return out
 
     def _wait(self, ports, duration: float) -> None:
         try:
@@ -252,21 +280,94 @@ class Runner:
         c.clear_stats()
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
+        measured = None
+        gcpu = self.generator_cpu
+        g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
         try:
-            c.start(ports=[tx], mult=mult, duration=duration, force=True)
-            self._wait([tx], duration)
+            if self.backend.kind == "trex":
+                measured = self._trex_run(tx, mult, duration)
+            else:
+                c.start(ports=[tx], mult=mult, duration=duration, force=True)
+                self._wait([tx], duration)
+            gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
             st = self._settled_stats(rx)
+            if measured is not None and link0 is not None:
+                st = self._trex_caught_up(st, rx, p.direction, link0)
         finally:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
-        return self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
-                            (prog0, prog1), (cpu0, cpu1), capture)
+        if measured is not None:
+            self._trex_rates(st, tx, rx, measured)
+        res = self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
+                           (prog0, prog1), (cpu0, cpu1), capture)
+        if gen_cpu:
+            res["generator_cpu"] = gen_cpu
+        return res
+
+    def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
+        """TRex: the streams run continuously for `duration` seconds, then stop. TRex on af_packet
+        does not always reach the rate asked, and then sends the packets of a timed run late
+        (pps x duration of them, over a longer time): so the run is stopped after `duration`, and its
+        rate is measured from TRex's transmit counter read every TREX_SAMPLE_S while it runs
+        (packets over elapsed time, between the first and the last reading)."""
+        c = self.client
+        t0 = time.monotonic()
+        c.start(ports=[tx], mult=mult, duration=-1, force=True)
+        samples = []
+        try:
+            while True:
+                a = time.monotonic()
+                o = c.get_stats(ports=[tx])[tx]["opackets"]
+                b = time.monotonic()
+                samples.append(((a + b) / 2 - t0, o))
+                if b - t0 >= duration:
+                    break
+                time.sleep(min(TREX_SAMPLE_S, max(0.0, duration - (b - t0))))
+        finally:
+            c.stop(ports=[tx])
+        time.sleep(0.05)
+        (ta, oa), (tb, ob) = samples[0], samples[-1]
+        if len(samples) >= 3 and samples[1][1] > 0:
+            (ta, oa) = samples[1]
+        rate = (ob - oa) / (tb - ta) if tb > ta and ob > oa else (ob / tb if tb > 0 else 0.0)
+        return {"tx_pps": rate, "elapsed_s": tb, "samples": len(samples)}
+
+    def _trex_caught_up(self, st: dict, rx: int, direction: str, link0: dict, timeout: float = 2.0) -> dict:
+        """TRex's counters lag (it refreshes them periodically: two equal readings 20 ms apart were
+        seen 5024 packets short once): read them until TRex has counted every frame that reached its
+        receiving port by the kernel's count (the port's XDP packets), or `timeout`. What is still
+        missing then was lost in TRex's af_packet receive ring (see _result)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            arrived = self.dut.link_delta(link0, self.dut.link(), direction)["gen_port_rx"]
+            if st[rx]["ipackets"] >= arrived:
+                break
+            time.sleep(0.1)
+            st = self.client.get_stats()
+        return st
+
+    @staticmethod
+    def _trex_rates(st: dict, tx: int, rx: int, m: dict) -> None:
+        """Replace TRex's smoothed rates by the measured one (rx and bit rates in proportion)."""
+        t, r = st[tx], st[rx]
+        tx_p, rx_p = t["opackets"], r["ipackets"]
+        pps = m["tx_pps"]
+        avg = t["obytes"] / tx_p if tx_p else 0.0
+        t["tx_pps"], t["tx_bps"], t["tx_bps_L1"] = pps, pps * avg * 8, pps * (avg + 20) * 8
+        rpps = pps * rx_p / tx_p if tx_p else 0.0
+        ravg = r["ibytes"] / rx_p if rx_p else 0.0
+        r["rx_pps"], r["rx_bps"], r["rx_bps_L1"] = rpps, rpps * ravg * 8, rpps * (ravg + 20) * 8
+        st["measured"] = m
 
     def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:
         p, tx, rx = prep.params, prep.tx_port, prep.rx_port
         ld = self.dut.link_delta(*link, p.direction) if link[0] is not None else None
+        if ld and self.backend.kind == "trex":
+            # frames that reached TRex's port (kernel count) but not TRex: dropped by its af_packet
+            # socket's ring, the generator's own receive loss like a veth ring overflow
+            ld["lost_out"] += max(0, ld["gen_port_rx"] - st[rx]["ipackets"])
         if cnt[0] is None:                       # dut.counters: none
             dd = conservation.DutDelta(0, 0)
             cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"])
@@ -310,8 +411,12 @@ class Runner:
         pg = (st.get("latency") or {}).get(PG_ID[p.direction])
         if prep.latency and pg and rx_p:
             L = pg["latency"]
-            lat = {"min": L.get("total_min"), "avg": L.get("average"), "p50": L.get("percentile_50"),
-                   "p99": L.get("percentile_99"), "max": L.get("total_max")}
+            hist = L.get("histogram") if "percentile_50" not in L else None
+            lat = {"min": L.get("total_min"), "avg": L.get("average"),
+                   "p50": L.get("percentile_50", hist_percentile(hist, 0.50)),
+                   "p99": L.get("percentile_99", hist_percentile(hist, 0.99)),
+                   # TRex leaves total_max at 0 until its next periodic update; last_max is the window's
+                   "max": L.get("total_max") or L.get("last_max")}
         return {
             "rate_asked": mult, "rate_asked_pps": rate_pps, "duration_s": duration,
             "offered_pps": st[tx]["tx_pps"], "offered_bps_l1": st[tx]["tx_bps_L1"],
@@ -332,7 +437,64 @@ class Runner:
                     "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
             "conservation": cons.as_dict(),
             "pcap": capture,
+            "streams": stream_stats(st),
+            "rate_measured": st.get("measured"),
         }
+
+
+def no_l4_checksums(stream: dict) -> None:
+    """An uplink latency stream for TRex without checksum offload: its outer and inner UDP checksums
+    0 ("none", valid in IPv4) instead of the hardware fix. TRex writes its latency header (a timestamp
+    and sequence number, new in every packet) into the payload, and on af_packet its software
+    fallback for the inner checksum was measured wrong for those packets from 512 B up (tshark, TRex's
+    capture); the outer UDP checksum, computed once over the base packet, cannot stay right either.
+    The inner IPv4 header checksum does not depend on the payload and stays as built."""
+    vm = stream.get("vm") or {}
+    fix = [i for i in vm.get("instructions", []) if i.get("type") == "fix_checksum_hw"]
+    if not fix or fix[0].get("l4_type") != 11:      # 11: UDP in TRex's fix_checksum_hw
+        return
+    vm["instructions"] = [i for i in vm["instructions"] if i.get("type") != "fix_checksum_hw"]
+    pkt = bytearray(base64.b64decode(stream["packet"]["binary"]))
+    inner_udp = fix[0]["l2_len"] + fix[0]["l3_len"]
+    outer_udp = 14 + (pkt[14] & 0x0F) * 4
+    for off in (outer_udp + 6, inner_udp + 6):
+        pkt[off:off + 2] = b"\0\0"
+    stream["packet"]["binary"] = base64.b64encode(bytes(pkt)).decode()
+
+
+def hist_percentile(hist: dict | None, q: float) -> float | None:
+    """The q-quantile of a TRex latency histogram ({bucket lower bound in us: packets}; buckets 10 us
+    wide below 100, 100 us below 1000, 1000 us above): the upper bound of the bucket holding it, so
+    never below the true value and at most one bucket above. None without packets."""
+    if not hist:
+        return None
+    rows = sorted((float(k), int(v)) for k, v in hist.items() if int(v) > 0)
+    total = sum(v for _, v in rows)
+    if not total:
+        return None
+    seen = 0
+    for lo, n in rows:
+        seen += n
+        if seen >= q * total:
+            width = 10.0 if lo < 100 else 100.0 if lo < 1000 else 1000.0
+            return lo + width
+    return rows[-1][0]
+
+
+def stream_stats(st: dict) -> dict | None:
+    """Per-stream (packet group) packets sent and received, from the generator's flow stats:
+    {pg_id: {"tx_packets", "rx_packets"}} (None without any). TRex counts a stream's received packets
+    by its latency header (the payload's last 16 bytes, which the DUT keeps); a stream with plain
+    per-stream counters is told apart by its IPv4 id, which GTP-U encapsulation and decapsulation
+    replace, so only its sent packets count here."""
+    fs = st.get("flow_stats") or {}
+    out = {}
+    for pg, v in fs.items():
+        if pg == "global" or not isinstance(v, dict):
+            continue
+        tx, rx = v.get("tx_pkts") or {}, v.get("rx_pkts") or {}
+        out[pg] = {"tx_packets": tx.get("total"), "rx_packets": rx.get("total")}
+    return out or None
 
 
 # ------------------------------------------------------------------------------------------ NDR search
@@ -377,6 +539,12 @@ def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, m
             hi = at
         guess = (lo + hi) / 2
     if best is None:
+        limits = {t.get("limit") or "dut" for t in trials}
+        if all(lim.startswith("generator") for lim in limits):
+            # every loss was the generator's own (e.g. TRex's receive ring): nothing said of the DUT
+            return None, trials, (f"generator-bound: no trial met the loss tolerance {tolerance} (lowest "
+                                  f"tried {hi:.0f} pps) and every loss was the generator's "
+                                  f"({', '.join(sorted(limits))})")
         return None, trials, f"no trial met the loss tolerance {tolerance} (lowest tried {hi:.0f} pps)"
     failing = [t for t in trials if not t["passed"]]
     above = min(failing, key=lambda t: t.get("offered_pps") or 0)

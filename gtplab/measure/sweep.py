@@ -335,9 +335,10 @@ def do_sweep(args: argparse.Namespace) -> int:
                             "profile a real DUT on the DUT host")
         from gtplab.observe import flamegraph
         flamegraph.check_available()   # before anything is built: a clear error, not a silent skip
-    if kind == "trex" and not (args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER")):
-        raise UserError("--backend trex needs a TRex server: --trex-server, trex_server in the lab config, "
-                        "or $TREX_SERVER")
+    # TRex on the namespace lab (its generator side): a lab from `gtplab lab up --generator trex`
+    # (--lab), or one built here, unless a TRex server elsewhere is named
+    remote_trex = bool(args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER"))
+    trex_lab = kind == "trex" and (bool(args.lab) or not remote_trex)
     from gtplab.results.push import check_gateway_url
     gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
     if gw:
@@ -349,15 +350,22 @@ def do_sweep(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
     lab_kwargs = {}
     lab = None
-    if kind == "local":
+    if kind == "local" or trex_lab:
         if args.lab:
             from gtplab.lab.topology import Lab
             lab = Lab.open(args.lab)
             if args.dut and args.dut != lab.dut_mode:
                 raise UserError(f"--dut {args.dut}: lab {args.lab} runs {lab.dut_mode}")
+            want = "trex" if kind == "trex" else "engine"
+            if lab.generator != want:
+                raise UserError(f"lab {args.lab} generates with the {lab.generator}: "
+                                + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
+                                   else "use --backend trex"))
         else:
             lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200)), "cpus": cfg.cpu_layout(),
                           "dut": args.dut or cfg.dut_mode}
+            if kind == "trex":
+                lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
     elif args.dut:
         raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
     rdir = _results_dir(args.out, run_uuid)
@@ -380,6 +388,7 @@ def do_sweep(args: argparse.Namespace) -> int:
            "dut_provision": cfg.provision, "dut_counters": cfg.counters,
            "kernel": platform.release(), "cases_planned": len(cases),
            "lab_name": be.lab.name if be.lab is not None else None,
+           "generator": (be.lab.generator if be.lab is not None else "trex (remote)"),
            "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
                       "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
            + (["dut.counters none: packet conservation is checked on the generator's side only "

@@ -41,13 +41,27 @@ class Backend:
         known ($TREX_SERVER or config["trex_server"]), else "local".
         local: drives `lab` (a gtplab.lab.topology.Lab), or builds one with Lab.up(**lab_kwargs) and removes
         it on close(). trex: server, else config["trex_server"], else $TREX_SERVER; netns (else
-        $TREX_NETNS): the network namespace the TRex client runs in (default: this process's)."""
+        $TREX_NETNS): the network namespace the TRex client runs in (default: this process's).
+        trex with `lab` (or lab_kwargs with generator="trex"): the namespace lab's own TRex server
+        (Lab.up(**lab_kwargs) builds one and close() removes it when no lab is given).
+        """
         config = config or {}
         server = server or config.get("trex_server") or os.environ.get("TREX_SERVER")
         kind = kind or os.environ.get("GTPLAB_BACKEND") or ("trex" if server else "local")
         if kind not in BACKENDS:
             raise UserError(f"unknown backend {kind!r} (use one of {', '.join(BACKENDS)})")
-        if kind == "trex":
+        if kind == "trex" and (lab is not None or lab_kwargs.get("generator") == "trex"):
+            # the namespace lab with TRex as its generator (gtplab lab up --generator trex)
+            from gtplab.lab.topology import Lab
+            own = lab is None
+            lab = lab or Lab.up(**lab_kwargs)
+            if lab.generator != "trex":
+                if own:
+                    lab.down()
+                raise UserError(f"lab {lab.name} generates with the {lab.generator}, not TRex: use "
+                                "--backend local, or a lab from `gtplab lab up --generator trex`")
+            be = cls("trex", lab.trex_client(), lab, own_lab=own)
+        elif kind == "trex":
             if not server:
                 raise UserError("the trex backend needs a server: set TREX_SERVER or trex_server in the lab config")
             parse_server(server)
@@ -80,7 +94,7 @@ class Backend:
             if self._own_lab and self.lab is not None:
                 self.lab.down()
                 self.lab = None
-            elif self.lab is not None:
+            elif self.lab is not None and self.kind == "local":
                 # the engine's XDP link went with it: keep the borrowed lab's ports receiving
                 self.lab.attach_gen_pass()
 

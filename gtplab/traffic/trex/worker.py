@@ -105,6 +105,10 @@ class Worker:
     def clear_stats(self, ports=None):
         self._c().clear_stats(ports=ports)
 
+    def get_xstats(self, port_id):
+        """The port's extended counters (DPDK xstats)."""
+        return self._c().get_xstats(port_id)
+
     def start_capture(self, rx_ports=None, tx_ports=None, limit=1000):
         r = self._c().start_capture(tx_ports=tx_ports, rx_ports=rx_ports, limit=limit)
         return {"id": r["id"]}
@@ -114,7 +118,7 @@ class Worker:
         return None if output else r
 
     METHODS = ("version", "profile_streams", "connect", "disconnect", "reset", "add_streams",
-               "load_profile", "start", "stop", "wait_on_traffic", "get_stats", "clear_stats",
+               "load_profile", "start", "stop", "wait_on_traffic", "get_stats", "get_xstats", "clear_stats",
                "start_capture", "stop_capture")
 
 
