@@ -45,7 +45,8 @@ def load(obj, cs, slot=0, template=True):
     frame = cs.frame if template else b""
     tm.update(key, struct.pack("<II", len(frame), 0) + frame + bytes(tm.value_size - 8 - len(frame)))
     for var in cs.lists:
-        obj.map("lists").update(struct.pack("<I", slot * vm.MAX_VARS + var), cs.list_value(var))
+        for k, v in cs.list_entries(slot, var):
+            obj.map("lists").update(k, v)
 
 
 def run(obj, js, n=N, slot=0, template=True, scribble=False, cs=None):
@@ -125,6 +126,47 @@ def test_flow_var_value_list(obj, op):
     else:
         g = fastrand(77)
         assert got == [values[next(g) % 5] for _ in range(12)]
+
+
+@pytest.mark.parametrize("op", ["inc", "dec"])
+def test_flow_var_long_value_list(obj, op):
+    """A list longer than one chunk of the lists map (256 values): 3000 TEIDs, as a UPF that chose
+    them (PFCP CHOOSE) hands them to the profile, walked across every chunk boundary."""
+    values = random.Random(3000).sample(range(1, 1 << 32), 3000)
+    ins = {"type": "flow_var", "name": "t", "size": 4, "op": op, "value_list": values, "step": 1,
+           "next_var": None, "split_to_cores": True}
+    got = field(run(obj, stream(UDP_PKT, [ins, wr("t", 26)]), n=3100), 26, 4)
+    want = values if op == "inc" else values[::-1]
+    assert got == [want[k % 3000] for k in range(3100)]
+
+
+def test_flow_var_value_list_at_trex_limit(obj):
+    """65535 values (TRex's own limit) run, the last chunk included; 65536 are refused by name."""
+    values = list(range(7, 7 + 65535))
+    ins = {"type": "flow_var", "name": "t", "size": 4, "op": "inc", "value_list": values, "step": 65534,
+           "next_var": None, "split_to_cores": True}
+    got = field(run(obj, stream(UDP_PKT, [ins, wr("t", 26)]), n=6), 26, 4)
+    assert got == [values[(65534 * k) % 65535] for k in range(6)]
+    with pytest.raises(EngineError, match="value_list of 65536 values"):
+        compile_stream(stream(UDP_PKT, [{**ins, "value_list": values + [1]}, wr("t", 26)]))
+
+
+def test_long_value_list_runs_from_the_frame_cache(obj):
+    """A list of 1024 TEIDs repeats every 1024 frames: prebuilt, and the same bytes as per packet."""
+    from gtplab.traffic.engine.client import install_cache, prebuild_frames
+    values = random.Random(1024).sample(range(1, 1 << 32), 1024)
+    ins = {"type": "flow_var", "name": "t", "size": 4, "op": "inc", "value_list": values, "step": 1,
+           "next_var": None, "split_to_cores": True}
+    js = stream(GTPU_PKT, [ins, wr("t", GTP_TEID_OFF)])
+    cs = compile_stream(js)
+    assert cs.period() == 1024
+    per_packet = run(obj, js, n=1100, cs=cs)
+    load(obj, cs)
+    frames = prebuild_frames(obj, cs, 0)
+    assert frames == per_packet[:1024]
+    install_cache(obj, cs, 0, frames, base=0)
+    fd = obj.prog_fd("tg_tx")
+    assert [kernel.run_once(fd, cs.frame, 0)[1] for _ in range(1100)] == per_packet
 
 
 @pytest.mark.parametrize("size,off", [(1, 29), (2, 28), (4, 26)])

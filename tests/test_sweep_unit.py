@@ -289,12 +289,21 @@ def test_lab_config_errors(tmp_path, monkeypatch):
                       ("thresholds: {ndr_pps: {uplink: {default: \"150%\"}}}\n", "bad entry"),
                       ("dut: {mode: bridge}\n", "dut.mode"),
                       ("cpus: {generator: 0, dut: 4096}\n", "not available"),
-                      ("cpus: {generator: 0}\n", "generator: CPUS, dut: CPUS")):
+                      ("cpus: {generator: 0}\n", "generator: CPUS, dut: CPUS"),
+                      # a TRex lab of other hosts reads the PGW-U's counters over its metrics URL
+                      ("backend: trex\n", "dut.counters pgwu on a lab of other hosts"),
+                      ("backend: trex\ndut: {provision: pfcp, pfcp: {upf: embedded, n3: 10.201.0.1, n6: 10.202.0.1}, "
+                       "metrics_url: "
+                       "'http://dut:9464/metrics'}\n", "embedded is the namespace lab's agent")):
         f.write_text(text)
         with pytest.raises(UserError, match=msg):
             labconfig.load(str(f))
     with pytest.raises(UserError, match="no lab config named"):
         labconfig.load("nosuchlab")
+    # TRex in the lab's own namespaces: the PGW-U and its agent are local (no metrics URL needed)
+    f.write_text("backend: trex\nlab: {generator: trex}\ndut: {provision: pfcp, pfcp: {upf: embedded, "
+                 "n3: 10.201.0.1, n6: 10.202.0.1}}\n")
+    assert labconfig.load(str(f)).backend == "trex"
     f.write_text('port_speed_bps: 10000000000\nthresholds: {ndr_pps: {uplink: {default: "50%", 1518: 800000}}}\n')
     c = labconfig.load(str(f))
     assert c.threshold("ndr_pps", "uplink", 64) == pytest.approx(0.5 * 14880952.38)

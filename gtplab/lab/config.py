@@ -128,9 +128,11 @@ def _fail(path, msg: str):
     raise UserError(f"lab config {path}: {msg}")
 
 
-def _check_dut_access(path, backend: str, dut: dict) -> None:
+def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
     """dut.provision (how bearers reach the DUT) and dut.counters (how its counters are read), with
-    their sections: pfcp for provision pfcp, prometheus for counters prometheus (docs/pfcp.md)."""
+    their sections: pfcp for provision pfcp, prometheus for counters prometheus (docs/pfcp.md).
+    local_lab: the lab holds the DUT in a namespace (the embedded lab, or TRex's namespace lab),
+    so its agent and counters are at hand; otherwise the DUT is another host."""
     from gtplab.dut import prometheus
     from gtplab.pfcp import provision as prov
     provision = dut.get("provision", "pgwu")
@@ -141,17 +143,18 @@ def _check_dut_access(path, backend: str, dut: dict) -> None:
         _fail(path, f"dut.counters {counters!r}: one of {', '.join(prov.COUNTERS)}")
     if provision == "pfcp":
         cfg = prov.parse_config(dut.get("pfcp"), f"lab config {path}")
-        if cfg.upf == prov.EMBEDDED and backend != "local":
-            _fail(path, "dut.pfcp.upf: embedded is the embedded lab's agent; a TRex lab names its UPF (HOST[:PORT])")
+        if cfg.upf == prov.EMBEDDED and not local_lab:
+            _fail(path, "dut.pfcp.upf: embedded is the namespace lab's agent; a lab of other hosts names "
+                        "its UPF (HOST[:PORT])")
     elif "pfcp" in dut:
         _fail(path, f"dut.pfcp is given but dut.provision is {provision!r} (set provision: pfcp)")
     if counters == "prometheus":
         prometheus.parse_prometheus(dut.get("prometheus"), f"lab config {path}")
     elif "prometheus" in dut:
         _fail(path, f"dut.prometheus is given but dut.counters is {counters!r} (set counters: prometheus)")
-    if counters == "pgwu" and backend == "trex" and not dut.get("metrics_url"):
-        _fail(path, "dut.counters pgwu on a TRex lab reads `pgwu metrics`: give dut.metrics_url "
-                    "(or counters: prometheus / none)")
+    if counters == "pgwu" and not local_lab and not dut.get("metrics_url"):
+        _fail(path, "dut.counters pgwu on a lab of other hosts reads `pgwu metrics`: give "
+                    "dut.metrics_url (or counters: prometheus / none)")
 
 
 def resolve(name_or_path: str | None = None) -> Path:
@@ -229,10 +232,10 @@ def load(name_or_path: str | None = None) -> LabConfig:
     mode = (data.get("dut") or {}).get("mode", "pgwu")
     if mode not in DUT_MODES:
         _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
-    _check_dut_access(path, backend, data.get("dut") or {})
     gen = (data.get("lab") or {}).get("generator", "engine")
     if gen not in GENERATORS:
         _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
+    _check_dut_access(path, backend, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
     rt = (data.get("trex") or {}).get("runtime")
     if rt is not None and not isinstance(rt, str):
         _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")

@@ -375,8 +375,9 @@ class LocalClient:
             tm = o.map("tmpl")
             tm.update(key, struct.pack("<II", len(s.cs.frame), 0) + s.cs.frame
                       + bytes(tm.value_size - 8 - len(s.cs.frame)))
-            for var, _ in s.cs.lists.items():
-                o.map("lists").update(struct.pack("<I", s.slot * MAX_VARS + var), s.cs.list_value(var))
+            for var in s.cs.lists:
+                for k, v in s.cs.list_entries(s.slot, var):
+                    o.map("lists").update(k, v)
         self._prebuild(p, s)
 
     def _prebuild(self, p: _Port, s: _Stream) -> None:

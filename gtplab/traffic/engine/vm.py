@@ -25,7 +25,8 @@ from gtplab.gtpu import walk
 MAX_INSNS = 16
 MAX_VARS = 16
 MAX_STREAMS = 64
-MAX_LIST = 256
+MAX_LIST = 65535                  # values of a value_list (TRex's own limit)
+LIST_CHUNK = 256                  # values per entry of the lists map
 MAX_PGIDS = 256
 MAX_FRAME = 3520
 MAX_PIECES = 8
@@ -142,14 +143,14 @@ class CompiledStream:
     def period(self) -> int | None:
         """Frames after which this program repeats itself exactly, when it can be prebuilt (the
         frame cache, struct tg_cframe): every variable a plain inc/dec (modular over its range,
-        as tg_tx runs it), no random, value list, tuple, trailer or trim, frame <= CACHE_FRAME
+        as tg_tx runs it) or a value list walked inc/dec, no random, tuple, trailer or trim, frame <= CACHE_FRAME
         bytes, period <= CACHE_MAX_PERIOD. None otherwise: the program runs per packet."""
         if len(self.frame) > CACHE_FRAME:
             return None
         period = 1
         for i in self.insns:
-            if i.op in (OP_VAR_INC, OP_VAR_DEC):
-                span = i.max - i.min + 1
+            if i.op in (OP_VAR_INC, OP_VAR_DEC, OP_LIST_INC, OP_LIST_DEC):
+                span = i.arg if i.op in (OP_LIST_INC, OP_LIST_DEC) else i.max - i.min + 1
                 step = i.step % span
                 period = math.lcm(period, span // math.gcd(step, span) if step else 1)
                 if period > CACHE_MAX_PERIOD:
@@ -158,9 +159,17 @@ class CompiledStream:
                 return None
         return period
 
-    def list_value(self, var_index: int) -> bytes:
+    def list_entries(self, slot: int, var_index: int) -> list[tuple[bytes, bytes]]:
+        """(key, value) entries of the lists map for one variable's value list in slot: chunks of
+        LIST_CHUNK values, key (slot * MAX_VARS + var) << 8 | chunk (struct lists in the BPF)."""
         vals = self.lists[var_index]
-        return struct.pack(f"<{len(vals)}Q", *vals).ljust(MAX_LIST * 8, b"\0")
+        out = []
+        for c in range(0, len(vals), LIST_CHUNK):
+            part = vals[c:c + LIST_CHUNK]
+            key = ((slot * MAX_VARS + var_index) << 8) | (c // LIST_CHUNK)
+            out.append((struct.pack("<I", key),
+                        struct.pack(f"<{len(part)}Q", *part).ljust(LIST_CHUNK * 8, b"\0")))
+        return out
 
     def l2_len(self) -> int:
         """Frame length without FCS (the template's; trim_pkt_size may shorten packets)."""

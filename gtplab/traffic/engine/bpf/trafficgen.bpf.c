@@ -53,12 +53,18 @@ struct {
 	__type(value, struct tg_state);
 } state SEC(".maps");
 
-/* Value lists of flow_var, key slot * TG_MAX_VARS + var: written by user space, read by tg_tx. */
+/*
+ * Value lists of flow_var in chunks of TG_LIST_CHUNK values, key (slot * TG_MAX_VARS + var) << 8 |
+ * chunk: written by user space, read by tg_tx. A hash map without preallocation holds only the
+ * chunks written (a list of 65535 values is 256 of 2 KiB), not every stream's every variable's
+ * longest list.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TG_MAX_STREAMS * TG_MAX_VARS);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TG_MAX_STREAMS * TG_MAX_VARS * 256);
 	__type(key, __u32);
-	__type(value, __u64[TG_MAX_LIST]);
+	__type(value, __u64[TG_LIST_CHUNK]);
 } lists SEC(".maps");
 
 /* Pacing per stream (struct tg_pace): set by user space before start, advanced by tg_tx. */
@@ -585,25 +591,29 @@ __noinline int tg_exec(struct xdp_md *ctx, struct tg_insn *in, struct tg_state *
 		return 0;
 	case TG_OP_LIST_INC:
 	case TG_OP_LIST_DEC:
-	case TG_OP_LIST_RAND:
-		key = pk->slot * TG_MAX_VARS + (in->var & (TG_MAX_VARS - 1));
-		list = bpf_map_lookup_elem(&lists, &key);
-		if (!list || in->arg == 0 || in->arg > TG_MAX_LIST)
+	case TG_OP_LIST_RAND: {
+		__u32 idx;
+
+		if (in->arg == 0)
 			return -1;
-		if (in->op == TG_OP_LIST_RAND) {
-			key = rand16(&st->rand_seed) % in->arg;
-			opaque(key);
-			v->val = list[key & (TG_MAX_LIST - 1)];
+		idx = in->op == TG_OP_LIST_RAND ? rand16(&st->rand_seed) % in->arg : v->idx;
+		if (idx >= in->arg)
+			return -1;
+		key = (pk->slot * TG_MAX_VARS + (in->var & (TG_MAX_VARS - 1))) << 8 | idx / TG_LIST_CHUNK;
+		list = bpf_map_lookup_elem(&lists, &key);
+		if (!list)
+			return -1;
+		idx %= TG_LIST_CHUNK;
+		opaque(idx);
+		v->val = list[idx & (TG_LIST_CHUNK - 1)];
+		if (in->op == TG_OP_LIST_RAND)
 			return 0;
-		}
-		key = v->idx;
-		opaque(key);
-		v->val = list[key & (TG_MAX_LIST - 1)];
 		if (in->op == TG_OP_LIST_INC)
 			v->idx = (v->idx + in->step) % in->arg;
 		else
 			v->idx = (v->idx + in->arg - in->step % in->arg) % in->arg;
 		return 0;
+	}
 	case TG_OP_RAND_LIMIT:
 		if (v->cnt == (__u64)in->add) {
 			v->seed = in->init;

@@ -21,8 +21,9 @@
 #define TG_MAX_STREAMS 64	/* streams per port */
 #endif
 #ifndef TG_MAX_LIST
-#define TG_MAX_LIST 256		/* entries of a flow_var value_list */
+#define TG_MAX_LIST 65535	/* entries of a flow_var value_list (TRex's own limit) */
 #endif
+#define TG_LIST_CHUNK 256	/* values per entry of the lists map */
 #ifndef TG_MAX_PGIDS
 #define TG_MAX_PGIDS 256	/* flow-stats ids (pg_id) tracked per receive port */
 #endif
