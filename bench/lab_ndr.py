@@ -33,6 +33,15 @@ sys.path.insert(0, str(REPO / "bench"))
 from tables import print_table  # noqa: E402
 
 
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def f(x, scale=1e-6, fmt="{:.3f}"):
+    return "-" if x is None else fmt.format(x * scale)
+
+
 def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float, scale: bool = False) -> list[dict]:
     spec = []
     if scale:       # the grid's 1024 bearers in order and the scale case's 1 M in random order
@@ -75,13 +84,6 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
-    def med(xs):
-        xs = [x for x in xs if x is not None]
-        return statistics.median(xs) if xs else None
-
-    def f(x, scale=1e-6, fmt="{:.3f}"):
-        return "-" if x is None else fmt.format(x * scale)
-
     head = ("direction", "frame B", f"PGW-U {args.rate_mode.upper()} Mpps", "spread", "gen-bound",
             "forwarder Mpps", "spread", "gen-bound", "PGW-U / fwd", "PGW-U CPU ns/pkt", "PGW-U XDP ns/pkt",
             "fwd XDP ns/pkt")
@@ -120,13 +122,6 @@ def scale_table(args) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-
-    def f(x, scale=1e-6, fmt="{:.3f}"):
-        return "-" if x is None else fmt.format(x * scale)
-
-    def med(xs):
-        xs = [x for x in xs if x is not None]
-        return statistics.median(xs) if xs else None
 
     head = ("direction", "frame B", f"1024 seq {args.rate_mode.upper()} Mpps", "spread", "1M random Mpps",
             "spread", "random / seq (medians)", "per run", "XDP ns/pkt seq", "XDP ns/pkt random",

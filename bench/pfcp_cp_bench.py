@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from gtplab.dut.pfcp import EmbeddedAgent  # noqa: E402
+from gtplab.errors import UserError  # noqa: E402
 from gtplab.pfcp import messages as m  # noqa: E402
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
 from gtplab.pfcp.sessions import Sessions  # noqa: E402
@@ -90,22 +92,16 @@ class Agent:
                            capture_output=True, text=True)
         if p.returncode:
             raise SystemExit(f"pgwu load: {p.stderr.strip()}")
-        self.proc = subprocess.Popen([str(PGWU), "-d", self.pin, "pfcp", "--listen", "127.0.0.1:0"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        mt = re.search(r"listening on ([\d.]+):(\d+)", self.proc.stdout.readline())
-        if not mt:
-            self.close()
-            raise SystemExit("pgwu pfcp did not start")
-        self.addr = (mt.group(1), int(mt.group(2)))
+        try:
+            self.agent = EmbeddedAgent(self.pin)
+        except UserError as e:
+            subprocess.run([str(PGWU), "-d", self.pin, "unload"], capture_output=True)
+            raise SystemExit(f"pfcp_cp_bench: {e}") from None
+        self.addr = self.agent.addr
+        self.proc = self.agent.proc
 
     def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.agent.close()
         subprocess.run([str(PGWU), "-d", self.pin, "unload"], capture_output=True)
         shutil.rmtree(self.pin, ignore_errors=True)
 

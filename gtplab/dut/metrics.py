@@ -8,27 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import subprocess
 import sys
-import urllib.request
 
+from gtplab.dut.prometheus import scrape
 from gtplab.errors import UserError
-
-
-_METRIC_RE = re.compile(r'^(\w+)\{([^}]*)\}\s+(\S+)')
-
-
-def _scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        text = r.read().decode()
-    out = []
-    for line in text.splitlines():
-        m = _METRIC_RE.match(line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-            out.append((m.group(1), labels, float(m.group(3))))
-    return out
 
 
 class MetricsDut:
@@ -49,7 +33,7 @@ class MetricsDut:
 
     def counters(self) -> dict[tuple[str, str], int]:
         try:
-            rows = _scrape(self.metrics_url)
+            rows = scrape(self.metrics_url)
         except OSError as e:
             raise UserError(f"Couldn't read the DUT's counters from {self.metrics_url}: {e}") from None
         return {(lb["reason"], lb["verdict"]): int(v) for n, lb, v in rows if n == "pgwu_packets_total"}
@@ -72,7 +56,7 @@ class MetricsDut:
         if not self.node_url:
             return None
         try:
-            rows = _scrape(self.node_url)
+            rows = scrape(self.node_url)
         except OSError:
             return None
         return {"cpus": sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
