@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,16 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from tables import print_table  # noqa: E402
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def f(x, scale=1e-6, fmt="{:.3f}"):
-    return "-" if x is None else fmt.format(x * scale)
+from tables import median as med, num as f, print_table, spread  # noqa: E402
 
 
 def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float, scale: bool = False) -> list[dict]:
@@ -94,8 +84,8 @@ def main() -> int:
             pv = [c["ndr_pps"] for c in pg if c.get("ndr_pps")]
             fv = [c["ndr_pps"] for c in fw if c.get("ndr_pps")]
             mp, mf = med(pv), med(fv)
-            rows.append((d, str(size), f(mp), f"{f(min(pv))}-{f(max(pv))}" if pv else "-",
-                         f"{len(pg) - len(pv)}/{len(pg)}", f(mf), f"{f(min(fv))}-{f(max(fv))}" if fv else "-",
+            rows.append((d, str(size), f(mp), spread(pv),
+                         f"{len(pg) - len(pv)}/{len(pg)}", f(mf), spread(fv),
                          f"{len(fw) - len(fv)}/{len(fw)}", f(mp / mf if mp and mf else None, 1, "{:.2f}"),
                          f(med([c["dut"].get("cpu_ns_per_packet") for c in pg]), 1, "{:.0f}"),
                          f(med([c["dut"].get("ns_per_packet") for c in pg]), 1, "{:.0f}"),
@@ -135,8 +125,8 @@ def scale_table(args) -> int:
             ms, mr = med(sv), med(rv)
             per = [f"{r / q:.2f}" if q and r else "-" for q, r in zip(sv, rv)]
             svv, rvv = [x for x in sv if x], [x for x in rv if x]
-            rows.append((d, str(size), f(ms), f"{f(min(svv))}-{f(max(svv))}" if svv else "-", f(mr),
-                         f"{f(min(rvv))}-{f(max(rvv))}" if rvv else "-",
+            rows.append((d, str(size), f(ms), spread(svv), f(mr),
+                         spread(rvv),
                          f(mr / ms if ms and mr else None, 1, "{:.2f}"), " ".join(per),
                          f(med([c["dut"].get("ns_per_packet") for c in sq]), 1, "{:.0f}"),
                          f(med([c["dut"].get("ns_per_packet") for c in rn]), 1, "{:.0f}"),

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from tables import print_table  # noqa: E402
+from tables import median as med, num as mpps, print_table, spread  # noqa: E402
 
 
 def task_cpu_s(pid: int) -> float:
@@ -117,17 +116,6 @@ def main() -> int:
             print(f"run {k + 1}/{args.runs}: {gen}", file=sys.stderr)
             for key, v in measure(gen, sizes, args.duration, args.max_trials).items():
                 got.setdefault((gen, *key), []).append(v)
-
-    def med(xs):
-        xs = [x for x in xs if x is not None]
-        return statistics.median(xs) if xs else None
-
-    def mpps(x):
-        return "-" if x is None else f"{x / 1e6:.3f}"
-
-    def spread(xs):
-        xs = [x for x in xs if x is not None]
-        return f"{mpps(min(xs))}-{mpps(max(xs))}" if xs else "-"
 
     head = ("direction", "frame B", "engine max Mpps", "spread", "TRex max Mpps", "spread",
             "engine Mpps/core", "spread", "TRex Mpps/core", "spread", "engine/TRex per core",
