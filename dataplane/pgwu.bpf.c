@@ -295,6 +295,27 @@ static __always_inline int reply_allowed(__be32 peer)
 }
 
 /*
+ * The IPv4 header of a packet the PGW-U itself sends (a reply, or an ICMP error in a tunnel): no
+ * options, TOS 0, id 0, not fragmented, TTL OUTER_TTL, its checksum. ip + 1 must be in bounds.
+ */
+static __always_inline void ipv4_own_hdr(struct iphdr *ip, __be32 src, __be32 dst, __u8 proto,
+					 __u16 tot_len, const void *data_end)
+{
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(tot_len);
+	ip->id = 0;
+	ip->frag_off = 0;
+	ip->ttl = OUTER_TTL;
+	ip->protocol = proto;
+	ip->check = 0;
+	ip->saddr = src;
+	ip->daddr = dst;
+	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
+}
+
+/*
  * Turn the frame into a GTP-U message back to the sender of the one received (TS 29.281 5.1, 7.2,
  * 7.3): Ethernet with the addresses swapped (orig_mac: the received dst then src) and the received
  * tag if any; IPv4 local -> peer (tos 0, id 0, ttl 64, no options); UDP sport -> dport; GTP-U with
@@ -353,18 +374,7 @@ static __always_inline int reply_start(struct xdp_md *ctx, __u32 rx_len, __u32 l
 	rg = (void *)(ru + 1);
 	ropt = (void *)(rg + 1);
 
-	rip->version = 4;
-	rip->ihl = 5;
-	rip->tos = 0;
-	rip->tot_len = bpf_htons(REPLY_HDRS + ie_len);
-	rip->id = 0;
-	rip->frag_off = 0;
-	rip->ttl = OUTER_TTL;
-	rip->protocol = IPPROTO_UDP;
-	rip->check = 0;
-	rip->saddr = local;
-	rip->daddr = peer;
-	rip->check = csum_finish(ipv4_hdr_sum(rip, 5, data_end));
+	ipv4_own_hdr(rip, local, peer, IPPROTO_UDP, REPLY_HDRS + ie_len, data_end);
 
 	ru->source = sport;
 	ru->dest = dport;
@@ -450,18 +460,7 @@ static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 s
 
 	if ((void *)(ic + 1) > data_end)
 		return -1;
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = 0;
-	ip->tot_len = bpf_htons(28 + q);
-	ip->id = 0;
-	ip->frag_off = 0;
-	ip->ttl = OUTER_TTL;
-	ip->protocol = IPPROTO_ICMP;
-	ip->check = 0;
-	ip->saddr = src;
-	ip->daddr = dst;
-	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
+	ipv4_own_hdr(ip, src, dst, IPPROTO_ICMP, 28 + q, data_end);
 	ic->type = type;
 	ic->code = code;
 	ic->check = 0;
@@ -901,18 +900,7 @@ ttl_expired: {
 	og = (void *)(ou + 1);
 	if ((void *)(og + 1) > data_end)
 		goto out;
-	oip->version = 4;
-	oip->ihl = 5;
-	oip->tos = 0;
-	oip->tot_len = bpf_htons(64 + x + q);
-	oip->id = 0;
-	oip->frag_off = 0;
-	oip->ttl = OUTER_TTL;
-	oip->protocol = IPPROTO_UDP;
-	oip->check = 0;
-	oip->saddr = cfg->local_addr;
-	oip->daddr = sgw;
-	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
+	ipv4_own_hdr(oip, cfg->local_addr, sgw, IPPROTO_UDP, 64 + x + q, data_end);
 	ou->source = GTPU_PORT_BE;
 	ou->dest = GTPU_PORT_BE;
 	ou->len = bpf_htons(44 + x + q);
