@@ -66,7 +66,8 @@ struct sess {
 	__u64 up_seid, cp_seid;
 	__u32 teid, ue, sgw, sgw_teid;	/* network order */
 	__u32 ul_far, dl_far, urr_id, qer_id, ur_seqn;
-	__u32 ul_flags, dl_flags;	/* PGWU_B_QFI and the QFI of each half (5G N3), or 0 */
+	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0: kept
+				 * while the downlink FAR buffers, for the half forwarding installs */
 	__u64 mbr_ul, mbr_dl;
 	__u64 dl_packets, dl_bytes;	/* usage of downlink halves removed while the session lives */
 	__u16 ul_pdr, dl_pdr;
@@ -709,7 +710,6 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	s->dl_far = p.dl_far->id;
 	s->dl_on = p.dl_fwd;
 	s->has_sgw = p.dl_far->has_ohc;
-	s->ul_flags = p.ul_flags;
 	s->dl_flags = p.dl_flags;
 	s->assoc = ai;
 	s->flags = S_USED;

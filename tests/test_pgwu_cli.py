@@ -476,6 +476,24 @@ def test_session_add_qfi_sets_both_halves_and_shows(loaded):
     assert "QFI 9" in add(loaded, 5, "10.45.0.5", "192.0.2.1", 8, "--qfi", "9").stdout
 
 
+def test_session_add_qfi_writes_what_the_fixture_tables_install(loaded):
+    """The QFI rows of tests/test_dataplane.py install their bearers with Dataplane.add_bearer(qfi=);
+    `session add --qfi` writes the same bytes (both hash entries, both slots), so those rows hold for
+    a bearer an operator adds."""
+    def raw(teid, ue):
+        with Dataplane(loaded) as dp:
+            k_ul, k_dl = struct.pack("!I", teid), bytes(map(int, ue.split(".")))
+            return (dp.maps["ul_bearers"].lookup(k_ul), dp.maps["dl_bearers"].lookup(k_dl),
+                    dp._slot("ul", k_ul)[1], dp._slot("dl", k_dl)[1])
+    with Dataplane(loaded) as dp:
+        dp.add_bearer(0x500, "10.45.0.5", "192.0.2.5", 0x5555, qfi=9)
+    fixture = raw(0x500, "10.45.0.5")
+    ok(loaded, "session", "del", "--teid", str(0x500))
+    assert raw(0x500, "10.45.0.5")[:2] == (None, None)
+    assert add(loaded, 0x500, "10.45.0.5", "192.0.2.5", 0x5555, "--qfi", "9").returncode == 0
+    assert raw(0x500, "10.45.0.5") == fixture and None not in fixture
+
+
 def test_session_qfi_halves_that_differ_are_shown_apart(loaded):
     """The two halves can disagree (a PFCP session's QER and uplink PDI QFIs are set apart): the
     table says UL/DL, the JSON has each."""
