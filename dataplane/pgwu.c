@@ -635,8 +635,9 @@ static const struct opt session_add_options[] = {
 	  .help = "outer UDP checksum of this bearer (default: the global setting)" },
 	{ .name = "qfi", .type = OPT_U32, .off = offsetof(struct session_opts, qfi),
 	  .metavar = "N", .min = 0, .max = PGWU_QFI_MAX,
-	  .help = "5G N3 QoS flow (0..63): downlink G-PDUs get a PDU Session Container with it, "
-		  "uplink ones without an UL one carrying it are dropped (TS 38.415; default: none)" },
+	  .help = "5G N3 QoS flow (0..63): downlink G-PDUs get a PDU Session Container with "
+		  "it, uplink ones without an UL one carrying it are dropped (TS 38.415; "
+		  "default: none)" },
 	OPT_END
 };
 

@@ -66,8 +66,8 @@ struct sess {
 	__u64 up_seid, cp_seid;
 	__u32 teid, ue, sgw, sgw_teid;	/* network order */
 	__u32 ul_far, dl_far, urr_id, qer_id, ur_seqn;
-	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0: kept
-				 * while the downlink FAR buffers, for the half forwarding installs */
+	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0; kept
+				 * while the downlink FAR buffers, for the half it installs */
 	__u64 mbr_ul, mbr_dl;
 	__u64 dl_packets, dl_bytes;	/* usage of downlink halves removed while the session lives */
 	__u16 ul_pdr, dl_pdr;
@@ -604,9 +604,10 @@ bad_pdr:
 		goto bad_dl;
 	p->ue = p->dl->ue_ip.ipv4;
 	/*
-	 * 5G N3 (TS 29.244 5.8.x): uplink G-PDUs must carry the QFI of the uplink PDI (the data plane
-	 * drops the others); downlink ones get the QFI of the QER the downlink PDR applies. A QFI in
-	 * the downlink PDI would match on N6 packets, which carry none: accepted, not used.
+	 * 5G N3 (QFI IE, TS 29.244 8.2.89): uplink G-PDUs must carry the QFI of the uplink PDI
+	 * (the data plane drops the others); downlink ones get the QFI of the QER the downlink PDR
+	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
+	 * not used.
 	 */
 	p->ul_flags = p->ul->n_qfi ? pgwu_qfi_flags(p->ul->qfi) : 0;
 	p->dl_flags = p->qer && p->qer->has_qfi && p->dl->n_qer ? pgwu_qfi_flags(p->qer->qfi) : 0;

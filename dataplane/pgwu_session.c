@@ -575,8 +575,8 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 			if (!strcmp(f[k], names[i]))
 				break;
 		if (i == 3) {
-			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, csum=default or "
-				 "qfi=0..63)%s", f[k], "");
+			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, "
+				 "csum=default or qfi=0..63)%s", f[k], "");
 			return false;
 		}
 		e->flags |= csum_flags[i];
@@ -609,7 +609,8 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 		char got[16];
 
 		snprintf(got, sizeof(got), "%d", nf);
-		file_err(bk, line, "expected " LINE_FORMAT ", got %s field%s", got, nf == 1 ? "" : "s");
+		file_err(bk, line, "expected " LINE_FORMAT ", got %s field%s", got,
+			 nf == 1 ? "" : "s");
 		return 0;
 	}
 	if (bk->n == bk->cap) {

@@ -420,7 +420,8 @@ const char *bearer_csum_str(__u32 flags)
 
 const char *bearer_qfi_str(const struct bearer *b, char buf[8])
 {
-	int ul = b->has_ul ? pgwu_qfi_of(b->ul_flags) : -2, dl = b->has_dl ? pgwu_qfi_of(b->flags) : -2;
+	int ul = b->has_ul ? pgwu_qfi_of(b->ul_flags) : -2;	/* -2: no such half */
+	int dl = b->has_dl ? pgwu_qfi_of(b->flags) : -2;
 	char u[4] = "-", d[4] = "-";
 
 	if (ul == -2 || dl == -2 || ul == dl) {	/* one half, or both agree */

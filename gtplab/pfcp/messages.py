@@ -24,8 +24,8 @@ Rules of the sessions (one per bearer, TS 29.244 7.5.2):
            SGW address)
     URR 1  (optional) volume measurement, reported at deletion; both PDRs point at it
     QER 1  (optional) gate open/open, MBR uplink/downlink in kbit/s; both PDRs point at it
-    QFI    (optional, 5G N3) in QER 1 (the QFI the UPF marks downlink G-PDUs with, TS 29.244
-           5.8.x) and in PDR 1's PDI (uplink G-PDUs must carry it in their PDU Session Container)
+    QFI    (optional, 5G N3, 8.2.89) in QER 1 (the QFI the UPF marks downlink G-PDUs with) and in
+           PDR 1's PDI (uplink G-PDUs must carry it in their PDU Session Container)
 """
 
 from __future__ import annotations
