@@ -293,6 +293,16 @@ static int need(const struct pfcp_ie *ie, size_t n)
 	return ie->len < n ? -EINVAL : 0;
 }
 
+/* QFI (8.2.89): octet 5, spare bits 8-7 (ignored, as spare bits are), the QFI in bits 6-1;
+ * octets past it are allowed like those of every fixed-size IE (8.1.1). */
+static int dec_qfi(const struct pfcp_ie *ie, __u8 *qfi)
+{
+	if (need(ie, 1))
+		return -EINVAL;
+	*qfi = ie->v[0] & 0x3f;
+	return 0;
+}
+
 /* ---- grouped IEs ---- */
 
 /* Walk one grouped IE; returns false (after recording a rejection) if it cannot be walked. */
@@ -346,6 +356,17 @@ static void dec_pdi(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 				BAD(ie.type);
 			p->has_ue_ip = true;
 			break;
+		case PFCP_IE_QFI: {
+			__u8 q;
+
+			if (dec_qfi(&ie, &q))
+				BAD(ie.type);
+			else if (!p->n_qfi)
+				p->qfi = q;
+			if (p->n_qfi < PFCP_MAX_IDS)	/* one is enough to refuse a list */
+				p->n_qfi++;
+			break;
+		}
 		default:
 			m->unknown_ies++;
 		}
@@ -575,6 +596,11 @@ static void dec_qer(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 				q->mbr_dl = rd40(ie.v + 5);
 			}
 			q->has_mbr = true;
+			break;
+		case PFCP_IE_QFI:
+			if (dec_qfi(&ie, &q->qfi))
+				BAD(ie.type);
+			q->has_qfi = true;
 			break;
 		default:
 			m->unknown_ies++;

@@ -99,6 +99,7 @@ enum pfcp_ie_type {
 	PFCP_IE_FAR_ID = 108,
 	PFCP_IE_QER_ID = 109,
 	PFCP_IE_FAILED_RULE_ID = 114,
+	PFCP_IE_QFI = 124,
 };
 
 /* Cause values (TS 29.244 8.2.1) */
@@ -232,6 +233,8 @@ struct pfcp_pdr {
 	struct pfcp_fteid fteid;
 	struct pfcp_ue_ip ue_ip;
 	__u8 ohr;
+	__u8 qfi;		/* the PDI's first QFI IE (8.2.89), when n_qfi */
+	int n_qfi;		/* QFI IEs in the PDI (a list of QFIs to match: 7.5.2.2) */
 	__u32 far_id;
 	__u32 urr_id[PFCP_MAX_IDS], qer_id[PFCP_MAX_IDS];
 	int n_urr, n_qer;
@@ -253,8 +256,9 @@ struct pfcp_urr {
 
 struct pfcp_qer {
 	__u32 id;
-	bool has_gate, has_mbr;
+	bool has_gate, has_mbr, has_qfi;
 	__u8 gate;		/* bits 4-3 UL, 2-1 DL: 0 open, 1 closed */
+	__u8 qfi;		/* the QFI the UP inserts in downlink G-PDUs (8.2.89), 0..63 */
 	__u64 mbr_ul, mbr_dl;	/* kbit/s */
 };
 

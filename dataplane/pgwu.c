@@ -633,6 +633,11 @@ static const struct opt session_add_options[] = {
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct session_opts, csum),
 	  .metavar = "on|off|default", .choices = onoff_default,
 	  .help = "outer UDP checksum of this bearer (default: the global setting)" },
+	{ .name = "qfi", .type = OPT_U32, .off = offsetof(struct session_opts, qfi),
+	  .metavar = "N", .min = 0, .max = PGWU_QFI_MAX,
+	  .help = "5G N3 QoS flow (0..63): downlink G-PDUs get a PDU Session Container with "
+		  "it, uplink ones without an UL one carrying it are dropped (TS 38.415; "
+		  "default: none)" },
 	OPT_END
 };
 
@@ -657,7 +662,8 @@ static const struct opt session_list_options[] = {
 static const struct opt session_load_options[] = {
 	{ .type = OPT_STR, .off = offsetof(struct session_opts, file), .metavar = "FILE",
 	  .required = true,
-	  .help = "one bearer a line: TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default]" },
+	  .help = "one bearer a line: TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] "
+		  "[qfi=0..63]" },
 	OPT_END
 };
 
@@ -744,7 +750,8 @@ static const struct cmd session_cmds[] = {
 		"capacity, UE and SGW addresses that are hosts); errors are reported as FILE:LINE and\n"
 		"nothing is added. FILE is read to its end whatever it is (a pipe, a FIFO); '-' is\n"
 		"standard input. TEIDs are decimal or 0x-hex; '#' starts a comment; blank lines are\n"
-		"ignored."),
+		"ignored. The options after the four fields come in any order, each at most once:\n"
+		"csum= as session add --csum, qfi= as session add --qfi."),
 	COMMAND("unload", do_session_unload, session_load_options, struct session_opts,
 		&session_defaults, "delete the bearers of FILE, all or nothing",
 		"FILE is in the format of load. The whole file is checked first: every line must name\n"

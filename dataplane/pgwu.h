@@ -112,6 +112,18 @@ struct pgwu_counter {
  * Downlink G-PDUs carry a PDU Session Container with it; uplink ones must carry an UL one with it. */
 #define PGWU_B_QFI	(1U << 2)
 #define PGWU_B_QFI_SHIFT 8
+#define PGWU_QFI_MAX	63	/* 6 bits (TS 38.415 5.5.3.3) */
+
+/* The flags word of a QFI (0..63); the QFI of flags, or -1 when it has none. */
+static inline __u32 pgwu_qfi_flags(__u32 qfi)
+{
+	return PGWU_B_QFI | (qfi & PGWU_QFI_MAX) << PGWU_B_QFI_SHIFT;
+}
+
+static inline int pgwu_qfi_of(__u32 flags)
+{
+	return flags & PGWU_B_QFI ? (int)((flags >> PGWU_B_QFI_SHIFT) & PGWU_QFI_MAX) : -1;
+}
 
 /*
  * ul_bearers: key __u32 TEID (the local TEID the SGW sends to), value below.

@@ -69,6 +69,7 @@ struct session_opts {
 	struct opt_addr sgw;
 	struct opt_u32 sgw_teid;
 	struct opt_enum csum;		/* 0 off, 1 on, 2 default */
+	struct opt_u32 qfi;		/* 5G N3 QoS flow, 0..63; not set: none */
 	struct opt_flag json;
 	struct opt_str file;
 };
@@ -192,7 +193,8 @@ struct bearer {
 	__u32 ue;		/* network order */
 	__u32 sgw;		/* network order */
 	__u32 sgw_teid;		/* host order */
-	__u32 flags;		/* PGWU_B_* */
+	__u32 flags;		/* PGWU_B_* of the downlink half */
+	__u32 ul_flags;		/* PGWU_B_QFI and the QFI of the uplink half */
 	bool has_ul, has_dl;	/* false: a half-installed bearer (only while pgwu writes it) */
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;
 };
@@ -205,22 +207,30 @@ struct bearer_table {
 int bearers_read(const struct pgwu_maps *m, struct bearer_table *t);
 void bearers_free(struct bearer_table *t);
 const char *bearer_csum_str(__u32 flags);
+/* "N" when both halves have QFI N (or the one half there is), "-" with none, "UL/DL" when they
+ * differ ("-" for a half without); buf of at least 8. */
+const char *bearer_qfi_str(const struct bearer *b, char buf[8]);
 
 /*
  * One bearer in the tables (pgwu_session.c): what `session add/del` and the PFCP agent share.
  * The caller holds the PIN_DIR lock; teid, ue, sgw, sgw_teid network order.
  * bearer_add: both halves and their slots, all or nothing: -EEXIST (the TEID has a bearer),
  *   -EADDRINUSE (the UE has one), -E2BIG (table full), or another -errno; nothing changed then.
+ *   ul_flags: the uplink half's (PGWU_B_QFI and the QFI, or 0); the downlink's are in dl.
  *   dl NULL: the uplink half only (a PFCP session whose downlink is not forwarding yet).
  * bearer_add_dl: the downlink half alone (and its slot): -EADDRINUSE, -E2BIG, -errno.
  * bearer_remove: empties the slots, then deletes the halves named.
  * bearer_set_dl: a new SGW address and TEID for the downlink half (usage counters kept).
+ * bearer_set_dl_flags: the same with new flags too (a QFI changed by a PFCP Update QER).
  * bearer_get: by TEID (by_teid) or by UE, with usage (slot + hash entry); -ENOENT.
  */
-int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgwu_dl_bearer *dl);
+int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 ul_flags,
+	       const struct pgwu_dl_bearer *dl);
 int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl);
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl);
 int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid);
+int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
+			__u32 flags);
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b);
 void bearer_print_header(FILE *f);
 void bearer_print_row(FILE *f, const struct bearer *b);

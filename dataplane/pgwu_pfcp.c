@@ -60,11 +60,14 @@ struct assoc {
 #define S_USED 1
 #define S_URR 2
 #define S_QER 4
+#define S_DL_QER 8	/* the downlink PDR refers to the QER: its QFI marks downlink G-PDUs */
 
 struct sess {
 	__u64 up_seid, cp_seid;
 	__u32 teid, ue, sgw, sgw_teid;	/* network order */
 	__u32 ul_far, dl_far, urr_id, qer_id, ur_seqn;
+	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0; kept
+				 * while the downlink FAR buffers, for the half it installs */
 	__u64 mbr_ul, mbr_dl;
 	__u64 dl_packets, dl_bytes;	/* usage of downlink halves removed while the session lives */
 	__u16 ul_pdr, dl_pdr;
@@ -478,6 +481,8 @@ struct plan {
 	const struct pfcp_qer *qer;
 	__u32 ue;
 	bool dl_fwd;		/* the downlink FAR forwards (else it buffers or drops: no downlink half) */
+	__u32 ul_flags;		/* the uplink PDR's PDI QFI: what uplink G-PDUs must carry */
+	__u32 dl_flags;		/* the QFI of the QER the downlink PDR refers to: its marking */
 };
 
 static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
@@ -580,6 +585,7 @@ bad_pdr:
 	    (!p->ul->fteid.ch && A.local_addr && p->ul->fteid.ipv4 != A.local_addr) ||
 	    (p->ul->ohr != PFCP_OHR_GTPU_UDP_IPV4 && p->ul->ohr != PFCP_OHR_GTPU_UDP_IP) ||
 	    (p->ul->has_ue_ip && (!p->ul->ue_ip.v4 || p->ul->ue_ip.chv4)) ||
+	    p->ul->n_qfi > 1 ||	/* a list of QFIs: the data plane checks one */
 	    !refs_ok(p->ul, p->urr, p->qer))
 		goto bad_ul;
 
@@ -597,6 +603,14 @@ bad_pdr:
 	    !refs_ok(p->dl, p->urr, p->qer))
 		goto bad_dl;
 	p->ue = p->dl->ue_ip.ipv4;
+	/*
+	 * 5G N3 (QFI IE, TS 29.244 8.2.89): uplink G-PDUs must carry the QFI of the uplink PDI
+	 * (the data plane drops the others); downlink ones get the QFI of the QER the downlink PDR
+	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
+	 * not used.
+	 */
+	p->ul_flags = p->ul->n_qfi ? pgwu_qfi_flags(p->ul->qfi) : 0;
+	p->dl_flags = p->qer && p->qer->has_qfi && p->dl->n_qer ? pgwu_qfi_flags(p->qer->qfi) : 0;
 
 	/* FARs: uplink forwards to Core as is; downlink forwards to Access inside GTP-U/UDP/IPv4 */
 	p->ul_far = far_by_id(m->create_far, m->n_create_far, p->ul->far_id);
@@ -668,7 +682,8 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	err = bearer_add(&A.m, teid, p.ue, p.dl_fwd ? &dl : NULL);
+	dl.flags = p.dl_flags;
+	err = bearer_add(&A.m, teid, p.ue, p.ul_flags, p.dl_fwd ? &dl : NULL);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -696,6 +711,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	s->dl_far = p.dl_far->id;
 	s->dl_on = p.dl_fwd;
 	s->has_sgw = p.dl_far->has_ohc;
+	s->dl_flags = p.dl_flags;
 	s->assoc = ai;
 	s->flags = S_USED;
 	ue_insert(p.ue, idx);
@@ -704,7 +720,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 		s->urr_id = p.urr->id;
 	}
 	if (p.qer) {
-		s->flags |= S_QER;
+		s->flags |= S_QER | (p.dl->n_qer ? S_DL_QER : 0);
 		s->qer_id = p.qer->id;
 		s->gate = p.qer->gate;
 		s->mbr_ul = p.qer->mbr_ul;
@@ -740,7 +756,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 	struct sess *s = sess_find(m->h.seid);
 	const struct pfcp_far *dl_upd = NULL;
 	const struct pfcp_qer *q = NULL;
-	__u32 sgw = 0, sgw_teid = 0;
+	__u32 sgw = 0, sgw_teid = 0, dl_flags = 0;
 	bool want_fwd = false;
 	int err;
 
@@ -750,6 +766,10 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
 		goto out;
+	sgw = s->sgw;
+	sgw_teid = s->sgw_teid;
+	want_fwd = s->dl_on;
+	dl_flags = s->dl_flags;
 	if (m->n_other_rules || m->n_create_far || m->n_create_urr || m->n_create_qer) {
 		reject(&r, PFCP_CAUSE_RULE_FAILURE, m->n_other_rules ? m->other_rule_ie :
 		       m->n_create_far ? PFCP_IE_CREATE_FAR : m->n_create_urr ?
@@ -791,15 +811,20 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		}
 		q = &m->update_qer[i];
 	}
-	/* everything checked: the one table change */
-	if (dl_upd && want_fwd && s->dl_on && (sgw != s->sgw || sgw_teid != s->sgw_teid)) {
-		err = bearer_set_dl(&A.m, s->ue, sgw, sgw_teid);
+	/* a new QFI of the QER the downlink PDR applies: a new marking for the downlink half */
+	if (q && q->has_qfi && (s->flags & S_DL_QER))
+		dl_flags = pgwu_qfi_flags(q->qfi);
+	/* everything checked: the one table change (without dl_upd, want_fwd == s->dl_on) */
+	if (want_fwd && s->dl_on &&
+	    (sgw != s->sgw || sgw_teid != s->sgw_teid || dl_flags != s->dl_flags)) {
+		err = bearer_set_dl_flags(&A.m, s->ue, sgw, sgw_teid, dl_flags);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
 		}
 	} else if (dl_upd && want_fwd && !s->dl_on) {
-		struct pgwu_dl_bearer dl = { .sgw_addr = sgw, .sgw_teid = sgw_teid, .local_teid = s->teid };
+		struct pgwu_dl_bearer dl = { .sgw_addr = sgw, .sgw_teid = sgw_teid,
+					     .local_teid = s->teid, .flags = dl_flags };
 
 		err = bearer_add_dl(&A.m, s->ue, &dl);
 		if (err == -EADDRINUSE)
@@ -829,6 +854,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		s->sgw_teid = sgw_teid;
 		s->has_sgw |= dl_upd->has_ohc;
 	}
+	s->dl_flags = dl_flags;
 	if (q) {
 		if (q->has_gate)
 			s->gate = q->gate;

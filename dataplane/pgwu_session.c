@@ -26,14 +26,14 @@ static const __u32 csum_flags[] = { PGWU_B_CSUM_OFF, PGWU_B_CSUM_ON, 0 };	/* off
 
 void bearer_print_header(FILE *f)
 {
-	fprintf(f, "%-10s %-15s %-15s %-10s %-7s %12s %14s %12s %14s\n", "TEID", "UE", "SGW",
-		"SGW_TEID", "CSUM", "UL_PACKETS", "UL_BYTES", "DL_PACKETS", "DL_BYTES");
+	fprintf(f, "%-10s %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s\n", "TEID", "UE", "SGW",
+		"SGW_TEID", "CSUM", "QFI", "UL_PACKETS", "UL_BYTES", "DL_PACKETS", "DL_BYTES");
 }
 
 void bearer_print_row(FILE *f, const struct bearer *b)
 {
 	char ue[16], sgw[16], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
-	     dlb[24] = "-";
+	     dlb[24] = "-", qfi[8];
 
 	if (b->has_ul) {
 		snprintf(ulp, sizeof(ulp), "%llu", (unsigned long long)b->ul_packets);
@@ -44,9 +44,20 @@ void bearer_print_row(FILE *f, const struct bearer *b)
 		snprintf(dlp, sizeof(dlp), "%llu", (unsigned long long)b->dl_packets);
 		snprintf(dlb, sizeof(dlb), "%llu", (unsigned long long)b->dl_bytes);
 	}
-	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %12s %14s %12s %14s\n", b->teid, ip_str(b->ue, ue),
-		b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
-		b->has_dl ? bearer_csum_str(b->flags) : "-", ulp, ulb, dlp, dlb);
+	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s\n", b->teid,
+		ip_str(b->ue, ue), b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
+		b->has_dl ? bearer_csum_str(b->flags) : "-", bearer_qfi_str(b, qfi), ulp, ulb, dlp,
+		dlb);
+}
+
+/* "qfi": the downlink half's (what downlink G-PDUs are marked with), "ul_qfi": the uplink
+ * half's (what uplink G-PDUs must carry); null for none or no such half. */
+static void qfi_json(FILE *f, const char *key, bool has, __u32 flags)
+{
+	if (has && pgwu_qfi_of(flags) >= 0)
+		fprintf(f, "\"%s\": %d, ", key, pgwu_qfi_of(flags));
+	else
+		fprintf(f, "\"%s\": null, ", key);
 }
 
 void bearer_print_json(FILE *f, const struct bearer *b)
@@ -59,6 +70,8 @@ void bearer_print_json(FILE *f, const struct bearer *b)
 			ip_str(b->sgw, sgw), b->sgw_teid, bearer_csum_str(b->flags));
 	else
 		fprintf(f, "\"sgw\": null, \"sgw_teid\": null, \"csum\": null, ");
+	qfi_json(f, "qfi", b->has_dl, b->flags);
+	qfi_json(f, "ul_qfi", b->has_ul, b->ul_flags);
 	if (b->has_ul)
 		fprintf(f, "\"uplink\": {\"packets\": %llu, \"bytes\": %llu}, ",
 			(unsigned long long)b->ul_packets, (unsigned long long)b->ul_bytes);
@@ -81,9 +94,10 @@ static void full_msg(int fd)
 
 /* ---- the bearer tables as an API (pgwu_cli.h): session add/del and the PFCP agent ---- */
 
-int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, const struct pgwu_dl_bearer *dl)
+int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 ul_flags,
+	       const struct pgwu_dl_bearer *dl)
 {
-	struct pgwu_ul_bearer ul = { .ue_addr = ue };
+	struct pgwu_ul_bearer ul = { .ue_addr = ue, .flags = ul_flags };
 	int err;
 
 	err = bpf_map_update_elem(m->ul, &teid, &ul, BPF_NOEXIST);
@@ -123,7 +137,9 @@ int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, 
 	return 0;
 }
 
-int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid)
+/* flags NULL: keep the half's flags */
+static int set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
+		  const __u32 *flags)
 {
 	struct pgwu_dl_slot *sl;
 	struct pgwu_dl_bearer dl;
@@ -133,8 +149,8 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 	if (bpf_map_lookup_elem(m->dl, &ue, &dl))
 		return -errno;
 	/*
-	 * The slot's copy can't be rewritten in place (the packet path reads sgw_addr and
-	 * sgw_teid without a lock): empty it, fold its counters into the hash entry, rewrite
+	 * The slot's copy can't be rewritten in place (the packet path reads sgw_addr, sgw_teid
+	 * and flags without a lock): empty it, fold its counters into the hash entry, rewrite
 	 * that, index it again. Packets counted between the lookup above and the update below
 	 * (a few microseconds) are lost from the usage counters; none is misrouted.
 	 */
@@ -146,6 +162,8 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 	}
 	dl.sgw_addr = sgw;
 	dl.sgw_teid = sgw_teid;
+	if (flags)
+		dl.flags = *flags;
 	dl.packets += packets;
 	dl.bytes += bytes;
 	err = bpf_map_update_elem(m->dl, &ue, &dl, BPF_EXIST);
@@ -153,6 +171,17 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 		return err;
 	slot_dl_set(m, ue, &dl);
 	return 0;
+}
+
+int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid)
+{
+	return set_dl(m, ue, sgw, sgw_teid, NULL);
+}
+
+int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
+			__u32 flags)
+{
+	return set_dl(m, ue, sgw, sgw_teid, &flags);
 }
 
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b)
@@ -181,6 +210,7 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 	if (b->has_ul) {
 		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
 
+		b->ul_flags = ul.flags;
 		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
 		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
 	}
@@ -200,12 +230,13 @@ int do_session_add(const void *cfg)
 {
 	const struct session_opts *o = cfg;
 	__u32 teid = htonl(o->teid.v), ue = o->ue.addr;
+	__u32 qfi = o->qfi.set ? pgwu_qfi_flags(o->qfi.v) : 0;
 	struct pgwu_ul_bearer old_ul;
 	struct pgwu_dl_bearer dl = {
 		.sgw_addr = o->sgw.addr,
 		.sgw_teid = htonl(o->sgw_teid.v),
 		.local_teid = teid,
-		.flags = csum_flags[o->csum.v],
+		.flags = csum_flags[o->csum.v] | qfi,
 	}, old_dl;
 	char a[16], b[16];
 	struct pgwu_maps m;
@@ -223,7 +254,7 @@ int do_session_add(const void *cfg)
 	err = maps_open_locked(&m);
 	if (err)
 		return err;
-	err = bearer_add(&m, teid, ue, &dl);
+	err = bearer_add(&m, teid, ue, qfi, &dl);
 	if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
 		fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
 			ip_str(old_ul.ue_addr, a));
@@ -234,6 +265,9 @@ int do_session_add(const void *cfg)
 		full_msg(m.ul);
 	else if (err)
 		fprintf(stderr, "Couldn't add the bearer: %s\n", strerror(-err));
+	else if (o->qfi.set)
+		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u QFI %u\n", o->teid.v,
+		       ip_str(ue, a), ip_str(o->sgw.addr, b), o->sgw_teid.v, o->qfi.v);
 	else
 		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
 		       ip_str(o->sgw.addr, b), o->sgw_teid.v);
@@ -417,7 +451,8 @@ struct file_bearer {
 	__u32 ue;		/* network order */
 	__u32 sgw;		/* network order */
 	__u32 sgw_teid;		/* host order */
-	__u32 flags;
+	__u32 flags;		/* downlink: csum= and qfi= */
+	__u32 ul_flags;		/* uplink: qfi= */
 	__u32 line;
 };
 
@@ -507,12 +542,54 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
+#define LINE_FORMAT "TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] [qfi=0..63]"
+#define MAX_FIELDS 6	/* 4 fields and each option once */
+
+/* The options after the 4 fields, in any order, each at most once; false after reporting. */
+static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, int nf, __u32 line)
+{
+	static const char *const names[] = { "csum=off", "csum=on", "csum=default" };
+	bool has_csum = false, has_qfi = false;
+	__u32 q;
+
+	for (int k = 4; k < nf; k++) {
+		bool csum = !strncmp(f[k], "csum=", 5), qfi = !strncmp(f[k], "qfi=", 4);
+		int i;
+
+		if ((csum && has_csum) || (qfi && has_qfi)) {
+			file_err(bk, line, "'%s': a second %s option (each at most once)", f[k],
+				 csum ? "csum=" : "qfi=");
+			return false;
+		}
+		if (qfi) {
+			if (parse_u32(f[k] + 4, &q) || q > PGWU_QFI_MAX) {
+				file_err(bk, line, "bad QFI '%s' (qfi=0..63)%s", f[k] + 4, "");
+				return false;
+			}
+			e->flags |= pgwu_qfi_flags(q);
+			e->ul_flags = pgwu_qfi_flags(q);
+			has_qfi = true;
+			continue;
+		}
+		for (i = 0; i < 3; i++)
+			if (!strcmp(f[k], names[i]))
+				break;
+		if (i == 3) {
+			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, "
+				 "csum=default or qfi=0..63)%s", f[k], "");
+			return false;
+		}
+		e->flags |= csum_flags[i];
+		has_csum = true;
+	}
+	return true;
+}
+
 /* Parse one line (NUL-terminated, comment already cut); appends to bk->e when valid. */
 static int parse_line(struct bulk *bk, char *s, __u32 line)
 {
-	static const char *const names[] = { "csum=off", "csum=on", "csum=default" };
 	struct file_bearer *e;
-	char *f[6];
+	char *f[MAX_FIELDS];
 	int nf = 0;
 
 	while (*s) {
@@ -520,7 +597,7 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 			*s++ = '\0';
 		if (!*s)
 			break;
-		if (nf < 6)
+		if (nf < MAX_FIELDS)
 			f[nf] = s;
 		nf++;
 		while (*s && !is_space(*s))
@@ -528,12 +605,12 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	}
 	if (nf == 0)
 		return 0;
-	if (nf < 4 || nf > 5) {
+	if (nf < 4 || nf > MAX_FIELDS) {
 		char got[16];
 
 		snprintf(got, sizeof(got), "%d", nf);
-		file_err(bk, line, "expected TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default], "
-			 "got %s field%s", got, nf == 1 ? "" : "s");
+		file_err(bk, line, "expected " LINE_FORMAT ", got %s field%s", got,
+			 nf == 1 ? "" : "s");
 		return 0;
 	}
 	if (bk->n == bk->cap) {
@@ -548,6 +625,7 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	e = &bk->e[bk->n];
 	e->line = line;
 	e->flags = 0;
+	e->ul_flags = 0;
 	if (parse_teid(f[0], &e->teid)) {
 		file_err(bk, line, "bad TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[0], "");
 		return 0;
@@ -572,19 +650,8 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 		file_err(bk, line, "bad SGW TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[3], "");
 		return 0;
 	}
-	if (nf == 5) {
-		int i;
-
-		for (i = 0; i < 3; i++)
-			if (!strcmp(f[4], names[i]))
-				break;
-		if (i == 3) {
-			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off or "
-				 "csum=default)%s", f[4], "");
-			return 0;
-		}
-		e->flags = csum_flags[i];
-	}
+	if (!parse_line_opts(bk, e, f, nf, line))
+		return 0;
 	bk->n++;
 	return 0;
 }
@@ -857,6 +924,7 @@ int do_session_load(const void *cfg)
 
 		k_ul[i] = htonl(e->teid);
 		v_ul[i].ue_addr = e->ue;
+		v_ul[i].flags = e->ul_flags;
 		k_dl[i] = e->ue;
 		v_dl[i].sgw_addr = e->sgw;
 		v_dl[i].sgw_teid = htonl(e->sgw_teid);

@@ -418,6 +418,28 @@ const char *bearer_csum_str(__u32 flags)
 	return "default";
 }
 
+const char *bearer_qfi_str(const struct bearer *b, char buf[8])
+{
+	int ul = b->has_ul ? pgwu_qfi_of(b->ul_flags) : -2;	/* -2: no such half */
+	int dl = b->has_dl ? pgwu_qfi_of(b->flags) : -2;
+	char u[4] = "-", d[4] = "-";
+
+	if (ul == -2 || dl == -2 || ul == dl) {	/* one half, or both agree */
+		int q = ul == -2 ? dl : ul;
+
+		if (q < 0)
+			return "-";
+		snprintf(buf, 8, "%d", q);
+		return buf;
+	}
+	if (ul >= 0)
+		snprintf(u, sizeof(u), "%d", ul);
+	if (dl >= 0)
+		snprintf(d, sizeof(d), "%d", dl);
+	snprintf(buf, 8, "%s/%s", u, d);
+	return buf;
+}
+
 struct dump_job {
 	int fd;
 	size_t key_size, val_size;
@@ -532,6 +554,7 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 		x->teid = ntohl(ulk[i]);
 		x->ue = ulv[i].ue_addr;
 		x->has_ul = true;
+		x->ul_flags = ulv[i].flags;
 		x->ul_packets = ulv[i].packets;
 		x->ul_bytes = ulv[i].bytes;
 		{

@@ -10,7 +10,7 @@ from scapy.contrib.pfcp import (
     IE_ApplyAction, IE_CreateFAR, IE_CreatePDR, IE_CreateQER, IE_CreateURR, IE_DestinationInterface,
     IE_FAR_Id, IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_GateStatus, IE_MBR,
     IE_MeasurementMethod, IE_NetworkInstance, IE_NodeId, IE_OuterHeaderCreation,
-    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_QER_Id, IE_RecoveryTimeStamp,
+    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
     IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR,
     IE_UpdateForwardingParameters, IE_UpdateQER, IE_URR_Id, PFCP, PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest, PFCPHeartbeatRequest, PFCPSessionDeletionRequest,
@@ -46,12 +46,15 @@ def assoc_release(seq: int = 1, node: str = CP_NODE):
 
 
 def ul_pdr(teid: int | None = None, ue: str | None = None, pdr_id: int = UL_PDR, far_id: int = UL_FAR,
-           urr: bool = False, qer: bool = False, extra=()) -> IE_CreatePDR:
-    """Uplink PDR: Access, F-TEID (teid None: CHOOSE), GTP-U/UDP/IPv4 removed, FAR forwarding to Core."""
+           urr: bool = False, qer: bool = False, extra=(), qfi: int | None = None) -> IE_CreatePDR:
+    """Uplink PDR: Access, F-TEID (teid None: CHOOSE), GTP-U/UDP/IPv4 removed, FAR forwarding to Core.
+    qfi: a QFI IE in the PDI (8.2.89): uplink G-PDUs must carry it (TS 38.415 UL PDU Session Container)."""
     fteid = (IE_FTEID(V4=1, CH=1) if teid is None else IE_FTEID(V4=1, TEID=teid, ipv4=GTPU_ADDR))
     pdi = [IE_SourceInterface(interface=0), fteid]
     if ue:
         pdi.append(IE_UE_IP_Address(V4=1, ipv4=ue))
+    if qfi is not None:
+        pdi.append(IE_QFI(QFI=qfi))
     pdi += list(extra)
     ies = [IE_PDR_Id(id=pdr_id), IE_Precedence(precedence=100), IE_PDI(IE_list=pdi),
            IE_OuterHeaderRemoval(header=0), IE_FAR_Id(id=far_id)]
@@ -98,24 +101,29 @@ def create_urr() -> IE_CreateURR:
                                  IE_ReportingTriggers()])
 
 
-def create_qer(mbr_kbps: int = 100_000) -> IE_CreateQER:
-    return IE_CreateQER(IE_list=[IE_QER_Id(id=QER_ID), IE_GateStatus(ul=0, dl=0),
-                                 IE_MBR(ul=mbr_kbps, dl=mbr_kbps)])
+def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None) -> IE_CreateQER:
+    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415)."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=0, dl=0), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+    if qfi is not None:
+        ies.append(IE_QFI(QFI=qfi))
+    return IE_CreateQER(IE_list=ies)
 
 
 def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str | None = SGW_ADDR,
               sgw_teid: int = 0x100, urr: bool = False, qer: bool = False, node: str = CP_NODE,
-              ies=None, extra=()):
+              ies=None, extra=(), qfi: int | None = None):
     """One bearer: uplink PDR+FAR, downlink PDR+FAR (+ URR, QER). ies replaces the IE list.
-    sgw None: the downlink FAR buffers (no SGW/RAN tunnel yet), as 5G SMFs establish first."""
+    sgw None: the downlink FAR buffers (no SGW/RAN tunnel yet), as 5G SMFs establish first.
+    qfi: a 5G N3 QoS flow: in the uplink PDI and in a QER (qer implied) both PDRs apply."""
+    qer = qer or qfi is not None
     if ies is None:
         ies = [node_id(node), IE_FSEID(v4=1, seid=cp_seid, ipv4=CP_ADDR),
-               ul_pdr(teid, ue, urr=urr, qer=qer), dl_pdr(ue, urr=urr, qer=qer), ul_far(),
+               ul_pdr(teid, ue, urr=urr, qer=qer, qfi=qfi), dl_pdr(ue, urr=urr, qer=qer), ul_far(),
                dl_far(sgw, sgw_teid) if sgw else dl_far_buffer()]
         if urr:
             ies.append(create_urr())
         if qer:
-            ies.append(create_qer())
+            ies.append(create_qer(qfi=qfi))
         ies += list(extra)
     return PFCP(version=1, S=1, seid=0, seq=seq) / PFCPSessionEstablishmentRequest(IE_list=ies)
 
@@ -135,9 +143,12 @@ def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
-def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000):
-    upd = IE_UpdateQER(IE_list=[IE_QER_Id(id=QER_ID), IE_GateStatus(ul=1, dl=1),
-                                IE_MBR(ul=mbr_kbps, dl=mbr_kbps)])
+def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None):
+    """qfi: a new downlink marking QFI."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=1, dl=1), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+    if qfi is not None:
+        ies.append(IE_QFI(QFI=qfi))
+    upd = IE_UpdateQER(IE_list=ies)
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
@@ -165,5 +176,7 @@ def corpus() -> dict[str, bytes]:
         "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
         "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
         "modify_qer": bytes(modify_qer(6, 0x100000001)),
+        "establish_qfi": bytes(establish(10, 0x15, ue, qfi=9)),
+        "modify_qer_qfi": bytes(modify_qer(11, 0x100000001, qfi=7)),
         "delete": bytes(delete(7, 0x100000001)),
     }

@@ -171,6 +171,33 @@ def test_signalling_shows_the_bearer(lab):
     assert (st["sig_error_ind"]["drop"]["packets"], st["sig_end_marker"]["drop"]["packets"]) == (2, 2)
 
 
+def test_qfi_bearer_added_by_the_cli_live(lab):
+    """A 5G N3 bearer added with `pgwu session add --qfi 9`, live: an uplink G-PDU without an UL
+    PDU Session Container is dropped (drop_qfi_mismatch, no answer); the same with the container
+    and QFI 9 is taken (its inner TTL expired: the Time Exceeded comes back to the SGW's socket
+    through the bearer's tunnel, marked with a DL PDU Session Container carrying QFI 9)."""
+    from scapy.contrib.gtp import GTPPDUSessionContainer
+    from scapy.layers.inet import ICMP, IP
+    teid, ue, sgw_teid = 0x300, "10.45.0.3", 0x400
+    run(PGWU_BIN, "-d", lab["pin"], "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", lab["peer_addr"],
+        "--sgw-teid", str(sgw_teid), "--qfi", "9")
+    inner = P.ip_packet(ue, "198.51.100.10", ttl=1, payload_len=40)
+    bare = P.gpdu(teid=teid, inner=inner, outer_src=lab["peer_addr"], outer_dst=lab["gw_addr"])
+    marked = P.gpdu(teid=teid, inner=inner, outer_src=lab["peer_addr"], outer_dst=lab["gw_addr"],
+                    ext=[P.pdu_session_container(9)])
+    p = start_peer(lab, restart=1, duration=1.0, send=[gtp_body(bare), gtp_body(marked)])
+    msgs = finish(p)
+    assert len(msgs) == 1 and (msgs[0]["src"], msgs[0]["sport"]) == (lab["gw_addr"], 2152), msgs
+    m = GTP_U_Header(bytes.fromhex(msgs[0]["hex"]))
+    assert (m.gtp_type, m.teid, m.E, m.next_ex) == (255, sgw_teid, 1, 0x85)
+    psc = m[GTPPDUSessionContainer]
+    assert (psc.type, psc.QFI) == (0, 9)
+    assert (m[IP].dst, m[IP][ICMP].type) == (ue, 11)
+    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
+    assert st["reasons"]["drop_qfi_mismatch"]["drop"]["packets"] == 1
+    assert st["reasons"]["drop_ttl_expired"]["tx"]["packets"] == 1
+
+
 def test_time_exceeded_reaches_the_ue_through_its_tunnel(lab):
     """An uplink packet whose inner TTL expires: the ICMP Time Exceeded comes back to the SGW's
     GTP-U socket as a G-PDU for the bearer's SGW TEID, quoting the expired packet."""

@@ -24,7 +24,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from scapy.contrib.pfcp import (PFCP, IE_FTEID, IE_FSEID, IE_NodeId, IE_PDI, IE_PDR_Id,
+from scapy.contrib.pfcp import (PFCP, IE_FTEID, IE_FSEID, IE_NodeId, IE_PDI, IE_PDR_Id, IE_QFI,
+                                IE_CreateQER, IE_QER_Id, IE_GateStatus, IE_UpdateQER,
+                                PFCPSessionModificationRequest,
                                 IE_RecoveryTimeStamp, IE_SourceInterface, IE_CreatePDR,
                                 IE_Precedence, IE_FAR_Id, IE_OuterHeaderRemoval, IE_UE_IP_Address)
 from scapy.packet import Raw
@@ -343,6 +345,123 @@ def _forwarding_config(dp):
                                   Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
 
 
+def _psc_qfi(frame: bytes) -> int | None:
+    """The QFI of the DL PDU Session Container of a downlink G-PDU (TS 38.415 5.5.2.1), or None
+    without one; the frame: Ethernet, IPv4 (20), UDP, GTP-U."""
+    g = 14 + 20 + 8
+    if not frame[g] & 0x04:                       # E flag
+        return None
+    assert frame[g + 11] == 0x85, frame[g:g + 16].hex()     # next extension: PDU Session Container
+    length, pdu_type, qfi = frame[g + 12], frame[g + 13] >> 4, frame[g + 14] & 0x3F
+    assert (length, pdu_type, frame[g + 15]) == (1, 0, 0)   # 4 octets, DL PDU SESSION INFORMATION, last
+    return qfi
+
+
+def _qfi_verdicts(dp, teid: int, ue: str = UE) -> dict[str, object]:
+    """What the programs do with this session's packets: uplink with no PDU Session Container, with
+    an UL one of each QFI asked, and the downlink marking."""
+    out = {"ul no psc": dp.run_access(bytes(P.gpdu(teid=teid, ue=ue, size=200))).verdict}
+    for q in (5, 7, 9):
+        out[f"ul psc {q}"] = dp.run_access(bytes(P.gpdu(teid=teid, ue=ue, size=200,
+                                                        ext=[P.pdu_session_container(q)]))).verdict
+    down = dp.run_sgi(bytes(P.downlink_ip(ue=ue, size=300)))
+    out["dl"] = (down.verdict, _psc_qfi(down.data) if down.verdict == "redirect" else None)
+    return out
+
+
+def test_session_qfi_checks_uplink_and_marks_downlink(assoc, pin_dir):
+    """5G N3 over PFCP (TS 29.244 8.2.89): the uplink PDR's PDI QFI is what uplink G-PDUs must carry
+    in an UL PDU Session Container, the QER's QFI is what downlink G-PDUs are marked with. An
+    Update QER with a new QFI moves the marking; the uplink check stays."""
+    r = assoc.req(M.establish(2, 0x10, UE, qfi=9))
+    assert cause(r) == 1
+    seid, teid = up_seid(r), created_teid(r)
+    [b] = tables(pin_dir)
+    assert (b["teid"], b["qfi"], b["ul_qfi"]) == (teid, 9, 9)
+    human = pgwu(pin_dir, "session", "get", "--teid", str(teid)).stdout
+    assert re.search(rf"^{teid}\s+{re.escape(UE)}\s+{re.escape(M.SGW_ADDR)}\s+256\s+default\s+9\s", human, re.M), human
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        before = dp.stats().get(("drop_qfi_mismatch", "drop"), (0, 0))[0]
+        assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "drop", "ul psc 7": "drop",
+                                           "ul psc 9": "redirect", "dl": ("redirect", 9)}
+        assert dp.stats()[("drop_qfi_mismatch", "drop")][0] - before == 3
+
+        # Update QER: a new downlink marking, in the hash entry and the slot the packet path reads
+        assert cause(assoc.req(M.modify_qer(3, seid, qfi=7))) == 1
+        [b] = tables(pin_dir)
+        assert (b["qfi"], b["ul_qfi"], b["uplink"]["packets"], b["downlink"]["packets"]) == (7, 9, 1, 1)
+        assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "drop", "ul psc 7": "drop",
+                                           "ul psc 9": "redirect", "dl": ("redirect", 7)}
+        _, dl_hash, _, (_, dl_slot) = _raw_bearer(pin_dir, teid, UE)
+        assert dl_slot is not None and dl_slot[8 + 12:8 + 16] == dl_hash[12:16] == struct.pack("=I", 0x704)
+        # an Update QER without a QFI keeps it; a handover keeps it too
+        assert cause(assoc.req(M.modify_qer(4, seid))) == 1
+        assert cause(assoc.req(M.modify_dl(5, seid, sgw=M.SGW_ADDR2, sgw_teid=0x777))) == 1
+        [b] = tables(pin_dir)
+        assert (b["qfi"], b["ul_qfi"], b["sgw"], b["sgw_teid"]) == (7, 9, M.SGW_ADDR2, 0x777)
+        assert _qfi_verdicts(dp, teid)["dl"] == ("redirect", 7)
+    assert cause(assoc.req(M.delete(6, seid))) == 1
+    assert tables(pin_dir) == []
+
+
+def test_session_qfi_halves_are_set_apart(assoc, pin_dir):
+    """Only the uplink PDI QFI: the uplink check alone. Only a QER QFI: the downlink marking alone
+    (uplink G-PDUs with or without a PDU Session Container pass). A QER the downlink PDR does not
+    apply marks nothing. A QFI in the downlink PDI (N6 packets carry none) is accepted and unused."""
+    ul_only = _base(ul_pdr=M.ul_pdr(None, UE, qfi=5))
+    r = assoc.req(M.establish(2, 0x10, UE, ies=ul_only))
+    assert cause(r) == 1
+    seid, teid = up_seid(r), created_teid(r)
+    assert [(b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)] == [(None, 5)]
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "redirect", "ul psc 7": "drop",
+                                           "ul psc 9": "drop", "dl": ("redirect", None)}
+    assert cause(assoc.req(M.delete(3, seid))) == 1
+
+    ue2 = "10.45.0.8"
+    dl_only = _base(fseid=IE_FSEID(v4=1, seid=0x11, ipv4="127.0.0.1"),
+                    ul_pdr=M.ul_pdr(None, ue2, qer=True), dl_pdr=M.dl_pdr(ue2, qer=True)) + [M.create_qer(qfi=9)]
+    r = assoc.req(M.establish(4, 0x11, ue2, ies=dl_only))
+    assert cause(r) == 1
+    teid2 = created_teid(r)
+    ue3 = "10.45.0.9"
+    dl_pdi_qfi = IE_CreatePDR(IE_list=[
+        IE_PDR_Id(id=M.DL_PDR), IE_Precedence(precedence=100),
+        IE_PDI(IE_list=[IE_SourceInterface(interface=1), IE_UE_IP_Address(V4=1, SD=1, ipv4=ue3), IE_QFI(QFI=3)]),
+        IE_FAR_Id(id=M.DL_FAR)])
+    not_applied = _base(fseid=IE_FSEID(v4=1, seid=0x12, ipv4="127.0.0.1"),
+                        ul_pdr=M.ul_pdr(None, ue3, qer=True), dl_pdr=dl_pdi_qfi) + [M.create_qer(qfi=9)]
+    r = assoc.req(M.establish(5, 0x12, ue3, ies=not_applied))
+    assert cause(r) == 1
+    teid3 = created_teid(r)
+    got = {b["ue"]: (b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)}
+    assert got == {ue2: (9, None), ue3: (None, None)}
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert _qfi_verdicts(dp, teid2, ue2) == {"ul no psc": "redirect", "ul psc 5": "redirect",
+                                                 "ul psc 7": "redirect", "ul psc 9": "redirect",
+                                                 "dl": ("redirect", 9)}
+        assert _qfi_verdicts(dp, teid3, ue3)["dl"] == ("redirect", None)
+
+
+def test_session_qfi_reaches_a_downlink_added_later(assoc, pin_dir):
+    """5G order: established with the downlink FAR buffering; the QER's QFI (and an Update QER's new
+    one, while still buffering) marks the downlink half the modification to forwarding installs."""
+    r = assoc.req(M.establish(2, 0x10, UE, sgw=None, qfi=9))
+    assert cause(r) == 1
+    seid, teid = up_seid(r), created_teid(r)
+    assert [(b["qfi"], b["ul_qfi"], b["downlink"]) for b in tables(pin_dir)] == [(None, 9, None)]
+    assert cause(assoc.req(M.modify_qer(3, seid, qfi=11))) == 1
+    assert [(b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)] == [(None, 9)]
+    assert cause(assoc.req(M.modify_dl(4, seid, sgw=M.SGW_ADDR2, sgw_teid=0x321))) == 1
+    assert [(b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)] == [(11, 9)]
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert _qfi_verdicts(dp, teid)["dl"] == ("redirect", 11)
+
+
 def test_buffering_downlink_far_then_forwarding(assoc, pin_dir):
     """5G order: established with the downlink FAR buffering (no RAN tunnel yet), then modified to
     forward with the RAN's F-TEID, back to buffering (idle), and deleted with the usage of all of it."""
@@ -447,6 +566,10 @@ def _base(**repl):
     return [v for v in d.values() if v is not None]
 
 
+def _empty_qfi():
+    return Raw(struct.pack("!HH", 124, 0))                        # QFI (8.2.89) with no octet
+
+
 def _trunc_fteid():
     f = Raw(struct.pack("!HH", 21, 3) + b"\x01\x00\x00")          # F-TEID: V4 but 3 octets
     return M.ul_pdr(None, UE, extra=()).__class__(IE_list=[
@@ -477,6 +600,10 @@ REJECTIONS = [
         IE_PDR_Id(id=1), IE_Precedence(precedence=1),
         IE_PDI(IE_list=[IE_SourceInterface(interface=0), IE_FTEID(V6=1, CH=1)]),
         IE_OuterHeaderRemoval(header=0), IE_FAR_Id(id=1)])), 73, None, (0, 1)),
+    ("qfi ie empty in pdi", _base(ul_pdr=M.ul_pdr(None, UE, extra=[_empty_qfi()])), 69, 124, None),
+    ("qfi ie empty in qer", _base(ul_pdr=M.ul_pdr(None, UE, qer=True), dl_pdr=M.dl_pdr(UE, qer=True)) + [
+        IE_CreateQER(IE_list=[IE_QER_Id(id=M.QER_ID), IE_GateStatus(ul=0, dl=0), _empty_qfi()])], 69, 124, None),
+    ("two qfis in the uplink pdi", _base(ul_pdr=M.ul_pdr(None, UE, qfi=5, extra=[IE_QFI(QFI=6)])), 73, None, (0, 1)),
     ("ue address chosen by up", _base(dl_pdr=IE_CreatePDR(IE_list=[
         IE_PDR_Id(id=2), IE_Precedence(precedence=1),
         IE_PDI(IE_list=[IE_SourceInterface(interface=1), IE_UE_IP_Address(V4=1, SD=1, ipv4="0.0.0.0")]),
@@ -542,6 +669,14 @@ def test_modification_errors_change_nothing(assoc, pin_dir):
     assert (cause(r), _rule(r)) == (73, (1, 42))
     r = assoc.req(M.modify_qer(5, seid))                             # the session has no QER
     assert (cause(r), _rule(r)) == (73, (2, M.QER_ID))
+    assert tables(pin_dir) == before
+    # a malformed QFI in an Update QER: Mandatory IE incorrect naming it, the marking unchanged
+    r = assoc.req(M.establish(7, 0x11, "10.45.0.8", qfi=9))
+    seid2 = up_seid(r)
+    before = tables(pin_dir)
+    bad = IE_UpdateQER(IE_list=[IE_QER_Id(id=M.QER_ID), _empty_qfi()])
+    r = assoc.req(PFCP(version=1, S=1, seid=seid2, seq=8) / PFCPSessionModificationRequest(IE_list=[bad]))
+    assert (cause(r), offending(r)) == (69, 124)
     assert tables(pin_dir) == before
     assert cause(assoc.req(M.delete(6, seid + 1))) == 65
     assert tables(pin_dir) == before

@@ -53,6 +53,8 @@ MESSAGES = {
         4, "10.0.0.1", "10.0.0.1", 0x1234, B3, FULL),
     "session_establishment_request_choose": m.session_establishment_request(
         4, "cp.gtplab.test", "10.0.0.1", 0x1234, B3, m.SessionOptions(choose=True)),
+    "session_establishment_request_qfi": m.session_establishment_request(
+        4, "10.0.0.1", "10.0.0.1", 0x1234, B3, m.SessionOptions(choose=True, qfi=9)),
     "session_establishment_response": m.session_establishment_response(
         4, 0x1234, "10.0.0.2", up_seid=0x99, up_addr="10.0.0.2", created=(0x7000_0001, "10.201.0.1")),
     "session_establishment_response_reject": m.session_establishment_response(
@@ -78,6 +80,7 @@ TSHARK = {
         ("pfcp.ul_mbr", "100000"), ("pfcp.dl_mbr", "200000")],
     "session_establishment_request_choose": [("pfcp.f_teid_flags.ch", "1"),
                                              ("pfcp.node_id_fqdn", "cp.gtplab.test")],
+    "session_establishment_request_qfi": [("pfcp.qfi_value", "0x09,0x09")],     # uplink PDI, QER
     "session_establishment_response": [("pfcp.cause", "1"), ("pfcp.f_teid.teid", "0x70000001")],
     "association_setup_response": [("pfcp.cause", "1"), ("pfcp.up_function_features.ftup", "1")],
     "session_establishment_response_reject": [("pfcp.cause", "73")],
@@ -142,6 +145,32 @@ def test_establishment_carries_the_rules_of_the_issue():
     assert (qer[26].ul, qer[26].dl) == (100000, 200000) and qer[25].ul == 0 and qer[25].dl == 0
 
 
+def test_establishment_with_a_qfi_puts_it_in_the_qer_and_the_uplink_pdi():
+    """5G N3 (TS 29.244 8.2.89): the QFI in QER 1 (the UPF marks downlink G-PDUs with it), which
+    both PDRs apply, and in the uplink PDI (uplink G-PDUs must carry it); not in the downlink PDI."""
+    p = m.decode(bytes(MESSAGES["session_establishment_request_qfi"]))
+    ies = p.payload.IE_list
+    pdr = {x.IE_list[0].id: x for x in ies if x.ietype == 1}
+    pdi_ul = {i.ietype: i for i in pdr[1].IE_list[2].IE_list}
+    pdi_dl = {i.ietype: i for i in pdr[2].IE_list[2].IE_list}
+    assert pdi_ul[124].QFI == 9 and 124 not in pdi_dl
+    for i in (1, 2):
+        assert [x.id for x in pdr[i].IE_list if x.ietype == 109] == [m.QER_ID]
+    [qer] = [x for x in ies if x.ietype == 7]
+    q = {i.ietype: i for i in qer.IE_list}
+    assert q[109].id == m.QER_ID and q[124].QFI == 9 and 26 not in q     # no MBR asked
+    assert bytes(q[124]) == b"\x00\x7c\x00\x01\x09"
+    # without a QFI: no QFI IE anywhere, and no QER unless asked
+    plain = bytes(MESSAGES["session_establishment_request_choose"])
+    assert b"\x00\x7c\x00\x01" not in plain and not any(x.ietype == 7 for x in m.decode(plain).payload.IE_list)
+
+
+@pytest.mark.parametrize("bad", [64, -1, True, "9"])
+def test_session_options_refuse_a_qfi_out_of_range(bad):
+    with pytest.raises(ValueError, match="a QFI is 0..63"):
+        m.SessionOptions(qfi=bad)
+
+
 def _tshark(pcap: Path, fields: list[str]) -> list[list[str]]:
     out = subprocess.run(["tshark", "-r", str(pcap), "-Y", "pfcp", "-T", "fields", "-E", "separator=|"]
                          + sum((["-e", f] for f in fields), []), capture_output=True, text=True, check=True)
@@ -176,8 +205,9 @@ def test_messages_decode_with_tshark(tmp_path):
 # Templates and the reader
 
 
-@pytest.mark.parametrize("opts", [FULL, m.SessionOptions(choose=True), m.SessionOptions(urr=True)],
-                         ids=["given+urr+qer", "choose", "urr"])
+@pytest.mark.parametrize("opts", [FULL, m.SessionOptions(choose=True), m.SessionOptions(urr=True),
+                                  m.SessionOptions(n3_addr="10.201.0.1", qfi=63)],
+                         ids=["given+urr+qer", "choose", "urr", "given+qfi"])
 def test_template_renders_what_scapy_builds(opts):
     """A sample of rendered establishments is byte-identical to Scapy's build of the same values,
     and decodes with the values in the right fields (the UE address in both PDRs)."""
@@ -484,6 +514,8 @@ def test_pfcp_lab_configs_exist_for_each_upf_of_the_docs():
     ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.300, n6: 10.0.0.2}}", r"dut.pfcp.n3: '10.0.0.300' is not an IPv4"),
     ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, window: 0}}", r"dut.pfcp.window 0"),
     ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, mbr_kbps: [1]}}", r"mbr_kbps"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, qfi: 64}}", r"dut.pfcp.qfi 64 must be a QFI, 0..63"),
+    ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, qfi: x}}", r"dut.pfcp.qfi 'x' must be a QFI"),
     ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, node_id: 'a..b'}}", r"node_id"),
     ("{provision: pfcp, pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2, color: red}}", r"unknown key\(s\) in dut.pfcp: color"),
     ("{pfcp: {upf: h, n3: 10.0.0.1, n6: 10.0.0.2}}", r"dut.pfcp is given but dut.provision is 'pgwu'"),
@@ -702,6 +734,35 @@ def test_one_million_sessions_through_the_agent():
         assert '"bearers": []' in out.replace("\n", "").replace("  ", " ") or '"bearers":[]' in out
     finally:
         agent.close()
+
+
+def test_sessions_with_a_qfi_become_5g_bearers_of_the_pgwu_agent():
+    """gtplab as the CP of `pgwu pfcp` with dut.pfcp.qfi: every session's bearer has the QFI in
+    both halves (the QER's for the downlink marking, the uplink PDI's for the uplink check)."""
+    import json
+    import os
+    from gtplab.pfcp import provision as prov
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import pfcp_cp_bench as pb
+    cfg = prov.parse_config({"upf": "h", "n3": "10.201.0.1", "n6": "10.0.0.2", "qfi": 5}, "test")
+    assert cfg.options().qfi == 5
+    agent = pb.Agent(8)
+    try:
+        node = Node(agent.addr, timers=FAST)
+        try:
+            node.associate()
+            sm = Sessions(node, cfg.options(), window=4)
+            got = sm.establish(bearers(8))
+            out = json.loads(subprocess.run([str(pb.PGWU), "-d", agent.pin, "session", "list", "--json"],
+                                            capture_output=True, text=True, check=True).stdout)
+            assert sorted((b["teid"], b["qfi"], b["ul_qfi"]) for b in out["bearers"]) == \
+                sorted((s.teid, 5, 5) for s in got)
+            sm.delete()
+        finally:
+            node.close()
+    finally:
+        agent.close()
+    assert not os.path.exists(agent.pin)
 
 
 def test_pfcp_cp_bench_small_run():

@@ -265,6 +265,7 @@ def test_session_round_trip(loaded):
 
     got = json.loads(ok(loaded, "session", "get", "--teid", "100", "--json"))
     assert got == {"teid": 100, "ue": "10.45.0.1", "sgw": "192.0.2.1", "sgw_teid": 0x1000, "csum": "default",
+                   "qfi": None, "ul_qfi": None,
                    "uplink": {"packets": 0, "bytes": 0}, "downlink": {"packets": 0, "bytes": 0}}
     assert json.loads(ok(loaded, "session", "get", "--ue", "10.45.0.1", "--json")) == got
     listed = json.loads(ok(loaded, "session", "list", "--json"))
@@ -283,7 +284,7 @@ def test_session_round_trip(loaded):
     got = json.loads(ok(loaded, "session", "get", "--teid", "101", "--json"))
     assert got["uplink"] == {"packets": 3, "bytes": 300}
     human = ok(loaded, "session", "get", "--ue", "10.45.0.2")
-    assert re.search(r"^101\s+10\.45\.0\.2\s+192\.0\.2\.2\s+7\s+off\s+3\s+300\s+0\s+0$", human, re.M)
+    assert re.search(r"^101\s+10\.45\.0\.2\s+192\.0\.2\.2\s+7\s+off\s+-\s+3\s+300\s+0\s+0$", human, re.M)
 
     ok(loaded, "session", "del", "--teid", "100")
     ok(loaded, "session", "del", "--ue", "10.45.0.2")
@@ -305,6 +306,15 @@ BAD_ADDS = [
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1"], 2, "Missing required option --sgw-teid"),
     (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--csum", "yes"], 2,
      "Invalid --csum"),
+    # a QFI is 6 bits (TS 38.415)
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--qfi", "64"], 2,
+     "Invalid --qfi '64': expected an integer in 0..63"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--qfi", "-1"], 2,
+     "Invalid --qfi '-1': expected an integer in 0..63"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--qfi", "abc"], 2,
+     "Invalid --qfi 'abc': expected an integer in 0..63"),
+    (["--teid", "5", "--ue", "10.45.0.9", "--sgw", "192.0.2.1", "--sgw-teid", "1", "--qfi"], 2,
+     "Option --qfi needs an argument"),
     # addresses that name no single host (issue 15): refused before the tables are touched
     (["--teid", "5", "--ue", "0.0.0.0", "--sgw", "192.0.2.1", "--sgw-teid", "1"], 2,
      "UE address 0.0.0.0 is the unspecified address 0.0.0.0: not a host"),
@@ -406,8 +416,15 @@ BAD_LINES = [
     ("0x1ffffffff 10.45.1.10 192.0.2.1 1", "bad TEID '0x1ffffffff'"),
     ("10 10.45.1.10 192.0.2.1 x1", "bad SGW TEID 'x1'"),
     ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
-    ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "got 6 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on qfi=1 extra", "got 7 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "bad option 'extra'"),
     ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
+    ("10 10.45.1.10 192.0.2.1 1 qfi=64", "bad QFI '64' (qfi=0..63)"),
+    ("10 10.45.1.10 192.0.2.1 1 qfi=-1", "bad QFI '-1'"),
+    ("10 10.45.1.10 192.0.2.1 1 qfi=abc", "bad QFI 'abc'"),
+    ("10 10.45.1.10 192.0.2.1 1 qfi=", "bad QFI ''"),
+    ("10 10.45.1.10 192.0.2.1 1 qfi=1 qfi=2", "'qfi=2': a second qfi= option (each at most once)"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on csum=off", "'csum=off': a second csum= option"),
     ("10 0.0.0.0 192.0.2.1 1", "UE address '0.0.0.0' is the unspecified address 0.0.0.0: not a host"),
     ("10 255.255.255.255 192.0.2.1 1", "UE address '255.255.255.255' is the limited broadcast address"),
     ("10 224.0.0.251 192.0.2.1 1", "UE address '224.0.0.251' is a multicast address (224.0.0.0/4)"),
@@ -417,6 +434,97 @@ BAD_LINES = [
     ("2 10.45.1.10 192.0.2.1 1", "duplicate TEID 2 (also on line 3)"),
     ("10 10.45.1.2 192.0.2.1 1", "duplicate UE 10.45.1.2 (also on line 3)"),
 ]
+
+
+def _raw_flags(pin_dir: str, teid: int, ue: str) -> tuple[int, int, int, int]:
+    """The flags of both halves, in the hash maps and in their slots (the packet path reads both)."""
+    from gtplab.dut.dataplane import UlBearer, DlBearer
+    with Dataplane(pin_dir) as dp:
+        k_ul, k_dl = struct.pack("!I", teid), bytes(map(int, ue.split(".")))
+        s_ul, s_dl = dp._slot("ul", k_ul)[1], dp._slot("dl", k_dl)[1]
+        assert s_ul is not None and s_dl is not None, "bearer not in the slot index"
+        return (dp.ul_bearer(teid).flags, dp.dl_bearer(ue).flags,    # a slot: key, state, the bearer
+                UlBearer.unpack(s_ul[8:8 + UlBearer.SIZE]).flags, DlBearer.unpack(s_dl[8:8 + DlBearer.SIZE]).flags)
+
+
+def qfi_flags(q: int) -> int:
+    from gtplab.dut.dataplane import B_QFI, B_QFI_SHIFT
+    return B_QFI | q << B_QFI_SHIFT
+
+
+def test_session_add_qfi_sets_both_halves_and_shows(loaded):
+    """--qfi N writes the QFI into the uplink half (the UL PSC check) and the downlink half (the
+    DL PSC marking), in the hash maps and in the slot index; get/list show it, --json as qfi/ul_qfi."""
+    assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 5, "--qfi", "9").returncode == 0
+    assert add(loaded, 2, "10.45.0.2", "192.0.2.1", 6, "--qfi", "0", "--csum", "off").returncode == 0
+    assert add(loaded, 3, "10.45.0.3", "192.0.2.1", 7, "--qfi=63").returncode == 0
+    assert add(loaded, 4, "10.45.0.4", "192.0.2.1", 8).returncode == 0
+    assert _raw_flags(loaded, 1, "10.45.0.1") == (qfi_flags(9),) * 4
+    assert _raw_flags(loaded, 2, "10.45.0.2") == (qfi_flags(0), qfi_flags(0) | 2, qfi_flags(0), qfi_flags(0) | 2)
+    assert _raw_flags(loaded, 3, "10.45.0.3") == (qfi_flags(63),) * 4
+    assert _raw_flags(loaded, 4, "10.45.0.4") == (0, 0, 0, 0)
+    assert [(b["teid"], b["qfi"], b["ul_qfi"], b["csum"]) for b in bearers(loaded)] == [
+        (1, 9, 9, "default"), (2, 0, 0, "off"), (3, 63, 63, "default"), (4, None, None, "default")]
+    got = json.loads(ok(loaded, "session", "get", "--ue", "10.45.0.1", "--json"))
+    assert (got["qfi"], got["ul_qfi"], got["sgw_teid"]) == (9, 9, 5)
+    human = ok(loaded, "session", "list")
+    assert re.search(r"^TEID\s+UE\s+SGW\s+SGW_TEID\s+CSUM\s+QFI\s+UL_PACKETS", human, re.M)
+    for teid, csum, q in ((1, "default", "9"), (2, "off", "0"), (3, "default", "63"), (4, "default", "-")):
+        assert re.search(rf"^{teid}\s+10\.45\.0\.{teid}\s+192\.0\.2\.1\s+\d+\s+{csum}\s+{q}\s+0\s+0\s+0\s+0$",
+                         human, re.M), human
+    assert re.search(r"^1\s.*\s9\s+0\s+0\s+0\s+0$", ok(loaded, "session", "get", "--teid", "1"), re.M)
+    assert "QFI 9" in add(loaded, 5, "10.45.0.5", "192.0.2.1", 8, "--qfi", "9").stdout
+
+
+def test_session_add_qfi_writes_what_the_fixture_tables_install(loaded):
+    """The QFI rows of tests/test_dataplane.py install their bearers with Dataplane.add_bearer(qfi=);
+    `session add --qfi` writes the same bytes (both hash entries, both slots), so those rows hold for
+    a bearer an operator adds."""
+    def raw(teid, ue):
+        with Dataplane(loaded) as dp:
+            k_ul, k_dl = struct.pack("!I", teid), bytes(map(int, ue.split(".")))
+            return (dp.maps["ul_bearers"].lookup(k_ul), dp.maps["dl_bearers"].lookup(k_dl),
+                    dp._slot("ul", k_ul)[1], dp._slot("dl", k_dl)[1])
+    with Dataplane(loaded) as dp:
+        dp.add_bearer(0x500, "10.45.0.5", "192.0.2.5", 0x5555, qfi=9)
+    fixture = raw(0x500, "10.45.0.5")
+    ok(loaded, "session", "del", "--teid", str(0x500))
+    assert raw(0x500, "10.45.0.5")[:2] == (None, None)
+    assert add(loaded, 0x500, "10.45.0.5", "192.0.2.5", 0x5555, "--qfi", "9").returncode == 0
+    assert raw(0x500, "10.45.0.5") == fixture and None not in fixture
+
+
+def test_session_qfi_halves_that_differ_are_shown_apart(loaded):
+    """The two halves can disagree (a PFCP session's QER and uplink PDI QFIs are set apart): the
+    table says UL/DL, the JSON has each."""
+    assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 5, "--qfi", "9").returncode == 0
+    assert add(loaded, 2, "10.45.0.2", "192.0.2.1", 5, "--qfi", "4").returncode == 0
+    from dataclasses import replace
+    with Dataplane(loaded) as dp:      # the hash entries: what get/list read the flags from
+        dp.maps["dl_bearers"].update(bytes([10, 45, 0, 1]),
+                                     replace(dp.dl_bearer("10.45.0.1"), flags=qfi_flags(7)).pack())
+        dp.maps["ul_bearers"].update(struct.pack("!I", 2), replace(dp.ul_bearer(2), flags=0).pack())
+    got = {b["teid"]: (b["qfi"], b["ul_qfi"]) for b in bearers(loaded)}
+    assert got == {1: (7, 9), 2: (4, None)}
+    human = ok(loaded, "session", "list")
+    assert re.search(r"^1\s.*\sdefault\s+9/7\s", human, re.M), human
+    assert re.search(r"^2\s.*\sdefault\s+-/4\s", human, re.M), human
+
+
+def test_session_load_qfi(loaded, tmp_path):
+    f = tmp_path / "qfi.txt"
+    f.write_text("1 10.45.0.1 192.0.2.1 100 qfi=5\n"
+                 "2 10.45.0.2 192.0.2.1 200 csum=on qfi=0x3f\n"
+                 "3 10.45.0.3 192.0.2.1 300 qfi=0 csum=off   # options in any order\n"
+                 "4 10.45.0.4 192.0.2.1 400\n")
+    assert "loaded 4 bearers" in ok(loaded, "session", "load", str(f))
+    assert [(b["teid"], b["csum"], b["qfi"], b["ul_qfi"]) for b in bearers(loaded)] == [
+        (1, "default", 5, 5), (2, "on", 63, 63), (3, "off", 0, 0), (4, "default", None, None)]
+    assert _raw_flags(loaded, 1, "10.45.0.1") == (qfi_flags(5),) * 4
+    assert _raw_flags(loaded, 3, "10.45.0.3") == (qfi_flags(0), qfi_flags(0) | 2, qfi_flags(0), qfi_flags(0) | 2)
+    # unload takes the same format
+    assert "deleted 4 bearers" in ok(loaded, "session", "unload", str(f))
+    assert bearers(loaded) == []
 
 
 def test_session_unload_deletes_exactly_the_listed_bearers(loaded, tmp_path):

@@ -33,7 +33,7 @@ def _config(args) -> prov.PfcpConfig:
         where = f"lab config {cfg.path}"
     else:
         d, where = {}, "gtplab pfcp"
-    for key in ("upf", "n3", "n6", "node_id", "local", "window"):
+    for key in ("upf", "n3", "n6", "node_id", "local", "window", "qfi"):
         v = getattr(args, key)
         if v is not None:
             d[key] = v
@@ -91,6 +91,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--window", type=int, help="requests in flight (default 256)")
     p.add_argument("--choose", action="store_true", default=None, help="the UPF allocates the F-TEIDs")
     p.add_argument("--urr", action="store_true", help="a volume URR per session; usage printed at the end")
+    p.add_argument("--qfi", type=int, metavar="N", help="5G N3: every session's QoS flow, 0..63 (a QER "
+                   "QFI: the UPF marks downlink G-PDUs; an uplink PDI QFI: uplink G-PDUs must carry it)")
     p.add_argument("--profile", choices=("uplink", "downlink"), default="uplink",
                    help="whose tunables define the bearers (default uplink)")
     p.add_argument("-t", "--tunables", action="append", default=[], metavar="K=V[,K=V...]",

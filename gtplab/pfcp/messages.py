@@ -24,6 +24,8 @@ Rules of the sessions (one per bearer, TS 29.244 7.5.2):
            SGW address)
     URR 1  (optional) volume measurement, reported at deletion; both PDRs point at it
     QER 1  (optional) gate open/open, MBR uplink/downlink in kbit/s; both PDRs point at it
+    QFI    (optional, 5G N3, 8.2.89) in QER 1 (the QFI the UPF marks downlink G-PDUs with) and in
+           PDR 1's PDI (uplink G-PDUs must carry it in their PDU Session Container)
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ CAUSE_ACCEPTED = 1
 MAX_DEPTH = 4                     # grouped IEs nest 2 deep in what we read; 4 is generous
 
 PDR_UL, PDR_DL, FAR_UL, FAR_DL, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
+QFI_MAX = 63                      # QFI IE (8.2.89): 6 bits
 
 
 def message_name(mtype: int) -> str:
@@ -130,10 +133,16 @@ class SessionOptions:
     access_instance: str = ""     # Network Instance of the N3 side (some UPFs require it)
     core_instance: str = ""       # Network Instance of the N6 side
     qer_gate: bool = field(default=False)     # a QER without MBR: gate open (no rate limit)
+    qfi: int | None = None        # 5G N3 QoS flow (0-63): in the QER and the uplink PDI
+
+    def __post_init__(self):
+        if self.qfi is not None and (isinstance(self.qfi, bool) or not isinstance(self.qfi, int)
+                                     or not 0 <= self.qfi <= QFI_MAX):
+            raise ValueError(f"qfi {self.qfi!r}: a QFI is 0..{QFI_MAX} (TS 38.415, 6 bits)")
 
     @property
     def qer(self) -> bool:
-        return self.mbr_kbps is not None or self.qer_gate
+        return self.mbr_kbps is not None or self.qer_gate or self.qfi is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -198,6 +207,7 @@ def session_establishment_request(seq: int, node_id: str, cp_addr: str, cp_seid:
     else:
         fteid = sp.IE_FTEID(V4=1, TEID=b.teid, ipv4=o.n3_addr)
     refs = ([sp.IE_URR_Id(id=URR_ID)] if o.urr else []) + ([sp.IE_QER_Id(id=QER_ID)] if o.qer else [])
+    qfi = [sp.IE_QFI(QFI=o.qfi)] if o.qfi is not None else []
     ies = [
         node_id_ie(node_id),
         sp.IE_FSEID(v4=1, seid=cp_seid, ipv4=cp_addr),
@@ -205,7 +215,7 @@ def session_establishment_request(seq: int, node_id: str, cp_addr: str, cp_seid:
             sp.IE_PDR_Id(id=PDR_UL), sp.IE_Precedence(precedence=100),
             sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Access"), fteid]
                       + _ni(o.access_instance)
-                      + [sp.IE_UE_IP_Address(V4=1, SD=0, ipv4=ip(b.ue))]),
+                      + [sp.IE_UE_IP_Address(V4=1, SD=0, ipv4=ip(b.ue))] + qfi),
             sp.IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
             sp.IE_FAR_Id(id=FAR_UL)] + refs),
         sp.IE_CreatePDR(IE_list=[
@@ -232,7 +242,7 @@ def session_establishment_request(seq: int, node_id: str, cp_addr: str, cp_seid:
         q = [sp.IE_QER_Id(id=QER_ID), sp.IE_GateStatus(ul="OPEN", dl="OPEN")]
         if o.mbr_kbps is not None:
             q.append(sp.IE_MBR(ul=o.mbr_kbps[0], dl=o.mbr_kbps[1]))
-        ies.append(sp.IE_CreateQER(IE_list=q))
+        ies.append(sp.IE_CreateQER(IE_list=q + qfi))
     ies.append(sp.IE_PDNType(pdn_type="IPv4"))
     return header(SESS_EST_REQ, seq, 0) / sp.PFCPSessionEstablishmentRequest(IE_list=ies)
 

@@ -11,6 +11,8 @@
         choose: true              # the UPF allocates the uplink F-TEIDs (else: the profile's)
         urr: false                # a volume URR per session, compared with the generator's counts
         mbr_kbps: [ul, dl]        # a QER per session with this MBR
+        qfi: 9                    # 5G N3: every session's QoS flow, in its QER (downlink marking)
+                                  # and its uplink PDI (what uplink G-PDUs must carry), 0..63
         network_instance: {access: "", core: ""}
         window: 256               # requests in flight
         t1: 3                     # s; TS 29.244 response timer
@@ -39,7 +41,7 @@ from gtplab.pfcp.sessions import Session, Sessions
 PROVISION = ("pgwu", "pfcp", "none")
 COUNTERS = ("pgwu", "prometheus", "none")
 _PFCP_KEYS = {"upf", "local", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps", "network_instance",
-              "window", "t1", "n1", "heartbeat"}
+              "window", "t1", "n1", "heartbeat", "qfi"}
 EMBEDDED = "embedded"      # upf: embedded -- the lab starts `pgwu pfcp --listen` on loopback
 
 
@@ -53,6 +55,7 @@ class PfcpConfig:
     choose: bool = True
     urr: bool = False
     mbr_kbps: tuple[int, int] | None = None
+    qfi: int | None = None
     access_instance: str = ""
     core_instance: str = ""
     window: int = 256
@@ -60,7 +63,8 @@ class PfcpConfig:
 
     def options(self) -> m.SessionOptions:
         return m.SessionOptions(n3_addr=self.n3, choose=self.choose, urr=self.urr, mbr_kbps=self.mbr_kbps,
-                                access_instance=self.access_instance, core_instance=self.core_instance)
+                                access_instance=self.access_instance, core_instance=self.core_instance,
+                                qfi=self.qfi)
 
 
 def _ipv4(v, where: str) -> str:
@@ -103,6 +107,9 @@ def parse_config(d, where: str) -> PfcpConfig:
                 or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x < 1 << 40 for x in mbr)):
             raise UserError(f"{where}: dut.pfcp.mbr_kbps must be [uplink, downlink] in kbit/s")
         mbr = (int(mbr[0]), int(mbr[1]))
+    qfi = d.get("qfi")
+    if qfi is not None and (isinstance(qfi, bool) or not isinstance(qfi, int) or not 0 <= qfi <= m.QFI_MAX):
+        raise UserError(f"{where}: dut.pfcp.qfi {qfi!r} must be a QFI, 0..{m.QFI_MAX}")
     ni = d.get("network_instance") or {}
     if not isinstance(ni, dict) or set(ni) - {"access", "core"}:
         raise UserError(f"{where}: dut.pfcp.network_instance must be {{access: NAME, core: NAME}}")
@@ -121,7 +128,7 @@ def parse_config(d, where: str) -> PfcpConfig:
                       n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6"),
                       local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,
                       node_id=str(node_id) if node_id is not None else None,
-                      choose=d.get("choose", True), urr=d.get("urr", False), mbr_kbps=mbr,
+                      choose=d.get("choose", True), urr=d.get("urr", False), mbr_kbps=mbr, qfi=qfi,
                       access_instance=str(ni.get("access") or ""), core_instance=str(ni.get("core") or ""),
                       window=nums.get("window", 256),
                       timers=Timers(t1=float(nums.get("t1", 3.0)), n1=int(nums.get("n1", 3)),
@@ -129,7 +136,8 @@ def parse_config(d, where: str) -> PfcpConfig:
 
 
 def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
-    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...]`), index = line order."""
+    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...]`), index = line
+    order. The options are not read: over PFCP every session carries dut.pfcp.qfi."""
     out = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.split("#", 1)[0].split()
