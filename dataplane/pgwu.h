@@ -187,11 +187,12 @@ struct pgwu_nexthop {
 						 * Exceeded): only drop */
 #define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
 						 * checksum (RFC 1812 5.2.2 says discard) */
-#define PGWU_CFG_SPORT_ENTROPY	(1U << 4)	/* downlink outer UDP source port from the inner flow
-						 * (pgwu_sport_of), not 2152 (TS 29.281 4.4.2.0) */
+#define PGWU_CFG_SPORT_FIXED	(1U << 4)	/* downlink outer UDP source port 2152 for peers
+						 * that need it, not pgwu_sport_of() of the inner
+						 * flow (TS 29.281 4.4.2.0, 4.4.2.3) */
 
 /*
- * The outer UDP source port of a downlink G-PDU with PGWU_CFG_SPORT_ENTROPY: 49152-65535 (RFC
+ * The outer UDP source port of a downlink G-PDU without PGWU_CFG_SPORT_FIXED: 49152-65535 (RFC
  * 6335's dynamic range), from the inner flow. saddr, daddr, l4: the inner addresses and the first
  * 4 octets of its TCP/UDP header (the ports; 0 for other protocols and fragments), each loaded as
  * a host-order word from network-order bytes, as the program loads them.

@@ -555,18 +555,25 @@ dl_fwd("dl egress == ingress -> TX", P.downlink_ip(size=200), verdict="tx",
 dl_fwd("dl local addr other", P.downlink_ip(size=200), cfg={"local_addr": "203.0.113.7"})
 # udp payload chosen so the outer checksum sums to 0 is rare; covered by the full check on every row
 
-# TS 29.281 4.4.2.0: the outer source port may vary; with sport_entropy it comes from the inner flow
-_SE = {"sport_entropy": True}
+# TS 29.281 4.4.2.0: the outer source port should vary; by default (every dl row above) it comes
+# from the inner flow (oracle.sport_of_flow), with --sport-entropy off it is 2152
 for _l4 in ("udp", "tcp", "icmp", 47):
-    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_SE)
-    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_SE, csum=False))
-dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True), cfg=_SE)
-dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50), cfg=_SE)
-dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321), cfg=_SE)
+    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4))
+    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg={"csum": False})
+dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True))
+dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50))
+dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321))
 dl_fwd("dl sport entropy, inner ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00",
-                                                           l4="tcp"), cfg=_SE)
+                                                           l4="tcp"))
 dl_fwd("dl sport entropy, udp header cut to 3 bytes", with_ip(bytes(P.downlink_ip(size=128, l4="udp"))[:14 + 23],
-                                                              14, tot_len=23), cfg=dict(_SE, csum=False))
+                                                              14, tot_len=23), cfg={"csum": False})
+_FIXED = {"sport_entropy": False}
+for _l4 in ("udp", "tcp", "icmp", 47):
+    dl_fwd(f"dl sport fixed 2152, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_FIXED)
+    dl_fwd(f"dl sport fixed 2152, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_FIXED, csum=False))
+dl_fwd("dl sport fixed 2152, vlan out", P.downlink_ip(size=300), cfg=dict(_FIXED, egress_vlan=(7, 0)))
+dl_fwd("dl sport fixed 2152, qfi 9", P.downlink_ip(QFI_BEARERS[0][1], size=300, l4="tcp"), ue=QFI_BEARERS[0][1],
+       cfg=_FIXED)
 # 5G N3, TS 38.415: a bearer with a QFI
 for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
     for _size in (64, 512, 1518, 3024):
@@ -798,8 +805,9 @@ def test_bearers_sharing_a_slot(dp):
 
 
 def test_sport_entropy_spreads_flows(dp):
-    """With sport_entropy, one flow always gets the same outer source port, and 1,024 flows of one
-    bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more than 1 %."""
+    """With sport_entropy (the default), one flow always gets the same outer source port, and 1,024
+    flows of one bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more
+    than 1 %."""
     dp.set_config(cfg_of({"sport_entropy": True}))
     dp.flush_bearers()
     for b in BEARERS:
@@ -817,9 +825,23 @@ def test_sport_entropy_spreads_flows(dp):
 
 
 def test_config_roundtrip(dp):
-    cfg = cfg_of({"egress_vlan": (5, 4094), "restart_counter": 9, "fib_cache": True})
+    cfg = cfg_of({"egress_vlan": (5, 4094), "restart_counter": 9, "fib_cache": True, "sport_entropy": False})
     dp.set_config(cfg)
     assert dp.get_config() == cfg
+
+
+def test_config_flags_match_header():
+    """gtplab.dut.dataplane's CFG_* bits are pgwu.h's PGWU_CFG_* bits, name for name; the
+    off-switches (NO_*, SPORT_FIXED) are what a zeroed config turns on."""
+    import re
+    from gtplab.dut import dataplane as D
+    header = (PGWU_OBJ.parent / "pgwu.h").read_text()
+    c_bits = {n: 1 << int(b) for n, b in re.findall(r"#define PGWU_CFG_(\w+)\s+\(1U << (\d+)\)", header)}
+    py_bits = {n[4:]: v for n, v in vars(D).items() if n.startswith("CFG_") and isinstance(v, int)}
+    assert c_bits == py_bits and "SPORT_FIXED" in c_bits
+    zero = Config.unpack(bytes(Config.SIZE))
+    assert (zero.err_ind, zero.inner_csum_check, zero.sport_entropy) == (True, True, True)
+    assert zero == Config()
 
 
 def test_reasons_parsed_from_header():
