@@ -804,6 +804,17 @@ def test_bearers_sharing_a_slot(dp):
     assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
 
 
+def _spread_of(dp, frames) -> list[int]:
+    """The outer source port of each frame's G-PDU (run twice: one flow, one port), all in 49152-65535."""
+    ports = []
+    for f in frames:
+        out = [dp.run_sgi(f) for _ in range(2)]
+        assert out[0].verdict == "redirect" and out[0].data[34:36] == out[1].data[34:36]
+        ports.append(struct.unpack("!H", out[0].data[34:36])[0])
+    assert all(49152 <= p <= 65535 for p in ports)
+    return ports
+
+
 def test_sport_entropy_spreads_flows(dp):
     """With sport_entropy (the default), one flow always gets the same outer source port, and 1,024
     flows of one bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more
@@ -812,16 +823,49 @@ def test_sport_entropy_spreads_flows(dp):
     dp.flush_bearers()
     for b in BEARERS:
         dp.add_bearer(*b[:4], csum=b[4])
-    ports = []
-    for i in range(1024):
-        f = bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
-        out = [dp.run_sgi(f).data for _ in range(2)]
-        assert out[0][34:36] == out[1][34:36]
-        ports.append(struct.unpack("!H", out[0][34:36])[0])
-    assert all(49152 <= p <= 65535 for p in ports)
+    ports = _spread_of(dp, [bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
+                            for i in range(1024)])
     from collections import Counter
     assert max(Counter(ports).values()) <= 10 and len(set(ports)) > 900, len(set(ports))
     dp.set_config(BASE_CONFIG)
+
+
+def test_sport_entropy_spreads_the_bearers_of_one_sgw(dp):
+    """The bearers of one SGW differ in the UE address's last octets (and a server's flows in the
+    PDN address's): 1,024 consecutive UEs behind one SGW, one flow each, get nearly 1,024 outer
+    source ports (a uniform 14-bit hash: ~994), and the 8 RSS queues a receiver might pick by the
+    port's low bits each get 1/8 +- 25 %. A hash whose input's last octets reach only high bits
+    (the first pgwu_sport_of: 257 ports, 3 queues empty) fails both."""
+    import ipaddress
+    from collections import Counter
+    dp.set_config(cfg_of({"sport_entropy": True}))
+    dp.flush_bearers()
+    ues = [str(ipaddress.ip_address("10.45.16.0") + i) for i in range(1024)]
+    for i, ue in enumerate(ues):
+        dp.add_bearer(0x10000 + i, ue, P.SGW_ADDR, 0x20000 + i)
+    try:
+        for frames in ([bytes(P.downlink_ip(ue, size=128, l4="udp")) for ue in ues],
+                       [bytes(P.downlink_ip(ues[0], str(ipaddress.ip_address("198.18.0.1") + i), size=128, l4="udp"))
+                        for i in range(1024)]):
+            ports = _spread_of(dp, frames)
+            assert ports == [O.sport_of_flow(O.ip_payload(f)) for f in frames]
+            queues = Counter(p % 8 for p in ports)
+            assert len(set(ports)) > 950 and len(queues) == 8, (len(set(ports)), queues)
+            assert all(96 <= n <= 160 for n in queues.values()), queues
+    finally:
+        dp.flush_bearers()
+        dp.set_config(BASE_CONFIG)
+
+
+@pytest.mark.parametrize("data,seed,want", [
+    (b"", 0, 0), (b"", 1, 0x514E28B7), (b"", 0xFFFFFFFF, 0x81F16F39), (b"\xff\xff\xff\xff", 0, 0x76293B50),
+    (b"\x21\x43\x65\x87", 0, 0xF55B516B), (b"\x21\x43\x65\x87", 0x5082EDEE, 0x2362F9DE),
+    (b"\x21\x43\x65", 0, 0x7E4A8634), (b"\x21\x43", 0, 0xA0F7B07A), (b"\x21", 0, 0x72661CF4),
+    (b"\x00\x00\x00\x00", 0, 0x2362F9DE), (b"Hello, world!", 1234, 0xFAF6CDB3),
+    (b"The quick brown fox jumps over the lazy dog", 0x9747B28C, 0x2FA826CD)])
+def test_oracle_murmur3_vectors(data, seed, want):
+    """The oracle's MurmurHash3_x86_32 gives the published test vectors (the port oracle rests on it)."""
+    assert O.murmur3_32(data, seed) == want
 
 
 def test_config_roundtrip(dp):
