@@ -377,7 +377,8 @@ def main() -> int:
                 os.unlink(path)
         b.write_orders(tables + [PROBE_N])
 
-        fib = dict(csum=False, fib_cache=True, inner_csum_check=True, nexthop=b.dps[1].get_config().nexthop)
+        fib = dict(csum=False, fib_cache=True, inner_csum_check=True, sport_entropy=True,
+                   nexthop=b.dps[1].get_config().nexthop)
         rows = [("uplink decap", "xdp_access", "acc0", "ul_fwd", "redirect", False),
                 ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False)]
         cells: dict = {}
@@ -391,6 +392,9 @@ def main() -> int:
             add(("probe", mode), b.probe, dl, "sgi0", nbearers=PROBE_N, mode=mode,
                 order_off=b.order_offs[PROBE_N], ue_off=DL_UE_OFF)
         add("csum on", b.dps[1].progs["xdp_sgi"], dl, "sgi0", dp=b.dps[1], config=dict(fib, csum=True),
+            path=("dl_fwd", "redirect"), nbearers=1, ue_off=DL_UE_OFF)
+        # TS 29.281 4.4.2.0: the outer source port 2152 (--sport-entropy off), not the flow's hash
+        add("sport fixed", b.dps[1].progs["xdp_sgi"], dl, "sgi0", dp=b.dps[1], config=dict(fib, sport_entropy=False),
             path=("dl_fwd", "redirect"), nbearers=1, ue_off=DL_UE_OFF)
         ulf = build_uplink(size)
         # RFC 1812 5.2.2: the inner IPv4 header checksum check, off (the table's uplink rows have it on)
@@ -464,6 +468,9 @@ def main() -> int:
                   f"| probe: the same, random order (one dependent cache + TLB miss) | {pr.shown()} | {pr.spread()} |"]
         con = cells["csum on"]
         lines.append(f"| downlink encap, csum on, 1 bearer | {con.shown()} | {con.spread()} |")
+        sfix = cells["sport fixed"]
+        lines.append(f"| downlink encap, csum off, outer source port 2152 (sport entropy off), 1 bearer | "
+                     f"{sfix.shown()} | {sfix.spread()} |")
         icoff = cells["inner csum off"]
         lines.append(f"| uplink decap, inner IPv4 checksum check off, 1 bearer | {icoff.shown()} | {icoff.spread()} |")
         hs, hq, hr = (cells[("probe_hash", m)] for m in (SAME, SEQ, RANDOM))
@@ -485,6 +492,10 @@ def main() -> int:
         coff = cells[("downlink encap, csum off", 1, SAME)]
         if not con.failure and not coff.failure:
             summary.append(f"checksum on / off, 1 bearer: {con.ns() / coff.ns():.2f} (target <= 1.10)")
+        if not coff.failure and not sfix.failure:
+            per = [x / y for x, y in zip(coff.rounds(), sfix.rounds()) if y > 0]
+            summary.append(f"sport entropy on / off, downlink, 1 bearer: {coff.ns() / sfix.ns():.2f} "
+                           f"({pct(per, 0.25):.2f}-{pct(per, 0.75):.2f}), {coff.ns() - sfix.ns():+.1f} ns")
         icon = cells[("uplink decap", 1, SAME)]
         if not icon.failure and not icoff.failure:
             per = [x / y for x, y in zip(icon.rounds(), icoff.rounds()) if y > 0]

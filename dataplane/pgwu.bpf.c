@@ -1027,7 +1027,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	tos = ip->tos;
 	df = !!(ip->frag_off & bpf_htons(0x4000));
 	sport = GTPU_PORT_BE;
-	if (cfg->flags & PGWU_CFG_SPORT_ENTROPY) {
+	if (!(cfg->flags & PGWU_CFG_SPORT_FIXED)) {
 		__u32 l4 = 0;
 		__u32 *ports = (void *)ip + (ihl_len & 0x3c);
 

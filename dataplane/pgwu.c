@@ -273,8 +273,8 @@ static void config_print(const struct pgwu_config *c, bool json)
 		       PGWU_STR(PGWU_REPLY_BURST) " at once, " PGWU_STR(PGWU_REPLY_RATE) "/s per peer)");
 		printf("%-18s %s\n", "inner csum check", c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" :
 		       "on");
-		printf("%-18s %s\n", "outer UDP sport", c->flags & PGWU_CFG_SPORT_ENTROPY ?
-		       "from the inner flow (49152-65535)" : "2152");
+		printf("%-18s %s\n", "outer UDP sport", c->flags & PGWU_CFG_SPORT_FIXED ?
+		       "2152 (--sport-entropy off)" : "from the inner flow (49152-65535)");
 		for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 			char label[32];
 
@@ -306,7 +306,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 	       (unsigned long long)watcher, c->restart_counter,
 	       c->flags & PGWU_CFG_NO_ERR_IND ? "off" : "on",
 	       c->flags & PGWU_CFG_NO_INNER_CSUM_CHECK ? "off" : "on",
-	       c->flags & PGWU_CFG_SPORT_ENTROPY ? "on" : "off", fib_by_src() ? "true" : "false");
+	       c->flags & PGWU_CFG_SPORT_FIXED ? "off" : "on", fib_by_src() ? "true" : "false");
 	printf("\"nexthop\": {");
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		const struct pgwu_nexthop *nh = &c->nexthop[s];
@@ -376,8 +376,8 @@ static int do_config(const void *cfg)
 		c.flags = o->inner_csum_check.v ? c.flags & ~PGWU_CFG_NO_INNER_CSUM_CHECK :
 			  c.flags | PGWU_CFG_NO_INNER_CSUM_CHECK;
 	if (o->sport_entropy.set)
-		c.flags = o->sport_entropy.v ? c.flags | PGWU_CFG_SPORT_ENTROPY :
-			  c.flags & ~PGWU_CFG_SPORT_ENTROPY;
+		c.flags = o->sport_entropy.v ? c.flags & ~PGWU_CFG_SPORT_FIXED :
+			  c.flags | PGWU_CFG_SPORT_FIXED;
 	for (int s = 0; s < PGWU_SIDE_MAX; s++) {
 		struct pgwu_nexthop *nh = &c.nexthop[s];
 
@@ -562,6 +562,9 @@ static const struct opt load_options[] = {
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct load_opts, csum),
 	  .metavar = "on|off", .choices = onoff,
 	  .help = "outer UDP checksum for bearers without their own setting (default on)" },
+	{ .name = "sport-entropy", .type = OPT_ENUM, .off = offsetof(struct load_opts, sport_entropy),
+	  .metavar = "on|off", .choices = onoff,
+	  .help = "downlink outer UDP source port from the inner flow (default on; off: 2152)" },
 	{ .name = "no-fib-cache", .type = OPT_FLAG, .off = offsetof(struct load_opts, no_fib_cache),
 	  .help = "don't cache route lookups" },
 	{ .name = "restart-counter", .type = OPT_U32,
@@ -609,7 +612,7 @@ static const struct opt config_options[] = {
 	{ .name = "sport-entropy", .type = OPT_ENUM, .off = offsetof(struct config_opts, sport_entropy),
 	  .metavar = "on|off", .choices = onoff,
 	  .help = "downlink outer UDP source port from the inner flow, so a receiver's RSS spreads "
-		  "a bearer's flows (off: 2152, the default)" },
+		  "a bearer's flows (default on; off: 2152, for peers that need it)" },
 	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct config_opts, json),
 	  .help = "print JSON" },
 	OPT_END

@@ -199,19 +199,48 @@ struct pgwu_nexthop {
 						 * Exceeded): only drop */
 #define PGWU_CFG_NO_INNER_CSUM_CHECK (1U << 3)	/* forward uplink inner IPv4 with a bad header
 						 * checksum (RFC 1812 5.2.2 says discard) */
-#define PGWU_CFG_SPORT_ENTROPY	(1U << 4)	/* downlink outer UDP source port from the inner flow
-						 * (pgwu_sport_of), not 2152 (TS 29.281 4.4.2.0) */
+#define PGWU_CFG_SPORT_FIXED	(1U << 4)	/* downlink outer UDP source port 2152 for peers
+						 * that need it, not pgwu_sport_of() of the inner
+						 * flow (TS 29.281 4.4.2.0, 4.4.2.3) */
 
 /*
- * The outer UDP source port of a downlink G-PDU with PGWU_CFG_SPORT_ENTROPY: 49152-65535 (RFC
- * 6335's dynamic range), from the inner flow. saddr, daddr, l4: the inner addresses and the first
- * 4 octets of its TCP/UDP header (the ports; 0 for other protocols and fragments), each loaded as
- * a host-order word from network-order bytes, as the program loads them.
+ * The outer UDP source port of a downlink G-PDU without PGWU_CFG_SPORT_FIXED: 49152-65535 (RFC
+ * 6335's dynamic range), from the inner flow: the low 14 bits of MurmurHash3_x86_32 of 12 octets,
+ * saddr, daddr and l4 (the first 4 octets of its TCP/UDP header, the ports; 0 for other protocols
+ * and fragments), with the protocol as seed. Each word is loaded as a host-order word from
+ * network-order bytes, as the program loads them: on a little-endian host that is MurmurHash3's
+ * own block order, so the port is murmur3_32(inner octets 12..19 + l4, proto) there.
+ * A full mix matters: the bearers of one SGW differ in the UE address's last octets, which are
+ * the high bits of such a word; a multiply-and-xor hash carries those only upwards, and gave 65
+ * ports for 256 consecutive UEs where this gives 256 (docs/dataplane.md).
  */
+static inline __u32 pgwu_rotl32(__u32 x, int r)
+{
+	return x << r | x >> (32 - r);
+}
+
+static inline __u32 pgwu_murmur3_block(__u32 h, __u32 k)
+{
+	k *= 0xcc9e2d51U;
+	k = pgwu_rotl32(k, 15);
+	k *= 0x1b873593U;
+	h ^= k;
+	h = pgwu_rotl32(h, 13);
+	return h * 5 + 0xe6546b64U;
+}
+
 static inline __u16 pgwu_sport_of(__u32 saddr, __u32 daddr, __u32 l4, __u8 proto)
 {
-	__u32 h = saddr * 0x9e3779b1U ^ daddr * 0x85ebca6bU ^ l4 * 0xc2b2ae35U ^ proto;
+	__u32 h = proto;
 
+	h = pgwu_murmur3_block(h, saddr);
+	h = pgwu_murmur3_block(h, daddr);
+	h = pgwu_murmur3_block(h, l4);
+	h ^= 12;			/* the length, in octets */
+	h ^= h >> 16;
+	h *= 0x85ebca6bU;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35U;
 	h ^= h >> 16;
 	return 0xc000 | (h & 0x3fff);
 }

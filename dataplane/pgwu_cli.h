@@ -35,6 +35,7 @@ struct load_opts {
 	struct opt_addr local_addr;
 	struct opt_prefix ue_pool;
 	struct opt_enum csum;		/* 0 off, 1 on */
+	struct opt_enum sport_entropy;	/* 0 off (2152), 1 on */
 	struct opt_flag no_fib_cache;
 	struct opt_u32 restart_counter;
 };

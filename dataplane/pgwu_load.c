@@ -334,6 +334,7 @@ static int mem_check(__u32 max_bearers)
 const struct load_opts load_defaults = {
 	.max_bearers = { .v = PGWU_DEFAULT_MAX_BEARERS },
 	.csum = { .v = 1 },
+	.sport_entropy = { .v = 1 },
 };
 
 int pgwu_load(const struct load_opts *o)
@@ -397,6 +398,7 @@ int pgwu_load(const struct load_opts *o)
 	cfg.ue_pool_mask = o->ue_pool.mask;
 	cfg.restart_counter = o->restart_counter.v;
 	cfg.flags = (o->csum.v ? PGWU_CFG_CSUM : 0) |
+		    (o->sport_entropy.v ? 0 : PGWU_CFG_SPORT_FIXED) |
 		    (!o->no_fib_cache.set && !tracing_err[0] ? PGWU_CFG_FIB_CACHE : 0);
 	err = bpf_map_update_elem(bpf_map__fd(skel->maps.config), &zero, &cfg, BPF_ANY);
 	if (!err) {

@@ -107,10 +107,12 @@ static void render(FILE *f, const struct pgwu_snapshot *s)
 	else
 		ip_str(c->ue_pool_mask, p);
 	fprintf(f, "pgwu_config_info{local_addr=\"%s\",", ip_str(c->local_addr, a));
-	fprintf(f, "ue_pool=\"%s/%s\",csum=\"%s\",fib_cache=\"%s\",restart_counter=\"%u\","
-		"vlan_access=\"%u\",vlan_sgi=\"%u\",nexthop_access=\"%s\",nexthop_sgi=\"%s\"} 1\n",
+	fprintf(f, "ue_pool=\"%s/%s\",csum=\"%s\",fib_cache=\"%s\",sport_entropy=\"%s\","
+		"restart_counter=\"%u\",vlan_access=\"%u\",vlan_sgi=\"%u\",nexthop_access=\"%s\","
+		"nexthop_sgi=\"%s\"} 1\n",
 		ip_str(c->ue_pool_addr, a), p, c->flags & PGWU_CFG_CSUM ? "on" : "off",
-		c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off", c->restart_counter,
+		c->flags & PGWU_CFG_FIB_CACHE ? "on" : "off",
+		c->flags & PGWU_CFG_SPORT_FIXED ? "off" : "on", c->restart_counter,
 		c->egress_vlan[PGWU_SIDE_ACCESS], c->egress_vlan[PGWU_SIDE_SGI],
 		c->nexthop[PGWU_SIDE_ACCESS].ifindex ? "static" : "fib",
 		c->nexthop[PGWU_SIDE_SGI].ifindex ? "static" : "fib");

@@ -104,25 +104,51 @@ def decap_expected(inner: bytes, smac: bytes, dmac: bytes, vlan: int | None) -> 
     return l2_header(dmac, smac, vlan) + ttl_dec(inner)
 
 
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 (Austin Appleby's SMHasher), written from the algorithm: 4-octet
+    little-endian blocks, the tail, the length, the final mix. tests/test_dataplane.py checks it
+    against the published test vectors."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    def scramble(k: int) -> int:
+        return (rotl((k * 0xCC9E2D51) & m, 15) * 0x1B873593) & m
+
+    h = seed & m
+    n = len(data) // 4 * 4
+    for i in range(0, n, 4):
+        h = (rotl(h ^ scramble(struct.unpack_from("<I", data, i)[0]), 13) * 5 + 0xE6546B64) & m
+    if len(data) > n:
+        h ^= scramble(int.from_bytes(data[n:], "little"))
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    return h ^ (h >> 16)
+
+
 def sport_of_flow(ip: bytes) -> int:
     """The outer UDP source port with source-port entropy (spec xdp_sgi step 6, pgwu_sport_of in
-    pgwu.h): 49152-65535 from the inner addresses, protocol and, for unfragmented TCP/UDP, the 4
-    octets of ports, each 4 octets read as a little-endian word (as the x86 program loads them)."""
+    pgwu.h): 49152 + the low 14 bits of murmur3_32 over the inner source and destination addresses
+    and, for unfragmented TCP/UDP, the 4 octets of ports (else 4 zero octets), seeded with the
+    protocol: the octets as they are in the packet, which is the words the x86 program loads."""
     ihl = (ip[0] & 0xF) * 4
     proto = ip[9]
     frag = struct.unpack("!H", ip[6:8])[0] & 0x3FFF
     tot = struct.unpack("!H", ip[2:4])[0]
     l4 = ip[ihl:ihl + 4] if proto in (6, 17) and not frag and tot >= ihl + 4 else bytes(4)
-    s, d, p = (struct.unpack("<I", x)[0] for x in (ip[12:16], ip[16:20], l4))
-    m = 0xFFFFFFFF
-    h = ((s * 0x9E3779B1) & m) ^ ((d * 0x85EBCA6B) & m) ^ ((p * 0xC2B2AE35) & m) ^ proto
-    h ^= h >> 16
-    return 0xC000 | (h & 0x3FFF)
+    return 0xC000 | (murmur3_32(ip[12:20] + l4, proto) & 0x3FFF)
 
 
 def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
-                   teid: int, csum: bool, ip_id: int, sport: int = GTPU_PORT, qfi: int | None = None) -> bytes:
-    """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect."""
+                   teid: int, csum: bool, ip_id: int, sport: int | None = None, qfi: int | None = None) -> bytes:
+    """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect;
+    sport None: the flow's (sport_of_flow, the default), 2152 with `--sport-entropy off`."""
+    if sport is None:
+        sport = sport_of_flow(ip)
     inner = ttl_dec(ip)
     tos = ip[1]
     df = bool(ip[6] & 0x40)

@@ -184,6 +184,7 @@ def test_dut_files_rendered(rendered):
     assert env["PGWU_ACCESS_IF"] == gv["dut_access_if"] and env["PGWU_SGI_IF"] == gv["dut_sgi_if"]
     assert "--local-addr 10.201.0.1 " in env["PGWU_LOAD_ARGS"]
     assert "--ue-pool 10.64.0.0/12 " in env["PGWU_LOAD_ARGS"]
+    assert "--sport-entropy on" in env["PGWU_LOAD_ARGS"]       # TS 29.281 4.4.2.0, pgwu's default
     assert env["PGWU_METRICS_LISTEN"] == f"0.0.0.0:{gv['dut_metrics_port']}"
     unit = (root / "etc/systemd/system/pgwu.service").read_text()
     assert re.search(r"^ExecStartPre=/usr/local/sbin/pgwu attach --access \$\{PGWU_ACCESS_IF\} "
@@ -517,3 +518,14 @@ def test_dut_pfcp_args_rendered(tmp_path):
     env = dict(line.split("=", 1) for line in (tmp_path / host / "etc/default/pgwu").read_text().splitlines()
                if line and not line.startswith("#"))
     assert env["PGWU_PFCP_ARGS"] == '"--node-id upf.example.org --heartbeat 5"'
+
+
+def test_dut_sport_entropy_off_rendered(tmp_path):
+    """dut_sport_entropy: off (peers that need source port 2152) reaches `pgwu load`."""
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "-e", f"render_dir={tmp_path}", "-e",
+                   "dut_sport_entropy=off")
+    assert cp.returncode == 0, f"render.yml failed:\n{cp.stdout[-4000:]}{cp.stderr[-2000:]}"
+    (host,) = _hosts()["dut"]["hosts"]
+    env = dict(line.split("=", 1) for line in (tmp_path / host / "etc/default/pgwu").read_text().splitlines()
+               if line and not line.startswith("#"))
+    assert "--csum on --sport-entropy off" in env["PGWU_LOAD_ARGS"], env["PGWU_LOAD_ARGS"]

@@ -30,12 +30,15 @@ def test_pgwu_bench_small_run(tmp_path):
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     out = md.read_text()
     # per direction: 1 bearer, then 2 tables x (same, sequential, random): 7 data plane cells,
-    # the checksum-on cell and the inner-checksum-check-off cell: every iteration of each of their
-    # 2 rounds path-checked
+    # the checksum-on cell, the source-port-2152 cell and the inner-checksum-check-off cell: every
+    # iteration of each of their 2 rounds path-checked
     m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
     assert m, out
-    assert int(m.group(1).replace(",", "")) == (2 * 7 + 2) * 2 * 500 and m.group(2) == "0", out
+    assert int(m.group(1).replace(",", "")) == (2 * 7 + 3) * 2 * 500 and m.group(2) == "0", out
     assert re.search(r"\| uplink decap, inner IPv4 checksum check off, 1 bearer \| \d+\.\d \|", out), out
+    assert re.search(r"\| downlink encap, csum off, outer source port 2152 \(sport entropy off\), 1 bearer "
+                     r"\| \d+\.\d \|", out), out
+    assert re.search(r"sport entropy on / off, downlink, 1 bearer: \d+\.\d\d", out), out
     assert "FAIL" not in out
     rows = [ln for ln in out.splitlines() if re.match(r"\| (uplink decap|downlink encap, csum off) \| [\d,]+ \|", ln)]
     assert len(rows) == 2 * 3, out

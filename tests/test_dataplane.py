@@ -555,18 +555,25 @@ dl_fwd("dl egress == ingress -> TX", P.downlink_ip(size=200), verdict="tx",
 dl_fwd("dl local addr other", P.downlink_ip(size=200), cfg={"local_addr": "203.0.113.7"})
 # udp payload chosen so the outer checksum sums to 0 is rare; covered by the full check on every row
 
-# TS 29.281 4.4.2.0: the outer source port may vary; with sport_entropy it comes from the inner flow
-_SE = {"sport_entropy": True}
+# TS 29.281 4.4.2.0: the outer source port should vary; by default (every dl row above) it comes
+# from the inner flow (oracle.sport_of_flow), with --sport-entropy off it is 2152
 for _l4 in ("udp", "tcp", "icmp", 47):
-    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_SE)
-    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_SE, csum=False))
-dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True), cfg=_SE)
-dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50), cfg=_SE)
-dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321), cfg=_SE)
+    dl_fwd(f"dl sport entropy, {_l4}", P.downlink_ip(size=300, l4=_l4))
+    dl_fwd(f"dl sport entropy, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg={"csum": False})
+dl_fwd("dl sport entropy, udp first fragment (no ports)", P.downlink_ip(size=300, l4="udp", mf=True))
+dl_fwd("dl sport entropy, tcp non-first fragment", P.downlink_ip(size=300, l4="tcp", frag=50))
+dl_fwd("dl sport entropy, other ports", P.downlink_ip(size=300, l4="udp", sport=1234, dport=4321))
 dl_fwd("dl sport entropy, inner ip options", P.downlink_ip(payload=bytes(30), options=b"\x94\x04\x00\x00",
-                                                           l4="tcp"), cfg=_SE)
+                                                           l4="tcp"))
 dl_fwd("dl sport entropy, udp header cut to 3 bytes", with_ip(bytes(P.downlink_ip(size=128, l4="udp"))[:14 + 23],
-                                                              14, tot_len=23), cfg=dict(_SE, csum=False))
+                                                              14, tot_len=23), cfg={"csum": False})
+_FIXED = {"sport_entropy": False}
+for _l4 in ("udp", "tcp", "icmp", 47):
+    dl_fwd(f"dl sport fixed 2152, {_l4}", P.downlink_ip(size=300, l4=_l4), cfg=_FIXED)
+    dl_fwd(f"dl sport fixed 2152, {_l4}, checksum off", P.downlink_ip(size=300, l4=_l4), cfg=dict(_FIXED, csum=False))
+dl_fwd("dl sport fixed 2152, vlan out", P.downlink_ip(size=300), cfg=dict(_FIXED, egress_vlan=(7, 0)))
+dl_fwd("dl sport fixed 2152, qfi 9", P.downlink_ip(QFI_BEARERS[0][1], size=300, l4="tcp"), ue=QFI_BEARERS[0][1],
+       cfg=_FIXED)
 # 5G N3, TS 38.415: a bearer with a QFI
 for _teid, _ue, _sgw, _st, _q in QFI_BEARERS:
     for _size in (64, 512, 1518, 3024):
@@ -797,29 +804,88 @@ def test_bearers_sharing_a_slot(dp):
     assert (dp.ul_bearer(a[0]).packets, dp.dl_bearer(a[1]).packets) == (1, 1)
 
 
+def _spread_of(dp, frames) -> list[int]:
+    """The outer source port of each frame's G-PDU (run twice: one flow, one port), all in 49152-65535."""
+    ports = []
+    for f in frames:
+        out = [dp.run_sgi(f) for _ in range(2)]
+        assert out[0].verdict == "redirect" and out[0].data[34:36] == out[1].data[34:36]
+        ports.append(struct.unpack("!H", out[0].data[34:36])[0])
+    assert all(49152 <= p <= 65535 for p in ports)
+    return ports
+
+
 def test_sport_entropy_spreads_flows(dp):
-    """With sport_entropy, one flow always gets the same outer source port, and 1,024 flows of one
-    bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more than 1 %."""
+    """With sport_entropy (the default), one flow always gets the same outer source port, and 1,024
+    flows of one bearer (as an SGW's RSS sees them) spread over the dynamic range: no port holds more
+    than 1 %."""
     dp.set_config(cfg_of({"sport_entropy": True}))
     dp.flush_bearers()
     for b in BEARERS:
         dp.add_bearer(*b[:4], csum=b[4])
-    ports = []
-    for i in range(1024):
-        f = bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
-        out = [dp.run_sgi(f).data for _ in range(2)]
-        assert out[0][34:36] == out[1][34:36]
-        ports.append(struct.unpack("!H", out[0][34:36])[0])
-    assert all(49152 <= p <= 65535 for p in ports)
+    ports = _spread_of(dp, [bytes(P.downlink_ip(size=128, l4="udp", sport=10000 + i, dport=443))
+                            for i in range(1024)])
     from collections import Counter
     assert max(Counter(ports).values()) <= 10 and len(set(ports)) > 900, len(set(ports))
     dp.set_config(BASE_CONFIG)
 
 
+def test_sport_entropy_spreads_the_bearers_of_one_sgw(dp):
+    """The bearers of one SGW differ in the UE address's last octets (and a server's flows in the
+    PDN address's): 1,024 consecutive UEs behind one SGW, one flow each, get nearly 1,024 outer
+    source ports (a uniform 14-bit hash: ~994), and the 8 RSS queues a receiver might pick by the
+    port's low bits each get 1/8 +- 25 %. A hash whose input's last octets reach only high bits
+    (the first pgwu_sport_of: 257 ports, 3 queues empty) fails both."""
+    import ipaddress
+    from collections import Counter
+    dp.set_config(cfg_of({"sport_entropy": True}))
+    dp.flush_bearers()
+    ues = [str(ipaddress.ip_address("10.45.16.0") + i) for i in range(1024)]
+    for i, ue in enumerate(ues):
+        dp.add_bearer(0x10000 + i, ue, P.SGW_ADDR, 0x20000 + i)
+    try:
+        for frames in ([bytes(P.downlink_ip(ue, size=128, l4="udp")) for ue in ues],
+                       [bytes(P.downlink_ip(ues[0], str(ipaddress.ip_address("198.18.0.1") + i), size=128, l4="udp"))
+                        for i in range(1024)]):
+            ports = _spread_of(dp, frames)
+            assert ports == [O.sport_of_flow(O.ip_payload(f)) for f in frames]
+            queues = Counter(p % 8 for p in ports)
+            assert len(set(ports)) > 950 and len(queues) == 8, (len(set(ports)), queues)
+            assert all(96 <= n <= 160 for n in queues.values()), queues
+    finally:
+        dp.flush_bearers()
+        dp.set_config(BASE_CONFIG)
+
+
+@pytest.mark.parametrize("data,seed,want", [
+    (b"", 0, 0), (b"", 1, 0x514E28B7), (b"", 0xFFFFFFFF, 0x81F16F39), (b"\xff\xff\xff\xff", 0, 0x76293B50),
+    (b"\x21\x43\x65\x87", 0, 0xF55B516B), (b"\x21\x43\x65\x87", 0x5082EDEE, 0x2362F9DE),
+    (b"\x21\x43\x65", 0, 0x7E4A8634), (b"\x21\x43", 0, 0xA0F7B07A), (b"\x21", 0, 0x72661CF4),
+    (b"\x00\x00\x00\x00", 0, 0x2362F9DE), (b"Hello, world!", 1234, 0xFAF6CDB3),
+    (b"The quick brown fox jumps over the lazy dog", 0x9747B28C, 0x2FA826CD)])
+def test_oracle_murmur3_vectors(data, seed, want):
+    """The oracle's MurmurHash3_x86_32 gives the published test vectors (the port oracle rests on it)."""
+    assert O.murmur3_32(data, seed) == want
+
+
 def test_config_roundtrip(dp):
-    cfg = cfg_of({"egress_vlan": (5, 4094), "restart_counter": 9, "fib_cache": True})
+    cfg = cfg_of({"egress_vlan": (5, 4094), "restart_counter": 9, "fib_cache": True, "sport_entropy": False})
     dp.set_config(cfg)
     assert dp.get_config() == cfg
+
+
+def test_config_flags_match_header():
+    """gtplab.dut.dataplane's CFG_* bits are pgwu.h's PGWU_CFG_* bits, name for name; the
+    off-switches (NO_*, SPORT_FIXED) are what a zeroed config turns on."""
+    import re
+    from gtplab.dut import dataplane as D
+    header = (PGWU_OBJ.parent / "pgwu.h").read_text()
+    c_bits = {n: 1 << int(b) for n, b in re.findall(r"#define PGWU_CFG_(\w+)\s+\(1U << (\d+)\)", header)}
+    py_bits = {n[4:]: v for n, v in vars(D).items() if n.startswith("CFG_") and isinstance(v, int)}
+    assert c_bits == py_bits and "SPORT_FIXED" in c_bits
+    zero = Config.unpack(bytes(Config.SIZE))
+    assert (zero.err_ind, zero.inner_csum_check, zero.sport_entropy) == (True, True, True)
+    assert zero == Config()
 
 
 def test_reasons_parsed_from_header():

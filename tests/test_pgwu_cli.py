@@ -1118,11 +1118,52 @@ def test_config_reply_and_inner_checksum_switches(loaded):
         assert (c.err_ind, c.inner_csum_check, c.local_addr) == (False, False, "192.0.2.10")
         ok(loaded, "config", "--inner-csum-check", "on")
         assert (dp.get_config().err_ind, dp.get_config().inner_csum_check) == (False, True)
-        assert json.loads(ok(loaded, "config", "--json"))["sport_entropy"] == "off"
-        assert json.loads(ok(loaded, "config", "--sport-entropy", "on", "--json"))["sport_entropy"] == "on"
-        assert dp.get_config().sport_entropy and not dp.get_config().err_ind
+        assert json.loads(ok(loaded, "config", "--json"))["sport_entropy"] == "on"
+        assert json.loads(ok(loaded, "config", "--sport-entropy", "off", "--json"))["sport_entropy"] == "off"
+        assert not dp.get_config().sport_entropy and not dp.get_config().err_ind
     cp = pgwu(loaded, "config", "--err-ind", "maybe")
     assert cp.returncode == 2
+
+
+def test_sport_entropy_on_by_default_and_switchable(pin_dir):
+    """TS 29.281 4.4.2.0: a freshly loaded pgwu sends each downlink G-PDU from the outer UDP source
+    port of its inner flow (pgwu_sport_of: 49152-65535), shown on and exported as such;
+    `config --sport-entropy off` (or `load --sport-entropy off`) gives 2152, and on goes back."""
+    import oracle as O
+    from gtplab.gtpu import packets as P
+    ok(pin_dir, "load", "--max-bearers", "64", "--local-addr", "192.0.2.10", "--ue-pool", "10.45.0.0/16")
+    ok(pin_dir, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
+    assert add(pin_dir, 1, "10.45.0.1").returncode == 0
+    assert json.loads(ok(pin_dir, "config", "--json"))["sport_entropy"] == "on"
+    assert re.search(r"^outer UDP sport\s+from the inner flow \(49152-65535\)$", ok(pin_dir, "config"), re.M)
+    flows = [bytes(P.downlink_ip(ue="10.45.0.1", size=200, l4="udp", sport=10000 + i, dport=443))
+             for i in range(16)]
+
+    def sports() -> list[int]:
+        with Dataplane(pin_dir) as dp:
+            outs = [dp.run_sgi(f) for f in flows]
+        assert all(o.verdict == "tx" for o in outs), [o.verdict for o in outs]
+        return [struct.unpack("!H", o.data[34:36])[0] for o in outs]
+
+    want = [O.sport_of_flow(O.ip_payload(f)) for f in flows]
+    assert sports() == want and len(set(want)) > 8 and 2152 not in want
+    assert json.loads(ok(pin_dir, "config", "--sport-entropy", "off", "--json"))["sport_entropy"] == "off"
+    assert re.search(r"^outer UDP sport\s+2152 \(--sport-entropy off\)$", ok(pin_dir, "config"), re.M)
+    assert sports() == [2152] * len(flows)
+    exp = Exporter(pin_dir)
+    try:
+        assert 'sport_entropy="off"' in exp.get()[2]
+        ok(pin_dir, "config", "--sport-entropy", "on")
+        assert 'sport_entropy="on"' in exp.get()[2]
+    finally:
+        assert exp.stop() == 0
+    assert sports() == want
+    ok(pin_dir, "unload")
+    ok(pin_dir, "load", "--max-bearers", "64", "--sport-entropy", "off")
+    assert json.loads(ok(pin_dir, "config", "--json"))["sport_entropy"] == "off"
+    with Dataplane(pin_dir) as dp:
+        assert dp.get_config().sport_entropy is False
+    assert pgwu(pin_dir, "config", "--sport-entropy", "2152").returncode == 2
 
 
 @pytest.mark.long

@@ -6,8 +6,9 @@ TRex stream JSON (raw bytes, no field engine, single bursts); the engine capture
 port. For each packet the test computes the expected output itself:
 - uplink (decap): Ether(gen port 1 <- DUT SGi) / the inner packet with TTL-1 and a valid header
   checksum, byte for byte;
-- downlink (encap): outer IPv4 PGW -> the bearer's SGW, UDP 2152/2152, GTP-U G-PDU with the bearer's
-  SGW TEID, every length, the outer UDP checksum valid (bearer csum on) or 0 (off), the inner packet
+- downlink (encap): outer IPv4 PGW -> the bearer's SGW, UDP from the inner flow's port (TS 29.281
+  4.4.2.0, tests/oracle.py sport_of_flow; 2152 with `pgwu config --sport-entropy off`) to 2152, GTP-U
+  G-PDU with the bearer's SGW TEID, every length, the outer UDP checksum valid (bearer csum on) or 0 (off), the inner packet
   with TTL-1 byte for byte; VLAN tags in and out;
 - nothing else arrives, nothing comes back, and packet conservation holds for every burst;
 - unknown TEIDs, unknown UEs and spoofed sources are not forwarded and are counted by reason.
@@ -27,6 +28,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
 from gtplab.dut.local import LocalDut
+import oracle as O
 
 pytestmark = pytest.mark.lab
 
@@ -211,7 +213,9 @@ def downlink_frames(lab):
     ]
 
 
-def check_encap(lab_o, frames, got, vlan: int | None):
+def check_encap(lab_o, frames, got, vlan: int | None, sport_fixed: bool = False):
+    """Every frame in got is one of frames encapsulated as the spec says. The outer UDP source port is
+    its inner flow's (sport_of_flow), or 2152 with sport_fixed (`--sport-entropy off`)."""
     a, p0 = lab_o.addressing, lab_o.ports[0]
     by_inner = {}
     for f in frames:
@@ -239,7 +243,8 @@ def check_encap(lab_o, frames, got, vlan: int | None):
         assert bool(o.flags.DF) == bool(sent_ip.flags.DF) and (o.id == 0 or not sent_ip.flags.DF), _show(g)
         assert o.len == 36 + len(inner)
         u = e[UDP]
-        assert (u.sport, u.dport, u.len) == (2152, 2152, 16 + len(inner)), _show(g)
+        sport = 2152 if sport_fixed else O.sport_of_flow(inner)
+        assert (u.sport, u.dport, u.len) == (sport, 2152, 16 + len(inner)), _show(g)
         gtp = e[GTP_U_Header]
         gh = bytes(gtp)[:8]
         assert gh[0] == 0x30 and gh[1] == 255, _show(g)
@@ -262,6 +267,23 @@ def test_downlink_encap_every_packet(lab):
     frames = downlink_frames(lab_o)
     got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    check_encap(lab_o, frames, got, vlan=None)
+    # the lab's PGW-U is loaded with its defaults: source-port entropy on, one port per flow
+    assert len({Ether(g)[UDP].sport for g in got}) == len(frames), [Ether(g)[UDP].sport for g in got]
+
+
+def test_downlink_sport_fixed(lab):
+    """pgwu config --sport-entropy off: every encapsulated frame leaves from port 2152 (for peers that
+    need it), and on brings the flows' ports back."""
+    lab_o = lab[0]
+    frames = downlink_frames(lab_o)[:4]
+    lab_o.pgwu("config", "--sport-entropy", "off")
+    try:
+        got, dd, st = send(lab, 1, [bytes(f) for f in frames])
+    finally:
+        lab_o.pgwu("config", "--sport-entropy", "on")
+    check_encap(lab_o, frames, got, vlan=None, sport_fixed=True)
+    got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     check_encap(lab_o, frames, got, vlan=None)
 
 

@@ -289,7 +289,7 @@ def corr_lab(trex_lab, tmp_path_factory):
 
 
 @pytest.mark.parametrize("check", ["test_uplink_decap_every_packet", "test_downlink_encap_every_packet",
-                                   "test_downlink_egress_vlan", "test_uplink_egress_vlan",
+                                   "test_downlink_egress_vlan", "test_downlink_sport_fixed", "test_uplink_egress_vlan",
                                    "test_not_forwarded_and_counted_by_reason"])
 def test_correctness_with_trex_sending(corr_lab, check):
     """tests/test_suite_correctness.py's checks, unchanged, with TRex sending the packets and

@@ -40,7 +40,7 @@ CFG_CSUM = 1 << 0
 CFG_FIB_CACHE = 1 << 1
 CFG_NO_ERR_IND = 1 << 2             # off-switches: flags 0 means the behaviour is on
 CFG_NO_INNER_CSUM_CHECK = 1 << 3
-CFG_SPORT_ENTROPY = 1 << 4
+CFG_SPORT_FIXED = 1 << 4             # off-switch too: outer UDP source port 2152, not the flow hash
 B_CSUM_ON = 1 << 0
 B_CSUM_OFF = 1 << 1
 B_QFI = 1 << 2                      # 5G N3: QFI in bits 8-13 of both halves' flags
@@ -161,7 +161,7 @@ class Config:
     nexthop: tuple[Nexthop, Nexthop] = field(default_factory=lambda: (Nexthop(), Nexthop()))
     err_ind: bool = True              # answer (Error Indication, Supported Ext. Headers Notification)
     inner_csum_check: bool = True     # drop uplink inner IPv4 with a bad header checksum
-    sport_entropy: bool = False       # downlink outer UDP source port from the inner flow, not 2152
+    sport_entropy: bool = True        # downlink outer UDP source port from the inner flow; False: 2152
 
     # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2]
     FMT = "=4sI4s4sHHB3x16s16s"
@@ -172,7 +172,7 @@ class Config:
         flags = ((CFG_CSUM if self.csum else 0) | (CFG_FIB_CACHE if self.fib_cache else 0)
                  | (0 if self.err_ind else CFG_NO_ERR_IND)
                  | (0 if self.inner_csum_check else CFG_NO_INNER_CSUM_CHECK)
-                 | (CFG_SPORT_ENTROPY if self.sport_entropy else 0))
+                 | (0 if self.sport_entropy else CFG_SPORT_FIXED))
         return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
                            net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
                            self.nexthop[0].pack(), self.nexthop[1].pack())
@@ -183,7 +183,7 @@ class Config:
         plen = bin(int.from_bytes(pm, "big")).count("1")
         return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
                    (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)), not flags & CFG_NO_ERR_IND,
-                   not flags & CFG_NO_INNER_CSUM_CHECK, bool(flags & CFG_SPORT_ENTROPY))
+                   not flags & CFG_NO_INNER_CSUM_CHECK, not flags & CFG_SPORT_FIXED)
 
 
 @dataclass
