@@ -807,7 +807,10 @@ static const struct cmd cmds[] = {
 		"detach everything and remove PIN_DIR", NULL),
 	COMMAND("attach", do_attach, attach_options, struct attach_opts, &attach_defaults,
 		"attach xdp_access and xdp_sgi (loads with defaults if nothing is loaded)",
-		"Interfaces are looked up in the current network namespace (or --netns)."),
+		"Interfaces are looked up in the current network namespace (or --netns). Sets\n"
+		"net.ipv4.conf.SGI.accept_local=1 there: the packets xdp_sgi encapsulates but\n"
+		"leaves to the kernel (to fragment them, or to resolve the SGW's neighbour) carry\n"
+		"our own address as source, which the kernel otherwise drops as martians."),
 	COMMAND("detach", do_detach, no_options, struct no_opts, NULL,
 		"detach both programs", NULL),
 	COMMAND("config", do_config, config_options, struct config_opts, NULL,

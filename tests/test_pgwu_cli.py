@@ -917,6 +917,10 @@ def test_attach_detach_in_namespace(pin_dir, netns, mode):
         sgi_id = p.info().id
     ok(pin_dir, "--netns", ns, "attach", "--access", a, "--sgi", b, "--mode", mode)
     assert (xdp_prog_id(ns, a), xdp_prog_id(ns, b)) == (access_id, sgi_id)
+    # the kernel takes what xdp_sgi passes it (our own address as source) only with accept_local
+    accept = {i: subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", f"net.ipv4.conf.{i}.accept_local"],
+                                capture_output=True, text=True, check=True).stdout.strip() for i in (a, b)}
+    assert accept == {a: "0", b: "1"}
     assert sorted(n for n in os.listdir(pin_dir) if n.startswith(LINK_PREFIX)) == sorted(
         [LINK_PREFIX + a, LINK_PREFIX + b])
     shown = json.loads(ok(pin_dir, "config", "--json"))
