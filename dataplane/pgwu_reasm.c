@@ -455,9 +455,14 @@ int do_reassemble(const void *cfg)
 		return -errno;
 	}
 	if (pid == 0) {
+		/* nothing of the caller's but stdio and the pipe (as fd 3): not its flock on
+		 * PIN_DIR, not its BPF objects */
 		close(pfd[0]);
+		if (pfd[1] != 3 && dup2(pfd[1], 3) < 0)
+			_exit(1);
+		close_range(4, ~0U, 0);
 		setsid();
-		_exit(reasm_run(pfd[1]) ? 1 : 0);
+		_exit(reasm_run(3) ? 1 : 0);
 	}
 	close(pfd[1]);
 	if (read(pfd[0], &c, 1) != 1) {
