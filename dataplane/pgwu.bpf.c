@@ -18,6 +18,7 @@
 #include "maps.h"
 #include "parsing.h"
 #include "csum.h"
+#include "gtpu.h"
 
 #define AF_INET 2
 
@@ -416,25 +417,6 @@ static __always_inline void reply_csum(struct xdp_md *ctx, struct reply *r, __u3
 	r->udp->check = csum_finish_udp(sum);
 }
 
-/* TS 29.281 5.2.1, Figure 5.2.1-3: the extension header types this PGW-U knows (it walks past
- * them: none changes what it does with the T-PDU). */
-static __always_inline int ext_known(__u8 t)
-{
-	switch (t) {
-	case 0x03:	/* Long PDCP PDU Number */
-	case 0x20:	/* Service Class Indicator */
-	case 0x40:	/* UDP Port */
-	case 0x81:	/* RAN Container */
-	case 0x82:	/* Long PDCP PDU Number */
-	case 0x83:	/* Xw RAN Container */
-	case 0x84:	/* NR RAN Container */
-	case 0x85:	/* PDU Session Container */
-	case 0xc0:	/* PDCP PDU Number */
-		return 1;
-	}
-	return 0;
-}
-
 /*
  * An ICMP error (RFC 792: Time Exceeded 11/0; Destination Unreachable, Fragmentation Needed 3/4
  * with the next-hop MTU, RFC 1191), its IPv4 header at off_ip from ctx->data: src -> dst
@@ -515,12 +497,13 @@ int xdp_access(struct xdp_md *ctx)
 	struct nexthop nh;
 	struct reply r;
 	struct l3 h;
+	struct gtpu_msg m;
 	void *ip_end, *p;
-	__u32 ihl_len, tot_len, udp_len, gtp_len, inner_len, iihl_len, out_l2;
-	__u8 next_ext = 0, bad_ext = 0, orig_mac[12];
-	__u32 mtu = 0, psc = 0;		/* psc: 0x100 | QFI of an UL PSC, 0x200 another PSC, 0 none */
+	__u32 ihl_len, tot_len, udp_len, inner_len, iihl_len, out_l2;
+	__u8 orig_mac[12];
+	__u32 mtu = 0;
 	__be32 peer;
-	__be16 seq = 0, peer_port;
+	__be16 seq, peer_port;
 	int i;
 
 	reason = prologue(ctx, PGWU_SIDE_ACCESS, &h, &action);
@@ -538,7 +521,17 @@ int xdp_access(struct xdp_md *ctx)
 		goto out;
 	}
 	if (ipv4_is_fragment(ip)) {
-		reason = PGWU_R_DROP_OUTER_FRAG;
+		/* for the kernel to reassemble, while a `pgwu reassemble` is there to take the
+		 * datagram (the kernel clears its registration when it exits) */
+		__u32 slot = PGWU_REG_REASM;
+		__u64 *reasm = bpf_map_lookup_elem(&fib_gen, &slot);
+
+		if (reasm && *(volatile __u64 *)reasm) {
+			action = XDP_PASS;
+			reason = PGWU_R_PASS_OUTER_FRAG;
+		} else {
+			reason = PGWU_R_DROP_OUTER_FRAG;
+		}
 		goto out;
 	}
 
@@ -561,38 +554,11 @@ int xdp_access(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_BAD_UDP_LEN;
 		goto out;
 	}
-	if (parse_gtpu(&cur, &gtp) < 0 || (void *)(gtp + 1) > data_end) {
-		reason = PGWU_R_DROP_TRUNC_GTP;
+	reason = gtpu_hdr_check(cur.pos, ip_end, data_end, udp_len, &m);
+	if (reason)
 		goto out;
-	}
-	if (GTP_FLAGS_VERSION(gtp->flags) != 1 || !(gtp->flags & GTP_FLAG_PT)) {
-		reason = PGWU_R_DROP_GTP_VERSION;
-		goto out;
-	}
-	gtp_len = bpf_ntohs(gtp->length);
-	if (gtp_len != udp_len - sizeof(*udp) - sizeof(*gtp)) {
-		reason = PGWU_R_DROP_GTP_BAD_LEN;
-		goto out;
-	}
-	if (gtp->flags & GTP_FLAGS_OPT) {
-		struct gtpu_opt *opt = cur.pos;
-
-		/* the frame ends inside the optional fields: truncated; they are in the frame
-		 * but the GTP length doesn't cover them: a length error */
-		if ((void *)(opt + 1) > data_end) {
-			reason = PGWU_R_DROP_TRUNC_GTP;
-			goto out;
-		}
-		if (gtp_len < sizeof(*opt)) {
-			reason = PGWU_R_DROP_GTP_BAD_LEN;
-			goto out;
-		}
-		cur.pos = opt + 1;
-		if (gtp->flags & GTP_FLAG_S)
-			seq = opt->seq;
-		if (gtp->flags & GTP_FLAG_E)
-			next_ext = opt->next_ext;
-	}
+	gtp = m.gtp;
+	seq = m.seq;
 	peer = ip->saddr;
 	peer_port = udp->source;
 	__builtin_memcpy(orig_mac, eth->h_dest, 12);
@@ -611,46 +577,12 @@ int xdp_access(struct xdp_md *ctx)
 		goto out;
 	}
 
-	/* TS 29.281 5.2: each extension header is a length octet (in 4-octet units), content, and
-	 * the next type in its last octet; type 0 ends the chain. A type we don't know whose high
-	 * bit says the endpoint must comprehend it (5.2.1) stops the walk. */
-	p = cur.pos;
-	for (i = 0; i < PGWU_MAX_EXT_HDRS; i++) {
-		__u8 *lp = p, *last;
-		__u32 ext_len;
-
-		if (!next_ext)
-			break;
-		if ((next_ext & GTP_EXT_COMPREHENSION_REQUIRED) && !ext_known(next_ext)) {
-			bad_ext = next_ext;
-			break;
-		}
-		if ((void *)(lp + 1) > ip_end || (void *)(lp + 1) > data_end) {
-			reason = PGWU_R_DROP_GTP_BAD_EXT;
-			goto out;
-		}
-		ext_len = *lp * 4;
-		if (!ext_len || p + ext_len > ip_end) {
-			reason = PGWU_R_DROP_GTP_BAD_EXT;
-			goto out;
-		}
-		/* TS 38.415 5.5.2.2: PDU type in the high nibble of octet 2, QFI in octet 3 */
-		if (next_ext == GTP_EXT_PDU_SESSION_CONTAINER && (void *)(lp + 3) <= data_end)
-			psc = (lp[1] >> 4) == 1 ? 0x100 | (lp[2] & 0x3f) : 0x200;
-		last = p + (ext_len - 1);
-		if ((void *)(last + 1) > data_end) {
-			reason = PGWU_R_DROP_GTP_BAD_EXT;
-			goto out;
-		}
-		next_ext = *last;
-		p = last + 1;
-	}
-	if (bad_ext)
+	reason = gtpu_ext_walk(&m, ip_end, data_end);
+	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED)
 		goto supp_ext;
-	if (next_ext) {
-		reason = PGWU_R_DROP_GTP_BAD_EXT;
+	if (reason)
 		goto out;
-	}
+	p = m.p;
 
 	switch (gtp->type) {
 	case GTP_ECHO_RSP: {
@@ -725,39 +657,19 @@ int xdp_access(struct xdp_md *ctx)
 		goto err_ind;
 	}
 
-	if ((b->flags & PGWU_B_QFI) && psc != (0x100 | ((b->flags >> PGWU_B_QFI_SHIFT) & 0x3f))) {
-		reason = PGWU_R_DROP_QFI_MISMATCH;
+	reason = gpdu_qfi_check(b->flags, m.psc);
+	if (reason)
 		goto out;
-	}
 
-	iip = p;
 	inner_len = ip_end - p;
-	if (!inner_len || (void *)iip + 1 > data_end || (*(__u8 *)iip >> 4) != 4) {
-		reason = PGWU_R_DROP_INNER_NOT_IPV4;
-		goto out;
-	}
-	if ((void *)(iip + 1) > ip_end || (void *)(iip + 1) > data_end || iip->ihl < 5) {
-		reason = PGWU_R_DROP_INNER_BAD;
-		goto out;
-	}
-	iihl_len = iip->ihl * 4;
-	if ((void *)iip + iihl_len > ip_end || bpf_ntohs(iip->tot_len) != inner_len) {
-		reason = PGWU_R_DROP_INNER_BAD;
-		goto out;
-	}
-	if (!(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK) &&
-	    csum_fold16(ipv4_hdr_sum(iip, iip->ihl, data_end)) != 0xffff) {
-		reason = PGWU_R_DROP_INNER_CSUM;
-		goto out;
-	}
-	if (iip->saddr != b->ue_addr) {
-		reason = PGWU_R_DROP_SPOOFED;
-		goto out;
-	}
-	if (iip->ttl <= 1) {
-		reason = PGWU_R_DROP_TTL_EXPIRED;
+	reason = gpdu_inner_check(p, ip_end, data_end, !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK),
+				  b->ue_addr, &iip);
+	if (reason == PGWU_R_DROP_TTL_EXPIRED) {
+		iihl_len = iip->ihl * 4;
 		goto ttl_expired;
 	}
+	if (reason)
+		goto out;
 
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_SGI, iip->saddr, iip->daddr, iip->tos,
 				 iip->protocol, inner_len, &nh, &mtu);
@@ -1231,35 +1143,56 @@ static __always_inline void fib_gen_bump(void)
 		__sync_fetch_and_add(g, 1);
 }
 
+/* A helper process registers itself in fib_gen[slot] (PGWU_REG_*): its tgid, as the kernel sees
+ * it. Returns that tgid, 0 when the slot is missing. */
+static __always_inline __u32 helper_register(__u32 slot)
+{
+	__u64 *w = bpf_map_lookup_elem(&fib_gen, &slot);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!w)
+		return 0;
+	*w = tgid;
+	return tgid;
+}
+
+/* The exiting process tgid held fib_gen[slot]: cleared. Returns 1 when it did. */
+static __always_inline int helper_exited(__u32 slot, __u64 tgid)
+{
+	__u64 *w = bpf_map_lookup_elem(&fib_gen, &slot);
+
+	return w && *w == tgid && __sync_val_compare_and_swap(w, tgid, 0) == tgid;
+}
+
 /* Run by `pgwu watch` on itself (BPF_PROG_TEST_RUN), once its socket is in place: changes made
  * before that are unknown, so a new generation starts. Returns the tgid it registered. */
 SEC("raw_tp")
 int watch_register(void *ctx)
 {
-	__u32 one = 1;
-	__u64 *w = bpf_map_lookup_elem(&fib_gen, &one);
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	if (!w)
-		return 0;
 	fib_gen_bump();
-	*w = tgid;
-	return tgid;
+	return helper_register(PGWU_REG_WATCH);
+}
+
+/* Run by `pgwu reassemble` on itself once its socket is bound: from then on xdp_access passes outer
+ * fragments to the kernel. Returns the tgid it registered. */
+SEC("raw_tp")
+int reasm_register(void *ctx)
+{
+	return helper_register(PGWU_REG_REASM);
 }
 
 SEC("raw_tp/sched_process_exit")	/* a task exits: in do_exit(), before its files are closed */
 int fib_gen_watch_exit(void *ctx)
 {
-	__u32 one = 1;
-	__u64 *w = bpf_map_lookup_elem(&fib_gen, &one);
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 tgid = pid_tgid >> 32;
 
 	/* the thread-group leader: another thread's exit leaves the process and its socket alive */
 	if ((__u32)pid_tgid != tgid)
 		return 0;
-	if (w && *w == tgid && __sync_val_compare_and_swap(w, tgid, 0) == tgid)
+	if (helper_exited(PGWU_REG_WATCH, tgid))
 		fib_gen_bump();
+	helper_exited(PGWU_REG_REASM, tgid);
 	return 0;
 }
 

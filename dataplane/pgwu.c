@@ -68,11 +68,14 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_INNER_CSUM] = "drop_inner_csum",
 	[PGWU_R_DROP_FRAG_NEEDED] = "drop_frag_needed",
 	[PGWU_R_DROP_QFI_MISMATCH] = "drop_qfi_mismatch",
+	[PGWU_R_PASS_OUTER_FRAG] = "pass_outer_frag",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
 _Static_assert(sizeof(pgwu_reason_names) / sizeof(pgwu_reason_names[0]) == PGWU_REASON_MAX,
 	       "pgwu_reason_names[] must name every enum pgwu_reason");
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 2,
+	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 _Static_assert(PGWU_R_DROP_NOT_CONFIGURED == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
@@ -88,6 +91,29 @@ const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
 };
 _Static_assert(sizeof(pgwu_event_names) / sizeof(pgwu_event_names[0]) == PGWU_EVENT_MAX,
 	       "pgwu_event_names[] must name every enum pgwu_event");
+
+/* Names of enum pgwu_reasm_stat, in its order: lower-cased without PGWU_RA_. */
+const char *const pgwu_reasm_names[PGWU_RA_MAX] = {
+	[PGWU_RA_RECEIVED] = "received",
+	[PGWU_RA_FORWARDED] = "forwarded",
+	[PGWU_RA_DROP_NOT_ACCESS] = "drop_not_access",
+	[PGWU_RA_DROP_TRUNC_GTP] = "drop_trunc_gtp",
+	[PGWU_RA_DROP_GTP_VERSION] = "drop_gtp_version",
+	[PGWU_RA_DROP_GTP_BAD_LEN] = "drop_gtp_bad_len",
+	[PGWU_RA_DROP_NOT_GPDU] = "drop_not_gpdu",
+	[PGWU_RA_DROP_GTP_BAD_EXT] = "drop_gtp_bad_ext",
+	[PGWU_RA_DROP_GTP_EXT_UNSUPPORTED] = "drop_gtp_ext_unsupported",
+	[PGWU_RA_DROP_UNKNOWN_TEID] = "drop_unknown_teid",
+	[PGWU_RA_DROP_QFI_MISMATCH] = "drop_qfi_mismatch",
+	[PGWU_RA_DROP_INNER_NOT_IPV4] = "drop_inner_not_ipv4",
+	[PGWU_RA_DROP_INNER_BAD] = "drop_inner_bad",
+	[PGWU_RA_DROP_INNER_CSUM] = "drop_inner_csum",
+	[PGWU_RA_DROP_SPOOFED] = "drop_spoofed",
+	[PGWU_RA_DROP_TTL_EXPIRED] = "drop_ttl_expired",
+	[PGWU_RA_DROP_SEND] = "drop_send",
+};
+_Static_assert(PGWU_RA_DROP_SEND == PGWU_RA_MAX - 1,
+	       "enum pgwu_reasm_stat changed: update pgwu_reasm_names[]");
 
 const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
 	"aborted", "drop", "pass", "tx", "redirect"
@@ -463,6 +489,10 @@ static void stats_print_json(const struct pgwu_snapshot *s, const __u64 *ev, boo
 	printf("},\n");
 	printf("\"fib_generation\": %llu, \"fib_watcher_pid\": %llu", (unsigned long long)s->fib_gen,
 	       (unsigned long long)s->fib_watcher);
+	printf(",\n\"reassembler\": {\"pid\": %llu", (unsigned long long)s->reasm_pid);
+	for (int i = 0; i < PGWU_RA_MAX; i++)
+		printf(", \"%s\": %llu", pgwu_reasm_names[i], (unsigned long long)s->reasm[i]);
+	printf("}");
 	if (bearers) {
 		printf(",\n\"active_bearers\": [");
 		for (size_t i = 0; i < t->n; i++) {
@@ -513,6 +543,14 @@ static void stats_print(const struct pgwu_snapshot *s, const __u64 *ev, bool bea
 	if (s->fib_watcher)
 		printf("%llu", (unsigned long long)s->fib_watcher);
 	printf("\n");
+	printf("\nreassembler (outer fragments): ");
+	if (s->reasm_pid)
+		printf("pgwu reassemble pid %llu\n", (unsigned long long)s->reasm_pid);
+	else
+		printf("none (outer fragments are dropped)\n");
+	for (int i = 0; i < PGWU_RA_MAX; i++)
+		if (i < 2 || s->reasm[i])	/* received and forwarded always, drops when any */
+			printf("  %-30s %16llu\n", pgwu_reasm_names[i], (unsigned long long)s->reasm[i]);
 	if (!bearers)
 		return;
 	printf("\nactive bearers:\n");
@@ -691,6 +729,12 @@ static const struct opt watch_options[] = {
 	OPT_END
 };
 
+static const struct opt reasm_options[] = {
+	{ .name = "daemon", .type = OPT_FLAG, .off = offsetof(struct reasm_opts, daemon),
+	  .help = "run in the background; returns once it is registered (or failed, saying why)" },
+	OPT_END
+};
+
 static const struct opt path_options[] = {
 	{ .name = "peer", .type = OPT_ADDR, .off = offsetof(struct path_opts, peer), .metavar = "A",
 	  .help = "only this peer (default: every SGW a bearer names and every peer seen)" },
@@ -773,7 +817,10 @@ static const struct cmd cmds[] = {
 		"detach everything and remove PIN_DIR", NULL),
 	COMMAND("attach", do_attach, attach_options, struct attach_opts, &attach_defaults,
 		"attach xdp_access and xdp_sgi (loads with defaults if nothing is loaded)",
-		"Interfaces are looked up in the current network namespace (or --netns)."),
+		"Interfaces are looked up in the current network namespace (or --netns). Sets\n"
+		"net.ipv4.conf.SGI.accept_local=1 there: the packets xdp_sgi encapsulates but\n"
+		"leaves to the kernel (to fragment them, or to resolve the SGW's neighbour) carry\n"
+		"our own address as source, which the kernel otherwise drops as martians."),
 	COMMAND("detach", do_detach, no_options, struct no_opts, NULL,
 		"detach both programs", NULL),
 	COMMAND("config", do_config, config_options, struct config_opts, NULL,
@@ -790,6 +837,19 @@ static const struct cmd cmds[] = {
 		"and registers itself: the cache is used only while a registered watcher is alive\n"
 		"(the kernel clears the registration when it exits, however it dies). Ends by itself\n"
 		"when pgwu is unloaded. attach starts one in the background unless --no-watch."),
+	COMMAND("reassemble", do_reassemble, reasm_options, struct reasm_opts, NULL,
+		"take G-PDUs that arrive in outer IPv4 fragments (foreground, until SIGINT/SIGTERM)",
+		"While it runs, xdp_access passes outer fragments of UDP to the GTP-U address to the\n"
+		"kernel (pass_outer_frag) instead of dropping them (drop_outer_frag). The kernel\n"
+		"reassembles them and delivers the datagram to UDP 2152 on the GTP-U address, where\n"
+		"this process checks it as xdp_access checks a G-PDU (GTP-U header, extension headers,\n"
+		"bearer by TEID, QFI, inner IPv4 header and checksum, anti-spoofing, TTL) and sends\n"
+		"the inner packet (TTL - 1) through a raw socket: the kernel routes it to SGi. Only\n"
+		"datagrams that came in on an interface xdp_access is attached to are taken. No\n"
+		"replies (Error Indication, ICMP) and no per-bearer usage for these packets; counters:\n"
+		"pgwu stats (reassembler), pgwu metrics (pgwu_reassembler_*). The kernel clears the\n"
+		"registration when it exits, however it dies. One per PIN_DIR; run it in the PGW-U's\n"
+		"network namespace (--netns). Ends by itself when pgwu is unloaded."),
 	COMMAND("path", do_path, path_options, struct path_opts, &path_defaults,
 		"GTP-U peers: state and restart counter from their Echo Responses",
 		"A peer is up when its last Echo Response is not older than the last Echo Request\n"

@@ -43,7 +43,8 @@ enum pgwu_reason {
 	PGWU_R_DROP_TRUNC_ETH,		/* DROP: shorter than an Ethernet (+802.1Q) header */
 	PGWU_R_DROP_TRUNC_IP,		/* DROP: outer IPv4 header truncated */
 	PGWU_R_DROP_BAD_IP,		/* DROP: outer IPv4 header invalid (IHL < 5, total length) */
-	PGWU_R_DROP_OUTER_FRAG,		/* DROP: outer IPv4 fragment (GTP-U is not reassembled) */
+	PGWU_R_DROP_OUTER_FRAG,		/* DROP: outer IPv4 fragment of UDP to the GTP-U address while
+					 * no `pgwu reassemble` is registered (else PASS_OUTER_FRAG) */
 	PGWU_R_DROP_TRUNC_UDP,		/* DROP: UDP header truncated */
 	PGWU_R_DROP_BAD_UDP_LEN,	/* DROP: UDP length disagrees with the IP length */
 	PGWU_R_DROP_TRUNC_GTP,		/* DROP: GTP-U header (or its optional fields) truncated */
@@ -77,6 +78,9 @@ enum pgwu_reason {
 					 * fragments the outer packet) */
 	PGWU_R_DROP_QFI_MISMATCH,	/* DROP: uplink G-PDU of a bearer with a QFI without an UL
 					 * PDU Session Container carrying that QFI (TS 38.415) */
+	PGWU_R_PASS_OUTER_FRAG,		/* PASS: outer IPv4 fragment of UDP to the GTP-U address: the
+					 * kernel reassembles it for the registered `pgwu reassemble`
+					 * (PGWU_REG_REASM), which handles the whole G-PDU */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
 	PGWU_REASON_MAX,
 };
@@ -279,6 +283,42 @@ struct pgwu_fib_key {
 };
 
 #define PGWU_FIB_BY_SRC 1	/* fib_gen[2]: key the route cache by source too */
+
+/*
+ * Registration slots in fib_gen: the tgid of a live helper process, written by the program it runs
+ * on itself (watch_register, reasm_register, with BPF_PROG_TEST_RUN) and cleared by
+ * fib_gen_watch_exit when that process exits, however it dies. 0: none.
+ */
+#define PGWU_REG_WATCH	1	/* `pgwu watch`: the route cache is used only while it is set */
+#define PGWU_REG_REASM	3	/* `pgwu reassemble`: outer fragments are passed only while it is set */
+#define PGWU_FIB_GEN_SLOTS 4
+
+/*
+ * reasm_stats: ARRAY (BPF_F_MMAPABLE) of __u64, one per entry below, written only by the registered
+ * `pgwu reassemble` (plain stores through mmap: one writer), read by pgwu stats and metrics. Every
+ * datagram it reads is counted in RECEIVED and in exactly one other entry.
+ * Keep pgwu_reasm_names[] (pgwu.c) in step with this list.
+ */
+enum pgwu_reasm_stat {
+	PGWU_RA_RECEIVED = 0,		/* reassembled datagrams read from UDP 2152 */
+	PGWU_RA_FORWARDED,		/* G-PDU: inner packet sent to SGi (raw socket) */
+	PGWU_RA_DROP_NOT_ACCESS,	/* came in on an interface without xdp_access (or locally) */
+	PGWU_RA_DROP_TRUNC_GTP,		/* as the PGWU_R_DROP_* of the same name */
+	PGWU_RA_DROP_GTP_VERSION,
+	PGWU_RA_DROP_GTP_BAD_LEN,
+	PGWU_RA_DROP_NOT_GPDU,		/* a message other than a G-PDU (signalling is not reassembled) */
+	PGWU_RA_DROP_GTP_BAD_EXT,
+	PGWU_RA_DROP_GTP_EXT_UNSUPPORTED,	/* dropped, no Notification sent */
+	PGWU_RA_DROP_UNKNOWN_TEID,	/* dropped, no Error Indication sent */
+	PGWU_RA_DROP_QFI_MISMATCH,
+	PGWU_RA_DROP_INNER_NOT_IPV4,
+	PGWU_RA_DROP_INNER_BAD,
+	PGWU_RA_DROP_INNER_CSUM,
+	PGWU_RA_DROP_SPOOFED,
+	PGWU_RA_DROP_TTL_EXPIRED,	/* dropped, no Time Exceeded sent */
+	PGWU_RA_DROP_SEND,		/* the kernel refused to send it (no route, over the SGi MTU) */
+	PGWU_RA_MAX,
+};
 
 struct pgwu_fib_entry {
 	__u64 gen;

@@ -26,6 +26,7 @@ extern bool verbose;
 extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
 extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
 extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
+extern const char *const pgwu_reasm_names[PGWU_RA_MAX];
 
 #define pr_warn(...) fprintf(stderr, __VA_ARGS__)
 
@@ -48,6 +49,10 @@ struct attach_opts {
 };
 
 struct watch_opts {
+	struct opt_flag daemon;
+};
+
+struct reasm_opts {
 	struct opt_flag daemon;
 };
 
@@ -134,6 +139,7 @@ int do_session_flush(const void *cfg);
 int do_session_unload(const void *cfg);
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
+int do_reassemble(const void *cfg);	/* pgwu_reasm.c */
 int do_path(const void *cfg);		/* pgwu_path.c */
 int do_signalling(const void *cfg);
 /* events[] summed over CPUs (enum pgwu_event) */
@@ -243,12 +249,22 @@ struct pgwu_snapshot {
 	struct pgwu_config cfg;
 	__u64 fib_gen;
 	__u64 fib_watcher;	/* tgid of the registered `pgwu watch`, 0: none */
+	__u64 reasm_pid;	/* tgid of the registered `pgwu reassemble`, 0: none */
+	__u64 reasm[PGWU_RA_MAX];	/* its counters (reasm_stats) */
 	struct bearer_table bearers;
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* summed over bearers */
 };
 int snapshot_read(struct pgwu_snapshot *s);
 /* fib_gen[1]: the tgid of the registered `pgwu watch`, 0 when there is none */
 __u64 fib_watcher_read(int fib_gen_fd);
+/* fib_gen[slot] (PGWU_REG_*): the tgid of the registered helper, 0 when there is none */
+__u64 helper_read(int fib_gen_fd, __u32 slot);
+/* Run the pinned program prog (watch_register, reasm_register) on this process: it registers
+ * itself in its slot. *tgid: the tgid registered. Returns 0 or -errno. */
+int helper_register(int prog_fd, __u32 *tgid);
+/* reasm_stats (enum pgwu_reasm_stat) into out, and the registered reassembler's tgid; zeros when
+ * the map is missing. Returns 0 or -errno. */
+int reasm_stats_read(__u64 out[PGWU_RA_MAX], __u64 *pid);
 void snapshot_free(struct pgwu_snapshot *s);
 
 /* Formatting */

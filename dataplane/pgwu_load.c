@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
 #include <stdlib.h>
@@ -620,6 +621,27 @@ out:
 	return err;
 }
 
+/*
+ * net.ipv4.conf.<sgi>.accept_local = 1, in this network namespace. xdp_sgi hands the kernel an
+ * encapsulated packet it can't forward itself (too big for the access MTU without DF: the kernel
+ * fragments it; SGW neighbour unresolved: the kernel resolves it), in the frame it came in: the
+ * kernel receives it on SGi with our own GTP-U address as its source, which it drops as a martian
+ * unless accept_local is set on that interface. Returns 0 or -errno.
+ */
+static int sgi_accept_local(const char *ifname)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/accept_local", ifname);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1\n", 2) != 2)
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
 int do_attach(const void *cfg)
 {
 	static const __u32 modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
@@ -668,6 +690,15 @@ int do_attach(const void *cfg)
 	}
 	printf("attached xdp_access to %s and xdp_sgi to %s (%s mode)\n", o->access.s, o->sgi.s,
 	       mode_names[o->mode.v]);
+	err = sgi_accept_local(o->sgi.s);
+	if (err)
+		fprintf(stderr, "Warning: couldn't set net.ipv4.conf.%s.accept_local=1 (%s): downlink "
+			"packets the kernel must fragment or resolve a neighbour for will be dropped as "
+			"martians\n", o->sgi.s, strerror(-err));
+	else
+		printf("net.ipv4.conf.%s.accept_local=1: the kernel takes the encapsulated packets "
+		       "xdp_sgi passes it (outer fragmentation, neighbour resolution)\n", o->sgi.s);
+	err = 0;
 	if (!o->no_watch.set) {
 		int pid = pgwu_watch_spawn();
 

@@ -100,6 +100,19 @@ static void render(FILE *f, const struct pgwu_snapshot *s)
 		    "1 when route lookups are cached: the cache is on and a pgwu watch keeps it correct.");
 	fprintf(f, "pgwu_fib_cache_in_use %d\n",
 		(c->flags & PGWU_CFG_FIB_CACHE) && s->fib_watcher ? 1 : 0);
+	metric_head(f, "pgwu_reassembler_running", "gauge",
+		    "1 while a `pgwu reassemble` is registered: outer fragments are passed to the kernel.");
+	fprintf(f, "pgwu_reassembler_running %d\n", s->reasm_pid ? 1 : 0);
+	metric_head(f, "pgwu_reassembler_received_total", "counter",
+		    "Reassembled datagrams `pgwu reassemble` read from UDP 2152.");
+	fprintf(f, "pgwu_reassembler_received_total %llu\n",
+		(unsigned long long)s->reasm[PGWU_RA_RECEIVED]);
+	metric_head(f, "pgwu_reassembler_datagrams_total", "counter",
+		    "What `pgwu reassemble` did with each datagram it read (forwarded, or the drop "
+		    "reason): sums to pgwu_reassembler_received_total.");
+	for (int i = PGWU_RA_FORWARDED; i < PGWU_RA_MAX; i++)
+		fprintf(f, "pgwu_reassembler_datagrams_total{result=\"%s\"} %llu\n",
+			pgwu_reasm_names[i], (unsigned long long)s->reasm[i]);
 	metric_head(f, "pgwu_config_info", "gauge", "The running configuration, as labels (value 1).");
 	len = mask_len(c->ue_pool_mask);
 	if (len >= 0)

@@ -630,12 +630,55 @@ void bearers_free(struct bearer_table *t)
 	t->n = 0;
 }
 
-__u64 fib_watcher_read(int fib_gen_fd)
+__u64 helper_read(int fib_gen_fd, __u32 slot)
 {
-	__u32 key = 1;
 	__u64 v;
 
-	return bpf_map_lookup_elem(fib_gen_fd, &key, &v) ? 0 : v;
+	return bpf_map_lookup_elem(fib_gen_fd, &slot, &v) ? 0 : v;
+}
+
+__u64 fib_watcher_read(int fib_gen_fd)
+{
+	return helper_read(fib_gen_fd, PGWU_REG_WATCH);
+}
+
+int helper_register(int prog_fd, __u32 *tgid)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+
+	if (bpf_prog_test_run_opts(prog_fd, &opts))
+		return -errno;
+	if (!opts.retval)
+		return -ENOENT;
+	*tgid = opts.retval;
+	return 0;
+}
+
+int reasm_stats_read(__u64 out[PGWU_RA_MAX], __u64 *pid)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	memset(out, 0, PGWU_RA_MAX * sizeof(out[0]));
+	*pid = 0;
+	/* quietly absent: a PIN_DIR loaded by a pgwu without the reassembler */
+	if (!pin_path(path, sizeof(path), "fib_gen")) {
+		fd = bpf_obj_get(path);
+		if (fd >= 0) {
+			*pid = helper_read(fd, PGWU_REG_REASM);
+			close(fd);
+		}
+	}
+	if (pin_path(path, sizeof(path), "reasm_stats"))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	for (__u32 k = 0; k < PGWU_RA_MAX; k++)
+		if (bpf_map_lookup_elem(fd, &k, &out[k]))
+			out[k] = 0;
+	close(fd);
+	return 0;
 }
 
 int snapshot_read(struct pgwu_snapshot *s)
@@ -655,6 +698,8 @@ int snapshot_read(struct pgwu_snapshot *s)
 		s->fib_gen = 0;
 	if (!err)
 		s->fib_watcher = fib_watcher_read(m.fib_gen);
+	if (!err)
+		err = reasm_stats_read(s->reasm, &s->reasm_pid);
 	if (!err)
 		err = bearers_read(&m, &s->bearers);
 	if (err)

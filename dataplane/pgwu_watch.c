@@ -49,14 +49,7 @@ static void on_signal(int sig)
  * sees it, which getpid() in a pid namespace would not). Returns 0 or -errno. */
 static int register_watcher(int reg_fd, __u32 *tgid)
 {
-	LIBBPF_OPTS(bpf_test_run_opts, opts);
-
-	if (bpf_prog_test_run_opts(reg_fd, &opts))
-		return -errno;
-	if (!opts.retval)
-		return -ENOENT;
-	*tgid = opts.retval;
-	return 0;
+	return helper_register(reg_fd, tgid);
 }
 
 static bool still_loaded(void)

@@ -66,6 +66,7 @@ class Row:
     csum: bool | None = None       # encap: outer UDP checksum expected on (True) / zero (False)
     ingress_ifindex: int = 0
     after: object = None           # callable(dp): checks of the maps a row changes (peers, sig_rx)
+    reassembler: bool = False      # a `pgwu reassemble` registered (fib_gen[3] != 0)
 
 
 ROWS: list[Row] = []
@@ -349,6 +350,16 @@ untouched("ul fragment to another address", "access",
           with_ip(bytes(P.gpdu(size=200, outer_dst="192.0.2.77")), 14, frag=0x2000), "pass_not_gtpu")
 drop("ul outer fragment, not GTP port", "access",
      with_ip(bytes(P.gpdu(size=200, dport=53)), 14, frag=0x2000), "drop_outer_frag")
+# ... while a `pgwu reassemble` is registered: the kernel gets them, unchanged, to reassemble
+for _n, _fr in (("MF", 0x2000), ("offset 185", 185), ("MF+DF+offset", 0x6001)):
+    untouched(f"ul outer {_n}, reassembler registered", "access", with_ip(_f, 14, frag=_fr),
+              "pass_outer_frag", reassembler=True)
+untouched("ul outer fragment, not GTP port, reassembler registered", "access",
+          with_ip(bytes(P.gpdu(size=200, dport=53)), 14, frag=0x2000), "pass_outer_frag", reassembler=True)
+ul_fwd("ul whole G-PDU, reassembler registered: still XDP's", _f, reassembler=True)
+untouched("ul fragment to another address, reassembler registered", "access",
+          with_ip(bytes(P.gpdu(size=200, outer_dst="192.0.2.77")), 14, frag=0x2000), "pass_not_gtpu",
+          reassembler=True)
 
 # -- inner packet errors
 drop("ul empty G-PDU", "access", P.gpdu(inner=b""), "drop_inner_not_ipv4")
@@ -643,6 +654,8 @@ def setup_row(dp, r: Row):
     dp.flush_bearers()
     for m in ("reply_budget", "peers", "sig_rx"):
         dp.clear_map(m)
+    # PGWU_REG_REASM: a registered reassembler's tgid (any non-zero value to the XDP program)
+    dp.maps["fib_gen"].update(struct.pack("=I", 3), struct.pack("=Q", 1 if r.reassembler else 0))
     for teid, ue, sgw, sgw_teid, csum in BEARERS:
         dp.add_bearer(teid, ue, sgw, sgw_teid, csum=csum)
     for teid, ue, sgw, sgw_teid, qfi in QFI_BEARERS:

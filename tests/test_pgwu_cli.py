@@ -1025,6 +1025,10 @@ def test_attach_detach_in_namespace(pin_dir, netns, mode):
         sgi_id = p.info().id
     ok(pin_dir, "--netns", ns, "attach", "--access", a, "--sgi", b, "--mode", mode)
     assert (xdp_prog_id(ns, a), xdp_prog_id(ns, b)) == (access_id, sgi_id)
+    # the kernel takes what xdp_sgi passes it (our own address as source) only with accept_local
+    accept = {i: subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", f"net.ipv4.conf.{i}.accept_local"],
+                                capture_output=True, text=True, check=True).stdout.strip() for i in (a, b)}
+    assert accept == {a: "0", b: "1"}
     assert sorted(n for n in os.listdir(pin_dir) if n.startswith(LINK_PREFIX)) == sorted(
         [LINK_PREFIX + a, LINK_PREFIX + b])
     shown = json.loads(ok(pin_dir, "config", "--json"))
@@ -1181,3 +1185,76 @@ def test_bulk_load_a_million_from_a_pipe(pin_dir, tmp_path):
     assert st["bearers"]["uplink"] == st["bearers"]["downlink"] == 1_000_000
     print(f"\n1M bearers through a pipe: session load {t_load:.2f} s")
     assert t_load <= 5.0
+
+
+# ---- pgwu reassemble ------------------------------------------------------------------------------
+
+def reasm_slot(pin_dir: str) -> int:
+    """fib_gen[3] (PGWU_REG_REASM): the tgid of the registered `pgwu reassemble`, 0: none."""
+    with bpf.Map.pinned(f"{pin_dir}/fib_gen") as m:
+        return struct.unpack("=Q", m.lookup(struct.pack("=I", 3)))[0]
+
+
+def test_reassembler_counters_in_stats_and_metrics(loaded):
+    names = ["received", "forwarded", "drop_not_access"]
+    with bpf.Map.pinned(f"{loaded}/reasm_stats") as m:
+        for k, v in ((0, 7), (1, 5), (14, 2)):          # received, forwarded, drop_spoofed
+            m.update(struct.pack("=I", k), struct.pack("=Q", v))
+    js = json.loads(ok(loaded, "stats", "--json"))["reassembler"]
+    assert (js["pid"], js["received"], js["forwarded"], js["drop_spoofed"], js["drop_not_access"]) == (0, 7, 5, 2, 0)
+    assert list(js)[:4] == ["pid"] + names
+    text = ok(loaded, "stats")
+    assert "none (outer fragments are dropped)" in text and "drop_spoofed" in text
+    assert "drop_unknown_teid" not in text      # drops shown when they happened
+    with bpf.Map.pinned(f"{loaded}/fib_gen") as m:
+        m.update(struct.pack("=I", 3), struct.pack("=Q", os.getpid()))
+    assert f"pgwu reassemble pid {os.getpid()}" in ok(loaded, "stats")
+    exp = Exporter(loaded)
+    try:
+        status, _, text = exp.get()
+        assert status == 200
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint
+        assert "pgwu_reassembler_running 1\n" in text
+        assert "pgwu_reassembler_received_total 7\n" in text
+        assert 'pgwu_reassembler_datagrams_total{result="forwarded"} 5\n' in text
+        assert 'pgwu_reassembler_datagrams_total{result="drop_spoofed"} 2\n' in text
+        assert 'pgwu_reassembler_datagrams_total{result="drop_send"} 0\n' in text
+    finally:
+        assert exp.stop() == 0
+
+
+def test_reassemble_registers_and_the_kernel_unregisters_it(pin_dir, netns):
+    ns, a, _ = netns
+    cp = pgwu(pin_dir, "--netns", ns, "reassemble")
+    assert cp.returncode == 1 and "not loaded" in cp.stderr
+    ok(pin_dir, "load", "--max-bearers", "64")
+    cp = pgwu(pin_dir, "--netns", ns, "reassemble", "--daemon")
+    assert cp.returncode == 1 and "no GTP-U address" in cp.stderr, cp
+    assert reasm_slot(pin_dir) == 0
+    ok(pin_dir, "config", "--local-addr", "10.77.0.1")
+    subprocess.run(["ip", "-n", ns, "addr", "add", "10.77.0.1/24", "dev", a], check=True)
+    out = ok(pin_dir, "--netns", ns, "reassemble", "--daemon")
+    pid = int(re.search(r"running as pid (\d+)", out).group(1))
+    try:
+        assert reasm_slot(pin_dir) == pid            # registered before --daemon returned
+        cp = pgwu(pin_dir, "--netns", ns, "reassemble")
+        assert cp.returncode == 1 and f"already runs for {pin_dir} (pid {pid})" in cp.stderr
+        assert reasm_slot(pin_dir) == pid
+    finally:
+        os.kill(pid, signal.SIGKILL)                # however it dies, the kernel unregisters it
+    deadline = time.monotonic() + 5
+    while reasm_slot(pin_dir) != 0:
+        assert time.monotonic() < deadline, "registration left after the reassembler was killed"
+        time.sleep(0.05)
+    # foreground: SIGTERM ends it cleanly (exit 0), unregistered
+    p = subprocess.Popen([PGWU, "-d", pin_dir, "--netns", ns, "reassemble"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert "registered as pid" in line, (line, p.stderr.read() if p.poll() is not None else "")
+        assert reasm_slot(pin_dir) == p.pid
+    finally:
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=10)
+    assert rc == 0 and reasm_slot(pin_dir) == 0

@@ -8,7 +8,7 @@
 #define PGWU_CSUM_H
 
 #include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
+#include "compat.h"
 #include "consts.h"
 
 static __always_inline __u16 csum_fold16(__u64 sum)
@@ -71,7 +71,7 @@ static __always_inline __u64 ipv4_hdr_sum(const void *ip, __u32 ihl, const void 
 	if (ihl == 5 && (void *)(w + 5) <= end)		/* no options: nearly every packet */
 		return (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
 	for (i = 0; i < 15; i++) {
-		if (i >= ihl)
+		if (i >= (int)ihl)
 			break;
 		if ((void *)(w + i + 1) > end)	/* re-checked for the verifier */
 			break;
@@ -80,6 +80,7 @@ static __always_inline __u64 ipv4_hdr_sum(const void *ip, __u32 ihl, const void 
 	return sum;
 }
 
+#ifdef __bpf__	/* the rest sums a frame with BPF helpers */
 /*
  * Sum of len bytes of the frame from offset off, for the full-checksum fallback. bpf_csum_diff takes
  * at most 512 bytes, in multiples of 4, from a pointer with a constant size; unrolling that over every
@@ -167,5 +168,6 @@ static __always_inline __u64 csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len
 	*err = 0;
 	return c.sum;
 }
+#endif /* __bpf__ */
 
 #endif /* PGWU_CSUM_H */

@@ -114,18 +114,30 @@ struct {
 
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
  * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
- * an older generation is stale. [1] the tgid of the live `pgwu watch` (watch_register), 0 when there
- * is none (fib_gen_watch_exit); the XDP programs use the cache only while it is not 0.
+ * an older generation is stale. [1] (PGWU_REG_WATCH) the tgid of the live `pgwu watch`
+ * (watch_register), 0 when there is none (fib_gen_watch_exit); the XDP programs use the cache only
+ * while it is not 0. [3] (PGWU_REG_REASM) the same for `pgwu reassemble` (reasm_register):
+ * xdp_access passes outer fragments to the kernel only while it is not 0.
  * [2] PGWU_FIB_BY_SRC when IPv4 policy rules may exist (`ip rule`): the cache is then keyed by the
  * source address too. Set by nl_fib_gen as a rule is added (in the adding task, before the change
  * returns) and by `pgwu watch` when its dump finds one; cleared only by `pgwu watch` once a dump
  * finds none. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, PGWU_FIB_GEN_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } fib_gen SEC(".maps");
+
+/* Written only by `pgwu reassemble` (mmap), read by pgwu stats/metrics: enum pgwu_reasm_stat.
+ * No program touches it; it is here so that load creates and pins it with everything else. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PGWU_RA_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} reasm_stats SEC(".maps");
 
 /* Written by xdp_sgi: a per-CPU IP ID counter for outer headers without DF. */
 struct {

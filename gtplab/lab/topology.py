@@ -353,6 +353,7 @@ class Lab:
         if self.dut_mode == "pgwu":
             self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
+            self._start_reassembler()
         elif self.dut_mode == "fwd":
             self._attach_fwd()
         elif self.dut_mode in ("drop", "pass", "tx"):
@@ -363,6 +364,22 @@ class Lab:
         self.apply_cpu_layout()
         if self.generator == "trex":
             self._start_trex()
+
+    def _start_reassembler(self) -> None:
+        """`pgwu reassemble --daemon` in the DUT netns: G-PDUs that arrive in outer fragments are
+        reassembled by the kernel and forwarded (docs/dataplane.md). Like the `pgwu watch` that attach
+        starts, it lives in the DUT netns, so teardown (which kills every process there) stops it,
+        whatever ended the lab. A kernel without the tracing programs it registers with can't run it:
+        the lab comes up without it (outer fragments dropped), and state["reassembler"] says why."""
+        p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, "reassemble", "--daemon"],
+                 "start pgwu reassemble", check=False)
+        m = re.search(r"running as pid (\d+)", p.stdout)
+        self.state["reassembler"] = ({"pid": int(m.group(1))} if p.returncode == 0 and m else
+                                     {"pid": None, "error": (p.stderr.strip() or p.stdout.strip())[:500]})
+        _write_state(self.state_path, self.state)
+
+    def reassembler_pid(self) -> int | None:
+        return (self.state.get("reassembler") or {}).get("pid")
 
     def _start_trex(self) -> None:
         """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
@@ -727,6 +744,8 @@ def lab_status(name: str) -> dict:
                           "ports": [asdict(p) for p in lab.ports], "links": [],
                           "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
                           "generator": lab.generator}
+    if lab.dut_mode == "pgwu":
+        st["reassembler"] = lab.state.get("reassembler")
     if lab.generator == "trex":
         from gtplab.traffic.trex import runtime as trt
         t = lab.state["trex"]
