@@ -474,6 +474,29 @@ def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):
     assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
 
 
+def test_finish_holds_the_run_when_the_gateway_died_right_after_the_last_push(stack, tmp_path):
+    """Found by the 30-minute soak: the gateway SIGKILLed between the run's last push and finish()
+    (before its persistence file had the run). finish() found the status API unreachable, took that
+    for "no status API", returned True and said nothing: the last case was in neither the gateway nor
+    Prometheus. Now an unreachable gateway at finish() holds the run's cases and says `gtplab push`."""
+    from gtplab.results.push import Pusher
+    run = make_run()
+    warnings: list[str] = []
+    pusher = Pusher(stack.gateway, run, results_dir=str(tmp_path), warn=warnings.append)
+    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
+    for c in cases:
+        assert pusher.push(c)
+    os.kill(stack.pids()["pushgateway"], 9)
+    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
+    time.sleep(0.2)
+    assert pusher.finish() is False
+    assert [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
+    assert "gtplab push" in warnings[-1]
+    stack.up()
+    assert pusher.finish()
+    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
+
+
 def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp_path):
     """The run's last pushes are safe only once the gateway has written them to its persistence
     file: finish() waits for that (1 s with gtplab monitor). A gateway killed meanwhile leaves the

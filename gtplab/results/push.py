@@ -377,8 +377,13 @@ class Pusher:
             with urllib.request.urlopen(self.gateway_url.rstrip("/") + "/api/v1/status",
                                         timeout=self.timeout) as r:
                 flags = json.load(r)["data"]["flags"]
+        except (urllib.error.HTTPError, ValueError, KeyError, TypeError):
+            return      # it answers, without the status API: nothing to wait for
         except Exception:
-            return      # no status API: nothing to wait for
+            # down since the last push (killed right after it): what it persisted is unknown
+            self.pending[:0] = self.sent
+            self.sent = []
+            return
         interval = go_duration(flags.get("persistence.interval", ""))
         if not flags.get("persistence.file") or interval is None or interval > MAX_PERSIST_WAIT_S:
             return
