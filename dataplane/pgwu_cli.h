@@ -262,6 +262,7 @@ __u64 helper_read(int fib_gen_fd, __u32 slot);
 /* Run the pinned program prog (watch_register, reasm_register) on this process: it registers
  * itself in its slot. *tgid: the tgid registered. Returns 0 or -errno. */
 int helper_register(int prog_fd, __u32 *tgid);
+void stdio_to_devnull(void);
 /* reasm_stats (enum pgwu_reasm_stat) into out, and the registered reassembler's tgid; zeros when
  * the map is missing. Returns 0 or -errno. */
 int reasm_stats_read(__u64 out[PGWU_RA_MAX], __u64 *pid);

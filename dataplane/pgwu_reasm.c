@@ -395,15 +395,7 @@ static int reasm_run(int ready_fd)
 	       "to the kernel\n", tgid, ip_str(r.local, buf), PGWU_GTPU_PORT);
 	fflush(stdout);
 	if (ready_fd >= 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		if (fd >= 0) {
-			dup2(fd, 0);
-			dup2(fd, 1);
-			dup2(fd, 2);
-			if (fd > 2)
-				close(fd);
-		}
+		stdio_to_devnull();
 		if (write(ready_fd, "", 1) != 1)
 			err = -errno;
 		close(ready_fd);

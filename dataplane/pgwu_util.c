@@ -642,6 +642,20 @@ __u64 fib_watcher_read(int fib_gen_fd)
 	return helper_read(fib_gen_fd, PGWU_REG_WATCH);
 }
 
+/* A daemon's standard streams onto /dev/null (it outlives the terminal that started it). */
+void stdio_to_devnull(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+}
+
 int helper_register(int prog_fd, __u32 *tgid)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts);

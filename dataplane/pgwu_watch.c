@@ -239,7 +239,6 @@ out:
 int pgwu_watch_spawn(void)
 {
 	pid_t pid = fork();
-	int fd;
 
 	if (pid < 0)
 		return -errno;
@@ -248,14 +247,7 @@ int pgwu_watch_spawn(void)
 	setsid();
 	/* nothing of the parent's: not its flock on PIN_DIR, not its BPF objects */
 	close_range(3, ~0U, 0);
-	fd = open("/dev/null", O_RDWR);
-	if (fd >= 0) {
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		if (fd > 2)
-			close(fd);
-	}
+	stdio_to_devnull();
 	_exit(pgwu_watch_run() ? 1 : 0);
 }
 
