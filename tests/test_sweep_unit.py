@@ -246,6 +246,21 @@ def test_conservation_holds_and_explains_link_losses():
     assert conservation.check(100, 90, conservation.DutDelta(100, 90, {"drop_unknown_ue": 10})).ok
 
 
+def test_conservation_counts_what_the_duts_kernel_sent():
+    """Packets passed to the DUT's kernel that it sends on (12 outer fragments reassembled into 3
+    G-PDUs; 1 encapsulated packet cut into 2 outer fragments) balance only with kernel_fwd, the
+    frames its kernel sent, and only with the right number of them."""
+    ul = conservation.DutDelta(rx_packets=12, fwd_packets=0, passed_by_reason={"pass_outer_frag": 12})
+    assert not conservation.check(12, 3, ul, dut_rx=12).ok
+    c = conservation.check(12, 3, ul, dut_rx=12, kernel_fwd=3)
+    assert c.ok and "+ 3 sent by its kernel" in c.message() and c.as_dict()["kernel_fwd"] == 3
+    bad = conservation.check(12, 3, ul, dut_rx=12, kernel_fwd=4)
+    assert not bad.ok and "sent by its kernel 4 != generator rx 3" in bad.errors[0]
+    dl = conservation.DutDelta(rx_packets=4, fwd_packets=3, passed_by_reason={"pass_fib_other": 1})
+    assert conservation.check(4, 5, dl, dut_rx=4, kernel_fwd=2).ok
+    assert not conservation.check(4, 5, dl, dut_rx=4).ok
+
+
 @pytest.mark.parametrize("gen_tx,gen_rx,dut_rx,lin,lout,what", [
     (100, 90, 99, 0, 0, "generator tx 100 != DUT rx 99"),          # one vanished on the way in
     (100, 89, 100, 0, 0, "DUT forwarded 90 != generator rx 89"),   # one vanished on the way out

@@ -3,6 +3,13 @@
     generator tx  =  DUT rx  +  lost on the way in (link)
     DUT rx        =  forwarded + dropped (by reason) + passed to the kernel (by reason)
     forwarded     =  generator rx  +  lost on the way out (link)
+                     -  sent by the DUT's kernel for packets passed to it (when the caller measures it)
+
+The last term is for packets the program passes to the kernel that the kernel then sends on: outer
+fragments reassembled into one G-PDU that `pgwu reassemble` forwards (several frames in, one out),
+or an encapsulated packet the kernel cuts into outer fragments (one in, several out). The caller
+measures it outside the program (the reassembler's forwarded counter, the DUT netns's FragCreates);
+not given, it is 0, so a kernel that sends anything still unbalances the equation.
 
 DUT rx is measured independently of the DUT's own counters where the lab can (the DUT ingress
 interface's XDP packet counter on the embedded lab); link losses come from the veths' XDP transmit
@@ -73,22 +80,27 @@ class Conservation:
     link_out_lost: int | None
     errors: list[str]
     scope: str = "generator and DUT"     # "generator only": the DUT's counters are not read
+    kernel_fwd: int = 0                  # frames the DUT's kernel sent out for packets passed to it
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def message(self) -> str:
         head = (f"generator tx {self.gen_tx}, DUT rx {self.dut_rx} ({self.dut_rx_source}), forwarded "
-                f"{self.fwd}, dropped {self.drops}, passed {self.passed}, other {self.other}, generator rx "
+                f"{self.fwd}" + (f" (+ {self.kernel_fwd} sent by its kernel)" if self.kernel_fwd else "")
+                + f", dropped {self.drops}, passed {self.passed}, other {self.other}, generator rx "
                 f"{self.gen_rx}, link lost in {self.link_in_lost}, out {self.link_out_lost}")
         return head + ("" if self.ok else ": " + "; ".join(self.errors))
 
 
 def check(gen_tx: int, gen_rx: int, dut: DutDelta, *, dut_rx: int | None = None,
-          link_in_lost: int | None = None, link_out_lost: int | None = None) -> Conservation:
+          link_in_lost: int | None = None, link_out_lost: int | None = None,
+          kernel_fwd: int = 0) -> Conservation:
     """Check the three equations. dut_rx: the DUT's receive count measured outside its program (None:
     the sum of its counters, so only the other two equations say something). link_*_lost: packets
-    lost between generator and DUT (None: unknown, taken as 0, i.e. any difference is unexplained)."""
+    lost between generator and DUT (None: unknown, taken as 0, i.e. any difference is unexplained).
+    kernel_fwd: frames the DUT's kernel sent towards the generator for packets the program passed
+    to it, measured by the caller (module doc)."""
     errors = []
     counted = dut.fwd_packets + dut.drop_packets + dut.pass_packets + sum(dut.other.values())
     rx = counted if dut_rx is None else dut_rx
@@ -100,14 +112,15 @@ def check(gen_tx: int, gen_rx: int, dut: DutDelta, *, dut_rx: int | None = None,
     if rx != counted:
         errors.append(f"DUT rx {rx} != forwarded {dut.fwd_packets} + dropped {dut.drop_packets} + passed "
                       f"{dut.pass_packets} + other {sum(dut.other.values())} (unexplained: {rx - counted:+d})")
-    if dut.fwd_packets != gen_rx + lout:
-        errors.append(f"DUT forwarded {dut.fwd_packets} != generator rx {gen_rx} + lost on the way out "
-                      f"{lout} (unexplained: {dut.fwd_packets - gen_rx - lout:+d})")
+    if dut.fwd_packets + kernel_fwd != gen_rx + lout:
+        by = f" + sent by its kernel {kernel_fwd}" if kernel_fwd else ""
+        errors.append(f"DUT forwarded {dut.fwd_packets}{by} != generator rx {gen_rx} + lost on the way out "
+                      f"{lout} (unexplained: {dut.fwd_packets + kernel_fwd - gen_rx - lout:+d})")
     return Conservation(ok=not errors, gen_tx=gen_tx, dut_rx=rx,
                         dut_rx_source="DUT counters" if dut_rx is None else "ingress interface",
                         fwd=dut.fwd_packets, drops=dut.drop_packets, passed=dut.pass_packets,
                         other=sum(dut.other.values()), gen_rx=gen_rx, link_in_lost=link_in_lost,
-                        link_out_lost=link_out_lost, errors=errors)
+                        link_out_lost=link_out_lost, errors=errors, kernel_fwd=kernel_fwd)
 
 
 def generator_only(gen_tx: int, gen_rx: int) -> Conservation:
