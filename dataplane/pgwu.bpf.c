@@ -1018,7 +1018,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	} else {
 		__u32 *id = bpf_map_lookup_elem(&ip_id, &zero);
 
-		oip->id = id ? bpf_htons((__u16)(*id)++) : 0;
+		oip->id = id ? bpf_htons((__u16)__sync_fetch_and_add(id, 1)) : 0;
 		oip->frag_off = 0;
 	}
 	oip->ttl = OUTER_TTL;

@@ -12,6 +12,7 @@ never sends), so nothing depends on the host's routes. The test run's ingress de
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import subprocess
@@ -826,6 +827,32 @@ def _spread_of(dp, frames) -> list[int]:
         ports.append(struct.unpack("!H", out[0].data[34:36])[0])
     assert all(49152 <= p <= 65535 for p in ports)
     return ports
+
+
+def test_outer_ip_ids_unique_across_cpus(dp):
+    """Outer headers without DF (the kernel may fragment them, and a peer reassembles by IP id) get
+    IDs unique across CPUs (RFC 6864 4.1): 100 packets of one flow run on CPU 0, then 100 on CPU 1,
+    give 200 different IDs. Per-CPU counters gave both CPUs the same 100."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.fail("this test needs 2 CPUs to run the program on (the project's machine has 2)")
+    dp.set_config(BASE_CONFIG)
+    dp.flush_bearers()
+    for b in BEARERS:
+        dp.add_bearer(*b[:4], csum=b[4])
+    frame = bytes(P.downlink_ip(size=300, l4="udp"))          # no DF
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    saved = os.sched_getaffinity(0)
+    ids: list[int] = []
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            for _ in range(100):
+                out = dp.run_sgi(frame)
+                assert out.verdict == "redirect" and out.data[20] & 0x40 == 0   # encapsulated, no DF
+                ids.append(struct.unpack("!H", out.data[18:20])[0])
+    finally:
+        os.sched_setaffinity(0, saved)
+    assert len(set(ids)) == 200, f"{200 - len(set(ids))} outer IP ids repeated across CPUs {cpus}"
 
 
 def test_sport_entropy_spreads_flows(dp):

@@ -139,9 +139,14 @@ struct {
 	__type(value, __u64);
 } reasm_stats SEC(".maps");
 
-/* Written by xdp_sgi: a per-CPU IP ID counter for outer headers without DF. */
+/*
+ * Written by xdp_sgi: the IP ID of outer headers without DF (those the kernel may fragment), one
+ * counter for all CPUs, incremented atomically: per-CPU counters gave two CPUs the same IDs for the
+ * same (source, destination, UDP), which a reassembling receiver takes for one datagram's fragments
+ * (RFC 6864 4.1: unique within the MSL for a fragmentable datagram). DF packets (most) never touch it.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
