@@ -474,34 +474,14 @@ def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):
     assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
 
 
-def test_finish_holds_the_run_when_the_gateway_died_right_after_the_last_push(stack, tmp_path):
-    """Found by the 30-minute soak: the gateway SIGKILLed between the run's last push and finish()
-    (before its persistence file had the run). finish() found the status API unreachable, took that
-    for "no status API", returned True and said nothing: the last case was in neither the gateway nor
-    Prometheus. Now an unreachable gateway at finish() holds the run's cases and says `gtplab push`."""
-    from gtplab.results.push import Pusher
-    run = make_run()
-    warnings: list[str] = []
-    pusher = Pusher(stack.gateway, run, results_dir=str(tmp_path), warn=warnings.append)
-    cases = [make_case(i, d, fs) for i, (d, fs) in enumerate(SWEEP)]
-    for c in cases:
-        assert pusher.push(c)
-    os.kill(stack.pids()["pushgateway"], 9)
-    (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
-    time.sleep(0.2)
-    assert pusher.finish() is False
-    assert [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
-    assert "gtplab push" in warnings[-1]
-    stack.up()
-    assert pusher.finish()
-    assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
-
-
-def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp_path):
+@pytest.mark.parametrize("when", ["before finish", "while finish waits"])
+def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp_path, when):
     """The run's last pushes are safe only once the gateway has written them to its persistence
     file: finish() waits for that (1 s with gtplab monitor). A gateway killed meanwhile leaves the
     run's cases held and finish() saying `gtplab push`; once it is back, pushing again brings every
-    case in. (Before, finish() returned True and the cases were gone with the gateway.)"""
+    case in. (Before, finish() returned True and the cases were gone with the gateway.)
+    "before finish": killed between the run's last push and finish(), found by the 30-minute soak:
+    finish() took the unreachable status API for "no status API" and the last case was lost."""
     import threading
     from gtplab.results.push import Pusher
     run = make_run()
@@ -512,13 +492,19 @@ def test_finish_holds_the_run_when_the_gateway_dies_before_persisting(stack, tmp
         assert pusher.push(c)
     done: list[bool] = []
     t = threading.Thread(target=lambda: done.append(pusher.finish()))
-    t.start()
-    time.sleep(0.2)
+    if when == "while finish waits":
+        t.start()
+        time.sleep(0.2)
     os.kill(stack.pids()["pushgateway"], 9)
     (stack.data_dir / "pushgateway" / "pushgateway.data").unlink(missing_ok=True)
-    t.join(30)
-    assert done == [False] and [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
-    assert "gtplab push" in warnings[-1]
-    stack.up()
+    try:
+        if when == "before finish":
+            time.sleep(0.2)
+            t.start()
+        t.join(30)
+        assert done == [False] and [c["case_id"] for c in pusher.pending] == [c["case_id"] for c in cases]
+        assert "gtplab push" in warnings[-1]
+    finally:
+        stack.up()      # the module's other tests need the gateway, whatever failed here
     assert pusher.finish()
     assert set(gateway_groups(stack.gateway, run["uuid"])) == {c["case_id"] for c in cases}
