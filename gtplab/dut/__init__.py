@@ -6,7 +6,7 @@
 - local.py     LocalDut: the embedded lab's PGW-U or reference forwarder (pinned maps, veth counters)
 - metrics.py   MetricsDut: a PGW-U on another host (its `pgwu metrics` and node-exporter URLs)
 - prometheus.py PrometheusDut / NoCountersDut: any UPF's counters through a metric mapping, or none
-  (lab config `dut.counters: prometheus | none`)
+  (lab config `dut.counters: prometheus | none`); ScrapedDut: what these and MetricsDut cannot measure
 - pfcp.py      PfcpDut: bearers provisioned over PFCP (`dut.provision: pfcp`, gtplab.pfcp), around one
   of the above for the counters; make_dut() picks the probe for a lab config
 - dataplane.py the Python view of the PGW-U's pinned maps and programs (dataplane/pgwu.bpf.c)

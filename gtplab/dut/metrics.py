@@ -6,16 +6,15 @@ gtplab.dut.local.LocalDut (see gtplab/dut/__init__.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 
-from gtplab.dut.prometheus import scrape
+from gtplab.dut.prometheus import ScrapedDut, scrape
 from gtplab.errors import UserError
 
 
-class MetricsDut:
+class MetricsDut(ScrapedDut):
     """A PGW-U on another host: counters from its `pgwu metrics` URL, CPU from its node-exporter
     (optional); no per-program run time and no link counters (losses on the wire are unexplained)."""
 
@@ -28,28 +27,12 @@ class MetricsDut:
         if not self.metrics_url:
             raise UserError(f"lab config {cfg.path}: dut.metrics_url is needed to read the DUT's counters")
 
-    def close(self) -> None:
-        pass
-
     def counters(self) -> dict[tuple[str, str], int]:
         try:
             rows = scrape(self.metrics_url)
         except OSError as e:
             raise UserError(f"Couldn't read the DUT's counters from {self.metrics_url}: {e}") from None
         return {(lb["reason"], lb["verdict"]): int(v) for n, lb, v in rows if n == "pgwu_packets_total"}
-
-    def link(self):
-        return None
-
-    @staticmethod
-    def link_delta(before, after, direction):
-        return None
-
-    def prog_stats(self):
-        return None
-
-    def layout(self) -> dict | None:
-        return None
 
     def cpu_seconds(self) -> dict[str, float] | None:
         """{"cpus": busy seconds of the DUT host's CPUs} from its node-exporter (None without one)."""
@@ -61,10 +44,6 @@ class MetricsDut:
             return None
         return {"cpus": sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
                             and lb.get("mode") not in ("idle", "iowait", "steal"))}
-
-    @contextlib.contextmanager
-    def bpf_stats(self):
-        yield
 
     def install_bearers(self, path: str) -> None:
         ssh = self.cfg.dut.get("ssh")

@@ -68,7 +68,39 @@ def _match(selector: str):
     return name, want
 
 
-class PrometheusDut:
+class ScrapedDut:
+    """What a DUT read only through its metrics endpoints cannot give the runner: no link counters
+    (losses on the wire are unexplained), no per-program run time, no CPU layout, no CPU time unless
+    a subclass reads it, nothing to close or to switch on for BPF stats, no bearers to install."""
+
+    def close(self) -> None:
+        pass
+
+    def link(self):
+        return None
+
+    @staticmethod
+    def link_delta(before, after, direction):
+        return None
+
+    def prog_stats(self):
+        return None
+
+    def layout(self) -> dict | None:
+        return None
+
+    def cpu_seconds(self) -> dict[str, float] | None:
+        return None
+
+    @contextlib.contextmanager
+    def bpf_stats(self):
+        yield
+
+    def install_bearers(self, path: str) -> None:
+        pass
+
+
+class PrometheusDut(ScrapedDut):
     """Counters of any UPF from its Prometheus endpoint: {(term, verdict): packets} in the shape
     conservation.DutDelta reads (fwd as ("upf_fwd", "tx"), drop as ("upf", "drop"), what rx
     counts beyond fwd + drop as ("upf_unaccounted", "other"))."""
@@ -95,32 +127,6 @@ class PrometheusDut:
         if rx is not None:
             out[("upf_unaccounted", "other")] = rx - (fwd or 0) - (drop or 0)
         return out
-
-    def close(self):
-        pass
-
-    def link(self):
-        return None
-
-    @staticmethod
-    def link_delta(before, after, direction):
-        return None
-
-    def prog_stats(self):
-        return None
-
-    def layout(self):
-        return None
-
-    def cpu_seconds(self):
-        return None
-
-    @contextlib.contextmanager
-    def bpf_stats(self):
-        yield
-
-    def install_bearers(self, path: str) -> None:
-        pass
 
 
 class NoCountersDut(PrometheusDut):
