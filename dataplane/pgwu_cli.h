@@ -212,6 +212,7 @@ struct bearer_table {
 	__u32 cap_ul, cap_dl;
 };
 int bearers_read(const struct pgwu_maps *m, struct bearer_table *t);
+int bearers_load(struct bearer_table *t);
 void bearers_free(struct bearer_table *t);
 const char *bearer_csum_str(__u32 flags);
 /* "N" when both halves have QFI N (or the one half there is), "-" with none, "UL/DL" when they

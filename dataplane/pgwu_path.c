@@ -92,18 +92,13 @@ static int cmp_peer(const void *a, const void *b)
 static int peers_collect(int peers_fd, const struct path_opts *o, struct path_peer *v, int *n)
 {
 	struct bearer_table t;
-	struct pgwu_maps m;
 	__u32 key, next;
 	int err;
 
 	*n = 0;
 	if (o->peer.set)
 		return peer_add(v, n, o->peer.addr);
-	err = maps_open(&m);
-	if (err)
-		return err;
-	err = bearers_read(&m, &t);
-	maps_close(&m);
+	err = bearers_load(&t);
 	if (err)
 		return err;
 	for (size_t i = 0; i < t.n && !err; i++)
@@ -346,7 +341,6 @@ int do_signalling(const void *cfg)
 	struct sig_entry *e = NULL;
 	struct bearer_table t = {};
 	struct pgwu_sig_key key, next;
-	struct pgwu_maps m;
 	size_t n = 0, cap = 0;
 	__u64 now = now_ns();
 	int fd, err, r;
@@ -355,13 +349,7 @@ int do_signalling(const void *cfg)
 	fd = pinned_open("sig_rx");
 	if (fd < 0)
 		return fd;
-	err = maps_open(&m);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	err = bearers_read(&m, &t);
-	maps_close(&m);
+	err = bearers_load(&t);
 	if (err)
 		goto out;
 	for (r = bpf_map_get_next_key(fd, NULL, &next); !r; r = bpf_map_get_next_key(fd, &key, &next)) {

@@ -360,14 +360,9 @@ int do_session_list(const void *cfg)
 {
 	const struct session_opts *o = cfg;
 	struct bearer_table t;
-	struct pgwu_maps m;
 	int err;
 
-	err = maps_open(&m);
-	if (err)
-		return err;
-	err = bearers_read(&m, &t);
-	maps_close(&m);
+	err = bearers_load(&t);
 	if (err)
 		return err;
 	if (o->json.set) {

@@ -623,6 +623,19 @@ out:
 	return err;
 }
 
+/* bearers_read() of the pinned maps, opened and closed around it. */
+int bearers_load(struct bearer_table *t)
+{
+	struct pgwu_maps m;
+	int err = maps_open(&m);
+
+	if (err)
+		return err;
+	err = bearers_read(&m, t);
+	maps_close(&m);
+	return err;
+}
+
 void bearers_free(struct bearer_table *t)
 {
 	free(t->b);
