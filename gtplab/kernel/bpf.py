@@ -203,7 +203,28 @@ def prog_info(fd: int) -> ProgInfo:
     return info
 
 
-class Map:
+class _BpfObject:
+    """A BPF object held by its fd (a map or a program): opened from its pin, closed once."""
+
+    fd: int
+
+    @classmethod
+    def pinned(cls, path: str):
+        return cls(obj_get(path), os.path.basename(path))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Map(_BpfObject):
     """A BPF map by fd. Keys and values are bytes; per-CPU maps return a list of bytes, one per CPU."""
 
     def __init__(self, fd: int, name: str = "map"):
@@ -218,21 +239,6 @@ class Map:
         self.percpu = info.type in _PERCPU_TYPES
         self.ncpus = possible_cpus() if self.percpu else 1
         self._stride = (self.value_size + 7) & ~7
-
-    @classmethod
-    def pinned(cls, path: str) -> "Map":
-        return cls(obj_get(path), os.path.basename(path))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def _vbuf(self):
         return ctypes.create_string_buffer(self._stride * self.ncpus if self.percpu else self.value_size)
@@ -327,27 +333,12 @@ class TestRunResult:
         self.ctx = ctx
 
 
-class Prog:
+class Prog(_BpfObject):
     """A BPF program by fd, run with BPF_PROG_TEST_RUN."""
 
     def __init__(self, fd: int, name: str = "prog"):
         self.fd = fd
         self.name = name
-
-    @classmethod
-    def pinned(cls, path: str) -> "Prog":
-        return cls(obj_get(path), os.path.basename(path))
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def info(self) -> ProgInfo:
         return prog_info(self.fd)
