@@ -87,7 +87,11 @@ struct rcache_ent {
 	__u8 buf[RESP_MAX];
 };
 
-static struct agent {
+/*
+ * The agent's state: one per process, made by do_pfcp and passed to every function as `a`. Only
+ * the agent's thread touches it (the exporter reads the counters through pfcp_stats, not here).
+ */
+struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd;
 	__u64 *stats;
@@ -107,23 +111,23 @@ static struct agent {
 	__u32 seq;		/* sequence number of our last request */
 	const struct sockaddr_in *peer;	/* the current request's sender */
 	struct pfcp_msg msg;
-} A;
+};
 
 /* ---- counters (pgwu_cli.h: PFCP_STAT_*) ---- */
 
-static void stat_add(__u32 i, __u64 v)
+static void stat_add(struct pfcp_agent *a, __u32 i, __u64 v)
 {
-	if (A.stats && i < PFCP_STAT_N)
-		A.stats[i] += v;
+	if (a->stats && i < PFCP_STAT_N)
+		a->stats[i] += v;
 }
 
-static void stat_set(__u32 i, __u64 v)
+static void stat_set(struct pfcp_agent *a, __u32 i, __u64 v)
 {
-	if (A.stats && i < PFCP_STAT_N)
-		__atomic_store_n(&A.stats[i], v, __ATOMIC_RELAXED);
+	if (a->stats && i < PFCP_STAT_N)
+		__atomic_store_n(&a->stats[i], v, __ATOMIC_RELAXED);
 }
 
-static int stats_open(void)
+static int stats_open(struct pfcp_agent *a)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
 	char path[PATH_MAX];
@@ -157,8 +161,8 @@ static int stats_open(void)
 		close(fd);
 		return err;
 	}
-	A.stats_fd = fd;
-	A.stats = p;
+	a->stats_fd = fd;
+	a->stats = p;
 	return 0;
 }
 
@@ -169,99 +173,99 @@ static int stats_open(void)
  * no downlink half in dl_bearers (its FAR buffers or drops). Deletion shifts the entries that
  * follow back (no tombstones).
  */
-static __u32 ue_home(__u32 ue)
+static __u32 ue_home(struct pfcp_agent *a, __u32 ue)
 {
 	__u32 h = ue * 0x9e3779b1U;
 
-	return (h ^ (h >> 16)) & A.ue_mask;
+	return (h ^ (h >> 16)) & a->ue_mask;
 }
 
-static struct sess *ue_find(__u32 ue)
+static struct sess *ue_find(struct pfcp_agent *a, __u32 ue)
 {
-	for (__u32 i = ue_home(ue); A.ue_tab[i]; i = (i + 1) & A.ue_mask)
-		if (A.sess[A.ue_tab[i] - 1].ue == ue)
-			return &A.sess[A.ue_tab[i] - 1];
+	for (__u32 i = ue_home(a, ue); a->ue_tab[i]; i = (i + 1) & a->ue_mask)
+		if (a->sess[a->ue_tab[i] - 1].ue == ue)
+			return &a->sess[a->ue_tab[i] - 1];
 	return NULL;
 }
 
-static void ue_insert(__u32 ue, __u32 idx)
+static void ue_insert(struct pfcp_agent *a, __u32 ue, __u32 idx)
 {
-	__u32 i = ue_home(ue);
+	__u32 i = ue_home(a, ue);
 
-	while (A.ue_tab[i])
-		i = (i + 1) & A.ue_mask;
-	A.ue_tab[i] = idx + 1;
+	while (a->ue_tab[i])
+		i = (i + 1) & a->ue_mask;
+	a->ue_tab[i] = idx + 1;
 }
 
-static void ue_remove(__u32 ue)
+static void ue_remove(struct pfcp_agent *a, __u32 ue)
 {
-	__u32 i = ue_home(ue), j;
+	__u32 i = ue_home(a, ue), j;
 
-	while (A.ue_tab[i] && A.sess[A.ue_tab[i] - 1].ue != ue)
-		i = (i + 1) & A.ue_mask;
-	if (!A.ue_tab[i])
+	while (a->ue_tab[i] && a->sess[a->ue_tab[i] - 1].ue != ue)
+		i = (i + 1) & a->ue_mask;
+	if (!a->ue_tab[i])
 		return;
-	A.ue_tab[i] = 0;
-	for (j = (i + 1) & A.ue_mask; A.ue_tab[j]; j = (j + 1) & A.ue_mask) {
-		__u32 h = ue_home(A.sess[A.ue_tab[j] - 1].ue);
+	a->ue_tab[i] = 0;
+	for (j = (i + 1) & a->ue_mask; a->ue_tab[j]; j = (j + 1) & a->ue_mask) {
+		__u32 h = ue_home(a, a->sess[a->ue_tab[j] - 1].ue);
 
-		if (((j - h) & A.ue_mask) >= ((j - i) & A.ue_mask)) {
-			A.ue_tab[i] = A.ue_tab[j];
-			A.ue_tab[j] = 0;
+		if (((j - h) & a->ue_mask) >= ((j - i) & a->ue_mask)) {
+			a->ue_tab[i] = a->ue_tab[j];
+			a->ue_tab[j] = 0;
 			i = j;
 		}
 	}
 }
 
-static struct sess *sess_find(__u64 seid)
+static struct sess *sess_find(struct pfcp_agent *a, __u64 seid)
 {
 	__u32 idx = (__u32)seid;
 	struct sess *s;
 
-	if (!idx || idx > A.max_sess)
+	if (!idx || idx > a->max_sess)
 		return NULL;
-	s = &A.sess[idx - 1];
+	s = &a->sess[idx - 1];
 	return (s->flags & S_USED) && s->up_seid == seid ? s : NULL;
 }
 
-static void sess_free(struct sess *s)
+static void sess_free(struct pfcp_agent *a, struct sess *s)
 {
 	__u32 idx = (__u32)s->up_seid;
 
-	A.assoc[s->assoc].sessions--;
-	ue_remove(s->ue);
+	a->assoc[s->assoc].sessions--;
+	ue_remove(a, s->ue);
 	memset(s, 0, sizeof(*s));
-	A.free_idx[A.n_free++] = idx - 1;
-	A.n_sess--;
-	stat_set(PFCP_STAT_SESSIONS, A.n_sess);
+	a->free_idx[a->n_free++] = idx - 1;
+	a->n_sess--;
+	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
 }
 
 /* Remove a session's bearer and forget it; the usage read just before is in *b. */
-static int sess_delete(struct sess *s, struct bearer *b)
+static int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b)
 {
 	int err;
 
 	if (b) {
-		if (bearer_get(&A.m, s->teid, s->ue, true, b))
+		if (bearer_get(&a->m, s->teid, s->ue, true, b))
 			memset(b, 0, sizeof(*b));
 		b->dl_packets += s->dl_packets;
 		b->dl_bytes += s->dl_bytes;
 	}
-	err = bearer_remove(&A.m, s->teid, s->ue, true, s->dl_on);
+	err = bearer_remove(&a->m, s->teid, s->ue, true, s->dl_on);
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearer of session 0x%llx: %s\n",
 			(unsigned long long)s->up_seid, strerror(-err));
 		return err;
 	}
-	sess_free(s);
+	sess_free(a, s);
 	return 0;
 }
 
-static void assoc_drop_sessions(int ai)
+static void assoc_drop_sessions(struct pfcp_agent *a, int ai)
 {
-	for (__u32 i = 0; i < A.max_sess && A.assoc[ai].sessions; i++)
-		if ((A.sess[i].flags & S_USED) && A.sess[i].assoc == ai)
-			sess_delete(&A.sess[i], NULL);
+	for (__u32 i = 0; i < a->max_sess && a->assoc[ai].sessions; i++)
+		if ((a->sess[i].flags & S_USED) && a->sess[i].assoc == ai)
+			sess_delete(a, &a->sess[i], NULL);
 }
 
 static bool node_id_eq(const struct pfcp_node_id *a, const struct pfcp_node_id *b)
@@ -278,21 +282,21 @@ static bool node_id_eq(const struct pfcp_node_id *a, const struct pfcp_node_id *
 	}
 }
 
-static int assoc_find(const struct pfcp_node_id *id)
+static int assoc_find(struct pfcp_agent *a, const struct pfcp_node_id *id)
 {
 	for (int i = 0; i < MAX_ASSOC; i++)
-		if (A.assoc[i].used && node_id_eq(&A.assoc[i].id, id))
+		if (a->assoc[i].used && node_id_eq(&a->assoc[i].id, id))
 			return i;
 	return -1;
 }
 
-static void assoc_count(void)
+static void assoc_count(struct pfcp_agent *a)
 {
 	__u64 n = 0;
 
 	for (int i = 0; i < MAX_ASSOC; i++)
-		n += A.assoc[i].used;
-	stat_set(PFCP_STAT_ASSOCIATIONS, n);
+		n += a->assoc[i].used;
+	stat_set(a, PFCP_STAT_ASSOCIATIONS, n);
 }
 
 /* ---- F-TEID allocation ---- */
@@ -303,19 +307,19 @@ static void assoc_count(void)
  * nslots TEIDs have been handed out the TEID is its own slot number. A TEID is given again only
  * after the counter wraps (2^32 allocations) and only if it is free then. 0 when none was found.
  */
-static __u32 teid_alloc(void)
+static __u32 teid_alloc(struct pfcp_agent *a)
 {
 	for (__u32 i = 0; i < TEID_TRIES; i++) {
-		__u32 t = A.next_teid++, n = htonl(t);
+		__u32 t = a->next_teid++, n = htonl(t);
 		struct pgwu_ul_bearer ul;
 
 		if (!t)
 			continue;
-		if (A.m.ul_slots &&
-		    __atomic_load_n(&A.m.ul_slots[t & (A.m.nslots - 1)].state, __ATOMIC_ACQUIRE) ==
+		if (a->m.ul_slots &&
+		    __atomic_load_n(&a->m.ul_slots[t & (a->m.nslots - 1)].state, __ATOMIC_ACQUIRE) ==
 		    PGWU_SLOT_VALID)
 			continue;
-		if (!bpf_map_lookup_elem(A.m.ul, &n, &ul))
+		if (!bpf_map_lookup_elem(a->m.ul, &n, &ul))
 			continue;
 		return n;
 	}
@@ -368,108 +372,109 @@ static void w_cause(struct pfcp_w *w, const struct reply *r)
 	}
 }
 
-static void w_rts(struct pfcp_w *w)
+static void w_rts(struct pfcp_agent *a, struct pfcp_w *w)
 {
-	pfcp_w_u32(w, PFCP_IE_RECOVERY_TIME_STAMP, A.rts);
+	pfcp_w_u32(w, PFCP_IE_RECOVERY_TIME_STAMP, a->rts);
 }
 
 /* ---- node procedures ---- */
 
 /* The association whose CP sends from this address and port, or -1 */
-static int assoc_by_peer(const struct sockaddr_in *peer)
+static int assoc_by_peer(struct pfcp_agent *a, const struct sockaddr_in *peer)
 {
 	for (int i = 0; i < MAX_ASSOC; i++)
-		if (A.assoc[i].used && A.assoc[i].peer.sin_addr.s_addr == peer->sin_addr.s_addr &&
-		    A.assoc[i].peer.sin_port == peer->sin_port)
+		if (a->assoc[i].used && a->assoc[i].peer.sin_addr.s_addr == peer->sin_addr.s_addr &&
+		    a->assoc[i].peer.sin_port == peer->sin_port)
 			return i;
 	return -1;
 }
 
 /* A Recovery Time Stamp from an associated CP: another one than at setup means it restarted and
  * lost its sessions, so they are deleted here too (TS 29.244 6.2.2). */
-static void check_peer_rts(int ai, __u32 rts)
+static void check_peer_rts(struct pfcp_agent *a, int ai, __u32 rts)
 {
-	if (ai < 0 || A.assoc[ai].rts == rts)
+	if (ai < 0 || a->assoc[ai].rts == rts)
 		return;
 	fprintf(stderr, "pgwu pfcp: CP %s restarted (recovery time stamp %u -> %u): deleting its "
-		"%u sessions\n", inet_ntoa(A.assoc[ai].peer.sin_addr), A.assoc[ai].rts, rts,
-		A.assoc[ai].sessions);
-	assoc_drop_sessions(ai);
-	A.assoc[ai].rts = rts;
+		"%u sessions\n", inet_ntoa(a->assoc[ai].peer.sin_addr), a->assoc[ai].rts, rts,
+		a->assoc[ai].sessions);
+	assoc_drop_sessions(a, ai);
+	a->assoc[ai].rts = rts;
 }
 
-static void on_heartbeat(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	if (m->present & PFCP_P_RTS)
-		check_peer_rts(assoc_by_peer(A.peer), m->recovery_ts);
+		check_peer_rts(a, assoc_by_peer(a, a->peer), m->recovery_ts);
 	pfcp_w_hdr(w, PFCP_HEARTBEAT_RESP, false, 0, m->h.seq);
-	w_rts(w);
-	stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
+	w_rts(a, w);
+	stat_add(a, PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
 }
 
-static void on_assoc_setup(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	int ai = -1;
 
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
-		ai = assoc_find(&m->node_id);
-		if (ai >= 0 && A.assoc[ai].rts != m->recovery_ts) {
+		ai = assoc_find(a, &m->node_id);
+		if (ai >= 0 && a->assoc[ai].rts != m->recovery_ts) {
 			/* the CP restarted: its old sessions are gone on its side (TS 29.244 6.2.6) */
-			assoc_drop_sessions(ai);
+			assoc_drop_sessions(a, ai);
 		}
 		if (ai < 0) {
-			for (ai = 0; ai < MAX_ASSOC && A.assoc[ai].used; ai++)
+			for (ai = 0; ai < MAX_ASSOC && a->assoc[ai].used; ai++)
 				;
 			if (ai == MAX_ASSOC)
 				reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		}
 	}
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
-		A.assoc[ai].used = true;
-		A.assoc[ai].id = m->node_id;
-		A.assoc[ai].rts = m->recovery_ts;
-		A.assoc[ai].peer = *A.peer;
-		A.assoc[ai].hb_wait = false;
-		A.assoc[ai].hb_missed = 0;
-		assoc_count();
+		a->assoc[ai].used = true;
+		a->assoc[ai].id = m->node_id;
+		a->assoc[ai].rts = m->recovery_ts;
+		a->assoc[ai].peer = *a->peer;
+		a->assoc[ai].hb_wait = false;
+		a->assoc[ai].hb_missed = 0;
+		assoc_count(a);
 	}
 	pfcp_w_hdr(w, PFCP_ASSOC_SETUP_RESP, false, 0, m->h.seq);
-	pfcp_w_node_id(w, &A.node_id);
+	pfcp_w_node_id(w, &a->node_id);
 	w_cause(w, &r);
-	w_rts(w);
+	w_rts(a, w);
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
 		__u8 ff[2] = { PFCP_UPFF_FTUP, 0 };
 
 		pfcp_w_ie(w, PFCP_IE_UP_FUNCTION_FEATURES, ff, sizeof(ff));
 	}
-	stat_add(PFCP_STAT_TX(PFCP_ASSOC_SETUP_RESP, r.cause), 1);
+	stat_add(a, PFCP_STAT_TX(PFCP_ASSOC_SETUP_RESP, r.cause), 1);
 }
 
-static void on_assoc_update_release(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
+				    struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	__u8 type = m->h.type + 1;
 	int ai;
 
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
-		ai = assoc_find(&m->node_id);
+		ai = assoc_find(a, &m->node_id);
 		if (ai < 0) {
 			reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
 		} else if (m->h.type == PFCP_ASSOC_RELEASE_REQ) {
 			/* the UP deletes the association's sessions locally (TS 29.244 6.2.8) */
-			assoc_drop_sessions(ai);
-			if (A.assoc[ai].sessions)
+			assoc_drop_sessions(a, ai);
+			if (a->assoc[ai].sessions)
 				reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			else
-				memset(&A.assoc[ai], 0, sizeof(A.assoc[ai]));
-			assoc_count();
+				memset(&a->assoc[ai], 0, sizeof(a->assoc[ai]));
+			assoc_count(a);
 		}
 	}
 	pfcp_w_hdr(w, type, false, 0, m->h.seq);
-	pfcp_w_node_id(w, &A.node_id);
+	pfcp_w_node_id(w, &a->node_id);
 	w_cause(w, &r);
-	stat_add(PFCP_STAT_TX(type, r.cause), 1);
+	stat_add(a, PFCP_STAT_TX(type, r.cause), 1);
 }
 
 /* ---- session establishment: validate into a plan, then apply ---- */
@@ -528,7 +533,8 @@ static bool dl_far_ok(const struct pfcp_far *f)
 	       (!f->has_ohc || ohc_ok(&f->ohc));
 }
 
-static bool plan_est(const struct pfcp_msg *m, struct plan *p, struct reply *r)
+static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
+		     struct reply *r)
 {
 	memset(p, 0, sizeof(*p));
 	for (int i = 0; i < m->n_create_pdr; i++) {
@@ -582,7 +588,7 @@ bad_pdr:
 		return false;
 	}
 	if (!p->ul->fteid.v4 || (!p->ul->fteid.ch && !p->ul->fteid.teid) ||
-	    (!p->ul->fteid.ch && A.local_addr && p->ul->fteid.ipv4 != A.local_addr) ||
+	    (!p->ul->fteid.ch && a->local_addr && p->ul->fteid.ipv4 != a->local_addr) ||
 	    (p->ul->ohr != PFCP_OHR_GTPU_UDP_IPV4 && p->ul->ohr != PFCP_OHR_GTPU_UDP_IP) ||
 	    (p->ul->has_ue_ip && (!p->ul->ue_ip.v4 || p->ul->ue_ip.chv4)) ||
 	    p->ul->n_qfi > 1 ||	/* a list of QFIs: the data plane checks one */
@@ -647,7 +653,7 @@ bad_dl:
 	return false;
 }
 
-static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct pgwu_dl_bearer dl = {}, old_dl;
@@ -658,23 +664,23 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
 		goto out;
-	ai = assoc_find(&m->node_id);
+	ai = assoc_find(a, &m->node_id);
 	if (ai < 0) {
 		reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
 		goto out;
 	}
-	if (!plan_est(m, &p, &r))
+	if (!plan_est(a, m, &p, &r))
 		goto out;
-	if (!A.n_free) {
+	if (!a->n_free) {
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
 	/* the UE must be free: in this agent's sessions (some have no downlink half) and the table */
-	if (ue_find(p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(A.m.dl, &p.ue, &old_dl))) {
+	if (ue_find(a, p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(a->m.dl, &p.ue, &old_dl))) {
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
 		goto out;
 	}
-	teid = p.ul->fteid.ch ? teid_alloc() : p.ul->fteid.teid;
+	teid = p.ul->fteid.ch ? teid_alloc(a) : p.ul->fteid.teid;
 	if (!teid) {
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
@@ -683,7 +689,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
 	dl.flags = p.dl_flags;
-	err = bearer_add(&A.m, teid, p.ue, p.ul_flags, p.dl_fwd ? &dl : NULL);
+	err = bearer_add(&a->m, teid, p.ue, p.ul_flags, p.dl_fwd ? &dl : NULL);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -695,11 +701,11 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	if (err)
 		goto out;
 
-	idx = A.free_idx[--A.n_free];
-	s = &A.sess[idx];
+	idx = a->free_idx[--a->n_free];
+	s = &a->sess[idx];
 	memset(s, 0, sizeof(*s));
-	A.gen++;
-	s->up_seid = (__u64)(A.gen ? A.gen : ++A.gen) << 32 | (idx + 1);
+	a->gen++;
+	s->up_seid = (__u64)(a->gen ? a->gen : ++a->gen) << 32 | (idx + 1);
 	s->cp_seid = m->fseid.seid;
 	s->teid = teid;
 	s->ue = p.ue;
@@ -714,7 +720,7 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 	s->dl_flags = p.dl_flags;
 	s->assoc = ai;
 	s->flags = S_USED;
-	ue_insert(p.ue, idx);
+	ue_insert(a, p.ue, idx);
 	if (p.urr) {
 		s->flags |= S_URR;
 		s->urr_id = p.urr->id;
@@ -726,34 +732,34 @@ static void on_sess_est(const struct pfcp_msg *m, struct pfcp_w *w)
 		s->mbr_ul = p.qer->mbr_ul;
 		s->mbr_dl = p.qer->mbr_dl;
 	}
-	A.assoc[ai].sessions++;
-	A.n_sess++;
-	stat_set(PFCP_STAT_SESSIONS, A.n_sess);
+	a->assoc[ai].sessions++;
+	a->n_sess++;
+	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
 out:
 	/* the CP's SEID when it was readable (TS 29.244 7.2.2.4.2), else 0 */
 	pfcp_w_hdr(w, PFCP_SESS_EST_RESP, true, m->present & PFCP_P_FSEID ? m->fseid.seid : 0,
 		   m->h.seq);
-	pfcp_w_node_id(w, &A.node_id);
+	pfcp_w_node_id(w, &a->node_id);
 	w_cause(w, &r);
 	if (s) {
-		pfcp_w_fseid(w, s->up_seid, A.n4_addr);
+		pfcp_w_fseid(w, s->up_seid, a->n4_addr);
 		if (p.ul->fteid.ch) {
 			size_t g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
 
 			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.ul->id);
-			pfcp_w_fteid(w, teid, A.local_addr);
+			pfcp_w_fteid(w, teid, a->local_addr);
 			pfcp_w_group_end(w, g);
 		}
 	}
-	stat_add(PFCP_STAT_TX(PFCP_SESS_EST_RESP, r.cause), 1);
+	stat_add(a, PFCP_STAT_TX(PFCP_SESS_EST_RESP, r.cause), 1);
 }
 
 /* ---- modification: Update FAR (downlink: a new SGW F-TEID, as at handover), Update QER ---- */
 
-static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
-	struct sess *s = sess_find(m->h.seid);
+	struct sess *s = sess_find(a, m->h.seid);
 	const struct pfcp_far *dl_upd = NULL;
 	const struct pfcp_qer *q = NULL;
 	__u32 sgw = 0, sgw_teid = 0, dl_flags = 0;
@@ -817,7 +823,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 	/* everything checked: the one table change (without dl_upd, want_fwd == s->dl_on) */
 	if (want_fwd && s->dl_on &&
 	    (sgw != s->sgw || sgw_teid != s->sgw_teid || dl_flags != s->dl_flags)) {
-		err = bearer_set_dl_flags(&A.m, s->ue, sgw, sgw_teid, dl_flags);
+		err = bearer_set_dl_flags(&a->m, s->ue, sgw, sgw_teid, dl_flags);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
@@ -826,7 +832,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 		struct pgwu_dl_bearer dl = { .sgw_addr = sgw, .sgw_teid = sgw_teid,
 					     .local_teid = s->teid, .flags = dl_flags };
 
-		err = bearer_add_dl(&A.m, s->ue, &dl);
+		err = bearer_add_dl(&a->m, s->ue, &dl);
 		if (err == -EADDRINUSE)
 			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, dl_upd->id);
 		else if (err == -E2BIG)
@@ -838,11 +844,11 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 	} else if (dl_upd && !want_fwd && s->dl_on) {
 		struct bearer b;
 
-		if (!bearer_get(&A.m, s->teid, s->ue, true, &b)) {
+		if (!bearer_get(&a->m, s->teid, s->ue, true, &b)) {
 			s->dl_packets += b.dl_packets;
 			s->dl_bytes += b.dl_bytes;
 		}
-		err = bearer_remove(&A.m, s->teid, s->ue, false, true);
+		err = bearer_remove(&a->m, s->teid, s->ue, false, true);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
@@ -866,7 +872,7 @@ static void on_sess_mod(const struct pfcp_msg *m, struct pfcp_w *w)
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);
-	stat_add(PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
+	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
 
 /* ---- deletion, with the final usage report (TS 29.244 7.5.7.2) ---- */
@@ -893,10 +899,10 @@ static void w_usage_report(struct pfcp_w *w, struct sess *s, const struct bearer
 	pfcp_w_group_end(w, g);
 }
 
-static void on_sess_del(const struct pfcp_msg *m, struct pfcp_w *w)
+static void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
-	struct sess *s = sess_find(m->h.seid), copy;
+	struct sess *s = sess_find(a, m->h.seid), copy;
 	__u64 cp_seid = s ? s->cp_seid : 0;
 	struct bearer b = {};
 	bool report = false;
@@ -905,7 +911,7 @@ static void on_sess_del(const struct pfcp_msg *m, struct pfcp_w *w)
 		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
 		copy = *s;
-		if (sess_delete(s, &b))
+		if (sess_delete(a, s, &b))
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 		else
 			report = copy.flags & S_URR;
@@ -914,14 +920,14 @@ static void on_sess_del(const struct pfcp_msg *m, struct pfcp_w *w)
 	w_cause(w, &r);
 	if (report)
 		w_usage_report(w, &copy, &b);
-	stat_add(PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
+	stat_add(a, PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
 }
 
 /* ---- dispatch: the (message type -> handler) table ---- */
 
 static const struct {
 	__u8 type;
-	void (*fn)(const struct pfcp_msg *m, struct pfcp_w *w);
+	void (*fn)(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 } handlers[] = {
 	{ PFCP_HEARTBEAT_REQ, on_heartbeat },
 	{ PFCP_ASSOC_SETUP_REQ, on_assoc_setup },
@@ -932,18 +938,20 @@ static const struct {
 	{ PFCP_SESS_DEL_REQ, on_sess_del },
 };
 
-static struct rcache_ent *rcache_slot(const struct sockaddr_in *peer, __u32 seq)
+static struct rcache_ent *rcache_slot(struct pfcp_agent *a, const struct sockaddr_in *peer,
+				      __u32 seq)
 {
 	__u32 h = (peer->sin_addr.s_addr * 0x9e3779b1U) ^ (peer->sin_port * 0x85ebca6bU) ^
 		  (seq * 0xc2b2ae35U);
 
-	return &A.rcache[(h ^ (h >> 15)) & ((1U << RCACHE_BITS) - 1)];
+	return &a->rcache[(h ^ (h >> 15)) & ((1U << RCACHE_BITS) - 1)];
 }
 
 /* Answer one datagram into out; the answer's length, or 0: nothing to send. */
-static size_t handle(const __u8 *buf, size_t n, const struct sockaddr_in *peer, __u8 *out)
+static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
+		     const struct sockaddr_in *peer, __u8 *out)
 {
-	struct pfcp_msg *m = &A.msg;
+	struct pfcp_msg *m = &a->msg;
 	struct rcache_ent *rc;
 	struct pfcp_w w;
 	size_t i;
@@ -954,24 +962,24 @@ static size_t handle(const __u8 *buf, size_t n, const struct sockaddr_in *peer, 
 	if (err == -EPROTONOSUPPORT) {
 		/* TS 29.244 7.6.2: answer with the version we speak, the request's sequence number */
 		pfcp_w_hdr(&w, PFCP_VERSION_NOT_SUPPORTED, false, 0, m->h.seq);
-		stat_add(PFCP_STAT_TX(PFCP_VERSION_NOT_SUPPORTED, 0), 1);
+		stat_add(a, PFCP_STAT_TX(PFCP_VERSION_NOT_SUPPORTED, 0), 1);
 		len = pfcp_w_finish(&w);
 		return len > 0 ? len : 0;
 	}
 	if (err) {
-		stat_add(PFCP_STAT_DROPPED, 1);
+		stat_add(a, PFCP_STAT_DROPPED, 1);
 		return 0;
 	}
-	stat_add(PFCP_STAT_RX(m->h.type), 1);
-	A.peer = peer;
+	stat_add(a, PFCP_STAT_RX(m->h.type), 1);
+	a->peer = peer;
 	if (m->h.type == PFCP_HEARTBEAT_RESP) {
-		int ai = assoc_by_peer(peer);
+		int ai = assoc_by_peer(a, peer);
 
-		if (ai >= 0 && A.assoc[ai].hb_wait && A.assoc[ai].hb_seq == m->h.seq) {
-			A.assoc[ai].hb_wait = false;
-			A.assoc[ai].hb_missed = 0;
+		if (ai >= 0 && a->assoc[ai].hb_wait && a->assoc[ai].hb_seq == m->h.seq) {
+			a->assoc[ai].hb_wait = false;
+			a->assoc[ai].hb_missed = 0;
 			if (m->present & PFCP_P_RTS)
-				check_peer_rts(ai, m->recovery_ts);
+				check_peer_rts(a, ai, m->recovery_ts);
 		}
 		return 0;
 	}
@@ -982,14 +990,14 @@ static size_t handle(const __u8 *buf, size_t n, const struct sockaddr_in *peer, 
 		return 0;	/* a response (heartbeat ...) or a request this UP does not serve */
 
 	/* a retransmitted request gets the answer the first one got (TS 29.244 6.4) */
-	rc = rcache_slot(peer, m->h.seq);
+	rc = rcache_slot(a, peer, m->h.seq);
 	if (rc->valid && rc->addr == peer->sin_addr.s_addr && rc->port == peer->sin_port &&
 	    rc->seq == m->h.seq && rc->type == m->h.type) {
 		memcpy(out, rc->buf, rc->len);
-		stat_add(PFCP_STAT_RETRANSMISSIONS, 1);
+		stat_add(a, PFCP_STAT_RETRANSMISSIONS, 1);
 		return rc->len;
 	}
-	handlers[i].fn(m, &w);
+	handlers[i].fn(a, m, &w);
 	len = pfcp_w_finish(&w);
 	if (len <= 0) {
 		fprintf(stderr, "Couldn't encode the answer to %s seq %u\n", pfcp_msg_name(m->h.type),
@@ -1029,20 +1037,20 @@ static int parse_hostport(const char *s, struct sockaddr_in *sa)
 	return 0;
 }
 
-static void shutdown_sessions(void)
+static void shutdown_sessions(struct pfcp_agent *a)
 {
 	__u32 n = 0;
 
-	if (flock(A.lock_fd, LOCK_EX))
+	if (flock(a->lock_fd, LOCK_EX))
 		return;
-	for (__u32 i = 0; i < A.max_sess; i++)
-		if ((A.sess[i].flags & S_USED) && !sess_delete(&A.sess[i], NULL))
+	for (__u32 i = 0; i < a->max_sess; i++)
+		if ((a->sess[i].flags & S_USED) && !sess_delete(a, &a->sess[i], NULL))
 			n++;
-	flock(A.lock_fd, LOCK_UN);
+	flock(a->lock_fd, LOCK_UN);
 	if (n)
 		printf("pgwu pfcp: removed the %u bearers of its sessions\n", n);
-	stat_set(PFCP_STAT_SESSIONS, 0);
-	stat_set(PFCP_STAT_ASSOCIATIONS, 0);
+	stat_set(a, PFCP_STAT_SESSIONS, 0);
+	stat_set(a, PFCP_STAT_ASSOCIATIONS, 0);
 }
 
 /*
@@ -1051,34 +1059,34 @@ static void shutdown_sessions(void)
  * replaced by a new one; nothing is torn down (the CP may come back with the same Recovery Time
  * Stamp: its sessions are still valid). Sent outside the PIN_DIR lock.
  */
-static void heartbeat_tick(void)
+static void heartbeat_tick(struct pfcp_agent *a)
 {
 	__u8 buf[64];
 	struct pfcp_w w;
 
 	for (int i = 0; i < MAX_ASSOC; i++) {
-		struct assoc *a = &A.assoc[i];
+		struct assoc *as = &a->assoc[i];
 		int len;
 
-		if (!a->used)
+		if (!as->used)
 			continue;
-		if (a->hb_wait) {
-			a->hb_missed++;
-			stat_add(PFCP_STAT_HB_MISSED, 1);
-			if (a->hb_missed == 3)
+		if (as->hb_wait) {
+			as->hb_missed++;
+			stat_add(a, PFCP_STAT_HB_MISSED, 1);
+			if (as->hb_missed == 3)
 				fprintf(stderr, "pgwu pfcp: no heartbeat answer from CP %s for 3 intervals\n",
-					inet_ntoa(a->peer.sin_addr));
+					inet_ntoa(as->peer.sin_addr));
 		}
-		A.seq = (A.seq + 1) & 0xffffff;
+		a->seq = (a->seq + 1) & 0xffffff;
 		pfcp_w_init(&w, buf, sizeof(buf));
-		pfcp_w_hdr(&w, PFCP_HEARTBEAT_REQ, false, 0, A.seq);
-		pfcp_w_u32(&w, PFCP_IE_RECOVERY_TIME_STAMP, A.rts);
+		pfcp_w_hdr(&w, PFCP_HEARTBEAT_REQ, false, 0, a->seq);
+		pfcp_w_u32(&w, PFCP_IE_RECOVERY_TIME_STAMP, a->rts);
 		len = pfcp_w_finish(&w);
-		if (len > 0 && sendto(A.sock, buf, len, 0, (struct sockaddr *)&a->peer,
-				      sizeof(a->peer)) == len) {
-			a->hb_wait = true;
-			a->hb_seq = A.seq;
-			stat_add(PFCP_STAT_TX(PFCP_HEARTBEAT_REQ, 0), 1);
+		if (len > 0 && sendto(a->sock, buf, len, 0, (struct sockaddr *)&as->peer,
+				      sizeof(as->peer)) == len) {
+			as->hb_wait = true;
+			as->hb_seq = a->seq;
+			stat_add(a, PFCP_STAT_TX(PFCP_HEARTBEAT_REQ, 0), 1);
 		}
 	}
 }
@@ -1109,15 +1117,15 @@ static bool still_pinned(__u32 ul_id)
 	return id == ul_id;
 }
 
-static int serve(int sfd, int tfd)
+static int serve(struct pfcp_agent *a, int sfd, int tfd)
 {
 	static __u8 in[BATCH][DGRAM_MAX], out[BATCH][RESP_MAX];
 	struct mmsghdr rx[BATCH], tx[BATCH];
 	struct sockaddr_in peers[BATCH];
 	struct iovec riov[BATCH], tiov[BATCH];
-	struct pollfd pfd[3] = { { .fd = A.sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+	struct pollfd pfd[3] = { { .fd = a->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
 				 { .fd = tfd, .events = POLLIN } };
-	__u32 ul_id = map_id(A.m.ul);
+	__u32 ul_id = map_id(a->m.ul);
 
 	for (;;) {
 		int n, nt = 0, r;
@@ -1149,7 +1157,7 @@ static int serve(int sfd, int tfd)
 			__u64 ticks;
 
 			if (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
-				heartbeat_tick();
+				heartbeat_tick(a);
 		}
 		if (!pfd[0].revents)
 			continue;
@@ -1158,10 +1166,10 @@ static int serve(int sfd, int tfd)
 			rx[i].msg_hdr = (struct msghdr){ .msg_name = &peers[i],
 				.msg_namelen = sizeof(peers[i]), .msg_iov = &riov[i], .msg_iovlen = 1 };
 		}
-		n = recvmmsg(A.sock, rx, BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(a->sock, rx, BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			continue;
-		if (flock(A.lock_fd, LOCK_EX)) {
+		if (flock(a->lock_fd, LOCK_EX)) {
 			fprintf(stderr, "Couldn't lock %s: %s\n", pin_dir, strerror(errno));
 			return -errno;
 		}
@@ -1169,10 +1177,10 @@ static int serve(int sfd, int tfd)
 			size_t len;
 
 			if (rx[i].msg_hdr.msg_flags & MSG_TRUNC) {
-				stat_add(PFCP_STAT_DROPPED, 1);
+				stat_add(a, PFCP_STAT_DROPPED, 1);
 				continue;
 			}
-			len = handle(in[i], rx[i].msg_len, &peers[i], out[nt]);
+			len = handle(a, in[i], rx[i].msg_len, &peers[i], out[nt]);
 			if (!len)
 				continue;
 			tiov[nt] = (struct iovec){ out[nt], len };
@@ -1180,9 +1188,9 @@ static int serve(int sfd, int tfd)
 				.msg_namelen = sizeof(peers[i]), .msg_iov = &tiov[nt], .msg_iovlen = 1 };
 			nt++;
 		}
-		flock(A.lock_fd, LOCK_UN);
+		flock(a->lock_fd, LOCK_UN);
 		for (int done = 0; done < nt;) {
-			int s = sendmmsg(A.sock, tx + done, nt - done, 0);
+			int s = sendmmsg(a->sock, tx + done, nt - done, 0);
 
 			if (s <= 0)
 				break;	/* the peer retransmits: UDP, as the spec expects */
@@ -1193,115 +1201,117 @@ static int serve(int sfd, int tfd)
 
 int do_pfcp(const void *cfg)
 {
+	static struct pfcp_agent agent;	/* static: its message buffer and tables are large */
+	struct pfcp_agent *a = &agent;
 	const struct pfcp_opts *o = cfg;
 	struct sockaddr_in sa;
 	struct pgwu_config c;
 	sigset_t mask, old;
 	socklen_t salen = sizeof(sa);
 	int sfd = -1, tfd = -1, err, one = 1;
-	char a[16], g[16], l[16];
+	char addr[16], g[16], l[16];
 	__u32 cap = 0;
 
-	memset(&A, 0, sizeof(A));
-	A.sock = A.lock_fd = A.stats_fd = -1;
+	memset(a, 0, sizeof(*a));
+	a->sock = a->lock_fd = a->stats_fd = -1;
 	if (parse_hostport(o->listen.s, &sa)) {
 		fprintf(stderr, "Invalid --listen '%s': expected IPV4ADDR[:PORT]\n", o->listen.s);
 		return -EUSAGE;
 	}
 	if (o->node_id.set) {
-		if (inet_pton(AF_INET, o->node_id.s, &A.node_id.ipv4) == 1) {
-			A.node_id.type = PFCP_NODE_IPV4;
+		if (inet_pton(AF_INET, o->node_id.s, &a->node_id.ipv4) == 1) {
+			a->node_id.type = PFCP_NODE_IPV4;
 		} else {
 			__u8 tmp[PFCP_FQDN_MAX];
 
-			A.node_id.type = PFCP_NODE_FQDN;
+			a->node_id.type = PFCP_NODE_FQDN;
 			if (strlen(o->node_id.s) > PFCP_FQDN_MAX ||
 			    pfcp_fqdn_encode(o->node_id.s, tmp, sizeof(tmp)) < 0) {
 				fprintf(stderr, "Invalid --node-id '%s': an IPv4 address or an FQDN\n",
 					o->node_id.s);
 				return -EUSAGE;
 			}
-			snprintf(A.node_id.fqdn, sizeof(A.node_id.fqdn), "%s", o->node_id.s);
+			snprintf(a->node_id.fqdn, sizeof(a->node_id.fqdn), "%s", o->node_id.s);
 		}
 	}
-	err = maps_open(&A.m);
+	err = maps_open(&a->m);
 	if (err)
 		return err;
-	err = config_read(A.m.config, &c);
+	err = config_read(a->m.config, &c);
 	if (err)
 		goto out;
-	A.local_addr = c.local_addr;
-	if (!A.local_addr) {
+	a->local_addr = c.local_addr;
+	if (!a->local_addr) {
 		fprintf(stderr, "pgwu has no GTP-U address: set one first (pgwu config --local-addr A); "
 			"the agent hands it out in F-TEIDs\n");
 		err = -EINVAL;
 		goto out;
 	}
-	A.n4_addr = sa.sin_addr.s_addr ? sa.sin_addr.s_addr : A.local_addr;
+	a->n4_addr = sa.sin_addr.s_addr ? sa.sin_addr.s_addr : a->local_addr;
 	if (!o->node_id.set) {
-		A.node_id.type = PFCP_NODE_IPV4;
-		A.node_id.ipv4 = A.n4_addr;
+		a->node_id.type = PFCP_NODE_IPV4;
+		a->node_id.ipv4 = a->n4_addr;
 	}
-	err = map_max_entries(A.m.ul, &cap);
+	err = map_max_entries(a->m.ul, &cap);
 	if (err)
 		goto out;
-	A.max_sess = o->max_sessions.set && o->max_sessions.v < cap ? o->max_sessions.v : cap;
-	A.sess = calloc(A.max_sess, sizeof(*A.sess));
-	A.free_idx = malloc((size_t)A.max_sess * sizeof(*A.free_idx));
-	A.rcache = calloc(1U << RCACHE_BITS, sizeof(*A.rcache));
-	A.ue_mask = pgwu_slots_for(A.max_sess) * 2 - 1;
-	A.ue_tab = calloc((size_t)A.ue_mask + 1, sizeof(*A.ue_tab));
-	if (!A.sess || !A.free_idx || !A.rcache || !A.ue_tab) {
+	a->max_sess = o->max_sessions.set && o->max_sessions.v < cap ? o->max_sessions.v : cap;
+	a->sess = calloc(a->max_sess, sizeof(*a->sess));
+	a->free_idx = malloc((size_t)a->max_sess * sizeof(*a->free_idx));
+	a->rcache = calloc(1U << RCACHE_BITS, sizeof(*a->rcache));
+	a->ue_mask = pgwu_slots_for(a->max_sess) * 2 - 1;
+	a->ue_tab = calloc((size_t)a->ue_mask + 1, sizeof(*a->ue_tab));
+	if (!a->sess || !a->free_idx || !a->rcache || !a->ue_tab) {
 		err = -ENOMEM;
-		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", A.max_sess, strerror(ENOMEM));
+		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", a->max_sess, strerror(ENOMEM));
 		goto out;
 	}
-	for (__u32 i = 0; i < A.max_sess; i++)
-		A.free_idx[i] = A.max_sess - 1 - i;	/* index 0 is handed out first */
-	A.n_free = A.max_sess;
-	A.next_teid = 1;
-	A.rts = (__u32)(time(NULL) + NTP_UNIX_OFFSET);
-	A.lock_fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (A.lock_fd < 0) {
+	for (__u32 i = 0; i < a->max_sess; i++)
+		a->free_idx[i] = a->max_sess - 1 - i;	/* index 0 is handed out first */
+	a->n_free = a->max_sess;
+	a->next_teid = 1;
+	a->rts = (__u32)(time(NULL) + NTP_UNIX_OFFSET);
+	a->lock_fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (a->lock_fd < 0) {
 		err = -errno;
 		fprintf(stderr, "Couldn't open %s: %s\n", pin_dir, strerror(-err));
 		goto out;
 	}
-	err = stats_open();
+	err = stats_open(a);
 	if (err)
 		goto out;
-	stat_set(PFCP_STAT_SESSIONS, 0);
-	stat_set(PFCP_STAT_ASSOCIATIONS, 0);
+	stat_set(a, PFCP_STAT_SESSIONS, 0);
+	stat_set(a, PFCP_STAT_ASSOCIATIONS, 0);
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	A.sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (sfd < 0 || A.sock < 0) {
+	a->sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sfd < 0 || a->sock < 0) {
 		err = -errno;
 		fprintf(stderr, "Couldn't create a socket: %s\n", strerror(-err));
 		goto out_sig;
 	}
-	setsockopt(A.sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(a->sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	one = 4 << 20;
-	setsockopt(A.sock, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
-	if (bind(A.sock, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(A.sock, (struct sockaddr *)&sa, &salen)) {
+	setsockopt(a->sock, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
+	if (bind(a->sock, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    getsockname(a->sock, (struct sockaddr *)&sa, &salen)) {
 		err = -errno;
 		fprintf(stderr, "Couldn't listen on %s: %s\n", o->listen.s, strerror(-err));
 		goto out_sig;
 	}
 	printf("pgwu pfcp: listening on %s:%u, node id %s, GTP-U address %s, up to %u sessions\n",
-	       ip_str(sa.sin_addr.s_addr, a), ntohs(sa.sin_port),
-	       A.node_id.type == PFCP_NODE_IPV4 ? ip_str(A.node_id.ipv4, g) : A.node_id.fqdn,
-	       ip_str(A.local_addr, l), A.max_sess);
+	       ip_str(sa.sin_addr.s_addr, addr), ntohs(sa.sin_port),
+	       a->node_id.type == PFCP_NODE_IPV4 ? ip_str(a->node_id.ipv4, g) : a->node_id.fqdn,
+	       ip_str(a->local_addr, l), a->max_sess);
 	fflush(stdout);
-	A.hb_interval = o->heartbeat.v;
-	if (A.hb_interval) {
-		struct itimerspec its = { .it_interval = { .tv_sec = A.hb_interval },
-					  .it_value = { .tv_sec = A.hb_interval } };
+	a->hb_interval = o->heartbeat.v;
+	if (a->hb_interval) {
+		struct itimerspec its = { .it_interval = { .tv_sec = a->hb_interval },
+					  .it_value = { .tv_sec = a->hb_interval } };
 
 		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 		if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL)) {
@@ -1310,8 +1320,8 @@ int do_pfcp(const void *cfg)
 			goto out_sig;
 		}
 	}
-	err = serve(sfd, tfd);
-	shutdown_sessions();
+	err = serve(a, sfd, tfd);
+	shutdown_sessions(a);
 out_sig:
 	sigprocmask(SIG_SETMASK, &old, NULL);
 out:
@@ -1319,18 +1329,18 @@ out:
 		close(sfd);
 	if (tfd >= 0)
 		close(tfd);
-	if (A.sock >= 0)
-		close(A.sock);
-	if (A.lock_fd >= 0)
-		close(A.lock_fd);
-	if (A.stats)
-		munmap(A.stats, PFCP_STAT_N * 8);
-	if (A.stats_fd >= 0)
-		close(A.stats_fd);
-	free(A.sess);
-	free(A.free_idx);
-	free(A.rcache);
-	free(A.ue_tab);
-	maps_close(&A.m);
+	if (a->sock >= 0)
+		close(a->sock);
+	if (a->lock_fd >= 0)
+		close(a->lock_fd);
+	if (a->stats)
+		munmap(a->stats, PFCP_STAT_N * 8);
+	if (a->stats_fd >= 0)
+		close(a->stats_fd);
+	free(a->sess);
+	free(a->free_idx);
+	free(a->rcache);
+	free(a->ue_tab);
+	maps_close(&a->m);
 	return err;
 }
