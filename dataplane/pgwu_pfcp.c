@@ -411,6 +411,19 @@ static void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct 
 	stat_add(a, PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
 }
 
+/* A CP's answer to our Heartbeat Request (heartbeat_tick): the path is up again. */
+static void on_heartbeat_resp(struct pfcp_agent *a, const struct pfcp_msg *m)
+{
+	int ai = assoc_by_peer(a, a->peer);
+
+	if (ai >= 0 && a->assoc[ai].hb_wait && a->assoc[ai].hb_seq == m->h.seq) {
+		a->assoc[ai].hb_wait = false;
+		a->assoc[ai].hb_missed = 0;
+		if (m->present & PFCP_P_RTS)
+			check_peer_rts(a, ai, m->recovery_ts);
+	}
+}
+
 static void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
@@ -923,6 +936,51 @@ static void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct p
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
 }
 
+/* ---- the answers kept for retransmitted requests ---- */
+
+static struct rcache_ent *rcache_alloc(void)
+{
+	return calloc(1U << RCACHE_BITS, sizeof(struct rcache_ent));
+}
+
+static struct rcache_ent *rcache_slot(struct pfcp_agent *a, const struct sockaddr_in *peer,
+				      __u32 seq)
+{
+	__u32 h = (peer->sin_addr.s_addr * 0x9e3779b1U) ^ (peer->sin_port * 0x85ebca6bU) ^
+		  (seq * 0xc2b2ae35U);
+
+	return &a->rcache[(h ^ (h >> 15)) & ((1U << RCACHE_BITS) - 1)];
+}
+
+/* A retransmitted request gets the answer the first one got (TS 29.244 6.4): that answer copied
+ * into out and its length, or 0 when the request is not one answered before. */
+static size_t rcache_answer(struct pfcp_agent *a, const struct sockaddr_in *peer,
+			    const struct pfcp_msg *m, __u8 *out)
+{
+	const struct rcache_ent *rc = rcache_slot(a, peer, m->h.seq);
+
+	if (!(rc->valid && rc->addr == peer->sin_addr.s_addr && rc->port == peer->sin_port &&
+	      rc->seq == m->h.seq && rc->type == m->h.type))
+		return 0;
+	memcpy(out, rc->buf, rc->len);
+	return rc->len;
+}
+
+/* Keep the answer to a request for its retransmissions. */
+static void rcache_keep(struct pfcp_agent *a, const struct sockaddr_in *peer,
+			const struct pfcp_msg *m, const __u8 *ans, size_t len)
+{
+	struct rcache_ent *rc = rcache_slot(a, peer, m->h.seq);
+
+	rc->valid = 1;
+	rc->addr = peer->sin_addr.s_addr;
+	rc->port = peer->sin_port;
+	rc->seq = m->h.seq;
+	rc->type = m->h.type;
+	rc->len = len;
+	memcpy(rc->buf, ans, len);
+}
+
 /* ---- dispatch: the (message type -> handler) table ---- */
 
 static const struct {
@@ -938,21 +996,11 @@ static const struct {
 	{ PFCP_SESS_DEL_REQ, on_sess_del },
 };
 
-static struct rcache_ent *rcache_slot(struct pfcp_agent *a, const struct sockaddr_in *peer,
-				      __u32 seq)
-{
-	__u32 h = (peer->sin_addr.s_addr * 0x9e3779b1U) ^ (peer->sin_port * 0x85ebca6bU) ^
-		  (seq * 0xc2b2ae35U);
-
-	return &a->rcache[(h ^ (h >> 15)) & ((1U << RCACHE_BITS) - 1)];
-}
-
 /* Answer one datagram into out; the answer's length, or 0: nothing to send. */
 static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 		     const struct sockaddr_in *peer, __u8 *out)
 {
 	struct pfcp_msg *m = &a->msg;
-	struct rcache_ent *rc;
 	struct pfcp_w w;
 	size_t i;
 	int err, len;
@@ -973,14 +1021,7 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 	stat_add(a, PFCP_STAT_RX(m->h.type), 1);
 	a->peer = peer;
 	if (m->h.type == PFCP_HEARTBEAT_RESP) {
-		int ai = assoc_by_peer(a, peer);
-
-		if (ai >= 0 && a->assoc[ai].hb_wait && a->assoc[ai].hb_seq == m->h.seq) {
-			a->assoc[ai].hb_wait = false;
-			a->assoc[ai].hb_missed = 0;
-			if (m->present & PFCP_P_RTS)
-				check_peer_rts(a, ai, m->recovery_ts);
-		}
+		on_heartbeat_resp(a, m);
 		return 0;
 	}
 	for (i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
@@ -989,13 +1030,10 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 	if (i == sizeof(handlers) / sizeof(handlers[0]))
 		return 0;	/* a response (heartbeat ...) or a request this UP does not serve */
 
-	/* a retransmitted request gets the answer the first one got (TS 29.244 6.4) */
-	rc = rcache_slot(a, peer, m->h.seq);
-	if (rc->valid && rc->addr == peer->sin_addr.s_addr && rc->port == peer->sin_port &&
-	    rc->seq == m->h.seq && rc->type == m->h.type) {
-		memcpy(out, rc->buf, rc->len);
+	len = rcache_answer(a, peer, m, out);
+	if (len) {
 		stat_add(a, PFCP_STAT_RETRANSMISSIONS, 1);
-		return rc->len;
+		return len;
 	}
 	handlers[i].fn(a, m, &w);
 	len = pfcp_w_finish(&w);
@@ -1004,13 +1042,7 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 			m->h.seq);
 		return 0;
 	}
-	rc->valid = 1;
-	rc->addr = peer->sin_addr.s_addr;
-	rc->port = peer->sin_port;
-	rc->seq = m->h.seq;
-	rc->type = m->h.type;
-	rc->len = len;
-	memcpy(rc->buf, out, len);
+	rcache_keep(a, peer, m, out, len);
 	return len;
 }
 
@@ -1258,7 +1290,7 @@ int do_pfcp(const void *cfg)
 	a->max_sess = o->max_sessions.set && o->max_sessions.v < cap ? o->max_sessions.v : cap;
 	a->sess = calloc(a->max_sess, sizeof(*a->sess));
 	a->free_idx = malloc((size_t)a->max_sess * sizeof(*a->free_idx));
-	a->rcache = calloc(1U << RCACHE_BITS, sizeof(*a->rcache));
+	a->rcache = rcache_alloc();
 	a->ue_mask = pgwu_slots_for(a->max_sess) * 2 - 1;
 	a->ue_tab = calloc((size_t)a->ue_mask + 1, sizeof(*a->ue_tab));
 	if (!a->sess || !a->free_idx || !a->rcache || !a->ue_tab) {
