@@ -25,10 +25,6 @@
 #define PGWU_TRACING_PREFIX "fib_gen_"
 
 extern bool verbose;
-extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
-extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
-extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
-extern const char *const pgwu_reasm_names[PGWU_RA_MAX];
 
 #define pr_warn(...) fprintf(stderr, __VA_ARGS__)
 
@@ -132,6 +128,7 @@ int do_load(const void *cfg);
 int do_unload(const void *cfg);
 int do_attach(const void *cfg);
 int do_detach(const void *cfg);
+int do_config(const void *cfg);		/* pgwu_config.c */
 int do_session_add(const void *cfg);
 int do_session_del(const void *cfg);
 int do_session_get(const void *cfg);
@@ -139,6 +136,7 @@ int do_session_list(const void *cfg);
 int do_session_load(const void *cfg);
 int do_session_flush(const void *cfg);
 int do_session_unload(const void *cfg);
+int do_stats(const void *cfg);		/* pgwu_stats.c */
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
 int do_reassemble(const void *cfg);	/* pgwu_reasm.c */

@@ -5,8 +5,15 @@
 
 #include <stdio.h>
 #include <linux/types.h>
+#include "pgwu.h"
 
 struct bearer;
+
+/* The names of enum pgwu_reason, pgwu_verdict, pgwu_event and pgwu_reasm_stat, in their order */
+extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
+extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
+extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
+extern const char *const pgwu_reasm_names[PGWU_RA_MAX];
 
 const char *ip_str(__u32 addr, char buf[16]);
 const char *mac_str(const __u8 mac[6], char buf[18]);
