@@ -45,6 +45,7 @@
 #define NTP_UNIX_OFFSET 2208988800UL	/* seconds from 1900 to 1970 */
 #define LOADED_CHECK_MS 1000	/* how often the agent checks that its maps are still the pinned ones */
 
+/* The counters `pgwu metrics` reads: pfcp_stats in PIN_DIR (pinned here if absent), mmap()ed. */
 static int stats_open(struct pfcp_agent *a)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_MMAPABLE);
