@@ -27,6 +27,7 @@ def build(extra_cflags: str = "", out: Path = FUZZ) -> Path:
     if extra_cflags or out != FUZZ:
         cmd = ["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
                *extra_cflags.split(), "-I", str(DP), "-I", str(DP / "include"),
+               "-I", str(ROOT / "lib" / "include"),
                str(DP / "fuzz" / "pfcp_fuzz.c"), str(DP / "pfcp_msg.c"), "-o", str(out)]
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     else:
