@@ -174,6 +174,32 @@ static __always_inline __u64 csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len
 	*err = 0;
 	return c.sum;
 }
+#else	/* user space (the socket path, pgwu_sock.c): the same sum of a buffer, word by word */
+/* Sum of len bytes at p, as csum_bytes sums a frame: 32-bit words, then 16, then [b, 0]. */
+static inline __u64 csum_buf(const void *p, __u32 len)
+{
+	const __u8 *q = p;
+	__u64 sum = 0;
+	__u32 w;
+	__u16 h;
+
+	for (; len >= 4; len -= 4, q += 4) {
+		__builtin_memcpy(&w, q, 4);
+		sum += w;
+	}
+	if (len >= 2) {
+		__builtin_memcpy(&h, q, 2);
+		sum += h;
+		q += 2;
+		len -= 2;
+	}
+	if (len) {
+		h = 0;
+		*(__u8 *)&h = *q;	/* the word [b, 0], whatever the host's byte order */
+		sum += h;
+	}
+	return sum;
+}
 #endif /* __bpf__ */
 
 #endif /* PGWU_CSUM_H */
