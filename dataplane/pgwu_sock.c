@@ -1394,23 +1394,39 @@ static int xdp_check(void)
 	return 0;
 }
 
-/* A packet socket on an interface with GRO gets merged TCP segments, longer than its MTU. */
-static int sgi_gro_check(void)
+/* GRO on an interface (ETHTOOL_GGRO), or -errno. */
+static int gro_of(int ifindex, char name[IF_NAMESIZE])
 {
 	struct ethtool_value ev = { .cmd = ETHTOOL_GGRO };
 	struct ifreq ifr = { .ifr_data = (void *)&ev };
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err = 0;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), err;
 
 	if (fd < 0)
 		return -errno;
-	if_indextoname(S.sgi_ifindex, ifr.ifr_name);
-	if (!ioctl(fd, SIOCETHTOOL, &ifr) && ev.data) {
-		fprintf(stderr, "GRO is on on %s: its packet socket would read merged TCP segments; "
-			"turn it off (ethtool -K %s gro off)\n", ifr.ifr_name, ifr.ifr_name);
-		err = -EINVAL;
-	}
+	if_indextoname(ifindex, ifr.ifr_name);
+	memcpy(name, ifr.ifr_name, IF_NAMESIZE);
+	err = ioctl(fd, SIOCETHTOOL, &ifr) ? -errno : (int)!!ev.data;
 	close(fd);
 	return err;
+}
+
+/* A packet socket on SGi with GRO would read merged TCP segments, longer than the MTU; UDP_GRO
+ * merges nothing unless the access interface does GRO. */
+static int gro_check(void)
+{
+	char name[IF_NAMESIZE];
+
+	if (gro_of(S.sgi_ifindex, name) == 1) {
+		fprintf(stderr, "GRO is on on %s: its packet socket would read merged TCP segments; "
+			"turn it off (ethtool -K %s gro off)\n", name, name);
+		return -EINVAL;
+	}
+	if (S.k.gro && gro_of(S.access_ifindex, name) == 0) {
+		fprintf(stderr, "--gro: GRO is off on %s, so nothing is merged for UDP_GRO; turn it on "
+			"(ethtool -K %s gro on)\n", name, name);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int sock_setup(const struct sock_opts *o)
@@ -1460,7 +1476,7 @@ static int sock_setup(const struct sock_opts *o)
 	}
 	err = xdp_check();
 	if (!err)
-		err = sgi_gro_check();
+		err = gro_check();
 	if (err)
 		return err;
 	S.peers = pinned_open("peers");
@@ -1566,6 +1582,20 @@ static int sock_run(const struct sock_opts *o, int ready_fd)
 	if (o->measure_lookups.set) {
 		err = measure_lookups(o->measure_lookups.v, o->json.set);
 		goto out;
+	}
+	if (S.k.ncpus) {
+		/* the main thread (drops, CPUs, the lines) runs on the workers' CPUs too: all of it
+		 * is the DUT's work; each worker then narrows to its own CPU */
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		for (int i = 0; i < S.k.ncpus; i++)
+			CPU_SET(S.k.cpus[i], &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't run on CPU(s) %s: %s\n", o->cpus.s, strerror(-err));
+			goto out;
+		}
 	}
 	err = sock_open_workers();
 	if (err)

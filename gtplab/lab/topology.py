@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
 
+from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
 from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
@@ -67,7 +68,7 @@ DEFAULT_MTU = 3200
 VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
-DUT_MODES = ("pgwu", "fwd", "drop", "pass", "tx", "none")
+DUT_MODES = ("pgwu", "socket", "fwd", "drop", "pass", "tx", "none")
 GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
 ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
@@ -167,6 +168,16 @@ def pgwu_binary() -> Path:
 
 
 
+def _is_pgwu(pid: int) -> bool:
+    """pid is a live pgwu process (not a zombie, not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)
+        return fields[0].split("(", 1)[1].startswith("pgwu") and fields[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _state_path(name: str) -> Path:
     return STATE_DIR / f"{name}.json"
 
@@ -206,12 +217,14 @@ class Lab:
     def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
            addressing: Addressing | None = None, gen_pass: bool = True,
            pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
-           generator: str = "engine", trex_runtime: str | None = None) -> "Lab":
+           generator: str = "engine", trex_runtime: str | None = None,
+           socket_knobs: SocketKnobs | dict | None = None) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
 
         cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
         it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
-        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "fwd" (the reference forwarder,
+        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "socket" (pgwu loaded for its
+        tables, `pgwu socket` with socket_knobs as the data plane: docs/socket.md), "fwd" (the reference forwarder,
         gtplab/dut/fwd.py: MAC rewrite + redirect between the DUT ports), "drop"/"pass" (a one-instruction
         XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
         frame goes back out of the port it came in, to measure the generator's receive side too),
@@ -234,8 +247,12 @@ class Lab:
         if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
             raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
         a = addressing or Addressing()
+        knobs = SocketKnobs.parse(socket_knobs, "socket_knobs")
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
+        if dut == "socket":
+            state["socket"] = {"knobs": knobs.as_dict(), "pid": None,
+                               "log": str(STATE_DIR / f"{state['name']}-socket.log")}
         lab = cls(state)
         old = None
         try:
@@ -354,6 +371,9 @@ class Lab:
             self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
+        elif self.dut_mode == "socket":
+            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            self._setup_socket_path()
         elif self.dut_mode == "fwd":
             self._attach_fwd()
         elif self.dut_mode in ("drop", "pass", "tx"):
@@ -377,6 +397,67 @@ class Lab:
         self.state["reassembler"] = ({"pid": int(m.group(1))} if p.returncode == 0 and m else
                                      {"pid": None, "error": (p.stderr.strip() or p.stdout.strip())[:500]})
         _write_state(self.state_path, self.state)
+
+    def _setup_socket_path(self) -> None:
+        """What `pgwu socket` needs of the DUT namespace (docs/socket.md), then the program: an
+        XDP_PASS program on both DUT ports (frames the generator's XDP sends reach a veth only
+        through its NAPI, which then runs threaded on the DUT CPUs, as for every other DUT: the
+        kernel's receive path, GRO included, runs there); GRO off on SGi (its packet socket would
+        read merged TCP segments) and on access only with the gro knob; a blackhole route for the
+        UE pool (the kernel drops its own copy of a downlink packet instead of answering it as
+        unroutable, ICMP that would reach the generator)."""
+        a = self.addressing
+        acc, sgi = self.ports
+        self._attach_verdict_prog(self.dut_ns, [acc.dut_ifname, sgi.dut_ifname], bpf.XDP_PASS)
+        _run(["ip", "-n", self.dut_ns, "route", "replace", "blackhole", a.ue_pool],
+             "add the UE pool's blackhole route")
+        self.start_socket(SocketKnobs.parse(self.state["socket"]["knobs"]))
+
+    def start_socket(self, knobs: SocketKnobs) -> int:
+        """(Re)start `pgwu socket --daemon` in the DUT netns with these knobs, its workers on the DUT
+        CPUs; the bearers stay (they are the pinned tables'). Returns its pid; LabError saying why
+        it could not start."""
+        if self.dut_mode != "socket":
+            raise LabError(f"lab {self.name} runs {self.dut_mode}, not the socket path")
+        self.stop_socket()
+        acc, sgi = self.ports
+        st = self.state["socket"]
+        for ifname, on in ((sgi.dut_ifname, False), (acc.dut_ifname, knobs.gro)):
+            _run(_in_netns(self.dut_ns) + ["ethtool", "-K", ifname, "gro", "on" if on else "off"],
+                 f"set GRO on {ifname}")
+        cpus = self.cpus.dut if self.cpus else None
+        p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, "socket", "--daemon",
+                                           "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname,
+                                           "--log", st["log"], *knobs.argv(cpus)],
+                 "start pgwu socket", check=False)
+        m = re.search(r"running as pid (\d+)", p.stdout)
+        if p.returncode or not m:
+            raise LabError("Couldn't start pgwu socket: " + (p.stderr.strip() or p.stdout.strip())[-500:])
+        st.update(pid=int(m.group(1)), knobs=knobs.as_dict())
+        _write_state(self.state_path, self.state)
+        return st["pid"]
+
+    def stop_socket(self) -> None:
+        """End the lab's `pgwu socket` (SIGTERM, then SIGKILL after 5 s) and wait for it."""
+        st = self.state.get("socket") or {}
+        pid = st.get("pid")
+        if not pid or not _is_pgwu(pid):
+            return
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + 5
+        while _is_pgwu(pid) and time.monotonic() < end:
+            time.sleep(0.02)
+        if _is_pgwu(pid):
+            os.kill(pid, signal.SIGKILL)
+        st["pid"] = None
+        _write_state(self.state_path, self.state)
+
+    def socket_pid(self) -> int | None:
+        return (self.state.get("socket") or {}).get("pid")
+
+    def socket_knobs(self) -> SocketKnobs | None:
+        st = self.state.get("socket")
+        return SocketKnobs.parse(st["knobs"]) if st else None
 
     def reassembler_pid(self) -> int | None:
         return (self.state.get("reassembler") or {}).get("pid")
@@ -693,6 +774,10 @@ def teardown(state: dict) -> list[str]:
         if os.path.lexists(d):
             shutil.rmtree(d)
             removed.append(f"bpffs {d}")
+    log = (state.get("socket") or {}).get("log")
+    if log and os.path.exists(log):
+        os.unlink(log)
+        removed.append(f"pgwu socket log {log}")
     if t and t.get("workdir") and os.path.isdir(t["workdir"]):
         shutil.rmtree(t["workdir"], ignore_errors=True)
         removed.append(f"TRex work dir {t['workdir']}")
@@ -746,6 +831,8 @@ def lab_status(name: str) -> dict:
                           "generator": lab.generator}
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
+    if lab.dut_mode == "socket":
+        st["socket"] = {**lab.state["socket"], "running": bool(lab.socket_pid()) and _is_pgwu(lab.socket_pid())}
     if lab.generator == "trex":
         from gtplab.traffic.trex import runtime as trt
         t = lab.state["trex"]
@@ -763,7 +850,7 @@ def lab_status(name: str) -> dict:
                             "state": link.get("operstate"), "mac": link.get("address"),
                             "xdp": {"mode": XDP_MODES.get(xdp.get("mode"), xdp.get("mode")), "prog_id": prog.get("id"),
                                     "prog_name": prog.get("name")} if xdp else None})
-    if lab.dut_mode == "pgwu" and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
+    if lab.dut_mode in ("pgwu", "socket") and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
         try:
             st["dut_stats"] = lab.pgwu_json("stats")
         except (LabError, ValueError) as e:
