@@ -239,7 +239,7 @@ static const struct opt socket_options[] = {
 	  .metavar = "IF", .required = true,
 	  .help = "access (S1-U/S5) interface: uplink G-PDUs on UDP GTP-ADDR:2152 bound to it" },
 	{ .name = "sgi", .type = OPT_STR, .off = offsetof(struct sock_opts, sgi), .metavar = "IF",
-	  .required = true, .help = "SGi interface: downlink IP read with a packet socket (GRO off)" },
+	  .required = true, .help = "SGi interface: downlink IPv4 read with a packet socket (GRO off)" },
 	{ .name = "threads", .type = OPT_U32, .off = offsetof(struct sock_opts, threads),
 	  .metavar = "N", .min = 1, .max = PGWU_SOCK_MAX_THREADS,
 	  .help = "worker threads per direction (default 1)" },
@@ -418,9 +418,11 @@ static const struct cmd cmds[] = {
 		"socket, encapsulated as xdp_sgi does and sent to their SGW. Bearers come from the same\n"
 		"tables (session, pfcp), read through the mmap()ed direct index. Needs pgwu loaded,\n"
 		"xdp_access/xdp_sgi not attached to these interfaces, no pgwu reassemble, GRO off on\n"
-		"--sgi, and a blackhole route for the UE pool (else the kernel answers its packets as\n"
-		"unroutable). Counters: pgwu stats (socket path), pgwu metrics (pgwu_socket_*); every\n"
-		"--interval, one line per thread and the kernel's drop counters. See docs/socket.md."),
+		"--sgi. The packet socket is a tap, served before tc ingress: drop the UE pool there\n"
+		"(tc filter add dev SGI ingress protocol ip u32 match ip dst POOL action drop), else\n"
+		"the kernel's stack handles those packets too. Counters: pgwu stats (socket path), pgwu\n"
+		"metrics (pgwu_socket_*); every --interval, one line per thread and the kernel's drop\n"
+		"counters. See docs/socket.md."),
 	COMMAND("path", do_path, path_options, struct path_opts, &path_defaults,
 		"GTP-U peers: state and restart counter from their Echo Responses",
 		"A peer is up when its last Echo Response is not older than the last Echo Request\n"

@@ -9,11 +9,14 @@
  *             thread in an SO_REUSEPORT group, or one socket all of them read; checked as xdp_access
  *             checks them (include/gtpu.h: the same code), the inner packet (TTL - 1) sent to SGi
  *             through a raw socket (IP_HDRINCL): the kernel routes it.
- *   downlink  IPv4 packets on SGi read with a packet socket (SOCK_DGRAM, ETH_P_IP), one per worker
- *             in a PACKET_FANOUT group, or one for all; packets for the UE pool are encapsulated as
- *             xdp_sgi encapsulates them (gtpu.h: source port from the inner flow, QFI, checksum or
- *             its opt-out) and sent to the SGW through the raw socket. The kernel's own stack sees
- *             them too: the UE pool needs a blackhole route, or it answers them as unroutable.
+ *   downlink  IPv4 packets on SGi read with a packet socket (a tap: SOCK_DGRAM, every protocol,
+ *             IPv4 kept by a filter), one per worker in a PACKET_FANOUT group, or one for all;
+ *             packets for the UE pool are encapsulated as xdp_sgi encapsulates them (gtpu.h: source
+ *             port from the inner flow, QFI, checksum or its opt-out) and sent to the SGW through the
+ *             raw socket. A tap is served before tc ingress: a tc filter there should drop the UE
+ *             pool's packets, else the kernel's own stack handles them too (and, with no route,
+ *             answers them as unroutable; a blackhole route silences that, but the stack still
+ *             parses them: a bad header is then counted twice).
  *
  * Bearers: from the tables `pgwu session` and `pgwu pfcp` write, read without a system call per
  * packet: the direct index (ul_slots, dl_slots: BPF_F_MMAPABLE arrays, one cache line a bearer) is
@@ -54,6 +57,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/ethtool.h>
+#include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <linux/sock_diag.h>
@@ -280,8 +284,8 @@ static __u32 tx_refused(struct worker *w, int i, int err)
 			int off = IP_PMTUDISC_DONT, ttl = OUTER_TTL;
 
 			w->frag = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
-			if (w->frag < 0 || connect(w->frag, (struct sockaddr *)&none, sizeof(none)) ||
-			    bind(w->frag, (struct sockaddr *)&me, sizeof(me)) ||
+			if (w->frag < 0 || bind(w->frag, (struct sockaddr *)&me, sizeof(me)) ||
+			    connect(w->frag, (struct sockaddr *)&none, sizeof(none)) ||
 			    setsockopt(w->frag, IPPROTO_IP, IP_MTU_DISCOVER, &off, sizeof(off)) ||
 			    setsockopt(w->frag, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl))) {
 				if (w->frag >= 0)
@@ -827,17 +831,37 @@ static int udp_open(void)
 	return fd;
 }
 
+/*
+ * The downlink socket: SOCK_DGRAM (from the IP header on) bound to SGi for every protocol, so it is
+ * a tap, served before tc ingress (ptype_all): tc can then take UE-pool packets away from the
+ * kernel's own IP stack, which sees them otherwise (ETH_P_IP sockets are served beside ip_rcv,
+ * after tc). A classic BPF filter keeps incoming IPv4 only.
+ */
 static int packet_open(void)
 {
-	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+	/* IPv4, and not a packet this host sends (a fanout group's hook ignores the sockets'
+	 * PACKET_IGNORE_OUTGOING; PACKET_FANOUT_FLAG_IGNORE_OUTGOING is 6.4+) */
+	struct sock_filter ipv4_in[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 2, 0),
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+	};
+	struct sock_fprog prog = { .len = 6, .filter = ipv4_in };
+	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
 				  .sll_ifindex = S.sgi_ifindex };
-	int fd, err;
+	int fd, err, one = 1;
 
-	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+	/* protocol 0: nothing arrives before the filter is in place and the socket is bound */
+	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	err = sock_common(fd, "packet");
-	if (!err && bind(fd, (struct sockaddr *)&ll, sizeof(ll)))
+	if (!err && (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) ||
+		     setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) ||
+		     bind(fd, (struct sockaddr *)&ll, sizeof(ll))))
 		err = -errno;
 	if (!err && S.k.reuseport) {
 		/* one group per process: its pid names it */

@@ -53,6 +53,7 @@ from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
+from gtplab.kernel.libbpf import tcx_ingress_link
 from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
 
 REPO = Path(__file__).resolve().parents[2]
@@ -403,14 +404,27 @@ class Lab:
         XDP_PASS program on both DUT ports (frames the generator's XDP sends reach a veth only
         through its NAPI, which then runs threaded on the DUT CPUs, as for every other DUT: the
         kernel's receive path, GRO included, runs there); GRO off on SGi (its packet socket would
-        read merged TCP segments) and on access only with the gro knob; a blackhole route for the
-        UE pool (the kernel drops its own copy of a downlink packet instead of answering it as
-        unroutable, ICMP that would reach the generator)."""
+        read merged TCP segments) and on access only with the gro knob; the UE pool's packets
+        dropped at SGi's tc ingress, after the packet socket (a tap) has its copy: the kernel's own
+        stack never sees them (without a route it would answer them as unroutable, with ICMP that
+        reaches the generator; and it would count a bad header a second time)."""
         a = self.addressing
         acc, sgi = self.ports
         self._attach_verdict_prog(self.dut_ns, [acc.dut_ifname, sgi.dut_ifname], bpf.XDP_PASS)
-        _run(["ip", "-n", self.dut_ns, "route", "replace", "blackhole", a.ue_pool],
-             "add the UE pool's blackhole route")
+        prog = bpf.tc_drop_dst_prog(a.ue_pool, "sgi_drop_pool")
+        try:
+            def attach():
+                fd = tcx_ingress_link(prog.fd, socket.if_nametoindex(sgi.dut_ifname))
+                try:
+                    bpf.obj_pin(fd, os.path.join(self.pin_dir, "link_tcx_sgi_drop_pool"))
+                finally:
+                    os.close(fd)
+            try:
+                run_in_netns(self.dut_ns, attach)
+            except OSError as e:
+                raise LabError(f"Couldn't drop the UE pool at {sgi.dut_ifname}'s tc ingress: {e}") from None
+        finally:
+            prog.close()
         self.start_socket(SocketKnobs.parse(self.state["socket"]["knobs"]))
 
     def start_socket(self, knobs: SocketKnobs) -> int:
