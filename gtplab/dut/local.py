@@ -14,7 +14,7 @@ import time
 from gtplab.dut import PROG
 from gtplab.dut.sock import SockStats
 from gtplab.errors import UserError
-from gtplab.kernel import bpf
+from gtplab.kernel import bpf, rxstats
 from gtplab.lab.cpu import thread_cpu_ns
 
 
@@ -26,17 +26,6 @@ KERNEL_DROPS = (("Udp", "RcvbufErrors"), ("Udp", "MemErrors"), ("Udp", "InCsumEr
                 ("Ip", "InHdrErrors"), ("Ip", "InAddrErrors"), ("Ip", "InDiscards"), ("Ip", "InUnknownProtos"),
                 ("Ip", "ReasmFails"))
 SETTLE_TICKS = 2        # the socket path's main-thread ticks (50 ms) its counters must hold still for
-
-
-def snmp(text: str) -> dict[str, dict[str, int]]:
-    """The text of /proc/net/snmp as {"Udp": {"RcvbufErrors": n, ...}, "Ip": {...}, ...}."""
-    out: dict[str, dict[str, int]] = {}
-    lines = text.splitlines()
-    for head, vals in zip(lines[::2], lines[1::2]):
-        h, v = head.split(), vals.split()
-        if h and v and h[0] == v[0]:
-            out[h[0].rstrip(":")] = {k: int(x) for k, x in zip(h[1:], v[1:]) if x.lstrip("-").isdigit()}
-    return out
 
 
 def cpus_busy_seconds(cpus: list[int] | None = None) -> float:
@@ -94,13 +83,7 @@ class LocalDut:
     def kernel_snmp(self) -> dict[str, dict[str, int]]:
         """The DUT netns's SNMP MIB: through the socket path's /proc/PID/net (no process started),
         else read by a `cat` in the netns."""
-        pid = self.lab.socket_pid() if self.mode == "socket" else None
-        if pid:
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/net/snmp") as f:
-                return snmp(f.read())
-        p = subprocess.run(["nsenter", f"--net=/run/netns/{self.lab.dut_ns}", "--", "cat", "/proc/net/snmp"],
-                           capture_output=True, text=True, timeout=30, check=True)
-        return snmp(p.stdout)
+        return rxstats.snmp_of_netns(self.lab.dut_ns, self.lab.socket_pid() if self.mode == "socket" else None)
 
     def _socket_counters(self) -> dict[tuple[str, str], int]:
         """The socket path's counters and the kernel's drops on its way in, once they hold still
@@ -199,6 +182,18 @@ class LocalDut:
             with contextlib.suppress(OSError):
                 tids += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         return tids
+
+    def rx_path(self) -> dict:
+        """A snapshot of the DUT side's receive path (gtplab.measure.rxpath takes the deltas):
+        softnet_stat per CPU (the host's), the DUT netns's SNMP MIB, its links' counters, and each
+        DUT thread (name, the CPU it last ran on, run time)."""
+        threads = {}
+        for tid in self.dut_threads():
+            t = rxstats.task(tid)
+            if t:
+                threads[tid] = t
+        return {"softnet": rxstats.softnet(), "snmp": self.kernel_snmp(),
+                "links": rxstats.link_stats(self.lab.dut_ns), "threads": threads}
 
     def cpu_seconds(self) -> dict[str, float] | None:
         """{"threads": CPU seconds of the DUT's threads (dut_threads), "cpus": busy seconds of the
