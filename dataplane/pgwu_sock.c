@@ -31,8 +31,10 @@
  * --interval, per thread and direction: packets read, forwarded, dropped, and the kernel's own
  * counters (/proc/net/snmp Udp RcvbufErrors InErrors, /proc/net/softnet_stat per CPU).
  *
- * Not done here (the XDP path does them): ICMP errors (Time Exceeded, Fragmentation Needed: the
- * packet is dropped and counted), egress VLAN tags and static next hops (the kernel routes), an
+ * Replies as the XDP path sends them (Echo Response, Error Indication, Supported Extension Headers
+ * Notification, ICMP Time Exceeded both ways, Fragmentation Needed), through the raw socket, rate-
+ * limited per peer and per worker. Not done here (the XDP path does them): egress VLAN tags and
+ * static next hops (the kernel routes), an
  * 802.1Q-tagged G-PDU on access (the kernel drops it without a VLAN device), per-bearer usage of
  * bearers outside the direct index. Outer fragments need no `pgwu reassemble`: the kernel
  * reassembles them for the UDP socket (the two cannot run at once: both bind port 2152).
@@ -255,13 +257,17 @@ static int dl_bearer(struct worker *w, __be32 ue, struct pgwu_dl_bearer *b, __u6
 /* ---- sending ---- */
 
 static void tx_add(struct worker *w, void *pkt, __u32 len, __be32 to, const struct txmeta *meta);
+static int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu);
+static int route_mtu(__be32 dst);
 
-/* The kernel refused packet i: why, as a reason; a downlink packet without DF over the access MTU
- * goes again through the socket that fragments (the kernel's IP output fragments it). */
-static __u32 tx_refused(struct worker *w, int i, int err)
+/* The kernel refused packet i: why, as a reason (*verdict XDP_TX when it was answered); a downlink
+ * packet without DF over the access MTU goes again through the socket that fragments (the kernel's
+ * IP output fragments it), one with DF is answered with Fragmentation Needed. */
+static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 {
 	const struct txmeta *t = &w->tmeta[i];
 
+	*verdict = XDP_DROP;
 	if (err == EMSGSIZE && t->reason == PGWU_R_DL_FWD) {
 		struct iphdr *oip = w->tiov[i].iov_base;
 		char cbuf[CMSG_SPACE(sizeof(int))] = {};
@@ -272,8 +278,25 @@ static __u32 tx_refused(struct worker *w, int i, int err)
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 		int tos = oip->tos;
 
-		if (t->df)
-			return PGWU_R_DROP_FRAG_NEEDED;	/* RFC 1191: not answered here */
+		if (t->df) {
+			/* RFC 1191: the MTU the packet can have before encapsulation; the quote is
+			 * the packet as it arrived (its TTL not yet decremented) */
+			__u32 encap = w->tiov[i].iov_len - t->usage_bytes, q;
+			__u8 *inner = (__u8 *)oip + encap, quote[68];
+			struct iphdr *qi = (void *)quote;
+			int mtu = route_mtu(oip->daddr);
+
+			q = (inner[0] & 0xf) * 4 + 8;
+			if (q > t->usage_bytes)
+				q = t->usage_bytes;
+			memcpy(quote, inner, q);
+			qi->ttl++;
+			qi->check = 0;
+			qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
+			if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
+				*verdict = XDP_TX;
+			return PGWU_R_DROP_FRAG_NEEDED;
+		}
 		if (w->frag < 0) {
 			/* a raw UDP socket "connected" to an address nothing comes from: it
 			 * receives nothing (raw sockets get a copy of every datagram of their
@@ -299,8 +322,10 @@ static __u32 tx_refused(struct worker *w, int i, int err)
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &tos, sizeof(int));
 		CTR(w, PGWU_SC_TX_CALLS)++;
-		if (sendmsg(w->frag, &mh, 0) >= 0)
+		if (sendmsg(w->frag, &mh, 0) >= 0) {
+			*verdict = XDP_REDIRECT;
 			return PGWU_R_DL_FWD;
+		}
 		err = errno;
 	}
 	switch (err) {
@@ -316,12 +341,12 @@ static __u32 tx_refused(struct worker *w, int i, int err)
 	}
 }
 
-static void tx_done(struct worker *w, int i, __u32 reason)
+static void tx_done(struct worker *w, int i, __u32 reason, __u32 verdict)
 {
 	const struct txmeta *t = &w->tmeta[i];
 
 	if (reason != t->reason) {
-		count(w, reason, XDP_DROP, t->rx_bytes);
+		count(w, reason, verdict, t->rx_bytes);
 		return;
 	}
 	count(w, reason, XDP_REDIRECT, t->rx_bytes);
@@ -345,13 +370,17 @@ static void tx_flush(struct worker *w)
 			r = sendmmsg(w->raw, w->tmsg + i, w->ntx - i, 0);
 		if (r > 0) {
 			for (int j = i; j < i + r; j++)
-				tx_done(w, j, w->tmeta[j].reason);
+				tx_done(w, j, w->tmeta[j].reason, XDP_REDIRECT);
 			i += r;
 			continue;
 		}
 		if (errno == EINTR)
 			continue;
-		tx_done(w, i, tx_refused(w, i, errno));
+		{
+			__u32 verdict, reason = tx_refused(w, i, errno, &verdict);
+
+			tx_done(w, i, reason, verdict);
+		}
 		i++;
 	}
 	w->ntx = 0;
@@ -433,6 +462,122 @@ static int reply_send(struct worker *w, __be32 peer, __be16 dport, __u8 type, __
 	u->check = csum_finish_udp(sum);
 	CTR(w, PGWU_SC_TX_CALLS)++;
 	return sendto(w->raw, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) < 0 ? -errno : 0;
+}
+
+/*
+ * An ICMP error (RFC 792: Time Exceeded 11/0; RFC 1191: Fragmentation Needed 3/4 with the next-hop
+ * MTU) src -> dst quoting q (the packet's header and 8 octets after it, RFC 1812 4.3.2.3), as the
+ * XDP programs build it: IPv4 tos 0, id 0, DF 0, TTL 64. Writes at buf; returns its length.
+ */
+static __u32 icmp_build(__u8 *buf, __be32 src, __be32 dst, __u8 type, __u8 code, __u16 mtu,
+			const __u8 *q, __u32 qlen)
+{
+	struct iphdr *ip = (void *)buf;
+	__u8 *ic = buf + sizeof(*ip);
+	__be32 word = htonl(mtu);
+	__u16 check;
+
+	memset(buf, 0, 28);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tot_len = htons(28 + qlen);
+	ip->ttl = OUTER_TTL;
+	ip->protocol = IPPROTO_ICMP;
+	ip->saddr = src;
+	ip->daddr = dst;
+	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, ic));
+	ic[0] = type;
+	ic[1] = code;
+	memcpy(ic + 4, &word, 4);
+	memcpy(ic + 8, q, qlen);
+	check = csum_finish(csum_buf(ic, 8 + qlen));
+	memcpy(ic + 2, &check, 2);
+	return 28 + qlen;
+}
+
+static int raw_send(struct worker *w, const void *buf, __u32 len, __be32 to)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = to };
+
+	CTR(w, PGWU_SC_TX_CALLS)++;
+	return sendto(w->raw, buf, len, 0, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+}
+
+/* RFC 1812 5.3.1: Time Exceeded to the UE whose uplink packet iip expired, through its tunnel (a
+ * G-PDU to its SGW, UDP 2152 -> 2152 checksum 0, its PDU Session Container when it has a QFI), as
+ * xdp_access does. Rate-limited per UE. 0 when sent. */
+static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u8 *end, __be32 peer)
+{
+	const struct pgwu_config *cfg = &w->cfg;
+	__u8 buf[44 + 28 + 68];
+	struct pgwu_dl_bearer dl;
+	struct gtpu_encap e;
+	__u32 q = iip->ihl * 4 + 8, n;
+	__u64 *usage;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg) ||
+	    dl_bearer(w, iip->saddr, &dl, &usage))
+		return -1;
+	if (!reply_allowed(w, iip->saddr)) {
+		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
+		return -1;
+	}
+	if (q > (__u32)(end - (const __u8 *)iip))
+		q = end - (const __u8 *)iip;
+	e.qfi = gtpu_dl_qfi(dl.flags);
+	n = icmp_build(buf + gtpu_encap_len(e.qfi), cfg->local_addr, iip->saddr, 11, 0, 0,
+		       (const __u8 *)iip, q);
+	e.saddr = cfg->local_addr;
+	e.daddr = dl.sgw_addr;
+	e.teid = dl.sgw_teid;
+	e.sport = GTPU_PORT_BE;
+	e.id = 0;
+	e.inner_len = n;
+	e.tos = 0;
+	e.df = 0;
+	if (!gtpu_encap_write((void *)buf, buf + gtpu_encap_len(e.qfi) + n, &e) ||
+	    raw_send(w, buf, gtpu_encap_len(e.qfi) + n, dl.sgw_addr))
+		return -1;
+	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return 0;
+}
+
+/* An ICMP error back to the sender of downlink packet ip (quoted as it arrived: q, qlen), as
+ * xdp_sgi sends it: from the GTP-U address, rate-limited per sender. 0 when sent. */
+static int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu)
+{
+	const struct pgwu_config *cfg = &w->cfg;
+	const struct iphdr *ip = (const void *)q;
+	__u8 buf[28 + 68];
+	__u32 n;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || !cfg->local_addr || martian(ip->saddr, cfg))
+		return -1;
+	if (!reply_allowed(w, ip->saddr)) {
+		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
+		return -1;
+	}
+	n = icmp_build(buf, cfg->local_addr, ip->saddr, type, code, mtu, q, qlen);
+	if (raw_send(w, buf, n, ip->saddr))
+		return -1;
+	EVENT(w, type == 3 ? PGWU_EV_ICMP_FRAG_NEEDED_SENT : PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return 0;
+}
+
+/* The MTU of the route to dst (a UDP socket connected to it: IP_MTU), 0 when unknown. */
+static int route_mtu(__be32 dst)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = GTPU_PORT_BE, .sin_addr.s_addr = dst };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	socklen_t len = sizeof(mtu);
+
+	if (fd < 0)
+		return 0;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len))
+		mtu = 0;
+	close(fd);
+	return mtu;
 }
 
 /* ---- signalling, recorded as xdp_access records it (system calls: signalling is rare) ---- */
@@ -583,8 +728,12 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 	if (!reason)
 		reason = gpdu_inner_check(m.p, end, end, !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK),
 					  b.ue_addr, &iip);
+	if (reason == PGWU_R_DROP_TTL_EXPIRED && !ul_time_exceeded(w, iip, end, peer)) {
+		count(w, reason, XDP_TX, n);
+		return;
+	}
 	if (reason)
-		goto drop;	/* drop_ttl_expired included: no Time Exceeded from here */
+		goto drop;
 	ipv4_decrease_ttl(iip);
 	t.usage_bytes = end - (__u8 *)iip;
 	tx_add(w, iip, t.usage_bytes, iip->daddr, &t);
@@ -622,8 +771,12 @@ static void dl_one(struct worker *w, __u8 *p, __u32 n)
 	if (dl_bearer(w, ip->daddr, &b, &t.usage))
 		goto drop;
 	reason = PGWU_R_DROP_TTL_EXPIRED;
-	if (ip->ttl <= 1)
-		goto drop;	/* no Time Exceeded from here */
+	if (ip->ttl <= 1) {
+		if (dl_icmp(w, p, ihl_len + 8 < tot_len ? ihl_len + 8 : tot_len, 11, 0, 0))
+			goto drop;
+		count(w, reason, XDP_TX, n);
+		return;
+	}
 	e.sport = gtpu_dl_sport(ip, ihl_len, tot_len, p + tot_len, cfg->flags);
 	e.qfi = gtpu_dl_qfi(b.flags);
 	e.saddr = cfg->local_addr;

@@ -216,37 +216,53 @@ def test_uplink_bearer_outside_the_index_looked_up_in_the_hash_map(dut):
     assert d.sock.totals()["hash_lookups"] == h0 + 1
 
 
+def _ei(lab, f):
+    return O.error_indication_expected(f, lab.addressing.dut_access)
+
+
+def _sehn(lab, f):
+    return O.supp_ext_notification_expected(f, lab.addressing.dut_access)
+
+
+def _te_ul(lab, f):
+    a = lab.addressing
+    return O.time_exceeded_ul_expected(f, a.dut_access, a.sgw(0), a.sgw_teid(0))
+
+
+# row: (frame, reason, the reply that comes back to the sender or None)
 UL_DROP = {
-    "unknown teid, answered": (lambda lab: _ul(lab, 0, teid=0x00ABCDEF, size=128), "drop_unknown_teid"),
-    "spoofed": (lambda lab: _ul(lab, 0, ue=lab.addressing.ue(1), size=128), "drop_spoofed"),
-    "inner ttl 1": (lambda lab: _ul(lab, 0, ttl=1, size=128), "drop_ttl_expired"),
-    "inner not ipv4": (lambda lab: _ul(lab, 0, inner=bytes(P.ipv6_packet())[14:]), "drop_inner_not_ipv4"),
-    "gtp version 2": (lambda lab: _ul(lab, 0, size=128, flags=0x50), "drop_gtp_version"),
-    "gtp length": (lambda lab: _ul(lab, 0, size=128, length=20), "drop_gtp_bad_len"),
-    "unknown message": (lambda lab: _ul_msg(lab, P.gtp_message, gtp_type=100, body=b"\0" * 8), "drop_gtp_unknown_msg"),
-    "qfi bearer without its psc": (lambda lab: _ul(lab, QFI_BEARER, size=128), "drop_qfi_mismatch"),
+    "unknown teid, answered": (lambda lab: _ul(lab, 0, teid=0x00ABCDEF, size=128), "drop_unknown_teid", _ei),
+    "spoofed": (lambda lab: _ul(lab, 0, ue=lab.addressing.ue(1), size=128), "drop_spoofed", None),
+    "inner ttl 1, answered through the tunnel": (lambda lab: _ul(lab, 0, ttl=1, size=128), "drop_ttl_expired", _te_ul),
+    "inner not ipv4": (lambda lab: _ul(lab, 0, inner=bytes(P.ipv6_packet())[14:]), "drop_inner_not_ipv4", None),
+    "gtp version 2": (lambda lab: _ul(lab, 0, size=128, flags=0x50), "drop_gtp_version", None),
+    "gtp length": (lambda lab: _ul(lab, 0, size=128, length=20), "drop_gtp_bad_len", None),
+    "unknown message": (lambda lab: _ul_msg(lab, P.gtp_message, gtp_type=100, body=b"\0" * 8),
+                        "drop_gtp_unknown_msg", None),
+    "qfi bearer without its psc": (lambda lab: _ul(lab, QFI_BEARER, size=128), "drop_qfi_mismatch", None),
     "unknown comprehension-required extension, answered":
-        (lambda lab: _ul(lab, 0, size=128, ext=[P.ext_header(0xA0, b"\0\0")]), "drop_gtp_ext_unsupported"),
+        (lambda lab: _ul(lab, 0, size=128, ext=[P.ext_header(0xA0, b"\0\0")]), "drop_gtp_ext_unsupported", _sehn),
 }
+
+
+def check_reply(got: list[bytes], want: bytes | None) -> None:
+    """The one reply that came back (outer IPv4 id and checksum aside: the kernel's), or none."""
+    if want is None:
+        assert got == [], [O.describe("back", g) for g in got]
+        return
+    assert len(got) == 1, f"{len(got)} frames came back, want the one reply"
+    assert _id_free(got[0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0]))
 
 
 @pytest.mark.parametrize("row", list(UL_DROP))
 def test_uplink_not_forwarded_counted_by_reason(dut, row):
     lab = dut[0]
-    build, reason = UL_DROP[row]
+    build, reason, reply = UL_DROP[row]
     f = build(lab)
     got, dd = send(dut, 0, [f])
     assert got[1] == [], [O.describe("forwarded", g) for g in got[1]]
-    replied = reason in ("drop_unknown_teid", "drop_gtp_ext_unsupported")
-    if replied:
-        want = (O.error_indication_expected(f, lab.addressing.dut_access) if reason == "drop_unknown_teid"
-                else O.supp_ext_notification_expected(f, lab.addressing.dut_access))
-        assert [_id_free(g) for g in got[0]] == [_id_free(want)], \
-            O.mismatch_report(_id_free(want), _id_free(got[0][0])) if got[0] else "no reply"
-        assert only(dd) == {f"{reason}/drop": 1}       # verdict tx: a drop of that reason
-    else:
-        assert got[0] == []
-        assert only(dd) == {f"{reason}/drop": 1}
+    check_reply(got[0], reply(lab, f) if reply else None)
+    assert only(dd) == {f"{reason}/drop": 1}       # a reply (verdict tx) is a drop of that reason
 
 
 def test_uplink_inner_checksum_wrong(dut):
@@ -272,9 +288,8 @@ def test_echo_request_answered(dut):
     a, p0 = lab.addressing, lab.ports[0]
     f = _ul_msg(lab, P.echo_request, seq=0x1234, sport=40001)
     got, dd = send(dut, 0, [f])
-    want = bytes(P.echo_response(seq=0x1234, src=a.dut_access, dst=a.sgw(0), dport=40001, src_mac=p0.dut_mac,
-                                 dst_mac=p0.mac))
-    assert [_id_free(g) for g in got[0]] == [_id_free(want)], got[0] and O.mismatch_report(_id_free(want), _id_free(got[0][0]))
+    check_reply(got[0], bytes(P.echo_response(seq=0x1234, src=a.dut_access, dst=a.sgw(0), dport=40001,
+                                              src_mac=p0.dut_mac, dst_mac=p0.mac)))
     assert only(dd) == {"echo_reply/tx": 1}
 
 
@@ -343,11 +358,13 @@ def test_downlink_source_ports_follow_the_flows(dut):
 
 
 DL_DROP = {
-    "unknown ue": (lambda lab: _dl(lab, 0, ue=lab.addressing.ue(500)), "drop_unknown_ue/drop"),
-    "ttl 1": (lambda lab: _dl(lab, 0, ttl=1), "drop_ttl_expired/drop"),
-    "df, too big for the access mtu once encapsulated": (lambda lab: _dl(lab, 0, 3200 + 18, df=True),
-                                                          "drop_frag_needed/drop"),
-    "ip header length past the packet": (lambda lab: _ihl_too_long(_dl(lab, 0)), "drop_bad_ip_dl/drop"),
+    "unknown ue": (lambda lab: _dl(lab, 0, ue=lab.addressing.ue(500)), "drop_unknown_ue", None),
+    "ttl 1, answered": (lambda lab: _dl(lab, 0, ttl=1), "drop_ttl_expired",
+                        lambda lab, f: O.time_exceeded_dl_expected(f, lab.addressing.dut_access)),
+    "df, too big for the access mtu once encapsulated, answered":
+        (lambda lab: _dl(lab, 0, 3200 + 18, df=True), "drop_frag_needed",
+         lambda lab, f: O.frag_needed_dl_expected(f, lab.addressing.dut_access, 3200)),
+    "ip header length past the packet": (lambda lab: _ihl_too_long(_dl(lab, 0)), "drop_bad_ip_dl", None),
 }
 
 
@@ -360,9 +377,12 @@ def _ihl_too_long(frame: bytes) -> bytes:
 @pytest.mark.parametrize("row", list(DL_DROP))
 def test_downlink_not_forwarded_counted_by_reason(dut, row):
     lab = dut[0]
-    build, key = DL_DROP[row]
-    got, dd = send(dut, 1, [build(lab)])
-    assert got[0] == [] and only(dd) == {key: 1}
+    build, reason, reply = DL_DROP[row]
+    f = build(lab)
+    got, dd = send(dut, 1, [f])
+    assert got[0] == [], [O.describe("forwarded", g) for g in got[0]]
+    check_reply(got[1], reply(lab, f) if reply else None)
+    assert only(dd) == {f"{reason}/drop": 1}
 
 
 def test_downlink_outside_the_ue_pool_left_to_the_kernel(dut):

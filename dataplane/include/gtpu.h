@@ -336,7 +336,7 @@ static __always_inline __u32 gtpu_encap_write(struct iphdr *oip, const void *bou
 static __always_inline int gtpu_encap_csum(struct iphdr *oip, const void *bound, __u8 qfi, __u64 isum)
 {
 	struct udphdr *udp = (void *)(oip + 1);
-	__u32 *w = (void *)udp;
+	const csum_word *w = (void *)udp;
 	__u64 sum;
 
 	if ((void *)(w + 6) > bound)
