@@ -501,3 +501,52 @@ def test_stats_and_metrics_in_the_xdp_paths_names(lab):
     line = [ln for ln in text.splitlines() if ln.startswith('pgwu_socket_packets_total{reason="ul_fwd",verdict="redirect"}')]
     assert line and int(line[0].split()[-1]) >= 3, line
     assert 'pgwu_socket_thread_total{direction="uplink",thread="0",counter="rx_packets"}' in text
+
+
+# ------------------------------------------------------------------------------------------ overflow
+
+@pytest.mark.parametrize("port", [0, 1], ids=["uplink", "downlink"])
+def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
+    """The workers stopped (SIGSTOP) while 400 packets arrive, a socket buffer of 4 KiB: the kernel
+    queues a few and drops the rest at the socket, uplink counted in the DUT netns's Udp RcvbufErrors,
+    downlink in the packet socket's drops; once the workers run again the queued ones are forwarded.
+    Every packet the DUT's veth received is then forwarded or one of those drops, exactly, and the
+    receive-path summary names the socket buffer and its knob."""
+    import os
+    import signal
+    from gtplab.measure import rxpath
+    lab.start_socket(SocketKnobs(rcvbuf=4096))
+    d = LocalDut(lab)
+    n = 400
+    frames = [_ul(lab, i % 3, size=128) for i in range(n)] if port == 0 else \
+        [_dl(lab, i % 3, 128, sport=40000 + i) for i in range(n)]
+    key = "kernel_udp_rcvbuferrors" if port == 0 else "kernel_packet_socket_drops"
+    socks = _sockets(lab)
+    try:
+        cnt0, link0 = d.counters(), d.link()
+        os.kill(lab.socket_pid(), signal.SIGSTOP)
+        try:
+            lab.send_frames(port, frames)
+        finally:
+            os.kill(lab.socket_pid(), signal.SIGCONT)
+        got = _drain(socks, time.monotonic() + 5)
+        cnt1, link1 = d.counters(), d.link()
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+        lab.start_socket(SocketKnobs())
+    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
+    ld = d.link_delta(link0, link1, "uplink" if port == 0 else "downlink")
+    out = got[1 - port]
+    cons = conservation.check(n, len(out), dd, dut_rx=ld["dut_rx"], link_in_lost=ld["lost_in"],
+                              link_out_lost=ld["lost_out"])
+    assert cons.ok, cons.message()
+    assert set(dd.drops_by_reason) == {key} and not dd.passed_by_reason, dd
+    lost = n - len(out)
+    assert dd.drops_by_reason[key] == lost and lost > n // 2, (lost, dd)
+    trial = {"tx_packets": n, "loss": {"dut_ingress_ring": ld["lost_in"], "generator_ingress_ring": ld["lost_out"]},
+             "dut": {"drops_by_reason": dd.drops_by_reason}}
+    top = rxpath.loss_points(trial)[0]
+    assert top["key"] == key and top["packets"] == lost and "rcvbuf" in top["knob"]
+    assert "receive buffer" in rxpath.sentence(trial)
