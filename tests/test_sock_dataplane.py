@@ -19,6 +19,7 @@ Also here: what `pgwu socket` refuses, before it changes anything; bearers outsi
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import struct
@@ -38,6 +39,7 @@ import oracle as O
 
 pytestmark = pytest.mark.lab
 
+SO_RCVBUFFORCE = 33
 QFI_BEARER, QFI = 4, 9
 CSUM_OFF = 3                    # bearer 3's downlink has the outer UDP checksum off
 N_BEARERS = 6
@@ -68,6 +70,7 @@ def lab():
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         lab.pgwu("session", "load", path)
+        os.unlink(path)
         yield lab
     finally:
         lab.down()
@@ -88,6 +91,7 @@ def _sockets(lab):
     socks = [lab.packet_socket(i, timeout=0.2) for i in (0, 1)]
     for s in socks:
         s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)     # a burst of 1000 frames
     return socks
 
 
@@ -512,7 +516,6 @@ def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
     downlink in the packet socket's drops; once the workers run again the queued ones are forwarded.
     Every packet the DUT's veth received is then forwarded or one of those drops, exactly, and the
     receive-path summary names the socket buffer and its knob."""
-    import os
     import signal
     from gtplab.measure import rxpath
     lab.start_socket(SocketKnobs(rcvbuf=4096))
@@ -550,3 +553,51 @@ def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
     top = rxpath.loss_points(trial)[0]
     assert top["key"] == key and top["packets"] == lost and "rcvbuf" in top["knob"]
     assert "receive buffer" in rxpath.sentence(trial)
+
+
+# ------------------------------------------------------------------------------------------ scale
+
+def test_a_million_bearers_served():
+    """1,000,000 bearers loaded with `pgwu session load` (the lab's addressing); 1000 G-PDUs and
+    1000 downlink packets for bearers picked at random among them are each forwarded with their own
+    bearer's addresses and TEIDs, every lookup in the mmap()ed direct index (no hash-map system call),
+    and their usage counted in their bearers."""
+    import random
+    from gtplab.lab.topology import Lab
+    rng = random.Random(24)
+    n = 1_000_000
+    lab = Lab.up(dut="socket", socket_knobs={"rcvbuf": 16 << 20})     # 1000 packets at once
+    try:
+        a = lab.addressing
+        ue0 = struct.unpack("!I", O.ip4(a.ue(0)))[0]
+        sgws = [a.sgw(k) for k in range(a.sgws)]
+        path = f"/tmp/gtplab-sock-{lab.name}-1m.bearers"
+        with open(path, "w") as f:          # the lab's addressing, written fast (as load_bearers would)
+            f.writelines(f"{a.local_teid(i):#x} {socket.inet_ntoa(struct.pack('!I', ue0 + i))} "
+                         f"{sgws[i % a.sgws]} {a.sgw_teid(i):#x}\n" for i in range(n))
+        t0 = time.monotonic()
+        lab.pgwu("session", "load", path, timeout=600)
+        load_s = time.monotonic() - t0
+        d = LocalDut(lab)
+        try:
+            picks = [rng.randrange(n) for _ in range(1000)]
+            h0 = d.sock.totals()["hash_lookups"]
+            got, dd = send((lab, d), 0, [_ul(lab, i, size=128, dst=a.pdn(i % 1000)) for i in picks])
+            assert only(dd) == {"fwd": 1000} and len(got[1]) == 1000
+            assert sorted(O.ip_payload(g)[12:16] for g in got[1]) == sorted(O.ip4(a.ue(i)) for i in picks)
+            got, dd = send((lab, d), 1, [_dl(lab, i, 128, src=a.pdn(i % 1000)) for i in picks])
+            assert only(dd) == {"fwd": 1000} and len(got[0]) == 1000
+            teids = sorted(struct.unpack("!I", Ether(g)[UDP].payload.build()[4:8])[0] for g in got[0])
+            assert teids == sorted(a.sgw_teid(i) for i in picks)
+            assert d.sock.totals()["hash_lookups"] == h0, "a bearer was looked up with a system call"
+        finally:
+            d.close()
+        once = sorted(set(picks))[:3]
+        for i in once:
+            b = lab.pgwu_json("session", "get", "--teid", str(a.local_teid(i)))
+            assert b["uplink"]["packets"] == picks.count(i) and b["downlink"]["packets"] == picks.count(i), b
+        print(f"1,000,000 bearers loaded in {load_s:.1f} s")
+    finally:
+        lab.down()
+        if os.path.exists(f"/tmp/gtplab-sock-{lab.name}-1m.bearers"):
+            os.unlink(f"/tmp/gtplab-sock-{lab.name}-1m.bearers")
