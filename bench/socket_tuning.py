@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The socket-path tuning experiment in one command: what each socket trick buys, step by step, on the
+CPUs the lab has, next to the XDP PGW-U and the XDP forwarder. Prints ONE table and plots it.
+
+    sudo .venv/bin/python bench/socket_tuning.py [--lab-config embedded] [--sizes 64] [--runs 1]
+                                                 [--rate-mode ndr] [--markdown] [--plot FILE.png]
+
+The classic receive experiments, as measured steps (docs/socket.md): recvfrom/sendto in one thread,
+then recvmmsg/sendmmsg (batch 64, 256), a larger socket buffer, busy polling, SO_PREFER_BUSY_POLL,
+one thread per DUT CPU in an SO_REUSEPORT group (at least two: on one CPU, two threads share it), the
+same threads on one shared socket, UDP GRO, SCHED_FIFO workers. Each step is one `gtplab sweep --dut
+socket` of both directions with that step's knobs (a lab config written from --lab-config with
+`dut.socket`), then `--dut pgwu` and `--dut fwd`, each its own lab with the same CPU layout; with
+--runs N the whole list runs N times, in order, and the table gives medians. Per step and direction:
+the NDR (or PDR), what it bought against the step before and the first, the DUT's CPU ns per packet
+(its NAPI threads and the socket path's threads), and where the packets were lost just above the
+result (the case's receive-path summary: the dominant loss point). The results directories are kept
+under --keep (default: removed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from tables import median as med, num as f, print_table  # noqa: E402
+
+from gtplab.lab import config as labconfig  # noqa: E402
+
+
+def steps(n_cpus: int) -> list[tuple[str, dict | None, str]]:
+    """(name, socket knobs or None, DUT mode): the cumulative steps for a lab with n_cpus DUT CPUs,
+    then the XDP PGW-U and the forwarder."""
+    threads = max(2, n_cpus)
+    base = {"threads": 1, "batch": 1}
+    out = [("recvfrom/sendto, 1 thread", dict(base), "socket")]
+    k = dict(base, batch=64)
+    out.append(("+ recvmmsg/sendmmsg, batch 64", dict(k), "socket"))
+    k["batch"] = 256
+    out.append(("+ batch 256", dict(k), "socket"))
+    k["rcvbuf"] = 4 << 20
+    out.append(("+ SO_RCVBUF 4 MiB", dict(k), "socket"))
+    k["busy_poll"] = 50
+    out.append(("+ SO_BUSY_POLL 50 us", dict(k), "socket"))
+    k["prefer_busy_poll"] = True
+    k["busy_poll_budget"] = 64
+    out.append(("+ SO_PREFER_BUSY_POLL, budget 64", dict(k), "socket"))
+    k = {kk: v for kk, v in k.items() if kk not in ("busy_poll", "prefer_busy_poll", "busy_poll_budget")}
+    k["threads"] = threads
+    out.append((f"{threads} threads, SO_REUSEPORT (no busy poll)", dict(k), "socket"))
+    out.append((f"{threads} threads, one shared socket", dict(k, reuseport=False), "socket"))
+    out.append((f"{threads} threads, SO_REUSEPORT, UDP GRO", dict(k, gro=True), "socket"))
+    out.append((f"{threads} threads, SO_REUSEPORT, SCHED_FIFO 40", dict(k, rt_priority=40), "socket"))
+    out.append(("XDP PGW-U", None, "pgwu"))
+    out.append(("XDP forwarder", None, "fwd"))
+    return out
+
+
+def lab_config(base: labconfig.LabConfig, knobs: dict | None, mode: str, path: Path) -> Path:
+    """A lab config file: base's, with dut.mode and (socket) dut.socket."""
+    data = yaml.safe_load(Path(base.path).read_text())
+    data["name"] = f"{base.name}-{mode}"
+    data["dut"] = {**(data.get("dut") or {}), "mode": mode}
+    data["dut"].pop("socket", None)
+    if knobs is not None:
+        data["dut"]["socket"] = knobs
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def sweep(out: Path, cfg: Path, sizes: str, rate_mode: str, duration: float) -> list[dict]:
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--lab-config", str(cfg), "--no-scale",
+                         "--sizes", sizes, "--rate-mode", rate_mode, "--duration", str(duration),
+                         "--pcap-limit", "0", "--no-latency", "--out", str(out)],
+                        cwd=REPO, capture_output=True, text=True)
+    if cp.returncode not in (0, 1):     # 1: a conservation failure, recorded in the cases
+        raise SystemExit(f"socket_tuning: gtplab sweep ({cfg.name}) failed ({cp.returncode}): {cp.stderr[-2000:]}")
+    return [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines() if ln.strip()]
+
+
+def where_lost(c: dict) -> str:
+    """The case's dominant loss point just above its result, shortened for a table cell."""
+    rx = c.get("rx_path") or {}
+    pts = rx.get("loss_points") or []
+    if not pts:
+        return "-"
+    p = pts[0]
+    total = sum(x["packets"] for x in pts)
+    return f"{p['key']} {p['packets'] / total:.0%}"
+
+
+def plot(rows: list[dict], path: str, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    dirs = sorted({r["direction"] for r in rows}, key=lambda d: d != "uplink")
+    fig, axes = plt.subplots(1, len(dirs), figsize=(7 * len(dirs), 5), squeeze=False)
+    for ax, d in zip(axes[0], dirs):
+        rs = [r for r in rows if r["direction"] == d]
+        names = [r["step"] for r in rs]
+        vals = [(r["mpps"] or 0) for r in rs]
+        colors = ["tab:blue" if r["mode"] == "socket" else "tab:orange" if r["mode"] == "pgwu" else "tab:gray"
+                  for r in rs]
+        ax.barh(range(len(rs)), vals, color=colors)
+        ax.set_yticks(range(len(rs)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("Mpps")
+        ax.set_title(f"{d} {rs[0]['size']} B" if rs else d)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lab-config", default="embedded", help="the lab config the steps start from")
+    ap.add_argument("--sizes", default="64", help="frame sizes (uplink below 82 B runs at 82)")
+    ap.add_argument("--runs", type=int, default=1, help="times the whole list of steps runs (medians)")
+    ap.add_argument("--rate-mode", choices=("ndr", "pdr"), default="ndr")
+    ap.add_argument("--duration", type=float, default=1.0, help="seconds per trial")
+    ap.add_argument("--only", help="only the steps whose name contains this (comma-separated)")
+    ap.add_argument("--keep", metavar="DIR", help="keep the results directories here")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--plot", metavar="FILE.png", help="also plot the table (default: none)")
+    args = ap.parse_args()
+    base = labconfig.load(args.lab_config)
+    if base.backend != "local":
+        raise SystemExit("socket_tuning: the socket path runs on the namespace lab (backend local)")
+    dut_cpus = base.cpu_layout().dut
+    todo = steps(len(dut_cpus))
+    if args.only:
+        want = [w.strip() for w in args.only.split(",")]
+        todo = [s for s in todo if any(w in s[0] for w in want)]
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gtplab-socket-tuning-"))
+    work.mkdir(parents=True, exist_ok=True)
+    got: dict[tuple, list[dict]] = {}
+    load0 = f"{os.getloadavg()[0]:.2f}"
+    try:
+        for run in range(args.runs):
+            for i, (name, knobs, mode) in enumerate(todo):
+                cfg = lab_config(base, knobs, mode, work / f"lab-{i}.yaml")
+                print(f"socket_tuning: run {run + 1}/{args.runs}, step {i + 1}/{len(todo)}: {name}",
+                      file=sys.stderr)
+                for c in sweep(work / f"run{run}-step{i}", cfg, args.sizes, args.rate_mode, args.duration):
+                    got.setdefault((i, c["direction"], c["frame_size"]), []).append(c)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    rm = args.rate_mode.upper()
+    head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "x step before", "x first step",
+            "DUT CPU ns/pkt", "lost above it at", "conservation")
+    rows, plotted = [], []
+    for d in ("uplink", "downlink"):
+        sizes = sorted({s for (_, dd, s) in got if dd == d})
+        for size in sizes:
+            first = prev = None
+            for i, (name, knobs, mode) in enumerate(todo):
+                cs = got.get((i, d, size), [])
+                m = med([c.get("ndr_pps") for c in cs])
+                cpu = med([(c.get("dut") or {}).get("cpu_ns_per_packet") for c in cs])
+                ok = all(c.get("conservation_ok") for c in cs)
+                gen = sum(1 for c in cs if c.get("generator_bound"))
+                knob_txt = ("-" if knobs is None else
+                            " ".join(f"{k}={v}" for k, v in knobs.items()))
+                rows.append((name, knob_txt, d, str(size), f(m) + (f" ({gen} gen-bound)" if gen else ""),
+                             f(m / prev if m and prev and mode == "socket" else None, 1, "{:.2f}"),
+                             f(m / first if m and first else None, 1, "{:.2f}"),
+                             f(cpu, 1, "{:.0f}"), "; ".join(where_lost(c) for c in cs) or "-",
+                             "exact" if ok and cs else "FAILED" if cs else "-"))
+                plotted.append({"step": name, "mode": mode, "direction": d, "size": size,
+                                "mpps": m / 1e6 if m else None})
+                if mode == "socket":
+                    prev = m or prev
+                    first = first or m
+    print_table(head, rows, args.markdown)
+    note = (f"{args.runs} run(s) of the steps in order; {args.duration:g} s trials, {rm} search (at most 8 "
+            f"trials); medians; DUT CPU(s) {','.join(map(str, dut_cpus))} of lab config {base.name}; "
+            f"kernel {platform.release()}; {os.cpu_count()} CPUs; load average before/after {load0} / "
+            f"{os.getloadavg()[0]:.2f}")
+    print("\n" + note)
+    if args.plot:
+        plot(plotted, args.plot, note)
+        print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
