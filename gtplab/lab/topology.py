@@ -736,7 +736,10 @@ class Lab:
             kwargs.setdefault("cpus", self.cpus.generator)
         kwargs.setdefault("park", [(self.gen_ns, i) for i in self.park_ifnames])
         kwargs.setdefault("on_attach", self.apply_cpu_layout)
-        return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in self.ports], **kwargs)
+        # the ports' MACs as TRex's port configuration has them: streams with "MACs from the port"
+        # get them (a socket-path DUT, as any host, takes only frames addressed to it)
+        return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname, src_mac=p.mac, dst_mac=p.dut_mac)
+                                  for p in self.ports], **kwargs)
 
     def links(self) -> list[dict]:
         """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""
