@@ -8,8 +8,9 @@ CPUs the lab has, next to the XDP PGW-U and the XDP forwarder. Prints ONE table 
 
 The classic receive experiments, as measured steps (docs/socket.md): recvfrom/sendto in one thread,
 then recvmmsg/sendmmsg (batch 64, 256), a larger socket buffer, busy polling, SO_PREFER_BUSY_POLL,
-one thread per DUT CPU in an SO_REUSEPORT group (at least two: on one CPU, two threads share it), the
-same threads on one shared socket, UDP GRO, SCHED_FIFO workers. Each step is one `gtplab sweep --dut
+workers at the NAPI threads' real-time priority (the receive livelock of one CPU), one thread per DUT
+CPU in an SO_REUSEPORT group (at least two: on one CPU, two threads share it), the same threads on
+one shared socket, UDP GRO. Each step is one `gtplab sweep --dut
 socket` of both directions with that step's knobs (a lab config written from --lab-config with
 `dut.socket`), then `--dut pgwu` and `--dut fwd`, each its own lab with the same CPU layout; with
 --runs N the whole list runs N times, in order, and the table gives medians. Per step and direction:
@@ -46,25 +47,25 @@ def steps(n_cpus: int) -> list[tuple[str, dict | None, str]]:
     """(name, socket knobs or None, DUT mode): the cumulative steps for a lab with n_cpus DUT CPUs,
     then the XDP PGW-U and the forwarder."""
     threads = max(2, n_cpus)
-    base = {"threads": 1, "batch": 1}
-    out = [("recvfrom/sendto, 1 thread", dict(base), "socket")]
-    k = dict(base, batch=64)
+    k = {"threads": 1, "batch": 1}
+    out = [("recvfrom/sendto, 1 thread", dict(k), "socket")]
+    k["batch"] = 64
     out.append(("+ recvmmsg/sendmmsg, batch 64", dict(k), "socket"))
     k["batch"] = 256
     out.append(("+ batch 256", dict(k), "socket"))
     k["rcvbuf"] = 4 << 20
     out.append(("+ SO_RCVBUF 4 MiB", dict(k), "socket"))
-    k["busy_poll"] = 50
-    out.append(("+ SO_BUSY_POLL 50 us", dict(k), "socket"))
-    k["prefer_busy_poll"] = True
-    k["busy_poll_budget"] = 64
-    out.append(("+ SO_PREFER_BUSY_POLL, budget 64", dict(k), "socket"))
-    k = {kk: v for kk, v in k.items() if kk not in ("busy_poll", "prefer_busy_poll", "busy_poll_budget")}
+    out.append(("+ SO_BUSY_POLL 50 us", dict(k, busy_poll=50), "socket"))
+    out.append(("+ SO_PREFER_BUSY_POLL, budget 64",
+                dict(k, busy_poll=50, prefer_busy_poll=True, busy_poll_budget=64), "socket"))
+    # the NAPI threads run SCHED_FIFO 50 on the same CPUs: at the same priority the workers get the
+    # CPU whenever the receive side has nothing left, instead of only when no real-time thread runs
+    k["rt_priority"] = 50
+    out.append(("no busy poll; workers SCHED_FIFO 50", dict(k), "socket"))
     k["threads"] = threads
-    out.append((f"{threads} threads, SO_REUSEPORT (no busy poll)", dict(k), "socket"))
+    out.append((f"+ {threads} threads, SO_REUSEPORT", dict(k), "socket"))
     out.append((f"{threads} threads, one shared socket", dict(k, reuseport=False), "socket"))
     out.append((f"{threads} threads, SO_REUSEPORT, UDP GRO", dict(k, gro=True), "socket"))
-    out.append((f"{threads} threads, SO_REUSEPORT, SCHED_FIFO 40", dict(k, rt_priority=40), "socket"))
     out.append(("XDP PGW-U", None, "pgwu"))
     out.append(("XDP forwarder", None, "fwd"))
     return out
