@@ -855,6 +855,11 @@ static int rx_batch(struct worker *w)
 
 static void worker_setup(struct worker *w)
 {
+	char name[16];
+
+	/* its name in /proc (comm): what a reader of the DUT's threads sees next to napi/... */
+	snprintf(name, sizeof(name), "pgwu-%s-%d", w->dir == UL ? "ul" : "dl", w->id);
+	pthread_setname_np(pthread_self(), name);
 	w->st[PGWU_SOCK_CTR_OFF + PGWU_SC_TID] = syscall(SYS_gettid);
 	w->st[PGWU_SOCK_CTR_OFF + PGWU_SC_DIRECTION] = w->dir;
 	if (S.k.ncpus) {

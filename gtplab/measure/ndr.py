@@ -36,7 +36,7 @@ from typing import Any, Callable
 from gtplab.dut import PROG
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
-from gtplab.measure import conservation
+from gtplab.measure import conservation, rxpath
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
 SGWS = 4                      # SGWs the profiles spread bearers over (their default)
@@ -279,6 +279,7 @@ class Runner:
         c.add_streams(prep.streams, ports=[tx])
         c.clear_stats()
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        rx0 = self.dut.rx_path()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
         measured = None
         gcpu = self.generator_cpu
@@ -297,6 +298,7 @@ class Runner:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        rx1 = self.dut.rx_path()
         self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
         if measured is not None:
             self._trex_rates(st, tx, rx, measured)
@@ -304,6 +306,9 @@ class Runner:
                            (prog0, prog1), (cpu0, cpu1), capture)
         if gen_cpu:
             res["generator_cpu"] = gen_cpu
+        lay = self.dut.layout()
+        res["rx_path"] = rxpath.delta(rx0, rx1, lay["dut"] if lay else None)
+        rxpath.summarize(res)
         return res
 
     def _trex_run(self, tx: int, mult: str, duration: float) -> dict:

@@ -144,7 +144,8 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
                                       "loss_ratio", "passed", "generator_bound", "limit", "loss",
-                                      "conservation") if k in t} for t in trials],
+                                      "conservation", "rx_path") if k in t} for t in trials],
+        "rx_path": rx_path_of(best, trials),
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,
@@ -164,6 +165,17 @@ def rates(pps: float | None, frame_size: int) -> dict[str, float | None]:
         return {"mpps": None, "gbps_l2": None, "gbps_l1": None}
     return {"mpps": pps / 1e6, "gbps_l2": pps * frame_size * 8 / 1e9,
             "gbps_l1": pps * (frame_size + 20) * 8 / 1e9}
+
+
+def rx_path_of(best: dict, trials: list[dict]) -> dict | None:
+    """The receive path to show for a case: that of the lowest-rate trial that lost packets above
+    the result (where the DUT's limit showed), with its rate; the recorded trial's when none lost
+    any. None when the DUT's receive path is not read."""
+    lossy = [t for t in trials if t.get("loss_ratio") and t is not best and t.get("rx_path")]
+    t = min(lossy, key=lambda x: x.get("offered_pps") or 0) if lossy and best.get("passed") else best
+    if not t.get("rx_path"):
+        return None
+    return {**t["rx_path"], "trial_offered_pps": t.get("offered_pps"), "trial_loss_ratio": t.get("loss_ratio")}
 
 
 def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
@@ -364,6 +376,8 @@ def do_sweep(args: argparse.Namespace) -> int:
         else:
             lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200)), "cpus": cfg.cpu_layout(),
                           "dut": args.dut or cfg.dut_mode}
+            if lab_kwargs["dut"] == "socket":
+                lab_kwargs["socket_knobs"] = cfg.socket_knobs
             if kind == "trex":
                 lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
     elif args.dut:
@@ -510,9 +524,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--trex-server", metavar="HOST[:PORT]", help="default: the lab config's or $TREX_SERVER")
     p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
                                                  "instead of building one")
-    p.add_argument("--dut", choices=("pgwu", "fwd"),
-                   help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
-                        "forwarder (fwd), to see what this machine forwards at all")
+    p.add_argument("--dut", choices=("pgwu", "socket", "fwd"),
+                   help="embedded lab: the XDP PGW-U (default: the lab config's dut.mode), the socket-path "
+                        "PGW-U (socket, with the lab config's dut.socket knobs: docs/socket.md) or the "
+                        "reference forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
     p.add_argument("--flamegraph", action="store_true",
                    help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
