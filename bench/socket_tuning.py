@@ -126,17 +126,37 @@ def plot(rows: list[dict], path: str, title: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def run_steps(todo, base, work: Path, tag: str, sizes: str, args) -> dict[tuple, list[dict]]:
+    """Every step's sweep, args.runs times in order: {(step index, direction, size): [cases]}."""
+    got: dict[tuple, list[dict]] = {}
+    for run in range(args.runs):
+        for i, (name, knobs, mode) in enumerate(todo):
+            cfg = lab_config(base, knobs, mode, work / f"lab-{tag}-{i}.yaml")
+            print(f"socket_tuning: {tag} run {run + 1}/{args.runs}, step {i + 1}/{len(todo)}: {name}",
+                  file=sys.stderr)
+            for c in sweep(work / f"{tag}-run{run}-step{i}", cfg, sizes, args.rate_mode, args.duration):
+                got.setdefault((i, c["direction"], c["frame_size"]), []).append(c)
+    return got
+
+
+def knob_text(knobs: dict | None) -> str:
+    return "-" if knobs is None else " ".join(f"{k}={v}" for k, v in knobs.items())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lab-config", default="embedded", help="the lab config the steps start from")
-    ap.add_argument("--sizes", default="64", help="frame sizes (uplink below 82 B runs at 82)")
+    ap.add_argument("--sizes", default="64", help="frame sizes of the steps (uplink below 82 B runs at 82)")
+    ap.add_argument("--compare-sizes", default="64,512,1424",
+                    help="frame sizes of the second table: the best socket step, the XDP PGW-U and the "
+                         "forwarder (\"\": no second table)")
     ap.add_argument("--runs", type=int, default=1, help="times the whole list of steps runs (medians)")
     ap.add_argument("--rate-mode", choices=("ndr", "pdr"), default="ndr")
     ap.add_argument("--duration", type=float, default=1.0, help="seconds per trial")
     ap.add_argument("--only", help="only the steps whose name contains this (comma-separated)")
     ap.add_argument("--keep", metavar="DIR", help="keep the results directories here")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--plot", metavar="FILE.png", help="also plot the table (default: none)")
+    ap.add_argument("--plot", metavar="FILE.png", help="also plot the steps' table (default: none)")
     args = ap.parse_args()
     base = labconfig.load(args.lab_config)
     if base.backend != "local":
@@ -148,41 +168,35 @@ def main() -> int:
         todo = [s for s in todo if any(w in s[0] for w in want)]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gtplab-socket-tuning-"))
     work.mkdir(parents=True, exist_ok=True)
-    got: dict[tuple, list[dict]] = {}
     load0 = f"{os.getloadavg()[0]:.2f}"
+    rm = args.rate_mode.upper()
     try:
-        for run in range(args.runs):
-            for i, (name, knobs, mode) in enumerate(todo):
-                cfg = lab_config(base, knobs, mode, work / f"lab-{i}.yaml")
-                print(f"socket_tuning: run {run + 1}/{args.runs}, step {i + 1}/{len(todo)}: {name}",
-                      file=sys.stderr)
-                for c in sweep(work / f"run{run}-step{i}", cfg, args.sizes, args.rate_mode, args.duration):
-                    got.setdefault((i, c["direction"], c["frame_size"]), []).append(c)
+        got = run_steps(todo, base, work, "steps", args.sizes, args)
+        # the best socket step: the highest sum over directions at the steps' first size
+        size0 = min(s for (_, _, s) in got)
+        scored = [(sum(med([c.get("ndr_pps") for c in got.get((i, d, sz), [])]) or 0
+                       for d in ("uplink", "downlink") for sz in {size0, 82}), i)
+                  for i, (_, _, mode) in enumerate(todo) if mode == "socket"]
+        best_i = max(scored)[1] if scored else None
+        cmp_todo = ([(f"socket: {todo[best_i][0]}", todo[best_i][1], "socket")] if best_i is not None else []) + \
+            [s for s in steps(len(dut_cpus)) if s[2] != "socket"]
+        cmp = run_steps(cmp_todo, base, work, "compare", args.compare_sizes, args) if args.compare_sizes else {}
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    rm = args.rate_mode.upper()
     head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "x step before", "x first step",
-            "DUT CPU ns/pkt", "lost above it at", "conservation")
+            "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
     rows, plotted = [], []
     for d in ("uplink", "downlink"):
-        sizes = sorted({s for (_, dd, s) in got if dd == d})
-        for size in sizes:
+        for size in sorted({s for (_, dd, s) in got if dd == d}):
             first = prev = None
             for i, (name, knobs, mode) in enumerate(todo):
                 cs = got.get((i, d, size), [])
                 m = med([c.get("ndr_pps") for c in cs])
-                cpu = med([(c.get("dut") or {}).get("cpu_ns_per_packet") for c in cs])
-                ok = all(c.get("conservation_ok") for c in cs)
-                gen = sum(1 for c in cs if c.get("generator_bound"))
-                knob_txt = ("-" if knobs is None else
-                            " ".join(f"{k}={v}" for k, v in knobs.items()))
-                rows.append((name, knob_txt, d, str(size), f(m) + (f" ({gen} gen-bound)" if gen else ""),
-                             f(m / prev if m and prev and mode == "socket" else None, 1, "{:.2f}"),
-                             f(m / first if m and first else None, 1, "{:.2f}"),
-                             f(cpu, 1, "{:.0f}"), "; ".join(where_lost(c) for c in cs) or "-",
-                             "exact" if ok and cs else "FAILED" if cs else "-"))
+                rows.append(row(name, knob_text(knobs), d, size, cs, m,
+                                m / prev if m and prev and mode == "socket" else None,
+                                m / first if m and first else None))
                 plotted.append({"step": name, "mode": mode, "direction": d, "size": size,
                                 "mpps": m / 1e6 if m else None})
                 if mode == "socket":
@@ -194,10 +208,38 @@ def main() -> int:
             f"kernel {platform.release()}; {os.cpu_count()} CPUs; load average before/after {load0} / "
             f"{os.getloadavg()[0]:.2f}")
     print("\n" + note)
+    if cmp:
+        print()
+        head2 = ("DUT", "knobs", "direction", "frame B", f"{rm} Mpps", "x XDP PGW-U", "x forwarder",
+                 "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
+        rows2 = []
+        for d in ("uplink", "downlink"):
+            for size in sorted({s for (_, dd, s) in cmp if dd == d}):
+                ms = {i: med([c.get("ndr_pps") for c in cmp.get((i, d, size), [])])
+                      for i in range(len(cmp_todo))}
+                xdp = next((ms[i] for i, t in enumerate(cmp_todo) if t[2] == "pgwu"), None)
+                fwd = next((ms[i] for i, t in enumerate(cmp_todo) if t[2] == "fwd"), None)
+                for i, (name, knobs, mode) in enumerate(cmp_todo):
+                    m = ms[i]
+                    rows2.append(row(name, knob_text(knobs), d, size, cmp.get((i, d, size), []), m,
+                                     m / xdp if m and xdp else None, m / fwd if m and fwd else None))
+        print_table(head2, rows2, args.markdown)
     if args.plot:
         plot(plotted, args.plot, note)
         print(f"plot: {args.plot}")
     return 0
+
+
+def row(name, knobs, d, size, cs, m, r1, r2) -> tuple[str, ...]:
+    """A table row; "flat out" is the first trial's, at the generator's top rate: what the DUT still
+    delivers when it is offered more than it can take (a receive livelock shows there)."""
+    cpu = med([(c.get("dut") or {}).get("cpu_ns_per_packet") for c in cs])
+    ok = all(c.get("conservation_ok") for c in cs)
+    gen = sum(1 for c in cs if c.get("generator_bound"))
+    top = med([c["trials"][0].get("rx_pps") for c in cs if c.get("trials")])
+    return (name, knobs, d, str(size), f(m) + (f" ({gen} gen-bound)" if gen else ""),
+            f(r1, 1, "{:.2f}"), f(r2, 1, "{:.2f}"), f(top), f(cpu, 1, "{:.0f}"),
+            "; ".join(where_lost(c) for c in cs) or "-", "exact" if ok and cs else "FAILED" if cs else "-")
 
 
 if __name__ == "__main__":
