@@ -61,8 +61,13 @@ def every_nth_bad(measure, n: int, bad_loss: float = 0.02):
 
 
 def search(measure, goals=mlr.DEFAULT_GOALS, **kw):
+    """A search without a time budget, but at most 500 trials: a controller that stopped converging
+    fails a test instead of hanging it (every search here takes far fewer)."""
     kw.setdefault("time_budget", math.inf)
-    return mlr.search(measure, goals, min_load=kw.pop("min_load", MIN), max_load=kw.pop("max_load", MAX), **kw)
+    kw.setdefault("max_trials", 500)
+    res = mlr.search(measure, goals, min_load=kw.pop("min_load", MIN), max_load=kw.pop("max_load", MAX), **kw)
+    assert len(res.trials) < 500
+    return res
 
 
 def le(a: float, b: float) -> bool:
@@ -172,6 +177,7 @@ def test_goal_codes():
     # width and initial trial duration say how the number was found, not what it means
     assert mlr.ndr(width=0.005, initial_trial_duration=0.25).code == "NDR"
     assert mlr.ndr(final_trial_duration=2, duration_sum=4).code == "2f4d0l50e"
+    assert mlr.ndr(duration_sum=2).code == "0.5f2d0l50e" and mlr.pdr(exceed_ratio=0.2).code == "0.5f1d0.5l20e"
 
 
 def test_defaults_and_presets():
@@ -518,6 +524,21 @@ def test_controller_protocol():
     c.record(ti, TrialOutput(0.5))
     # then where the forwarding rate at max load says a hard limit is (the NDR's, the smaller)
     assert c.next_trial().load == pytest.approx(MAX * 0.5)
+
+
+def test_an_undecided_load_is_measured_again_before_any_other():
+    """Max load loses twice (an Upper Bound); the load its forwarding rate points at loses once:
+    Undecided for both goals (one high-loss trial of two allowed), so it is the next trial again,
+    not a load below it; a second loss makes it an Upper Bound and the search steps down."""
+    c = mlr.Controller(min_load=MIN, max_load=MAX)
+    for _ in range(2):
+        c.record(c.next_trial(), TrialOutput(0.5))
+    ti = c.next_trial()
+    assert ti.load == pytest.approx(MAX * 0.5)
+    c.record(ti, TrialOutput(0.01))
+    assert c.next_trial() == ti
+    c.record(ti, TrialOutput(0.01))
+    assert c.next_trial().load < ti.load
 
 
 def test_short_probes_confirm_upper_bounds():
