@@ -94,9 +94,10 @@ def phases(goal: SearchGoal) -> tuple[SearchGoal, ...]:
     the goal itself (RFC 9971 appendix C.3.2, the RFC2544 goal at point 2), so the short phases
     prove upper bounds cheaply and find where the full-length trials go. With a non-zero exceed
     ratio short trials cannot make a Lower Bound and their high-loss seconds are balanced by the
-    low-loss ones (appendix A), so coarse phases only add trials that the goal itself has to
-    repeat at full length: measured on simulated DUTs, they made the default goals' searches
-    slower (docs/mlrsearch.md). Such a goal uses its initial trial duration for probes only
+    low-loss ones (appendix A), so coarse phases mostly add trials the goal has to repeat at full
+    length: on simulated DUTs they made such searches 40-70 % longer on a hard limit and, on noisy
+    DUTs, at best 8 % shorter on average with longer worst cases (bench/mlrsearch_sim.py --coarse,
+    docs/mlrsearch.md). Such a goal uses its initial trial duration for probes only
     (_retry_duration)."""
     if goal.exceed_ratio > 0:
         return (goal,)

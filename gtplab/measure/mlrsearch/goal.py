@@ -22,13 +22,13 @@ The defaults, and why (docs/mlrsearch.md has the measurements):
         for a second trial per Upper Bound. A sum of two trials is the least that tolerates one bad
         trial (RFC 9971 4.10.3's TST009 goal, scaled from 60 s to 0.5 s). 0.5 s rather than the old
         search's 1 s because of that second trial: two goals with 1 s trials took ~20 s per case on
-        simulated noisy DUTs, 0.5 s trials ~9 s, and the default sweep has 20 cases to run in 5
-        minutes. Shorter trials are also less likely to catch a rare host stall (RFC 9971 2.4).
+        simulated noisy DUTs, with 0.5 s trials ~7 s (bench/mlrsearch_sim.py), and the default
+        sweep has 20 cases to run in 5 minutes. Shorter trials are also less likely to catch a rare host stall (RFC 9971 2.4).
     width 0.02: the search stops when the bounds are within 2 % of the upper one, relative (the
         old search's 2 % was of the top rate, coarser). RFC 9971 4.6.5 recommends a relative width
         no lower than the largest goal loss ratio (0.5 % for the PDR), so that the PDR's conditional
-        throughput cannot fall below the NDR's (5.6.2); 1 % cost one more load per goal (~1 s a
-        case) for a precision the lab's run-to-run spread does not have.
+        throughput cannot fall below the NDR's (5.6.2); 1 % cost ~0.6 s a case more for a
+        precision the lab's run-to-run spread does not have.
     initial_trial_duration 0.5 s, the final one (RFC 9971 4.6.6's typical default): every trial of
         the default search is 0.5 s long, as RFC 9971 5.5 recommends for explainability. Shorter
         trials only pay where a short high-loss trial decides a load (exceed ratio 0, the RFC 2544
