@@ -31,9 +31,9 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
      limit is followed by a step of one width, not of twice the distance from max load); never
      below min load.
   4. both bounds, farther apart than T's width: bisect, counted in widths, so that the last step
-     lands on the width; the first bisection of a bracket under max load goes to the grid point
-     just above where the upper bound's forwarding rate puts a hard limit (4 trials for a DUT
-     with a hard limit).
+     lands on the width; but when the upper bound's forwarding rate puts a hard limit inside the
+     bracket, go to the grid point just above it (a DUT with a hard limit: 5 to 8 trials for NDR
+     and PDR together).
   A target is satisfied when its bounds are within its width, or max load is a Lower Bound, or min
   load an Upper Bound (the irregular ends of RFC 9971 4.8.4.2).
 - Durations: a target's trials are of its final trial duration; a load measured again whose last
