@@ -302,12 +302,16 @@ def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, curr
         step("writing run.json", lambda: results.write_run(rdir, run))
 
 
-def without_unsendable(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+def without_unsendable(cases: list, skipped: list[dict], cfg, choose: bool | None = None) -> tuple[list, list[dict]]:
     """With TEIDs a UPF chose over PFCP (dut.pfcp.choose), the uplink profile sends them from a
     list kept in step with the bearer (--teid-file), which a random order cannot do: those uplink
-    cases are skipped, with the reason in run.json's `skipped`."""
+    cases are skipped, with the reason in run.json's `skipped`. choose: as resolved at association;
+    None (before it): only `choose: true` is known to CHOOSE, auto is decided by the UPF's FTUP, and
+    do_sweep calls this again once the association says."""
     pf = cfg.dut.get("pfcp") or {}
-    if cfg.provision != "pfcp" or not pf.get("choose", True):
+    if choose is None:
+        choose = pf.get("choose", "auto") is True
+    if cfg.provision != "pfcp" or not choose:
         return cases, skipped
     keep, skip = [], list(skipped)
     for c in cases:
@@ -395,6 +399,7 @@ def do_sweep(args: argparse.Namespace) -> int:
                "(tx vs rx); where the loss happened is unknown"] if cfg.counters == "none" else [])}
     pusher = None
     exporter = None
+    dut = None
     done = failed = 0
     current: dict[str, Any] = {}            # the case running now, for an interruption's record
     stop: dict[str, Any] = {}
@@ -412,13 +417,20 @@ def do_sweep(args: argparse.Namespace) -> int:
         except OSError as e:
             raise ResultsWriteError(f"Couldn't write results to {rdir}: {e.strerror or e}") from None
         pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
-        progress = Progress(len(cases))
         profiler = None
         if args.flamegraph:
             # the DUT's CPUs where the lab has a layout (its NAPI threads run there), else all
             lay_cpus = (layout or {}).get("dut") if layout and layout.get("honoured") else None
             profiler = flamegraph.Profiler(rdir / "flamegraphs", lay_cpus)
         with Runner(be, cfg) as runner, (profiler or contextlib.nullcontext()):
+            dut = runner.dut
+            if getattr(getattr(dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
+                cases, run["skipped"] = without_unsendable(cases, run["skipped"], cfg, choose=True)
+                run["cases_planned"] = len(cases)
+                if not cases:
+                    raise UserError("the sweep has no cases left: the UPF chooses the TEIDs (FTUP), and "
+                                    "random-order uplink cases cannot send them")
+            progress = Progress(len(cases))
             for i, p in enumerate(cases, 1):
                 current.update(case=p.case_id, index=i,
                                pcap=str(pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
@@ -477,6 +489,7 @@ def do_sweep(args: argparse.Namespace) -> int:
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+        _pfcp_notes(run, dut)
         # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
         _finally_steps(be, pusher, exporter, rdir, run, stop, current, done, failed, t_start)
     print(f"gtplab sweep: {done} case(s) in {time.monotonic() - t_start:.0f} s"
@@ -486,6 +499,17 @@ def do_sweep(args: argparse.Namespace) -> int:
     if rep:
         print(f"report: {rep}")
     return 1 if failed else 0
+
+
+def _pfcp_notes(run: dict, dut) -> None:
+    """What the UPF did that did not fail the run (a release it left unanswered: a warning) and the
+    reports it sent, into run.json (docs/pfcp.md); the warnings also on stderr."""
+    for w in getattr(dut, "warnings", None) or []:
+        print(f"gtplab sweep: warning: PFCP: {w}", file=sys.stderr)
+        run["notes"].append(f"PFCP warning: {w}")
+    reports = getattr(dut, "reports", None)
+    if isinstance(reports, dict):
+        run["pfcp_reports"] = reports
 
 
 class _DeprecatedAlias(argparse.Action):
