@@ -124,6 +124,7 @@ class Node:
         self.orphan_handler: Callable[[object, m.Scanned], None] | None = None
         self.restart_detected = False
         self._restart_associated = False           # the UPF set the association up itself
+        self._restart_ts: int | None = None        # the Recovery Time Stamp of the restart pending
         self.restarts = 0
         self.restarts_seen: list[str] = []         # how each restart showed (which message)
         self.released_by_upf = False
@@ -320,7 +321,10 @@ class Node:
         if self.upf_ts is None:
             self.upf_ts = ts
         elif ts != self.upf_ts:
+            if self.restart_detected and ts == self._restart_ts:
+                return             # the same restart again (eUPF heartbeats before it answers the setup)
             self.restart_detected = True
+            self._restart_ts = ts
             self.restarts_seen.append(via)
             if associated:
                 self.upf_ts = ts
