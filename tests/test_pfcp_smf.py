@@ -429,6 +429,10 @@ def test_session_and_node_reports_are_answered_and_kept(upf, cp):
         assert (r[2].types, r[2].bearer, r[2].cause) == (["USAR"], None, 65)
         assert (r[3].kind, r[3].types, r[3].cause) == ("node", ["UPFR"], 1)
         assert m.decode(r[3].raw).message_type == m.NODE_REPORT_REQ
+        # one sent again (its answer lost): answered again, kept once
+        upf.sock.sendto(r[0].raw, (cp, m.PORT))
+        assert wait_for(lambda: sum(a[1] == seqs[0] for a in upf.answers) == 2)
+        assert len(p.reports) == 4
         s = p.reports_summary()
         assert s["count"] == {"session USAR": 2, "session ERIR": 1, "node UPFR": 1}
         json.dumps(s)

@@ -302,6 +302,8 @@ class Node:
             up = self.up_seid_of(seid) if (self.up_seid_of and seid is not None) else None
             cause = m.CAUSE_ACCEPTED if up is not None else m.CAUSE_SESSION_NOT_FOUND
             self._tx(bytes(m.session_report_response(seq, up or 0, cause)), src)
+            if self._seen_report(seq, data):
+                return
             owner = self.seid_owner(seid) if (self.seid_owner and seid is not None) else None
             self.reports.append(Report("session", time.time(), seq, m.flag_names(s.report_type, m.REPORT_TYPES),
                                        cause, _label(owner) if owner is not None else None,
@@ -310,9 +312,14 @@ class Node:
                 h(s)
         elif mtype == m.NODE_REPORT_REQ:
             self._tx(bytes(m.node_report_response(seq, self.node_id)), src)
-            self.reports.append(Report("node", time.time(), seq,
-                                       m.flag_names(s.node_report_type, m.NODE_REPORT_TYPES),
-                                       m.CAUSE_ACCEPTED, raw=bytes(data)))
+            if not self._seen_report(seq, data):
+                self.reports.append(Report("node", time.time(), seq,
+                                           m.flag_names(s.node_report_type, m.NODE_REPORT_TYPES),
+                                           m.CAUSE_ACCEPTED, raw=bytes(data)))
+
+    def _seen_report(self, seq: int, data: bytes) -> bool:
+        """A report the UPF sent again (our answer was lost): answered again, kept once."""
+        return any(r.seq == seq and r.raw == data for r in self.reports[-64:])
 
     def _check_recovery(self, ts: int, via: str, associated: bool = False) -> None:
         """ts: the UPF's Recovery Time Stamp in a message (via). associated: the message set the
