@@ -30,7 +30,6 @@ from gtplab.pfcp import messages as m  # noqa: E402
 from gtplab.pfcp import provision as prov  # noqa: E402
 from gtplab.pfcp.errors import PfcpError, PfcpRejected  # noqa: E402
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
-from gtplab.pfcp.sessions import Sessions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 UE0, SGW0, SGWTEID0, TEID0 = 0x0A400001, 0x0AC90010, 0x80000000, 0x00010000
