@@ -18,7 +18,8 @@ from scapy.all import IP, UDP, Dot1Q, Ether, Raw, raw
 from scapy.contrib.gtp import GTP_U_Header
 
 from gtplab.kernel import libbpf as kernel
-from gtplab.traffic.engine import EngineError, compile_stream, parse_mult
+from gtplab.rates import RateError, parse_mult
+from gtplab.traffic.engine import EngineError, compile_stream
 from gtplab.traffic.engine import vm
 from gtplab.traffic.engine.client import BPF_OBJ, _bucket_hi, _percentile
 from helpers import (GTP_TEID_OFF, GTPU_PKT, INNER_IP, INNER_SRC, TCP_PKT, UDP_PKT, VLAN_PKT, assert_checksums,
@@ -430,7 +431,7 @@ def test_parse_mult():
     assert parse_mult("1.5gbps") == ("bps_l2", 1.5e9)
     assert parse_mult("1gbpsl1") == ("bps_l1", 1e9)
     assert parse_mult("50%") == ("percent", 50.0)
-    with pytest.raises(EngineError):
+    with pytest.raises(RateError):
         parse_mult("fast")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from gtplab.errors import UserError
+from gtplab.rates import line_rate_pps
 
 LABS_DIR = Path(__file__).resolve().parent / "labs"
 DEFAULT_LAB = "embedded"
@@ -106,12 +107,6 @@ class LabConfig:
         """The local lab's gtplab.lab.cpu.CpuLayout (checked against this host's CPUs)."""
         from gtplab.lab.cpu import CpuLayout
         return CpuLayout.parse(self.cpus, f"lab config {self.path}: cpus")
-
-
-def line_rate_pps(port_speed_bps: float, frame_size: int) -> float:
-    """Frames per second a port carries at frame_size (FCS included) plus 20 bytes of preamble, SFD
-    and inter-frame gap: 10 GbE, 64 B: 14.88 Mpps."""
-    return port_speed_bps / ((frame_size + 20) * 8)
 
 
 def _percent(v) -> float | None:

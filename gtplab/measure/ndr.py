@@ -37,6 +37,7 @@ from gtplab.dut import PROG
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
+from gtplab.rates import L1_OVERHEAD
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
 SGWS = 4                      # SGWs the profiles spread bearers over (their default)
@@ -355,10 +356,10 @@ class Runner:
         tx_p, rx_p = t["opackets"], r["ipackets"]
         pps = m["tx_pps"]
         avg = t["obytes"] / tx_p if tx_p else 0.0
-        t["tx_pps"], t["tx_bps"], t["tx_bps_L1"] = pps, pps * avg * 8, pps * (avg + 20) * 8
+        t["tx_pps"], t["tx_bps"], t["tx_bps_L1"] = pps, pps * avg * 8, pps * (avg + L1_OVERHEAD) * 8
         rpps = pps * rx_p / tx_p if tx_p else 0.0
         ravg = r["ibytes"] / rx_p if rx_p else 0.0
-        r["rx_pps"], r["rx_bps"], r["rx_bps_L1"] = rpps, rpps * ravg * 8, rpps * (ravg + 20) * 8
+        r["rx_pps"], r["rx_bps"], r["rx_bps_L1"] = rpps, rpps * ravg * 8, rpps * (ravg + L1_OVERHEAD) * 8
         st["measured"] = m
 
     def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:

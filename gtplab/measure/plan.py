@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from gtplab.errors import UserError
+from gtplab.rates import RateError, parse_mult
 
 SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
 
@@ -115,10 +116,9 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         if rate <= 0:
             bad(f"rate {rate}: must be positive (packets per second)")
     else:
-        from gtplab.traffic.engine.client import parse_mult
         try:
             parse_mult(rate)
-        except Exception as e:  # EngineError
+        except RateError as e:
             bad(f"rate {rate!r}: {e}")
     s["rate"] = rate
     d = s.get("duration", 1.0)

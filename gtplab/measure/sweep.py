@@ -32,6 +32,7 @@ from typing import Any
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
 from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, load_spec, plan
+from gtplab.rates import mult_pps, wire_rates
 from gtplab.results import store as results
 
 
@@ -113,11 +114,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         if p.rate_mode == "fixed":
             pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
             if pps is None and p.rate != "100%":
-                from gtplab.traffic.engine.client import parse_mult
-                kind, val = parse_mult(p.rate)
-                fs = p.actual_size
-                pps = {"pps": val, "bps_l2": val / (fs * 8), "bps_l1": val / ((fs + 20) * 8),
-                       "percent": val / 100 * cfg.port_speed_bps / ((fs + 20) * 8)}.get(kind)
+                pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
                 if pps is None:
                     raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
             best = trial(pps)
@@ -158,20 +155,12 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     return rec
 
 
-def rates(pps: float | None, frame_size: int) -> dict[str, float | None]:
-    """pps as Mpps and Gb/s on the wire: L2 (frame incl. FCS) and L1 (+ preamble, SFD, IFG: 20 B)."""
-    if pps is None:
-        return {"mpps": None, "gbps_l2": None, "gbps_l1": None}
-    return {"mpps": pps / 1e6, "gbps_l2": pps * frame_size * 8 / 1e9,
-            "gbps_l1": pps * (frame_size + 20) * 8 / 1e9}
-
-
 def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
     """What a case claims: the NDR/PDR (only when the DUT, not the generator, set it) in pps, Mpps and
     Gb/s L1/L2, and which side was the limit ("dut", "generator (transmit)", "generator (receive)")."""
     if p.rate_mode == "fixed":
         return {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
-                "ndr_pps": None, "ndr": rates(None, p.actual_size)}
+                "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
     gen = status.startswith("generator-bound")
     found = not gen and best.get("passed") and not status.startswith("no trial")
     if gen:
@@ -181,7 +170,7 @@ def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
     else:
         limit = "dut"
     pps = best["offered_pps"] if found else None
-    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": rates(pps, p.actual_size)}
+    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": wire_rates(pps, p.actual_size)}
 
 
 def case_summary(rec: dict) -> str:
