@@ -4,7 +4,7 @@
 
     sudo .venv/bin/python bench/trex_vs_engine.py [--runs 3] [--sizes 64,512,1424] [--markdown]
 
-Same machine, same profile and tunables (gtplab.measure.ndr.CaseParams: 1024 flows, outer UDP checksum on,
+Same machine, same profile and tunables (gtplab.measure.plan.CaseParams: 1024 flows, outer UDP checksum on,
 no latency stream), same DUT (the PGW-U) and CPU layout (generator CPUs / DUT CPUs of the default
 layout): only the generator differs, `Lab.up(generator="engine")` or `Lab.up(generator="trex")`.
 Runs alternate engine, TRex, engine, TRex ..., each on a lab of its own, so both see the same machine.
@@ -16,7 +16,7 @@ Per generator, direction and frame size (uplink 64 B is the profile's minimum, 8
   process; TRex: its server and gtplab's TRex client worker) plus the generator ports' receive NAPI
   kthreads. "per core" = packets sent / generator CPU seconds. TRex busy-polls its core (low_end),
   so its CPU time is its wall time whatever it sends.
-- NDR: gtplab.measure.ndr.ndr_search as `gtplab sweep` runs it (loss tolerance 0, at most --max-trials);
+- NDR: gtplab.measure.search.ndr_search as `gtplab sweep` runs it (loss tolerance 0, at most --max-trials);
   "gen" when the generator set the result (no NDR claimed).
 Medians over the runs, spread min-max. docs/trex.md has the table measured here.
 """
@@ -67,7 +67,9 @@ def generator_cpu(lab, client) -> callable:
 def measure(generator: str, sizes: list[int], duration: float, max_trials: int) -> dict:
     from gtplab.lab import config as labconfig
     from gtplab.lab.topology import Lab
-    from gtplab.measure.ndr import CaseParams, Runner, ndr_search
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import Runner
+    from gtplab.measure.search import ndr_search
     from gtplab.traffic.backend import Backend
     cfg = labconfig.load("embedded-trex" if generator == "trex" else "embedded")
     lab = Lab.up(generator=generator, trex_runtime=cfg.trex_runtime(), cpus=cfg.cpu_layout())

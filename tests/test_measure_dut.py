@@ -15,7 +15,9 @@ import pytest
 
 from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import napi_threads
-from gtplab.measure.ndr import CaseParams, Runner, ndr_search
+from gtplab.measure.plan import CaseParams
+from gtplab.measure.runner import Runner
+from gtplab.measure.search import ndr_search
 
 pytestmark = pytest.mark.lab
 

@@ -565,7 +565,8 @@ def test_provisioner_installs_the_bearer_file_and_the_profile_uses_what_the_upf_
 def test_runner_sends_uplink_to_n3_with_the_upf_teids():
     from types import SimpleNamespace
     from gtplab.pfcp import provision as prov
-    from gtplab.measure.ndr import CaseParams, Runner
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import Runner
     cfg = prov.parse_config({"upf": "h", "n3": "10.9.9.9", "n6": "10.9.9.8", "choose": True}, "t")
     r = SimpleNamespace(dut=SimpleNamespace(cfg=cfg, teid_file="/tmp/x.txt"))
     up = Runner.provisioned_tunables(r, CaseParams("uplink", 128), {"size": 128})
@@ -857,7 +858,7 @@ def test_gtplab_pfcp_command_provisions_holds_and_deletes(upf, tmp_path, capsys)
 
 def test_sweep_skips_random_order_uplink_when_the_upf_chooses_teids():
     from types import SimpleNamespace
-    from gtplab.measure.ndr import CaseParams
+    from gtplab.measure.plan import CaseParams
     from gtplab.measure.sweep import without_unsendable
     cases = [CaseParams("uplink", 64, flows=1000, order="random", case_id="u-r"),
              CaseParams("uplink", 64, flows=1000, case_id="u-s"),

@@ -15,7 +15,9 @@ import os
 import pytest
 
 from gtplab.lab import config as labconfig
-from gtplab.measure.ndr import CaseParams, Runner, ndr_search
+from gtplab.measure.plan import CaseParams
+from gtplab.measure.runner import Runner
+from gtplab.measure.search import ndr_search
 
 CFG = labconfig.load(os.environ.get("GTPLAB_LAB_CONFIG"))
 pytestmark = [pytest.mark.lab] + ([pytest.mark.trex] if CFG.backend == "trex" else [])

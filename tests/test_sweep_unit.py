@@ -15,7 +15,8 @@ from gtplab.lab import config as labconfig
 from gtplab.measure import conservation, plan, sweep
 from gtplab.results import store as results
 from gtplab.errors import UserError
-from gtplab.measure.ndr import CaseParams, ndr_search
+from gtplab.measure.plan import CaseParams
+from gtplab.measure.search import ndr_search
 
 
 # ---------------------------------------------------------------------------------------- spec
@@ -346,7 +347,7 @@ class FakeRunner:
         self.asked = []
 
     def prepare(self, p):
-        from gtplab.measure.ndr import Prepared
+        from gtplab.measure.runner import Prepared
         return Prepared(p, 0, 1, p.tunables(), p.tunables()["stats"] == "latency", [])
 
     def trial(self, prep, pps, duration, capture=None, capture_limit=64):
@@ -427,7 +428,7 @@ def test_flamegraph_flag_and_its_deprecated_alias(capsys):
 
 
 def test_trex_latency_histogram_percentiles():
-    from gtplab.measure.ndr import hist_percentile
+    from gtplab.measure.runner import hist_percentile
     # TRex's shape: bucket lower bounds (10 us steps below 100, 100 below 1000, 1000 above) as strings
     h = {"30": 10, "70": 40, "200": 40, "900": 9, "2000": 1}
     assert hist_percentile(h, 0.5) == 80.0          # the 50th of 100 packets is in [70, 80)

@@ -333,7 +333,8 @@ def test_trex_latency_stream_beside_the_traffic(trex_lab, tmp_path):
     its latency reported; every checksum in TRex's capture right or absent, never wrong (the uplink
     latency stream sends UDP checksums 0: TRex's software fix is wrong there from 512 B)."""
     from gtplab.lab import config as labconfig
-    from gtplab.measure.ndr import CaseParams, Runner, TREX_LATENCY_PPS
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import TREX_LATENCY_PPS, Runner
     from gtplab.traffic.backend import Backend
     be = Backend.open("trex", lab=trex_lab)
     try:

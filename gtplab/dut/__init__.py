@@ -1,4 +1,4 @@
-"""The device under test, behind one interface the measurement uses (gtplab.measure.ndr.Runner):
+"""The device under test, behind one interface the measurement uses (gtplab.measure.runner.Runner):
 
     kind, close(), counters(), layout(), link(), link_delta(before, after, direction), prog_stats(),
     cpu_seconds(), bpf_stats() (a context manager), install_bearers(path)

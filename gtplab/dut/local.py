@@ -1,6 +1,6 @@
 """The embedded lab's DUT seen by a measurement: LocalDut reads the lab's PGW-U (or the reference
 forwarder) through its pinned maps and programs, the veths' ethtool counters, and the CPU time of
-the DUT's NAPI kthreads. Used by gtplab.measure.ndr.Runner (the default DUT of a local backend) and
+the DUT's NAPI kthreads. Used by gtplab.measure.runner.Runner (the default DUT of a local backend) and
 by the tests. The same methods as gtplab.dut.metrics.MetricsDut (see gtplab/dut/__init__.py).
 """
 

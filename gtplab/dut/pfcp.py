@@ -4,7 +4,7 @@ and the choice of the runner's DUT probe from `dut.provision` and `dut.counters`
     PfcpDut        wraps the probe that reads the counters (local, metrics, prometheus, none);
                    install_bearers() establishes one session per bearer through gtplab.pfcp
     EmbeddedAgent  the embedded lab's `pgwu pfcp --listen` (`upf: embedded`)
-    make_dut       the probe for a lab config (gtplab.measure.ndr.Runner)
+    make_dut       the probe for a lab config (gtplab.measure.runner.Runner)
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ from typing import Any
 
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
-from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, load_spec, plan
+from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
+from gtplab.measure.runner import Runner
+from gtplab.measure.search import ndr_search
 from gtplab.rates import mult_pps, wire_rates
 from gtplab.results import store as results
 
@@ -84,9 +86,7 @@ CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bp
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
     """Run one case; returns its results record (docs/results.md plus trials, notes, conservation)."""
-    from gtplab.gtpu.bearers import load_common
-    from gtplab.measure.ndr import ndr_search
-    c = load_common()
+    c = common()
     prep = runner.prepare(p)
     notes = []
     if p.actual_size != p.frame_size:
@@ -335,7 +335,6 @@ def do_sweep(args: argparse.Namespace) -> int:
 
     from gtplab.traffic.backend import Backend
     from gtplab.results.push import Pusher, default_gateway
-    from gtplab.measure.ndr import Runner
     t_start = time.monotonic()
     lab_kwargs = {}
     lab = None

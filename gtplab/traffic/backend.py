@@ -2,7 +2,7 @@
 lab) or `trex` (a TRex server, through gtplab.traffic.trex.client).
 
 Both give a client with the same methods (those of TRex's STLClient that gtplab uses), so the
-measurement (gtplab.measure.ndr.Runner) does not care which one it drives:
+measurement (gtplab.measure.runner.Runner) does not care which one it drives:
     connect() disconnect() reset(ports) add_streams(streams, ports)
     load_profile(path, ports, direction=0, tunables=None) -> stream ids
     start(ports, mult, duration, force) stop(ports) wait_on_traffic(ports, timeout)

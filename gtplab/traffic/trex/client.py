@@ -4,7 +4,7 @@ and stdout. Its methods are those of TRex's STLClient that gtplab uses (see gtpl
 
 The subprocess is needed: lbr-trex-client puts its bundled Scapy 2.4.3 first on sys.path, which must
 not happen in a process that uses Scapy 2.8. Used by gtplab.traffic.backend (the trex backend) and
-gtplab.measure.ndr.Runner (stream JSON for every backend).
+gtplab.measure.runner.Runner (stream JSON for every backend).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
     runner = Runner(backend, lab_config)             # backend: gtplab.traffic.backend.Backend (local or trex)
     prep = runner.prepare(CaseParams(direction="uplink", frame_size=128, ...))   # bearers + streams
     t = runner.trial(prep, rate_pps=200e3, duration=1.0)     # one trial: rates, loss, DUT, conservation
-    best, trials, status = ndr_search(lambda pps: runner.trial(prep, pps, 0.5), tolerance=0.0)
+
+CaseParams (one case) is gtplab.measure.plan's, which builds them from a sweep spec; the NDR/PDR
+search that calls trial() at each rate is gtplab.measure.search.
 
 A trial sends one direction only, so every DUT counter that moves during it belongs to that direction
 (the embedded lab has permanent neighbours and no IPv6: nothing else flows). Its packet conservation
@@ -37,10 +39,10 @@ from gtplab.dut import PROG
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
+from gtplab.measure.plan import SGWS, CaseParams, common
 from gtplab.rates import L1_OVERHEAD
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
-SGWS = 4                      # SGWs the profiles spread bearers over (their default)
 PG_ID = {"uplink": 10, "downlink": 20}
 # A trial whose achieved rate is below this fraction of the rate asked was set by the generator: the
 # engine's pacing is within 1 % of the rate asked when it can reach it (docs/lab.md, measured).
@@ -50,52 +52,6 @@ GENERATOR_BOUND_RATIO = 0.97
 # then carries no latency header; the stream's pps is TRex's, the multiplier scales only the others.
 TREX_LATENCY_PPS = 1000
 TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to measure its rate
-
-
-def common():
-    return bearer_files.load_common()
-
-
-@dataclass
-class CaseParams:
-    """One sweep case (or one test's traffic): what to send and how."""
-    direction: str                        # uplink | downlink
-    frame_size: int                       # requested frame size (bytes on the wire incl. FCS)
-    flow_mode: str = "multi"              # single | multi
-    flows: int = 1024
-    bearers: int | None = None            # default: flows
-    checksum: str = "on"                  # outer UDP checksum: on | off
-    rate_mode: str = "fixed"              # fixed | ndr | pdr
-    rate: Any = "100%"                    # fixed: pps (number) or a TRex mult string
-    duration: float = 1.0
-    latency: bool = True
-    case_id: str = ""
-    order: str = "seq"                    # seq | random: the order the traffic hits the bearers
-
-    @property
-    def actual_size(self) -> int:
-        return max(self.frame_size, common().min_frame_size(self.direction))
-
-    @property
-    def n_bearers(self) -> int:
-        return self.bearers or (1 if self.flow_mode == "single" else self.flows)
-
-    def tunables(self) -> dict[str, Any]:
-        """The profile's tunables; the bearer file is written from the same ones."""
-        c = common()
-        size = self.actual_size
-        stats = "none"
-        if self.latency and size - c.FCS_LEN - c.header_len(self.direction) >= c.STATS_PAYLOAD:
-            stats = "latency"
-        t: dict[str, Any] = {"size": size, "flow_mode": self.flow_mode, "bearers": self.n_bearers,
-                             "sgws": SGWS, "stats": stats}
-        if self.flow_mode == "multi":
-            t["flows"] = self.flows
-            if self.order != "seq":
-                t["order"] = self.order
-        if self.direction == "uplink":
-            t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
-        return t
 
 
 @dataclass
@@ -496,62 +452,3 @@ def stream_stats(st: dict) -> dict | None:
         tx, rx = v.get("tx_pkts") or {}, v.get("rx_pkts") or {}
         out[pg] = {"tx_packets": tx.get("total"), "rx_packets": rx.get("total")}
     return out or None
-
-
-# ------------------------------------------------------------------------------------------ NDR search
-
-def ndr_search(run_trial: Callable[[float | None], dict], tolerance: float, *, max_pps: float | None = None,
-               resolution: float = 0.02, max_trials: int = 8) -> tuple[dict | None, list[dict], str]:
-    """RFC 2544-style search for the highest rate with loss_ratio <= tolerance.
-
-    run_trial(pps) runs one trial (pps None: as fast as the generator goes) and returns a dict with
-    offered_pps (achieved), loss_ratio and, optionally, generator_bound (the generator did not reach
-    the rate asked) and limit (which side lost the packets). The first trial is at max_pps (or the
-    generator's max); if it loses nothing beyond the tolerance, the search ends "generator-bound": the
-    DUT's NDR is above what the generator can offer, and no NDR is claimed. Otherwise the next guess
-    is the rate the DUT delivered in that trial, then a binary search between the highest passing and
-    the lowest failing rate, until they are within resolution x the top rate or max_trials ran.
-    A trial that was generator-bound counts at the rate it achieved, not the one asked.
-    Returns (best passing trial or None, every trial in order, status); status starts with
-    "generator-bound" when no NDR can be claimed, and names the side that limited otherwise."""
-    trials: list[dict] = []
-
-    def run(pps):
-        t = run_trial(pps)
-        t["passed"] = t.get("loss_ratio") is not None and t["loss_ratio"] <= tolerance
-        trials.append(t)
-        return t
-
-    first = run(max_pps)
-    if first["passed"]:
-        return first, trials, (f"generator-bound: no loss at the highest rate the generator reached "
-                               f"({first['offered_pps']:.0f} pps); the DUT's NDR is above it")
-    top = max_pps or first["offered_pps"]
-    lo, hi, best = 0.0, top, None
-    guess = first.get("rx_pps") or top / 2
-    guess = guess if 0 < guess < top else top / 2
-    while len(trials) < max_trials and hi - lo > resolution * top:
-        t = run(guess)
-        # a generator-bound trial says something about the rate it reached, not the one asked
-        at = min(guess, t["offered_pps"]) if t.get("generator_bound") else guess
-        if t["passed"]:
-            lo, best = at, t
-        else:
-            hi = at
-        guess = (lo + hi) / 2
-    if best is None:
-        limits = {t.get("limit") or "dut" for t in trials}
-        if all(lim.startswith("generator") for lim in limits):
-            # every loss was the generator's own (e.g. TRex's receive ring): nothing said of the DUT
-            return None, trials, (f"generator-bound: no trial met the loss tolerance {tolerance} (lowest "
-                                  f"tried {hi:.0f} pps) and every loss was the generator's "
-                                  f"({', '.join(sorted(limits))})")
-        return None, trials, f"no trial met the loss tolerance {tolerance} (lowest tried {hi:.0f} pps)"
-    failing = [t for t in trials if not t["passed"]]
-    above = min(failing, key=lambda t: t.get("offered_pps") or 0)
-    limit = above.get("limit") or "dut"
-    status = "resolution reached" if hi - lo <= resolution * top else f"stopped after {max_trials} trials"
-    if limit.startswith("generator"):
-        return best, trials, (f"generator-bound: the loss above {best['offered_pps']:.0f} pps was the "
-                              f"generator's ({limit}); {status}")
-    return best, trials, f"{status}; limit: {limit}"
