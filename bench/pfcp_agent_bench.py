@@ -39,10 +39,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 import pfcp_msgs as M  # noqa: E402
+from gtplab.dut.dataplane import pgwu_binary  # noqa: E402
 
-PGWU = str(ROOT / "dataplane" / "pgwu")
+PGWU = str(pgwu_binary())
 
 
 def cpu_of(pid: int) -> float:

@@ -41,13 +41,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from gtplab.dut.dataplane import pgwu_binary  # noqa: E402
 from gtplab.dut.pfcp import EmbeddedAgent  # noqa: E402
 from gtplab.errors import UserError  # noqa: E402
 from gtplab.pfcp import messages as m  # noqa: E402
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
 from gtplab.pfcp.sessions import Sessions  # noqa: E402
 
-PGWU = ROOT / "dataplane" / "pgwu"
+PGWU = pgwu_binary()
 HZ = os.sysconf("SC_CLK_TCK")
 UE0, SGW0, SGWTEID0 = 0x0A400001, 0x0AC90010, 0x80000000
 

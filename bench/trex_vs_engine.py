@@ -38,7 +38,7 @@ from tables import median as med, num as mpps, print_table, spread  # noqa: E402
 
 def task_cpu_s(pid: int) -> float:
     """CPU seconds of every thread of process pid (/proc/PID/task/*/schedstat; 0 when gone)."""
-    from gtplab.lab.cpu import thread_cpu_ns
+    from gtplab.kernel.threads import thread_cpu_ns
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -48,7 +48,7 @@ def task_cpu_s(pid: int) -> float:
 
 def generator_cpu(lab, client) -> callable:
     """A function: CPU seconds so far of the lab's generator (see the module's docstring)."""
-    from gtplab.lab.cpu import napi_threads, thread_cpu_ns
+    from gtplab.kernel.threads import napi_threads, thread_cpu_ns
     from gtplab.traffic.trex import runtime as trex_runtime
     procs = [os.getpid()]
     if lab.generator == "trex":

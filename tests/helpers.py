@@ -20,6 +20,7 @@ import pytest
 from scapy.all import IP, TCP, UDP, Dot1Q, Ether, Raw, raw
 from scapy.contrib.gtp import GTP_U_Header
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.lab.topology import STATE_DIR
 
 
@@ -159,13 +160,17 @@ def wait_for(cond, timeout=5.0, what="condition"):
         time.sleep(0.05)
 
 
-# ---- the PGW-U's own CLI on a pin dir (tests/conftest.py, tests/test_dataplane_fib.py) ------------
+# ---- the PGW-U's own CLI (every test that runs pgwu outside a lab) -------------------------------
 
-def pgwu(pin_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    from gtplab.dut.dataplane import PGWU_BIN
-    if not os.access(PGWU_BIN, os.X_OK):
-        pytest.fail(f"{PGWU_BIN} is not built: run `make -C dataplane` first")
-    cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, *args], capture_output=True, text=True, timeout=60)
+def pgwu(pin_dir: str | None, *args: str, check: bool = True, timeout: float = 120,
+         env: dict | None = None) -> subprocess.CompletedProcess:
+    """`pgwu [-d PIN_DIR] ARGS...` (gtplab.dut.dataplane.pgwu_binary()), output captured. Fails the
+    test when pgwu is not built, and with check when it exits non-zero (its stderr in the message)."""
+    binary = pgwu_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"{binary} is not built: run `make -C {binary.parent}` first")
+    cmd = [str(binary)] + (["-d", pin_dir] if pin_dir else []) + [str(a) for a in args]
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if check and cp.returncode != 0:
-        pytest.fail(f"pgwu -d {pin_dir} {' '.join(args)} failed ({cp.returncode}): {cp.stderr.strip()}")
+        pytest.fail(f"pgwu {' '.join(cmd[1:])} failed ({cp.returncode}): {cp.stderr.strip()}")
     return cp

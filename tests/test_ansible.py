@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gtplab.dut.dataplane import PGWU_DIR, REPO, pgwu_binary
+
 TOP = Path(__file__).resolve().parent.parent
 ANSIBLE = TOP / "ansible"
 VENV_BIN = Path(sys.executable).parent
@@ -229,7 +231,7 @@ def test_local_yml_runs_and_is_idempotent(tmp_path):
         pytest.skip("local.yml provisions this machine: needs root")
     # Build from a snapshot of dataplane/ so a concurrent edit can't make the second run rebuild.
     src = tmp_path / "src"
-    shutil.copytree(TOP / "dataplane", src / "dataplane",
+    shutil.copytree(PGWU_DIR, src / PGWU_DIR.relative_to(REPO),
                     ignore=shutil.ignore_patterns("*.o", "*.skel.h", "*.tmp", "pgwu"))
     # Two runs of this test at once (several checkouts on one machine) would rewrite each other's
     # files between our two runs: take turns.
@@ -253,7 +255,7 @@ def _check_local_yml(src: Path) -> None:
     assert recap2["failed"] == 0
 
     # What it did: pgwu built from the snapshot and installed, configs valid, no interface touched.
-    built = (src / "dataplane" / "pgwu").read_bytes()
+    built = (src / PGWU_DIR.relative_to(REPO) / "pgwu").read_bytes()   # the snapshot's build
     assert Path("/usr/local/sbin/pgwu").read_bytes() == built
     assert os.access("/usr/local/sbin/pgwu", os.X_OK)
     cp = subprocess.run(["promtool", "check", "config", "/etc/prometheus/prometheus.yml"],
@@ -356,7 +358,7 @@ def test_pgwu_unit_attaches_and_exports(tmp_path):
     """The rendered pgwu.service + /etc/default/pgwu, executed step by step without systemd."""
     if os.geteuid() != 0:
         pytest.skip("needs root for a network namespace and XDP")
-    pgwu = TOP / "dataplane" / "pgwu"
+    pgwu = pgwu_binary()
     if not os.access(pgwu, os.X_OK):
         pytest.fail(f"{pgwu} is not built: run `make -C dataplane` first")
     rid = secrets.token_hex(3)

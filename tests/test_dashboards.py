@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gtplab.dut.dataplane import pgwu_binary
 from monitor_stack import (DASHBOARD_DIR, ROOT, SWEEP, all_panels, dashboards, free_ports, make_case,
                            make_run, panel_queries, prom_query, running_stack, substitute,
                            variable_selectors)
 
 PROVISIONING = DASHBOARD_DIR / "provisioning"
-PGWU_BIN = ROOT / "dataplane" / "pgwu"
+PGWU_BIN = pgwu_binary()
 
 
 def provisioned_datasource() -> dict:

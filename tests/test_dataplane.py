@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gtplab.gtpu import packets as P
-from gtplab.dut.dataplane import (PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
+from gtplab.dut.dataplane import (PGWU_DIR, PGWU_H, PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
                                   parse_reasons, usual_verdicts)
 import oracle as O
 
@@ -919,7 +919,7 @@ def test_config_flags_match_header():
     off-switches (NO_*, SPORT_FIXED) are what a zeroed config turns on."""
     import re
     from gtplab.dut import dataplane as D
-    header = (PGWU_OBJ.parent / "pgwu.h").read_text()
+    header = PGWU_H.read_text()
     c_bits = {n: 1 << int(b) for n, b in re.findall(r"#define PGWU_CFG_(\w+)\s+\(1U << (\d+)\)", header)}
     py_bits = {n[4:]: v for n, v in vars(D).items() if n.startswith("CFG_") and isinstance(v, int)}
     assert c_bits == py_bits and "SPORT_FIXED" in c_bits
@@ -980,7 +980,7 @@ REPLY_RATE, REPLY_BURST = 10, 10     # PGWU_REPLY_RATE / PGWU_REPLY_BURST (datap
 
 
 def test_consts_match_reply_budget():
-    text = (PGWU_OBJ.parent / "include" / "consts.h").read_text()
+    text = (PGWU_DIR / "include" / "consts.h").read_text()
     import re
     assert int(re.search(r"#define PGWU_REPLY_RATE (\d+)", text).group(1)) == REPLY_RATE
     assert int(re.search(r"#define PGWU_REPLY_BURST (\d+)", text).group(1)) == REPLY_BURST

@@ -101,8 +101,8 @@ def watcher(dp) -> int:
 
 def start_watch(ns, pin_dir, dp) -> subprocess.Popen:
     """`pgwu watch` on pin_dir in the netns, once it has registered itself."""
-    from gtplab.dut.dataplane import PGWU_BIN
-    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(PGWU_BIN), "-d", pin_dir, "watch"],
+    from gtplab.dut.dataplane import pgwu_binary
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", str(pgwu_binary()), "-d", pin_dir, "watch"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 5
     while not watcher(dp):
@@ -324,10 +324,8 @@ def own_dp():
 
 
 def pgwu_stats(pin_dir: str) -> dict:
-    from gtplab.dut.dataplane import PGWU_BIN
-    cp = subprocess.run([str(PGWU_BIN), "-d", pin_dir, "stats", "--json"], capture_output=True, text=True,
-                        check=True, timeout=30)
-    return json.loads(cp.stdout)
+    from helpers import pgwu
+    return json.loads(pgwu(pin_dir, "stats", "--json", timeout=30).stdout)
 
 
 def plant_slot(dp, dst: str, ingress: int, egress: int, smac: str, dmac: str) -> None:

@@ -23,7 +23,7 @@ import pytest
 from scapy.contrib.gtp import GTP_U_Header
 
 from gtplab.gtpu import packets as P
-from gtplab.dut.dataplane import PGWU_BIN
+from gtplab.dut.dataplane import pgwu_binary
 
 pytestmark = pytest.mark.lab
 
@@ -53,15 +53,15 @@ def lab():
         for ns, ifs in ((gw, (g0, s0, s1, "lo")), (peer, (p0, "lo"))):
             for i in ifs:
                 run("ip", "-n", ns, "link", "set", i, "up")
-        run(PGWU_BIN, "-d", pin, "load", "--max-bearers", "64", "--local-addr", gw_addr, "--ue-pool", "10.45.0.0/16")
-        run(PGWU_BIN, "-d", pin, "-n", gw, "attach", "--access", g0, "--sgi", s0, "--mode", "generic", "--no-watch")
+        run(pgwu_binary(), "-d", pin, "load", "--max-bearers", "64", "--local-addr", gw_addr, "--ue-pool", "10.45.0.0/16")
+        run(pgwu_binary(), "-d", pin, "-n", gw, "attach", "--access", g0, "--sgi", s0, "--mode", "generic", "--no-watch")
         resolve_neighbour(peer, gw_addr)
-        run(PGWU_BIN, "-d", pin, "session", "add", "--teid", str(TEID), "--ue", UE, "--sgw", peer_addr,
+        run(pgwu_binary(), "-d", pin, "session", "add", "--teid", str(TEID), "--ue", UE, "--sgw", peer_addr,
             "--sgw-teid", str(SGW_TEID))
         yield {"gw": gw, "peer": peer, "pin": pin, "gw_addr": gw_addr, "peer_addr": peer_addr}
     finally:
         if os.path.exists(pin):
-            run(PGWU_BIN, "-d", pin, "unload", check=False)
+            run(pgwu_binary(), "-d", pin, "unload", check=False)
         shutil.rmtree(pin, ignore_errors=True)
         for ns in (gw, peer):
             run("ip", "netns", "del", ns, check=False)
@@ -111,7 +111,7 @@ def gtp_body(pkt) -> bytes:
 
 
 def path(lab, *args) -> dict:
-    cp = run(PGWU_BIN, "-d", lab["pin"], "-n", lab["gw"], "path", "--json", *args)
+    cp = run(pgwu_binary(), "-d", lab["pin"], "-n", lab["gw"], "path", "--json", *args)
     return {p["addr"]: p for p in json.loads(cp.stdout)["peers"]}
 
 
@@ -133,7 +133,7 @@ def test_path_echo_and_restart(lab):
     finally:
         finish(p)
     assert (got["state"], got["restart_counter"], got["restarts"], got["responses"]) == ("up", 43, 1, 2), got
-    text = run(PGWU_BIN, "-d", lab["pin"], "path").stdout.splitlines()
+    text = run(pgwu_binary(), "-d", lab["pin"], "path").stdout.splitlines()
     assert text[1].split()[:4] == [lab["peer_addr"], "up", "43", "1"], text
 
 
@@ -144,7 +144,7 @@ def test_replies_reach_the_sender(lab):
                      ext=[P.ext_header(0xA0, b"\x01\x02")])
     p = start_peer(lab, restart=1, duration=1.5, send=[gtp_body(unknown), gtp_body(bad_ext)])
     msgs = finish(p)
-    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
+    st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)
     seen = {(k, a): b["packets"] for k, v in st["reasons"].items() for a, b in v.items() if b["packets"]}
     assert [(m["src"], m["sport"]) for m in msgs] == [(lab["gw_addr"], 2152)] * 2, (msgs, seen)
     ei, sehn = (bytes.fromhex(m["hex"]) for m in msgs)
@@ -162,12 +162,12 @@ def test_signalling_shows_the_bearer(lab):
     stray = P.end_marker(teid=0x999, src=lab["peer_addr"], dst=lab["gw_addr"])
     p = start_peer(lab, restart=1, duration=0.8, send=[gtp_body(ei), gtp_body(ei), gtp_body(em), gtp_body(stray)])
     finish(p)
-    sig = json.loads(run(PGWU_BIN, "-d", lab["pin"], "signalling", "--json").stdout)["signalling"]
+    sig = json.loads(run(pgwu_binary(), "-d", lab["pin"], "signalling", "--json").stdout)["signalling"]
     got = {(s["message"], s["teid"]): (s["packets"], s["bearer"]) for s in sig}
     assert got == {("error_ind", SGW_TEID): (2, {"teid": TEID, "ue": UE}),
                    ("end_marker", TEID): (1, {"teid": TEID, "ue": UE}),
                    ("end_marker", 0x999): (1, None)}, sig
-    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)["reasons"]
+    st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)["reasons"]
     assert (st["sig_error_ind"]["drop"]["packets"], st["sig_end_marker"]["drop"]["packets"]) == (2, 2)
 
 
@@ -179,7 +179,7 @@ def test_qfi_bearer_added_by_the_cli_live(lab):
     from scapy.contrib.gtp import GTPPDUSessionContainer
     from scapy.layers.inet import ICMP, IP
     teid, ue, sgw_teid = 0x300, "10.45.0.3", 0x400
-    run(PGWU_BIN, "-d", lab["pin"], "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", lab["peer_addr"],
+    run(pgwu_binary(), "-d", lab["pin"], "session", "add", "--teid", str(teid), "--ue", ue, "--sgw", lab["peer_addr"],
         "--sgw-teid", str(sgw_teid), "--qfi", "9")
     inner = P.ip_packet(ue, "198.51.100.10", ttl=1, payload_len=40)
     bare = P.gpdu(teid=teid, inner=inner, outer_src=lab["peer_addr"], outer_dst=lab["gw_addr"])
@@ -193,7 +193,7 @@ def test_qfi_bearer_added_by_the_cli_live(lab):
     psc = m[GTPPDUSessionContainer]
     assert (psc.type, psc.QFI) == (0, 9)
     assert (m[IP].dst, m[IP][ICMP].type) == (ue, 11)
-    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
+    st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)
     assert st["reasons"]["drop_qfi_mismatch"]["drop"]["packets"] == 1
     assert st["reasons"]["drop_ttl_expired"]["tx"]["packets"] == 1
 
@@ -212,6 +212,6 @@ def test_time_exceeded_reaches_the_ue_through_its_tunnel(lab):
     ip = m[IP]
     assert (ip.src, ip.dst, ip[ICMP].type, ip[ICMP].code) == (lab["gw_addr"], UE, 11, 0)
     assert bytes(ip[ICMP].payload) == bytes(inner)[:28]
-    st = json.loads(run(PGWU_BIN, "-d", lab["pin"], "stats", "--json").stdout)
+    st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)
     assert st["events"]["icmp_time_exceeded_sent"] == 1
     assert st["reasons"]["drop_ttl_expired"]["tx"]["packets"] == 1

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from gtplab.lab import config as labconfig
-from gtplab.lab.cpu import napi_threads
+from gtplab.kernel.threads import napi_threads
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
 from gtplab.measure.search import ndr_search

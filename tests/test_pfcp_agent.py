@@ -33,19 +33,13 @@ from scapy.packet import Raw
 
 import pfcp_msgs as M
 from gtplab.gtpu import packets as P
-from gtplab.dut.dataplane import PGWU_BIN, Config, Dataplane, Nexthop
+from gtplab.dut.dataplane import Config, Dataplane, Nexthop, pgwu_binary
+from helpers import pgwu
 
-PGWU = str(PGWU_BIN)
+PGWU = str(pgwu_binary())
 ROOT = Path(__file__).resolve().parent.parent
 UE = "10.45.0.7"
 NTP_OFFSET = 2208988800
-
-
-def pgwu(pin_dir: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cp = subprocess.run([PGWU, "-d", pin_dir, *args], capture_output=True, text=True, timeout=60)
-    if check:
-        assert cp.returncode == 0, f"pgwu {' '.join(args)}: {cp.stderr}"
-    return cp
 
 
 def tables(pin_dir: str) -> list[dict]:

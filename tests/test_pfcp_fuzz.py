@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-DP = ROOT / "dataplane"
+from gtplab.dut.dataplane import PGWU_DIR
+
+DP = PGWU_DIR
 FUZZ = DP / "fuzz" / "pfcp_fuzz"
 
 

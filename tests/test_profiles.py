@@ -36,6 +36,8 @@ from scapy.packet import Raw
 
 from gtplab.gtpu import bearers as gb
 from gtplab.cli import main as gtplab_main
+from gtplab.dut.dataplane import PGWU_DIR
+from helpers import pgwu
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = {p: str(ROOT / "trex_profiles" / f"gtpu_{p}.py") for p in ("uplink", "downlink")}
@@ -797,24 +799,22 @@ def test_downlink_imix_and_errors(trex):
 
 
 @pytest.fixture(scope="module")
-def pgwu():
+def pgwu_built():
     """dataplane/pgwu, built (make is a no-op when it is up to date)."""
     if os.geteuid() != 0:
         pytest.skip("pgwu load needs root (BPF)")
-    r = subprocess.run(["make", "-s", "-C", str(ROOT / "dataplane")], capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, f"make -C dataplane failed:\n{r.stdout}{r.stderr}"
-    return str(ROOT / "dataplane" / "pgwu")
+    r = subprocess.run(["make", "-s", "-C", str(PGWU_DIR)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"make -C {PGWU_DIR} failed:\n{r.stdout}{r.stderr}"
 
 
-def test_pgwu_loads_the_bearer_file(pgwu, tmp_path):
+def test_pgwu_loads_the_bearer_file(pgwu_built, tmp_path):
     tunables = argv(flows=64, sgws=4, bearers=100)
     table = bearer_file(tmp_path, "uplink", tunables, csum="off")
     path = next(tmp_path.glob("bearers-*.txt"))
     pin = f"/sys/fs/bpf/gtplab-test-prof-{uuid.uuid4().hex[:8]}"
 
     def run(*args):
-        return subprocess.run([pgwu, "-d", pin, *args], capture_output=True, text=True, timeout=120)
+        return pgwu(pin, *args, check=False)
 
     try:
         r = run("load", "--max-bearers", "1024")

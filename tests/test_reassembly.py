@@ -26,6 +26,7 @@ from scapy.all import IP, UDP, Ether, Raw, fragment, raw
 from scapy.contrib.gtp import GTP_U_Header
 
 from gtplab.lab.topology import Lab
+from gtplab.dut.dataplane import pgwu_binary
 from helpers import leftovers, wait_for
 
 pytestmark = pytest.mark.lab
@@ -235,11 +236,6 @@ def test_gtpu_from_the_sgi_side_is_not_taken(lab):
 
 
 def test_stats_show_the_reassembler(lab):
-    out = subprocess.run(["nsenter", f"--net=/run/netns/{lab.dut_ns}", "--", str(_pgwu()), "-d", lab.pin_dir,
+    out = subprocess.run(["nsenter", f"--net=/run/netns/{lab.dut_ns}", "--", str(pgwu_binary()), "-d", lab.pin_dir,
                           "stats"], capture_output=True, text=True, check=True).stdout
     assert f"pgwu reassemble pid {reasm(lab)['pid']}" in out
-
-
-def _pgwu():
-    from gtplab.lab.topology import pgwu_binary
-    return pgwu_binary()

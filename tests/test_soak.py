@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gtplab.dut.dataplane import PGWU_BIN
+from helpers import pgwu
 from monitor_stack import ROOT, gateway_groups, pid_alive, prom_query, running_stack
 
 pytestmark = [pytest.mark.long, pytest.mark.lab]
@@ -107,7 +107,7 @@ class Churn(threading.Thread):
         self.reasons: dict[str, int] = {}
 
     def _pgwu(self, pin: str, *args: str) -> bool:
-        cp = subprocess.run([str(PGWU_BIN), "-d", pin, *args], capture_output=True, text=True, timeout=60)
+        cp = pgwu(pin, *args, check=False, timeout=60)
         if cp.returncode:
             why = (cp.stderr.strip().splitlines() or ["?"])[-1].replace(pin, "PIN")
             why = why.split(": ", 1)[-1] if why.startswith("/") else why

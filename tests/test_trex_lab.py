@@ -21,7 +21,7 @@ import pytest
 from scapy.utils import rdpcap
 
 from gtplab.dut.local import LocalDut
-from gtplab.lab.cpu import napi_threads
+from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, teardown
 from gtplab.traffic.trex import runtime as trex_runtime
 from tests import test_suite_correctness as corr

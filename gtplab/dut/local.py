@@ -13,7 +13,7 @@ import subprocess
 from gtplab.dut import PROG
 from gtplab.errors import UserError
 from gtplab.kernel import bpf
-from gtplab.lab.cpu import thread_cpu_ns
+from gtplab.kernel.threads import thread_cpu_ns
 
 
 def cpus_busy_seconds(cpus: list[int] | None = None) -> float:

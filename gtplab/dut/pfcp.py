@@ -17,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import UserError
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError
@@ -35,7 +36,6 @@ class EmbeddedAgent:
     which also makes it delete the bearers of its sessions."""
 
     def __init__(self, pin_dir: str):
-        from gtplab.lab.topology import pgwu_binary
         self.pgwu = pgwu_binary()
         if not agent_supported(self.pgwu):
             raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "

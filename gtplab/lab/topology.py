@@ -50,11 +50,13 @@ from typing import Any, Callable
 
 from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
 
+from gtplab.dut import fwd
+from gtplab.dut.dataplane import REASONS, pgwu_binary
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
-from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
+from gtplab.kernel.threads import affinity, napi_threads
+from gtplab.lab.cpu import CpuLayout, cpu_text
 
-REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
 BPFFS = Path("/sys/fs/bpf")
 NETNS_DIR = Path("/run/netns")
@@ -150,21 +152,6 @@ def _in_netns(ns: str) -> list[str]:
     """Command prefix that runs in netns ns. nsenter and not `ip netns exec`: the latter remounts /sys
     in a private mount namespace, which hides /sys/fs/bpf and with it every pinned program and map."""
     return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
-
-
-def pgwu_reason_names() -> list[str]:
-    """enum pgwu_reason from dataplane/pgwu.h, in order, without the PGWU_R_ prefix."""
-    text = (REPO / "dataplane" / "pgwu.h").read_text()
-    body = text[text.index("enum pgwu_reason"):]
-    body = body[:body.index("};")]
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    return re.findall(r"PGWU_R_(\w+)", body)
-
-
-def pgwu_binary() -> Path:
-    return Path(os.environ.get("GTPLAB_PGWU", REPO / "dataplane" / "pgwu"))
-
-
 
 
 def _state_path(name: str) -> Path:
@@ -418,7 +405,6 @@ class Lab:
     def _attach_fwd(self) -> None:
         """The reference forwarder on both DUT ports: each forwards to the other, towards the
         generator port behind it."""
-        from gtplab.dut import fwd
         pin = fwd.load(self.pin_dir)
         idx = run_in_netns(self.dut_ns, lambda: [socket.if_nametoindex(p.dut_ifname) for p in self.ports])
         for (i, p), q in zip(enumerate(self.ports), reversed(self.ports)):
@@ -620,7 +606,7 @@ class Lab:
     def dut_counters(self) -> dict[str, int]:
         """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
         contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
-        names = pgwu_reason_names()
+        names = [r.upper() for r in REASONS]
         out: dict[str, int] = {}
         with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
             for k, per_cpu in m.items():

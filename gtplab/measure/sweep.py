@@ -29,6 +29,7 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
 from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
@@ -230,7 +231,6 @@ def _start_exporter(be, listen: str):
     """`pgwu metrics` for the lab's DUT, on listen (host netns: the pinned maps are global), for as long
     as the sweep runs, so a Prometheus scraping that address sees the DUT's counters live."""
     import subprocess
-    from gtplab.lab.topology import pgwu_binary
     if be.lab is None:
         raise UserError("--pgwu-metrics serves the embedded lab's DUT; a real DUT runs its own exporter")
     proc = subprocess.Popen([str(pgwu_binary()), "-d", be.lab.pin_dir, "metrics", "--listen", listen],
