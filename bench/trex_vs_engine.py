@@ -49,12 +49,12 @@ def task_cpu_s(pid: int) -> float:
 def generator_cpu(lab, client) -> callable:
     """A function: CPU seconds so far of the lab's generator (see the module's docstring)."""
     from gtplab.kernel.threads import napi_threads, thread_cpu_ns
-    from gtplab.traffic.trex import runtime as trex_runtime
+    from gtplab.lab import trex_server
     procs = [os.getpid()]
     if lab.generator == "trex":
         import subprocess
         pids = subprocess.run(["ip", "netns", "pids", lab.gen_ns], capture_output=True, text=True).stdout.split()
-        procs = [int(p) for p in pids if trex_runtime.is_trex(int(p))]
+        procs = [int(p) for p in pids if trex_server.is_trex(int(p))]
         if client._proc is not None:
             procs.append(client._proc.pid)
 

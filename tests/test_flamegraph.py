@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gtplab.observe import flamegraph
+from gtplab.results import store
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -166,8 +167,8 @@ def test_profiler_start_fails_fast_when_perf_dies(tmp_path, monkeypatch):
 
 
 def test_flamegraph_path():
-    assert str(flamegraph.flamegraph_path("/r", "uplink-64-1-on")) == "/r/flamegraphs/case-uplink-64-1-on.svg"
-    assert flamegraph.flamegraph_path("/r", "a b/c").name == "case-a_b_c.svg"
+    assert str(store.flamegraph_path("/r", "uplink-64-1-on")) == "/r/flamegraphs/case-uplink-64-1-on.svg"
+    assert store.flamegraph_path("/r", "a b/c").name == "case-a_b_c.svg"
 
 
 @pytest.mark.lab

@@ -18,6 +18,7 @@ from scapy.layers.l2 import Ether
 
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
+from gtplab.traffic.backend import engine_client
 from helpers import leftovers, wait_for
 
 pytestmark = pytest.mark.lab
@@ -232,7 +233,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
     lab.pgwu("session", "flush")  # bearer 0 may be there from the test above
     lab.load_bearers(flows, sgws=4)
     profiles = REPO / "trex_profiles"
-    c = lab.client()
+    c = engine_client(lab)
     try:
         c.connect()
         gen_xdp = {ln["ifname"]: ln["xdp"]["prog"]["name"] for ln in lab.links() if ln["netns"] == lab.gen_ns}

@@ -27,10 +27,10 @@ CFG = labconfig.load("embedded")
 @pytest.fixture(scope="module")
 def runner(request):
     """A Runner on a lab whose DUT is request.param: the PGW-U or the reference forwarder."""
-    from gtplab.traffic.backend import Backend
+    from gtplab.traffic import backend
     if len(os.sched_getaffinity(0)) < 2:
         pytest.fail("the lab's CPU layout needs two CPUs (generator and DUT); this host gives one")
-    be = Backend.open("local", mtu=3200, cpus=CFG.cpu_layout(), dut=request.param)
+    be = backend.choose(CFG, "local", dut=request.param).open()
     try:
         with Runner(be, CFG) as r:
             yield r

@@ -38,6 +38,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
 from gtplab.dut.local import LocalDut
+from gtplab.traffic.backend import engine_client
 import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -98,7 +99,7 @@ def lab(request, tmp_path_factory):
             STATE["csum_on"] = (0, 1, 2, 3, q)
         qfis = {b["teid"]: (b["qfi"], b["ul_qfi"]) for b in lab.pgwu_json("session", "list")["bearers"]}
         assert qfis == {**{a.local_teid(i): (None, None) for i in range(4)}, a.local_teid(q): (QFI, QFI)}, qfis
-        client = lab.client()
+        client = engine_client(lab)
         client.connect()
         dut = LocalDut(lab)
         yield lab, client, dut

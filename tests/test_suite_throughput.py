@@ -28,12 +28,10 @@ LONG_SIZES = [64, 128, 256, 512, 1024, 1280, 1424, 1518, 3024]
 
 @pytest.fixture(scope="module")
 def runner():
-    from gtplab.traffic.backend import Backend
+    from gtplab.traffic import backend
     if CFG.backend == "trex" and not (CFG.trex_server or os.environ.get("TREX_SERVER")):
         pytest.skip(f"lab config {CFG.name} needs a TRex server: set TREX_SERVER")
-    be = Backend.open(CFG.backend, config={"trex_server": CFG.trex_server},
-                      **({"mtu": int(CFG.lab.get("mtu", 3200)), "cpus": CFG.cpu_layout(), "dut": CFG.dut_mode}
-                         if CFG.backend == "local" else {}))
+    be = backend.choose(CFG).open()
     try:
         with Runner(be, CFG) as r:
             yield r

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from scapy.utils import rdpcap
 
-from gtplab.traffic.backend import Backend
+from gtplab.traffic.backend import Backend, engine_client
 from gtplab.traffic.trex.client import TrexClient
 from helpers import PROFILE
 
@@ -170,7 +170,7 @@ def engine_lab():
     lab = Lab.up(dut="fwd")
     c = None
     try:
-        c = lab.client()
+        c = engine_client(lab)
         c.connect()
         yield lab, c
     finally:

@@ -3,7 +3,7 @@ TRex's life with the lab (also after its creator is killed), a short `gtplab swe
 with exact packet conservation and TRex's own captures, and the correctness checks of
 tests/test_suite_correctness.py run unchanged with TRex sending the packets.
 
-Skipped, with the reason shown, only when there is no TRex runtime (gtplab.traffic.trex.runtime: the
+Skipped, with the reason shown, only when there is no TRex runtime (gtplab.lab.trex_server: the
 tarball in ../shared/trex/ in CI)."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from scapy.utils import rdpcap
 from gtplab.dut.local import LocalDut
 from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, teardown
-from gtplab.traffic.trex import runtime as trex_runtime
+from gtplab.lab import trex_server
+from gtplab.traffic.backend import trex_client
 from tests import test_suite_correctness as corr
 from tests.test_trex import tshark_checksums
 
@@ -36,8 +37,8 @@ GTPLAB = [sys.executable, "-m", "gtplab"]
 @pytest.fixture(scope="module")
 def runtime():
     try:
-        return trex_runtime.resolve()
-    except trex_runtime.TrexUnavailable as e:
+        return trex_server.resolve()
+    except trex_server.TrexUnavailable as e:
         pytest.skip(str(e))
 
 
@@ -51,7 +52,7 @@ def _threads_of(pid: int) -> list[int]:
 def _trex_pids(ns: str) -> list[int]:
     out = []
     for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
-        if trex_runtime.is_trex(int(pid)):
+        if trex_server.is_trex(int(pid)):
             out.append(int(pid))
     return out
 
@@ -61,7 +62,7 @@ def _gone(state: dict) -> list[str]:
     left = [ns for ns in state["netns"].values() if Path(f"/run/netns/{ns}").exists()]
     left += [d for d in state["pin_dirs"].values() if os.path.lexists(d)]
     t = state["trex"]
-    if t.get("pid") and trex_runtime.is_trex(t["pid"]):
+    if t.get("pid") and trex_server.is_trex(t["pid"]):
         left.append(f"TRex pid {t['pid']}")
     left += [p for p in (t["workdir"], f"/var/run/dpdk/{t['prefix']}") if os.path.exists(p)]
     if Path(f"/run/gtplab/labs/{state['name']}.json").exists():
@@ -82,7 +83,7 @@ def test_lab_up_down_with_trex(runtime):
         state = json.loads(Path(f"/run/gtplab/labs/{name}.json").read_text())
         lab = Lab(state)
         pid = state["trex"]["pid"]
-        assert pid and trex_runtime.is_trex(pid), state["trex"]
+        assert pid and trex_server.is_trex(pid), state["trex"]
         assert _trex_pids(lab.gen_ns), "TRex is not inside the generator namespace"
         gen = set(lab.cpus.generator)
         for p in _trex_pids(lab.gen_ns):
@@ -143,7 +144,7 @@ def test_lab_down_after_creator_killed(runtime, when):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         state = json.loads(sp.read_text())
-        assert trex_runtime.is_trex(state["trex"]["pid"]), "TRex should outlive its killed creator"
+        assert trex_server.is_trex(state["trex"]["pid"]), "TRex should outlive its killed creator"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -275,7 +276,7 @@ def corr_lab(trex_lab, tmp_path_factory):
                           f"csum={'on' if i in corr.CSUM_ON else 'off'}\n" for i in range(4)))
     trex_lab.pgwu("session", "flush")
     trex_lab.pgwu("session", "load", str(bf))
-    client = trex_lab.trex_client()
+    client = trex_client(trex_lab)
     client.connect()
     dut = LocalDut(trex_lab)
     try:

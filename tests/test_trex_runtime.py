@@ -1,4 +1,4 @@
-"""gtplab.trex_runtime without a TRex: where the runtime comes from and how a tarball is cached, and
+"""gtplab.lab.trex_server without a TRex: where the runtime comes from and how a tarball is cached, and
 the lab config keys that name it (no server started here; tests/test_trex*.py run the real one)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from gtplab.errors import UserError
 from gtplab.lab import config as labconfig
-from gtplab.traffic.trex import runtime as trex_runtime
+from gtplab.lab import trex_server
 
 
 def make_tarball(path: Path, marker: bytes) -> Path:
@@ -27,37 +27,37 @@ def make_tarball(path: Path, marker: bytes) -> Path:
 def test_tarball_unpacked_once_per_sha256(tmp_path):
     cache = tmp_path / "cache"
     a = make_tarball(tmp_path / "trex-a.tgz", b"one")
-    d1 = trex_runtime.resolve(a, cache)
+    d1 = trex_server.resolve(a, cache)
     assert (d1 / "t-rex-64").is_file() and d1.name == "scripts" and d1.parent.parent == cache
     assert d1.parent.name.startswith("trex-a-") and len(d1.parent.name) == len("trex-a-") + 16
     ino = os.stat(d1 / "marker").st_ino
-    assert trex_runtime.resolve(a, cache) == d1 and os.stat(d1 / "marker").st_ino == ino   # reused
+    assert trex_server.resolve(a, cache) == d1 and os.stat(d1 / "marker").st_ino == ino   # reused
     make_tarball(a, b"two")                                   # same name, other content: its own dir
-    d2 = trex_runtime.resolve(a, cache)
+    d2 = trex_server.resolve(a, cache)
     assert d2 != d1 and (d2 / "marker").read_bytes() == b"two" and (d1 / "marker").read_bytes() == b"one"
     assert sorted(p.name for p in cache.iterdir()) == sorted([d1.parent.name, d2.parent.name])  # no temp left
 
 
 def test_runtime_errors(tmp_path):
-    with pytest.raises(trex_runtime.TrexUnavailable, match="does not exist"):
-        trex_runtime.resolve(tmp_path / "nope.tgz", tmp_path)
-    with pytest.raises(trex_runtime.TrexUnavailable, match="holds no t-rex-64"):
-        trex_runtime.resolve(tmp_path, tmp_path)
+    with pytest.raises(trex_server.TrexUnavailable, match="does not exist"):
+        trex_server.resolve(tmp_path / "nope.tgz", tmp_path)
+    with pytest.raises(trex_server.TrexUnavailable, match="holds no t-rex-64"):
+        trex_server.resolve(tmp_path, tmp_path)
     bad = tmp_path / "bad.tgz"
     with tarfile.open(bad, "w:gz") as t:
         info = tarfile.TarInfo("README")
         t.addfile(info, io.BytesIO(b""))
     cache = tmp_path / "c"
-    with pytest.raises(trex_runtime.TrexUnavailable, match="holds no t-rex-64"):
-        trex_runtime.resolve(bad, cache)
+    with pytest.raises(trex_server.TrexUnavailable, match="holds no t-rex-64"):
+        trex_server.resolve(bad, cache)
     assert list(cache.iterdir()) == []                       # nothing half-done left in the cache
     (tmp_path / "dir" / "scripts").mkdir(parents=True)
     (tmp_path / "dir" / "scripts" / "t-rex-64").write_text("")
-    assert trex_runtime.resolve(tmp_path / "dir") == tmp_path / "dir" / "scripts"
+    assert trex_server.resolve(tmp_path / "dir") == tmp_path / "dir" / "scripts"
 
 
 def test_config_yaml_af_packet_low_end():
-    y = trex_runtime.config_yaml(["ga", "gb"], 3, "pfx", [{"src_mac": "02:00:00:00:00:01",
+    y = trex_server.config_yaml(["ga", "gb"], 3, "pfx", [{"src_mac": "02:00:00:00:00:01",
                                                           "dest_mac": "02:00:00:00:00:02"}] * 2)
     assert '"--vdev=net_af_packet0,iface=ga,' in y and '"--vdev=net_af_packet1,iface=gb,' in y
     assert "low_end: true" in y and "low_end_core: 3" in y and "prefix: pfx" in y
@@ -68,7 +68,7 @@ def test_lab_config_names_the_trex_runtime(tmp_path):
     c = labconfig.load("embedded-trex")
     assert c.backend == "trex" and c.generator == "trex" and c.trex_server is None
     assert c.trex_runtime() == str((Path(c.path).parent / "../../../../shared/trex/trex-v3.08-runtime.tgz").resolve())
-    from gtplab.traffic.trex.runtime import DEFAULT_TARBALL
+    from gtplab.lab.trex_server import DEFAULT_TARBALL
     assert c.trex_runtime() == str(DEFAULT_TARBALL.resolve())
     assert labconfig.load("embedded").generator == "engine" and labconfig.load("embedded").trex_runtime() is None
     f = tmp_path / "lab.yaml"
@@ -84,7 +84,7 @@ def test_lab_config_names_the_trex_runtime(tmp_path):
 def test_lab_up_without_runtime_builds_nothing(tmp_path):
     from gtplab.lab.topology import STATE_DIR, Lab, LabError
     before = set(STATE_DIR.glob("*")) if STATE_DIR.is_dir() else set()
-    with pytest.raises(trex_runtime.TrexUnavailable, match="does not exist"):
+    with pytest.raises(trex_server.TrexUnavailable, match="does not exist"):
         Lab.up("tnoruntime", generator="trex", trex_runtime=str(tmp_path / "none.tgz"))
     with pytest.raises(LabError, match="unknown generator"):
         Lab.up("tnoruntime", generator="ixia")

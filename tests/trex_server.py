@@ -1,13 +1,13 @@
-"""A real TRex server for the tests: the runtime of gtplab.traffic.trex.runtime, run in a namespace of its own.
+"""A real TRex server for the tests: the runtime of gtplab.lab.trex_server, run in a namespace of its own.
 
     with TrexServer.start() as srv:          # or the `trex_server` fixture (tests/conftest.py)
         c = TrexClient(srv.server, netns=srv.netns)
 
-- The runtime: gtplab.traffic.trex.runtime.resolve() (the lab uses the same code): $GTPLAB_TREX_DIR, else
+- The runtime: gtplab.lab.trex_server.resolve() (the lab uses the same code): $GTPLAB_TREX_DIR, else
   $GTPLAB_TREX_TARBALL, else ../shared/trex/trex-v3.08-runtime.tgz next to the repo clone, unpacked
   once into $GTPLAB_TREX_CACHE (default /var/cache/gtplab) keyed by its sha256.
 - A network namespace `gtplab-trex-<pid>-<hex>` with a veth pair `trex0`/`trex1` (MTU 3200) inside
-  it; TRex runs there (gtplab.traffic.trex.runtime.TrexProcess: DPDK af_packet on both veths, low_end on
+  it; TRex runs there (gtplab.lab.trex_server.TrexProcess: DPDK af_packet on both veths, low_end on
   CPU 0, `--no-scapy-server`, its own DPDK file prefix). It listens on the namespace's addresses
   only, so the client runs in the namespace too (TrexClient(netns=...)) and connects to 127.0.0.1.
 - stop(): TRex stopped, every process left in the namespace killed (TERM, then KILL), the namespace
@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gtplab.traffic.trex import runtime as trex_runtime
-from gtplab.traffic.trex.runtime import TrexUnavailable  # noqa: F401  (the fixture catches it)
+from gtplab.lab import trex_server
+from gtplab.lab.trex_server import TrexUnavailable  # noqa: F401  (the fixture catches it)
 
 NS_PREFIX = "gtplab-trex-"
 PORTS = ("trex0", "trex1")
@@ -35,7 +35,7 @@ MTU = 3200
 
 def trex_dir() -> Path:
     """The folder holding t-rex-64 (TrexUnavailable, with where it looked, when there is none)."""
-    return trex_runtime.resolve()
+    return trex_server.resolve()
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -91,7 +91,7 @@ class TrexServer:
         self.ports = PORTS
         self.prefix = self.netns.replace("-", "_")
         self.tmp = Path(tempfile.mkdtemp(prefix="gtplab-trex-"))
-        self.trex = trex_runtime.TrexProcess(
+        self.trex = trex_server.TrexProcess(
             self.dir, self.netns, list(PORTS), [core],
             [{"ip": "1.1.1.1", "default_gw": "2.2.2.2"}, {"ip": "2.2.2.2", "default_gw": "1.1.1.1"}],
             prefix=self.prefix, workdir=self.tmp)

@@ -22,6 +22,7 @@ import yaml
 from gtplab.dut import prometheus
 from gtplab.errors import UserError
 from gtplab.lab.cpu import CpuLayout
+from gtplab.pfcp import provision as prov
 from gtplab.rates import line_rate_pps
 
 LABS_DIR = Path(__file__).resolve().parent / "labs"
@@ -65,7 +66,7 @@ class LabConfig:
 
     def trex_runtime(self) -> str | None:
         """trex.runtime (a TRex directory or release tarball), relative to this file's folder; None:
-        gtplab.traffic.trex.runtime's default."""
+        gtplab.lab.trex_server's default."""
         r = self.trex.get("runtime")
         if not r:
             return None
@@ -129,7 +130,6 @@ def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
     their sections: pfcp for provision pfcp, prometheus for counters prometheus (docs/pfcp.md).
     local_lab: the lab holds the DUT in a namespace (the embedded lab, or TRex's namespace lab),
     so its agent and counters are at hand; otherwise the DUT is another host."""
-    from gtplab.pfcp import provision as prov     # Scapy (0.3 s): only when a lab config is read
     provision = dut.get("provision", "pgwu")
     counters = dut.get("counters", "pgwu")
     if provision not in prov.PROVISION:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gtplab.observe.flamegraph import flamegraph_path
 from gtplab.results import store as results
 from gtplab.results.report import CHANGE_METRICS, SCALE_TARGET, limit_text, value
 
@@ -60,7 +59,7 @@ def _cases_table(r: Run, out_dir: Path) -> str:
     rows = []
     for c in r.cases:
         cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in CASE_COLUMNS)
-        fg = flamegraph_path(r.path, c["case_id"])
+        fg = results.flamegraph_path(r.path, c["case_id"])
         if fg.is_file():
             rel = os.path.relpath(fg.resolve(), out_dir.resolve())
             cells += f'<td><a href="{html.escape(rel)}">svg</a></td>'

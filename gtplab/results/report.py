@@ -33,7 +33,6 @@ from typing import Any, Iterable
 
 from gtplab.results import store as results
 from gtplab.errors import UserError
-from gtplab.observe.flamegraph import flamegraph_path
 
 DIRECTIONS = ("uplink", "downlink")
 # case parameters besides direction and frame size; a plot series is one combination of those that vary
@@ -517,7 +516,7 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
     tables = '<h2 id="cases">All cases</h2>' + "".join(
         (f"<h3>{r.label}: {html.escape(str(r.path))}</h3>" if len(runs) > 1 else "") + _cases_table(r, final)
         for r in runs)
-    fg = sum(1 for r in runs for c in r.cases if flamegraph_path(r.path, c["case_id"]).is_file())
+    fg = sum(1 for r in runs for c in r.cases if results.flamegraph_path(r.path, c["case_id"]).is_file())
     tables += (f"<p>{fg} flame graph(s) from <code>gtplab sweep --flamegraph</code> are linked in the table.</p>"
                if fg else "<p>No flame graphs (run <code>gtplab sweep --flamegraph</code> to record them).</p>")
     summary["plots"] = plots

@@ -1,8 +1,10 @@
-"""TRex as an installed tool: where its runtime is, and one TRex server process on DPDK af_packet.
+"""TRex as an installed tool: where its runtime is, and one TRex server process on DPDK af_packet,
+the namespace lab's generator with `gtplab lab up --generator trex` (gtplab/lab/topology.py starts it,
+records its pid and stops it; gtplab/traffic/trex/client.py drives it).
 
-    d = runtime.resolve("/opt/trex-v3.08.tgz")     # a tarball (unpacked once) or a directory
-    srv = runtime.TrexProcess(d, netns="gtplab-x-gen", ifaces=["gxp0", "gxp1"], cpus=[0],
-                                   port_info=[{"src_mac": ..., "dest_mac": ...}, ...])
+    d = trex_server.resolve("/opt/trex-v3.08.tgz")     # a tarball (unpacked once) or a directory
+    srv = trex_server.TrexProcess(d, netns="gtplab-x-gen", ifaces=["gxp0", "gxp1"], cpus=[0],
+                                  port_info=[{"src_mac": ..., "dest_mac": ...}, ...])
     srv.start(on_pid=lambda pid: ...)                   # waits for its RPC port; srv.stop() always
 
 The runtime (docs/trex.md): a TRex directory (the folder holding `t-rex-64`, or one whose `scripts/`
@@ -35,8 +37,9 @@ from pathlib import Path
 from typing import Callable
 
 from gtplab.errors import UserError
+from gtplab.kernel.netns import run_in
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TARBALL = REPO.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
 DEFAULT_CACHE = "/var/cache/gtplab"
 RPC_PORT = 4501
@@ -130,7 +133,6 @@ def _ns_pids(ns: str) -> list[int]:
 
 
 def port_open(ns: str, port: int = RPC_PORT) -> bool:
-    from gtplab.kernel.netns import run_in
 
     def probe():
         with socket.socket() as s:
