@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gtplab import cli
-from gtplab.results import report
+from gtplab.results import analysis, report
 from gtplab.results import store as results
 
 SIZES = (64, 128, 256, 512, 1024, 1518)
@@ -229,10 +229,10 @@ def test_comparison_percent_changes(tmp_path):
 
 
 def test_pct_change():
-    assert report.pct_change(2.0, 3.0) == pytest.approx(50.0)
-    assert report.pct_change(4.0, 3.0) == pytest.approx(-25.0)
-    assert report.pct_change(0.0, 3.0) is None
-    assert report.pct_change(None, 3.0) is None
+    assert analysis.pct_change(2.0, 3.0) == pytest.approx(50.0)
+    assert analysis.pct_change(4.0, 3.0) == pytest.approx(-25.0)
+    assert analysis.pct_change(0.0, 3.0) is None
+    assert analysis.pct_change(None, 3.0) is None
 
 
 @pytest.mark.parametrize("name, content, message", [

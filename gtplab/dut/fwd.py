@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 from gtplab.kernel import bpf
+from gtplab.kernel.libbpf import BpfObject
 
 FWD_OBJ = Path(__file__).resolve().parent / "fwd.bpf.o"
 # enum fwd_reason of fwd.h, as (reason, verdict) keys in the PGW-U's counter shape
@@ -26,7 +27,6 @@ def _mac(text: str) -> bytes:
 
 def load(pin_dir: str) -> str:
     """Load fwd.bpf.o and pin its program and maps in pin_dir; returns the program's pin path."""
-    from gtplab.kernel.libbpf import BpfObject   # libbpf through ctypes
     if not FWD_OBJ.exists():
         raise FileNotFoundError(f"{FWD_OBJ} is not built (run: make -C {FWD_OBJ.parent})")
     os.makedirs(pin_dir, exist_ok=True)

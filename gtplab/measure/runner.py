@@ -36,11 +36,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gtplab.dut import PROG
+from gtplab.dut.probe import DutProbe, make_dut
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
 from gtplab.measure.plan import SGWS, CaseParams, common
+from gtplab.pfcp.provision import packets_per_bearer, usage_differences
 from gtplab.rates import L1_OVERHEAD
+from gtplab.traffic.trex.client import TrexClient, TrexError
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
 PG_ID = {"uplink": 10, "downlink": 20}
@@ -70,17 +73,15 @@ class Prepared:
 class Runner:
     """Prepares cases (bearers, streams) and runs trials on a connected backend."""
 
-    def __init__(self, backend, cfg, dut=None):
-        from gtplab.traffic.trex.client import TrexClient
+    def __init__(self, backend, cfg, dut: DutProbe | None = None):
         # the TRex library's bundled Scapy warns about deprecated ciphers on import: not ours to fix
         os.environ.setdefault("PYTHONWARNINGS", "ignore")
         self.backend = backend
         self.client = backend.client
         self.cfg = cfg
         if dut is None:
-            from gtplab.dut.pfcp import make_dut          # dut.provision / dut.counters
-            dut = make_dut(backend, cfg)
-        self.dut = dut
+            dut = make_dut(backend, cfg)          # dut.provision / dut.counters
+        self.dut: DutProbe = dut
         # this thread (reading counters, running ethtool and pgwu) works for the generator: keep it,
         # and what it starts, off the DUT's CPUs
         lab = getattr(backend, "lab", None)
@@ -122,7 +123,6 @@ class Runner:
     def streams(self, direction: str, tunables: dict, port: int) -> list[dict]:
         key = (direction, port, tuple(sorted(tunables.items())))
         if key not in self._streams:
-            from gtplab.traffic.trex.client import TrexError
             try:
                 self._streams[key] = self._worker.profile_streams(
                     str(PROFILES_DIR / f"gtpu_{direction}.py"), port_id=port, tunables=tunables)
@@ -147,7 +147,6 @@ class Runner:
         pf = getattr(self.dut, "cfg", None)
         if not getattr(pf, "urr", False):
             return
-        from gtplab.pfcp.provision import packets_per_bearer
         c = common()
         ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (36 if p.direction == "uplink" else 0)
         k = 0 if p.direction == "uplink" else 1
@@ -159,7 +158,6 @@ class Runner:
 
     def usage_comparisons(self) -> list[dict]:
         """After close(): the PFCP usage reports against the generator's octets (docs/pfcp.md)."""
-        from gtplab.pfcp.provision import usage_differences
         usage = getattr(self.dut, "usage", None)
         if not usage:
             return []
