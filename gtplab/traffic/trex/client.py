@@ -49,7 +49,7 @@ class TrexClient:
 
     def __init__(self, server: str | None = None, timeout: float = 120.0, netns: str | None = None):
         """netns: run the worker (hence TRex's client) inside that network namespace, for a
-        server listening only there (the tests' TRex, tests/trex_server.py)."""
+        server listening only there (the tests' TRex, tests/lib/trex_server.py)."""
         self.server = server
         self.netns = netns
         self.timeout = timeout
