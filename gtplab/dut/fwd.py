@@ -1,6 +1,6 @@
 """The lab's reference DUT (`gtplab lab up --dut fwd`, lab config `dut.mode: fwd`): a plain XDP
 forwarder (fwd.bpf.c) between the two DUT ports, with the PGW-U's CPU layout. Used by gtplab/lab/topology.py
-to attach it and by gtplab/measure/ndr.py to read its counters in the PGW-U's shape, so the same trial,
+to attach it and by gtplab/dut/local.py to read its counters in the PGW-U's shape, so the same trial,
 conservation and NDR search run on it (docs/lab.md: "A reference DUT").
 
 Pinned in the lab's DUT pin dir: fwd_prog, fwd_ports, fwd_stats.

@@ -5,11 +5,13 @@
     gtplab sweep --backend trex --lab-config my-lab.yaml --spec my-sweep.yaml
 
 The spec (gtplab/measure/sweeps/default.yaml, or --spec FILE, then CLI overrides) is checked completely
-before anything starts (gtplab/measure/plan.py). Each case installs its bearers (from the profile's
-tunables, as `gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
-(gtplab/measure/ndr.py), checks packet conservation, and is written to RESULTS_DIR (docs/results.md)
-before the next case starts, then pushed to the Pushgateway if one is given. docs/sweep.md describes
-the spec and the method. Registered by gtplab.cli; docs/architecture.md follows one case through.
+before anything starts (gtplab/measure/plan.py), and so is the choice of lab and generator
+(gtplab/traffic/backend.py, choose). Each case installs its bearers (from the profile's tunables, as
+`gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
+(gtplab/measure/runner.py, gtplab/measure/search.py), checks packet conservation, and is written to
+RESULTS_DIR (docs/results.md) before the next case starts, then pushed to the Pushgateway if one is
+given. docs/sweep.md describes the spec and the method. Registered by gtplab.cli;
+docs/architecture.md follows one case through.
 """
 
 from __future__ import annotations
