@@ -233,10 +233,12 @@ def _host_net_state() -> dict[str, list]:
 def test_local_yml_runs_and_is_idempotent(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("local.yml provisions this machine: needs root")
-    # Build from a snapshot of dataplane/ so a concurrent edit can't make the second run rebuild.
+    # Build from a snapshot of dataplane/ (and lib/, its shared build rules and headers) so a
+    # concurrent edit can't make the second run rebuild.
     src = tmp_path / "src"
     shutil.copytree(PGWU_DIR, src / PGWU_DIR.relative_to(REPO),
                     ignore=shutil.ignore_patterns("*.o", "*.skel.h", "*.tmp", "pgwu"))
+    shutil.copytree(REPO / "lib", src / "lib")
     # Two runs of this test at once (several checkouts on one machine) would rewrite each other's
     # files between our two runs: take turns.
     with open("/run/lock/gtplab-ansible-local.lock", "w") as lock:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gtplab.dut.dataplane import PGWU_DIR
+from tests.lib import REPO
 
 DP = PGWU_DIR
 FUZZ = DP / "fuzz" / "pfcp_fuzz"
@@ -28,6 +29,7 @@ def build(extra_cflags: str = "", out: Path = FUZZ) -> Path:
     if extra_cflags or out != FUZZ:
         cmd = ["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
                *extra_cflags.split(), "-I", str(DP), "-I", str(DP / "include"),
+               "-I", str(REPO / "lib" / "include"),
                str(DP / "fuzz" / "pfcp_fuzz.c"), str(DP / "pfcp_msg.c"), "-o", str(out)]
         cp = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     else:

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* pgwu_util.c: pinned-map access, table dumps and formatting shared by pgwu's commands. */
+/*
+ * pgwu_maps.c: the maps layer of pgwu's commands: the objects pinned in PIN_DIR, the writers' lock,
+ * the slot index, table dumps, the bearer table joined from its two halves, and the snapshot that
+ * stats and metrics report.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,7 +20,7 @@
 #include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "pgwu_cli.h"
+#include "pgwu_maps.h"
 
 int pin_path(char *buf, size_t len, const char *name)
 {
@@ -409,37 +414,6 @@ int radix_sort_hi32(__u64 *a, size_t n)
 	return 0;
 }
 
-const char *bearer_csum_str(__u32 flags)
-{
-	if (flags & PGWU_B_CSUM_ON)
-		return "on";
-	if (flags & PGWU_B_CSUM_OFF)
-		return "off";
-	return "default";
-}
-
-const char *bearer_qfi_str(const struct bearer *b, char buf[8])
-{
-	int ul = b->has_ul ? pgwu_qfi_of(b->ul_flags) : -2;	/* -2: no such half */
-	int dl = b->has_dl ? pgwu_qfi_of(b->flags) : -2;
-	char u[4] = "-", d[4] = "-";
-
-	if (ul == -2 || dl == -2 || ul == dl) {	/* one half, or both agree */
-		int q = ul == -2 ? dl : ul;
-
-		if (q < 0)
-			return "-";
-		snprintf(buf, 8, "%d", q);
-		return buf;
-	}
-	if (ul >= 0)
-		snprintf(u, sizeof(u), "%d", ul);
-	if (dl >= 0)
-		snprintf(d, sizeof(d), "%d", dl);
-	snprintf(buf, 8, "%s/%s", u, d);
-	return buf;
-}
-
 struct dump_job {
 	int fd;
 	size_t key_size, val_size;
@@ -655,20 +629,6 @@ __u64 fib_watcher_read(int fib_gen_fd)
 	return helper_read(fib_gen_fd, PGWU_REG_WATCH);
 }
 
-/* A daemon's standard streams onto /dev/null (it outlives the terminal that started it). */
-void stdio_to_devnull(void)
-{
-	int fd = open("/dev/null", O_RDWR);
-
-	if (fd < 0)
-		return;
-	dup2(fd, 0);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	if (fd > 2)
-		close(fd);
-}
-
 int helper_register(int prog_fd, __u32 *tgid)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, opts);
@@ -747,45 +707,4 @@ out:
 void snapshot_free(struct pgwu_snapshot *s)
 {
 	bearers_free(&s->bearers);
-}
-
-const char *ip_str(__u32 addr, char buf[16])
-{
-	const __u8 *p = (const __u8 *)&addr;
-
-	snprintf(buf, 16, "%u.%u.%u.%u", p[0], p[1], p[2], p[3]);
-	return buf;
-}
-
-const char *mac_str(const __u8 mac[6], char buf[18])
-{
-	snprintf(buf, 18, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4],
-		 mac[5]);
-	return buf;
-}
-
-int mask_len(__u32 mask)
-{
-	__u32 m = ntohl(mask);
-	int len = __builtin_popcount(m);
-
-	if (len && m != 0xffffffffU << (32 - len))
-		return -1;
-	return len;
-}
-
-void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = *s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
 }

@@ -1,25 +1,29 @@
 # SPDX-License-Identifier: GPL-2.0
-# Shared build rules for gtplab's C components. A component's Makefile sets
-#   BPF_OBJS     = foo.bpf.o ...   (BPF programs; each also gets a foo.skel.h from bpftool)
-#   USER_TARGETS = foo ...         (user-space programs, built from foo.c with foo.skel.h)
-# and then includes this file. Nothing else belongs in a component's Makefile.
+# Shared build rules for gtplab's C components (as xdp-tools' lib/common.mk). A component's
+# Makefile sets
+#   BPF_OBJS        = foo.bpf.o ...  (BPF programs; each also gets a foo.skel.h from bpftool)
+#   USER_TARGETS    = foo ...        (user-space programs, built from foo.c with foo.skel.h)
+#   USER_EXTRA_SRCS = ...            (more sources linked into each user-space program)
+#   INCLUDE_DIRS    = include ...    (its own header folders, besides its own folder)
+# and then includes this file (include ../lib/common.mk). Nothing else belongs in a component's
+# Makefile. Every component also builds against lib/include/, the headers they share (csum.h).
 
 CLANG ?= clang
 BPFTOOL ?= bpftool
 CC ?= cc
 
-COMMON_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
+LIB_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 # -I for the multiarch asm/ headers: with -target bpf clang does not look there itself.
-INCLUDES := -I. -I$(COMMON_DIR) -I$(COMMON_DIR)/include
+INCLUDES := -I. $(addprefix -I,$(INCLUDE_DIRS)) -I$(LIB_DIR)/include
 BPF_CFLAGS ?= -O2 -g -Wall -Wno-unused-function -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) \
 	$(if $(MULTIARCH),-I/usr/include/$(MULTIARCH))
 CFLAGS ?= -O2 -g -Wall -Wextra -Wno-unused-parameter
 LDLIBS ?= $(shell pkg-config --libs libbpf 2>/dev/null || echo -lbpf) -lelf -lz
 
-BPF_HDRS := $(filter-out %.skel.h,$(wildcard *.h $(COMMON_DIR)/*.h $(COMMON_DIR)/include/*.h))
+BPF_HDRS := $(filter-out %.skel.h,$(wildcard *.h $(addsuffix /*.h,$(INCLUDE_DIRS)) $(LIB_DIR)/include/*.h))
 SKELS := $(BPF_OBJS:.bpf.o=.skel.h)
 
 all: $(BPF_OBJS) $(SKELS) $(USER_TARGETS)

@@ -8,8 +8,14 @@
 #define PGWU_CSUM_H
 
 #include <linux/bpf.h>
+#include <linux/ip.h>
 #include "compat.h"
-#include "consts.h"
+
+/* Largest frame csum_bytes sums (the PGW-U's full-checksum fallback: 3024-byte frames plus
+ * encapsulation); a power of two. Override with -D at build time. */
+#ifndef CSUM_MAX_LEN
+#define CSUM_MAX_LEN 4096
+#endif
 
 static __always_inline __u16 csum_fold16(__u64 sum)
 {
@@ -102,7 +108,7 @@ static long csum_chunk(__u32 i, void *arg)
 	void *data_end = (void *)(long)c->ctx->data_end;
 	/* From the loop index, not a running offset: a bounded value the callback changed would
 	 * make every iteration a new state for the verifier. */
-	void *p = data + ((c->base + i * c->step) & (2 * PGWU_MAX_CSUM_LEN - 1));
+	void *p = data + ((c->base + i * c->step) & (2 * CSUM_MAX_LEN - 1));
 
 	if (c->step == 512) {
 		if (p + 512 > data_end)
@@ -131,7 +137,7 @@ static __always_inline __u64 csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len
 	__u8 *q;
 
 	*err = 1;
-	if (len > PGWU_MAX_CSUM_LEN || off > PGWU_MAX_CSUM_LEN)
+	if (len > CSUM_MAX_LEN || off > CSUM_MAX_LEN)
 		return 0;
 	c.step = 512;
 	n = len / 512;
@@ -150,7 +156,7 @@ static __always_inline __u64 csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len
 
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	q = data + (c.base & (2 * PGWU_MAX_CSUM_LEN - 1));
+	q = data + (c.base & (2 * CSUM_MAX_LEN - 1));
 	if (end - c.base >= 2) {
 		if ((void *)(q + 2) > data_end)
 			return 0;
