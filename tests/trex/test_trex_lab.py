@@ -276,12 +276,16 @@ def corr_lab(trex_lab, tmp_path_factory):
                           f"csum={'on' if i in corr.CSUM_ON else 'off'}\n" for i in range(4)))
     trex_lab.pgwu("session", "flush")
     trex_lab.pgwu("session", "load", str(bf))
+    # the bearers whose outer UDP checksum the checks expect on: these, whatever test_suite_correctness's
+    # own lab (the same module, run before) provisioned last
+    saved, corr.STATE["csum_on"] = corr.STATE["csum_on"], corr.CSUM_ON
     client = trex_client(trex_lab)
     client.connect()
     dut = LocalDut(trex_lab)
     try:
         yield trex_lab, TrexAsEngine(client, tmp_path_factory.mktemp("caps")), dut
     finally:
+        corr.STATE["csum_on"] = saved
         try:
             client.reset(ports=[0, 1])
         finally:
