@@ -706,6 +706,7 @@ def test_embedded_agent_missing_is_a_clear_error(tmp_path, monkeypatch):
 
 
 @pytest.mark.long
+@pytest.mark.bpf
 def test_one_million_sessions_through_the_agent():
     """1,000,000 establishments (CHOOSE) and deletions through `pgwu pfcp`, window 1024: every
     one answered and accepted, a distinct TEID each, the agent's tables empty afterwards."""
