@@ -24,12 +24,13 @@ import threading
 import time
 
 from gtplab.errors import Terminated, UserError
+from gtplab.gtpu import bearers as gb
+from gtplab.lab import config as labconfig
 from gtplab.pfcp import provision as prov
 
 
 def _config(args) -> prov.PfcpConfig:
     if args.lab_config:
-        from gtplab.lab import config as labconfig
         cfg = labconfig.load(args.lab_config)
         if cfg.provision != "pfcp":
             raise UserError(f"lab config {cfg.path}: dut.provision is {cfg.provision}, not pfcp")
@@ -51,7 +52,6 @@ def _config(args) -> prov.PfcpConfig:
 
 
 def _run(args) -> int:
-    from gtplab.gtpu import bearers as gb
     cfg = _config(args)
     if threading.current_thread() is threading.main_thread():
         def term(*_):
