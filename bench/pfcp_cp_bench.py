@@ -124,7 +124,7 @@ def check_templates(opts: m.SessionOptions, n: int = 200) -> None:
 
 
 def run(target, sessions: int, window: int, base: int) -> dict:
-    node = Node(target.addr, timers=Timers(t1=2.0, n1=3, heartbeat=0))
+    node = Node(target.addr, port=0, timers=Timers(t1=2.0, n1=3, heartbeat=0))
     try:
         node.associate()
         sm = Sessions(node, m.SessionOptions(choose=True, n3_addr="10.201.0.1"), window=window)

@@ -99,6 +99,7 @@ class PfcpDut:
                 except PfcpError:
                     if self.agent is None or time.monotonic() > deadline:
                         raise
+            self.cfg = self.prov.cfg                 # with `choose` as resolved at association
             self._dir.mkdir(exist_ok=True)
             # after a UPF restart the sessions are established again (sessions.py); with CHOOSE the
             # TEIDs may differ: a new bearer file, which the next case's uplink streams take
@@ -126,6 +127,16 @@ class PfcpDut:
         prov.write_bearer_file(list(self.prov.sessions.sessions.values()), out, self.prov.upf_label)
         self.teid_file = out
         self.provisioned_text = Path(out).read_text()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What did not fail the run but goes in its notes (a release the UPF did not answer)."""
+        return self.prov.warnings if self.prov else []
+
+    @property
+    def reports(self) -> dict | None:
+        """The UPF's Session and Node Reports (provision.Provisioner.reports_summary)."""
+        return self.prov.reports_summary() if self.prov else None
 
     @property
     def restarts(self) -> int:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from gtplab.dut import PROG
 from gtplab.dut.probe import DutProbe, make_dut
-from gtplab.errors import UserError
+from gtplab.errors import UserError, note_cleanup
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
 from gtplab.measure.plan import SGWS, CaseParams, common
@@ -100,8 +100,15 @@ class Runner:
         self.generator_cpu: Callable[[], float] | None = None
 
     def close(self) -> None:
-        self._worker.close()
-        self.dut.close()
+        try:
+            try:
+                self._worker.close()
+            finally:
+                self.dut.close()
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
         self._tmp.cleanup()
         if self._affinity:
             os.sched_setaffinity(0, self._affinity)
@@ -113,8 +120,13 @@ class Runner:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, etype, exc, tb):
+        try:
+            self.close()
+        except Exception as e:
+            if exc is None:
+                raise
+            note_cleanup(exc, f"closing the DUT: {e}")    # the run's error stays the one raised
 
     def ports(self, direction: str) -> tuple[int, int]:
         a, s = self.cfg.port("access"), self.cfg.port("sgi")

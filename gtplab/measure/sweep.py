@@ -290,12 +290,16 @@ def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, curr
         step("writing run.json", lambda: results.write_run(rdir, run))
 
 
-def without_unsendable(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+def without_unsendable(cases: list, skipped: list[dict], cfg, choose: bool | None = None) -> tuple[list, list[dict]]:
     """With TEIDs a UPF chose over PFCP (dut.pfcp.choose), the uplink profile sends them from a
     list kept in step with the bearer (--teid-file), which a random order cannot do: those uplink
-    cases are skipped, with the reason in run.json's `skipped`."""
+    cases are skipped, with the reason in run.json's `skipped`. choose: as resolved at association;
+    None (before it): only `choose: true` is known to CHOOSE, auto is decided by the UPF's FTUP, and
+    do_sweep calls this again once the association says."""
     pf = cfg.dut.get("pfcp") or {}
-    if cfg.provision != "pfcp" or not pf.get("choose", True):
+    if choose is None:
+        choose = pf.get("choose", "auto") is True
+    if cfg.provision != "pfcp" or not choose:
         return cases, skipped
     keep, skip = [], list(skipped)
     for c in cases:
@@ -376,6 +380,7 @@ class _Sweep:
         self.done = self.failed = 0
         self.current: dict[str, Any] = {}       # the case running now, for an interruption's record
         self.stop: dict[str, Any] = {}
+        self.dut = None                          # the runner's DUT probe, once it is open
 
     def start(self, pgwu_metrics: str | None, gw: str | None, profile: bool) -> None:
         """`pgwu metrics` if asked, run.json and the room for its last version, the pcaps folder,
@@ -396,6 +401,19 @@ class _Sweep:
             layout = self.run["cpu_layout"]
             lay_cpus = (layout or {}).get("dut") if layout and layout.get("honoured") else None
             self.profiler = flamegraph.Profiler(self.rdir / results.FLAMEGRAPH_DIR, lay_cpus)
+
+    def after_association(self, runner, cases: list, cfg) -> list:
+        """The cases left once the DUT is open: with dut.pfcp.choose auto, the UPF's FTUP decided at
+        association whether it chooses the TEIDs; if it does, random-order uplink cases are skipped
+        (without_unsendable), and run.json says so."""
+        self.dut = runner.dut
+        if getattr(getattr(self.dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
+            cases, self.run["skipped"] = without_unsendable(cases, self.run["skipped"], cfg, choose=True)
+            self.run["cases_planned"] = len(cases)
+            if not cases:
+                raise UserError("the sweep has no cases left: the UPF chooses the TEIDs (FTUP), and "
+                                "random-order uplink cases cannot send them")
+        return cases
 
     def run_cases(self, runner, cases: list, spec: dict, cfg) -> None:
         """Every case in turn, each written to the results (and pushed) before the next starts."""
@@ -471,6 +489,7 @@ class _Sweep:
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+            _pfcp_notes(self.run, self.dut)
             # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
             _finally_steps(self.be, self.pusher, self.exporter, self.rdir, self.run, self.stop, self.current,
                            self.done, self.failed, self.t_start)
@@ -494,6 +513,7 @@ def do_sweep(args: argparse.Namespace) -> int:
     with sw.ending():
         sw.start(args.pgwu_metrics, gw, args.flamegraph)
         with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
+            cases = sw.after_association(runner, cases, cfg)
             sw.run_cases(runner, cases, spec, cfg)
         sw.note_dut(runner)
     print(f"gtplab sweep: {sw.done} case(s) in {time.monotonic() - t_start:.0f} s"
@@ -503,6 +523,17 @@ def do_sweep(args: argparse.Namespace) -> int:
     if rep:
         print(f"report: {rep}")
     return 1 if sw.failed else 0
+
+
+def _pfcp_notes(run: dict, dut) -> None:
+    """What the UPF did that did not fail the run (a release it left unanswered: a warning) and the
+    reports it sent, into run.json (docs/pfcp.md); the warnings also on stderr."""
+    for w in getattr(dut, "warnings", None) or []:
+        print(f"gtplab sweep: warning: PFCP: {w}", file=sys.stderr)
+        run["notes"].append(f"PFCP warning: {w}")
+    reports = getattr(dut, "reports", None)
+    if isinstance(reports, dict):
+        run["pfcp_reports"] = reports
 
 
 class _DeprecatedAlias(argparse.Action):

@@ -289,7 +289,7 @@ def upf():
 @pytest.fixture
 def node(upf):
     # T1 0.5 s: the machine is shared, answers can take 100 ms; the timeout tests take 1.5 s
-    n = Node(upf.addr, node_id="cp.gtplab.test", timers=Timers(t1=0.5, n1=2, heartbeat=0))
+    n = Node(upf.addr, node_id="cp.gtplab.test", port=0, timers=Timers(t1=0.5, n1=2, heartbeat=0))
     n.associate()
     yield n
     n.close()
@@ -314,7 +314,7 @@ def test_association_and_heartbeats_both_ways(upf, node):
 
 
 def test_background_thread_sends_heartbeats_and_answers(upf):
-    n = Node(upf.addr, timers=Timers(t1=0.1, n1=2, heartbeat=0.1))
+    n = Node(upf.addr, port=0, timers=Timers(t1=0.1, n1=2, heartbeat=0.1))
     try:
         n.associate()
         n.start(0.02)
@@ -351,7 +351,7 @@ def test_session_per_bearer_and_fteid(upf, node, given):
 
 def test_choose_refused_when_the_upf_does_not_allocate_fteids(upf):
     upf.ftup = False
-    n = Node(upf.addr, timers=Timers(t1=0.5, n1=2, heartbeat=0))
+    n = Node(upf.addr, port=0, timers=Timers(t1=0.5, n1=2, heartbeat=0))
     try:
         n.associate()
         assert n.ftup is False
@@ -467,14 +467,14 @@ def test_upf_restart_reestablishes_sessions(upf, node, how):
 
 def test_unresolvable_upf_is_a_clear_error():
     with pytest.raises(PfcpError, match=r"PFCP: UPF address no-such-upf\.invalid: "):
-        Node(("no-such-upf.invalid", 8805))
+        Node(("no-such-upf.invalid", 8805), port=0)
 
 
 def test_unreachable_upf_times_out_clearly():
     f = FakeUpf()
     addr = f.addr
     f.close()                               # nothing listens there any more
-    n = Node(addr, timers=Timers(t1=0.05, n1=1, heartbeat=0))
+    n = Node(addr, port=0, timers=Timers(t1=0.05, n1=1, heartbeat=0))
     try:
         with pytest.raises(PfcpTimeout, match=r"no answer from UPF 127\.0\.0\.\d+:\d+ to association setup "
                                               r"request \(seq 1\) after 2 sends"):
@@ -542,7 +542,7 @@ def test_provisioner_installs_the_bearer_file_and_the_profile_uses_what_the_upf_
     src = tmp_path / "bearers.txt"
     gb.write_bearer_file("uplink", tun, str(src))
     cfg = prov.parse_config({"upf": f"{upf.addr[0]}:{upf.addr[1]}", "n3": "10.201.0.1", "n6": "10.202.0.1",
-                             "choose": True, "urr": True, "t1": 0.5}, "test")
+                             "choose": True, "urr": True, "t1": 0.5, "listen_port": 0}, "test")
     p = prov.Provisioner(cfg)
     try:
         out = tmp_path / "provisioned.txt"
@@ -715,7 +715,7 @@ def test_one_million_sessions_through_the_agent():
     n = 1_000_000
     agent = pb.Agent(n)          # fails, with the reason, without the agent or without root
     try:
-        node = Node(agent.addr, timers=Timers(t1=3.0, n1=3, heartbeat=0))
+        node = Node(agent.addr, port=0, timers=Timers(t1=3.0, n1=3, heartbeat=0))
         try:
             node.associate()
             sm = Sessions(node, m.SessionOptions(choose=True, n3_addr="10.201.0.1"), window=1024)
@@ -747,11 +747,11 @@ def test_sessions_with_a_qfi_become_5g_bearers_of_the_pgwu_agent():
     from gtplab.pfcp import provision as prov
     sys.path.insert(0, str(REPO / "bench"))
     import pfcp_cp_bench as pb
-    cfg = prov.parse_config({"upf": "h", "n3": "10.201.0.1", "n6": "10.0.0.2", "qfi": 5}, "test")
+    cfg = prov.parse_config({"upf": "h", "n3": "10.201.0.1", "n6": "10.0.0.2", "qfi": 5, "choose": True}, "test")
     assert cfg.options().qfi == 5
     agent = pb.Agent(8)
     try:
-        node = Node(agent.addr, timers=FAST)
+        node = Node(agent.addr, port=0, timers=FAST)
         try:
             node.associate()
             sm = Sessions(node, cfg.options(), window=4)
@@ -797,7 +797,8 @@ def test_pfcp_dut_rewrites_the_teid_file_after_a_upf_restart(upf, tmp_path):
     src = tmp_path / "bearers.txt"
     gb.write_bearer_file("uplink", ["--flows", "8", "--sgws", "4"], str(src))
     cfg = SimpleNamespace(path="t", dut={"pfcp": {"upf": f"{upf.addr[0]}:{upf.addr[1]}", "n3": "10.201.0.1",
-                                                  "n6": "10.202.0.1", "t1": 0.5, "heartbeat": 0}})
+                                                  "n6": "10.202.0.1", "t1": 0.5, "heartbeat": 0,
+                                                  "choose": True, "listen_port": 0}})
     d = PfcpDut(NoCountersDut(), cfg)
     try:
         d.install_bearers(str(src))
@@ -827,7 +828,7 @@ def test_sweep_with_a_rejecting_upf_fails_clearly_and_leaves_nothing(upf, tmp_pa
     from gtplab.cli import main as gtplab_main
     upf.reject = {m.ip(UE0 + 3): 73}
     cfg = yaml.safe_load((REPO / "gtplab/lab/labs/embedded-pfcp.yaml").read_text())
-    cfg["dut"]["pfcp"].update(upf=f"{upf.addr[0]}:{upf.addr[1]}", choose=True, t1=0.5)
+    cfg["dut"]["pfcp"].update(upf=f"{upf.addr[0]}:{upf.addr[1]}", choose=True, t1=0.5, listen_port=0)
     lab_file = tmp_path / "lab.yaml"
     lab_file.write_text(yaml.safe_dump(cfg))
     out = tmp_path / "results"
@@ -848,7 +849,7 @@ def test_gtplab_pfcp_command_provisions_holds_and_deletes(upf, tmp_path, capsys)
     out = tmp_path / "provisioned.txt"
     upf.usage = {m.ip(UE0): (100, 200)}
     rc = gtplab_main(["pfcp", "--upf", f"{upf.addr[0]}:{upf.addr[1]}", "--n3", "10.201.0.1", "--n6", "10.202.0.1",
-                      "--choose", "--urr", "-t", "flows=8,sgws=4", "-o", str(out), "--duration", "0.3"])
+                      "--listen-port", "0", "--choose", "--urr", "-t", "flows=8,sgws=4", "-o", str(out), "--duration", "0.3"])
     o = capsys.readouterr()
     assert rc == 0, o.err
     lines = [x for x in out.read_text().splitlines() if not x.startswith("#")]
