@@ -8,7 +8,7 @@ per case and what they find. Prints ONE table (docs/mlrsearch.md has the one mea
         [--budget 12] [--no-scale] [--markdown]
 
 Without --sizes: the default sweep's 20 cases (docs/sweep.md). Each case: the bearers and streams
-the sweep uses (gtplab.measure.ndr.Runner), one 0.25 s trial as fast as the generator goes to find
+the sweep uses (gtplab.measure.runner.Runner), one 0.25 s trial as fast as the generator goes to find
 max load (its offered rate), then one search for NDR and PDR0.5 with the goal attributes given,
 min load 10 kpps. The measurer: Runner.trial at the load and duration asked; loss from the
 generator's packet counts, a generator that fell 3 % short of the load counted as loss
@@ -17,7 +17,7 @@ their setup and counter reads), and per goal the relevant lower bound, condition
 whether the result is regular (or why not). The first line gives the load average before and after:
 the search cannot tell a busy host from a noisy DUT until trials are marked disturbed (issue 26
 item 2). This is the sweep's future search run outside the sweep (issue 26 item 1); the sweep itself
-still runs gtplab.measure.ndr.ndr_search.
+still runs gtplab.measure.search.ndr_search.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main() -> int:
 
     from gtplab.lab import config as labconfig
     from gtplab.measure import mlrsearch as mlr
-    from gtplab.measure.ndr import Runner
+    from gtplab.measure.runner import Runner
     from gtplab.measure.plan import load_spec, plan, validate
     from gtplab.traffic.backend import Backend
 

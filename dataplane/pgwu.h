@@ -22,7 +22,7 @@ enum pgwu_side {
  * Every packet a program sees is counted exactly once, in stats[reason * PGWU_VERDICT_MAX + verdict].
  * The verdict is the XDP action returned (XDP_ABORTED .. XDP_REDIRECT). Each reason has one usual
  * verdict (comment); *_FWD is XDP_REDIRECT, or XDP_TX when the egress is the ingress interface.
- * Keep pgwu_reason_names[] (pgwu.c) and gtplab/dut/dataplane.py in step with this list.
+ * Keep pgwu_reason_names[] (pgwu_fmt.c) and gtplab/dut/dataplane.py in step with this list.
  */
 enum pgwu_reason {
 	PGWU_R_UL_FWD = 0,		/* REDIRECT/TX: uplink G-PDU decapsulated and forwarded to SGi */
@@ -89,7 +89,7 @@ enum pgwu_reason {
 
 /*
  * Events that are not a packet's verdict: counted in events[] (per CPU, __u64), next to stats.
- * Keep pgwu_event_names[] (pgwu.c) and gtplab/dataplane.py in step with this list.
+ * Keep pgwu_event_names[] (pgwu_fmt.c) and gtplab/dataplane.py in step with this list.
  */
 enum pgwu_event {
 	PGWU_EV_ERR_IND_SENT = 0,	/* an unknown-TEID G-PDU was turned into an Error Indication */
@@ -297,7 +297,7 @@ struct pgwu_fib_key {
  * reasm_stats: ARRAY (BPF_F_MMAPABLE) of __u64, one per entry below, written only by the registered
  * `pgwu reassemble` (plain stores through mmap: one writer), read by pgwu stats and metrics. Every
  * datagram it reads is counted in RECEIVED and in exactly one other entry.
- * Keep pgwu_reasm_names[] (pgwu.c) in step with this list.
+ * Keep pgwu_reasm_names[] (pgwu_fmt.c) in step with this list.
  */
 enum pgwu_reasm_stat {
 	PGWU_RA_RECEIVED = 0,		/* reassembled datagrams read from UDP 2152 */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * pgwu_cli.h: what the parts of the pgwu control tool share: the option structs of every command
- * (their tables are in pgwu.c), the handlers, and helpers for the pinned maps.
+ * (their tables are in pgwu.c), the handlers, and the bearer table's writers (pgwu_session.c).
+ * The maps layer is pgwu_maps.h, the formatting pgwu_fmt.h; both are included here.
  * Byte order: addresses and TEIDs in maps and in struct bearer are network order, except
  * bearer.teid/sgw_teid and every opt_u32 (host order, for printing and sorting).
  */
@@ -13,6 +14,8 @@
 #include <linux/types.h>
 #include "pgwu.h"
 #include "pgwu_params.h"
+#include "pgwu_maps.h"
+#include "pgwu_fmt.h"
 
 #define PGWU_DEFAULT_PIN_DIR "/sys/fs/bpf/pgwu"
 #define PGWU_DEFAULT_MAX_BEARERS 1048576
@@ -21,12 +24,7 @@
 #define PGWU_XDP_LINK_PREFIX "link_xdp_"
 #define PGWU_TRACING_PREFIX "fib_gen_"
 
-extern const char *pin_dir;
 extern bool verbose;
-extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
-extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
-extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
-extern const char *const pgwu_reasm_names[PGWU_RA_MAX];
 
 #define pr_warn(...) fprintf(stderr, __VA_ARGS__)
 
@@ -130,6 +128,7 @@ int do_load(const void *cfg);
 int do_unload(const void *cfg);
 int do_attach(const void *cfg);
 int do_detach(const void *cfg);
+int do_config(const void *cfg);		/* pgwu_config.c */
 int do_session_add(const void *cfg);
 int do_session_del(const void *cfg);
 int do_session_get(const void *cfg);
@@ -137,6 +136,7 @@ int do_session_list(const void *cfg);
 int do_session_load(const void *cfg);
 int do_session_flush(const void *cfg);
 int do_session_unload(const void *cfg);
+int do_stats(const void *cfg);		/* pgwu_stats.c */
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
 int do_reassemble(const void *cfg);	/* pgwu_reasm.c */
@@ -149,75 +149,12 @@ int do_pfcp(const void *cfg);
 /* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
 int pgwu_watch_run(void);
 int pgwu_watch_spawn(void);	/* detached, in this netns: its pid or -errno */
+/* A daemon's standard streams onto /dev/null (watch and reassemble --daemon). */
+void stdio_to_devnull(void);
 
 /* Load programs and maps and pin them (do_load; attach uses it when nothing is loaded). */
 int pgwu_load(const struct load_opts *o);
 extern const struct load_opts load_defaults;
-
-/* Pinned objects */
-int pin_path(char *buf, size_t len, const char *name);
-int pinned_open(const char *name);		/* fd, or -errno after printing why */
-bool pgwu_is_loaded(void);
-
-struct pgwu_maps {
-	int ul;
-	int dl;
-	int stats;
-	int config;
-	int fib_gen;
-	int lock;	/* PIN_DIR, flock()ed by writers, or -1 */
-	/* the slot index (pgwu.h), mmap()ed; NULL when not mapped */
-	int ul_slots_fd, dl_slots_fd;
-	struct pgwu_ul_slot *ul_slots;
-	struct pgwu_dl_slot *dl_slots;
-	__u32 nslots;
-};
-
-/* The slot holding this bearer (key network order), or NULL. */
-struct pgwu_ul_slot *slot_ul(const struct pgwu_maps *m, __u32 teid);
-struct pgwu_dl_slot *slot_dl(const struct pgwu_maps *m, __u32 ue);
-/* Index a bearer that is in the hash maps (if its slot is free); empty its slot (if it has one). */
-void slot_ul_set(const struct pgwu_maps *m, __u32 teid, const struct pgwu_ul_bearer *v);
-void slot_dl_set(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *v);
-void slot_ul_clear(const struct pgwu_maps *m, __u32 teid);
-void slot_dl_clear(const struct pgwu_maps *m, __u32 ue);
-void slots_clear_all(const struct pgwu_maps *m);
-int maps_open(struct pgwu_maps *m);
-/* maps_open, then an exclusive flock on PIN_DIR: pgwu writers take turns, so a check made before
- * a write (no such TEID yet) still holds when the write happens. */
-int maps_open_locked(struct pgwu_maps *m);
-int pin_dir_lock(void);		/* fd holding the lock, or -errno */
-void maps_close(struct pgwu_maps *m);
-int map_max_entries(int fd, __u32 *max);
-/* Every entry of a hash map, read with BPF_MAP_LOOKUP_BATCH; keys and vals are malloc'ed. */
-int map_dump(int fd, size_t key_size, size_t val_size, void **keys, void **vals, size_t *n);
-int config_read(int fd, struct pgwu_config *cfg);
-int stats_read(int fd, struct pgwu_counter out[PGWU_REASON_MAX * PGWU_VERDICT_MAX]);
-
-/* A bearer joined from its two halves. */
-struct bearer {
-	__u32 teid;		/* host order */
-	__u32 ue;		/* network order */
-	__u32 sgw;		/* network order */
-	__u32 sgw_teid;		/* host order */
-	__u32 flags;		/* PGWU_B_* of the downlink half */
-	__u32 ul_flags;		/* PGWU_B_QFI and the QFI of the uplink half */
-	bool has_ul, has_dl;	/* false: a half-installed bearer (only while pgwu writes it) */
-	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;
-};
-struct bearer_table {
-	struct bearer *b;	/* sorted by TEID */
-	size_t n;
-	size_t n_ul, n_dl;
-	__u32 cap_ul, cap_dl;
-};
-int bearers_read(const struct pgwu_maps *m, struct bearer_table *t);
-int bearers_load(struct bearer_table *t);
-void bearers_free(struct bearer_table *t);
-const char *bearer_csum_str(__u32 flags);
-/* "N" when both halves have QFI N (or the one half there is), "-" with none, "UL/DL" when they
- * differ ("-" for a half without); buf of at least 8. */
-const char *bearer_qfi_str(const struct bearer *b, char buf[8]);
 
 /*
  * One bearer in the tables (pgwu_session.c): what `session add/del` and the PFCP agent share.
@@ -243,39 +180,5 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 void bearer_print_header(FILE *f);
 void bearer_print_row(FILE *f, const struct bearer *b);
 void bearer_print_json(FILE *f, const struct bearer *b);
-
-/* Everything stats and metrics report, read fresh from the pinned maps. */
-struct pgwu_snapshot {
-	struct pgwu_counter stats[PGWU_REASON_MAX * PGWU_VERDICT_MAX];
-	struct pgwu_config cfg;
-	__u64 fib_gen;
-	__u64 fib_watcher;	/* tgid of the registered `pgwu watch`, 0: none */
-	__u64 reasm_pid;	/* tgid of the registered `pgwu reassemble`, 0: none */
-	__u64 reasm[PGWU_RA_MAX];	/* its counters (reasm_stats) */
-	struct bearer_table bearers;
-	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* summed over bearers */
-};
-int snapshot_read(struct pgwu_snapshot *s);
-/* fib_gen[1]: the tgid of the registered `pgwu watch`, 0 when there is none */
-__u64 fib_watcher_read(int fib_gen_fd);
-/* fib_gen[slot] (PGWU_REG_*): the tgid of the registered helper, 0 when there is none */
-__u64 helper_read(int fib_gen_fd, __u32 slot);
-/* Run the pinned program prog (watch_register, reasm_register) on this process: it registers
- * itself in its slot. *tgid: the tgid registered. Returns 0 or -errno. */
-int helper_register(int prog_fd, __u32 *tgid);
-void stdio_to_devnull(void);
-/* reasm_stats (enum pgwu_reasm_stat) into out, and the registered reassembler's tgid; zeros when
- * the map is missing. Returns 0 or -errno. */
-int reasm_stats_read(__u64 out[PGWU_RA_MAX], __u64 *pid);
-void snapshot_free(struct pgwu_snapshot *s);
-
-/* Formatting */
-const char *ip_str(__u32 addr, char buf[16]);
-const char *mac_str(const __u8 mac[6], char buf[18]);
-int mask_len(__u32 mask);		/* prefix length, -1 if not contiguous */
-void json_str(FILE *f, const char *s);
-
-/* Sort (key << 32 | payload) values by key, stable: LSD radix sort on the upper 32 bits. */
-int radix_sort_hi32(__u64 *a, size_t n);
 
 #endif /* PGWU_CLI_H */

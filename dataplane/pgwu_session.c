@@ -456,6 +456,8 @@ struct bulk {
 	struct file_bearer *e;
 	size_t n, cap;
 	int nerr;
+	char *buf;		/* the file's text */
+	__u64 *by_teid, *by_ue;	/* e indexed by TEID and by UE (key_index) */
 };
 
 static void file_err(struct bulk *bk, __u32 line, const char *fmt, const char *a, const char *b)
@@ -724,6 +726,52 @@ static void check_file_dups(struct bulk *bk, const __u64 *a, bool by_ue)
 		 "duplicate TEID %s (also on line %s)", k, l);
 }
 
+/*
+ * What session load and unload do first: read FILE (without the lock: a slow pipe must not hold up
+ * other writers), parse it, index it by TEID and by UE, check it for duplicates, then open the
+ * maps under the PIN_DIR lock. Returns 0 or -errno; bk->nerr > 0 when FILE has errors (reported
+ * as FILE:LINE; the maps are not opened then). bulk_close frees what it made, whatever it returned.
+ */
+static int bulk_open(struct bulk *bk, const char *path, struct pgwu_maps *m)
+{
+	size_t len = 0;
+	int err;
+
+	err = read_file(path, &bk->buf, &len);
+	if (err)
+		return err;
+	err = parse_file(bk, bk->buf, len);
+	if (err || bk->nerr)
+		return err;
+	bk->by_teid = key_index(bk, false);
+	bk->by_ue = key_index(bk, true);
+	if (!bk->by_teid || !bk->by_ue)
+		return -ENOMEM;
+	check_file_dups(bk, bk->by_teid, false);
+	check_file_dups(bk, bk->by_ue, true);
+	if (bk->nerr)
+		return 0;
+	return maps_open_locked(m);
+}
+
+/* FILE had errors: how many were not shown, and that nothing was done ("loaded", "deleted"). */
+static int bulk_refused(const struct bulk *bk, const char *nothing_done)
+{
+	if (bk->nerr > MAX_FILE_ERRORS)
+		fprintf(stderr, "%s: %d more errors not shown\n", bk->file, bk->nerr - MAX_FILE_ERRORS);
+	fprintf(stderr, "%s: nothing %s\n", bk->file, nothing_done);
+	return -EINVAL;
+}
+
+static void bulk_close(struct bulk *bk, struct pgwu_maps *m)
+{
+	free(bk->buf);
+	free(bk->e);
+	free(bk->by_teid);
+	free(bk->by_ue);
+	maps_close(m);
+}
+
 /* Keys already installed: reports the earliest file line whose key is in the table. */
 static void check_installed(struct bulk *bk, const __u64 *a, __u32 *keys, size_t nkeys,
 			    bool by_ue)
@@ -852,36 +900,15 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	__u64 *by_teid = NULL, *by_ue = NULL;
 	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
 	struct insert_job ju, jd;
-	char *buf = NULL;
-	size_t len = 0;
 	int err;
 
-	/* the input first, without the lock: a slow pipe must not hold up other writers */
-	err = read_file(o->file.s, &buf, &len);
-	if (err)
-		goto out;
-	err = parse_file(&bk, buf, len);
+	err = bulk_open(&bk, o->file.s, &m);
 	if (err)
 		goto out;
 	if (bk.nerr)
 		goto bad_file;
-
-	by_teid = key_index(&bk, false);
-	by_ue = key_index(&bk, true);
-	if (!by_teid || !by_ue) {
-		err = -ENOMEM;
-		goto out;
-	}
-	check_file_dups(&bk, by_teid, false);
-	check_file_dups(&bk, by_ue, true);
-	if (bk.nerr)
-		goto bad_file;
-	err = maps_open_locked(&m);
-	if (err)
-		goto out;
 
 	err = map_max_entries(m.ul, &cap_ul);
 	if (!err)
@@ -894,8 +921,8 @@ int do_session_load(const void *cfg)
 			       &n_dl);
 	if (err)
 		goto out;
-	check_installed(&bk, by_teid, ul_keys, n_ul, false);
-	check_installed(&bk, by_ue, dl_keys, n_dl, true);
+	check_installed(&bk, bk.by_teid, ul_keys, n_ul, false);
+	check_installed(&bk, bk.by_ue, dl_keys, n_dl, true);
 	if (bk.nerr)
 		goto bad_file;
 	cap = cap_ul < cap_dl ? cap_ul : cap_dl;
@@ -967,17 +994,10 @@ int do_session_load(const void *cfg)
 	goto out;
 
 bad_file:
-	if (bk.nerr > MAX_FILE_ERRORS)
-		fprintf(stderr, "%s: %d more errors not shown\n", bk.file, bk.nerr - MAX_FILE_ERRORS);
-	fprintf(stderr, "%s: nothing loaded\n", bk.file);
-	err = -EINVAL;
+	err = bulk_refused(&bk, "loaded");
 out:
 	if (err == -ENOMEM)
 		fprintf(stderr, "Couldn't load %s: %s\n", bk.file, strerror(ENOMEM));
-	free(buf);
-	free(bk.e);
-	free(by_teid);
-	free(by_ue);
 	free(ul_keys);
 	free(ul_vals);
 	free(dl_keys);
@@ -986,7 +1006,7 @@ out:
 	free(k_dl);
 	free(v_ul);
 	free(v_dl);
-	maps_close(&m);
+	bulk_close(&bk, &m);
 	return err;
 }
 
@@ -1003,34 +1023,15 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	__u64 *by_teid = NULL, *by_ue = NULL;
 	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
-	char *buf = NULL, k[16];
-	size_t len = 0;
+	char k[16];
 	int err;
 
-	/* the input first, without the lock: a slow pipe must not hold up other writers */
-	err = read_file(o->file.s, &buf, &len);
-	if (err)
-		goto out;
-	err = parse_file(&bk, buf, len);
+	err = bulk_open(&bk, o->file.s, &m);
 	if (err)
 		goto out;
 	if (bk.nerr)
 		goto bad_file;
-	by_teid = key_index(&bk, false);
-	by_ue = key_index(&bk, true);
-	if (!by_teid || !by_ue) {
-		err = -ENOMEM;
-		goto out;
-	}
-	check_file_dups(&bk, by_teid, false);
-	check_file_dups(&bk, by_ue, true);
-	if (bk.nerr)
-		goto bad_file;
-	err = maps_open_locked(&m);
-	if (err)
-		goto out;
 
 	err = -ENOMEM;
 	k_ul = malloc((bk.n + 1) * sizeof(*k_ul));
@@ -1067,19 +1068,12 @@ int do_session_unload(const void *cfg)
 	goto out;
 
 bad_file:
-	if (bk.nerr > MAX_FILE_ERRORS)
-		fprintf(stderr, "%s: %d more errors not shown\n", bk.file, bk.nerr - MAX_FILE_ERRORS);
-	fprintf(stderr, "%s: nothing deleted\n", bk.file);
-	err = -EINVAL;
+	err = bulk_refused(&bk, "deleted");
 out:
 	if (err == -ENOMEM)
 		fprintf(stderr, "Couldn't unload %s: %s\n", bk.file, strerror(ENOMEM));
-	free(buf);
-	free(bk.e);
-	free(by_teid);
-	free(by_ue);
 	free(k_ul);
 	free(k_dl);
-	maps_close(&m);
+	bulk_close(&bk, &m);
 	return err;
 }

@@ -235,6 +235,20 @@ out:
 	return err;
 }
 
+/* A daemon's standard streams onto /dev/null (it outlives the terminal that started it). */
+void stdio_to_devnull(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	if (fd < 0)
+		return;
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	if (fd > 2)
+		close(fd);
+}
+
 /* A detached watcher in the caller's network namespace; returns its pid or -errno. */
 int pgwu_watch_spawn(void)
 {

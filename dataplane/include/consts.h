@@ -17,10 +17,7 @@
 #define PGWU_MAX_EXT_HDRS 8
 #endif
 
-/* Largest frame the full-checksum fallback sums (3024-byte frames plus encapsulation). */
-#ifndef PGWU_MAX_CSUM_LEN
-#define PGWU_MAX_CSUM_LEN 4096
-#endif
+/* The largest frame the full-checksum fallback sums: CSUM_MAX_LEN in csum.h. */
 
 /* Replies the PGW-U builds from a bad packet (Error Indication, Supported Extension Headers
  * Notification): at most PGWU_REPLY_BURST at once and PGWU_REPLY_RATE a second per peer, so a

@@ -7,7 +7,7 @@
 
 or `search(measure, goals, min_load=..., max_load=...)`, which is that loop. The controller's only
 state is the list of trials: the next trial is a function of the goals, the load limits and the
-trials so far, so simulated DUTs test it in milliseconds (tests/test_mlrsearch.py).
+trials so far, so simulated DUTs test it in milliseconds (tests/measure/test_mlrsearch.py).
 
 Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
 

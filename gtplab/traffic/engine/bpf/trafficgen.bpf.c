@@ -29,7 +29,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include <linux/ip.h>
-#include "csum.h"		/* dataplane/include: checksum folding, shared with the PGW-U */
+#include "csum.h"		/* lib/include: checksum folding, shared with the PGW-U */
 #include "trafficgen.h"
 
 char LICENSE[] SEC("license") = "GPL";
