@@ -1,5 +1,5 @@
 """Write the PFCP fuzz seed corpus (fuzz/corpus/pfcp/) from the named Scapy messages the tests use
-(tests/pfcp_msgs.py). Usage: python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
+(tests/lib/pfcp_msgs.py). Usage: python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "tests"))
+sys.path.insert(0, str(HERE.parent.parent))      # the repository's top: tests.lib
 
-import pfcp_msgs  # noqa: E402
+from tests.lib import pfcp_msgs  # noqa: E402
 
 
 def write(out: Path) -> int:

@@ -1,7 +1,8 @@
 """The embedded lab's DUT seen by a measurement: LocalDut reads the lab's PGW-U (XDP or the socket
 path) or the reference forwarder through its pinned maps and programs, the veths' ethtool counters,
-and the CPU time of the DUT's NAPI kthreads (and of the socket path's threads). Used by gtplab.measure.ndr.Runner (the default DUT of a local backend) and
-by the tests. The same methods as gtplab.dut.metrics.MetricsDut (see gtplab/dut/__init__.py).
+and the CPU time of the DUT's NAPI kthreads (and of the socket path's threads). Used by
+gtplab.measure.runner.Runner (the default DUT of a local backend) and by the tests. A
+gtplab.dut.probe.DutProbe, as gtplab.dut.metrics.MetricsDut is.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import os
 import subprocess
 import time
 
-from gtplab.dut import PROG
+from gtplab.dut import PROG, fwd
+from gtplab.dut.dataplane import Dataplane
 from gtplab.dut.sock import SockStats
 from gtplab.errors import UserError
 from gtplab.kernel import bpf, rxstats
-from gtplab.lab.cpu import thread_cpu_ns
+from gtplab.kernel.threads import thread_cpu_ns
 
 
 # The kernel's drops on the socket path's way in, from the DUT netns's SNMP MIB (/proc/net/snmp),
@@ -58,7 +60,6 @@ class LocalDut:
         self.dp = None
         self.sock = None
         if self.mode == "pgwu":
-            from gtplab.dut.dataplane import Dataplane
             self.dp = Dataplane(lab.pin_dir)
         elif self.mode == "socket":
             self.sock = SockStats(lab.pin_dir)
@@ -76,7 +77,6 @@ class LocalDut:
         if self.sock is not None:
             return self._socket_counters()
         if self.dp is None:
-            from gtplab.dut import fwd
             return fwd.counters(self.lab.pin_dir)
         return {k: p for k, (p, _) in self.dp.stats().items()}
 
@@ -163,7 +163,6 @@ class LocalDut:
         if self.mode == "socket":
             return None             # no XDP program of the DUT's: its cost is its threads' CPU time
         if self.dp is None:
-            from gtplab.dut import fwd
             with bpf.Prog.pinned(os.path.join(self.lab.pin_dir, fwd.PROG_PIN)) as prog:
                 i = prog.info()
                 return {name: (int(i.run_time_ns), int(i.run_cnt)) for name in PROG.values()}
