@@ -304,13 +304,14 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 			struct sockaddr_in none = { .sin_family = AF_INET,
 						    .sin_addr.s_addr = htonl(0x7f000002) };
 			struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = oip->saddr };
-			int off = IP_PMTUDISC_DONT, ttl = OUTER_TTL;
+			int off = IP_PMTUDISC_DONT, ttl = OUTER_TTL, one = 1;
 
 			w->frag = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
 			if (w->frag < 0 || bind(w->frag, (struct sockaddr *)&me, sizeof(me)) ||
 			    connect(w->frag, (struct sockaddr *)&none, sizeof(none)) ||
 			    setsockopt(w->frag, IPPROTO_IP, IP_MTU_DISCOVER, &off, sizeof(off)) ||
-			    setsockopt(w->frag, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl))) {
+			    setsockopt(w->frag, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) ||
+			    setsockopt(w->frag, IPPROTO_IP, IP_RECVERR, &one, sizeof(one))) {
 				if (w->frag >= 0)
 					close(w->frag);
 				w->frag = -1;
@@ -1036,13 +1037,15 @@ static int packet_open(void)
 	return fd;
 }
 
+/* The socket everything is sent through. IP_RECVERR: without it the kernel reports a packet the
+ * egress refused (ENOBUFS: a full ring or queue) as sent, counting it only in Ip OutDiscards. */
 static int raw_open(void)
 {
-	int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW), err;
+	int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW), err, one = 1;
 
-	if (fd < 0 || (S.k.sndbuf &&
-		       setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &S.k.sndbuf, sizeof(int)) &&
-		       setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &S.k.sndbuf, sizeof(int)))) {
+	if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_RECVERR, &one, sizeof(one)) ||
+	    (S.k.sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &S.k.sndbuf, sizeof(int)) &&
+	     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &S.k.sndbuf, sizeof(int)))) {
 		err = -errno;
 		fprintf(stderr, "Couldn't open the raw socket that sends: %s\n", strerror(-err));
 		if (fd >= 0)

@@ -266,6 +266,11 @@ class Runner:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         rx1 = self.dut.rx_path()
+        if measured is None and getattr(self.dut, "mode", None) == "socket":
+            # the socket path may still have been forwarding what its sockets held when the
+            # generator's counters first held still; its own counters are read once it is idle
+            # (LocalDut.counters): what it forwarded has arrived by now
+            st = self._settled_stats(rx)
         self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
         if measured is not None:
             self._trex_rates(st, tx, rx, measured)
@@ -367,8 +372,12 @@ class Runner:
         tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
         offered = st[tx]["tx_pps"]
         # where the packets that did not come back were lost, and so which side set the result
-        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets
-        gen_loss = ld["lost_out"] if ld else 0
+        # the socket path's drop_tx_full: the kernel refused to send because the egress ring was
+        # full, on the lab's veths the generator's receive ring (a veth's XDP transmit error for the
+        # XDP path): the generator's side
+        tx_full = dd.drops_by_reason.get("drop_tx_full", 0)
+        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets - tx_full
+        gen_loss = (ld["lost_out"] if ld else 0) + tx_full
         gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
         if gen_loss > dut_loss:
             limit = "generator (receive)"
@@ -403,7 +412,10 @@ class Runner:
             "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
                     "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
                     "ns_per_packet": ns_pp, "cpu_seconds": cpu_s, "cpus_busy_seconds": cpus_s,
-                    "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
+                    "cpu_source": ("DUT receive NAPI threads" + (" and the socket path's threads"
+                                                                  if getattr(self.dut, "mode", None) == "socket"
+                                                                  else "") + " on CPU(s) "
+                                   + ",".join(map(str, lay["dut"]))
                                    if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
                     # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
                     "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
