@@ -20,11 +20,10 @@ import struct
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from gtplab.dut.dataplane import EVENTS, REASONS, REPO, VERDICTS, parse_reasons
+from gtplab.dut.dataplane import EVENTS, PGWU_SOCK_H, REASONS, VERDICTS, parse_reasons
 from gtplab.errors import UserError
 from gtplab.kernel import bpf
 
-PGWU_SOCK_H = REPO / "dataplane" / "pgwu_sock.h"
 STATS_PIN = "sock_stats"
 FANOUTS = ("hash", "lb", "cpu", "qm")
 
