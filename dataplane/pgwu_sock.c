@@ -5,15 +5,15 @@
  * file, every knob a flag, counters per second per thread, the kernel's drop counters beside its
  * own (docs/socket.md).
  *
- *   uplink    G-PDUs on UDP GTP-ADDR:2152 (bound to the access interface), one socket per worker
- *             thread in an SO_REUSEPORT group, or one socket all of them read; checked as xdp_access
- *             checks them (include/gtpu.h: the same code), the inner packet (TTL - 1) sent to SGi
- *             through a raw socket (IP_HDRINCL): the kernel routes it.
+ *   uplink    G-PDUs on UDP GTP-ADDR:2152 (bound to the access interface), one socket per
+ *             worker thread in an SO_REUSEPORT group, or one socket all of them read; checked as
+ *             xdp_access checks them (include/gtpu.h: the same code), the inner packet (TTL - 1)
+ *             sent to SGi through a raw socket (IP_HDRINCL): the kernel routes it.
  *   downlink  IPv4 packets on SGi read with a packet socket (a tap: SOCK_DGRAM, every protocol,
  *             IPv4 kept by a filter), one per worker in a PACKET_FANOUT group, or one for all;
- *             packets for the UE pool are encapsulated as xdp_sgi encapsulates them (gtpu.h: source
- *             port from the inner flow, QFI, checksum or its opt-out) and sent to the SGW through the
- *             raw socket. A tap is served before tc ingress: a tc filter there should drop the UE
+ *             packets for the UE pool are encapsulated as xdp_sgi encapsulates them (gtpu.h:
+ *             source port from the inner flow, QFI, checksum or its opt-out) and sent to the SGW
+ *             through the raw socket. A tap is served before tc ingress: a tc filter there should drop the UE
  *             pool's packets, else the kernel's own stack handles them too (and, with no route,
  *             answers them as unroutable; a blackhole route silences that, but the stack still
  *             parses them: a bad header is then counted twice).
@@ -70,7 +70,7 @@
 #include "pgwu_sock.h"
 #include "gtpu.h"
 
-#define TICK_MS 50		/* main thread: drops folded in, CPUs read; workers: receive timeout */
+#define TICK_MS 50		/* main thread: drops folded, CPUs read; workers: receive timeout */
 #define CONFIG_MS 200		/* the config re-read */
 #define HEADROOM 64		/* before a downlink packet: room for the outer headers (44) */
 #define BUF_LEN 16384		/* a receive buffer: a G-PDU or IP packet (jumbo frames included) */
@@ -118,8 +118,8 @@ struct worker {
 	pthread_t th;
 	int rx;			/* UDP socket (uplink) or packet socket (downlink); maybe shared */
 	int raw;		/* IPPROTO_RAW: everything this worker sends */
-	int frag;		/* downlink without DF over the access MTU: a raw UDP socket the kernel
-				 * fragments for (opened on first use), -1 */
+	int frag;		/* downlink without DF over the access MTU: a raw UDP socket the
+				 * kernel fragments for (opened on first use), -1 */
 	__u64 *st;		/* its block in sock_stats */
 	struct pgwu_config cfg;
 	__u32 cfg_seq;
@@ -148,7 +148,7 @@ struct sock_knobs {
 /* The process: maps, counters, the config the workers copy. */
 static struct {
 	struct pgwu_maps m;
-	int peers, sig_rx;		/* signalling is recorded as xdp_access records it; -1: absent */
+	int peers, sig_rx;		/* signalling recorded as xdp_access records it; -1: absent */
 	int st_fd;
 	__u64 *st;			/* sock_stats, mmap()ed */
 	size_t st_len;
@@ -225,7 +225,8 @@ static int ul_bearer(struct worker *w, __be32 teid, struct pgwu_ul_bearer *b, __
 		b->flags = s->b.flags;
 		/* pgwu empties a slot before it reuses it: still this bearer's after the copy */
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == PGWU_SLOT_VALID && s->teid == teid) {
+		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == PGWU_SLOT_VALID &&
+		    s->teid == teid) {
 			*usage = &s->b.packets;
 			return 0;
 		}
@@ -244,7 +245,8 @@ static int dl_bearer(struct worker *w, __be32 ue, struct pgwu_dl_bearer *b, __u6
 		b->sgw_teid = s->b.sgw_teid;
 		b->flags = s->b.flags;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == PGWU_SLOT_VALID && s->ue == ue) {
+		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == PGWU_SLOT_VALID &&
+		    s->ue == ue) {
 			*usage = &s->b.packets;
 			return 0;
 		}
@@ -303,7 +305,8 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 			 * protocol otherwise); the kernel writes the IP header and fragments */
 			struct sockaddr_in none = { .sin_family = AF_INET,
 						    .sin_addr.s_addr = htonl(0x7f000002) };
-			struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = oip->saddr };
+			struct sockaddr_in me = { .sin_family = AF_INET,
+						  .sin_addr.s_addr = oip->saddr };
 			int off = IP_PMTUDISC_DONT, ttl = OUTER_TTL, one = 1;
 
 			w->frag = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
@@ -357,7 +360,7 @@ static void tx_done(struct worker *w, int i, __u32 reason, __u32 verdict)
 	}
 }
 
-/* Send what is queued: sendmmsg (sendto with --batch 1); a refused packet is counted and skipped. */
+/* Send what is queued: sendmmsg (sendto with --batch 1); a refused packet is counted, skipped. */
 static void tx_flush(struct worker *w)
 {
 	int i = 0, r;
@@ -568,7 +571,8 @@ static int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 
 /* The MTU of the route to dst (a UDP socket connected to it: IP_MTU), 0 when unknown. */
 static int route_mtu(__be32 dst)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = GTPU_PORT_BE, .sin_addr.s_addr = dst };
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = GTPU_PORT_BE,
+				 .sin_addr.s_addr = dst };
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
 	socklen_t len = sizeof(mtu);
 
@@ -661,8 +665,9 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 	}
 	reason = gtpu_ext_walk(&m, end, end);
 	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED) {
-		static const __u8 known[2 + SUPP_EXT_N] = { GTP_IE_EXT_HDR_LIST, SUPP_EXT_N, 0x03, 0x20,
-							    0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xc0 };
+		static const __u8 known[2 + SUPP_EXT_N] = {
+			GTP_IE_EXT_HDR_LIST, SUPP_EXT_N, 0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85,
+			0xc0 };
 
 		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg))
 			goto drop;
@@ -670,7 +675,8 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 			EVENT(w, PGWU_EV_SUPP_EXT_RATE_LIMITED);
 			goto drop;
 		}
-		if (reply_send(w, peer, from->sin_port, GTP_SUPP_EXT_NOTIF, 0, known, sizeof(known)))
+		if (reply_send(w, peer, from->sin_port, GTP_SUPP_EXT_NOTIF, 0, known,
+			       sizeof(known)))
 			goto drop;
 		EVENT(w, PGWU_EV_SUPP_EXT_SENT);
 		count(w, reason, XDP_TX, n);
@@ -727,8 +733,8 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 	}
 	reason = gpdu_qfi_check(b.flags, m.psc);
 	if (!reason)
-		reason = gpdu_inner_check(m.p, end, end, !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK),
-					  b.ue_addr, &iip);
+		reason = gpdu_inner_check(m.p, end, end,
+					  !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK), b.ue_addr, &iip);
 	if (reason == PGWU_R_DROP_TTL_EXPIRED && !ul_time_exceeded(w, iip, end, peer)) {
 		count(w, reason, XDP_TX, n);
 		return;
@@ -921,9 +927,11 @@ static void *worker_run(void *arg)
 				continue;
 			}
 			CTR(w, PGWU_SC_GRO_DATAGRAMS)++;
-			for (__u32 off = 0; off < len; off += seg)
-				ul_one(w, buf + off, len - off < (__u32)seg ? len - off : (__u32)seg,
-				       &w->from[i]);
+			for (__u32 off = 0; off < len; off += seg) {
+				__u32 n = len - off < (__u32)seg ? len - off : (__u32)seg;
+
+				ul_one(w, buf + off, n, &w->from[i]);
+			}
 		}
 		tx_flush(w);
 	}
@@ -974,7 +982,8 @@ static int udp_open(void)
 		return -errno;
 	if_indextoname(S.access_ifindex, ifname);
 	err = sock_common(fd, "UDP");
-	if (!err && ((S.k.reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
+	if (!err && ((S.k.reuseport &&
+		      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
 		     setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname, strlen(ifname)) ||
 		     (S.k.gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one))) ||
 		     bind(fd, (struct sockaddr *)&a, sizeof(a)))) {
@@ -1144,7 +1153,8 @@ static int stats_open(void)
 	if (fd < 0) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_MMAPABLE);
 
-		fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, PGWU_SOCK_STATS_MAP, 4, 8, PGWU_SOCK_WORDS, &o);
+		fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, PGWU_SOCK_STATS_MAP, 4, 8, PGWU_SOCK_WORDS,
+				    &o);
 		if (fd < 0 || bpf_obj_pin(fd, path)) {
 			err = -errno;
 			fprintf(stderr, "Couldn't create %s: %s\n", path, strerror(-err));
@@ -1296,7 +1306,8 @@ static void kstats_read(struct kstats *k)
 		unsigned int v[16] = {};
 		int n = sscanf(line, "%x %x %x %x %x %x %x %x %x %x %x %x %x", &v[0], &v[1], &v[2],
 			       &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12]);
-		int cpu = n >= 13 ? (int)v[12] : k->ncpu;	/* the last column: the CPU (5.10+) */
+		/* the 13th column: the CPU (5.10+) */
+		int cpu = n >= 13 ? (int)v[12] : k->ncpu;
 
 		if (cpu >= 0 && cpu < CPU_SETSIZE) {
 			k->softnet[cpu][0] = v[0];
@@ -1318,9 +1329,12 @@ static __u64 sum_drop(const __u64 *b)
 {
 	__u64 n = 0;
 
-	for (int r = 0; r < PGWU_SOCK_REASON_MAX; r++)
-		n += b[(r * PGWU_VERDICT_MAX + XDP_DROP) * 2] + b[(r * PGWU_VERDICT_MAX + XDP_ABORTED) * 2] +
-		     (r == PGWU_R_ECHO_REPLY ? 0 : b[(r * PGWU_VERDICT_MAX + XDP_TX) * 2]);
+	for (int r = 0; r < PGWU_SOCK_REASON_MAX; r++) {
+		const __u64 *c = b + r * PGWU_VERDICT_MAX * 2;
+
+		n += c[XDP_DROP * 2] + c[XDP_ABORTED * 2] +
+		     (r == PGWU_R_ECHO_REPLY ? 0 : c[XDP_TX * 2]);
+	}
 	return n;
 }
 
