@@ -104,24 +104,29 @@ def where_lost(c: dict) -> str:
     return f"{p['key']} {p['packets'] / total:.0%}"
 
 
-def plot(rows: list[dict], path: str, title: str) -> None:
+def plot(rows: list[dict], path: str, title: str, rate_mode: str) -> None:
+    """Per direction, a bar per step: its NDR (solid) and what it delivered flat out (light)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     dirs = sorted({r["direction"] for r in rows}, key=lambda d: d != "uplink")
-    fig, axes = plt.subplots(1, len(dirs), figsize=(7 * len(dirs), 5), squeeze=False)
+    fig, axes = plt.subplots(1, len(dirs), figsize=(7.5 * len(dirs), 5.5), squeeze=False)
     for ax, d in zip(axes[0], dirs):
         rs = [r for r in rows if r["direction"] == d]
-        names = [r["step"] for r in rs]
-        vals = [(r["mpps"] or 0) for r in rs]
+        ys = range(len(rs))
         colors = ["tab:blue" if r["mode"] == "socket" else "tab:orange" if r["mode"] == "pgwu" else "tab:gray"
                   for r in rs]
-        ax.barh(range(len(rs)), vals, color=colors)
-        ax.set_yticks(range(len(rs)), names, fontsize=8)
+        ax.barh([y - 0.2 for y in ys], [r["mpps"] or 0 for r in rs], height=0.4, color=colors,
+                label=f"{rate_mode} (no loss)" if rate_mode == "NDR" else rate_mode)
+        ax.barh([y + 0.2 for y in ys], [r["top"] or 0 for r in rs], height=0.4, color=colors, alpha=0.35,
+                label="delivered, offered flat out")
+        ax.set_yticks(list(ys), [r["step"] for r in rs], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("Mpps")
+        ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlabel("Mpps (log scale above 0.01)")
         ax.set_title(f"{d} {rs[0]['size']} B" if rs else d)
-    fig.suptitle(title, fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -131,10 +136,15 @@ def run_steps(todo, base, work: Path, tag: str, sizes: str, args) -> dict[tuple,
     got: dict[tuple, list[dict]] = {}
     for run in range(args.runs):
         for i, (name, knobs, mode) in enumerate(todo):
-            cfg = lab_config(base, knobs, mode, work / f"lab-{tag}-{i}.yaml")
-            print(f"socket_tuning: {tag} run {run + 1}/{args.runs}, step {i + 1}/{len(todo)}: {name}",
-                  file=sys.stderr)
-            for c in sweep(work / f"{tag}-run{run}-step{i}", cfg, sizes, args.rate_mode, args.duration):
+            out = work / f"{tag}-run{run}-step{i}"
+            if args.again:          # the results of an earlier run kept with --keep
+                cases = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines() if ln.strip()]
+            else:
+                cfg = lab_config(base, knobs, mode, work / f"lab-{tag}-{i}.yaml")
+                print(f"socket_tuning: {tag} run {run + 1}/{args.runs}, step {i + 1}/{len(todo)}: {name}",
+                      file=sys.stderr)
+                cases = sweep(out, cfg, sizes, args.rate_mode, args.duration)
+            for c in cases:
                 got.setdefault((i, c["direction"], c["frame_size"]), []).append(c)
     return got
 
@@ -155,6 +165,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=1.0, help="seconds per trial")
     ap.add_argument("--only", help="only the steps whose name contains this (comma-separated)")
     ap.add_argument("--keep", metavar="DIR", help="keep the results directories here")
+    ap.add_argument("--again", action="store_true",
+                    help="with --keep DIR: no traffic, the tables and plot again from DIR's results")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--plot", metavar="FILE.png", help="also plot the steps' table (default: none)")
     args = ap.parse_args()
@@ -166,6 +178,8 @@ def main() -> int:
     if args.only:
         want = [w.strip() for w in args.only.split(",")]
         todo = [s for s in todo if any(w in s[0] for w in want)]
+    if args.again and not args.keep:
+        raise SystemExit("socket_tuning: --again reads the results an earlier --keep DIR kept: give --keep DIR")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gtplab-socket-tuning-"))
     work.mkdir(parents=True, exist_ok=True)
     load0 = f"{os.getloadavg()[0]:.2f}"
@@ -185,7 +199,7 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "x step before", "x first step",
+    head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "x step before", "x first step with one",
             "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
     rows, plotted = [], []
     for d in ("uplink", "downlink"):
@@ -197,16 +211,17 @@ def main() -> int:
                 rows.append(row(name, knob_text(knobs), d, size, cs, m,
                                 m / prev if m and prev and mode == "socket" else None,
                                 m / first if m and first else None))
+                top = med([c["trials"][0].get("rx_pps") for c in cs if c.get("trials")])
                 plotted.append({"step": name, "mode": mode, "direction": d, "size": size,
-                                "mpps": m / 1e6 if m else None})
+                                "mpps": m / 1e6 if m else None, "top": top / 1e6 if top else None})
                 if mode == "socket":
                     prev = m or prev
                     first = first or m
     print_table(head, rows, args.markdown)
-    note = (f"{args.runs} run(s) of the steps in order; {args.duration:g} s trials, {rm} search (at most 8 "
+    note = (("results of an earlier run; " if args.again else "") + f"{args.runs} run(s) of the steps in order; {args.duration:g} s trials, {rm} search (at most 8 "
             f"trials); medians; DUT CPU(s) {','.join(map(str, dut_cpus))} of lab config {base.name}; "
-            f"kernel {platform.release()}; {os.cpu_count()} CPUs; load average before/after {load0} / "
-            f"{os.getloadavg()[0]:.2f}")
+            f"kernel {platform.release()}; {os.cpu_count()} CPUs"
+            + ("" if args.again else f"; load average before/after {load0} / {os.getloadavg()[0]:.2f}"))
     print("\n" + note)
     if cmp:
         print()
@@ -225,7 +240,7 @@ def main() -> int:
                                      m / xdp if m and xdp else None, m / fwd if m and fwd else None))
         print_table(head2, rows2, args.markdown)
     if args.plot:
-        plot(plotted, args.plot, note)
+        plot(plotted, args.plot, note, rm)
         print(f"plot: {args.plot}")
     return 0
 
