@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import ipaddress
 import os
 import struct
 
@@ -190,10 +191,11 @@ def tc_drop_dst_prog(prefix: str, name: str = "tc_drop_dst") -> "Prog":
     already taken off) that drops IPv4 packets to the prefix ("10.64.0.0/12": TC_ACT_SHOT) and lets
     everything else go on (TC_ACT_OK). The socket-path lab puts it on SGi: `pgwu socket`'s packet
     socket, a tap, has its copy by then, and the kernel's own stack never sees those packets."""
-    import ipaddress
     net = ipaddress.ip_network(prefix, strict=True)
-    # the address as the program loads it: 4 octets in network order, a little-endian u32 here
-    le = lambda a: struct.unpack("<i", a.packed)[0]         # noqa: E731
+
+    def le(a) -> int:
+        """the address as the program loads it: 4 octets in network order, a host-order s32 here"""
+        return struct.unpack("=i", a.packed)[0]
 
     def ins(op, dst=0, src=0, off=0, imm=0):
         return struct.pack("<BBhi", op, dst | src << 4, off, imm)
