@@ -41,6 +41,7 @@ from gtplab.errors import UserError, note_cleanup
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
 from gtplab.measure.plan import SGWS, CaseParams, common
+from gtplab.observe.host import HostMonitor
 from gtplab.pfcp.provision import packets_per_bearer, usage_differences
 from gtplab.rates import L1_OVERHEAD
 from gtplab.traffic.trex.client import TrexClient, TrexError
@@ -87,8 +88,11 @@ class Runner:
         lab = getattr(backend, "lab", None)
         self._affinity = lab.pin_generator() if lab is not None else None
         self._lab = lab
+        self.host: HostMonitor | None = None
         if lab is not None:
-            lab.keep_cpus_awake()
+            lab.keep_cpus_awake(getattr(cfg, "lab", {}).get("awake", "auto"))
+            if lab.cpus is not None:
+                self.host = HostMonitor(lab)
         self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
@@ -250,12 +254,14 @@ class Runner:
         measured = None
         gcpu = self.generator_cpu
         g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
+        h0 = self.host.snapshot() if self.host else None
         try:
             if self.backend.kind == "trex":
                 measured = self._trex_run(tx, mult, duration)
             else:
                 c.start(ports=[tx], mult=mult, duration=duration, force=True)
                 self._wait([tx], duration)
+            h1 = self.host.snapshot() if self.host else None
             gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
             st = self._settled_stats(rx)
             if measured is not None and link0 is not None:
@@ -271,6 +277,10 @@ class Runner:
                            (prog0, prog1), (cpu0, cpu1), capture)
         if gen_cpu:
             res["generator_cpu"] = gen_cpu
+        res["host"] = (self.host.figures(h0, h1) if self.host else
+                       {"disturbed": False, "reasons": [], "measured": False,
+                        "why": "no CPU layout on this host (a remote DUT or generator): the host's disturbance "
+                               "is not measured"})
         return res
 
     def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
