@@ -39,6 +39,7 @@ from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, commo
 from gtplab.measure.runner import Runner
 from gtplab.measure.search import ndr_search
 from gtplab.observe import flamegraph
+from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
 from gtplab.rates import mult_pps, wire_rates
 from gtplab.results import store as results
 from gtplab.results.push import Pusher, check_gateway_url
@@ -149,12 +150,14 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
                                       "loss_ratio", "passed", "generator_bound", "limit", "loss",
-                                      "conservation") if k in t} for t in trials],
+                                      "conservation", "host") if k in t} for t in trials],
+        "host": host_summary(trials),
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,
         "end_timestamp": time.time(),
     }
+    rec["notes"] += host_notes(rec["host"])
     if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
         rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
@@ -407,6 +410,11 @@ class _Sweep:
         association whether it chooses the TEIDs; if it does, random-order uplink cases are skipped
         (without_unsendable), and run.json says so."""
         self.dut = runner.dut
+        if self.be.lab is not None:
+            # the DUT CPUs kept awake (or not) by the runner, now: run.json says what was applied
+            self.run["cpu_layout"] = self.be.lab.state.get("cpu_layout")
+            self.run["notes"] += layout_notes(self.run["cpu_layout"])
+            results.write_run(self.rdir, self.run)
         if getattr(getattr(self.dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
             cases, self.run["skipped"] = without_unsendable(cases, self.run["skipped"], cfg, choose=True)
             self.run["cases_planned"] = len(cases)
