@@ -746,7 +746,7 @@ def lab_status(name: str) -> dict:
                                     for k, v in lab.state["netns"].items()},
                           "ports": [asdict(p) for p in lab.ports], "links": [],
                           "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
-                          "generator": lab.generator}
+                          "generator": lab.generator, "shared_with": lab.shared_with()}
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
     if lab.generator == "trex":

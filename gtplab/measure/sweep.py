@@ -505,6 +505,8 @@ class _Sweep:
 
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
+    if getattr(args, "share_cpus", False):
+        cfg.lab["share_cpus"] = True
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     run_uuid = str(uuidlib.uuid4())
@@ -570,6 +572,9 @@ def add_parser(subparsers) -> None:
                    help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
                         "forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--share-cpus", action="store_true",
+                   help="embedded lab: run on CPUs another lab holds, and say so in every result (default: "
+                        "refused, naming that lab; also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     p.add_argument("--flamegraph", action="store_true",
                    help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
                         "linked from the report (local backend)")
