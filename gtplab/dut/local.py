@@ -41,9 +41,11 @@ class LocalDut:
 
     kind = "local"
 
-    def __init__(self, lab):
+    def __init__(self, lab, mode: str | None = None):
+        """mode: what to read (default the lab's DUT mode); "fwd" on a PGW-U lab reads the reference
+        forwarder that gtplab.dut.reference swaps in for a moment."""
         self.lab = lab
-        self.mode = lab.dut_mode
+        self.mode = mode or lab.dut_mode
         self.dp = None
         if self.mode == "pgwu":
             self.dp = Dataplane(lab.pin_dir)

@@ -119,25 +119,35 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
                             f"loss {t['loss_ratio'] or 0:.4%}")
         return t
 
-    with runner.dut.bpf_stats():
-        if p.rate_mode == "fixed":
-            pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
-            if pps is None and p.rate != "100%":
-                pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
-                if pps is None:
-                    raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
-            best = trial(pps)
-            trials, status = [best], "fixed rate"
-        else:
-            tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
-                ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
-            best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
-                                              resolution=ndr["resolution"], max_trials=ndr["max_trials"])
-            if best is None:
-                notes.append(status)
-                best = min(trials, key=lambda t: t["offered_pps"] or 0)
-            if status.startswith("generator-bound"):
-                notes.append(status)
+    if p.rate_mode == "fixed":
+        pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
+        if pps is None and p.rate != "100%":
+            pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
+            if pps is None:
+                raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
+        best = trial(pps)
+        trials, status = [best], "fixed rate"
+    else:
+        tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
+            ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
+        best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
+                                          resolution=ndr["resolution"], max_trials=ndr["max_trials"])
+        if best is None:
+            notes.append(status)
+            best = min(trials, key=lambda t: t["offered_pps"] or 0)
+        if status.startswith("generator-bound"):
+            notes.append(status)
+    # the DUT's costs per packet, apart from the search: no search trial pays for bpf_stats, and the
+    # reference forwarder swapped in at the same load gives the DUT's cost above it (Runner.case_costs)
+    cost = runner.case_costs(prep, best["offered_pps"] if p.rate_mode == "fixed" or best.get("passed") else None)
+    notes += cost["notes"]
+    paid = sum(bool((t.get("dut") or {}).get("bpf_stats")) for t in trials)
+    if paid:
+        notes.append(f"bpf_stats was on in {paid} of {len(trials)} search trial(s): another process on this host "
+                     "held BPF_ENABLE_STATS (it is machine-wide), and every packet of those paid for the run-time "
+                     "accounting (cost.bpf_stats_ns_per_packet)")
+    if best["dut"].get("ns_per_packet") is None:
+        best["dut"] = {**best["dut"], "ns_per_packet": cost["xdp_ns_per_packet"]}
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
@@ -152,6 +162,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
                                       "loss_ratio", "passed", "generator_bound", "limit", "loss",
                                       "conservation", "host") if k in t} for t in trials],
         "host": host_summary(trials),
+        "cost": cost,
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,

@@ -124,7 +124,8 @@ class HostMonitor:
 
     def figures(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
         wall = max(b.t - a.t, 1e-9)
-        rec: dict[str, Any] = {"wall_s": round(wall, 6), "dut_cpus": self.dut, "generator_cpus": self.gen}
+        rec: dict[str, Any] = {"wall_s": round(wall, 6), "window": [round(a.t, 4), round(b.t, 4)],
+                               "dut_cpus": self.dut, "generator_cpus": self.gen}
         # the lab's own run time on each side
         dut_run = sum(b.dut[t][0] - a.dut[t][0] for t in b.dut if t in a.dut)
         dut_wait = sum(b.dut[t][1] - a.dut[t][1] for t in b.dut if t in a.dut)

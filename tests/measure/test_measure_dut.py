@@ -143,3 +143,25 @@ def test_a_trial_after_the_idle_tuning_was_undone_is_disturbed(runner):
     h = t["host"]
     assert h["disturbed"] and not h["awake"]["held"], h
     assert any("stopped holding" in r for r in h["reasons"]), h["reasons"]
+
+
+@pytest.mark.parametrize("runner", ["pgwu"], indirect=True)
+def test_case_costs_swap_the_reference_in_and_give_the_pgwu_back(runner):
+    """Runner.case_costs: the DUT's CPU ns/packet without bpf_stats, the reference forwarder's on the
+    same links (swapped in with BPF_LINK_UPDATE), the XDP program's ns/packet with bpf_stats. After it
+    the PGW-U is back on both ports, the DUT's receive threads are the same pinned threads (no
+    re-attach made them anew), and it forwards and counts as before."""
+    lab = runner.backend.lab
+    prep = runner.prepare(CaseParams("uplink", 128, flows=64, latency=False))
+    threads = sorted(lab.dut_threads())
+    c = runner.case_costs(prep, 40e3)
+    assert c["load_pps"] == 20000 and [t["what"] for t in c["trials"]] == ["dut", "reference", "dut_bpf_stats"]
+    assert c["dut_cpu_ns_per_packet"] and c["reference_cpu_ns_per_packet"], c
+    assert c["above_reference_ns_per_packet"] == c["dut_cpu_ns_per_packet"] - c["reference_cpu_ns_per_packet"]
+    assert c["xdp_ns_per_packet"] and c["trials"][2]["bpf_stats"] is True, c
+    progs = {ln["ifname"]: ln["xdp"]["prog"]["name"] for ln in lab.links() if ln["netns"] == lab.dut_ns}
+    assert progs == {lab.ports[0].dut_ifname: "xdp_access", lab.ports[1].dut_ifname: "xdp_sgi"}, progs
+    assert sorted(lab.dut_threads()) == threads
+    assert all(sorted(os.sched_getaffinity(t)) == lab.cpus.dut for t in threads)
+    t = runner.trial(prep, 20e3, 0.3)
+    assert t["conservation"]["ok"] and t["dut"]["fwd_packets"] == t["tx_packets"] > 0, t["conservation"]
