@@ -23,7 +23,8 @@ Methods, in the order "auto" tries them:
 - none: nothing (asked for, or nothing worked): the record says so and why.
 
 A record (kept in the lab's state file, so teardown gives everything back after a crash too):
-    {"method", "asked", "cpus", "applied": bool, "notes": [..], "saved": {path: value}, "spinners": [..]}
+    {"method", "asked", "cpus", "applied": bool, "notes": [..], "states": [the idle states kept off],
+     "saved": {path: value it had, for those this lab turned off}, "spinners": [{"pid", "cpu", "start"}]}
 
 Used by gtplab.lab.topology (Lab.keep_cpus_awake, restore_cpu_idle, teardown) and
 gtplab.observe.host (whether the tuning held during a trial).
@@ -118,6 +119,9 @@ def keep_awake(cpus: list[int], method: str = "auto", save: Callable[[dict], Non
 
 def _cpuidle(rec: dict, states: dict[int, list[Path]], save) -> dict:
     rec["method"] = "cpuidle"
+    # every state that must stay off (held() checks them all: another lab may have turned them off
+    # first and turn them on again), and the ones this lab turned off (restore() gives back only those)
+    rec["states"] = [str(s / "disable") for ss in states.values() for s in ss]
     for st in (s for ss in states.values() for s in ss):
         try:
             if (st / "disable").read_text().strip() == "0":
@@ -193,7 +197,7 @@ def held(rec: dict | None) -> tuple[bool, str]:
         return False, "idle states not kept off: " + ("; ".join(rec.get("notes") or []) or "nothing applied")
     if rec["method"] == "cpuidle":
         back = []
-        for path in rec["saved"]:
+        for path in rec.get("states") or rec["saved"]:
             try:
                 if Path(path).read_text().strip() != "1":
                     back.append(path)

@@ -60,7 +60,7 @@ TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to 
 # A case's costs (case_costs) are measured apart from its search, in short trials at one load: this
 # share of the case's result, below what the DUT and the reference forwarder both carry without loss,
 # or COST_FALLBACK_PPS when the case found none (docs/lab.md, "What the lab can resolve").
-COST_TRIAL_S = 0.5
+COST_TRIAL_S = 0.3
 COST_LOAD_SHARE = 0.5
 COST_FALLBACK_PPS = 100e3
 
