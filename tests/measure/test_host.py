@@ -55,7 +55,7 @@ def test_idle_time_is_nobodys_and_anything_else_is_someone_elses():
     assert h["generator"]["others_s"] == 0 and h["generator"]["steal_ratio"] == pytest.approx(0.1)
     assert h["disturbed"]
     assert any("60%" not in r and "30% of the DUT CPUs' time" in r for r in h["reasons"]), h["reasons"]
-    assert any("hypervisor took 10% of the generator" in r for r in h["reasons"]), h["reasons"]
+    assert any("hypervisor took 10.0% of the generator" in r for r in h["reasons"]), h["reasons"]
 
 
 @pytest.mark.parametrize("key, dut, gen, what", [
