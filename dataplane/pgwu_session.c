@@ -184,6 +184,74 @@ int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sg
 	return set_dl(m, ue, sgw, sgw_teid, &flags);
 }
 
+/* The halves of (teid, ue) that carry owner's tag and still join: 1 uplink, 2 downlink. */
+static int halves_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			struct pgwu_ul_bearer *ul, struct pgwu_dl_bearer *dl)
+{
+	int h = 0;
+
+	if (!bpf_map_lookup_elem(m->ul, &teid, ul) && ul->ue_addr == ue &&
+	    pgwu_owner_of(ul->flags) == owner)
+		h |= 1;
+	if (!bpf_map_lookup_elem(m->dl, &ue, dl) && dl->local_teid == teid &&
+	    pgwu_owner_of(dl->flags) == owner)
+		h |= 2;
+	return h;
+}
+
+void bearer_usage_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			struct bearer *b)
+{
+	struct pgwu_ul_bearer ul;
+	struct pgwu_dl_bearer dl;
+	int h = halves_owned(m, teid, ue, owner, &ul, &dl);
+
+	memset(b, 0, sizeof(*b));
+	b->teid = ntohl(teid);
+	b->ue = ue;
+	if (h & 1) {
+		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
+
+		b->has_ul = true;
+		b->ul_flags = ul.flags;
+		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
+		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
+	}
+	if (h & 2) {
+		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
+
+		b->has_dl = true;
+		b->sgw = dl.sgw_addr;
+		b->sgw_teid = ntohl(dl.sgw_teid);
+		b->flags = dl.flags;
+		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
+		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
+	}
+}
+
+int bearer_remove_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			bool has_ul, bool has_dl, int *kept)
+{
+	struct pgwu_ul_bearer ul;
+	struct pgwu_dl_bearer dl;
+	int h = halves_owned(m, teid, ue, owner, &ul, &dl);
+
+	*kept = (has_ul && !(h & 1)) + (has_dl && !(h & 2));
+	return bearer_remove(m, teid, ue, has_ul && (h & 1), has_dl && (h & 2));
+}
+
+int bearer_set_dl_owned(const struct pgwu_maps *m, __u32 ue, __u32 teid, __u32 owner,
+			__u32 sgw, __u32 sgw_teid, __u32 flags)
+{
+	struct pgwu_dl_bearer dl;
+
+	if (bpf_map_lookup_elem(m->dl, &ue, &dl))
+		return -ENOENT;
+	if (dl.local_teid != teid || pgwu_owner_of(dl.flags) != owner)
+		return -EPERM;
+	return set_dl(m, ue, sgw, sgw_teid, &flags);
+}
+
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b)
 {
 	struct pgwu_ul_bearer ul;
