@@ -253,4 +253,26 @@ void bearer_print_header(FILE *f);
 void bearer_print_row(FILE *f, const struct bearer *b);
 void bearer_print_json(FILE *f, const struct bearer *b);
 
+/*
+ * `pgwu session`'s view of the sessions `pgwu pfcp` publishes (pgwu_pfcp_view.c): loaded once
+ * (empty when no agent has run on this PIN_DIR), then joined to each bearer by TEID and owner tag.
+ * pfcp_view_json: the bearer's session as a JSON object, or null (not a PFCP bearer, or its
+ * session is gone); pfcp_view_print: the same as text lines, nothing for an operator's bearer.
+ * bearer_print_json_pfcp: bearer_print_json with the "pfcp" member.
+ */
+struct pfcp_view {
+	struct pgwu_pfcp_sess *sess;
+	size_t n;
+	__u64 *by_teid;		/* (TEID host order << 32 | index), sorted */
+	struct pgwu_pfcp_rule_key *rkeys;
+	struct pgwu_pfcp_rule *rules;
+	size_t nr;
+	struct pfcp_peer_rec *peers;	/* a copy, or NULL */
+};
+int pfcp_view_load(struct pfcp_view *v);
+void pfcp_view_free(struct pfcp_view *v);
+void pfcp_view_json(FILE *f, const struct pfcp_view *v, const struct bearer *b);
+void pfcp_view_print(FILE *f, const struct pfcp_view *v, const struct bearer *b);
+void bearer_print_json_pfcp(FILE *f, const struct bearer *b, const struct pfcp_view *v);
+
 #endif /* PGWU_CLI_H */
