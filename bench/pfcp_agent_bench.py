@@ -3,6 +3,7 @@
 """How many PFCP session establishments (and deletions) per second `pgwu pfcp` serves. Prints ONE table.
 
     sudo .venv/bin/python bench/pfcp_agent_bench.py [--sessions 20000] [--windows 1,8,32,128] [--markdown]
+        [--pgwu PATH] [--json]
 
 A PGW-U is loaded in a unique pin dir (removed afterwards), the agent runs on 127.0.0.1 pinned to
 --agent-cpu, the client on --client-cpu. The client keeps a window of N requests in flight: it sends
@@ -27,6 +28,7 @@ and in docs/pfcp.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import secrets
@@ -142,14 +144,18 @@ def main() -> int:
     ap.add_argument("--agent-cpu", type=int, default=0, help="CPU the agent runs on (default 0)")
     ap.add_argument("--client-cpu", type=int, default=1, help="CPU the client runs on (default 1)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
+    ap.add_argument("--pgwu", default=PGWU, help=f"the pgwu binary to measure (default {PGWU}), e.g. another "
+                    "build's, to compare two agents run after run")
     a = ap.parse_args()
+    pgwu = a.pgwu
 
     pin = f"/sys/fs/bpf/gtplab-pfcpbench-{secrets.token_hex(4)}"
     agent = None
     try:
-        subprocess.run([PGWU, "-d", pin, "load", "--max-bearers", str(max(65536, a.sessions)),
+        subprocess.run([pgwu, "-d", pin, "load", "--max-bearers", str(max(65536, a.sessions)),
                         "--local-addr", M.GTPU_ADDR, "--no-fib-cache"], check=True, capture_output=True)
-        agent = subprocess.Popen(["taskset", "-c", str(a.agent_cpu), PGWU, "-d", pin, "pfcp", "--listen",
+        agent = subprocess.Popen(["taskset", "-c", str(a.agent_cpu), pgwu, "-d", pin, "pfcp", "--listen",
                                   "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
         m = re.search(r"listening on ([\d.]+):(\d+)", agent.stdout.readline())
         addr = (m.group(1), int(m.group(2)))
@@ -165,15 +171,20 @@ def main() -> int:
         for w in [int(x) for x in a.windows.split(",")]:
             res, seq = run_window(sock, addr, tpl, a.sessions, w, agent.pid, seq)
             rows.append((w, res))
-        left = subprocess.run([PGWU, "-d", pin, "stats", "--json"], capture_output=True, text=True).stdout
+        left = subprocess.run([pgwu, "-d", pin, "stats", "--json"], capture_output=True, text=True).stdout
         assert '"uplink": 0, "downlink": 0' in left, "sessions left behind"
     finally:
         if agent:
             agent.terminate()
             agent.wait(10)
-        subprocess.run([PGWU, "-d", pin, "unload"], capture_output=True)
+        subprocess.run([pgwu, "-d", pin, "unload"], capture_output=True)
         shutil.rmtree(pin, ignore_errors=True)
 
+    if a.json:
+        print(json.dumps({"pgwu": pgwu, "sessions": a.sessions, "load": os.getloadavg()[0],
+                          "rows": {w: {ph: dict(zip(("per_s", "agent_us", "client_us"), v)) for ph, v in res.items()}
+                                   for w, res in rows}}))
+        return 0
     hdr = ["window", "heartbeat/s", "establish/s", "x hb", "agent us", "client us", "delete/s", "x hb",
            "agent us", "client us"]
     lines = []
