@@ -43,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import pfcp_msgs as M  # noqa: E402
+import pfcp_smf_msgs as S  # noqa: E402
 
 PGWU = str(ROOT / "dataplane" / "pgwu")
 
@@ -63,11 +64,14 @@ def marker_offset(b: bytes, value: bytes) -> int:
 
 
 class Templates:
-    """Establishment / deletion requests as bytes, with the offsets of the fields patched per message."""
+    """Establishment / deletion requests as bytes, with the offsets of the fields patched per message.
+    shape "bearer": tests/pfcp_msgs.py's one-bearer session; "smf": tests/pfcp_smf_msgs.py's (3 QERs,
+    2 URRs, SDF Filters, the downlink FAR dropping with a placeholder outer header)."""
 
-    def __init__(self):
+    def __init__(self, shape: str = "bearer"):
         ue_marker, seid_marker = "10.45.171.205", 0x5EED5EED5EED5EED
-        est = bytearray(bytes(M.establish(1, seid_marker, ue_marker)))
+        build = M.establish if shape == "bearer" else S.establish
+        est = bytearray(bytes(build(1, seid_marker, ue_marker)))
         ue_b = socket.inet_aton(ue_marker)
         self.ue_offs = [m.start() for m in re.finditer(re.escape(ue_b), bytes(est))]
         assert len(self.ue_offs) == 2, "the UE address is in the uplink and the downlink PDR"
@@ -145,6 +149,9 @@ def main() -> int:
     ap.add_argument("--client-cpu", type=int, default=1, help="CPU the client runs on (default 1)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
+    ap.add_argument("--shape", choices=("bearer", "smf"), default="bearer",
+                    help="the sessions: bearer (one PDR and FAR per direction, default) or smf (3 QERs, "
+                    "2 URRs, SDF Filters, a dropping downlink FAR: what an SMF sends first)")
     ap.add_argument("--pgwu", default=PGWU, help=f"the pgwu binary to measure (default {PGWU}), e.g. another "
                     "build's, to compare two agents run after run")
     a = ap.parse_args()
@@ -166,7 +173,7 @@ def main() -> int:
         sock.settimeout(5)
         sock.sendto(bytes(M.assoc_setup(1)), addr)
         sock.recv(2048)
-        tpl = Templates()
+        tpl = Templates(a.shape)
         rows, seq = [], 10
         for w in [int(x) for x in a.windows.split(",")]:
             res, seq = run_window(sock, addr, tpl, a.sessions, w, agent.pid, seq)
@@ -181,7 +188,7 @@ def main() -> int:
         shutil.rmtree(pin, ignore_errors=True)
 
     if a.json:
-        print(json.dumps({"pgwu": pgwu, "sessions": a.sessions, "load": os.getloadavg()[0],
+        print(json.dumps({"pgwu": pgwu, "shape": a.shape, "sessions": a.sessions, "load": os.getloadavg()[0],
                           "rows": {w: {ph: dict(zip(("per_s", "agent_us", "client_us"), v)) for ph, v in res.items()}
                                    for w, res in rows}}))
         return 0
@@ -192,7 +199,7 @@ def main() -> int:
         h, e, d = res["heartbeat"], res["establish"], res["delete"]
         lines.append([str(w), f"{h[0]:,.0f}", f"{e[0]:,.0f}", f"{e[0] / h[0]:.2f}", f"{e[1]:.1f}", f"{e[2]:.1f}",
                       f"{d[0]:,.0f}", f"{d[0] / h[0]:.2f}", f"{d[1]:.1f}", f"{d[2]:.1f}"])
-    print(f"pgwu pfcp, {a.sessions} sessions per row, agent on CPU {a.agent_cpu}, client on CPU {a.client_cpu}, "
+    print(f"pgwu pfcp, {a.sessions} {a.shape} sessions per row, agent on CPU {a.agent_cpu}, client on CPU {a.client_cpu}, "
           f"load average {os.getloadavg()[0]:.1f}")
     if a.markdown:
         print("| " + " | ".join(hdr) + " |")

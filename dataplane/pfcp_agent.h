@@ -105,6 +105,22 @@ struct reply {
 
 struct rcache_ent;	/* pfcp_rcache.c */
 
+/*
+ * Writes to pfcp_sessions / pfcp_rules waiting for the end of the batch (pfcp_session.c): one
+ * batch update and one batch delete per map then, instead of a syscall per message. A session has
+ * at most one operation pending (a second one flushes first), so updates and deletes commute.
+ */
+#define PUB_SESS 128
+#define PUB_RULES (PUB_SESS * 2 * PGWU_PFCP_MAX_RULES)
+
+struct pub_pending {
+	__u32 n_upd, n_del, n_rupd, n_rdel;
+	__u32 upd_key[PUB_SESS], del_key[PUB_SESS];
+	struct pgwu_pfcp_sess upd_val[PUB_SESS];
+	struct pgwu_pfcp_rule_key rupd_key[PUB_RULES], rdel_key[PUB_RULES];
+	struct pgwu_pfcp_rule rupd_val[PUB_RULES];
+};
+
 /* An open-addressing index of sessions (linear probing, no tombstones): slot -> index + 1 */
 struct sess_index {
 	__u32 *tab;
@@ -141,6 +157,8 @@ struct pfcp_agent {
 	bool allow_cp_move;
 	__u64 now_ms;		/* CLOCK_MONOTONIC, read once per batch */
 	struct ratelimit rl_not_owner, rl_node_id, rl_publish, rl_kept;
+	struct pub_pending pub;
+	__u8 *pub_mark;		/* per session index: an operation is pending in pub */
 	const struct sockaddr_in *peer;	/* the current request's sender */
 	const __u8 *req;	/* the current request's bytes (msg_len of them) */
 	struct pfcp_msg msg;
@@ -187,7 +205,7 @@ void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
  * association's
  * sessions deleted (how many); a free TEID for an F-TEID with CHOOSE (network order, 0: none);
  * the owner tag of a new session; a session's record written to (or removed from)
- * pfcp_sessions and pfcp_rules; the rules gauges. */
+ * pfcp_sessions and pfcp_rules (at the end of the batch: sess_publish_flush); the rules gauges. */
 struct sess *ue_find(struct pfcp_agent *a, __u32 ue);
 struct sess *fseid_find(struct pfcp_agent *a, __u64 seid, __u32 addr);
 void sess_index_add(struct pfcp_agent *a, __u32 idx);
@@ -198,6 +216,7 @@ __u32 assoc_drop_sessions(struct pfcp_agent *a, int ai);
 __u32 teid_alloc(struct pfcp_agent *a);
 __u32 owner_tag(__u32 gen);
 void sess_publish(struct pfcp_agent *a, const struct sess *s);
+void sess_publish_flush(struct pfcp_agent *a);
 void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);
 void sess_index_free(struct pfcp_agent *a);

@@ -138,102 +138,135 @@ void rules_count(struct pfcp_agent *a)
 	stat_set(a, PFCP_STAT_URRS, a->n_urr);
 }
 
-static void publish_err(struct pfcp_agent *a, const struct sess *s, int err)
+static void publish_err(struct pfcp_agent *a, int err, __u32 n)
 {
 	__u32 held;
 
-	stat_add(a, PFCP_STAT_PUBLISH_ERRORS, 1);
+	stat_add(a, PFCP_STAT_PUBLISH_ERRORS, n);
 	if (ratelimit_pass(a, &a->rl_publish, &held))
-		fprintf(stderr, "Couldn't write session 0x%llx to %s: %s (%u more since the last "
-			"line); `pgwu session` does not show its rules\n",
-			(unsigned long long)s->up_seid, PFCP_SESSIONS_MAP, strerror(-err), held);
+		fprintf(stderr, "Couldn't write %u session records to %s/%s: %s (%u more such lines "
+			"held back); `pgwu session` does not show their rules\n", n, PFCP_SESSIONS_MAP,
+			PFCP_RULES_MAP, strerror(-err), held);
 }
 
-/*
- * The session's record and its rules, written to pfcp_sessions and pfcp_rules (one update and
- * one batch update). What `pgwu session` shows; a failure is counted and logged, the session
- * itself stands (the record is a copy, the agent's table is the model).
- */
-void sess_publish(struct pfcp_agent *a, const struct sess *s)
+/* Write what is pending: a batch update and a batch delete per map. */
+void sess_publish_flush(struct pfcp_agent *a)
 {
-	struct pgwu_pfcp_rule_key keys[2 * PGWU_PFCP_MAX_RULES];
-	struct pgwu_pfcp_rule vals[2 * PGWU_PFCP_MAX_RULES];
-	struct pgwu_pfcp_sess rec = {};
-	const struct assoc *as = &a->assoc[s->assoc];
-	__u32 idx = (__u32)s->up_seid - 1, n = 0;
+	struct pub_pending *p = &a->pub;
+	__u32 n;
 	int err;
 
 	if (a->sess_fd < 0)
 		return;
-	rec.up_seid = s->up_seid;
-	rec.cp_seid = s->cp_seid;
-	rec.cp_addr = s->cp_addr;
-	rec.peer_addr = as->peer.sin_addr.s_addr;
-	rec.peer_port = as->peer.sin_port;
-	rec.assoc = s->assoc;
-	rec.teid = s->teid;
-	rec.ue = s->ue;
-	rec.sgw = s->sgw;
-	rec.sgw_teid = s->sgw_teid;
-	rec.owner = s->owner;
-	rec.flags = (s->dl_on ? PGWU_PFCP_S_DL_ON : 0) | (s->has_sgw ? PGWU_PFCP_S_HAS_SGW : 0);
-	rec.dl_apply = s->dl_apply;
-	rec.pdr[PGWU_PFCP_UPLINK].id = s->ul_pdr;
-	rec.pdr[PGWU_PFCP_UPLINK].far_id = s->ul_far;
-	rec.pdr[PGWU_PFCP_DOWNLINK].id = s->dl_pdr;
-	rec.pdr[PGWU_PFCP_DOWNLINK].far_id = s->dl_far;
-	if (s->r) {
-		memcpy(rec.pdr, s->r->pdr, sizeof(rec.pdr));
-		rec.n_qer = s->r->n_qer;
-		rec.n_urr = s->r->n_urr;
-		for (int i = 0; i < s->r->n_qer; i++) {
-			rec.qer_ids[i] = s->r->qer[i].id;
-			keys[n] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER, s->r->qer[i].id };
-			vals[n] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_QER,
-							   .qer = s->r->qer[i] };
-			n++;
-		}
-		for (int i = 0; i < s->r->n_urr; i++) {
-			rec.urr_ids[i] = s->r->urr[i].id;
-			keys[n] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR, s->r->urr[i].id };
-			vals[n] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_URR,
-							   .urr = s->r->urr[i] };
-			n++;
-		}
+	if ((n = p->n_upd) &&
+	    (err = bpf_map_update_batch(a->sess_fd, p->upd_key, p->upd_val, &n, NULL)))
+		publish_err(a, err, p->n_upd - n);
+	if ((n = p->n_rupd) &&
+	    (err = bpf_map_update_batch(a->rules_fd, p->rupd_key, p->rupd_val, &n, NULL)))
+		publish_err(a, err, p->n_rupd - n);
+	/* deletes: keys already gone (a record that failed to be written) are no error */
+	for (__u32 done = 0; done < p->n_del; done += n + 1) {
+		n = p->n_del - done;
+		if (!bpf_map_delete_batch(a->sess_fd, p->del_key + done, &n, NULL))
+			break;
 	}
-	if (bpf_map_update_elem(a->sess_fd, &idx, &rec, BPF_ANY)) {
-		publish_err(a, s, -errno);
-		return;
+	for (__u32 done = 0; done < p->n_rdel; done += n + 1) {
+		n = p->n_rdel - done;
+		if (!bpf_map_delete_batch(a->rules_fd, p->rdel_key + done, &n, NULL))
+			break;
 	}
-	if (n) {
-		__u32 count = n;
-
-		err = bpf_map_update_batch(a->rules_fd, keys, vals, &count, NULL);
-		if (err)
-			publish_err(a, s, err);
-	}
+	for (__u32 i = 0; i < p->n_upd; i++)
+		a->pub_mark[p->upd_key[i]] = 0;
+	for (__u32 i = 0; i < p->n_del; i++)
+		a->pub_mark[p->del_key[i]] = 0;
+	p->n_upd = p->n_del = p->n_rupd = p->n_rdel = 0;
 }
 
-/* The session's record and rules removed from the published maps */
-static void sess_unpublish(struct pfcp_agent *a, const struct sess *s)
+/* Room for one more session operation with nr rules, and none pending for idx: flush if not. */
+static void pub_room(struct pfcp_agent *a, __u32 idx, __u32 nr)
 {
-	struct pgwu_pfcp_rule_key keys[2 * PGWU_PFCP_MAX_RULES];
-	__u32 idx = (__u32)s->up_seid - 1, n = 0;
+	struct pub_pending *p = &a->pub;
+
+	if (a->pub_mark[idx] || p->n_upd + p->n_del == PUB_SESS ||
+	    p->n_rupd + p->n_rdel + nr > PUB_RULES)
+		sess_publish_flush(a);
+	a->pub_mark[idx] = 1;
+}
+
+/*
+ * The session's record and its rules, queued for pfcp_sessions and pfcp_rules (written at the
+ * end of the batch). What `pgwu session` shows; a failure is counted and logged, the session
+ * itself stands (the record is a copy, the agent's table is the model).
+ */
+void sess_publish(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pub_pending *p = &a->pub;
+	const struct assoc *as = &a->assoc[s->assoc];
+	__u32 idx = (__u32)s->up_seid - 1;
+	struct pgwu_pfcp_sess *rec;
 
 	if (a->sess_fd < 0)
 		return;
-	bpf_map_delete_elem(a->sess_fd, &idx);
+	pub_room(a, idx, s->r ? s->r->n_qer + s->r->n_urr : 0);
+	p->upd_key[p->n_upd] = idx;
+	rec = &p->upd_val[p->n_upd++];
+	memset(rec, 0, sizeof(*rec));
+	rec->up_seid = s->up_seid;
+	rec->cp_seid = s->cp_seid;
+	rec->cp_addr = s->cp_addr;
+	rec->peer_addr = as->peer.sin_addr.s_addr;
+	rec->peer_port = as->peer.sin_port;
+	rec->assoc = s->assoc;
+	rec->teid = s->teid;
+	rec->ue = s->ue;
+	rec->sgw = s->sgw;
+	rec->sgw_teid = s->sgw_teid;
+	rec->owner = s->owner;
+	rec->flags = (s->dl_on ? PGWU_PFCP_S_DL_ON : 0) | (s->has_sgw ? PGWU_PFCP_S_HAS_SGW : 0);
+	rec->dl_apply = s->dl_apply;
+	rec->pdr[PGWU_PFCP_UPLINK].id = s->ul_pdr;
+	rec->pdr[PGWU_PFCP_UPLINK].far_id = s->ul_far;
+	rec->pdr[PGWU_PFCP_DOWNLINK].id = s->dl_pdr;
+	rec->pdr[PGWU_PFCP_DOWNLINK].far_id = s->dl_far;
+	if (!s->r)
+		return;
+	memcpy(rec->pdr, s->r->pdr, sizeof(rec->pdr));
+	rec->n_qer = s->r->n_qer;
+	rec->n_urr = s->r->n_urr;
+	for (int i = 0; i < s->r->n_qer; i++) {
+		rec->qer_ids[i] = s->r->qer[i].id;
+		p->rupd_key[p->n_rupd] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER,
+								       s->r->qer[i].id };
+		p->rupd_val[p->n_rupd++] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_QER,
+								    .qer = s->r->qer[i] };
+	}
+	for (int i = 0; i < s->r->n_urr; i++) {
+		rec->urr_ids[i] = s->r->urr[i].id;
+		p->rupd_key[p->n_rupd] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR,
+								       s->r->urr[i].id };
+		p->rupd_val[p->n_rupd++] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_URR,
+								    .urr = s->r->urr[i] };
+	}
+}
+
+/* The session's record and rules, queued for removal from the published maps */
+static void sess_unpublish(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pub_pending *p = &a->pub;
+	__u32 idx = (__u32)s->up_seid - 1;
+
+	if (a->sess_fd < 0)
+		return;
+	pub_room(a, idx, s->r ? s->r->n_qer + s->r->n_urr : 0);
+	p->del_key[p->n_del++] = idx;
 	if (!s->r)
 		return;
 	for (int i = 0; i < s->r->n_qer; i++)
-		keys[n++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER, s->r->qer[i].id };
+		p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER,
+									 s->r->qer[i].id };
 	for (int i = 0; i < s->r->n_urr; i++)
-		keys[n++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR, s->r->urr[i].id };
-	if (n) {
-		__u32 count = n;
-
-		bpf_map_delete_batch(a->rules_fd, keys, &count, NULL);
-	}
+		p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR,
+									 s->r->urr[i].id };
 }
 
 static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **rules)
@@ -267,12 +300,11 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 {
 	int err, kept = 0;
 
+	err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, true, s->dl_on, &kept, b);
 	if (b) {
-		bearer_usage_owned(&a->m, s->teid, s->ue, s->owner, b);
 		b->dl_packets += s->dl_packets;
 		b->dl_bytes += s->dl_bytes;
 	}
-	err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, true, s->dl_on, &kept);
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearer of session 0x%llx: %s\n",
 			(unsigned long long)s->up_seid, strerror(-err));

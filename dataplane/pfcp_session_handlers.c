@@ -723,8 +723,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		struct bearer b;
 		int kept = 0;
 
-		bearer_usage_owned(&a->m, s->teid, s->ue, s->owner, &b);
-		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &kept);
+		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &kept, &b);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 		} else {

@@ -230,8 +230,8 @@ extern const struct load_opts load_defaults;
  * The *_owned variants (the PFCP agent) touch only halves whose owner tag
  * (PGWU_B_OWNER_SHIFT) is owner and that still belong together (uplink half of teid with UE
  * ue, downlink half of ue with local TEID teid):
- * bearer_usage_owned: those halves' usage into b (b->has_ul/has_dl: which were found).
- * bearer_remove_owned: removes them; *kept: how many of the halves named were left in place.
+ * bearer_remove_owned: removes those of the halves named; *kept: how many of the halves named
+ *   were left in place; *usage (if not NULL): the usage of the ones removed, read just before.
  * bearer_set_dl_owned: bearer_set_dl_flags of the downlink half if it is owner's (-EPERM if
  *   another owner's, -ENOENT if none).
  */
@@ -243,10 +243,8 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
 			__u32 flags);
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b);
-void bearer_usage_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
-			struct bearer *b);
 int bearer_remove_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
-			bool has_ul, bool has_dl, int *kept);
+			bool has_ul, bool has_dl, int *kept, struct bearer *usage);
 int bearer_set_dl_owned(const struct pgwu_maps *m, __u32 ue, __u32 teid, __u32 owner,
 			__u32 sgw, __u32 sgw_teid, __u32 flags);
 void bearer_print_header(FILE *f);

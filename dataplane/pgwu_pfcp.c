@@ -381,6 +381,7 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd)
 				.msg_namelen = sizeof(peers[i]), .msg_iov = &tiov[nt], .msg_iovlen = 1 };
 			nt++;
 		}
+		sess_publish_flush(a);	/* before the answers leave: what they say is shown */
 		flock(a->lock_fd, LOCK_UN);
 		for (int done = 0; done < nt;) {
 			int s = sendmmsg(a->sock, tx + done, nt - done, 0);
@@ -461,7 +462,8 @@ int do_pfcp(const void *cfg)
 	a->sess = calloc(a->max_sess, sizeof(*a->sess));
 	a->free_idx = malloc((size_t)a->max_sess * sizeof(*a->free_idx));
 	a->rcache = rcache_alloc();
-	if (!a->sess || !a->free_idx || !a->rcache || sess_index_alloc(a)) {
+	a->pub_mark = calloc(a->max_sess, 1);
+	if (!a->sess || !a->free_idx || !a->rcache || !a->pub_mark || sess_index_alloc(a)) {
 		err = -ENOMEM;
 		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", a->max_sess, strerror(ENOMEM));
 		goto out;
@@ -548,6 +550,7 @@ out:
 	free(a->sess);
 	free(a->free_idx);
 	rcache_free(a->rcache);
+	free(a->pub_mark);
 	sess_index_free(a);
 	maps_close(&a->m);
 	return err;

@@ -25,6 +25,45 @@ static int pinned_quiet(const char *name)
 	return bpf_obj_get(path);
 }
 
+static int key_cmp(const struct pgwu_pfcp_rule_key *a, const struct pgwu_pfcp_rule_key *b)
+{
+	if (a->sess != b->sess)
+		return a->sess < b->sess ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+struct rule_pair {
+	struct pgwu_pfcp_rule_key k;
+	struct pgwu_pfcp_rule r;
+};
+
+static int pair_cmp(const void *x, const void *y)
+{
+	return key_cmp(&((const struct rule_pair *)x)->k, &((const struct rule_pair *)y)->k);
+}
+
+/* Sort the rules by key (keys and values together): a lookup is then a binary search. */
+static int rules_sort(struct pfcp_view *v)
+{
+	struct rule_pair *p = malloc((v->nr + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	for (size_t i = 0; i < v->nr; i++) {
+		p[i].k = v->rkeys[i];
+		p[i].r = v->rules[i];
+	}
+	qsort(p, v->nr, sizeof(*p), pair_cmp);
+	for (size_t i = 0; i < v->nr; i++) {
+		v->rkeys[i] = p[i].k;
+		v->rules[i] = p[i].r;
+	}
+	free(p);
+	return 0;
+}
+
 static int by_teid_cmp(const void *x, const void *y)
 {
 	__u64 a = *(const __u64 *)x, b = *(const __u64 *)y;
@@ -60,6 +99,8 @@ int pfcp_view_load(struct pfcp_view *v)
 		err = map_dump(fd, sizeof(struct pgwu_pfcp_rule_key), sizeof(struct pgwu_pfcp_rule),
 			       (void **)&v->rkeys, (void **)&v->rules, &v->nr);
 		close(fd);
+		if (!err)
+			err = rules_sort(v);
 		if (err)
 			goto fail;
 	}
@@ -120,11 +161,20 @@ static const struct pgwu_pfcp_sess *view_sess(const struct pfcp_view *v, const s
 static const struct pgwu_pfcp_rule *view_rule(const struct pfcp_view *v,
 					      const struct pgwu_pfcp_sess *s, __u32 kind, __u32 id)
 {
-	__u32 idx = (__u32)s->up_seid - 1;
+	const struct pgwu_pfcp_rule_key want = { (__u32)s->up_seid - 1, kind, id };
+	size_t lo = 0, hi = v->nr;
 
-	for (size_t i = 0; i < v->nr; i++)
-		if (v->rkeys[i].sess == idx && v->rkeys[i].kind == kind && v->rkeys[i].id == id)
-			return &v->rules[i];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = key_cmp(&v->rkeys[mid], &want);
+
+		if (!c)
+			return &v->rules[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 

@@ -218,13 +218,10 @@ static int halves_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 o
 	return h;
 }
 
-void bearer_usage_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
-			struct bearer *b)
+/* The usage of the halves h (1 uplink, 2 downlink) looked up in ul and dl: hash entry + slot */
+static void usage_of(const struct pgwu_maps *m, __u32 teid, __u32 ue, int h,
+		     const struct pgwu_ul_bearer *ul, const struct pgwu_dl_bearer *dl, struct bearer *b)
 {
-	struct pgwu_ul_bearer ul;
-	struct pgwu_dl_bearer dl;
-	int h = halves_owned(m, teid, ue, owner, &ul, &dl);
-
 	memset(b, 0, sizeof(*b));
 	b->teid = ntohl(teid);
 	b->ue = ue;
@@ -232,31 +229,34 @@ void bearer_usage_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 o
 		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
 
 		b->has_ul = true;
-		b->ul_flags = ul.flags;
-		b->ul_packets = ul.packets + (sl ? sl->b.packets : 0);
-		b->ul_bytes = ul.bytes + (sl ? sl->b.bytes : 0);
+		b->ul_flags = ul->flags;
+		b->ul_packets = ul->packets + (sl ? sl->b.packets : 0);
+		b->ul_bytes = ul->bytes + (sl ? sl->b.bytes : 0);
 	}
 	if (h & 2) {
 		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
 
 		b->has_dl = true;
-		b->sgw = dl.sgw_addr;
-		b->sgw_teid = ntohl(dl.sgw_teid);
-		b->flags = dl.flags;
-		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
-		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
+		b->sgw = dl->sgw_addr;
+		b->sgw_teid = ntohl(dl->sgw_teid);
+		b->flags = dl->flags;
+		b->dl_packets = dl->packets + (sl ? sl->b.packets : 0);
+		b->dl_bytes = dl->bytes + (sl ? sl->b.bytes : 0);
 	}
 }
 
 int bearer_remove_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
-			bool has_ul, bool has_dl, int *kept)
+			bool has_ul, bool has_dl, int *kept, struct bearer *usage)
 {
 	struct pgwu_ul_bearer ul;
 	struct pgwu_dl_bearer dl;
 	int h = halves_owned(m, teid, ue, owner, &ul, &dl);
 
+	h &= (has_ul ? 1 : 0) | (has_dl ? 2 : 0);
+	if (usage)
+		usage_of(m, teid, ue, h, &ul, &dl, usage);	/* read just before they go */
 	*kept = (has_ul && !(h & 1)) + (has_dl && !(h & 2));
-	return bearer_remove(m, teid, ue, has_ul && (h & 1), has_dl && (h & 2));
+	return bearer_remove(m, teid, ue, h & 1, h & 2);
 }
 
 int bearer_set_dl_owned(const struct pgwu_maps *m, __u32 ue, __u32 teid, __u32 owner,

@@ -534,8 +534,9 @@ def test_update_urr_updates_and_removes_parameters(lab):
 
 
 def test_qer_and_urr_ids_are_checked(lab):
-    """Duplicate QER or URR IDs, a PDR naming a QER no Create QER has, two downlink QERs with different
-    QFIs (which would a G-PDU carry?): refused, nothing installed."""
+    """Duplicate QER or URR IDs, a PDR naming a QER or URR no Create QER / URR has, two downlink QERs
+    with different QFIs (which would a G-PDU carry?), a URR that measures neither volume nor duration:
+    refused naming the rule, nothing installed."""
     a, cp = lab.start()
     other_qfi = IE_CreateQER(IE_list=[IE_QER_Id(id=4), IE_GateStatus(), IE_MBR(ul=1, dl=1), IE_QFI(QFI=5)])
     cases = [
@@ -546,6 +547,9 @@ def test_qer_and_urr_ids_are_checked(lab):
         ("unknown urr", S.establish_ies(0x54, UE, ul=S.ul_pdr(UE, urrs=(1, 8))), (0, S.UL_PDR)),
         ("two downlink qfis", S.establish_ies(0x55, UE, dl=S.dl_pdr(UE, qers=(3, 4))) + [other_qfi], (0, S.DL_PDR)),
         ("the same qfi twice", S.establish_ies(0x56, UE, dl=S.dl_pdr(UE, qers=(2, 3))), None),
+        ("a urr measuring events only", S.establish_ies(0x57, UE) + [S.IE_CreateURR(IE_list=[
+            IE_URR_Id(id=3), S.IE_MeasurementMethod(EVENT=1), S.IE_ReportingTriggers(periodic_reporting=1)])],
+         (3, 3)),
     ]
     for i, (name, ies_, want) in enumerate(cases):
         r = cp.req(S.establish(10 + i, 0, UE, ies=ies_))
