@@ -55,6 +55,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from gtplab.traffic.trex.client import TrexClient  # noqa: E402  (stream JSON from TRex's own library)
 from gtplab.lab.topology import Lab, NETNS_DIR  # noqa: E402
+from gtplab.traffic.backend import engine_client  # noqa: E402
 from tables import print_table  # noqa: E402  (bench/tables.py)
 
 UPLINK = REPO / "trex_profiles" / "gtpu_uplink.py"
@@ -218,7 +219,7 @@ def main() -> int:
                       file=sys.stderr)
                 return 2
             gen_cpus, dut_cpus = ",".join(map(str, lab.cpus.generator)), ",".join(map(str, lab.cpus.dut))
-            c = lab.client()
+            c = engine_client(lab)
             for _ in range(args.runs):
                 # raw rows first, with the engine disconnected (it parks its programs on the spares)
                 for sz in sorted({64} | set(real.values())):

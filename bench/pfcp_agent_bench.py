@@ -8,7 +8,7 @@
 A PGW-U is loaded in a unique pin dir (removed afterwards), the agent runs on 127.0.0.1 pinned to
 --agent-cpu, the client on --client-cpu. The client keeps a window of N requests in flight: it sends
 until N are outstanding, then one more for each answer. Requests are pre-built byte templates
-(tests/pfcp_msgs.py, built once by Scapy) in which only the sequence number, the CP SEID and the UE
+(tests/lib/pfcp_msgs.py, built once by Scapy) in which only the sequence number, the CP SEID and the UE
 address are patched with struct.pack_into, so the client costs a few microseconds a message; every
 answer's Cause is checked (a reject fails the run). Each row: --sessions establishments (each a
 bearer with a CHOOSE F-TEID), then their deletions, the tables empty afterwards.
@@ -41,11 +41,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-import pfcp_msgs as M  # noqa: E402
-import pfcp_smf_msgs as S  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from tests.lib import pfcp_msgs as M  # noqa: E402
+from tests.lib import pfcp_smf_msgs as S  # noqa: E402
+from gtplab.dut.dataplane import pgwu_binary  # noqa: E402
 
-PGWU = str(ROOT / "dataplane" / "pgwu")
+PGWU = str(pgwu_binary())
 
 
 def cpu_of(pid: int) -> float:
@@ -65,7 +66,7 @@ def marker_offset(b: bytes, value: bytes) -> int:
 
 class Templates:
     """Establishment / deletion requests as bytes, with the offsets of the fields patched per message.
-    shape "bearer": tests/pfcp_msgs.py's one-bearer session; "smf": tests/pfcp_smf_msgs.py's (3 QERs,
+    shape "bearer": tests/lib/pfcp_msgs.py's one-bearer session; "smf": tests/lib/pfcp_smf_msgs.py's (3 QERs,
     2 URRs, SDF Filters, the downlink FAR dropping with a placeholder outer header)."""
 
     def __init__(self, shape: str = "bearer"):

@@ -13,7 +13,7 @@ Requests come from templates built once by Scapy and patched per session (gtplab
 before timing, 200 rendered requests are decoded by Scapy and compared with what was asked.
 
 Targets, each a separate process on 127.0.0.1:
-  fake   tests/fake_upf.py in fast mode (answers from templates, no Scapy per message): what the
+  fake   tests/lib/fake_upf.py in fast mode (answers from templates, no Scapy per message): what the
          control plane alone does here
   agent  dataplane/pgwu's `pfcp --listen` on a PGW-U loaded in a unique pin dir (removed after)
 
@@ -39,15 +39,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
+from gtplab.dut.dataplane import pgwu_binary  # noqa: E402
 from gtplab.dut.pfcp import EmbeddedAgent  # noqa: E402
 from gtplab.errors import UserError  # noqa: E402
 from gtplab.pfcp import messages as m  # noqa: E402
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
 from gtplab.pfcp.sessions import Sessions  # noqa: E402
 
-PGWU = ROOT / "dataplane" / "pgwu"
+PGWU = pgwu_binary()
 HZ = os.sysconf("SC_CLK_TCK")
 UE0, SGW0, SGWTEID0 = 0x0A400001, 0x0AC90010, 0x80000000
 
@@ -63,11 +63,11 @@ def self_cpu() -> float:
 
 
 class Fake:
-    """tests/fake_upf.py (fast) in a process of its own."""
-    name = "fake UPF (tests/fake_upf.py, fast)"
+    """tests/lib/fake_upf.py (fast) in a process of its own."""
+    name = "fake UPF (tests/lib/fake_upf.py, fast)"
 
     def __init__(self, sessions: int):
-        code = ("import sys, time; sys.path.insert(0, 'tests'); from fake_upf import FakeUpf; "
+        code = ("import time; from tests.lib.fake_upf import FakeUpf; "
                 "f = FakeUpf(fast=True); print('listening on %s:%d' % f.addr, flush=True); time.sleep(3600)")
         self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         mt = re.search(r"listening on ([\d.]+):(\d+)", self.proc.stdout.readline())
@@ -124,7 +124,7 @@ def check_templates(opts: m.SessionOptions, n: int = 200) -> None:
 
 
 def run(target, sessions: int, window: int, base: int) -> dict:
-    node = Node(target.addr, timers=Timers(t1=2.0, n1=3, heartbeat=0))
+    node = Node(target.addr, port=0, timers=Timers(t1=2.0, n1=3, heartbeat=0))
     try:
         node.associate()
         sm = Sessions(node, m.SessionOptions(choose=True, n3_addr="10.201.0.1"), window=window)

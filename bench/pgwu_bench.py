@@ -48,10 +48,10 @@ sys.path.insert(0, str(REPO))
 
 from gtplab.kernel import bpf  # noqa: E402
 from gtplab.gtpu import packets as P  # noqa: E402
-from gtplab.dut.dataplane import Dataplane, Nexthop  # noqa: E402
+from gtplab.dut.dataplane import Dataplane, Nexthop, pgwu_binary  # noqa: E402
 from gtplab.kernel.netns import Worker  # noqa: E402
 
-PGWU = REPO / "dataplane" / "pgwu"
+PGWU = pgwu_binary()
 BENCH_OBJ = REPO / "bench" / "pgwu_bench.bpf.o"
 
 LOCAL = "10.201.0.1"

@@ -4,7 +4,7 @@
 
     sudo .venv/bin/python bench/trex_vs_engine.py [--runs 3] [--sizes 64,512,1424] [--markdown]
 
-Same machine, same profile and tunables (gtplab.measure.ndr.CaseParams: 1024 flows, outer UDP checksum on,
+Same machine, same profile and tunables (gtplab.measure.plan.CaseParams: 1024 flows, outer UDP checksum on,
 no latency stream), same DUT (the PGW-U) and CPU layout (generator CPUs / DUT CPUs of the default
 layout): only the generator differs, `Lab.up(generator="engine")` or `Lab.up(generator="trex")`.
 Runs alternate engine, TRex, engine, TRex ..., each on a lab of its own, so both see the same machine.
@@ -16,7 +16,7 @@ Per generator, direction and frame size (uplink 64 B is the profile's minimum, 8
   process; TRex: its server and gtplab's TRex client worker) plus the generator ports' receive NAPI
   kthreads. "per core" = packets sent / generator CPU seconds. TRex busy-polls its core (low_end),
   so its CPU time is its wall time whatever it sends.
-- NDR: gtplab.measure.ndr.ndr_search as `gtplab sweep` runs it (loss tolerance 0, at most --max-trials);
+- NDR: gtplab.measure.search.ndr_search as `gtplab sweep` runs it (loss tolerance 0, at most --max-trials);
   "gen" when the generator set the result (no NDR claimed).
 Medians over the runs, spread min-max. docs/trex.md has the table measured here.
 """
@@ -38,7 +38,7 @@ from tables import median as med, num as mpps, print_table, spread  # noqa: E402
 
 def task_cpu_s(pid: int) -> float:
     """CPU seconds of every thread of process pid (/proc/PID/task/*/schedstat; 0 when gone)."""
-    from gtplab.lab.cpu import thread_cpu_ns
+    from gtplab.kernel.threads import thread_cpu_ns
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -48,13 +48,13 @@ def task_cpu_s(pid: int) -> float:
 
 def generator_cpu(lab, client) -> callable:
     """A function: CPU seconds so far of the lab's generator (see the module's docstring)."""
-    from gtplab.lab.cpu import napi_threads, thread_cpu_ns
-    from gtplab.traffic.trex import runtime as trex_runtime
+    from gtplab.kernel.threads import napi_threads, thread_cpu_ns
+    from gtplab.lab import trex_server
     procs = [os.getpid()]
     if lab.generator == "trex":
         import subprocess
         pids = subprocess.run(["ip", "netns", "pids", lab.gen_ns], capture_output=True, text=True).stdout.split()
-        procs = [int(p) for p in pids if trex_runtime.is_trex(int(p))]
+        procs = [int(p) for p in pids if trex_server.is_trex(int(p))]
         if client._proc is not None:
             procs.append(client._proc.pid)
 
@@ -67,7 +67,9 @@ def generator_cpu(lab, client) -> callable:
 def measure(generator: str, sizes: list[int], duration: float, max_trials: int) -> dict:
     from gtplab.lab import config as labconfig
     from gtplab.lab.topology import Lab
-    from gtplab.measure.ndr import CaseParams, Runner, ndr_search
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import Runner
+    from gtplab.measure.search import ndr_search
     from gtplab.traffic.backend import Backend
     cfg = labconfig.load("embedded-trex" if generator == "trex" else "embedded")
     lab = Lab.up(generator=generator, trex_runtime=cfg.trex_runtime(), cpus=cfg.cpu_layout())

@@ -4,7 +4,7 @@
     .venv/bin/python dashboards/generate.py           write the JSON files next to this script
     .venv/bin/python dashboards/generate.py --check   exit 1 if a committed file differs (CI)
 
-Edit the panel tables below, never the JSON: tests/test_dashboards.py fails when the committed JSON
+Edit the panel tables below, never the JSON: tests/ops/test_dashboards.py fails when the committed JSON
 and this generator disagree. Every query uses the provisioned datasource (uid DATASOURCE_UID,
 dashboards/provisioning/datasources/prometheus.yaml). Metric names: docs/monitoring.md.
 """

@@ -24,3 +24,13 @@ class ResultsWriteError(UserError):
 
 class LabError(UserError):
     """A lab operation failed: one line saying what could not be done and why (gtplab.lab.topology, gtplab.lab.cpu)."""
+
+
+def note_cleanup(error: BaseException, problem: str) -> None:
+    """Keep `error`, the first failure, as the one raised, and add what then went wrong while
+    cleaning up after it: as a note (BaseException.add_note) and, where the error is one line of
+    text (a UserError), at the end of that line, so that the CLI and run.json show it too. A
+    clean-up error never replaces the error that caused the clean-up."""
+    error.add_note(f"while cleaning up: {problem}")
+    if isinstance(error, Exception) and len(error.args) == 1 and isinstance(error.args[0], str):
+        error.args = (f"{error.args[0]}; while cleaning up: {problem}",)

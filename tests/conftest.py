@@ -8,10 +8,12 @@ import shutil
 
 import pytest
 
-from helpers import pgwu as _pgwu
+from gtplab.dut.dataplane import Dataplane
+from tests.lib.pgwu import pgwu as _pgwu
+from tests.lib.trex_server import TrexServer, TrexUnavailable
 
 
-# ---- data plane (tests/test_dataplane*.py, tests/test_fuzz.py) ------------------------------------
+# ---- data plane (tests/dataplane/test_dataplane*.py, tests/dataplane/test_fuzz.py) ----------------------
 # A PGW-U loaded once per test module by `dataplane/pgwu -d <unique pin dir> load`, opened as
 # gtplab.dut.dataplane.Dataplane. Always unloaded and its pin dir removed afterwards, also on failure.
 
@@ -35,7 +37,6 @@ def pgwu_pin_dir():
 @pytest.fixture(scope="module")
 def dataplane(pgwu_pin_dir):
     """gtplab.dut.dataplane.Dataplane on the module's freshly loaded PGW-U."""
-    from gtplab.dut.dataplane import Dataplane
     dp = Dataplane(pgwu_pin_dir)
     try:
         yield dp
@@ -44,14 +45,13 @@ def dataplane(pgwu_pin_dir):
 # ---- end of data plane block ----------------------------------------------------------------------
 
 
-# ---- TRex server (tests/test_trex*.py; tests/trex_server.py) --------------------------------------
+# ---- TRex server (tests/trex/test_trex*.py; tests/lib/trex_server.py) ----------------------------------
 # A real TRex server (the runtime tarball, docs/trex.md) in a namespace of its own, one per test
 # module (TRex busy-polls a core while it runs: it must not outlive the module). Skipped, with the
 # reason shown, when there is no tarball. Always stopped and its namespace removed afterwards.
 
 @pytest.fixture(scope="module")
 def trex_server():
-    from tests.trex_server import TrexServer, TrexUnavailable
     try:
         srv = TrexServer.start()
     except TrexUnavailable as e:

@@ -1,6 +1,6 @@
 """Write the PFCP fuzz seed corpus (fuzz/corpus/pfcp/) from the named Scapy messages the tests use
-(tests/pfcp_msgs.py: one-bearer sessions; tests/pfcp_smf_msgs.py: SMF-shaped sessions with several
-QERs and URRs, SDF Filters, placeholder outer headers, Update URR). Usage:
+(tests/lib/pfcp_msgs.py: one-bearer sessions; tests/lib/pfcp_smf_msgs.py: SMF-shaped sessions with
+several QERs and URRs, SDF Filters, placeholder outer headers, Update URR). Usage:
 python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "tests"))
+sys.path.insert(0, str(HERE.parent.parent))      # the repository's top: tests.lib
 
-import pfcp_msgs  # noqa: E402
-import pfcp_smf_msgs  # noqa: E402
+from tests.lib import pfcp_msgs  # noqa: E402
+from tests.lib import pfcp_smf_msgs  # noqa: E402
 
 
 def write(out: Path) -> int:

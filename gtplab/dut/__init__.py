@@ -1,14 +1,15 @@
-"""The device under test, behind one interface the measurement uses (gtplab.measure.ndr.Runner):
+"""The device under test, behind one interface the measurement uses (gtplab.measure.runner.Runner):
+probe.py's DutProbe (kind, close, counters, layout, link, link_delta, prog_stats, cpu_seconds,
+bpf_stats, install_bearers), which every probe here has.
 
-    kind, close(), counters(), layout(), link(), link_delta(before, after, direction), prog_stats(),
-    cpu_seconds(), bpf_stats() (a context manager), install_bearers(path)
-
+- probe.py     DutProbe, the interface as a typing.Protocol, and make_dut(), which picks the probe for
+  a lab config
 - local.py     LocalDut: the embedded lab's PGW-U or reference forwarder (pinned maps, veth counters)
 - metrics.py   MetricsDut: a PGW-U on another host (its `pgwu metrics` and node-exporter URLs)
 - prometheus.py PrometheusDut / NoCountersDut: any UPF's counters through a metric mapping, or none
   (lab config `dut.counters: prometheus | none`); ScrapedDut: what these and MetricsDut cannot measure
 - pfcp.py      PfcpDut: bearers provisioned over PFCP (`dut.provision: pfcp`, gtplab.pfcp), around one
-  of the above for the counters; make_dut() picks the probe for a lab config
+  of the above for the counters
 - dataplane.py the Python view of the PGW-U's pinned maps and programs (dataplane/pgwu.bpf.c)
 - fwd.bpf.c, fwd.h, fwd.py: the reference forwarder (`dut.mode: fwd`), built by this folder's Makefile
 """

@@ -1,5 +1,7 @@
 """Python view of the XDP PGW-U data plane (dataplane/pgwu.h, dataplane/pgwu.bpf.c).
 
+- pgwu_binary(), PGWU_OBJ, PGWU_H: where the PGW-U's program, BPF object and header are (the lab, the
+  sweep, the PFCP agent's DUT, the tests and bench/ take them from here).
 - REASONS: the drop/pass/forward reasons, parsed from `enum pgwu_reason` in dataplane/pgwu.h at
   import (PGWU_R_DROP_UNKNOWN_TEID -> "drop_unknown_teid"), so this list never drifts from the C.
 - VERDICTS: XDP action names by value.
@@ -10,7 +12,8 @@
   test runs of both programs, config and bearers written straight into the maps, stats, events, and
   what the access program keeps of the signalling it consumes (peers, sig_rx).
 
-Used by gtplab.dut.local (a lab's PGW-U during a measurement), the data plane tests and bench/.
+Used by gtplab.lab.topology (runs pgwu), gtplab.dut.local (a lab's PGW-U during a measurement), the
+data plane tests and bench/.
 """
 
 from __future__ import annotations
@@ -26,9 +29,17 @@ from pathlib import Path
 from gtplab.kernel import bpf
 
 REPO = Path(__file__).resolve().parents[2]
-PGWU_H = REPO / "dataplane" / "pgwu.h"
-PGWU_BIN = REPO / "dataplane" / "pgwu"
-PGWU_OBJ = REPO / "dataplane" / "pgwu.bpf.o"
+# Where the PGW-U's C sources and build artefacts are (dataplane/Makefile builds them there): the one
+# place in gtplab, its tests and bench/ that names their folder.
+PGWU_DIR = REPO / "dataplane"
+PGWU_H = PGWU_DIR / "pgwu.h"              # the types and enums shared by the BPF program and pgwu
+PGWU_OBJ = PGWU_DIR / "pgwu.bpf.o"        # the BPF object (its BTF: the struct layouts below)
+
+
+def pgwu_binary() -> Path:
+    """The `pgwu` program: $GTPLAB_PGWU if set (read at each call), else the one built in PGWU_DIR."""
+    return Path(os.environ.get("GTPLAB_PGWU", PGWU_DIR / "pgwu"))
+
 
 VERDICTS = bpf.XDP_VERDICTS  # ("aborted", "drop", "pass", "tx", "redirect")
 VERDICT_MAX = len(VERDICTS)

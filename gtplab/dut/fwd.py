@@ -1,6 +1,6 @@
 """The lab's reference DUT (`gtplab lab up --dut fwd`, lab config `dut.mode: fwd`): a plain XDP
 forwarder (fwd.bpf.c) between the two DUT ports, with the PGW-U's CPU layout. Used by gtplab/lab/topology.py
-to attach it and by gtplab/measure/ndr.py to read its counters in the PGW-U's shape, so the same trial,
+to attach it and by gtplab/dut/local.py to read its counters in the PGW-U's shape, so the same trial,
 conservation and NDR search run on it (docs/lab.md: "A reference DUT").
 
 Pinned in the lab's DUT pin dir: fwd_prog, fwd_ports, fwd_stats.
@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 from gtplab.kernel import bpf
+from gtplab.kernel.libbpf import BpfObject
 
 FWD_OBJ = Path(__file__).resolve().parent / "fwd.bpf.o"
 # enum fwd_reason of fwd.h, as (reason, verdict) keys in the PGW-U's counter shape
@@ -26,7 +27,6 @@ def _mac(text: str) -> bytes:
 
 def load(pin_dir: str) -> str:
     """Load fwd.bpf.o and pin its program and maps in pin_dir; returns the program's pin path."""
-    from gtplab.kernel.libbpf import BpfObject   # libbpf through ctypes
     if not FWD_OBJ.exists():
         raise FileNotFoundError(f"{FWD_OBJ} is not built (run: make -C {FWD_OBJ.parent})")
     os.makedirs(pin_dir, exist_ok=True)

@@ -1,7 +1,7 @@
 """The embedded lab's DUT seen by a measurement: LocalDut reads the lab's PGW-U (or the reference
 forwarder) through its pinned maps and programs, the veths' ethtool counters, and the CPU time of
-the DUT's NAPI kthreads. Used by gtplab.measure.ndr.Runner (the default DUT of a local backend) and
-by the tests. The same methods as gtplab.dut.metrics.MetricsDut (see gtplab/dut/__init__.py).
+the DUT's NAPI kthreads. Used by gtplab.measure.runner.Runner (the default DUT of a local backend) and
+by the tests. A gtplab.dut.probe.DutProbe, as gtplab.dut.metrics.MetricsDut is.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import contextlib
 import os
 import subprocess
 
-from gtplab.dut import PROG
+from gtplab.dut import PROG, fwd
+from gtplab.dut.dataplane import Dataplane
 from gtplab.errors import UserError
 from gtplab.kernel import bpf
-from gtplab.lab.cpu import thread_cpu_ns
+from gtplab.kernel.threads import thread_cpu_ns
 
 
 def cpus_busy_seconds(cpus: list[int] | None = None) -> float:
@@ -45,7 +46,6 @@ class LocalDut:
         self.mode = lab.dut_mode
         self.dp = None
         if self.mode == "pgwu":
-            from gtplab.dut.dataplane import Dataplane
             self.dp = Dataplane(lab.pin_dir)
         elif self.mode != "fwd":
             raise UserError(f"lab {lab.name}: DUT mode {self.mode} has no counters to measure; "
@@ -57,7 +57,6 @@ class LocalDut:
 
     def counters(self) -> dict[tuple[str, str], int]:
         if self.dp is None:
-            from gtplab.dut import fwd
             return fwd.counters(self.lab.pin_dir)
         return {k: p for k, (p, _) in self.dp.stats().items()}
 
@@ -104,7 +103,6 @@ class LocalDut:
 
     def prog_stats(self) -> dict[str, tuple[int, int]]:
         if self.dp is None:
-            from gtplab.dut import fwd
             with bpf.Prog.pinned(os.path.join(self.lab.pin_dir, fwd.PROG_PIN)) as prog:
                 i = prog.info()
                 return {name: (int(i.run_time_ns), int(i.run_cnt)) for name in PROG.values()}

@@ -1,7 +1,7 @@
 """A PGW-U on another host seen by a measurement: MetricsDut reads its `pgwu metrics` URL (counters)
 and, optionally, its node-exporter (CPU), and installs bearers over ssh. Used by
-gtplab.measure.ndr.Runner when the lab config names a remote DUT. The same methods as
-gtplab.dut.local.LocalDut (see gtplab/dut/__init__.py).
+gtplab.measure.runner.Runner when the lab config names a remote DUT. The same methods as
+gtplab.dut.local.LocalDut (both are a gtplab.dut.probe.DutProbe).
 """
 
 from __future__ import annotations

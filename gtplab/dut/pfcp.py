@@ -1,10 +1,10 @@
-"""A DUT whose bearers are provisioned over PFCP (lab config `dut.provision: pfcp`, docs/pfcp.md),
-and the choice of the runner's DUT probe from `dut.provision` and `dut.counters`.
+"""A DUT whose bearers are provisioned over PFCP (lab config `dut.provision: pfcp`, docs/pfcp.md).
 
     PfcpDut        wraps the probe that reads the counters (local, metrics, prometheus, none);
                    install_bearers() establishes one session per bearer through gtplab.pfcp
     EmbeddedAgent  the embedded lab's `pgwu pfcp --listen` (`upf: embedded`)
-    make_dut       the probe for a lab config (gtplab.measure.ndr.Runner)
+
+gtplab.dut.probe.make_dut puts a PfcpDut around the counters' probe when the lab config says so.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import UserError
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError
@@ -35,7 +36,6 @@ class EmbeddedAgent:
     which also makes it delete the bearers of its sessions."""
 
     def __init__(self, pin_dir: str):
-        from gtplab.lab.topology import pgwu_binary
         self.pgwu = pgwu_binary()
         if not agent_supported(self.pgwu):
             raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "
@@ -99,6 +99,7 @@ class PfcpDut:
                 except PfcpError:
                     if self.agent is None or time.monotonic() > deadline:
                         raise
+            self.cfg = self.prov.cfg                 # with `choose` as resolved at association
             self._dir.mkdir(exist_ok=True)
             # after a UPF restart the sessions are established again (sessions.py); with CHOOSE the
             # TEIDs may differ: a new bearer file, which the next case's uplink streams take
@@ -128,6 +129,16 @@ class PfcpDut:
         self.provisioned_text = Path(out).read_text()
 
     @property
+    def warnings(self) -> list[str]:
+        """What did not fail the run but goes in its notes (a release the UPF did not answer)."""
+        return self.prov.warnings if self.prov else []
+
+    @property
+    def reports(self) -> dict | None:
+        """The UPF's Session and Node Reports (provision.Provisioner.reports_summary)."""
+        return self.prov.reports_summary() if self.prov else None
+
+    @property
     def restarts(self) -> int:
         """UPF restarts seen (new Recovery Time Stamp), each followed by re-establishment."""
         return self.prov.node.restarts if self.prov else 0
@@ -141,23 +152,3 @@ class PfcpDut:
                 self.agent.close()
             shutil.rmtree(self._dir, ignore_errors=True)
             self.inner.close()
-
-
-def make_dut(backend, cfg):
-    """The runner's DUT object for the lab config's provision and counters."""
-    from gtplab.dut.local import LocalDut
-    from gtplab.dut.metrics import MetricsDut
-    from gtplab.dut.prometheus import NoCountersDut, PrometheusDut
-    lab = getattr(backend, "lab", None)
-    if cfg.counters == "none":
-        inner = NoCountersDut()
-    elif cfg.counters == "prometheus":
-        inner = PrometheusDut(cfg)
-    else:
-        # the lab's own PGW-U (the embedded engine's lab, or a TRex lab in namespaces), else remote
-        inner = LocalDut(lab) if lab is not None else MetricsDut(cfg)
-    if cfg.provision == "pfcp":
-        return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None))
-    if cfg.provision == "none":
-        inner.install_bearers = lambda path: None
-    return inner

@@ -1,6 +1,6 @@
 """Counters of any UPF from its Prometheus endpoint, and a DUT whose counters are not read, for the
 lab config's `dut.counters: prometheus | none` (docs/pfcp.md). Same probe interface as local.py and
-metrics.py (gtplab/dut/__init__.py).
+metrics.py (gtplab.dut.probe.DutProbe).
 
     counters prometheus  a mapping of metric selectors to the conservation terms: rx, fwd, drop
                          (each a sum over matching series)

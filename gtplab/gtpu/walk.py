@@ -4,7 +4,7 @@ Ethernet [/VLAN...] /IPv4 [/UDP 2152 /GTP-U [ext...] /IPv4]... /UDP|TCP frame st
 Used by the traffic engine (gtplab.traffic.engine.vm: which L4 checksums to keep right when it
 writes a stream's trailer) and by tests that look into captured frames. Pure bytes, no Scapy: the
 engine runs it in processes that must not load Scapy (gtplab/gtpu/packets.py builds packets with
-Scapy; tests/oracle.py is an independent model on purpose and does not use this).
+Scapy; tests/lib/oracle.py is an independent model on purpose and does not use this).
 
 A frame that is cut short or is not one of the above yields the headers found before that point.
 """

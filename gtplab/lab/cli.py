@@ -9,6 +9,7 @@ import os
 import sys
 
 from gtplab.errors import UserError
+from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import CpuLayout, cpu_text
 from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, GENERATORS, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
                                  Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
@@ -68,7 +69,6 @@ def _cmd_up(args) -> int:
                                 "dut": args.dut_cpus or cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
     cfg = None
     if args.lab_config:
-        from gtplab.lab import config as labconfig
         cfg = labconfig.load(args.lab_config)
     generator = args.generator or (cfg.generator if cfg else "engine")
     if args.trex and generator != "trex":

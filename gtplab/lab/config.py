@@ -19,7 +19,11 @@ from typing import Any
 
 import yaml
 
+from gtplab.dut import prometheus
 from gtplab.errors import UserError
+from gtplab.lab.cpu import CpuLayout
+from gtplab.pfcp import provision as prov
+from gtplab.rates import line_rate_pps
 
 LABS_DIR = Path(__file__).resolve().parent / "labs"
 DEFAULT_LAB = "embedded"
@@ -62,7 +66,7 @@ class LabConfig:
 
     def trex_runtime(self) -> str | None:
         """trex.runtime (a TRex directory or release tarball), relative to this file's folder; None:
-        gtplab.traffic.trex.runtime's default."""
+        gtplab.lab.trex_server's default."""
         r = self.trex.get("runtime")
         if not r:
             return None
@@ -104,14 +108,7 @@ class LabConfig:
 
     def cpu_layout(self):
         """The local lab's gtplab.lab.cpu.CpuLayout (checked against this host's CPUs)."""
-        from gtplab.lab.cpu import CpuLayout
         return CpuLayout.parse(self.cpus, f"lab config {self.path}: cpus")
-
-
-def line_rate_pps(port_speed_bps: float, frame_size: int) -> float:
-    """Frames per second a port carries at frame_size (FCS included) plus 20 bytes of preamble, SFD
-    and inter-frame gap: 10 GbE, 64 B: 14.88 Mpps."""
-    return port_speed_bps / ((frame_size + 20) * 8)
 
 
 def _percent(v) -> float | None:
@@ -133,8 +130,6 @@ def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
     their sections: pfcp for provision pfcp, prometheus for counters prometheus (docs/pfcp.md).
     local_lab: the lab holds the DUT in a namespace (the embedded lab, or TRex's namespace lab),
     so its agent and counters are at hand; otherwise the DUT is another host."""
-    from gtplab.dut import prometheus
-    from gtplab.pfcp import provision as prov
     provision = dut.get("provision", "pgwu")
     counters = dut.get("counters", "pgwu")
     if provision not in prov.PROVISION:
@@ -240,7 +235,6 @@ def load(name_or_path: str | None = None) -> LabConfig:
     if rt is not None and not isinstance(rt, str):
         _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")
     if backend == "local" or gen == "trex":
-        from gtplab.lab.cpu import CpuLayout
         CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")
     mr = data.get("max_rate_pps")
     if mr is not None and (not isinstance(mr, (int, float)) or mr <= 0):

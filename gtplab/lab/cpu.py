@@ -1,9 +1,8 @@
-"""The lab's CPU layout: which CPUs run the traffic generator and which run the DUT, and how to read
-what a kernel thread has run.
+"""The lab's CPU layout: which CPUs run the traffic generator and which run the DUT.
 
 Used by gtplab.lab.topology (pins the lab's NAPI threads), gtplab.lab.config (the `cpus:` key of a
-lab config), gtplab.lab.cli (--generator-cpus/--dut-cpus) and gtplab.dut.local (the DUT's CPU time).
-Why the lab splits CPUs this way: docs/lab.md, "The measurement model".
+lab config) and gtplab.lab.cli (--generator-cpus/--dut-cpus); the threads it pins are found with
+gtplab.kernel.threads. Why the lab splits CPUs this way: docs/lab.md, "The measurement model".
 """
 
 from __future__ import annotations
@@ -79,36 +78,3 @@ def cpu_list(v: Any, where: str) -> list[int]:
 
 def cpu_text(cpus: list[int]) -> str:
     return ",".join(map(str, cpus))
-
-
-def napi_threads(ifname: str) -> list[int]:
-    """Pids of the threaded-NAPI kthreads of interface ifname (comm "napi/<ifname>-<napi id>")."""
-    pref = f"napi/{ifname}-"
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if comm.startswith(pref) and comm[len(pref):].isdigit():
-            out.append(int(pid))
-    return sorted(out)
-
-
-def thread_cpu_ns(pid: int) -> int:
-    """CPU time a thread has run, in ns (/proc/PID/schedstat; 0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def affinity(pid: int) -> list[int] | None:
-    try:
-        return sorted(os.sched_getaffinity(pid))
-    except OSError:
-        return None

@@ -21,9 +21,10 @@ its pid is recorded in the state file as soon as it exists (docs/trex.md).
 Python API:
     with Lab.up() as lab:              # tears the lab down on exit, also on an exception
         lab.pgwu("session", "add", ...)
-        c = lab.client()               # gtplab.traffic.engine.LocalClient on ports 0 and 1
+        c = backend.engine_client(lab) # gtplab.traffic.engine.LocalClient on ports 0 and 1
 
-Used by gtplab.traffic.backend (the local backend), gtplab.lab.cli (`gtplab lab`), tests and bench/.
+Used by gtplab.traffic.backend (which builds the generator's client from a lab's ports and
+namespaces), gtplab.lab.cli (`gtplab lab`), tests and bench/. The lab imports nothing of traffic/.
 The CPU layout is gtplab.lab.cpu. Over 600 lines because the Lab class is one unit (~400 lines):
 up() records every name before it creates it and builds in an order that down() and a crash-time
 teardown() undo; splitting it would spread that contract over files.
@@ -50,11 +51,14 @@ from typing import Any, Callable
 
 from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
 
+from gtplab.dut import fwd
+from gtplab.dut.dataplane import REASONS, pgwu_binary
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
-from gtplab.lab.cpu import CpuLayout, affinity, cpu_text, napi_threads
+from gtplab.kernel.threads import affinity, napi_threads
+from gtplab.lab import trex_server
+from gtplab.lab.cpu import CpuLayout, cpu_text
 
-REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
 BPFFS = Path("/sys/fs/bpf")
 NETNS_DIR = Path("/run/netns")
@@ -152,21 +156,6 @@ def _in_netns(ns: str) -> list[str]:
     return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
 
 
-def pgwu_reason_names() -> list[str]:
-    """enum pgwu_reason from dataplane/pgwu.h, in order, without the PGWU_R_ prefix."""
-    text = (REPO / "dataplane" / "pgwu.h").read_text()
-    body = text[text.index("enum pgwu_reason"):]
-    body = body[:body.index("};")]
-    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-    return re.findall(r"PGWU_R_(\w+)", body)
-
-
-def pgwu_binary() -> Path:
-    return Path(os.environ.get("GTPLAB_PGWU", REPO / "dataplane" / "pgwu"))
-
-
-
-
 def _state_path(name: str) -> Path:
     return STATE_DIR / f"{name}.json"
 
@@ -217,15 +206,14 @@ class Lab:
         frame goes back out of the port it came in, to measure the generator's receive side too),
         "none" (no XDP on the DUT).
         gen_pass: attach an XDP_PASS program to the generator ports so frames the DUT redirects to
-        them are received while no engine is connected (lab.client() removes it again)."""
+        them are received while no engine is connected (backend.engine_client(lab) removes it again)."""
         if dut not in DUT_MODES:
             raise LabError(f"unknown DUT mode {dut!r} (use one of {', '.join(DUT_MODES)})")
         if generator not in GENERATORS:
             raise LabError(f"unknown generator {generator!r} (use one of {', '.join(GENERATORS)})")
         trex_dir = None
         if generator == "trex":
-            from gtplab.traffic.trex import runtime as trt
-            trex_dir = trt.resolve(trex_runtime)       # unpacked (once) before anything is built
+            trex_dir = trex_server.resolve(trex_runtime)       # unpacked (once) before anything is built
             gen_pass = True     # frames the DUT redirects to a veth are received only with XDP on it
         if not 1280 <= mtu <= VETH_XDP_MAX_MTU:
             raise LabError(f"MTU {mtu} out of range: 1280..{VETH_XDP_MAX_MTU} (veth native XDP limit)")
@@ -385,10 +373,9 @@ class Lab:
         """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
         the lab's), low_end on the first generator CPU and confined to the generator CPUs, its ports
         in L2 mode with the lab's MACs (the profiles take their MACs from the port configuration)."""
-        from gtplab.traffic.trex import runtime as trt
         t = self.state["trex"]
         cpus = self.cpus.generator if self.cpus else sorted(os.sched_getaffinity(0))[:1]
-        proc = trt.TrexProcess(Path(t["runtime"]), self.gen_ns, [p.ifname for p in self.ports], cpus,
+        proc = trex_server.TrexProcess(Path(t["runtime"]), self.gen_ns, [p.ifname for p in self.ports], cpus,
                                [{"src_mac": p.mac, "dest_mac": p.dut_mac} for p in self.ports],
                                prefix=t["prefix"], workdir=Path(t["workdir"]))
 
@@ -403,22 +390,12 @@ class Lab:
         t["log"] = str(proc.log)
         _write_state(self.state_path, self.state)
 
-    def trex_client(self, timeout: float = 120.0):
-        """An unconnected TrexClient for the lab's TRex (run in the generator netns, where TRex
-        listens)."""
-        if self.generator != "trex":
-            raise LabError(f"lab {self.name} has no TRex (generator {self.generator}): "
-                           "make one with `gtplab lab up --generator trex`")
-        from gtplab.traffic.trex.client import TrexClient
-        return TrexClient("127.0.0.1", timeout=timeout, netns=self.gen_ns)
-
     def trex_pid(self) -> int | None:
         return (self.state.get("trex") or {}).get("pid")
 
     def _attach_fwd(self) -> None:
         """The reference forwarder on both DUT ports: each forwards to the other, towards the
         generator port behind it."""
-        from gtplab.dut import fwd
         pin = fwd.load(self.pin_dir)
         idx = run_in_netns(self.dut_ns, lambda: [socket.if_nametoindex(p.dut_ifname) for p in self.ports])
         for (i, p), q in zip(enumerate(self.ports), reversed(self.ports)):
@@ -620,7 +597,7 @@ class Lab:
     def dut_counters(self) -> dict[str, int]:
         """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
         contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
-        names = pgwu_reason_names()
+        names = [r.upper() for r in REASONS]
         out: dict[str, int] = {}
         with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
             for k, per_cpu in m.items():
@@ -631,17 +608,6 @@ class Lab:
                     rname = names[r] if r < len(names) else str(r)
                     out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
         return out
-
-    def client(self, **kwargs):
-        """An unconnected gtplab.traffic.engine.LocalClient for ports 0 (access) and 1 (SGi). The lab's pass
-        program is removed from the generator ports first: the engine attaches its own on connect()."""
-        from gtplab.traffic.engine import LocalClient, PortSpec  # the engine is optional for the lab itself
-        self.detach_gen_xdp()
-        if self.cpus is not None:
-            kwargs.setdefault("cpus", self.cpus.generator)
-        kwargs.setdefault("park", [(self.gen_ns, i) for i in self.park_ifnames])
-        kwargs.setdefault("on_attach", self.apply_cpu_layout)
-        return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in self.ports], **kwargs)
 
     def links(self) -> list[dict]:
         """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""
@@ -675,8 +641,7 @@ def teardown(state: dict) -> list[str]:
     removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
     t = state.get("trex")
     if t:
-        from gtplab.traffic.trex import runtime as trt
-        removed += trt.kill_recorded(t.get("pid"), t.get("prefix"))
+        removed += trex_server.kill_recorded(t.get("pid"), t.get("prefix"))
     for ns in state["netns"].values():
         if not _netns_exists(ns):
             continue
@@ -747,9 +712,8 @@ def lab_status(name: str) -> dict:
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
     if lab.generator == "trex":
-        from gtplab.traffic.trex import runtime as trt
         t = lab.state["trex"]
-        st["trex"] = {**t, "running": bool(t.get("pid")) and trt.is_trex(t["pid"])}
+        st["trex"] = {**t, "running": bool(t.get("pid")) and trex_server.is_trex(t["pid"])}
     if lab.state["status"] == "creating" and not _owner_alive(lab.state):
         st["status"] = "broken (creator died; remove with `gtplab lab down --name %s`)" % name
     elif not lab.state.get("standalone") and not _owner_alive(lab.state):

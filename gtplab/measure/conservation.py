@@ -16,7 +16,7 @@ interface's XDP packet counter on the embedded lab); link losses come from the v
 error counters (embedded lab) and are unknown (taken as 0) on a real lab. Any difference that the
 numbers do not explain is an error: the sweep records it per case, the tests fail with it.
 
-Used by gtplab.measure.ndr (every trial) and the correctness tests.
+Used by gtplab.measure.runner (every trial) and the correctness tests.
 """
 
 from __future__ import annotations

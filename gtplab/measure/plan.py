@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from gtplab.errors import UserError
+from gtplab.gtpu import bearers as bearer_files
+from gtplab.rates import RateError, parse_mult
 
 SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
 
@@ -41,9 +44,54 @@ SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "che
              "rate", "duration", "ndr", "latency", "pcap_limit", "undersize", "scale"}
 
 
-def _common():
-    from gtplab.gtpu.bearers import load_common
-    return load_common()
+SGWS = 4                      # SGWs the profiles spread bearers over (their default)
+
+
+def common():
+    """The bearer files' shared definitions (frame size limits, header lengths): gtpu.bearers."""
+    return bearer_files.load_common()
+
+
+@dataclass
+class CaseParams:
+    """One sweep case (or one test's traffic): what to send and how."""
+    direction: str                        # uplink | downlink
+    frame_size: int                       # requested frame size (bytes on the wire incl. FCS)
+    flow_mode: str = "multi"              # single | multi
+    flows: int = 1024
+    bearers: int | None = None            # default: flows
+    checksum: str = "on"                  # outer UDP checksum: on | off
+    rate_mode: str = "fixed"              # fixed | ndr | pdr
+    rate: Any = "100%"                    # fixed: pps (number) or a TRex mult string
+    duration: float = 1.0
+    latency: bool = True
+    case_id: str = ""
+    order: str = "seq"                    # seq | random: the order the traffic hits the bearers
+
+    @property
+    def actual_size(self) -> int:
+        return max(self.frame_size, common().min_frame_size(self.direction))
+
+    @property
+    def n_bearers(self) -> int:
+        return self.bearers or (1 if self.flow_mode == "single" else self.flows)
+
+    def tunables(self) -> dict[str, Any]:
+        """The profile's tunables; the bearer file is written from the same ones."""
+        c = common()
+        size = self.actual_size
+        stats = "none"
+        if self.latency and size - c.FCS_LEN - c.header_len(self.direction) >= c.STATS_PAYLOAD:
+            stats = "latency"
+        t: dict[str, Any] = {"size": size, "flow_mode": self.flow_mode, "bearers": self.n_bearers,
+                             "sgws": SGWS, "stats": stats}
+        if self.flow_mode == "multi":
+            t["flows"] = self.flows
+            if self.order != "seq":
+                t["order"] = self.order
+        if self.direction == "uplink":
+            t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
+        return t
 
 
 def _list(v):
@@ -68,7 +116,7 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         bad(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(SPEC_KEYS))})")
-    c = _common()
+    c = common()
     s = copy.deepcopy(spec)
     sizes = _list(s.get("frame_sizes", [128]))
     if not sizes or not all(isinstance(x, int) and not isinstance(x, bool) for x in sizes):
@@ -90,7 +138,6 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     flows = s.get("flows", 1024)
     if not isinstance(flows, int) or isinstance(flows, bool) or not 1 <= flows <= 1 << 20:
         bad(f"flows {flows!r}: an integer 1..{1 << 20}")
-    from gtplab.measure.ndr import SGWS
     if "multi" in fms and flows > SGWS and flows % SGWS:
         bad(f"flows {flows} must be a multiple of {SGWS} (the SGWs the profiles use; bearer i uses SGW i % {SGWS})")
     s["flows"] = flows
@@ -115,10 +162,9 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         if rate <= 0:
             bad(f"rate {rate}: must be positive (packets per second)")
     else:
-        from gtplab.traffic.engine.client import parse_mult
         try:
             parse_mult(rate)
-        except Exception as e:  # EngineError
+        except RateError as e:
             bad(f"rate {rate!r}: {e}")
     s["rate"] = rate
     d = s.get("duration", 1.0)
@@ -168,8 +214,7 @@ def _scale(sc, bad):
     against the grid's `flows` at the same size)."""
     if sc is None:
         return None
-    from gtplab.measure.ndr import SGWS
-    c = _common()
+    c = common()
     keys = {"flows", "order", "frame_sizes"}
     if not isinstance(sc, dict) or set(sc) - keys:
         bad(f"scale: null or a mapping with {', '.join(sorted(keys))}"
@@ -244,8 +289,7 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
 
 def plan(spec: dict) -> tuple[list, list[dict]]:
     """(cases, skipped): CaseParams for every combination, in run order (direction, then size)."""
-    from gtplab.measure.ndr import CaseParams
-    c = _common()
+    c = common()
     cases, skipped = [], []
     for d in spec["directions"]:
         lo = c.min_frame_size(d)

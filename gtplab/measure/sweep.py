@@ -5,11 +5,13 @@
     gtplab sweep --backend trex --lab-config my-lab.yaml --spec my-sweep.yaml
 
 The spec (gtplab/measure/sweeps/default.yaml, or --spec FILE, then CLI overrides) is checked completely
-before anything starts (gtplab/measure/plan.py). Each case installs its bearers (from the profile's
-tunables, as `gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
-(gtplab/measure/ndr.py), checks packet conservation, and is written to RESULTS_DIR (docs/results.md)
-before the next case starts, then pushed to the Pushgateway if one is given. docs/sweep.md describes
-the spec and the method. Registered by gtplab.cli; docs/architecture.md follows one case through.
+before anything starts (gtplab/measure/plan.py), and so is the choice of lab and generator
+(gtplab/traffic/backend.py, choose). Each case installs its bearers (from the profile's tunables, as
+`gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
+(gtplab/measure/runner.py, gtplab/measure/search.py), checks packet conservation, and is written to
+RESULTS_DIR (docs/results.md) before the next case starts, then pushed to the Pushgateway if one is
+given. docs/sweep.md describes the spec and the method. Registered by gtplab.cli;
+docs/architecture.md follows one case through.
 """
 
 from __future__ import annotations
@@ -22,17 +24,26 @@ import os
 import platform
 import signal
 import socket
-import threading
+import subprocess
 import sys
+import threading
 import time
 import uuid as uuidlib
 from pathlib import Path
 from typing import Any
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
-from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, load_spec, plan
+from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
+from gtplab.measure.runner import Runner
+from gtplab.measure.search import ndr_search
+from gtplab.observe import flamegraph
+from gtplab.rates import mult_pps, wire_rates
 from gtplab.results import store as results
+from gtplab.results.push import Pusher, check_gateway_url
+from gtplab.results.report import build_report
+from gtplab.traffic import backend
 
 
 # ------------------------------------------------------------------------------------------ progress
@@ -83,9 +94,7 @@ CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bp
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
     """Run one case; returns its results record (docs/results.md plus trials, notes, conservation)."""
-    from gtplab.gtpu.bearers import load_common
-    from gtplab.measure.ndr import ndr_search
-    c = load_common()
+    c = common()
     prep = runner.prepare(p)
     notes = []
     if p.actual_size != p.frame_size:
@@ -113,11 +122,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         if p.rate_mode == "fixed":
             pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
             if pps is None and p.rate != "100%":
-                from gtplab.traffic.engine.client import parse_mult
-                kind, val = parse_mult(p.rate)
-                fs = p.actual_size
-                pps = {"pps": val, "bps_l2": val / (fs * 8), "bps_l1": val / ((fs + 20) * 8),
-                       "percent": val / 100 * cfg.port_speed_bps / ((fs + 20) * 8)}.get(kind)
+                pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
                 if pps is None:
                     raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
             best = trial(pps)
@@ -158,20 +163,12 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     return rec
 
 
-def rates(pps: float | None, frame_size: int) -> dict[str, float | None]:
-    """pps as Mpps and Gb/s on the wire: L2 (frame incl. FCS) and L1 (+ preamble, SFD, IFG: 20 B)."""
-    if pps is None:
-        return {"mpps": None, "gbps_l2": None, "gbps_l1": None}
-    return {"mpps": pps / 1e6, "gbps_l2": pps * frame_size * 8 / 1e9,
-            "gbps_l1": pps * (frame_size + 20) * 8 / 1e9}
-
-
 def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
     """What a case claims: the NDR/PDR (only when the DUT, not the generator, set it) in pps, Mpps and
     Gb/s L1/L2, and which side was the limit ("dut", "generator (transmit)", "generator (receive)")."""
     if p.rate_mode == "fixed":
         return {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
-                "ndr_pps": None, "ndr": rates(None, p.actual_size)}
+                "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
     gen = status.startswith("generator-bound")
     found = not gen and best.get("passed") and not status.startswith("no trial")
     if gen:
@@ -181,7 +178,7 @@ def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
     else:
         limit = "dut"
     pps = best["offered_pps"] if found else None
-    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": rates(pps, p.actual_size)}
+    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": wire_rates(pps, p.actual_size)}
 
 
 def case_summary(rec: dict) -> str:
@@ -220,28 +217,19 @@ def _results_dir(out: str | None, run_uuid: str) -> Path:
 
 
 def _report(results_dir: Path) -> str | None:
-    """Build the HTML report if gtplab.results.report exists (another module); its path or None."""
+    """Build the HTML report (gtplab.results.report); its path, or None when it could not be built:
+    a report problem must not lose the sweep, whose results are written already."""
     try:
-        from gtplab.results import report
-    except ImportError:
+        out = build_report(str(results_dir))
+    except Exception as e:
+        print(f"gtplab sweep: report not built: {e}", file=sys.stderr)
         return None
-    for name in ("build_report", "build", "write_report", "generate"):
-        fn = getattr(report, name, None)
-        if callable(fn):
-            try:
-                out = fn(str(results_dir))
-            except Exception as e:  # a report problem must not lose the sweep
-                print(f"gtplab sweep: report not built: {e}", file=sys.stderr)
-                return None
-            return str(out) if out else None
-    return None
+    return str(out) if out else None
 
 
 def _start_exporter(be, listen: str):
     """`pgwu metrics` for the lab's DUT, on listen (host netns: the pinned maps are global), for as long
     as the sweep runs, so a Prometheus scraping that address sees the DUT's counters live."""
-    import subprocess
-    from gtplab.lab.topology import pgwu_binary
     if be.lab is None:
         raise UserError("--pgwu-metrics serves the embedded lab's DUT; a real DUT runs its own exporter")
     proc = subprocess.Popen([str(pgwu_binary()), "-d", be.lab.pin_dir, "metrics", "--listen", listen],
@@ -302,12 +290,16 @@ def _finally_steps(be, pusher, exporter, rdir: Path, run: dict, stop: dict, curr
         step("writing run.json", lambda: results.write_run(rdir, run))
 
 
-def without_unsendable(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+def without_unsendable(cases: list, skipped: list[dict], cfg, choose: bool | None = None) -> tuple[list, list[dict]]:
     """With TEIDs a UPF chose over PFCP (dut.pfcp.choose), the uplink profile sends them from a
     list kept in step with the bearer (--teid-file), which a random order cannot do: those uplink
-    cases are skipped, with the reason in run.json's `skipped`."""
+    cases are skipped, with the reason in run.json's `skipped`. choose: as resolved at association;
+    None (before it): only `choose: true` is known to CHOOSE, auto is decided by the UPF's FTUP, and
+    do_sweep calls this again once the association says."""
     pf = cfg.dut.get("pfcp") or {}
-    if cfg.provision != "pfcp" or not pf.get("choose", True):
+    if choose is None:
+        choose = pf.get("choose", "auto") is True
+    if cfg.provision != "pfcp" or not choose:
         return cases, skipped
     keep, skip = [], list(skipped)
     for c in cases:
@@ -320,172 +312,228 @@ def without_unsendable(cases: list, skipped: list[dict], cfg) -> tuple[list, lis
     return keep, skip
 
 
-def do_sweep(args: argparse.Namespace) -> int:
-    cfg = labconfig.load(args.lab_config)
-    kind = args.backend or cfg.backend
-    spec = apply_overrides(load_spec(args.spec), args)
+def planned_cases(spec: dict, cfg) -> tuple[list, list[dict]]:
+    """(cases, skipped) of a checked spec on a lab config; UserError when no case is left."""
     cases, skipped = plan(spec)
     cases, skipped = without_unsendable(cases, skipped, cfg)
     if not cases:
         raise UserError("the sweep has no cases (every size was skipped)")
-    run_uuid = str(uuidlib.uuid4())
-    if args.flamegraph:
-        if kind != "local":
-            raise UserError("--flamegraph records perf on this host, where only the local backend's DUT runs; "
-                            "profile a real DUT on the DUT host")
-        from gtplab.observe import flamegraph
-        flamegraph.check_available()   # before anything is built: a clear error, not a silent skip
-    # TRex on the namespace lab (its generator side): a lab from `gtplab lab up --generator trex`
-    # (--lab), or one built here, unless a TRex server elsewhere is named
-    remote_trex = bool(args.trex_server or cfg.trex_server or os.environ.get("TREX_SERVER"))
-    trex_lab = kind == "trex" and (bool(args.lab) or not remote_trex)
-    from gtplab.results.push import check_gateway_url
-    gw = args.pushgateway or os.environ.get("GTPLAB_PUSHGATEWAY")
-    if gw:
-        check_gateway_url(gw)       # before anything is built: a bad URL must not leak a lab later
+    return cases, skipped
 
-    from gtplab.traffic.backend import Backend
-    from gtplab.results.push import Pusher, default_gateway
-    from gtplab.measure.ndr import Runner
-    t_start = time.monotonic()
-    lab_kwargs = {}
-    lab = None
-    if kind == "local" or trex_lab:
-        if args.lab:
-            from gtplab.lab.topology import Lab
-            lab = Lab.open(args.lab)
-            if args.dut and args.dut != lab.dut_mode:
-                raise UserError(f"--dut {args.dut}: lab {args.lab} runs {lab.dut_mode}")
-            want = "trex" if kind == "trex" else "engine"
-            if lab.generator != want:
-                raise UserError(f"lab {args.lab} generates with the {lab.generator}: "
-                                + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
-                                   else "use --backend trex"))
-        else:
-            lab_kwargs = {"mtu": int(cfg.lab.get("mtu", 3200)), "cpus": cfg.cpu_layout(),
-                          "dut": args.dut or cfg.dut_mode}
-            if kind == "trex":
-                lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
-    elif args.dut:
-        raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
-    rdir = _results_dir(args.out, run_uuid)
-    print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({kind}); results in {rdir}",
-          file=sys.stderr)
+
+def _check_flamegraph(kind: str) -> None:
+    """--flamegraph: perf must be there, and the DUT on this host, before anything is built (a clear
+    error, not a silent skip)."""
+    if kind != "local":
+        raise UserError("--flamegraph records perf on this host, where only the local backend's DUT runs; "
+                        "profile a real DUT on the DUT host")
+    flamegraph.check_available()
+
+
+def _gateway(url: str | None) -> str | None:
+    """The Pushgateway (--pushgateway, else $GTPLAB_PUSHGATEWAY), checked before anything is built: a
+    bad URL must not leak a lab later."""
+    gw = url or os.environ.get("GTPLAB_PUSHGATEWAY")
+    if gw:
+        check_gateway_url(gw)
+    return gw
+
+
+def _open(setup, rdir: Path):
+    """The backend connected (a lab built, if it needs one); on failure the still empty results
+    directory is removed: nothing was written, nothing is left behind."""
     try:
-        be = Backend.open(kind, lab=lab, server=args.trex_server, config={"trex_server": cfg.trex_server},
-                          **lab_kwargs)
+        return setup.open()
     except BaseException:
         with contextlib.suppress(OSError):
-            rdir.rmdir()        # nothing was written: leave nothing behind
+            rdir.rmdir()
         raise
+
+
+def run_record(run_uuid: str, cfg, spec: dict, skipped: list[dict], be, planned: int) -> dict[str, Any]:
+    """run.json as the sweep starts (docs/results.md): where it runs, on which lab and CPUs, what it plans."""
     layout = be.lab.state.get("cpu_layout") if be.lab is not None else None
     shared = cfg.cpu_shared_with_generator if layout is None else not layout.get("honoured")
-    run = {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "backend": kind, "lab": cfg.name, "host": socket.gethostname(),
-           "lab_config": cfg.path, "spec": spec, "skipped": skipped,
-           "cpu_shared_with_generator": shared, "cpu_layout": layout,
-           "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
-           "dut_provision": cfg.provision, "dut_counters": cfg.counters,
-           "kernel": platform.release(), "cases_planned": len(cases),
-           "lab_name": be.lab.name if be.lab is not None else None,
-           "generator": (be.lab.generator if be.lab is not None else "trex (remote)"),
-           "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
-                      "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
-           + (["dut.counters none: packet conservation is checked on the generator's side only "
-               "(tx vs rx); where the loss happened is unknown"] if cfg.counters == "none" else [])}
-    pusher = None
-    exporter = None
-    done = failed = 0
-    current: dict[str, Any] = {}            # the case running now, for an interruption's record
-    stop: dict[str, Any] = {}
-    old_term = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
-    try:
-        if args.pgwu_metrics:
-            exporter = _start_exporter(be, args.pgwu_metrics)
+    return {"uuid": run_uuid, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "backend": be.kind, "lab": cfg.name, "host": socket.gethostname(),
+            "lab_config": cfg.path, "spec": spec, "skipped": skipped,
+            "cpu_shared_with_generator": shared, "cpu_layout": layout,
+            "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+            "dut_provision": cfg.provision, "dut_counters": cfg.counters,
+            "kernel": platform.release(), "cases_planned": planned,
+            "lab_name": be.lab.name if be.lab is not None else None,
+            "generator": (be.lab.generator if be.lab is not None else "trex (remote)"),
+            "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
+                       "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
+            + (["dut.counters none: packet conservation is checked on the generator's side only "
+                "(tx vs rx); where the loss happened is unknown"] if cfg.counters == "none" else [])}
+
+
+class _Sweep:
+    """One sweep while it runs: its results directory and run record, what it started beside the
+    cases (pgwu metrics, the pusher, the profiler), the cases done, and how it ended."""
+
+    def __init__(self, be, rdir: Path, run: dict, t_start: float):
+        self.be, self.rdir, self.run, self.t_start = be, rdir, run, t_start
+        self.pcap_dir = rdir / "pcaps"
+        self.pusher = self.exporter = self.profiler = None
+        self.done = self.failed = 0
+        self.current: dict[str, Any] = {}       # the case running now, for an interruption's record
+        self.stop: dict[str, Any] = {}
+        self.dut = None                          # the runner's DUT probe, once it is open
+
+    def start(self, pgwu_metrics: str | None, gw: str | None, profile: bool) -> None:
+        """`pgwu metrics` if asked, run.json and the room for its last version, the pcaps folder,
+        the pusher, the profiler."""
+        if pgwu_metrics:
+            self.exporter = _start_exporter(self.be, pgwu_metrics)
         try:
-            rdir.mkdir(parents=True, exist_ok=True)
-            results.write_run(rdir, run)
+            self.rdir.mkdir(parents=True, exist_ok=True)
+            results.write_run(self.rdir, self.run)
             # room kept for the last run.json, should the disk fill up during the run
-            (rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
-            pcap_dir = rdir / "pcaps"
-            pcap_dir.mkdir(exist_ok=True)
+            (self.rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
+            self.pcap_dir.mkdir(exist_ok=True)
         except OSError as e:
-            raise ResultsWriteError(f"Couldn't write results to {rdir}: {e.strerror or e}") from None
-        pusher = Pusher(gw, run, results_dir=str(rdir)) if gw else None
-        progress = Progress(len(cases))
-        profiler = None
-        if args.flamegraph:
+            raise ResultsWriteError(f"Couldn't write results to {self.rdir}: {e.strerror or e}") from None
+        self.pusher = Pusher(gw, self.run, results_dir=str(self.rdir)) if gw else None
+        if profile:
             # the DUT's CPUs where the lab has a layout (its NAPI threads run there), else all
+            layout = self.run["cpu_layout"]
             lay_cpus = (layout or {}).get("dut") if layout and layout.get("honoured") else None
-            profiler = flamegraph.Profiler(rdir / "flamegraphs", lay_cpus)
-        with Runner(be, cfg) as runner, (profiler or contextlib.nullcontext()):
-            for i, p in enumerate(cases, 1):
-                current.update(case=p.case_id, index=i,
-                               pcap=str(pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
-                order = " in random order" if p.order == "random" else ""
-                progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
-                                       f"csum {p.checksum} {p.rate_mode}")
-                if pusher:
-                    pusher.case_started({"case_id": p.case_id, "direction": p.direction,
-                                         "frame_size": p.actual_size, "flows": p.flows,
-                                         "checksum": p.checksum}, index=i - 1, total=len(cases))
-                with (profiler.case(p.case_id) if profiler else contextlib.nullcontext()):
-                    try:
-                        rec = run_case(runner, p, spec, cfg, pcap_dir, progress)
-                    except OSError as e:
-                        if e.errno not in _WRITE_ERRNOS:
-                            raise
-                        # its capture could not be written into the results directory
-                        raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {rdir}: "
-                                                f"{e.strerror or e}; {done} case(s) before it are there") from None
-                if profiler:
-                    rec["flamegraph"] = str(flamegraph.flamegraph_path(rdir, p.case_id).relative_to(rdir))
+            self.profiler = flamegraph.Profiler(self.rdir / results.FLAMEGRAPH_DIR, lay_cpus)
+
+    def after_association(self, runner, cases: list, cfg) -> list:
+        """The cases left once the DUT is open: with dut.pfcp.choose auto, the UPF's FTUP decided at
+        association whether it chooses the TEIDs; if it does, random-order uplink cases are skipped
+        (without_unsendable), and run.json says so."""
+        self.dut = runner.dut
+        if getattr(getattr(self.dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
+            cases, self.run["skipped"] = without_unsendable(cases, self.run["skipped"], cfg, choose=True)
+            self.run["cases_planned"] = len(cases)
+            if not cases:
+                raise UserError("the sweep has no cases left: the UPF chooses the TEIDs (FTUP), and "
+                                "random-order uplink cases cannot send them")
+        return cases
+
+    def run_cases(self, runner, cases: list, spec: dict, cfg) -> None:
+        """Every case in turn, each written to the results (and pushed) before the next starts."""
+        progress = Progress(len(cases))
+        for i, p in enumerate(cases, 1):
+            self.current.update(case=p.case_id, index=i, pcap=str(
+                self.pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
+            order = " in random order" if p.order == "random" else ""
+            progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
+                                   f"csum {p.checksum} {p.rate_mode}")
+            if self.pusher:
+                self.pusher.case_started({"case_id": p.case_id, "direction": p.direction,
+                                          "frame_size": p.actual_size, "flows": p.flows,
+                                          "checksum": p.checksum}, index=i - 1, total=len(cases))
+            with (self.profiler.case(p.case_id) if self.profiler else contextlib.nullcontext()):
                 try:
-                    results.append_case(rdir, rec)
+                    rec = run_case(runner, p, spec, cfg, self.pcap_dir, progress)
                 except OSError as e:
-                    raise ResultsWriteError(f"Couldn't write case {p.case_id} to {rdir}: {e.strerror or e}; "
-                                            f"{done} case(s) before it are there") from None
-                current.clear()
-                done += 1
-                failed += not rec["conservation_ok"]
-                if pusher:
-                    pusher.push(rec)
-                progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
-                              + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
-        usage = runner.usage_comparisons()          # PFCP usage reports vs the generator (dut.pfcp.urr)
+                    if e.errno not in _WRITE_ERRNOS:
+                        raise
+                    # its capture could not be written into the results directory
+                    raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {self.rdir}: "
+                                            f"{e.strerror or e}; {self.done} case(s) before it are there") from None
+            if self.profiler:
+                rec["flamegraph"] = str(results.flamegraph_path(self.rdir, p.case_id).relative_to(self.rdir))
+            try:
+                results.append_case(self.rdir, rec)
+            except OSError as e:
+                raise ResultsWriteError(f"Couldn't write case {p.case_id} to {self.rdir}: {e.strerror or e}; "
+                                        f"{self.done} case(s) before it are there") from None
+            self.current.clear()
+            self.done += 1
+            self.failed += not rec["conservation_ok"]
+            if self.pusher:
+                self.pusher.push(rec)
+            progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
+                          + ("" if rec["conservation_ok"] else "  CONSERVATION FAILED"))
+
+    def note_dut(self, runner) -> None:
+        """What the DUT said over the whole run, once the runner is closed: PFCP usage reports against
+        the generator's octets (dut.pfcp.urr), UPF restarts, the bearers the UPF returned."""
+        usage = runner.usage_comparisons()
         if usage:
-            run["pfcp_usage"] = usage
+            self.run["pfcp_usage"] = usage
         if getattr(runner.dut, "restarts", 0):
-            run["notes"].append(f"the UPF restarted {runner.dut.restarts} time(s) during the run (new PFCP "
-                                "Recovery Time Stamp); its sessions were established again")
+            self.run["notes"].append(f"the UPF restarted {runner.dut.restarts} time(s) during the run (new PFCP "
+                                     "Recovery Time Stamp); its sessions were established again")
         provisioned = getattr(runner.dut, "provisioned_text", None)
         if provisioned:                             # what the UPF returned (TEIDs in force)
-            (rdir / "bearers-pfcp.txt").write_text(provisioned)
-            run["pfcp_bearer_file"] = "bearers-pfcp.txt"
-    except KeyboardInterrupt:
-        stop.update(interrupted=True, signal="SIGINT")
-        raise
-    except Terminated:
-        stop.update(interrupted=True, signal="SIGTERM")
-        raise
-    except ResultsWriteError as e:
-        stop.update(stopped=str(e))
-        raise
-    except BaseException as e:
-        stop.update(stopped=f"{type(e).__name__}: {e}")
-        raise
-    finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
-        # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
-        _finally_steps(be, pusher, exporter, rdir, run, stop, current, done, failed, t_start)
-    print(f"gtplab sweep: {done} case(s) in {time.monotonic() - t_start:.0f} s"
-          + (f", {failed} with unexplained packet counts" if failed else ""), file=sys.stderr)
+            (self.rdir / "bearers-pfcp.txt").write_text(provisioned)
+            self.run["pfcp_bearer_file"] = "bearers-pfcp.txt"
+
+    @contextlib.contextmanager
+    def ending(self):
+        """Records how the block ended (finished, interrupted by SIGINT/SIGTERM, stopped by an error)
+        and then runs the end steps, whatever happened: SIGTERM is an exception meanwhile."""
+        main = threading.current_thread() is threading.main_thread()
+        old_term = signal.signal(signal.SIGTERM, _sigterm) if main else None
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.stop.update(interrupted=True, signal="SIGINT")
+            raise
+        except Terminated:
+            self.stop.update(interrupted=True, signal="SIGTERM")
+            raise
+        except ResultsWriteError as e:
+            self.stop.update(stopped=str(e))
+            raise
+        except BaseException as e:
+            self.stop.update(stopped=f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            _pfcp_notes(self.run, self.dut)
+            # every step on its own: whatever fails, the lab is torn down and run.json says how it ended
+            _finally_steps(self.be, self.pusher, self.exporter, self.rdir, self.run, self.stop, self.current,
+                           self.done, self.failed, self.t_start)
+
+
+def do_sweep(args: argparse.Namespace) -> int:
+    cfg = labconfig.load(args.lab_config)
+    spec = apply_overrides(load_spec(args.spec), args)
+    cases, skipped = planned_cases(spec, cfg)
+    run_uuid = str(uuidlib.uuid4())
+    if args.flamegraph:
+        _check_flamegraph(args.backend or cfg.backend)
+    gw = _gateway(args.pushgateway)
+    t_start = time.monotonic()
+    setup = backend.choose(cfg, args.backend, lab=args.lab, dut=args.dut, server=args.trex_server)
+    rdir = _results_dir(args.out, run_uuid)
+    print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({setup.kind}); results in {rdir}",
+          file=sys.stderr)
+    be = _open(setup, rdir)
+    sw = _Sweep(be, rdir, run_record(run_uuid, cfg, spec, skipped, be, len(cases)), t_start)
+    with sw.ending():
+        sw.start(args.pgwu_metrics, gw, args.flamegraph)
+        with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
+            cases = sw.after_association(runner, cases, cfg)
+            sw.run_cases(runner, cases, spec, cfg)
+        sw.note_dut(runner)
+    print(f"gtplab sweep: {sw.done} case(s) in {time.monotonic() - t_start:.0f} s"
+          + (f", {sw.failed} with unexplained packet counts" if sw.failed else ""), file=sys.stderr)
     print(f"results: {rdir.resolve()}")
     rep = _report(rdir)
     if rep:
         print(f"report: {rep}")
-    return 1 if failed else 0
+    return 1 if sw.failed else 0
+
+
+def _pfcp_notes(run: dict, dut) -> None:
+    """What the UPF did that did not fail the run (a release it left unanswered: a warning) and the
+    reports it sent, into run.json (docs/pfcp.md); the warnings also on stderr."""
+    for w in getattr(dut, "warnings", None) or []:
+        print(f"gtplab sweep: warning: PFCP: {w}", file=sys.stderr)
+        run["notes"].append(f"PFCP warning: {w}")
+    reports = getattr(dut, "reports", None)
+    if isinstance(reports, dict):
+        run["pfcp_reports"] = reports
 
 
 class _DeprecatedAlias(argparse.Action):

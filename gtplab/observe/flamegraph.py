@@ -16,7 +16,8 @@ EVENT is `cycles` when the CPU exposes hardware counters, else the `cpu-clock` s
 BPF programs show in stacks as bpf_prog_<tag>_<name> (e.g. bpf_prog_d6ea26b34215b5f5_xdp_access):
 perf records their kernel symbols (PERF_RECORD_KSYMBOL) while they are loaded.
 
-Used by gtplab.measure.sweep (`--flamegraph`) and gtplab.results (where a case's SVG is).
+Used by gtplab.measure.sweep (`--flamegraph`); where a case's SVG goes in a results directory is
+gtplab.results.store.flamegraph_path (the reports look there).
 """
 
 from __future__ import annotations
@@ -37,23 +38,14 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from gtplab.errors import UserError
+from gtplab.results.store import safe_id
 
 PERF = "perf"
 FREQ = 999  # Hz: not a multiple of common timer ticks, so sampling does not lock step with them
-FLAMEGRAPH_DIR = "flamegraphs"  # under RESULTS_DIR
 
 
 class FlamegraphError(UserError):
     """perf is missing, not permitted, or failed (one line; the CLI exits 2)."""
-
-
-def safe_id(case_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", str(case_id))
-
-
-def flamegraph_path(results_dir: str | os.PathLike, case_id: str) -> Path:
-    """Where the sweep's --flamegraph writes the flame graph of one case (and where reports look)."""
-    return Path(results_dir) / FLAMEGRAPH_DIR / f"case-{safe_id(case_id)}.svg"
 
 
 # --- availability -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from gtplab.errors import UserError
+from gtplab.results.push import clear_stale_live_groups
 
 DEFAULT_STATE_DIR = "/run/gtplab/monitor"
 DEFAULT_DATA_DIR = "/var/lib/gtplab/monitor"
@@ -286,7 +287,6 @@ def _print_status(st: dict[str, dict]) -> None:
 def _clear_stale_sweeps(gateway_url: str) -> None:
     """A sweep killed while pushing leaves its "sweep running" group (kept across restarts by the
     gateway's persistence file): remove the ones whose sweep is gone."""
-    from gtplab.results.push import clear_stale_live_groups
     try:
         gone = clear_stale_live_groups(gateway_url)
     except Exception as e:  # the stack is up; a gateway that does not answer this is not fatal

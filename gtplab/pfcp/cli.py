@@ -1,17 +1,21 @@
 """`gtplab pfcp`: provision a profile's bearers on a UPF over PFCP and hold them, by hand.
 
     gtplab pfcp --lab-config eupf --profile uplink -t flows=1024,sgws=4 -o provisioned.txt
-    gtplab pfcp --upf 10.0.0.2:8805 --n3 10.0.0.2 --n6 10.0.1.2 --choose --duration 60
+    gtplab pfcp --upf 10.0.0.2:8805 --n3 10.0.0.2 --n6 10.0.1.2 --duration 60
 
-Sets the association up, establishes one session per bearer of the profile's tunables (the same
-bearers `gtplab bearers` writes), writes the bearer file as the UPF returned it (-o; the uplink
-profile takes it as -t teid_file=...), then holds them: answers the UPF's heartbeats, sends its own,
-re-establishes after a UPF restart, until --duration ends or Ctrl-C / SIGTERM. Then deletes every
-session (prints the usage reports with --urr) and releases the association.
+Listens on port 8805 of its N4 address (--local, --listen-port), sets the association up,
+establishes one session per bearer of the profile's tunables (the same bearers `gtplab bearers`
+writes; F-TEIDs chosen by the UPF when it offers FTUP, unless --choose/--no-choose), writes the
+bearer file as the UPF returned it (-o; the uplink profile takes it as -t teid_file=...), then holds
+them: answers the UPF's heartbeats and reports, sends its own heartbeats, re-establishes after a UPF
+restart, until --duration ends or Ctrl-C / SIGTERM. Then deletes every session (prints the usage
+reports with --urr) and releases the association (a UPF that does not answer the release is a
+warning). The first error is the one printed; what failed while cleaning up after it is added to it.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -20,12 +24,13 @@ import threading
 import time
 
 from gtplab.errors import Terminated, UserError
+from gtplab.gtpu import bearers as gb
+from gtplab.lab import config as labconfig
 from gtplab.pfcp import provision as prov
 
 
 def _config(args) -> prov.PfcpConfig:
     if args.lab_config:
-        from gtplab.lab import config as labconfig
         cfg = labconfig.load(args.lab_config)
         if cfg.provision != "pfcp":
             raise UserError(f"lab config {cfg.path}: dut.provision is {cfg.provision}, not pfcp")
@@ -33,7 +38,7 @@ def _config(args) -> prov.PfcpConfig:
         where = f"lab config {cfg.path}"
     else:
         d, where = {}, "gtplab pfcp"
-    for key in ("upf", "n3", "n6", "node_id", "local", "window", "qfi"):
+    for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi"):
         v = getattr(args, key)
         if v is not None:
             d[key] = v
@@ -47,7 +52,6 @@ def _config(args) -> prov.PfcpConfig:
 
 
 def _run(args) -> int:
-    from gtplab.gtpu import bearers as gb
     cfg = _config(args)
     if threading.current_thread() is threading.main_thread():
         def term(*_):
@@ -55,28 +59,49 @@ def _run(args) -> int:
         signal.signal(signal.SIGTERM, term)      # the sessions are deleted on the way out
     p = prov.Provisioner(cfg)
     try:
-        with tempfile.TemporaryDirectory(prefix="gtplab-pfcp-") as tmp:
-            src = os.path.join(tmp, "bearers.txt")
-            n = gb.write_bearer_file(args.profile, gb.tunable_argv(args.tunables), src)
-            out = args.output or os.path.join(tmp, "provisioned.txt")
-            t0 = time.monotonic()
-            p.install(src, out)
-            dt = time.monotonic() - t0
-            print(f"gtplab pfcp: {n} sessions on {p.upf_label} in {dt:.2f} s ({n / dt:,.0f}/s)"
-                  + (f", bearer file {out}" if args.output else ""), file=sys.stderr)
-            end = time.monotonic() + args.duration if args.duration else None
-            while end is None or time.monotonic() < end:
-                time.sleep(0.1)
-                p.node.check()
-    finally:
+        try:
+            _hold(args, p, gb)
+        except BaseException as e:
+            p.close(error=e)                     # e stays what the user reads; clean-up adds to it
+            raise
         usage = p.close()
+    finally:
+        for w in p.warnings:
+            print(f"gtplab pfcp: warning: {w}", file=sys.stderr)
+        if p.reports:
+            print(f"gtplab pfcp: reports from the UPF: {_reports_line(p)}", file=sys.stderr)
     if cfg.urr:
         ul = sum((u or (0, 0, 0))[1] for u in usage.values())
         dl = sum((u or (0, 0, 0))[2] for u in usage.values())
         print(f"usage reports: {len(usage)} sessions, uplink {ul} octets, downlink {dl} octets")
-    print(f"gtplab pfcp: sessions deleted, association released (UPF restarts seen: {p.node.restarts})",
+    released = "association released" if not p.warnings else "association ended"
+    print(f"gtplab pfcp: sessions deleted, {released} (UPF restarts seen: {p.node.restarts}"
+          + (f", by {', '.join(p.node.restarts_seen)}" if p.node.restarts_seen else "") + ")",
           file=sys.stderr)
     return 0
+
+
+def _hold(args, p: prov.Provisioner, gb) -> None:
+    with tempfile.TemporaryDirectory(prefix="gtplab-pfcp-") as tmp:
+        src = os.path.join(tmp, "bearers.txt")
+        n = gb.write_bearer_file(args.profile, gb.tunable_argv(args.tunables), src)
+        out = args.output or os.path.join(tmp, "provisioned.txt")
+        t0 = time.monotonic()
+        p.install(src, out)
+        dt = time.monotonic() - t0
+        teids = "the UPF's (CHOOSE)" if p.cfg.choose else "gtplab's"
+        print(f"gtplab pfcp: {n} sessions on {p.upf_label} in {dt:.2f} s ({n / dt:,.0f}/s), F-TEIDs {teids}, "
+              f"listening on {p.node.addr}:{p.node.port}"
+              + (f", bearer file {args.output}" if args.output else ""), file=sys.stderr)
+        end = time.monotonic() + args.duration if args.duration else None
+        while end is None or time.monotonic() < end:
+            time.sleep(0.1)
+            p.node.check()
+
+
+def _reports_line(p: prov.Provisioner) -> str:
+    s = p.reports_summary() or {"count": {}}
+    return ", ".join(f"{k} x{v}" for k, v in sorted(s["count"].items()))
 
 
 def add_parser(subparsers) -> None:
@@ -87,9 +112,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--n3", metavar="IPV4", help="the UPF's N3 GTP-U address")
     p.add_argument("--n6", metavar="IPV4", help="the UPF's N6 address")
     p.add_argument("--node-id", dest="node_id", metavar="IPV4|FQDN", help="our Node ID")
-    p.add_argument("--local", metavar="IPV4", help="our N4 address")
+    p.add_argument("--local", metavar="IPV4", help="our N4 address (default: the one the route to the UPF picks)")
+    p.add_argument("--listen-port", dest="listen_port", type=int, metavar="PORT",
+                   help="our PFCP port on it, where the UPF sends its requests (default 8805; 0: any free port)")
     p.add_argument("--window", type=int, help="requests in flight (default 256)")
-    p.add_argument("--choose", action="store_true", default=None, help="the UPF allocates the F-TEIDs")
+    p.add_argument("--choose", action=argparse.BooleanOptionalAction, default=None,
+                   help="the UPF allocates the F-TEIDs (CHOOSE) or, --no-choose, gtplab gives them "
+                        "(default: dut.pfcp.choose, auto: CHOOSE when the UPF offers FTUP at association)")
     p.add_argument("--urr", action="store_true", help="a volume URR per session; usage printed at the end")
     p.add_argument("--qfi", type=int, metavar="N", help="5G N3: every session's QoS flow, 0..63 (a QER "
                    "QFI: the UPF marks downlink G-PDUs; an uplink PDI QFI: uplink G-PDUs must carry it)")

@@ -34,3 +34,7 @@ class PfcpMalformed(PfcpError):
 
 class PfcpSequenceError(PfcpError):
     """A response whose sequence number matches no request in flight."""
+
+
+class PfcpBindError(PfcpError):
+    """The node's port (8805 by default) could not be bound on gtplab's N4 address."""

@@ -11,7 +11,8 @@ tests/test_pfcp_cp.py decodes rendered samples with Scapy and tshark.
 
 Reading: scan() walks a response's IEs with a bounded cursor (every length checked against the
 message and the parent IE, nesting depth capped) and returns only what the control plane needs:
-the Cause, the UP F-SEID, the Created PDRs' F-TEIDs, the Usage Reports, the Recovery Time Stamp.
+the Cause, the UP F-SEID, the Created PDRs' F-TEIDs, the Usage Reports, the Recovery Time Stamp,
+the UP Function Features, the Report Type of a UPF's Session Report and Node Report.
 decode() is Scapy's full dissection, used for the error messages and by the tests, which check
 that both readings agree on every message built here.
 
@@ -59,6 +60,7 @@ SESS_REPORT_REQ, SESS_REPORT_RSP = 56, 57
 # IE types (TS 29.244 8.1.2) read by scan()
 IE_CREATED_PDR = 8
 IE_CAUSE = 19
+IE_REPORT_TYPE = 39               # Session Report Request: which reports it carries (8.2.21)
 IE_FTEID = 21
 IE_OFFENDING_IE = 40
 IE_UP_FUNCTION_FEATURES = 43
@@ -70,10 +72,24 @@ IE_VOLUME_MEASUREMENT = 66
 IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SRR = 78, 79, 80
 IE_URR_ID = 81
 IE_RECOVERY_TIME_STAMP = 96
+IE_NODE_REPORT_TYPE = 101         # Node Report Request: which report (8.2.69)
 IE_UR_SEQN = 104
 _GROUPED = {IE_CREATED_PDR, IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SRR}
 
 CAUSE_ACCEPTED = 1
+CAUSE_SESSION_NOT_FOUND = 65
+CAUSE_NO_ASSOCIATION = 72
+
+# the flags of Report Type (8.2.21) and Node Report Type (8.2.69), octet 5 from bit 1 up
+REPORT_TYPES = ("DLDR", "USAR", "ERIR", "UPIR", "TMIR", "SESR", "UISR")
+NODE_REPORT_TYPES = ("UPFR", "UPRR", "CKDR", "GPQR", "PURR", "VSR")
+
+
+def flag_names(value: int | None, names: tuple[str, ...]) -> list[str]:
+    """The flags set in one octet, by name (bit 1 = names[0]); bits without a name as 'bit N'."""
+    if value is None:
+        return []
+    return [names[b] if b < len(names) else f"bit {b + 1}" for b in range(8) if value >> b & 1]
 MAX_DEPTH = 4                     # grouped IEs nest 2 deep in what we read; 4 is generous
 
 PDR_UL, PDR_DL, FAR_UL, FAR_DL, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
@@ -179,6 +195,32 @@ def association_setup_response(seq: int, node_id: str, ts: int, cause: int = CAU
                                             DDND=0, BUCP=0, spare=0, PFDE=0, FRRT=0, TRACE=0, QUOAC=0,
                                             UDBC=0, PDIU=0, EMPU=0))
     return header(ASSOC_SETUP_RSP, seq) / sp.PFCPAssociationSetupResponse(IE_list=ies)
+
+
+def cp_association_setup_response(seq: int, node_id: str, ts: int, cause: int = CAUSE_ACCEPTED):
+    """The CP's answer to a UPF's Association Setup Request (7.4.4.2): Node ID, Cause, Recovery Time
+    Stamp, and CP Function Features with no feature set (optional for a CP with none, but eUPF
+    ignores an answer without it)."""
+    return header(ASSOC_SETUP_RSP, seq) / sp.PFCPAssociationSetupResponse(IE_list=[
+        node_id_ie(node_id), sp.IE_Cause(cause=cause), sp.IE_RecoveryTimeStamp(timestamp=ts),
+        sp.IE_CPFunctionFeatures()])
+
+
+def association_update_response(seq: int, node_id: str, cause: int = CAUSE_ACCEPTED):
+    return header(ASSOC_UPDATE_RSP, seq) / sp.PFCPAssociationUpdateResponse(
+        IE_list=[node_id_ie(node_id), sp.IE_Cause(cause=cause)])
+
+
+def session_report_response(seq: int, up_seid: int, cause: int = CAUSE_ACCEPTED):
+    """7.5.9: header SEID = the UPF's SEID of the session (0 when the session is unknown)."""
+    return header(SESS_REPORT_RSP, seq, up_seid) / sp.PFCPSessionReportResponse(
+        IE_list=[sp.IE_Cause(cause=cause)])
+
+
+def node_report_response(seq: int, node_id: str, cause: int = CAUSE_ACCEPTED):
+    """7.4.5.2: Node ID, Cause."""
+    return header(NODE_REPORT_RSP, seq) / sp.PFCPNodeReportResponse(
+        IE_list=[node_id_ie(node_id), sp.IE_Cause(cause=cause)])
 
 
 def association_release_request(seq: int, node_id: str):
@@ -298,6 +340,30 @@ def session_deletion_response(seq: int, cp_seid: int, cause: int = CAUSE_ACCEPTE
     return header(SESS_DEL_RSP, seq, cp_seid) / sp.PFCPSessionDeletionResponse(IE_list=ies)
 
 
+def session_report_request(seq: int, cp_seid: int, usage: tuple[int, int] | None = None,
+                           error_indication: tuple[int, str] | None = None):
+    """What a UPF sends (7.5.8): a Usage Report of URR 1 (USAR, trigger VOLTH) with usage =
+    (uplink, downlink) octets, and/or an Error Indication Report (ERIR) naming the remote F-TEID
+    (TEID, IPv4) a GTP-U Error Indication came for. Header SEID: the CP's SEID of the session."""
+    ies = [sp.IE_ReportType(USAR=int(usage is not None), ERIR=int(error_indication is not None))]
+    if usage is not None:
+        ul, dl = usage
+        ies.append(sp.IE_UsageReport_SRR(IE_list=[
+            sp.IE_URR_Id(id=URR_ID), sp.IE_UR_SEQN(number=1), sp.IE_UsageReportTrigger(VOLTH=1),
+            sp.IE_VolumeMeasurement(TOVOL=1, ULVOL=1, DLVOL=1, total=ul + dl, uplink=ul, downlink=dl)]))
+    if error_indication is not None:
+        ies.append(sp.IE_ErrorIndicationReport(IE_list=[
+            sp.IE_FTEID(V4=1, TEID=error_indication[0], ipv4=error_indication[1])]))
+    return header(SESS_REPORT_REQ, seq, cp_seid) / sp.PFCPSessionReportRequest(IE_list=ies)
+
+
+def node_report_request(seq: int, node_id: str, failed_peer: str):
+    """What a UPF sends (7.4.5.1): a User Plane Path Failure Report (UPFR) for a GTP-U peer."""
+    return header(NODE_REPORT_REQ, seq) / sp.PFCPNodeReportRequest(IE_list=[
+        node_id_ie(node_id), sp.IE_NodeReportType(UPFR=1),
+        sp.IE_UserPlanePathFailureReport(IE_list=[sp.IE_RemoteGTP_U_Peer(V4=1, ipv4=failed_peer)])])
+
+
 def decode(data: bytes):
     """Scapy's full dissection of a PFCP message."""
     return sp.PFCP(data)
@@ -387,6 +453,8 @@ class Scanned:
     offending_ie: int | None = None
     node_id: bytes | None = None
     up_features: bytes | None = None
+    report_type: int | None = None     # Report Type octet (Session Report Request)
+    node_report_type: int | None = None
 
 
 def _ies(buf: bytes, start: int, end: int, where: str):
@@ -459,6 +527,12 @@ def scan(buf: bytes) -> Scanned:
             s.node_id = bytes(buf[v0:v1])
         elif t == IE_UP_FUNCTION_FEATURES:
             s.up_features = bytes(buf[v0:v1])
+        elif t == IE_REPORT_TYPE:
+            _need(v0, v1, 1, "Report Type", where)
+            s.report_type = buf[v0]
+        elif t == IE_NODE_REPORT_TYPE:
+            _need(v0, v1, 1, "Node Report Type", where)
+            s.node_report_type = buf[v0]
         elif t == IE_CREATED_PDR:
             pdr, fteid = None, None
             for t2, w0, w1 in _ies(buf, v0, v1, where + " Created PDR"):

@@ -1,17 +1,31 @@
 """The CP function's end of one Sx/N4 association: transport and node procedures (TS 29.244 6).
 
+One socket, as an SMF has: bound to port 8805 of gtplab's N4 address (4.2.2: the port a PFCP entity
+receives requests on; `port` 0 takes any free one, for tests). gtplab's own requests leave from it
+too (4.2.2 lets the source port of a request be any port; SMFs use this one), and the UPF's answers
+and its own requests arrive on it: a UPF that sends its Heartbeat Requests to the CP's address and
+port 8805 (eUPF does, and drops the association after a few unanswered ones) reaches the node
+whatever port gtplab's requests came from. Only datagrams from the UPF's address are read (others
+are counted in counters["foreign"] and dropped); an answer goes to the address and port its request
+came from.
+
 Transport (6.4, 7.6): every request gets a sequence number (24 bits, wrapping, never 0 here) and
 waits in `pending` until its response; a request unanswered after T1 is sent again, byte for byte,
 up to N1 times, then fails with PfcpTimeout naming what it was for. Any number of requests may be in
 flight (sessions.py keeps a window of them). A response that matches no request in flight is an
 error (PfcpSequenceError), except a second answer to a request we retransmitted (the UPF answered
-both copies). Requests from the UPF are answered here: Heartbeat (6.2.2), Association Setup and
-Release, Session Report (with Cause accepted).
+both copies).
+
+Requests from the UPF are answered here: Heartbeat (6.2.2, with our Recovery Time Stamp),
+Association Setup (6.2.6: a UPF may set the association up itself), Update, Release (6.2.8: the
+UPF's sessions are gone; check() then says so), Session Report (7.5.8) and Node Report (7.4.5),
+both with a Cause and kept in `reports`.
 
 Node procedures: association setup and release, heartbeats both ways. A UPF restart shows as a
-Recovery Time Stamp different from the one it gave at association (6.2.2, 6.2.6): its sessions are
-gone, so poll() sets the association up again and calls the restart handlers (sessions.py
-re-establishes every session).
+Recovery Time Stamp different from the one it gave at association (6.2.2, 6.2.6), in its Heartbeat
+Request, in its answer to ours, or in an Association Setup Request from the UPF: its sessions are
+gone, so poll() sets the association up again (unless the UPF just did) and calls the restart
+handlers (sessions.py re-establishes every session).
 
 One thread at a time drives the socket (`lock`): the bulk procedures hold it while they run; between
 them start() runs a thread that answers the UPF and sends heartbeats. Timers are data (Timers).
@@ -28,7 +42,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gtplab.pfcp import messages as m
-from gtplab.pfcp.errors import (PfcpError, PfcpMalformed, PfcpRejected, PfcpSequenceError,
+from gtplab.pfcp.errors import (PfcpBindError, PfcpError, PfcpMalformed, PfcpRejected, PfcpSequenceError,
                                 PfcpTimeout)
 
 
@@ -50,6 +64,23 @@ class Pending:
         self.tries, self.ctx, self.on_done, self.on_error = 1, ctx, on_done, on_error
 
 
+@dataclass
+class Report:
+    """A Session Report or Node Report Request the UPF sent, as answered."""
+    kind: str                       # "session" | "node"
+    at: float                       # time.time() when it arrived
+    seq: int
+    types: list[str]                # Report Type / Node Report Type flags (DLDR, USAR, ERIR, UPFR ...)
+    cause: int                      # what we answered
+    bearer: str | None = None       # the session's bearer (session reports), None if unknown
+    usage: dict | None = None       # URR ID -> (total, uplink, downlink) octets (USAR)
+    raw: bytes = b""
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "at": round(self.at, 3), "types": self.types, "cause": self.cause,
+                "bearer": self.bearer, "usage": {str(k): list(v) for k, v in (self.usage or {}).items()}}
+
+
 def _label(ctx) -> str:
     if ctx is None:
         return "the node"
@@ -63,25 +94,18 @@ _REQUESTS = {m.HEARTBEAT_REQ, m.ASSOC_SETUP_REQ, m.ASSOC_UPDATE_REQ, m.ASSOC_REL
 class Node:
     """gtplab as the CP function towards one UPF at upf (host, port)."""
 
-    def __init__(self, upf: tuple[str, int], node_id: str | None = None, local: tuple[str, int] | None = None,
-                 timers: Timers | None = None):
+    def __init__(self, upf: tuple[str, int], node_id: str | None = None, local: str | None = None,
+                 port: int = m.PORT, timers: Timers | None = None):
+        """upf: the UPF's N4 (host, port). local: gtplab's N4 address (default: the one the route
+        to the UPF picks); port: where the node listens on it (8805; 0: any free port)."""
         try:
             self.upf = (socket.gethostbyname(upf[0]), int(upf[1]))
         except OSError as e:
             raise PfcpError(f"PFCP: UPF address {upf[0]}: {e.strerror or e}") from None
         self.timers = timers or Timers()
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
-            self.sock.bind(local or ("0.0.0.0", 0))
-            self.sock.connect(self.upf)
-        except OSError as e:
-            self.sock.close()
-            raise PfcpError(f"PFCP: cannot use UPF {self.upf[0]}:{self.upf[1]}"
-                            f"{' from ' + str(local) if local else ''}: {e.strerror or e}") from None
+        self.sock = _bind(local or _route_source(self.upf), port)
         self.sock.setblocking(False)
-        self.addr = self.sock.getsockname()[0]
+        self.addr, self.port = self.sock.getsockname()
         self.node_id = node_id or self.addr
         m.node_id_ie(self.node_id)                 # ValueError now rather than in the first message
         self.recovery_ts = m.recovery_timestamp()
@@ -99,10 +123,16 @@ class Node:
         self.up_seid_of: Callable[[int], int | None] | None = None
         self.orphan_handler: Callable[[object, m.Scanned], None] | None = None
         self.restart_detected = False
+        self._restart_associated = False           # the UPF set the association up itself
+        self._restart_ts: int | None = None        # the Recovery Time Stamp of the restart pending
         self.restarts = 0
+        self.restarts_seen: list[str] = []         # how each restart showed (which message)
+        self.released_by_upf = False
+        self.reports: list[Report] = []            # the UPF's Session and Node Reports
+        self.warnings: list[str] = []              # what did not fail the run but should be read
         self.max_in_flight = 0
         self.counters = {"sent": 0, "retransmitted": 0, "received": 0, "heartbeats_answered": 0,
-                         "heartbeats_sent": 0}
+                         "heartbeats_sent": 0, "foreign": 0}
         self._last_tx = time.monotonic()
         self._next_hb = time.monotonic() + self.timers.heartbeat
         self._thread: threading.Thread | None = None
@@ -124,16 +154,18 @@ class Node:
         self._tx(data)
         self.counters["sent"] += 1
 
-    def _tx(self, data: bytes) -> None:
+    def _tx(self, data: bytes, to: tuple[str, int] | None = None) -> None:
+        """Send data to the UPF's N4 address (or to `to`: where a request of the UPF came from)."""
+        to = to or self.upf
         try:
-            self.sock.send(data)
+            self.sock.sendto(data, to)
         except BlockingIOError:
             select.select([], [self.sock], [], self.timers.t1)
-            self.sock.send(data)
+            self.sock.sendto(data, to)
         except OSError as e:
             if e.errno != errno.ECONNREFUSED:      # an ICMP port unreachable from a previous send
-                raise PfcpError(f"PFCP: sending to UPF {self.upf[0]}:{self.upf[1]}: {e.strerror}") from None
-            self.sock.send(data)
+                raise PfcpError(f"PFCP: sending to UPF {to[0]}:{to[1]}: {e.strerror}") from None
+            self.sock.sendto(data, to)
         self._last_tx = time.monotonic()
 
     def _fail(self, p: Pending, exc: PfcpError) -> None:
@@ -167,7 +199,7 @@ class Node:
         n = 0
         while True:
             try:
-                data = self.sock.recv(65536)
+                data, src = self.sock.recvfrom(65536)
             except BlockingIOError:
                 if n or timeout <= 0:
                     break
@@ -179,8 +211,11 @@ class Node:
             except ConnectionRefusedError:
                 # nothing listens at the UPF's address (ICMP port unreachable): the T1 timer decides
                 continue
+            if src[0] != self.upf[0]:
+                self.counters["foreign"] += 1      # not the UPF: 8805 is a well-known port
+                continue
             n += 1
-            self._handle(data)
+            self._handle(data, src)
         now = time.monotonic()
         if self.pending:
             self._retransmit(now)
@@ -195,7 +230,7 @@ class Node:
         return min(p.deadline for p in self.pending.values()) if len(self.pending) < 64 else \
             time.monotonic() + self.timers.t1 / 8
 
-    def _handle(self, data: bytes) -> None:
+    def _handle(self, data: bytes, src: tuple[str, int]) -> None:
         self.counters["received"] += 1
         try:
             mtype, seq, seid, _ = m.parse_header(data)
@@ -203,7 +238,7 @@ class Node:
             raise PfcpMalformed(f"malformed message from UPF {self.upf[0]}:{self.upf[1]}: {e} "
                                 f"(first bytes {data[:16].hex()})") from None
         if mtype in _REQUESTS:
-            self._answer(mtype, seq, seid, data)
+            self._answer(mtype, seq, seid, data, src)
             return
         p = self.pending.pop(seq, None)
         if p is None:
@@ -234,47 +269,73 @@ class Node:
         except PfcpMalformed as e:
             self._fail(p, PfcpMalformed(f"{_label(p.ctx)}: malformed {e}"))
             return
-        if s.recovery_ts is not None:
-            self._check_recovery(s.recovery_ts)
+        if s.recovery_ts is not None and mtype == m.HEARTBEAT_RSP:
+            self._check_recovery(s.recovery_ts, "its Heartbeat Response")
         if p.on_done is not None:
             p.on_done(p, s)
 
-    def _answer(self, mtype: int, seq: int, seid, data: bytes) -> None:
+    def _answer(self, mtype: int, seq: int, seid, data: bytes, src: tuple[str, int]) -> None:
         try:
             s = m.scan(data)
         except PfcpMalformed:
             return                 # a request we cannot read: no answer, the UPF will retransmit
         if mtype == m.HEARTBEAT_REQ:
-            self._tx(bytes(m.heartbeat_response(seq, self.recovery_ts)))
+            self._tx(bytes(m.heartbeat_response(seq, self.recovery_ts)), src)
             self.counters["heartbeats_answered"] += 1
             if s.recovery_ts is not None:
-                self._check_recovery(s.recovery_ts)
+                self._check_recovery(s.recovery_ts, "its Heartbeat Request")
         elif mtype == m.ASSOC_SETUP_REQ:
-            self._tx(bytes(m.association_setup_response(seq, self.node_id, self.recovery_ts)))
-            self.associated = True
+            self._tx(bytes(m.cp_association_setup_response(seq, self.node_id, self.recovery_ts)), src)
+            if s.up_features is not None:
+                self.up_features = s.up_features
             if s.recovery_ts is not None:
-                self._check_recovery(s.recovery_ts)
+                self._check_recovery(s.recovery_ts, "its Association Setup Request", associated=True)
+            self.associated = True
+        elif mtype == m.ASSOC_UPDATE_REQ:
+            self._tx(bytes(m.association_update_response(seq, self.node_id)), src)
         elif mtype == m.ASSOC_RELEASE_REQ:
-            self._tx(bytes(m.association_release_response(seq, self.node_id)))
+            self._tx(bytes(m.association_release_response(seq, self.node_id)), src)
+            if self.associated:
+                self.released_by_upf = True
             self.associated = False
         elif mtype == m.SESS_REPORT_REQ:
             up = self.up_seid_of(seid) if (self.up_seid_of and seid is not None) else None
-            cause = m.CAUSE_ACCEPTED if up is not None else 65     # 65: Session context not found
-            rsp = m.header(m.SESS_REPORT_RSP, seq, up or 0) / m.sp.PFCPSessionReportResponse(
-                IE_list=[m.sp.IE_Cause(cause=cause)])
-            self._tx(bytes(rsp))
+            cause = m.CAUSE_ACCEPTED if up is not None else m.CAUSE_SESSION_NOT_FOUND
+            self._tx(bytes(m.session_report_response(seq, up or 0, cause)), src)
+            if self._seen_report(seq, data):
+                return
+            owner = self.seid_owner(seid) if (self.seid_owner and seid is not None) else None
+            self.reports.append(Report("session", time.time(), seq, m.flag_names(s.report_type, m.REPORT_TYPES),
+                                       cause, _label(owner) if owner is not None else None,
+                                       dict(s.usage) or None, bytes(data)))
             for h in self.report_handlers:
                 h(s)
         elif mtype == m.NODE_REPORT_REQ:
-            rsp = m.header(m.NODE_REPORT_RSP, seq) / m.sp.PFCPNodeReportResponse(
-                IE_list=[m.node_id_ie(self.node_id), m.sp.IE_Cause(cause=m.CAUSE_ACCEPTED)])
-            self._tx(bytes(rsp))
+            self._tx(bytes(m.node_report_response(seq, self.node_id)), src)
+            if not self._seen_report(seq, data):
+                self.reports.append(Report("node", time.time(), seq,
+                                           m.flag_names(s.node_report_type, m.NODE_REPORT_TYPES),
+                                           m.CAUSE_ACCEPTED, raw=bytes(data)))
 
-    def _check_recovery(self, ts: int) -> None:
+    def _seen_report(self, seq: int, data: bytes) -> bool:
+        """A report the UPF sent again (our answer was lost): answered again, kept once."""
+        return any(r.seq == seq and r.raw == data for r in self.reports[-64:])
+
+    def _check_recovery(self, ts: int, via: str, associated: bool = False) -> None:
+        """ts: the UPF's Recovery Time Stamp in a message (via). associated: the message set the
+        association up again (the UPF's own Association Setup Request), so only the sessions are
+        to be established again."""
         if self.upf_ts is None:
             self.upf_ts = ts
         elif ts != self.upf_ts:
+            if self.restart_detected and ts == self._restart_ts:
+                return             # the same restart again (eUPF heartbeats before it answers the setup)
             self.restart_detected = True
+            self._restart_ts = ts
+            self.restarts_seen.append(via)
+            if associated:
+                self.upf_ts = ts
+                self._restart_associated = True
 
     # -- blocking requests ---------------------------------------------------------------------
 
@@ -306,7 +367,8 @@ class Node:
         self.upf_node_id = s.node_id
         self.up_features = s.up_features
         self.associated = True
-        self.restart_detected = False
+        self.released_by_upf = False
+        self.restart_detected = self._restart_associated = False
 
     @property
     def ftup(self) -> bool | None:
@@ -340,7 +402,10 @@ class Node:
                 self.heartbeat()
             if self.restart_detected:
                 self.restarts += 1
-                self.associate()
+                if self._restart_associated:      # the UPF set the association up itself
+                    self.restart_detected = self._restart_associated = False
+                else:
+                    self.associate()
                 for h in self.restart_handlers:
                     h()
 
@@ -358,12 +423,47 @@ class Node:
         self._thread.start()
 
     def check(self) -> None:
-        """Raise what the background thread failed with, if anything."""
+        """Raise what the background thread failed with, if anything, or that the UPF released the
+        association (its sessions are gone, TS 29.244 6.2.8)."""
         if self.background_error is not None:
             raise self.background_error
+        if self.released_by_upf:
+            raise PfcpError(f"UPF {self.upf[0]}:{self.upf[1]} released the association (it sent an "
+                            "Association Release Request): its sessions are gone (TS 29.244 6.2.8)")
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
         self.sock.close()
+
+
+def _route_source(upf: tuple[str, int]) -> str:
+    """The address the kernel's route to the UPF picks as source (a UDP connect sends nothing)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(upf)
+        return s.getsockname()[0]
+    except OSError as e:
+        raise PfcpError(f"PFCP: no route to UPF {upf[0]}:{upf[1]}: {e.strerror or e}") from None
+    finally:
+        s.close()
+
+
+def _bind(addr: str, port: int) -> socket.socket:
+    """The node's socket on addr:port, or one line saying why not and what to do."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        s.bind((addr, port))
+    except OSError as e:
+        s.close()
+        hint = {errno.EADDRINUSE: " (another PFCP node, or `pgwu pfcp`, listens there)",
+                errno.EADDRNOTAVAIL: " (no interface of this host has that address: dut.pfcp.local, --local)"
+                }.get(e.errno, "")
+        raise PfcpBindError(f"PFCP: cannot listen on {addr}:{port}, gtplab's N4 address: {e.strerror or e}"
+                            f"{hint}; choose another port with dut.pfcp.listen_port or gtplab pfcp "
+                            "--listen-port N (0: any free port, which a UPF that sends its requests to "
+                            "port 8805 does not reach)") from None
+    return s

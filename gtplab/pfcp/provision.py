@@ -5,10 +5,14 @@
       pfcp:
         upf: 10.0.0.2:8805        # the UPF's N4/Sx address (port 8805 if omitted)
         local: 10.0.0.1           # our address on N4 (default: what the route to the UPF picks)
+        listen_port: 8805         # where gtplab's node listens on it (the UPF's heartbeats, reports);
+                                  # 0: any free port (default 0 with upf: embedded, else 8805)
         node_id: 10.0.0.1         # our Node ID: IPv4 or FQDN (default: the local address)
         n3: 10.201.0.1            # the UPF's N3/S1-U GTP-U address: the uplink's outer destination
         n6: 198.18.0.254          # the UPF's N6/SGi address (the downlink traffic's next hop)
-        choose: true              # the UPF allocates the uplink F-TEIDs (else: the profile's)
+        choose: auto              # auto: the UPF allocates the uplink F-TEIDs (CHOOSE) when its UP
+                                  # Function Features say FTUP, else gtplab gives the profile's;
+                                  # true: always CHOOSE; false: always the profile's
         urr: false                # a volume URR per session, compared with the generator's counts
         mbr_kbps: [ul, dl]        # a QER per session with this MBR
         qfi: 9                    # 5G N3: every session's QoS flow, in its QER (downlink marking)
@@ -27,21 +31,24 @@ profile takes its TEIDs from that file (--teid-file), so the traffic uses what t
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gtplab.errors import UserError
+from gtplab.errors import UserError, note_cleanup
 from gtplab.pfcp import messages as m
-from gtplab.pfcp.node import Node, Timers
+from gtplab.pfcp.errors import PfcpError, PfcpRejected, PfcpTimeout
+from gtplab.pfcp.node import Node, Report, Timers
 from gtplab.pfcp.sessions import Session, Sessions
 
 PROVISION = ("pgwu", "pfcp", "none")
 COUNTERS = ("pgwu", "prometheus", "none")
-_PFCP_KEYS = {"upf", "local", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps", "network_instance",
-              "window", "t1", "n1", "heartbeat", "qfi"}
+_PFCP_KEYS = {"upf", "local", "listen_port", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps",
+              "network_instance", "window", "t1", "n1", "heartbeat", "qfi"}
+CHOOSE = {"auto": None, True: True, False: False}
 EMBEDDED = "embedded"      # upf: embedded -- the lab starts `pgwu pfcp --listen` on loopback
 
 
@@ -51,8 +58,9 @@ class PfcpConfig:
     n3: str
     n6: str
     local: str | None = None
+    listen_port: int | None = None      # None: 8805, or any free port with upf: embedded
     node_id: str | None = None
-    choose: bool = True
+    choose: bool | None = None          # None: auto (CHOOSE if the UPF says FTUP)
     urr: bool = False
     mbr_kbps: tuple[int, int] | None = None
     qfi: int | None = None
@@ -62,7 +70,7 @@ class PfcpConfig:
     timers: Timers = field(default_factory=Timers)
 
     def options(self) -> m.SessionOptions:
-        return m.SessionOptions(n3_addr=self.n3, choose=self.choose, urr=self.urr, mbr_kbps=self.mbr_kbps,
+        return m.SessionOptions(n3_addr=self.n3, choose=bool(self.choose), urr=self.urr, mbr_kbps=self.mbr_kbps,
                                 access_instance=self.access_instance, core_instance=self.core_instance,
                                 qfi=self.qfi)
 
@@ -113,9 +121,14 @@ def parse_config(d, where: str) -> PfcpConfig:
     ni = d.get("network_instance") or {}
     if not isinstance(ni, dict) or set(ni) - {"access", "core"}:
         raise UserError(f"{where}: dut.pfcp.network_instance must be {{access: NAME, core: NAME}}")
-    for k in ("choose", "urr"):
-        if k in d and not isinstance(d[k], bool):
-            raise UserError(f"{where}: dut.pfcp.{k} must be true or false")
+    if "urr" in d and not isinstance(d["urr"], bool):
+        raise UserError(f"{where}: dut.pfcp.urr must be true or false")
+    choose = d.get("choose", "auto")
+    if not isinstance(choose, (bool, str)) or choose not in CHOOSE:
+        raise UserError(f"{where}: dut.pfcp.choose {choose!r} must be auto, true or false")
+    port = d.get("listen_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536):
+        raise UserError(f"{where}: dut.pfcp.listen_port {port!r} must be a UDP port, 0..65535 (0: any free one)")
     nums = {}
     for k, lo, kind in (("window", 1, int), ("n1", 0, int), ("t1", 0.001, (int, float)),
                         ("heartbeat", 0, (int, float))):
@@ -127,8 +140,8 @@ def parse_config(d, where: str) -> PfcpConfig:
     return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3"),
                       n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6"),
                       local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,
-                      node_id=str(node_id) if node_id is not None else None,
-                      choose=d.get("choose", True), urr=d.get("urr", False), mbr_kbps=mbr, qfi=qfi,
+                      listen_port=port, node_id=str(node_id) if node_id is not None else None,
+                      choose=CHOOSE[choose], urr=d.get("urr", False), mbr_kbps=mbr, qfi=qfi,
                       access_instance=str(ni.get("access") or ""), core_instance=str(ni.get("core") or ""),
                       window=nums.get("window", 256),
                       timers=Timers(t1=float(nums.get("t1", 3.0)), n1=int(nums.get("n1", 3)),
@@ -173,27 +186,45 @@ def write_bearer_file(sessions: list[Session], path: str, upf: str) -> None:
         raise
 
 
+def resolve_choose(choose: bool | None, ftup: bool | None) -> bool:
+    """Whether to ask the UPF for the F-TEIDs (CHOOSE): as configured, or with auto (None) as the
+    UPF offers at association (FTUP in its UP Function Features; no such IE: it offers none)."""
+    return bool(ftup) if choose is None else choose
+
+
 class Provisioner:
     """One association for a run: install(bearer file) establishes a session per bearer (after
     deleting the previous set), close() deletes them and releases the association. The node's
-    thread answers the UPF's heartbeats and re-establishes after a UPF restart between calls."""
+    thread answers the UPF's heartbeats and reports and re-establishes after a UPF restart between
+    calls. cfg is kept with `choose` resolved at association (resolve_choose)."""
 
     def __init__(self, cfg: PfcpConfig, upf: tuple[str, int] | None = None):
-        self.cfg = cfg
         addr = upf or cfg.upf
         if addr == EMBEDDED:
             raise UserError("dut.pfcp.upf: embedded needs the lab to start the agent (gtplab/pfcp/provision.py)")
-        self.node = Node(addr, node_id=cfg.node_id, local=(cfg.local, 0) if cfg.local else None,
-                         timers=cfg.timers)
+        # the embedded agent is on loopback, beside other tests' and runs' nodes: any free port
+        port = cfg.listen_port if cfg.listen_port is not None else (0 if cfg.upf == EMBEDDED else m.PORT)
+        self.node = Node(addr, node_id=cfg.node_id, local=cfg.local, port=port, timers=cfg.timers)
         self.upf_label = f"{self.node.upf[0]}:{self.node.upf[1]}"
         try:
             self.node.associate()
         except BaseException:
             self.node.close()
             raise
-        self.sessions = Sessions(self.node, cfg.options(), window=cfg.window)
+        self.cfg = dataclasses.replace(cfg, choose=resolve_choose(cfg.choose, self.node.ftup))
+        self.sessions = Sessions(self.node, self.cfg.options(), window=cfg.window)
         self.usage: dict[int, tuple | None] = {}
         self.node.start()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What did not fail the run but should be read (a release the UPF did not answer)."""
+        return self.node.warnings
+
+    @property
+    def reports(self) -> list[Report]:
+        """The UPF's Session Report and Node Report Requests, as answered."""
+        return self.node.reports
 
     def install(self, bearer_file: str, out_file: str) -> list[Session]:
         """Provision the bearers of bearer_file; write out_file (what the UPF returned)."""
@@ -204,16 +235,47 @@ class Provisioner:
         write_bearer_file(got, out_file, self.upf_label)
         return got
 
-    def close(self) -> dict[int, tuple | None]:
-        """Delete every session (usage reports in the result), release, close."""
+    def close(self, error: BaseException | None = None) -> dict[int, tuple | None]:
+        """Delete every session (usage reports in the result), release the association, close the
+        socket. A release the UPF does not answer, or rejects, is a warning (`warnings`), not a
+        failure: every session was deleted before it, and the association ends on gtplab's side
+        anyway. Sessions the UPF already dropped (it released the association) are not deleted.
+
+        error: what ended the run, if something did. Then nothing that fails here replaces it: a
+        failed deletion is added to it (gtplab.errors.note_cleanup) and close() returns."""
+        first: PfcpError | None = None
         try:
-            if self.sessions.sessions:
+            if self.sessions.sessions and not self.node.released_by_upf:
                 self.usage.update(self.sessions.delete())
+        except PfcpError as e:
+            first = e
+        try:
             if self.node.associated:
                 self.node.release()
+        except (PfcpTimeout, PfcpRejected) as e:
+            self.node.warnings.append(f"{e}; the association ended on gtplab's side only")
+        except PfcpError as e:
+            if first is None:
+                first = e
+            else:
+                note_cleanup(first, str(e))
         finally:
             self.node.close()
+        if first is not None:
+            if error is None:
+                raise first
+            note_cleanup(error, str(first))
         return self.usage
+
+    def reports_summary(self) -> dict | None:
+        """The UPF's reports for run.json: how many of each type, and the first 20."""
+        if not self.reports:
+            return None
+        count: dict[str, int] = {}
+        for r in self.reports:
+            for t in r.types or ["(no type)"]:
+                count[f"{r.kind} {t}"] = count.get(f"{r.kind} {t}", 0) + 1
+        return {"count": count, "first": [r.as_dict() for r in self.reports[:20]]}
 
 
 def usage_differences(usage: dict[int, tuple | None], sent: dict[int, tuple[int, int]],

@@ -150,8 +150,9 @@ class Sessions:
         bearers = list(bearers)
         if self.opts.choose and self.node.ftup is False:
             raise PfcpError(f"UPF {self.node.upf[0]}:{self.node.upf[1]} does not allocate F-TEIDs (its UP "
-                            "Function Features at association have FTUP 0): give the TEIDs (dut.pfcp.choose: "
-                            "false) or enable F-TEID allocation on the UPF")
+                            "Function Features at association have FTUP 0): let gtplab give the TEIDs "
+                            "(dut.pfcp.choose: auto or false, gtplab pfcp --no-choose) or enable F-TEID "
+                            "allocation on the UPF")
         if not self.opts.choose and any(b.teid is None for b in bearers):
             raise ValueError("a bearer without TEID needs SessionOptions(choose=True)")
         errors = self._run(bearers, self._start_est, self._finish_est)

@@ -1,6 +1,6 @@
 """The report's HTML: the page (index.html) with its sections, and the tables of cases, limits,
-regressions, changes and the reference ratios. Used only by gtplab.results.report, which computes
-what the tables show.
+regressions, changes and the reference ratios. Used only by gtplab.results.report; what the tables
+show is computed by gtplab.results.analysis.
 """
 
 from __future__ import annotations
@@ -9,14 +9,10 @@ import html
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gtplab.observe.flamegraph import flamegraph_path
 from gtplab.results import store as results
-from gtplab.results.report import CHANGE_METRICS, SCALE_TARGET, limit_text, value
-
-if TYPE_CHECKING:
-    from gtplab.results.report import Change, Regression, Run
+from gtplab.results.analysis import CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, limit_text, value
 
 
 def _fmt(v: Any, scale: float = 1.0, digits: int = 4) -> str:
@@ -60,7 +56,7 @@ def _cases_table(r: Run, out_dir: Path) -> str:
     rows = []
     for c in r.cases:
         cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in CASE_COLUMNS)
-        fg = flamegraph_path(r.path, c["case_id"])
+        fg = results.flamegraph_path(r.path, c["case_id"])
         if fg.is_file():
             rel = os.path.relpath(fg.resolve(), out_dir.resolve())
             cells += f'<td><a href="{html.escape(rel)}">svg</a></td>'

@@ -1,7 +1,6 @@
 """The report's PNG plots (matplotlib, Agg): one figure per metric with a panel per direction,
-series by the dimensions that vary, and the cost and change plots. Used only by
-gtplab.results.report (imported when a report is built, so `import gtplab.results.report` does not
-load matplotlib).
+series by the dimensions that vary, and the cost and change plots, of what gtplab.results.analysis
+computed. Used only by gtplab.results.report; matplotlib is imported when the first plot is drawn.
 """
 
 from __future__ import annotations
@@ -9,12 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gtplab.results.report import COST_METRICS, _series_order, points, series_label, value
-
-if TYPE_CHECKING:
-    from gtplab.results.report import Change, Regression, Run
+from gtplab.results.analysis import COST_METRICS, Change, Regression, Run, points, series_label, series_order, value
 
 
 @dataclass
@@ -76,7 +72,7 @@ def series_plot(path: Path, title: str, runs: list[tuple[str, list[dict]]], pane
              for p in panels] for _, cases in runs]
     if not any(pts for run in data for panel in run for *_, pts in panel):
         return False
-    labels = sorted({s for run in data for panel in run for *_, pts in panel for s in pts}, key=_series_order)
+    labels = sorted({s for run in data for panel in run for *_, pts in panel for s in pts}, key=series_order)
     color = _colors(labels)
     fig, axes = _figure(len(panels), len(runs))
     for col, (run_label, _) in enumerate(runs):
@@ -106,7 +102,7 @@ def cost_plot(path: Path, runs: list[Run], regs: list[Regression], dims: list[st
     have = [[points(r.cases, m, dims) for m, _ in COST_METRICS] for r in runs]
     if not any(pts for run in have for pts in run):
         return False
-    labels = sorted({s for run in have for pts in run for s in pts}, key=_series_order)
+    labels = sorted({s for run in have for pts in run for s in pts}, key=series_order)
     color = _colors(labels)
     fig, axes = _figure(len(COST_METRICS), len(runs))
     for col, r in enumerate(runs):
@@ -155,7 +151,7 @@ def change_plot(path: Path, chs: list[Change]) -> bool:
                 by[m][ch.series].append((ch.frame_size, pct))
     if not any(by[m] for m, _ in rows):
         return False
-    labels = sorted({s for m, _ in rows for s in by[m]}, key=_series_order)
+    labels = sorted({s for m, _ in rows for s in by[m]}, key=series_order)
     color = _colors(labels)
     fig, axes = _figure(len(rows), 1)
     for row, (m, title) in enumerate(rows):

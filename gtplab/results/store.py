@@ -6,11 +6,13 @@
     RESULTS_DIR/cases.csv     the same cases as CSV, nested dicts flattened with "." in the column
                               names (latency_us.p99, dut.drops_by_reason.unknown_teid); rewritten
                               from cases.jsonl after each case, so its columns always cover every case
+    RESULTS_DIR/flamegraphs/case-<id>.svg   with `sweep --flamegraph` (flamegraph_path)
 
 docs/results.md describes every field. Writing goes through a temporary file and rename (run.json,
 cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a half-written result.
 
-Used by gtplab.measure.sweep (writes), gtplab.results.report and gtplab.results.push (read).
+Used by gtplab.measure.sweep (writes), gtplab.observe.flamegraph (writes the flame graphs),
+gtplab.results.report and gtplab.results.push (read).
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import contextlib
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 RUN_FILE = "run.json"
 CASES_FILE = "cases.jsonl"
 CSV_FILE = "cases.csv"
+FLAMEGRAPH_DIR = "flamegraphs"      # `sweep --flamegraph`: one SVG per case (gtplab.observe.flamegraph)
 
 RUN_FIELDS = ("uuid", "started", "backend", "lab", "host")
 # the case fields every consumer may rely on (others may be added; readers ignore what they do not know)
@@ -33,6 +37,16 @@ CASE_FIELDS = (
     "duration_s", "offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1",
     "rx_bps_l2", "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut",
 )
+
+
+def safe_id(case_id: str) -> str:
+    """A case id as a file name: anything but letters, digits, ".", "_" and "-" replaced by "_"."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", str(case_id))
+
+
+def flamegraph_path(results_dir: str | os.PathLike, case_id: str) -> Path:
+    """Where the sweep's --flamegraph writes the flame graph of one case (and where reports look)."""
+    return Path(results_dir) / FLAMEGRAPH_DIR / f"case-{safe_id(case_id)}.svg"
 
 
 class ResultsError(Exception):

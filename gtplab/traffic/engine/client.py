@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import struct
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from gtplab.kernel import bpf
 from gtplab.kernel import libbpf as kernel
+from gtplab.rates import FCS_LEN, L1_OVERHEAD, RateError, l1_bps, parse_mult
 from gtplab.traffic.engine.capture import RingReader, write_pcap
 from gtplab.traffic.engine.vm import (CACHE_FRAME, CACHE_FRAMES, MAX_PGIDS, MAX_STREAMS, MAX_VARS,
                                       STATE_TX_OFF, CompiledStream, EngineError, compile_stream)
@@ -64,7 +64,6 @@ PACED_CALL_SHARED = 1 << 14    # ~1.5 ms: a port with several paced streams (IMI
 MAX_BURST = 128
 UNPARKED_LATE_NS = 50_000_000
 _PACE = struct.Struct("<QQQQQQQ")    # struct tg_pace
-FCS = 4
 
 
 @dataclass
@@ -126,25 +125,6 @@ def install_cache(obj: kernel.BpfObject, cs: CompiledStream, slot: int, frames: 
     key = struct.pack("<I", slot)
     obj.map("state").update(key, cs.state_value())
     obj.map("streams").update(key, cs.stream_value(cache=(len(frames), base)))
-
-
-def parse_mult(mult) -> tuple[str, float]:
-    """TRex multiplier: "2"/"2x" factor, "10kpps", "1.5gbps" (L2), "1gbpsl1", "50%" of line rate."""
-    if isinstance(mult, (int, float)) and not isinstance(mult, bool):
-        if mult <= 0:
-            raise EngineError(f"mult {mult!r} must be positive")
-        return "factor", float(mult)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kmgKMG]?)(x|pps|bps|bpsl1|%)?\s*",
-                     str(mult))
-    if not m:
-        raise EngineError(f"mult '{mult}' is not understood (e.g. 2x, 10kpps, 1gbps, 1gbpsl1, 50%)")
-    val = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()]
-    unit = m.group(3) or "x"
-    if val <= 0:
-        raise EngineError(f"mult '{mult}' must be positive")
-    if unit == "%" and m.group(2):
-        raise EngineError(f"mult '{mult}': no k/m/g with %")
-    return {"x": "factor", "pps": "pps", "bps": "bps_l2", "bpsl1": "bps_l1", "%": "percent"}[unit], val
 
 
 def _due(s: _Stream, elapsed: float) -> int:
@@ -434,7 +414,10 @@ class LocalClient:
         a factor "2x", or a total for the port "10kpps", "1gbps" (L2), "1gbpsl1", "50%" of line
         rate); duration in seconds (-1: until stop() or the bursts end)."""
         targets = self._ports(ports)
-        kind, val = parse_mult(mult)
+        try:
+            kind, val = parse_mult(mult)
+        except RateError as e:
+            raise EngineError(str(e)) from None
         for p in targets:
             if p.alive():
                 if not force:
@@ -450,9 +433,9 @@ class LocalClient:
                 if kind == "pps":
                     tot = sum(base)
                 elif kind == "bps_l2":
-                    tot = sum(b * (s.cs.l2_len() + FCS) * 8 for b, s in zip(base, active))
+                    tot = sum(b * (s.cs.l2_len() + FCS_LEN) * 8 for b, s in zip(base, active))
                 else:
-                    tot = sum(b * (s.cs.l2_len() + FCS + 20) * 8 for b, s in zip(base, active))
+                    tot = sum(b * (s.cs.l2_len() + FCS_LEN + L1_OVERHEAD) * 8 for b, s in zip(base, active))
                 target = val if kind != "percent" else val / 100 * p.spec.speed_bps
                 f = target / tot
             p.paced = not (kind == "percent" and val >= 100)
@@ -639,22 +622,22 @@ class LocalClient:
                     v = st.lookup(struct.pack("<I", s.slot))
                     pk, by, _ = struct.unpack_from("<QQQ", v, STATE_TX_OFF)
                     tx_p += pk
-                    tx_b += by + FCS * pk
+                    tx_b += by + FCS_LEN * pk
                     skipped += _PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]
                     if s.cs.pg_id is not None and k == 0:    # sent by the first thread only
-                        raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS * pk}
+                        raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS_LEN * pk}
             rx = p.obj.map("rx_port").lookup(b"\0\0\0\0")
             rx_p = sum(struct.unpack_from("<Q", c, 0)[0] for c in rx)
             rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
             lost = sum(struct.unpack_from("<Q", c, 24)[0] for c in rx)
             raw["port"][pid] = {"opackets": tx_p, "obytes": tx_b, "ipackets": rx_p,
-                                "ibytes": rx_b + FCS * rx_p, "cap_lost": lost, "tx_skipped": skipped}
+                                "ibytes": rx_b + FCS_LEN * rx_p, "cap_lost": lost, "tx_skipped": skipped}
             for k, v in p.obj.map("rx_flow").items():
                 pg = struct.unpack("<I", k)[0]
                 f = _FLOW_HDR.unpack_from(v, 0)
                 hist = struct.unpack_from(f"<{_LAT_BUCKETS}Q", v, _FLOW_HDR.size)
                 raw["pg_rx"][(pg, pid)] = {
-                    "pkts": f[0], "bytes": f[1] + FCS * f[0], "dropped": f[4], "out_of_order": f[5],
+                    "pkts": f[0], "bytes": f[1] + FCS_LEN * f[0], "dropped": f[4], "out_of_order": f[5],
                     "seq_too_high": f[6], "seq_too_low": f[7], "lat_min": f[8], "lat_max": f[9],
                     "lat_sum": f[10], "lat_cnt": f[11], "hist": hist}
         return raw
@@ -688,8 +671,8 @@ class LocalClient:
             d["rx_pps"] = d["ipackets"] / rsecs if rsecs else 0.0
             d["tx_bps"] = d["obytes"] * 8 / secs if secs else 0.0
             d["rx_bps"] = d["ibytes"] * 8 / rsecs if rsecs else 0.0
-            d["tx_bps_L1"] = d["tx_bps"] + d["tx_pps"] * 20 * 8
-            d["rx_bps_L1"] = d["rx_bps"] + d["rx_pps"] * 20 * 8
+            d["tx_bps_L1"] = l1_bps(d["tx_bps"], d["tx_pps"])
+            d["rx_bps_L1"] = l1_bps(d["rx_bps"], d["rx_pps"])
             d["tx_util"] = d["tx_bps_L1"] / p.spec.speed_bps * 100
             d["rx_util"] = d["rx_bps_L1"] / p.spec.speed_bps * 100
             out[pid] = d

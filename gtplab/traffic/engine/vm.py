@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from gtplab.errors import UserError
 from gtplab.gtpu import walk
+from gtplab.rates import FCS_LEN, L1_OVERHEAD
 
 # limits and layouts of bpf/trafficgen.h
 MAX_INSNS = 16
@@ -181,10 +182,10 @@ class CompiledStream:
         if self.rate_type == "pps":
             return self.rate_value
         if self.rate_type == "bps_L2":
-            return self.rate_value / ((size + 4) * 8)
+            return self.rate_value / ((size + FCS_LEN) * 8)
         if self.rate_type == "bps_L1":
-            return self.rate_value / ((size + 24) * 8)
-        return self.rate_value / 100.0 * speed_bps / ((size + 24) * 8)
+            return self.rate_value / ((size + FCS_LEN + L1_OVERHEAD) * 8)
+        return self.rate_value / 100.0 * speed_bps / ((size + FCS_LEN + L1_OVERHEAD) * 8)
 
 
 def _err(stream: str, what: str) -> EngineError:

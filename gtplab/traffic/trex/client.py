@@ -4,7 +4,7 @@ and stdout. Its methods are those of TRex's STLClient that gtplab uses (see gtpl
 
 The subprocess is needed: lbr-trex-client puts its bundled Scapy 2.4.3 first on sys.path, which must
 not happen in a process that uses Scapy 2.8. Used by gtplab.traffic.backend (the trex backend) and
-gtplab.measure.ndr.Runner (stream JSON for every backend).
+gtplab.measure.runner.Runner (stream JSON for every backend).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class TrexClient:
 
     def __init__(self, server: str | None = None, timeout: float = 120.0, netns: str | None = None):
         """netns: run the worker (hence TRex's client) inside that network namespace, for a
-        server listening only there (the tests' TRex, tests/trex_server.py)."""
+        server listening only there (the tests' TRex, tests/lib/trex_server.py)."""
         self.server = server
         self.netns = netns
         self.timeout = timeout

@@ -1,0 +1,464 @@
+"""Run traffic through a lab and measure it: the part the sweep and the test suite share.
+
+    runner = Runner(backend, lab_config)             # backend: gtplab.traffic.backend.Backend (local or trex)
+    prep = runner.prepare(CaseParams(direction="uplink", frame_size=128, ...))   # bearers + streams
+    t = runner.trial(prep, rate_pps=200e3, duration=1.0)     # one trial: rates, loss, DUT, conservation
+
+CaseParams (one case) is gtplab.measure.plan's, which builds them from a sweep spec; the NDR/PDR
+search that calls trial() at each rate is gtplab.measure.search.
+
+A trial sends one direction only, so every DUT counter that moves during it belongs to that direction
+(the embedded lab has permanent neighbours and no IPv6: nothing else flows). Its packet conservation
+(gtplab/measure/conservation.py) is checked and kept with it.
+
+The DUT is read through a probe: LocalDut (the lab's PGW-U or reference forwarder: pinned maps and
+programs, the veths' XDP counters, the CPU time of the DUT's own NAPI kthreads) or MetricsDut (a remote
+PGW-U's `pgwu metrics` and node-exporter URLs).
+
+Which side limited a trial is part of its result: "generator" when the generator did not send the
+rate asked (offered < GENERATOR_BOUND_RATIO x asked), or when packets were lost on their way back into
+the generator (its receive ring); "dut" when the loss was the DUT's (its receive ring overflowed, or
+it dropped them).
+
+Used by gtplab.measure.sweep (every case), the throughput tests and bench/; the DUT probes are
+gtplab.dut.local and gtplab.dut.metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from gtplab.dut import PROG
+from gtplab.dut.probe import DutProbe, make_dut
+from gtplab.errors import UserError, note_cleanup
+from gtplab.gtpu import bearers as bearer_files
+from gtplab.measure import conservation
+from gtplab.measure.plan import SGWS, CaseParams, common
+from gtplab.pfcp.provision import packets_per_bearer, usage_differences
+from gtplab.rates import L1_OVERHEAD
+from gtplab.traffic.trex.client import TrexClient, TrexError
+
+PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
+PG_ID = {"uplink": 10, "downlink": 20}
+# A trial whose achieved rate is below this fraction of the rate asked was set by the generator: the
+# engine's pacing is within 1 % of the rate asked when it can reach it (docs/lab.md, measured).
+GENERATOR_BOUND_RATIO = 0.97
+# TRex: latency is measured on a stream of its own at this rate (TRex sends a latency stream from its
+# receive core at the stream's own rate, whatever the multiplier), beside the case's traffic, which
+# then carries no latency header; the stream's pps is TRex's, the multiplier scales only the others.
+TREX_LATENCY_PPS = 1000
+TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to measure its rate
+
+
+@dataclass
+class Prepared:
+    params: CaseParams
+    tx_port: int
+    rx_port: int
+    tunables: dict[str, Any]
+    latency: bool
+    streams: list[dict]
+
+
+
+# ------------------------------------------------------------------------------------------ runner
+
+class Runner:
+    """Prepares cases (bearers, streams) and runs trials on a connected backend."""
+
+    def __init__(self, backend, cfg, dut: DutProbe | None = None):
+        # the TRex library's bundled Scapy warns about deprecated ciphers on import: not ours to fix
+        os.environ.setdefault("PYTHONWARNINGS", "ignore")
+        self.backend = backend
+        self.client = backend.client
+        self.cfg = cfg
+        if dut is None:
+            dut = make_dut(backend, cfg)          # dut.provision / dut.counters
+        self.dut: DutProbe = dut
+        # this thread (reading counters, running ethtool and pgwu) works for the generator: keep it,
+        # and what it starts, off the DUT's CPUs
+        lab = getattr(backend, "lab", None)
+        self._affinity = lab.pin_generator() if lab is not None else None
+        self._lab = lab
+        if lab is not None:
+            lab.keep_cpus_awake()
+        self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
+        self._streams: dict[tuple, list[dict]] = {}
+        self._bearers_key: tuple | None = None
+        self.volume_sent: dict[int, list[int]] = {}     # bearer -> [uplink, downlink] inner IP octets
+        self.volume_received = [0, 0]
+        self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-runner-")
+        # optional: a function returning the generator's CPU seconds so far (bench/trex_vs_engine.py);
+        # read right before the traffic starts and right after it stopped
+        self.generator_cpu: Callable[[], float] | None = None
+
+    def close(self) -> None:
+        try:
+            try:
+                self._worker.close()
+            finally:
+                self.dut.close()
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        self._tmp.cleanup()
+        if self._affinity:
+            os.sched_setaffinity(0, self._affinity)
+            self._affinity = None
+        if self._lab is not None:
+            self._lab.restore_cpu_idle()
+            self._lab = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        try:
+            self.close()
+        except Exception as e:
+            if exc is None:
+                raise
+            note_cleanup(exc, f"closing the DUT: {e}")    # the run's error stays the one raised
+
+    def ports(self, direction: str) -> tuple[int, int]:
+        a, s = self.cfg.port("access"), self.cfg.port("sgi")
+        return (a, s) if direction == "uplink" else (s, a)
+
+    def streams(self, direction: str, tunables: dict, port: int) -> list[dict]:
+        key = (direction, port, tuple(sorted(tunables.items())))
+        if key not in self._streams:
+            try:
+                self._streams[key] = self._worker.profile_streams(
+                    str(PROFILES_DIR / f"gtpu_{direction}.py"), port_id=port, tunables=tunables)
+            except TrexError as e:
+                raise UserError(f"profile gtpu_{direction}.py {tunables}: {e}") from None
+        return self._streams[key]
+
+    def install_bearers(self, p: CaseParams, tunables: dict) -> None:
+        """The bearers of the profile's tunables, through `gtplab bearers`' writer and `pgwu session
+        load` (only when they differ from what is installed)."""
+        key = (p.n_bearers, SGWS, p.checksum)
+        if key == self._bearers_key:
+            return
+        path = os.path.join(self._tmp.name, "bearers.txt")
+        bearer_files.write_bearer_file(p.direction, tunables, path, csum=p.checksum)
+        self._bearers_key = None
+        self.dut.install_bearers(path)
+        self._bearers_key = key
+
+    def _count_volume(self, p: CaseParams, sent: int, received: int) -> None:
+        """Octets of inner IP packets per bearer, for the PFCP usage reports (dut.pfcp.urr)."""
+        pf = getattr(self.dut, "cfg", None)
+        if not getattr(pf, "urr", False):
+            return
+        c = common()
+        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (36 if p.direction == "uplink" else 0)
+        k = 0 if p.direction == "uplink" else 1
+        flows = p.flows if p.flow_mode == "multi" else 1
+        for i, n in enumerate(packets_per_bearer(sent, flows)):
+            v = self.volume_sent.setdefault(i, [0, 0])
+            v[k] += n * ip_len
+        self.volume_received[k] += received * ip_len
+
+    def usage_comparisons(self) -> list[dict]:
+        """After close(): the PFCP usage reports against the generator's octets (docs/pfcp.md)."""
+        usage = getattr(self.dut, "usage", None)
+        if not usage:
+            return []
+        return [usage_differences(usage, {i: tuple(v) for i, v in self.volume_sent.items()},
+                                  tuple(self.volume_received))]
+
+    def provisioned_tunables(self, p: CaseParams, tun: dict) -> dict:
+        """A PFCP-provisioned UPF (gtplab/dut/pfcp.py): the uplink goes to its N3 address, with the
+        TEIDs it chose (the bearer file written from its answers, as --teid-file)."""
+        pf = getattr(self.dut, "cfg", None) if getattr(self.dut, "teid_file", None) else None
+        if pf is None or p.direction != "uplink":
+            return tun
+        tun = dict(tun, pgw_addr=pf.n3)
+        if pf.choose:
+            tun["teid_file"] = self.dut.teid_file
+        return tun
+
+    def prepare(self, p: CaseParams) -> Prepared:
+        tx, rx = self.ports(p.direction)
+        tun = p.tunables()
+        self.install_bearers(p, tun)
+        tun = self.provisioned_tunables(p, tun)
+        if self.backend.kind == "trex" and tun["stats"] == "latency":
+            streams = self.streams(p.direction, {**tun, "stats": "none"}, tx) + self.trex_latency_streams(
+                p.direction, tun, tx)
+        else:
+            streams = self.streams(p.direction, tun, tx)
+        return Prepared(p, tx, rx, tun, tun["stats"] == "latency", streams)
+
+    def trex_latency_streams(self, direction: str, tun: dict, port: int) -> list[dict]:
+        """The case's profile, one flow, with TRex's latency header (pg_id PG_ID[direction]), at
+        TREX_LATENCY_PPS: a latency stream of TRex runs at its own rate, so it goes beside the case's
+        traffic (TRex counts it in the port's packets, as the DUT does)."""
+        t = {**tun, "stats": "latency", "flow_mode": "single", "bearers": 1}
+        t.pop("flows", None)
+        out = []
+        for s in self.streams(direction, t, port):
+            s = json.loads(json.dumps(s))
+            s["name"] = f"{s.get('name') or direction}_latency"
+            s["mode"]["rate"] = {"type": "pps", "value": TREX_LATENCY_PPS}
+            if direction == "uplink":
+                no_l4_checksums(s)
+            out.append(s)
+        return out
+
+    def _wait(self, ports, duration: float) -> None:
+        try:
+            self.client.wait_on_traffic(ports=ports, timeout=max(30.0, 3 * duration + 10),
+                                        rx_delay_ms=50)
+        except TypeError:           # TRex's wait_on_traffic has no rx_delay_ms
+            self.client.wait_on_traffic(ports=ports, timeout=max(30.0, 3 * duration + 10))
+            time.sleep(0.1)
+
+    def _settled_stats(self, rx: int) -> dict:
+        """Stats once the receive counter stops moving (frames in flight have arrived)."""
+        st = self.client.get_stats()
+        for _ in range(20):
+            time.sleep(0.02)
+            st2 = self.client.get_stats()
+            if st2[rx]["ipackets"] == st[rx]["ipackets"]:
+                return st2
+            st = st2
+        return st
+
+    def trial(self, prep: Prepared, rate_pps: float | None, duration: float,
+              capture: str | None = None, capture_limit: int = 64) -> dict[str, Any]:
+        """One trial at rate_pps (None: as fast as the generator goes, mult 100%)."""
+        p, tx, rx = prep.params, prep.tx_port, prep.rx_port
+        mult = "100%" if rate_pps is None else f"{max(rate_pps, 1.0):.0f}pps"
+        c = self.client
+        # reset + add per trial: a fresh start of the streams (the engine restarts a stream's
+        # counters on start, so a clear_stats baseline would not survive a second start)
+        c.reset(ports=[self.cfg.port("access"), self.cfg.port("sgi")])
+        c.add_streams(prep.streams, ports=[tx])
+        c.clear_stats()
+        cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
+        measured = None
+        gcpu = self.generator_cpu
+        g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
+        try:
+            if self.backend.kind == "trex":
+                measured = self._trex_run(tx, mult, duration)
+            else:
+                c.start(ports=[tx], mult=mult, duration=duration, force=True)
+                self._wait([tx], duration)
+            gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
+            st = self._settled_stats(rx)
+            if measured is not None and link0 is not None:
+                st = self._trex_caught_up(st, rx, p.direction, link0)
+        finally:
+            if cap:
+                c.stop_capture(cap["id"], output=capture)
+        cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
+        if measured is not None:
+            self._trex_rates(st, tx, rx, measured)
+        res = self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
+                           (prog0, prog1), (cpu0, cpu1), capture)
+        if gen_cpu:
+            res["generator_cpu"] = gen_cpu
+        return res
+
+    def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
+        """TRex: the streams run continuously for `duration` seconds, then stop. TRex on af_packet
+        does not always reach the rate asked, and then sends the packets of a timed run late
+        (pps x duration of them, over a longer time): so the run is stopped after `duration`, and its
+        rate is measured from TRex's transmit counter read every TREX_SAMPLE_S while it runs
+        (packets over elapsed time, between the first and the last reading)."""
+        c = self.client
+        t0 = time.monotonic()
+        c.start(ports=[tx], mult=mult, duration=-1, force=True)
+        samples = []
+        try:
+            while True:
+                a = time.monotonic()
+                o = c.get_stats(ports=[tx])[tx]["opackets"]
+                b = time.monotonic()
+                samples.append(((a + b) / 2 - t0, o))
+                if b - t0 >= duration:
+                    break
+                time.sleep(min(TREX_SAMPLE_S, max(0.0, duration - (b - t0))))
+        finally:
+            c.stop(ports=[tx])
+        time.sleep(0.05)
+        (ta, oa), (tb, ob) = samples[0], samples[-1]
+        if len(samples) >= 3 and samples[1][1] > 0:
+            (ta, oa) = samples[1]
+        rate = (ob - oa) / (tb - ta) if tb > ta and ob > oa else (ob / tb if tb > 0 else 0.0)
+        return {"tx_pps": rate, "elapsed_s": tb, "samples": len(samples)}
+
+    def _trex_caught_up(self, st: dict, rx: int, direction: str, link0: dict, timeout: float = 2.0) -> dict:
+        """TRex's counters lag (it refreshes them periodically: two equal readings 20 ms apart were
+        seen 5024 packets short once): read them until TRex has counted every frame that reached its
+        receiving port by the kernel's count (the port's XDP packets), or `timeout`. What is still
+        missing then was lost in TRex's af_packet receive ring (see _result)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            arrived = self.dut.link_delta(link0, self.dut.link(), direction)["gen_port_rx"]
+            if st[rx]["ipackets"] >= arrived:
+                break
+            time.sleep(0.1)
+            st = self.client.get_stats()
+        return st
+
+    @staticmethod
+    def _trex_rates(st: dict, tx: int, rx: int, m: dict) -> None:
+        """Replace TRex's smoothed rates by the measured one (rx and bit rates in proportion)."""
+        t, r = st[tx], st[rx]
+        tx_p, rx_p = t["opackets"], r["ipackets"]
+        pps = m["tx_pps"]
+        avg = t["obytes"] / tx_p if tx_p else 0.0
+        t["tx_pps"], t["tx_bps"], t["tx_bps_L1"] = pps, pps * avg * 8, pps * (avg + L1_OVERHEAD) * 8
+        rpps = pps * rx_p / tx_p if tx_p else 0.0
+        ravg = r["ibytes"] / rx_p if rx_p else 0.0
+        r["rx_pps"], r["rx_bps"], r["rx_bps_L1"] = rpps, rpps * ravg * 8, rpps * (ravg + L1_OVERHEAD) * 8
+        st["measured"] = m
+
+    def _result(self, prep, mult, rate_pps, duration, st, cnt, link, prog, cpu, capture) -> dict[str, Any]:
+        p, tx, rx = prep.params, prep.tx_port, prep.rx_port
+        ld = self.dut.link_delta(*link, p.direction) if link[0] is not None else None
+        if ld and self.backend.kind == "trex":
+            # frames that reached TRex's port (kernel count) but not TRex: dropped by its af_packet
+            # socket's ring, the generator's own receive loss like a veth ring overflow
+            ld["lost_out"] += max(0, ld["gen_port_rx"] - st[rx]["ipackets"])
+        if cnt[0] is None:                       # dut.counters: none
+            dd = conservation.DutDelta(0, 0)
+            cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"])
+        else:
+            dd = conservation.DutDelta.from_counters(*cnt)
+            cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,
+                                      dut_rx=ld["dut_rx"] if ld else None,
+                                      link_in_lost=ld["lost_in"] if ld else None,
+                                      link_out_lost=ld["lost_out"] if ld else None)
+        if ld and ld["other_side_rx"]:
+            cons.ok = False
+            cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "
+                               f"{p.direction} trial (not attributable)")
+        ns_pp = None
+        if prog[0] is not None:
+            (t0, n0), (t1, n1) = prog[0][PROG[p.direction]], prog[1][PROG[p.direction]]
+            ns_pp = (t1 - t0) / (n1 - n0) if n1 > n0 and t1 > t0 else None
+        cpu_s = cpus_s = None
+        if cpu[0] is not None and cpu[1] is not None:
+            if "threads" in cpu[0]:
+                cpu_s = round(cpu[1]["threads"] - cpu[0]["threads"], 6)
+            cpus_s = round(cpu[1]["cpus"] - cpu[0]["cpus"], 4)
+            if cpu_s is None:
+                cpu_s = cpus_s
+        tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
+        offered = st[tx]["tx_pps"]
+        # where the packets that did not come back were lost, and so which side set the result
+        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets
+        gen_loss = ld["lost_out"] if ld else 0
+        gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
+        if gen_loss > dut_loss:
+            limit = "generator (receive)"
+        elif dut_loss or (tx_p - rx_p > 0 and not ld):
+            limit = "dut"
+        elif gen_bound or rate_pps is None:
+            limit = "generator (transmit)"
+        else:
+            limit = None        # neither: the rate asked was sent and came back
+        lay = self.dut.layout()
+        lat = {k: None for k in ("min", "avg", "p50", "p99", "max")}
+        pg = (st.get("latency") or {}).get(PG_ID[p.direction])
+        if prep.latency and pg and rx_p:
+            L = pg["latency"]
+            hist = L.get("histogram") if "percentile_50" not in L else None
+            lat = {"min": L.get("total_min"), "avg": L.get("average"),
+                   "p50": L.get("percentile_50", hist_percentile(hist, 0.50)),
+                   "p99": L.get("percentile_99", hist_percentile(hist, 0.99)),
+                   # TRex leaves total_max at 0 until its next periodic update; last_max is the window's
+                   "max": L.get("total_max") or L.get("last_max")}
+        return {
+            "rate_asked": mult, "rate_asked_pps": rate_pps, "duration_s": duration,
+            "offered_pps": st[tx]["tx_pps"], "offered_bps_l1": st[tx]["tx_bps_L1"],
+            "offered_bps_l2": st[tx]["tx_bps"], "rx_pps": st[rx]["rx_pps"],
+            "rx_bps_l1": st[rx]["rx_bps_L1"], "rx_bps_l2": st[rx]["rx_bps"],
+            "tx_packets": tx_p, "rx_packets": rx_p,
+            "loss_ratio": (tx_p - rx_p) / tx_p if tx_p else None,
+            "latency_us": lat,
+            "generator_bound": gen_bound, "limit": limit,
+            "loss": {"dut_ingress_ring": ld["lost_in"] if ld else None, "dut_dropped": dd.drop_packets,
+                     "generator_ingress_ring": ld["lost_out"] if ld else None},
+            "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
+                    "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
+                    "ns_per_packet": ns_pp, "cpu_seconds": cpu_s, "cpus_busy_seconds": cpus_s,
+                    "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
+                                   if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
+                    # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
+                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
+            "conservation": cons.as_dict(),
+            "pcap": capture,
+            "streams": stream_stats(st),
+            "rate_measured": st.get("measured"),
+        }
+
+
+def no_l4_checksums(stream: dict) -> None:
+    """An uplink latency stream for TRex without checksum offload: its outer and inner UDP checksums
+    0 ("none", valid in IPv4) instead of the hardware fix. TRex writes its latency header (a timestamp
+    and sequence number, new in every packet) into the payload, and on af_packet its software
+    fallback for the inner checksum was measured wrong for those packets from 512 B up (tshark, TRex's
+    capture); the outer UDP checksum, computed once over the base packet, cannot stay right either.
+    The inner IPv4 header checksum does not depend on the payload and stays as built."""
+    vm = stream.get("vm") or {}
+    fix = [i for i in vm.get("instructions", []) if i.get("type") == "fix_checksum_hw"]
+    if not fix or fix[0].get("l4_type") != 11:      # 11: UDP in TRex's fix_checksum_hw
+        return
+    vm["instructions"] = [i for i in vm["instructions"] if i.get("type") != "fix_checksum_hw"]
+    pkt = bytearray(base64.b64decode(stream["packet"]["binary"]))
+    inner_udp = fix[0]["l2_len"] + fix[0]["l3_len"]
+    outer_udp = 14 + (pkt[14] & 0x0F) * 4
+    for off in (outer_udp + 6, inner_udp + 6):
+        pkt[off:off + 2] = b"\0\0"
+    stream["packet"]["binary"] = base64.b64encode(bytes(pkt)).decode()
+
+
+def hist_percentile(hist: dict | None, q: float) -> float | None:
+    """The q-quantile of a TRex latency histogram ({bucket lower bound in us: packets}; buckets 10 us
+    wide below 100, 100 us below 1000, 1000 us above): the upper bound of the bucket holding it, so
+    never below the true value and at most one bucket above. None without packets."""
+    if not hist:
+        return None
+    rows = sorted((float(k), int(v)) for k, v in hist.items() if int(v) > 0)
+    total = sum(v for _, v in rows)
+    if not total:
+        return None
+    seen = 0
+    for lo, n in rows:
+        seen += n
+        if seen >= q * total:
+            width = 10.0 if lo < 100 else 100.0 if lo < 1000 else 1000.0
+            return lo + width
+    return rows[-1][0]
+
+
+def stream_stats(st: dict) -> dict | None:
+    """Per-stream (packet group) packets sent and received, from the generator's flow stats:
+    {pg_id: {"tx_packets", "rx_packets"}} (None without any). TRex counts a stream's received packets
+    by its latency header (the payload's last 16 bytes, which the DUT keeps); a stream with plain
+    per-stream counters is told apart by its IPv4 id, which GTP-U encapsulation and decapsulation
+    replace, so only its sent packets count here."""
+    fs = st.get("flow_stats") or {}
+    out = {}
+    for pg, v in fs.items():
+        if pg == "global" or not isinstance(v, dict):
+            continue
+        tx, rx = v.get("tx_pkts") or {}, v.get("rx_pkts") or {}
+        out[pg] = {"tx_packets": tx.get("total"), "rx_packets": rx.get("total")}
+    return out or None

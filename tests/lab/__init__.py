@@ -1,0 +1,1 @@
+"""The namespace lab (gtplab/lab/topology.py)."""

@@ -1,0 +1,24 @@
+"""What the tests share, imported in one style, `from tests.lib.<module> import ...` (bench/ and
+dataplane/fuzz/ put the repository's top on sys.path to do the same):
+
+    oracle.py         an independent model of the PGW-U (expected output frames, the flow hash): on
+                      purpose it shares no code with gtplab or the data plane
+    pgwu.py           pgwu(): runs the PGW-U's own tool on a pin dir
+    lab.py            what a namespace lab left behind; polling with a deadline
+    streams.py        named test packets, TRex stream JSON, TRex's field semantics, a tiny profile
+    tshark.py         tshark's checksum verdicts on a capture
+    synthetic_results.py   results directories written by hand, with a known cost model
+    pfcp_msgs.py      PFCP messages built with Scapy (the agent's tests, the fuzz corpus, bench/)
+    pfcp_smf_msgs.py  PFCP sessions shaped as SMFs send them (3 QERs, 2 URRs, SDF Filters, a dropping
+                      downlink FAR, Update FAR + Update URR), on top of pfcp_msgs.py
+    fake_upf.py       a PFCP user plane in Python, for the control plane's tests and bench/
+    gtpu_peer.py      a GTP-U peer on a UDP socket (a script, run in a namespace)
+    monitor_stack.py  a local Prometheus stack and Pushgateway, for the monitor and dashboard tests
+    trex_server.py    a real TRex server in a namespace of its own (the `trex_server` fixture)
+
+REPO is the repository's top.
+"""
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,182 @@
+"""Named PFCP messages (3GPP TS 29.244), built with Scapy's contrib.pfcp: the one source of PFCP test
+input for tests/pfcp/test_pfcp_agent.py, the fuzz seed corpus (dataplane/fuzz/pfcp_seeds.py) and the
+benchmark (bench/pfcp_agent_bench.py). Each function returns a Scapy packet; bytes(pkt) is the
+datagram.
+"""
+
+from __future__ import annotations
+
+from scapy.contrib.pfcp import (
+    IE_ApplyAction, IE_CreateFAR, IE_CreatePDR, IE_CreateQER, IE_CreateURR, IE_DestinationInterface,
+    IE_FAR_Id, IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_GateStatus, IE_MBR,
+    IE_MeasurementMethod, IE_NetworkInstance, IE_NodeId, IE_OuterHeaderCreation,
+    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
+    IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR,
+    IE_UpdateForwardingParameters, IE_UpdateQER, IE_URR_Id, PFCP, PFCPAssociationReleaseRequest,
+    PFCPAssociationSetupRequest, PFCPHeartbeatRequest, PFCPSessionDeletionRequest,
+    PFCPSessionEstablishmentRequest, PFCPSessionModificationRequest,
+)
+
+CP_ADDR = "127.0.0.1"
+CP_NODE = "127.0.0.1"
+CP_RTS = 3_900_000_000          # seconds since 1900 (a 2023 date)
+GTPU_ADDR = "192.0.2.1"         # the PGW-U's GTP-U address (pgwu load --local-addr): gtplab.gtpu.packets.PGW_ADDR
+SGW_ADDR = "192.0.2.2"          # gtplab.gtpu.packets.SGW_ADDR
+SGW_ADDR2 = "192.0.2.3"         # the SGW after a handover
+UL_PDR, DL_PDR, UL_FAR, DL_FAR, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
+
+
+def node_id(node: str = CP_NODE) -> IE_NodeId:
+    if all(p.isdigit() for p in node.split(".")) and node.count(".") == 3:
+        return IE_NodeId(id_type=0, ipv4=node)
+    return IE_NodeId(id_type=2, id=node)
+
+
+def heartbeat(seq: int = 1, rts: int = CP_RTS):
+    return PFCP(version=1, S=0, seq=seq) / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=rts)])
+
+
+def assoc_setup(seq: int = 1, node: str = CP_NODE, rts: int = CP_RTS):
+    return PFCP(version=1, S=0, seq=seq) / PFCPAssociationSetupRequest(
+        IE_list=[node_id(node), IE_RecoveryTimeStamp(timestamp=rts)])
+
+
+def assoc_release(seq: int = 1, node: str = CP_NODE):
+    return PFCP(version=1, S=0, seq=seq) / PFCPAssociationReleaseRequest(IE_list=[node_id(node)])
+
+
+def ul_pdr(teid: int | None = None, ue: str | None = None, pdr_id: int = UL_PDR, far_id: int = UL_FAR,
+           urr: bool = False, qer: bool = False, extra=(), qfi: int | None = None) -> IE_CreatePDR:
+    """Uplink PDR: Access, F-TEID (teid None: CHOOSE), GTP-U/UDP/IPv4 removed, FAR forwarding to Core.
+    qfi: a QFI IE in the PDI (8.2.89): uplink G-PDUs must carry it (TS 38.415 UL PDU Session Container)."""
+    fteid = (IE_FTEID(V4=1, CH=1) if teid is None else IE_FTEID(V4=1, TEID=teid, ipv4=GTPU_ADDR))
+    pdi = [IE_SourceInterface(interface=0), fteid]
+    if ue:
+        pdi.append(IE_UE_IP_Address(V4=1, ipv4=ue))
+    if qfi is not None:
+        pdi.append(IE_QFI(QFI=qfi))
+    pdi += list(extra)
+    ies = [IE_PDR_Id(id=pdr_id), IE_Precedence(precedence=100), IE_PDI(IE_list=pdi),
+           IE_OuterHeaderRemoval(header=0), IE_FAR_Id(id=far_id)]
+    if urr:
+        ies.append(IE_URR_Id(id=URR_ID))
+    if qer:
+        ies.append(IE_QER_Id(id=QER_ID))
+    return IE_CreatePDR(IE_list=ies)
+
+
+def dl_pdr(ue: str, pdr_id: int = DL_PDR, far_id: int = DL_FAR, urr: bool = False,
+           qer: bool = False) -> IE_CreatePDR:
+    """Downlink PDR: Core, the UE's address as destination, FAR forwarding to Access."""
+    ies = [IE_PDR_Id(id=pdr_id), IE_Precedence(precedence=100),
+           IE_PDI(IE_list=[IE_SourceInterface(interface=1), IE_UE_IP_Address(V4=1, SD=1, ipv4=ue)]),
+           IE_FAR_Id(id=far_id)]
+    if urr:
+        ies.append(IE_URR_Id(id=URR_ID))
+    if qer:
+        ies.append(IE_QER_Id(id=QER_ID))
+    return IE_CreatePDR(IE_list=ies)
+
+
+def ul_far(far_id: int = UL_FAR) -> IE_CreateFAR:
+    return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),
+                                 IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=1)])])
+
+
+def dl_far(sgw: str = SGW_ADDR, sgw_teid: int = 0x100, far_id: int = DL_FAR, ohc: bool = True) -> IE_CreateFAR:
+    fwd = [IE_DestinationInterface(interface=0)]
+    if ohc:
+        fwd.append(IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw))
+    return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),
+                                 IE_ForwardingParameters(IE_list=fwd)])
+
+
+def dl_far_buffer(far_id: int = DL_FAR) -> IE_CreateFAR:
+    """The downlink FAR of a 5G SMF before the RAN's F-TEID is known: buffer, notify the CP."""
+    return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
+
+
+def create_urr() -> IE_CreateURR:
+    return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1),
+                                 IE_ReportingTriggers()])
+
+
+def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None) -> IE_CreateQER:
+    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415)."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=0, dl=0), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+    if qfi is not None:
+        ies.append(IE_QFI(QFI=qfi))
+    return IE_CreateQER(IE_list=ies)
+
+
+def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str | None = SGW_ADDR,
+              sgw_teid: int = 0x100, urr: bool = False, qer: bool = False, node: str = CP_NODE,
+              ies=None, extra=(), qfi: int | None = None):
+    """One bearer: uplink PDR+FAR, downlink PDR+FAR (+ URR, QER). ies replaces the IE list.
+    sgw None: the downlink FAR buffers (no SGW/RAN tunnel yet), as 5G SMFs establish first.
+    qfi: a 5G N3 QoS flow: in the uplink PDI and in a QER (qer implied) both PDRs apply."""
+    qer = qer or qfi is not None
+    if ies is None:
+        ies = [node_id(node), IE_FSEID(v4=1, seid=cp_seid, ipv4=CP_ADDR),
+               ul_pdr(teid, ue, urr=urr, qer=qer, qfi=qfi), dl_pdr(ue, urr=urr, qer=qer), ul_far(),
+               dl_far(sgw, sgw_teid) if sgw else dl_far_buffer()]
+        if urr:
+            ies.append(create_urr())
+        if qer:
+            ies.append(create_qer(qfi=qfi))
+        ies += list(extra)
+    return PFCP(version=1, S=1, seid=0, seq=seq) / PFCPSessionEstablishmentRequest(IE_list=ies)
+
+
+def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR):
+    """Handover: the downlink FAR gets the new SGW's F-TEID."""
+    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),
+                                IE_UpdateForwardingParameters(IE_list=[
+                                    IE_DestinationInterface(interface=0),
+                                    IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)])])
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
+    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again."""
+    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None):
+    """qfi: a new downlink marking QFI."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=1, dl=1), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+    if qfi is not None:
+        ies.append(IE_QFI(QFI=qfi))
+    upd = IE_UpdateQER(IE_list=ies)
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def delete(seq: int, up_seid: int):
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionDeletionRequest()
+
+
+def unknown_optional_ies():
+    """IEs a CP may add that this UP does not use: ignored as TS 29.244 7.6.1 says."""
+    return [IE_NetworkInstance(instance="internet")]
+
+
+def corpus() -> dict[str, bytes]:
+    """Every named message, for the fuzz seed corpus and the decode checks."""
+    ue = "10.45.0.7"
+    return {
+        "heartbeat": bytes(heartbeat()),
+        "assoc_setup_ipv4": bytes(assoc_setup()),
+        "assoc_setup_fqdn": bytes(assoc_setup(node="smf.example.org")),
+        "assoc_release": bytes(assoc_release()),
+        "establish_choose": bytes(establish(2, 0x11, ue)),
+        "establish_teid_urr_qer": bytes(establish(3, 0x12, ue, teid=0x1234, urr=True, qer=True)),
+        "establish_extra_ies": bytes(establish(4, 0x13, ue, extra=unknown_optional_ies())),
+        "modify_dl": bytes(modify_dl(5, 0x100000001)),
+        "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
+        "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
+        "modify_qer": bytes(modify_qer(6, 0x100000001)),
+        "establish_qfi": bytes(establish(10, 0x15, ue, qfi=9)),
+        "modify_qer_qfi": bytes(modify_qer(11, 0x100000001, qfi=7)),
+        "delete": bytes(delete(7, 0x100000001)),
+    }

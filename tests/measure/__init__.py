@@ -1,0 +1,1 @@
+"""Measuring: the runner and its DUT probes, the NDR search, sweeps, results directories and reports."""

@@ -1,0 +1,358 @@
+"""gtplab report: built from results directories written here by hand, following docs/results.md.
+
+The synthetic sweep has a known cost model (CPU ns/packet = intercept + slope * frame size per
+direction), so the fitted slope, intercept and R^2 the report prints can be checked exactly; a
+second run with known ratios checks the comparison's percentages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from gtplab import cli
+from gtplab.results import analysis, report
+from gtplab.results import store as results
+from tests.lib.synthetic_results import (COST, CSUM_NS_PER_BYTE, OFFERED_PPS, SIZES, make_case, sweep_cases,
+                                         write_results)
+from tests.lib import REPO
+
+class Refs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.imgs: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.imgs.append(a["src"])
+        if tag == "a" and not a.get("href", "#").startswith("#"):
+            self.links.append(a["href"])
+
+
+def refs(index: Path) -> Refs:
+    p = Refs()
+    p.feed(index.read_text())
+    return p
+
+
+def assert_all_referenced_files_exist(index: Path) -> Refs:
+    r = refs(index)
+    for ref in r.imgs + r.links:
+        f = (index.parent / ref).resolve()
+        assert f.is_file(), f"{index} references {ref}, which does not exist"
+        assert f.stat().st_size > 0, f"{ref} is empty"
+    for png in r.imgs:
+        assert (index.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"
+    return r
+
+
+def test_report_from_results_dir(tmp_path):
+    d = write_results(tmp_path / "run1", sweep_cases())
+    # a flame graph for one case, where `gtplab sweep --flamegraph` puts it
+    fg = d / "flamegraphs" / "case-uplink-64-1000-on.svg"
+    fg.parent.mkdir()
+    fg.write_text('<svg xmlns="http://www.w3.org/2000/svg"><rect width="1" height="1"/></svg>\n')
+
+    index = report.build_report(d)
+    assert index == d / "report" / "index.html"
+    r = assert_all_referenced_files_exist(index)
+    want = {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "latency.png", "cpu_cost.png",
+            "checksum.png", "flows.png"}
+    assert set(r.imgs) == want
+    assert set(p.name for p in index.parent.glob("*.png")) == want  # no PNG the page does not show
+    assert "../flamegraphs/case-uplink-64-1000-on.svg" in r.links
+    text = index.read_text()
+    for c in sweep_cases():
+        assert f"<td>{c['case_id']}</td>" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["plots"] and set(summary["plots"]) == want
+    # the checksum-off and single-flow cases exist at 512 B only: their series cannot be fitted, and
+    # the page says so (2 metrics x 2 directions x 2 series); every other plot has its data
+    assert len(summary["notes"]) == 8
+    assert all("not fitted: needs at least 2 frame sizes, has 1" in n and ("checksum off" in n or "1 flow (single)" in n)
+               for n in summary["notes"])
+    # no temporary or old directories left next to the report
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "flamegraphs", "report", "run.json"]
+
+
+def test_regression_exact_on_linear_data(tmp_path):
+    # only the fixed-parameter cases: the data is exactly linear in the frame size per direction
+    d = write_results(tmp_path / "lin", [make_case(dr, s) for dr in ("uplink", "downlink") for s in SIZES])
+    index = report.build_report(d)
+    regs = json.loads((index.parent / "summary.json").read_text())["regressions"]
+    assert len(regs) == 4
+    text = index.read_text()
+    for g in regs:
+        a, b, c, dd = COST[g["series"]]
+        slope, intercept = ((b, a) if g["metric"] == "dut.cpu_ns_per_packet" else (dd + CSUM_NS_PER_BYTE, c))
+        assert g["n"] == len(SIZES) and g["sizes"] == len(SIZES)
+        assert g["slope"] == pytest.approx(slope, rel=1e-9)
+        assert g["intercept"] == pytest.approx(intercept, rel=1e-9)
+        assert g["r2"] == pytest.approx(1.0, abs=1e-12)
+        # the numbers are on the page, as formatted there
+        row = f"<td>{g['slope']:.4g}</td><td>{g['intercept']:.4g}</td><td>{g['r2']:.4f}</td>"
+        assert row in text
+    assert "<td>0.052</td><td>310</td><td>1.0000</td>" in text
+
+
+def test_regression_with_noise_and_too_few_sizes(tmp_path):
+    cases = [make_case("uplink", s) for s in SIZES]
+    for c, noise in zip(cases, (5.0, -5.0, 5.0, -5.0, 5.0, -5.0)):
+        c["dut"]["cpu_ns_per_packet"] += noise
+    cases.append(make_case("downlink", 512))  # one size only: no fit
+    d = write_results(tmp_path / "noisy", cases)
+    index = report.build_report(d)
+    regs = {(g["metric"], g["series"]): g for g in json.loads((index.parent / "summary.json").read_text())["regressions"]}
+    up = regs[("dut.cpu_ns_per_packet", "uplink")]
+    assert 0.9 < up["r2"] < 1.0
+    assert up["slope"] == pytest.approx(COST["uplink"][1], rel=0.05)
+    down = regs[("dut.cpu_ns_per_packet", "downlink")]
+    assert down["slope"] is None and down["r2"] is None and "at least 2 frame sizes" in down["note"]
+    assert "not fitted: needs at least 2 frame sizes, has 1" in index.read_text()
+    assert_all_referenced_files_exist(index)
+
+
+def test_missing_data_gives_notes_not_empty_plots(tmp_path):
+    # no latency, no DUT counters, checksum on only, multi flow only
+    cases = [make_case(dr, s, latency=False, dut=False) for dr in ("uplink", "downlink") for s in SIZES]
+    d = write_results(tmp_path / "sparse", cases)
+    index = report.build_report(d)
+    r = assert_all_referenced_files_exist(index)
+    assert set(r.imgs) == {"throughput_mpps.png", "throughput_gbps.png", "loss.png"}
+    assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
+    text = index.read_text()
+    assert "No latency was measured" in text
+    assert "the DUT cost was not measured" in text
+    assert "No checksum on vs off comparison: the cases have checksum on only (no off)" in text
+    assert "No single vs multi flow comparison: the cases have flow_mode multi only (no single)" in text
+    assert "No flame graphs" in text
+
+
+def test_comparison_percent_changes(tmp_path):
+    a = write_results(tmp_path / "a", sweep_cases())
+    # B: every cost 25% higher -> rx_pps 20% lower where the DUT saturates, CPU ns/packet +25%
+    b_cases = sweep_cases(scale=1.25)
+    b_cases = [c for c in b_cases if c["case_id"] != "downlink-1518-1000-on"]  # only in A
+    b_cases.append(make_case("uplink", 1280, scale=1.25))  # only in B
+    b = write_results(tmp_path / "b", b_cases, uuid="3f2c9a1e-0000-4000-8000-000000000002")
+    index = report.build_report(a, b)
+    assert index == a / "report-vs-b" / "index.html"
+    r = assert_all_referenced_files_exist(index)
+    assert "change.png" in r.imgs and "cpu_cost.png" in r.imgs
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["only_a"] == ["downlink-1518-1000-on"]
+    assert summary["only_b"] == ["uplink-1280-1000-on"]
+    assert len(summary["changes"]) == len(sweep_cases()) - 1
+    for ch in summary["changes"]:
+        ca = next(c for c in sweep_cases() if c["case_id"] == ch["case_a"])
+        cpu_a, cpu_b, cpu_pct = ch["values"]["dut.cpu_ns_per_packet"]
+        assert cpu_pct == pytest.approx(25.0)
+        rx_a, rx_b, rx_pct = ch["values"]["rx_pps"]
+        expect = (min(OFFERED_PPS, 1e9 / (cpu_a * 1.25)) - ca["rx_pps"]) / ca["rx_pps"] * 100
+        assert rx_pct == pytest.approx(expect)
+        assert ch["values"]["latency_us.p99"][2] == pytest.approx(0.0)
+    saturated = [ch for ch in summary["changes"] if ch["values"]["rx_pps"][0] < OFFERED_PPS]
+    assert saturated and all(ch["values"]["rx_pps"][2] == pytest.approx(-20.0) for ch in saturated)
+    text = index.read_text()
+    assert "+25.0%" in text and "-20.0%" in text
+    # the loss of an unsaturated case is 0 in A: its change is n/a, not a division by zero
+    assert any(ch["values"]["loss_ratio"][0] == 0 and ch["values"]["loss_ratio"][2] is None
+               for ch in summary["changes"])
+
+
+def test_pct_change():
+    assert analysis.pct_change(2.0, 3.0) == pytest.approx(50.0)
+    assert analysis.pct_change(4.0, 3.0) == pytest.approx(-25.0)
+    assert analysis.pct_change(0.0, 3.0) is None
+    assert analysis.pct_change(None, 3.0) is None
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("not json", '{"case_id": "x", "direction": "uplink", "frame_size": 64}\n{oops\n', r"cases.jsonl:2: not JSON"),
+    ("missing field", '{"case_id": "x", "direction": "uplink"}\n', r"cases.jsonl:1: missing frame_size"),
+    ("bad direction", '\n{"case_id": "x", "direction": "sideways", "frame_size": 64}\n',
+     r"cases.jsonl:2: direction is 'sideways'"),
+    ("bad size", '{"case_id": "x", "direction": "uplink", "frame_size": "64"}\n',
+     r"cases.jsonl:1: frame_size is not a positive integer"),
+    ("bad number", '{"case_id": "x", "direction": "uplink", "frame_size": 64, "rx_pps": "fast"}\n',
+     r"cases.jsonl:1: rx_pps is not a number"),
+    ("bad latency", '{"case_id": "x", "direction": "uplink", "frame_size": 64, "latency_us": {"p99": [1]}}\n',
+     r"cases.jsonl:1: latency_us.p99 is not a number"),
+    ("duplicate id", '{"case_id": "x", "direction": "uplink", "frame_size": 64}\n'
+                     '{"case_id": "x", "direction": "uplink", "frame_size": 128}\n',
+     r"cases.jsonl:2: case_id 'x' already on line 1"),
+    ("no cases", "\n", r"cases.jsonl: no cases"),
+])
+def test_malformed_input(tmp_path, capsys, name, content, message):
+    d = write_results(tmp_path / "bad", sweep_cases())
+    (d / "cases.jsonl").write_text(content)
+    with pytest.raises(results.ResultsError, match=message):
+        report.build_report(d)
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "run.json"]  # nothing written
+    # the CLI: one line naming the file and line, exit status 2
+    assert cli.main(["report", str(d)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err) and str(d / "cases.jsonl") in err
+
+
+def test_failure_keeps_the_previous_report(tmp_path):
+    d = write_results(tmp_path / "r", sweep_cases())
+    report.build_report(d)
+    before = {p.name: p.read_bytes() for p in (d / "report").iterdir()}
+    with open(d / "cases.jsonl", "a") as f:
+        f.write('{"case_id": "late", "direction": "uplink", "frame_size": 0}\n')
+    with pytest.raises(results.ResultsError, match=rf"cases.jsonl:{len(sweep_cases()) + 1}: frame_size is not a positive integer: 0"):
+        report.build_report(d)
+    assert {p.name: p.read_bytes() for p in (d / "report").iterdir()} == before
+    assert sorted(p.name for p in d.iterdir()) == ["cases.csv", "cases.jsonl", "report", "run.json"]
+
+
+def test_not_a_results_dir(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["report", str(tmp_path / "empty")]) == 2
+    assert "run.json: no such file (not a gtplab results directory?)" in capsys.readouterr().err
+    assert list((tmp_path / "empty").iterdir()) == []
+    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+    d = write_results(tmp_path / "r", sweep_cases())
+    (d / "report").mkdir()
+    (d / "report" / "notes.txt").write_text("mine")
+    with pytest.raises(results.ResultsError, match="not a gtplab report"):
+        report.build_report(d)
+    assert [p.name for p in (d / "report").iterdir()] == ["notes.txt"]
+
+
+def test_cli_prints_index_path_and_replaces_old_report(tmp_path, capsys):
+    d = write_results(tmp_path / "r", [make_case("uplink", s) for s in (64, 1518)])
+    out = tmp_path / "elsewhere" / "rep"
+    assert cli.main(["report", str(d), "-o", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    (out / "stale.png").write_bytes(b"x")
+    assert cli.main(["report", str(d), "-o", str(out)]) == 0
+    assert not (out / "stale.png").exists()
+    assert_all_referenced_files_exist(out / "index.html")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["rep"]
+
+
+
+
+@pytest.mark.lab
+def test_report_from_a_real_sweep(tmp_path):
+    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 0.3 s trials)
+    ends by printing its report's path; the report and a comparison of the run with itself are
+    complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
+    import subprocess
+    import sys
+    rdir = tmp_path / "sweep"
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
+                         "--duration", "0.3", "--pcap-limit", "0", "--flamegraph", "--out", str(rdir)],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    index = rdir / "report" / "index.html"
+    assert f"report: {index}" in cp.stdout.splitlines(), cp.stdout
+    r = assert_all_referenced_files_exist(index)
+    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png"} <= set(r.imgs)
+    assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
+    cases = results.read_cases(rdir)
+    assert len(cases) == 4
+    text = index.read_text()
+    for c in cases:
+        assert f"<td>{c['case_id']}</td>" in text
+        svg = rdir / c["flamegraph"]
+        assert svg.stat().st_size > 0 and svg.parent.name == "flamegraphs"
+        assert os.path.relpath(svg, index.parent) in text, f"flame graph of {c['case_id']} not linked"
+        prog = "xdp_access" if c["direction"] == "uplink" else "xdp_sgi"
+        assert prog in svg.with_suffix(".folded").read_text(), f"{prog} not in the profile of {c['case_id']}"
+    summary = json.loads((index.parent / "summary.json").read_text())
+    fits = [g for g in summary["regressions"] if g["metric"] == "dut.ns_per_packet"]
+    assert {g["series"] for g in fits} == {"uplink", "downlink"}
+    assert all(g["slope"] is not None and g["sizes"] == 2 for g in fits)
+    # the run against itself: every case matched, every change 0 %
+    index2 = report.build_report(rdir, rdir, tmp_path / "self")
+    assert_all_referenced_files_exist(index2)
+    changes = json.loads((index2.parent / "summary.json").read_text())["changes"]
+    assert len(changes) == 4
+    assert all(v[2] in (None, 0.0) for ch in changes for v in ch["values"].values())
+    assert all(ch["values"]["rx_pps"][2] == 0.0 for ch in changes)
+
+
+def ndr_case(direction: str, size: int, ndr: float | None, limit: str) -> dict:
+    """A case of an NDR sweep as it is written now: the claim, and which side set it."""
+    c = make_case(direction, size)
+    c["rate_mode"] = "ndr"
+    c["ndr_pps"] = ndr
+    c["limit"] = limit
+    c["generator_bound"] = ndr is None
+    c["ndr"] = ({"mpps": ndr / 1e6, "gbps_l1": ndr * (size + 20) * 8 / 1e9, "gbps_l2": ndr * size * 8 / 1e9}
+                if ndr else {"mpps": None, "gbps_l1": None, "gbps_l2": None})
+    c["trials"] = [{"offered_pps": 2e6, "passed": False}, {"offered_pps": ndr or 2e6, "passed": True}]
+    return c
+
+
+def test_report_says_which_side_was_the_limit_and_compares_with_the_forwarder(tmp_path):
+    lay = {"generator": [0], "dut": [1], "honoured": True, "notes": [], "threads": {}}
+    pg = write_results(tmp_path / "pgwu", [ndr_case("uplink", 64, 600e3, "dut"),
+                                           ndr_case("downlink", 64, None, "generator (receive)")])
+    fw = write_results(tmp_path / "fwd", [ndr_case("uplink", 64, 1.5e6, "dut"),
+                                          ndr_case("downlink", 64, 1.6e6, "dut")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000002")
+    for d, mode in ((pg, "pgwu"), (fw, "fwd")):
+        run = json.loads((d / "run.json").read_text())
+        (d / "run.json").write_text(json.dumps({**run, "dut_mode": mode, "cpu_layout": lay}))
+    index = report.build_report(pg, fw)
+    page = index.read_text()
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert "The layout was honoured" in text
+    assert "DUT: loss began at the DUT above this rate" in text
+    assert "generator (receive): no NDR claimed" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    ratios = {(r["direction"], r["frame_size"]): r for r in summary["reference_ratios"]}
+    assert ratios[("uplink", 64)]["ratio"] == pytest.approx(0.4)
+    assert ratios[("downlink", 64)]["ratio"] is None and "PGW-U" in ratios[("downlink", 64)]["note"]
+    # a run whose layout was not honoured says so at the top
+    run = json.loads((pg / "run.json").read_text())
+    (pg / "run.json").write_text(json.dumps({**run, "cpu_layout": {**lay, "honoured": False,
+                                                                   "notes": ["CPU(s) 0 run both"]}}))
+    text = re.sub(r"<[^>]+>", " ", report.build_report(pg).read_text())
+    assert "NOT honoured" in text and "CPU(s) 0 run both" in text
+
+
+def test_report_shows_bearer_scale_ratio(tmp_path):
+    """Issue 13: the 1 M random-order case next to the 1024-bearer case of the same size, their
+    NDR ratio against the 0.7 target, and no mix-up with the forwarder comparison."""
+    seq_up = ndr_case("uplink", 64, 800e3, "dut")
+    rnd_up = {**ndr_case("uplink", 64, 500e3, "dut"), "case_id": "up-64-1M", "flows": 1_000_000,
+              "bearers": 1_000_000, "order": "random"}
+    seq_dn = ndr_case("downlink", 64, 900e3, "dut")
+    rnd_dn = {**ndr_case("downlink", 64, 720e3, "dut"), "case_id": "dn-64-1M", "flows": 1_000_000,
+              "bearers": 1_000_000, "order": "random"}
+    lone = {**ndr_case("uplink", 512, 400e3, "dut"), "case_id": "up-512-1M", "order": "random",
+            "flows": 1_000_000}
+    d = write_results(tmp_path / "r", [seq_up, seq_dn, rnd_up, rnd_dn, lone])
+    index = report.build_report(d)
+    rows = {(r["direction"], r["frame_size"]): r
+            for r in json.loads((index.parent / "summary.json").read_text())["scale_ratios"]["A"]}
+    assert rows[("uplink", 64)]["ratio"] == pytest.approx(0.625)
+    assert rows[("downlink", 64)]["ratio"] == pytest.approx(0.8)
+    assert rows[("uplink", 512)]["ratio"] is None and "no sequential" in rows[("uplink", 512)]["note"]
+    text = re.sub(r"<[^>]+>", " ", index.read_text())
+    assert "Bearer scale" in text and "0.625 not met" in text and "0.8 met" in text
+    # against a forwarder run, only the sequential cases are compared
+    fw = write_results(tmp_path / "f", [ndr_case("uplink", 64, 1.6e6, "dut")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000003")
+    for x, mode in ((d, "pgwu"), (fw, "fwd")):
+        run = json.loads((x / "run.json").read_text())
+        (x / "run.json").write_text(json.dumps({**run, "dut_mode": mode}))
+    index = report.build_report(d, fw)
+    ref = json.loads((index.parent / "summary.json").read_text())["reference_ratios"]
+    assert [(r["direction"], r["pgwu_ndr_pps"]) for r in ref] == [("uplink", 800e3)]

@@ -1,0 +1,101 @@
+"""A sweep that ends badly still ends cleanly: SIGTERM (a `timeout`, a CI cancel) is handled like
+Ctrl-C, a results directory that fills up stops the run with one clear line and its own exit status,
+and in every case the lab is torn down and run.json says where and why the run stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.lib import REPO
+
+pytestmark = pytest.mark.lab
+
+GTPLAB = [sys.executable, "-m", "gtplab"]
+
+
+def cpuidle_state() -> dict[str, str]:
+    return {str(p): p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu*/cpuidle/state*/disable")}
+
+
+def lab_left(name: str) -> list[str]:
+    left = [ns for ns in (f"gtplab-{name}-gen", f"gtplab-{name}-dut") if os.path.exists(f"/run/netns/{ns}")]
+    left += [p for p in (f"/sys/fs/bpf/gtplab-{name}", f"/sys/fs/bpf/gtplab-{name}-gen",
+                         f"/run/gtplab/labs/{name}.json") if os.path.exists(p)]
+    return left
+
+
+def test_sigterm_mid_sweep_is_handled_like_ctrl_c(tmp_path):
+    out = tmp_path / "run"
+    idle = cpuidle_state()
+    p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128,1424", "--directions", "uplink", "--out", str(out)],
+                         cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            seen.append(line)
+            if "trial at" in line:       # the first case is measuring
+                break
+        else:
+            pytest.fail("the sweep never started a trial:\n" + "".join(seen))
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, "".join(seen) + err
+    assert "Traceback" not in err and "terminated (SIGTERM)" in err
+    run = json.loads((out / "run.json").read_text())
+    assert run["interrupted"]["signal"] == "SIGTERM" and run["interrupted"]["case"].startswith("uplink-128")
+    assert "finished" not in run and run["cases_done"] == 0
+    assert lab_left(run["lab_name"]) == []
+    assert cpuidle_state() == idle
+    # the interrupted case's capture, if any, is named as partial
+    assert not list((out / "pcaps").glob("case-uplink-128*port1.pcap"))
+    assert not list(out.glob(".*.tmp*"))
+
+
+def test_results_dir_filling_up_stops_the_run_cleanly(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "gtplab-test", str(mnt)], check=True)
+    try:
+        out = mnt / "run"
+        p = subprocess.run(GTPLAB + ["sweep", "--no-scale", "--sizes", "1424,3024", "--directions", "downlink",
+                                     "--out", str(out), "--pcap-limit", "1000", "--max-trials", "2"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 3, p.stderr
+        errors = [ln for ln in p.stderr.splitlines() if ln.startswith("gtplab sweep: Couldn't write")]
+        assert len(errors) == 1 and "No space left on device" in errors[0], p.stderr
+        assert "Traceback" not in p.stderr
+        assert not list(out.glob(".*.tmp*")) and not (out / ".gtplab-reserve").exists(), list(out.iterdir())
+        run = json.loads((out / "run.json").read_text())
+        assert "stopped" in run and "No space left" in run["stopped"]["why"], run
+        assert lab_left(run["lab_name"]) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_bad_pushgateway_url_builds_nothing(tmp_path):
+    p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128", "--out", str(tmp_path / "r"),
+                                   "--pushgateway", "http://[::1"], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "pushgateway URL" in err and "Traceback" not in err
+    # no lab of this sweep (other users' labs may come and go meanwhile: only its own are counted)
+    mine = []
+    for f in Path("/run/gtplab/labs").glob("*.json"):
+        try:
+            if json.loads(f.read_text()).get("pid") == p.pid:
+                mine.append(f.name)
+        except (OSError, ValueError):
+            pass
+    assert mine == [] and not (tmp_path / "r").exists()

@@ -1,0 +1,1 @@
+"""Operations: ansible provisioning, the Grafana dashboards, the monitoring stack, the soak."""
