@@ -195,7 +195,7 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
                                    else "use --backend trex"))
         else:
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
-                                "dut": dut or cfg.dut_mode}
+                                "dut": dut or cfg.dut_mode, "share_cpus": cfg.lab.get("share_cpus")}
             if setup.lab_kwargs["dut"] == "socket":
                 setup.lab_kwargs["socket_knobs"] = cfg.socket_knobs
             if kind == "trex":
