@@ -290,6 +290,9 @@ static const struct opt socket_options[] = {
 	  .off = offsetof(struct sock_opts, measure_lookups), .metavar = "N", .min = 1,
 	  .max = 100000000, .help = "don't forward: look up N random installed TEIDs through the "
 	  "mmap()ed direct index and through the hash map's system call, print ns per lookup" },
+	{ .name = "owner", .type = OPT_U32, .off = offsetof(struct sock_opts, owner), .metavar = "PID",
+	  .min = 1, .max = 0x7fffffff, .help = "stop when process PID ends (within a tick, 50 ms): "
+	  "whoever started it, so that it never outlives them (gtplab's labs pass their owner)" },
 	OPT_END
 };
 

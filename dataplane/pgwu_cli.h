@@ -118,6 +118,7 @@ struct sock_opts {
 	struct opt_flag daemon;
 	struct opt_str log;
 	struct opt_u32 measure_lookups;
+	struct opt_u32 owner;		/* exit when this pid ends (the lab that started it) */
 };
 
 struct pfcp_opts {

@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -158,6 +159,8 @@ static struct {
 	int access_ifindex, sgi_ifindex;
 	struct worker *w[2 * PGWU_SOCK_MAX_THREADS];
 	int nw;
+	__u32 owner;			/* --owner: stop when this pid ends; 0: none */
+	int owner_fd;			/* its pidfd; -1: none (or no pidfd_open: kill(owner, 0)) */
 } S;
 
 static volatile sig_atomic_t stop;
@@ -1410,6 +1413,19 @@ static void report(double dt, struct snap *prev, const struct kstats *k0, const 
 	fflush(stdout);
 }
 
+/* --owner: whether the process that started this one has ended (its pidfd turned readable; without
+ * pidfd_open, kill(owner, 0)). */
+static bool owner_gone(void)
+{
+	struct pollfd p = { .fd = S.owner_fd, .events = POLLIN };
+
+	if (!S.owner)
+		return false;
+	if (S.owner_fd >= 0)
+		return poll(&p, 1, 0) > 0;
+	return kill(S.owner, 0) && errno == ESRCH;
+}
+
 static void main_loop(void)
 {
 	struct snap prev[2 * PGWU_SOCK_MAX_THREADS] = {};
@@ -1425,6 +1441,10 @@ static void main_loop(void)
 		__u64 now;
 
 		usleep(TICK_MS * 1000);
+		if (owner_gone()) {
+			fprintf(stderr, "pgwu socket: its owner, pid %u, ended: stopping\n", S.owner);
+			break;
+		}
 		for (int i = 0; i < S.nw; i++) {
 			struct worker *w = S.w[i];
 
@@ -1649,6 +1669,15 @@ static int sock_setup(const struct sock_opts *o)
 	k->json = o->json.set;
 	if (o->cpus.set && (err = parse_cpus(o->cpus.s, k)))
 		return err;
+	if (o->owner.set) {
+		S.owner = o->owner.v;
+		S.owner_fd = syscall(SYS_pidfd_open, (pid_t)S.owner, 0);
+		if (S.owner_fd < 0 && errno != ENOSYS) {
+			err = -errno;
+			fprintf(stderr, "Couldn't watch --owner %u: %s\n", S.owner, strerror(-err));
+			return err == -ESRCH ? -EUSAGE : err;
+		}
+	}
 	if ((k->prefer_busy_poll || o->busy_poll_budget.set) && !k->busy_poll) {
 		fprintf(stderr, "--prefer-busy-poll and --busy-poll-budget need --busy-poll USEC\n");
 		return -EUSAGE;
@@ -1743,6 +1772,8 @@ static void sock_close(void)
 		close(S.peers);
 	if (S.sig_rx >= 0)
 		close(S.sig_rx);
+	if (S.owner_fd >= 0)
+		close(S.owner_fd);
 	maps_close(&S.m);
 }
 
@@ -1774,7 +1805,7 @@ static int sock_run(const struct sock_opts *o, int ready_fd)
 	struct sigaction sa = { .sa_handler = on_signal };	/* no SA_RESTART: sleeps return */
 	int err, started = 0;
 
-	S.peers = S.sig_rx = S.st_fd = -1;
+	S.peers = S.sig_rx = S.st_fd = S.owner_fd = -1;
 	err = sock_setup(o);
 	if (err)
 		goto out;

@@ -114,7 +114,7 @@ def _cmd_up(args) -> int:
                  gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
                  trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None),
                  share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None),
-                 socket_knobs=knobs if args.dut == "socket" else None)
+                 socket_knobs=knobs if args.dut == "socket" else None, standalone=True)
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)

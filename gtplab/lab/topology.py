@@ -209,8 +209,11 @@ class Lab:
            pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
            generator: str = "engine", trex_runtime: str | None = None,
            share_cpus: bool | None = None,
-           socket_knobs: SocketKnobs | dict | None = None) -> "Lab":
+           socket_knobs: SocketKnobs | dict | None = None, standalone: bool = False) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        standalone: made to outlive its creator (`gtplab lab up`): its `pgwu socket` runs until the lab
+        is torn down; otherwise it stops when the creator ends (--owner), as the whole lab is its.
 
         share_cpus: run on CPUs another live lab holds (gtplab.lab.claims), and say so in every result;
         None: $GTPLAB_SHARE_CPUS (unset: no, a lab that would overlap another is refused, naming it).
@@ -246,7 +249,9 @@ class Lab:
         state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
         if dut == "socket":
             state["socket"] = {"knobs": knobs.as_dict(), "pid": None,
-                               "log": str(STATE_DIR / f"{state['name']}-socket.log")}
+                               "log": str(STATE_DIR / f"{state['name']}-socket.log"),
+                               # the process it must not outlive (None: the lab's teardown ends it)
+                               "owner": None if standalone else os.getpid()}
         lab = cls(state)
         old = None
         try:
@@ -437,8 +442,9 @@ class Lab:
 
     def start_socket(self, knobs: SocketKnobs) -> int:
         """(Re)start `pgwu socket --daemon` in the DUT netns with these knobs, its workers on the DUT
-        CPUs; the bearers stay (they are the pinned tables'). Returns its pid; LabError saying why
-        it could not start."""
+        CPUs; the bearers stay (they are the pinned tables'). It stops by itself when the lab's owner
+        ends (--owner; not for a standalone lab), and teardown ends it in any case (the DUT netns's
+        processes). Returns its pid; LabError saying why it could not start."""
         if self.dut_mode != "socket":
             raise LabError(f"lab {self.name} runs {self.dut_mode}, not the socket path")
         self.stop_socket()
@@ -450,7 +456,8 @@ class Lab:
         cpus = self.cpus.dut if self.cpus else None
         p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, "socket", "--daemon",
                                            "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname,
-                                           "--log", st["log"], *knobs.argv(cpus)],
+                                           "--log", st["log"], *knobs.argv(cpus),
+                                           *(["--owner", str(st["owner"])] if st.get("owner") else [])],
                  "start pgwu socket", check=False)
         m = re.search(r"running as pid (\d+)", p.stdout)
         if p.returncode or not m:

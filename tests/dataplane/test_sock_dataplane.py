@@ -13,7 +13,8 @@ kernel's drops on its way in).
 The rows run under several knob sets (batch 1 = recvfrom/sendto, one shared socket per direction
 read by two threads, UDP GRO with a large socket buffer): the packets must not care.
 Also here: what `pgwu socket` refuses, before it changes anything; bearers outside the direct index
-(a hash-map lookup, counted); --measure-lookups; pgwu stats and pgwu metrics in the XDP path's names.
+(a hash-map lookup, counted); --measure-lookups; pgwu stats and pgwu metrics in the XDP path's names;
+that `pgwu socket` never outlives its lab (its owner killed, the lab torn down).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -37,8 +40,9 @@ from gtplab.dut.dataplane import pgwu_binary
 from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
 from gtplab.gtpu import packets as P
-from gtplab.lab.topology import Lab
+from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
+from tests.lib import REPO
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -508,6 +512,85 @@ def test_stats_and_metrics_in_the_xdp_paths_names(lab):
     line = [ln for ln in text.splitlines() if ln.startswith('pgwu_socket_packets_total{reason="ul_fwd",verdict="redirect"}')]
     assert line and int(line[0].split()[-1]) >= 3, line
     assert 'pgwu_socket_thread_total{direction="uplink",thread="0",counter="rx_packets"}' in text
+
+
+# ------------------------------------------------------------------------------------------ lifetime
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """pid is no live pgwu process, within `within` seconds (polled)."""
+    end = time.monotonic() + within
+    while _is_pgwu(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _is_pgwu(pid)
+
+
+def test_stops_when_its_owner_ends(lab):
+    """`pgwu socket --daemon --owner PID` stops by itself once PID ends, though as a daemon it is a
+    session of its own that no hangup or parent-death signal reaches; `--owner` of a pid that is gone
+    is refused. The lab passes its creator (this process) as the owner."""
+    lab.start_socket(SocketKnobs())
+    cmd = open(f"/proc/{lab.socket_pid()}/cmdline").read().split("\0")
+    assert cmd[cmd.index("--owner") + 1] == str(os.getpid()), cmd
+    lab.stop_socket()
+    owner = subprocess.Popen(["sleep", "600"])
+    try:
+        p = _pgwu_socket(lab, "--daemon", "--owner", str(owner.pid))
+        assert p.returncode == 0, p.stderr
+        pid = int(re.search(r"running as pid (\d+)", p.stdout).group(1))
+        assert _is_pgwu(pid) and lab.pgwu_json("stats")["socket"]["running"]
+        owner.kill()
+        owner.wait()
+        assert _gone(pid), f"pgwu socket {pid} outlived its owner {owner.pid}"
+        assert not lab.pgwu_json("stats")["socket"]["running"]
+        p = _pgwu_socket(lab, "--owner", str(owner.pid))
+        assert p.returncode == 2 and "Couldn't watch --owner" in p.stderr, p.stderr
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        lab.start_socket(SocketKnobs())
+
+
+_LAB_THEN_WAIT = """
+import time
+from gtplab.lab.topology import Lab
+lab = Lab.up(dut="socket", share_cpus=True)
+print(lab.name, lab.socket_pid(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_never_outlives_its_lab():
+    """A process makes a socket-path lab and is killed (SIGKILL: none of its clean-up runs): the lab's
+    `pgwu socket` stops by itself (its owner is gone); the orphaned lab left behind is then removed by
+    `down` (teardown). And the socket path of a lab torn down while it runs is ended with it."""
+    maker = subprocess.Popen([sys.executable, "-c", _LAB_THEN_WAIT],
+                             cwd=REPO, stdout=subprocess.PIPE, text=True)
+    name = None
+    try:
+        line = maker.stdout.readline().split()
+        assert len(line) == 2, f"the lab maker said {line!r} (exit {maker.poll()})"
+        name, pid = line[0], int(line[1])
+        assert _is_pgwu(pid)
+        maker.kill()
+        maker.wait()
+        assert _gone(pid), f"pgwu socket {pid} outlived its lab's owner"
+        orphan = Lab.open(name)
+        assert orphan.state["socket"]["owner"] == maker.pid
+        # the same lab's socket path started again (by this process, the lab's owner now gone: no
+        # --owner that is gone is passed, teardown must end it)
+        orphan.state["socket"]["owner"] = None
+        pid = orphan.start_socket(SocketKnobs())
+        assert _is_pgwu(pid)
+        orphan.down()
+        name = None
+        assert _gone(pid, 1.0), f"pgwu socket {pid} outlived its lab's teardown"
+    finally:
+        if maker.poll() is None:
+            maker.kill()
+            maker.wait()
+        if name:
+            Lab.open(name).down()
 
 
 # ------------------------------------------------------------------------------------------ overflow
