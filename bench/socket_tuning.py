@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from tables import median as med, num as f, print_table  # noqa: E402
+from tables import median as med, num as f, print_table, spread  # noqa: E402
 
 from gtplab.lab import config as labconfig  # noqa: E402
 
@@ -199,7 +199,7 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "x step before", "x first step with one",
+    head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "runs: min-max", "x step before", "x first step with one",
             "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
     rows, plotted = [], []
     for d in ("uplink", "downlink"):
@@ -225,7 +225,7 @@ def main() -> int:
     print("\n" + note)
     if cmp:
         print()
-        head2 = ("DUT", "knobs", "direction", "frame B", f"{rm} Mpps", "x XDP PGW-U", "x forwarder",
+        head2 = ("DUT", "knobs", "direction", "frame B", f"{rm} Mpps", "runs: min-max", "x XDP PGW-U", "x forwarder",
                  "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
         rows2 = []
         for d in ("uplink", "downlink"):
@@ -246,13 +246,16 @@ def main() -> int:
 
 
 def row(name, knobs, d, size, cs, m, r1, r2) -> tuple[str, ...]:
-    """A table row; "flat out" is the first trial's, at the generator's top rate: what the DUT still
+    """A table row; "runs: min-max" is the spread of the result over the runs that claimed one (of how many
+    ran); "flat out" is the first trial's, at the generator's top rate: what the DUT still
     delivers when it is offered more than it can take (a receive livelock shows there)."""
     cpu = med([(c.get("dut") or {}).get("cpu_ns_per_packet") for c in cs])
+    got = [c["ndr_pps"] for c in cs if c.get("ndr_pps") is not None]
     ok = all(c.get("conservation_ok") for c in cs)
     gen = sum(1 for c in cs if c.get("generator_bound"))
     top = med([c["trials"][0].get("rx_pps") for c in cs if c.get("trials")])
     return (name, knobs, d, str(size), f(m) + (f" ({gen} gen-bound)" if gen else ""),
+            spread(got) + (f" ({len(got)} of {len(cs)} runs)" if len(cs) > 1 else ""),
             f(r1, 1, "{:.2f}"), f(r2, 1, "{:.2f}"), f(top), f(cpu, 1, "{:.0f}"),
             "; ".join(where_lost(c) for c in cs) or "-", "exact" if ok and cs else "FAILED" if cs else "-")
 
