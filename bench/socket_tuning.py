@@ -200,7 +200,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
 
     head = ("step", "knobs", "direction", "frame B", f"{rm} Mpps", "runs: min-max", "x step before", "x first step with one",
-            "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
+            "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "host-disturbed trials", "conservation")
     rows, plotted = [], []
     for d in ("uplink", "downlink"):
         for size in sorted({s for (_, dd, s) in got if dd == d}):
@@ -226,7 +226,8 @@ def main() -> int:
     if cmp:
         print()
         head2 = ("DUT", "knobs", "direction", "frame B", f"{rm} Mpps", "runs: min-max", "x XDP PGW-U", "x forwarder",
-                 "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "conservation")
+                 "flat out: delivered Mpps", "DUT CPU ns/pkt", "lost above it at", "host-disturbed trials",
+                 "conservation")
         rows2 = []
         for d in ("uplink", "downlink"):
             for size in sorted({s for (_, dd, s) in cmp if dd == d}):
@@ -248,7 +249,8 @@ def main() -> int:
 def row(name, knobs, d, size, cs, m, r1, r2) -> tuple[str, ...]:
     """A table row; "runs: min-max" is the spread of the result over the runs that claimed one (of how many
     ran); "flat out" is the first trial's, at the generator's top rate: what the DUT still
-    delivers when it is offered more than it can take (a receive livelock shows there)."""
+    delivers when it is offered more than it can take (a receive livelock shows there); "host-disturbed
+    trials": how many of the runs' trials the host disturbed (on a shared machine: most)."""
     cpu = med([(c.get("dut") or {}).get("cpu_ns_per_packet") for c in cs])
     got = [c["ndr_pps"] for c in cs if c.get("ndr_pps") is not None]
     ok = all(c.get("conservation_ok") for c in cs)
@@ -257,7 +259,15 @@ def row(name, knobs, d, size, cs, m, r1, r2) -> tuple[str, ...]:
     return (name, knobs, d, str(size), f(m) + (f" ({gen} gen-bound)" if gen else ""),
             spread(got) + (f" ({len(got)} of {len(cs)} runs)" if len(cs) > 1 else ""),
             f(r1, 1, "{:.2f}"), f(r2, 1, "{:.2f}"), f(top), f(cpu, 1, "{:.0f}"),
-            "; ".join(where_lost(c) for c in cs) or "-", "exact" if ok and cs else "FAILED" if cs else "-")
+            "; ".join(where_lost(c) for c in cs) or "-", disturbed(cs),
+            "exact" if ok and cs else "FAILED" if cs else "-")
+
+
+def disturbed(cs: list[dict]) -> str:
+    """Trials the host disturbed (gtplab.observe.host: other tasks or steal on the lab's CPUs) of all
+    the runs' trials; "-" for results of a sweep that did not measure it."""
+    hs = [c["host"] for c in cs if (c.get("host") or {}).get("trials")]
+    return f"{sum(h['disturbed'] for h in hs)}/{sum(h['trials'] for h in hs)}" if hs else "-"
 
 
 if __name__ == "__main__":
