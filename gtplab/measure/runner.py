@@ -333,9 +333,13 @@ class Runner:
                 finally:
                     self.dut = dut
         else:
+            mode = lab.dut_mode if lab is not None else None
             out["notes"].append("no reference forwarder to swap in: "
-                                + ("the DUT is the reference" if lab is not None and lab.dut_mode == "fwd"
-                                   else "only the embedded lab's PGW-U has one"))
+                                + ("the DUT is the reference" if mode == "fwd" else
+                                   "the socket path's lab swaps none in (its XDP_PASS programs are not the "
+                                   "PGW-U's links; the sweep's --dut fwd measures the forwarder on the same "
+                                   "layout)" if mode == "socket" else
+                                   "only the embedded lab's XDP PGW-U has one"))
         with self.dut.bpf_stats():
             trials["dut_bpf_stats"] = self.trial(prep, load, duration)
         d, r, s = cpu(base), cpu(trials.get("reference", {})), cpu(trials["dut_bpf_stats"])
