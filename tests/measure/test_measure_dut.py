@@ -179,6 +179,20 @@ def test_every_trial_says_what_the_host_took_and_a_hog_on_the_dut_cpu_is_flagged
     assert hog.pid in [x["tid"] for x in h["top"]] or len(h["top"]) == 5, h
 
 
+@pytest.mark.parametrize("runner", ["socket"], indirect=True)
+def test_the_socket_paths_threads_are_the_labs_own_in_the_host_record(runner):
+    """The socket path's workers and main thread run on the DUT CPU as the DUT's own work: the host
+    monitor counts them among the lab's threads (their time on the DUT CPUs is the lab's, not the
+    host's), so a trial never names them among the tasks outside the lab."""
+    lab = runner.backend.lab
+    tids = {int(t) for t in os.listdir(f"/proc/{lab.socket_pid()}/task")}
+    assert tids <= set(runner.host.snapshot().lab), "the socket path's threads are not the lab's"
+    prep = runner.prepare(CaseParams("uplink", 256, flows=16, latency=False))
+    t = runner.trial(prep, 20e3, 0.3)
+    assert t["dut"]["fwd_packets"] > 0, t["dut"]
+    assert not tids & {x["tid"] for x in t["host"].get("top", [])}, t["host"]["top"]
+
+
 @pytest.mark.parametrize("runner", ["fwd"], indirect=True)
 def test_a_trial_after_the_idle_tuning_was_undone_is_disturbed(runner):
     """The lab checks at every trial that the DUT CPUs are still kept awake the way it applied: undone
