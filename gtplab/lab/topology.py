@@ -158,6 +158,15 @@ def _in_netns(ns: str) -> list[str]:
     return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
 
 
+def _alive(pid: int) -> bool:
+    """pid is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _is_pgwu(pid: int) -> bool:
     """pid is a live pgwu process (not a zombie, not a reused pid)."""
     try:
@@ -787,11 +796,17 @@ def teardown(state: dict) -> list[str]:
             continue
         # Processes left inside (an engine worker, `pgwu metrics`) would keep the netns alive.
         pids = _run(["ip", "netns", "pids", ns], f"list processes in {ns}", check=False).stdout.split()
+        killed = []
         for pid in pids:
             try:
                 os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
             except (ProcessLookupError, ValueError):
                 pass
+        # gone (or a zombie) before teardown returns: `pgwu socket` never outlives its lab's `down`
+        end = time.monotonic() + 2.0
+        while any(_alive(p) for p in killed) and time.monotonic() < end:
+            time.sleep(0.01)
         _run(["ip", "netns", "del", ns], f"delete netns {ns}")
         removed.append(f"netns {ns}")
     for d in state["pin_dirs"].values():
