@@ -191,8 +191,15 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
                                 + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
                                    else "use --backend trex"))
         else:
+            mode = dut or cfg.dut_mode
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
-                                "dut": dut or cfg.dut_mode}
+                                "dut": mode}
+            if mode == "external":
+                # the UPF the lab starts (gtplab/lab/external.py): the lab config says which, and how
+                if cfg.dut_mode != "external":
+                    raise UserError(f"--dut external: lab config {cfg.path} describes no external UPF "
+                                    "(dut.mode: external, dut.external)")
+                setup.lab_kwargs["external_spec"] = cfg.external_spec()
             if kind == "trex":
                 setup.lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
     elif dut:
