@@ -6,7 +6,7 @@ addresses and interfaces. gtplab's control plane reaches the UPF's N4 address th
 own, from a third namespace, never through the host:
 
     gtplab-N-cp  (gtplab's PFCP node)            gtplab-N-dut  (the UPF)
-    c<N>n4  10.203.0.2/30  ======= veth =======  d<N>n4  10.203.0.1/30   N4 (PFCP, the UPF's API)
+    c<N>n4  10.203.0.2/29  ======= veth =======  d<N>n4  10.203.0.1/29   N4 (PFCP, the UPF's API)
                                                  d<N>p0  10.201.0.1       N3 (access)  XDP: the UPF's
                                                  d<N>p1  10.202.0.1       N6 (SGi)     XDP: the UPF's
 

@@ -93,7 +93,8 @@ class Addressing:
     pdn_net: str = "198.18.0.0/15"      # routed on the DUT via gen_sgi
     local_teid_base: int = 0x00010000
     sgw_teid_base: int = 0x80000000
-    n4_net: str = "10.203.0.0/30"      # an external UPF's N4 link (gtplab/lab/external.py)
+    n4_net: str = "10.203.0.0/29"      # an external UPF's N4 link (gtplab/lab/external.py): room
+                                       # for a second control plane (.3 to .6)
     dut_n4: str = "10.203.0.1"         # the UPF's PFCP (and API) address
     cp_n4: str = "10.203.0.2"          # gtplab's, in the lab's control-plane namespace
 
