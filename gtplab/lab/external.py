@@ -27,6 +27,7 @@ lab's N4 can leave the machine (check_n4_route, at lab up and before the associa
         vars: {feature_ftup: "false"}         # more placeholders, e.g. for a test to change
         cpus: dut                             # where its process runs: dut (default) | generator | all
         xdp: true                             # it attaches XDP to both DUT ports: up waits for them
+                                              # (false: up waits SETTLE s and checks it still runs)
         ready_timeout: 30
 
 Placeholders: {runtime} {workdir} {config} (the rendered file); the DUT's interfaces {n3_if} {n6_if}
@@ -68,6 +69,7 @@ PLACEHOLDERS = ("runtime", "workdir", "config", "n3_if", "n6_if", "n4_if", "n3",
                 "n3_peer", "n6_peer", "n3_prefixlen", "n6_prefixlen", "n4_prefixlen", "ue_pool",
                 "pdn_net", "sgw_base", "dut_cpus")
 STOP_GRACE = 10.0           # s between the stop (command or SIGTERM) and SIGKILL
+SETTLE = 1.0                # s a UPF without XDP (xdp: false) must stay up to count as started
 PFCP_PORT = 8805
 
 
@@ -282,13 +284,15 @@ def start(lab, ext: dict, write_state) -> None:
     write_state()
     lab._external_proc = proc           # reaped by stop() in this process
     ports = [p.dut_ifname for p in lab.ports]
-    deadline = time.monotonic() + spec.ready_timeout
+    t0 = time.monotonic()
+    deadline = t0 + spec.ready_timeout
     while True:
         if proc.poll() is not None:
             raise LabError(f"the external UPF exited (status {proc.returncode}) before it was ready: "
                            f"{log_tail(ext)}")
         progs = xdp_progs(lab.dut_ns, ports) if spec.xdp else {}
-        if not spec.xdp or all(progs.values()):
+        # ready: its XDP programs on both DUT ports; a UPF without XDP: still running after SETTLE s
+        if all(progs.values()) if spec.xdp else time.monotonic() - t0 >= min(SETTLE, spec.ready_timeout):
             ext["xdp"] = progs
             write_state()
             return

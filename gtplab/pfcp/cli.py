@@ -44,7 +44,7 @@ def _config(args) -> prov.PfcpConfig:
         where = f"lab config {cfg.path}"
     else:
         d, where = ({"upf": prov.LAB} if args.lab else {}), "gtplab pfcp"
-    for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi"):
+    for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi", "release_wait"):
         v = getattr(args, key)
         if v is not None:
             d[key] = v
@@ -133,6 +133,10 @@ def add_parser(subparsers) -> None:
                    help="the UPF allocates the F-TEIDs (CHOOSE) or, --no-choose, gtplab gives them "
                         "(default: dut.pfcp.choose, auto: CHOOSE when the UPF offers FTUP at association)")
     p.add_argument("--urr", action="store_true", help="a volume URR per session; usage printed at the end")
+    p.add_argument("--release-wait", dest="release_wait", type=float, metavar="S",
+                   help="seconds to wait for the answer to the Association Release Request, sent once "
+                        "(for a UPF that never answers it, as eUPF; default: dut.pfcp.release_wait, "
+                        "else T1 x (N1 + 1) with retransmissions)")
     p.add_argument("--qfi", type=int, metavar="N", help="5G N3: every session's QoS flow, 0..63 (a QER "
                    "QFI: the UPF marks downlink G-PDUs; an uplink PDI QFI: uplink G-PDUs must carry it)")
     p.add_argument("--profile", choices=("uplink", "downlink"), default="uplink",

@@ -136,7 +136,7 @@ def eupf_encap(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw: str
                  / O.gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
 
 
-UPFS = ["pgwu", "pfcp", "eupf"]
+UPFS = ["pgwu", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)]
 PGWU_ONLY = pytest.mark.parametrize("lab", ["pgwu", "pfcp"], indirect=True)   # `pgwu config` knobs
 
 
@@ -156,18 +156,12 @@ def eupf_lab(tmp_path_factory):
     import ipaddress
     from gtplab.dut import pfcp as pfcp_dut
     from gtplab.dut.external import ExternalDut
-    from gtplab.lab import config as labconfig
-    from gtplab.lab import runtime
     from gtplab.lab.topology import Lab
     from gtplab.pfcp import messages as pm
     from gtplab.pfcp import provision
-    cfg = labconfig.load("embedded-eupf")
-    spec = cfg.external_spec()
-    try:
-        runtime.resolve(spec.runtime, spec.runtime_env, "eUPF")
-    except runtime.RuntimeUnavailable as e:
-        pytest.skip(str(e))
-    lab = Lab.up(dut="external", external_spec=spec)
+    from tests.lib import eupf as E
+    cfg = E.lab_config()                # skips, with the reason, without eUPF's runtime
+    lab = Lab.up(dut="external", external_spec=cfg.external_spec())
     client = dut = prov = prov_qfi = None
     try:
         STATE["upf"] = "eupf"
