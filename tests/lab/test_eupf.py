@@ -183,3 +183,32 @@ def test_ndr_sweep_through_eupf_every_trial_balances(tmp_path):
         assert d["process_cpu_seconds"] is not None
         assert c["ndr_pps"] or c["generator_bound"], c["status"]
     assert leftovers(run["lab_name"]) == []
+
+
+@pytest.mark.trex
+def test_trex_lab_sweeps_eupf_and_balances(tmp_path):
+    """The recipe of docs/pfcp.md with TRex: `gtplab sweep --lab-config embedded-trex-eupf` (TRex on
+    af_packet in the generator namespace, eUPF as embedded-eupf runs it): exit 0, every trial
+    balanced, its loss attributed (on TRex's side: its af_packet receive ring). Skipped, with the
+    reason, without TRex's runtime."""
+    from gtplab.lab import config as labconfig
+    from gtplab.lab import trex_server
+    cfg = labconfig.load("embedded-trex-eupf")
+    E.require_runtime(cfg)
+    try:
+        trex_server.resolve(cfg.trex_runtime())
+    except trex_server.TrexUnavailable as e:
+        pytest.skip(str(e))
+    out = tmp_path / "run"
+    p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-trex-eupf", "--sizes", "128", "--directions",
+                        "uplink,downlink", "--flows", "16", "--rate-mode", "fixed", "--rate", "20kpps",
+                        "--duration", "1", "--no-scale", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert (run["generator"], run["dut_mode"], run["conservation_failures"]) == ("trex", "external", 0)
+    for c in (json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()):
+        t = c["trials"][0]
+        assert t["conservation"]["ok"] and c["dut"]["fwd_packets"] == c["dut"]["rx_packets"] > 0, t
+        lost = t["tx_packets"] - t["rx_packets"]
+        assert lost == t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] + t["loss"]["generator_ingress_ring"]
+    assert leftovers(run["lab_name"]) == []
