@@ -34,7 +34,7 @@ _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_spe
              "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
              "trex"}
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
-             "provision", "counters", "pfcp", "prometheus", "external", "eupf"}
+             "provision", "counters", "pfcp", "prometheus", "external", "eupf", "name"}
 # what the embedded lab runs as the DUT (gtplab/lab/topology.py): the PGW-U, the reference forwarder,
 # or any UPF the lab starts (dut.external, gtplab/lab/external.py)
 DUT_MODES = ("pgwu", "fwd", "external")
@@ -98,6 +98,12 @@ class LabConfig:
     @property
     def dut_mode(self) -> str:
         return self.dut.get("mode", "pgwu")
+
+    @property
+    def dut_name(self) -> str | None:
+        """dut.name: what the report calls the DUT (e.g. "eUPF a8d774a"); None: by its mode."""
+        n = self.dut.get("name")
+        return str(n) if n else None
 
     @property
     def provision(self) -> str:

@@ -359,6 +359,8 @@ def run_record(run_uuid: str, cfg, spec: dict, skipped: list[dict], be, planned:
             "lab_config": cfg.path, "spec": spec, "skipped": skipped,
             "cpu_shared_with_generator": shared, "cpu_layout": layout,
             "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+            # what the report calls the DUT: the lab config's dut.name, else by its mode (analysis.dut_label)
+            "dut_name": (cfg.dut_name if (be.lab is None or be.lab.dut_mode == cfg.dut_mode) else None),
             "dut_provision": cfg.provision, "dut_counters": cfg.counters,
             "kernel": platform.release(), "cases_planned": planned,
             "lab_name": be.lab.name if be.lab is not None else None,
