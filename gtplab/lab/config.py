@@ -34,7 +34,7 @@ _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_spe
              "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
              "trex"}
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
-             "provision", "counters", "pfcp", "prometheus", "external", "eupf", "name"}
+             "provision", "counters", "pfcp", "prometheus", "external", "eupf", "name", "max_bearers"}
 # what the embedded lab runs as the DUT (gtplab/lab/topology.py): the PGW-U, the reference forwarder,
 # or any UPF the lab starts (dut.external, gtplab/lab/external.py)
 DUT_MODES = ("pgwu", "fwd", "external")
@@ -104,6 +104,13 @@ class LabConfig:
         """dut.name: what the report calls the DUT (e.g. "eUPF a8d774a"); None: by its mode."""
         n = self.dut.get("name")
         return str(n) if n else None
+
+    @property
+    def max_bearers(self) -> int | None:
+        """dut.max_bearers: the most bearers (sessions) the DUT holds; the sweep skips cases that
+        need more (None: no limit known)."""
+        v = self.dut.get("max_bearers")
+        return int(v) if v is not None else None
 
     @property
     def provision(self) -> str:
@@ -273,6 +280,9 @@ def load(name_or_path: str | None = None) -> LabConfig:
     gen = (data.get("lab") or {}).get("generator", "engine")
     if gen not in GENERATORS:
         _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
+    mb = (data.get("dut") or {}).get("max_bearers")
+    if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
+        _fail(path, f"dut.max_bearers {mb!r} must be a number of bearers >= 1")
     _check_dut_access(path, backend, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
     _check_external(path, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
     rt = (data.get("trex") or {}).get("runtime")

@@ -367,3 +367,19 @@ def test_a_user_started_upf_is_waited_for_by_no_one():
     finally:
         lab.down()
     wait_for(lambda: leftovers(lab.name) == [], what="the lab to be gone")
+
+
+def test_cases_with_more_bearers_than_the_dut_holds_are_skipped_with_the_reason(tmp_path):
+    """dut.max_bearers (eUPF: 65,535 sessions): the default spec's 1 M scale cases are skipped, each
+    named in run.json's skipped; the others stay; a bad value is refused."""
+    from gtplab.measure.plan import load_spec
+    from gtplab.measure.sweep import planned_cases
+    cases, skipped = planned_cases(load_spec(None), labconfig.load("embedded-eupf"))
+    assert len(cases) == 18 and all(c.n_bearers <= 65535 for c in cases)
+    assert [s["case_id"] for s in skipped] == ["uplink-64-multi1000000-random-csumon-ndr",
+                                               "downlink-64-multi1000000-random-csumon-ndr"]
+    assert all("the DUT holds at most 65535 (dut.max_bearers)" in s["note"] for s in skipped)
+    all_cases, none_skipped = planned_cases(load_spec(None), labconfig.load("embedded"))
+    assert len(all_cases) == 20 and none_skipped == []
+    with pytest.raises(UserError, match=r"dut.max_bearers 0 must be a number of bearers >= 1"):
+        labconfig.load(write_lab_config(tmp_path, max_bearers=0))
