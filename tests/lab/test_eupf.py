@@ -212,3 +212,25 @@ def test_trex_lab_sweeps_eupf_and_balances(tmp_path):
         lost = t["tx_packets"] - t["rx_packets"]
         assert lost == t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] + t["loss"]["generator_ingress_ring"]
     assert leftovers(run["lab_name"]) == []
+
+
+def test_kernel_counters_balance_any_xdp_upf_lossy_trials_included(tmp_path):
+    """counters: kernel reads nothing of the UPF: the veth driver's count of the XDP verdicts on the
+    DUT ports (redirected, sent back, dropped, failed, the rest passed). Through eUPF, a trial at a
+    rate it keeps up with and one flat out (the generator offers several times what eUPF's program
+    handles on one CPU) both balance: every packet on a counter, the loss the ring's."""
+    cfg = E.lab_config(tmp_path, dut={"counters": "kernel", "eupf": None})
+    be = backend.choose(cfg).open()
+    try:
+        with Runner(be, cfg) as r:
+            assert r.dut.inner.counters_kind == "kernel"
+            prep = r.prepare(CaseParams(direction="uplink", frame_size=64, flows=64, latency=False))
+            for rate in (20_000, None):
+                t = r.trial(prep, rate, 0.5)
+                c, d = t["conservation"], t["dut"]
+                assert c["ok"] and c["dut_rx_source"] == "ingress interface", c["errors"]
+                assert d["drops_by_reason"] == {} and d["passed_by_reason"] == {}, d
+                lost = t["tx_packets"] - t["rx_packets"]
+                assert lost == t["loss"]["dut_ingress_ring"] + t["loss"]["generator_ingress_ring"], t
+    finally:
+        be.close()

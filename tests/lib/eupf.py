@@ -21,13 +21,19 @@ from tests.lib import REPO
 LAB_CONFIG = REPO / "gtplab/lab/labs/embedded-eupf.yaml"
 
 
-def lab_config(tmp_path: Path | None = None, **vars_):
-    """embedded-eupf as a LabConfig; with vars (e.g. feature_ftup="true"), a copy in tmp_path with
-    those dut.external.vars (its runtime path made absolute, as the copy lives elsewhere)."""
-    if not vars_:
+def lab_config(tmp_path: Path | None = None, dut: dict | None = None, **vars_):
+    """embedded-eupf as a LabConfig; with vars (e.g. feature_ftup="true") or dut keys (e.g.
+    {"counters": "kernel"}: None removes a key), a copy in tmp_path with those dut.external.vars and
+    dut keys (its runtime path made absolute, as the copy lives elsewhere)."""
+    if not vars_ and not dut:
         cfg = labconfig.load(str(LAB_CONFIG))
     else:
         d = yaml.safe_load(LAB_CONFIG.read_text())
+        for k, v in (dut or {}).items():
+            if v is None:
+                d["dut"].pop(k, None)
+            else:
+                d["dut"][k] = v
         ext = d["dut"]["external"]
         ext["vars"] = {**ext.get("vars", {}), **vars_}
         ext["runtime"] = str((LAB_CONFIG.parent / ext["runtime"]).resolve())
