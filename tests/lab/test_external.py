@@ -383,3 +383,23 @@ def test_cases_with_more_bearers_than_the_dut_holds_are_skipped_with_the_reason(
     assert len(all_cases) == 20 and none_skipped == []
     with pytest.raises(UserError, match=r"dut.max_bearers 0 must be a number of bearers >= 1"):
         labconfig.load(write_lab_config(tmp_path, max_bearers=0))
+
+
+@pytest.mark.lab
+def test_a_user_started_upf_is_asked_for_before_a_sweep_builds_or_uses_a_lab(tmp_path):
+    """Without dut.external.start the sweep cannot build the lab itself (nobody would start the
+    UPF): it says how; on a running lab without the UPF's XDP programs yet, it says what to start
+    where. Nothing is built either way."""
+    from gtplab.lab.topology import Lab
+    from gtplab.traffic import backend
+    f = write_lab_config(tmp_path, external={"xdp": True})
+    cfg = labconfig.load(f)
+    with pytest.raises(UserError, match=r"its UPF is started by you .* `gtplab lab up --lab-config .*--lab NAME"):
+        backend.choose(cfg)
+    lab = Lab.up(dut="external", external_spec=cfg.external_spec())
+    try:
+        with pytest.raises(UserError, match=rf"lab {lab.name}: no XDP program on d\w+p0, d\w+p1: start the UPF in "
+                                            rf"{lab.dut_ns}"):
+            backend.choose(cfg, lab=lab.name)
+    finally:
+        lab.down()
