@@ -15,6 +15,9 @@ warning). The first error is the one printed; what failed while cleaning up afte
 With --lab NAME (a namespace lab running an external UPF, `gtplab lab up --lab-config
 embedded-eupf`), the node runs in the lab's control-plane namespace and reaches the UPF over the
 lab's N4 link only; --upf, --n3, --n6 and --local default to the lab's addresses.
+
+It lives in gtplab/cli/, not in pfcp/, because it reads lab configs (gtplab.lab.config), which check
+their dut.pfcp section with gtplab.pfcp.provision: pfcp/ stays below lab/ (docs/architecture.md).
 """
 
 from __future__ import annotations
