@@ -53,6 +53,7 @@ class LocalDut:
     CPUs) and the DUT CPUs' busy time (/proc/stat: the kthreads plus anything else run there)."""
 
     kind = "local"
+    sock: SockStats | None = None       # the socket path's counters (mode socket); a subclass may not set it
 
     def __init__(self, lab, mode: str | None = None):
         """mode: what to read (default the lab's DUT mode); "fwd" on a PGW-U lab reads the reference
