@@ -361,6 +361,32 @@ def test_report_layout_sentence_says_what_was_not_applied_and_what_it_cost(tmp_p
     assert "The layout was honoured: every rate and CPU cost below is the DUT's" in text
 
 
+def test_report_shows_the_dut_cost_above_the_reference_forwarder(tmp_path):
+    """Issue 26 item 5: each case's CPU ns/packet above the reference forwarder's (Runner.case_costs,
+    the case's "cost") is in the report's table of cases and in cases.csv; a case without it shows
+    nothing there rather than a number."""
+    a, b = ndr_case("uplink", 64, 600e3, "dut"), ndr_case("downlink", 64, 500e3, "dut")
+    a["cost"] = {"dut_cpu_ns_per_packet": 1234.0, "reference_cpu_ns_per_packet": 1000.5,
+                 "above_reference_ns_per_packet": 233.5, "xdp_ns_per_packet": 210.0, "notes": [], "trials": []}
+    b["cost"] = {"dut_cpu_ns_per_packet": 900.0, "reference_cpu_ns_per_packet": None,
+                 "above_reference_ns_per_packet": None, "xdp_ns_per_packet": None, "notes": [], "trials": []}
+    d = write_results(tmp_path / "r", [a, b])
+    page = report.build_report(d).read_text()
+    head = re.search(r'<table class="cases"><tr>(.*?)</tr>', page).group(1)
+    cols = re.findall(r"<th>(.*?)</th>", head)
+    i, j = cols.index("CPU ns/pkt above ref"), cols.index("ref CPU ns/pkt")
+    rows = {r[0]: r for r in (re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(<td>.*?)</tr>", page))
+            if r}
+    assert (rows[a["case_id"]][i], rows[a["case_id"]][j]) == ("233.5", "1000"), rows[a["case_id"]]
+    assert (rows[b["case_id"]][i], rows[b["case_id"]][j]) == ("–", "–")
+    import csv
+    results.write_csv(d / "cases.csv", results.read_cases(d))      # as the sweep writes it
+    with open(d / "cases.csv") as f:
+        got = {r["case_id"]: r for r in csv.DictReader(f)}
+    assert got[a["case_id"]]["cost.above_reference_ns_per_packet"] == "233.5"
+    assert got[b["case_id"]]["cost.above_reference_ns_per_packet"] == ""
+
+
 def test_report_shows_bearer_scale_ratio(tmp_path):
     """Issue 13: the 1 M random-order case next to the 1024-bearer case of the same size, their
     NDR ratio against the 0.7 target, and no mix-up with the forwarder comparison."""
