@@ -21,6 +21,7 @@ Table 2, the disturbance flags: of the trials the hog was on for at least OVERLA
 (the truth, from the hog's own on/off timestamps, taken once it is pinned and spinning), how many
 the lab flagged as disturbed (target >= 95 %); the trials it overlapped by less, apart; of the trials
 it did not overlap, how many the lab flagged anyway (the rest of the host: other developers' tests).
+Table 2b: which figure flagged them (a trial can trip several).
 Table 3, the host figures per trial (median, p95, max) with and without the hog: what the thresholds
 (gtplab.observe.host.THRESHOLDS) were chosen from.
 The first line gives the load average before and after, and the background: the median share of the
@@ -129,6 +130,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=None, help="search time budget per case, s")
     ap.add_argument("--min-load", type=float, default=10e3)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", metavar="FILE", help="also write every trial's host record and each run's NDR here")
     args = ap.parse_args()
 
     from gtplab.lab import config as labconfig
@@ -192,6 +194,11 @@ def main() -> int:
     finally:
         be.close()
     load1 = os.getloadavg()
+    if args.json:
+        import json
+        Path(args.json).write_text(json.dumps({
+            "ndr": [{"direction": d, "frame_size": size, **r} for (d, size), r in ndr.items()],
+            "trials": trials, "awake": awake, "load": [load0, load1]}, default=str) + "\n")
 
     # table 1: the NDR per case
     rows, rows_all = [], []
@@ -249,6 +256,26 @@ def main() -> int:
         [f"the hog on for less than {OVERLAP_MIN:.0%} of it", *share(partly), "(at most that share taken)"],
         ["the hog off (quiet runs and its off time)", *share(clean), "(the rest of the host)"]],
         markdown=args.markdown)
+
+    # table 2b: which figure flagged them (a trial can trip several)
+    trips = (("other tasks on the DUT CPUs", lambda h: (h.get("dut") or {}).get("others_ratio", 0)
+              > THRESHOLDS["dut_others_ratio"]),
+             ("other tasks on the generator CPUs", lambda h: (h.get("generator") or {}).get("others_ratio", 0)
+              > THRESHOLDS["generator_others_ratio"]),
+             ("steal on the DUT CPUs", lambda h: (h.get("dut") or {}).get("steal_ratio", 0) > THRESHOLDS["steal_ratio"]),
+             ("steal on the generator CPUs", lambda h: (h.get("generator") or {}).get("steal_ratio", 0)
+              > THRESHOLDS["steal_ratio"]),
+             ("the DUT threads' run-queue wait", lambda h: (h.get("dut") or {}).get("wait_ratio", 0)
+              > THRESHOLDS["dut_wait_ratio"]),
+             ("the idle tuning stopped holding", lambda h: bool((h.get("awake") or {}).get("applied"))
+              and not (h.get("awake") or {}).get("held")))
+    print()
+    print_table(["beyond its threshold", "hog off: trials", "share", f"hog on >= {OVERLAP_MIN:.0%}: trials", "share"],
+                [[name, str(sum(map(fn, [t["host"] for t in clean]))),
+                  f"{sum(map(fn, [t['host'] for t in clean])) / len(clean):.1%}" if clean else "-",
+                  str(sum(map(fn, [t["host"] for t in truly]))),
+                  f"{sum(map(fn, [t['host'] for t in truly])) / len(truly):.1%}" if truly else "-"]
+                 for name, fn in trips], markdown=args.markdown)
 
     # table 3: the figures the thresholds come from
     rows = []
