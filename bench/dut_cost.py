@@ -66,6 +66,9 @@ def categorize(folded: str, comms: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+PERF_ATTEMPTS = 5
+
+
 def _rng(xs) -> str:
     xs = [x for x in xs if x]
     return f"{min(xs):.0f}-{max(xs):.0f}" if xs else "-"
@@ -91,7 +94,7 @@ def main() -> int:
     from gtplab.measure import mlrsearch as mlr
     from gtplab.measure.plan import CaseParams
     from gtplab.measure.runner import Runner
-    from gtplab.observe.flamegraph import Profiler
+    from gtplab.observe.flamegraph import FlamegraphError, Profiler
     from gtplab.traffic.backend import Backend
 
     cfg = labconfig.load(None)
@@ -100,7 +103,7 @@ def main() -> int:
     be = Backend.open("local", mtu=int(cfg.lab.get("mtu", 3200)), cpus=cfg.cpu_layout(), dut="pgwu",
                       share_cpus=cfg.lab.get("share_cpus"))
     prof_rows, runs, awake = [], {}, {}
-    disturbed = stats_leak = total = 0
+    disturbed = stats_leak = total = perf_retries = 0
     try:
         with Runner(be, cfg) as runner:
             lab = be.lab
@@ -121,15 +124,26 @@ def main() -> int:
                         for name, stats, swap in (("PGW-U", False, False), ("PGW-U, bpf_stats on", True, False),
                                                   ("forwarder", False, True)):
                             prof = Profiler(Path(tmp), lab.cpus.dut)
-                            cm = ref.swapped() if swap else contextlib.nullcontext()
-                            with cm as probe, (runner.dut.bpf_stats() if stats else contextlib.nullcontext()):
-                                dut = runner.dut
-                                runner.dut = probe or dut
+                            for attempt in range(PERF_ATTEMPTS):
+                                cm = ref.swapped() if swap else contextlib.nullcontext()
                                 try:
-                                    with prof.case(f"{d}-{len(prof_rows)}"):
-                                        t = note(runner.trial(preps[d], args.load, args.profile_s))
-                                finally:
-                                    runner.dut = dut
+                                    with cm as probe, (runner.dut.bpf_stats() if stats else contextlib.nullcontext()):
+                                        dut = runner.dut
+                                        runner.dut = probe or dut
+                                        try:
+                                            with prof.case(f"{d}-{len(prof_rows)}"):
+                                                t = note(runner.trial(preps[d], args.load, args.profile_s))
+                                        finally:
+                                            runner.dut = dut
+                                    break
+                                except FlamegraphError as e:
+                                    # perf 6.1's perf script stops on the KSYMBOL records other
+                                    # processes' BPF programs leave (--no-bpf-event does not stop
+                                    # those): that profile is lost, the trial is made again
+                                    if "type: 17" not in str(e) or attempt == PERF_ATTEMPTS - 1:
+                                        raise
+                                    perf_retries += 1
+                                    print(f"perf script failed ({e}); again", file=sys.stderr, flush=True)
                             cat = categorize(prof.last_svg.with_suffix(".folded").read_text(), comms)
                             n = sum(cat.values())
                             ns = t["dut"]["cpu_ns_per_packet"]
@@ -183,6 +197,7 @@ def main() -> int:
           f"before {load0[0]:.2f}, after {load1[0]:.2f}; DUT CPUs kept awake: {awake.get('method')}"
           f"{'' if awake.get('applied') else ' (NOT applied)'}; kernel {os.uname().release}, {os.cpu_count()} CPUs")
     if prof_rows:
+        print(f"profiles made again after perf script failed on other processes' KSYMBOL records: {perf_retries}")
         print_table(["direction", "DUT", "bpf_stats (seen)", "offered Mpps", "DUT CPU ns/pkt", "XDP ns/pkt", "samples"]
                     + [c for c, _ in CATEGORIES], prof_rows, markdown=args.markdown)
         print()
