@@ -266,6 +266,12 @@ def test_report_from_a_real_sweep(tmp_path):
     cases = results.read_cases(rdir)
     assert len(cases) == 4
     text = index.read_text()
+    # how the DUT CPUs were kept out of halt on this host (cpuidle states off with a cpuidle driver,
+    # the spinner without one), in run.json and in the report's layout sentence
+    aw = results.read_run(rdir)["cpu_layout"]["awake"]
+    assert aw["method"] in ("cpuidle", "spinner") and aw["applied"], aw
+    assert "the DUT CPUs kept out of halt by " in " ".join(re.sub(r"<[^>]+>", " ", text).split())
+    assert all(c["cost"]["dut_cpu_ns_per_packet"] for c in cases), [c["cost"] for c in cases]
     for c in cases:
         assert f"<td>{c['case_id']}</td>" in text
         svg = rdir / c["flamegraph"]
