@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -19,6 +20,7 @@ from gtplab.upftests.harness import Upf
 from tests.lib import REPO
 from tests.lib import eupf as E
 from tests.lib.lab import leftovers
+from tests.lib.monitor_stack import dashboards, panel_queries, prom_query, running_stack
 
 pytestmark = [pytest.mark.lab]
 GTPLAB = str(REPO / ".venv/bin/gtplab")
@@ -84,12 +86,23 @@ def test_usage_reports_are_compared_with_the_generator(name):
 
 
 def test_n4_and_the_command_line_write_results(tmp_path):
-    """`gtplab upftest handover` end to end (results directory, report, exit status), and the N4 kind
-    in a short form against the PGW-U: every request answered, latencies measured."""
+    """`gtplab upftest handover --push` end to end (results directory, report, exit status, the
+    Pushgateway read by a real Prometheus: the verdict and handover panels of dashboards/upftests.json
+    return data), and the N4 kind in a short form against the PGW-U: every request answered,
+    latencies measured."""
     out = tmp_path / "ho"
-    p = subprocess.run([GTPLAB, "upftest", "handover", "--lab-config", "embedded-pfcp", "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode in (0, 1), p.stderr
+    with running_stack(tmp_path) as stack:
+        p = subprocess.run([GTPLAB, "upftest", "handover", "--lab-config", "embedded-pfcp", "-o", str(out),
+                            "--push", stack.gateway], capture_output=True, text=True, timeout=300)
+        assert p.returncode in (0, 1), p.stderr
+        d = {k: v for k, v in dashboards().items() if k == "upftests.json"}
+        want = [e for w, e in panel_queries(d) if "policing" not in e and "n4" not in e]
+        assert len(want) == 3
+        deadline, empty = time.monotonic() + 30, want
+        while empty and time.monotonic() < deadline:
+            empty = [e for e in want if not prom_query(stack.prometheus, e)]
+            time.sleep(0.5)
+        assert not empty, f"upftests.json panel queries without data after a real push: {empty}"
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "upftest" and run["test"] == "handover" and run["upf"] == "PGW-U"
     assert (out / "report.md").read_text().count("| handover-s") == 2 and (out / "report/index.html").is_file()
