@@ -41,12 +41,12 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
     targets, t_req, errors = {}, {}, {}
     for s in sessions:
         new = (a.sgw(s.index + 8), s.rules.gnb_teid + 0x1000)
-        t_req[s.index] = time.time_ns()
         try:
             upf.modify(s, "Update FAR with SNDEM", handover=new, end_marker=True)
             targets[s.index] = new
         except Unsupported as e:
             errors[s.index] = e
+        t_req[s.index] = upf.sent_ns
     upf.wait(ports)
     time.sleep(0.3)                            # End Markers sent after the last G-PDU
     frames = upf.client.stop_capture(cap)

@@ -29,6 +29,7 @@ from gtplab.pfcp import messages as m
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError, PfcpRejected
 from gtplab.traffic import backend
+from gtplab.traffic.engine.capture import capture_clock_ns
 from gtplab.upftests import rules as R
 
 # L3 octets of the user's IP packet in a frame of `size` bytes on the wire (incl. FCS): what
@@ -162,8 +163,13 @@ class Upf:
         return s
 
     def modify(self, s: TestSession, what: str = "session modification", **kw) -> m.Scanned:
+        """Session Modification (rules.modification's kw); sent_ns: when the request left, on the
+        capture's clock (built first: Scapy takes milliseconds)."""
         seq = self.node.next_seq()
-        r = self._request(R.modification(seq, s.up_seid, **kw), seq, what, s)
+        data = R.modification(seq, s.up_seid, **kw)
+        with self.node.lock:            # not held by the node's idle thread between now and the send
+            self.sent_ns = capture_clock_ns()
+            r = self._request(data, seq, what, s)
         s.usage += R.usage_reports(r.raw, time.time())
         return r
 
