@@ -10,6 +10,7 @@ from scapy.contrib import pfcp as sp
 
 from gtplab.gtpu import packets as P
 from gtplab.pfcp import messages as m
+from gtplab.results import analysis, store
 from gtplab.upftests import criteria as C
 from gtplab.upftests import record
 from gtplab.upftests import rules as R
@@ -153,3 +154,13 @@ def test_summary_and_table(tmp_path):
         record.write(tmp_path / upf, run, [{"case_id": "c1", "verdict": v, "why": "because"}])
     t = record.table([str(tmp_path / "A"), str(tmp_path / "B")])
     assert "| A | **pass** (1/1 pass) |" in t and "| B | **fail** (0/1 pass): c1: because |" in t
+
+
+def test_gtplab_report_on_an_upftest_run_says_where_its_report_is(tmp_path):
+    run = {"uuid": "u", "started": "x", "backend": "local", "lab": "l", "host": "h", "test": "handover",
+           "upf": "PGW-U", "lab_config": "c", "kind": "upftest"}
+    record.write(tmp_path, run, [{"case_id": "handover-s0-noqfi", "verdict": "fail", "why": "0 End Markers"}])
+    assert "0 End Markers" in (tmp_path / "report.md").read_text()
+    assert "handover-s0-noqfi" in (tmp_path / "report" / "index.html").read_text()
+    with pytest.raises(store.ResultsError, match="upftest run .*report.md"):
+        analysis.load(tmp_path)
