@@ -53,6 +53,23 @@ def policing(factor: float, mbr_bps: float, tx: int, rx: int, delivered_bps: flo
     return out
 
 
+def isolation(alone_bps: float | None, together_bps: float | None) -> dict:
+    """One session's delivered rate above its MBR, alone and with the other sessions policed at the
+    same time: within +-1 % of each other."""
+    out = {"alone_bps": alone_bps, "delivered_bps": together_bps,
+           "criterion": f"rate beside the other sessions = rate alone +-{POLICING_TOLERANCE:.0%}"}
+    if not alone_bps or together_bps is None:
+        out.update(verdict="fail", why="no rate measured alone")
+        return out
+    err = together_bps / alone_bps - 1
+    out["error_ratio"] = err
+    out["verdict"] = "pass" if abs(err) <= POLICING_TOLERANCE else "fail"
+    if out["verdict"] == "fail":
+        out["why"] = (f"{together_bps / 1e6:.3f} Mb/s beside the other sessions, {alone_bps / 1e6:.3f} Mb/s alone "
+                      f"({err:+.1%})")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Handover: the capture on the access port
 

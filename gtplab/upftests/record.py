@@ -17,7 +17,7 @@ from gtplab.results import store
 
 JOB = "gtplab_upftest"
 VERDICTS = ("pass", "fail", "not supported")
-FIGURES = ("delivered_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "missing", "duplicates",
+FIGURES = ("delivered_bps", "alone_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "missing", "duplicates",
            "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p99_ms", "rate_per_s")
 
 

@@ -34,6 +34,13 @@ def test_policing_criterion(factor, tx, rx, delivered, offered, verdict):
     assert (c.get("why") is None) == (verdict == "pass")
 
 
+def test_isolation_criterion():
+    assert C.isolation(5e6, 5.03e6)["verdict"] == "pass"
+    c = C.isolation(4.4e6, 1.1e6)                       # eUPF with 4 sessions policed at once
+    assert c["verdict"] == "fail" and "-75.0%" in c["why"]
+    assert C.isolation(None, 5e6)["verdict"] == "fail"
+
+
 def test_a_closed_gate_must_drop_everything():
     assert C.policing(0, 0, 500, 0, None, gate_open=False)["verdict"] == "pass"
     c = C.policing(0, 0, 500, 3, None, gate_open=False)
