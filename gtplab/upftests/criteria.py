@@ -53,13 +53,18 @@ def policing(factor: float, mbr_bps: float, tx: int, rx: int, delivered_bps: flo
     return out
 
 
-def isolation(alone_bps: float | None, together_bps: float | None) -> dict:
+def isolation(alone_bps: float | None, together_bps: float | None, alone_offered_bps: float | None = None) -> dict:
     """One session's delivered rate above its MBR, alone and with the other sessions policed at the
-    same time: within +-1 % of each other."""
-    out = {"alone_bps": alone_bps, "delivered_bps": together_bps,
+    same time: within +-1 % of each other. A session not policed alone (delivered = offered) decides
+    nothing: its rate beside the others is the generator's (a failure that says so)."""
+    out = {"alone_bps": alone_bps, "delivered_bps": together_bps, "alone_offered_bps": alone_offered_bps,
            "criterion": f"rate beside the other sessions = rate alone +-{POLICING_TOLERANCE:.0%}"}
     if not alone_bps or together_bps is None:
         out.update(verdict="fail", why="no rate measured alone")
+        return out
+    if alone_offered_bps and alone_bps >= alone_offered_bps * (1 - POLICING_TOLERANCE):
+        out.update(verdict="fail", why=f"not decided: not policed alone ({alone_bps / 1e6:.3f} Mb/s delivered of "
+                                       f"{alone_offered_bps / 1e6:.3f} Mb/s offered)")
         return out
     err = together_bps / alone_bps - 1
     out["error_ratio"] = err

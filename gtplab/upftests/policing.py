@@ -87,7 +87,7 @@ def _isolation(alone: dict, cases: list[dict], index: int, size: int) -> list[di
                          and c["frame_size"] == size and c.get("factor") == ISOLATION_FACTOR), None)
         if together is None:
             continue
-        c = C.isolation(a["delivered_bps"], together["delivered_bps"])
+        c = C.isolation(a["delivered_bps"], together["delivered_bps"], a["offered_bps"])
         c.update(case_id=f"policing-isolation-s{index}-{d}", kind="policing", session=index, direction=d,
                  frame_size=size, mbr_bps=a["mbr_bps"], factor=ISOLATION_FACTOR)
         out.append(c)

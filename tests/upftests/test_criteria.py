@@ -39,6 +39,8 @@ def test_isolation_criterion():
     c = C.isolation(4.4e6, 1.1e6)                       # eUPF with 4 sessions policed at once
     assert c["verdict"] == "fail" and "-75.0%" in c["why"]
     assert C.isolation(None, 5e6)["verdict"] == "fail"
+    c = C.isolation(10e6, 9e6, alone_offered_bps=10e6)   # not policed at all: the generator's rates
+    assert c["verdict"] == "fail" and c["why"].startswith("not decided")
 
 
 def test_a_closed_gate_must_drop_everything():

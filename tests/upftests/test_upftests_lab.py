@@ -57,7 +57,7 @@ def test_policing_cases_are_decided_from_their_figures(name):
     iso = [c for c in cases if c["case_id"].startswith("policing-isolation")]
     assert len(iso) == 2
     for c in iso:
-        assert C.isolation(c["alone_bps"], c["delivered_bps"])["verdict"] == c["verdict"]
+        assert C.isolation(c["alone_bps"], c["delivered_bps"], c["alone_offered_bps"])["verdict"] == c["verdict"]
 
 
 @pytest.mark.parametrize("name", _configs())
