@@ -12,6 +12,8 @@ from gtplab.gtpu import packets as P
 from gtplab.pfcp import messages as m
 from gtplab.results import analysis, store
 from gtplab.upftests import criteria as C
+from gtplab.upftests import handover, policing, usage
+from gtplab.upftests.harness import Unsupported
 from gtplab.upftests import record
 from gtplab.upftests import rules as R
 
@@ -173,3 +175,32 @@ def test_gtplab_report_on_an_upftest_run_says_where_its_report_is(tmp_path):
     assert "handover-s0-noqfi" in (tmp_path / "report" / "index.html").read_text()
     with pytest.raises(store.ResultsError, match="upftest run .*report.md"):
         analysis.load(tmp_path)
+
+
+class _Refusing:
+    """A UPF that rejects every session the tests ask for (as one without QERs or URRs would),
+    with cause 73 (Rule creation/modification Failure) and the offending IE."""
+
+    class lab:
+        class addressing:
+            @staticmethod
+            def sgw(i):
+                return "10.201.0.16"
+
+    class node:
+        reports: list = []
+
+    def rules(self, i, **kw):
+        return R.Rules(ue="10.64.0.1", teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, **kw)
+
+    def establish(self, r, index=None):
+        raise Unsupported("session establishment", 73, 109 if r.has_qer else 6)
+
+
+@pytest.mark.parametrize("kind", [policing, handover, usage])
+def test_a_rejected_rule_is_not_supported_with_the_upfs_cause(kind):
+    cases = kind.run(_Refusing())
+    assert cases and all(c["verdict"] == "not supported" for c in cases), cases
+    for c in cases:
+        assert c["cause"] == 73 and "cause 73 (Rule creation/modification Failure), offending IE type" in c["why"]
+    assert record.summary(cases)["verdict"] == "not supported"
