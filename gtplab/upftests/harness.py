@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
 import time
+import urllib.request
 from dataclasses import dataclass, field
 
 from gtplab.dut.pfcp import EmbeddedAgent, in_lab, provisioner
 from gtplab.errors import UserError
 from gtplab.gtpu import packets
+from gtplab.kernel.netns import run_in
 from gtplab.pfcp import messages as m
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError, PfcpRejected
@@ -37,6 +40,11 @@ from gtplab.upftests import rules as R
 ETH_FCS = 14 + 4
 GTPU_OUTER = 20 + 8 + 8           # IPv4 + UDP + GTP-U header (no extension)
 PSC_EXT = 8                       # the optional-fields word + a 4-byte PDU Session Container
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
 
 
 class Unsupported(Exception):
@@ -263,6 +271,19 @@ class Upf:
                         return int(line.split()[1])
         except (OSError, TypeError):
             return None
+        return None
+
+    def upf_sessions(self) -> int | None:
+        """How many sessions the UPF holds, where it shows them: the PGW-U's bearer table (`pgwu
+        stats`: its larger half), eUPF's REST API (dut.eupf.api, /api/v1/pfcp_sessions, read from
+        the lab's control-plane namespace); None for another UPF."""
+        if self.cfg.dut_mode == "pgwu":
+            b = self.lab.pgwu_json("stats")["bearers"]
+            return max(b["uplink"], b["downlink"])
+        api = ((self.cfg.dut or {}).get("eupf") or {}).get("api")
+        if api and getattr(self.lab, "cp_ns", None):
+            url = api.replace("{n4}", self.lab.addressing.dut_n4) + "/api/v1/pfcp_sessions"
+            return len(json.loads(run_in(self.lab.cp_ns, _get, url)) or [])
         return None
 
     # -- end -----------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ Churn soak (bounded, SOAK_S): UNTOUCHED sessions carry traffic both ways at SOAK
 cycles of CHURN sessions are established, modified and deleted; criteria: the untouched sessions'
 traffic is forwarded exactly (every packet), every request accepted, and the UPF's PFCP process
 (the PGW-U's agent, the external UPF) does not grow: its RSS at the end within 10 % (or 4 MiB) of
-its RSS after the first cycle (criteria.bounded_growth).
+its RSS after the first cycle (criteria.bounded_growth); where the UPF shows its sessions (the
+PGW-U's bearer table, eUPF's REST API: Upf.upf_sessions) it holds the untouched ones after every
+cycle, and as many as before the soak once they are deleted too.
 """
 
 from __future__ import annotations
@@ -138,17 +140,21 @@ def run(upf: Upf, load_pps: float | None = None, soak_s: float = SOAK_S) -> list
 
 
 def _soak(upf: Upf, soak_s: float) -> dict:
+    before = upf.upf_sessions()
     keep = [upf.establish(upf.rules(100 + i)) for i in range(UNTOUCHED)]
+    held = upf.upf_sessions()
+    counts = []
     ports = upf.start([st for s in keep for st in (upf.ul_stream(s, SIZE, SOAK_PPS), upf.dl_stream(s, SIZE, SOAK_PPS))],
                       duration=-1)
     rss, cycles, errors = [], 0, 0
     t_end = time.monotonic() + soak_s
     try:
-        while time.monotonic() < t_end:
+        while time.monotonic() < t_end or cycles < 2:       # 2 RSS samples at least
             res = _batch(upf, list(range(BASE + 500, BASE + 500 + CHURN)))
             errors += sum(r["errors"] for r in res.values())
             cycles += 1
             rss.append(upf.rss_kib())
+            counts.append(upf.upf_sessions())
     finally:
         upf.client.stop(ports=ports)
         time.sleep(0.2)
@@ -157,7 +163,12 @@ def _soak(upf: Upf, soak_s: float) -> dict:
     growth = C.bounded_growth([x for x in rss if x is not None])
     for s in keep:
         upf.delete(s)
+    after = upf.upf_sessions()
     why = []
+    if held is not None and any(n != held for n in counts):
+        why.append(f"the UPF held {counts} sessions after the cycles, {held} before them")
+    if before is not None and after != before:
+        why.append(f"the UPF holds {after} sessions after every one was deleted, {before} before the soak")
     if any(u or d for u, d in lost.values()):
         why.append(f"untouched sessions lost packets (UL, DL): {lost}")
     if errors:
@@ -167,6 +178,7 @@ def _soak(upf: Upf, soak_s: float) -> dict:
     c = {"case_id": "n4-churn-soak", "kind": "n4", "cycles": cycles, "sessions_churned": cycles * CHURN,
          "soak_s": soak_s, "untouched_lost": {str(k): v for k, v in lost.items()},
          "untouched_tx": sum(fl[s.pg_ul][0] + fl[s.pg_dl][0] for s in keep), "rss": growth,
+         "upf_sessions": {"before": before, "untouched": held, "after_each_cycle": counts, "after": after},
          "criterion": "untouched sessions exact, every request accepted, RSS bounded", "verdict": "fail" if why else "pass"}
     if why:
         c["why"] = "; ".join(why)

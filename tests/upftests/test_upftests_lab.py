@@ -118,4 +118,6 @@ def test_n4_and_the_command_line_write_results(tmp_path):
     lat = [c for c in cases if c["case_id"] != "n4-churn-soak"]
     assert len(lat) == 6 and all(c["p50_ms"] is not None and c["p99_ms"] >= c["p50_ms"] for c in lat)
     soak = cases[-1]
-    assert soak["cycles"] >= 1 and soak["untouched_tx"] > 0
+    assert soak["cycles"] >= 2 and soak["untouched_tx"] > 0
+    # the PGW-U's bearer table holds the 4 untouched sessions after each cycle, none at the end
+    assert soak["upf_sessions"]["untouched"] == 4 and soak["upf_sessions"]["after"] == 0, soak
