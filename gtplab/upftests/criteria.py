@@ -235,6 +235,22 @@ def threshold(reported_volume: int | None, limit: int, packet_len: int,
 # N4
 
 
+def where_lost(lost: int, where: dict, gen_ifnames: list[str]) -> str:
+    """Words for where `lost` packets went, from Upf.loss_delta: the generator's veths failing to
+    hand frames to the DUT (XDP transmit errors: the DUT's receive ring was full, its CPU did not
+    drain it in time) and the UPF's own drops."""
+    ring = sum(v for k, v in where.get("veth", {}).items()
+               if k.split(".")[0] in gen_ifnames and "xdp_xmit_err" in k)
+    upf = sum((where.get("upf_drops_by_reason") or {}).values())
+    parts = [f"{ring} at the DUT's receive ring (generator veth XDP transmit errors: not drained in time)",
+             f"{upf} dropped by the UPF" + (f" {where['upf_drops_by_reason']}" if upf else "")
+             if "upf_drops_by_reason" in where else "the UPF's drops unknown"]
+    rest = lost - ring - upf
+    if rest > 0:
+        parts.append(f"{rest} not attributed")
+    return f"of the {lost} lost: " + ", ".join(parts)
+
+
 def percentile(xs: list[float], q: float) -> float | None:
     if not xs:
         return None

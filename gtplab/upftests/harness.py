@@ -20,14 +20,18 @@ import base64
 import dataclasses
 import json
 import os
+import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
 
+from gtplab.dut.external import ExternalDut
+from gtplab.dut.local import LocalDut
 from gtplab.dut.pfcp import EmbeddedAgent, in_lab, provisioner
 from gtplab.errors import UserError
 from gtplab.gtpu import packets
 from gtplab.kernel.netns import run_in
+from gtplab.measure.conservation import DutDelta
 from gtplab.pfcp import messages as m
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError, PfcpRejected
@@ -99,8 +103,10 @@ class Upf:
         self._by_cp: dict[int, TestSession] = {}
         self._next = 0
         self._closed, self._warnings = False, []
+        self.probe = None
         try:
             self.lab, self.client = self.be.lab, self.be.client
+            self.probe = ExternalDut(self.lab, cfg) if self.lab.dut_mode == "external" else LocalDut(self.lab)
             pcfg, netns = in_lab(prov.parse_config(pc, f"lab config {cfg.path}"), self.lab)
             upf = None
             if pcfg.upf == prov.EMBEDDED:
@@ -273,6 +279,31 @@ class Upf:
             return None
         return None
 
+    def loss_snapshot(self) -> dict:
+        """What can say where packets were lost: the UPF's own counters by reason and verdict (the
+        lab's DUT probe: the PGW-U's stats map, eUPF's API ...) and every lab veth's drop and error
+        counters (`ethtool -S`: its rings, XDP transmit errors)."""
+        veth = {}
+        for p in self.lab.ports:
+            for ns, ifname in ((p.netns, p.ifname), (p.dut_netns, p.dut_ifname)):
+                r = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "ethtool", "-S", ifname],
+                                   capture_output=True, text=True, timeout=30)
+                for line in r.stdout.splitlines()[1:]:
+                    k, _, v = line.strip().partition(":")
+                    if ("drop" in k or "err" in k) and v.strip().isdigit():
+                        veth[f"{ifname}.{k}"] = int(v)
+        return {"upf": self.probe.counters() if self.probe is not None else None, "veth": veth}
+
+    @staticmethod
+    def loss_delta(a: dict, b: dict) -> dict:
+        """Where packets went between two loss_snapshot()s: the UPF's drops and passes by reason,
+        the veth counters that moved."""
+        out = {"veth": {k: v - a["veth"].get(k, 0) for k, v in b["veth"].items() if v != a["veth"].get(k, 0)}}
+        if a["upf"] is not None and b["upf"] is not None:
+            d = DutDelta.from_counters(a["upf"], b["upf"])
+            out.update(upf_drops_by_reason=d.drops_by_reason, upf_passed_by_reason=d.passed_by_reason)
+        return out
+
     def upf_sessions(self) -> int | None:
         """How many sessions the UPF holds, where it shows them: the PGW-U's bearer table (`pgwu
         stats`: its larger half), eUPF's REST API (dut.eupf.api, /api/v1/pfcp_sessions, read from
@@ -307,6 +338,8 @@ class Upf:
             try:
                 if self.agent is not None:
                     self.agent.close()
+                if self.probe is not None:
+                    self.probe.close()
             finally:
                 self.be.close()
         self._warnings = errors + (list(self.prov.warnings) if self.prov else [])

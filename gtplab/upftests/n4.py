@@ -147,6 +147,7 @@ def _soak(upf: Upf, soak_s: float) -> dict:
     ports = upf.start([st for s in keep for st in (upf.ul_stream(s, SIZE, SOAK_PPS), upf.dl_stream(s, SIZE, SOAK_PPS))],
                       duration=-1)
     rss, cycles, errors = [], 0, 0
+    snap = upf.loss_snapshot()
     t_end = time.monotonic() + soak_s
     try:
         while time.monotonic() < t_end or cycles < 2:       # 2 RSS samples at least
@@ -159,6 +160,7 @@ def _soak(upf: Upf, soak_s: float) -> dict:
         upf.client.stop(ports=ports)
         time.sleep(0.2)
     fl = upf.flow()
+    where = upf.loss_delta(snap, upf.loss_snapshot())
     lost = {s.index: (fl[s.pg_ul][0] - fl[s.pg_ul][1], fl[s.pg_dl][0] - fl[s.pg_dl][1]) for s in keep}
     growth = C.bounded_growth([x for x in rss if x is not None])
     for s in keep:
@@ -170,7 +172,8 @@ def _soak(upf: Upf, soak_s: float) -> dict:
     if before is not None and after != before:
         why.append(f"the UPF holds {after} sessions after every one was deleted, {before} before the soak")
     if any(u or d for u, d in lost.values()):
-        why.append(f"untouched sessions lost packets (UL, DL): {lost}")
+        why.append(f"untouched sessions lost packets (UL, DL): {lost}; " + C.where_lost(
+            sum(u + d for u, d in lost.values()), where, [p.ifname for p in upf.lab.ports]))
     if errors:
         why.append(f"{errors} churn requests failed")
     if growth["verdict"] != "pass":
@@ -178,7 +181,7 @@ def _soak(upf: Upf, soak_s: float) -> dict:
     c = {"case_id": "n4-churn-soak", "kind": "n4", "cycles": cycles, "sessions_churned": cycles * CHURN,
          "soak_s": soak_s, "untouched_lost": {str(k): v for k, v in lost.items()},
          "untouched_tx": sum(fl[s.pg_ul][0] + fl[s.pg_dl][0] for s in keep), "rss": growth,
-         "upf_sessions": {"before": before, "untouched": held, "after_each_cycle": counts, "after": after},
+         "loss_where": where, "upf_sessions": {"before": before, "untouched": held, "after_each_cycle": counts, "after": after},
          "criterion": "untouched sessions exact, every request accepted, RSS bounded", "verdict": "fail" if why else "pass"}
     if why:
         c["why"] = "; ".join(why)

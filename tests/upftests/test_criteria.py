@@ -120,6 +120,14 @@ def test_report_times_and_thresholds():
     assert C.threshold(None, 10_000, 100)["verdict"] == "fail"
 
 
+def test_where_lost_attributes_ring_and_upf_drops():
+    w = {"veth": {"g1p0.tx_queue_0_xdp_xmit_errors": 10, "g1p0.rx_queue_0_xdp_drops": 999},
+         "upf_drops_by_reason": {"qer_mbr": 3}}
+    t = C.where_lost(15, w, ["g1p0", "g1p1"])
+    assert "10 at the DUT's receive ring" in t and "3 dropped by the UPF" in t and "2 not attributed" in t
+    assert "not attributed" not in C.where_lost(10, {"veth": w["veth"], "upf_drops_by_reason": {}}, ["g1p0"])
+
+
 def test_bounded_growth():
     assert C.bounded_growth([50_000, 51_000, 52_000])["verdict"] == "pass"
     assert C.bounded_growth([50_000, 60_000, 70_000])["verdict"] == "fail"
