@@ -45,6 +45,15 @@ def _print_status(st: dict) -> None:
         u = lay.get("upf")
         if u:
             print(f"    upf process pid {u['pid']:<7} {u['threads']} threads on CPU(s) {cpu_text(u['cpus'])}")
+        aw = lay.get("awake")
+        if aw:
+            print(f"    DUT CPUs kept awake: {aw['method']}{'' if aw.get('applied') else ' (NOT applied)'}"
+                  f"{' (given back)' if aw.get('restored') else ''}")
+        cl = lay.get("claim")
+        if cl:
+            print(f"    CPUs claimed: {cpu_text(cl['cpus'])}" + (
+                "; shared with " + ", ".join(h["lab"] for h in st.get("shared_with") or [])
+                if st.get("shared_with") else ""))
         for n in lay.get("notes", []):
             print(f"    note: {n}")
     else:
@@ -91,7 +100,8 @@ def _cmd_up(args) -> int:
     lab = Lab.up(args.name, dut=dut, mtu=args.mtu if args.mtu is not None else
                  int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
                  gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
-                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None), external_spec=spec)
+                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None), external_spec=spec,
+                 share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None))
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)
@@ -199,6 +209,9 @@ def add_parser(subparsers) -> None:
     up.add_argument("--dut-cpus", metavar="CPUS",
                     help="CPUs of the DUT's receive NAPI threads, hence its XDP programs (default: the "
                          "second half)")
+    up.add_argument("--share-cpus", action="store_true",
+                    help="run on CPUs another lab holds, and say so (default: refused, naming that lab; "
+                         "also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     up.add_argument("--no-gen-pass", action="store_true",
                     help="don't attach the XDP_PASS program to the generator ports")
     up.add_argument("--json", action="store_true", help="print the lab's status as JSON")

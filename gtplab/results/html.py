@@ -14,6 +14,7 @@ from typing import Any
 from gtplab.results import store as results
 from gtplab.results.analysis import (CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, dut_label, limit_text,
                                      value)
+from gtplab.results.layout import layout_text
 
 
 def _fmt(v: Any, scale: float = 1.0, digits: int = 4) -> str:
@@ -100,18 +101,16 @@ def _layout_html(r: Run) -> str:
     if not lay:
         return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
                 "from before layouts): the DUT's CPU cost is its host's.</p>")
-    ok = lay.get("honoured")
-    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
-           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
-           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
-           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
-                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
+    text, notes = layout_text(r.run, r.cases)
+    text = html.escape(text, quote=False).replace("The layout was NOT honoured", "<b>The layout was NOT honoured</b>").replace(
+        "Not applied:", "<b>Not applied:</b>")
+    txt = f"<p>{r.label}: DUT {html.escape(dut)}. {text}</p>"
     upf = lay.get("upf")
     if upf:
         txt += (f"<p>{r.label}: the UPF's own process (pid {upf.get('pid')}, {upf.get('threads')} threads: its "
                 f"control plane and runtime) ran on CPU(s) {', '.join(map(str, upf.get('cpus') or []))}; "
                 "its XDP program in the NAPI threads above.</p>")
-    for n in lay.get("notes") or []:
+    for n in notes:
         txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
     return txt
 

@@ -209,7 +209,7 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
         else:
             mode = dut or cfg.dut_mode
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
-                                "dut": mode}
+                                "dut": mode, "share_cpus": cfg.lab.get("share_cpus")}
             if mode == "external":
                 # the UPF the lab starts (gtplab/lab/external.py): the lab config says which, and how
                 if cfg.dut_mode != "external":
