@@ -57,7 +57,7 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
     if not d.is_dir():
         raise results.ResultsError(f"{d}: not a directory")
     run = results.read_run(d)
-    cases = results.read_cases(d)
+    cases = results.read_cases(d, run.get("uuid"))
     path = d / results.CASES_FILE
     lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
     seen: dict[str, int] = {}

@@ -431,7 +431,7 @@ class Pusher:
 def push_results_dir(results_dir: str, gateway_url: str, timeout: float = 5.0) -> tuple[int, int, str | None]:
     """Push every case of a results directory: (pushed, failed, first error or None)."""
     run = results.read_run(results_dir)
-    cases = results.read_cases(results_dir)
+    cases = results.read_cases(results_dir, run.get("uuid"))
     pushed = failed = 0
     first_error = None
     for case in cases:
