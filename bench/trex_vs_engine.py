@@ -89,7 +89,7 @@ def measure(generator: str, sizes: list[int], duration: float, max_trials: int) 
                         g = t["generator_cpu"]
                         cs = search.run(lambda load, s: r.trial(prep, load, s), [mlr.ndr()],
                                         min_load=search.DEFAULT_MIN_LOAD,
-                                        max_load=search.MaxLoad(t["offered_pps"], "generator", t),
+                                        max_load=search.MaxLoad(t["offered_pps"], "generator", (t,)),
                                         max_trials=max_trials)
                         v = search.verdict(cs)
                         out[(d, prep.params.actual_size)] = {

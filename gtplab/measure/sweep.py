@@ -176,7 +176,10 @@ def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Pr
                     max_trials=sr["max_trials"], disturbed=sr["disturbed"])
     v = search.verdict(cs, p.actual_size)
     notes.extend(v.notes)
-    trials = ([top.probe] if top.probe is not None else []) + cs.trials
+    trials = list(top.probes) + cs.trials
+    if len(top.probes) > 1:
+        notes.append(f"max load: {len(top.probes)} flat-out trials, the host disturbed "
+                     f"{sum(search.is_disturbed(t) for t in top.probes)}")
     best = search.recorded_trial(cs)
     extra: dict[str, Any] = {
         "goal": v.claim_goal, "goals": v.goals, "limit": v.limit,
@@ -231,7 +234,9 @@ def case_summary(rec: dict) -> str:
         r = rec["ndr"]
         line += f"; {rec['goal']} = {r['gbps_l1']:.2f} Gb/s L1 ({r['gbps_l2']:.2f} L2); limit: DUT"
     elif lim == "dut":
-        line += f"; limit: DUT, no {rec['goal']} above min load"
+        why = (goals.get(rec["goal"]) or {}).get("irregular")
+        line += (f"; limit: DUT, no {rec['goal']} "
+                 + ("above min load" if why == mlr.IRREGULAR_MIN_LOAD else "found within the budget"))
     elif lim:
         line += f"; limit: {lim}, no {rec['goal']} claimed"
     else:

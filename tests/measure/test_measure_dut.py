@@ -86,7 +86,7 @@ def test_search_ends_below_the_offered_rate(runner):
         top = search.max_load(trial)
         cs = search.run(trial, [goal], min_load=10e3, max_load=top, max_trials=6)
     v = search.verdict(cs, 64)
-    for t in [top.probe] + cs.trials:
+    for t in list(top.probes) + cs.trials:
         assert t["conservation"]["ok"], t["conservation"]["errors"]
     g = v.goals[goal.code]
     assert cs.trials[0]["search"]["load"] == top.pps and cs.trials[0]["search"]["high_loss"][goal.code], v.status

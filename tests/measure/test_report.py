@@ -248,20 +248,24 @@ def test_cli_prints_index_path_and_replaces_old_report(tmp_path, capsys):
 
 @pytest.mark.lab
 def test_report_from_a_real_sweep(tmp_path):
-    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 0.3 s trials)
+    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 5 s searches)
     ends by printing its report's path; the report and a comparison of the run with itself are
     complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--pcap-limit", "0", "--flamegraph", "--out", str(rdir)],
+                         "--duration", "0.3", "--search", "time_budget=5", "--pcap-limit", "0", "--flamegraph",
+                         "--out", str(rdir)],
                         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     index = rdir / "report" / "index.html"
     assert f"report: {index}" in cp.stdout.splitlines(), cp.stdout
     r = assert_all_referenced_files_exist(index)
-    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png"} <= set(r.imgs)
+    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png", "search.png"} <= set(r.imgs)
+    # 128 and 512 B have room for the latency trailer: latency at the PDR's shares, unless no PDR was found
+    if any((c.get("latency_pdr") or {}).get("points") for c in results.read_cases(rdir)):
+        assert "latency_pdr.png" in r.imgs
     assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
     cases = results.read_cases(rdir)
     assert len(cases) == 4
