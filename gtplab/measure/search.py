@@ -254,14 +254,16 @@ def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
 
 def recorded_trial(cs: CaseSearch) -> dict:
     """The trial a case's contract fields (offered, received, loss, latency, DUT cost) come from: the
-    last counted full-length trial at the first goal's relevant lower bound; without one, the
+    last counted full-length trial at the first goal's relevant lower bound, a low-loss one if there
+    is one (a Lower Bound may have a high-loss trial within its exceed ratio); without one, the
     counted trial at the lowest load (else any trial at the lowest load, else the max load probe)."""
     first = cs.result.goals[0]
     if first.lower is not None:
         at = [t for t in cs.trials if t["search"]["load"] == first.lower and cs.counted(t)
               and t["search"]["duration"] >= first.goal.final_trial_duration * (1 - 1e-9)]
-        if at:
-            return at[-1]
+        low = [t for t in at if not t["search"]["high_loss"][first.goal.code]]
+        if low or at:
+            return (low or at)[-1]
     pool = [t for t in cs.trials if cs.counted(t)] or cs.trials
     if pool:
         return min(pool, key=lambda t: t["search"]["load"])

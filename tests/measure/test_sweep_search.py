@@ -289,3 +289,51 @@ def test_the_recorded_trial_is_at_the_claimed_rate():
     rec = case(FakeRunner(capacity=300e3, gen_max=1e6))
     at = [t for t in searched(rec) if t["search"]["load"] == rec["goals"]["NDR"]["lower_pps"]]
     assert at and rec["tx_packets"] == at[-1]["tx_packets"] and rec["loss_ratio"] == 0
+
+
+@pytest.mark.lab
+def test_a_real_sweep_searches_both_goals_and_every_trial_is_conserved(tmp_path):
+    """A short real `gtplab sweep` (embedded lab, 128 B both directions, 6 s searches): the result
+    line names the goals, every trial of the search and of the latency loads has exact packet
+    conservation, and the case records are what docs/results.md says."""
+    import json
+    import subprocess
+    import sys
+    from gtplab.results import store as results
+    from tests.lib import REPO
+    out = tmp_path / "r"
+    cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128", "--directions",
+                         "uplink,downlink", "--flows", "64", "--search", "time_budget=6", "--duration", "0.3",
+                         "--pcap-limit", "0", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    cases = results.read_cases(out, run["uuid"])
+    assert len(cases) == 2 and not (out / results.LOCK_FILE).exists()
+    lines = [ln for ln in cp.stderr.splitlines() if re.match(r"\[\d/2\] \S+-search: ", ln)]
+    assert len(lines) == 2 and all("NDR " in ln and "PDR0.5 " in ln for ln in lines), cp.stderr[-3000:]
+    for c in cases:
+        assert c["run_uuid"] == run["uuid"] and c["conservation_ok"], c["notes"]
+        for t in c["trials"]:
+            k = t["conservation"]
+            assert k["ok"] and k["errors"] == [] and k["dut_rx_source"] == "ingress interface", (t["phase"], k)
+            assert k["gen_tx"] == t["tx_packets"] > 0 and k["gen_rx"] == t["rx_packets"]
+            assert k["gen_tx"] == k["dut_rx"] + k["link_in_lost"] and k["fwd"] == k["gen_rx"] + k["link_out_lost"]
+        phases = [t["phase"] for t in c["trials"]]
+        assert phases[0] == "max load" and phases.count("search") >= 2
+        s = [t for t in c["trials"] if t["phase"] == "search"]
+        sr = c["search"]
+        assert s[0]["search"]["load"] == sr["max_load"] == pytest.approx(c["trials"][0]["offered_pps"])
+        assert all(sr["min_load"] <= t["search"]["load"] <= sr["max_load"] for t in s)
+        assert sr["search_time_s"] <= 6 + 1e-9 and sr["trial_count"] == len(s)
+        assert set(c["goals"]) == {"NDR", "PDR0.5"} and c["goal"] == "NDR"
+        assert c["limit"] in ("dut", "generator (transmit)", "generator (receive)", "host busy", None)
+        ndr = c["goals"]["NDR"]
+        if ndr["lower_pps"] is not None and ndr["upper_pps"] is not None:
+            assert ndr["lower_pps"] < ndr["upper_pps"]
+        assert (c["ndr_pps"] is not None) == (c["limit"] == "dut" and ndr["lower_pps"] is not None)
+        lat = c["latency_pdr"]
+        if lat["pdr_pps"] is None:
+            assert lat["points"] == {} and phases.count("latency") == 0
+        else:       # 128 B carries the latency trailer both ways
+            assert list(lat["points"]) == ["0", "10", "50", "90"] and phases.count("latency") == 4
+            assert all(p["latency_us"]["p50"] is not None for p in lat["points"].values())
