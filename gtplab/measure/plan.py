@@ -41,9 +41,11 @@ UNDERSIZE = ("clamp", "skip", "error")
 
 
 # the search (rate mode search: MLRsearch, RFC 9971; docs/sweep.md, docs/mlrsearch.md)
-SEARCH_KEYS = {"goals", "min_load", "max_load", "time_budget", "max_trials", "disturbed", "latency_at"}
+SEARCH_KEYS = {"goals", "min_load", "max_load", "time_budget", "max_trials", "disturbed", "latency_at",
+               "latency_duration"}
 SEARCH_DEFAULTS = {"goals": ["ndr", "pdr"], "min_load": 10e3, "max_load": None, "time_budget": None,
-                   "max_trials": None, "disturbed": "exclude", "latency_at": [0, 10, 50, 90]}
+                   "max_trials": None, "disturbed": "exclude", "latency_at": [0, 10, 50, 90],
+                   "latency_duration": 0.25}
 
 
 SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
@@ -73,7 +75,7 @@ class CaseParams:
     checksum: str = "on"                  # outer UDP checksum: on | off
     rate_mode: str = "fixed"              # fixed | search
     rate: Any = "100%"                    # fixed: pps (number) or a TRex mult string
-    duration: float = 1.0                 # fixed: the trial; search: each latency trial
+    duration: float = 1.0                 # fixed: the trial (a search's trials are its goals')
     latency: bool = True
     case_id: str = ""
     order: str = "seq"                    # seq | random: the order the traffic hits the bearers
@@ -218,7 +220,7 @@ def _search(sr, bad) -> dict[str, Any]:
     """The spec's `search`, defaults filled in: goals as full records (every RFC 9971 attribute and
     the code; a preset name or a record with an optional preset in the spec), loads in pps, the time
     budget in seconds (null: mlrsearch.default_time_budget of the goals), max_trials, the disturbed
-    trials' policy, the latency loads in % of the PDR."""
+    trials' policy, the latency loads in % of the PDR and the seconds of each latency trial."""
     if sr is None:
         sr = {}
     if not isinstance(sr, dict):
@@ -274,6 +276,10 @@ def _search(sr, bad) -> dict[str, Any]:
     if not all(_number(x) and 0 <= x < 100 for x in la) or len(set(la)) != len(la):
         bad(f"search.latency_at {s['latency_at']!r}: a list of distinct % of the PDR, 0 (idle) .. 99")
     s["latency_at"] = sorted(la)
+    ld = s["latency_duration"]
+    if not _number(ld) or not 0.05 <= ld <= 60:
+        bad(f"search.latency_duration {ld!r}: seconds per latency trial, 0.05..60")
+    s["latency_duration"] = float(ld)
     return s
 
 
@@ -364,6 +370,9 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
     if s.get("rate_mode") == "fixed" and given:
         raise UserError(f"{given[0]}: the rate mode is fixed (one trial per case); the search runs with rate_mode "
                         "search (--rate-mode search)")
+    if s.get("rate_mode") == "search" and args.duration is not None:
+        raise UserError("--duration: seconds of a fixed-rate trial; a search's trials last what its goals say "
+                        "(--goals), its latency trials search.latency_duration (--search latency_duration=S)")
     if args.pcap_limit is not None:
         s["pcap_limit"] = args.pcap_limit
     if args.no_latency:
@@ -392,7 +401,16 @@ def parse_search(text: str) -> dict[str, Any]:
     """--search KEY=VALUE[,KEY=VALUE...]: search keys other than goals, each value read as YAML
     (min_load=20000,time_budget=20,max_load=null); checked by validate."""
     out: dict[str, Any] = {}
-    for part in (x.strip() for x in text.split(",")):
+    parts, depth, cur = [], 0, ""
+    for ch in text:                 # commas inside [...] or {...} belong to the value
+        depth += (ch in "[{") - (ch in "]}")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for part in (x.strip() for x in parts):
         if not part:
             continue
         key, sep, val = part.partition("=")

@@ -193,7 +193,7 @@ def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Pr
         def on_point(key, load):
             if progress:
                 progress.update(f"latency at {key} % of the PDR: {_rate(load)}")
-        lat, lt = search.latency_points(trial, cs, v, sr["latency_at"], duration=p.duration,
+        lat, lt = search.latency_points(trial, cs, v, sr["latency_at"], duration=sr["latency_duration"],
                                         idle=sr["min_load"], on_point=on_point)
         extra["latency_pdr"] = lat
         if lat.get("note"):
@@ -650,14 +650,15 @@ def add_parser(subparsers) -> None:
     g.add_argument("--rate-mode", choices=RATE_MODES,
                    help="fixed: one trial at --rate; search: MLRsearch (RFC 9971) of the goals")
     g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")
-    g.add_argument("--duration", type=float, help="seconds per trial at a fixed rate, and per latency trial of "
-                                                  "a search (the goals set the search's trial durations)")
+    g.add_argument("--duration", type=float, help="seconds of the trial at a fixed rate (a search's trials: its "
+                                                  "goals'; its latency trials: --search latency_duration=S)")
     g.add_argument("--goals", metavar="GOALS",
                    help="search goals: presets ndr,pdr,rfc2544 separated by commas, or a YAML list of presets "
                         "and goal records: '[ndr, {preset: pdr, loss_ratio: 0.001}]' (default: ndr,pdr)")
     g.add_argument("--search", metavar="KEY=V,..",
                    help="search keys: min_load, max_load (pps), time_budget (s per case), max_trials, "
-                        "disturbed (exclude|count), latency_at (%% of the PDR), e.g. time_budget=20,min_load=5e4")
+                        "disturbed (exclude|count), latency_at (%% of the PDR), latency_duration (s), e.g. "
+                        "time_budget=20,min_load=5e4,latency_at=[0,90]")
     g.add_argument("--max-trials", type=int, help="search: most trials per case (= --search max_trials=N)")
     g.add_argument("--pcap-limit", type=int, help="frames captured per case (0: none)")
     g.add_argument("--no-latency", action="store_true", help="no latency stream")

@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -131,12 +132,17 @@ class ClaimError(ResultsError):
     """The results directory is claimed by another sweep (the message names it)."""
 
 
-def _owner_text(raw: str) -> str:
+def _owner(raw: str) -> dict[str, Any] | None:
     try:
         o = json.loads(raw)
     except ValueError:
-        o = None
-    if not isinstance(o, dict):
+        return None
+    return o if isinstance(o, dict) else None
+
+
+def _owner_text(raw: str) -> str:
+    o = _owner(raw)
+    if o is None:
         return "another process (it has not said which yet)"
     return (f"sweep {o.get('run_uuid', '?')} (pid {o.get('pid', '?')} on {o.get('host', '?')}, "
             f"since {o.get('started', '?')})")
@@ -183,7 +189,12 @@ def claim(results_dir: str | os.PathLike, owner: dict[str, Any]) -> Claim:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
+                # the owner writes its record right after it locked: give it that moment
+                deadline = time.monotonic() + 1.0
                 raw = os.pread(fd, 4096, 0).decode(errors="replace")
+                while not _owner(raw) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    raw = os.pread(fd, 4096, 0).decode(errors="replace")
             finally:
                 os.close(fd)
             raise ClaimError(f"results directory {d} is being written by {_owner_text(raw)}: two sweeps "

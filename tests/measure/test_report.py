@@ -255,7 +255,7 @@ def test_report_from_a_real_sweep(tmp_path):
     import sys
     rdir = tmp_path / "sweep"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--search", "time_budget=5", "--pcap-limit", "0", "--flamegraph",
+                         "--search", "time_budget=5,latency_duration=0.2", "--pcap-limit", "0", "--flamegraph",
                          "--out", str(rdir)],
                         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]

@@ -145,7 +145,7 @@ def test_the_sweep_holds_its_claim_for_the_run_and_releases_it(tmp_path):
 def test_every_case_line_carries_the_run_id(tmp_path):
     cfg = labconfig.load("embedded")
     spec = plan.validate({"frame_sizes": [128, 256], "directions": ["uplink"], "rate_mode": "search",
-                           "duration": 0.1, "pcap_limit": 0, "search": {"latency_at": []}})
+                           "pcap_limit": 0, "search": {"latency_at": []}})
     cases, _ = plan.plan(spec)
     run = {"uuid": "3f2c9a1e-0000-4000-8000-00000000000a", "started": "2026-01-01T00:00:00+00:00",
            "backend": "local", "lab": "embedded", "host": "h", "cpu_layout": None, "notes": []}

@@ -24,7 +24,7 @@ CFG = labconfig.load("embedded")
 def case(fr: FakeRunner, size: int = 512, direction: str = "uplink", **search_keys) -> dict:
     """One searched case through sweep.run_case, with the fake runner."""
     spec = plan.validate({"frame_sizes": [size], "directions": [direction], "rate_mode": "search",
-                           "duration": 0.2, "pcap_limit": 0, "scale": None, "search": search_keys})
+                           "pcap_limit": 0, "scale": None, "search": {"latency_duration": 0.2, **search_keys}})
     (p,) = plan.plan(spec)[0]
     return sweep.run_case(fr, p, spec, CFG, None, None)
 
@@ -303,7 +303,7 @@ def test_a_real_sweep_searches_both_goals_and_every_trial_is_conserved(tmp_path)
     from tests.lib import REPO
     out = tmp_path / "r"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128", "--directions",
-                         "uplink,downlink", "--flows", "64", "--search", "time_budget=6", "--duration", "0.3",
+                         "uplink,downlink", "--flows", "64", "--search", "time_budget=6,latency_duration=0.2",
                          "--pcap-limit", "0", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())

@@ -144,8 +144,8 @@ def test_search_defaults_and_overrides():
     assert [g["code"] for g in sr["goals"]] == ["NDR", "PDR0.5"]
     assert sr["goals"][1] == {"code": "PDR0.5", "loss_ratio": 0.005, "exceed_ratio": 0.5, "final_trial_duration": 0.5,
                               "duration_sum": 1.0, "width": 0.02, "initial_trial_duration": 0.5}
-    assert (sr["min_load"], sr["max_load"], sr["time_budget"], sr["max_trials"], sr["disturbed"], sr["latency_at"]) \
-        == (10e3, None, None, None, "exclude", [0, 10, 50, 90])
+    assert (sr["min_load"], sr["max_load"], sr["time_budget"], sr["max_trials"], sr["disturbed"], sr["latency_at"],
+            sr["latency_duration"]) == (10e3, None, None, None, "exclude", [0, 10, 50, 90], 0.25)
     assert json.loads(json.dumps(s)) == s and plan.validate(s) == s
     assert [g.code for g in plan.goals(sr)] == ["NDR", "PDR0.5"]
     assert all(c.case_id.endswith("-search") and c.rate_mode == "search" for c in plan.plan(s)[0])
@@ -154,18 +154,22 @@ def test_search_defaults_and_overrides():
     assert o["search"]["goals"][0]["final_trial_duration"] == 60.0
     o = plan.apply_overrides(s, _args(goals="[ndr, {preset: pdr, loss_ratio: 0.001}, {final_trial_duration: 2, "
                                             "duration_sum: 4}]",
-                                      search="min_load=5e4, time_budget=20,max_load=2000000,latency_at=50",
+                                      search="min_load=5e4, time_budget=20,max_load=2000000,latency_at=[50, 0]",
                                       max_trials=9))
     assert [g["code"] for g in o["search"]["goals"]] == ["NDR", "PDR0.1", "2f4d0l50e"]
     assert (o["search"]["min_load"], o["search"]["time_budget"], o["search"]["max_load"], o["search"]["max_trials"],
-            o["search"]["latency_at"]) == (5e4, 20.0, 2e6, 9, [50])
+            o["search"]["latency_at"]) == (5e4, 20.0, 2e6, 9, [0, 50])
+    assert plan.apply_overrides(s, _args(search="latency_at=90"))["search"]["latency_at"] == [90]
+    assert plan.apply_overrides(s, _args(search="latency_at=[]"))["search"]["latency_at"] == []
     for kw, msg in (({"goals": "[ndr"}, "--goals .*not a YAML list"), ({"goals": "ndr,ndr"}, "two goals with the code NDR"),
                     ({"goals": "fastest"}, "unknown preset 'fastest'"), ({"search": "min_load"}, "KEY=VALUE"),
                     ({"search": "speed=1"}, "--search: unknown key 'speed'"),
                     ({"search": "goals=ndr"}, "give the goals with --goals"),
                     ({"search": "min_load=-1"}, "search.min_load -1"),
                     ({"goals": "ndr", "rate_mode": "fixed"}, "--goals: the rate mode is fixed"),
-                    ({"max_trials": 3, "rate_mode": "fixed"}, "--max-trials: the rate mode is fixed")):
+                    ({"max_trials": 3, "rate_mode": "fixed"}, "--max-trials: the rate mode is fixed"),
+                    ({"duration": 0.3}, "--duration: seconds of a fixed-rate trial; a search's trials"),
+                    ({"search": "latency_duration=0"}, "search.latency_duration 0")):
         with pytest.raises(UserError, match=msg):
             plan.apply_overrides(s, _args(**kw))
 
@@ -310,7 +314,7 @@ def test_lab_config_errors(tmp_path, monkeypatch):
 def test_run_case_records_contract_fields_and_trials(tmp_path):
     cfg = labconfig.load("embedded")
     spec = plan.validate({"frame_sizes": [64, 128], "directions": ["uplink"], "rate_mode": "search",
-                           "duration": 0.1, "pcap_limit": 8})
+                           "pcap_limit": 8, "search": {"latency_duration": 0.1}})
     p, p128 = plan.plan(spec)[0]
     fr = FakeRunner()
     results.write_run(tmp_path, {"uuid": "u", "started": "2026-01-01T00:00:00+00:00", "backend": "local",
@@ -325,7 +329,7 @@ def test_run_case_records_contract_fields_and_trials(tmp_path):
     # the recorded trial is the last full-length one at NDR's relevant lower bound: no loss, at most 300 kpps
     assert rec["rate_mode"] == "search" and rec["loss_ratio"] == 0 and 294e3 <= rec["offered_pps"] <= 300e3 * (1 + 1e-9)
     assert rec["offered_pps"] == rec["goals"]["NDR"]["lower_pps"] == rec["ndr_pps"] and rec["goal"] == "NDR"
-    assert rec["duration_s"] == 0.5          # the goals' trial duration, not the spec's (latency) one
+    assert rec["duration_s"] == 0.5          # the goals' trial duration, not the spec's (fixed rate) one
     assert len(rec["trials"]) == len(fr.asked) > 2 and rec["conservation_ok"]
     assert [t["phase"] for t in rec["trials"]][:2] == ["max load", "search"]
     # 82 B uplink has no room for the latency trailer: no latency trials, and said so

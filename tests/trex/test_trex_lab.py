@@ -182,7 +182,7 @@ def test_sweep_backend_trex(trex_lab, tmp_path):
     out = tmp_path / "res"
     cp = subprocess.run(GTPLAB + ["sweep", "--backend", "trex", "--lab", trex_lab.name, "--lab-config",
                                   "embedded-trex", "--sizes", "512", "--directions", "uplink,downlink",
-                                  "--flows", "64", "--rate-mode", "search", "--duration", "0.5",
+                                  "--flows", "64", "--rate-mode", "search",
                                   "--max-trials", "2", "--search", "latency_at=[]", "--pcap-limit", "32",
                                   "--no-scale", "--out", str(out)],
                         capture_output=True, text=True, timeout=600, cwd=REPO)
