@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gtplab.errors import UserError
 from gtplab.measure import mlrsearch as mlr
+from gtplab.measure.runner import GENERATOR_BOUND_RATIO
 from gtplab.rates import wire_rates
 
 # trial(load pps or None for flat out, seconds) -> a trial dict as Runner.trial returns it
@@ -196,6 +197,16 @@ def disturbance(cs: CaseSearch) -> dict[str, Any]:
             "reasons": dict(reasons.most_common()), "worst": worst}
 
 
+def shortfall(cs: CaseSearch) -> dict[str, Any]:
+    """How often the generator sent less than the load asked (below GENERATOR_BOUND_RATIO of it, as
+    the runner's generator_bound says): such a trial's shortfall is loss (trial_output). The trials,
+    the short ones, and the median share of the load the short ones sent."""
+    short = [t for t in cs.trials if t.get("generator_bound")]
+    shares = sorted(t["offered_pps"] / t["search"]["load"] for t in short if t.get("offered_pps") is not None)
+    return {"trials": len(cs.trials), "short": len(short),
+            "median_share": shares[len(shares) // 2] if shares else None}
+
+
 def host_busy_text(d: dict[str, Any]) -> str:
     """The figures of a host-busy case, in words: 'host busy: 9 of 14 trials disturbed (64 % of the
     trial time): <the commonest reasons>'."""
@@ -219,11 +230,13 @@ class Verdict:
     status: str
     notes: list[str]
     disturbance: dict[str, Any]
+    shortfall: dict[str, Any]
 
 
 def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
     res = cs.result
     dist = disturbance(cs)
+    short = shortfall(cs)
     goals: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
     for g in res.goals:
@@ -243,13 +256,17 @@ def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
     elif lim in GENERATOR_LIMITS or lim == "max load":
         notes.append(f"{first.code}: {lim} set the result: the DUT's is above {_mpps(first.lower or first.upper)} "
                      f"Mpps, max load {_mpps(cs.max_load.pps)} Mpps ({cs.max_load.describe()})")
+    if short["short"]:
+        notes.append(f"the generator sent less than {GENERATOR_BOUND_RATIO:.0%} of the load asked in {short['short']} "
+                     f"of {short['trials']} trials (those sent {short['median_share']:.0%} of it, median): their "
+                     "shortfall counts as loss (RFC 9971 4.9.1); a generator whose CPU other tasks take falls short")
     if res.disturbed_trials and not res.host_busy:
         notes.append(f"{res.disturbed_trials} of {len(res.trials)} trials disturbed by the host "
                      f"({'excluded from' if res.disturbed_policy == 'exclude' else 'counted in'} the search)")
     status = (f"MLRsearch {res.stop}: " + ", ".join(
         f"{g.code} {'regular' if g.regular else 'irregular (' + IRREGULAR_SHORT.get(g.irregular, g.irregular) + ')'}"
         for g in res.goals))
-    return Verdict(goals, lim, goals[first.code]["claimed_pps"], first.code, status, notes, dist)
+    return Verdict(goals, lim, goals[first.code]["claimed_pps"], first.code, status, notes, dist, short)
 
 
 def recorded_trial(cs: CaseSearch) -> dict:

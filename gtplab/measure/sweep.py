@@ -186,7 +186,7 @@ def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Pr
         "generator_bound": v.limit in search.GENERATOR_LIMITS or v.limit == "max load",
         "ndr_pps": v.claim, "ndr": wire_rates(v.claim, p.actual_size),
         "search": {**cs.result.as_dict(trials=False), "max_load_source": top.source,
-                   "goals": [g.code for g in cs.goals]},
+                   "goals": [g.code for g in cs.goals], "generator_short": v.shortfall},
         "disturbance": v.disturbance,
     }
     if spec["latency"] and prep.latency and sr["latency_at"]:
@@ -238,7 +238,10 @@ def case_summary(rec: dict) -> str:
         line += (f"; limit: DUT, no {rec['goal']} "
                  + ("above min load" if why == mlr.IRREGULAR_MIN_LOAD else "found within the budget"))
     elif lim:
-        line += f"; limit: {lim}, no {rec['goal']} claimed"
+        sh = (rec.get("search") or {}).get("generator_short") or {}
+        why = (f" (it sent less than the load asked in {sh['short']} of {sh['trials']} trials, "
+               f"{sh['median_share']:.0%} of it)" if lim == "generator (transmit)" and sh.get("short") else "")
+        line += f"; limit: {lim}{why}, no {rec['goal']} claimed"
     else:
         line += f"; limit: not found ({rec['status']})"
     line += f"; {n} trials" + (f" ({d['disturbed']} disturbed)" if d.get("disturbed") else "") + cpu

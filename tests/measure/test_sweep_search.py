@@ -121,6 +121,11 @@ def test_a_load_the_generator_could_not_send_is_never_the_duts_rate():
     ndr = rec["goals"]["NDR"]
     assert ndr["lower_pps"] <= 450e3 / 0.97 and ndr["upper_pps"] > 450e3
     assert rec["limit"] == "generator (transmit)" and rec["ndr_pps"] is None
+    # the case says how often and by how much the generator fell short
+    sh = rec["search"]["generator_short"]
+    assert sh["short"] == len(short) and sh["median_share"] < 0.97
+    assert any(n.startswith(f"the generator sent less than 97% of the load asked in {sh['short']} of") for n in rec["notes"])
+    assert f"limit: generator (transmit) (it sent less than the load asked in {sh['short']} of" in sweep.case_summary(rec)
 
 
 def test_min_load_an_upper_bound_claims_nothing():
