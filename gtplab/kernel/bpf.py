@@ -4,7 +4,7 @@ Only what gtplab needs, with no dependency beyond the C library. Every call rais
 errno and a message naming what failed. Layouts follow include/uapi/linux/bpf.h.
 
 Used by gtplab.dut (the PGW-U's pinned maps), gtplab.lab.topology (the generator's XDP_PASS
-program), gtplab.traffic.engine.client (its maps), tests and bench/.
+program), gtplab.traffic.engine (its maps), tests and bench/.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """libbpf through ctypes, for the BPF objects gtplab loads into this process: load an object, attach
 XDP, enter namespaces. No policy: which object, which interface, which namespace is the caller's.
-Used by the traffic engine (gtplab.traffic.engine.client: trafficgen.bpf.o) and the reference
+Used by the traffic engine (gtplab.traffic.engine: trafficgen.bpf.o) and the reference
 forwarder (gtplab.dut.fwd: fwd.bpf.o).
 
 - BpfObject loads a BPF object file (e.g. trafficgen.bpf.o) with libbpf (through ctypes, libbpf1 is a

@@ -21,7 +21,8 @@ from gtplab.kernel import libbpf as kernel
 from gtplab.rates import RateError, parse_mult
 from gtplab.traffic.engine import EngineError, compile_stream
 from gtplab.traffic.engine import vm
-from gtplab.traffic.engine.client import BPF_OBJ, _bucket_hi, _percentile
+from gtplab.traffic.engine.port import BPF_OBJ
+from gtplab.traffic.engine.stats import _bucket_hi, _percentile
 from tests.lib.streams import (GTP_TEID_OFF, GTPU_PKT, INNER_IP, INNER_SRC, TCP_PKT, UDP_PKT, VLAN_PKT, assert_checksums,
                                 fastrand, fv, rand_values, stream, trex_dec, trex_inc, wr)
 
@@ -161,7 +162,7 @@ def test_flow_var_value_list_at_trex_limit(obj):
 @pytest.mark.bpf
 def test_long_value_list_runs_from_the_frame_cache(obj):
     """A list of 1024 TEIDs repeats every 1024 frames: prebuilt, and the same bytes as per packet."""
-    from gtplab.traffic.engine.client import install_cache, prebuild_frames
+    from gtplab.traffic.engine.streams import install_cache, prebuild_frames
     values = random.Random(1024).sample(range(1, 1 << 32), 1024)
     ins = {"type": "flow_var", "name": "t", "size": 4, "op": "inc", "value_list": values, "step": 1,
            "next_var": None, "split_to_cores": True}
@@ -490,7 +491,7 @@ def test_frame_cache_sends_exactly_what_the_program_makes(obj):
     """Two and a half periods, frame for frame: the program run per packet and the prebuilt
     frames copied in turn (a DUT scribbling over the recycled frames in between) are the same
     bytes; cached, the variables no longer move, the cache position does."""
-    from gtplab.traffic.engine.client import install_cache, prebuild_frames
+    from gtplab.traffic.engine.streams import install_cache, prebuild_frames
     js = _uplink_like()
     cs = compile_stream(js)
     assert cs.period() == 40

@@ -6,7 +6,7 @@ Runs in its own process because lbr-trex-client puts its bundled scapy 2.4.3 fir
 Prints a JSON list of STLStream.to_json() dicts (with "name" when the stream has one); on error
 prints one line to stderr and exits 2.
 
-Run by gtplab.traffic.engine.client.load_profile_streams (LocalClient.load_profile); it loads
+Run by gtplab.traffic.engine.streams.load_profile_streams (LocalClient.load_profile); it loads
 TRex *profiles* into *streams*, hence its name.
 """
 

@@ -11,6 +11,9 @@ them: answers the UPF's heartbeats and reports, sends its own heartbeats, re-est
 restart, until --duration ends or Ctrl-C / SIGTERM. Then deletes every session (prints the usage
 reports with --urr) and releases the association (a UPF that does not answer the release is a
 warning). The first error is the one printed; what failed while cleaning up after it is added to it.
+
+It lives in gtplab/cli/, not in pfcp/, because it reads lab configs (gtplab.lab.config), which check
+their dut.pfcp section with gtplab.pfcp.provision: pfcp/ stays below lab/ (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -2,9 +2,13 @@
 
 Each command lives in its own module, which defines `add_parser(subparsers)`; that function creates
 the subcommand's parser and sets `func=<handler(args) -> int>` on it. Add a module to COMMANDS to
-make its command appear. main() only dispatches; no other gtplab module imports this one (the errors
-it turns into exit statuses are in gtplab.errors). Used by `gtplab` (pyproject's script) and
+make its command appear. main() only dispatches; no other gtplab module imports this package (the
+errors it turns into exit statuses are in gtplab.errors). Used by `gtplab` (pyproject's script) and
 `python -m gtplab`.
+
+A command module sits in the folder of what it drives when that folder holds all it uses (lab/cli.py,
+measure/sweep.py, ...). A command line that reads from above its own folder lives here, on top of
+every layer: pfcp.py, `gtplab pfcp`, reads a lab config (lab/), which is above pfcp/.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ COMMANDS: list[str] = [
     "gtpu.bearers",
     "results.report",
     "measure.sweep",
-    "pfcp.cli",
+    "cli.pfcp",
 ]
 
 
