@@ -254,7 +254,7 @@ def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
     if res.host_busy:
         notes.append(host_busy_text(dist) + "; no result is claimed (the DUT's limit was not measured)")
     elif lim in GENERATOR_LIMITS or lim == "max load":
-        notes.append(f"{first.code}: {lim} set the result: the DUT's is above {_mpps(first.lower or first.upper)} "
+        notes.append(f"{first.code}: {lim} set the result: the DUT's is at least {_mpps(first.upper or first.lower)} "
                      f"Mpps, max load {_mpps(cs.max_load.pps)} Mpps ({cs.max_load.describe()})")
     if short["short"]:
         notes.append(f"the generator sent less than {GENERATOR_BOUND_RATIO:.0%} of the load asked in {short['short']} "
