@@ -3,6 +3,7 @@
 """How many PFCP session establishments (and deletions) per second `pgwu pfcp` serves. Prints ONE table.
 
     sudo .venv/bin/python bench/pfcp_agent_bench.py [--sessions 20000] [--windows 1,8,32,128] [--markdown]
+        [--pgwu PATH] [--json]
 
 A PGW-U is loaded in a unique pin dir (removed afterwards), the agent runs on 127.0.0.1 pinned to
 --agent-cpu, the client on --client-cpu. The client keeps a window of N requests in flight: it sends
@@ -27,6 +28,7 @@ and in docs/pfcp.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import secrets
@@ -41,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.lib import pfcp_msgs as M  # noqa: E402
+from tests.lib import pfcp_smf_msgs as S  # noqa: E402
 from gtplab.dut.dataplane import pgwu_binary  # noqa: E402
 
 PGWU = str(pgwu_binary())
@@ -62,11 +65,14 @@ def marker_offset(b: bytes, value: bytes) -> int:
 
 
 class Templates:
-    """Establishment / deletion requests as bytes, with the offsets of the fields patched per message."""
+    """Establishment / deletion requests as bytes, with the offsets of the fields patched per message.
+    shape "bearer": tests/lib/pfcp_msgs.py's one-bearer session; "smf": tests/lib/pfcp_smf_msgs.py's (3 QERs,
+    2 URRs, SDF Filters, the downlink FAR dropping with a placeholder outer header)."""
 
-    def __init__(self):
+    def __init__(self, shape: str = "bearer"):
         ue_marker, seid_marker = "10.45.171.205", 0x5EED5EED5EED5EED
-        est = bytearray(bytes(M.establish(1, seid_marker, ue_marker)))
+        build = M.establish if shape == "bearer" else S.establish
+        est = bytearray(bytes(build(1, seid_marker, ue_marker)))
         ue_b = socket.inet_aton(ue_marker)
         self.ue_offs = [m.start() for m in re.finditer(re.escape(ue_b), bytes(est))]
         assert len(self.ue_offs) == 2, "the UE address is in the uplink and the downlink PDR"
@@ -143,14 +149,21 @@ def main() -> int:
     ap.add_argument("--agent-cpu", type=int, default=0, help="CPU the agent runs on (default 0)")
     ap.add_argument("--client-cpu", type=int, default=1, help="CPU the client runs on (default 1)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument("--json", action="store_true", help="print the rows as one JSON object instead")
+    ap.add_argument("--shape", choices=("bearer", "smf"), default="bearer",
+                    help="the sessions: bearer (one PDR and FAR per direction, default) or smf (3 QERs, "
+                    "2 URRs, SDF Filters, a dropping downlink FAR: what an SMF sends first)")
+    ap.add_argument("--pgwu", default=PGWU, help=f"the pgwu binary to measure (default {PGWU}), e.g. another "
+                    "build's, to compare two agents run after run")
     a = ap.parse_args()
+    pgwu = a.pgwu
 
     pin = f"/sys/fs/bpf/gtplab-pfcpbench-{secrets.token_hex(4)}"
     agent = None
     try:
-        subprocess.run([PGWU, "-d", pin, "load", "--max-bearers", str(max(65536, a.sessions)),
+        subprocess.run([pgwu, "-d", pin, "load", "--max-bearers", str(max(65536, a.sessions)),
                         "--local-addr", M.GTPU_ADDR, "--no-fib-cache"], check=True, capture_output=True)
-        agent = subprocess.Popen(["taskset", "-c", str(a.agent_cpu), PGWU, "-d", pin, "pfcp", "--listen",
+        agent = subprocess.Popen(["taskset", "-c", str(a.agent_cpu), pgwu, "-d", pin, "pfcp", "--listen",
                                   "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
         m = re.search(r"listening on ([\d.]+):(\d+)", agent.stdout.readline())
         addr = (m.group(1), int(m.group(2)))
@@ -161,20 +174,25 @@ def main() -> int:
         sock.settimeout(5)
         sock.sendto(bytes(M.assoc_setup(1)), addr)
         sock.recv(2048)
-        tpl = Templates()
+        tpl = Templates(a.shape)
         rows, seq = [], 10
         for w in [int(x) for x in a.windows.split(",")]:
             res, seq = run_window(sock, addr, tpl, a.sessions, w, agent.pid, seq)
             rows.append((w, res))
-        left = subprocess.run([PGWU, "-d", pin, "stats", "--json"], capture_output=True, text=True).stdout
+        left = subprocess.run([pgwu, "-d", pin, "stats", "--json"], capture_output=True, text=True).stdout
         assert '"uplink": 0, "downlink": 0' in left, "sessions left behind"
     finally:
         if agent:
             agent.terminate()
             agent.wait(10)
-        subprocess.run([PGWU, "-d", pin, "unload"], capture_output=True)
+        subprocess.run([pgwu, "-d", pin, "unload"], capture_output=True)
         shutil.rmtree(pin, ignore_errors=True)
 
+    if a.json:
+        print(json.dumps({"pgwu": pgwu, "shape": a.shape, "sessions": a.sessions, "load": os.getloadavg()[0],
+                          "rows": {w: {ph: dict(zip(("per_s", "agent_us", "client_us"), v)) for ph, v in res.items()}
+                                   for w, res in rows}}))
+        return 0
     hdr = ["window", "heartbeat/s", "establish/s", "x hb", "agent us", "client us", "delete/s", "x hb",
            "agent us", "client us"]
     lines = []
@@ -182,7 +200,7 @@ def main() -> int:
         h, e, d = res["heartbeat"], res["establish"], res["delete"]
         lines.append([str(w), f"{h[0]:,.0f}", f"{e[0]:,.0f}", f"{e[0] / h[0]:.2f}", f"{e[1]:.1f}", f"{e[2]:.1f}",
                       f"{d[0]:,.0f}", f"{d[0] / h[0]:.2f}", f"{d[1]:.1f}", f"{d[2]:.1f}"])
-    print(f"pgwu pfcp, {a.sessions} sessions per row, agent on CPU {a.agent_cpu}, client on CPU {a.client_cpu}, "
+    print(f"pgwu pfcp, {a.sessions} {a.shape} sessions per row, agent on CPU {a.agent_cpu}, client on CPU {a.client_cpu}, "
           f"load average {os.getloadavg()[0]:.1f}")
     if a.markdown:
         print("| " + " | ".join(hdr) + " |")

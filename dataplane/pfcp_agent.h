@@ -26,40 +26,72 @@
 #include "pgwu_cli.h"
 #include "pfcp_msg.h"
 
-#define RESP_MAX 1024		/* our largest answer: an association response with a 255-octet FQDN */
-#define MAX_ASSOC 64
+#define RESP_MAX 1024		/* our largest answer: a deletion with 8 usage reports (~680 octets)
+				 * or an association response with a 255-octet FQDN */
+#define MAX_ASSOC PFCP_MAX_PEERS
+#define LOG_INTERVAL_MS 60000	/* rate-limited stderr lines: one per peer (or kind) per minute */
 
-/* A CP's association (pfcp_node.c) */
+/* One stderr line per interval for a kind of event (of a peer, or of all): pass() says whether
+ * this one may be logged and how many were held back since the last line. */
+struct ratelimit {
+	__u64 next_ms;
+	__u32 held;
+};
+
+/* A CP's association (pfcp_node.c). The slot outlives a release (state released) so the peer's
+ * counters stay in pfcp_peers; it is reused for the same Node ID, or when every slot is taken. */
 struct assoc {
-	bool used;
+	bool used;		/* associated */
+	bool seen;		/* the slot holds a peer (associated or released) */
 	struct pfcp_node_id id;
-	__u32 rts;		/* the CP's Recovery Time Stamp */
+	__u32 rts;		/* the CP's Recovery Time Stamp in force (at setup, or its restart) */
+	__u32 seen_rts;		/* the last one it sent, in force or not */
 	__u32 sessions;
-	struct sockaddr_in peer;	/* where its Association Setup Request came from */
+	struct sockaddr_in peer;	/* where its Association Setup Request came from: the
+					 * address its session requests must come from */
+	__u64 since_ms;		/* when it was set up or released (slot reuse: oldest first) */
 	/* path supervision (--heartbeat): our Heartbeat Request in flight, intervals unanswered */
 	bool hb_wait;
 	__u32 hb_seq, hb_missed;
+	struct ratelimit rl_restart;
+};
+
+/*
+ * A session's rules as the CP gave them (pfcp_session.c), NULL in struct sess when it has no QER
+ * or URR: one allocation holding the QERs, the URRs and each PDR's links to them (the model
+ * pgwu.h describes; published in pfcp_sessions and pfcp_rules).
+ */
+struct sess_rules {
+	__u8 n_qer, n_urr;
+	struct pgwu_pfcp_pdr pdr[2];	/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
+	struct pgwu_qer *qer;		/* n_qer, in this allocation */
+	struct pgwu_urr *urr;		/* n_urr, in this allocation */
 };
 
 /* A session (pfcp_session.c): its bearer, the rules it was set up with, the downlink's state */
 #define S_USED 1
-#define S_URR 2
-#define S_QER 4
-#define S_DL_QER 8	/* the downlink PDR refers to the QER: its QFI marks downlink G-PDUs */
 
 struct sess {
 	__u64 up_seid, cp_seid;
+	__u32 cp_addr;		/* the CP F-SEID's IPv4 address (network order; 0: IPv6 only) */
 	__u32 teid, ue, sgw, sgw_teid;	/* network order */
-	__u32 ul_far, dl_far, urr_id, qer_id, ur_seqn;
+	__u32 ul_far, dl_far;
 	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0; kept
 				 * while the downlink FAR buffers, for the half it installs */
-	__u64 mbr_ul, mbr_dl;
+	__u32 owner;		/* the tag in its bearer halves' flags (PGWU_B_OWNER_SHIFT) */
 	__u64 dl_packets, dl_bytes;	/* usage of downlink halves removed while the session lives */
+	__u64 start_ms;		/* when it was established (CLOCK_MONOTONIC) */
+	struct sess_rules *r;
 	__u16 ul_pdr, dl_pdr;
 	__u16 assoc;
-	__u8 flags, gate;
+	__u8 flags;
+	__u8 dl_apply;		/* the downlink FAR's Apply Action */
 	bool dl_on;		/* the downlink half is installed (its FAR forwards) */
-	bool has_sgw;		/* sgw/sgw_teid known (an Outer Header Creation was received) */
+	bool has_sgw;		/* sgw/sgw_teid usable (a GTP-U/UDP/IPv4 Outer Header Creation
+				 * with a host address and a TEID was received) */
+	bool ohc_placeholder;	/* an Outer Header Creation was received that is not usable
+				 * (a non-forwarding FAR's placeholder, e.g. TEID 0 / 0.0.0.0) */
+	bool dl_dst_ok;		/* the downlink FAR's Destination Interface is Access (or none) */
 };
 
 /* What an answer says (pfcp_answer.c): its Cause, and why a request was refused */
@@ -74,13 +106,36 @@ struct reply {
 struct rcache_ent;	/* pfcp_rcache.c */
 
 /*
+ * Writes to pfcp_sessions / pfcp_rules waiting for the end of the batch (pfcp_session.c): one
+ * batch update and one batch delete per map then, instead of a syscall per message. A session has
+ * at most one operation pending (a second one flushes first), so updates and deletes commute.
+ */
+#define PUB_SESS 128
+#define PUB_RULES (PUB_SESS * 2 * PGWU_PFCP_MAX_RULES)
+
+struct pub_pending {
+	__u32 n_upd, n_del, n_rupd, n_rdel;
+	__u32 upd_key[PUB_SESS], del_key[PUB_SESS];
+	struct pgwu_pfcp_sess upd_val[PUB_SESS];
+	struct pgwu_pfcp_rule_key rupd_key[PUB_RULES], rdel_key[PUB_RULES];
+	struct pgwu_pfcp_rule rupd_val[PUB_RULES];
+};
+
+/* An open-addressing index of sessions (linear probing, no tombstones): slot -> index + 1 */
+struct sess_index {
+	__u32 *tab;
+	__u32 mask;
+};
+
+/*
  * The agent's state: one per process, made by do_pfcp and passed to every function as `a`. Only
  * the agent's thread touches it (the exporter reads the counters through pfcp_stats, not here).
  */
 struct pfcp_agent {
 	struct pgwu_maps m;
-	int sock, lock_fd, stats_fd;
+	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
 	__u64 *stats;
+	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
 	__u32 local_addr;	/* GTP-U address (config map), network order */
 	__u32 n4_addr;		/* our address in F-SEIDs */
 	struct pfcp_node_id node_id;
@@ -89,13 +144,23 @@ struct pfcp_agent {
 	struct sess *sess;
 	__u32 *free_idx;
 	__u32 n_free, max_sess, n_sess, gen;
+	__u64 n_qer, n_urr;	/* rules stored, over all sessions */
 	__u32 next_teid;	/* host order: the next CHOOSE candidate */
 	struct rcache_ent *rcache;
-	__u32 *ue_tab;		/* UE address -> session index + 1: open addressing, linear probing */
-	__u32 ue_mask;
+	__u64 rc_key[2];	/* SipHash key of the cache's request digests (random) */
+	__u64 rc_window_ms;	/* how long an answer serves retransmissions: T1 x (N1 + 1) */
+	struct sess_index ue_idx;	/* UE address -> session */
+	struct sess_index fseid_idx;	/* CP F-SEID (SEID, IPv4) -> session */
 	__u32 hb_interval;	/* seconds between our Heartbeat Requests, 0: none */
 	__u32 seq;		/* sequence number of our last request */
+	enum pfcp_restart_policy restart_policy;
+	bool allow_cp_move;
+	__u64 now_ms;		/* CLOCK_MONOTONIC, read once per batch */
+	struct ratelimit rl_not_owner, rl_node_id, rl_publish, rl_kept;
+	struct pub_pending pub;
+	__u8 *pub_mark;		/* per session index: an operation is pending in pub */
 	const struct sockaddr_in *peer;	/* the current request's sender */
+	const __u8 *req;	/* the current request's bytes (msg_len of them) */
 	struct pfcp_msg msg;
 };
 
@@ -113,7 +178,9 @@ static inline void stat_set(struct pfcp_agent *a, __u32 i, __u64 v)
 }
 
 /* pfcp_node.c: the association with this Node ID (or -1); the associations gauge; the handlers
- * of the node messages; our Heartbeat Requests, every --heartbeat seconds. */
+ * of the node messages; our Heartbeat Requests, every --heartbeat seconds; whether a message from
+ * this peer may act on association ai's sessions (its address); a rate-limited line may be
+ * written now (*held: lines held back since the last); an association's record in pfcp_peers. */
 int assoc_find(struct pfcp_agent *a, const struct pfcp_node_id *id);
 void assoc_count(struct pfcp_agent *a);
 void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
@@ -122,38 +189,56 @@ void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_
 void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
 			     struct pfcp_w *w);
 void heartbeat_tick(struct pfcp_agent *a);
+bool assoc_owns(const struct pfcp_agent *a, int ai, const struct sockaddr_in *peer);
+bool ratelimit_pass(struct pfcp_agent *a, struct ratelimit *rl, __u32 *held);
+void peer_publish(struct pfcp_agent *a, int ai);
+const char *node_id_str(const struct pfcp_node_id *id, char *buf, size_t len);
 
 /* pfcp_session_handlers.c: the handlers of the session messages */
 void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 
-/* pfcp_session.c: the session with this UE address (or NULL); a new session's UE address
- * indexed; the session with this UP SEID (or NULL); a session and its bearer deleted (0 or
- * -errno; *b: its last usage, when b is not NULL); an association's sessions deleted; a free TEID
- * for an F-TEID with CHOOSE (network order, 0: none). */
+/* pfcp_session.c: the session with this UE address / CP F-SEID (or NULL); a new session
+ * indexed by both; the session with this UP SEID (or NULL); a session and the bearer halves it
+ * owns deleted (0 or -errno; *b: their last usage, *rules: its rules, each when not NULL); an
+ * association's
+ * sessions deleted (how many); a free TEID for an F-TEID with CHOOSE (network order, 0: none);
+ * the owner tag of a new session; a session's record written to (or removed from)
+ * pfcp_sessions and pfcp_rules (at the end of the batch: sess_publish_flush); the rules gauges. */
 struct sess *ue_find(struct pfcp_agent *a, __u32 ue);
-void ue_insert(struct pfcp_agent *a, __u32 ue, __u32 idx);
+struct sess *fseid_find(struct pfcp_agent *a, __u64 seid, __u32 addr);
+void sess_index_add(struct pfcp_agent *a, __u32 idx);
 struct sess *sess_find(struct pfcp_agent *a, __u64 seid);
-int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b);
-void assoc_drop_sessions(struct pfcp_agent *a, int ai);
+int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b,
+		struct sess_rules **rules);
+__u32 assoc_drop_sessions(struct pfcp_agent *a, int ai);
 __u32 teid_alloc(struct pfcp_agent *a);
+__u32 owner_tag(__u32 gen);
+void sess_publish(struct pfcp_agent *a, const struct sess *s);
+void sess_publish_flush(struct pfcp_agent *a);
+void rules_count(struct pfcp_agent *a);
+int sess_index_alloc(struct pfcp_agent *a);
+void sess_index_free(struct pfcp_agent *a);
 
 /* pfcp_answer.c: a rejection into r (Cause and Offending IE, or Cause and Failed Rule ID); the
  * IEs written: r's Cause (with what goes with it), our Recovery Time Stamp, a session's final
- * usage report. */
+ * usage reports (one per URR). */
 void reject(struct reply *r, __u8 cause, __u16 offending);
 void reject_rule(struct reply *r, __u8 cause, __u8 type, __u32 id);
 void w_cause(struct pfcp_w *w, const struct reply *r);
 void w_rts(struct pfcp_agent *a, struct pfcp_w *w);
-void w_usage_report(struct pfcp_w *w, struct sess *s, const struct bearer *b);
+void w_usage_reports(struct pfcp_w *w, struct sess *s, const struct bearer *b,
+		     __u32 duration_s);
 
-/* pfcp_rcache.c: the cache (calloc'ed, NULL when out of memory); the answer already sent to a
- * retransmitted request (copied into out: its length, or 0); an answer kept for retransmissions. */
+/* pfcp_rcache.c: the cache (NULL when out of memory) and its release; the answer already sent
+ * to a retransmission of the current request (a->peer, a->req: same peer, sequence number,
+ * type and bytes, within the window), copied into out: its length, or 0; an answer kept for
+ * retransmissions; every answer kept for a peer (address and port) dropped. */
 struct rcache_ent *rcache_alloc(void);
-size_t rcache_answer(struct pfcp_agent *a, const struct sockaddr_in *peer,
-		     const struct pfcp_msg *m, __u8 *out);
-void rcache_keep(struct pfcp_agent *a, const struct sockaddr_in *peer,
-		 const struct pfcp_msg *m, const __u8 *ans, size_t len);
+void rcache_free(struct rcache_ent *rc);
+size_t rcache_answer(struct pfcp_agent *a, const struct pfcp_msg *m, __u8 *out);
+void rcache_keep(struct pfcp_agent *a, const struct pfcp_msg *m, const __u8 *ans, size_t len);
+void rcache_flush_peer(struct pfcp_agent *a, const struct sockaddr_in *peer);
 
 #endif /* PFCP_AGENT_H */

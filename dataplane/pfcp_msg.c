@@ -303,6 +303,132 @@ static int dec_qfi(const struct pfcp_ie *ie, __u8 *qfi)
 	return 0;
 }
 
+/*
+ * Flow Description (TS 29.212 5.4.2: an IPFilterRule of RFC 6733 4.3.3, "action dir proto from
+ * src [ports] to dst [ports] [options]") classified by what it matches (pfcp_msg.h). Only the
+ * shapes that match everything of one bearer are recognised; every other text, well formed or
+ * not, is PFCP_SDF_NARROW, so nothing here needs to understand ports, options or IPv6.
+ */
+#define FD_TOKENS 8
+
+static bool tok_is(const __u8 *t, size_t n, const char *w)
+{
+	return strlen(w) == n && !memcmp(t, w, n);
+}
+
+/* an end that is every address: any, assigned (the UE's own, 29.212), 0.0.0.0/0 */
+static bool end_all(const __u8 *t, size_t n)
+{
+	return tok_is(t, n, "any") || tok_is(t, n, "assigned") || tok_is(t, n, "0.0.0.0/0");
+}
+
+/* an end that is one IPv4 host: dotted quad (no leading zeros), optionally /32; *a network order */
+static bool end_host(const __u8 *t, size_t n, __u32 *a)
+{
+	__u8 o[4];
+	__u32 part = 0;
+	int dots = 0, digits = 0;
+
+	if (n >= 3 && tok_is(t + n - 3, 3, "/32"))
+		n -= 3;
+	for (size_t i = 0; i < n; i++) {
+		if (t[i] == '.') {
+			if (!digits || dots == 3)
+				return false;
+			o[dots++] = part;
+			part = 0;
+			digits = 0;
+		} else if (t[i] >= '0' && t[i] <= '9') {
+			if (++digits > 3 || (digits > 1 && part == 0))
+				return false;
+			part = part * 10 + (t[i] - '0');
+			if (part > 255)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	if (dots != 3 || !digits)
+		return false;
+	o[3] = part;
+	memcpy(a, o, 4);
+	return true;
+}
+
+enum pfcp_sdf_kind pfcp_flow_desc_kind(const __u8 *s, size_t n, __u32 *host)
+{
+	const __u8 *tok[FD_TOKENS];
+	size_t len[FD_TOKENS], i = 0;
+	int nt = 0;
+	__u32 h1 = 0, h2 = 0;
+	bool all1, all2, host1, host2;
+
+	while (i < n) {
+		if (s[i] == ' ') {
+			i++;
+			continue;
+		}
+		if (nt == FD_TOKENS)
+			return PFCP_SDF_NARROW;	/* more than the 7 words of a match-all rule */
+		tok[nt] = s + i;
+		while (i < n && s[i] != ' ') {
+			if (s[i] < 0x21 || s[i] > 0x7e)
+				return PFCP_SDF_NARROW;
+			i++;
+		}
+		len[nt] = s + i - tok[nt];
+		nt++;
+	}
+	if (nt != 7 || !tok_is(tok[0], len[0], "permit") ||
+	    !(tok_is(tok[1], len[1], "out") || tok_is(tok[1], len[1], "in")) ||
+	    !tok_is(tok[2], len[2], "ip") || !tok_is(tok[3], len[3], "from") ||
+	    !tok_is(tok[5], len[5], "to"))
+		return PFCP_SDF_NARROW;
+	all1 = end_all(tok[4], len[4]);
+	all2 = end_all(tok[6], len[6]);
+	host1 = !all1 && end_host(tok[4], len[4], &h1);
+	host2 = !all2 && end_host(tok[6], len[6], &h2);
+	if (all1 && all2)
+		return PFCP_SDF_ALL;
+	if ((all1 && host2) || (host1 && all2)) {
+		*host = host1 ? h1 : h2;
+		return PFCP_SDF_HOST;
+	}
+	return PFCP_SDF_NARROW;
+}
+
+/* SDF Filter (8.2.5): octet 5 FD TTC SPI FL BID (bits 1-5), octet 6 spare, then the Flow
+ * Description (2-octet length, text), ToS Traffic Class (2), SPI (4), Flow Label (3), SDF
+ * Filter ID (4), each when its flag is set. -EINVAL when a field runs past the IE. */
+static int dec_sdf(const struct pfcp_ie *ie, enum pfcp_sdf_kind *kind, __u32 *host)
+{
+	__u8 f;
+	size_t off = 2, fd_len = 0;
+	const __u8 *fd = NULL;
+
+	if (ie->len < 2)
+		return -EINVAL;
+	f = ie->v[0];
+	if (f & 0x01) {
+		if (ie->len < off + 2)
+			return -EINVAL;
+		fd_len = rd16(ie->v + off);
+		off += 2;
+		if (ie->len - off < fd_len)
+			return -EINVAL;
+		fd = ie->v + off;
+		off += fd_len;
+	}
+	off += (f & 0x02 ? 2 : 0) + (f & 0x04 ? 4 : 0) + (f & 0x08 ? 3 : 0) + (f & 0x10 ? 4 : 0);
+	if (ie->len < off)
+		return -EINVAL;
+	if (!fd || (f & 0x0e))
+		*kind = PFCP_SDF_NARROW;	/* no text (a filter named by ID), or ToS/SPI/label */
+	else
+		*kind = pfcp_flow_desc_kind(fd, fd_len, host);
+	return 0;
+}
+
 /* ---- grouped IEs ---- */
 
 /* Walk one grouped IE; returns false (after recording a rejection) if it cannot be walked. */
@@ -347,9 +473,28 @@ static void dec_pdi(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 			has_src = true;
 			break;
 		case PFCP_IE_FTEID:
-			if (dec_fteid(&ie, &p->fteid))
+			/* one F-TEID per PDI (7.5.2.2); a second is refused by the handler */
+			if (!p->n_fteid++ && dec_fteid(&ie, &p->fteid))
 				BAD(ie.type);
 			p->has_fteid = true;
+			break;
+		case PFCP_IE_SDF_FILTER: {
+			enum pfcp_sdf_kind k;
+			__u32 h = 0;
+
+			p->n_sdf++;
+			if (dec_sdf(&ie, &k, &h))
+				BAD(ie.type);
+			else if (k == PFCP_SDF_ALL)
+				p->sdf_all = true;
+			else if (k == PFCP_SDF_HOST && p->n_sdf_host < PFCP_MAX_IDS)
+				p->sdf_host[p->n_sdf_host++] = h;
+			break;
+		}
+		case PFCP_IE_APPLICATION_ID:
+		case PFCP_IE_ETHERNET_PACKET_FILTER:
+			if (!p->narrow_ie)
+				p->narrow_ie = ie.type;
 			break;
 		case PFCP_IE_UE_IP_ADDRESS:
 			if (!p->has_ue_ip && dec_ue_ip(&ie, &p->ue_ip))
@@ -517,10 +662,47 @@ static void dec_far(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_APPLY_ACTION);
 }
 
-static void dec_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
-		    struct pfcp_urr *u)
+/* A 4-octet seconds value of a URR (Measurement Period, Time Threshold/Quota, Quota Holding
+ * Time): *v, or -EINVAL when shorter. */
+static int dec_secs(const struct pfcp_ie *ie, __u32 *v)
 {
-	bool has_id = false, has_mm = false, has_rt = false;
+	if (need(ie, 4))
+		return -EINVAL;
+	*v = rd32(ie->v);
+	return 0;
+}
+
+/* Volume Threshold (8.2.13) / Volume Quota (8.2.50): flags, then the 8-octet values flagged */
+static int dec_volume(const struct pfcp_ie *ie, __u8 *flags, __u64 v[3])
+{
+	size_t off = 1;
+
+	if (need(ie, 1))
+		return -EINVAL;
+	*flags = ie->v[0] & (PFCP_VOL_TOVOL | PFCP_VOL_ULVOL | PFCP_VOL_DLVOL);
+	for (int i = 0; i < 3; i++) {
+		if (!(*flags & (1U << i))) {
+			v[i] = 0;
+			continue;
+		}
+		if (ie->len < off + 8)
+			return -EINVAL;
+		v[i] = rd64(ie->v + off);
+		off += 8;
+	}
+	return 0;
+}
+
+/*
+ * Create URR (every parameter's IE with a value; URR ID, Measurement Method and Reporting
+ * Triggers mandatory) or Update URR (URR ID mandatory; any other IE with a null length removes
+ * that parameter, 5.6.3). The parameters kept are those a usage report needs: the measurement
+ * method, triggers, period, volume and time thresholds and quotas, quota holding time.
+ */
+static void dec_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_urr *u, bool update)
+{
+	bool has_id = false;
 	struct pfcp_cur c;
 	struct pfcp_ie ie;
 
@@ -528,6 +710,9 @@ static void dec_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 	if (!enter(m, pc, g, &c))
 		return;
 	while (next(m, &c, &ie, g->type) > 0) {
+		__u32 bit;
+		int err = 0;
+
 		switch (ie.type) {
 		case PFCP_IE_URR_ID:
 			if (need(&ie, 4))
@@ -535,30 +720,70 @@ static void dec_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 			else
 				u->id = rd32(ie.v);
 			has_id = true;
-			break;
-		case PFCP_IE_MEASUREMENT_METHOD:
-			if (need(&ie, 1))
-				BAD(ie.type);
-			else
-				u->method = ie.v[0];
-			has_mm = true;
-			break;
-		case PFCP_IE_REPORTING_TRIGGERS:
-			if (need(&ie, 2))
-				BAD(ie.type);
-			else
-				u->triggers = rd16(ie.v);
-			has_rt = true;
-			break;
+			continue;
+		case PFCP_IE_MEASUREMENT_METHOD: bit = PFCP_URR_METHOD; break;
+		case PFCP_IE_REPORTING_TRIGGERS: bit = PFCP_URR_TRIGGERS; break;
+		case PFCP_IE_MEASUREMENT_PERIOD: bit = PFCP_URR_PERIOD; break;
+		case PFCP_IE_VOLUME_THRESHOLD: bit = PFCP_URR_VOL_THRESH; break;
+		case PFCP_IE_VOLUME_QUOTA: bit = PFCP_URR_VOL_QUOTA; break;
+		case PFCP_IE_TIME_THRESHOLD: bit = PFCP_URR_TIME_THRESH; break;
+		case PFCP_IE_TIME_QUOTA: bit = PFCP_URR_TIME_QUOTA; break;
+		case PFCP_IE_QUOTA_HOLDING_TIME: bit = PFCP_URR_QHT; break;
+		case PFCP_IE_MEASUREMENT_INFORMATION: bit = PFCP_URR_MEAS_INFO; break;
 		default:
 			m->unknown_ies++;
+			continue;
 		}
+		if (update && !ie.len && bit != PFCP_URR_METHOD && bit != PFCP_URR_TRIGGERS) {
+			u->cleared |= bit;	/* 5.6.3: a null length removes it */
+			u->present &= ~bit;
+			continue;
+		}
+		switch (bit) {
+		case PFCP_URR_METHOD:
+			if (!(err = need(&ie, 1)))
+				u->method = ie.v[0];
+			break;
+		case PFCP_URR_TRIGGERS:
+			/* 2 octets (Release 15), a third from Release 16: the third is kept if sent */
+			if (!(err = need(&ie, 2)))
+				u->triggers = ie.v[0] | ie.v[1] << 8 | (ie.len > 2 ? ie.v[2] << 16 : 0);
+			break;
+		case PFCP_URR_PERIOD:
+			err = dec_secs(&ie, &u->period);
+			break;
+		case PFCP_URR_TIME_THRESH:
+			err = dec_secs(&ie, &u->time_threshold);
+			break;
+		case PFCP_URR_TIME_QUOTA:
+			err = dec_secs(&ie, &u->time_quota);
+			break;
+		case PFCP_URR_QHT:
+			err = dec_secs(&ie, &u->quota_holding_time);
+			break;
+		case PFCP_URR_VOL_THRESH:
+			err = dec_volume(&ie, &u->vol_thresh_flags, u->vol_thresh);
+			break;
+		case PFCP_URR_VOL_QUOTA:
+			err = dec_volume(&ie, &u->vol_quota_flags, u->vol_quota);
+			break;
+		case PFCP_URR_MEAS_INFO:
+			if (!(err = need(&ie, 1)))
+				u->meas_info = ie.v[0];
+			break;
+		}
+		if (err) {
+			BAD(ie.type);
+			continue;
+		}
+		u->present |= bit;
+		u->cleared &= ~bit;
 	}
 	if (!has_id)
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_URR_ID);
-	if (!has_mm)
+	if (!update && !(u->present & PFCP_URR_METHOD))
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_MEASUREMENT_METHOD);
-	if (!has_rt)
+	if (!update && !(u->present & PFCP_URR_TRIGGERS))
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_REPORTING_TRIGGERS);
 }
 
@@ -596,6 +821,15 @@ static void dec_qer(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 				q->mbr_dl = rd40(ie.v + 5);
 			}
 			q->has_mbr = true;
+			break;
+		case PFCP_IE_GBR:
+			if (need(&ie, 10)) {
+				BAD(ie.type);
+			} else {
+				q->gbr_ul = rd40(ie.v);
+				q->gbr_dl = rd40(ie.v + 5);
+			}
+			q->has_gbr = true;
 			break;
 		case PFCP_IE_QFI:
 			if (dec_qfi(&ie, &q->qfi))
@@ -712,7 +946,8 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 			m->present |= PFCP_P_NODE_ID;
 			break;
 		case PFCP_IE_FSEID:
-			if (!(m->present & PFCP_P_FSEID) && dec_fseid(&ie, &m->fseid))
+			/* the first is decoded; a second is refused by the handler */
+			if (!m->n_fseid++ && dec_fseid(&ie, &m->fseid))
 				BAD(ie.type);
 			m->present |= PFCP_P_FSEID;
 			break;
@@ -743,7 +978,7 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 			break;
 		case PFCP_IE_CREATE_URR:
 			if (room(m, m->n_create_urr, ie.type))
-				dec_urr(m, &c, &ie, &m->create_urr[m->n_create_urr++]);
+				dec_urr(m, &c, &ie, &m->create_urr[m->n_create_urr++], false);
 			break;
 		case PFCP_IE_CREATE_QER:
 			if (room(m, m->n_create_qer, ie.type))
@@ -757,8 +992,11 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 			if (room(m, m->n_update_qer, ie.type))
 				dec_qer(m, &c, &ie, &m->update_qer[m->n_update_qer++], true);
 			break;
-		case PFCP_IE_UPDATE_PDR:
 		case PFCP_IE_UPDATE_URR:
+			if (room(m, m->n_update_urr, ie.type))
+				dec_urr(m, &c, &ie, &m->update_urr[m->n_update_urr++], true);
+			break;
+		case PFCP_IE_UPDATE_PDR:
 		case PFCP_IE_REMOVE_PDR:
 		case PFCP_IE_REMOVE_FAR:
 		case PFCP_IE_REMOVE_URR:

@@ -31,7 +31,7 @@
 #ifndef PFCP_MAX_RULES
 #define PFCP_MAX_RULES 8	/* PDRs, FARs, URRs, QERs kept per message; one bearer needs 2/2/1/1 */
 #endif
-#define PFCP_MAX_IDS 4		/* URR IDs / QER IDs kept per PDR */
+#define PFCP_MAX_IDS 4		/* URR IDs / QER IDs kept per PDR, SDF host filters per PDI */
 #define PFCP_FQDN_MAX 255
 
 /* Message types (TS 29.244 7.3) */
@@ -74,9 +74,14 @@ enum pfcp_ie_type {
 	PFCP_IE_CAUSE = 19,
 	PFCP_IE_SOURCE_INTERFACE = 20,
 	PFCP_IE_FTEID = 21,
+	PFCP_IE_SDF_FILTER = 23,
+	PFCP_IE_APPLICATION_ID = 24,
 	PFCP_IE_GATE_STATUS = 25,
 	PFCP_IE_MBR = 26,
+	PFCP_IE_GBR = 27,
 	PFCP_IE_PRECEDENCE = 29,
+	PFCP_IE_VOLUME_THRESHOLD = 31,
+	PFCP_IE_TIME_THRESHOLD = 32,
 	PFCP_IE_REPORTING_TRIGGERS = 37,
 	PFCP_IE_OFFENDING_IE = 40,
 	PFCP_IE_DESTINATION_INTERFACE = 42,
@@ -87,12 +92,18 @@ enum pfcp_ie_type {
 	PFCP_IE_NODE_ID = 60,
 	PFCP_IE_MEASUREMENT_METHOD = 62,
 	PFCP_IE_USAGE_REPORT_TRIGGER = 63,
+	PFCP_IE_MEASUREMENT_PERIOD = 64,
 	PFCP_IE_VOLUME_MEASUREMENT = 66,
+	PFCP_IE_DURATION_MEASUREMENT = 67,
+	PFCP_IE_QUOTA_HOLDING_TIME = 71,
+	PFCP_IE_VOLUME_QUOTA = 73,
+	PFCP_IE_TIME_QUOTA = 74,
 	PFCP_IE_USAGE_REPORT_SDR = 79,
 	PFCP_IE_URR_ID = 81,
 	PFCP_IE_OUTER_HEADER_CREATION = 84,
 	PFCP_IE_CREATE_BAR = 85,
 	PFCP_IE_UE_IP_ADDRESS = 93,
+	PFCP_IE_MEASUREMENT_INFORMATION = 100,
 	PFCP_IE_OUTER_HEADER_REMOVAL = 95,
 	PFCP_IE_RECOVERY_TIME_STAMP = 96,
 	PFCP_IE_UR_SEQN = 104,
@@ -100,6 +111,7 @@ enum pfcp_ie_type {
 	PFCP_IE_QER_ID = 109,
 	PFCP_IE_FAILED_RULE_ID = 114,
 	PFCP_IE_QFI = 124,
+	PFCP_IE_ETHERNET_PACKET_FILTER = 132,
 };
 
 /* Cause values (TS 29.244 8.2.1) */
@@ -225,6 +237,19 @@ struct pfcp_ohc {
 	__u32 ipv4;
 };
 
+/*
+ * SDF Filter (8.2.5), as far as this UP needs it: whether the filter lets the PDR match all of the
+ * bearer's traffic. Only a Flow Description (TS 29.212 5.4.2, IPFilterRule of RFC 6733) of the
+ * form "permit out|in ip from E to E" qualifies, each end E being "any", "assigned" or 0.0.0.0/0
+ * (PFCP_SDF_ALL), or one end a single IPv4 host A or A/32 (PFCP_SDF_HOST: all of A's traffic);
+ * anything else (ports, a protocol, options, ToS, SPI, flow label, a filter named by its ID only)
+ * is PFCP_SDF_NARROW.
+ */
+enum pfcp_sdf_kind { PFCP_SDF_ALL, PFCP_SDF_HOST, PFCP_SDF_NARROW };
+
+/* classify a Flow Description's text (not NUL-terminated); *host: the host of PFCP_SDF_HOST */
+enum pfcp_sdf_kind pfcp_flow_desc_kind(const __u8 *s, size_t n, __u32 *host);
+
 struct pfcp_pdr {
 	__u16 id;
 	__u32 precedence;
@@ -235,6 +260,15 @@ struct pfcp_pdr {
 	__u8 ohr;
 	__u8 qfi;		/* the PDI's first QFI IE (8.2.89), when n_qfi */
 	int n_qfi;		/* QFI IEs in the PDI (a list of QFIs to match: 7.5.2.2) */
+	int n_fteid;		/* F-TEID IEs in the PDI (one is allowed) */
+	/* SDF Filters of the PDI (several: the PDR matches what any of them matches) */
+	int n_sdf;
+	bool sdf_all;		/* one of them is PFCP_SDF_ALL */
+	int n_sdf_host;		/* PFCP_SDF_HOST ones, their hosts (network order) */
+	__u32 sdf_host[PFCP_MAX_IDS];
+	__u16 narrow_ie;	/* a PDI IE that narrows the match in a way no SDF Filter can
+				 * widen again (Application ID, Ethernet Packet Filter): the first
+				 * one's type, 0 none */
 	__u32 far_id;
 	__u32 urr_id[PFCP_MAX_IDS], qer_id[PFCP_MAX_IDS];
 	int n_urr, n_qer;
@@ -248,18 +282,43 @@ struct pfcp_far {
 	struct pfcp_ohc ohc;
 };
 
+/* URR parameters (Create URR, Update URR): present with a value, or (Update URR) present with
+ * a null length, which removes the parameter (TS 29.244 5.6.3). */
+#define PFCP_URR_PERIOD		(1U << 0)	/* Measurement Period (8.2.42) */
+#define PFCP_URR_VOL_THRESH	(1U << 1)	/* Volume Threshold (8.2.13) */
+#define PFCP_URR_VOL_QUOTA	(1U << 2)	/* Volume Quota (8.2.50) */
+#define PFCP_URR_TIME_THRESH	(1U << 3)	/* Time Threshold (8.2.14) */
+#define PFCP_URR_TIME_QUOTA	(1U << 4)	/* Time Quota (8.2.51) */
+#define PFCP_URR_QHT		(1U << 5)	/* Quota Holding Time (8.2.48) */
+#define PFCP_URR_MEAS_INFO	(1U << 6)	/* Measurement Information (8.2.68) */
+#define PFCP_URR_METHOD		(1U << 7)	/* Measurement Method (8.2.40) */
+#define PFCP_URR_TRIGGERS	(1U << 8)	/* Reporting Triggers (8.2.19) */
+
+/* Volume Threshold / Volume Quota flags (octet 5) and the order of their values */
+#define PFCP_VOL_TOVOL 0x01
+#define PFCP_VOL_ULVOL 0x02
+#define PFCP_VOL_DLVOL 0x04
+enum { PFCP_VOL_TOTAL, PFCP_VOL_UL, PFCP_VOL_DL };
+
 struct pfcp_urr {
 	__u32 id;
+	__u32 present;		/* PFCP_URR_*: given with a value */
+	__u32 cleared;		/* PFCP_URR_*: given with a null length (Update URR only) */
 	__u8 method;		/* PFCP_MM_* */
-	__u32 triggers;		/* Reporting Triggers, first octets big-endian, as received */
+	__u32 triggers;		/* Reporting Triggers: octet 5 in bits 0-7, 6 in 8-15, 7 in 16-23 */
+	__u32 period, time_threshold, time_quota, quota_holding_time;	/* seconds */
+	__u8 vol_thresh_flags, vol_quota_flags;	/* PFCP_VOL_*: which of the values below */
+	__u8 meas_info;		/* Measurement Information octet 5 */
+	__u64 vol_thresh[3], vol_quota[3];	/* octets, PFCP_VOL_TOTAL/UL/DL */
 };
 
 struct pfcp_qer {
 	__u32 id;
-	bool has_gate, has_mbr, has_qfi;
+	bool has_gate, has_mbr, has_gbr, has_qfi;
 	__u8 gate;		/* bits 4-3 UL, 2-1 DL: 0 open, 1 closed */
 	__u8 qfi;		/* the QFI the UP inserts in downlink G-PDUs (8.2.89), 0..63 */
 	__u64 mbr_ul, mbr_dl;	/* kbit/s */
+	__u64 gbr_ul, gbr_dl;	/* kbit/s */
 };
 
 /* Which top-level IEs a message had (pfcp_msg.present) */
@@ -285,7 +344,10 @@ struct pfcp_msg {
 	struct pfcp_qer create_qer[PFCP_MAX_RULES];
 	struct pfcp_far update_far[PFCP_MAX_RULES];
 	struct pfcp_qer update_qer[PFCP_MAX_RULES];
-	int n_create_pdr, n_create_far, n_create_urr, n_create_qer, n_update_far, n_update_qer;
+	struct pfcp_urr update_urr[PFCP_MAX_RULES];
+	int n_create_pdr, n_create_far, n_create_urr, n_create_qer, n_update_far, n_update_qer,
+	    n_update_urr;
+	int n_fseid;		/* F-SEID IEs at the top level (one is allowed) */
 	/* rule operations this agent does not implement: counted, so it can refuse them */
 	int n_other_rules;
 	__u16 other_rule_ie;	/* type of the first of them */
@@ -319,7 +381,7 @@ int pfcp_w_finish(struct pfcp_w *w);
 /* Encode an FQDN ("a.b.c") as DNS labels into out; its length, or -EINVAL. */
 int pfcp_fqdn_encode(const char *s, __u8 *out, size_t cap);
 
-const char *pfcp_msg_name(__u8 type);
-const char *pfcp_cause_name(__u8 cause);	/* "request_accepted" ..., 0: "none", NULL if unknown */	/* "session_establishment_request" ..., NULL if unknown */
+const char *pfcp_msg_name(__u8 type);	/* "session_establishment_request" ..., NULL if unknown */
+const char *pfcp_cause_name(__u8 cause);	/* "request_accepted" ..., 0: "none", NULL if unknown */
 
 #endif /* PFCP_MSG_H */

@@ -1,8 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * pfcp_node.c: the node procedures of `pgwu pfcp` (TS 29.244 6.2): association setup, update and
- * release, heartbeats (answered, and ours to each CP with --heartbeat: path supervision), and what
- * a CP's new Recovery Time Stamp means (it restarted: its sessions are deleted).
+ * release, heartbeats (answered, and ours to each CP with --heartbeat: path supervision), what a
+ * CP's newer Recovery Time Stamp means (--restart-policy), and who may speak for an association.
+ *
+ * An association is bound to its Node ID and to the address its Association Setup Request came
+ * from: session requests, updates and releases for it are taken from that address only, and a
+ * setup naming the Node ID from another address is refused (Cause 64) unless --allow-cp-move.
+ *
+ * A CP restart (TS 29.244 6.2.2 and 6.2.6, restoration in TS 23.007 19A / TS 23.527 4): a
+ * Recovery Time Stamp newer than the one in force (an older one is counted and ignored, as
+ * open5gs and Cisco's UPF do). What makes one count and what it does is --restart-policy:
+ *   delete    (default) newer in a Heartbeat Request/Response or an Association Setup Request:
+ *             the CP lost its sessions, so they are deleted here too
+ *   on-setup  only an Association Setup Request with a newer one is a restart (then: delete);
+ *             newer ones in heartbeats are counted and logged (CPs that put "now" in each)
+ *   keep      a restart (as on-setup) deletes nothing
+ * Every restart drops the CP's cached answers (pfcp_rcache.c). stderr gets at most one line per
+ * peer and kind of event a minute (LOG_INTERVAL_MS), saying how many were held back.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -10,6 +25,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include "pfcp_agent.h"
+
 
 static bool node_id_eq(const struct pfcp_node_id *a, const struct pfcp_node_id *b)
 {
@@ -23,6 +39,37 @@ static bool node_id_eq(const struct pfcp_node_id *a, const struct pfcp_node_id *
 	default:
 		return !strcasecmp(a->fqdn, b->fqdn);
 	}
+}
+
+const char *node_id_str(const struct pfcp_node_id *id, char *buf, size_t len)
+{
+	if (id->type == PFCP_NODE_IPV4)
+		return inet_ntop(AF_INET, &id->ipv4, buf, len) ? buf : "?";
+	if (id->type == PFCP_NODE_IPV6)
+		return inet_ntop(AF_INET6, id->ipv6, buf, len) ? buf : "?";
+	snprintf(buf, len, "%s", id->fqdn);
+	return buf;
+}
+
+bool ratelimit_pass(struct pfcp_agent *a, struct ratelimit *rl, __u32 *held)
+{
+	if (a->now_ms < rl->next_ms) {
+		rl->held++;
+		return false;
+	}
+	*held = rl->held;
+	rl->held = 0;
+	rl->next_ms = a->now_ms + LOG_INTERVAL_MS;
+	return true;
+}
+
+/* " (N more since the last line)" or "" */
+static const char *held_str(__u32 held, char *buf, size_t len)
+{
+	if (!held)
+		return "";
+	snprintf(buf, len, " (%u more like it since the last line)", held);
+	return buf;
 }
 
 int assoc_find(struct pfcp_agent *a, const struct pfcp_node_id *id)
@@ -42,33 +89,137 @@ void assoc_count(struct pfcp_agent *a)
 	stat_set(a, PFCP_STAT_ASSOCIATIONS, n);
 }
 
-/* The association whose CP sends from this address and port, or -1 */
-static int assoc_by_peer(struct pfcp_agent *a, const struct sockaddr_in *peer)
+bool assoc_owns(const struct pfcp_agent *a, int ai, const struct sockaddr_in *peer)
 {
-	for (int i = 0; i < MAX_ASSOC; i++)
-		if (a->assoc[i].used && a->assoc[i].peer.sin_addr.s_addr == peer->sin_addr.s_addr &&
-		    a->assoc[i].peer.sin_port == peer->sin_port)
-			return i;
-	return -1;
+	return ai >= 0 && ai < MAX_ASSOC && a->assoc[ai].used &&
+	       a->assoc[ai].peer.sin_addr.s_addr == peer->sin_addr.s_addr;
 }
 
-/* A Recovery Time Stamp from an associated CP: another one than at setup means it restarted and
- * lost its sessions, so they are deleted here too (TS 29.244 6.2.2). */
-static void check_peer_rts(struct pfcp_agent *a, int ai, __u32 rts)
+/* The association a heartbeat from peer belongs to: the one set up from that address and port,
+ * else the only one set up from that address; -1 when none (or several) */
+static int assoc_by_peer(struct pfcp_agent *a, const struct sockaddr_in *peer)
 {
-	if (ai < 0 || a->assoc[ai].rts == rts)
+	int found = -1;
+
+	for (int i = 0; i < MAX_ASSOC; i++) {
+		if (!a->assoc[i].used || a->assoc[i].peer.sin_addr.s_addr != peer->sin_addr.s_addr)
+			continue;
+		if (a->assoc[i].peer.sin_port == peer->sin_port)
+			return i;
+		found = found == -1 ? i : -2;
+	}
+	return found >= 0 ? found : -1;
+}
+
+/* The slot for a new association with this Node ID: its own released slot, else a free one,
+ * else the released one released longest ago; -1 when every slot is associated. */
+static int assoc_slot(struct pfcp_agent *a, const struct pfcp_node_id *id)
+{
+	int free_slot = -1, oldest = -1;
+
+	for (int i = 0; i < MAX_ASSOC; i++) {
+		const struct assoc *as = &a->assoc[i];
+
+		if (as->used)
+			continue;
+		if (as->seen && node_id_eq(&as->id, id))
+			return i;
+		if (!as->seen && free_slot < 0)
+			free_slot = i;
+		if (as->seen && (oldest < 0 || as->since_ms < a->assoc[oldest].since_ms))
+			oldest = i;
+	}
+	return free_slot >= 0 ? free_slot : oldest;
+}
+
+void peer_publish(struct pfcp_agent *a, int ai)
+{
+	const struct assoc *as = &a->assoc[ai];
+	struct pfcp_peer_rec *p;
+
+	if (!a->peers || ai < 0 || ai >= MAX_ASSOC)
 		return;
-	fprintf(stderr, "pgwu pfcp: CP %s restarted (recovery time stamp %u -> %u): deleting its "
-		"%u sessions\n", inet_ntoa(a->assoc[ai].peer.sin_addr), a->assoc[ai].rts, rts,
-		a->assoc[ai].sessions);
-	assoc_drop_sessions(a, ai);
-	a->assoc[ai].rts = rts;
+	p = &a->peers[ai];
+	p->addr = as->peer.sin_addr.s_addr;
+	p->port = as->peer.sin_port;
+	p->rts = as->rts;
+	p->sessions = as->sessions;
+	node_id_str(&as->id, p->node_id, sizeof(p->node_id));
+	__atomic_store_n(&p->state, as->used ? PFCP_PEER_ASSOCIATED :
+			 as->seen ? PFCP_PEER_RELEASED : PFCP_PEER_FREE, __ATOMIC_RELEASE);
+}
+
+/* A new occupant of a peer record: its counters start from zero */
+static void peer_reset(struct pfcp_agent *a, int ai)
+{
+	if (a->peers)
+		memset(&a->peers[ai], 0, sizeof(a->peers[ai]));
+	memset(&a->assoc[ai].rl_restart, 0, sizeof(a->assoc[ai].rl_restart));
+}
+
+/*
+ * A Recovery Time Stamp from associated CP ai: in a heartbeat, or (by_setup) in its Association
+ * Setup Request. The restart policy (top of this file) decides whether a newer one is a restart
+ * and what a restart deletes.
+ */
+static void check_peer_rts(struct pfcp_agent *a, int ai, __u32 rts, bool by_setup)
+{
+	struct assoc *as = &a->assoc[ai];
+	struct pfcp_peer_rec dummy = {}, *pr = a->peers ? &a->peers[ai] : &dummy;
+	char addr[16], node[PFCP_NODE_ID_MAX], more[64];
+	const char *via = by_setup ? "an association setup request" : "a heartbeat";
+	__u32 held, n = 0, old = as->rts;
+
+	if (rts == as->rts)
+		return;
+	inet_ntop(AF_INET, &as->peer.sin_addr, addr, sizeof(addr));
+	node_id_str(&as->id, node, sizeof(node));
+	if ((__s32)(rts - as->rts) < 0) {
+		/* an older start than the one in force: a stale or confused sender, not a restart */
+		pr->rts_older++;
+		if (ratelimit_pass(a, &as->rl_restart, &held))
+			fprintf(stderr, "pgwu pfcp: CP %s (%s) sent an older recovery time stamp than "
+				"the one in force (%u < %u) in %s: ignored%s\n", addr, node, rts, old,
+				via, held_str(held, more, sizeof(more)));
+		return;
+	}
+	if (rts != as->seen_rts)
+		pr->rts_changes++;
+	as->seen_rts = rts;
+	if (!by_setup && a->restart_policy != PFCP_RESTART_DELETE) {
+		if (ratelimit_pass(a, &as->rl_restart, &held))
+			fprintf(stderr, "pgwu pfcp: CP %s (%s) sent a newer recovery time stamp (%u -> "
+				"%u) in a heartbeat: not a restart with --restart-policy %s, its %u "
+				"sessions kept%s\n", addr, node, old, rts,
+				pfcp_restart_policy_names[a->restart_policy], as->sessions,
+				held_str(held, more, sizeof(more)));
+		return;
+	}
+	/* the CP restarted: nothing it sent before is its request any more */
+	rcache_flush_peer(a, &as->peer);
+	if (a->restart_policy != PFCP_RESTART_KEEP)
+		n = assoc_drop_sessions(a, ai);
+	as->rts = rts;
+	pr->restarts++;
+	pr->restart_deleted += n;
+	stat_add(a, PFCP_STAT_RESTARTS, 1);
+	stat_add(a, PFCP_STAT_RESTART_DELETED, n);
+	if (ratelimit_pass(a, &as->rl_restart, &held))
+		fprintf(stderr, "pgwu pfcp: CP %s (%s) restarted (recovery time stamp %u -> %u, in "
+			"%s): %s %u sessions (--restart-policy %s)%s\n", addr, node, old, rts, via,
+			a->restart_policy == PFCP_RESTART_KEEP ? "kept its" : "deleted its",
+			a->restart_policy == PFCP_RESTART_KEEP ? as->sessions : n,
+			pfcp_restart_policy_names[a->restart_policy], held_str(held, more, sizeof(more)));
+	peer_publish(a, ai);
 }
 
 void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
-	if (m->present & PFCP_P_RTS)
-		check_peer_rts(a, assoc_by_peer(a, a->peer), m->recovery_ts);
+	int ai;
+
+	if ((m->present & PFCP_P_RTS) && m->cause == PFCP_CAUSE_ACCEPTED &&
+	    (ai = assoc_by_peer(a, a->peer)) >= 0)
+		check_peer_rts(a, ai, m->recovery_ts, false);
 	pfcp_w_hdr(w, PFCP_HEARTBEAT_RESP, false, 0, m->h.seq);
 	w_rts(a, w);
 	stat_add(a, PFCP_STAT_TX(PFCP_HEARTBEAT_RESP, 0), 1);
@@ -77,43 +228,84 @@ void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w 
 /* A CP's answer to our Heartbeat Request (heartbeat_tick): the path is up again. */
 void on_heartbeat_resp(struct pfcp_agent *a, const struct pfcp_msg *m)
 {
-	int ai = assoc_by_peer(a, a->peer);
+	for (int ai = 0; ai < MAX_ASSOC; ai++) {
+		struct assoc *as = &a->assoc[ai];
 
-	if (ai >= 0 && a->assoc[ai].hb_wait && a->assoc[ai].hb_seq == m->h.seq) {
-		a->assoc[ai].hb_wait = false;
-		a->assoc[ai].hb_missed = 0;
-		if (m->present & PFCP_P_RTS)
-			check_peer_rts(a, ai, m->recovery_ts);
+		if (!as->used || !as->hb_wait || as->hb_seq != m->h.seq ||
+		    as->peer.sin_addr.s_addr != a->peer->sin_addr.s_addr ||
+		    as->peer.sin_port != a->peer->sin_port)
+			continue;
+		as->hb_wait = false;
+		as->hb_missed = 0;
+		if ((m->present & PFCP_P_RTS) && m->cause == PFCP_CAUSE_ACCEPTED)
+			check_peer_rts(a, ai, m->recovery_ts, false);
+		return;
 	}
 }
 
+/*
+ * Association Setup Request (6.2.6.2.2). A new Node ID gets a slot. A Node ID already associated
+ * from the same address sets the association up again: its Recovery Time Stamp says whether
+ * the CP restarted (check_peer_rts); with the same one its sessions are kept (it did not
+ * restart, they are still its own; 6.2.6.2.2 of Release 16 deletes them unless the request
+ * lists them for retention). From another address it is refused (64) and logged: another node
+ * claiming the Node ID must not take the association and its sessions over, unless
+ * --allow-cp-move says the CP may move (the association then follows it, sessions and all).
+ */
 void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
+	char node[PFCP_NODE_ID_MAX], from[16], at[16], more[64];
+	__u32 held;
 	int ai = -1;
 
-	if (r.cause == PFCP_CAUSE_ACCEPTED) {
-		ai = assoc_find(a, &m->node_id);
-		if (ai >= 0 && a->assoc[ai].rts != m->recovery_ts) {
-			/* the CP restarted: its old sessions are gone on its side (TS 29.244 6.2.6) */
-			assoc_drop_sessions(a, ai);
+	if (r.cause != PFCP_CAUSE_ACCEPTED)
+		goto out;
+	ai = assoc_find(a, &m->node_id);
+	if (ai >= 0) {
+		struct assoc *as = &a->assoc[ai];
+		bool moved = as->peer.sin_addr.s_addr != a->peer->sin_addr.s_addr;
+
+		node_id_str(&m->node_id, node, sizeof(node));
+		inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from));
+		inet_ntop(AF_INET, &as->peer.sin_addr, at, sizeof(at));
+		if (moved && !a->allow_cp_move) {
+			reject(&r, PFCP_CAUSE_REJECTED, 0);
+			stat_add(a, PFCP_STAT_NODE_ID_TAKEN, 1);
+			if (ratelimit_pass(a, &a->rl_node_id, &held))
+				fprintf(stderr, "pgwu pfcp: refused an association setup from %s for Node "
+					"ID %s: associated from %s (--allow-cp-move lets a CP move)%s\n",
+					from, node, at, held_str(held, more, sizeof(more)));
+			goto out;
 		}
+		if (moved) {
+			stat_add(a, PFCP_STAT_CP_MOVED, 1);
+			fprintf(stderr, "pgwu pfcp: CP %s moved from %s to %s (--allow-cp-move): its %u "
+				"sessions follow it\n", node, at, from, as->sessions);
+			rcache_flush_peer(a, &as->peer);
+		}
+		check_peer_rts(a, ai, m->recovery_ts, true);
+	} else {
+		ai = assoc_slot(a, &m->node_id);
 		if (ai < 0) {
-			for (ai = 0; ai < MAX_ASSOC && a->assoc[ai].used; ai++)
-				;
-			if (ai == MAX_ASSOC)
-				reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+			goto out;
 		}
-	}
-	if (r.cause == PFCP_CAUSE_ACCEPTED) {
+		if (!a->assoc[ai].seen || !node_id_eq(&a->assoc[ai].id, &m->node_id))
+			peer_reset(a, ai);
 		a->assoc[ai].used = true;
+		a->assoc[ai].seen = true;
 		a->assoc[ai].id = m->node_id;
-		a->assoc[ai].rts = m->recovery_ts;
-		a->assoc[ai].peer = *a->peer;
-		a->assoc[ai].hb_wait = false;
-		a->assoc[ai].hb_missed = 0;
-		assoc_count(a);
+		a->assoc[ai].rts = a->assoc[ai].seen_rts = m->recovery_ts;
+		a->assoc[ai].sessions = 0;
 	}
+	a->assoc[ai].peer = *a->peer;
+	a->assoc[ai].since_ms = a->now_ms;
+	a->assoc[ai].hb_wait = false;
+	a->assoc[ai].hb_missed = 0;
+	assoc_count(a);
+	peer_publish(a, ai);
+out:
 	pfcp_w_hdr(w, PFCP_ASSOC_SETUP_RESP, false, 0, m->h.seq);
 	pfcp_w_node_id(w, &a->node_id);
 	w_cause(w, &r);
@@ -126,6 +318,9 @@ void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_
 	stat_add(a, PFCP_STAT_TX(PFCP_ASSOC_SETUP_RESP, r.cause), 1);
 }
 
+/* Association Update / Release Request: only from the association's address (another sender
+ * naming its Node ID is answered as one without an association, 72). A release deletes the
+ * association's sessions (6.2.8) and its cached answers. */
 void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
 			     struct pfcp_w *w)
 {
@@ -135,16 +330,24 @@ void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
 
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
 		ai = assoc_find(a, &m->node_id);
+		if (ai >= 0 && !assoc_owns(a, ai, a->peer)) {
+			stat_add(a, PFCP_STAT_NOT_OWNER, 1);
+			ai = -1;
+		}
 		if (ai < 0) {
 			reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
 		} else if (m->h.type == PFCP_ASSOC_RELEASE_REQ) {
-			/* the UP deletes the association's sessions locally (TS 29.244 6.2.8) */
 			assoc_drop_sessions(a, ai);
-			if (a->assoc[ai].sessions)
+			if (a->assoc[ai].sessions) {
 				reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-			else
-				memset(&a->assoc[ai], 0, sizeof(a->assoc[ai]));
+			} else {
+				rcache_flush_peer(a, &a->assoc[ai].peer);
+				a->assoc[ai].used = false;
+				a->assoc[ai].hb_wait = false;
+				a->assoc[ai].since_ms = a->now_ms;
+			}
 			assoc_count(a);
+			peer_publish(a, ai);
 		}
 	}
 	pfcp_w_hdr(w, type, false, 0, m->h.seq);

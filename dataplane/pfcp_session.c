@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * pfcp_session.c: the sessions of `pgwu pfcp`: their table (index = the low 32 bits of the UP
- * SEID), the index of their UE addresses, F-TEID allocation, and deleting a session with its
- * bearer. One session is one bearer in the tables `pgwu session` writes.
+ * SEID - 1), the indexes of their UE addresses and CP F-SEIDs, F-TEID allocation, their records
+ * in pfcp_sessions / pfcp_rules (pgwu.h), and deleting a session with the bearer halves it owns.
+ * One session is one bearer in the tables `pgwu session` writes; its halves carry the session's
+ * owner tag (PGWU_B_OWNER_SHIFT), so deleting the session never removes a half someone else put
+ * under the same TEID or UE in the meantime.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 #include "pfcp_agent.h"
@@ -13,52 +18,101 @@
 #define TEID_TRIES 65536
 
 /*
- * Every session's UE address, so a UE is never given to two sessions, also while one of them has
- * no downlink half in dl_bearers (its FAR buffers or drops). Deletion shifts the entries that
- * follow back (no tombstones).
+ * Two open-addressing indexes over the session table, linear probing, deletion by shifting the
+ * entries that follow back (no tombstones): every session's UE address (a UE is never given to
+ * two sessions, also while one of them has no downlink half in dl_bearers), and every session's
+ * CP F-SEID (SEID and IPv4 address: it names one session at the CP, TS 29.244 5.6.2).
  */
-static __u32 ue_home(struct pfcp_agent *a, __u32 ue)
+static __u32 mix(__u64 k)
 {
-	__u32 h = ue * 0x9e3779b1U;
+	k *= 0x9e3779b97f4a7c15ULL;
+	return (__u32)(k ^ (k >> 29) ^ (k >> 47));
+}
 
-	return (h ^ (h >> 16)) & a->ue_mask;
+static __u32 ue_home(const struct pfcp_agent *a, const struct sess *s)
+{
+	return mix(s->ue) & a->ue_idx.mask;
+}
+
+static __u32 fseid_home(const struct pfcp_agent *a, const struct sess *s)
+{
+	return mix(s->cp_seid ^ (__u64)s->cp_addr << 17) & a->fseid_idx.mask;
+}
+
+static void idx_insert(struct pfcp_agent *a, struct sess_index *x, __u32 home, __u32 idx)
+{
+	__u32 i = home;
+
+	while (x->tab[i])
+		i = (i + 1) & x->mask;
+	x->tab[i] = idx + 1;
+}
+
+static void idx_remove(struct pfcp_agent *a, struct sess_index *x, __u32 idx,
+		       __u32 (*home)(const struct pfcp_agent *, const struct sess *))
+{
+	__u32 i = home(a, &a->sess[idx]), j;
+
+	while (x->tab[i] && x->tab[i] != idx + 1)
+		i = (i + 1) & x->mask;
+	if (!x->tab[i])
+		return;
+	x->tab[i] = 0;
+	for (j = (i + 1) & x->mask; x->tab[j]; j = (j + 1) & x->mask) {
+		__u32 h = home(a, &a->sess[x->tab[j] - 1]);
+
+		if (((j - h) & x->mask) >= ((j - i) & x->mask)) {
+			x->tab[i] = x->tab[j];
+			x->tab[j] = 0;
+			i = j;
+		}
+	}
+}
+
+int sess_index_alloc(struct pfcp_agent *a)
+{
+	__u32 n = pgwu_slots_for(a->max_sess) * 2;
+
+	a->ue_idx.mask = a->fseid_idx.mask = n - 1;
+	a->ue_idx.tab = calloc(n, sizeof(__u32));
+	a->fseid_idx.tab = calloc(n, sizeof(__u32));
+	return a->ue_idx.tab && a->fseid_idx.tab ? 0 : -ENOMEM;
+}
+
+void sess_index_free(struct pfcp_agent *a)
+{
+	free(a->ue_idx.tab);
+	free(a->fseid_idx.tab);
 }
 
 struct sess *ue_find(struct pfcp_agent *a, __u32 ue)
 {
-	for (__u32 i = ue_home(a, ue); a->ue_tab[i]; i = (i + 1) & a->ue_mask)
-		if (a->sess[a->ue_tab[i] - 1].ue == ue)
-			return &a->sess[a->ue_tab[i] - 1];
+	const struct sess probe = { .ue = ue };
+
+	for (__u32 i = ue_home(a, &probe); a->ue_idx.tab[i]; i = (i + 1) & a->ue_idx.mask)
+		if (a->sess[a->ue_idx.tab[i] - 1].ue == ue)
+			return &a->sess[a->ue_idx.tab[i] - 1];
 	return NULL;
 }
 
-void ue_insert(struct pfcp_agent *a, __u32 ue, __u32 idx)
+struct sess *fseid_find(struct pfcp_agent *a, __u64 seid, __u32 addr)
 {
-	__u32 i = ue_home(a, ue);
+	const struct sess probe = { .cp_seid = seid, .cp_addr = addr };
 
-	while (a->ue_tab[i])
-		i = (i + 1) & a->ue_mask;
-	a->ue_tab[i] = idx + 1;
+	for (__u32 i = fseid_home(a, &probe); a->fseid_idx.tab[i];
+	     i = (i + 1) & a->fseid_idx.mask) {
+		const struct sess *s = &a->sess[a->fseid_idx.tab[i] - 1];
+
+		if (s->cp_seid == seid && s->cp_addr == addr)
+			return &a->sess[a->fseid_idx.tab[i] - 1];
+	}
+	return NULL;
 }
 
-static void ue_remove(struct pfcp_agent *a, __u32 ue)
+void sess_index_add(struct pfcp_agent *a, __u32 idx)
 {
-	__u32 i = ue_home(a, ue), j;
-
-	while (a->ue_tab[i] && a->sess[a->ue_tab[i] - 1].ue != ue)
-		i = (i + 1) & a->ue_mask;
-	if (!a->ue_tab[i])
-		return;
-	a->ue_tab[i] = 0;
-	for (j = (i + 1) & a->ue_mask; a->ue_tab[j]; j = (j + 1) & a->ue_mask) {
-		__u32 h = ue_home(a, a->sess[a->ue_tab[j] - 1].ue);
-
-		if (((j - h) & a->ue_mask) >= ((j - i) & a->ue_mask)) {
-			a->ue_tab[i] = a->ue_tab[j];
-			a->ue_tab[j] = 0;
-			i = j;
-		}
-	}
+	idx_insert(a, &a->ue_idx, ue_home(a, &a->sess[idx]), idx);
+	idx_insert(a, &a->fseid_idx, fseid_home(a, &a->sess[idx]), idx);
 }
 
 struct sess *sess_find(struct pfcp_agent *a, __u64 seid)
@@ -72,44 +126,216 @@ struct sess *sess_find(struct pfcp_agent *a, __u64 seid)
 	return (s->flags & S_USED) && s->up_seid == seid ? s : NULL;
 }
 
-static void sess_free(struct pfcp_agent *a, struct sess *s)
+/* A new session's owner tag: from the session generation, never 0 (0 is `pgwu session`'s) */
+__u32 owner_tag(__u32 gen)
 {
-	__u32 idx = (__u32)s->up_seid;
-
-	a->assoc[s->assoc].sessions--;
-	ue_remove(a, s->ue);
-	memset(s, 0, sizeof(*s));
-	a->free_idx[a->n_free++] = idx - 1;
-	a->n_sess--;
-	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
+	return gen % 0xffff + 1;
 }
 
-/* Remove a session's bearer and forget it; the usage read just before is in *b. */
-int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b)
+void rules_count(struct pfcp_agent *a)
 {
+	stat_set(a, PFCP_STAT_QERS, a->n_qer);
+	stat_set(a, PFCP_STAT_URRS, a->n_urr);
+}
+
+static void publish_err(struct pfcp_agent *a, int err, __u32 n)
+{
+	__u32 held;
+
+	stat_add(a, PFCP_STAT_PUBLISH_ERRORS, n);
+	if (ratelimit_pass(a, &a->rl_publish, &held))
+		fprintf(stderr, "Couldn't write %u session records to %s/%s: %s (%u more such lines "
+			"held back); `pgwu session` does not show their rules\n", n, PFCP_SESSIONS_MAP,
+			PFCP_RULES_MAP, strerror(-err), held);
+}
+
+/* Write what is pending: a batch update and a batch delete per map. */
+void sess_publish_flush(struct pfcp_agent *a)
+{
+	struct pub_pending *p = &a->pub;
+	__u32 n;
 	int err;
 
+	if (a->sess_fd < 0)
+		return;
+	if ((n = p->n_upd) &&
+	    (err = bpf_map_update_batch(a->sess_fd, p->upd_key, p->upd_val, &n, NULL)))
+		publish_err(a, err, p->n_upd - n);
+	if ((n = p->n_rupd) &&
+	    (err = bpf_map_update_batch(a->rules_fd, p->rupd_key, p->rupd_val, &n, NULL)))
+		publish_err(a, err, p->n_rupd - n);
+	/* deletes: keys already gone (a record that failed to be written) are no error */
+	for (__u32 done = 0; done < p->n_del; done += n + 1) {
+		n = p->n_del - done;
+		if (!bpf_map_delete_batch(a->sess_fd, p->del_key + done, &n, NULL))
+			break;
+	}
+	for (__u32 done = 0; done < p->n_rdel; done += n + 1) {
+		n = p->n_rdel - done;
+		if (!bpf_map_delete_batch(a->rules_fd, p->rdel_key + done, &n, NULL))
+			break;
+	}
+	for (__u32 i = 0; i < p->n_upd; i++)
+		a->pub_mark[p->upd_key[i]] = 0;
+	for (__u32 i = 0; i < p->n_del; i++)
+		a->pub_mark[p->del_key[i]] = 0;
+	p->n_upd = p->n_del = p->n_rupd = p->n_rdel = 0;
+}
+
+/* Room for one more session operation with nr rules, and none pending for idx: flush if not. */
+static void pub_room(struct pfcp_agent *a, __u32 idx, __u32 nr)
+{
+	struct pub_pending *p = &a->pub;
+
+	if (a->pub_mark[idx] || p->n_upd + p->n_del == PUB_SESS ||
+	    p->n_rupd + p->n_rdel + nr > PUB_RULES)
+		sess_publish_flush(a);
+	a->pub_mark[idx] = 1;
+}
+
+/*
+ * The session's record and its rules, queued for pfcp_sessions and pfcp_rules (written at the
+ * end of the batch). What `pgwu session` shows; a failure is counted and logged, the session
+ * itself stands (the record is a copy, the agent's table is the model).
+ */
+void sess_publish(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pub_pending *p = &a->pub;
+	const struct assoc *as = &a->assoc[s->assoc];
+	__u32 idx = (__u32)s->up_seid - 1;
+	struct pgwu_pfcp_sess *rec;
+
+	if (a->sess_fd < 0)
+		return;
+	pub_room(a, idx, s->r ? s->r->n_qer + s->r->n_urr : 0);
+	p->upd_key[p->n_upd] = idx;
+	rec = &p->upd_val[p->n_upd++];
+	memset(rec, 0, sizeof(*rec));
+	rec->up_seid = s->up_seid;
+	rec->cp_seid = s->cp_seid;
+	rec->cp_addr = s->cp_addr;
+	rec->peer_addr = as->peer.sin_addr.s_addr;
+	rec->peer_port = as->peer.sin_port;
+	rec->assoc = s->assoc;
+	rec->teid = s->teid;
+	rec->ue = s->ue;
+	rec->sgw = s->sgw;
+	rec->sgw_teid = s->sgw_teid;
+	rec->owner = s->owner;
+	rec->flags = (s->dl_on ? PGWU_PFCP_S_DL_ON : 0) | (s->has_sgw ? PGWU_PFCP_S_HAS_SGW : 0);
+	rec->dl_apply = s->dl_apply;
+	rec->pdr[PGWU_PFCP_UPLINK].id = s->ul_pdr;
+	rec->pdr[PGWU_PFCP_UPLINK].far_id = s->ul_far;
+	rec->pdr[PGWU_PFCP_DOWNLINK].id = s->dl_pdr;
+	rec->pdr[PGWU_PFCP_DOWNLINK].far_id = s->dl_far;
+	if (!s->r)
+		return;
+	memcpy(rec->pdr, s->r->pdr, sizeof(rec->pdr));
+	rec->n_qer = s->r->n_qer;
+	rec->n_urr = s->r->n_urr;
+	for (int i = 0; i < s->r->n_qer; i++) {
+		rec->qer_ids[i] = s->r->qer[i].id;
+		p->rupd_key[p->n_rupd] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER,
+								       s->r->qer[i].id };
+		p->rupd_val[p->n_rupd++] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_QER,
+								    .qer = s->r->qer[i] };
+	}
+	for (int i = 0; i < s->r->n_urr; i++) {
+		rec->urr_ids[i] = s->r->urr[i].id;
+		p->rupd_key[p->n_rupd] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR,
+								       s->r->urr[i].id };
+		p->rupd_val[p->n_rupd++] = (struct pgwu_pfcp_rule){ .kind = PGWU_PFCP_RULE_URR,
+								    .urr = s->r->urr[i] };
+	}
+}
+
+/* The session's record and rules, queued for removal from the published maps */
+static void sess_unpublish(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pub_pending *p = &a->pub;
+	__u32 idx = (__u32)s->up_seid - 1;
+
+	if (a->sess_fd < 0)
+		return;
+	pub_room(a, idx, s->r ? s->r->n_qer + s->r->n_urr : 0);
+	p->del_key[p->n_del++] = idx;
+	if (!s->r)
+		return;
+	for (int i = 0; i < s->r->n_qer; i++)
+		p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_QER,
+									 s->r->qer[i].id };
+	for (int i = 0; i < s->r->n_urr; i++)
+		p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, PGWU_PFCP_RULE_URR,
+									 s->r->urr[i].id };
+}
+
+static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **rules)
+{
+	__u32 idx = (__u32)s->up_seid - 1;
+
+	sess_unpublish(a, s);
+	a->assoc[s->assoc].sessions--;
+	idx_remove(a, &a->ue_idx, idx, ue_home);
+	idx_remove(a, &a->fseid_idx, idx, fseid_home);
+	if (s->r) {
+		a->n_qer -= s->r->n_qer;
+		a->n_urr -= s->r->n_urr;
+	}
+	if (rules)
+		*rules = s->r;
+	else
+		free(s->r);
+	if (a->peers)
+		a->peers[s->assoc].sessions = a->assoc[s->assoc].sessions;
+	memset(s, 0, sizeof(*s));
+	a->free_idx[a->n_free++] = idx;
+	a->n_sess--;
+	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
+	rules_count(a);
+}
+
+/* Remove the bearer halves the session owns and forget it; their usage just before is in *b,
+ * its rules in *rules (the caller frees them), when those are not NULL. */
+int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct sess_rules **rules)
+{
+	int err, kept = 0;
+
+	err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, true, s->dl_on, &kept, b);
 	if (b) {
-		if (bearer_get(&a->m, s->teid, s->ue, true, b))
-			memset(b, 0, sizeof(*b));
 		b->dl_packets += s->dl_packets;
 		b->dl_bytes += s->dl_bytes;
 	}
-	err = bearer_remove(&a->m, s->teid, s->ue, true, s->dl_on);
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearer of session 0x%llx: %s\n",
 			(unsigned long long)s->up_seid, strerror(-err));
 		return err;
 	}
-	sess_free(a, s);
+	if (kept) {
+		char ue[16];
+		__u32 held;
+
+		stat_add(a, PFCP_STAT_HALVES_KEPT, kept);
+		if (ratelimit_pass(a, &a->rl_kept, &held))
+			fprintf(stderr, "pgwu pfcp: session 0x%llx (TEID %u, UE %s) deleted; %d of its "
+				"bearer halves were not removed: someone else's now (pgwu session?) "
+				"(%u more since the last line)\n", (unsigned long long)s->up_seid,
+				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
+				kept, held);
+	}
+	sess_free(a, s, rules);
 	return 0;
 }
 
-void assoc_drop_sessions(struct pfcp_agent *a, int ai)
+__u32 assoc_drop_sessions(struct pfcp_agent *a, int ai)
 {
+	__u32 n = 0;
+
 	for (__u32 i = 0; i < a->max_sess && a->assoc[ai].sessions; i++)
-		if ((a->sess[i].flags & S_USED) && a->sess[i].assoc == ai)
-			sess_delete(a, &a->sess[i], NULL);
+		if ((a->sess[i].flags & S_USED) && a->sess[i].assoc == ai &&
+		    !sess_delete(a, &a->sess[i], NULL, NULL))
+			n++;
+	peer_publish(a, ai);
+	return n;
 }
 
 /*

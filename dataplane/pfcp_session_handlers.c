@@ -1,46 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * pfcp_session_handlers.c: the session procedures of `pgwu pfcp` (TS 29.244 6.3): establishment
- * (the request validated into a plan, then applied), modification (Update FAR, Update QER) and
- * deletion (with the final usage report). A request is rejected before any table is touched.
+ * pfcp_session_handlers.c: the session procedures of `pgwu pfcp` (TS 29.244 6.3): establishment,
+ * modification (Update FAR, Update QER, Update URR) and deletion (with a usage report per URR).
+ * Each request is validated into a plan (everything it would change, rules included), and only
+ * then applied; a rejected request leaves every table, and the session, as they were.
+ *
+ * A session belongs to the association that created it: modification and deletion are taken
+ * only from that association's address; from any other sender the session does not exist (65).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
 #include "pfcp_agent.h"
 
-/* ---- session establishment: validate into a plan, then apply ---- */
-
-struct plan {
-	const struct pfcp_pdr *ul, *dl;
-	const struct pfcp_far *ul_far, *dl_far;
-	const struct pfcp_urr *urr;
-	const struct pfcp_qer *qer;
-	__u32 ue;
-	bool dl_fwd;		/* the downlink FAR forwards (else it buffers or drops: no downlink half) */
-	__u32 ul_flags;		/* the uplink PDR's PDI QFI: what uplink G-PDUs must carry */
-	__u32 dl_flags;		/* the QFI of the QER the downlink PDR refers to: its marking */
-};
-
-static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
-{
-	for (int i = 0; i < n; i++)
-		if (f[i].id == id)
-			return &f[i];
-	return NULL;
-}
-
-/* the PDR's URR and QER references must name the session's one URR / QER */
-static bool refs_ok(const struct pfcp_pdr *p, const struct pfcp_urr *u, const struct pfcp_qer *q)
-{
-	for (int i = 0; i < p->n_urr; i++)
-		if (!u || p->urr_id[i] != u->id)
-			return false;
-	for (int i = 0; i < p->n_qer; i++)
-		if (!q || p->qer_id[i] != q->id)
-			return false;
-	return true;
-}
+/* ---- what the PGW-U can do with a rule ---- */
 
 /* Apply Action of a downlink FAR this UP can do: FORW alone, or no forwarding (BUFF or DROP,
  * with or without NOCP): the downlink half is then absent and the packet path drops (no buffer). */
@@ -52,63 +28,273 @@ static bool dl_apply_ok(__u8 apply)
 	return (apply & (PFCP_AA_BUFF | PFCP_AA_DROP)) && !(apply & PFCP_AA_DUPL);
 }
 
+/* An Outer Header Creation the downlink half can use: GTP-U/UDP/IPv4, a TEID, a host address
+ * (the check `pgwu session add` makes, addr_unusable) */
 static bool ohc_ok(const struct pfcp_ohc *o)
 {
-	return o->desc == PFCP_OHC_GTPU_UDP_IPV4 && o->teid && o->ipv4;
+	return o->desc == PFCP_OHC_GTPU_UDP_IPV4 && o->teid && !addr_unusable(o->ipv4);
 }
 
-/* A Create FAR (or an Update FAR, where every field is optional) for the downlink */
-static bool dl_far_ok(const struct pfcp_far *f)
+/* Does the PDI match all of the bearer's traffic (the one thing a bearer can match)? No
+ * Application ID or Ethernet filter, and no SDF Filter or one that matches everything (they are
+ * alternatives: the PDR matches what any of them matches), or the UE's own traffic. */
+static bool pdi_all(const struct pfcp_pdr *p, __u32 ue)
 {
-	return (!f->has_apply || dl_apply_ok(f->apply)) &&
-	       (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS) &&
-	       (!f->has_ohc || ohc_ok(&f->ohc));
+	if (p->narrow_ie)
+		return false;
+	if (!p->n_sdf || p->sdf_all)
+		return true;
+	for (int i = 0; i < p->n_sdf_host; i++)
+		if (p->sdf_host[i] == ue)
+			return true;
+	return false;
+}
+
+static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
+{
+	for (int i = 0; i < n; i++)
+		if (f[i].id == id)
+			return &f[i];
+	return NULL;
+}
+
+/* the first of n rules (ids at stride) whose ID an earlier one has, or -1 */
+static int dup_id(const void *rules, int n, size_t stride, size_t off)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = 0; j < i; j++)
+			if (*(const __u32 *)((const char *)rules + i * stride + off) ==
+			    *(const __u32 *)((const char *)rules + j * stride + off))
+				return i;
+	return -1;
+}
+
+static const struct pgwu_qer *qer_of(const struct pgwu_qer *q, int n, __u32 id)
+{
+	for (int i = 0; i < n; i++)
+		if (q[i].id == id)
+			return &q[i];
+	return NULL;
+}
+
+static const struct pgwu_urr *urr_of(const struct pgwu_urr *u, int n, __u32 id)
+{
+	for (int i = 0; i < n; i++)
+		if (u[i].id == id)
+			return &u[i];
+	return NULL;
+}
+
+/* A URR this UP can measure: by volume (bearer counters) and/or duration (its clock) */
+static bool urr_method_ok(__u8 method)
+{
+	return method & (PFCP_MM_VOLUM | PFCP_MM_DURAT);
+}
+
+/*
+ * The downlink marking (5G N3, TS 29.244 8.2.89): the QFI of the QERs the downlink PDR applies.
+ * 0 when none has one; -1 when two of them have different ones (which would a G-PDU carry?).
+ */
+static long dl_marking(const struct pgwu_pfcp_pdr *dl, const struct pgwu_qer *q, int n)
+{
+	long qfi = -1;
+
+	for (int i = 0; i < dl->n_qer; i++) {
+		const struct pgwu_qer *x = qer_of(q, n, dl->qer[i]);
+
+		if (!x || !(x->flags & PGWU_QER_QFI))
+			continue;
+		if (qfi >= 0 && qfi != x->qfi)
+			return -1;
+		qfi = x->qfi;
+	}
+	return qfi < 0 ? 0 : pgwu_qfi_flags(qfi);
+}
+
+static void qer_set(struct pgwu_qer *d, const struct pfcp_qer *q)
+{
+	d->id = q->id;
+	if (q->has_gate)
+		d->gate = q->gate;
+	if (q->has_mbr) {
+		d->flags |= PGWU_QER_MBR;
+		d->mbr_ul = q->mbr_ul;
+		d->mbr_dl = q->mbr_dl;
+	}
+	if (q->has_gbr) {
+		d->flags |= PGWU_QER_GBR;
+		d->gbr_ul = q->gbr_ul;
+		d->gbr_dl = q->gbr_dl;
+	}
+	if (q->has_qfi) {
+		d->flags |= PGWU_QER_QFI;
+		d->qfi = q->qfi;
+	}
+}
+
+/* A Create URR's or an Update URR's parameters onto d (PFCP_URR_* and PGWU_URR_* share bits) */
+static void urr_set(struct pgwu_urr *d, const struct pfcp_urr *u)
+{
+	const __u32 params = PGWU_URR_PERIOD | PGWU_URR_VOL_THRESH | PGWU_URR_VOL_QUOTA |
+			     PGWU_URR_TIME_THRESH | PGWU_URR_TIME_QUOTA | PGWU_URR_QHT |
+			     PGWU_URR_MEAS_INFO;
+
+	d->id = u->id;
+	if (u->present & PFCP_URR_METHOD)
+		d->method = u->method;
+	if (u->present & PFCP_URR_TRIGGERS)
+		d->triggers = u->triggers;
+	if (u->present & PFCP_URR_PERIOD)
+		d->period = u->period;
+	if (u->present & PFCP_URR_TIME_THRESH)
+		d->time_threshold = u->time_threshold;
+	if (u->present & PFCP_URR_TIME_QUOTA)
+		d->time_quota = u->time_quota;
+	if (u->present & PFCP_URR_QHT)
+		d->quota_holding_time = u->quota_holding_time;
+	if (u->present & PFCP_URR_MEAS_INFO)
+		d->meas_info = u->meas_info;
+	if (u->present & PFCP_URR_VOL_THRESH) {
+		d->vol_thresh_flags = u->vol_thresh_flags;
+		memcpy(d->vol_thresh, u->vol_thresh, sizeof(d->vol_thresh));
+	}
+	if (u->present & PFCP_URR_VOL_QUOTA) {
+		d->vol_quota_flags = u->vol_quota_flags;
+		memcpy(d->vol_quota, u->vol_quota, sizeof(d->vol_quota));
+	}
+	d->flags = (d->flags | (u->present & params)) & ~(u->cleared & params);
+	if (u->cleared & PGWU_URR_VOL_THRESH) {
+		d->vol_thresh_flags = 0;
+		memset(d->vol_thresh, 0, sizeof(d->vol_thresh));
+	}
+	if (u->cleared & PGWU_URR_VOL_QUOTA) {
+		d->vol_quota_flags = 0;
+		memset(d->vol_quota, 0, sizeof(d->vol_quota));
+	}
+}
+
+/* One allocation for a session's rules (struct sess_rules), or NULL */
+static struct sess_rules *rules_alloc(int n_qer, int n_urr)
+{
+	struct sess_rules *r = calloc(1, sizeof(*r) + n_qer * sizeof(struct pgwu_qer) +
+				      n_urr * sizeof(struct pgwu_urr));
+
+	if (!r)
+		return NULL;
+	r->n_qer = n_qer;
+	r->n_urr = n_urr;
+	r->qer = (struct pgwu_qer *)(r + 1);
+	r->urr = (struct pgwu_urr *)(r->qer + n_qer);
+	return r;
+}
+
+/* a PDR's links (its FAR, QER IDs, URR IDs) */
+static void pdr_links(struct pgwu_pfcp_pdr *l, const struct pfcp_pdr *p)
+{
+	l->id = p->id;
+	l->far_id = p->far_id;
+	l->n_qer = p->n_qer;
+	l->n_urr = p->n_urr;
+	memcpy(l->qer, p->qer_id, p->n_qer * sizeof(__u32));
+	memcpy(l->urr, p->urr_id, p->n_urr * sizeof(__u32));
+}
+
+/* ---- session establishment: validate into a plan, then apply ---- */
+
+struct plan {
+	const struct pfcp_pdr *ul, *dl;
+	const struct pfcp_far *ul_far, *dl_far;
+	__u32 ue;
+	bool dl_fwd;		/* the downlink FAR forwards (else it buffers or drops: no downlink half) */
+	bool dl_sgw_ok;		/* its Outer Header Creation is usable (ohc_ok) */
+	__u32 ul_flags;		/* the uplink PDR's PDI QFI: what uplink G-PDUs must carry */
+	__u32 dl_flags;		/* the QFI of the QERs the downlink PDR applies: its marking */
+	struct sess_rules *r;	/* the rules to store (NULL: none), freed unless applied */
+};
+
+/* the PDR's URR and QER references must name rules created in the same request */
+static bool refs_ok(const struct pfcp_pdr *p, const struct pfcp_msg *m)
+{
+	for (int i = 0; i < p->n_urr; i++) {
+		int k;
+
+		for (k = 0; k < m->n_create_urr && m->create_urr[k].id != p->urr_id[i]; k++)
+			;
+		if (k == m->n_create_urr)
+			return false;
+	}
+	for (int i = 0; i < p->n_qer; i++) {
+		int k;
+
+		for (k = 0; k < m->n_create_qer && m->create_qer[k].id != p->qer_id[i]; k++)
+			;
+		if (k == m->n_create_qer)
+			return false;
+	}
+	return true;
 }
 
 static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
 		     struct reply *r)
 {
+	long marking;
+	int d;
+
 	memset(p, 0, sizeof(*p));
 	for (int i = 0; i < m->n_create_pdr; i++) {
-		const struct pfcp_pdr *d = &m->create_pdr[i];
+		const struct pfcp_pdr *x = &m->create_pdr[i];
 
-		if (d->src_if == PFCP_IF_ACCESS && !p->ul)
-			p->ul = d;
-		else if ((d->src_if == PFCP_IF_CORE || d->src_if == PFCP_IF_SGI_LAN) && !p->dl)
-			p->dl = d;
-		else
-			goto bad_pdr;	/* a second PDR per direction, or another interface */
-		continue;
-bad_pdr:
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, d->id);
-		return false;
+		if (x->src_if == PFCP_IF_ACCESS && !p->ul) {
+			p->ul = x;
+		} else if ((x->src_if == PFCP_IF_CORE || x->src_if == PFCP_IF_SGI_LAN) && !p->dl) {
+			p->dl = x;
+		} else {
+			/* a second PDR per direction, or another interface */
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+			return false;
+		}
 	}
 	if (!p->ul || !p->dl) {
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
+		return false;
+	}
+	if (p->dl->id == p->ul->id) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p->dl->id);
 		return false;
 	}
 	if (m->n_create_far > 2) {
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, m->create_far[2].id);
 		return false;
 	}
-	if (m->n_create_urr > 1) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->create_urr[1].id);
+	/* QERs and URRs: any number up to PFCP_MAX_RULES each (the decoder's bound), IDs unique,
+	 * URRs measuring volume and/or duration */
+	d = dup_id(m->create_qer, m->n_create_qer, sizeof(m->create_qer[0]),
+		   offsetof(struct pfcp_qer, id));
+	if (d >= 0) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->create_qer[d].id);
 		return false;
 	}
-	if (m->n_create_qer > 1) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->create_qer[1].id);
+	d = dup_id(m->create_urr, m->n_create_urr, sizeof(m->create_urr[0]),
+		   offsetof(struct pfcp_urr, id));
+	if (d >= 0) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->create_urr[d].id);
 		return false;
 	}
-	p->urr = m->n_create_urr ? &m->create_urr[0] : NULL;
-	p->qer = m->n_create_qer ? &m->create_qer[0] : NULL;
-	if (p->urr && !(p->urr->method & PFCP_MM_VOLUM)) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, p->urr->id);
-		return false;
+	for (int i = 0; i < m->n_create_urr; i++) {
+		if (!urr_method_ok(m->create_urr[i].method)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->create_urr[i].id);
+			return false;
+		}
 	}
 
-	/* uplink PDR: Access, an IPv4 F-TEID (given or CHOOSE), GTP-U/UDP/IPv4 removed */
+	/* uplink PDR: Access, one IPv4 F-TEID (given or CHOOSE), GTP-U/UDP/IPv4 removed */
 	if (!p->ul->has_fteid) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FTEID);
+		return false;
+	}
+	if (p->ul->n_fteid > 1 || p->dl->n_fteid > 1) {
+		/* which one is the tunnel? (a PDI has one Local F-TEID, 7.5.2.2) */
+		reject(r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_FTEID);
 		return false;
 	}
 	if (!p->ul->has_ohr) {
@@ -124,10 +310,10 @@ bad_pdr:
 	    (p->ul->ohr != PFCP_OHR_GTPU_UDP_IPV4 && p->ul->ohr != PFCP_OHR_GTPU_UDP_IP) ||
 	    (p->ul->has_ue_ip && (!p->ul->ue_ip.v4 || p->ul->ue_ip.chv4)) ||
 	    p->ul->n_qfi > 1 ||	/* a list of QFIs: the data plane checks one */
-	    !refs_ok(p->ul, p->urr, p->qer))
+	    !refs_ok(p->ul, m))
 		goto bad_ul;
 
-	/* downlink PDR: Core, the UE's IPv4 address, no F-TEID */
+	/* downlink PDR: Core, the UE's IPv4 address (a host: addr_unusable), no F-TEID */
 	if (!p->dl->has_ue_ip) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_UE_IP_ADDRESS);
 		return false;
@@ -136,21 +322,20 @@ bad_pdr:
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
 		return false;
 	}
-	if (!p->dl->ue_ip.v4 || p->dl->ue_ip.chv4 || !p->dl->ue_ip.ipv4 || p->dl->has_fteid ||
-	    (p->ul->has_ue_ip && p->ul->ue_ip.ipv4 != p->dl->ue_ip.ipv4) ||
-	    !refs_ok(p->dl, p->urr, p->qer))
+	if (!p->dl->ue_ip.v4 || p->dl->ue_ip.chv4 || addr_unusable(p->dl->ue_ip.ipv4) ||
+	    p->dl->has_fteid || !refs_ok(p->dl, m))
+		goto bad_dl;
+	if (p->ul->has_ue_ip && p->ul->ue_ip.ipv4 != p->dl->ue_ip.ipv4)
 		goto bad_dl;
 	p->ue = p->dl->ue_ip.ipv4;
-	/*
-	 * 5G N3 (QFI IE, TS 29.244 8.2.89): uplink G-PDUs must carry the QFI of the uplink PDI
-	 * (the data plane drops the others); downlink ones get the QFI of the QER the downlink PDR
-	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
-	 * not used.
-	 */
-	p->ul_flags = p->ul->n_qfi ? pgwu_qfi_flags(p->ul->qfi) : 0;
-	p->dl_flags = p->qer && p->qer->has_qfi && p->dl->n_qer ? pgwu_qfi_flags(p->qer->qfi) : 0;
+	/* SDF filters: a bearer carries all of the UE's traffic, so a PDR must match all of it */
+	if (!pdi_all(p->ul, p->ue))
+		goto bad_ul;
+	if (!pdi_all(p->dl, p->ue))
+		goto bad_dl;
 
-	/* FARs: uplink forwards to Core as is; downlink forwards to Access inside GTP-U/UDP/IPv4 */
+	/* FARs: uplink forwards to Core as is; downlink forwards to Access inside GTP-U/UDP/IPv4,
+	 * or does not forward yet (BUFF/DROP: any outer header it carries is kept, unused) */
 	p->ul_far = far_by_id(m->create_far, m->n_create_far, p->ul->far_id);
 	if (!p->ul_far)
 		goto bad_ul;
@@ -172,9 +357,37 @@ bad_pdr:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->ul_far->id);
 		return false;
 	}
-	if (!dl_far_ok(p->dl_far)) {
+	p->dl_sgw_ok = p->dl_far->has_ohc && ohc_ok(&p->dl_far->ohc) &&
+		       (!p->dl_far->has_dst_if || p->dl_far->dst_if == PFCP_IF_ACCESS);
+	if (!dl_apply_ok(p->dl_far->apply) || (p->dl_fwd && !p->dl_sgw_ok)) {
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_far->id);
 		return false;
+	}
+
+	/* the rules to keep, and the QFIs they make (5G N3, TS 29.244 8.2.89): uplink G-PDUs must
+	 * carry the uplink PDI's QFI; downlink ones get the QFI of the QERs the downlink PDR
+	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
+	 * not used. */
+	p->ul_flags = p->ul->n_qfi ? pgwu_qfi_flags(p->ul->qfi) : 0;
+	if (m->n_create_qer || m->n_create_urr) {
+		p->r = rules_alloc(m->n_create_qer, m->n_create_urr);
+		if (!p->r) {
+			reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+			return false;
+		}
+		for (int i = 0; i < m->n_create_qer; i++)
+			qer_set(&p->r->qer[i], &m->create_qer[i]);
+		for (int i = 0; i < m->n_create_urr; i++)
+			urr_set(&p->r->urr[i], &m->create_urr[i]);
+		pdr_links(&p->r->pdr[PGWU_PFCP_UPLINK], p->ul);
+		pdr_links(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->dl);
+		marking = dl_marking(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->r->qer, p->r->n_qer);
+		if (marking < 0) {
+			free(p->r);
+			p->r = NULL;
+			goto bad_dl;
+		}
+		p->dl_flags = marking;
 	}
 	return true;
 bad_ul:
@@ -185,20 +398,53 @@ bad_dl:
 	return false;
 }
 
+static void log_not_owner(struct pfcp_agent *a, const char *what, __u64 seid)
+{
+	char from[16];
+	__u32 held;
+
+	stat_add(a, PFCP_STAT_NOT_OWNER, 1);
+	if (ratelimit_pass(a, &a->rl_not_owner, &held))
+		fprintf(stderr, "pgwu pfcp: %s for session 0x%llx from %s, not its CP's address: "
+			"answered as unknown (%u more since the last line)\n", what,
+			(unsigned long long)seid,
+			inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from)) ? from : "?", held);
+}
+
 void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
-	struct plan p;
-	__u32 teid = 0, idx;
+	struct plan p = {};
+	__u32 teid = 0, idx, owner;
 	int ai = -1, err;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
 		goto out;
+	if (m->h.seid) {
+		/* the header's SEID is the receiver's, which an establishment has none of yet
+		 * (7.2.2.4.2: 0): a CP that sets one means something this UP cannot tell */
+		reject(&r, PFCP_CAUSE_REJECTED, 0);
+		goto out;
+	}
+	if (m->n_fseid > 1) {
+		reject(&r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_FSEID);	/* which one? */
+		goto out;
+	}
 	ai = assoc_find(a, &m->node_id);
+	if (ai >= 0 && !assoc_owns(a, ai, a->peer)) {
+		log_not_owner(a, "session establishment in another CP's name", m->fseid.seid);
+		ai = -1;
+	}
 	if (ai < 0) {
 		reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
+		goto out;
+	}
+	if (fseid_find(a, m->fseid.seid, m->fseid.v4 ? m->fseid.ipv4 : 0)) {
+		/* a CP F-SEID names one session (5.6.2): a second would make every answer and
+		 * report carrying it ambiguous */
+		reject(&r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_FSEID);
 		goto out;
 	}
 	if (!plan_est(a, m, &p, &r))
@@ -217,11 +463,16 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
+	a->gen++;
+	if (!a->gen)
+		a->gen++;
+	owner = owner_tag(a->gen);
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	dl.flags = p.dl_flags;
-	err = bearer_add(&a->m, teid, p.ue, p.ul_flags, p.dl_fwd ? &dl : NULL);
+	dl.flags = p.dl_flags | owner << PGWU_B_OWNER_SHIFT;
+	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | owner << PGWU_B_OWNER_SHIFT,
+			 p.dl_fwd ? &dl : NULL);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -236,38 +487,43 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	idx = a->free_idx[--a->n_free];
 	s = &a->sess[idx];
 	memset(s, 0, sizeof(*s));
-	a->gen++;
-	s->up_seid = (__u64)(a->gen ? a->gen : ++a->gen) << 32 | (idx + 1);
+	s->up_seid = (__u64)a->gen << 32 | (idx + 1);
 	s->cp_seid = m->fseid.seid;
+	s->cp_addr = m->fseid.v4 ? m->fseid.ipv4 : 0;
 	s->teid = teid;
 	s->ue = p.ue;
-	s->sgw = dl.sgw_addr;
-	s->sgw_teid = dl.sgw_teid;
+	s->owner = owner;
+	s->has_sgw = p.dl_sgw_ok;
+	s->ohc_placeholder = p.dl_far->has_ohc && !p.dl_sgw_ok;
+	s->dl_dst_ok = !p.dl_far->has_dst_if || p.dl_far->dst_if == PFCP_IF_ACCESS;
+	s->sgw = p.dl_sgw_ok ? dl.sgw_addr : 0;
+	s->sgw_teid = p.dl_sgw_ok ? dl.sgw_teid : 0;
 	s->ul_pdr = p.ul->id;
 	s->dl_pdr = p.dl->id;
 	s->ul_far = p.ul_far->id;
 	s->dl_far = p.dl_far->id;
+	s->dl_apply = p.dl_far->apply;
 	s->dl_on = p.dl_fwd;
-	s->has_sgw = p.dl_far->has_ohc;
 	s->dl_flags = p.dl_flags;
 	s->assoc = ai;
+	s->start_ms = a->now_ms;
 	s->flags = S_USED;
-	ue_insert(a, p.ue, idx);
-	if (p.urr) {
-		s->flags |= S_URR;
-		s->urr_id = p.urr->id;
+	s->r = p.r;
+	p.r = NULL;
+	if (s->r) {
+		a->n_qer += s->r->n_qer;
+		a->n_urr += s->r->n_urr;
+		rules_count(a);
 	}
-	if (p.qer) {
-		s->flags |= S_QER | (p.dl->n_qer ? S_DL_QER : 0);
-		s->qer_id = p.qer->id;
-		s->gate = p.qer->gate;
-		s->mbr_ul = p.qer->mbr_ul;
-		s->mbr_dl = p.qer->mbr_dl;
-	}
+	sess_index_add(a, idx);
 	a->assoc[ai].sessions++;
+	if (a->peers)
+		a->peers[ai].sessions = a->assoc[ai].sessions;
 	a->n_sess++;
 	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
+	sess_publish(a, s);
 out:
+	free(p.r);
 	/* the CP's SEID when it was readable (TS 29.244 7.2.2.4.2), else 0 */
 	pfcp_w_hdr(w, PFCP_SESS_EST_RESP, true, m->present & PFCP_P_FSEID ? m->fseid.seid : 0,
 		   m->h.seq);
@@ -286,149 +542,249 @@ out:
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_EST_RESP, r.cause), 1);
 }
 
-/* ---- modification: Update FAR (downlink: a new SGW F-TEID, as at handover), Update QER ---- */
+/* ---- modification: Update FAR (downlink: forwarding on/off, a new SGW F-TEID as at handover),
+ * Update QER, Update URR ---- */
 
-void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
+/* The session's state after a modification, built before anything is written */
+struct mod_plan {
+	const struct pfcp_far *dl_upd;
+	bool fwd, has_sgw, placeholder, dst_ok;
+	__u8 apply;
+	__u32 sgw, sgw_teid, dl_flags;
+	struct pgwu_qer qer[PGWU_PFCP_MAX_RULES];	/* the QERs and URRs as they will be */
+	struct pgwu_urr urr[PGWU_PFCP_MAX_RULES];
+};
+
+static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struct sess *s,
+		     struct mod_plan *p, struct reply *r)
 {
-	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
-	struct sess *s = sess_find(a, m->h.seid);
-	const struct pfcp_far *dl_upd = NULL;
-	const struct pfcp_qer *q = NULL;
-	__u32 sgw = 0, sgw_teid = 0, dl_flags = 0;
-	bool want_fwd = false;
-	int err;
+	int n_qer = s->r ? s->r->n_qer : 0, n_urr = s->r ? s->r->n_urr : 0, d;
+	long marking;
 
-	if (!s) {
-		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
-		goto out;
+	memset(p, 0, sizeof(*p));
+	p->fwd = s->dl_on;
+	p->apply = s->dl_apply;
+	p->has_sgw = s->has_sgw;
+	p->placeholder = s->ohc_placeholder;
+	p->dst_ok = s->dl_dst_ok;
+	p->sgw = s->sgw;
+	p->sgw_teid = s->sgw_teid;
+	p->dl_flags = s->dl_flags;
+	if (s->r) {
+		memcpy(p->qer, s->r->qer, n_qer * sizeof(p->qer[0]));
+		memcpy(p->urr, s->r->urr, n_urr * sizeof(p->urr[0]));
 	}
-	if (r.cause != PFCP_CAUSE_ACCEPTED)
-		goto out;
-	sgw = s->sgw;
-	sgw_teid = s->sgw_teid;
-	want_fwd = s->dl_on;
-	dl_flags = s->dl_flags;
 	if (m->n_other_rules || m->n_create_far || m->n_create_urr || m->n_create_qer) {
-		reject(&r, PFCP_CAUSE_RULE_FAILURE, m->n_other_rules ? m->other_rule_ie :
+		reject(r, PFCP_CAUSE_RULE_FAILURE, m->n_other_rules ? m->other_rule_ie :
 		       m->n_create_far ? PFCP_IE_CREATE_FAR : m->n_create_urr ?
 		       PFCP_IE_CREATE_URR : PFCP_IE_CREATE_QER);
-		goto out;
+		return false;
 	}
 	if (m->n_create_pdr) {
-		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
-		goto out;
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
+		return false;
 	}
+
+	/* Update FAR: of the downlink FAR, once; of the uplink FAR, when it changes nothing */
 	for (int i = 0; i < m->n_update_far; i++) {
 		const struct pfcp_far *f = &m->update_far[i];
 		bool fwd_ok = !f->has_apply ||
 			      ((f->apply & PFCP_AA_FORW) && !(f->apply & ~PFCP_AA_FORW & 0x1f));
 
-		if (f->id == s->dl_far && !dl_upd && dl_far_ok(f)) {
-			dl_upd = f;
+		if (f->id == s->dl_far && !p->dl_upd) {
+			p->dl_upd = f;
 			continue;
 		}
 		if (f->id == s->ul_far && fwd_ok && !f->has_ohc &&
 		    (!f->has_dst_if || f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN))
 			continue;	/* nothing in the tables to change */
-		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
-		goto out;
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
+		return false;
 	}
-	if (dl_upd) {
-		want_fwd = dl_upd->has_apply ? !!(dl_upd->apply & PFCP_AA_FORW) : s->dl_on;
-		sgw = dl_upd->has_ohc ? dl_upd->ohc.ipv4 : s->sgw;
-		sgw_teid = dl_upd->has_ohc ? dl_upd->ohc.teid : s->sgw_teid;
-		if (want_fwd && !dl_upd->has_ohc && !s->has_sgw) {
-			reject(&r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_OUTER_HEADER_CREATION);
-			goto out;
+	if (p->dl_upd) {
+		const struct pfcp_far *f = p->dl_upd;
+
+		if (f->has_apply)
+			p->apply = f->apply;
+		if (!dl_apply_ok(p->apply))
+			goto bad_far;
+		p->fwd = p->apply & PFCP_AA_FORW;
+		if (f->has_dst_if)
+			p->dst_ok = f->dst_if == PFCP_IF_ACCESS;
+		if (f->has_ohc) {
+			/* a new outer header: usable (a forwarding FAR must have one), or kept
+			 * as a placeholder while the FAR does not forward */
+			p->has_sgw = ohc_ok(&f->ohc);
+			p->placeholder = !p->has_sgw;
+			p->sgw = p->has_sgw ? f->ohc.ipv4 : 0;
+			p->sgw_teid = p->has_sgw ? f->ohc.teid : 0;
 		}
+		if (p->fwd && !p->has_sgw) {
+			if (p->placeholder)
+				goto bad_far;	/* e.g. still TEID 0 / 0.0.0.0, or 255.255.255.255 */
+			reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_OUTER_HEADER_CREATION);
+			return false;
+		}
+		if (p->fwd && !p->dst_ok)
+			goto bad_far;
+	}
+
+	/* Update QER / Update URR: each of a rule the session has, once */
+	d = dup_id(m->update_qer, m->n_update_qer, sizeof(m->update_qer[0]),
+		   offsetof(struct pfcp_qer, id));
+	if (d >= 0) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->update_qer[d].id);
+		return false;
 	}
 	for (int i = 0; i < m->n_update_qer; i++) {
-		if (!(s->flags & S_QER) || m->update_qer[i].id != s->qer_id || q) {
-			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->update_qer[i].id);
-			goto out;
+		struct pgwu_qer *q = (struct pgwu_qer *)qer_of(p->qer, n_qer, m->update_qer[i].id);
+
+		if (!q) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->update_qer[i].id);
+			return false;
 		}
-		q = &m->update_qer[i];
+		qer_set(q, &m->update_qer[i]);
 	}
-	/* a new QFI of the QER the downlink PDR applies: a new marking for the downlink half */
-	if (q && q->has_qfi && (s->flags & S_DL_QER))
-		dl_flags = pgwu_qfi_flags(q->qfi);
-	/* everything checked: the one table change (without dl_upd, want_fwd == s->dl_on) */
-	if (want_fwd && s->dl_on &&
-	    (sgw != s->sgw || sgw_teid != s->sgw_teid || dl_flags != s->dl_flags)) {
-		err = bearer_set_dl_flags(&a->m, s->ue, sgw, sgw_teid, dl_flags);
-		if (err) {
-			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-			goto out;
+	d = dup_id(m->update_urr, m->n_update_urr, sizeof(m->update_urr[0]),
+		   offsetof(struct pfcp_urr, id));
+	if (d >= 0) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->update_urr[d].id);
+		return false;
+	}
+	for (int i = 0; i < m->n_update_urr; i++) {
+		struct pgwu_urr *u = (struct pgwu_urr *)urr_of(p->urr, n_urr, m->update_urr[i].id);
+
+		if (!u) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->update_urr[i].id);
+			return false;
 		}
-	} else if (dl_upd && want_fwd && !s->dl_on) {
-		struct pgwu_dl_bearer dl = { .sgw_addr = sgw, .sgw_teid = sgw_teid,
-					     .local_teid = s->teid, .flags = dl_flags };
+		urr_set(u, &m->update_urr[i]);
+		if (!urr_method_ok(u->method)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, u->id);
+			return false;
+		}
+	}
+	/* a QFI changed on a QER the downlink PDR applies: a new downlink marking */
+	if (m->n_update_qer && s->r) {
+		marking = dl_marking(&s->r->pdr[PGWU_PFCP_DOWNLINK], p->qer, n_qer);
+		if (marking < 0) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->update_qer[0].id);
+			return false;
+		}
+		p->dl_flags = marking;
+	}
+	return true;
+bad_far:
+	reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_upd->id);
+	return false;
+}
+
+void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
+{
+	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
+	struct sess *s = sess_find(a, m->h.seid);
+	__u32 own;
+	struct mod_plan p;
+	int err = 0;
+
+	if (s && !assoc_owns(a, s->assoc, a->peer)) {
+		log_not_owner(a, "session modification", m->h.seid);
+		s = NULL;
+	}
+	if (!s) {
+		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
+		goto out;
+	}
+	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
+		goto out;
+	own = s->owner << PGWU_B_OWNER_SHIFT;
+
+	/* everything checked: the one table change (the downlink half), then the session */
+	if (p.fwd && s->dl_on &&
+	    (p.sgw != s->sgw || p.sgw_teid != s->sgw_teid || p.dl_flags != s->dl_flags)) {
+		err = bearer_set_dl_owned(&a->m, s->ue, s->teid, s->owner, p.sgw, p.sgw_teid,
+					  p.dl_flags | own);
+		if (err == -EPERM || err == -ENOENT)	/* the UE's downlink is someone else's now */
+			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, s->dl_far);
+		else if (err)
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+	} else if (p.fwd && !s->dl_on) {
+		struct pgwu_dl_bearer dl = { .sgw_addr = p.sgw, .sgw_teid = p.sgw_teid,
+					     .local_teid = s->teid, .flags = p.dl_flags | own };
 
 		err = bearer_add_dl(&a->m, s->ue, &dl);
 		if (err == -EADDRINUSE)
-			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, dl_upd->id);
+			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, s->dl_far);
 		else if (err == -E2BIG)
 			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		else if (err)
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-		if (err)
-			goto out;
-	} else if (dl_upd && !want_fwd && s->dl_on) {
+	} else if (!p.fwd && s->dl_on) {
 		struct bearer b;
+		int kept = 0;
 
-		if (!bearer_get(&a->m, s->teid, s->ue, true, &b)) {
-			s->dl_packets += b.dl_packets;
-			s->dl_bytes += b.dl_bytes;
-		}
-		err = bearer_remove(&a->m, s->teid, s->ue, false, true);
+		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &kept, &b);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-			goto out;
+		} else {
+			s->dl_packets += b.dl_packets;	/* kept for the final report */
+			s->dl_bytes += b.dl_bytes;
+			stat_add(a, PFCP_STAT_HALVES_KEPT, kept);
 		}
 	}
-	if (dl_upd) {
-		s->dl_on = want_fwd;
-		s->sgw = sgw;
-		s->sgw_teid = sgw_teid;
-		s->has_sgw |= dl_upd->has_ohc;
+	if (err)
+		goto out;
+	s->dl_on = p.fwd;
+	s->dl_apply = p.apply;
+	s->has_sgw = p.has_sgw;
+	s->ohc_placeholder = p.placeholder;
+	s->dl_dst_ok = p.dst_ok;
+	s->sgw = p.sgw;
+	s->sgw_teid = p.sgw_teid;
+	s->dl_flags = p.dl_flags;
+	if (s->r) {
+		memcpy(s->r->qer, p.qer, s->r->n_qer * sizeof(p.qer[0]));
+		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));
 	}
-	s->dl_flags = dl_flags;
-	if (q) {
-		if (q->has_gate)
-			s->gate = q->gate;
-		if (q->has_mbr) {
-			s->mbr_ul = q->mbr_ul;
-			s->mbr_dl = q->mbr_dl;
-		}
-	}
+	sess_publish(a, s);
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
 
-/* ---- deletion, with the final usage report (TS 29.244 7.5.7.2) ---- */
+/* ---- deletion, with the final usage reports (TS 29.244 7.5.7.2) ---- */
 
 void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct sess *s = sess_find(a, m->h.seid), copy;
-	__u64 cp_seid = s ? s->cp_seid : 0;
+	struct sess_rules *rules = NULL;
 	struct bearer b = {};
+	__u64 cp_seid = 0;
 	bool report = false;
 
+	if (s && !assoc_owns(a, s->assoc, a->peer)) {
+		log_not_owner(a, "session deletion", m->h.seid);
+		s = NULL;
+	}
 	if (!s)
 		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
+	else
+		cp_seid = s->cp_seid;
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
 		copy = *s;
-		if (sess_delete(a, s, &b))
+		if (sess_delete(a, s, &b, &rules)) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-		else
-			report = copy.flags & S_URR;
+		} else {
+			copy.r = rules;	/* the report needs the URRs the session had */
+			report = rules && rules->n_urr;
+		}
 	}
 	pfcp_w_hdr(w, PFCP_SESS_DEL_RESP, true, cp_seid, m->h.seq);
 	w_cause(w, &r);
 	if (report)
-		w_usage_report(w, &copy, &b);
+		w_usage_reports(w, &copy, &b, (__u32)((a->now_ms - copy.start_ms) / 1000));
+	free(rules);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
 }

@@ -262,6 +262,21 @@ static const struct opt pfcp_options[] = {
 	{ .name = "heartbeat", .type = OPT_U32, .off = offsetof(struct pfcp_opts, heartbeat),
 	  .metavar = "S", .min = 0, .max = 3600,
 	  .help = "send a Heartbeat Request to each associated CP every S seconds (default 0: never)" },
+	{ .name = "restart-policy", .type = OPT_ENUM, .off = offsetof(struct pfcp_opts, restart_policy),
+	  .choices = pfcp_restart_policy_names, .metavar = "delete|on-setup|keep",
+	  .help = "a CP's newer Recovery Time Stamp: delete (default, TS 29.244 6.2.2/6.2.6, TS "
+	  "23.007 19A: in a heartbeat or an association setup it is a restart, the CP's sessions "
+	  "are deleted), on-setup (only in an association setup), keep (a restart deletes nothing)" },
+	{ .name = "allow-cp-move", .type = OPT_FLAG, .off = offsetof(struct pfcp_opts, allow_cp_move),
+	  .help = "an association setup for an associated Node ID from another address moves the "
+	  "association there (default: refused, cause 64)" },
+	{ .name = "cp-t1", .type = OPT_U32, .off = offsetof(struct pfcp_opts, cp_t1),
+	  .metavar = "MS", .min = 100, .max = 60000,
+	  .help = "the CPs' retransmission timer T1 (default 3000): an answer is resent to the same "
+	  "request for T1 x (N1 + 1)" },
+	{ .name = "cp-n1", .type = OPT_U32, .off = offsetof(struct pfcp_opts, cp_n1),
+	  .metavar = "N", .min = 0, .max = 10,
+	  .help = "the CPs' retransmission count N1 (default 3)" },
 	OPT_END
 };
 
@@ -271,7 +286,8 @@ static const struct attach_opts attach_defaults = { .mode = { .v = 0 } };
 static const struct session_opts session_defaults = { .csum = { .v = 2 } };
 static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
 static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
-static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" } };
+static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" },
+	.restart_policy = { .v = PFCP_RESTART_DELETE }, .cp_t1 = { .v = 3000 }, .cp_n1 = { .v = 3 } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
@@ -280,7 +296,8 @@ static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805
 static const struct cmd session_cmds[] = {
 	COMMAND("add", do_session_add, session_add_options, struct session_opts, &session_defaults,
 		"add one bearer", "The TEID and the UE must be new, the UE and the SGW addresses hosts\n"
-		"(not 0.0.0.0, 255.255.255.255 or 224.0.0.0/4); nothing is changed otherwise."),
+		"(not in 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 or 240.0.0.0/4, so not 255.255.255.255\n"
+		"either: the same check as session load and pgwu pfcp); nothing is changed otherwise."),
 	COMMAND("del", do_session_del, session_del_options, struct session_opts, &session_defaults,
 		"delete one bearer (--teid T or --ue A)", NULL),
 	COMMAND("get", do_session_get, session_get_options, struct session_opts, &session_defaults,

@@ -130,6 +130,20 @@ static inline int pgwu_qfi_of(__u32 flags)
 }
 
 /*
+ * Who installed a bearer half (both halves' flags, bits 16-31; the packet path ignores them):
+ * 0 `pgwu session` (the operator), else the tag of the `pgwu pfcp` session that did. The agent
+ * removes or rewrites a half only while it carries its session's tag, so a bearer the operator
+ * put in its place (session del + add, same TEID or UE) is never touched by the agent.
+ */
+#define PGWU_B_OWNER_SHIFT 16
+#define PGWU_B_OWNER_MASK 0xffff0000U
+
+static inline __u32 pgwu_owner_of(__u32 flags)
+{
+	return flags >> PGWU_B_OWNER_SHIFT;
+}
+
+/*
  * ul_bearers: key __u32 TEID (the local TEID the SGW sends to), value below.
  * Usage counters are updated with atomic adds, so they are exact when several CPUs forward the
  * same bearer; bytes are the inner IPv4 packet's length (what the UE sent).
@@ -373,6 +387,108 @@ struct pgwu_sig_val {
 	__u64 last_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last one */
 	__u32 from;		/* outer source of the last one */
 	__u32 pad;
+};
+
+/*
+ * PFCP rules of `pgwu pfcp`'s sessions as the CP gave them (TS 29.244 7.5.2): the model the agent
+ * keeps and publishes, the one the data path's enforcement reads when it comes (MBR policing,
+ * gate, usage reporting). Published in two pinned hash maps written by the agent only and read by
+ * `pgwu session` and `pgwu metrics`:
+ *   pfcp_sessions  key __u32 session index (the UP SEID's low 32 bits - 1), value pgwu_pfcp_sess
+ *   pfcp_rules     key pgwu_pfcp_rule_key, value pgwu_pfcp_rule (a QER or a URR of a session)
+ * Byte order: addresses and TEIDs network order, everything else host order.
+ */
+#define PGWU_PFCP_MAX_RULES 8	/* QERs, URRs per session (pfcp_msg.h PFCP_MAX_RULES) */
+#define PGWU_PFCP_MAX_REFS 4	/* QER IDs, URR IDs per PDR (pfcp_msg.h PFCP_MAX_IDS) */
+
+/* A QER (7.5.2.5): gate (8.2.7: bits 4-3 uplink, 2-1 downlink, 0 open, 1 closed), MBR and GBR
+ * in kbit/s (8.2.8, 8.2.9), the QFI marked in downlink G-PDUs (8.2.89). */
+#define PGWU_QER_MBR	(1U << 0)
+#define PGWU_QER_GBR	(1U << 1)
+#define PGWU_QER_QFI	(1U << 2)
+
+struct pgwu_qer {
+	__u32 id;
+	__u8 gate;
+	__u8 qfi;
+	__u16 flags;		/* PGWU_QER_*: which values were given */
+	__u64 mbr_ul, mbr_dl;
+	__u64 gbr_ul, gbr_dl;
+};
+
+/* A URR (7.5.2.4): measurement method (8.2.40: DURAT 1, VOLUM 2, EVENT 4), reporting triggers
+ * (8.2.19: octet 5 in bits 0-7, octet 6 in 8-15, octet 7 in 16-23), and the values reports are
+ * made against; flags says which were given (PGWU_URR_*). Volumes: [0] total, [1] uplink,
+ * [2] downlink, in octets, each present when its bit (1, 2, 4) is in the *_flags. */
+#define PGWU_URR_PERIOD		(1U << 0)
+#define PGWU_URR_VOL_THRESH	(1U << 1)
+#define PGWU_URR_VOL_QUOTA	(1U << 2)
+#define PGWU_URR_TIME_THRESH	(1U << 3)
+#define PGWU_URR_TIME_QUOTA	(1U << 4)
+#define PGWU_URR_QHT		(1U << 5)
+#define PGWU_URR_MEAS_INFO	(1U << 6)
+
+struct pgwu_urr {
+	__u32 id;
+	__u32 flags;
+	__u32 triggers;
+	__u8 method;
+	__u8 vol_thresh_flags, vol_quota_flags;
+	__u8 meas_info;		/* Measurement Information (8.2.68) octet 5 */
+	__u32 period;		/* s */
+	__u32 time_threshold, time_quota, quota_holding_time;	/* s */
+	__u32 ur_seqn;		/* the next report's UR-SEQN */
+	__u64 vol_thresh[3], vol_quota[3];
+};
+
+/* A PDR's links (7.5.2.2): its FAR, the QERs it applies and the URRs it counts in, by ID. */
+#define PGWU_PFCP_UPLINK 0
+#define PGWU_PFCP_DOWNLINK 1
+
+struct pgwu_pfcp_pdr {
+	__u16 id;
+	__u8 n_qer, n_urr;
+	__u32 far_id;
+	__u32 qer[PGWU_PFCP_MAX_REFS];
+	__u32 urr[PGWU_PFCP_MAX_REFS];
+};
+
+#define PGWU_PFCP_S_DL_ON	(1U << 0)	/* the downlink FAR forwards: its half is installed */
+#define PGWU_PFCP_S_HAS_SGW	(1U << 1)	/* a usable Outer Header Creation was received */
+
+struct pgwu_pfcp_sess {
+	__u64 up_seid, cp_seid;
+	__u32 cp_addr;		/* the CP F-SEID's IPv4 address */
+	__u32 peer_addr;	/* the owning association's address (where it sends from) */
+	__u16 peer_port;
+	__u16 assoc;		/* the association's slot in pfcp_peers */
+	__u32 teid, ue;		/* the bearer */
+	__u32 sgw, sgw_teid;	/* the downlink FAR's outer header (when S_HAS_SGW) */
+	__u32 owner;		/* the bearer halves' owner tag (PGWU_B_OWNER_SHIFT) */
+	__u32 flags;		/* PGWU_PFCP_S_* */
+	__u8 dl_apply;		/* the downlink FAR's Apply Action (8.2.26 octet 5) */
+	__u8 n_qer, n_urr;
+	__u8 pad;
+	__u32 qer_ids[PGWU_PFCP_MAX_RULES], urr_ids[PGWU_PFCP_MAX_RULES];
+	struct pgwu_pfcp_pdr pdr[2];	/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
+};
+
+#define PGWU_PFCP_RULE_QER 1
+#define PGWU_PFCP_RULE_URR 2
+
+struct pgwu_pfcp_rule_key {
+	__u32 sess;		/* session index, as pfcp_sessions */
+	__u32 kind;		/* PGWU_PFCP_RULE_* */
+	__u32 id;		/* QER ID or URR ID */
+};
+
+struct pgwu_pfcp_rule {
+	__u32 kind;
+	__u32 pad;
+	union {
+		struct pgwu_qer qer;
+		struct pgwu_urr urr;
+	};
 };
 
 #endif /* PGWU_H */

@@ -103,7 +103,20 @@ struct pfcp_opts {
 	struct opt_str node_id;
 	struct opt_u32 max_sessions;
 	struct opt_u32 heartbeat;	/* seconds between Heartbeat Requests to each CP, 0: none */
+	struct opt_enum restart_policy;	/* enum pfcp_restart_policy */
+	struct opt_flag allow_cp_move;
+	struct opt_u32 cp_t1;		/* ms: the CPs' retransmission timer T1 */
+	struct opt_u32 cp_n1;		/* the CPs' retransmission count N1 */
 };
+
+/* What a CP's restart (a newer Recovery Time Stamp) does to its sessions (docs/pfcp.md) */
+enum pfcp_restart_policy {
+	PFCP_RESTART_DELETE,	/* default: seen in a heartbeat or an association setup: deleted */
+	PFCP_RESTART_ON_SETUP,	/* only a new association setup is a restart: then deleted */
+	PFCP_RESTART_KEEP,	/* a restart (association setup) deletes nothing */
+	PFCP_RESTART_MAX,
+};
+extern const char *const pfcp_restart_policy_names[];	/* pgwu_fmt.c, NULL-terminated */
 
 /*
  * pfcp_stats: an ARRAY of __u64 (BPF_F_MMAPABLE) pinned in PIN_DIR by `pgwu pfcp`, its only
@@ -116,9 +129,55 @@ struct pfcp_opts {
 #define PFCP_STAT_DROPPED 2		/* datagrams discarded: bad header, unknown message type */
 #define PFCP_STAT_RETRANSMISSIONS 3	/* requests answered from the retransmission cache */
 #define PFCP_STAT_HB_MISSED 4		/* our Heartbeat Requests unanswered within an interval */
+#define PFCP_STAT_QERS 5		/* gauge: QERs stored, over all sessions */
+#define PFCP_STAT_URRS 6		/* gauge: URRs stored, over all sessions */
+#define PFCP_STAT_NOT_OWNER 7		/* session requests refused: not from the session's CP */
+#define PFCP_STAT_NODE_ID_TAKEN 8	/* Association Setups refused: the Node ID is another
+					 * address's association */
+#define PFCP_STAT_CP_MOVED 9		/* associations moved to another address (--allow-cp-move) */
+#define PFCP_STAT_RESTARTS 10		/* CP restarts acted on (all peers) */
+#define PFCP_STAT_RESTART_DELETED 11	/* sessions deleted because their CP restarted */
+#define PFCP_STAT_RCACHE_EXPIRED 12	/* requests like a cached one (peer, sequence number,
+					 * bytes) but past the window: applied as new */
+#define PFCP_STAT_RCACHE_FLUSHED 13	/* cached answers dropped: their CP restarted or left */
+#define PFCP_STAT_HALVES_KEPT 14	/* bearer halves a session deletion left in place:
+					 * another owner's (PGWU_B_OWNER_SHIFT) */
+#define PFCP_STAT_PUBLISH_ERRORS 15	/* pfcp_sessions/pfcp_rules writes that failed */
+#define PFCP_STAT_RESTART_POLICY 16	/* gauge: enum pfcp_restart_policy + 1 (0: no agent yet) */
 #define PFCP_STAT_RX(type) (256 + (type))
 #define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
 #define PFCP_STAT_N (512 + 256 * 256)
+
+/*
+ * pfcp_peers: an ARRAY (BPF_F_MMAPABLE) of PFCP_MAX_PEERS struct pfcp_peer_rec, pinned in PIN_DIR
+ * by `pgwu pfcp` and written by it only (mmap, plain stores, state last); one per CP the agent has
+ * had an association with, kept after a release so its counters stay (the slot is reused when all
+ * are taken). Read by `pgwu metrics` (per-peer series) and `pgwu session` (the owning CP's name).
+ * pfcp_sessions, pfcp_rules: pgwu.h.
+ */
+#define PFCP_PEERS_MAP "pfcp_peers"
+#define PFCP_SESSIONS_MAP "pfcp_sessions"
+#define PFCP_RULES_MAP "pfcp_rules"
+#define PFCP_MAX_PEERS 64
+#define PFCP_NODE_ID_MAX 256
+
+#define PFCP_PEER_FREE 0
+#define PFCP_PEER_ASSOCIATED 1
+#define PFCP_PEER_RELEASED 2
+
+struct pfcp_peer_rec {
+	__u32 state;			/* PFCP_PEER_* */
+	__u32 addr;			/* where the association's requests come from (network order) */
+	__u16 port;			/* network order */
+	__u16 pad;
+	__u32 rts;			/* the CP's Recovery Time Stamp in force */
+	__u64 sessions;			/* gauge */
+	__u64 restarts;			/* restarts acted on (--restart-policy) */
+	__u64 restart_deleted;		/* sessions deleted for them */
+	__u64 rts_changes;		/* newer Recovery Time Stamps seen, restart or not */
+	__u64 rts_older;		/* older ones (ignored) */
+	char node_id[PFCP_NODE_ID_MAX];	/* IPv4 or FQDN text, NUL-terminated */
+};
 
 struct no_opts {
 	struct opt_flag unused;
@@ -168,6 +227,13 @@ extern const struct load_opts load_defaults;
  * bearer_set_dl: a new SGW address and TEID for the downlink half (usage counters kept).
  * bearer_set_dl_flags: the same with new flags too (a QFI changed by a PFCP Update QER).
  * bearer_get: by TEID (by_teid) or by UE, with usage (slot + hash entry); -ENOENT.
+ * The *_owned variants (the PFCP agent) touch only halves whose owner tag
+ * (PGWU_B_OWNER_SHIFT) is owner and that still belong together (uplink half of teid with UE
+ * ue, downlink half of ue with local TEID teid):
+ * bearer_remove_owned: removes those of the halves named; *kept: how many of the halves named
+ *   were left in place; *usage (if not NULL): the usage of the ones removed, read just before.
+ * bearer_set_dl_owned: bearer_set_dl_flags of the downlink half if it is owner's (-EPERM if
+ *   another owner's, -ENOENT if none).
  */
 int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 ul_flags,
 	       const struct pgwu_dl_bearer *dl);
@@ -177,8 +243,34 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
 			__u32 flags);
 int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, struct bearer *b);
+int bearer_remove_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			bool has_ul, bool has_dl, int *kept, struct bearer *usage);
+int bearer_set_dl_owned(const struct pgwu_maps *m, __u32 ue, __u32 teid, __u32 owner,
+			__u32 sgw, __u32 sgw_teid, __u32 flags);
 void bearer_print_header(FILE *f);
 void bearer_print_row(FILE *f, const struct bearer *b);
 void bearer_print_json(FILE *f, const struct bearer *b);
+
+/*
+ * `pgwu session`'s view of the sessions `pgwu pfcp` publishes (pgwu_pfcp_view.c): loaded once
+ * (empty when no agent has run on this PIN_DIR), then joined to each bearer by TEID and owner tag.
+ * pfcp_view_json: the bearer's session as a JSON object, or null (not a PFCP bearer, or its
+ * session is gone); pfcp_view_print: the same as text lines, nothing for an operator's bearer.
+ * bearer_print_json_pfcp: bearer_print_json with the "pfcp" member.
+ */
+struct pfcp_view {
+	struct pgwu_pfcp_sess *sess;
+	size_t n;
+	__u64 *by_teid;		/* (TEID host order << 32 | index), sorted */
+	struct pgwu_pfcp_rule_key *rkeys;
+	struct pgwu_pfcp_rule *rules;
+	size_t nr;
+	struct pfcp_peer_rec *peers;	/* a copy, or NULL */
+};
+int pfcp_view_load(struct pfcp_view *v);
+void pfcp_view_free(struct pfcp_view *v);
+void pfcp_view_json(FILE *f, const struct pfcp_view *v, const struct bearer *b);
+void pfcp_view_print(FILE *f, const struct pfcp_view *v, const struct bearer *b);
+void bearer_print_json_pfcp(FILE *f, const struct bearer *b, const struct pfcp_view *v);
 
 #endif /* PGWU_CLI_H */

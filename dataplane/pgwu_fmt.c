@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include "pgwu_fmt.h"
 #include "pgwu_maps.h"
+#include "pgwu_cli.h"
 
 /* Names of enum pgwu_reason, in its order: the enum's names lower-cased without PGWU_R_. */
 const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
@@ -95,6 +96,13 @@ _Static_assert(PGWU_RA_DROP_SEND == PGWU_RA_MAX - 1,
 
 const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
 	"aborted", "drop", "pass", "tx", "redirect"
+};
+
+const char *const pfcp_restart_policy_names[PFCP_RESTART_MAX + 1] = {
+	[PFCP_RESTART_DELETE] = "delete",
+	[PFCP_RESTART_ON_SETUP] = "on-setup",
+	[PFCP_RESTART_KEEP] = "keep",
+	NULL,
 };
 
 const char *ip_str(__u32 addr, char buf[16])

@@ -518,8 +518,9 @@ static bool is_ours(const struct bpf_object *obj, const char *name)
 
 	if (!strncmp(name, PGWU_LINK_PREFIX, strlen(PGWU_LINK_PREFIX)))
 		return true;
-	if (!strcmp(name, PFCP_STATS_MAP))	/* `pgwu pfcp`'s counters */
-		return true;
+	if (!strcmp(name, PFCP_STATS_MAP) || !strcmp(name, PFCP_PEERS_MAP) ||
+	    !strcmp(name, PFCP_SESSIONS_MAP) || !strcmp(name, PFCP_RULES_MAP))
+		return true;	/* `pgwu pfcp`'s counters and published model */
 	bpf_object__for_each_map(map, obj)
 		if (!strcmp(bpf_map__name(map), name))
 			return true;

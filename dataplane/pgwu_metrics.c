@@ -131,6 +131,69 @@ static void render(FILE *f, const struct pgwu_snapshot *s)
 		c->nexthop[PGWU_SIDE_SGI].ifindex ? "static" : "fib");
 }
 
+/* One series per CP the agent has had an association with (pfcp_peers), labelled with its Node
+ * ID and address; a released association's series stay until its slot is reused. */
+static void render_pfcp_peers(FILE *f)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} series[] = {
+		{ "pgwu_pfcp_peer_associated", "gauge", "1 while the CP is associated, 0 after a release.", 0 },
+		{ "pgwu_pfcp_peer_sessions", "gauge", "The CP's sessions.",
+		  offsetof(struct pfcp_peer_rec, sessions) },
+		{ "pgwu_pfcp_peer_restarts_total", "counter",
+		  "Restarts of the CP acted on (a newer Recovery Time Stamp, --restart-policy).",
+		  offsetof(struct pfcp_peer_rec, restarts) },
+		{ "pgwu_pfcp_peer_restart_sessions_deleted_total", "counter",
+		  "The CP's sessions deleted because it restarted.",
+		  offsetof(struct pfcp_peer_rec, restart_deleted) },
+		{ "pgwu_pfcp_peer_recovery_time_stamp_changes_total", "counter",
+		  "Newer Recovery Time Stamps the CP sent, restart or not.",
+		  offsetof(struct pfcp_peer_rec, rts_changes) },
+		{ "pgwu_pfcp_peer_recovery_time_stamp_older_total", "counter",
+		  "Older Recovery Time Stamps than the one in force the CP sent (ignored).",
+		  offsetof(struct pfcp_peer_rec, rts_older) },
+	};
+	const size_t len = PFCP_MAX_PEERS * sizeof(struct pfcp_peer_rec);
+	char path[PATH_MAX], a[16];
+	struct pfcp_peer_rec *p;
+	void *map;
+	int fd;
+
+	if (pin_path(path, sizeof(path), PFCP_PEERS_MAP))
+		return;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return;
+	p = malloc(len);
+	if (p)
+		memcpy(p, map, len);	/* one read: the agent keeps writing */
+	munmap(map, len);
+	if (!p)
+		return;
+	for (size_t k = 0; k < sizeof(series) / sizeof(series[0]); k++) {
+		metric_head(f, series[k].name, series[k].type, series[k].help);
+		for (int i = 0; i < PFCP_MAX_PEERS; i++) {
+			__u64 v;
+
+			if (p[i].state == PFCP_PEER_FREE)
+				continue;
+			p[i].node_id[PFCP_NODE_ID_MAX - 1] = '\0';
+			v = series[k].off ? *(const __u64 *)((const char *)&p[i] + series[k].off) :
+			    p[i].state == PFCP_PEER_ASSOCIATED;
+			fprintf(f, "%s{node_id=", series[k].name);
+			json_str(f, p[i].node_id);	/* a Prometheus label value escapes as JSON */
+			fprintf(f, ",address=\"%s\"} %llu\n", ip_str(p[i].addr, a), (unsigned long long)v);
+		}
+	}
+	free(p);
+}
+
 /*
  * `pgwu pfcp`'s counters, from its pinned pfcp_stats map (pgwu_cli.h), when an agent has run on
  * this PIN_DIR; nothing otherwise. Answers are shown per (type, cause) pair that occurred.
@@ -170,6 +233,50 @@ static void render_pfcp(FILE *f)
 		    "Heartbeat Requests of `pgwu pfcp --heartbeat` a CP did not answer within the interval.");
 	fprintf(f, "pgwu_pfcp_heartbeats_missed_total %llu\n",
 		(unsigned long long)st[PFCP_STAT_HB_MISSED]);
+	metric_head(f, "pgwu_pfcp_rules", "gauge",
+		    "QERs and URRs the sessions of `pgwu pfcp` hold (stored; enforcement: see docs/pfcp.md).");
+	fprintf(f, "pgwu_pfcp_rules{kind=\"qer\"} %llu\n", (unsigned long long)st[PFCP_STAT_QERS]);
+	fprintf(f, "pgwu_pfcp_rules{kind=\"urr\"} %llu\n", (unsigned long long)st[PFCP_STAT_URRS]);
+	metric_head(f, "pgwu_pfcp_refused_total", "counter",
+		    "PFCP requests refused for who sent them: a session or association request not "
+		    "from its CP's address (not_owner), an association setup for a Node ID "
+		    "associated from another address (node_id_taken).");
+	fprintf(f, "pgwu_pfcp_refused_total{reason=\"not_owner\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_NOT_OWNER]);
+	fprintf(f, "pgwu_pfcp_refused_total{reason=\"node_id_taken\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_NODE_ID_TAKEN]);
+	metric_head(f, "pgwu_pfcp_cp_moves_total", "counter",
+		    "Associations that moved to another address (--allow-cp-move).");
+	fprintf(f, "pgwu_pfcp_cp_moves_total %llu\n", (unsigned long long)st[PFCP_STAT_CP_MOVED]);
+	metric_head(f, "pgwu_pfcp_cp_restarts_total", "counter",
+		    "CP restarts acted on (--restart-policy), all CPs; per CP: pgwu_pfcp_peer_restarts_total.");
+	fprintf(f, "pgwu_pfcp_cp_restarts_total %llu\n", (unsigned long long)st[PFCP_STAT_RESTARTS]);
+	metric_head(f, "pgwu_pfcp_cp_restart_sessions_deleted_total", "counter",
+		    "Sessions deleted because their CP restarted.");
+	fprintf(f, "pgwu_pfcp_cp_restart_sessions_deleted_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_RESTART_DELETED]);
+	metric_head(f, "pgwu_pfcp_retransmission_cache_total", "counter",
+		    "Cached answers dropped because their CP restarted or left (flushed), requests "
+		    "like a cached one but past the retransmission window, applied as new (expired).");
+	fprintf(f, "pgwu_pfcp_retransmission_cache_total{event=\"flushed\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_RCACHE_FLUSHED]);
+	fprintf(f, "pgwu_pfcp_retransmission_cache_total{event=\"expired\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_RCACHE_EXPIRED]);
+	metric_head(f, "pgwu_pfcp_bearer_halves_kept_total", "counter",
+		    "Bearer halves a PFCP session did not remove or rewrite: another owner's (pgwu session).");
+	fprintf(f, "pgwu_pfcp_bearer_halves_kept_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_HALVES_KEPT]);
+	metric_head(f, "pgwu_pfcp_publish_errors_total", "counter",
+		    "Writes to pfcp_sessions / pfcp_rules that failed (what pgwu session shows).");
+	fprintf(f, "pgwu_pfcp_publish_errors_total %llu\n",
+		(unsigned long long)st[PFCP_STAT_PUBLISH_ERRORS]);
+	if (st[PFCP_STAT_RESTART_POLICY] && st[PFCP_STAT_RESTART_POLICY] <= PFCP_RESTART_MAX) {
+		metric_head(f, "pgwu_pfcp_restart_policy", "gauge",
+			    "The agent's --restart-policy (1 for the one in force).");
+		fprintf(f, "pgwu_pfcp_restart_policy{policy=\"%s\"} 1\n",
+			pfcp_restart_policy_names[st[PFCP_STAT_RESTART_POLICY] - 1]);
+	}
+	render_pfcp_peers(f);
 	metric_head(f, "pgwu_pfcp_messages_received_total", "counter",
 		    "PFCP messages received with a valid header, by message type (responses too).");
 	for (int t = 0; t < 256; t++) {

@@ -81,10 +81,16 @@ const char *addr_unusable(__u32 addr)
 
 	if (a == 0)
 		return "the unspecified address 0.0.0.0";
+	if ((a >> 24) == 0)
+		return "a 'this network' address (0.0.0.0/8)";
+	if ((a >> 24) == 127)
+		return "a loopback address (127.0.0.0/8)";
 	if (a == 0xffffffffU)
 		return "the limited broadcast address";
 	if ((a >> 28) == 0xe)
 		return "a multicast address (224.0.0.0/4)";
+	if ((a >> 28) == 0xf)
+		return "a reserved address (240.0.0.0/4)";
 	return NULL;
 }
 

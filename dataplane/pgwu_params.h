@@ -91,8 +91,11 @@ int cmd_help(const struct cmd *cmds, const char *prefix, int argc, char **argv);
 int parse_u32(const char *s, __u32 *v);
 int parse_teid(const char *s, __u32 *teid);
 int parse_addr(const char *s, __u32 *addr);
-/* Why addr (network order) cannot be a bearer's UE or SGW address, or NULL when it can:
- * 0.0.0.0, 255.255.255.255 and 224.0.0.0/4 name no single host. */
+/* Why addr (network order) cannot be a bearer's UE or SGW address, or NULL when it can: the one
+ * check of `pgwu session add`, the bulk files of `session load` and the PFCP agent (UE IP Address,
+ * Outer Header Creation). 0.0.0.0/8, 127.0.0.0/8 (loopback), 224.0.0.0/4 (multicast) and
+ * 240.0.0.0/4 (reserved, with the limited broadcast) name no host a bearer can reach
+ * (RFC 1122 3.2.1.3, RFC 1112, RFC 6890). */
 const char *addr_unusable(__u32 addr);
 int parse_prefix(const char *s, __u32 *addr, __u32 *mask);
 int parse_mac(const char *s, __u8 mac[6]);

@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -85,6 +86,91 @@ static int stats_open(struct pfcp_agent *a)
 	return 0;
 }
 
+/*
+ * The maps the agent publishes its model in (pgwu_cli.h, pgwu.h), each made fresh and pinned in
+ * PIN_DIR in place of a previous agent's (whose sessions are gone): pfcp_peers (mmap()ed array),
+ * pfcp_sessions and pfcp_rules (hash maps without preallocation: memory as sessions come).
+ */
+static int pin_fresh(const char *name, int fd)
+{
+	char path[PATH_MAX];
+	int err;
+
+	if (fd < 0) {
+		err = -errno;
+		fprintf(stderr, "Couldn't create %s: %s\n", name, strerror(-err));
+		return err;
+	}
+	if (pin_path(path, sizeof(path), name)) {
+		close(fd);
+		return -ENAMETOOLONG;
+	}
+	if ((unlink(path) && errno != ENOENT) || bpf_obj_pin(fd, path)) {
+		err = -errno;
+		fprintf(stderr, "Couldn't pin %s: %s\n", path, strerror(-err));
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int published_open(struct pfcp_agent *a)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, mm, .map_flags = BPF_F_MMAPABLE);
+	LIBBPF_OPTS(bpf_map_create_opts, np, .map_flags = BPF_F_NO_PREALLOC);
+	void *p;
+
+	a->peers_fd = pin_fresh(PFCP_PEERS_MAP, bpf_map_create(BPF_MAP_TYPE_ARRAY, PFCP_PEERS_MAP, 4,
+				sizeof(struct pfcp_peer_rec), PFCP_MAX_PEERS, &mm));
+	if (a->peers_fd < 0)
+		return a->peers_fd;
+	p = mmap(NULL, PFCP_MAX_PEERS * sizeof(struct pfcp_peer_rec), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, a->peers_fd, 0);
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "Couldn't map %s: %s\n", PFCP_PEERS_MAP, strerror(errno));
+		return -errno;
+	}
+	a->peers = p;
+	a->sess_fd = pin_fresh(PFCP_SESSIONS_MAP, bpf_map_create(BPF_MAP_TYPE_HASH,
+				PFCP_SESSIONS_MAP, 4, sizeof(struct pgwu_pfcp_sess), a->max_sess, &np));
+	if (a->sess_fd < 0)
+		return a->sess_fd;
+	a->rules_fd = pin_fresh(PFCP_RULES_MAP, bpf_map_create(BPF_MAP_TYPE_HASH, PFCP_RULES_MAP,
+				sizeof(struct pgwu_pfcp_rule_key), sizeof(struct pgwu_pfcp_rule),
+				a->max_sess > (1U << 27) ? 1U << 31 : a->max_sess * 2 *
+				PGWU_PFCP_MAX_RULES, &np));
+	return a->rules_fd < 0 ? a->rules_fd : 0;
+}
+
+/* At exit every session is gone: so are their records */
+static void published_close(struct pfcp_agent *a)
+{
+	char path[PATH_MAX];
+
+	if (a->peers)
+		munmap(a->peers, PFCP_MAX_PEERS * sizeof(struct pfcp_peer_rec));
+	if (a->peers_fd >= 0)
+		close(a->peers_fd);
+	if (a->sess_fd >= 0) {
+		if (!pin_path(path, sizeof(path), PFCP_SESSIONS_MAP))
+			unlink(path);
+		close(a->sess_fd);
+	}
+	if (a->rules_fd >= 0) {
+		if (!pin_path(path, sizeof(path), PFCP_RULES_MAP))
+			unlink(path);
+		close(a->rules_fd);
+	}
+}
+
+static __u64 now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* ---- dispatch: the (message type -> handler) table ---- */
 
 static const struct {
@@ -124,6 +210,7 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 	}
 	stat_add(a, PFCP_STAT_RX(m->h.type), 1);
 	a->peer = peer;
+	a->req = buf;
 	if (m->h.type == PFCP_HEARTBEAT_RESP) {
 		on_heartbeat_resp(a, m);
 		return 0;
@@ -134,7 +221,7 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 	if (i == sizeof(handlers) / sizeof(handlers[0]))
 		return 0;	/* a response (heartbeat ...) or a request this UP does not serve */
 
-	len = rcache_answer(a, peer, m, out);
+	len = rcache_answer(a, m, out);
 	if (len) {
 		stat_add(a, PFCP_STAT_RETRANSMISSIONS, 1);
 		return len;
@@ -146,7 +233,7 @@ static size_t handle(struct pfcp_agent *a, const __u8 *buf, size_t n,
 			m->h.seq);
 		return 0;
 	}
-	rcache_keep(a, peer, m, out, len);
+	rcache_keep(a, m, out, len);
 	return len;
 }
 
@@ -173,14 +260,20 @@ static int parse_hostport(const char *s, struct sockaddr_in *sa)
 	return 0;
 }
 
+static void published_close(struct pfcp_agent *a);
+
 static void shutdown_sessions(struct pfcp_agent *a)
 {
 	__u32 n = 0;
 
+	published_close(a);	/* first: no record to remove one by one */
+	a->peers = NULL;
+	a->peers_fd = a->sess_fd = a->rules_fd = -1;
+
 	if (flock(a->lock_fd, LOCK_EX))
 		return;
 	for (__u32 i = 0; i < a->max_sess; i++)
-		if ((a->sess[i].flags & S_USED) && !sess_delete(a, &a->sess[i], NULL))
+		if ((a->sess[i].flags & S_USED) && !sess_delete(a, &a->sess[i], NULL, NULL))
 			n++;
 	flock(a->lock_fd, LOCK_UN);
 	if (n)
@@ -254,6 +347,7 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd)
 		if (tfd >= 0 && pfd[2].revents) {
 			__u64 ticks;
 
+			a->now_ms = now_ms();
 			if (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 				heartbeat_tick(a);
 		}
@@ -267,6 +361,7 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd)
 		n = recvmmsg(a->sock, rx, BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			continue;
+		a->now_ms = now_ms();
 		if (flock(a->lock_fd, LOCK_EX)) {
 			fprintf(stderr, "Couldn't lock %s: %s\n", pin_dir, strerror(errno));
 			return -errno;
@@ -286,6 +381,7 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd)
 				.msg_namelen = sizeof(peers[i]), .msg_iov = &tiov[nt], .msg_iovlen = 1 };
 			nt++;
 		}
+		sess_publish_flush(a);	/* before the answers leave: what they say is shown */
 		flock(a->lock_fd, LOCK_UN);
 		for (int done = 0; done < nt;) {
 			int s = sendmmsg(a->sock, tx + done, nt - done, 0);
@@ -311,7 +407,16 @@ int do_pfcp(const void *cfg)
 	__u32 cap = 0;
 
 	memset(a, 0, sizeof(*a));
-	a->sock = a->lock_fd = a->stats_fd = -1;
+	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
+	a->restart_policy = o->restart_policy.v;
+	a->allow_cp_move = o->allow_cp_move.set;
+	/* an answer serves retransmissions for as long as the CP may still send them: its N1
+	 * retransmissions go T1 apart, one more T1 covers the last one's trip */
+	a->rc_window_ms = (__u64)o->cp_t1.v * (o->cp_n1.v + 1);
+	if (getrandom(a->rc_key, sizeof(a->rc_key), 0) != sizeof(a->rc_key)) {
+		fprintf(stderr, "Couldn't get a random key: %s\n", strerror(errno));
+		return -errno;
+	}
 	if (parse_hostport(o->listen.s, &sa)) {
 		fprintf(stderr, "Invalid --listen '%s': expected IPV4ADDR[:PORT]\n", o->listen.s);
 		return -EUSAGE;
@@ -357,9 +462,8 @@ int do_pfcp(const void *cfg)
 	a->sess = calloc(a->max_sess, sizeof(*a->sess));
 	a->free_idx = malloc((size_t)a->max_sess * sizeof(*a->free_idx));
 	a->rcache = rcache_alloc();
-	a->ue_mask = pgwu_slots_for(a->max_sess) * 2 - 1;
-	a->ue_tab = calloc((size_t)a->ue_mask + 1, sizeof(*a->ue_tab));
-	if (!a->sess || !a->free_idx || !a->rcache || !a->ue_tab) {
+	a->pub_mark = calloc(a->max_sess, 1);
+	if (!a->sess || !a->free_idx || !a->rcache || !a->pub_mark || sess_index_alloc(a)) {
 		err = -ENOMEM;
 		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", a->max_sess, strerror(ENOMEM));
 		goto out;
@@ -376,10 +480,15 @@ int do_pfcp(const void *cfg)
 		goto out;
 	}
 	err = stats_open(a);
+	if (!err)
+		err = published_open(a);
 	if (err)
 		goto out;
+	a->now_ms = now_ms();
 	stat_set(a, PFCP_STAT_SESSIONS, 0);
 	stat_set(a, PFCP_STAT_ASSOCIATIONS, 0);
+	rules_count(a);
+	stat_set(a, PFCP_STAT_RESTART_POLICY, a->restart_policy + 1);
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
@@ -401,10 +510,12 @@ int do_pfcp(const void *cfg)
 		fprintf(stderr, "Couldn't listen on %s: %s\n", o->listen.s, strerror(-err));
 		goto out_sig;
 	}
-	printf("pgwu pfcp: listening on %s:%u, node id %s, GTP-U address %s, up to %u sessions\n",
+	printf("pgwu pfcp: listening on %s:%u, node id %s, GTP-U address %s, up to %u sessions, "
+	       "restart policy %s%s, answers kept %llu ms\n",
 	       ip_str(sa.sin_addr.s_addr, addr), ntohs(sa.sin_port),
 	       a->node_id.type == PFCP_NODE_IPV4 ? ip_str(a->node_id.ipv4, g) : a->node_id.fqdn,
-	       ip_str(a->local_addr, l), a->max_sess);
+	       ip_str(a->local_addr, l), a->max_sess, pfcp_restart_policy_names[a->restart_policy],
+	       a->allow_cp_move ? ", CPs may move" : "", (unsigned long long)a->rc_window_ms);
 	fflush(stdout);
 	a->hb_interval = o->heartbeat.v;
 	if (a->hb_interval) {
@@ -435,10 +546,12 @@ out:
 		munmap(a->stats, PFCP_STAT_N * 8);
 	if (a->stats_fd >= 0)
 		close(a->stats_fd);
+	published_close(a);
 	free(a->sess);
 	free(a->free_idx);
-	free(a->rcache);
-	free(a->ue_tab);
+	rcache_free(a->rcache);
+	free(a->pub_mark);
+	sess_index_free(a);
 	maps_close(&a->m);
 	return err;
 }

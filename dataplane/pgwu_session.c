@@ -60,7 +60,9 @@ static void qfi_json(FILE *f, const char *key, bool has, __u32 flags)
 		fprintf(f, "\"%s\": null, ", key);
 }
 
-void bearer_print_json(FILE *f, const struct bearer *b)
+/* "owner": "pgwu" (pgwu session) or "pfcp" (a `pgwu pfcp` session's, pgwu.h PGWU_B_OWNER_SHIFT);
+ * with_pfcp: also "pfcp", the session (pfcp_view_json) */
+static void print_json(FILE *f, const struct bearer *b, bool with_pfcp, const struct pfcp_view *v)
 {
 	char ue[16], sgw[16];
 
@@ -72,6 +74,13 @@ void bearer_print_json(FILE *f, const struct bearer *b)
 		fprintf(f, "\"sgw\": null, \"sgw_teid\": null, \"csum\": null, ");
 	qfi_json(f, "qfi", b->has_dl, b->flags);
 	qfi_json(f, "ul_qfi", b->has_ul, b->ul_flags);
+	fprintf(f, "\"owner\": \"%s\", ",
+		pgwu_owner_of(b->has_ul ? b->ul_flags : b->flags) ? "pfcp" : "pgwu");
+	if (with_pfcp) {
+		fprintf(f, "\"pfcp\": ");
+		pfcp_view_json(f, v, b);
+		fprintf(f, ", ");
+	}
 	if (b->has_ul)
 		fprintf(f, "\"uplink\": {\"packets\": %llu, \"bytes\": %llu}, ",
 			(unsigned long long)b->ul_packets, (unsigned long long)b->ul_bytes);
@@ -82,6 +91,16 @@ void bearer_print_json(FILE *f, const struct bearer *b)
 			(unsigned long long)b->dl_packets, (unsigned long long)b->dl_bytes);
 	else
 		fprintf(f, "\"downlink\": null}");
+}
+
+void bearer_print_json(FILE *f, const struct bearer *b)
+{
+	print_json(f, b, false, NULL);
+}
+
+void bearer_print_json_pfcp(FILE *f, const struct bearer *b, const struct pfcp_view *v)
+{
+	print_json(f, b, true, v);
 }
 
 static void full_msg(int fd)
@@ -181,6 +200,74 @@ int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid
 int bearer_set_dl_flags(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid,
 			__u32 flags)
 {
+	return set_dl(m, ue, sgw, sgw_teid, &flags);
+}
+
+/* The halves of (teid, ue) that carry owner's tag and still join: 1 uplink, 2 downlink. */
+static int halves_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			struct pgwu_ul_bearer *ul, struct pgwu_dl_bearer *dl)
+{
+	int h = 0;
+
+	if (!bpf_map_lookup_elem(m->ul, &teid, ul) && ul->ue_addr == ue &&
+	    pgwu_owner_of(ul->flags) == owner)
+		h |= 1;
+	if (!bpf_map_lookup_elem(m->dl, &ue, dl) && dl->local_teid == teid &&
+	    pgwu_owner_of(dl->flags) == owner)
+		h |= 2;
+	return h;
+}
+
+/* The usage of the halves h (1 uplink, 2 downlink) looked up in ul and dl: hash entry + slot */
+static void usage_of(const struct pgwu_maps *m, __u32 teid, __u32 ue, int h,
+		     const struct pgwu_ul_bearer *ul, const struct pgwu_dl_bearer *dl, struct bearer *b)
+{
+	memset(b, 0, sizeof(*b));
+	b->teid = ntohl(teid);
+	b->ue = ue;
+	if (h & 1) {
+		const struct pgwu_ul_slot *sl = slot_ul(m, teid);
+
+		b->has_ul = true;
+		b->ul_flags = ul->flags;
+		b->ul_packets = ul->packets + (sl ? sl->b.packets : 0);
+		b->ul_bytes = ul->bytes + (sl ? sl->b.bytes : 0);
+	}
+	if (h & 2) {
+		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
+
+		b->has_dl = true;
+		b->sgw = dl->sgw_addr;
+		b->sgw_teid = ntohl(dl->sgw_teid);
+		b->flags = dl->flags;
+		b->dl_packets = dl->packets + (sl ? sl->b.packets : 0);
+		b->dl_bytes = dl->bytes + (sl ? sl->b.bytes : 0);
+	}
+}
+
+int bearer_remove_owned(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 owner,
+			bool has_ul, bool has_dl, int *kept, struct bearer *usage)
+{
+	struct pgwu_ul_bearer ul;
+	struct pgwu_dl_bearer dl;
+	int h = halves_owned(m, teid, ue, owner, &ul, &dl);
+
+	h &= (has_ul ? 1 : 0) | (has_dl ? 2 : 0);
+	if (usage)
+		usage_of(m, teid, ue, h, &ul, &dl, usage);	/* read just before they go */
+	*kept = (has_ul && !(h & 1)) + (has_dl && !(h & 2));
+	return bearer_remove(m, teid, ue, h & 1, h & 2);
+}
+
+int bearer_set_dl_owned(const struct pgwu_maps *m, __u32 ue, __u32 teid, __u32 owner,
+			__u32 sgw, __u32 sgw_teid, __u32 flags)
+{
+	struct pgwu_dl_bearer dl;
+
+	if (bpf_map_lookup_elem(m->dl, &ue, &dl))
+		return -ENOENT;
+	if (dl.local_teid != teid || pgwu_owner_of(dl.flags) != owner)
+		return -EPERM;
 	return set_dl(m, ue, sgw, sgw_teid, &flags);
 }
 
@@ -331,6 +418,7 @@ out:
 int do_session_get(const void *cfg)
 {
 	const struct session_opts *o = cfg;
+	struct pfcp_view v;
 	struct pgwu_maps m;
 	struct bearer b;
 	int err;
@@ -344,13 +432,18 @@ int do_session_get(const void *cfg)
 	err = bearer_find(&m, o, &b);
 	if (err)
 		goto out;
+	err = pfcp_view_load(&v);
+	if (err)
+		goto out;
 	if (o->json.set) {
-		bearer_print_json(stdout, &b);
+		bearer_print_json_pfcp(stdout, &b, &v);
 		printf("\n");
 	} else {
 		bearer_print_header(stdout);
 		bearer_print_row(stdout, &b);
+		pfcp_view_print(stdout, &v, &b);
 	}
+	pfcp_view_free(&v);
 out:
 	maps_close(&m);
 	return err;
@@ -360,19 +453,26 @@ int do_session_list(const void *cfg)
 {
 	const struct session_opts *o = cfg;
 	struct bearer_table t;
+	struct pfcp_view v;
 	int err;
 
 	err = bearers_load(&t);
 	if (err)
 		return err;
+	err = o->json.set ? pfcp_view_load(&v) : 0;
+	if (err) {
+		bearers_free(&t);
+		return err;
+	}
 	if (o->json.set) {
 		printf("{\"capacity\": %u, \"uplink\": %zu, \"downlink\": %zu, \"bearers\": [",
 		       t.cap_ul, t.n_ul, t.n_dl);
 		for (size_t i = 0; i < t.n; i++) {
 			printf(i ? ",\n  " : "\n  ");
-			bearer_print_json(stdout, &t.b[i]);
+			bearer_print_json_pfcp(stdout, &t.b[i], &v);
 		}
 		printf("\n]}\n");
+		pfcp_view_free(&v);
 	} else {
 		bearer_print_header(stdout);
 		for (size_t i = 0; i < t.n; i++)

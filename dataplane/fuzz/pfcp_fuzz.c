@@ -3,8 +3,9 @@
  * pfcp_fuzz.c: libFuzzer target for the PFCP decoder (../pfcp_msg.c), built with
  * clang -fsanitize=fuzzer,address (make -C dataplane fuzz). Per input: pfcp_decode() on the bytes,
  * a generic walk of every IE down to PFCP_MAX_DEPTH (as a grouped IE, whatever its type), and the
- * encoder fed with what was decoded (Node ID, F-SEID, F-TEID), its output decoded again. ASan turns
- * any read past the input into a crash; the checks below turn a broken contract into one.
+ * encoder fed with what was decoded (Node ID, F-SEID, F-TEID), its output decoded again; and the
+ * SDF Filter's Flow Description classifier (pfcp_flow_desc_kind) on the raw input as text. ASan
+ * turns any read past the input into a crash; the checks below turn a broken contract into one.
  * Seed corpus: fuzz/corpus/pfcp/ from pfcp_seeds.py (Scapy, the messages the tests use).
  */
 #include <errno.h>
@@ -43,6 +44,15 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size)
 	struct pfcp_cur c;
 	int err, len;
 
+	{
+		__u32 host = 0;
+		enum pfcp_sdf_kind k = pfcp_flow_desc_kind(data, size, &host);
+
+		if (k != PFCP_SDF_ALL && k != PFCP_SDF_HOST && k != PFCP_SDF_NARROW)
+			abort();
+		if (k != PFCP_SDF_HOST && host)
+			abort();	/* a host only comes with a host filter */
+	}
 	err = pfcp_decode(data, size, &m);
 	if (err == -EBADMSG || err == -EPROTONOSUPPORT)
 		return 0;
@@ -54,8 +64,19 @@ int LLVMFuzzerTestOneInput(const __u8 *data, size_t size)
 		return 0;
 	if (m.n_create_pdr > PFCP_MAX_RULES || m.n_create_far > PFCP_MAX_RULES ||
 	    m.n_update_far > PFCP_MAX_RULES || m.n_create_urr > PFCP_MAX_RULES ||
-	    m.n_create_qer > PFCP_MAX_RULES || m.n_update_qer > PFCP_MAX_RULES)
+	    m.n_create_qer > PFCP_MAX_RULES || m.n_update_qer > PFCP_MAX_RULES ||
+	    m.n_update_urr > PFCP_MAX_RULES)
 		abort();
+	for (int i = 0; i < m.n_create_pdr; i++) {
+		const struct pfcp_pdr *p = &m.create_pdr[i];
+
+		if (p->n_sdf_host > PFCP_MAX_IDS || p->n_sdf_host > p->n_sdf || p->n_urr > PFCP_MAX_IDS ||
+		    p->n_qer > PFCP_MAX_IDS || (p->n_fteid > 0) != p->has_fteid)
+			abort();
+	}
+	for (int i = 0; i < m.n_update_urr; i++)
+		if (m.update_urr[i].present & m.update_urr[i].cleared)
+			abort();	/* a parameter is given or removed, not both */
 	if (m.cause == PFCP_CAUSE_ACCEPTED && m.offending_ie)
 		abort();
 	/* round trip what was decoded through the encoder */

@@ -1,5 +1,7 @@
 """Write the PFCP fuzz seed corpus (fuzz/corpus/pfcp/) from the named Scapy messages the tests use
-(tests/lib/pfcp_msgs.py). Usage: python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
+(tests/lib/pfcp_msgs.py: one-bearer sessions; tests/lib/pfcp_smf_msgs.py: SMF-shaped sessions with
+several QERs and URRs, SDF Filters, placeholder outer headers, Update URR). Usage:
+python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
 
 from __future__ import annotations
 
@@ -10,11 +12,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))      # the repository's top: tests.lib
 
 from tests.lib import pfcp_msgs  # noqa: E402
+from tests.lib import pfcp_smf_msgs  # noqa: E402
 
 
 def write(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    corpus = pfcp_msgs.corpus()
+    corpus = {**pfcp_msgs.corpus(), **pfcp_smf_msgs.corpus(),
+              # the Flow Description classifier also reads each input as text
+              "fd_match_all": pfcp_smf_msgs.MATCH_ALL.encode(),
+              "fd_host": b"permit out ip from any to 10.45.0.7/32",
+              "fd_narrow": b"permit out 17 from 198.51.100.0/24 1000-2000 to assigned frag"}
     for name, b in corpus.items():
         (out / name).write_bytes(b)
     return len(corpus)

@@ -29,6 +29,8 @@ BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_ENABLE_STATS = 32
+BPF_LINK_UPDATE = 29
+BPF_F_REPLACE = 1 << 2
 BPF_MAP_LOOKUP_BATCH = 24
 
 BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
@@ -90,6 +92,11 @@ class _Batch(ctypes.Structure):
 
 class _InfoByFd(ctypes.Structure):
     _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
+
+
+class _LinkUpdate(ctypes.Structure):
+    _fields_ = [("link_fd", ctypes.c_uint32), ("new_prog_fd", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("old_prog_fd", ctypes.c_uint32)]
 
 
 class _EnableStats(ctypes.Structure):
@@ -187,6 +194,15 @@ def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
 def enable_stats() -> int:
     """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): run time is counted while the returned fd is open."""
     return _bpf(BPF_ENABLE_STATS, _EnableStats(type=0), "enable BPF run-time stats")
+
+
+def link_update(link_fd: int, new_prog_fd: int, old_prog_fd: int | None = None) -> None:
+    """Swap the program of a link (BPF_LINK_UPDATE) in one step; with old_prog_fd only if that is the
+    program it has (BPF_F_REPLACE). An XDP link keeps its device's receive setup (veth: its NAPI
+    thread is not made anew), unlike a detach and attach."""
+    attr = _LinkUpdate(link_fd=link_fd, new_prog_fd=new_prog_fd,
+                       flags=BPF_F_REPLACE if old_prog_fd is not None else 0, old_prog_fd=old_prog_fd or 0)
+    _bpf(BPF_LINK_UPDATE, attr, "update a link's program")
 
 
 def map_info(fd: int) -> MapInfo:

@@ -36,6 +36,15 @@ def _print_status(st: dict) -> None:
             for t in threads:
                 print(f"    napi {ifname:<12} pid {t['pid']:<7} on CPU(s) {cpu_text(t['cpus'] or [])}"
                       f"{'' if t['pinned'] else '  (not pinned: an engine attached since? see docs/lab.md)'}")
+        aw = lay.get("awake")
+        if aw:
+            print(f"    DUT CPUs kept awake: {aw['method']}{'' if aw.get('applied') else ' (NOT applied)'}"
+                  f"{' (given back)' if aw.get('restored') else ''}")
+        cl = lay.get("claim")
+        if cl:
+            print(f"    CPUs claimed: {cpu_text(cl['cpus'])}" + (
+                "; shared with " + ", ".join(h["lab"] for h in st.get("shared_with") or [])
+                if st.get("shared_with") else ""))
         for n in lay.get("notes", []):
             print(f"    note: {n}")
     else:
@@ -76,7 +85,8 @@ def _cmd_up(args) -> int:
     lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu if args.mtu is not None else
                  int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
                  gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
-                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None))
+                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None),
+                 share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None))
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)
@@ -173,6 +183,9 @@ def add_parser(subparsers) -> None:
     up.add_argument("--dut-cpus", metavar="CPUS",
                     help="CPUs of the DUT's receive NAPI threads, hence its XDP programs (default: the "
                          "second half)")
+    up.add_argument("--share-cpus", action="store_true",
+                    help="run on CPUs another lab holds, and say so (default: refused, naming that lab; "
+                         "also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     up.add_argument("--no-gen-pass", action="store_true",
                     help="don't attach the XDP_PASS program to the generator ports")
     up.add_argument("--json", action="store_true", help="print the lab's status as JSON")

@@ -21,6 +21,7 @@ import yaml
 
 from gtplab.dut import prometheus
 from gtplab.errors import UserError
+from gtplab.lab.awake import METHODS as AWAKE_METHODS
 from gtplab.lab.cpu import CpuLayout
 from gtplab.pfcp import provision as prov
 from gtplab.rates import line_rate_pps
@@ -35,7 +36,7 @@ _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_spe
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
              "provision", "counters", "pfcp", "prometheus"}
 DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab/topology.py)
-_LAB_KEYS = {"mtu", "generator"}
+_LAB_KEYS = {"mtu", "generator", "awake", "share_cpus"}
 _TREX_KEYS = {"runtime"}
 GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
 _THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
@@ -231,6 +232,12 @@ def load(name_or_path: str | None = None) -> LabConfig:
     if gen not in GENERATORS:
         _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
     _check_dut_access(path, backend, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
+    aw = (data.get("lab") or {}).get("awake", "auto")
+    if aw not in AWAKE_METHODS:
+        _fail(path, f"lab.awake {aw!r}: one of {', '.join(AWAKE_METHODS)} (how the DUT CPUs are kept out of halt)")
+    share = (data.get("lab") or {}).get("share_cpus", False)
+    if not isinstance(share, bool):
+        _fail(path, f"lab.share_cpus {share!r}: true or false (run on CPUs another lab holds, and say so)")
     rt = (data.get("trex") or {}).get("runtime")
     if rt is not None and not isinstance(rt, str):
         _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")

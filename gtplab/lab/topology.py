@@ -56,7 +56,7 @@ from gtplab.dut.dataplane import REASONS, pgwu_binary
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
 from gtplab.kernel.threads import affinity, napi_threads
-from gtplab.lab import trex_server
+from gtplab.lab import awake, claims, trex_server
 from gtplab.lab.cpu import CpuLayout, cpu_text
 
 STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
@@ -195,8 +195,12 @@ class Lab:
     def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
            addressing: Addressing | None = None, gen_pass: bool = True,
            pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
-           generator: str = "engine", trex_runtime: str | None = None) -> "Lab":
+           generator: str = "engine", trex_runtime: str | None = None,
+           share_cpus: bool | None = None) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        share_cpus: run on CPUs another live lab holds (gtplab.lab.claims), and say so in every result;
+        None: $GTPLAB_SHARE_CPUS (unset: no, a lab that would overlap another is refused, naming it).
 
         cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
         it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
@@ -222,11 +226,13 @@ class Lab:
         if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
             raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
         a = addressing or Addressing()
+        share = claims.share_from_env() if share_cpus is None else bool(share_cpus)
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
         lab = cls(state)
         old = None
         try:
+            lab._claim(share)           # before anything is pinned to the CPUs
             lab._build(gen_pass, pgwu_load_args)
             state["status"] = "up"
             _write_state(lab.state_path, state)
@@ -298,6 +304,20 @@ class Lab:
             "trex": {"runtime": str(trex_dir), "workdir": str(STATE_DIR / f"{n}-trex"),
                      "prefix": f"gtplab_{n}_trex", "pid": None} if generator == "trex" else None,
         }
+
+    def _claim(self, share: bool) -> None:
+        """Claim the layout's CPUs machine-wide (gtplab.lab.claims): LabError naming the lab that
+        holds one of them, unless share; the claim (and whom it shares with) goes in the state."""
+        if self.cpus is None:
+            return
+        self.state["claim"] = claims.claim(self.name, self.cpus.generator + self.cpus.dut, self.state_path, share)
+        _write_state(self.state_path, self.state)
+
+    def shared_with(self) -> list[dict]:
+        """The other live labs holding any of this lab's CPUs now (gtplab.lab.claims.holders)."""
+        if self.cpus is None:
+            return []
+        return claims.holders(self.cpus.generator + self.cpus.dut, but=self.name)
 
     def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
         a = self.addressing
@@ -415,6 +435,15 @@ class Lab:
             return {}
         lay: dict[str, Any] = {"generator": self.cpus.generator, "dut": self.cpus.dut,
                                "threads": {}, "notes": []}
+        prev = self.state.get("cpu_layout") or {}
+        if "awake" in prev:
+            lay["awake"] = prev["awake"]
+        cl = self.state.get("claim")
+        if cl:
+            lay["claim"] = {k: cl.get(k) for k in ("cpus", "shared", "shared_with")}
+            if cl.get("shared_with"):
+                lay["notes"].append("CPU(s) shared with " + "; ".join(map(claims.holder_text, cl["shared_with"]))
+                                    + " (asked to share): what they run is in this lab's numbers")
         if self.cpus.shared():
             lay["notes"].append(f"CPU(s) {cpu_text(self.cpus.shared())} run both generator and DUT: "
                                 "rates and CPU costs are the chain's, not the DUT's alone")
@@ -454,37 +483,39 @@ class Lab:
         """The DUT's receive kthreads now (the threads its XDP programs run in)."""
         return [pid for p in self.ports for pid in napi_threads(p.dut_ifname)]
 
-    def keep_cpus_awake(self) -> None:
-        """Turn off every idle state but polling on the DUT's CPUs, as on a UPF host tuned with
-        C-states off, until restore_cpu_idle() or teardown. (The generator's CPUs are busy while
-        they send: the engine paces in the kernel, it does not sleep.) On this VM, waking a
-        halted vCPU takes milliseconds, longer than a 256-frame veth ring lasts: a real-time thread
-        woken every 200 us was late by up to 3.8 ms with halt allowed, 0.66 ms with polling only (and
-        44 ms with a user-space spinner instead: the host then stalls the whole VM). The DUT's CPU
-        cost is read from its own threads' run time, which idle polling does not touch. What it
-        changed is recorded in the lab's state, so teardown restores it even after a crash."""
-        if self.cpus is None or self.state.get("cpuidle_saved"):
-            return
-        saved = {}
-        for cpu in self.cpus.dut:
-            for st in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpuidle").glob("state*")):
-                try:
-                    if (st / "name").read_text().strip() == "POLL" or (st / "disable").read_text().strip() == "1":
-                        continue
-                    saved[str(st / "disable")] = "0"
-                except OSError:
-                    continue
-        self.state["cpuidle_saved"] = saved
-        _write_state(self.state_path, self.state)      # before the change: teardown undoes it
-        for path in saved:
-            try:
-                Path(path).write_text("1")
-            except OSError as e:
-                self.state.setdefault("cpu_layout", {}).setdefault("notes", []).append(
-                    f"Couldn't turn off idle state {path}: {e.strerror}")
+    def keep_cpus_awake(self, method: str = "auto") -> dict:
+        """Keep the DUT's CPUs out of halt until restore_cpu_idle() or teardown, by the first way this
+        host allows (gtplab.lab.awake: its idle states off, as on a UPF host tuned with C-states off;
+        without a cpuidle driver a SCHED_IDLE spinner; method "none": nothing). (The generator's CPUs
+        are busy while they send: the engine paces in the kernel, it does not sleep.) On a VM, waking
+        a halted vCPU costs from ~10 us (this Intel VM) to milliseconds (the AMD host measured in
+        docs/lab.md), and a 256-frame veth ring lasts 0.25 ms at 1 Mpps. The DUT's CPU cost is read
+        from its own threads' run time, which neither method touches. What it changed is recorded in
+        the lab's state before the change, so teardown restores it even after a crash; the record
+        (state["awake"], also in cpu_layout["awake"]) says what was and was not applied."""
+        if self.cpus is None:
+            return {}
+        if "awake" in self.state:            # kept awake already (until restore_cpu_idle)
+            return self.state["awake"]
+
+        def save(rec: dict) -> None:
+            self.state["awake"] = rec
+            _write_state(self.state_path, self.state)
+        rec = awake.keep_awake(self.cpus.dut, method, save)
+        self.state["awake"] = rec
+        self.state.setdefault("cpu_layout", {})["awake"] = _awake_summary(rec)
+        _write_state(self.state_path, self.state)
+        return rec
+
+    def awake_threads(self) -> list[int]:
+        """The threads that keep the DUT CPUs awake now (the spinners; none for idle states): the
+        lab's own CPU time on the DUT's CPUs, never the DUT's."""
+        return awake.spinner_tids(self.state.get("awake"))
 
     def restore_cpu_idle(self) -> None:
         restore_cpu_idle(self.state)
+        if "awake" in self.state.get("cpu_layout") or {}:
+            self.state["cpu_layout"]["awake"]["restored"] = True
         if self.state_path.exists():
             _write_state(self.state_path, self.state)
 
@@ -624,21 +655,28 @@ class Lab:
 
 
 def restore_cpu_idle(state: dict) -> list[str]:
-    """Give back the idle states Lab.keep_cpus_awake() turned off; returns what it restored."""
-    done = []
+    """Give back what Lab.keep_cpus_awake() changed (idle states, spinners); returns what it did."""
+    done = awake.restore(state.pop("awake", None))
+    # a state file written before gtplab.lab.awake: {path: value} of the idle states turned off
     for path, value in (state.pop("cpuidle_saved", None) or {}).items():
         try:
             Path(path).write_text(value)
-            done.append(path)
+            done.append(f"idle state {path} restored")
         except OSError:
             pass
     return done
 
 
+def _awake_summary(rec: dict) -> dict:
+    """What the layout (run.json, lab status, the report) says of keeping the DUT CPUs awake."""
+    return {k: rec.get(k) for k in ("asked", "method", "applied", "notes", "cpus")}
+
+
 def teardown(state: dict) -> list[str]:
     """Remove everything a lab's state lists that still exists; returns what was removed.
     Safe to run again, and after a crash at any point of Lab.up()."""
-    removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
+    removed = restore_cpu_idle(state)
+    removed += claims.release(state["name"])
     t = state.get("trex")
     if t:
         removed += trex_server.kill_recorded(t.get("pid"), t.get("prefix"))
@@ -708,7 +746,7 @@ def lab_status(name: str) -> dict:
                                     for k, v in lab.state["netns"].items()},
                           "ports": [asdict(p) for p in lab.ports], "links": [],
                           "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
-                          "generator": lab.generator}
+                          "generator": lab.generator, "shared_with": lab.shared_with()}
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
     if lab.generator == "trex":

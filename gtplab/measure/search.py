@@ -13,9 +13,10 @@ The controller (gtplab.measure.mlrsearch) is pure; this module is the part that 
   less than 97 % of load x duration has its shortfall counted as loss (TrialOutput.from_counts,
   RFC 9971 4.9.1), so a trial the generator could not send at the load asked is never taken as
   low-loss at that load. A trial is disturbed when the runner says the host disturbed it: its
-  `host` record (issue 26 item 2, the lab's disturbance measurement) has `disturbed` true; until a
-  runner gives that record, no trial is. Disturbed trials are kept and counted in the budget, and
-  by default (`disturbed: exclude`) not classified: their load is measured again.
+  `host` record (gtplab.observe.host, measured by Runner.trial around the trial's traffic) has
+  `disturbed` true, and that is TrialOutput.disturbed; a runner without a CPU layout (a remote DUT
+  or generator) measures nothing and disturbs no trial. Disturbed trials are kept and counted in the
+  budget, and by default (`disturbed: exclude`) not classified: their load is measured again.
 - Max load (RFC 9971 4.6.8.1): the spec's, else the lab config's max_rate_pps capped at the line
   rate of the frame size, else what the generator reaches flat out in one short trial (the old
   search's first trial). Min load: the spec's, never above max load.
@@ -177,10 +178,25 @@ IRREGULAR_SHORT = {mlr.IRREGULAR_MAX_LOAD: "max load is a lower bound", mlr.IRRE
                    "min load is an upper bound", mlr.IRREGULAR_BUDGET: "the budget ran out"}
 
 
+def _figures(host: dict) -> dict[str, float]:
+    """The numbers of a trial's `host` record, one level of nesting flattened: gtplab.observe.host's
+    {"dut": {"others_ratio": 0.4, ...}, "generator": {...}} gives dut_others_ratio, generator_...;
+    its wall time and window are the trial's, not the host's."""
+    out: dict[str, float] = {}
+    for k, v in host.items():
+        if k in ("wall_s", "window"):
+            continue
+        items = [(f"{k}_{k2}", v2) for k2, v2 in v.items()] if isinstance(v, dict) else [(k, v)]
+        for name, x in items:
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+                out[name] = x
+    return out
+
+
 def disturbance(cs: CaseSearch) -> dict[str, Any]:
     """How much the host disturbed the case's search: trials, disturbed ones, their share of the
     trial time, the policy, host busy, the runner's reasons (counted) and, per figure the runner
-    gives in its `host` records, the largest value over the disturbed trials."""
+    gives in its `host` records (_figures), the largest value over the disturbed trials."""
     res = cs.result
     reasons: Counter = Counter()
     worst: dict[str, float] = {}
@@ -189,9 +205,8 @@ def disturbance(cs: CaseSearch) -> dict[str, Any]:
             continue
         host = t.get("host") or {}
         reasons.update(str(r) for r in host.get("reasons") or [])
-        for k, v in host.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                worst[k] = max(worst.get(k, v), v)
+        for k, v in _figures(host).items():
+            worst[k] = max(worst.get(k, v), v)
     return {"trials": len(res.trials), "disturbed": res.disturbed_trials,
             "disturbed_share": res.disturbed_share, "policy": res.disturbed_policy, "host_busy": res.host_busy,
             "reasons": dict(reasons.most_common()), "worst": worst}
@@ -261,8 +276,10 @@ def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
                      f"of {short['trials']} trials (those sent {short['median_share']:.0%} of it, median): their "
                      "shortfall counts as loss (RFC 9971 4.9.1); a generator whose CPU other tasks take falls short")
     if res.disturbed_trials and not res.host_busy:
+        why = "; ".join(list(dist["reasons"])[:3])
         notes.append(f"{res.disturbed_trials} of {len(res.trials)} trials disturbed by the host "
-                     f"({'excluded from' if res.disturbed_policy == 'exclude' else 'counted in'} the search)")
+                     f"({'excluded from' if res.disturbed_policy == 'exclude' else 'counted in'} the search)"
+                     + (f": {why}" if why else ""))
     status = (f"MLRsearch {res.stop}: " + ", ".join(
         f"{g.code} {'regular' if g.regular else 'irregular (' + IRREGULAR_SHORT.get(g.irregular, g.irregular) + ')'}"
         for g in res.goals))

@@ -44,6 +44,7 @@ from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, commo
 from gtplab.measure.plan import goals as goals_of
 from gtplab.measure.runner import Runner
 from gtplab.observe import flamegraph
+from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
 from gtplab.rates import line_rate_pps, mult_pps, wire_rates
 from gtplab.results import store as results
 from gtplab.results.push import Pusher, check_gateway_url
@@ -128,20 +129,32 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         return t
 
     extra: dict[str, Any] = {}
-    with runner.dut.bpf_stats():
-        if p.rate_mode == "fixed":
-            pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
-            if pps is None and p.rate != "100%":
-                pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
-                if pps is None:
-                    raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
-            best = trial(pps, p.duration)
-            best["phase"] = "fixed"
-            trials, status = [best], "fixed rate"
-            extra = {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
-                     "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
-        else:
-            trials, best, status, extra = _search_case(trial, p, spec, cfg, prep, notes, progress)
+    if p.rate_mode == "fixed":
+        pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
+        if pps is None and p.rate != "100%":
+            pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
+            if pps is None:
+                raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
+        best = trial(pps, p.duration)
+        best["phase"] = "fixed"
+        trials, status = [best], "fixed rate"
+        extra = {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
+                 "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
+        cost_load = best["offered_pps"]
+    else:
+        trials, best, status, extra = _search_case(trial, p, spec, cfg, prep, notes, progress)
+        cost_load = extra["goals"][extra["goal"]]["lower_pps"]
+    # the DUT's costs per packet, apart from the search: no search trial pays for bpf_stats, and the
+    # reference forwarder swapped in at the same load gives the DUT's cost above it (Runner.case_costs)
+    cost = runner.case_costs(prep, cost_load)
+    notes += cost["notes"]
+    paid = sum(bool((t.get("dut") or {}).get("bpf_stats")) for t in trials)
+    if paid:
+        notes.append(f"bpf_stats was on in {paid} of {len(trials)} trial(s): another process on this host "
+                     "held BPF_ENABLE_STATS (it is machine-wide), and every packet of those paid for the run-time "
+                     "accounting (cost.bpf_stats_ns_per_packet)")
+    if best["dut"].get("ns_per_packet") is None:
+        best["dut"] = {**best["dut"], "ns_per_packet": cost["xdp_ns_per_packet"]}
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
@@ -153,11 +166,16 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         **extra,
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
+        "host": host_summary(trials),
+        "cost": cost,
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,
         "end_timestamp": time.time(),
     }
+    # a searched case's verdict notes its disturbed trials (and what the search did with them, with the
+    # reasons); host_notes adds those of a fixed-rate trial and the CPUs shared with another lab
+    rec["notes"] += host_notes(rec["host"] if p.rate_mode == "fixed" else {**rec["host"], "disturbed": 0})
     if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
         rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
@@ -477,6 +495,11 @@ class _Sweep:
         association whether it chooses the TEIDs; if it does, random-order uplink cases are skipped
         (without_unsendable), and run.json says so."""
         self.dut = runner.dut
+        if self.be.lab is not None:
+            # the DUT CPUs kept awake (or not) by the runner, now: run.json says what was applied
+            self.run["cpu_layout"] = self.be.lab.state.get("cpu_layout")
+            self.run["notes"] += layout_notes(self.run["cpu_layout"])
+            results.write_run(self.rdir, self.run)
         if getattr(getattr(self.dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
             cases, self.run["skipped"] = without_unsendable(cases, self.run["skipped"], cfg, choose=True)
             self.run["cases_planned"] = len(cases)
@@ -568,6 +591,8 @@ class _Sweep:
 
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
+    if getattr(args, "share_cpus", False):
+        cfg.lab["share_cpus"] = True
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     run_uuid = str(uuidlib.uuid4())
@@ -634,6 +659,9 @@ def add_parser(subparsers) -> None:
                    help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
                         "forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--share-cpus", action="store_true",
+                   help="embedded lab: run on CPUs another lab holds, and say so in every result (default: "
+                        "refused, naming that lab; also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     p.add_argument("--flamegraph", action="store_true",
                    help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
                         "linked from the report (local backend)")

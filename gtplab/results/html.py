@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gtplab.results import store as results
+from gtplab.results.layout import layout_text
 from gtplab.results.analysis import CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, limit_text, value
 
 
@@ -101,13 +102,11 @@ def _layout_html(r: Run) -> str:
     if not lay:
         return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
                 "from before layouts): the DUT's CPU cost is its host's.</p>")
-    ok = lay.get("honoured")
-    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
-           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
-           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
-           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
-                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
-    for n in lay.get("notes") or []:
+    text, notes = layout_text(r.run, r.cases)
+    text = html.escape(text, quote=False).replace("The layout was NOT honoured", "<b>The layout was NOT honoured</b>").replace(
+        "Not applied:", "<b>Not applied:</b>")
+    txt = f"<p>{r.label}: DUT {html.escape(dut)}. {text}</p>"
+    for n in notes:
         txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
     return txt
 

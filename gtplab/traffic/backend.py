@@ -192,7 +192,7 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
                                    else "use --backend trex"))
         else:
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
-                                "dut": dut or cfg.dut_mode}
+                                "dut": dut or cfg.dut_mode, "share_cpus": cfg.lab.get("share_cpus")}
             if kind == "trex":
                 setup.lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
     elif dut:

@@ -261,7 +261,7 @@ def test_session_round_trip(loaded):
 
     got = json.loads(ok(loaded, "session", "get", "--teid", "100", "--json"))
     assert got == {"teid": 100, "ue": "10.45.0.1", "sgw": "192.0.2.1", "sgw_teid": 0x1000, "csum": "default",
-                   "qfi": None, "ul_qfi": None,
+                   "qfi": None, "ul_qfi": None, "owner": "pgwu", "pfcp": None,
                    "uplink": {"packets": 0, "bytes": 0}, "downlink": {"packets": 0, "bytes": 0}}
     assert json.loads(ok(loaded, "session", "get", "--ue", "10.45.0.1", "--json")) == got
     listed = json.loads(ok(loaded, "session", "list", "--json"))

@@ -9,6 +9,8 @@ dataplane/fuzz/ put the repository's top on sys.path to do the same):
     tshark.py         tshark's checksum verdicts on a capture
     synthetic_results.py   results directories written by hand, with a known cost model
     pfcp_msgs.py      PFCP messages built with Scapy (the agent's tests, the fuzz corpus, bench/)
+    pfcp_smf_msgs.py  PFCP sessions shaped as SMFs send them (3 QERs, 2 URRs, SDF Filters, a dropping
+                      downlink FAR, Update FAR + Update URR), on top of pfcp_msgs.py
     fake_upf.py       a PFCP user plane in Python, for the control plane's tests and bench/
     gtpu_peer.py      a GTP-U peer on a UDP socket (a script, run in a namespace)
     monitor_stack.py  a local Prometheus stack and Pushgateway, for the monitor and dashboard tests

@@ -50,6 +50,14 @@ class FakeRunner:
         tun = p.tunables()
         return Prepared(p, *self.ports(p.direction), tun, tun["stats"] == "latency", [])
 
+    def case_costs(self, prep, load_pps: float | None) -> dict[str, Any]:
+        """The DUT's costs apart from the search (Runner.case_costs), at the load run_case asked
+        (kept in cost_load): none measured, no trial run."""
+        self.cost_load = load_pps
+        return {"load_pps": load_pps, "notes": [], "xdp_ns_per_packet": None, "dut_cpu_ns_per_packet": None,
+                "reference_cpu_ns_per_packet": None, "above_reference_ns_per_packet": None,
+                "bpf_stats_ns_per_packet": None, "disturbed": False, "trials": []}
+
     def trial(self, prep, pps, duration, capture=None, capture_limit=64) -> dict[str, Any]:
         n = len(self.asked)
         self.asked.append((pps, duration))

@@ -262,7 +262,14 @@ def test_report_from_a_real_sweep(tmp_path):
     index = rdir / "report" / "index.html"
     assert f"report: {index}" in cp.stdout.splitlines(), cp.stdout
     r = assert_all_referenced_files_exist(index)
-    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png", "search.png"} <= set(r.imgs)
+    assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png"} <= set(r.imgs)
+    # the search's plot when a goal has a relevant bound; a host that disturbed every trial (the suite's
+    # labs share CPUs with other labs) leaves none, and the report says so instead
+    bounded = any(g.get("lower_pps") is not None or g.get("upper_pps") is not None
+                  for c in results.read_cases(rdir) for g in (c.get("goals") or {}).values())
+    assert ("search.png" in r.imgs) == bounded
+    if not bounded:
+        assert "No case has a relevant bound" in index.read_text()
     # 128 and 512 B have room for the latency trailer: latency at the PDR's shares, unless no PDR was found
     if any((c.get("latency_pdr") or {}).get("points") for c in results.read_cases(rdir)):
         assert "latency_pdr.png" in r.imgs
@@ -329,6 +336,40 @@ def test_report_says_which_side_was_the_limit_and_compares_with_the_forwarder(tm
                                                                    "notes": ["CPU(s) 0 run both"]}}))
     text = re.sub(r"<[^>]+>", " ", report.build_report(pg).read_text())
     assert "NOT honoured" in text and "CPU(s) 0 run both" in text
+
+
+def test_report_layout_sentence_says_what_was_not_applied_and_what_it_cost(tmp_path):
+    """Issue 26: the layout sentence says what of the measurement model this host applied (threads
+    pinned, the DUT CPUs kept out of halt and how, CPUs to itself), what it did not, and what the run
+    measured of the cost (disturbed trials, the DUT threads' run-queue wait, others on the DUT CPUs)."""
+    def host(disturbed, wait, others, shared=()):
+        return {"disturbed": disturbed, "reasons": [], "dut": {"wait_ratio": wait, "others_ratio": others},
+                "generator": {}, "shared_with": list(shared)}
+    other = {"lab": "b0b", "pid": 4242, "cpus": [1], "shared": False}
+    case = ndr_case("uplink", 64, 600e3, "dut")
+    case["trials"] = [{"offered_pps": 2e6, "passed": False, "host": host(True, 0.2, 0.5, [other])},
+                      {"offered_pps": 6e5, "passed": True, "host": host(False, 0.01, 0.0)},
+                      {"offered_pps": 5e5, "passed": True, "host": host(False, 0.03, 0.02)}]
+    d = write_results(tmp_path / "r", [case])
+    lay = {"generator": [0], "dut": [1], "honoured": True, "notes": [], "threads": {},
+           "awake": {"method": "none", "applied": False, "notes": ["no cpuidle states on CPU(s) 1"]},
+           "claim": {"cpus": [0, 1], "shared": True, "shared_with": []}}
+    run = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps({**run, "cpu_layout": lay}))
+    text = " ".join(re.sub(r"<[^>]+>", " ", report.build_report(d).read_text()).split())
+    assert "Not applied: the DUT CPUs kept out of halt (no cpuidle states on CPU(s) 1)" in text, text
+    assert "CPUs to itself: shared with lab b0b (pid 4242)" in text
+    assert "over 3 trials: 1 disturbed by the host" in text and "waited runnable a median 3.0%" in text
+    assert "(waking a halted CPU is part of it)" in text and "The layout was honoured in part" in text
+    # all of it applied, nothing disturbed: the DUT's numbers, said as before
+    lay.update(awake={"method": "spinner", "applied": True, "notes": []})
+    case["trials"] = [t for t in case["trials"] if not t["host"]["disturbed"]]
+    d2 = write_results(tmp_path / "r2", [case])
+    run = json.loads((d2 / "run.json").read_text())
+    (d2 / "run.json").write_text(json.dumps({**run, "cpu_layout": lay}))
+    text = " ".join(re.sub(r"<[^>]+>", " ", report.build_report(d2).read_text()).split())
+    assert "kept out of halt by a SCHED_IDLE spinner" in text and "CPU(s) 0, 1 held by this lab alone" in text
+    assert "The layout was honoured: every rate and CPU cost below is the DUT's" in text
 
 
 def test_report_shows_bearer_scale_ratio(tmp_path):

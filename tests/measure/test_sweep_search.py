@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 
@@ -180,6 +181,52 @@ def test_a_case_the_host_mostly_disturbed_says_host_busy_and_never_limit_dut():
     assert any(n.startswith("host busy:") and "no result is claimed" in n for n in rec["notes"])
 
 
+def monitored(disturbed: Callable[[int], bool]):
+    """Host records as the lab's HostMonitor (gtplab/observe/host.py) makes them, from made-up
+    snapshots of a 1 s trial on a 1-generator-CPU, 1-DUT-CPU layout: trial n disturbed(n) has another
+    task on the DUT CPU for 0.4 s; otherwise every busy second is the lab's own."""
+    from gtplab.kernel.sched import CpuTimes
+    from gtplab.lab.cpu import CpuLayout
+    from gtplab.observe.host import HostMonitor, Snapshot
+    lab = SimpleNamespace(cpus=CpuLayout([0], [1]), state={"awake": {"method": "spinner", "applied": True}},
+                          ports=[], shared_with=lambda: [])
+    mon = HostMonitor(lab, top=False)
+
+    def host(n, pps):
+        hog = 0.4 if disturbed(n) else 0.0
+        a = Snapshot(0.0, {0: CpuTimes(0, 0, 0, 0), 1: CpuTimes(0, 0, 0, 0)}, {7: (0, 0)}, {}, {}, 0, 0, (True, ""))
+        b = Snapshot(1.0, {0: CpuTimes(1.0, 0, 0, 0), 1: CpuTimes(0.5 + hog, 0.5 - hog, 0, 0)},
+                     {7: (500_000_000, 0)}, {}, {}, 1_000_000_000, 0, (True, ""))
+        return mon.figures(a, b)
+    return host
+
+
+def test_the_labs_host_records_decide_host_busy_and_the_case_never_says_limit_dut():
+    """The contract between the lab's disturbance measurement and the search: a trial whose `host`
+    record (HostMonitor's, as Runner.trial returns it) says disturbed is MLRsearch's disturbed trial,
+    and a case whose search it mostly disturbed has the limit "host busy" with the monitor's figures,
+    never "limit: DUT"; the same DUT with quiet records is DUT-limited (so the first half can fail)."""
+    busy_rec = case(FakeRunner(capacity=300e3, gen_max=1e6, host=monitored(lambda n: n % 4 != 3)))
+    quiet = case(FakeRunner(capacity=300e3, gen_max=1e6, host=monitored(lambda n: False)))
+    assert quiet["limit"] == "dut" and "limit: DUT" in sweep.case_summary(quiet)
+    assert quiet["disturbance"]["disturbed"] == 0 and quiet["host"]["disturbed"] == 0
+    s = searched(busy_rec)
+    assert [t["search"]["disturbed"] for t in s] == [t["host"]["disturbed"] for t in s] and any(
+        t["search"]["disturbed"] for t in s)
+    d = busy_rec["disturbance"]
+    assert d["host_busy"] and busy_rec["limit"] == "host busy" and busy_rec["ndr_pps"] is None
+    assert d["worst"]["dut_others_ratio"] == pytest.approx(0.4) and d["worst"]["dut_others_s"] == pytest.approx(0.4)
+    line = sweep.case_summary(busy_rec)
+    assert "limit: DUT" not in line and "limit: host busy" in line, line
+    assert "other tasks ran 40% of the DUT CPUs' time (400 ms; threshold 5%)" in line, line
+    # the case's host summary (every trial: max load, search, latency) counts the same records
+    assert busy_rec["host"]["disturbed"] == sum(bool(t["host"]["disturbed"]) for t in busy_rec["trials"])
+    assert busy_rec["host"]["dut_others_ratio_max"] == pytest.approx(0.4)
+    # no "N trial(s) disturbed ... not evidence" note beside the verdict's host busy note (said once)
+    assert sum(n.startswith("host busy:") for n in busy_rec["notes"]) == 1
+    assert not any("not evidence about the DUT" in n for n in busy_rec["notes"]), busy_rec["notes"]
+
+
 def test_disturbed_trials_are_measured_again_and_a_few_leave_the_result_alone():
     clean = case(FakeRunner(capacity=300e3, gen_max=1e6))
     # every 4th trial disturbed, and it lost packets (it was disturbed): excluded, its load measured again
@@ -327,7 +374,9 @@ def test_a_real_sweep_searches_both_goals_and_every_trial_is_conserved(tmp_path)
         assert phases[0] == "max load" and phases.count("search") >= 2
         s = [t for t in c["trials"] if t["phase"] == "search"]
         sr = c["search"]
-        assert s[0]["search"]["load"] == sr["max_load"] == pytest.approx(c["trials"][0]["offered_pps"])
+        # max load is the last flat-out trial's rate (one the host disturbed is run again)
+        probes = [t for t in c["trials"] if t["phase"] == "max load"]
+        assert s[0]["search"]["load"] == sr["max_load"] == pytest.approx(probes[-1]["offered_pps"])
         assert all(sr["min_load"] <= t["search"]["load"] <= sr["max_load"] for t in s)
         assert sr["search_time_s"] <= 6 + 1e-9 and sr["trial_count"] == len(s)
         assert set(c["goals"]) == {"NDR", "PDR0.5"} and c["goal"] == "NDR"

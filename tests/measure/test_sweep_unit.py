@@ -332,6 +332,8 @@ def test_run_case_records_contract_fields_and_trials(tmp_path):
     assert rec["duration_s"] == 0.5          # the goals' trial duration, not the spec's (fixed rate) one
     assert len(rec["trials"]) == len(fr.asked) > 2 and rec["conservation_ok"]
     assert [t["phase"] for t in rec["trials"]][:2] == ["max load", "search"]
+    # the DUT's costs are measured apart from the search, at the case's result (Runner.case_costs)
+    assert fr.cost_load == rec["ndr_pps"] and rec["cost"]["load_pps"] == rec["ndr_pps"]
     # 82 B uplink has no room for the latency trailer: no latency trials, and said so
     assert "latency_pdr" not in rec and all(t["phase"] != "latency" for t in rec["trials"])
     assert any("no latency" in n for n in rec["notes"])

@@ -267,15 +267,34 @@ def _raw_bearer(pin_dir: str, teid: int, ue: str) -> tuple:
                 dp._slot("ul", k_ul), dp._slot("dl", k_dl))
 
 
+# where the owner tag (flags bits 16-31, pgwu.h PGWU_B_OWNER_SHIFT) lies in each of _raw_bearer's values
+_OWNER_AT = (6, 14, 14, 22)
+
+
+def _owners(raw: tuple) -> list:
+    vals = [raw[0], raw[1], raw[2][1], raw[3][1]]
+    return [None if v is None else int.from_bytes(v[o:o + 2], "little") for v, o in zip(vals, _OWNER_AT)]
+
+
+def _without_owner(raw: tuple) -> tuple:
+    vals = [None if v is None else v[:o] + b"\0\0" + v[o + 2:]
+            for v, o in zip([raw[0], raw[1], raw[2][1], raw[3][1]], _OWNER_AT)]
+    return (vals[0], vals[1], (raw[2][0], vals[2]), (raw[3][0], vals[3]))
+
+
 def test_session_writes_the_tables_exactly_as_session_add(assoc, pin_dir):
+    """Byte for byte, but for the owner tag: the agent's session's (non-zero), or 0 (pgwu session)."""
     r = assoc.req(M.establish(2, 0x10, UE, teid=0x2345, sgw=M.SGW_ADDR, sgw_teid=0x678))
     assert cause(r) == 1
     via_pfcp = _raw_bearer(pin_dir, 0x2345, UE)
+    tag = _owners(via_pfcp)[0]
+    assert tag and _owners(via_pfcp) == [tag] * 4
     assert cause(assoc.req(M.delete(3, up_seid(r)))) == 1
     assert _raw_bearer(pin_dir, 0x2345, UE)[:2] == (None, None)
     pgwu(pin_dir, "session", "add", "--teid", str(0x2345), "--ue", UE, "--sgw", M.SGW_ADDR,
          "--sgw-teid", str(0x678))
-    assert _raw_bearer(pin_dir, 0x2345, UE) == via_pfcp
+    assert _owners(_raw_bearer(pin_dir, 0x2345, UE)) == [0] * 4
+    assert _without_owner(_raw_bearer(pin_dir, 0x2345, UE)) == _without_owner(via_pfcp)
     assert via_pfcp[2][1] is not None and via_pfcp[3][1] is not None     # both slotted
     pgwu(pin_dir, "session", "del", "--teid", str(0x2345))
     assert _raw_bearer(pin_dir, 0x2345, UE) == (None, None, via_pfcp[2][:1] + (None,), via_pfcp[3][:1] + (None,))
@@ -389,7 +408,7 @@ def test_session_qfi_checks_uplink_and_marks_downlink(assoc, pin_dir):
         assert (b["qfi"], b["ul_qfi"], b["uplink"]["packets"], b["downlink"]["packets"]) == (7, 9, 1, 1)
         assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "drop", "ul psc 7": "drop",
                                            "ul psc 9": "redirect", "dl": ("redirect", 7)}
-        _, dl_hash, _, (_, dl_slot) = _raw_bearer(pin_dir, teid, UE)
+        _, dl_hash, _, (_, dl_slot) = _without_owner(_raw_bearer(pin_dir, teid, UE))
         assert dl_slot is not None and dl_slot[8 + 12:8 + 16] == dl_hash[12:16] == struct.pack("=I", 0x704)
         # an Update QER without a QFI keeps it; a handover keeps it too
         assert cause(assoc.req(M.modify_qer(4, seid))) == 1
@@ -540,7 +559,9 @@ def test_retransmitted_request_gets_the_same_answer(assoc, pin_dir):
     assert again == first and cause(PFCP(first)) == 1
     assert len(tables(pin_dir)) == 1       # applied once
     # a new request (new sequence number) with the same content is a new establishment: refused
-    assert cause(assoc.req(M.establish(10, 0x10, UE))) == 73
+    # (its CP F-SEID names a live session: Mandatory IE incorrect, the F-SEID)
+    r = assoc.req(M.establish(10, 0x10, UE))
+    assert (cause(r), offending(r)) == (69, 57)
 
 
 def _pdr_without(field: str):
