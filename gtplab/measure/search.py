@@ -71,7 +71,7 @@ def trial_output(t: dict, load: float, duration: float) -> mlr.TrialOutput:
                                        offered_load=t.get("offered_pps"), disturbed=is_disturbed(t), info=t)
 
 
-PROBE_TRIES = 3               # flat-out trials at most, while the host disturbs them
+PROBE_TRIES = 2               # flat-out trials at most, while the host disturbs them (a busy host: ~0.6 s each)
 
 
 @dataclass(frozen=True)
