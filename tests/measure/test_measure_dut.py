@@ -80,21 +80,27 @@ def test_search_ends_below_the_offered_rate(runner):
     # a PDR of 0.1 % decided by one 0.3 s trial per load: short, and a host stall below the DUT's
     # limit moves the result down, never up
     goal = mlr.pdr(0.001, exceed_ratio=0.0, final_trial_duration=0.3, duration_sum=0.3, initial_trial_duration=0.3,
-                   width=0.05)
-    # disturbed trials counted: this test is about where the loss is (the DUT), which a trial's
-    # counters say whatever else the host ran; excluded, a busy host could leave no lower bound in 6
+                   width=0.1)
+    # the sweep's policy: trials the host disturbed are excluded and measured again. On a host busy
+    # enough that most of the search was disturbed, the property is the other half of the contract:
+    # the search says host busy and blames nothing on the DUT
     with runner.dut.bpf_stats():
         trial = lambda load, s: runner.trial(prep, load, s)       # noqa: E731
         top = search.max_load(trial)
-        cs = search.run(trial, [goal], min_load=10e3, max_load=top, max_trials=6, disturbed="count")
+        cs = search.run(trial, [goal], min_load=10e3, max_load=top, max_trials=12)
     v = search.verdict(cs, 64)
     for t in list(top.probes) + cs.trials:
         assert t["conservation"]["ok"], t["conservation"]["errors"]
     g = v.goals[goal.code]
-    assert cs.trials[0]["search"]["load"] == top.pps and cs.trials[0]["search"]["high_loss"][goal.code], v.status
+    if cs.result.host_busy:
+        assert v.limit == g["limit"] == "host busy" and v.claim is None and g["claimed_pps"] is None, v.status
+        assert any(n.startswith("host busy:") for n in v.notes), v.notes
+        return
+    counted = [t for t in cs.trials if cs.counted(t)]
+    assert counted[0]["search"]["load"] == top.pps and counted[0]["search"]["high_loss"][goal.code], v.status
     assert g["lower_pps"] is not None and g["lower_pps"] < top.pps, v.status
-    # the limit is the DUT's: the trials at the relevant upper bound lost packets at the DUT
-    above = [t for t in cs.trials if t["search"]["load"] == g["upper_pps"] and t["search"]["high_loss"][goal.code]]
+    # the limit is the DUT's: the counted trials at the relevant upper bound lost packets at the DUT
+    above = [t for t in counted if t["search"]["load"] == g["upper_pps"] and t["search"]["high_loss"][goal.code]]
     assert above and all(t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] > 0 for t in above), \
         [t["loss"] for t in above]
     assert v.limit == "dut" and v.claim == g["lower_pps"], v.status
