@@ -27,6 +27,7 @@ BPF_PROG_LOAD = 5
 BPF_OBJ_PIN = 6
 BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
+BPF_PROG_GET_FD_BY_ID = 13
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_ENABLE_STATS = 32
 BPF_LINK_UPDATE = 29
@@ -59,6 +60,10 @@ def _bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
 class _ObjGet(ctypes.Structure):
     _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32),
                 ("file_flags", ctypes.c_uint32), ("path_fd", ctypes.c_int32)]
+
+
+class _GetById(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32), ("open_flags", ctypes.c_uint32)]
 
 
 class _MapElem(ctypes.Structure):
@@ -157,6 +162,12 @@ def obj_get(path: str) -> int:
     p = ctypes.create_string_buffer(os.fsencode(path))
     attr = _ObjGet(pathname=ctypes.addressof(p))
     return _bpf(BPF_OBJ_GET, attr, f"open pinned object {path}")
+
+
+def prog_get_fd_by_id(prog_id: int) -> int:
+    """Open a loaded program by its id (e.g. the XDP program `ip link` shows on an interface, which
+    another process loaded); returns a new fd."""
+    return _bpf(BPF_PROG_GET_FD_BY_ID, _GetById(id=prog_id), f"open program id {prog_id}")
 
 
 def obj_pin(fd: int, path: str) -> None:
@@ -358,6 +369,11 @@ class Prog(_BpfObject):
 
     def info(self) -> ProgInfo:
         return prog_info(self.fd)
+
+    @classmethod
+    def by_id(cls, prog_id: int, name: str = "prog") -> "Prog":
+        """A program someone else loaded, by its id (its run time and count: info())."""
+        return cls(prog_get_fd_by_id(prog_id), name)
 
     def test_run(self, data: bytes, *, repeat: int = 1, ingress_ifindex: int = 0,
                  rx_queue_index: int = 0, flags: int = 0, batch_size: int = 0,

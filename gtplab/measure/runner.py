@@ -424,6 +424,13 @@ class Runner:
             cons.ok = False
             cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "
                                f"{p.direction} trial (not attributable)")
+        cross = getattr(self.dut, "cross_check", None)
+        if cross is not None and cnt[0] is not None and link[0] is not None:
+            # a UPF's own verdict counts against the kernel's count of them (gtplab.dut.external)
+            disagree = cross(dd, link[0], link[1], p.direction)
+            if disagree:
+                cons.ok = False
+                cons.errors += disagree
         ns_pp = stats_on = None
         if prog[0] is not None:
             (t0, n0), (t1, n1) = prog[0][PROG[p.direction]], prog[1][PROG[p.direction]]
@@ -431,10 +438,12 @@ class Runner:
             # the kernel counts runs only while BPF_ENABLE_STATS is held, by any process on the host
             # (the sysctl kernel.bpf_stats_enabled does not show that): runs counted = stats were on
             stats_on = n1 > n0
-        cpu_s = cpus_s = None
+        cpu_s = cpus_s = proc_s = None
         if cpu[0] is not None and cpu[1] is not None:
             if "threads" in cpu[0]:
                 cpu_s = round(cpu[1]["threads"] - cpu[0]["threads"], 6)
+            if "process" in cpu[0] and "process" in cpu[1]:
+                proc_s = round(cpu[1]["process"] - cpu[0]["process"], 6)
             cpus_s = round(cpu[1]["cpus"] - cpu[0]["cpus"], 4)
             if cpu_s is None:
                 cpu_s = cpus_s
@@ -481,7 +490,9 @@ class Runner:
                     "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
                                    if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
                     # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
-                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
+                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None,
+                    # an external UPF's own process (its user-space threads), beside its XDP's NAPI threads
+                    **({"process_cpu_seconds": proc_s} if proc_s is not None else {})},
             "conservation": cons.as_dict(),
             "pcap": capture,
             "streams": stream_stats(st),

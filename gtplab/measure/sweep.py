@@ -399,10 +399,27 @@ def without_unsendable(cases: list, skipped: list[dict], cfg, choose: bool | Non
     return keep, skip
 
 
+def within_capacity(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+    """The cases whose bearers the DUT can hold (lab config dut.max_bearers: eUPF takes 65,535
+    sessions); the others are skipped, each with the reason in run.json's `skipped`."""
+    cap = cfg.max_bearers
+    if cap is None:
+        return cases, skipped
+    keep, skip = [], list(skipped)
+    for c in cases:
+        if c.n_bearers > cap:
+            skip.append({"direction": c.direction, "frame_size": c.frame_size, "case_id": c.case_id,
+                         "note": f"{c.n_bearers} bearers: the DUT holds at most {cap} (dut.max_bearers): skipped"})
+        else:
+            keep.append(c)
+    return keep, skip
+
+
 def planned_cases(spec: dict, cfg) -> tuple[list, list[dict]]:
     """(cases, skipped) of a checked spec on a lab config; UserError when no case is left."""
     cases, skipped = plan(spec)
     cases, skipped = without_unsendable(cases, skipped, cfg)
+    cases, skipped = within_capacity(cases, skipped, cfg)
     if not cases:
         raise UserError("the sweep has no cases (every size was skipped)")
     return cases, skipped
@@ -447,6 +464,8 @@ def run_record(run_uuid: str, cfg, spec: dict, skipped: list[dict], be, planned:
             "lab_config": cfg.path, "spec": spec, "skipped": skipped,
             "cpu_shared_with_generator": shared, "cpu_layout": layout,
             "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+            # what the report calls the DUT: the lab config's dut.name, else by its mode (analysis.dut_label)
+            "dut_name": (cfg.dut_name if (be.lab is None or be.lab.dut_mode == cfg.dut_mode) else None),
             "dut_provision": cfg.provision, "dut_counters": cfg.counters,
             "kernel": platform.release(), "cases_planned": planned,
             "lab_name": be.lab.name if be.lab is not None else None,
