@@ -8,10 +8,12 @@
 Each run is two `gtplab sweep`s, one with the PGW-U (`--dut pgwu`) and one with the plain XDP forwarder
 (`--dut fwd`), same sizes, both directions, same CPU layout; runs alternate pgwu, fwd, pgwu, fwd ... so
 both see the same machine. Per (direction, size): the median NDR of each over the runs, its spread
-(min-max), how many runs were generator-bound (no NDR claimed), the median DUT CPU ns/packet and XDP
-ns/packet of the PGW-U, and the ratio PGW-U / forwarder of the medians. `--rate-mode pdr` gives PDR
-(0.1 % loss) instead. The results directories are kept under --keep (default: a temporary dir,
-removed). docs/lab.md has the table measured here.
+(min-max), how many runs claimed none (the generator or a busy host set the result), the median DUT
+CPU ns/packet and XDP ns/packet of the PGW-U, and the ratio PGW-U / forwarder of the medians. The
+sweeps search NDR and PDR0.5 together (MLRsearch, the default goals); `--goal PDR0.5` tables the PDR
+instead of the NDR. The results directories are kept under --keep (default: a temporary dir,
+removed). docs/lab.md has the table measured here (with the binary search of 1 s trials the sweep
+ran before issue 26).
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ sys.path.insert(0, str(REPO / "bench"))
 from tables import median as med, num as f, print_table, spread  # noqa: E402
 
 
-def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float, scale: bool = False) -> list[dict]:
+def claimed(c: dict, goal: str) -> float | None:
+    """The case's claimed rate for the goal (its relevant lower bound when the DUT set it)."""
+    return ((c.get("goals") or {}).get(goal) or {}).get("claimed_pps")
+
+
+def sweep(out: Path, dut: str, sizes: str, scale: bool = False) -> list[dict]:
     spec = []
     if scale:       # the grid's 1024 bearers in order and the scale case's 1 M in random order
         spec_file = out.parent / "scale-spec.yaml"
@@ -40,7 +47,7 @@ def sweep(out: Path, dut: str, sizes: str, rate_mode: str, duration: float, scal
         spec = ["--spec", str(spec_file)]
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", *spec, *([] if scale else ["--no-scale"]),
                          "--dut", dut, "--sizes", sizes,
-                         "--rate-mode", rate_mode, "--duration", str(duration), "--pcap-limit", "0",
+                         "--rate-mode", "search", "--pcap-limit", "0",
                          "--no-latency", "--out", str(out)], cwd=REPO, capture_output=True, text=True)
     if cp.returncode != 0:
         raise SystemExit(f"lab_ndr: gtplab sweep --dut {dut} failed ({cp.returncode}): {cp.stderr[-2000:]}")
@@ -51,8 +58,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="sweeps per DUT, alternating")
     ap.add_argument("--sizes", default="64,512,1424", help="frame sizes")
-    ap.add_argument("--rate-mode", choices=("ndr", "pdr"), default="ndr")
-    ap.add_argument("--duration", type=float, default=1.0, help="seconds per trial")
+    ap.add_argument("--goal", choices=("NDR", "PDR0.5"), default="NDR", help="the goal whose result is tabled")
     ap.add_argument("--keep", metavar="DIR", help="keep the results directories here")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--scale", action="store_true",
@@ -68,21 +74,21 @@ def main() -> int:
     try:
         for k in range(args.runs):
             for dut in ("pgwu", "fwd"):
-                for c in sweep(base / f"{dut}-{k}", dut, args.sizes, args.rate_mode, args.duration):
+                for c in sweep(base / f"{dut}-{k}", dut, args.sizes):
                     got.setdefault((c["direction"], c["frame_size"], dut), []).append(c)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
-    head = ("direction", "frame B", f"PGW-U {args.rate_mode.upper()} Mpps", "spread", "gen-bound",
-            "forwarder Mpps", "spread", "gen-bound", "PGW-U / fwd", "PGW-U CPU ns/pkt", "PGW-U XDP ns/pkt",
+    head = ("direction", "frame B", f"PGW-U {args.goal} Mpps", "spread", "none claimed",
+            "forwarder Mpps", "spread", "none claimed", "PGW-U / fwd", "PGW-U CPU ns/pkt", "PGW-U XDP ns/pkt",
             "fwd XDP ns/pkt")
     rows = []
     for d in ("uplink", "downlink"):
         for size in sorted({s for (dd, s, _) in got if dd == d}):
             pg, fw = got.get((d, size, "pgwu"), []), got.get((d, size, "fwd"), [])
-            pv = [c["ndr_pps"] for c in pg if c.get("ndr_pps")]
-            fv = [c["ndr_pps"] for c in fw if c.get("ndr_pps")]
+            pv = [claimed(c, args.goal) for c in pg if claimed(c, args.goal)]
+            fv = [claimed(c, args.goal) for c in fw if claimed(c, args.goal)]
             mp, mf = med(pv), med(fv)
             rows.append((d, str(size), f(mp), spread(pv),
                          f"{len(pg) - len(pv)}/{len(pg)}", f(mf), spread(fv),
@@ -91,9 +97,9 @@ def main() -> int:
                          f(med([c["dut"].get("ns_per_packet") for c in pg]), 1, "{:.0f}"),
                          f(med([c["dut"].get("ns_per_packet") for c in fw]), 1, "{:.0f}")))
     print_table(head, rows, args.markdown)
-    print(f"\n{args.runs} run(s) per DUT, alternating; {args.duration:g} s trials, {args.rate_mode.upper()} search "
-          f"(at most 8 trials); medians, spread min-max over the runs with a result; gen-bound = runs whose "
-          f"result the generator set (no {args.rate_mode.upper()} claimed); kernel {platform.release()}; "
+    print(f"\n{args.runs} run(s) per DUT, alternating; MLRsearch of the sweep's default goals, {args.goal} tabled; "
+          f"medians, spread min-max over the runs with a result; none claimed = runs whose result the "
+          f"generator or a busy host set; kernel {platform.release()}; "
           f"load average before/after {load0} / {os.getloadavg()[0]:.2f}")
     return 0
 
@@ -107,21 +113,21 @@ def scale_table(args) -> int:
     got: dict[tuple, list[dict]] = {}
     try:
         for k in range(args.runs):
-            for c in sweep(base / f"scale-{k}", "pgwu", args.sizes, args.rate_mode, args.duration, scale=True):
+            for c in sweep(base / f"scale-{k}", "pgwu", args.sizes, scale=True):
                 got.setdefault((c["direction"], c["frame_size"], c.get("order", "seq")), []).append(c)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
-    head = ("direction", "frame B", f"1024 seq {args.rate_mode.upper()} Mpps", "spread", "1M random Mpps",
+    head = ("direction", "frame B", f"1024 seq {args.goal} Mpps", "spread", "1M random Mpps",
             "spread", "random / seq (medians)", "per run", "XDP ns/pkt seq", "XDP ns/pkt random",
             "CPU ns/pkt seq", "CPU ns/pkt random")
     rows = []
     for d in ("uplink", "downlink"):
         for size in sorted({s for (dd, s, _) in got if dd == d}):
             sq, rn = got.get((d, size, "seq"), []), got.get((d, size, "random"), [])
-            sv = [c.get("ndr_pps") for c in sq]
-            rv = [c.get("ndr_pps") for c in rn]
+            sv = [claimed(c, args.goal) for c in sq]
+            rv = [claimed(c, args.goal) for c in rn]
             ms, mr = med(sv), med(rv)
             per = [f"{r / q:.2f}" if q and r else "-" for q, r in zip(sv, rv)]
             svv, rvv = [x for x in sv if x], [x for x in rv if x]
@@ -133,8 +139,8 @@ def scale_table(args) -> int:
                          f(med([c["dut"].get("cpu_ns_per_packet") for c in sq]), 1, "{:.0f}"),
                          f(med([c["dut"].get("cpu_ns_per_packet") for c in rn]), 1, "{:.0f}")))
     print_table(head, rows, args.markdown)
-    print(f"\n{args.runs} PGW-U sweep(s), each with both cases of a size back to back; {args.duration:g} s trials, "
-          f"{args.rate_mode.upper()} search (at most 8 trials); medians, spread min-max; target random / seq >= 0.7; "
+    print(f"\n{args.runs} PGW-U sweep(s), each with both cases of a size back to back; MLRsearch of the sweep's "
+          f"default goals, {args.goal} tabled; medians, spread min-max; target random / seq >= 0.7; "
           f"kernel {platform.release()}; load average before/after {load0} / {os.getloadavg()[0]:.2f}")
     return 0
 

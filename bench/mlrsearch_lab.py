@@ -16,8 +16,8 @@ generator's packet counts, a generator that fell 3 % short of the load counted a
 their setup and counter reads), and per goal the relevant lower bound, conditional throughput and
 whether the result is regular (or why not). The first line gives the load average before and after:
 the search cannot tell a busy host from a noisy DUT until trials are marked disturbed (issue 26
-item 2). This is the sweep's future search run outside the sweep (issue 26 item 1); the sweep itself
-still runs gtplab.measure.search.ndr_search.
+item 2). This is the sweep's search (gtplab.measure.search) outside the sweep, with the goal
+attributes given on the command line; `gtplab sweep` itself prints the same per case.
 """
 
 from __future__ import annotations

@@ -150,13 +150,44 @@ def _per_size(metric: str, scale: str = "", extra: str = "") -> Query:
     return Query(f"max by (direction, frame_size) ({metric}{{{sel}}}){scale}", instant=True)
 
 
+GOAL = 'goal=~"$goal"'
+
+
 def sweep_results():
     return build(
         "gtplab-sweep-results", "gtplab: sweep results",
-        "Results of one sweep run (pushed by `gtplab sweep` / `gtplab push`): rate, loss and latency "
-        "per frame size and direction. Several flow counts or checksum modes are folded with max().",
-        CASE_VARIABLES,
+        "Results of one sweep run (pushed by `gtplab sweep` / `gtplab push`): the search's result per goal "
+        "(MLRsearch, RFC 9971), latency at shares of the PDR, rate, loss and latency per frame size and "
+        "direction. Several flow counts or checksum modes are folded with max().",
+        CASE_VARIABLES + [
+            _var("goal", 'label_values(gtplab_case_goal_lower_bound_packets_per_second{uuid="$uuid"}, goal)',
+                 "Search goal"),
+        ],
         [
+            ("Search result of goal $goal (MLRsearch, RFC 9971)", [
+                P("barchart", "Relevant lower bound (the result), goal $goal",
+                  [_per_size("gtplab_case_goal_lower_bound_packets_per_second", " / 1e6", GOAL)], unit="Mpps",
+                  description="The largest load classified Lower Bound below the smallest Upper Bound "
+                              "(RFC 9971 4.8.2); irregular results are in the table below"),
+                P("barchart", "Conditional throughput, goal $goal",
+                  [_per_size("gtplab_case_goal_conditional_throughput_packets_per_second", " / 1e6", GOAL)],
+                  unit="Mpps", description="The forwarding rate at the lower bound (RFC 9971 4.8.3)"),
+                P("barchart", "Latency p99 at 90 % of the PDR",
+                  [_per_size("gtplab_case_latency_at_pdr_seconds", "", 'stat="p99", load_percent="90"')], unit="s"),
+                P("barchart", "Latency p99 idle (0 % of the PDR)",
+                  [_per_size("gtplab_case_latency_at_pdr_seconds", "", 'stat="p99", load_percent="0"')], unit="s"),
+                P("table", "Goal results of every case", [
+                    Query(f"gtplab_case_goal_lower_bound_packets_per_second{{{CASE}}}", instant=True),
+                    Query(f"gtplab_case_goal_upper_bound_packets_per_second{{{CASE}}}", instant=True),
+                    Query(f"gtplab_case_goal_conditional_throughput_packets_per_second{{{CASE}}}", instant=True),
+                    Query(f"gtplab_case_goal_regular{{{CASE}}}", instant=True),
+                ], w=18, h=10, description="Value #A: relevant lower bound pps, #B: relevant upper bound pps, "
+                                           "#C: conditional throughput pps, #D: 1 regular, 0 irregular"),
+                P("stat", "Cases the host disturbed (host busy)",
+                  [Query(f"count(gtplab_case_host_busy{{{CASE}}} == 1) or vector(0)", "host busy"),
+                   Query(f"sum(gtplab_case_search_disturbed_trials{{{CASE}}})", "disturbed trials")],
+                  w=6, h=10),
+            ]),
             ("Throughput by frame size", [
                 P("barchart", "Received Mpps", [_per_size("gtplab_case_received_packets_per_second", " / 1e6")],
                   unit="Mpps", description="Packets per second the generator received, per frame size"),

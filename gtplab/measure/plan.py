@@ -8,7 +8,9 @@ spec's keys.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import yaml
 
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
+from gtplab.measure import mlrsearch as mlr
 from gtplab.rates import RateError, parse_mult
 
 SWEEPS_DIR = Path(__file__).resolve().parent / "sweeps"
@@ -31,17 +34,26 @@ DIRECTIONS = ("uplink", "downlink")
 FLOW_MODES = ("single", "multi")
 
 
-RATE_MODES = ("fixed", "ndr", "pdr")
+RATE_MODES = ("fixed", "search")
 
 
 UNDERSIZE = ("clamp", "skip", "error")
 
 
-NDR_KEYS = {"loss_tolerance", "pdr_loss_tolerance", "resolution", "max_trials"}
+# the search (rate mode search: MLRsearch, RFC 9971; docs/sweep.md, docs/mlrsearch.md)
+SEARCH_KEYS = {"goals", "min_load", "max_load", "time_budget", "max_trials", "disturbed", "latency_at",
+               "latency_duration"}
+SEARCH_DEFAULTS = {"goals": ["ndr", "pdr"], "min_load": 10e3, "max_load": None, "time_budget": None,
+                   "max_trials": None, "disturbed": "exclude", "latency_at": [0, 10, 50, 90],
+                   "latency_duration": 0.25}
 
 
 SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
-             "rate", "duration", "ndr", "latency", "pcap_limit", "undersize", "scale"}
+             "rate", "duration", "search", "latency", "pcap_limit", "undersize", "scale"}
+# keys and values of the binary search the sweep ran before MLRsearch: refused with what replaced them
+_OLD = {"ndr": "the `ndr` section (loss_tolerance, pdr_loss_tolerance, resolution, max_trials) is gone: the "
+               "search is MLRsearch (RFC 9971) now, its keys are under `search` (goals, min_load, max_load, "
+               "time_budget, max_trials; docs/sweep.md)"}
 
 
 SGWS = 4                      # SGWs the profiles spread bearers over (their default)
@@ -61,9 +73,9 @@ class CaseParams:
     flows: int = 1024
     bearers: int | None = None            # default: flows
     checksum: str = "on"                  # outer UDP checksum: on | off
-    rate_mode: str = "fixed"              # fixed | ndr | pdr
+    rate_mode: str = "fixed"              # fixed | search
     rate: Any = "100%"                    # fixed: pps (number) or a TRex mult string
-    duration: float = 1.0
+    duration: float = 1.0                 # fixed: the trial (a search's trials are its goals')
     latency: bool = True
     case_id: str = ""
     order: str = "seq"                    # seq | random: the order the traffic hits the bearers
@@ -113,6 +125,9 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         raise UserError(f"{where}: {msg}")
     if not isinstance(spec, dict):
         bad("must be a mapping")
+    for k, why in _OLD.items():
+        if k in spec:
+            bad(why)
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         bad(f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(SPEC_KEYS))})")
@@ -152,6 +167,9 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     if not s["checksum"]:
         bad("checksum: an empty list (give on, off or both)")
     rm = s.get("rate_mode", "fixed")
+    if rm in ("ndr", "pdr"):
+        bad(f"rate_mode {rm}: NDR and PDR are goals of one search now (MLRsearch, RFC 9971): rate_mode search, "
+            "with search.goals (default NDR and PDR0.5; --goals ndr,pdr)")
     if rm not in RATE_MODES:
         bad(f"rate_mode {rm!r}: one of {', '.join(RATE_MODES)}")
     s["rate_mode"] = rm
@@ -171,21 +189,7 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.05 <= d <= 3600:
         bad(f"duration {d!r}: seconds, 0.05..3600")
     s["duration"] = float(d)
-    ndr = s.get("ndr") or {}
-    if not isinstance(ndr, dict) or set(ndr) - NDR_KEYS:
-        bad(f"ndr: unknown key(s) {', '.join(sorted(set(ndr) - NDR_KEYS)) if isinstance(ndr, dict) else ndr!r} "
-            f"(allowed: {', '.join(sorted(NDR_KEYS))})")
-    ndr = {"loss_tolerance": 0.0, "pdr_loss_tolerance": None, "resolution": 0.02, "max_trials": 8, **ndr}
-    for k in ("loss_tolerance", "pdr_loss_tolerance"):
-        v = ndr[k]
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1):
-            bad(f"ndr.{k} {v!r}: a loss ratio 0..1 (0.001 = 0.1 %)")
-    if isinstance(ndr["resolution"], bool) or not isinstance(ndr["resolution"], (int, float)) \
-            or not 0 < ndr["resolution"] < 1:
-        bad(f"ndr.resolution {ndr['resolution']!r}: a fraction of the top rate, e.g. 0.02")
-    if not isinstance(ndr["max_trials"], int) or not 1 <= ndr["max_trials"] <= 100:
-        bad(f"ndr.max_trials {ndr['max_trials']!r}: 1..100")
-    s["ndr"] = ndr
+    s["search"] = _search(s.get("search"), bad)
     lat = s.get("latency", True)
     if not isinstance(lat, bool):
         bad(f"latency {lat!r}: true or false")
@@ -206,6 +210,82 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
                 bad(f"frame size(s) {small} below the {dr} minimum {lo} (undersize: error; use clamp or skip)")
     s["scale"] = _scale(s.get("scale"), bad)
     return s
+
+
+def _number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _search(sr, bad) -> dict[str, Any]:
+    """The spec's `search`, defaults filled in: goals as full records (every RFC 9971 attribute and
+    the code; a preset name or a record with an optional preset in the spec), loads in pps, the time
+    budget in seconds (null: mlrsearch.default_time_budget of the goals), max_trials, the disturbed
+    trials' policy, the latency loads in % of the PDR and the seconds of each latency trial."""
+    if sr is None:
+        sr = {}
+    if not isinstance(sr, dict):
+        bad(f"search: a mapping with {', '.join(sorted(SEARCH_KEYS))}, got {sr!r}")
+    unknown = set(sr) - SEARCH_KEYS
+    if unknown:
+        bad(f"search: unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(SEARCH_KEYS))})")
+    s = {**SEARCH_DEFAULTS, **sr}
+    goals = _list(s["goals"])
+    if not goals:
+        bad("search.goals: an empty list (give presets ndr, pdr, rfc2544 or goal records)")
+    built = []
+    for i, g in enumerate(goals):
+        try:
+            g = copy.deepcopy(g)
+            code = g.pop("code", None) if isinstance(g, dict) else None
+            goal = mlr.goal_from_spec(g)
+        except mlr.GoalError as e:
+            bad(f"search.goals[{i}]: {e}")
+        if code is not None and code != goal.code:
+            bad(f"search.goals[{i}]: code {code!r} does not match the goal's attributes ({goal})")
+        built.append(goal)
+    try:
+        mlr.check_goals(built)
+    except mlr.GoalError as e:
+        bad(f"search.goals: {e}")
+    s["goals"] = [g.as_dict() for g in built]
+    if not _number(s["min_load"]) or s["min_load"] <= 0:
+        bad(f"search.min_load {s['min_load']!r}: a positive load in packets per second")
+    s["min_load"] = float(s["min_load"])
+    if s["max_load"] is not None:
+        if not _number(s["max_load"]) or s["max_load"] < s["min_load"]:
+            bad(f"search.max_load {s['max_load']!r}: null (the lab config's max_rate_pps, else the generator "
+                f"flat out) or packets per second >= min_load ({s['min_load']:g})")
+        s["max_load"] = float(s["max_load"])
+    longest = max(g.final_trial_duration for g in built)
+    if s["time_budget"] is not None:
+        tb = s["time_budget"]
+        if not _number(tb) or tb <= 0:
+            bad(f"search.time_budget {tb!r}: seconds per case (null: {mlr.DEFAULT_TIME_BUDGET:g} s for the "
+                "default goals, more for longer trials)")
+        if tb < longest + mlr.DEFAULT_TRIAL_OVERHEAD:
+            bad(f"search.time_budget {tb:g} s is less than one {longest:g} s trial (+ {mlr.DEFAULT_TRIAL_OVERHEAD:g} s): "
+                "the search could not run a trial its goals count")
+        s["time_budget"] = float(tb)
+    mt = s["max_trials"]
+    if mt is not None and (isinstance(mt, bool) or not isinstance(mt, int) or not 1 <= mt <= 10000):
+        bad(f"search.max_trials {mt!r}: null (the time budget alone) or 1..10000")
+    if s["disturbed"] not in mlr.DISTURBED_POLICIES:
+        bad(f"search.disturbed {s['disturbed']!r}: one of {', '.join(mlr.DISTURBED_POLICIES)} (exclude: a trial "
+            "the host disturbed is measured again; count: classified like any other)")
+    la = _list(s["latency_at"]) if s["latency_at"] is not None else []
+    if not all(_number(x) and 0 <= x < 100 for x in la) or len(set(la)) != len(la):
+        bad(f"search.latency_at {s['latency_at']!r}: a list of distinct % of the PDR, 0 (idle) .. 99")
+    s["latency_at"] = sorted(la)
+    ld = s["latency_duration"]
+    if not _number(ld) or not 0.05 <= ld <= 60:
+        bad(f"search.latency_duration {ld!r}: seconds per latency trial, 0.05..60")
+    s["latency_duration"] = float(ld)
+    return s
+
+
+def goals(search: dict[str, Any]) -> tuple[mlr.SearchGoal, ...]:
+    """The SearchGoals of a validated spec's `search`."""
+    return tuple(mlr.goal_from_spec({k: v for k, v in g.items() if k != "code"}) for g in search["goals"])
 
 
 def _scale(sc, bad):
@@ -276,8 +356,23 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
             s["rate"] = args.rate
     if args.duration is not None:
         s["duration"] = args.duration
+    goals_arg, search_arg = getattr(args, "goals", None), getattr(args, "search", None)
+    sr = dict(s.get("search") or {})
+    if goals_arg is not None:
+        sr["goals"] = parse_goals(goals_arg)
+    if search_arg is not None:
+        sr.update(parse_search(search_arg))
     if args.max_trials is not None:
-        s["ndr"] = {**s["ndr"], "max_trials": args.max_trials}
+        sr["max_trials"] = args.max_trials
+    s["search"] = sr
+    given = [o for o, v in (("--goals", goals_arg), ("--search", search_arg), ("--max-trials", args.max_trials))
+             if v is not None]
+    if s.get("rate_mode") == "fixed" and given:
+        raise UserError(f"{given[0]}: the rate mode is fixed (one trial per case); the search runs with rate_mode "
+                        "search (--rate-mode search)")
+    if s.get("rate_mode") == "search" and args.duration is not None:
+        raise UserError("--duration: seconds of a fixed-rate trial; a search's trials last what its goals say "
+                        "(--goals), its latency trials search.latency_duration (--search latency_duration=S)")
     if args.pcap_limit is not None:
         s["pcap_limit"] = args.pcap_limit
     if args.no_latency:
@@ -285,6 +380,58 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
     if getattr(args, "no_scale", False):
         s["scale"] = None
     return validate(s, "sweep spec (with command-line options)")
+
+
+def parse_goals(text: str) -> list:
+    """--goals: preset names separated by commas (ndr,pdr / rfc2544), or a YAML list whose entries are
+    presets or goal records ('[ndr, {preset: pdr, loss_ratio: 0.001}]'); checked by validate."""
+    t = text.strip()
+    if t.startswith("["):
+        try:
+            v = yaml.safe_load(t)
+        except yaml.YAMLError as e:
+            raise UserError(f"--goals {text!r}: not a YAML list: {str(e).splitlines()[0]}") from None
+        if not isinstance(v, list):
+            raise UserError(f"--goals {text!r}: not a YAML list")
+        return v
+    return _csv(t)
+
+
+def parse_search(text: str) -> dict[str, Any]:
+    """--search KEY=VALUE[,KEY=VALUE...]: search keys other than goals, each value read as YAML
+    (min_load=20000,time_budget=20,max_load=null); checked by validate."""
+    out: dict[str, Any] = {}
+    parts, depth, cur = [], 0, ""
+    for ch in text:                 # commas inside [...] or {...} belong to the value
+        depth += (ch in "[{") - (ch in "]}")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    for part in (x.strip() for x in parts):
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(f"--search {text!r}: KEY=VALUE pairs separated by commas, got {part!r}")
+        if key == "goals":
+            raise UserError("--search goals=...: give the goals with --goals")
+        if key not in SEARCH_KEYS:
+            raise UserError(f"--search: unknown key {key!r} (allowed: {', '.join(sorted(SEARCH_KEYS - {'goals'}))})")
+        try:
+            out[key] = yaml.safe_load(val) if val.strip() else None
+        except yaml.YAMLError:
+            raise UserError(f"--search {key}={val!r}: not a value") from None
+        if isinstance(out[key], str):           # YAML 1.1 reads 5e4 (no dot) as text
+            with contextlib.suppress(ValueError):
+                if math.isfinite(float(out[key])):
+                    out[key] = float(out[key])
+        if key == "latency_at" and isinstance(out[key], (int, float)):
+            out[key] = [out[key]]
+    return out
 
 
 def plan(spec: dict) -> tuple[list, list[dict]]:

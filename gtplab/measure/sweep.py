@@ -1,13 +1,16 @@
 """`gtplab sweep`: frame sizes x directions x flows x checksum through the PGW-U, into a results dir.
 
     gtplab sweep                                    # the default sweep on the embedded lab
-    gtplab sweep --sizes 64,1518 --directions uplink --rate-mode ndr --duration 0.5
+    gtplab sweep --sizes 64,1518 --directions uplink --goals rfc2544
+    gtplab sweep --search time_budget=20,min_load=50000 --goals '[ndr, {preset: pdr, loss_ratio: 0.001}]'
     gtplab sweep --backend trex --lab-config my-lab.yaml --spec my-sweep.yaml
 
 The spec (gtplab/measure/sweeps/default.yaml, or --spec FILE, then CLI overrides) is checked completely
 before anything starts (gtplab/measure/plan.py), and so is the choice of lab and generator
-(gtplab/traffic/backend.py, choose). Each case installs its bearers (from the profile's tunables, as
-`gtplab bearers` writes them), runs one trial at a fixed rate or an NDR/PDR search
+(gtplab/traffic/backend.py, choose). The results directory is claimed (gtplab.results.store.claim:
+one sweep writes it) before the lab is built. Each case installs its bearers (from the profile's
+tunables, as `gtplab bearers` writes them), runs one trial at a fixed rate or an MLRsearch of the
+spec's goals, NDR and PDR0.5 by default, and the latency trials at shares of the PDR it found
 (gtplab/measure/runner.py, gtplab/measure/search.py), checks packet conservation, and is written to
 RESULTS_DIR (docs/results.md) before the next case starts, then pushed to the Pushgateway if one is
 given. docs/sweep.md describes the spec and the method. Registered by gtplab.cli;
@@ -35,12 +38,14 @@ from typing import Any
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
+from gtplab.measure import mlrsearch as mlr
+from gtplab.measure import search
 from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
+from gtplab.measure.plan import goals as goals_of
 from gtplab.measure.runner import Runner
-from gtplab.measure.search import ndr_search
 from gtplab.observe import flamegraph
 from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
-from gtplab.rates import mult_pps, wire_rates
+from gtplab.rates import line_rate_pps, mult_pps, wire_rates
 from gtplab.results import store as results
 from gtplab.results.push import Pusher, check_gateway_url
 from gtplab.results.report import build_report
@@ -91,10 +96,15 @@ def _rate(pps: float | None) -> str:
 
 CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1", "rx_bps_l2",
              "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
+TRIAL_KEYS = ("phase", "rate_asked", "rate_asked_pps", "duration_s", "offered_pps", "rx_pps", "tx_packets",
+              "rx_packets", "loss_ratio", "generator_bound", "limit", "loss", "conservation", "search",
+              "latency_point", "latency_us", "host", "rx_path")
 
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
-    """Run one case; returns its results record (docs/results.md plus trials, notes, conservation)."""
+    """Run one case; returns its results record (docs/results.md plus trials, notes, conservation):
+    one trial at a fixed rate, or an MLRsearch of the spec's goals (gtplab.measure.search) and the
+    latency trials at shares of the PDR it found."""
     c = common()
     prep = runner.prepare(p)
     notes = []
@@ -105,45 +115,42 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
                      f"{c.STATS_PAYLOAD} payload bytes for the latency trailer")
     pcap = str(pcap_dir / f"case-{p.case_id}-port{prep.rx_port}.pcap") if pcap_dir and spec["pcap_limit"] else None
-    ndr = spec["ndr"]
     first = [True]
 
-    def trial(pps):
+    def trial(pps, duration):
         if progress:
-            progress.update(f"trial at {_rate(pps)}, {p.duration:g} s")
-        t = runner.trial(prep, pps, p.duration, capture=pcap if first[0] else None,
+            progress.update(f"trial at {_rate(pps)}, {duration:g} s")
+        t = runner.trial(prep, pps, duration, capture=pcap if first[0] else None,
                          capture_limit=max(1, spec["pcap_limit"]))
         first[0] = False
         if progress:
             progress.update(f"offered {_rate(t['offered_pps'])}, received {_rate(t['rx_pps'])}, "
-                            f"loss {t['loss_ratio'] or 0:.4%}")
+                            f"loss {t['loss_ratio'] or 0:.4%}" + (" (disturbed)" if search.is_disturbed(t) else ""))
         return t
 
+    extra: dict[str, Any] = {}
     if p.rate_mode == "fixed":
         pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
         if pps is None and p.rate != "100%":
             pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
             if pps is None:
                 raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
-        best = trial(pps)
+        best = trial(pps, p.duration)
+        best["phase"] = "fixed"
         trials, status = [best], "fixed rate"
+        extra = {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
+                 "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
+        cost_load = best["offered_pps"]
     else:
-        tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
-            ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
-        best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
-                                          resolution=ndr["resolution"], max_trials=ndr["max_trials"])
-        if best is None:
-            notes.append(status)
-            best = min(trials, key=lambda t: t["offered_pps"] or 0)
-        if status.startswith("generator-bound"):
-            notes.append(status)
+        trials, best, status, extra = _search_case(trial, p, spec, cfg, prep, notes, progress)
+        cost_load = extra["goals"][extra["goal"]]["lower_pps"]
     # the DUT's costs per packet, apart from the search: no search trial pays for bpf_stats, and the
     # reference forwarder swapped in at the same load gives the DUT's cost above it (Runner.case_costs)
-    cost = runner.case_costs(prep, best["offered_pps"] if p.rate_mode == "fixed" or best.get("passed") else None)
+    cost = runner.case_costs(prep, cost_load)
     notes += cost["notes"]
     paid = sum(bool((t.get("dut") or {}).get("bpf_stats")) for t in trials)
     if paid:
-        notes.append(f"bpf_stats was on in {paid} of {len(trials)} search trial(s): another process on this host "
+        notes.append(f"bpf_stats was on in {paid} of {len(trials)} trial(s): another process on this host "
                      "held BPF_ENABLE_STATS (it is machine-wide), and every packet of those paid for the run-time "
                      "accounting (cost.bpf_stats_ns_per_packet)")
     if best["dut"].get("ns_per_packet") is None:
@@ -153,14 +160,12 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
         "order": p.order,
         "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
-        "duration_s": p.duration, **{k: best[k] for k in CASE_KEYS},
+        "duration_s": best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
         "rate_asked": best["rate_asked"],
         "status": status,
-        **_verdict(p, best, trials, status),
+        **extra,
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
-        "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
-                                      "loss_ratio", "passed", "generator_bound", "limit", "loss",
-                                      "conservation", "host", "rx_path") if k in t} for t in trials],
+        "trials": [{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
         "rx_path": rx_path_of(best, trials),
         "host": host_summary(trials),
         "cost": cost,
@@ -169,7 +174,9 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "notes": notes,
         "end_timestamp": time.time(),
     }
-    rec["notes"] += host_notes(rec["host"])
+    # a searched case's verdict notes its disturbed trials (and what the search did with them, with the
+    # reasons); host_notes adds those of a fixed-rate trial and the CPUs shared with another lab
+    rec["notes"] += host_notes(rec["host"] if p.rate_mode == "fixed" else {**rec["host"], "disturbed": 0})
     if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
         rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
@@ -179,67 +186,135 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
 
 
 def rx_path_of(best: dict, trials: list[dict]) -> dict | None:
-    """The receive path to show for a case: that of the lowest-rate trial that lost packets above
-    the result (where the DUT's limit showed), with its rate; the recorded trial's when none lost
-    any. None when the DUT's receive path is not read."""
-    lossy = [t for t in trials if t.get("loss_ratio") and t is not best and t.get("rx_path")]
-    t = min(lossy, key=lambda x: x.get("offered_pps") or 0) if lossy and best.get("passed") else best
+    """The receive path to show for a case: that of the lowest-rate trial above the recorded one
+    that lost packets (where the DUT's limit showed), with its rate; the recorded trial's when none
+    did. None when the DUT's receive path is not read."""
+    b = best.get("offered_pps") or 0
+    lossy = [t for t in trials if t.get("loss_ratio") and t is not best and t.get("rx_path")
+             and (t.get("offered_pps") or 0) > b]
+    t = min(lossy, key=lambda x: x.get("offered_pps") or 0) if lossy else best
     if not t.get("rx_path"):
         return None
     return {**t["rx_path"], "trial_offered_pps": t.get("offered_pps"), "trial_loss_ratio": t.get("loss_ratio")}
 
 
-def _verdict(p, best: dict, trials: list[dict], status: str) -> dict[str, Any]:
-    """What a case claims: the NDR/PDR (only when the DUT, not the generator, set it) in pps, Mpps and
-    Gb/s L1/L2, and which side was the limit ("dut", "generator (transmit)", "generator (receive)")."""
-    if p.rate_mode == "fixed":
-        return {"limit": best.get("limit"), "generator_bound": bool(best.get("generator_bound")),
-                "ndr_pps": None, "ndr": wire_rates(None, p.actual_size)}
-    gen = status.startswith("generator-bound")
-    found = not gen and best.get("passed") and not status.startswith("no trial")
-    if gen:
-        failing = [t for t in trials if not t.get("passed")]
-        limit = (min(failing, key=lambda t: t["offered_pps"] or 0).get("limit") if failing
-                 else "generator (transmit)")
-    else:
-        limit = "dut"
-    pps = best["offered_pps"] if found else None
-    return {"limit": limit, "generator_bound": gen, "ndr_pps": pps, "ndr": wire_rates(pps, p.actual_size)}
+def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Progress | None):
+    """Rate mode search: max load, the MLRsearch of the spec's goals, the verdict, the latency loads.
+    Returns (every trial in order, the recorded trial, status, the case's search fields)."""
+    sr = spec["search"]
+    top = search.max_load(trial, spec_max=sr["max_load"], cfg_max=cfg.max_rate_pps,
+                          line_rate=line_rate_pps(cfg.port_speed_bps, p.actual_size) if cfg.max_rate_pps else None)
+    cs = search.run(trial, goals_of(sr), min_load=sr["min_load"], max_load=top, time_budget=sr["time_budget"],
+                    max_trials=sr["max_trials"], disturbed=sr["disturbed"])
+    v = search.verdict(cs, p.actual_size)
+    notes.extend(v.notes)
+    trials = list(top.probes) + cs.trials
+    if len(top.probes) > 1:
+        notes.append(f"max load: {len(top.probes)} flat-out trials, the host disturbed "
+                     f"{sum(search.is_disturbed(t) for t in top.probes)}")
+    best = search.recorded_trial(cs)
+    extra: dict[str, Any] = {
+        "goal": v.claim_goal, "goals": v.goals, "limit": v.limit,
+        "generator_bound": v.limit in search.GENERATOR_LIMITS or v.limit == "max load",
+        "ndr_pps": v.claim, "ndr": wire_rates(v.claim, p.actual_size),
+        "search": {**cs.result.as_dict(trials=False), "max_load_source": top.source,
+                   "goals": [g.code for g in cs.goals], "generator_short": v.shortfall},
+        "disturbance": v.disturbance,
+    }
+    if spec["latency"] and prep.latency and sr["latency_at"]:
+        def on_point(key, load):
+            if progress:
+                progress.update(f"latency at {key} % of the PDR: {_rate(load)}")
+        lat, lt = search.latency_points(trial, cs, v, sr["latency_at"], duration=sr["latency_duration"],
+                                        idle=sr["min_load"], on_point=on_point)
+        extra["latency_pdr"] = lat
+        if lat.get("note"):
+            notes.append(f"latency: {lat['note']}")
+        trials += lt
+    return trials, best, v.status, extra
+
+
+def _goal_text(code: str, g: dict) -> str:
+    """One goal of a case's result line: 'NDR 0.412 Mpps (upper 0.420, cond. 0.412)', irregular marked."""
+    def m(x):
+        return "none" if x is None else f"{x / 1e6:.3f}"
+    if g["irregular"] == mlr.IRREGULAR_MAX_LOAD:
+        return f"{code} >= {m(g['lower_pps'])} Mpps (irregular: max load is a lower bound)"
+    if g["lower_pps"] is None:
+        return f"{code} none (irregular: {search.IRREGULAR_SHORT.get(g['irregular'], g['irregular'])}, upper {m(g['upper_pps'])})"
+    txt = f"{code} {m(g['lower_pps'])} Mpps (upper {m(g['upper_pps'])}, cond. {m(g['conditional_pps'])}"
+    if g["irregular"]:
+        txt += f"; irregular: {search.IRREGULAR_SHORT.get(g['irregular'], g['irregular'])}"
+    return txt + ")"
 
 
 def case_summary(rec: dict) -> str:
-    """One line: the claim of a case and which side set it."""
+    """One line: the claim of a case per goal (with its code) and which side set it."""
     cpu = (rec.get("dut") or {}).get("cpu_ns_per_packet")
     cpu = f", DUT CPU {cpu:.0f} ns/pkt" if cpu else ""
     if rec["rate_mode"] == "fixed":
         return (f"offered {_rate(rec['offered_pps'])}, received {_rate(rec['rx_pps'])}, loss "
                 f"{rec['loss_ratio'] or 0:.4%}, limit: {rec.get('limit') or 'none'}{cpu}")
-    n = len(rec["trials"])
-    if rec.get("ndr_pps"):
+    goals = rec.get("goals") or {}
+    d = rec.get("disturbance") or {}
+    n = len([t for t in rec["trials"] if t.get("phase") == "search"])
+    line = "; ".join(_goal_text(code, g) for code, g in goals.items())
+    lim = rec.get("limit")
+    if lim == search.HOST_BUSY:
+        line += f"; limit: {search.host_busy_text(d)}; nothing claimed"
+    elif lim == "dut" and rec.get("ndr_pps"):
         r = rec["ndr"]
-        return (f"{rec['rate_mode'].upper()} {r['mpps']:.3f} Mpps = {r['gbps_l1']:.2f} Gb/s L1 "
-                f"({r['gbps_l2']:.2f} L2), limit: DUT, {n} trials{cpu}")
-    if rec.get("generator_bound"):
-        return (f"generator-bound ({rec.get('limit')}) at {_rate(rec['offered_pps'])}: no "
-                f"{rec['rate_mode'].upper()} claimed, {n} trials")
-    return f"no {rec['rate_mode'].upper()}: {rec['status']}, {n} trials"
+        line += f"; {rec['goal']} = {r['gbps_l1']:.2f} Gb/s L1 ({r['gbps_l2']:.2f} L2); limit: DUT"
+    elif lim == "dut":
+        why = (goals.get(rec["goal"]) or {}).get("irregular")
+        line += (f"; limit: DUT, no {rec['goal']} "
+                 + ("above min load" if why == mlr.IRREGULAR_MIN_LOAD else "found within the budget"))
+    elif lim:
+        sh = (rec.get("search") or {}).get("generator_short") or {}
+        why = (f" (it sent less than the load asked in {sh['short']} of {sh['trials']} trials, "
+               f"{sh['median_share']:.0%} of it)" if lim == "generator (transmit)" and sh.get("short") else "")
+        line += f"; limit: {lim}{why}, no {rec['goal']} claimed"
+    else:
+        line += f"; limit: not found ({rec['status']})"
+    line += f"; {n} trials" + (f" ({d['disturbed']} disturbed)" if d.get("disturbed") else "") + cpu
+    lat = rec.get("latency_pdr") or {}
+    pts = lat.get("points") or {}
+    if pts:
+        p99 = "/".join("-" if (pt.get("latency_us") or {}).get("p99") is None else f"{pt['latency_us']['p99']:.0f}"
+                       for pt in pts.values())
+        line += f"; latency p99 at {'/'.join(pts)} % of {lat['goal']}: {p99} us"
+    return line
 
 
-def _results_dir(out: str | None, run_uuid: str) -> Path:
-    """The results directory, made (and checked writable) before anything else is built."""
+def _results_dir(out: str | None, run_uuid: str) -> tuple[Path, results.Claim]:
+    """The results directory, made, claimed for this run (gtplab.results.store.claim: a second sweep
+    into it is refused, naming this one) and checked writable, before anything else is built."""
     d = Path(out) if out else Path("results") / run_uuid
     if d.exists() and not d.is_dir():
         raise ResultsWriteError(f"results directory {d} exists and is not a directory")
-    if d.exists() and any(d.iterdir()):
+    if d.exists() and results.contents(d) and not (d / results.LOCK_FILE).exists():
         raise UserError(f"results directory {d} exists and is not empty (nothing is overwritten)")
+    owner = {"run_uuid": run_uuid, "pid": os.getpid(), "host": socket.gethostname(),
+             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
-        d.mkdir(parents=True, exist_ok=True)
+        cl = results.claim(d, owner)
+    except results.ClaimError as e:
+        raise UserError(str(e)) from None
+    except OSError as e:
+        raise ResultsWriteError(f"Couldn't write to results directory {d}: {e.strerror or e}") from None
+    try:
+        if results.contents(d):
+            raise UserError(f"results directory {d} exists and is not empty (nothing is overwritten)")
         probe = d / f".gtplab-write-test-{os.getpid()}"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
+        cl.release()
         raise ResultsWriteError(f"Couldn't write to results directory {d}: {e.strerror or e}") from None
-    return d
+    except BaseException:
+        cl.release()
+        raise
+    return d, cl
 
 
 def _report(results_dir: Path) -> str | None:
@@ -382,12 +457,13 @@ def _gateway(url: str | None) -> str | None:
     return gw
 
 
-def _open(setup, rdir: Path):
-    """The backend connected (a lab built, if it needs one); on failure the still empty results
-    directory is removed: nothing was written, nothing is left behind."""
+def _open(setup, rdir: Path, claim: results.Claim):
+    """The backend connected (a lab built, if it needs one); on failure the claim is released and the
+    still empty results directory removed: nothing was written, nothing is left behind."""
     try:
         return setup.open()
     except BaseException:
+        claim.release()
         with contextlib.suppress(OSError):
             rdir.rmdir()
         raise
@@ -487,6 +563,7 @@ class _Sweep:
                     # its capture could not be written into the results directory
                     raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {self.rdir}: "
                                             f"{e.strerror or e}; {self.done} case(s) before it are there") from None
+            rec["run_uuid"] = self.run["uuid"]         # every line says which run wrote it
             if self.profiler:
                 rec["flamegraph"] = str(results.flamegraph_path(self.rdir, p.case_id).relative_to(self.rdir))
             try:
@@ -557,23 +634,24 @@ def do_sweep(args: argparse.Namespace) -> int:
     gw = _gateway(args.pushgateway)
     t_start = time.monotonic()
     setup = backend.choose(cfg, args.backend, lab=args.lab, dut=args.dut, server=args.trex_server)
-    rdir = _results_dir(args.out, run_uuid)
-    print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({setup.kind}); results in {rdir}",
-          file=sys.stderr)
-    be = _open(setup, rdir)
-    sw = _Sweep(be, rdir, run_record(run_uuid, cfg, spec, skipped, be, len(cases)), t_start)
-    with sw.ending():
-        sw.start(args.pgwu_metrics, gw, args.flamegraph)
-        with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
-            cases = sw.after_association(runner, cases, cfg)
-            sw.run_cases(runner, cases, spec, cfg)
-        sw.note_dut(runner)
-    print(f"gtplab sweep: {sw.done} case(s) in {time.monotonic() - t_start:.0f} s"
-          + (f", {sw.failed} with unexplained packet counts" if sw.failed else ""), file=sys.stderr)
-    print(f"results: {rdir.resolve()}")
-    rep = _report(rdir)
-    if rep:
-        print(f"report: {rep}")
+    rdir, claim = _results_dir(args.out, run_uuid)
+    with claim:
+        print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({setup.kind}); results in {rdir}",
+              file=sys.stderr)
+        be = _open(setup, rdir, claim)
+        sw = _Sweep(be, rdir, run_record(run_uuid, cfg, spec, skipped, be, len(cases)), t_start)
+        with sw.ending():
+            sw.start(args.pgwu_metrics, gw, args.flamegraph)
+            with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
+                cases = sw.after_association(runner, cases, cfg)
+                sw.run_cases(runner, cases, spec, cfg)
+            sw.note_dut(runner)
+        print(f"gtplab sweep: {sw.done} case(s) in {time.monotonic() - t_start:.0f} s"
+              + (f", {sw.failed} with unexplained packet counts" if sw.failed else ""), file=sys.stderr)
+        print(f"results: {rdir.resolve()}")
+        rep = _report(rdir)
+        if rep:
+            print(f"report: {rep}")
     return 1 if sw.failed else 0
 
 
@@ -634,10 +712,19 @@ def add_parser(subparsers) -> None:
     g.add_argument("--flows", type=int, help="flows (bearers the traffic cycles through) in multi mode")
     g.add_argument("--bearers", type=int, help="bearers installed on the DUT (>= flows)")
     g.add_argument("--checksum", metavar="on,off", help="outer UDP checksum modes")
-    g.add_argument("--rate-mode", choices=RATE_MODES)
+    g.add_argument("--rate-mode", choices=RATE_MODES,
+                   help="fixed: one trial at --rate; search: MLRsearch (RFC 9971) of the goals")
     g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")
-    g.add_argument("--duration", type=float, help="seconds per trial")
-    g.add_argument("--max-trials", type=int, help="NDR/PDR search: most trials per case")
+    g.add_argument("--duration", type=float, help="seconds of the trial at a fixed rate (a search's trials: its "
+                                                  "goals'; its latency trials: --search latency_duration=S)")
+    g.add_argument("--goals", metavar="GOALS",
+                   help="search goals: presets ndr,pdr,rfc2544 separated by commas, or a YAML list of presets "
+                        "and goal records: '[ndr, {preset: pdr, loss_ratio: 0.001}]' (default: ndr,pdr)")
+    g.add_argument("--search", metavar="KEY=V,..",
+                   help="search keys: min_load, max_load (pps), time_budget (s per case), max_trials, "
+                        "disturbed (exclude|count), latency_at (%% of the PDR), latency_duration (s), e.g. "
+                        "time_budget=20,min_load=5e4,latency_at=[0,90]")
+    g.add_argument("--max-trials", type=int, help="search: most trials per case (= --search max_trials=N)")
     g.add_argument("--pcap-limit", type=int, help="frames captured per case (0: none)")
     g.add_argument("--no-latency", action="store_true", help="no latency stream")
     g.add_argument("--no-scale", action="store_true",

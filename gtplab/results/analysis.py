@@ -62,7 +62,7 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
         raise results.ResultsError(f"{d}: a gtplab upftest run ({run.get('test')}, {run.get('upf')}): its report "
                                    f"is {d / 'report.md'} and {d / 'report' / 'index.html'}, written by "
                                    "gtplab upftest; several runs side by side: gtplab upftest table DIR...")
-    cases = results.read_cases(d)
+    cases = results.read_cases(d, run.get("uuid"))
     path = d / results.CASES_FILE
     lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
     seen: dict[str, int] = {}
@@ -101,13 +101,40 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
 
 
 def value(case: dict[str, Any], key: str) -> float | None:
-    """case["a"]["b"] for key "a.b"; None when missing, null or not a number."""
+    """case["a"]["b"] for key "a.b" (as cases.csv names the columns); a key with dots of its own
+    (the goal code PDR0.5 in "goals.PDR0.5.lower_pps") is matched whole. None when missing, null or
+    not a number."""
     v: Any = case
-    for part in key.split("."):
+    parts = key.split(".")
+    i = 0
+    while i < len(parts):
         if not isinstance(v, dict):
             return None
-        v = v.get(part)
+        for j in range(len(parts), i, -1):
+            k = ".".join(parts[i:j])
+            if k in v:
+                v, i = v[k], j
+                break
+        else:
+            return None
     return float(v) if _is_num(v) else None
+
+
+def goal_codes(runs: Iterable[Run]) -> list[str]:
+    """The search goals' codes of the runs' cases (rate mode search), in the order they first appear."""
+    out: list[str] = []
+    for r in runs:
+        for c in r.cases:
+            for code in c.get("goals") or {}:
+                if code not in out:
+                    out.append(code)
+    return out
+
+
+def latency_loads(runs: Iterable[Run]) -> list[str]:
+    """The latency loads (% of the PDR, "0" idle) the runs' cases measured, in numeric order."""
+    keys = {k for r in runs for c in r.cases for k in ((c.get("latency_pdr") or {}).get("points") or {})}
+    return sorted(keys, key=float)
 
 
 # --- series -----------------------------------------------------------------------------------------
@@ -273,12 +300,24 @@ def changes(a: Run, b: Run, dims: list[str]) -> tuple[list[Change], list[str], l
 def limit_text(c: dict[str, Any]) -> str:
     """Which side set a case's result, in words a reader of the report alone can act on."""
     lim = c.get("limit")
-    if c.get("rate_mode") in ("ndr", "pdr"):
+    if lim == "host busy":
+        d = c.get("disturbance") or {}
+        reasons = "; ".join(list(d.get("reasons") or {})[:3]) or "no reason given"
+        return (f"host busy: {d.get('disturbed')} of {d.get('trials')} trials disturbed "
+                f"({(d.get('disturbed_share') or 0):.0%} of the trial time): {reasons}; nothing claimed, "
+                "the DUT's limit was not measured")
+    if c.get("rate_mode") in ("ndr", "pdr", "search"):
+        what = c.get("goal") or c["rate_mode"].upper()
         if c.get("ndr_pps"):
             return "DUT: loss began at the DUT above this rate"
+        if lim == "max load":
+            return f"max load (the spec's) is a lower bound: no {what} claimed, the DUT's is higher"
         if c.get("generator_bound"):
-            return (f"{lim or 'generator (transmit)'}: no {c['rate_mode'].upper()} claimed, the "
+            return (f"{lim or 'generator (transmit)'}: no {what} claimed, the "
                     "DUT's is higher than the generator could show")
+        if lim == "dut":
+            g = (c.get("goals") or {}).get(what) or {}
+            return f"DUT: no {what} found ({g.get('irregular') or c.get('status', '')})"
         return "no result: " + str(c.get("status", ""))
     return {"dut": "DUT (it lost packets)", "generator (transmit)": "generator: sent less than asked",
             "generator (receive)": "generator: its receive side lost packets"}.get(lim, "none: no loss at "

@@ -37,8 +37,8 @@ CASE_COLUMNS = (
     ("case_id", "case", 1.0), ("direction", "dir", 1.0), ("frame_size", "frame B", 1.0),
     ("flows", "flows", 1.0), ("flow_mode", "flow mode", 1.0), ("checksum", "csum", 1.0),
     ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
-    ("ndr_pps", "NDR/PDR Mpps", 1e-6), ("ndr.gbps_l1", "NDR Gbps L1", 1.0), ("ndr.gbps_l2", "NDR Gbps L2", 1.0),
-    ("limit", "limit", 1.0),
+    ("goal", "goal", 1.0), ("ndr_pps", "claim Mpps", 1e-6), ("ndr.gbps_l1", "claim Gbps L1", 1.0),
+    ("ndr.gbps_l2", "claim Gbps L2", 1.0), ("limit", "limit", 1.0),
     ("offered_pps", "offered Mpps", 1e-6), ("rx_pps", "rx Mpps", 1e-6), ("rx_bps_l1", "rx Gbps L1", 1e-9),
     ("rx_bps_l2", "rx Gbps L2", 1e-9), ("loss_ratio", "loss %", 100.0),
     ("latency_us.p50", "lat p50 µs", 1.0), ("latency_us.p99", "lat p99 µs", 1.0),
@@ -58,11 +58,16 @@ def _cell(c: dict[str, Any], key: str, scale: float) -> str:
     return _fmt(c.get(key))
 
 
-def _cases_table(r: Run, out_dir: Path) -> str:
-    head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in CASE_COLUMNS) + "<th>flame graph</th>"
+def _cases_table(r: Run, out_dir: Path, codes: list[str] = ()) -> str:
+    """Every case: its parameters, claim, limit, rates, latency, DUT cost; per search goal its
+    relevant lower bound; the flame graph."""
+    cols = list(CASE_COLUMNS)
+    at = cols.index(("limit", "limit", 1.0)) + 1
+    cols[at:at] = [(f"goals.{code}.lower_pps", f"{code} lower Mpps", 1e-6) for code in codes]
+    head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in cols) + "<th>flame graph</th>"
     rows = []
     for c in r.cases:
-        cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in CASE_COLUMNS)
+        cells = "".join(f"<td>{_cell(c, k, s)}</td>" for k, _, s in cols)
         fg = results.flamegraph_path(r.path, c["case_id"])
         if fg.is_file():
             rel = os.path.relpath(fg.resolve(), out_dir.resolve())
@@ -120,18 +125,87 @@ def _layout_html(r: Run) -> str:
     return txt
 
 
+def _trials_text(c: dict[str, Any]) -> str:
+    """A case's trials: the search's, and how many of them the host disturbed."""
+    trials = c.get("trials") or []
+    if c.get("rate_mode") != "search":
+        return str(len(trials))
+    n = sum(1 for t in trials if t.get("phase") == "search")
+    d = (c.get("disturbance") or {}).get("disturbed") or 0
+    return f"{n}" + (f" ({d} disturbed)" if d else "")
+
+
 def _limits_table(r: Run) -> str:
     rows = []
     for c in r.cases:
         d = c.get("dut") or {}
-        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(value(c, 'ndr.mpps'))}</td>"
+        goal = c.get("goal") or (c.get("rate_mode") or "").upper()
+        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{html.escape(goal)}</td>"
+                    f"<td>{_fmt(value(c, 'ndr.mpps'))}</td>"
                     f"<td>{_fmt(value(c, 'ndr.gbps_l1'))}</td><td>{_fmt(value(c, 'ndr.gbps_l2'))}</td>"
                     f"<td>{_fmt(c.get('offered_pps'), 1e-6)}</td><td>{html.escape(limit_text(c))}</td>"
                     f"<td>{_fmt(d.get('cpu_ns_per_packet'), 1.0)}</td><td>{_fmt(d.get('ns_per_packet'), 1.0)}</td>"
-                    f"<td>{len(c.get('trials') or [])}</td></tr>")
-    return ("<table><tr><th>case</th><th>NDR Mpps</th><th>Gbps L1</th><th>Gbps L2</th><th>last offered Mpps"
-            "</th><th>limit</th><th>DUT CPU ns/pkt</th><th>XDP ns/pkt</th><th>trials</th></tr>"
-            + "".join(rows) + "</table>")
+                    f"<td>{_trials_text(c)}</td></tr>")
+    return ("<table><tr><th>case</th><th>goal</th><th>claim Mpps</th><th>Gbps L1</th><th>Gbps L2</th>"
+            "<th>recorded trial offered Mpps</th><th>limit</th><th>DUT CPU ns/pkt</th><th>XDP ns/pkt</th>"
+            "<th>trials</th></tr>" + "".join(rows) + "</table>")
+
+
+GOAL_ATTRS = (("loss_ratio", "goal loss ratio", 100.0, "%"), ("exceed_ratio", "goal exceed ratio", 100.0, "%"),
+              ("final_trial_duration", "final trial duration", 1.0, "s"),
+              ("duration_sum", "duration sum", 1.0, "s"), ("width", "goal width", 100.0, "%"),
+              ("initial_trial_duration", "initial trial duration", 1.0, "s"))
+
+
+def goals_table(goals: list[dict[str, Any]]) -> str:
+    """Every attribute of every goal (RFC 9971 4.9.3: the report states them all)."""
+    head = "<th>goal</th>" + "".join(f"<th>{t}</th>" for _, t, _, _ in GOAL_ATTRS)
+    rows = "".join("<tr><td>" + html.escape(str(g.get("code"))) + "</td>" + "".join(
+        f"<td>{_fmt(g.get(k), scale, 6)} {unit}</td>" for k, _, scale, unit in GOAL_ATTRS) + "</tr>" for g in goals)
+    return f"<table><tr>{head}</tr>{rows}</table>"
+
+
+def search_results_table(r: Run, codes: list[str]) -> str:
+    """Per searched case and goal: the relevant bounds (the lower one is the number to report,
+    RFC 9971 4.8.4.1), the conditional throughput, regular or why not, and which side set it."""
+    rows = []
+    for c in r.cases:
+        goals = c.get("goals") or {}
+        sr = c.get("search") or {}
+        for code in codes:
+            g = goals.get(code)
+            if g is None:
+                continue
+            reg = "regular" if g.get("regular") else f"<b>irregular</b>: {html.escape(str(g.get('irregular')))}"
+            rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{html.escape(code)}</td>"
+                        f"<td>{_fmt(g.get('lower_pps'), 1e-6)}</td><td>{_fmt(g.get('upper_pps'), 1e-6)}</td>"
+                        f"<td>{_fmt(g.get('conditional_pps'), 1e-6)}</td><td>{reg}</td>"
+                        f"<td>{html.escape(str(g.get('limit')))}</td><td>{_fmt(g.get('claimed_pps'), 1e-6)}</td>"
+                        f"<td>{_fmt(sr.get('max_load'), 1e-6)} ({html.escape(str(sr.get('max_load_source')))})</td>"
+                        f"<td>{_trials_text(c)}</td><td>{html.escape(str(sr.get('stop')))}</td></tr>")
+    return ("<table><tr><th>case</th><th>goal</th><th>lower bound Mpps</th><th>upper bound Mpps</th>"
+            "<th>conditional throughput Mpps</th><th>result</th><th>limit</th><th>claimed Mpps</th>"
+            "<th>max load Mpps (from)</th><th>trials</th><th>search stop</th></tr>" + "".join(rows) + "</table>")
+
+
+def latency_table(r: Run, loads: list[str]) -> str:
+    """Per case, the latency trials at each load: the load, p50, p99 and max (µs), loss; FD.io CSIT's
+    latency at 0 (idle), 10, 50 and 90 % of the PDR."""
+    head = "<th>case</th><th>PDR (goal) Mpps</th>" + "".join(
+        f"<th>{'idle' if k == '0' else k + ' %'}: load Mpps</th><th>p50</th><th>p99</th><th>max µs</th>"
+        for k in loads) + "<th>note</th>"
+    rows = []
+    for c in r.cases:
+        lat = c.get("latency_pdr")
+        if not lat:
+            continue
+        cells = "".join(
+            f"<td>{_fmt(value(c, f'latency_pdr.points.{k}.load_pps'), 1e-6)}</td>"
+            + "".join(f"<td>{_fmt(value(c, f'latency_pdr.points.{k}.latency_us.{st}'), 1.0)}</td>"
+                      for st in ("p50", "p99", "max")) for k in loads)
+        rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(lat.get('pdr_pps'), 1e-6)} "
+                    f"({html.escape(str(lat.get('goal')))})</td>{cells}<td>{html.escape(lat.get('note') or '')}</td></tr>")
+    return f"<table><tr>{head}</tr>" + "".join(rows) + "</table>"
 
 
 def _scale_table(rows: list[dict[str, Any]]) -> str:

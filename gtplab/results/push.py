@@ -94,14 +94,11 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
         g = gauges[name]
         (g.labels(**labels) if labels else g).set(v)
 
-    def scaled(value: Any, factor: float) -> float | None:
-        v = _num(value)
-        return None if v is None else v * factor
-
     info = Gauge("gtplab_case_info", "Constant 1; the case's other parameters as labels",
-                 ["flow_mode", "rate_mode", "lab", "host"], registry=reg)
+                 ["flow_mode", "rate_mode", "lab", "host", "goal", "limit"], registry=reg)
     info.labels(flow_mode=str(case.get("flow_mode", "")), rate_mode=str(case.get("rate_mode", "")),
-                lab=str(run.get("lab", "")), host=str(run.get("host", ""))).set(1)
+                lab=str(run.get("lab", "")), host=str(run.get("host", "")), goal=str(case.get("goal") or ""),
+                limit=str(case.get("limit") or "")).set(1)
     gauge("gtplab_case_bearers", "Bearers (sessions) installed on the DUT", case.get("bearers"))
     gauge("gtplab_case_duration_seconds", "Traffic duration of the case", case.get("duration_s"))
     gauge("gtplab_case_offered_packets_per_second", "Offered load", case.get("offered_pps"))
@@ -156,11 +153,51 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
     for name, (run_s, cpu) in sorted(by_name.items()):
         gauge("gtplab_case_dut_thread_cpu_seconds", "CPU time of the DUT's threads during that trial, by "
               "name, and the CPU they last ran on", run_s, thread=name, cpu=str(cpu))
+    search_gauges(gauge, case)
     gauge("gtplab_run_start_timestamp_seconds", "When the sweep run started (Unix time)",
           _timestamp(run.get("started")))
     gauge("gtplab_case_end_timestamp_seconds", "When the case ended and was pushed (Unix time)",
           case.get("end_timestamp", now if now is not None else time.time()))
     return reg
+
+
+def search_gauges(gauge: Callable[..., None], case: dict[str, Any]) -> None:
+    """A searched case (MLRsearch): per goal, with its code as the label `goal`, the relevant bounds,
+    the conditional throughput, the claim, whether the result is regular, and which side set it (as
+    a label of gtplab_case_goal_info); the search's trials and those the host disturbed; latency at
+    the shares of the PDR (label load_percent, "0" idle)."""
+    for code, g in (case.get("goals") or {}).items():
+        gauge("gtplab_case_goal_lower_bound_packets_per_second", "Relevant lower bound of the goal (RFC 9971 "
+              "4.8.2): the result", g.get("lower_pps"), goal=code)
+        gauge("gtplab_case_goal_upper_bound_packets_per_second", "Relevant upper bound of the goal (RFC 9971 4.8.1)",
+              g.get("upper_pps"), goal=code)
+        gauge("gtplab_case_goal_conditional_throughput_packets_per_second", "Conditional throughput of the goal "
+              "(RFC 9971 4.8.3): the forwarding rate at its lower bound", g.get("conditional_pps"), goal=code)
+        gauge("gtplab_case_goal_claimed_packets_per_second", "The goal's lower bound when the DUT set it (not "
+              "the generator, not a busy host)", g.get("claimed_pps"), goal=code)
+        gauge("gtplab_case_goal_regular", "1 when the goal's result is regular (RFC 9971 4.8.4), else 0",
+              1.0 if g.get("regular") else 0.0, goal=code)
+        gauge("gtplab_case_goal_info", "Constant 1; the goal's limit and why its result is irregular, as labels",
+              1.0, goal=code, limit=str(g.get("limit") or ""), irregular=str(g.get("irregular") or ""))
+    d = case.get("disturbance") or {}
+    if case.get("goals"):
+        gauge("gtplab_case_search_trials", "Trials of the case's search", d.get("trials"))
+        gauge("gtplab_case_search_disturbed_trials", "Trials of the case's search the host disturbed",
+              d.get("disturbed"))
+        gauge("gtplab_case_host_busy", "1 when most of the search's trial time was disturbed (the case claims "
+              "nothing), else 0", 1.0 if d.get("host_busy") else 0.0)
+    for k, pt in ((case.get("latency_pdr") or {}).get("points") or {}).items():
+        gauge("gtplab_case_latency_at_pdr_load_packets_per_second", "The load of the latency trial at this share "
+              "of the PDR", pt.get("load_pps"), load_percent=str(k))
+        for stat in LATENCY_STATS:
+            gauge("gtplab_case_latency_at_pdr_seconds", "Latency through the DUT at a share of the PDR found "
+                  "(load_percent 0: idle), by statistic", scaled((pt.get("latency_us") or {}).get(stat), 1e-6),
+                  load_percent=str(k), stat=stat)
+
+
+def scaled(value: Any, factor: float) -> float | None:
+    v = _num(value)
+    return None if v is None else v * factor
 
 
 def _push(gateway_url: str, run: dict[str, Any], case: dict[str, Any], timeout: float) -> None:
@@ -451,7 +488,7 @@ class Pusher:
 def push_results_dir(results_dir: str, gateway_url: str, timeout: float = 5.0) -> tuple[int, int, str | None]:
     """Push every case of a results directory: (pushed, failed, first error or None)."""
     run = results.read_run(results_dir)
-    cases = results.read_cases(results_dir)
+    cases = results.read_cases(results_dir, run.get("uuid"))
     pushed = failed = 0
     first_error = None
     for case in cases:

@@ -4,13 +4,15 @@
     build_report(pgwu_dir, [eupf_dir, fwd_dir])              # several runs: A, B, C ...
 
 Reads only the results directory (docs/results.md: run.json, cases.jsonl). Plots, one PNG each
-(matplotlib, Agg): throughput in Mpps and in Gbps (L1, L2), loss, latency percentiles, DUT CPU cost
-with a linear fit (scikit-learn) per direction, checksum on vs off, single vs multi flow. With
-OTHER_RESULTS_DIRs, every plot shows the runs side by side (A = RESULTS_DIR, B, C ... = the others in
-order), each named by the DUT it measured (run.json's dut_name or dut_mode: the PGW-U, eUPF, the
-reference forwarder ...), a table puts their NDR and costs next to each other, one gives the change
-from A to each other run in %, and each DUT is divided by the reference forwarder when one run is
-the forwarder's. Flame graphs written by `gtplab sweep --flamegraph`
+(matplotlib, Agg): the search's results per goal (MLRsearch, RFC 9971: relevant bounds and
+conditional throughput, with every goal attribute and the deviations from RFC 2544 stated), latency
+at 0, 10, 50 and 90 % of the PDR, throughput in Mpps and in Gbps (L1, L2), loss, latency
+percentiles, DUT CPU cost with a linear fit (scikit-learn) per direction, checksum on vs off,
+single vs multi flow. With OTHER_RESULTS_DIRs, every plot shows the runs side by side (A =
+RESULTS_DIR, B, C ... = the others in order), each named by the DUT it measured (run.json's dut_name
+or dut_mode: the PGW-U, eUPF, the reference forwarder ...), a table puts their NDR and costs next to
+each other, one gives the change from A to each other run in %, and each DUT is divided by the
+reference forwarder when one run is the forwarder's. Flame graphs written by `gtplab sweep --flamegraph`
 (RESULTS_DIR/flamegraphs/case-<id>.svg) are linked from the table of cases.
 
 A plot with no data is not drawn; the page says what is missing instead. The report is written into
@@ -36,11 +38,12 @@ from typing import Any
 
 from gtplab.errors import UserError
 from gtplab.results import store as results
-from gtplab.results.analysis import (VARIANT_DIMS, Run, changes, dim_label, dut_label, forwarder, load,
-                                     reference_ratios, reference_subset, regressions, scale_ratios, side_by_side,
-                                     varying_dims)
+from gtplab.results.analysis import (VARIANT_DIMS, Run, changes, dim_label, dut_label, forwarder, goal_codes,
+                                     latency_loads, load, reference_ratios, reference_subset, regressions,
+                                     scale_ratios, side_by_side, varying_dims)
 from gtplab.results.html import (Section, _cases_table, _change_table, _ratio_table, _regression_table,
-                                 _scale_table, _side_table, _write_html)
+                                 _scale_table, _side_table, _write_html, goals_table, latency_table,
+                                 search_results_table)
 from gtplab.results.plots import Panel, change_plot, cost_plot, series_plot
 
 MARKER = ".gtplab-report"  # in every report directory: only such a directory is ever replaced
@@ -115,6 +118,34 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
             s.notes.append(missing)
         sections.append(s)
 
+    codes = goal_codes(runs)
+    if codes:
+        s = Section("search", "Search results per goal (MLRsearch, RFC 9971)", search_text(runs))
+        s.extra = goals_table(run_goals(runs)) + "".join(
+            (f"<h3>{r.label}</h3>" if len(runs) > 1 else "") + search_results_table(r, codes) for r in runs)
+        s.notes += [f"{r.label}: {c['case_id']}: {g}: irregular ({v['irregular']})" for r in runs for c in r.cases
+                    for g, v in (c.get("goals") or {}).items() if v.get("irregular")][:40]
+        plot(s, "search.png", series_plot(tmp / "search.png", "Search results per goal", cols, [
+            Panel(f"{code}: relevant bounds", "Mpps",
+                  [(f"goals.{code}.lower_pps", 1e-6, " lower bound (the result)", "-"),
+                   (f"goals.{code}.upper_pps", 1e-6, " upper bound", ":"),
+                   (f"goals.{code}.conditional_pps", 1e-6, " conditional throughput", "--")]) for code in codes],
+            dims), "No case has a relevant bound: every goal's search ended without one.")
+    loads = latency_loads(runs)
+    if loads:
+        s = Section("latency-pdr", "Latency at 0, 10, 50 and 90 % of the PDR",
+                    "FD.io CSIT's latency: after the search, one trial at each share of the PDR found (the "
+                    "relevant lower bound of the goal with the largest loss ratio; 0 % is idle: a low load), "
+                    "and the latency stream's p50 (solid) and p99 (dotted) in µs.")
+        s.extra = "".join((f"<h3>{r.label}</h3>" if len(runs) > 1 else "") + latency_table(r, loads) for r in runs)
+        s.notes += [f"{r.label}: {c['case_id']}: {c['latency_pdr']['note']}" for r in runs for c in r.cases
+                    if (c.get("latency_pdr") or {}).get("note")]
+        plot(s, "latency_pdr.png", series_plot(tmp / "latency_pdr.png", "Latency at shares of the PDR", cols, [
+            Panel("idle" if k == "0" else f"{k} % of the PDR", "µs",
+                  [(f"latency_pdr.points.{k}.latency_us.p50", 1.0, " p50", "-"),
+                   (f"latency_pdr.points.{k}.latency_us.p99", 1.0, " p99", ":")]) for k in loads], dims),
+            "No latency was measured at the PDR's loads (no room for the latency trailer, or no PDR found).")
+
     s = Section("mpps", "Throughput (Mpps)",
                 "Received packets per second (solid) and the offered load (dotted) per frame size, one "
                 "line per direction" + (" and " + ", ".join(dims) if dims else "") + ".")
@@ -136,7 +167,9 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
         "No case has loss_ratio.")
 
     s = Section("latency", "Latency percentiles",
-                "One-way latency of the latency streams in µs: median, 99th percentile and maximum.")
+                "One-way latency of the latency streams in µs: median, 99th percentile and maximum"
+                + (" (a searched case: of its recorded trial, at the first goal's lower bound)" if codes else "")
+                + ".")
     plot(s, "latency.png", series_plot(tmp / "latency.png", "Latency", cols, [
         Panel(f"latency {st}", "µs", [(f"latency_us.{st}", 1.0, "", "-")]) for st in ("p50", "p99", "max")],
         dims), "No latency was measured in " + ("these runs" if len(runs) > 1 else "this run")
@@ -242,15 +275,49 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
             summary.setdefault("scale_ratios", {})[r.label] = rows
     tables = '<h2 id="cases">All cases</h2>' + "".join(
         (f"<h3>{r.label} ({html.escape(dut_label(r.run))}): {html.escape(str(r.path))}</h3>" if len(runs) > 1
-         else "") + _cases_table(r, final)
+         else "") + _cases_table(r, final, codes)
         for r in runs)
     fg = sum(1 for r in runs for c in r.cases if results.flamegraph_path(r.path, c["case_id"]).is_file())
     tables += (f"<p>{fg} flame graph(s) from <code>gtplab sweep --flamegraph</code> are linked in the table.</p>"
                if fg else "<p>No flame graphs (run <code>gtplab sweep --flamegraph</code> to record them).</p>")
+    summary["goals"] = codes
     summary["plots"] = plots
     summary["notes"] = [n for s in sections for n in s.notes]
     _write_html(tmp / "index.html", runs, sections, tables)
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+def run_goals(runs: list[Run]) -> list[dict[str, Any]]:
+    """The goals the runs searched, with every attribute: from the cases' results, by code."""
+    out: dict[str, dict] = {}
+    for r in runs:
+        for c in r.cases:
+            for code, g in (c.get("goals") or {}).items():
+                out.setdefault(code, g.get("goal") or {"code": code})
+    return list(out.values())
+
+
+def search_text(runs: list[Run]) -> str:
+    """What the search section says: the method, what a value means, the deviations from RFC 2544's
+    trial (RFC 9971 4.4.3: they MUST be described) and the disturbed trials' policy."""
+    policies = sorted({str(((r.run.get("spec") or {}).get("search") or {}).get("disturbed", "exclude"))
+                       for r in runs})
+    durations = sorted({g.get("final_trial_duration") for g in run_goals(runs) if g.get("final_trial_duration")})
+    return (
+        "MLRsearch (RFC 9971) per case, every goal from one set of trials. Per goal: the <b>relevant lower "
+        "bound</b> (the result: the largest load classified Lower Bound below the smallest Upper Bound), the "
+        "relevant upper bound, and the <b>conditional throughput</b> (the forwarding rate at the lower bound, "
+        "for comparing runs). A result is <b>regular</b> when both bounds exist within the goal width; an "
+        "irregular one is marked with why (max load a lower bound: the generator's limit; min load an upper "
+        "bound; the budget ran out). The goals' attributes are in the first table (RFC 9971 4.9.3). "
+        "Deviations from RFC 2544's trial (RFC 9971 4.4.3): trials of "
+        + ", ".join(f"{d:g} s" for d in durations)
+        + " instead of 60 s; no 2 s wait and no learning phase between trials (the bearers are installed "
+        "once per case); a generator that sent more than 3 % less than the load asked has the shortfall "
+        "counted as loss (RFC 9971 4.9.1); trials the host disturbed are kept and reported, and "
+        + (" / ".join("excluded from Load Classification (measured again)" if p == "exclude" else
+                      "classified like any other" for p in policies))
+        + ". A case whose trial time was mostly disturbed says \"host busy\" and claims nothing.")
 
 
 # --- CLI --------------------------------------------------------------------------------------------

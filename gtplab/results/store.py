@@ -7,9 +7,13 @@
                               names (latency_us.p99, dut.drops_by_reason.unknown_teid); rewritten
                               from cases.jsonl after each case, so its columns always cover every case
     RESULTS_DIR/flamegraphs/case-<id>.svg   with `sweep --flamegraph` (flamegraph_path)
+    RESULTS_DIR/.gtplab-sweep.lock          while a sweep writes the directory (claim)
 
 docs/results.md describes every field. Writing goes through a temporary file and rename (run.json,
 cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a half-written result.
+One sweep writes a directory: it claims it first (claim(): an flock held for the run, released on
+exit and by the kernel when the owner dies), and every line of cases.jsonl carries its run's uuid
+(`run_uuid`), which the readers check against run.json (read_cases(run_uuid=...)).
 
 Used by gtplab.measure.sweep (writes), gtplab.observe.flamegraph (writes the flame graphs),
 gtplab.results.report and gtplab.results.push (read).
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import fcntl
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -29,6 +35,7 @@ RUN_FILE = "run.json"
 CASES_FILE = "cases.jsonl"
 CSV_FILE = "cases.csv"
 FLAMEGRAPH_DIR = "flamegraphs"      # `sweep --flamegraph`: one SVG per case (gtplab.observe.flamegraph)
+LOCK_FILE = ".gtplab-sweep.lock"    # the claim of the sweep writing the directory (claim)
 
 RUN_FIELDS = ("uuid", "started", "backend", "lab", "host")
 # the case fields every consumer may rely on (others may be added; readers ignore what they do not know)
@@ -116,7 +123,102 @@ def append_case(results_dir: str | os.PathLike, case: dict[str, Any]) -> None:
         f.write(json.dumps(case, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
-    write_csv(d / CSV_FILE, read_cases(d))
+    write_csv(d / CSV_FILE, read_cases(d, case.get("run_uuid")))
+
+
+# ------------------------------------------------------------------------------------------ the claim
+
+class ClaimError(ResultsError):
+    """The results directory is claimed by another sweep (the message names it)."""
+
+
+def _owner(raw: str) -> dict[str, Any] | None:
+    try:
+        o = json.loads(raw)
+    except ValueError:
+        return None
+    return o if isinstance(o, dict) else None
+
+
+def _owner_text(raw: str) -> str:
+    o = _owner(raw)
+    if o is None:
+        return "another process (it has not said which yet)"
+    return (f"sweep {o.get('run_uuid', '?')} (pid {o.get('pid', '?')} on {o.get('host', '?')}, "
+            f"since {o.get('started', '?')})")
+
+
+class Claim:
+    """One process's claim on a results directory: the lock file, flocked for as long as it is held.
+    release() (or leaving the with block) removes the file, then drops the lock; a process that dies
+    holding it loses the lock with its last fd, so a claim is never stale (the file it leaves behind
+    is claimed again by the next one)."""
+
+    def __init__(self, path: Path, fd: int, owner: dict[str, Any]):
+        self.path, self.fd, self.owner = path, fd, owner
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                    self.path.unlink()
+        finally:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def claim(results_dir: str | os.PathLike, owner: dict[str, Any]) -> Claim:
+    """Claim results_dir (made if missing) for one writer: an exclusive, non-blocking flock on
+    LOCK_FILE in it, which then holds `owner` as JSON (pid, host, run_uuid, started). ClaimError
+    naming the owner when another process holds it. The lock file locked must still be the one in
+    the directory (a claim released meanwhile unlinks it): otherwise, try again."""
+    d = Path(results_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / LOCK_FILE
+    for _ in range(20):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                # the owner writes its record right after it locked: give it that moment
+                deadline = time.monotonic() + 1.0
+                raw = os.pread(fd, 4096, 0).decode(errors="replace")
+                while not _owner(raw) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    raw = os.pread(fd, 4096, 0).decode(errors="replace")
+            finally:
+                os.close(fd)
+            raise ClaimError(f"results directory {d} is being written by {_owner_text(raw)}: two sweeps "
+                             "cannot write one directory (give another --out)") from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            continue
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(owner, sort_keys=True) + "\n").encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Claim(path, fd, owner)
+    raise ClaimError(f"results directory {d}: could not claim {path} (it kept changing under us)")
+
+
+def contents(results_dir: str | os.PathLike) -> list[str]:
+    """The names in a results directory besides a claim's lock file (what makes it "not empty")."""
+    return sorted(p.name for p in Path(results_dir).iterdir() if p.name != LOCK_FILE)
 
 
 def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
@@ -152,9 +254,11 @@ def torn_last_line(results_dir: str | os.PathLike) -> int | None:
         return len(lines)
 
 
-def read_cases(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
+def read_cases(results_dir: str | os.PathLike, run_uuid: str | None = None) -> list[dict[str, Any]]:
     """Every case of cases.jsonl. A torn last line (no newline, not JSON: the writer was killed in
-    the middle of it) is left out, and torn_last_line() says which; any other bad line is an error."""
+    the middle of it) is left out, and torn_last_line() says which; any other bad line is an error.
+    With run_uuid (run.json's), a line of another run (its `run_uuid` differs) is an error naming
+    both; a line without one (written before run ids) is read as the directory's."""
     path = Path(results_dir) / CASES_FILE
     cases = []
     try:
@@ -174,5 +278,8 @@ def read_cases(results_dir: str | os.PathLike) -> list[dict[str, Any]]:
         for k in ("case_id", "direction", "frame_size"):
             if k not in case:
                 raise ResultsError(f"{path}:{n}: missing {k}")
+        if run_uuid is not None and case.get("run_uuid", run_uuid) != run_uuid:
+            raise ResultsError(f"{path}:{n}: a case of run {case['run_uuid']}, not of this directory's run "
+                               f"{run_uuid} (run.json): two runs wrote this file")
         cases.append(case)
     return cases

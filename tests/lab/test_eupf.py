@@ -158,7 +158,7 @@ def test_ndr_sweep_through_eupf_every_trial_balances(tmp_path):
     cfg = E.lab_config()
     out = tmp_path / "run"
     p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-eupf", "--sizes", "64,1424", "--flows", "64",
-                        "--duration", "0.5", "--max-trials", "4", "--no-scale", "--no-latency", "--pcap-limit", "8",
+                        "--max-trials", "4", "--no-scale", "--no-latency", "--pcap-limit", "8",
                         "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "CONSERVATION FAILED" not in p.stderr and (out / "report" / "index.html").is_file()
@@ -181,7 +181,9 @@ def test_ndr_sweep_through_eupf_every_trial_balances(tmp_path):
         d = c["dut"]
         assert d["cpu_source"].startswith("DUT receive NAPI threads") and d["ns_per_packet"] > 0
         assert d["process_cpu_seconds"] is not None
-        assert c["ndr_pps"] or c["generator_bound"], c["status"]
+        # a result of the DUT, or the generator's limit, or a host that disturbed most of the search
+        # (the suite's labs share CPUs): never a DUT limit without its rate
+        assert c["ndr_pps"] or c["generator_bound"] or c["limit"] == "host busy", (c["status"], c["notes"])
     assert leftovers(run["lab_name"]) == []
 
 

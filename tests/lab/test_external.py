@@ -387,8 +387,8 @@ def test_cases_with_more_bearers_than_the_dut_holds_are_skipped_with_the_reason(
     from gtplab.measure.sweep import planned_cases
     cases, skipped = planned_cases(load_spec(None), labconfig.load("embedded-eupf"))
     assert len(cases) == 18 and all(c.n_bearers <= 65535 for c in cases)
-    assert [s["case_id"] for s in skipped] == ["uplink-64-multi1000000-random-csumon-ndr",
-                                               "downlink-64-multi1000000-random-csumon-ndr"]
+    assert [s["case_id"] for s in skipped] == ["uplink-64-multi1000000-random-csumon-search",
+                                               "downlink-64-multi1000000-random-csumon-search"]
     assert all("the DUT holds at most 65535 (dut.max_bearers)" in s["note"] for s in skipped)
     all_cases, none_skipped = planned_cases(load_spec(None), labconfig.load("embedded"))
     assert len(all_cases) == 20 and none_skipped == []

@@ -101,16 +101,35 @@ def make_run(backend: str = "local") -> dict:
             "backend": backend, "lab": "unit-test", "host": socket.gethostname()}
 
 
+def _goal(code: str, loss: float, lower: float) -> dict:
+    return {"lower_pps": lower, "upper_pps": lower / 0.98, "conditional_pps": lower * (1 - loss / 2), "regular": True,
+            "irregular": None, "limit": "dut", "claimed_pps": lower,
+            "goal": {"code": code, "loss_ratio": loss, "exceed_ratio": 0.5, "final_trial_duration": 0.5,
+                     "duration_sum": 1.0, "width": 0.02, "initial_trial_duration": 0.5}}
+
+
 def make_case(i: int, direction: str, frame_size: int, flows: int = 1, checksum: str = "on") -> dict:
-    """A synthetic but self-consistent case: 1 s at a rate that depends on the frame size."""
+    """A synthetic but self-consistent case of a searched sweep: its recorded trial of 1 s at a rate
+    that depends on the frame size, NDR and PDR0.5 results, latency at the PDR's shares."""
     offered = 1_000_000.0 + 1000 * i
     rx = offered * (0.9 if frame_size < 128 else 1.0)
     l2 = frame_size * 8
     l1 = (frame_size + 20) * 8
+    ndr, pdr = 0.8 * rx, 0.85 * rx
     return {
         "case_id": f"{direction}-{frame_size}-{flows}-{checksum}-{i}", "direction": direction,
         "frame_size": frame_size, "flows": flows, "flow_mode": "single" if flows == 1 else "multi",
-        "checksum": checksum, "bearers": flows, "rate_mode": "fixed", "duration_s": 1.0,
+        "checksum": checksum, "bearers": flows, "rate_mode": "search", "duration_s": 1.0,
+        "goal": "NDR", "limit": "dut", "ndr_pps": ndr,
+        "goals": {"NDR": _goal("NDR", 0.0, ndr), "PDR0.5": _goal("PDR0.5", 0.005, pdr)},
+        "disturbance": {"trials": 9, "disturbed": i % 2, "disturbed_share": (i % 2) / 9, "policy": "exclude",
+                        "host_busy": False, "reasons": {}, "worst": {}},
+        "latency_pdr": {"goal": "PDR0.5", "pdr_pps": pdr, "pdr_regular": True, "pdr_limit": "dut", "duration_s": 0.5,
+                        "note": None, "points": {k: {"load_pps": (10e3 if k == "0" else pdr * int(k) / 100),
+                                                     "latency_us": {"min": 4.0, "avg": 6.0 + int(k) / 10,
+                                                                    "p50": 5.0 + int(k) / 10, "p99": 9.0 + int(k),
+                                                                    "max": 30.0 + int(k)}}
+                                                 for k in ("0", "10", "50", "90")}},
         "offered_pps": offered, "offered_bps_l1": offered * l1, "offered_bps_l2": offered * l2,
         "rx_pps": rx, "rx_bps_l1": rx * l1, "rx_bps_l2": rx * l2,
         "tx_packets": int(offered), "rx_packets": int(rx), "loss_ratio": 1 - rx / offered,
@@ -204,6 +223,6 @@ def variable_selectors(dashboards_: dict[str, dict]) -> list[tuple[str, str]]:
 def substitute(expr: str, uuid: str) -> str:
     """Grafana's variables as Grafana would expand them: the run, All (.*) for the rest."""
     expr = expr.replace("$__rate_interval", RATE_INTERVAL).replace("$uuid", uuid)
-    expr = re.sub(r"\$(action|flows|checksum|node|pgwu)\b", ".*", expr)
+    expr = re.sub(r"\$(action|flows|checksum|node|pgwu|goal)\b", ".*", expr)
     assert "$" not in expr, f"unsubstituted variable in {expr!r}"
     return expr

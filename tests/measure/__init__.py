@@ -1,1 +1,1 @@
-"""Measuring: the runner and its DUT probes, the NDR search, sweeps, results directories and reports."""
+"""Measuring: the runner and its DUT probes, the search (MLRsearch), sweeps, results directories and reports."""

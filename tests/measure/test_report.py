@@ -249,20 +249,31 @@ def test_cli_prints_index_path_and_replaces_old_report(tmp_path, capsys):
 
 @pytest.mark.lab
 def test_report_from_a_real_sweep(tmp_path):
-    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 0.3 s trials)
+    """A tiny real `gtplab sweep --flamegraph` (embedded lab, two sizes, both directions, 5 s searches)
     ends by printing its report's path; the report and a comparison of the run with itself are
     complete, and every case has a flame graph, with the DUT's XDP program in it, linked from the report."""
     import subprocess
     import sys
     rdir = tmp_path / "sweep"
     cp = subprocess.run([sys.executable, "-m", "gtplab", "sweep", "--no-scale", "--sizes", "128,512", "--flows", "64",
-                         "--duration", "0.3", "--pcap-limit", "0", "--flamegraph", "--out", str(rdir)],
+                         "--search", "time_budget=5,latency_duration=0.2", "--pcap-limit", "0", "--flamegraph",
+                         "--out", str(rdir)],
                         cwd=REPO, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     index = rdir / "report" / "index.html"
     assert f"report: {index}" in cp.stdout.splitlines(), cp.stdout
     r = assert_all_referenced_files_exist(index)
     assert {"throughput_mpps.png", "throughput_gbps.png", "loss.png", "cpu_cost.png"} <= set(r.imgs)
+    # the search's plot when a goal has a relevant bound; a host that disturbed every trial (the suite's
+    # labs share CPUs with other labs) leaves none, and the report says so instead
+    bounded = any(g.get("lower_pps") is not None or g.get("upper_pps") is not None
+                  for c in results.read_cases(rdir) for g in (c.get("goals") or {}).values())
+    assert ("search.png" in r.imgs) == bounded
+    if not bounded:
+        assert "No case has a relevant bound" in index.read_text()
+    # 128 and 512 B have room for the latency trailer: latency at the PDR's shares, unless no PDR was found
+    if any((c.get("latency_pdr") or {}).get("points") for c in results.read_cases(rdir)):
+        assert "latency_pdr.png" in r.imgs
     assert set(p.name for p in index.parent.glob("*.png")) == set(r.imgs)
     cases = results.read_cases(rdir)
     assert len(cases) == 4
@@ -423,6 +434,52 @@ def test_report_shows_bearer_scale_ratio(tmp_path):
     index = report.build_report(d, fw)
     ref = json.loads((index.parent / "summary.json").read_text())["reference_ratios"]
     assert [(r["direction"], r["dut_ndr_pps"]) for r in ref] == [("uplink", 800e3)]
+
+
+def test_report_of_a_searched_run_states_goals_bounds_latency_and_host_busy(tmp_path):
+    """Cases as `gtplab sweep` writes them with rate mode search (run_case with a fake runner): the
+    report opens with the search (the method, the deviations from RFC 2544's trial, every goal
+    attribute, per case and goal the bounds and regularity) and the latency at the PDR's shares,
+    plots both, names each claim's goal; the case the host mostly disturbed says host busy, with
+    its figures, and no limit of the DUT."""
+    from gtplab.lab import config as labconfig
+    from gtplab.measure import plan, sweep
+    from tests.lib.fake_runner import FakeRunner
+
+    spec = plan.validate({"frame_sizes": [128, 512], "directions": ["uplink", "downlink"], "rate_mode": "search",
+                           "pcap_limit": 0, "search": {"latency_duration": 0.1}})
+    cases, _ = plan.plan(spec)
+    d = tmp_path / "r"
+    run = {"uuid": "3f2c9a1e-0000-4000-8000-0000000000b1", "started": "2026-01-02T03:04:05+00:00",
+           "backend": "local", "lab": "embedded", "host": "h", "spec": spec}
+    results.write_run(d, run)
+    busy = lambda n, pps: {"disturbed": n % 4 != 3, "reasons": ["other tasks took 40 % of DUT CPU 1"]}  # noqa: E731
+    for i, p in enumerate(cases):
+        fr = FakeRunner(capacity=300e3 + 100e3 * i, host=busy if i == 0 else None)
+        rec = sweep.run_case(fr, p, spec, labconfig.load("embedded"), None, None)
+        results.append_case(d, {**rec, "run_uuid": run["uuid"]})
+    index = report.build_report(d)
+    r = assert_all_referenced_files_exist(index)
+    assert {"search.png", "latency_pdr.png"} <= set(r.imgs)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", index.read_text()))
+    assert "Search results per goal (MLRsearch, RFC 9971)" in text
+    assert "Deviations from RFC 2544's trial (RFC 9971 4.4.3): trials of 0.5 s instead of 60 s" in text
+    assert "excluded from Load Classification (measured again)" in text
+    # every goal attribute, both goals
+    assert "NDR 0 % 50 % 0.5 s 1 s 2 % 0.5 s" in text and "PDR0.5 0.5 % 50 % 0.5 s 1 s 2 % 0.5 s" in text
+    first, *others = results.read_cases(d)
+    assert first["limit"] == "host busy"
+    assert re.search(rf"{first['case_id']} NDR – – – [\d.]+ host busy: \d+ of \d+ trials disturbed \(\d+% of the trial "
+                     r"time\): other tasks took 40 % of DUT CPU 1; nothing claimed", text), text[:3000]
+    for c in others:
+        assert c["limit"] == "dut"
+        g = c["goals"]["PDR0.5"]
+        assert f"{c['case_id']} PDR0.5 {g['lower_pps'] / 1e6:.4g} {g['upper_pps'] / 1e6:.4g}" in text
+    assert "Latency at 0, 10, 50 and 90 % of the PDR" in text and "idle: load Mpps" in text
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["goals"] == ["NDR", "PDR0.5"]
+    assert "NDR lower Mpps" in text and "PDR0.5 lower Mpps" in text      # the table of all cases
+
 
 
 def test_report_of_three_runs_names_each_dut_and_puts_them_side_by_side(tmp_path):

@@ -1,4 +1,4 @@
-"""Throughput through the live lab: RFC 2544-style NDR/PDR searches per direction and frame size,
+"""Throughput through the live lab: short MLRsearch (RFC 9971) NDR/PDR searches per direction and frame size,
 compared with the lab config's thresholds (gtplab/lab/labs/<lab>.yaml, chosen with $GTPLAB_LAB_CONFIG:
 the same tests pass or fail on a lab of real servers against its own numbers). Packet conservation
 is asserted for every trial. The searches here are short (few, short trials); `-m long` runs the
@@ -15,9 +15,11 @@ import os
 import pytest
 
 from gtplab.lab import config as labconfig
+from gtplab.measure import mlrsearch as mlr
+from gtplab.measure import search as srch
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
-from gtplab.measure.search import ndr_search
+from gtplab.rates import line_rate_pps
 
 CFG = labconfig.load(os.environ.get("GTPLAB_LAB_CONFIG"))
 pytestmark = [pytest.mark.lab] + ([pytest.mark.trex] if CFG.backend == "trex" else [])
@@ -40,20 +42,42 @@ def runner():
 
 
 def search(runner, direction, size, tolerance, duration, max_trials):
+    """A short search for one goal (loss <= tolerance in `duration` s trials, a load decided by two of
+    them as the sweep's goals are, 5 % width) within max_trials; returns (the rate the DUT is shown
+    to forward: the relevant lower bound, or a threshold a trial confirmed; None if neither), every
+    trial, the status."""
     prep = runner.prepare(CaseParams(direction, size, flows=1024, checksum="on", latency=False))
+    trials = []
+
+    def trial(load, s):
+        t = runner.trial(prep, load, s)
+        trials.append(t)
+        return t
+
+    goal = mlr.SearchGoal(loss_ratio=tolerance, final_trial_duration=duration, duration_sum=2 * duration,
+                          initial_trial_duration=duration, width=0.05)
     with runner.dut.bpf_stats():
-        best, trials, status = ndr_search(lambda pps: runner.trial(prep, pps, duration), tolerance,
-                                          max_pps=CFG.max_rate_pps, resolution=0.05,
-                                          max_trials=max_trials)
+        top = srch.max_load(trial, cfg_max=CFG.max_rate_pps,
+                            line_rate=line_rate_pps(CFG.port_speed_bps, size) if CFG.max_rate_pps else None)
+        # disturbed trials counted, as every trial was before the lab measured its disturbance: in 4
+        # trials, excluding them leaves a busy host (the suite's labs share CPUs) no bound at all; a
+        # threshold is a floor a disturbed trial can only push a result below, never above
+        cs = srch.run(trial, [goal], min_load=srch.DEFAULT_MIN_LOAD, max_load=top, max_trials=max_trials,
+                      disturbed="count")
+        v = srch.verdict(cs, size)
+        best, status = v.goals[goal.code]["lower_pps"], v.status
         want = CFG.threshold("ndr_pps" if tolerance == 0 else "pdr_pps", direction, size)
-        if want is not None and (best is None or best["rx_pps"] < want):
+        if want is not None and (best is None or best < want):
             # the search is short and stops where it is; "NDR >= threshold" is the same claim as "a
-            # trial at the threshold loses nothing": one more trial there decides it
-            t = runner.trial(prep, want, duration)
-            t["passed"] = t["loss_ratio"] is not None and t["loss_ratio"] <= tolerance
-            trials.append(t)
-            if t["passed"] and not t.get("generator_bound"):
-                best, status = t, f"{status}; confirmed by a trial at the threshold"
+            # trial at the threshold loses nothing": one more trial there decides it, unless the host disturbed
+            # it; a trial the host disturbed (the generator's CPU taken: it sends short) is not
+            # evidence either way and is run again, three times at most, as the search would
+            for _ in range(3):
+                t = trial(want, duration)
+                if not srch.is_disturbed(t):
+                    break
+            if t["loss_ratio"] is not None and t["loss_ratio"] <= tolerance and not t.get("generator_bound"):
+                best, status = want, f"{status}; confirmed by a trial at the threshold"
     for t in trials:
         c = t["conservation"]
         assert c["ok"], f"{direction} {size} B at {t['rate_asked']}: " + "; ".join(c["errors"]) + f" ({c})"
@@ -66,9 +90,8 @@ def _check(kind, direction, size, best, trials, status):
     rates = ", ".join(f"{t['offered_pps']:.0f} pps loss {t['loss_ratio']:.4%} ({t.get('limit')})" for t in trials)
     assert best is not None, f"{kind} {direction} {size} B: {status}; trials: {rates}"
     assert want is not None, f"lab config {CFG.path} has no {kind} threshold for {direction} {size} B"
-    # the rate the DUT forwarded loss-free (within the tolerance), not the one asked
-    assert best["rx_pps"] >= want * 0.97, (f"{kind} {direction} {size} B: {best['rx_pps']:.0f} pps < threshold "
-                                           f"{want:.0f} pps ({CFG.path}); trials: {rates}")
+    assert best >= want * 0.97, (f"{kind} {direction} {size} B: {best:.0f} pps < threshold "
+                                 f"{want:.0f} pps ({CFG.path}); {status}; trials: {rates}")
 
 
 @pytest.mark.parametrize("direction,size", SHORT, ids=[f"{d}-{s}" for d, s in SHORT])
@@ -81,7 +104,6 @@ def test_ndr_above_threshold(runner, direction, size):
 def test_pdr_above_threshold(runner, direction, size):
     best, trials, status = search(runner, direction, size, CFG.pdr_loss, duration=0.3, max_trials=4)
     _check("pdr_pps", direction, size, best, trials, status)
-    assert best["loss_ratio"] <= CFG.pdr_loss
 
 
 def test_drops_are_accounted_for(runner):

@@ -1,6 +1,7 @@
-"""Unit tests (no lab) of the sweep's parts: spec validation and overrides, the plan (undersize
-uplink), the NDR/PDR search against a fake DUT, packet conservation arithmetic, lab configs and
-thresholds, and a case written to a results directory with a fake runner."""
+"""Unit tests (no lab) of the sweep's parts: spec validation and overrides (the search's keys among
+them), the plan (undersize uplink), packet conservation arithmetic, lab configs and thresholds, and a
+case written to a results directory with a fake runner. The search's behaviour against fake DUTs is
+tests/measure/test_sweep_search.py; the results directory's claim and run ids test_results_claim.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gtplab.measure import conservation, plan, sweep
 from gtplab.results import store as results
 from gtplab.errors import UserError
 from gtplab.measure.plan import CaseParams
-from gtplab.measure.search import ndr_search
+from tests.lib.fake_runner import FakeRunner
 
 
 # ---------------------------------------------------------------------------------------- spec
@@ -68,8 +69,27 @@ def test_scale_cases_can_be_left_out_and_are_checked():
     ({"rate": "lots"}, "rate"),
     ({"rate": -5}, "positive"),
     ({"duration": 0}, "duration"),
-    ({"ndr": {"tolerance": 0.1}}, "ndr: unknown"),
-    ({"ndr": {"loss_tolerance": 2}}, "loss ratio"),
+    ({"ndr": {"loss_tolerance": 0}}, "the search is MLRsearch .RFC 9971. now"),
+    ({"rate_mode": "ndr"}, "rate_mode ndr: NDR and PDR are goals of one search now"),
+    ({"rate_mode": "pdr"}, "rate_mode search, with search.goals"),
+    ({"search": {"goal": ["ndr"]}}, "search: unknown key.s. goal"),
+    ({"search": ["ndr"]}, "search: a mapping"),
+    ({"search": {"goals": []}}, "search.goals: an empty list"),
+    ({"search": {"goals": ["ndrx"]}}, r"search.goals\[0\]: .*unknown preset 'ndrx'"),
+    ({"search": {"goals": [{"preset": "pdr", "loss_ratio": 1.5}]}}, r"search.goals\[0\]: .*loss_ratio must be"),
+    ({"search": {"goals": [{"preset": "pdr", "speed": 1}]}}, r"search.goals\[0\]: .*unknown key.s. speed"),
+    ({"search": {"goals": ["ndr", {"loss_ratio": 0}]}}, "two goals with the code NDR"),
+    ({"search": {"goals": [{"code": "PDR0.5", "loss_ratio": 0}]}}, "code 'PDR0.5' does not match"),
+    ({"search": {"min_load": 0}}, "search.min_load 0"),
+    ({"search": {"min_load": "lots"}}, "search.min_load"),
+    ({"search": {"max_load": 5000}}, r"search.max_load 5000: .* >= min_load \(10000\)"),
+    ({"search": {"time_budget": -1}}, "search.time_budget -1"),
+    ({"search": {"goals": ["rfc2544"], "time_budget": 30}}, "less than one 60 s trial"),
+    ({"search": {"max_trials": 0}}, "search.max_trials 0"),
+    ({"search": {"max_trials": 2.5}}, "search.max_trials"),
+    ({"search": {"disturbed": "ignore"}}, "search.disturbed 'ignore': one of exclude, count"),
+    ({"search": {"latency_at": [0, 100]}}, "search.latency_at"),
+    ({"search": {"latency_at": [10, 10]}}, "search.latency_at"),
     ({"pcap_limit": -1}, "pcap_limit"),
     ({"undersize": "pad"}, "undersize"),
     ({"frame_sizes": [64], "directions": ["uplink"], "undersize": "error"}, "below the uplink minimum 82"),
@@ -92,15 +112,17 @@ def test_spec_file_errors(tmp_path):
 
 def _args(**kw):
     base = dict(sizes=None, directions=None, flow_modes=None, flows=None, bearers=None, checksum=None,
-                rate_mode=None, rate=None, duration=None, max_trials=None, pcap_limit=None, no_latency=False)
+                rate_mode=None, rate=None, duration=None, max_trials=None, pcap_limit=None, no_latency=False,
+                goals=None, search=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 def test_overrides_are_validated():
     s = plan.apply_overrides(plan.load_spec(None), _args(sizes="64,1518", directions="uplink",
-                                                           rate="250000", rate_mode="ndr", duration=0.5))
+                                                           rate="250000", rate_mode="fixed", duration=0.5))
     assert s["frame_sizes"] == [64, 1518] and s["directions"] == ["uplink"] and s["rate"] == 250000.0
+    assert s["rate_mode"] == "fixed" and s["duration"] == 0.5
     with pytest.raises(UserError, match="out of range"):
         plan.apply_overrides(plan.load_spec(None), _args(sizes="64,9000"))
     with pytest.raises(UserError, match="bad list"):
@@ -110,6 +132,46 @@ def test_overrides_are_validated():
                     ({"flow_modes": ""}, "flow_modes"), ({"checksum": ""}, "checksum")):
         with pytest.raises(UserError, match=msg):
             plan.apply_overrides(plan.load_spec(None), _args(**kw))
+
+
+def test_search_defaults_and_overrides():
+    """The default spec searches NDR and PDR0.5 (RFC 9971 goals with every attribute stated); --goals
+    takes presets or a YAML list of records, --search the other keys; the spec stays valid JSON for
+    run.json and validates again as it is."""
+    s = plan.load_spec(None)
+    assert s["rate_mode"] == "search"
+    sr = s["search"]
+    assert [g["code"] for g in sr["goals"]] == ["NDR", "PDR0.5"]
+    assert sr["goals"][1] == {"code": "PDR0.5", "loss_ratio": 0.005, "exceed_ratio": 0.5, "final_trial_duration": 0.5,
+                              "duration_sum": 1.0, "width": 0.02, "initial_trial_duration": 0.5}
+    assert (sr["min_load"], sr["max_load"], sr["time_budget"], sr["max_trials"], sr["disturbed"], sr["latency_at"],
+            sr["latency_duration"]) == (10e3, None, None, None, "exclude", [0, 10, 50, 90], 0.25)
+    assert json.loads(json.dumps(s)) == s and plan.validate(s) == s
+    assert [g.code for g in plan.goals(sr)] == ["NDR", "PDR0.5"]
+    assert all(c.case_id.endswith("-search") and c.rate_mode == "search" for c in plan.plan(s)[0])
+    o = plan.apply_overrides(s, _args(goals="rfc2544"))
+    assert [g["code"] for g in o["search"]["goals"]] == ["RFC2544"]
+    assert o["search"]["goals"][0]["final_trial_duration"] == 60.0
+    o = plan.apply_overrides(s, _args(goals="[ndr, {preset: pdr, loss_ratio: 0.001}, {final_trial_duration: 2, "
+                                            "duration_sum: 4}]",
+                                      search="min_load=5e4, time_budget=20,max_load=2000000,latency_at=[50, 0]",
+                                      max_trials=9))
+    assert [g["code"] for g in o["search"]["goals"]] == ["NDR", "PDR0.1", "2f4d0l50e"]
+    assert (o["search"]["min_load"], o["search"]["time_budget"], o["search"]["max_load"], o["search"]["max_trials"],
+            o["search"]["latency_at"]) == (5e4, 20.0, 2e6, 9, [0, 50])
+    assert plan.apply_overrides(s, _args(search="latency_at=90"))["search"]["latency_at"] == [90]
+    assert plan.apply_overrides(s, _args(search="latency_at=[]"))["search"]["latency_at"] == []
+    for kw, msg in (({"goals": "[ndr"}, "--goals .*not a YAML list"), ({"goals": "ndr,ndr"}, "two goals with the code NDR"),
+                    ({"goals": "fastest"}, "unknown preset 'fastest'"), ({"search": "min_load"}, "KEY=VALUE"),
+                    ({"search": "speed=1"}, "--search: unknown key 'speed'"),
+                    ({"search": "goals=ndr"}, "give the goals with --goals"),
+                    ({"search": "min_load=-1"}, "search.min_load -1"),
+                    ({"goals": "ndr", "rate_mode": "fixed"}, "--goals: the rate mode is fixed"),
+                    ({"max_trials": 3, "rate_mode": "fixed"}, "--max-trials: the rate mode is fixed"),
+                    ({"duration": 0.3}, "--duration: seconds of a fixed-rate trial; a search's trials"),
+                    ({"search": "latency_duration=0"}, "search.latency_duration 0")):
+        with pytest.raises(UserError, match=msg):
+            plan.apply_overrides(s, _args(**kw))
 
 
 def test_undersize_uplink_is_clamped_visibly_or_skipped():
@@ -135,88 +197,6 @@ def test_case_tunables_match_bearer_file(tmp_path):
     lines = [ln for ln in (tmp_path / "b.txt").read_text().splitlines() if not ln.startswith("#")]
     assert n == 16 and len(lines) == 16
     assert lines[5].split() == ["0x00010005", "10.64.0.6", "10.201.0.17", "0x80000005", "csum=off"]
-
-
-# ---------------------------------------------------------------------------------------- NDR search
-
-def fake_dut(capacity, gen_max, log):
-    """Loses everything above `capacity` pps; the generator reaches at most gen_max."""
-    def trial(pps):
-        offered = gen_max if pps is None else min(pps, gen_max)
-        log.append(pps)
-        loss = max(0.0, 1 - capacity / offered)
-        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss}
-    return trial
-
-
-def test_ndr_search_finds_capacity_within_resolution():
-    log = []
-    best, trials, status = ndr_search(fake_dut(300e3, 1e6, log), 0.0, resolution=0.02, max_trials=20)
-    assert log[0] is None                                   # starts at the generator's maximum
-    assert log[1] == pytest.approx(300e3)                   # then what the DUT delivered
-    assert best["loss_ratio"] == 0 and 0.98 * 300e3 - 20e3 <= best["offered_pps"] <= 300e3
-    assert trials == [t for t in trials] and len(trials) == len(log) and all("passed" in t for t in trials)
-    assert status == "resolution reached; limit: dut"
-
-
-def test_ndr_search_says_when_the_loss_was_the_generators():
-    # the DUT forwards everything; above 300 kpps the generator's own receive ring overflows
-    def trial(pps):
-        offered = 1e6 if pps is None else pps
-        loss = max(0.0, 1 - 300e3 / offered)
-        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss,
-                "limit": "generator (receive)" if loss else None}
-    best, trials, status = ndr_search(trial, 0.0, resolution=0.02, max_trials=20)
-    assert status.startswith("generator-bound") and "generator (receive)" in status
-    assert best["offered_pps"] <= 300e3
-
-
-def test_ndr_search_counts_a_generator_bound_pass_at_its_achieved_rate():
-    # asked 600 kpps, the generator only reached 450 kpps: the search must not take 600 as passing
-    asked = []
-    def trial(pps):
-        asked.append(pps)
-        if pps is None:
-            return {"offered_pps": 1e6, "rx_pps": 500e3, "loss_ratio": 0.5, "limit": "dut"}
-        offered = min(pps, 450e3) if len(asked) == 2 else pps
-        loss = max(0.0, 1 - 500e3 / offered)
-        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss,
-                "generator_bound": offered < 0.97 * pps, "limit": "dut" if loss else None}
-    best, trials, status = ndr_search(trial, 0.0, resolution=0.01, max_trials=3)
-    assert trials[1]["generator_bound"] and trials[1]["passed"]
-    assert asked[2] == pytest.approx((450e3 + 1e6) / 2)      # bracket from the achieved 450k, not 500k
-
-
-def test_ndr_search_binary_when_first_guess_fails():
-    log = []
-    def trial(pps):                    # the DUT delivers more than it can sustain loss-free
-        offered = 1e6 if pps is None else pps
-        log.append(offered)
-        loss = 0.0 if offered <= 400e3 else 0.5
-        return {"offered_pps": offered, "rx_pps": offered * (1 - loss), "loss_ratio": loss}
-    best, trials, status = ndr_search(trial, 0.0, resolution=0.01, max_trials=30)
-    assert 390e3 <= best["offered_pps"] <= 400e3
-    lo_fail = min(t["offered_pps"] for t in trials if not t["passed"])
-    assert lo_fail > 400e3 and lo_fail - best["offered_pps"] <= 0.01 * 1e6
-
-
-def test_pdr_tolerance_and_limits():
-    def trial(pps):
-        offered = 1e6 if pps is None else pps
-        return {"offered_pps": offered, "rx_pps": offered, "loss_ratio": 0.0005 if offered > 500e3 else 0.0}
-    best_pdr, _, _ = ndr_search(trial, 0.001)
-    assert best_pdr["offered_pps"] == 1e6                         # 0.05 % loss is within PDR 0.1 %
-    best_ndr, trials, status = ndr_search(trial, 0.0, max_trials=3)
-    assert len(trials) == 3 and "stopped after 3" in status and best_ndr["offered_pps"] <= 500e3
-    best, trials, status = ndr_search(lambda p: {"offered_pps": 1e5, "rx_pps": 0, "loss_ratio": 1.0}, 0.0,
-                                      max_trials=4)
-    assert best is None and len(trials) == 4 and "no trial met" in status
-
-
-def test_generator_limited():
-    log = []
-    best, trials, status = ndr_search(fake_dut(5e6, 1e6, log), 0.0)
-    assert len(trials) == 1 and best["offered_pps"] == 1e6 and status.startswith("generator-bound")
 
 
 # ---------------------------------------------------------------------------------------- conservation
@@ -331,54 +311,11 @@ def test_lab_config_errors(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------------------- results
 
-class FakeDut:
-    import contextlib
-
-    @contextlib.contextmanager
-    def bpf_stats(self):
-        yield
-
-
-class FakeRunner:
-    """Trials of a DUT that forwards 300 kpps; records what run_case asked for."""
-
-    def __init__(self):
-        self.dut = FakeDut()
-        self.asked = []
-
-    def prepare(self, p):
-        from gtplab.measure.runner import Prepared
-        return Prepared(p, 0, 1, p.tunables(), p.tunables()["stats"] == "latency", [])
-
-    def case_costs(self, prep, load_pps):
-        """The DUT's costs apart from the search (Runner.case_costs): none measured here."""
-        self.cost_load = load_pps
-        return {"load_pps": load_pps, "notes": [], "xdp_ns_per_packet": None, "dut_cpu_ns_per_packet": None,
-                "reference_cpu_ns_per_packet": None, "above_reference_ns_per_packet": None, "trials": []}
-
-    def trial(self, prep, pps, duration, capture=None, capture_limit=64):
-        self.asked.append(pps)
-        offered = 1e6 if pps is None else pps
-        rx = min(offered, 300e3)
-        tx_p = int(offered * duration)
-        rx_p = int(rx * duration)
-        d = conservation.DutDelta(tx_p, rx_p, {"drop_no_route": tx_p - rx_p} if tx_p > rx_p else {})
-        cons = conservation.check(tx_p, rx_p, d)
-        return {"rate_asked": "x", "offered_pps": offered, "offered_bps_l1": 1.0, "offered_bps_l2": 1.0,
-                "rx_pps": rx, "rx_bps_l1": 1.0, "rx_bps_l2": 1.0, "tx_packets": tx_p, "rx_packets": rx_p,
-                "loss_ratio": (tx_p - rx_p) / tx_p,
-                "latency_us": {k: None for k in ("min", "avg", "p50", "p99", "max")},
-                "dut": {"rx_packets": tx_p, "fwd_packets": rx_p, "drop_packets": d.drop_packets,
-                        "drops_by_reason": d.drops_by_reason, "ns_per_packet": None, "cpu_seconds": None,
-                        "cpu_ns_per_packet": None},
-                "conservation": cons.as_dict()}
-
-
 def test_run_case_records_contract_fields_and_trials(tmp_path):
     cfg = labconfig.load("embedded")
-    spec = plan.validate({"frame_sizes": [64], "directions": ["uplink"], "rate_mode": "ndr",
-                           "duration": 0.1, "pcap_limit": 8})
-    (p,) = plan.plan(spec)[0]
+    spec = plan.validate({"frame_sizes": [64, 128], "directions": ["uplink"], "rate_mode": "search",
+                           "pcap_limit": 8, "search": {"latency_duration": 0.1}})
+    p, p128 = plan.plan(spec)[0]
     fr = FakeRunner()
     results.write_run(tmp_path, {"uuid": "u", "started": "2026-01-01T00:00:00+00:00", "backend": "local",
                                  "lab": "embedded", "host": "h"})
@@ -389,37 +326,41 @@ def test_run_case_records_contract_fields_and_trials(tmp_path):
         assert k in rec, k
     assert rec["frame_size"] == 82 and rec["requested_frame_size"] == 64
     assert any("below the uplink minimum 82" in n for n in rec["notes"])
-    assert rec["rate_mode"] == "ndr" and rec["loss_ratio"] == 0 and 290e3 <= rec["offered_pps"] <= 300e3
+    # the recorded trial is the last full-length one at NDR's relevant lower bound: no loss, at most 300 kpps
+    assert rec["rate_mode"] == "search" and rec["loss_ratio"] == 0 and 294e3 <= rec["offered_pps"] <= 300e3 * (1 + 1e-9)
+    assert rec["offered_pps"] == rec["goals"]["NDR"]["lower_pps"] == rec["ndr_pps"] and rec["goal"] == "NDR"
+    assert rec["duration_s"] == 0.5          # the goals' trial duration, not the spec's (fixed rate) one
     assert len(rec["trials"]) == len(fr.asked) > 2 and rec["conservation_ok"]
-    assert fr.cost_load == rec["offered_pps"] and rec["cost"]["load_pps"] == rec["offered_pps"]
-    assert rec["pcap"] == "pcaps/case-uplink-64-multi1024-csumon-ndr-port1.pcap"
-    (back,) = results.read_cases(tmp_path)
+    assert [t["phase"] for t in rec["trials"]][:2] == ["max load", "search"]
+    # the DUT's costs are measured apart from the search, at the case's result (Runner.case_costs)
+    assert fr.cost_load == rec["ndr_pps"] and rec["cost"]["load_pps"] == rec["ndr_pps"]
+    # 82 B uplink has no room for the latency trailer: no latency trials, and said so
+    assert "latency_pdr" not in rec and all(t["phase"] != "latency" for t in rec["trials"])
+    assert any("no latency" in n for n in rec["notes"])
+    assert rec["pcap"] == "pcaps/case-uplink-64-multi1024-csumon-search-port1.pcap"
+    rec128 = sweep.run_case(fr, p128, spec, cfg, tmp_path / "pcaps", None)
+    results.append_case(tmp_path, rec128)
+    assert [t["phase"] for t in rec128["trials"]][-4:] == ["latency"] * 4
+    assert list(rec128["latency_pdr"]["points"]) == ["0", "10", "50", "90"]
+    back, back128 = results.read_cases(tmp_path)
     assert back["case_id"] == rec["case_id"] and back["trials"] == json.loads(json.dumps(rec["trials"]))
     with open(tmp_path / "cases.csv") as f:
-        row = next(csv.DictReader(f))
+        row, row128 = csv.DictReader(f)
     assert row["dut.fwd_packets"] == str(rec["dut"]["fwd_packets"]) and row["requested_frame_size"] == "64"
+    # the goal code is in the CSV's columns, with the bounds and whether the result is regular
+    assert float(row["goals.NDR.lower_pps"]) == rec["goals"]["NDR"]["lower_pps"]
+    assert float(row["goals.PDR0.5.upper_pps"]) == rec["goals"]["PDR0.5"]["upper_pps"]
+    assert row["goals.NDR.regular"] == "True" and row["goal"] == "NDR" and row["limit"] == "dut"
+    assert float(row128["latency_pdr.points.90.latency_us.p99"]) == rec128["latency_pdr"]["points"]["90"]["latency_us"]["p99"]
 
 
 def test_results_dir_is_never_overwritten(tmp_path):
     (tmp_path / "x").write_text("keep")
     with pytest.raises(UserError, match="not empty"):
         sweep._results_dir(str(tmp_path), "u")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x"]          # nothing left behind
 
 
-def test_ndr_search_with_only_the_generators_losses_is_generator_bound():
-    # TRex on af_packet: every trial of a short search loses packets in the generator's own receive
-    # ring; no NDR, and the case must say the generator set it (not blame the DUT)
-    def trial(pps):
-        offered = 300e3 if pps is None else pps
-        return {"offered_pps": offered, "rx_pps": offered * 0.98, "loss_ratio": 0.02,
-                "limit": "generator (receive)"}
-    best, trials, status = ndr_search(trial, 0.0, resolution=0.02, max_trials=2)
-    assert best is None and len(trials) == 2
-    assert status.startswith("generator-bound") and "generator (receive)" in status
-    # one loss of the DUT among them: no generator-bound claim
-    seq = iter(["generator (receive)", "dut"])
-    best, trials, status = ndr_search(lambda pps: {**trial(pps), "limit": next(seq)}, 0.0, max_trials=2)
-    assert best is None and status.startswith("no trial met")
 def test_flamegraph_flag_and_its_deprecated_alias(capsys):
     """`sweep --flamegraph` turns the flame graphs on; the old `--profile` still does, and says once that
     it is deprecated; without either they are off and nothing is said."""

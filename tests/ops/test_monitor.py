@@ -147,7 +147,8 @@ def test_case_metrics_follow_prometheus_conventions():
     cp = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert cp.returncode == 0 and cp.stdout.strip() == "" and cp.stderr.strip() == "", cp.stdout + cp.stderr
     for name in ("gtplab_case_received_packets_per_second", "gtplab_case_received_bytes_per_second",
-                 "gtplab_case_loss_ratio", "gtplab_case_latency_seconds", "gtplab_case_dut_program_seconds_per_packet"):
+                 "gtplab_case_loss_ratio", "gtplab_case_latency_seconds", "gtplab_case_dut_program_seconds_per_packet",
+                 "gtplab_case_goal_lower_bound_packets_per_second", "gtplab_case_latency_at_pdr_seconds"):
         assert f"# TYPE {name} gauge" in text
 
 
@@ -163,7 +164,20 @@ def test_push_case_grouping_key_and_values(stack):
     assert gateway_value(group, "gtplab_case_received_bytes_per_second", layer="l1") == pytest.approx(case["rx_bps_l1"] / 8)
     assert gateway_value(group, "gtplab_case_latency_seconds", stat="p99") == pytest.approx(27e-6)
     assert gateway_value(group, "gtplab_case_dut_program_seconds_per_packet") == pytest.approx(61.28e-9)
-    assert gateway_value(group, "gtplab_case_info", flow_mode="multi", rate_mode="fixed") == 1
+    assert gateway_value(group, "gtplab_case_info", flow_mode="multi", rate_mode="search", goal="NDR",
+                         limit="dut") == 1
+    # the search's result per goal, the goal code as the label (MLRsearch, issue 26)
+    for code in ("NDR", "PDR0.5"):
+        g = case["goals"][code]
+        assert gateway_value(group, "gtplab_case_goal_lower_bound_packets_per_second", goal=code) == g["lower_pps"]
+        assert gateway_value(group, "gtplab_case_goal_upper_bound_packets_per_second", goal=code) == g["upper_pps"]
+        assert gateway_value(group, "gtplab_case_goal_conditional_throughput_packets_per_second",
+                             goal=code) == g["conditional_pps"]
+        assert gateway_value(group, "gtplab_case_goal_regular", goal=code) == 1
+        assert gateway_value(group, "gtplab_case_goal_info", goal=code, limit="dut", irregular="") == 1
+    assert gateway_value(group, "gtplab_case_search_disturbed_trials") == 1
+    assert gateway_value(group, "gtplab_case_latency_at_pdr_seconds", load_percent="90", stat="p99") == \
+        pytest.approx(99e-6)
     assert not push_case("http://127.0.0.1:9", run, case, timeout=1)  # nothing listens: False, no raise
 
 
