@@ -169,43 +169,20 @@ static __always_inline int trim_to(struct xdp_md *ctx, __u32 len)
 }
 
 /*
- * Sum of the inner IPv4 packet (header and payload) for the outer UDP checksum. The payload's sum
- * comes from its own checksum where that can be trusted (local checksum offload, see the kernel's
- * Documentation/networking/checksum-offloads.rst): a valid TCP/UDP checksum makes the segment sum
- * the negated pseudo-header sum, a valid ICMP checksum makes it zero. Otherwise it is summed.
- * Sets *err when the bytes can't be summed (only if the caller's length checks were wrong).
+ * Sum of the inner IPv4 packet (header and payload) for the outer UDP checksum: gtpu_inner_sum
+ * (gtpu.h), and the payload summed when its own checksum can't be trusted. Sets *err when the bytes
+ * can't be summed (only if the caller's length checks were wrong).
  */
 static __always_inline __u64 inner_sum(struct xdp_md *ctx, struct iphdr *iip, __u32 ihl_len,
 				       __u32 tot, void *data_end, int *err)
 {
 	void *l4 = (void *)iip + ihl_len;
-	__u32 l4_len = tot - ihl_len;
-	__u64 sum = ipv4_hdr_sum(iip, ihl_len / 4, data_end);
-	__u64 pseudo;
+	__u64 sum;
 
 	*err = 0;
-	if (!ipv4_is_fragment(iip)) {
-		pseudo = (__u64)iip->saddr + iip->daddr + bpf_htons(iip->protocol) +
-			 bpf_htons((__u16)l4_len);
-		switch (iip->protocol) {
-		case IPPROTO_TCP:
-			if (l4_len >= 20)
-				return sum + csum_neg(pseudo);
-			break;
-		case IPPROTO_UDP: {
-			struct udphdr *u = l4;
-
-			if (l4_len >= sizeof(*u) && (void *)(u + 1) <= data_end && u->check)
-				return sum + csum_neg(pseudo);
-			break;
-		}
-		case IPPROTO_ICMP:
-			if (l4_len >= 8)
-				return sum;
-			break;
-		}
-	}
-	return sum + csum_bytes(ctx, l4 - (void *)(long)ctx->data, l4_len, err);
+	if (!gtpu_inner_sum(iip, ihl_len, tot, data_end, &sum))
+		return sum;
+	return sum + csum_bytes(ctx, l4 - (void *)(long)ctx->data, tot - ihl_len, err);
 }
 
 /*
@@ -888,15 +865,14 @@ int xdp_sgi(struct xdp_md *ctx)
 	struct pgwu_dl_bearer *b;
 	struct ethhdr *eth;
 	struct iphdr *ip, *oip;
-	struct udphdr *udp;
-	struct gtpu_hdr *gtp;
+	struct gtpu_encap e;
 	struct nexthop nh;
 	struct l3 h;
 	__u32 ihl_len, tot_len, in_l2, out_l2, csum_on, pass, mtu = 0, encap = GTPU_ENCAP_LEN;
 	__u8 qfi;
 	__be16 sport;
 	__u8 tos, df;
-	__u64 isum = 0, sum;
+	__u64 isum = 0;
 	int err;
 
 	reason = prologue(ctx, PGWU_SIDE_SGI, &h, &action);
@@ -938,20 +914,11 @@ int xdp_sgi(struct xdp_md *ctx)
 
 	tos = ip->tos;
 	df = !!(ip->frag_off & bpf_htons(0x4000));
-	sport = GTPU_PORT_BE;
-	if (!(cfg->flags & PGWU_CFG_SPORT_FIXED)) {
-		__u32 l4 = 0;
-		__u32 *ports = (void *)ip + (ihl_len & 0x3c);
-
-		if ((ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) &&
-		    !ipv4_is_fragment(ip) && tot_len >= ihl_len + 4 && (void *)(ports + 1) <= data_end)
-			l4 = *ports;
-		sport = bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
-	}
+	sport = gtpu_dl_sport(ip, ihl_len, tot_len, data_end, cfg->flags);
 	/* 5G N3 (TS 38.415 5.5.2.1): a bearer with a QFI gets a PDU Session Container, DL PDU
 	 * SESSION INFORMATION (type 0) with it, behind the optional fields: 8 more octets */
-	qfi = b->flags & PGWU_B_QFI ? (b->flags >> PGWU_B_QFI_SHIFT) & 0x3f : 0xff;
-	encap = GTPU_ENCAP_LEN + (qfi != 0xff ? 8 : 0);
+	qfi = gtpu_dl_qfi(b->flags);
+	encap = gtpu_encap_len(qfi);
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tos,
 				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
 	if (mtu && df) {
@@ -973,12 +940,7 @@ int xdp_sgi(struct xdp_md *ctx)
 
 	/* The PGW-U is an IP hop on SGi: the packet's TTL goes down before it enters the tunnel. */
 	ipv4_decrease_ttl(ip);
-	if (b->flags & PGWU_B_CSUM_ON)
-		csum_on = 1;
-	else if (b->flags & PGWU_B_CSUM_OFF)
-		csum_on = 0;
-	else
-		csum_on = cfg->flags & PGWU_CFG_CSUM;
+	csum_on = gtpu_dl_csum_on(b->flags, cfg->flags);
 	if (csum_on) {
 		isum = inner_sum(ctx, ip, ihl_len, tot_len, data_end, &err);
 		if (err) {
@@ -1002,70 +964,24 @@ int xdp_sgi(struct xdp_md *ctx)
 	}
 	write_eth(data, nh.dmac, nh.smac, pass ? 0 : cfg->egress_vlan[PGWU_SIDE_ACCESS]);
 	oip = data + (out_l2 == 18 ? 18 : 14);
-	udp = (void *)(oip + 1);
-	gtp = (void *)(udp + 1);
-	if ((void *)(gtp + 1) > data_end) {
-		reason = PGWU_R_DROP_ADJUST;
-		goto out;
-	}
-	oip->version = 4;
-	oip->ihl = 5;
-	oip->tos = tos;
-	oip->tot_len = bpf_htons(tot_len + encap);
-	if (df) {
-		oip->id = 0;
-		oip->frag_off = bpf_htons(0x4000);
-	} else {
+	e.saddr = cfg->local_addr;
+	e.daddr = b->sgw_addr;
+	e.teid = b->sgw_teid;
+	e.sport = sport;
+	e.id = 0;
+	e.inner_len = tot_len;
+	e.tos = tos;
+	e.df = df;
+	e.qfi = qfi;
+	if (!df) {
 		__u32 *id = bpf_map_lookup_elem(&ip_id, &zero);
 
-		oip->id = id ? bpf_htons((__u16)__sync_fetch_and_add(id, 1)) : 0;
-		oip->frag_off = 0;
+		e.id = id ? bpf_htons((__u16)__sync_fetch_and_add(id, 1)) : 0;
 	}
-	oip->ttl = OUTER_TTL;
-	oip->protocol = IPPROTO_UDP;
-	oip->check = 0;
-	oip->saddr = cfg->local_addr;
-	oip->daddr = b->sgw_addr;
-	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, data_end));
-
-	udp->source = sport;
-	udp->dest = GTPU_PORT_BE;
-	udp->len = bpf_htons(tot_len + encap - sizeof(*oip));
-	udp->check = 0;
-	gtp->flags = 0x30;
-	gtp->type = GTP_GPDU;
-	gtp->length = bpf_htons(tot_len + encap - GTPU_ENCAP_LEN);
-	gtp->teid = b->sgw_teid;
-	if (qfi != 0xff) {
-		__u8 *x = (void *)(gtp + 1);
-
-		if ((void *)(x + 8) > data_end) {	/* checked above; again for the verifier */
-			reason = PGWU_R_DROP_ADJUST;
-			goto out;
-		}
-		gtp->flags = 0x30 | GTP_FLAG_E;
-		x[0] = 0;		/* sequence number, N-PDU number: not used */
-		x[1] = 0;
-		x[2] = 0;
-		x[3] = GTP_EXT_PDU_SESSION_CONTAINER;
-		x[4] = 1;		/* length: 4 octets */
-		x[5] = 0;		/* PDU type 0 (DL PDU SESSION INFORMATION), no QMP/SNP/MSNP */
-		x[6] = qfi;		/* PPP 0, RQI 0, QFI */
-		x[7] = 0;		/* no next extension header */
-	}
-	if (csum_on) {
-		__u32 *w = (void *)udp;
-
-		if ((void *)(w + 6) > data_end) {	/* checked above; again for the verifier */
-			reason = PGWU_R_DROP_ADJUST;
-			goto out;
-		}
-		/* pseudo header + UDP header (check 0) + GTP-U header [+ PSC] + inner packet */
-		sum = (__u64)oip->saddr + oip->daddr + bpf_htons(IPPROTO_UDP) + udp->len;
-		sum += (__u64)w[0] + w[1] + w[2] + w[3] + isum;
-		if (qfi != 0xff)
-			sum += (__u64)w[4] + w[5];
-		udp->check = csum_finish_udp(sum);
+	if (!gtpu_encap_write(oip, data_end, &e) ||
+	    (csum_on && !gtpu_encap_csum(oip, data_end, qfi, isum))) {
+		reason = PGWU_R_DROP_ADJUST;	/* checked above; again for the verifier */
+		goto out;
 	}
 
 	if (pass) {

@@ -7,9 +7,9 @@
  * This file holds the command line as tables (options, commands) and main(), which only
  * dispatches; each command's handler is in the file of its job: load/unload/attach/detach
  * pgwu_load.c, config pgwu_config.c, session pgwu_session.c, stats pgwu_stats.c, metrics
- * pgwu_metrics.c, watch pgwu_watch.c, reassemble pgwu_reasm.c, path and signalling pgwu_path.c,
- * pfcp pgwu_pfcp.c. The table parser is pgwu_params.c, the maps layer pgwu_maps.c, the
- * formatting (and the names of the data plane's enums) pgwu_fmt.c.
+ * pgwu_metrics.c, watch pgwu_watch.c, reassemble pgwu_reasm.c, socket pgwu_sock.c, path and
+ * signalling pgwu_path.c, pfcp pgwu_pfcp.c. The table parser is pgwu_params.c, the maps layer
+ * pgwu_maps.c, the formatting (and the names of the data plane's enums) pgwu_fmt.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
+#include "pgwu_sock.h"
 
 const char *pin_dir = PGWU_DEFAULT_PIN_DIR;
 bool verbose;
@@ -231,6 +232,70 @@ static const struct opt reasm_options[] = {
 	OPT_END
 };
 
+static const char *const fanouts[] = { "hash", "lb", "cpu", "qm", NULL };
+
+static const struct opt socket_options[] = {
+	{ .name = "access", .type = OPT_STR, .off = offsetof(struct sock_opts, access),
+	  .metavar = "IF", .required = true,
+	  .help = "access (S1-U/S5) interface: uplink G-PDUs on UDP GTP-ADDR:2152 bound to it" },
+	{ .name = "sgi", .type = OPT_STR, .off = offsetof(struct sock_opts, sgi), .metavar = "IF",
+	  .required = true, .help = "SGi interface: downlink IPv4 read with a packet socket (GRO off)" },
+	{ .name = "threads", .type = OPT_U32, .off = offsetof(struct sock_opts, threads),
+	  .metavar = "N", .min = 1, .max = PGWU_SOCK_MAX_THREADS,
+	  .help = "worker threads per direction (default 1)" },
+	{ .name = "cpus", .type = OPT_STR, .off = offsetof(struct sock_opts, cpus),
+	  .metavar = "LIST", .help = "pin worker i of each direction to the i-th CPU of LIST, "
+	  "round robin (e.g. 1 or 2-5; default: not pinned)" },
+	{ .name = "reuseport", .type = OPT_ENUM, .off = offsetof(struct sock_opts, reuseport),
+	  .metavar = "on|off", .choices = onoff, .help = "a socket per thread (an SO_REUSEPORT group "
+	  "uplink, a PACKET_FANOUT group downlink), or one socket per direction every thread reads "
+	  "(default on)" },
+	{ .name = "batch", .type = OPT_U32, .off = offsetof(struct sock_opts, batch), .metavar = "N",
+	  .min = 1, .max = 1024, .help = "packets per system call: 1 = recvfrom/sendto, more = "
+	  "recvmmsg/sendmmsg (default 64)" },
+	{ .name = "rcvbuf", .type = OPT_U32, .off = offsetof(struct sock_opts, rcvbuf),
+	  .metavar = "BYTES", .min = 1024, .max = 1U << 30,
+	  .help = "SO_RCVBUF(FORCE) of the receive sockets (default: net.core.rmem_default)" },
+	{ .name = "sndbuf", .type = OPT_U32, .off = offsetof(struct sock_opts, sndbuf),
+	  .metavar = "BYTES", .min = 1024, .max = 1U << 30,
+	  .help = "SO_SNDBUF(FORCE) of the sending raw sockets (default: net.core.wmem_default)" },
+	{ .name = "busy-poll", .type = OPT_U32, .off = offsetof(struct sock_opts, busy_poll),
+	  .metavar = "USEC", .min = 0, .max = 1000000,
+	  .help = "SO_BUSY_POLL: a receive with nothing queued polls the device for up to USEC "
+	  "before it sleeps (default 0: off)" },
+	{ .name = "prefer-busy-poll", .type = OPT_FLAG,
+	  .off = offsetof(struct sock_opts, prefer_busy_poll),
+	  .help = "SO_PREFER_BUSY_POLL (with --busy-poll)" },
+	{ .name = "busy-poll-budget", .type = OPT_U32,
+	  .off = offsetof(struct sock_opts, busy_poll_budget), .metavar = "N", .min = 1,
+	  .max = 65535, .help = "SO_BUSY_POLL_BUDGET (with --busy-poll; default the kernel's 8)" },
+	{ .name = "gro", .type = OPT_FLAG, .off = offsetof(struct sock_opts, gro),
+	  .help = "UDP_GRO on the uplink sockets: G-PDUs of one flow read several at a time" },
+	{ .name = "fanout", .type = OPT_ENUM, .off = offsetof(struct sock_opts, fanout),
+	  .metavar = "hash|lb|cpu|qm", .choices = fanouts,
+	  .help = "how the downlink PACKET_FANOUT group spreads packets (default hash: by flow)" },
+	{ .name = "rt-priority", .type = OPT_U32, .off = offsetof(struct sock_opts, rt_priority),
+	  .metavar = "N", .min = 0, .max = 99,
+	  .help = "run the workers SCHED_FIFO at N (default 0: SCHED_OTHER)" },
+	{ .name = "interval", .type = OPT_U32, .off = offsetof(struct sock_opts, interval),
+	  .metavar = "MS", .min = 0, .max = 3600000,
+	  .help = "print the counters per thread and the kernel's every MS (default 1000; 0: never)" },
+	{ .name = "json", .type = OPT_FLAG, .off = offsetof(struct sock_opts, json),
+	  .help = "print those lines (and --measure-lookups) as JSON" },
+	{ .name = "daemon", .type = OPT_FLAG, .off = offsetof(struct sock_opts, daemon),
+	  .help = "run in the background; returns once the workers run (or failed, saying why)" },
+	{ .name = "log", .type = OPT_STR, .off = offsetof(struct sock_opts, log), .metavar = "FILE",
+	  .help = "with --daemon: append the lines to FILE (default: nowhere)" },
+	{ .name = "measure-lookups", .type = OPT_U32,
+	  .off = offsetof(struct sock_opts, measure_lookups), .metavar = "N", .min = 1,
+	  .max = 100000000, .help = "don't forward: look up N random installed TEIDs through the "
+	  "mmap()ed direct index and through the hash map's system call, print ns per lookup" },
+	{ .name = "owner", .type = OPT_U32, .off = offsetof(struct sock_opts, owner), .metavar = "PID",
+	  .min = 1, .max = 0x7fffffff, .help = "stop when process PID ends (within a tick, 50 ms): "
+	  "whoever started it, so that it never outlives them (gtplab's labs pass their owner)" },
+	OPT_END
+};
+
 static const struct opt path_options[] = {
 	{ .name = "peer", .type = OPT_ADDR, .off = offsetof(struct path_opts, peer), .metavar = "A",
 	  .help = "only this peer (default: every SGW a bearer names and every peer seen)" },
@@ -288,6 +353,8 @@ static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.
 static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
 static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" },
 	.restart_policy = { .v = PFCP_RESTART_DELETE }, .cp_t1 = { .v = 3000 }, .cp_n1 = { .v = 3 } };
+static const struct sock_opts socket_defaults = { .threads = { .v = 1 }, .reuseport = { .v = 1 },
+						  .batch = { .v = 64 }, .interval = { .v = 1000 } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
@@ -363,6 +430,19 @@ static const struct cmd cmds[] = {
 		"pgwu stats (reassembler), pgwu metrics (pgwu_reassembler_*). The kernel clears the\n"
 		"registration when it exits, however it dies. One per PIN_DIR; run it in the PGW-U's\n"
 		"network namespace (--netns). Ends by itself when pgwu is unloaded."),
+	COMMAND("socket", do_socket, socket_options, struct sock_opts, &socket_defaults,
+		"the PGW-U on Linux sockets instead of XDP (foreground, until SIGINT/SIGTERM)",
+		"Uplink G-PDUs are read from UDP GTP-ADDR:2152 (bound to --access), checked as\n"
+		"xdp_access checks them (the same code), and their inner packets sent to SGi through a\n"
+		"raw socket; downlink IPv4 packets for the UE pool are read from --sgi with a packet\n"
+		"socket, encapsulated as xdp_sgi does and sent to their SGW. Bearers come from the same\n"
+		"tables (session, pfcp), read through the mmap()ed direct index. Needs pgwu loaded,\n"
+		"xdp_access/xdp_sgi not attached to these interfaces, no pgwu reassemble, GRO off on\n"
+		"--sgi. The packet socket is a tap, served before tc ingress: drop the UE pool there\n"
+		"(tc filter add dev SGI ingress protocol ip u32 match ip dst POOL action drop), else\n"
+		"the kernel's stack handles those packets too. Counters: pgwu stats (socket path), pgwu\n"
+		"metrics (pgwu_socket_*); every --interval, one line per thread and the kernel's drop\n"
+		"counters. See docs/socket.md."),
 	COMMAND("path", do_path, path_options, struct path_opts, &path_defaults,
 		"GTP-U peers: state and restart counter from their Echo Responses",
 		"A peer is up when its last Echo Response is not older than the last Echo Request\n"

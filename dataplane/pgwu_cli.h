@@ -98,6 +98,29 @@ struct metrics_opts {
 	struct opt_str listen;
 };
 
+struct sock_opts {
+	struct opt_str access;
+	struct opt_str sgi;
+	struct opt_u32 threads;		/* per direction */
+	struct opt_str cpus;
+	struct opt_enum reuseport;	/* 0 off (one socket per direction), 1 on */
+	struct opt_u32 batch;
+	struct opt_u32 rcvbuf;
+	struct opt_u32 sndbuf;
+	struct opt_u32 busy_poll;	/* SO_BUSY_POLL usec, 0 off */
+	struct opt_flag prefer_busy_poll;
+	struct opt_u32 busy_poll_budget;
+	struct opt_flag gro;
+	struct opt_enum fanout;		/* hash lb cpu qm */
+	struct opt_u32 rt_priority;
+	struct opt_u32 interval;	/* ms between the per-thread lines, 0: none */
+	struct opt_flag json;
+	struct opt_flag daemon;
+	struct opt_str log;
+	struct opt_u32 measure_lookups;
+	struct opt_u32 owner;		/* exit when this pid ends (the lab that started it) */
+};
+
 struct pfcp_opts {
 	struct opt_str listen;
 	struct opt_str node_id;
@@ -199,6 +222,7 @@ int do_stats(const void *cfg);		/* pgwu_stats.c */
 int do_metrics(const void *cfg);
 int do_watch(const void *cfg);
 int do_reassemble(const void *cfg);	/* pgwu_reasm.c */
+int do_socket(const void *cfg);		/* pgwu_sock.c */
 int do_path(const void *cfg);		/* pgwu_path.c */
 int do_signalling(const void *cfg);
 /* events[] summed over CPUs (enum pgwu_event) */

@@ -7,6 +7,7 @@
 #include "pgwu_fmt.h"
 #include "pgwu_maps.h"
 #include "pgwu_cli.h"
+#include "pgwu_sock.h"
 
 /* Names of enum pgwu_reason, in its order: the enum's names lower-cased without PGWU_R_. */
 const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
@@ -93,6 +94,36 @@ const char *const pgwu_reasm_names[PGWU_RA_MAX] = {
 };
 _Static_assert(PGWU_RA_DROP_SEND == PGWU_RA_MAX - 1,
 	       "enum pgwu_reasm_stat changed: update pgwu_reasm_names[]");
+
+/* Names of enum pgwu_sock_reason (pgwu_sock.h), lower-cased without PGWU_SR_. */
+const char *const pgwu_sock_reason_names[PGWU_SOCK_REASON_MAX - PGWU_REASON_MAX] = {
+	[PGWU_SR_DROP_TX_FULL - PGWU_REASON_MAX] = "drop_tx_full",
+	[PGWU_SR_DROP_SEND - PGWU_REASON_MAX] = "drop_send",
+	[PGWU_SR_DROP_TRUNC - PGWU_REASON_MAX] = "drop_trunc",
+};
+_Static_assert(PGWU_SR_DROP_TRUNC == PGWU_SOCK_REASON_MAX - 1,
+	       "enum pgwu_sock_reason changed: update pgwu_sock_reason_names[]");
+
+/* Names of enum pgwu_sock_counter, lower-cased without PGWU_SC_. */
+const char *const pgwu_sock_counter_names[PGWU_SOCK_COUNTER_MAX] = {
+	[PGWU_SC_RX_CALLS] = "rx_calls",
+	[PGWU_SC_RX_EMPTY] = "rx_empty",
+	[PGWU_SC_RX_PACKETS] = "rx_packets",
+	[PGWU_SC_TX_CALLS] = "tx_calls",
+	[PGWU_SC_GRO_DATAGRAMS] = "gro_datagrams",
+	[PGWU_SC_HASH_LOOKUPS] = "hash_lookups",
+	[PGWU_SC_SOCK_DROPS] = "sock_drops",
+	[PGWU_SC_TID] = "tid",
+	[PGWU_SC_CPU] = "cpu",
+	[PGWU_SC_DIRECTION] = "direction",
+};
+_Static_assert(PGWU_SC_DIRECTION == PGWU_SOCK_COUNTER_MAX - 1,
+	       "enum pgwu_sock_counter changed: update pgwu_sock_counter_names[]");
+
+const char *sock_reason_name(int r)
+{
+	return r < PGWU_REASON_MAX ? pgwu_reason_names[r] : pgwu_sock_reason_names[r - PGWU_REASON_MAX];
+}
 
 const char *const pgwu_verdict_names[PGWU_VERDICT_MAX] = {
 	"aborted", "drop", "pass", "tx", "redirect"

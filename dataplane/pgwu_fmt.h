@@ -14,6 +14,11 @@ extern const char *const pgwu_reason_names[PGWU_REASON_MAX];
 extern const char *const pgwu_verdict_names[PGWU_VERDICT_MAX];
 extern const char *const pgwu_event_names[PGWU_EVENT_MAX];
 extern const char *const pgwu_reasm_names[PGWU_RA_MAX];
+/* The socket path's (pgwu_sock.h): its own reasons and its per-thread counters; sock_reason_name
+ * names any reason it counts (enum pgwu_reason, then enum pgwu_sock_reason). */
+extern const char *const pgwu_sock_reason_names[];
+extern const char *const pgwu_sock_counter_names[];
+const char *sock_reason_name(int r);
 
 const char *ip_str(__u32 addr, char buf[16]);
 const char *mac_str(const __u8 mac[6], char buf[18]);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/statfs.h>
@@ -21,6 +22,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "pgwu_maps.h"
+#include "pgwu_sock.h"
 
 int pin_path(char *buf, size_t len, const char *name)
 {
@@ -707,4 +709,59 @@ out:
 void snapshot_free(struct pgwu_snapshot *s)
 {
 	bearers_free(&s->bearers);
+}
+
+bool pid_is_pgwu(__u64 pid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	if (!pid || kill(pid, 0))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return !strncmp(comm, "pgwu", 4);
+}
+
+int sock_stats_read(__u64 **words, bool *running)
+{
+	size_t len = (PGWU_SOCK_WORDS * 8 + 4095) / 4096 * 4096;
+	char path[PATH_MAX];
+	__u32 max = 0;
+	__u64 *w, *copy;
+	int fd;
+
+	*words = NULL;
+	*running = false;
+	if (pin_path(path, sizeof(path), PGWU_SOCK_STATS_MAP))
+		return 0;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;		/* no socket path ever ran here */
+	if (map_max_entries(fd, &max) || max != PGWU_SOCK_WORDS) {
+		close(fd);
+		return 0;
+	}
+	w = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (w == MAP_FAILED)
+		return -errno;
+	if (w[PGWU_SH_LAYOUT] != PGWU_SOCK_LAYOUT) {
+		munmap(w, len);
+		return 0;		/* written by another pgwu's layout */
+	}
+	copy = malloc(PGWU_SOCK_WORDS * 8);
+	if (copy)
+		memcpy(copy, w, PGWU_SOCK_WORDS * 8);
+	munmap(w, len);
+	if (!copy)
+		return -ENOMEM;
+	*words = copy;
+	*running = pid_is_pgwu(copy[PGWU_SH_PID]);
+	return 0;
 }

@@ -101,6 +101,12 @@ int helper_register(int prog_fd, __u32 *tgid);
 int reasm_stats_read(__u64 out[PGWU_RA_MAX], __u64 *pid);
 void snapshot_free(struct pgwu_snapshot *s);
 
+/* sock_stats (pgwu_sock.h) copied into *words (malloc'ed, PGWU_SOCK_WORDS of them); NULL when no
+ * `pgwu socket` ran on this PIN_DIR, or one of another layout. *running: the pid in its header is
+ * a live pgwu. Returns 0 or -errno. */
+int sock_stats_read(__u64 **words, bool *running);
+bool pid_is_pgwu(__u64 pid);
+
 /* Sort (key << 32 | payload) values by key, stable: LSD radix sort on the upper 32 bits. */
 int radix_sort_hi32(__u64 *a, size_t n);
 

@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include "pfcp_msg.h"
 #include "pgwu_cli.h"
+#include "pgwu_sock.h"
 
 #define REQ_MAX 8192
 #define IO_TIMEOUT_S 5
@@ -310,6 +311,64 @@ static void render_pfcp(FILE *f)
 }
 
 /*
+ * The socket path's counters (`pgwu socket`, sock_stats, pgwu_sock.h), when one has run on this
+ * PIN_DIR; nothing otherwise. Packets by reason and verdict summed over its threads, in the names
+ * of pgwu_packets_total; per thread its calls, packets and the kernel's drops at its socket.
+ */
+static void render_socket(FILE *f)
+{
+	const __u64 *b;
+	__u64 *w = NULL;
+	bool running;
+
+	if (sock_stats_read(&w, &running) || !w)
+		return;
+	metric_head(f, "pgwu_socket_running", "gauge",
+		    "1 while a `pgwu socket` runs on this PIN_DIR (the socket path).");
+	fprintf(f, "pgwu_socket_running %d\n", running ? 1 : 0);
+	for (int k = 0; k < 2; k++) {
+		metric_head(f, k ? "pgwu_socket_bytes_total" : "pgwu_socket_packets_total", "counter",
+			    k ? "Bytes (as read: UDP payload uplink, IP packet downlink) of the packets "
+				"in pgwu_socket_packets_total." :
+				"Packets the socket path read, by reason and verdict (each packet once; "
+				"the reasons of pgwu_packets_total, and drop_tx_full, drop_send, drop_trunc).");
+		for (int r = 0; r < PGWU_SOCK_REASON_MAX; r++)
+			for (int v = 0; v < PGWU_VERDICT_MAX; v++) {
+				__u64 n = 0;
+
+				for (int d = 0; d < 2; d++)
+					for (int i = 0; i < (int)w[PGWU_SH_THREADS] && i < PGWU_SOCK_MAX_THREADS; i++) {
+						b = pgwu_sock_block(w, d, i);
+						n += b[(r * PGWU_VERDICT_MAX + v) * 2 + k];
+					}
+				fprintf(f, "%s{reason=\"%s\",verdict=\"%s\"} %llu\n",
+					k ? "pgwu_socket_bytes_total" : "pgwu_socket_packets_total",
+					sock_reason_name(r), pgwu_verdict_names[v], (unsigned long long)n);
+			}
+	}
+	metric_head(f, "pgwu_socket_thread_total", "counter",
+		    "Per socket-path thread: receive and send calls, packets read, bearers looked up in "
+		    "the hash maps, packets the kernel dropped at its socket (sock_drops).");
+	for (int d = 0; d < 2; d++)
+		for (int i = 0; i < (int)w[PGWU_SH_THREADS] && i < PGWU_SOCK_MAX_THREADS; i++) {
+			b = pgwu_sock_block(w, d, i);
+			for (int c = 0; c < PGWU_SC_TID; c++)
+				fprintf(f, "pgwu_socket_thread_total{direction=\"%s\",thread=\"%d\","
+					"counter=\"%s\"} %llu\n", d ? "downlink" : "uplink", i,
+					pgwu_sock_counter_names[c],
+					(unsigned long long)b[PGWU_SOCK_CTR_OFF + c]);
+		}
+	metric_head(f, "pgwu_socket_thread_cpu", "gauge", "The CPU each socket-path thread ran on last.");
+	for (int d = 0; d < 2; d++)
+		for (int i = 0; i < (int)w[PGWU_SH_THREADS] && i < PGWU_SOCK_MAX_THREADS; i++) {
+			b = pgwu_sock_block(w, d, i);
+			fprintf(f, "pgwu_socket_thread_cpu{direction=\"%s\",thread=\"%d\"} %lld\n",
+				d ? "downlink" : "uplink", i, (long long)b[PGWU_SOCK_CTR_OFF + PGWU_SC_CPU]);
+		}
+	free(w);
+}
+
+/*
  * The connections being served. A connection reads its request, then writes its response, both
  * non-blocking, within IO_TIMEOUT_S of being accepted (a whole-request deadline, not a per-read
  * timeout, so a client that sends a byte every second is still closed in time). At most MAX_CONNS
@@ -407,6 +466,7 @@ static void answer(struct conn *c)
 	}
 	render(f, &s);
 	render_pfcp(f);
+	render_socket(f);
 	fclose(f);
 	snapshot_free(&s);
 	respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The checks of an incoming GTP-U message (TS 29.281) that xdp_access applies to a frame and
- * `pgwu reassemble` (pgwu_reasm.c) to a datagram the kernel reassembled: one copy, plain C, built
- * for both sides. Each returns 0 or the enum pgwu_reason of the first check that fails.
+ * The checks of an incoming GTP-U message (TS 29.281) that xdp_access applies to a frame, and
+ * `pgwu reassemble` (pgwu_reasm.c) and the socket path (`pgwu socket`, pgwu_sock.c) to a datagram
+ * the kernel delivered; and the downlink encapsulation xdp_sgi and the socket path both write: one
+ * copy, plain C, built for both sides. Each check returns 0 or the enum pgwu_reason of the first
+ * check that fails.
  *
  * Two ends: `end` is where the IP datagram ends (a header running past it is truncated or has a
  * bad length), `bound` is what every load is checked against for the verifier (the frame's
@@ -12,6 +14,11 @@
 #define PGWU_GTPU_H
 
 #include <linux/ip.h>
+#ifdef __bpf__
+#include <linux/in.h>
+#else
+#include <netinet/in.h>
+#endif
 #include "compat.h"
 #include "consts.h"
 #include "csum.h"
@@ -164,6 +171,183 @@ static __always_inline __u32 gpdu_inner_check(void *p, void *end, void *bound, i
 	if (iip->ttl <= 1)
 		return PGWU_R_DROP_TTL_EXPIRED;
 	return 0;
+}
+
+/*
+ * Downlink encapsulation (TS 29.281 5.1, 4.4.2.0; TS 38.415 5.5.2.1), as xdp_sgi and the socket
+ * path write it: outer IPv4 local -> SGW (tos copied, DF copied with id 0, TTL OUTER_TTL), UDP from
+ * the inner flow's port to 2152 (checksum filled by gtpu_encap_csum, or 0), a G-PDU header with the
+ * SGW's TEID, and for a bearer with a QFI the optional fields and a DL PDU Session Container.
+ */
+struct gtpu_encap {
+	__be32 saddr;		/* this gateway's GTP-U address */
+	__be32 daddr;		/* the bearer's SGW */
+	__be32 teid;		/* the bearer's SGW TEID */
+	__be16 sport;		/* gtpu_dl_sport */
+	__be16 id;		/* outer IP id: 0 with DF */
+	__u16 inner_len;	/* the inner IPv4 packet's total length */
+	__u8 tos;		/* copied from the inner packet */
+	__u8 df;		/* the inner packet's DF, copied */
+	__u8 qfi;		/* gtpu_dl_qfi: 0xff for none */
+};
+
+/* The QFI a downlink G-PDU of a bearer carries (its flags), or 0xff for none. */
+static __always_inline __u8 gtpu_dl_qfi(__u32 bearer_flags)
+{
+	return bearer_flags & PGWU_B_QFI ? (bearer_flags >> PGWU_B_QFI_SHIFT) & 0x3f : 0xff;
+}
+
+/* What encapsulation prepends: 36 octets, 44 with a PDU Session Container. */
+static __always_inline __u32 gtpu_encap_len(__u8 qfi)
+{
+	return GTPU_ENCAP_LEN + (qfi != 0xff ? 8 : 0);
+}
+
+/* Whether a bearer's downlink G-PDUs get an outer UDP checksum: its own setting, else the global. */
+static __always_inline __u32 gtpu_dl_csum_on(__u32 bearer_flags, __u32 cfg_flags)
+{
+	if (bearer_flags & PGWU_B_CSUM_ON)
+		return 1;
+	if (bearer_flags & PGWU_B_CSUM_OFF)
+		return 0;
+	return cfg_flags & PGWU_CFG_CSUM;
+}
+
+/*
+ * The outer UDP source port of a downlink G-PDU of inner packet ip (tot_len octets, ihl_len of
+ * header): 2152 with PGWU_CFG_SPORT_FIXED, else pgwu_sport_of() of its flow (the ports of an
+ * unfragmented TCP or UDP packet whose first 4 octets of L4 header are there, else 0).
+ */
+static __always_inline __be16 gtpu_dl_sport(const struct iphdr *ip, __u32 ihl_len, __u32 tot_len,
+					    const void *bound, __u32 cfg_flags)
+{
+	const __u32 *ports = (const void *)ip + (ihl_len & 0x3c);
+	__u32 l4 = 0;
+
+	if (cfg_flags & PGWU_CFG_SPORT_FIXED)
+		return GTPU_PORT_BE;
+	if ((ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) && !ipv4_is_fragment(ip) &&
+	    tot_len >= ihl_len + 4 && (const void *)(ports + 1) <= bound)
+		l4 = *ports;
+	return bpf_htons(pgwu_sport_of(ip->saddr, ip->daddr, l4, ip->protocol));
+}
+
+/*
+ * The start of the outer UDP checksum's sum over the inner IPv4 packet iip (ihl_len of header,
+ * tot octets): its header, and the payload's sum from its own checksum where that can be trusted
+ * (local checksum offload, the kernel's Documentation/networking/checksum-offloads.rst): a valid
+ * TCP/UDP checksum makes the segment sum the negated pseudo-header sum, a valid ICMP checksum makes
+ * it zero. Returns 0 with the whole sum in *sum, or 1 when the caller must add the sum of the
+ * tot - ihl_len octets after the header (UDP checksum 0, fragments, other protocols).
+ */
+static __always_inline int gtpu_inner_sum(const struct iphdr *iip, __u32 ihl_len, __u32 tot,
+					  const void *bound, __u64 *sum)
+{
+	const void *l4 = (const void *)iip + ihl_len;
+	__u32 l4_len = tot - ihl_len;
+	__u64 pseudo;
+
+	*sum = ipv4_hdr_sum(iip, ihl_len / 4, bound);
+	if (ipv4_is_fragment(iip))
+		return 1;
+	pseudo = (__u64)iip->saddr + iip->daddr + bpf_htons(iip->protocol) + bpf_htons((__u16)l4_len);
+	switch (iip->protocol) {
+	case IPPROTO_TCP:
+		if (l4_len >= 20) {
+			*sum += csum_neg(pseudo);
+			return 0;
+		}
+		break;
+	case IPPROTO_UDP: {
+		const struct udphdr *u = l4;
+
+		if (l4_len >= sizeof(*u) && (const void *)(u + 1) <= bound && u->check) {
+			*sum += csum_neg(pseudo);
+			return 0;
+		}
+		break;
+	}
+	case IPPROTO_ICMP:
+		if (l4_len >= 8)
+			return 0;
+		break;
+	}
+	return 1;
+}
+
+/*
+ * Write the outer headers at oip: IPv4 (20, its checksum), UDP (checksum 0), GTP-U (8) and, with a
+ * QFI, the optional fields and the PDU Session Container (8). Returns the octets written
+ * (gtpu_encap_len), or 0 when they do not fit before bound (only if the caller's checks were wrong).
+ */
+static __always_inline __u32 gtpu_encap_write(struct iphdr *oip, const void *bound,
+					      const struct gtpu_encap *e)
+{
+	struct udphdr *udp = (void *)(oip + 1);
+	struct gtpu_hdr *gtp = (void *)(udp + 1);
+	__u32 encap = gtpu_encap_len(e->qfi);
+
+	if ((void *)(gtp + 1) > bound)
+		return 0;
+	oip->version = 4;
+	oip->ihl = 5;
+	oip->tos = e->tos;
+	oip->tot_len = bpf_htons(e->inner_len + encap);
+	oip->id = e->df ? 0 : e->id;
+	oip->frag_off = e->df ? bpf_htons(0x4000) : 0;
+	oip->ttl = OUTER_TTL;
+	oip->protocol = IPPROTO_UDP;
+	oip->check = 0;
+	oip->saddr = e->saddr;
+	oip->daddr = e->daddr;
+	oip->check = csum_finish(ipv4_hdr_sum(oip, 5, bound));
+
+	udp->source = e->sport;
+	udp->dest = GTPU_PORT_BE;
+	udp->len = bpf_htons(e->inner_len + encap - sizeof(*oip));
+	udp->check = 0;
+	gtp->flags = 0x30;
+	gtp->type = GTP_GPDU;
+	gtp->length = bpf_htons(e->inner_len + encap - GTPU_ENCAP_LEN);
+	gtp->teid = e->teid;
+	if (e->qfi != 0xff) {
+		__u8 *x = (void *)(gtp + 1);
+
+		if ((void *)(x + 8) > bound)
+			return 0;
+		gtp->flags = 0x30 | GTP_FLAG_E;
+		x[0] = 0;		/* sequence number, N-PDU number: not used */
+		x[1] = 0;
+		x[2] = 0;
+		x[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		x[4] = 1;		/* length: 4 octets */
+		x[5] = 0;		/* PDU type 0 (DL PDU SESSION INFORMATION), no QMP/SNP/MSNP */
+		x[6] = e->qfi;		/* PPP 0, RQI 0, QFI */
+		x[7] = 0;		/* no next extension header */
+	}
+	return encap;
+}
+
+/*
+ * The outer UDP checksum of headers gtpu_encap_write wrote at oip, isum the inner packet's sum
+ * (gtpu_inner_sum, plus its payload's when that returned 1). Returns 0 when the headers are not
+ * within bound (only if the caller's checks were wrong), else writes it and returns 1.
+ */
+static __always_inline int gtpu_encap_csum(struct iphdr *oip, const void *bound, __u8 qfi, __u64 isum)
+{
+	struct udphdr *udp = (void *)(oip + 1);
+	const csum_word *w = (void *)udp;
+	__u64 sum;
+
+	if ((void *)(w + 6) > bound)
+		return 0;
+	/* pseudo header + UDP header (check 0) + GTP-U header [+ PSC] + inner packet */
+	sum = (__u64)oip->saddr + oip->daddr + bpf_htons(IPPROTO_UDP) + udp->len;
+	sum += (__u64)w[0] + w[1] + w[2] + w[3] + isum;
+	if (qfi != 0xff)
+		sum += (__u64)w[4] + w[5];
+	udp->check = csum_finish_udp(sum);
+	return 1;
 }
 
 #endif /* PGWU_GTPU_H */

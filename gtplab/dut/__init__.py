@@ -1,10 +1,12 @@
 """The device under test, behind one interface the measurement uses (gtplab.measure.runner.Runner):
 probe.py's DutProbe (kind, close, counters, layout, link, link_delta, prog_stats, cpu_seconds,
-bpf_stats, install_bearers), which every probe here has.
+rx_path, bpf_stats, install_bearers), which every probe here has.
 
 - probe.py     DutProbe, the interface as a typing.Protocol, and make_dut(), which picks the probe for
   a lab config
-- local.py     LocalDut: the embedded lab's PGW-U or reference forwarder (pinned maps, veth counters)
+- local.py     LocalDut: the embedded lab's PGW-U (XDP or the socket path) or reference forwarder
+  (pinned maps, veth counters, the DUT namespace's receive path)
+- sock.py      the socket-path PGW-U (`pgwu socket`): its knobs (SocketKnobs) and its counters (SockStats)
 - metrics.py   MetricsDut: a PGW-U on another host (its `pgwu metrics` and node-exporter URLs)
 - prometheus.py PrometheusDut / NoCountersDut: any UPF's counters through a metric mapping, or none
   (lab config `dut.counters: prometheus | none`); ScrapedDut: what these and MetricsDut cannot measure

@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 PGWU_DIR = REPO / "dataplane"
 PGWU_H = PGWU_DIR / "pgwu.h"              # the types and enums shared by the BPF program and pgwu
 PGWU_OBJ = PGWU_DIR / "pgwu.bpf.o"        # the BPF object (its BTF: the struct layouts below)
+PGWU_SOCK_H = PGWU_DIR / "pgwu_sock.h"    # the socket path's counters (gtplab.dut.sock)
 
 
 def pgwu_binary() -> Path:

@@ -1,7 +1,8 @@
-"""The embedded lab's DUT seen by a measurement: LocalDut reads the lab's PGW-U (or the reference
-forwarder) through its pinned maps and programs, the veths' ethtool counters, and the CPU time of
-the DUT's NAPI kthreads. Used by gtplab.measure.runner.Runner (the default DUT of a local backend) and
-by the tests. A gtplab.dut.probe.DutProbe, as gtplab.dut.metrics.MetricsDut is.
+"""The embedded lab's DUT seen by a measurement: LocalDut reads the lab's PGW-U (XDP or the socket
+path) or the reference forwarder through its pinned maps and programs, the veths' ethtool counters,
+and the CPU time of the DUT's NAPI kthreads (and of the socket path's threads). Used by
+gtplab.measure.runner.Runner (the default DUT of a local backend) and by the tests. A
+gtplab.dut.probe.DutProbe, as gtplab.dut.metrics.MetricsDut is.
 """
 
 from __future__ import annotations
@@ -9,12 +10,24 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 
 from gtplab.dut import PROG, fwd
 from gtplab.dut.dataplane import Dataplane
+from gtplab.dut.sock import SockStats
 from gtplab.errors import UserError
-from gtplab.kernel import bpf
+from gtplab.kernel import bpf, rxstats
 from gtplab.kernel.threads import thread_cpu_ns
+
+
+# The kernel's drops on the socket path's way in, from the DUT netns's SNMP MIB (/proc/net/snmp),
+# as (reason, verdict) keys beside the program's own: "kernel_<mib>_<counter>". Uplink G-PDUs go
+# through IP and UDP (a full socket buffer is Udp RcvbufErrors); downlink packets are read by a
+# packet socket before IP, whose drops the program counts (its threads' sock_drops).
+KERNEL_DROPS = (("Udp", "RcvbufErrors"), ("Udp", "MemErrors"), ("Udp", "InCsumErrors"), ("Udp", "NoPorts"),
+                ("Ip", "InHdrErrors"), ("Ip", "InAddrErrors"), ("Ip", "InDiscards"), ("Ip", "InUnknownProtos"),
+                ("Ip", "ReasmFails"))
+SETTLE_TICKS = 2        # the socket path's main-thread ticks (50 ms) its counters must hold still for
 
 
 def cpus_busy_seconds(cpus: list[int] | None = None) -> float:
@@ -40,6 +53,7 @@ class LocalDut:
     CPUs) and the DUT CPUs' busy time (/proc/stat: the kthreads plus anything else run there)."""
 
     kind = "local"
+    sock: SockStats | None = None       # the socket path's counters (mode socket); a subclass may not set it
 
     def __init__(self, lab, mode: str | None = None):
         """mode: what to read (default the lab's DUT mode); "fwd" on a PGW-U lab reads the reference
@@ -47,20 +61,65 @@ class LocalDut:
         self.lab = lab
         self.mode = mode or lab.dut_mode
         self.dp = None
+        self.sock = None
         if self.mode == "pgwu":
             self.dp = Dataplane(lab.pin_dir)
+        elif self.mode == "socket":
+            self.sock = SockStats(lab.pin_dir)
         elif self.mode != "fwd":
             raise UserError(f"lab {lab.name}: DUT mode {self.mode} has no counters to measure; "
-                            "use a lab with --dut pgwu or fwd")
+                            "use a lab with --dut pgwu, socket or fwd")
 
     def close(self) -> None:
         if self.dp:
             self.dp.close()
+        if self.sock:
+            self.sock.close()
 
     def counters(self) -> dict[tuple[str, str], int]:
+        if self.sock is not None:
+            return self._socket_counters()
         if self.dp is None:
             return fwd.counters(self.lab.pin_dir)
         return {k: p for k, (p, _) in self.dp.stats().items()}
+
+    def kernel_snmp(self) -> dict[str, dict[str, int]]:
+        """The DUT netns's SNMP MIB: through the socket path's /proc/PID/net (no process started),
+        else read by a `cat` in the netns."""
+        return rxstats.snmp_of_netns(self.lab.dut_ns, self.lab.socket_pid() if self.mode == "socket" else None)
+
+    def _socket_counters(self) -> dict[tuple[str, str], int]:
+        """The socket path's counters and the kernel's drops on its way in, once they hold still
+        for SETTLE_TICKS of its main thread (packets still queued in a socket when the traffic
+        stopped are counted, and the drops at each socket are folded in every tick), at most 3 s."""
+        deadline = time.monotonic() + 3.0
+        last, since = None, None
+        while True:
+            w = self.sock.words()
+            if w is None:
+                raise UserError(f"lab {self.lab.name}: no pgwu socket has run (no {self.sock.path})")
+            cur = self.sock.counters(w)
+            for t in self.sock.threads(w):
+                if t["direction"] == "downlink" and t["sock_drops"]:
+                    key = ("kernel_packet_socket_drops", "drop")
+                    cur[key] = cur.get(key, 0) + t["sock_drops"]
+            mib = self.kernel_snmp()
+            for table, name in KERNEL_DROPS:
+                n = mib.get(table, {}).get(name, 0)
+                if n:
+                    cur[(f"kernel_{table.lower()}_{name}".lower(), "drop")] = n
+            ip = mib.get("Ip", {})
+            merged = ip.get("ReasmReqds", 0) - ip.get("ReasmOKs", 0)
+            if merged:
+                # fragments the kernel took to reassemble, beyond one per datagram it made: each
+                # datagram is then counted once by the socket path
+                cur[("kernel_ip_reasm_absorbed", "pass")] = merged
+            ticks = self.sock.header(w)["ticks"]
+            if cur != last:
+                last, since = cur, ticks
+            elif ticks >= since + SETTLE_TICKS or time.monotonic() > deadline:
+                return cur
+            time.sleep(0.025)
 
     def layout(self) -> dict | None:
         return self.lab.state.get("cpu_layout")
@@ -103,7 +162,9 @@ class LocalDut:
                 # the kernel: a generator that receives with a socket (TRex) may still lose it there
                 "gen_port_rx": d(gen_out, "rx_queue_0_xdp_packets")}
 
-    def prog_stats(self) -> dict[str, tuple[int, int]]:
+    def prog_stats(self) -> dict[str, tuple[int, int]] | None:
+        if self.mode == "socket":
+            return None             # no XDP program of the DUT's: its cost is its threads' CPU time
         if self.dp is None:
             with bpf.Prog.pinned(os.path.join(self.lab.pin_dir, fwd.PROG_PIN)) as prog:
                 i = prog.info()
@@ -114,12 +175,35 @@ class LocalDut:
             out[name] = (int(i.run_time_ns), int(i.run_cnt))
         return out
 
+    def dut_threads(self) -> list[int]:
+        """The threads whose CPU time is the DUT's: its receive NAPI kthreads, and the socket path's
+        own threads (its workers and main thread) in socket mode."""
+        tids = list(self.lab.dut_threads())
+        pid = self.lab.socket_pid() if self.mode == "socket" else None
+        if pid:
+            with contextlib.suppress(OSError):
+                tids += [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        return tids
+
+    def rx_path(self) -> dict:
+        """A snapshot of the DUT side's receive path (gtplab.measure.rxpath takes the deltas):
+        softnet_stat per CPU (the host's), the DUT netns's SNMP MIB, its links' counters, and each
+        DUT thread (name, the CPU it last ran on, run time)."""
+        threads = {}
+        for tid in self.dut_threads():
+            t = rxstats.task(tid)
+            if t:
+                threads[tid] = t
+        return {"softnet": rxstats.softnet(), "snmp": self.kernel_snmp(),
+                "links": rxstats.link_stats(self.lab.dut_ns), "threads": threads}
+
     def cpu_seconds(self) -> dict[str, float] | None:
-        """{"threads": CPU seconds of the DUT's NAPI kthreads, "cpus": busy seconds of the DUT CPUs,
-        less the lab's spinner that keeps them awake (gtplab.lab.awake): its time is the lab's own}."""
+        """{"threads": CPU seconds of the DUT's threads (dut_threads), "cpus": busy seconds of the
+        DUT CPUs, less the lab's spinner that keeps them awake (gtplab.lab.awake): its time is the
+        lab's own}."""
         lay = self.layout()
         spin = sum(thread_cpu_ns(t) for t in self.lab.awake_threads()) / 1e9
-        return {"threads": sum(thread_cpu_ns(t) for t in self.lab.dut_threads()) / 1e9,
+        return {"threads": sum(thread_cpu_ns(t) for t in self.dut_threads()) / 1e9,
                 "cpus": (cpus_busy_seconds(lay["dut"]) if lay else cpus_busy_seconds()) - spin}
 
     @contextlib.contextmanager
@@ -132,7 +216,7 @@ class LocalDut:
             os.close(fd)
 
     def install_bearers(self, path: str) -> None:
-        if self.dp is None:
+        if self.mode == "fwd":
             return          # the reference forwarder forwards every frame: it has no bearers
         self.lab.pgwu("session", "flush")
         self.lab.pgwu("session", "load", path, timeout=600)

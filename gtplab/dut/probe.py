@@ -47,6 +47,11 @@ class DutProbe(Protocol):
     def cpu_seconds(self) -> dict[str, float] | None:
         """{"threads": CPU seconds of the DUT's own threads, "cpus": busy seconds of its CPUs}."""
 
+    def rx_path(self) -> dict[str, Any] | None:
+        """A snapshot of the DUT host's receive path: softnet_stat per CPU, its (netns's) UDP and IP
+        MIB, its links' drops, its threads (name, CPU, run time); gtplab.measure.rxpath takes the
+        deltas. None when it cannot be read."""
+
     def bpf_stats(self) -> ContextManager[None]:
         """kernel.bpf_stats_enabled while the block runs, where it applies."""
 
@@ -69,7 +74,7 @@ def make_dut(backend, cfg) -> DutProbe:
     elif cfg.counters == "eupf":
         inner = EupfDut(cfg)
     elif cfg.counters == "none":
-        inner = NoCountersDut()
+        inner = NoCountersDut(cfg)
     elif cfg.counters == "prometheus":
         inner = PrometheusDut(cfg)
     else:

@@ -92,6 +92,36 @@ class ScrapedDut:
     def cpu_seconds(self) -> dict[str, float] | None:
         return None
 
+    node_url: str | None = None     # the DUT host's node exporter (lab config dut.node_exporter_url)
+
+    def rx_path(self) -> dict | None:
+        """The DUT host's receive path from its node exporter, in LocalDut.rx_path()'s shape:
+        softnet per CPU (node_softnet_processed/dropped/times_squeezed_total), its UDP and IP
+        counters (node_netstat_Udp_*, node_netstat_Ip_*: those the exporter's netstat collector
+        keeps), its interfaces' drops (node_network_receive/transmit_drop_total). No threads. None
+        without a node exporter or when it does not answer."""
+        if not self.node_url:
+            return None
+        try:
+            rows = scrape(self.node_url)
+        except OSError:
+            return None
+        soft: dict[int, list[int]] = {}
+        links: dict[str, dict[str, int]] = {}
+        snmp: dict[str, dict[str, int]] = {"Udp": {}, "Ip": {}}
+        which = {"node_softnet_processed_total": 0, "node_softnet_dropped_total": 1,
+                 "node_softnet_times_squeezed_total": 2}
+        for n, lb, v in rows:
+            if n in which and lb.get("cpu", "").isdigit():
+                soft.setdefault(int(lb["cpu"]), [0, 0, 0])[which[n]] = int(v)
+            elif n.startswith(("node_netstat_Udp_", "node_netstat_Ip_")):
+                table, _, name = n[len("node_netstat_"):].partition("_")
+                snmp[table][name] = int(v)
+            elif n in ("node_network_receive_drop_total", "node_network_transmit_drop_total") and "device" in lb:
+                key = "rx_dropped" if "receive" in n else "tx_dropped"
+                links.setdefault(lb["device"], {})[key] = int(v)
+        return {"softnet": {c: tuple(x) for c, x in soft.items()}, "snmp": snmp, "links": links, "threads": {}}
+
     @contextlib.contextmanager
     def bpf_stats(self):
         yield
@@ -109,6 +139,7 @@ class PrometheusDut(ScrapedDut):
 
     def __init__(self, cfg):
         self.p = parse_prometheus(cfg.dut.get("prometheus"), f"lab config {cfg.path}")
+        self.node_url = cfg.dut.get("node_exporter_url")
         self.sel = {k: [_match(x) for x in v] for k, v in self.p["metrics"].items()}
 
     def _sum(self, rows, term) -> int | None:
@@ -136,7 +167,7 @@ class NoCountersDut(PrometheusDut):
     kind = "none"
 
     def __init__(self, cfg=None):
-        pass
+        self.node_url = cfg.dut.get("node_exporter_url") if cfg is not None else None
 
     def counters(self):
         return None

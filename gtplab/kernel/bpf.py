@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import ipaddress
 import os
 import struct
 
@@ -38,6 +39,7 @@ BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
 BPF_F_TEST_RUN_ON_CPU = 1 << 0
 BPF_F_TEST_XDP_LIVE_FRAMES = 1 << 1
 
+BPF_PROG_TYPE_SCHED_CLS = 3
 BPF_PROG_TYPE_XDP = 6
 
 XDP_ABORTED, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT = range(5)
@@ -200,6 +202,38 @@ def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
     insns = struct.pack("<BBhi", 0xb7, 0, 0, verdict) + struct.pack("<BBhi", 0x95, 0, 0, 0)
     name = name or f"xdp_{XDP_VERDICTS[verdict]}"
     return Prog(prog_load(BPF_PROG_TYPE_XDP, insns, name), name)
+
+
+def tc_drop_dst_prog(prefix: str, name: str = "tc_drop_dst") -> "Prog":
+    """A tc program (SCHED_CLS, for tcx ingress: skb->data at the Ethernet header, any VLAN tag
+    already taken off) that drops IPv4 packets to the prefix ("10.64.0.0/12": TC_ACT_SHOT) and lets
+    everything else go on (TC_ACT_OK). The socket-path lab puts it on SGi: `pgwu socket`'s packet
+    socket, a tap, has its copy by then, and the kernel's own stack never sees those packets."""
+    net = ipaddress.ip_network(prefix, strict=True)
+
+    def le(a) -> int:
+        """the address as the program loads it: 4 octets in network order, a host-order s32 here"""
+        return struct.unpack("=i", a.packed)[0]
+
+    def ins(op, dst=0, src=0, off=0, imm=0):
+        return struct.pack("<BBhi", op, dst | src << 4, off, imm)
+    insns = b"".join([
+        ins(0x61, 2, 1, 76),            # r2 = skb->data
+        ins(0x61, 3, 1, 80),            # r3 = skb->data_end
+        ins(0xbf, 4, 2),                # r4 = r2
+        ins(0x07, 4, 0, 0, 34),         # r4 += 14 + 20
+        ins(0x2d, 4, 3, 7),             # if r4 > r3 goto ok
+        ins(0x69, 5, 2, 12),            # r5 = *(u16 *)(r2 + 12): the EtherType
+        ins(0x55, 5, 0, 5, 0x0008),     # if r5 != htons(ETH_P_IP) goto ok
+        ins(0x61, 5, 2, 30),            # r5 = *(u32 *)(r2 + 30): the destination
+        ins(0x54, 5, 0, 0, le(net.netmask)),    # w5 &= mask
+        ins(0x56, 5, 0, 2, le(net.network_address)),  # if w5 != prefix goto ok
+        ins(0xb7, 0, 0, 0, 2),          # r0 = TC_ACT_SHOT
+        ins(0x95),                      # exit
+        ins(0xb7, 0, 0, 0, 0),          # ok: r0 = TC_ACT_OK
+        ins(0x95),
+    ])
+    return Prog(prog_load(BPF_PROG_TYPE_SCHED_CLS, insns, name), name)
 
 
 def enable_stats() -> int:

@@ -7,7 +7,8 @@ forwarder (gtplab.dut.fwd: fwd.bpf.o).
   dependency of libbpf-dev) and hands out program and map fds. Nothing is pinned: the fds live in
   this process and the kernel frees everything when the object is closed or the process exits.
 - xdp_link attaches a program with BPF_LINK_CREATE; closing the link fd detaches it, so an
-  attachment never outlives the process that made it.
+  attachment never outlives the process that made it (unless the link is pinned). tcx_ingress_link
+  does the same for tc ingress.
 - in_netns runs a function in a thread that has entered a named network namespace (setns(2)
   changes only the calling thread); the caller's own namespace never changes.
 - LiveRunner is a prepared BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES for one stream's
@@ -25,6 +26,7 @@ from gtplab.kernel import bpf, netns
 
 BPF_LINK_CREATE = 28
 BPF_XDP = 37
+BPF_TCX_INGRESS = 46
 XDP_FLAGS_SKB_MODE = 1 << 1
 XDP_FLAGS_DRV_MODE = 1 << 2
 
@@ -101,6 +103,13 @@ def xdp_link(prog_fd: int, ifindex: int, mode: str = "native") -> int:
     flags = XDP_FLAGS_DRV_MODE if mode == "native" else XDP_FLAGS_SKB_MODE
     attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_XDP, flags=flags)
     return bpf._bpf(BPF_LINK_CREATE, attr, f"attach XDP to ifindex {ifindex}")
+
+
+def tcx_ingress_link(prog_fd: int, ifindex: int) -> int:
+    """Attach a SCHED_CLS program to ifindex's tc ingress (tcx) in the calling thread's netns;
+    returns the link fd (closing it, or unpinning it, detaches the program)."""
+    attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_TCX_INGRESS)
+    return bpf._bpf(BPF_LINK_CREATE, attr, f"attach tcx ingress to ifindex {ifindex}")
 
 
 # the engine's threads run inside the generator's namespace (see gtplab/kernel/netns.py)

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import UserError
 from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import CpuLayout, cpu_text
@@ -62,6 +63,10 @@ def _print_status(st: dict) -> None:
         x = link["xdp"]
         xs = f"xdp {x['mode']} id {x['prog_id']} {x['prog_name']}" if x else "no xdp"
         print(f"  link {link['ifname']:<15} {link['state']:<5} mtu {link['mtu']}  {xs}")
+    sk = st.get("socket")
+    if sk:
+        print(f"  socket path: pid {sk.get('pid')} ({'running' if sk.get('running') else 'NOT running'}), "
+              f"knobs {sk.get('knobs')}, log {sk.get('log')}")
     stats = st.get("dut_stats")
     if stats is not None:
         print("  DUT counters (pgwu stats --json; --json here for all of them):")
@@ -69,7 +74,9 @@ def _print_status(st: dict) -> None:
         if b:
             print(f"    bearers: {b.get('uplink')} uplink, {b.get('downlink')} downlink, "
                   f"capacity {b.get('capacity')}")
-        nonzero = [(r, v, c.get("packets", 0)) for r, vs in (stats.get("reasons") or {}).items()
+        # the socket path counts in its own map (pgwu stats' "socket"), with the same reason names
+        reasons = ((stats.get("socket") or {}).get("reasons") if st["dut"] == "socket" else stats.get("reasons"))
+        nonzero = [(r, v, c.get("packets", 0)) for r, vs in (reasons or {}).items()
                    for v, c in vs.items() if isinstance(c, dict) and c.get("packets")]
         for r, v, n in nonzero:
             print(f"    {r}/{v}: {n} packets")
@@ -77,6 +84,20 @@ def _print_status(st: dict) -> None:
             print("    no packets seen")
     elif "dut_stats_error" in st:
         print(f"  DUT counters: {st['dut_stats_error']}")
+
+
+def _knob_args(items: list[str]) -> dict:
+    """--socket KNOB=VALUE ... as a mapping for SocketKnobs.parse: integers, on/off/true/false,
+    none (the kernel's default) or a word."""
+    out: dict = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise UserError(f"--socket {item!r}: give KNOB=VALUE (e.g. batch=1, reuseport=off)")
+        low = v.lower()
+        out[k.replace("-", "_")] = (True if low in ("on", "true", "yes") else False if low in ("off", "false", "no")
+                                    else None if low == "none" else int(v) if v.lstrip("-").isdigit() else v)
+    return out
 
 
 def _cmd_up(args) -> int:
@@ -97,11 +118,18 @@ def _cmd_up(args) -> int:
         spec = cfg.external_spec() if cfg and cfg.dut_mode == "external" else None
         if spec is None:
             raise UserError("--dut external: give --lab-config with the UPF (dut.mode: external, dut.external)")
+    knobs = cfg.socket_knobs if cfg else None
+    if args.socket:
+        if dut != "socket":
+            raise UserError("--socket sets the socket path's knobs: it needs --dut socket")
+        knobs = SocketKnobs.parse({**(knobs.as_dict() if knobs else {}), **_knob_args(args.socket)},
+                                  "--socket")
     lab = Lab.up(args.name, dut=dut, mtu=args.mtu if args.mtu is not None else
                  int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
                  gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
                  trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None), external_spec=spec,
-                 share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None))
+                 share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None),
+                 socket_knobs=knobs if dut == "socket" else None, standalone=True)
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)
@@ -189,9 +217,10 @@ def add_parser(subparsers) -> None:
     up = sub.add_parser("up", help="create a lab; prints its name")
     up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
     up.add_argument("--dut", choices=DUT_MODES, default=None,
-                    help="the DUT: the PGW-U (default, or the lab config's dut.mode), the reference "
-                         "forwarder (fwd), the lab config's external UPF (external: started in the DUT "
-                         "netns, with an N4 link), a drop/pass sink, a reflector (tx), or none")
+                    help="the DUT: the XDP PGW-U (default, or the lab config's dut.mode), the socket-path "
+                         "PGW-U (socket: pgwu socket, docs/socket.md), the reference forwarder (fwd), the "
+                         "lab config's external UPF (external: started in the DUT netns, with an N4 link), "
+                         "a drop/pass sink, a reflector (tx), or none")
     up.add_argument("--generator", choices=GENERATORS,
                     help="engine: the embedded BPF engine (default); trex: a TRex server on the generator "
                          "ports (DPDK af_packet, in the generator namespace, on the generator CPUs)")
@@ -200,7 +229,12 @@ def add_parser(subparsers) -> None:
                          "config's trex.runtime, $GTPLAB_TREX_DIR, $GTPLAB_TREX_TARBALL, "
                          "../shared/trex/trex-v3.08-runtime.tgz)")
     up.add_argument("--lab-config", metavar="NAME|FILE",
-                    help="take the generator, TRex runtime, MTU and DUT (an external UPF) from this lab config")
+                    help="take the generator, TRex runtime, MTU and DUT (an external UPF; the socket path's "
+                         "knobs, dut.socket) from this lab config")
+    up.add_argument("--socket", metavar="KNOB=VALUE", nargs="+",
+                    help="with --dut socket: the socket path's knobs (threads, batch, reuseport, rcvbuf, "
+                         "sndbuf, busy_poll, prefer_busy_poll, busy_poll_budget, gro, fanout, "
+                         "rt_priority; docs/socket.md), e.g. --socket batch=1 reuseport=off")
     up.add_argument("--mtu", type=int, default=None,
                     help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
     up.add_argument("--generator-cpus", metavar="CPUS",

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from gtplab.dut import prometheus, upf_counters
+from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import UserError
 from gtplab.lab import external
 from gtplab.lab.awake import METHODS as AWAKE_METHODS
@@ -35,10 +36,12 @@ _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_spe
              "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
              "trex"}
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
-             "provision", "counters", "pfcp", "prometheus", "external", "eupf", "name", "max_bearers"}
-# what the embedded lab runs as the DUT (gtplab/lab/topology.py): the PGW-U, the reference forwarder,
+             "provision", "counters", "pfcp", "prometheus", "socket", "external", "eupf", "name",
+             "max_bearers"}
+# what the embedded lab runs as the DUT (gtplab/lab/topology.py): the XDP PGW-U, the socket-path
+# PGW-U (`pgwu socket`, with the knobs of dut.socket: gtplab/dut/sock.py), the reference forwarder,
 # or any UPF the lab starts (dut.external, gtplab/lab/external.py)
-DUT_MODES = ("pgwu", "fwd", "external")
+DUT_MODES = ("pgwu", "socket", "fwd", "external")
 _LAB_KEYS = {"mtu", "generator", "awake", "share_cpus"}
 _TREX_KEYS = {"runtime"}
 GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
@@ -99,6 +102,11 @@ class LabConfig:
     @property
     def dut_mode(self) -> str:
         return self.dut.get("mode", "pgwu")
+
+    @property
+    def socket_knobs(self):
+        """dut.socket as gtplab.dut.sock.SocketKnobs (the socket path's knobs; defaults if absent)."""
+        return SocketKnobs.parse(self.dut.get("socket"), f"lab config {self.path}: dut.socket")
 
     @property
     def dut_name(self) -> str | None:
@@ -278,6 +286,10 @@ def load(name_or_path: str | None = None) -> LabConfig:
     mode = (data.get("dut") or {}).get("mode", "pgwu")
     if mode not in DUT_MODES:
         _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
+    if "socket" in (data.get("dut") or {}):
+        if mode != "socket":
+            _fail(path, f"dut.socket is given but dut.mode is {mode!r} (set mode: socket)")
+        SocketKnobs.parse(data["dut"]["socket"], f"lab config {path}: dut.socket")
     gen = (data.get("lab") or {}).get("generator", "engine")
     if gen not in GENERATORS:
         _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")

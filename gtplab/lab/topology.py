@@ -53,8 +53,10 @@ from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's
 
 from gtplab.dut import fwd
 from gtplab.dut.dataplane import REASONS, pgwu_binary
+from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
+from gtplab.kernel.libbpf import tcx_ingress_link
 from gtplab.kernel.threads import affinity, napi_threads
 from gtplab.lab import awake, claims, external, trex_server
 from gtplab.lab.cpu import CpuLayout, cpu_text
@@ -71,7 +73,7 @@ DEFAULT_MTU = 3200
 VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
-DUT_MODES = ("pgwu", "fwd", "external", "drop", "pass", "tx", "none")
+DUT_MODES = ("pgwu", "socket", "fwd", "external", "drop", "pass", "tx", "none")
 GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
 ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
@@ -161,6 +163,25 @@ def _in_netns(ns: str) -> list[str]:
     return ["nsenter", f"--net={NETNS_DIR / ns}", "--"]
 
 
+def _alive(pid: int) -> bool:
+    """pid is a process that has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _is_pgwu(pid: int) -> bool:
+    """pid is a live pgwu process (not a zombie, not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)
+        return fields[0].split("(", 1)[1].startswith("pgwu") and fields[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _state_path(name: str) -> Path:
     return STATE_DIR / f"{name}.json"
 
@@ -205,15 +226,20 @@ class Lab:
            pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
            generator: str = "engine", trex_runtime: str | None = None,
            external_spec: "external.ExternalSpec | None" = None,
-           share_cpus: bool | None = None) -> "Lab":
+           share_cpus: bool | None = None,
+           socket_knobs: SocketKnobs | dict | None = None, standalone: bool = False) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        standalone: made to outlive its creator (`gtplab lab up`): its `pgwu socket` runs until the lab
+        is torn down; otherwise it stops when the creator ends (--owner), as the whole lab is its.
 
         share_cpus: run on CPUs another live lab holds (gtplab.lab.claims), and say so in every result;
         None: $GTPLAB_SHARE_CPUS (unset: no, a lab that would overlap another is refused, naming it).
 
         cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
         it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
-        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "fwd" (the reference forwarder,
+        dut: "pgwu" (load + attach dataplane/pgwu in native mode), "socket" (pgwu loaded for its
+        tables, `pgwu socket` with socket_knobs as the data plane: docs/socket.md), "fwd" (the reference forwarder,
         gtplab/dut/fwd.py: MAC rewrite + redirect between the DUT ports), "drop"/"pass" (a one-instruction
         XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
         frame goes back out of the port it came in, to measure the generator's receive side too),
@@ -238,9 +264,15 @@ class Lab:
         if dut == "external" and external_spec is None:
             raise LabError("DUT mode external needs the UPF's description (a lab config's dut.external)")
         a = addressing or Addressing()
+        knobs = SocketKnobs.parse(socket_knobs, "socket_knobs")
         share = claims.share_from_env() if share_cpus is None else bool(share_cpus)
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir, external_spec)
+        if dut == "socket":
+            state["socket"] = {"knobs": knobs.as_dict(), "pid": None,
+                               "log": str(STATE_DIR / f"{state['name']}-socket.log"),
+                               # the process it must not outlive (None: the lab's teardown ends it)
+                               "owner": None if standalone else os.getpid()}
         lab = cls(state)
         old = None
         try:
@@ -377,6 +409,9 @@ class Lab:
             self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
+        elif self.dut_mode == "socket":
+            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            self._setup_socket_path()
         elif self.dut_mode == "fwd":
             self._attach_fwd()
         elif self.dut_mode in ("drop", "pass", "tx"):
@@ -405,6 +440,82 @@ class Lab:
         self.state["reassembler"] = ({"pid": int(m.group(1))} if p.returncode == 0 and m else
                                      {"pid": None, "error": (p.stderr.strip() or p.stdout.strip())[:500]})
         _write_state(self.state_path, self.state)
+
+    def _setup_socket_path(self) -> None:
+        """What `pgwu socket` needs of the DUT namespace (docs/socket.md), then the program: an
+        XDP_PASS program on both DUT ports (frames the generator's XDP sends reach a veth only
+        through its NAPI, which then runs threaded on the DUT CPUs, as for every other DUT: the
+        kernel's receive path, GRO included, runs there); GRO off on SGi (its packet socket would
+        read merged TCP segments) and on access only with the gro knob; the UE pool's packets
+        dropped at SGi's tc ingress, after the packet socket (a tap) has its copy: the kernel's own
+        stack never sees them (without a route it would answer them as unroutable, with ICMP that
+        reaches the generator; and it would count a bad header a second time)."""
+        a = self.addressing
+        acc, sgi = self.ports
+        self._attach_verdict_prog(self.dut_ns, [acc.dut_ifname, sgi.dut_ifname], bpf.XDP_PASS)
+        prog = bpf.tc_drop_dst_prog(a.ue_pool, "sgi_drop_pool")
+        try:
+            def attach():
+                fd = tcx_ingress_link(prog.fd, socket.if_nametoindex(sgi.dut_ifname))
+                try:
+                    bpf.obj_pin(fd, os.path.join(self.pin_dir, "link_tcx_sgi_drop_pool"))
+                finally:
+                    os.close(fd)
+            try:
+                run_in_netns(self.dut_ns, attach)
+            except OSError as e:
+                raise LabError(f"Couldn't drop the UE pool at {sgi.dut_ifname}'s tc ingress: {e}") from None
+        finally:
+            prog.close()
+        self.start_socket(SocketKnobs.parse(self.state["socket"]["knobs"]))
+
+    def start_socket(self, knobs: SocketKnobs) -> int:
+        """(Re)start `pgwu socket --daemon` in the DUT netns with these knobs, its workers on the DUT
+        CPUs; the bearers stay (they are the pinned tables'). It stops by itself when the lab's owner
+        ends (--owner; not for a standalone lab), and teardown ends it in any case (the DUT netns's
+        processes). Returns its pid; LabError saying why it could not start."""
+        if self.dut_mode != "socket":
+            raise LabError(f"lab {self.name} runs {self.dut_mode}, not the socket path")
+        self.stop_socket()
+        acc, sgi = self.ports
+        st = self.state["socket"]
+        for ifname, on in ((sgi.dut_ifname, False), (acc.dut_ifname, knobs.gro)):
+            _run(_in_netns(self.dut_ns) + ["ethtool", "-K", ifname, "gro", "on" if on else "off"],
+                 f"set GRO on {ifname}")
+        cpus = self.cpus.dut if self.cpus else None
+        p = _run(_in_netns(self.dut_ns) + [str(pgwu_binary()), "-d", self.pin_dir, "socket", "--daemon",
+                                           "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname,
+                                           "--log", st["log"], *knobs.argv(cpus),
+                                           *(["--owner", str(st["owner"])] if st.get("owner") else [])],
+                 "start pgwu socket", check=False)
+        m = re.search(r"running as pid (\d+)", p.stdout)
+        if p.returncode or not m:
+            raise LabError("Couldn't start pgwu socket: " + (p.stderr.strip() or p.stdout.strip())[-500:])
+        st.update(pid=int(m.group(1)), knobs=knobs.as_dict())
+        _write_state(self.state_path, self.state)
+        return st["pid"]
+
+    def stop_socket(self) -> None:
+        """End the lab's `pgwu socket` (SIGTERM, then SIGKILL after 5 s) and wait for it."""
+        st = self.state.get("socket") or {}
+        pid = st.get("pid")
+        if not pid or not _is_pgwu(pid):
+            return
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + 5
+        while _is_pgwu(pid) and time.monotonic() < end:
+            time.sleep(0.02)
+        if _is_pgwu(pid):
+            os.kill(pid, signal.SIGKILL)
+        st["pid"] = None
+        _write_state(self.state_path, self.state)
+
+    def socket_pid(self) -> int | None:
+        return (self.state.get("socket") or {}).get("pid")
+
+    def socket_knobs(self) -> SocketKnobs | None:
+        st = self.state.get("socket")
+        return SocketKnobs.parse(st["knobs"]) if st else None
 
     def reassembler_pid(self) -> int | None:
         return (self.state.get("reassembler") or {}).get("pid")
@@ -714,17 +825,27 @@ def teardown(state: dict, external_proc=None) -> list[str]:
             continue
         # Processes left inside (an engine worker, `pgwu metrics`) would keep the netns alive.
         pids = _run(["ip", "netns", "pids", ns], f"list processes in {ns}", check=False).stdout.split()
+        killed = []
         for pid in pids:
             try:
                 os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
             except (ProcessLookupError, ValueError):
                 pass
+        # gone (or a zombie) before teardown returns: `pgwu socket` never outlives its lab's `down`
+        end = time.monotonic() + 2.0
+        while any(_alive(p) for p in killed) and time.monotonic() < end:
+            time.sleep(0.01)
         _run(["ip", "netns", "del", ns], f"delete netns {ns}")
         removed.append(f"netns {ns}")
     for d in state["pin_dirs"].values():
         if os.path.lexists(d):
             shutil.rmtree(d)
             removed.append(f"bpffs {d}")
+    log = (state.get("socket") or {}).get("log")
+    if log and os.path.exists(log):
+        os.unlink(log)
+        removed.append(f"pgwu socket log {log}")
     if t and t.get("workdir") and os.path.isdir(t["workdir"]):
         shutil.rmtree(t["workdir"], ignore_errors=True)
         removed.append(f"TRex work dir {t['workdir']}")
@@ -782,6 +903,8 @@ def lab_status(name: str) -> dict:
                           "generator": lab.generator, "shared_with": lab.shared_with()}
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
+    if lab.dut_mode == "socket":
+        st["socket"] = {**lab.state["socket"], "running": bool(lab.socket_pid()) and _is_pgwu(lab.socket_pid())}
     if lab.external:
         x = lab.external
         st["external"] = {"pid": x.get("pid"), "running": external.process_info(x) is not None,
@@ -805,7 +928,7 @@ def lab_status(name: str) -> dict:
                             "state": link.get("operstate"), "mac": link.get("address"),
                             "xdp": {"mode": XDP_MODES.get(xdp.get("mode"), xdp.get("mode")), "prog_id": prog.get("id"),
                                     "prog_name": prog.get("name")} if xdp else None})
-    if lab.dut_mode == "pgwu" and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
+    if lab.dut_mode in ("pgwu", "socket") and _netns_exists(lab.dut_ns) and Path(lab.pin_dir).exists():
         try:
             st["dut_stats"] = lab.pgwu_json("stats")
         except (LabError, ValueError) as e:

@@ -40,7 +40,7 @@ from gtplab.dut.probe import DutProbe, make_dut
 from gtplab.dut.reference import Reference
 from gtplab.errors import UserError, note_cleanup
 from gtplab.gtpu import bearers as bearer_files
-from gtplab.measure import conservation
+from gtplab.measure import conservation, rxpath
 from gtplab.measure.plan import SGWS, CaseParams, common
 from gtplab.observe.host import HostMonitor
 from gtplab.pfcp.provision import packets_per_bearer, usage_differences
@@ -260,6 +260,7 @@ class Runner:
         c.add_streams(prep.streams, ports=[tx])
         c.clear_stats()
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        rx0 = self.dut.rx_path()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
         measured = None
         gcpu = self.generator_cpu
@@ -280,6 +281,12 @@ class Runner:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
+        rx1 = self.dut.rx_path()
+        if measured is None and getattr(self.dut, "mode", None) == "socket":
+            # the socket path may still have been forwarding what its sockets held when the
+            # generator's counters first held still; its own counters are read once it is idle
+            # (LocalDut.counters): what it forwarded has arrived by now
+            st = self._settled_stats(rx)
         self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
         if measured is not None:
             self._trex_rates(st, tx, rx, measured)
@@ -287,6 +294,9 @@ class Runner:
                            (prog0, prog1), (cpu0, cpu1), capture)
         if gen_cpu:
             res["generator_cpu"] = gen_cpu
+        lay = self.dut.layout()
+        res["rx_path"] = rxpath.delta(rx0, rx1, lay["dut"] if lay else None)
+        rxpath.summarize(res)
         res["host"] = (self.host.figures(h0, h1) if self.host else
                        {"disturbed": False, "reasons": [], "measured": False,
                         "why": "no CPU layout on this host (a remote DUT or generator): the host's disturbance "
@@ -323,9 +333,13 @@ class Runner:
                 finally:
                     self.dut = dut
         else:
+            mode = lab.dut_mode if lab is not None else None
             out["notes"].append("no reference forwarder to swap in: "
-                                + ("the DUT is the reference" if lab is not None and lab.dut_mode == "fwd"
-                                   else "only the embedded lab's PGW-U has one"))
+                                + ("the DUT is the reference" if mode == "fwd" else
+                                   "the socket path's lab swaps none in (its XDP_PASS programs are not the "
+                                   "PGW-U's links; the sweep's --dut fwd measures the forwarder on the same "
+                                   "layout)" if mode == "socket" else
+                                   "only the embedded lab's XDP PGW-U has one"))
         with self.dut.bpf_stats():
             trials["dut_bpf_stats"] = self.trial(prep, load, duration)
         d, r, s = cpu(base), cpu(trials.get("reference", {})), cpu(trials["dut_bpf_stats"])
@@ -450,8 +464,12 @@ class Runner:
         tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
         offered = st[tx]["tx_pps"]
         # where the packets that did not come back were lost, and so which side set the result
-        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets
-        gen_loss = ld["lost_out"] if ld else 0
+        # the socket path's drop_tx_full: the kernel refused to send because the egress ring was
+        # full, on the lab's veths the generator's receive ring (a veth's XDP transmit error for the
+        # XDP path): the generator's side
+        tx_full = dd.drops_by_reason.get("drop_tx_full", 0)
+        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets - tx_full
+        gen_loss = (ld["lost_out"] if ld else 0) + tx_full
         gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
         if gen_loss > dut_loss:
             limit = "generator (receive)"
@@ -487,7 +505,10 @@ class Runner:
                     "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
                     "ns_per_packet": ns_pp, "cpu_seconds": cpu_s, "cpus_busy_seconds": cpus_s,
                     "bpf_stats": stats_on,
-                    "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
+                    "cpu_source": ("DUT receive NAPI threads" + (" and the socket path's threads"
+                                                                  if getattr(self.dut, "mode", None) == "socket"
+                                                                  else "") + " on CPU(s) "
+                                   + ",".join(map(str, lay["dut"]))
                                    if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
                     # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
                     "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None,

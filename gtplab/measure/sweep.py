@@ -98,7 +98,7 @@ CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bp
              "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
 TRIAL_KEYS = ("phase", "rate_asked", "rate_asked_pps", "duration_s", "offered_pps", "rx_pps", "tx_packets",
               "rx_packets", "loss_ratio", "generator_bound", "limit", "loss", "conservation", "search",
-              "latency_point", "latency_us", "host")
+              "latency_point", "latency_us", "host", "rx_path")
 
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
@@ -166,6 +166,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         **extra,
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
+        "rx_path": rx_path_of(best, trials),
         "host": host_summary(trials),
         "cost": cost,
         "tunables": prep.tunables,
@@ -182,6 +183,19 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
         rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
     return rec
+
+
+def rx_path_of(best: dict, trials: list[dict]) -> dict | None:
+    """The receive path to show for a case: that of the lowest-rate trial above the recorded one
+    that lost packets (where the DUT's limit showed), with its rate; the recorded trial's when none
+    did. None when the DUT's receive path is not read."""
+    b = best.get("offered_pps") or 0
+    lossy = [t for t in trials if t.get("loss_ratio") and t is not best and t.get("rx_path")
+             and (t.get("offered_pps") or 0) > b]
+    t = min(lossy, key=lambda x: x.get("offered_pps") or 0) if lossy else best
+    if not t.get("rx_path"):
+        return None
+    return {**t["rx_path"], "trial_offered_pps": t.get("offered_pps"), "trial_loss_ratio": t.get("loss_ratio")}
 
 
 def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Progress | None):
@@ -674,9 +688,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--trex-server", metavar="HOST[:PORT]", help="default: the lab config's or $TREX_SERVER")
     p.add_argument("--lab", metavar="NAME", help="local backend: use this running lab (gtplab lab up) "
                                                  "instead of building one")
-    p.add_argument("--dut", choices=("pgwu", "fwd"),
-                   help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
-                        "forwarder (fwd), to see what this machine forwards at all")
+    p.add_argument("--dut", choices=("pgwu", "socket", "fwd"),
+                   help="embedded lab: the XDP PGW-U (default: the lab config's dut.mode), the socket-path "
+                        "PGW-U (socket, with the lab config's dut.socket knobs: docs/socket.md) or the "
+                        "reference forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
     p.add_argument("--share-cpus", action="store_true",
                    help="embedded lab: run on CPUs another lab holds, and say so in every result (default: "

@@ -92,11 +92,17 @@ class HostMonitor:
 
     def _lab_threads(self) -> tuple[list[int], list[int]]:
         """(DUT receive threads, the lab's other threads outside this process: the generator's receive
-        threads, the spinners, the lab's TRex server)."""
+        threads, the spinners, the lab's TRex server, the socket path's workers and main thread).
+        The socket path's threads are the DUT's own work on the DUT CPUs (counted there by their
+        affinity), but not among the receive threads whose run-queue wait is judged: on one CPU
+        they wait for its NAPI threads, the DUT's own contention, not the host's."""
         lab = self.lab
         dut = lab.dut_threads()
         other = [t for p in lab.ports for t in napi_threads(p.ifname)]
         other += lab.awake_threads()
+        sock = lab.socket_pid() if getattr(lab, "dut_mode", None) == "socket" else None
+        if sock:
+            other += threads_of(sock)
         trex = lab.trex_pid() if hasattr(lab, "trex_pid") else None
         if trex:
             other += threads_of(trex)

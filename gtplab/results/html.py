@@ -251,6 +251,43 @@ def _side_table(rows: list[dict[str, Any]], runs: list[Run]) -> str:
     return "<table class='side'>" + head + "\n".join(body) + "</table>"
 
 
+def rx_path_html(r: Run) -> str:
+    """Per case, where its packets were lost on the receive path (the case's rx_path: the lowest
+    trial that lost packets above its result, gtplab.measure.rxpath): the sentence naming the
+    dominant loss point and its knob, then one table: the loss points, softnet per CPU, the DUT
+    netns's UDP and IP counters that moved, the links' drops, and where each DUT thread ran."""
+    out = []
+    for c in r.cases:
+        rx = c.get("rx_path")
+        if not rx:
+            continue
+        at = rx.get("trial_offered_pps")
+        head = (f"{html.escape(str(c['case_id']))}"
+                + (f" (trial at {at / 1e6:.3f} Mpps offered, loss {(rx.get('trial_loss_ratio') or 0):.3%})"
+                   if at else ""))
+        rows = [("loss point", f"{p['packets']} packets", p["where"], p["knob"]) for p in rx.get("loss_points", [])]
+        rows += [("softnet", f"CPU {s['cpu']}", f"processed {s['processed']}, dropped {s['dropped']}, "
+                  f"time squeeze {s['time_squeeze']}", "") for s in rx.get("softnet", [])]
+        for table in ("udp", "ip"):
+            if rx.get(table):
+                rows.append((f"DUT netns {table.upper()}", "", ", ".join(f"{k} {v}" for k, v in rx[table].items()), ""))
+        rows += [("link", ifname, ", ".join(f"{k} {v}" for k, v in d.items()), "")
+                 for ifname, d in (rx.get("links") or {}).items()]
+        rows += [("thread", f"{t['name']} ({t['tid']})", f"ran {t['run_s']:.4f} s, last on CPU {t['cpu']}", "")
+                 for t in rx.get("threads", [])]
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows)
+        out.append(f"<h3>{r.label}: {head}</h3><p>{html.escape(rx.get('dominant') or '')}</p>"
+                   "<table class='rxpath'><tr><th>what</th><th>where</th><th>counted</th><th>knob</th></tr>"
+                   + body + "</table>")
+    if not out:
+        return ""
+    return ("<h2 id='rxpath'>Where packets were lost on the receive path</h2><p>Per case, the trial just "
+            "above its result (or the recorded one when none lost packets): every lost packet by the "
+            "place that lost it, with the knob that addresses it; softnet_stat per CPU (the host's), the "
+            "DUT namespace's counters, its links' drops, and the CPU each DUT thread ran on "
+            "(gtplab.measure.rxpath).</p>" + "".join(out))
+
+
 def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
     title = "gtplab report: " + " vs ".join(
         (f"{html.escape(dut_label(r.run))} (" if len(runs) > 1 else "") + html.escape(str(r.run.get("lab", "")))
@@ -285,6 +322,8 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
     for r in runs:
         for n in r.run.get("notes") or []:
             parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
+    for r in runs:
+        parts.append(rx_path_html(r))
     if len(runs) > 1:
         parts.append("<p>Every plot shows the runs left to right ("
                      + ", ".join(f"{r.label}: {html.escape(dut_label(r.run))}" for r in runs)

@@ -133,6 +133,26 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
     gauge("gtplab_case_dut_cpu_seconds", "CPU time the DUT used during the case", dut.get("cpu_seconds"))
     gauge("gtplab_case_dut_cpu_seconds_per_packet", "DUT CPU time per received packet",
           scaled(dut.get("cpu_ns_per_packet"), 1e-9))
+    rx = case.get("rx_path") or {}
+    for pt in rx.get("loss_points") or []:
+        gauge("gtplab_case_rx_path_lost_packets", "Packets lost on the receive path in the trial just above "
+              "the case's result, by the place that lost them (gtplab.measure.rxpath)", pt.get("packets"),
+              where=str(pt.get("key")))
+    for row in rx.get("softnet") or []:
+        for k in ("processed", "dropped", "time_squeeze"):
+            gauge(f"gtplab_case_softnet_{k}", f"softnet_stat {k} per CPU during that trial (the host's)",
+                  row.get(k), cpu=str(row.get("cpu")))
+    for table in ("udp", "ip"):
+        for k, v in sorted((rx.get(table) or {}).items()):
+            gauge(f"gtplab_case_dut_{table}", f"The DUT netns's {table.upper()} MIB counters that moved "
+                  "during that trial (/proc/net/snmp)", v, counter=str(k))
+    by_name: dict[str, list] = {}
+    for t in rx.get("threads") or []:       # by name: a thread id is new in every run
+        row = by_name.setdefault(str(t.get("name")), [0.0, t.get("cpu")])
+        row[0] += t.get("run_s") or 0.0
+    for name, (run_s, cpu) in sorted(by_name.items()):
+        gauge("gtplab_case_dut_thread_cpu_seconds", "CPU time of the DUT's threads during that trial, by "
+              "name, and the CPU they last ran on", run_s, thread=name, cpu=str(cpu))
     search_gauges(gauge, case)
     gauge("gtplab_run_start_timestamp_seconds", "When the sweep run started (Unix time)",
           _timestamp(run.get("started")))

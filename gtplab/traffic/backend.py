@@ -59,7 +59,10 @@ def engine_client(lab: Lab, **kwargs) -> LocalClient:
         kwargs.setdefault("cpus", lab.cpus.generator)
     kwargs.setdefault("park", [(lab.gen_ns, i) for i in lab.park_ifnames])
     kwargs.setdefault("on_attach", lab.apply_cpu_layout)
-    return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname) for p in lab.ports], **kwargs)
+    # the ports' MACs as TRex's port configuration has them: streams with "MACs from the port" get
+    # them (a socket-path DUT, as any host, takes only frames addressed to it)
+    return LocalClient(ports=[PortSpec(p.port_id, p.netns, p.ifname, src_mac=p.mac, dst_mac=p.dut_mac)
+                              for p in lab.ports], **kwargs)
 
 
 def trex_client(lab: Lab, timeout: float = 120.0) -> TrexClient:
@@ -210,6 +213,8 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
             mode = dut or cfg.dut_mode
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
                                 "dut": mode, "share_cpus": cfg.lab.get("share_cpus")}
+            if mode == "socket":
+                setup.lab_kwargs["socket_knobs"] = cfg.socket_knobs
             if mode == "external":
                 # the UPF the lab starts (gtplab/lab/external.py): the lab config says which, and how
                 if cfg.dut_mode != "external":

@@ -11,6 +11,11 @@
 #include <linux/ip.h>
 #include "compat.h"
 
+/* A 32-bit word read from a header just written through its struct's fields (struct iphdr,
+ * udphdr): may_alias, so that the compiler cannot move the read before those writes (C's strict
+ * aliasing lets it assume a __u32 and a __be16 never overlap; user space builds with -O2). */
+typedef __u32 __attribute__((__may_alias__)) csum_word;
+
 /* Largest frame csum_bytes sums (the PGW-U's full-checksum fallback: 3024-byte frames plus
  * encapsulation); a power of two. Override with -D at build time. */
 #ifndef CSUM_MAX_LEN
@@ -70,7 +75,7 @@ static __always_inline void ipv4_decrease_ttl(struct iphdr *ip)
 /* Sum of an IPv4 header of ihl words; the caller has checked (void *)ip + ihl * 4 <= end. */
 static __always_inline __u64 ipv4_hdr_sum(const void *ip, __u32 ihl, const void *end)
 {
-	const __u32 *w = ip;
+	const csum_word *w = ip;
 	__u64 sum = 0;
 	int i;
 
@@ -173,6 +178,32 @@ static __always_inline __u64 csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len
 	}
 	*err = 0;
 	return c.sum;
+}
+#else	/* user space (the socket path, pgwu_sock.c): the same sum of a buffer, word by word */
+/* Sum of len bytes at p, as csum_bytes sums a frame: 32-bit words, then 16, then [b, 0]. */
+static inline __u64 csum_buf(const void *p, __u32 len)
+{
+	const __u8 *q = p;
+	__u64 sum = 0;
+	__u32 w;
+	__u16 h;
+
+	for (; len >= 4; len -= 4, q += 4) {
+		__builtin_memcpy(&w, q, 4);
+		sum += w;
+	}
+	if (len >= 2) {
+		__builtin_memcpy(&h, q, 2);
+		sum += h;
+		q += 2;
+		len -= 2;
+	}
+	if (len) {
+		h = 0;
+		*(__u8 *)&h = *q;	/* the word [b, 0], whatever the host's byte order */
+		sum += h;
+	}
+	return sum;
 }
 #endif /* __bpf__ */
 

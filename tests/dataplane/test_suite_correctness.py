@@ -50,6 +50,7 @@ from gtplab.measure import conservation
 from gtplab.dut.local import LocalDut
 from gtplab.traffic.backend import engine_client
 from tests.lib import oracle as O
+from tests.lib.lab import wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -136,7 +137,7 @@ def eupf_encap(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw: str
                  / O.gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
 
 
-UPFS = ["pgwu", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)]
+UPFS = ["pgwu", "pfcp", "socket", pytest.param("eupf", marks=pytest.mark.eupf)]
 PGWU_ONLY = pytest.mark.parametrize("lab", ["pgwu", "pfcp"], indirect=True)   # `pgwu config` knobs
 
 
@@ -202,7 +203,8 @@ def eupf_lab(tmp_path_factory):
 
 
 def pgwu_lab(request, tmp_path_factory):
-    """The lab with 5 bearers, provisioned with `pgwu session load` (pgwu) or over PFCP by the
+    """The lab with 5 bearers, provisioned with `pgwu session load` (pgwu; socket: the same bearers,
+    the socket-path PGW-U as the DUT, docs/socket.md) or over PFCP by the
     PGW-U's own agent, as the lab config embedded-pfcp says (pfcp: the agent must be built in; a
     pgwu without `pfcp` fails here, with the reason). PFCP has no per-bearer outer checksum flag:
     those bearers take the PGW-U's default (on). Bearer QFI_BEARER is a 5G N3 QoS flow with QFI:
@@ -210,7 +212,7 @@ def pgwu_lab(request, tmp_path_factory):
     whose SessionOptions carry the QFI (one QFI per association: docs/pfcp.md), in its QER
     (downlink marking) and its uplink PDR's PDI (uplink check)."""
     from gtplab.lab.topology import Lab
-    lab = Lab.up()
+    lab = Lab.up(dut="socket" if request.param == "socket" else "pgwu")
     client = dut = agent = prov = prov_qfi = None
     try:
         a = lab.addressing
@@ -218,7 +220,7 @@ def pgwu_lab(request, tmp_path_factory):
         bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
                               f"csum={'on' if i in CSUM_ON else 'off'}\n" for i in range(4)))
         q = QFI_BEARER
-        if request.param == "pgwu":
+        if request.param in ("pgwu", "socket"):
             bf_qfi = bf.with_name("bearers-qfi.txt")
             bf_qfi.write_text(f"{a.local_teid(q):#x} {a.ue(q)} {a.sgw(q)} {a.sgw_teid(q):#x} csum=on qfi={QFI}\n")
             lab.pgwu("session", "load", str(bf))
@@ -261,6 +263,38 @@ def pgwu_lab(request, tmp_path_factory):
         if agent:
             agent.close()
         lab.down()
+
+
+def socket_path(lab_t) -> bool:
+    """The DUT is the socket-path PGW-U (docs/socket.md): where it differs from the XDP path, the
+    tests say how (the kernel routes and picks IPv4 ids, reassembles and fragments for it)."""
+    return lab_t[0].dut_mode == "socket"
+
+
+def config_applied(lab) -> None:
+    """After a `pgwu config`: the socket path reads the config every 200 ms; wait for it to have read
+    the new one (5 of its 50 ms ticks). The XDP programs read it on every packet: nothing to wait for."""
+    if lab.dut_mode != "socket":
+        return
+    from gtplab.dut.sock import SockStats
+    st = SockStats(lab.pin_dir)
+    try:
+        t0 = st.header()["ticks"]
+        wait_for(lambda: st.header()["ticks"] >= t0 + 5, what="the socket path's next config read")
+    finally:
+        st.close()
+
+
+def id_free(frame: bytes) -> bytes:
+    """The frame with its outer IPv4 id and header checksum zeroed, after checking the checksum: the
+    kernel picks the id of a packet the socket path sends without DF."""
+    l2 = 18 if frame[12:14] == b"\x81\x00" else 14
+    ihl = (frame[l2] & 0xF) * 4
+    assert _ipv4_csum(frame[l2:l2 + ihl]) == 0, "outer IPv4 header checksum: " + _show(frame)
+    b = bytearray(frame)
+    b[l2 + 4:l2 + 6] = b"\0\0"
+    b[l2 + 10:l2 + 12] = b"\0\0"
+    return bytes(b)
 
 
 def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
@@ -314,8 +348,12 @@ def send(lab_t, tx: int, frames: list[bytes], returned: list | None = None, *, c
     dd = conservation.DutDelta.from_counters(cnt0, cnt1)
     ld = dut.link_delta(link0, link1, "uplink" if tx == 0 else "downlink")
     # uplink: a reassembled G-PDU leaves through the reassembler; downlink: an encapsulated packet
-    # too big for the access MTU leaves in the fragments the kernel made
-    kernel_fwd = kd["reasm_forwarded"] if tx == 0 else kd["FragCreates"]
+    # too big for the access MTU leaves in the fragments the kernel made. The socket path counts
+    # such a packet forwarded itself: the kernel's share is the fragments beyond one per packet.
+    if socket_path(lab_t):
+        kernel_fwd = 0 if tx == 0 else kd["FragCreates"] - kd["FragOKs"]
+    else:
+        kernel_fwd = kd["reasm_forwarded"] if tx == 0 else kd["FragCreates"]
     cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd, dut_rx=ld["dut_rx"],
                               link_in_lost=ld["lost_in"], link_out_lost=ld["lost_out"], kernel_fwd=kernel_fwd)
     assert st[tx]["opackets"] == copies * len(frames)
@@ -378,6 +416,10 @@ def test_uplink_decap_every_packet(lab):
     p1 = lab_o.ports[1]
     d = departs()
     frames = uplink_frames(lab_o)
+    if socket_path(lab):
+        # a tagged G-PDU reaches no socket: the kernel drops it without a VLAN device (uncounted,
+        # SKB_DROP_REASON_OTHERHOST; docs/socket.md)
+        frames = [f for f in frames if Dot1Q not in f]
     keep = (lambda ip: ip) if d.get("inner_ttl") == "kept" else ttl_minus_one
     passed = [f for f in frames if Dot1Q in f and d.get("vlan")]
     expected = collections.Counter()
@@ -522,10 +564,12 @@ def test_downlink_sport_fixed(lab):
     lab_o = lab[0]
     frames = downlink_frames(lab_o)[:4]
     lab_o.pgwu("config", "--sport-entropy", "off")
+    config_applied(lab_o)
     try:
         got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     finally:
         lab_o.pgwu("config", "--sport-entropy", "on")
+        config_applied(lab_o)
     check_encap(lab_o, frames, got, vlan=None, sport_fixed=True)
     got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     check_encap(lab_o, frames, got, vlan=None)
@@ -533,15 +577,18 @@ def test_downlink_sport_fixed(lab):
 
 @PGWU_ONLY
 def test_downlink_egress_vlan(lab):
-    """pgwu config --vlan access ID: every encapsulated frame leaves with that 802.1Q tag."""
+    """pgwu config --vlan access ID: every encapsulated frame leaves with that 802.1Q tag. The socket
+    path does not tag (the kernel routes its packets: docs/socket.md): they leave untagged."""
     lab_o = lab[0]
     frames = downlink_frames(lab_o)[:3]
     lab_o.pgwu("config", "--vlan", "access", "7")
+    config_applied(lab_o)
     try:
         got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     finally:
         lab_o.pgwu("config", "--vlan", "access", "0")
-    check_encap(lab_o, frames, got, vlan=7)
+        config_applied(lab_o)
+    check_encap(lab_o, frames, got, vlan=None if socket_path(lab) else 7)
 
 
 @PGWU_ONLY
@@ -550,12 +597,17 @@ def test_uplink_egress_vlan(lab):
     p1 = lab_o.ports[1]
     f = uplink_frames(lab_o)[0]
     lab_o.pgwu("config", "--vlan", "sgi", "300")
+    config_applied(lab_o)
     try:
         got, dd, st = send(lab, 0, [bytes(f)])
     finally:
         lab_o.pgwu("config", "--vlan", "sgi", "0")
+        config_applied(lab_o)
     inner = bytes(f[GTP_U_Header].payload)
-    exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac) / Dot1Q(vlan=300, prio=0, type=0x0800)) + ttl_minus_one(inner)
+    if socket_path(lab):        # untagged: the kernel routes the socket path's packets
+        exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + ttl_minus_one(inner)
+    else:
+        exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac) / Dot1Q(vlan=300, prio=0, type=0x0800)) + ttl_minus_one(inner)
     assert got == [exp] * N_EACH, _show(got[0]) if got else "nothing forwarded"
 
 
@@ -597,6 +649,8 @@ def test_not_forwarded_and_counted_by_reason(lab):
           / GTP_U_Header(version=1, PT=1, E=0, S=1, PN=0, gtp_type=26, teid=0, seq=0, npdu=0, next_ex=0)
           / GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=a.local_teid(999)),
                                         IE_GSNAddress(length=4, ipv4_address=a.dut_access)]))
+    if socket_path(lab):            # the kernel picks the id of the socket path's reply
+        back, ei = [id_free(b) for b in back], Ether(id_free(bytes(ei)))
     assert back == [bytes(ei)] * N_EACH, _show(back[0]) if back else "no Error Indication came back"
 
     got, dd, st = send(lab, 1, [bytes(unknown_ue)])
@@ -744,14 +798,16 @@ def test_uplink_outer_fragments_reassembled_and_forwarded(lab):
     """N_EACH uplink G-PDUs (each its own outer IP id), each in outer IPv4 fragments sent in order,
     1 ms apart: N_EACH inner packets on SGi, TTL-1, byte for byte; every fragment counted
     pass_outer_frag, taken by the kernel for reassembly, and every datagram forwarded by
-    `pgwu reassemble`."""
+    `pgwu reassemble`. The socket path: the kernel reassembles for its UDP socket, each datagram
+    forwarded once (ul_fwd), the other fragments counted as absorbed (kernel_ip_reasm_absorbed)."""
     from scapy.layers.inet import fragment
     lab_o = lab[0]
     a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
     if departs():
         check_outer_fragments_as_departs(lab, departs())
         return
-    assert lab_o.reassembler_pid(), f"the lab did not start pgwu reassemble: {lab_o.state.get('reassembler')}"
+    sock = socket_path(lab)
+    assert sock or lab_o.reassembler_pid(), f"the lab did not start pgwu reassemble: {lab_o.state.get('reassembler')}"
     frames, expected = [], collections.Counter()
     for c in range(N_EACH):
         g = packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(8), size=1400, inner_id=0x100 + c, outer_id=0x5000 + c,
@@ -763,10 +819,14 @@ def test_uplink_outer_fragments_reassembled_and_forwarded(lab):
     assert len(expected) == N_EACH
     got, dd, st = send(lab, 0, frames, copies=1, spaced_us=1000)
     k = st["kernel"]
-    assert dd.fwd_packets == 0 and not dd.drops_by_reason
-    assert dd.passed_by_reason == {"pass_outer_frag": len(frames)}
+    assert not dd.drops_by_reason
+    if sock:
+        assert dd.fwd_packets == N_EACH
+        assert dd.passed_by_reason == {"kernel_ip_reasm_absorbed": len(frames) - N_EACH}
+    else:
+        assert dd.fwd_packets == 0 and dd.passed_by_reason == {"pass_outer_frag": len(frames)}
+        assert (k["reasm_received"], k["reasm_forwarded"]) == (N_EACH, N_EACH), k
     assert (k["ReasmReqds"], k["ReasmOKs"], k["ReasmFails"]) == (len(frames), N_EACH, 0), k
-    assert (k["reasm_received"], k["reasm_forwarded"]) == (N_EACH, N_EACH), k
     unexpected = [g for g in got if g not in expected]
     assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
         "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
@@ -816,7 +876,8 @@ def test_downlink_too_big_leaves_in_outer_fragments(lab):
     encapsulated (+36): it leaves in outer fragments (the kernel's: each within the access MTU, the
     same id, MF on all but the last, contiguous offsets), which Scapy's defragment() makes into the
     G-PDU the oracle builds, byte for byte, except that the kernel forwarded it once more (outer
-    TTL 63, checksum redone)."""
+    TTL 63, checksum redone). The socket path: the raw socket refuses it (EMSGSIZE), it is sent
+    again through a socket whose IP output fragments it: counted forwarded (dl_fwd), outer TTL 64."""
     from scapy.layers.inet import defragment
     lab_o = lab[0]
     a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
@@ -840,8 +901,12 @@ def test_downlink_too_big_leaves_in_outer_fragments(lab):
     n_frags = -(-(size + 16) // per_frag)              # outer payload: UDP 8 + GTP-U 8 + the packet
     got, dd, st = send(lab, 1, [bytes(f)])
     k = st["kernel"]
-    assert dd.fwd_packets == 0 and not dd.drops_by_reason
-    assert dd.passed_by_reason == {"pass_fib_other": N_EACH}
+    sock = socket_path(lab)
+    assert not dd.drops_by_reason
+    if sock:
+        assert dd.fwd_packets == N_EACH and not dd.passed_by_reason
+    else:
+        assert dd.fwd_packets == 0 and dd.passed_by_reason == {"pass_fib_other": N_EACH}
     assert (k["FragOKs"], k["FragCreates"], k["FragFails"]) == (N_EACH, N_EACH * n_frags, 0), k
     assert len(got) == N_EACH * n_frags
     by_id = collections.defaultdict(list)
@@ -850,7 +915,8 @@ def test_downlink_too_big_leaves_in_outer_fragments(lab):
         o = e[IP]
         assert (e.dst, e.src, e.type) == (p0.mac, p0.dut_mac, 0x0800), _show(g)
         assert len(g) - 14 <= mtu_acc and o.len == len(g) - 14, _show(g)
-        assert (o.src, o.dst, o.proto, o.ttl, o.flags.DF) == (a.dut_access, a.sgw(0), 17, 63, False), _show(g)
+        assert (o.src, o.dst, o.proto, o.ttl, o.flags.DF) == (a.dut_access, a.sgw(0), 17, 64 if sock else 63,
+                                                              False), _show(g)
         assert O.ip_hdr_ok(g[14:34]), "fragment's IPv4 checksum: " + _show(g)
         by_id[o.id].append(e)
     assert len(by_id) == N_EACH, sorted(by_id)
@@ -864,6 +930,7 @@ def test_downlink_too_big_leaves_in_outer_fragments(lab):
         g = bytes(whole[0])
         want = O.encap_expected(ip, smac=p0.dut_mac, dmac=p0.mac, vlan=None, local=a.dut_access, sgw=a.sgw(0),
                                 teid=a.sgw_teid(0), csum=True, ip_id=ident)
-        want = want[:14] + ttl_minus_one(want[14:])     # the kernel forwarded the outer packet
+        if not sock:
+            want = want[:14] + ttl_minus_one(want[14:])     # the kernel forwarded the outer packet
         assert g == want, O.mismatch_report(want, g)
         assert O.outer_udp_ok(g)

@@ -27,7 +27,8 @@ CFG = labconfig.load("embedded")
 
 @pytest.fixture(scope="module")
 def runner(request):
-    """A Runner on a lab whose DUT is request.param: the PGW-U or the reference forwarder."""
+    """A Runner on a lab whose DUT is request.param: the XDP PGW-U, the socket-path PGW-U or the
+    reference forwarder."""
     from gtplab.traffic import backend
     if len(os.sched_getaffinity(0)) < 2:
         pytest.fail("the lab's CPU layout needs two CPUs (generator and DUT); this host gives one")
@@ -39,7 +40,7 @@ def runner(request):
         be.close()
 
 
-BOTH = pytest.mark.parametrize("runner", ["pgwu", "fwd"], indirect=True)
+BOTH = pytest.mark.parametrize("runner", ["pgwu", "socket", "fwd"], indirect=True)
 
 
 @BOTH
@@ -55,6 +56,9 @@ def test_layout_puts_the_dut_on_its_own_cpu(runner):
         assert all(sorted(os.sched_getaffinity(t)) == lay["dut"] for t in dut)
         assert all(sorted(os.sched_getaffinity(t)) == lay["generator"] for t in gen)
         assert all(os.sched_getscheduler(t) == os.SCHED_FIFO for t in dut + gen)
+    if lab.dut_mode == "socket":        # its workers and main thread: on the DUT CPUs too
+        tids = [int(t) for t in os.listdir(f"/proc/{lab.socket_pid()}/task")]
+        assert len(tids) >= 3 and all(set(os.sched_getaffinity(t)) <= set(lay["dut"]) for t in tids)
 
 
 @BOTH
@@ -71,11 +75,21 @@ def test_overload_loses_packets_at_the_dut_and_every_one_is_counted(runner):
     # every lost packet has a counter: the DUT's ring, its drop reasons, or the generator's ring
     assert lost == dut_lost + t["loss"]["generator_ingress_ring"]
     assert t["dut"]["cpu_seconds"] and t["dut"]["cpu_source"].startswith("DUT receive NAPI threads")
+    # and the receive-path summary names the place that lost the most
+    pts = t["rx_path"]["loss_points"]
+    assert pts and sum(p["packets"] for p in pts) == lost, pts
+    assert pts[0]["where"] in t["rx_path"]["dominant"]
 
 
-# the PGW-U only: the reference forwarder may outrun the generator (its result is then the generator's)
-@pytest.mark.parametrize("runner", ["pgwu"], indirect=True)
+# the PGW-Us only: the reference forwarder may outrun the generator (its result is then the generator's)
+@pytest.mark.parametrize("runner", ["pgwu", "socket"], indirect=True)
 def test_search_ends_below_the_offered_rate(runner):
+    from gtplab.dut.sock import SocketKnobs
+    lab = runner.backend.lab
+    if lab.dut_mode == "socket":
+        # with the kernel's default buffer the socket path loses a few packets of the generator's
+        # bursts at any rate here (docs/socket.md); these knobs give it a PDR to find
+        lab.start_socket(SocketKnobs(rcvbuf=4 << 20, rt_priority=50))
     prep = runner.prepare(CaseParams("uplink", 64, flows=1024, latency=False))
     # a PDR of 0.1 % decided by one 0.3 s trial per load: short, and a host stall below the DUT's
     # limit moves the result down, never up
@@ -104,6 +118,46 @@ def test_search_ends_below_the_offered_rate(runner):
     assert above and all(t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] > 0 for t in above), \
         [t["loss"] for t in above]
     assert v.limit == "dut" and v.claim == g["lower_pps"], v.status
+
+
+@pytest.mark.parametrize("runner", ["socket"], indirect=True)
+def test_socket_buffer_overflow_is_counted_as_rcvbuferrors(runner):
+    """The socket path's workers stopped (SIGSTOP) during a trial at a rate its NAPI thread takes
+    easily, its receive buffer 4 KiB: the UDP socket overflows, and every packet the trial lost is
+    the DUT netns's Udp RcvbufErrors (kernel_udp_rcvbuferrors), none in a ring; conservation exact;
+    the trial's receive-path summary names the socket buffer and its knob."""
+    import signal
+    from gtplab.dut.sock import SocketKnobs
+    lab = runner.backend.lab
+    lab.start_socket(SocketKnobs(rcvbuf=4096))
+    pid = lab.socket_pid()
+    phase = []
+
+    def hook():                 # called right before the traffic starts and right after it stopped
+        os.kill(pid, signal.SIGCONT if phase else signal.SIGSTOP)
+        phase.append(len(phase))
+        return 0.0
+
+    runner.generator_cpu = hook
+    try:
+        prep = runner.prepare(CaseParams("uplink", 128, flows=1024, latency=False))
+        t = runner.trial(prep, 10000, 0.5)
+    finally:
+        runner.generator_cpu = None
+        os.kill(pid, signal.SIGCONT)
+        lab.start_socket(SocketKnobs())
+    assert phase == [0, 1]
+    c = t["conservation"]
+    assert c["ok"], c["errors"]
+    lost = t["tx_packets"] - t["rx_packets"]
+    assert lost > t["tx_packets"] // 2, t["loss"]
+    assert t["dut"]["drops_by_reason"] == {"kernel_udp_rcvbuferrors": lost}, t["dut"]["drops_by_reason"]
+    assert t["loss"]["dut_ingress_ring"] == 0 and t["loss"]["generator_ingress_ring"] == 0, t["loss"]
+    assert t["rx_path"]["udp"]["RcvbufErrors"] == lost, t["rx_path"]["udp"]
+    top = t["rx_path"]["loss_points"][0]
+    assert top["key"] == "kernel_udp_rcvbuferrors" and top["packets"] == lost
+    assert "RcvbufErrors" in t["rx_path"]["dominant"] and "rcvbuf" in t["rx_path"]["dominant"]
+    assert t["limit"] == "dut"
 
 
 # ---- the lab measures its own disturbance (gtplab/observe/host.py; issue 26 item 2) ----------------
@@ -138,6 +192,20 @@ def test_every_trial_says_what_the_host_took_and_a_hog_on_the_dut_cpu_is_flagged
     # named among the five tasks outside the lab that ran most on its CPUs: unless five others ran
     # more (other suites on this machine, unpinned, also count on the lab's CPUs)
     assert hog.pid in [x["tid"] for x in h["top"]] or len(h["top"]) == 5, h
+
+
+@pytest.mark.parametrize("runner", ["socket"], indirect=True)
+def test_the_socket_paths_threads_are_the_labs_own_in_the_host_record(runner):
+    """The socket path's workers and main thread run on the DUT CPU as the DUT's own work: the host
+    monitor counts them among the lab's threads (their time on the DUT CPUs is the lab's, not the
+    host's), so a trial never names them among the tasks outside the lab."""
+    lab = runner.backend.lab
+    tids = {int(t) for t in os.listdir(f"/proc/{lab.socket_pid()}/task")}
+    assert tids <= set(runner.host.snapshot().lab), "the socket path's threads are not the lab's"
+    prep = runner.prepare(CaseParams("uplink", 256, flows=16, latency=False))
+    t = runner.trial(prep, 20e3, 0.3)
+    assert t["dut"]["fwd_packets"] > 0, t["dut"]
+    assert not tids & {x["tid"] for x in t["host"].get("top", [])}, t["host"]["top"]
 
 
 @pytest.mark.parametrize("runner", ["fwd"], indirect=True)

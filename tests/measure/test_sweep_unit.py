@@ -386,6 +386,32 @@ def test_trex_latency_histogram_percentiles():
     assert hist_percentile({}, 0.5) is None and hist_percentile({"10": 0}, 0.5) is None
 
 
+def test_socket_knobs_in_a_lab_config(tmp_path):
+    """dut.socket (the socket path's knobs, docs/socket.md): checked when the config is read, each
+    error naming the knob; given, they become `pgwu socket`'s flags."""
+    from gtplab.dut.sock import SocketKnobs
+    f = tmp_path / "lab.yaml"
+    for text, msg in (("dut: {mode: pgwu, socket: {batch: 8}}\n", "dut.socket is given but dut.mode is 'pgwu'"),
+                      ("dut: {mode: socket, socket: {batchsize: 8}}\n", "unknown knob"),
+                      ("dut: {mode: socket, socket: {batch: 0}}\n", "batch: 0 is not an integer in 1..1024"),
+                      ("dut: {mode: socket, socket: {threads: 65}}\n", "threads"),
+                      ("dut: {mode: socket, socket: {reuseport: 1}}\n", "reuseport: 1 is not true or false"),
+                      ("dut: {mode: socket, socket: {fanout: roundrobin}}\n", "fanout"),
+                      ("dut: {mode: socket, socket: {prefer_busy_poll: true}}\n", "need busy_poll"),
+                      ("dut: {mode: socket, socket: [1, 2]}\n", "must be a mapping")):
+        f.write_text(text)
+        with pytest.raises(UserError, match=msg):
+            labconfig.load(str(f))
+    f.write_text("dut: {mode: socket, socket: {threads: 2, batch: 1, reuseport: false, rcvbuf: 4194304, "
+                 "busy_poll: 50, gro: true}}\n")
+    k = labconfig.load(str(f)).socket_knobs
+    assert k == SocketKnobs(threads=2, batch=1, reuseport=False, rcvbuf=4194304, busy_poll=50, gro=True)
+    assert k.argv([1, 3]) == ["--threads", "2", "--batch", "1", "--reuseport", "off", "--fanout", "hash",
+                              "--cpus", "1,3", "--rcvbuf", "4194304", "--busy-poll", "50", "--gro"]
+    assert k.label() == "threads=2 batch=1 reuseport=off rcvbuf=4194304 busy_poll=50 gro=on"
+    assert labconfig.load("embedded").socket_knobs == SocketKnobs()
+
+
 def test_case_costs_holds_bpf_stats_for_its_one_trial_only():
     """Issue 26 item 5: the kernel's run-time accounting (BPF_ENABLE_STATS) taxes every packet of the
     DUT's program with two clock reads, so Runner.case_costs holds it for its last trial alone: the

@@ -37,7 +37,7 @@ from gtplab.kernel import libbpf as kernel
 from gtplab.rates import FCS_LEN, L1_OVERHEAD, RateError, parse_mult
 from gtplab.traffic.engine.capture import RingReader, write_pcap
 from gtplab.traffic.engine.pacing import DEFAULT_BATCH, pin_thread, tx_loop
-from gtplab.traffic.engine.port import BPF_OBJ, Port, PortSpec, Stream
+from gtplab.traffic.engine.port import BPF_OBJ, Port, PortSpec, Stream, port_macs
 from gtplab.traffic.engine.stats import Stats
 from gtplab.traffic.engine.streams import load_profile_streams, load_stream
 from gtplab.traffic.engine.vm import MAX_PGIDS, MAX_STREAMS, EngineError, compile_stream
@@ -175,6 +175,7 @@ class LocalClient:
             streams = [streams]
         targets = self._ports(ports)
         compiled = [compile_stream(js) for js in streams]
+        per_port = {p.spec.port_id: [compile_stream(port_macs(js, p.spec)) for js in streams] for p in targets}
         pgs: dict[int, str] = {}
         for p in self.ports.values():
             for s in p.streams.values():
@@ -195,7 +196,7 @@ class LocalClient:
             if p.alive():
                 raise EngineError(f"port {p.spec.port_id} is transmitting (stop it first)")
             used = {s.slot for s in p.streams.values()}
-            for cs in compiled:
+            for cs in per_port[p.spec.port_id]:
                 slot = next(i for i in range(MAX_STREAMS) if i not in used)
                 used.add(slot)
                 s = Stream(self._next_sid, p.spec.port_id, slot, cs)

@@ -9,6 +9,7 @@ slot in the port's maps, its compiled program, its rate and progress in the late
 
 from __future__ import annotations
 
+import base64
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,32 @@ class PortSpec:
 
     port_id is TRex's port number (0 = access side, 1 = SGi side in gtplab's labs). speed_bps is
     the nominal line rate that percentage rates and "%" multipliers refer to. mode is the XDP
-    attach mode of the receive program ("native" needed for veth peers of XDP_TX/redirect)."""
+    attach mode of the receive program ("native" needed for veth peers of XDP_TX/redirect).
+    src_mac, dst_mac: the port's own address and its peer's, as TRex's port configuration has them
+    (L2 mode): a stream whose flags say "MACs from the port" (TRex's default, flags 0) gets them
+    written into its frames; None: its frames keep theirs."""
     port_id: int
     netns: str | None
     ifname: str
     speed_bps: float = 10e9
     mode: str = "native"
+    src_mac: str | None = None
+    dst_mac: str | None = None
+
+
+def port_macs(js: dict, spec: PortSpec) -> dict:
+    """The stream as TRex sends it from this port: its frame's source MAC the port's unless flags
+    bit 0 (mac_src_override_by_pkt), its destination the port's peer unless flags bits 1-2
+    (mac_dst_override_mode) say otherwise. A stream without flags (hand-built JSON) is left as is."""
+    flags = js.get("flags")
+    if flags is None or not (spec.src_mac or spec.dst_mac):
+        return js
+    frame = bytearray(base64.b64decode(js["packet"]["binary"]))
+    if spec.dst_mac and not (flags >> 1) & 3:
+        frame[0:6] = bytes.fromhex(spec.dst_mac.replace(":", ""))
+    if spec.src_mac and not flags & 1:
+        frame[6:12] = bytes.fromhex(spec.src_mac.replace(":", ""))
+    return {**js, "packet": {**js["packet"], "binary": base64.b64encode(bytes(frame)).decode()}}
 
 
 @dataclass

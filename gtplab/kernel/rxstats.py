@@ -1,0 +1,94 @@
+"""The kernel's receive-path counters, read from /proc and /sys: what a host's receive path did with
+the packets it got, and where it dropped them.
+
+- softnet(): /proc/net/softnet_stat, per CPU: packets processed by the CPU's NAPI polls (threaded
+  NAPI included), dropped because the CPU's backlog was full (netif_rx, RPS), and time squeezes
+  (a poll that ran out of budget or time with work left). One line per possible CPU, the CPU in the
+  13th column (kernels 5.10+). Per host: every network namespace reads the same file.
+- snmp(text): /proc/net/snmp (Ip, Icmp, Tcp, Udp ...), per network namespace: read it through a
+  process of that namespace (/proc/PID/net/snmp) or inside it. Udp RcvbufErrors: datagrams dropped
+  because a socket's receive buffer was full; InErrors counts them too, with MemErrors and
+  InCsumErrors; NoPorts: no socket.
+- link_stats(ns): `ip -s -j link` of a namespace: per interface rx/tx packets and drops (a veth
+  counts in tx_dropped what its peer's ring refused from the stack).
+- task(tid): a thread's name, the CPU it last ran on (/proc/TID/stat field 39) and its run time
+  (/proc/TID/schedstat).
+
+Used by gtplab.dut.local (the embedded lab's DUT side) and the socket path's lab; the deltas and what
+they mean are gtplab.measure.rxpath.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze")
+
+
+def softnet(text: str | None = None) -> dict[int, tuple[int, int, int]]:
+    """{cpu: (processed, dropped, time_squeeze)} from /proc/net/softnet_stat (or its text)."""
+    if text is None:
+        with open("/proc/net/softnet_stat") as f:
+            text = f.read()
+    out = {}
+    for i, line in enumerate(text.splitlines()):
+        v = [int(x, 16) for x in line.split()]
+        if len(v) < 3:
+            continue
+        cpu = v[12] if len(v) >= 13 else i
+        out[cpu] = (v[0], v[1], v[2])
+    return out
+
+
+def snmp(text: str) -> dict[str, dict[str, int]]:
+    """The text of /proc/net/snmp as {"Udp": {"RcvbufErrors": n, ...}, "Ip": {...}, ...}."""
+    out: dict[str, dict[str, int]] = {}
+    lines = text.splitlines()
+    for head, vals in zip(lines[::2], lines[1::2]):
+        h, v = head.split(), vals.split()
+        if h and v and h[0] == v[0]:
+            out[h[0].rstrip(":")] = {k: int(x) for k, x in zip(h[1:], v[1:]) if x.lstrip("-").isdigit()}
+    return out
+
+
+def snmp_of_netns(ns: str, pid: int | None = None) -> dict[str, dict[str, int]]:
+    """Network namespace ns's /proc/net/snmp: through /proc/PID/net of a process known to be in it
+    (nothing started), else read by a `cat` inside it."""
+    if pid:
+        try:
+            with open(f"/proc/{pid}/net/snmp") as f:
+                return snmp(f.read())
+        except OSError:
+            pass
+    p = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "cat", "/proc/net/snmp"],
+                       capture_output=True, text=True, timeout=30, check=True)
+    return snmp(p.stdout)
+
+
+def link_stats(ns: str) -> dict[str, dict[str, int]]:
+    """{ifname: {rx_packets, rx_dropped, rx_missed, tx_packets, tx_dropped, ...}} of namespace ns."""
+    p = subprocess.run(["ip", "-n", ns, "-s", "-j", "link"], capture_output=True, text=True, timeout=30)
+    out = {}
+    for link in json.loads(p.stdout or "[]"):
+        s = link.get("stats64") or link.get("stats") or {}
+        rx, tx = s.get("rx", {}), s.get("tx", {})
+        out[link["ifname"]] = {"rx_packets": rx.get("packets", 0), "rx_dropped": rx.get("dropped", 0),
+                               "rx_missed": rx.get("missed", 0), "rx_errors": rx.get("errors", 0),
+                               "tx_packets": tx.get("packets", 0), "tx_dropped": tx.get("dropped", 0),
+                               "tx_errors": tx.get("errors", 0)}
+    return out
+
+
+def task(tid: int) -> dict | None:
+    """{"name", "cpu" (the CPU it last ran on), "run_ns"} of a thread, None when it is gone."""
+    try:
+        with open(f"/proc/{tid}/stat") as f:
+            st = f.read()
+        with open(f"/proc/{tid}/schedstat") as f:
+            run_ns = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    name = st[st.index("(") + 1:st.rindex(")")]
+    rest = st[st.rindex(")") + 2:].split()
+    return {"name": name, "cpu": int(rest[36]), "run_ns": run_ns}   # field 39 = rest[36]

@@ -1,0 +1,686 @@
+"""The socket-path PGW-U (`pgwu socket`, dataplane/pgwu_sock.c) in a namespace lab, row by row.
+
+One lab per module (`dut.mode: socket`: pgwu loaded for its tables, XDP_PASS on the DUT ports, the
+UE pool blackholed, `pgwu socket` on the DUT CPU), torn down always. Each row sends frames with an
+AF_PACKET socket on a generator port and reads what comes out of both generator ports: the output is
+compared byte for byte with tests/oracle.py's expectation (the same oracle as the XDP rows of
+test_dataplane.py), except the outer IPv4 id of packets without DF, which the kernel picks for a raw
+socket's packet (any value, checked consistent with its header checksum); the socket path's
+counter delta must be exactly the row's (reason, verdict), and packet conservation must close with
+the veths' counters (what the DUT's ingress veth received = what the socket path counted + the
+kernel's drops on its way in).
+
+The rows run under several knob sets (batch 1 = recvfrom/sendto, one shared socket per direction
+read by two threads, UDP GRO with a large socket buffer): the packets must not care.
+Also here: what `pgwu socket` refuses, before it changes anything; bearers outside the direct index
+(a hash-map lookup, counted); --measure-lookups; pgwu stats and pgwu metrics in the XDP path's names;
+that `pgwu socket` never outlives its lab (its owner killed, the lab torn down).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from scapy.layers.inet import IP, UDP, defragment
+from scapy.layers.l2 import Ether
+
+from gtplab.dut.dataplane import pgwu_binary
+from gtplab.dut.local import LocalDut
+from gtplab.dut.sock import SocketKnobs
+from gtplab.gtpu import packets as P
+from gtplab.lab.topology import Lab, _is_pgwu
+from gtplab.measure import conservation, rxpath
+from tests.lib import REPO
+from tests.lib import oracle as O
+
+pytestmark = pytest.mark.lab
+
+SO_RCVBUFFORCE = 33
+QFI_BEARER, QFI = 4, 9
+CSUM_OFF = 3                    # bearer 3's downlink has the outer UDP checksum off
+N_BEARERS = 6
+# a bearer whose TEID shares its direct-index slot with bearer 0's (a power of two apart, larger
+# than any index the lab loads): it is in the hash map only
+COLLIDE_TEID = 0x00010000 + (1 << 22)
+COLLIDE_UE = "10.79.0.1"
+
+KNOBS = {
+    "defaults": {},
+    "recvfrom": {"batch": 1},
+    "shared-2threads": {"threads": 2, "reuseport": False},
+    "gro-bigbuf": {"gro": True, "rcvbuf": 8 << 20, "batch": 256},
+}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    lab = Lab.up(dut="socket", pgwu_load_args=("--max-bearers", "4096"))
+    try:
+        a = lab.addressing
+        lines = [f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}"
+                 + (" csum=off" if i == CSUM_OFF else "") + (f" qfi={QFI}" if i == QFI_BEARER else "")
+                 for i in range(N_BEARERS)]
+        lines.append(f"{COLLIDE_TEID:#x} {COLLIDE_UE} {a.sgw(0)} {0x7000:#x}")
+        path = f"/tmp/gtplab-sock-{lab.name}.bearers"
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        lab.pgwu("session", "load", path)
+        os.unlink(path)
+        yield lab
+    finally:
+        lab.down()
+
+
+@pytest.fixture(scope="module", params=list(KNOBS))
+def dut(request, lab):
+    """The lab's pgwu socket restarted with the knob set; a LocalDut reading it."""
+    lab.start_socket(SocketKnobs.parse(KNOBS[request.param]))
+    d = LocalDut(lab)
+    try:
+        yield lab, d
+    finally:
+        d.close()
+
+
+def _sockets(lab):
+    socks = [lab.packet_socket(i, timeout=0.2) for i in (0, 1)]
+    for s in socks:
+        s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)     # a burst of 1000 frames
+    return socks
+
+
+def _drain(socks, until: float) -> list[list[bytes]]:
+    """Frames received on each generator port (not the ones we sent: PACKET_OUTGOING) until quiet."""
+    got: list[list[bytes]] = [[], []]
+    quiet = 0.0
+    while time.monotonic() < until:
+        r, _, _ = select.select(socks, [], [], 0.05)
+        if not r:
+            quiet += 0.05
+            if quiet >= 0.3:
+                break
+            continue
+        quiet = 0.0
+        for s in r:
+            while True:
+                try:
+                    data, addr = s.recvfrom(65535)
+                except BlockingIOError:
+                    break
+                if addr[2] != socket.PACKET_OUTGOING:
+                    got[socks.index(s)].append(data)
+    return got
+
+
+def send(dut_t, port: int, frames: list[bytes]) -> tuple[list[list[bytes]], conservation.DutDelta]:
+    """Send frames out of generator port `port`; returns what came back on each port and the DUT's
+    counter delta. Asserts conservation: everything the DUT's ingress veth received is counted by
+    the socket path or the kernel, and everything it forwarded arrived."""
+    lab, d = dut_t
+    direction = "uplink" if port == 0 else "downlink"
+    socks = _sockets(lab)
+    try:
+        cnt0, link0 = d.counters(), d.link()
+        lab.send_frames(port, frames)
+        got = _drain(socks, time.monotonic() + 5)
+        cnt1, link1 = d.counters(), d.link()
+    finally:
+        for s in socks:
+            s.close()
+    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
+    ld = d.link_delta(link0, link1, direction)
+    assert ld["dut_rx"] == len(frames) and ld["lost_in"] == 0, (ld, len(frames))
+    counted = dd.fwd_packets + dd.drop_packets + dd.pass_packets + sum(dd.other.values())
+    assert counted == len(frames), f"DUT rx {len(frames)} != counted {counted}: {dd}"
+    return got, dd
+
+
+def _ul(lab, i=0, **kw):
+    a, p0 = lab.addressing, lab.ports[0]
+    base = dict(outer_src=a.sgw(i), outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+    base.update(kw)
+    teid = base.pop("teid", a.local_teid(i))
+    ue = base.pop("ue", a.ue(i))
+    return bytes(P.gpdu(teid, ue, base.pop("dst", a.pdn(i)), **base))
+
+
+def _ul_msg(lab, build, **kw):
+    a, p0 = lab.addressing, lab.ports[0]
+    return bytes(build(src=a.sgw(0), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, **kw))
+
+
+def _dl(lab, i, size=128, **kw):
+    a, p1 = lab.addressing, lab.ports[1]
+    return bytes(P.downlink_ip(kw.pop("ue", a.ue(i)), kw.pop("src", a.pdn(i)), size, src_mac=p1.mac,
+                               dst_mac=p1.dut_mac, **kw))
+
+
+def _id_free(frame: bytes) -> bytes:
+    """The frame with its outer IPv4 id and header checksum zeroed, after checking the checksum: the
+    kernel picks the id of a raw socket's packet without DF."""
+    l2, _ = O.l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    assert O.ip_hdr_ok(frame[l2:l2 + ihl]), "outer IPv4 header checksum: " + O.describe("got", frame)
+    b = bytearray(frame)
+    b[l2 + 4:l2 + 6] = b"\0\0"
+    b[l2 + 10:l2 + 12] = b"\0\0"
+    return bytes(b)
+
+
+def only(dd: conservation.DutDelta) -> dict:
+    """The delta as {reason/verdict: packets}."""
+    out = {}
+    if dd.fwd_packets:
+        out["fwd"] = dd.fwd_packets
+    out.update({f"{r}/drop": n for r, n in dd.drops_by_reason.items()})
+    out.update({f"{r}/pass": n for r, n in dd.passed_by_reason.items()})
+    out.update(dd.other)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ uplink
+
+UL_FWD = {
+    "udp 128": dict(size=128),
+    "udp 1518, inner udp checksum": dict(size=1518, l4="udp"),
+    "udp 3024": dict(size=3024),
+    "tcp 200, ttl 2": dict(size=200, l4="tcp", ttl=2),
+    "icmp df tos": dict(size=100, l4="icmp", df=True, tos=0x28),
+    "seq and a pdu session container": dict(size=300, seq=7, ext=[P.pdu_session_container(qfi=5)]),
+    "outer udp checksum": dict(size=256, udp_csum=True),
+}
+
+
+@pytest.mark.parametrize("row", list(UL_FWD))
+def test_uplink_decap(dut, row):
+    lab = dut[0]
+    p1 = lab.ports[1]
+    f = _ul(lab, 1, **UL_FWD[row])
+    got, dd = send(dut, 0, [f, f])
+    want = O.decap_expected(O.gpdu_inner(f), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)
+    assert got[0] == [], [O.describe("back", g) for g in got[0]]
+    assert got[1] == [want, want], O.mismatch_report(want, got[1][0]) if got[1] else "nothing forwarded"
+    assert only(dd) == {"fwd": 2}
+
+
+def test_uplink_bearer_outside_the_index_looked_up_in_the_hash_map(dut):
+    lab, d = dut
+    p1 = lab.ports[1]
+    f = _ul(lab, 0, teid=COLLIDE_TEID, ue=COLLIDE_UE, size=128)
+    h0 = d.sock.totals()["hash_lookups"]
+    got, dd = send(dut, 0, [f])
+    assert got[1] == [O.decap_expected(O.gpdu_inner(f), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)]
+    assert only(dd) == {"fwd": 1}
+    assert d.sock.totals()["hash_lookups"] == h0 + 1
+
+
+def _ei(lab, f):
+    return O.error_indication_expected(f, lab.addressing.dut_access)
+
+
+def _sehn(lab, f):
+    return O.supp_ext_notification_expected(f, lab.addressing.dut_access)
+
+
+def _te_ul(lab, f):
+    a = lab.addressing
+    return O.time_exceeded_ul_expected(f, a.dut_access, a.sgw(0), a.sgw_teid(0))
+
+
+# row: (frame, reason, the reply that comes back to the sender or None)
+UL_DROP = {
+    "unknown teid, answered": (lambda lab: _ul(lab, 0, teid=0x00ABCDEF, size=128), "drop_unknown_teid", _ei),
+    "spoofed": (lambda lab: _ul(lab, 0, ue=lab.addressing.ue(1), size=128), "drop_spoofed", None),
+    "inner ttl 1, answered through the tunnel": (lambda lab: _ul(lab, 0, ttl=1, size=128), "drop_ttl_expired", _te_ul),
+    "inner not ipv4": (lambda lab: _ul(lab, 0, inner=bytes(P.ipv6_packet())[14:]), "drop_inner_not_ipv4", None),
+    "gtp version 2": (lambda lab: _ul(lab, 0, size=128, flags=0x50), "drop_gtp_version", None),
+    "gtp length": (lambda lab: _ul(lab, 0, size=128, length=20), "drop_gtp_bad_len", None),
+    "unknown message": (lambda lab: _ul_msg(lab, P.gtp_message, gtp_type=100, body=b"\0" * 8),
+                        "drop_gtp_unknown_msg", None),
+    "qfi bearer without its psc": (lambda lab: _ul(lab, QFI_BEARER, size=128), "drop_qfi_mismatch", None),
+    "unknown comprehension-required extension, answered":
+        (lambda lab: _ul(lab, 0, size=128, ext=[P.ext_header(0xA0, b"\0\0")]), "drop_gtp_ext_unsupported", _sehn),
+}
+
+
+def check_reply(got: list[bytes], want: bytes | None) -> None:
+    """The one reply that came back (outer IPv4 id and checksum aside: the kernel's), or none."""
+    if want is None:
+        assert got == [], [O.describe("back", g) for g in got]
+        return
+    assert len(got) == 1, f"{len(got)} frames came back, want the one reply"
+    assert _id_free(got[0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0]))
+
+
+@pytest.mark.parametrize("row", list(UL_DROP))
+def test_uplink_not_forwarded_counted_by_reason(dut, row):
+    lab = dut[0]
+    build, reason, reply = UL_DROP[row]
+    f = build(lab)
+    got, dd = send(dut, 0, [f])
+    assert got[1] == [], [O.describe("forwarded", g) for g in got[1]]
+    check_reply(got[0], reply(lab, f) if reply else None)
+    assert only(dd) == {f"{reason}/drop": 1}       # a reply (verdict tx) is a drop of that reason
+
+
+def test_uplink_inner_checksum_wrong(dut):
+    lab = dut[0]
+    f = bytearray(_ul(lab, 0, size=128))
+    inner_off = 14 + 20 + 8 + 8
+    f[inner_off + 10] ^= 0xFF
+    got, dd = send(dut, 0, [bytes(f)])
+    assert got == [[], []] and only(dd) == {"drop_inner_csum/drop": 1}
+
+
+def test_uplink_qfi_bearer_with_its_psc(dut):
+    lab = dut[0]
+    p1 = lab.ports[1]
+    f = _ul(lab, QFI_BEARER, size=200, ext=[P.pdu_session_container(qfi=QFI, uplink=True)])
+    got, dd = send(dut, 0, [f])
+    assert got[1] == [O.decap_expected(O.gpdu_inner(f), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)]
+    assert only(dd) == {"fwd": 1}
+
+
+def test_echo_request_answered(dut):
+    lab = dut[0]
+    a, p0 = lab.addressing, lab.ports[0]
+    f = _ul_msg(lab, P.echo_request, seq=0x1234, sport=40001)
+    got, dd = send(dut, 0, [f])
+    check_reply(got[0], bytes(P.echo_response(seq=0x1234, src=a.dut_access, dst=a.sgw(0), dport=40001,
+                                              src_mac=p0.dut_mac, dst_mac=p0.mac)))
+    assert only(dd) == {"echo_reply/tx": 1}
+
+
+def test_signalling_consumed_and_recorded(dut):
+    lab = dut[0]
+    a = lab.addressing
+    frames = [bytes(P.echo_response(seq=9, restart_counter=3, src=a.sgw(0), dst=a.dut_access,
+                                    src_mac=lab.ports[0].mac, dst_mac=lab.ports[0].dut_mac)),
+              _ul_msg(lab, P.error_indication, teid=a.sgw_teid(0), peer=a.sgw(0)),
+              _ul_msg(lab, P.end_marker, teid=a.local_teid(0)),
+              _ul_msg(lab, P.supported_ext_headers_notification)]
+    got, dd = send(dut, 0, frames)
+    assert got == [[], []]
+    assert only(dd) == {"sig_echo_response/drop": 1, "sig_error_ind/drop": 1, "sig_end_marker/drop": 1,
+                        "sig_supp_ext_notif/drop": 1}
+    peers = {p["addr"]: p for p in lab.pgwu_json("path")["peers"]}
+    assert peers[a.sgw(0)]["restart_counter"] == 3 and peers[a.sgw(0)]["responses"] >= 1, peers
+    sig = lab.pgwu_json("signalling")
+    kinds = {(s["message"], s["teid"]) for s in sig["signalling"]}
+    assert ("error_ind", a.sgw_teid(0)) in kinds and ("end_marker", a.local_teid(0)) in kinds, sig
+
+
+# ------------------------------------------------------------------------------------------ downlink
+
+DL_FWD = {
+    "udp 64": dict(i=0, size=64),
+    "tcp 1518 df": dict(i=1, size=1518, l4="tcp", df=True),
+    "udp 3024": dict(i=2, size=3024),
+    "icmp, bearer without the outer checksum": dict(i=CSUM_OFF, size=128, l4="icmp"),
+    "inner udp checksum 0 (summed)": dict(i=0, size=200, udp_csum=False),
+    "tos copied": dict(i=1, size=300, l4="tcp", tos=0xB8),
+    "qfi bearer": dict(i=QFI_BEARER, size=512),
+}
+
+
+@pytest.mark.parametrize("row", list(DL_FWD))
+def test_downlink_encap(dut, row):
+    lab = dut[0]
+    a, p0 = lab.addressing, lab.ports[0]
+    kw = dict(DL_FWD[row])
+    i = kw.pop("i")
+    f = _dl(lab, i, **kw)
+    got, dd = send(dut, 1, [f])
+    assert got[1] == [], [O.describe("back", g) for g in got[1]]
+    assert len(got[0]) == 1, "nothing forwarded"
+    g = got[0][0]
+    ip = O.ip_payload(f)
+    want = O.encap_expected(ip, smac=P.mac_bytes(p0.dut_mac), dmac=P.mac_bytes(p0.mac), vlan=None, local=a.dut_access,
+                            sgw=a.sgw(i), teid=a.sgw_teid(i), csum=i != CSUM_OFF, ip_id=0,
+                            qfi=QFI if i == QFI_BEARER else None)
+    assert _id_free(g) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(g))
+    if ip[6] & 0x40:
+        assert Ether(g)[IP].id == 0, "DF: id 0 as xdp_sgi writes it"
+    if i != CSUM_OFF:
+        assert O.outer_udp_ok(g)
+    assert only(dd) == {"fwd": 1}
+
+
+def test_downlink_source_ports_follow_the_flows(dut):
+    lab = dut[0]
+    frames = [_dl(lab, 0, 128, sport=40000 + k) for k in range(16)]
+    got, dd = send(dut, 1, frames)
+    ports = [Ether(g)[UDP].sport for g in got[0]]
+    assert sorted(ports) == sorted(O.sport_of_flow(O.ip_payload(f)) for f in frames)
+    assert len(set(ports)) == 16 and only(dd) == {"fwd": 16}
+
+
+DL_DROP = {
+    "unknown ue": (lambda lab: _dl(lab, 0, ue=lab.addressing.ue(500)), "drop_unknown_ue", None),
+    "ttl 1, answered": (lambda lab: _dl(lab, 0, ttl=1), "drop_ttl_expired",
+                        lambda lab, f: O.time_exceeded_dl_expected(f, lab.addressing.dut_access)),
+    "df, too big for the access mtu once encapsulated, answered":
+        (lambda lab: _dl(lab, 0, 3200 + 18, df=True), "drop_frag_needed",
+         lambda lab, f: O.frag_needed_dl_expected(f, lab.addressing.dut_access, 3200)),
+    "ip header length past the packet": (lambda lab: _ihl_too_long(_dl(lab, 0)), "drop_bad_ip_dl", None),
+}
+
+
+def _ihl_too_long(frame: bytes) -> bytes:
+    b = bytearray(frame)
+    b[14 + 2:14 + 4] = struct.pack("!H", len(frame) - 14 + 40)     # total length past the frame
+    return bytes(b)
+
+
+@pytest.mark.parametrize("row", list(DL_DROP))
+def test_downlink_not_forwarded_counted_by_reason(dut, row):
+    lab = dut[0]
+    build, reason, reply = DL_DROP[row]
+    f = build(lab)
+    got, dd = send(dut, 1, [f])
+    assert got[0] == [], [O.describe("forwarded", g) for g in got[0]]
+    check_reply(got[1], reply(lab, f) if reply else None)
+    assert only(dd) == {f"{reason}/drop": 1}
+
+
+def test_downlink_outside_the_ue_pool_left_to_the_kernel(dut):
+    """A packet for an address outside the UE pool is the kernel's (pass_not_ue): it routes it, here
+    back out of SGi towards the PDN."""
+    lab = dut[0]
+    f = _dl(lab, 0, ue=lab.addressing.pdn(40))
+    got, dd = send(dut, 1, [f])
+    assert got[0] == [] and only(dd) == {"pass_not_ue/pass": 1}
+
+
+def test_downlink_too_big_without_df_leaves_in_outer_fragments(dut):
+    """No DF and too big for the access MTU once encapsulated: the raw socket refuses it (EMSGSIZE), so
+    it goes through the socket whose IP output fragments; Scapy reassembles the G-PDU, which is the
+    oracle's (outer id the kernel's)."""
+    lab = dut[0]
+    a, p0 = lab.addressing, lab.ports[0]
+    f = _dl(lab, 0, 3200 + 18)
+    got, dd = send(dut, 1, [f])
+    assert len(got[0]) == 2, [len(g) for g in got[0]]
+    whole = defragment([Ether(g)[IP] for g in got[0]])
+    assert len(whole) == 1
+    ip = O.ip_payload(f)
+    want = O.encap_expected(ip, smac=P.mac_bytes(p0.dut_mac), dmac=P.mac_bytes(p0.mac), vlan=None, local=a.dut_access,
+                            sgw=a.sgw(0), teid=a.sgw_teid(0), csum=True, ip_id=0)
+    assert bytes(whole[0][UDP]) == bytes(Ether(want)[UDP])
+    assert only(dd) == {"fwd": 1}
+
+
+# ------------------------------------------------------------------------------------------ refusals
+
+def _pgwu_socket(lab, *args):
+    acc, sgi = lab.ports
+    return subprocess.run(["nsenter", f"--net=/run/netns/{lab.dut_ns}", "--", str(pgwu_binary()), "-d", lab.pin_dir,
+                           "socket", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+REFUSALS = {
+    "a second one on the pin dir": ((), "already runs"),
+    "prefer busy poll without busy poll": (("--prefer-busy-poll",), "need --busy-poll"),
+    "bad cpu list": (("--cpus", "1-a"), "Invalid --cpus"),
+    "gro with gro off on access": (("--gro",), "GRO is off"),
+    "threads over the limit": (("--threads", "65"), "Invalid --threads"),
+}
+
+
+@pytest.mark.parametrize("row", list(REFUSALS))
+def test_refusals_change_nothing(lab, row):
+    args, msg = REFUSALS[row]
+    lab.start_socket(SocketKnobs())
+    pid = lab.socket_pid()
+    p = _pgwu_socket(lab, *args)
+    assert p.returncode != 0 and msg in p.stderr, p.stderr
+    st = lab.pgwu_json("stats")["socket"]
+    assert st["pid"] == pid and st["running"], st
+
+
+def test_refused_with_xdp_attached_or_gro_on_sgi(lab):
+    lab.stop_socket()
+    acc, sgi = lab.ports
+    ns = ["nsenter", f"--net=/run/netns/{lab.dut_ns}", "--"]
+    subprocess.run(ns + ["ethtool", "-K", sgi.dut_ifname, "gro", "on"], check=True)
+    try:
+        p = _pgwu_socket(lab)
+        assert p.returncode == 1 and "GRO is on" in p.stderr, p.stderr
+    finally:
+        subprocess.run(ns + ["ethtool", "-K", sgi.dut_ifname, "gro", "off"], check=True)
+    for ifname in (acc.dut_ifname, sgi.dut_ifname):
+        subprocess.run(ns + ["ip", "link", "set", "dev", ifname, "xdpdrv", "off"], check=True)
+    lab.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--no-watch")
+    try:
+        p = _pgwu_socket(lab)
+        assert p.returncode == 1 and "xdp_access runs on" in p.stderr, p.stderr
+    finally:
+        lab.pgwu("detach")
+        lab._attach_verdict_prog(lab.dut_ns, [acc.dut_ifname, sgi.dut_ifname], 2)
+    assert not lab.pgwu_json("stats")["socket"]["running"]
+    lab.start_socket(SocketKnobs())
+
+
+def test_measure_lookups(lab):
+    lab.stop_socket()
+    p = _pgwu_socket(lab, "--measure-lookups", "20000", "--json")
+    assert p.returncode == 0, p.stderr
+    m = json.loads(p.stdout.strip().splitlines()[-1])
+    assert m["lookups"] == 20000 and m["found"] == 20000
+    # every bearer but the one sharing bearer 0's slot is in the direct index
+    assert 0 < 20000 - m["indexed"] < 20000 and m["bearers"] == N_BEARERS + 1
+    assert m["slot_ns"] > 0 and m["hash_syscall_ns"] > 0
+    lab.start_socket(SocketKnobs())
+
+
+def test_stats_and_metrics_in_the_xdp_paths_names(lab):
+    lab.start_socket(SocketKnobs())
+    d = LocalDut(lab)
+    try:
+        got, dd = send((lab, d), 0, [_ul(lab, 0, size=128)] * 3)
+    finally:
+        d.close()
+    st = lab.pgwu_json("stats")["socket"]
+    assert st["running"] and st["reasons"]["ul_fwd"]["redirect"]["packets"] >= 3
+    assert set(st["reasons"]) >= {"ul_fwd", "dl_fwd", "drop_unknown_teid", "drop_tx_full"}
+    assert [t["direction"] for t in st["threads"]] == ["uplink", "downlink"]
+    ns = ["nsenter", f"--net=/run/netns/{lab.dut_ns}", "--"]
+    m = subprocess.Popen(ns + [str(pgwu_binary()), "-d", lab.pin_dir, "metrics", "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(m.stdout.readline().rsplit(":", 1)[1].split("/")[0])
+        text = lab.run_in("dut", lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+                          .read().decode())
+    finally:
+        m.terminate()
+        m.wait(timeout=10)
+    assert 'pgwu_socket_running 1' in text
+    line = [ln for ln in text.splitlines() if ln.startswith('pgwu_socket_packets_total{reason="ul_fwd",verdict="redirect"}')]
+    assert line and int(line[0].split()[-1]) >= 3, line
+    assert 'pgwu_socket_thread_total{direction="uplink",thread="0",counter="rx_packets"}' in text
+
+
+# ------------------------------------------------------------------------------------------ lifetime
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    """pid is no live pgwu process, within `within` seconds (polled)."""
+    end = time.monotonic() + within
+    while _is_pgwu(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _is_pgwu(pid)
+
+
+def test_stops_when_its_owner_ends(lab):
+    """`pgwu socket --daemon --owner PID` stops by itself once PID ends, though as a daemon it is a
+    session of its own that no hangup or parent-death signal reaches; `--owner` of a pid that is gone
+    is refused. The lab passes its creator (this process) as the owner."""
+    lab.start_socket(SocketKnobs())
+    cmd = open(f"/proc/{lab.socket_pid()}/cmdline").read().split("\0")
+    assert cmd[cmd.index("--owner") + 1] == str(os.getpid()), cmd
+    lab.stop_socket()
+    owner = subprocess.Popen(["sleep", "600"])
+    try:
+        p = _pgwu_socket(lab, "--daemon", "--owner", str(owner.pid))
+        assert p.returncode == 0, p.stderr
+        pid = int(re.search(r"running as pid (\d+)", p.stdout).group(1))
+        assert _is_pgwu(pid) and lab.pgwu_json("stats")["socket"]["running"]
+        owner.kill()
+        owner.wait()
+        assert _gone(pid), f"pgwu socket {pid} outlived its owner {owner.pid}"
+        assert not lab.pgwu_json("stats")["socket"]["running"]
+        p = _pgwu_socket(lab, "--owner", str(owner.pid))
+        assert p.returncode == 2 and "Couldn't watch --owner" in p.stderr, p.stderr
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        lab.start_socket(SocketKnobs())
+
+
+_LAB_THEN_WAIT = """
+import time
+from gtplab.lab.topology import Lab
+lab = Lab.up(dut="socket", share_cpus=True)
+print(lab.name, lab.socket_pid(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_never_outlives_its_lab():
+    """A process makes a socket-path lab and is killed (SIGKILL: none of its clean-up runs): the lab's
+    `pgwu socket` stops by itself (its owner is gone); the orphaned lab left behind is then removed by
+    `down` (teardown). And the socket path of a lab torn down while it runs has exited when `down`
+    returns."""
+    maker = subprocess.Popen([sys.executable, "-c", _LAB_THEN_WAIT],
+                             cwd=REPO, stdout=subprocess.PIPE, text=True)
+    name = None
+    try:
+        line = maker.stdout.readline().split()
+        assert len(line) == 2, f"the lab maker said {line!r} (exit {maker.poll()})"
+        name, pid = line[0], int(line[1])
+        assert _is_pgwu(pid)
+        maker.kill()
+        maker.wait()
+        assert _gone(pid), f"pgwu socket {pid} outlived its lab's owner"
+        orphan = Lab.open(name)
+        assert orphan.state["socket"]["owner"] == maker.pid
+        # the same lab's socket path started again (by this process, the lab's owner now gone: no
+        # --owner that is gone is passed, teardown must end it)
+        orphan.state["socket"]["owner"] = None
+        pid = orphan.start_socket(SocketKnobs())
+        assert _is_pgwu(pid)
+        orphan.down()
+        name = None
+        assert not _is_pgwu(pid), f"pgwu socket {pid} outlived its lab's teardown"
+    finally:
+        if maker.poll() is None:
+            maker.kill()
+            maker.wait()
+        if name:
+            Lab.open(name).down()
+
+
+# ------------------------------------------------------------------------------------------ overflow
+
+@pytest.mark.parametrize("port", [0, 1], ids=["uplink", "downlink"])
+def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
+    """The workers stopped (SIGSTOP) while 400 packets arrive, a socket buffer of 4 KiB: the kernel
+    queues a few and drops the rest at the socket, uplink counted in the DUT netns's Udp RcvbufErrors,
+    downlink in the packet socket's drops; once the workers run again the queued ones are forwarded.
+    Every packet the DUT's veth received is then forwarded or one of those drops, exactly, and the
+    receive-path summary names the socket buffer and its knob."""
+    lab.start_socket(SocketKnobs(rcvbuf=4096))
+    d = LocalDut(lab)
+    n = 400
+    frames = [_ul(lab, i % 3, size=128) for i in range(n)] if port == 0 else \
+        [_dl(lab, i % 3, 128, sport=40000 + i) for i in range(n)]
+    key = "kernel_udp_rcvbuferrors" if port == 0 else "kernel_packet_socket_drops"
+    socks = _sockets(lab)
+    try:
+        cnt0, link0 = d.counters(), d.link()
+        os.kill(lab.socket_pid(), signal.SIGSTOP)
+        try:
+            lab.send_frames(port, frames)
+        finally:
+            os.kill(lab.socket_pid(), signal.SIGCONT)
+        got = _drain(socks, time.monotonic() + 5)
+        cnt1, link1 = d.counters(), d.link()
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+        lab.start_socket(SocketKnobs())
+    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
+    ld = d.link_delta(link0, link1, "uplink" if port == 0 else "downlink")
+    out = got[1 - port]
+    cons = conservation.check(n, len(out), dd, dut_rx=ld["dut_rx"], link_in_lost=ld["lost_in"],
+                              link_out_lost=ld["lost_out"])
+    assert cons.ok, cons.message()
+    assert set(dd.drops_by_reason) == {key} and not dd.passed_by_reason, dd
+    lost = n - len(out)
+    assert dd.drops_by_reason[key] == lost and lost > n // 2, (lost, dd)
+    trial = {"tx_packets": n, "loss": {"dut_ingress_ring": ld["lost_in"], "generator_ingress_ring": ld["lost_out"]},
+             "dut": {"drops_by_reason": dd.drops_by_reason}}
+    top = rxpath.loss_points(trial)[0]
+    assert top["key"] == key and top["packets"] == lost and "rcvbuf" in top["knob"]
+    assert "receive buffer" in rxpath.sentence(trial)
+
+
+# ------------------------------------------------------------------------------------------ scale
+
+def test_a_million_bearers_served():
+    """1,000,000 bearers loaded with `pgwu session load` (the lab's addressing); 1000 G-PDUs and
+    1000 downlink packets for bearers picked at random among them are each forwarded with their own
+    bearer's addresses and TEIDs, every lookup in the mmap()ed direct index (no hash-map system call),
+    and their usage counted in their bearers."""
+    rng = random.Random(24)
+    n = 1_000_000
+    lab = Lab.up(dut="socket", socket_knobs={"rcvbuf": 16 << 20})     # 1000 packets at once
+    try:
+        a = lab.addressing
+        ue0 = struct.unpack("!I", O.ip4(a.ue(0)))[0]
+        sgws = [a.sgw(k) for k in range(a.sgws)]
+        path = f"/tmp/gtplab-sock-{lab.name}-1m.bearers"
+        with open(path, "w") as f:          # the lab's addressing, written fast (as load_bearers would)
+            f.writelines(f"{a.local_teid(i):#x} {socket.inet_ntoa(struct.pack('!I', ue0 + i))} "
+                         f"{sgws[i % a.sgws]} {a.sgw_teid(i):#x}\n" for i in range(n))
+        t0 = time.monotonic()
+        lab.pgwu("session", "load", path, timeout=600)
+        load_s = time.monotonic() - t0
+        d = LocalDut(lab)
+        try:
+            picks = [rng.randrange(n) for _ in range(1000)]
+            h0 = d.sock.totals()["hash_lookups"]
+            got, dd = send((lab, d), 0, [_ul(lab, i, size=128, dst=a.pdn(i % 1000)) for i in picks])
+            assert only(dd) == {"fwd": 1000} and len(got[1]) == 1000
+            assert sorted(O.ip_payload(g)[12:16] for g in got[1]) == sorted(O.ip4(a.ue(i)) for i in picks)
+            got, dd = send((lab, d), 1, [_dl(lab, i, 128, src=a.pdn(i % 1000)) for i in picks])
+            assert only(dd) == {"fwd": 1000} and len(got[0]) == 1000
+            teids = sorted(struct.unpack("!I", Ether(g)[UDP].payload.build()[4:8])[0] for g in got[0])
+            assert teids == sorted(a.sgw_teid(i) for i in picks)
+            assert d.sock.totals()["hash_lookups"] == h0, "a bearer was looked up with a system call"
+        finally:
+            d.close()
+        once = sorted(set(picks))[:3]
+        for i in once:
+            b = lab.pgwu_json("session", "get", "--teid", str(a.local_teid(i)))
+            assert b["uplink"]["packets"] == picks.count(i) and b["downlink"]["packets"] == picks.count(i), b
+        print(f"1,000,000 bearers loaded in {load_s:.1f} s")
+    finally:
+        lab.down()
+        if os.path.exists(f"/tmp/gtplab-sock-{lab.name}-1m.bearers"):
+            os.unlink(f"/tmp/gtplab-sock-{lab.name}-1m.bearers")
