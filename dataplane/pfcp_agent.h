@@ -12,6 +12,7 @@
  *                             modification, deletion
  *   pfcp_session.c            the sessions: their table, the UE index, F-TEID allocation,
  *                             deleting a session's bearer
+ *   pfcp_qos.c                a session's qos map entry (gate, MBR, quota) for the data path
  *   pfcp_answer.c             building answers: Cause, Offending IE, Failed Rule ID, Recovery
  *                             Time Stamp, usage reports
  *   pfcp_rcache.c             the answers kept for retransmitted requests
@@ -134,6 +135,8 @@ struct sess_index {
 struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
+	int qos_fd;		/* the data path's qos map (pgwu.h) */
+	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
 	__u64 *stats;
 	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
 	__u32 local_addr;	/* GTP-U address (config map), network order */
@@ -220,6 +223,17 @@ void sess_publish_flush(struct pfcp_agent *a);
 void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);
 void sess_index_free(struct pfcp_agent *a);
+
+/* pfcp_qos.c: the qos entry of a session's PDR links, QERs and URRs; it written for a new
+ * session's TEID (-EEXIST: one is there), rewritten (keeping the policers' state, and the quota
+ * left when keep_quota), removed, read. */
+void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
+	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
+	    struct pgwu_qos *out);
+int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q);
+int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota);
+void qos_remove(struct pfcp_agent *a, __u32 teid);
+int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
 
 /* pfcp_answer.c: a rejection into r (Cause and Offending IE, or Cause and Failed Rule ID); the
  * IEs written: r's Cause (with what goes with it), our Recovery Time Stamp, a session's final

@@ -417,7 +417,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p = {};
-	__u32 teid = 0, idx, owner;
+	__u32 teid = 0, idx, owner, qflag = 0;
 	int ai = -1, err;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
@@ -463,6 +463,21 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
+	if (p.r) {
+		/* what the data path enforces, in place before the halves that point at it */
+		struct pgwu_qos q;
+
+		qos_of(a, p.r->pdr, p.r->qer, p.r->n_qer, p.r->urr, p.r->n_urr, &q);
+		err = qos_install(a, teid, &q);
+		if (err == -EEXIST)
+			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
+		else if (err)
+			reject(&r, err == -E2BIG ? PFCP_CAUSE_NO_RESOURCES : PFCP_CAUSE_SYSTEM_FAILURE,
+			       0);
+		if (err)
+			goto out;
+		qflag = PGWU_B_QOS;
+	}
 	a->gen++;
 	if (!a->gen)
 		a->gen++;
@@ -470,9 +485,11 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	dl.flags = p.dl_flags | owner << PGWU_B_OWNER_SHIFT;
-	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | owner << PGWU_B_OWNER_SHIFT,
+	dl.flags = p.dl_flags | qflag | owner << PGWU_B_OWNER_SHIFT;
+	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | qflag | owner << PGWU_B_OWNER_SHIFT,
 			 p.dl_fwd ? &dl : NULL);
+	if (err && qflag)
+		qos_remove(a, teid);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -697,7 +714,20 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
-	own = s->owner << PGWU_B_OWNER_SHIFT;
+	own = s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0);
+	if (s->r && (m->n_update_qer || m->n_update_urr)) {
+		/* the data path's gate, MBR and quota first: the one change that can fail alone */
+		struct pgwu_qos q;
+		bool new_quota = false;
+
+		for (int i = 0; i < m->n_update_urr; i++)
+			new_quota |= !!(m->update_urr[i].present & PFCP_URR_VOL_QUOTA);
+		qos_of(a, s->r->pdr, p.qer, s->r->n_qer, p.urr, s->r->n_urr, &q);
+		if (qos_update(a, s->teid, &q, !new_quota)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+	}
 
 	/* everything checked: the one table change (the downlink half), then the session */
 	if (p.fwd && s->dl_on &&

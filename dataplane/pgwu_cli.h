@@ -107,6 +107,7 @@ struct pfcp_opts {
 	struct opt_flag allow_cp_move;
 	struct opt_u32 cp_t1;		/* ms: the CPs' retransmission timer T1 */
 	struct opt_u32 cp_n1;		/* the CPs' retransmission count N1 */
+	struct opt_u32 mbr_burst_ms;	/* a policer's depth: this long at its MBR */
 };
 
 /* What a CP's restart (a newer Recovery Time Stamp) does to its sessions (docs/pfcp.md) */

@@ -408,6 +408,8 @@ int do_pfcp(const void *cfg)
 
 	memset(a, 0, sizeof(*a));
 	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
+	a->qos_fd = -1;
+	a->mbr_burst_ms = o->mbr_burst_ms.v;
 	a->restart_policy = o->restart_policy.v;
 	a->allow_cp_move = o->allow_cp_move.set;
 	/* an answer serves retransmissions for as long as the CP may still send them: its N1
@@ -440,6 +442,13 @@ int do_pfcp(const void *cfg)
 	err = maps_open(&a->m);
 	if (err)
 		return err;
+	a->qos_fd = pinned_open("qos");
+	if (a->qos_fd < 0) {
+		fprintf(stderr, "pgwu was loaded by an older pgwu without the qos map: unload and "
+			"load it again\n");
+		err = a->qos_fd;
+		goto out;
+	}
 	err = config_read(a->m.config, &c);
 	if (err)
 		goto out;
@@ -552,6 +561,8 @@ out:
 	rcache_free(a->rcache);
 	free(a->pub_mark);
 	sess_index_free(a);
+	if (a->qos_fd >= 0)
+		close(a->qos_fd);
 	maps_close(&a->m);
 	return err;
 }

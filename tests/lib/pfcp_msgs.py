@@ -101,9 +101,12 @@ def create_urr() -> IE_CreateURR:
                                  IE_ReportingTriggers()])
 
 
-def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None) -> IE_CreateQER:
-    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415)."""
-    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=0, dl=0), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None, gate_ul: int = 0, gate_dl: int = 0,
+               mbr_dl_kbps: int | None = None) -> IE_CreateQER:
+    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415).
+    gate_ul/gate_dl: 0 open, 1 closed (8.2.7). mbr_dl_kbps: a downlink MBR other than the uplink's."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=gate_ul, dl=gate_dl),
+           IE_MBR(ul=mbr_kbps, dl=mbr_kbps if mbr_dl_kbps is None else mbr_dl_kbps)]
     if qfi is not None:
         ies.append(IE_QFI(QFI=qfi))
     return IE_CreateQER(IE_list=ies)
@@ -143,9 +146,11 @@ def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
-def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None):
-    """qfi: a new downlink marking QFI."""
-    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=1, dl=1), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None, gate_ul: int = 0,
+               gate_dl: int = 0, mbr_dl_kbps: int | None = None):
+    """qfi: a new downlink marking QFI. gate_ul/gate_dl: 0 open, 1 closed (8.2.7)."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=gate_ul, dl=gate_dl),
+           IE_MBR(ul=mbr_kbps, dl=mbr_kbps if mbr_dl_kbps is None else mbr_dl_kbps)]
     if qfi is not None:
         ies.append(IE_QFI(QFI=qfi))
     upd = IE_UpdateQER(IE_list=ies)
