@@ -12,6 +12,7 @@
  *                             modification, deletion
  *   pfcp_session.c            the sessions: their table, the UE index, F-TEID allocation,
  *                             deleting a session's bearer
+ *   pfcp_gtpu.c               the GTP-U packets the agent sends: End Markers
  *   pfcp_qos.c                a session's qos map entry (gate, MBR, quota) for the data path
  *   pfcp_answer.c             building answers: Cause, Offending IE, Failed Rule ID, Recovery
  *                             Time Stamp, usage reports
@@ -136,6 +137,7 @@ struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
 	int qos_fd;		/* the data path's qos map (pgwu.h) */
+	int raw_fd;		/* raw IPv4 socket for End Markers (pfcp_gtpu.c), -1: none */
 	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
 	__u64 *stats;
 	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
@@ -234,6 +236,12 @@ int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q);
 int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota);
 void qos_remove(struct pfcp_agent *a, __u32 teid);
 int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
+
+/* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
+ * Session Container), sent once every data path run that may use the old tunnel is over. */
+int gtpu_open(struct pfcp_agent *a);
+void gtpu_close(struct pfcp_agent *a);
+int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi);
 
 /* pfcp_answer.c: a rejection into r (Cause and Offending IE, or Cause and Failed Rule ID); the
  * IEs written: r's Cause (with what goes with it), our Recovery Time Stamp, a session's final

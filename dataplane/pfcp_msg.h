@@ -77,6 +77,7 @@ enum pfcp_ie_type {
 	PFCP_IE_SDF_FILTER = 23,
 	PFCP_IE_APPLICATION_ID = 24,
 	PFCP_IE_GATE_STATUS = 25,
+	PFCP_IE_PFCPSMREQ_FLAGS = 49,
 	PFCP_IE_MBR = 26,
 	PFCP_IE_GBR = 27,
 	PFCP_IE_PRECEDENCE = 29,
@@ -96,6 +97,7 @@ enum pfcp_ie_type {
 	PFCP_IE_VOLUME_MEASUREMENT = 66,
 	PFCP_IE_DURATION_MEASUREMENT = 67,
 	PFCP_IE_QUOTA_HOLDING_TIME = 71,
+	PFCP_IE_QUERY_URR = 77,
 	PFCP_IE_VOLUME_QUOTA = 73,
 	PFCP_IE_TIME_QUOTA = 74,
 	PFCP_IE_USAGE_REPORT_SDR = 79,
@@ -274,9 +276,16 @@ struct pfcp_pdr {
 	int n_urr, n_qer;
 };
 
+/* PFCPSMReq-Flags (8.2.31) octet 5: in Update Forwarding Parameters (SNDEM), at the top of a
+ * Session Modification Request (QAURR) */
+#define PFCP_SMREQ_DROBU 0x01
+#define PFCP_SMREQ_SNDEM 0x02	/* send End Marker packets on the old tunnel */
+#define PFCP_SMREQ_QAURR 0x04	/* query all URRs */
+
 struct pfcp_far {
 	__u32 id;
 	__u8 apply;		/* PFCP_AA_*; 0 when absent (Update FAR) */
+	__u8 smreq;		/* Update Forwarding Parameters' PFCPSMReq-Flags, 0 when absent */
 	bool has_apply, has_fwd, has_dst_if, has_ohc;
 	__u8 dst_if;
 	struct pfcp_ohc ohc;
@@ -347,6 +356,9 @@ struct pfcp_msg {
 	struct pfcp_urr update_urr[PFCP_MAX_RULES];
 	int n_create_pdr, n_create_far, n_create_urr, n_create_qer, n_update_far, n_update_qer,
 	    n_update_urr;
+	__u32 query_urr[PFCP_MAX_RULES];	/* Query URR (7.5.4.10): the URR IDs asked for */
+	int n_query_urr;
+	__u8 smreq;		/* the top-level PFCPSMReq-Flags (QAURR), 0 when absent */
 	int n_fseid;		/* F-SEID IEs at the top level (one is allowed) */
 	/* rule operations this agent does not implement: counted, so it can refuse them */
 	int n_other_rules;

@@ -700,9 +700,9 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct sess *s = sess_find(a, m->h.seid);
-	__u32 own;
+	__u32 own, em_sgw = 0, em_teid = 0;
 	struct mod_plan p;
-	int err = 0;
+	int err = 0, em_qfi = -1;
 
 	if (s && !assoc_owns(a, s->assoc, a->peer)) {
 		log_not_owner(a, "session modification", m->h.seid);
@@ -727,6 +727,15 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
 		}
+	}
+
+	/* SNDEM (TS 29.244 5.2.2.3): the old tunnel gets an End Marker once nothing more is sent on
+	 * it: when the downlink moves to another tunnel, or stops forwarding */
+	if (p.dl_upd && (p.dl_upd->smreq & PFCP_SMREQ_SNDEM) && s->dl_on && s->has_sgw &&
+	    (!p.fwd || p.sgw != s->sgw || p.sgw_teid != s->sgw_teid)) {
+		em_sgw = s->sgw;
+		em_teid = s->sgw_teid;
+		em_qfi = pgwu_qfi_of(s->dl_flags);
 	}
 
 	/* everything checked: the one table change (the downlink half), then the session */
@@ -777,6 +786,8 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));
 	}
 	sess_publish(a, s);
+	if (em_sgw)
+		end_marker_send(a, em_sgw, em_teid, em_qfi);
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);

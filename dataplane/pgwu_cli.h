@@ -145,6 +145,10 @@ extern const char *const pfcp_restart_policy_names[];	/* pgwu_fmt.c, NULL-termin
 					 * another owner's (PGWU_B_OWNER_SHIFT) */
 #define PFCP_STAT_PUBLISH_ERRORS 15	/* pfcp_sessions/pfcp_rules writes that failed */
 #define PFCP_STAT_RESTART_POLICY 16	/* gauge: enum pfcp_restart_policy + 1 (0: no agent yet) */
+#define PFCP_STAT_END_MARKERS 17	/* End Markers sent on an old downlink tunnel (SNDEM) */
+#define PFCP_STAT_END_MARKER_ERRORS 18	/* ... that could not be sent */
+#define PFCP_STAT_REPORTS 19		/* Session Report Requests sent (usage reports) */
+#define PFCP_STAT_REPORTS_UNANSWERED 20	/* ... given up after N1 retransmissions */
 #define PFCP_STAT_RX(type) (256 + (type))
 #define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
 #define PFCP_STAT_N (512 + 256 * 256)

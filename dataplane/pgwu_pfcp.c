@@ -408,7 +408,7 @@ int do_pfcp(const void *cfg)
 
 	memset(a, 0, sizeof(*a));
 	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
-	a->qos_fd = -1;
+	a->qos_fd = a->raw_fd = -1;
 	a->mbr_burst_ms = o->mbr_burst_ms.v;
 	a->restart_policy = o->restart_policy.v;
 	a->allow_cp_move = o->allow_cp_move.set;
@@ -452,6 +452,7 @@ int do_pfcp(const void *cfg)
 	err = config_read(a->m.config, &c);
 	if (err)
 		goto out;
+	gtpu_open(a);		/* without it the agent serves, sending no End Marker */
 	a->local_addr = c.local_addr;
 	if (!a->local_addr) {
 		fprintf(stderr, "pgwu has no GTP-U address: set one first (pgwu config --local-addr A); "
@@ -563,6 +564,7 @@ out:
 	sess_index_free(a);
 	if (a->qos_fd >= 0)
 		close(a->qos_fd);
+	gtpu_close(a);
 	maps_close(&a->m);
 	return err;
 }

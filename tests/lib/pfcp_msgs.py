@@ -10,7 +10,7 @@ from scapy.contrib.pfcp import (
     IE_ApplyAction, IE_CreateFAR, IE_CreatePDR, IE_CreateQER, IE_CreateURR, IE_DestinationInterface,
     IE_FAR_Id, IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_GateStatus, IE_MBR,
     IE_MeasurementMethod, IE_NetworkInstance, IE_NodeId, IE_OuterHeaderCreation,
-    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
+    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_PFCPSMReqFlags, IE_QueryURR, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
     IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR,
     IE_UpdateForwardingParameters, IE_UpdateQER, IE_URR_Id, PFCP, PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest, PFCPHeartbeatRequest, PFCPSessionDeletionRequest,
@@ -131,18 +131,25 @@ def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str
     return PFCP(version=1, S=1, seid=0, seq=seq) / PFCPSessionEstablishmentRequest(IE_list=ies)
 
 
-def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR):
-    """Handover: the downlink FAR gets the new SGW's F-TEID."""
+def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR,
+              sndem: bool = False):
+    """Handover: the downlink FAR gets the new SGW's F-TEID. sndem: with PFCPSMReq-Flags SNDEM in the
+    Update Forwarding Parameters (8.2.31): End Marker on the old tunnel."""
+    fwd = [IE_DestinationInterface(interface=0), IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)]
+    if sndem:
+        fwd.append(IE_PFCPSMReqFlags(SNDEM=1))
     upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),
-                                IE_UpdateForwardingParameters(IE_list=[
-                                    IE_DestinationInterface(interface=0),
-                                    IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)])])
+                                IE_UpdateForwardingParameters(IE_list=fwd)])
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
-def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
-    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again."""
-    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
+def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR, sndem: bool = False):
+    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again. sndem: End Marker on the
+    tunnel it leaves (PFCPSMReq-Flags SNDEM in Update Forwarding Parameters)."""
+    ies = [IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)]
+    if sndem:
+        ies.append(IE_UpdateForwardingParameters(IE_list=[IE_PFCPSMReqFlags(SNDEM=1)]))
+    upd = IE_UpdateFAR(IE_list=ies)
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
@@ -178,6 +185,7 @@ def corpus() -> dict[str, bytes]:
         "establish_teid_urr_qer": bytes(establish(3, 0x12, ue, teid=0x1234, urr=True, qer=True)),
         "establish_extra_ies": bytes(establish(4, 0x13, ue, extra=unknown_optional_ies())),
         "modify_dl": bytes(modify_dl(5, 0x100000001)),
+        "modify_dl_sndem": bytes(modify_dl(12, 0x100000001, sndem=True)),
         "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
         "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
         "modify_qer": bytes(modify_qer(6, 0x100000001)),
