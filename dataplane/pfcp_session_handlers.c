@@ -539,6 +539,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	a->n_sess++;
 	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
 	sess_publish(a, s);
+	usage_watch(a, s);
 out:
 	free(p.r);
 	/* the CP's SEID when it was readable (TS 29.244 7.2.2.4.2), else 0 */
@@ -681,6 +682,13 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 			return false;
 		}
 	}
+	/* Query URR: of URRs the session has */
+	for (int i = 0; i < m->n_query_urr; i++) {
+		if (!urr_of(p->urr, n_urr, m->query_urr[i])) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->query_urr[i]);
+			return false;
+		}
+	}
 	/* a QFI changed on a QER the downlink PDR applies: a new downlink marking */
 	if (m->n_update_qer && s->r) {
 		marking = dl_marking(&s->r->pdr[PGWU_PFCP_DOWNLINK], p->qer, n_qer);
@@ -784,6 +792,17 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	if (s->r) {
 		memcpy(s->r->qer, p.qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));
+		/* an updated period starts now; a new quota may be reported used up again */
+		for (int i = 0; i < m->n_update_urr; i++)
+			for (int u = 0; u < s->r->n_urr; u++) {
+				if (s->r->urr[u].id != m->update_urr[i].id)
+					continue;
+				if (m->update_urr[i].present & PFCP_URR_PERIOD)
+					s->r->st[u].next_period_ms = 0;
+				if (m->update_urr[i].present & PFCP_URR_VOL_QUOTA)
+					s->r->st[u].quota_reported = false;
+			}
+		usage_watch(a, s);
 	}
 	sess_publish(a, s);
 	if (em_sgw)
@@ -791,6 +810,8 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);
+	if (s && r.cause == PFCP_CAUSE_ACCEPTED && (m->n_query_urr || (m->smreq & PFCP_SMREQ_QAURR)))
+		w_query_reports(a, w, s, m);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
 
@@ -825,7 +846,7 @@ void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	pfcp_w_hdr(w, PFCP_SESS_DEL_RESP, true, cp_seid, m->h.seq);
 	w_cause(w, &r);
 	if (report)
-		w_usage_reports(w, &copy, &b, (__u32)((a->now_ms - copy.start_ms) / 1000));
+		w_usage_reports(a, w, &copy, &b);
 	free(rules);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
 }

@@ -11,7 +11,8 @@ from scapy.contrib.pfcp import (
     IE_FAR_Id, IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_GateStatus, IE_MBR,
     IE_MeasurementMethod, IE_NetworkInstance, IE_NodeId, IE_OuterHeaderCreation,
     IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_PFCPSMReqFlags, IE_QueryURR, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
-    IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR,
+    IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR, IE_MeasurementPeriod,
+    IE_TimeThreshold, IE_UpdateURR, IE_VolumeQuota, IE_VolumeThreshold,
     IE_UpdateForwardingParameters, IE_UpdateQER, IE_URR_Id, PFCP, PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest, PFCPHeartbeatRequest, PFCPSessionDeletionRequest,
     PFCPSessionEstablishmentRequest, PFCPSessionModificationRequest,
@@ -96,9 +97,44 @@ def dl_far_buffer(far_id: int = DL_FAR) -> IE_CreateFAR:
     return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
 
 
-def create_urr() -> IE_CreateURR:
-    return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1),
-                                 IE_ReportingTriggers()])
+def urr_ies(period: int | None = None, vol_thresh: int | None = None, vol_quota: int | None = None,
+            time_thresh: int | None = None) -> list:
+    """A URR's reporting parameters (TS 29.244 7.5.2.4), each with its Reporting Trigger (8.2.19):
+    Measurement Period (s, PERIO), Volume Threshold (total octets, VOLTH), Volume Quota (total octets,
+    VOLQU), Time Threshold (s, TIMTH)."""
+    trig = IE_ReportingTriggers(periodic_reporting=int(period is not None),
+                                volume_threshold=int(vol_thresh is not None),
+                                volume_quota=int(vol_quota is not None), time_threshold=int(time_thresh is not None))
+    ies = [trig]
+    if period is not None:
+        ies.append(IE_MeasurementPeriod(period=period))
+    if vol_thresh is not None:
+        ies.append(IE_VolumeThreshold(TOVOL=1, total=vol_thresh))
+    if vol_quota is not None:
+        ies.append(IE_VolumeQuota(TOVOL=1, total=vol_quota))
+    if time_thresh is not None:
+        ies.append(IE_TimeThreshold(threshold=time_thresh))
+    return ies
+
+
+def create_urr(durat: bool = False, **params) -> IE_CreateURR:
+    """A URR measuring volume (and duration with durat), with the reporting parameters of urr_ies."""
+    ies = urr_ies(**params) if params else [IE_ReportingTriggers()]
+    return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1, DURAT=int(durat))] + ies)
+
+
+def modify_urr(seq: int, up_seid: int, **params):
+    """Update URR with new reporting parameters (urr_ies), e.g. a new quota."""
+    upd = IE_UpdateURR(IE_list=[IE_URR_Id(id=URR_ID)] + urr_ies(**params))
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def query_urr(seq: int, up_seid: int, urr_ids=(URR_ID,), all_urrs: bool = False):
+    """A modification that only asks for usage: Query URR per ID (7.5.4.10), or PFCPSMReq-Flags QAURR."""
+    ies = [IE_QueryURR(IE_list=[IE_URR_Id(id=i)]) for i in urr_ids]
+    if all_urrs:
+        ies.append(IE_PFCPSMReqFlags(QUARR=1))
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=ies)
 
 
 def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None, gate_ul: int = 0, gate_dl: int = 0,
@@ -186,6 +222,9 @@ def corpus() -> dict[str, bytes]:
         "establish_extra_ies": bytes(establish(4, 0x13, ue, extra=unknown_optional_ies())),
         "modify_dl": bytes(modify_dl(5, 0x100000001)),
         "modify_dl_sndem": bytes(modify_dl(12, 0x100000001, sndem=True)),
+        "modify_urr_quota": bytes(modify_urr(13, 0x100000001, vol_quota=10_000)),
+        "query_urr": bytes(query_urr(14, 0x100000001)),
+        "query_all_urrs": bytes(query_urr(15, 0x100000001, urr_ids=(), all_urrs=True)),
         "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
         "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
         "modify_qer": bytes(modify_qer(6, 0x100000001)),
