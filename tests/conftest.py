@@ -59,3 +59,13 @@ def trex_server():
     with srv:
         yield srv
 # ---- end of TRex server block ---------------------------------------------------------------------
+
+
+# ---- CPU claims (gtplab/lab/claims.py) -------------------------------------------------------------
+# Several developers run this suite at once on one machine, and every lab test builds its lab on the
+# same CPUs (0 and 1 on two CPUs): the suite's labs ask to share CPUs with other labs rather than be
+# refused (a lab that shares says so in its layout and in every trial). No test times anything
+# (docs/testing.md), so sharing changes no result. tests/lab/test_claims.py tests the refusal with a
+# claims directory of its own. Set GTPLAB_SHARE_CPUS=0 to have the suite's labs refuse instead.
+os.environ.setdefault("GTPLAB_SHARE_CPUS", "1")
+# ---- end of CPU claims block -----------------------------------------------------------------------

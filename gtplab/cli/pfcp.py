@@ -2,6 +2,7 @@
 
     gtplab pfcp --lab-config eupf --profile uplink -t flows=1024,sgws=4 -o provisioned.txt
     gtplab pfcp --upf 10.0.0.2:8805 --n3 10.0.0.2 --n6 10.0.1.2 --duration 60
+    gtplab pfcp --lab NAME --lab-config embedded-eupf -t flows=64 --duration 60   # a namespace lab's UPF
 
 Listens on port 8805 of its N4 address (--local, --listen-port), sets the association up,
 establishes one session per bearer of the profile's tunables (the same bearers `gtplab bearers`
@@ -11,6 +12,9 @@ them: answers the UPF's heartbeats and reports, sends its own heartbeats, re-est
 restart, until --duration ends or Ctrl-C / SIGTERM. Then deletes every session (prints the usage
 reports with --urr) and releases the association (a UPF that does not answer the release is a
 warning). The first error is the one printed; what failed while cleaning up after it is added to it.
+With --lab NAME (a namespace lab running an external UPF, `gtplab lab up --lab-config
+embedded-eupf`), the node runs in the lab's control-plane namespace and reaches the UPF over the
+lab's N4 link only; --upf, --n3, --n6 and --local default to the lab's addresses.
 
 It lives in gtplab/cli/, not in pfcp/, because it reads lab configs (gtplab.lab.config), which check
 their dut.pfcp section with gtplab.pfcp.provision: pfcp/ stays below lab/ (docs/architecture.md).
@@ -26,9 +30,11 @@ import tempfile
 import threading
 import time
 
+from gtplab.dut.pfcp import in_lab, provisioner
 from gtplab.errors import Terminated, UserError
 from gtplab.gtpu import bearers as gb
 from gtplab.lab import config as labconfig
+from gtplab.lab.topology import Lab
 from gtplab.pfcp import provision as prov
 
 
@@ -40,8 +46,8 @@ def _config(args) -> prov.PfcpConfig:
         d = dict(cfg.dut["pfcp"])
         where = f"lab config {cfg.path}"
     else:
-        d, where = {}, "gtplab pfcp"
-    for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi"):
+        d, where = ({"upf": prov.LAB} if args.lab else {}), "gtplab pfcp"
+    for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi", "release_wait"):
         v = getattr(args, key)
         if v is not None:
             d[key] = v
@@ -51,16 +57,21 @@ def _config(args) -> prov.PfcpConfig:
         d["urr"] = True
     if d.get("upf") == prov.EMBEDDED:
         raise UserError(f"{where}: upf: embedded is started by the lab; give --upf HOST[:PORT]")
+    if d.get("upf") == prov.LAB and not args.lab:
+        raise UserError(f"{where}: upf: lab is a namespace lab's external UPF: give --lab NAME "
+                        "(gtplab lab up --lab-config ... prints it), or --upf HOST[:PORT]")
     return prov.parse_config(d, where)
 
 
 def _run(args) -> int:
-    cfg = _config(args)
+    cfg, netns = _config(args), None
+    if args.lab:
+        cfg, netns = in_lab(cfg, Lab.open(args.lab))
     if threading.current_thread() is threading.main_thread():
         def term(*_):
             raise Terminated()
         signal.signal(signal.SIGTERM, term)      # the sessions are deleted on the way out
-    p = prov.Provisioner(cfg)
+    p = provisioner(cfg, netns)
     try:
         try:
             _hold(args, p, gb)
@@ -111,6 +122,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("pfcp", help="provision a profile's bearers on a UPF over PFCP and hold them",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--lab-config", metavar="NAME|FILE", help="take dut.pfcp from this lab config")
+    p.add_argument("--lab", metavar="NAME", help="a namespace lab running an external UPF: the node runs in "
+                   "its control-plane namespace, the addresses are the lab's (upf: lab)")
     p.add_argument("--upf", metavar="HOST[:PORT]", help="the UPF's N4 address (overrides the lab config)")
     p.add_argument("--n3", metavar="IPV4", help="the UPF's N3 GTP-U address")
     p.add_argument("--n6", metavar="IPV4", help="the UPF's N6 address")
@@ -123,6 +136,10 @@ def add_parser(subparsers) -> None:
                    help="the UPF allocates the F-TEIDs (CHOOSE) or, --no-choose, gtplab gives them "
                         "(default: dut.pfcp.choose, auto: CHOOSE when the UPF offers FTUP at association)")
     p.add_argument("--urr", action="store_true", help="a volume URR per session; usage printed at the end")
+    p.add_argument("--release-wait", dest="release_wait", type=float, metavar="S",
+                   help="seconds to wait for the answer to the Association Release Request, sent once "
+                        "(for a UPF that never answers it, as eUPF; default: dut.pfcp.release_wait, "
+                        "else T1 x (N1 + 1) with retransmissions)")
     p.add_argument("--qfi", type=int, metavar="N", help="5G N3: every session's QoS flow, 0..63 (a QER "
                    "QFI: the UPF marks downlink G-PDUs; an uplink PDI QFI: uplink G-PDUs must carry it)")
     p.add_argument("--profile", choices=("uplink", "downlink"), default="uplink",

@@ -41,9 +41,11 @@ class LocalDut:
 
     kind = "local"
 
-    def __init__(self, lab):
+    def __init__(self, lab, mode: str | None = None):
+        """mode: what to read (default the lab's DUT mode); "fwd" on a PGW-U lab reads the reference
+        forwarder that gtplab.dut.reference swaps in for a moment."""
         self.lab = lab
-        self.mode = lab.dut_mode
+        self.mode = mode or lab.dut_mode
         self.dp = None
         if self.mode == "pgwu":
             self.dp = Dataplane(lab.pin_dir)
@@ -113,10 +115,12 @@ class LocalDut:
         return out
 
     def cpu_seconds(self) -> dict[str, float] | None:
-        """{"threads": CPU seconds of the DUT's NAPI kthreads, "cpus": busy seconds of the DUT CPUs}."""
+        """{"threads": CPU seconds of the DUT's NAPI kthreads, "cpus": busy seconds of the DUT CPUs,
+        less the lab's spinner that keeps them awake (gtplab.lab.awake): its time is the lab's own}."""
         lay = self.layout()
+        spin = sum(thread_cpu_ns(t) for t in self.lab.awake_threads()) / 1e9
         return {"threads": sum(thread_cpu_ns(t) for t in self.lab.dut_threads()) / 1e9,
-                "cpus": cpus_busy_seconds(lay["dut"]) if lay else cpus_busy_seconds()}
+                "cpus": (cpus_busy_seconds(lay["dut"]) if lay else cpus_busy_seconds()) - spin}
 
     @contextlib.contextmanager
     def bpf_stats(self):

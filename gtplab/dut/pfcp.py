@@ -1,8 +1,10 @@
 """A DUT whose bearers are provisioned over PFCP (lab config `dut.provision: pfcp`, docs/pfcp.md).
 
-    PfcpDut        wraps the probe that reads the counters (local, metrics, prometheus, none);
-                   install_bearers() establishes one session per bearer through gtplab.pfcp
+    PfcpDut        wraps the probe that reads the counters (local, metrics, prometheus, none,
+                   external); install_bearers() establishes one session per bearer through gtplab.pfcp
     EmbeddedAgent  the embedded lab's `pgwu pfcp --listen` (`upf: embedded`)
+    in_lab         `upf: lab`: an external UPF's N4 in the namespace lab (gtplab/lab/external.py),
+                   the addresses filled in from the lab, the node run in its control-plane namespace
 
 gtplab.dut.probe.make_dut puts a PfcpDut around the counters' probe when the lab config says so.
 """
@@ -10,6 +12,7 @@ gtplab.dut.probe.make_dut puts a PfcpDut around the counters' probe when the lab
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -19,8 +22,37 @@ from pathlib import Path
 
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import UserError
+from gtplab.kernel.netns import route_problem, run_in
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpError
+
+PFCP_PORT = 8805
+
+
+def in_lab(cfg: prov.PfcpConfig, lab) -> tuple[prov.PfcpConfig, str | None]:
+    """cfg with `upf: lab` resolved against a namespace lab with an external UPF: the UPF's N4
+    address (port 8805), gtplab's N4 address as local, the lab's N3 and N6 addresses where not
+    given; and the namespace gtplab's node must run in (the lab's control-plane namespace, whose
+    only way out is the N4 link: checked here). Any other upf: cfg as it is, no namespace."""
+    if cfg.upf != prov.LAB:
+        return cfg, None
+    if lab is None or not getattr(lab, "cp_ns", None):
+        raise UserError("dut.pfcp.upf: lab is the N4 address of an external UPF in the namespace lab "
+                        "(dut.mode: external), and this run has no such lab")
+    a, n4 = lab.addressing, lab.external["n4"]
+    why = route_problem(lab.cp_ns, a.dut_n4, n4["cp_ifname"])
+    if why:
+        raise UserError(f"dut.pfcp: N4: {why}")
+    return dataclasses.replace(cfg, upf=(a.dut_n4, PFCP_PORT), local=cfg.local or a.cp_n4,
+                               n3=cfg.n3 or a.dut_access, n6=cfg.n6 or a.dut_sgi), lab.cp_ns
+
+
+def provisioner(cfg: prov.PfcpConfig, netns: str | None, upf=None) -> prov.Provisioner:
+    """prov.Provisioner(cfg, upf), its node's socket made in netns (None: here). A socket keeps the
+    namespace it was made in, so the node's thread may run anywhere afterwards."""
+    if netns is None:
+        return prov.Provisioner(cfg, upf)
+    return run_in(netns, prov.Provisioner, cfg, upf)
 
 def agent_supported(pgwu: Path) -> bool:
     """Whether this pgwu binary has the PFCP agent (`pgwu pfcp --help` succeeds)."""
@@ -73,10 +105,10 @@ class PfcpDut:
     runner passes it to the uplink profile as --teid-file. close() deletes the sessions; their
     usage reports stay in usage."""
 
-    def __init__(self, counters_dut, cfg, pin_dir: str | None = None):
+    def __init__(self, counters_dut, cfg, pin_dir: str | None = None, lab=None):
         self.inner = counters_dut
         self.kind = getattr(counters_dut, "kind", "pfcp")
-        self.cfg = prov.parse_config(cfg.dut.get("pfcp"), f"lab config {cfg.path}")
+        self.cfg, netns = in_lab(prov.parse_config(cfg.dut.get("pfcp"), f"lab config {cfg.path}"), lab)
         self.agent = None
         self.prov = None
         self.usage: dict = {}
@@ -94,10 +126,11 @@ class PfcpDut:
             deadline = time.monotonic() + 10
             while True:
                 try:
-                    self.prov = prov.Provisioner(self.cfg, upf)
+                    self.prov = provisioner(self.cfg, netns, upf)
                     break
                 except PfcpError:
-                    if self.agent is None or time.monotonic() > deadline:
+                    # a UPF started with the lab may still be opening its PFCP socket
+                    if (self.agent is None and netns is None) or time.monotonic() > deadline:
                         raise
             self.cfg = self.prov.cfg                 # with `choose` as resolved at association
             self._dir.mkdir(exist_ok=True)

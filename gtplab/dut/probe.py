@@ -1,8 +1,8 @@
 """The DUT as the measurement reads it: the probe interface (DutProbe) and make_dut(), which picks the
 probe for a lab config's `dut.provision` and `dut.counters` (docs/pfcp.md).
 
-    dut = make_dut(backend, lab_config)     # LocalDut, MetricsDut, PrometheusDut or NoCountersDut,
-                                            # inside a PfcpDut with dut.provision: pfcp
+    dut = make_dut(backend, lab_config)     # LocalDut, ExternalDut, MetricsDut, PrometheusDut or
+                                            # NoCountersDut, inside a PfcpDut with dut.provision: pfcp
     before = dut.counters(); ...; after = dut.counters()
 
 Used by gtplab.measure.runner.Runner (every trial reads the DUT through one of these) and the tests.
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any, ContextManager, Protocol
 
+from gtplab.dut.external import EupfDut, ExternalDut
 from gtplab.dut.local import LocalDut
 from gtplab.dut.metrics import MetricsDut
 from gtplab.dut.pfcp import PfcpDut
 from gtplab.dut.prometheus import NoCountersDut, PrometheusDut
+from gtplab.errors import UserError
 
 
 class DutProbe(Protocol):
@@ -23,7 +25,7 @@ class DutProbe(Protocol):
     probe that cannot measure something returns None for it (ScrapedDut: no link counters, no
     per-program run time); the runner then says so in the trial's result."""
 
-    kind: str       # "local", "metrics", "prometheus", "none" (a PfcpDut takes its inner probe's)
+    kind: str       # "local", "external", "metrics", "prometheus", "none" (a PfcpDut takes its inner's)
 
     def close(self) -> None: ...
 
@@ -54,11 +56,19 @@ class DutProbe(Protocol):
 
 def make_dut(backend, cfg) -> DutProbe:
     """The runner's DUT probe for the lab config's provision and counters: the lab's own PGW-U or
-    forwarder when the backend has a namespace lab (the embedded engine's, or a TRex lab), else a
-    remote PGW-U's metrics; any UPF's Prometheus counters, or none; wrapped in a PfcpDut when the
-    bearers go over PFCP."""
+    forwarder when the backend has a namespace lab (the embedded engine's, or a TRex lab), or the
+    external UPF it runs (its counters by dut.counters, with the lab's own); else a remote PGW-U's
+    metrics; any UPF's Prometheus counters, or none; wrapped in a PfcpDut when the bearers go over
+    PFCP."""
     lab = getattr(backend, "lab", None)
-    if cfg.counters == "none":
+    if lab is not None and lab.dut_mode == "external":
+        inner = ExternalDut(lab, cfg)
+    elif cfg.counters == "kernel":
+        raise UserError(f"lab config {cfg.path}: dut.counters kernel reads the veths of an external UPF in the "
+                        "namespace lab (dut.mode: external); a UPF elsewhere: counters eupf, prometheus or none")
+    elif cfg.counters == "eupf":
+        inner = EupfDut(cfg)
+    elif cfg.counters == "none":
         inner = NoCountersDut()
     elif cfg.counters == "prometheus":
         inner = PrometheusDut(cfg)
@@ -66,7 +76,11 @@ def make_dut(backend, cfg) -> DutProbe:
         # the lab's own PGW-U (the embedded engine's lab, or a TRex lab in namespaces), else remote
         inner = LocalDut(lab) if lab is not None else MetricsDut(cfg)
     if cfg.provision == "pfcp":
-        return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None))
+        try:
+            return PfcpDut(inner, cfg, pin_dir=getattr(lab, "pin_dir", None), lab=lab)
+        except BaseException:
+            inner.close()
+            raise
     if cfg.provision == "none":
         inner.install_bearers = lambda path: None
     return inner

@@ -27,8 +27,11 @@ BPF_PROG_LOAD = 5
 BPF_OBJ_PIN = 6
 BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
+BPF_PROG_GET_FD_BY_ID = 13
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_ENABLE_STATS = 32
+BPF_LINK_UPDATE = 29
+BPF_F_REPLACE = 1 << 2
 BPF_MAP_LOOKUP_BATCH = 24
 
 BPF_ANY, BPF_NOEXIST, BPF_EXIST = 0, 1, 2
@@ -57,6 +60,10 @@ def _bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
 class _ObjGet(ctypes.Structure):
     _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32),
                 ("file_flags", ctypes.c_uint32), ("path_fd", ctypes.c_int32)]
+
+
+class _GetById(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32), ("open_flags", ctypes.c_uint32)]
 
 
 class _MapElem(ctypes.Structure):
@@ -90,6 +97,11 @@ class _Batch(ctypes.Structure):
 
 class _InfoByFd(ctypes.Structure):
     _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
+
+
+class _LinkUpdate(ctypes.Structure):
+    _fields_ = [("link_fd", ctypes.c_uint32), ("new_prog_fd", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("old_prog_fd", ctypes.c_uint32)]
 
 
 class _EnableStats(ctypes.Structure):
@@ -152,6 +164,12 @@ def obj_get(path: str) -> int:
     return _bpf(BPF_OBJ_GET, attr, f"open pinned object {path}")
 
 
+def prog_get_fd_by_id(prog_id: int) -> int:
+    """Open a loaded program by its id (e.g. the XDP program `ip link` shows on an interface, which
+    another process loaded); returns a new fd."""
+    return _bpf(BPF_PROG_GET_FD_BY_ID, _GetById(id=prog_id), f"open program id {prog_id}")
+
+
 def obj_pin(fd: int, path: str) -> None:
     """Pin a map, program or link at path (on bpffs; the directory must exist)."""
     p = ctypes.create_string_buffer(os.fsencode(path))
@@ -187,6 +205,15 @@ def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
 def enable_stats() -> int:
     """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): run time is counted while the returned fd is open."""
     return _bpf(BPF_ENABLE_STATS, _EnableStats(type=0), "enable BPF run-time stats")
+
+
+def link_update(link_fd: int, new_prog_fd: int, old_prog_fd: int | None = None) -> None:
+    """Swap the program of a link (BPF_LINK_UPDATE) in one step; with old_prog_fd only if that is the
+    program it has (BPF_F_REPLACE). An XDP link keeps its device's receive setup (veth: its NAPI
+    thread is not made anew), unlike a detach and attach."""
+    attr = _LinkUpdate(link_fd=link_fd, new_prog_fd=new_prog_fd,
+                       flags=BPF_F_REPLACE if old_prog_fd is not None else 0, old_prog_fd=old_prog_fd or 0)
+    _bpf(BPF_LINK_UPDATE, attr, "update a link's program")
 
 
 def map_info(fd: int) -> MapInfo:
@@ -342,6 +369,11 @@ class Prog(_BpfObject):
 
     def info(self) -> ProgInfo:
         return prog_info(self.fd)
+
+    @classmethod
+    def by_id(cls, prog_id: int, name: str = "prog") -> "Prog":
+        """A program someone else loaded, by its id (its run time and count: info())."""
+        return cls(prog_get_fd_by_id(prog_id), name)
 
     def test_run(self, data: bytes, *, repeat: int = 1, ingress_ifindex: int = 0,
                  rx_queue_index: int = 0, flags: int = 0, batch_size: int = 0,

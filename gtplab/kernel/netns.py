@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 import queue
+import subprocess
 import threading
 from typing import Any, Callable
 
@@ -109,3 +111,27 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def route_problem(ns: str, addr: str, ifname: str) -> str | None:
+    """Why addr is not reached from netns ns by ifname alone, or None when it is: the route to it
+    must leave by ifname, and ns must have no default route (so that nothing addressed elsewhere
+    can take a way out of the lab). Used for an external UPF's N4 (gtplab.lab.external, the PFCP
+    DUT before its association)."""
+    p = subprocess.run(["ip", "-n", ns, "-j", "route", "get", addr], capture_output=True, text=True, timeout=30)
+    try:
+        dev = (json.loads(p.stdout or "[]") or [{}])[0].get("dev") if p.returncode == 0 else None
+    except ValueError:
+        dev = None
+    if dev != ifname:
+        why = (p.stderr or "").strip()
+        return (f"in {ns} the route to {addr} leaves by {dev or 'no interface'}{f' ({why})' if why else ''}, "
+                f"not by the lab's link {ifname}")
+    d = subprocess.run(["ip", "-n", ns, "-j", "route", "show", "default"], capture_output=True, text=True,
+                       timeout=30)
+    routes = json.loads(d.stdout or "[]") if d.returncode == 0 else []
+    if routes:
+        via = ", ".join(f"via {r.get('gateway', '?')} dev {r.get('dev', '?')}" for r in routes)
+        return (f"{ns} has a default route ({via}): what is not addressed to the lab could leave the "
+                "machine; this namespace holds the lab's link only")
+    return None

@@ -41,3 +41,12 @@ def affinity(pid: int) -> list[int] | None:
         return sorted(os.sched_getaffinity(pid))
     except OSError:
         return None
+
+
+def process_cpu_ns(pid: int) -> int:
+    """Run time of every thread of process pid (/proc/PID/task/*/schedstat), ns; 0 when it is gone."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    return sum(thread_cpu_ns(int(t)) for t in tids if t.isdigit())

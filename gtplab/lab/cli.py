@@ -11,6 +11,7 @@ import sys
 from gtplab.errors import UserError
 from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import CpuLayout, cpu_text
+from gtplab.lab.external import ExternalSpec
 from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, GENERATORS, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
                                  Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
                                  teardown)
@@ -28,6 +29,11 @@ def _print_status(st: dict) -> None:
     if t:
         print(f"  generator: TRex {'running' if t['running'] else 'NOT running'} (pid {t.get('pid')}) on CPU(s) "
               f"{cpu_text(t.get('cpus') or [])}, from {t['runtime']}, log {t.get('log')}")
+    x = st.get("external")
+    if x:
+        run = ("started by the user" if x["user_started"] else
+               f"{'running' if x['running'] else 'NOT running'} (pid {x.get('pid')}), log {x.get('log')}")
+        print(f"  external UPF: {run}; N4: the UPF {x['n4']['upf']}, gtplab {x['n4']['cp']}")
     lay = st.get("cpu_layout")
     if lay:
         print(f"  CPUs: generator {cpu_text(lay['generator'])}, DUT {cpu_text(lay['dut'])}"
@@ -36,6 +42,18 @@ def _print_status(st: dict) -> None:
             for t in threads:
                 print(f"    napi {ifname:<12} pid {t['pid']:<7} on CPU(s) {cpu_text(t['cpus'] or [])}"
                       f"{'' if t['pinned'] else '  (not pinned: an engine attached since? see docs/lab.md)'}")
+        u = lay.get("upf")
+        if u:
+            print(f"    upf process pid {u['pid']:<7} {u['threads']} threads on CPU(s) {cpu_text(u['cpus'])}")
+        aw = lay.get("awake")
+        if aw:
+            print(f"    DUT CPUs kept awake: {aw['method']}{'' if aw.get('applied') else ' (NOT applied)'}"
+                  f"{' (given back)' if aw.get('restored') else ''}")
+        cl = lay.get("claim")
+        if cl:
+            print(f"    CPUs claimed: {cpu_text(cl['cpus'])}" + (
+                "; shared with " + ", ".join(h["lab"] for h in st.get("shared_with") or [])
+                if st.get("shared_with") else ""))
         for n in lay.get("notes", []):
             print(f"    note: {n}")
     else:
@@ -73,10 +91,17 @@ def _cmd_up(args) -> int:
     generator = args.generator or (cfg.generator if cfg else "engine")
     if args.trex and generator != "trex":
         raise UserError("--trex names TRex's runtime: it needs --generator trex")
-    lab = Lab.up(args.name, dut=args.dut, mtu=args.mtu if args.mtu is not None else
+    dut = args.dut or (cfg.dut_mode if cfg else "pgwu")
+    spec = None
+    if dut == "external":
+        spec = cfg.external_spec() if cfg and cfg.dut_mode == "external" else None
+        if spec is None:
+            raise UserError("--dut external: give --lab-config with the UPF (dut.mode: external, dut.external)")
+    lab = Lab.up(args.name, dut=dut, mtu=args.mtu if args.mtu is not None else
                  int((cfg.lab if cfg else {}).get("mtu", DEFAULT_MTU)), addressing=a,
                  gen_pass=not args.no_gen_pass, cpus=cpus, generator=generator,
-                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None))
+                 trex_runtime=args.trex or (cfg.trex_runtime() if cfg else None), external_spec=spec,
+                 share_cpus=True if args.share_cpus else (cfg.lab.get("share_cpus") if cfg else None))
     # made to outlive this command: not an orphan when its creator exits
     lab.state["standalone"] = True
     _write_state(lab.state_path, lab.state)
@@ -89,6 +114,14 @@ def _cmd_up(args) -> int:
               f"receive threads pinned to CPU(s) {cpu_text(cpus.dut)}"
               + ("" if lay.get("honoured") else " -- layout NOT honoured: " + "; ".join(lay.get("notes", []))),
               file=sys.stderr)
+        if lab.external:
+            x, ad = lab.external, lab.addressing
+            who = (f"the UPF runs as pid {x['pid']} (log {x['log']})" if x.get("pid") else
+                   f"start your UPF in it: ip netns exec {lab.dut_ns} ..." + (
+                       f" (its config is rendered in {x['workdir']})" if (x.get("spec") or {}).get("config") else ""))
+            print(f"external UPF: N3 {lab.ports[0].dut_ifname} {ad.dut_access}, N6 {lab.ports[1].dut_ifname} "
+                  f"{ad.dut_sgi}, N4 {x['n4']['dut_ifname']} {ad.dut_n4}; gtplab's N4 {ad.cp_n4} in {lab.cp_ns}; "
+                  f"{who}", file=sys.stderr)
         print(f"remove it with: gtplab lab down --name {lab.name}", file=sys.stderr)
     return 0
 
@@ -112,7 +145,8 @@ def _cmd_down(args) -> int:
         # can still be removed (only its own names are touched).
         if not NAME_RE.match(args.name):
             raise UserError(f"bad lab name {args.name!r}")
-        plan = Lab._plan(args.name, Addressing(), "none", DEFAULT_MTU, generator="trex")
+        plan = Lab._plan(args.name, Addressing(), "external", DEFAULT_MTU, generator="trex",
+                         external_spec=ExternalSpec())
         removed = teardown(plan)
         if not removed:
             raise UserError(f"no lab named {args.name!r}")
@@ -124,7 +158,8 @@ def _cmd_down(args) -> int:
         except FileNotFoundError:
             continue  # removed meanwhile by another `down`
         except ValueError:
-            state = Lab._plan(n, Addressing(), "none", DEFAULT_MTU, generator="trex")  # torn state file
+            state = Lab._plan(n, Addressing(), "external", DEFAULT_MTU, generator="trex",
+                              external_spec=ExternalSpec())  # torn state file: every name it may have
         removed = teardown(state)
         print(f"lab {n}: removed {', '.join(removed) or 'nothing'}")
     if busy:
@@ -153,9 +188,10 @@ def add_parser(subparsers) -> None:
     sub.required = True
     up = sub.add_parser("up", help="create a lab; prints its name")
     up.add_argument("--name", help="lab name (1-10 of a-z0-9; default: random)")
-    up.add_argument("--dut", choices=DUT_MODES, default="pgwu",
-                    help="XDP on the DUT ports: the PGW-U (default), the reference forwarder (fwd), a "
-                         "drop/pass sink, a reflector (tx), or none")
+    up.add_argument("--dut", choices=DUT_MODES, default=None,
+                    help="the DUT: the PGW-U (default, or the lab config's dut.mode), the reference "
+                         "forwarder (fwd), the lab config's external UPF (external: started in the DUT "
+                         "netns, with an N4 link), a drop/pass sink, a reflector (tx), or none")
     up.add_argument("--generator", choices=GENERATORS,
                     help="engine: the embedded BPF engine (default); trex: a TRex server on the generator "
                          "ports (DPDK af_packet, in the generator namespace, on the generator CPUs)")
@@ -164,7 +200,7 @@ def add_parser(subparsers) -> None:
                          "config's trex.runtime, $GTPLAB_TREX_DIR, $GTPLAB_TREX_TARBALL, "
                          "../shared/trex/trex-v3.08-runtime.tgz)")
     up.add_argument("--lab-config", metavar="NAME|FILE",
-                    help="take the generator, TRex runtime and MTU from this lab config")
+                    help="take the generator, TRex runtime, MTU and DUT (an external UPF) from this lab config")
     up.add_argument("--mtu", type=int, default=None,
                     help=f"MTU of every lab interface (default {DEFAULT_MTU}, max {VETH_XDP_MAX_MTU})")
     up.add_argument("--generator-cpus", metavar="CPUS",
@@ -173,6 +209,9 @@ def add_parser(subparsers) -> None:
     up.add_argument("--dut-cpus", metavar="CPUS",
                     help="CPUs of the DUT's receive NAPI threads, hence its XDP programs (default: the "
                          "second half)")
+    up.add_argument("--share-cpus", action="store_true",
+                    help="run on CPUs another lab holds, and say so (default: refused, naming that lab; "
+                         "also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     up.add_argument("--no-gen-pass", action="store_true",
                     help="don't attach the XDP_PASS program to the generator ports")
     up.add_argument("--json", action="store_true", help="print the lab's status as JSON")

@@ -19,8 +19,10 @@ from typing import Any
 
 import yaml
 
-from gtplab.dut import prometheus
+from gtplab.dut import prometheus, upf_counters
 from gtplab.errors import UserError
+from gtplab.lab import external
+from gtplab.lab.awake import METHODS as AWAKE_METHODS
 from gtplab.lab.cpu import CpuLayout
 from gtplab.pfcp import provision as prov
 from gtplab.rates import line_rate_pps
@@ -33,9 +35,11 @@ _TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_spe
              "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
              "trex"}
 _DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
-             "provision", "counters", "pfcp", "prometheus"}
-DUT_MODES = ("pgwu", "fwd")     # what the embedded lab attaches as the DUT (gtplab/lab/topology.py)
-_LAB_KEYS = {"mtu", "generator"}
+             "provision", "counters", "pfcp", "prometheus", "external", "eupf", "name", "max_bearers"}
+# what the embedded lab runs as the DUT (gtplab/lab/topology.py): the PGW-U, the reference forwarder,
+# or any UPF the lab starts (dut.external, gtplab/lab/external.py)
+DUT_MODES = ("pgwu", "fwd", "external")
+_LAB_KEYS = {"mtu", "generator", "awake", "share_cpus"}
 _TREX_KEYS = {"runtime"}
 GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
 _THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
@@ -97,6 +101,19 @@ class LabConfig:
         return self.dut.get("mode", "pgwu")
 
     @property
+    def dut_name(self) -> str | None:
+        """dut.name: what the report calls the DUT (e.g. "eUPF a8d774a"); None: by its mode."""
+        n = self.dut.get("name")
+        return str(n) if n else None
+
+    @property
+    def max_bearers(self) -> int | None:
+        """dut.max_bearers: the most bearers (sessions) the DUT holds; the sweep skips cases that
+        need more (None: no limit known)."""
+        v = self.dut.get("max_bearers")
+        return int(v) if v is not None else None
+
+    @property
     def provision(self) -> str:
         """How the bearers reach the DUT: pgwu (session load), pfcp (Sx/N4), none (already there)."""
         return self.dut.get("provision", "pgwu")
@@ -105,6 +122,12 @@ class LabConfig:
     def counters(self) -> str:
         """How the DUT's counters are read: pgwu, prometheus (dut.prometheus mapping), none."""
         return self.dut.get("counters", "pgwu")
+
+    def external_spec(self) -> "external.ExternalSpec | None":
+        """dut.external as gtplab.lab.external.ExternalSpec (dut.mode external), else None."""
+        if self.dut_mode != "external":
+            return None
+        return external.parse_spec(self.dut.get("external"), f"lab config {self.path}", Path(self.path).parent)
 
     def cpu_layout(self):
         """The local lab's gtplab.lab.cpu.CpuLayout (checked against this host's CPUs)."""
@@ -123,6 +146,28 @@ def _percent(v) -> float | None:
 
 def _fail(path, msg: str):
     raise UserError(f"lab config {path}: {msg}")
+
+
+def _check_external(path, dut: dict, local_lab: bool) -> None:
+    """dut.mode external: a namespace lab, its dut.external section, bearers over PFCP (or already
+    there) and counters an external UPF has; dut.pfcp.upf: lab only there."""
+    mode = dut.get("mode", "pgwu")
+    if mode != "external":
+        if "external" in dut:
+            _fail(path, f"dut.external is given but dut.mode is {mode!r} (set mode: external)")
+        if (dut.get("pfcp") or {}).get("upf") == prov.LAB:
+            _fail(path, "dut.pfcp.upf: lab is an external UPF's N4 in the namespace lab (dut.mode: external)")
+        return
+    if not local_lab:
+        _fail(path, "dut.mode external runs the UPF in the namespace lab: backend local, or lab.generator trex")
+    external.parse_spec(dut.get("external"), f"lab config {path}", Path(path).parent)
+    if (dut.get("pfcp") or {}).get("upf") == prov.EMBEDDED:
+        _fail(path, "dut.pfcp.upf: embedded is the PGW-U's own agent; an external UPF's is `lab`")
+    if dut.get("provision", "pgwu") not in ("pfcp", "none"):
+        _fail(path, "dut.mode external: dut.provision pfcp (gtplab provisions it over N4) or none (you do)")
+    if dut.get("counters", "pgwu") not in ("eupf", "kernel", "prometheus", "none"):
+        _fail(path, "dut.mode external: dut.counters eupf, prometheus (the UPF's own), kernel (the XDP "
+                    "verdicts the kernel counts on its veths) or none")
 
 
 def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
@@ -147,6 +192,12 @@ def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
         prometheus.parse_prometheus(dut.get("prometheus"), f"lab config {path}")
     elif "prometheus" in dut:
         _fail(path, f"dut.prometheus is given but dut.counters is {counters!r} (set counters: prometheus)")
+    if counters == "eupf":
+        upf_counters.parse_eupf(dut.get("eupf"), f"lab config {path}")
+    elif "eupf" in dut:
+        _fail(path, f"dut.eupf is given but dut.counters is {counters!r} (set counters: eupf)")
+    if counters == "kernel" and dut.get("mode") != "external":
+        _fail(path, "dut.counters kernel counts an external UPF's XDP verdicts on the lab's veths (dut.mode: external)")
     if counters == "pgwu" and not local_lab and not dut.get("metrics_url"):
         _fail(path, "dut.counters pgwu on a lab of other hosts reads `pgwu metrics`: give "
                     "dut.metrics_url (or counters: prometheus / none)")
@@ -230,7 +281,17 @@ def load(name_or_path: str | None = None) -> LabConfig:
     gen = (data.get("lab") or {}).get("generator", "engine")
     if gen not in GENERATORS:
         _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
+    mb = (data.get("dut") or {}).get("max_bearers")
+    if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
+        _fail(path, f"dut.max_bearers {mb!r} must be a number of bearers >= 1")
     _check_dut_access(path, backend, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
+    _check_external(path, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
+    aw = (data.get("lab") or {}).get("awake", "auto")
+    if aw not in AWAKE_METHODS:
+        _fail(path, f"lab.awake {aw!r}: one of {', '.join(AWAKE_METHODS)} (how the DUT CPUs are kept out of halt)")
+    share = (data.get("lab") or {}).get("share_cpus", False)
+    if not isinstance(share, bool):
+        _fail(path, f"lab.share_cpus {share!r}: true or false (run on CPUs another lab holds, and say so)")
     rt = (data.get("trex") or {}).get("runtime")
     if rt is not None and not isinstance(rt, str):
         _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")

@@ -56,7 +56,7 @@ from gtplab.dut.dataplane import REASONS, pgwu_binary
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
 from gtplab.kernel.threads import affinity, napi_threads
-from gtplab.lab import trex_server
+from gtplab.lab import awake, claims, external, trex_server
 from gtplab.lab.cpu import CpuLayout, cpu_text
 
 STATE_DIR = Path(os.environ.get("GTPLAB_RUN_DIR", "/run/gtplab")) / "labs"
@@ -71,7 +71,7 @@ DEFAULT_MTU = 3200
 VETH_XDP_MAX_MTU = 3506
 
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
-DUT_MODES = ("pgwu", "fwd", "drop", "pass", "tx", "none")
+DUT_MODES = ("pgwu", "fwd", "external", "drop", "pass", "tx", "none")
 GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
 ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
@@ -93,6 +93,10 @@ class Addressing:
     pdn_net: str = "198.18.0.0/15"      # routed on the DUT via gen_sgi
     local_teid_base: int = 0x00010000
     sgw_teid_base: int = 0x80000000
+    n4_net: str = "10.203.0.0/29"      # an external UPF's N4 link (gtplab/lab/external.py): room
+                                       # for a second control plane (.3 to .6)
+    dut_n4: str = "10.203.0.1"         # the UPF's PFCP (and API) address
+    cp_n4: str = "10.203.0.2"          # gtplab's, in the lab's control-plane namespace
 
     def ue(self, i: int) -> str:
         return str(ipaddress.ip_network(self.ue_pool).network_address + 1 + i)
@@ -116,7 +120,8 @@ class Addressing:
                 "sgw_teid": self.sgw_teid(i)}
 
     def prefixlen(self, side: str) -> int:
-        return ipaddress.ip_network(self.access_net if side == "access" else self.sgi_net).prefixlen
+        net = {"access": self.access_net, "sgi": self.sgi_net, "n4": self.n4_net}[side]
+        return ipaddress.ip_network(net).prefixlen
 
 
 @dataclass
@@ -188,6 +193,9 @@ class Lab:
         c = state.get("cpus") or {}
         self.cpus = CpuLayout(c["generator"], c["dut"]) if c else None
         self.state_path = _state_path(self.name)
+        self.external: dict | None = state.get("external")   # dut.mode external (lab/external.py)
+        self.cp_ns: str | None = state["netns"].get("cp")      # its control plane's namespace
+        self._external_proc = None
 
     # ---------------------------------------------------------------- create / destroy
 
@@ -195,8 +203,13 @@ class Lab:
     def up(cls, name: str | None = None, *, dut: str = "pgwu", mtu: int = DEFAULT_MTU,
            addressing: Addressing | None = None, gen_pass: bool = True,
            pgwu_load_args: tuple[str, ...] = (), cpus: CpuLayout | None = None,
-           generator: str = "engine", trex_runtime: str | None = None) -> "Lab":
+           generator: str = "engine", trex_runtime: str | None = None,
+           external_spec: "external.ExternalSpec | None" = None,
+           share_cpus: bool | None = None) -> "Lab":
         """Build a lab; on any failure or Ctrl-C, remove what was built and re-raise.
+
+        share_cpus: run on CPUs another live lab holds (gtplab.lab.claims), and say so in every result;
+        None: $GTPLAB_SHARE_CPUS (unset: no, a lab that would overlap another is refused, naming it).
 
         cpus: the CPU layout (default CpuLayout.default(): generator 0, DUT 1 on two CPUs); whether
         it could be honoured, and why not, is in state["cpus"] (lab status, run.json, the report).
@@ -204,7 +217,8 @@ class Lab:
         gtplab/dut/fwd.py: MAC rewrite + redirect between the DUT ports), "drop"/"pass" (a one-instruction
         XDP sink on both DUT ports, e.g. to measure the generator alone), "tx" (a reflector: every
         frame goes back out of the port it came in, to measure the generator's receive side too),
-        "none" (no XDP on the DUT).
+        "none" (no XDP on the DUT), "external" (any UPF: external_spec, a gtplab.lab.external
+        ExternalSpec, says how to start it in the DUT netns; an N4 link from a control-plane netns).
         gen_pass: attach an XDP_PASS program to the generator ports so frames the DUT redirects to
         them are received while no engine is connected (backend.engine_client(lab) removes it again)."""
         if dut not in DUT_MODES:
@@ -221,12 +235,16 @@ class Lab:
             raise LabError("must run as root (network namespaces, veth, XDP)")
         if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
             raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
+        if dut == "external" and external_spec is None:
+            raise LabError("DUT mode external needs the UPF's description (a lab config's dut.external)")
         a = addressing or Addressing()
+        share = claims.share_from_env() if share_cpus is None else bool(share_cpus)
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir)
+        state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir, external_spec)
         lab = cls(state)
         old = None
         try:
+            lab._claim(share)           # before anything is pinned to the CPUs
             lab._build(gen_pass, pgwu_load_args)
             state["status"] = "up"
             _write_state(lab.state_path, state)
@@ -245,13 +263,13 @@ class Lab:
     @classmethod
     def _reserve(cls, name: str | None, a: Addressing, dut: str, mtu: int,
                  cpus: CpuLayout | None = None, generator: str = "engine",
-                 trex_dir: Path | None = None) -> dict:
+                 trex_dir: Path | None = None, external_spec=None) -> dict:
         """Pick the name and write the state file (O_EXCL: two concurrent `up`s can't take one name)."""
         for _ in range(20 if name is None else 1):
             n = name if name is not None else secrets.token_hex(3)
             if not NAME_RE.match(n):
                 raise LabError(f"bad lab name {n!r}: 1-10 characters of a-z and 0-9")
-            state = cls._plan(n, a, dut, mtu, cpus, generator, trex_dir)
+            state = cls._plan(n, a, dut, mtu, cpus, generator, trex_dir, external_spec)
             taken = [ns for ns in state["netns"].values() if _netns_exists(ns)]
             taken += [d for d in state["pin_dirs"].values() if Path(d).exists()]
             try:
@@ -273,7 +291,7 @@ class Lab:
 
     @staticmethod
     def _plan(n: str, a: Addressing, dut: str, mtu: int, cpus: CpuLayout | None = None,
-              generator: str = "engine", trex_dir: Path | None = None) -> dict:
+              generator: str = "engine", trex_dir: Path | None = None, external_spec=None) -> dict:
         gen_ns, dut_ns = f"gtplab-{n}-gen", f"gtplab-{n}-dut"
         ports = []
         for pid, side, gen_addr, dut_addr in ((0, "access", a.gen_access, a.dut_access),
@@ -282,10 +300,11 @@ class Lab:
                 port_id=pid, side=side, netns=gen_ns, ifname=f"g{n}p{pid}", mac=_mac(n, False, pid),
                 addr=gen_addr, prefixlen=a.prefixlen(side), mtu=mtu, dut_netns=dut_ns,
                 dut_ifname=f"d{n}p{pid}", dut_mac=_mac(n, True, pid), dut_addr=dut_addr)))
+        ext = external.plan(n, external_spec, STATE_DIR) if dut == "external" else None
         return {
             "name": n, "status": "creating", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "pid": os.getpid(), "dut": dut,
-            "netns": {"gen": gen_ns, "dut": dut_ns},
+            "netns": {"gen": gen_ns, "dut": dut_ns, **({"cp": ext["cp_netns"]} if ext else {})},
             "pin_dirs": {"pgwu": str(BPFFS / f"gtplab-{n}"), "gen": str(BPFFS / f"gtplab-{n}-gen")},
             "ports": ports, "addressing": asdict(a),
             # one spare veth pair per generator CPU: a parking place for each transmit program
@@ -297,7 +316,23 @@ class Lab:
             # (recorded as soon as it exists: teardown stops it even if the creator died)
             "trex": {"runtime": str(trex_dir), "workdir": str(STATE_DIR / f"{n}-trex"),
                      "prefix": f"gtplab_{n}_trex", "pid": None} if generator == "trex" else None,
+            # an external UPF: its N4 link, work dir, runtime and pid (recorded as soon as it exists)
+            "external": ext,
         }
+
+    def _claim(self, share: bool) -> None:
+        """Claim the layout's CPUs machine-wide (gtplab.lab.claims): LabError naming the lab that
+        holds one of them, unless share; the claim (and whom it shares with) goes in the state."""
+        if self.cpus is None:
+            return
+        self.state["claim"] = claims.claim(self.name, self.cpus.generator + self.cpus.dut, self.state_path, share)
+        _write_state(self.state_path, self.state)
+
+    def shared_with(self) -> list[dict]:
+        """The other live labs holding any of this lab's CPUs now (gtplab.lab.claims.holders)."""
+        if self.cpus is None:
+            return []
+        return claims.holders(self.cpus.generator + self.cpus.dut, but=self.name)
 
     def _build(self, gen_pass: bool, pgwu_load_args: tuple[str, ...]) -> None:
         a = self.addressing
@@ -347,8 +382,13 @@ class Lab:
         elif self.dut_mode in ("drop", "pass", "tx"):
             verdict = {"drop": bpf.XDP_DROP, "pass": bpf.XDP_PASS, "tx": bpf.XDP_TX}[self.dut_mode]
             self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
+        if self.dut_mode == "external":
+            external.build_n4(self, self.external)
         if gen_pass:
             self.attach_gen_pass()
+        if self.dut_mode == "external":
+            # after the generator's XDP: a native XDP program's redirects into a veth need one on its peer
+            external.start(self, self.external, lambda: _write_state(self.state_path, self.state))
         self.apply_cpu_layout()
         if self.generator == "trex":
             self._start_trex()
@@ -415,6 +455,15 @@ class Lab:
             return {}
         lay: dict[str, Any] = {"generator": self.cpus.generator, "dut": self.cpus.dut,
                                "threads": {}, "notes": []}
+        prev = self.state.get("cpu_layout") or {}
+        if "awake" in prev:
+            lay["awake"] = prev["awake"]
+        cl = self.state.get("claim")
+        if cl:
+            lay["claim"] = {k: cl.get(k) for k in ("cpus", "shared", "shared_with")}
+            if cl.get("shared_with"):
+                lay["notes"].append("CPU(s) shared with " + "; ".join(map(claims.holder_text, cl["shared_with"]))
+                                    + " (asked to share): what they run is in this lab's numbers")
         if self.cpus.shared():
             lay["notes"].append(f"CPU(s) {cpu_text(self.cpus.shared())} run both generator and DUT: "
                                 "rates and CPU costs are the chain's, not the DUT's alone")
@@ -430,6 +479,8 @@ class Lab:
                     why = (r.stderr.strip().splitlines() or ["no NAPI kthread appeared"])[-1]
                     if side == "dut" and self.dut_mode == "none":
                         why = "no XDP program on it (DUT mode none): the kernel's stack receives"
+                    elif side == "dut" and self.dut_mode == "external":
+                        why = "the external UPF attached no XDP program to it (or not yet)"
                     lay["notes"].append(f"{ifname} ({side}): no threaded NAPI ({why}); its receive "
                                         "work runs in the sender's softirq")
                     continue
@@ -443,6 +494,10 @@ class Lab:
                 except OSError as e:
                     lay["notes"].append(f"{ifname} ({side}): Couldn't pin napi thread {pid}: {e.strerror}")
             lay["threads"][ifname] = [{"pid": pid, "side": side, "cpus": affinity(pid)} for pid in threads]
+        if self.dut_mode == "external":
+            lay["upf"] = external.process_info(self.external)
+            if lay["upf"] is None and (self.external or {}).get("spec", {}).get("start"):
+                lay["notes"].append("the external UPF's process is not running")
         dut_pinned = all(self.dut_mode == "none" or lay["threads"].get(p.dut_ifname) for p in self.ports)
         lay["honoured"] = dut_pinned and not self.cpus.shared()
         self.state["cpu_layout"] = lay
@@ -454,37 +509,39 @@ class Lab:
         """The DUT's receive kthreads now (the threads its XDP programs run in)."""
         return [pid for p in self.ports for pid in napi_threads(p.dut_ifname)]
 
-    def keep_cpus_awake(self) -> None:
-        """Turn off every idle state but polling on the DUT's CPUs, as on a UPF host tuned with
-        C-states off, until restore_cpu_idle() or teardown. (The generator's CPUs are busy while
-        they send: the engine paces in the kernel, it does not sleep.) On this VM, waking a
-        halted vCPU takes milliseconds, longer than a 256-frame veth ring lasts: a real-time thread
-        woken every 200 us was late by up to 3.8 ms with halt allowed, 0.66 ms with polling only (and
-        44 ms with a user-space spinner instead: the host then stalls the whole VM). The DUT's CPU
-        cost is read from its own threads' run time, which idle polling does not touch. What it
-        changed is recorded in the lab's state, so teardown restores it even after a crash."""
-        if self.cpus is None or self.state.get("cpuidle_saved"):
-            return
-        saved = {}
-        for cpu in self.cpus.dut:
-            for st in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpuidle").glob("state*")):
-                try:
-                    if (st / "name").read_text().strip() == "POLL" or (st / "disable").read_text().strip() == "1":
-                        continue
-                    saved[str(st / "disable")] = "0"
-                except OSError:
-                    continue
-        self.state["cpuidle_saved"] = saved
-        _write_state(self.state_path, self.state)      # before the change: teardown undoes it
-        for path in saved:
-            try:
-                Path(path).write_text("1")
-            except OSError as e:
-                self.state.setdefault("cpu_layout", {}).setdefault("notes", []).append(
-                    f"Couldn't turn off idle state {path}: {e.strerror}")
+    def keep_cpus_awake(self, method: str = "auto") -> dict:
+        """Keep the DUT's CPUs out of halt until restore_cpu_idle() or teardown, by the first way this
+        host allows (gtplab.lab.awake: its idle states off, as on a UPF host tuned with C-states off;
+        without a cpuidle driver a SCHED_IDLE spinner; method "none": nothing). (The generator's CPUs
+        are busy while they send: the engine paces in the kernel, it does not sleep.) On a VM, waking
+        a halted vCPU costs from ~10 us (this Intel VM) to milliseconds (the AMD host measured in
+        docs/lab.md), and a 256-frame veth ring lasts 0.25 ms at 1 Mpps. The DUT's CPU cost is read
+        from its own threads' run time, which neither method touches. What it changed is recorded in
+        the lab's state before the change, so teardown restores it even after a crash; the record
+        (state["awake"], also in cpu_layout["awake"]) says what was and was not applied."""
+        if self.cpus is None:
+            return {}
+        if "awake" in self.state:            # kept awake already (until restore_cpu_idle)
+            return self.state["awake"]
+
+        def save(rec: dict) -> None:
+            self.state["awake"] = rec
+            _write_state(self.state_path, self.state)
+        rec = awake.keep_awake(self.cpus.dut, method, save)
+        self.state["awake"] = rec
+        self.state.setdefault("cpu_layout", {})["awake"] = _awake_summary(rec)
+        _write_state(self.state_path, self.state)
+        return rec
+
+    def awake_threads(self) -> list[int]:
+        """The threads that keep the DUT CPUs awake now (the spinners; none for idle states): the
+        lab's own CPU time on the DUT's CPUs, never the DUT's."""
+        return awake.spinner_tids(self.state.get("awake"))
 
     def restore_cpu_idle(self) -> None:
         restore_cpu_idle(self.state)
+        if "awake" in self.state.get("cpu_layout") or {}:
+            self.state["cpu_layout"]["awake"]["restored"] = True
         if self.state_path.exists():
             _write_state(self.state_path, self.state)
 
@@ -525,7 +582,7 @@ class Lab:
                  f"detach XDP from {p.ifname}")
 
     def down(self) -> None:
-        teardown(self.state)
+        teardown(self.state, self._external_proc)
 
     def __enter__(self) -> "Lab":
         return self
@@ -624,21 +681,31 @@ class Lab:
 
 
 def restore_cpu_idle(state: dict) -> list[str]:
-    """Give back the idle states Lab.keep_cpus_awake() turned off; returns what it restored."""
-    done = []
+    """Give back what Lab.keep_cpus_awake() changed (idle states, spinners); returns what it did."""
+    done = awake.restore(state.pop("awake", None))
+    # a state file written before gtplab.lab.awake: {path: value} of the idle states turned off
     for path, value in (state.pop("cpuidle_saved", None) or {}).items():
         try:
             Path(path).write_text(value)
-            done.append(path)
+            done.append(f"idle state {path} restored")
         except OSError:
             pass
     return done
 
 
-def teardown(state: dict) -> list[str]:
+def _awake_summary(rec: dict) -> dict:
+    """What the layout (run.json, lab status, the report) says of keeping the DUT CPUs awake."""
+    return {k: rec.get(k) for k in ("asked", "method", "applied", "notes", "cpus")}
+
+
+def teardown(state: dict, external_proc=None) -> list[str]:
     """Remove everything a lab's state lists that still exists; returns what was removed.
     Safe to run again, and after a crash at any point of Lab.up()."""
-    removed = [f"idle state {p} restored" for p in restore_cpu_idle(state)]
+    removed = restore_cpu_idle(state)
+    if state.get("external"):
+        # stopped first, as it asks to be (its stop command, or SIGTERM): it may detach its programs
+        removed += external.stop(state, external_proc)
+    removed += claims.release(state["name"])
     t = state.get("trex")
     if t:
         removed += trex_server.kill_recorded(t.get("pid"), t.get("prefix"))
@@ -661,6 +728,10 @@ def teardown(state: dict) -> list[str]:
     if t and t.get("workdir") and os.path.isdir(t["workdir"]):
         shutil.rmtree(t["workdir"], ignore_errors=True)
         removed.append(f"TRex work dir {t['workdir']}")
+    ext = state.get("external")
+    if ext and ext.get("workdir") and os.path.isdir(ext["workdir"]):
+        shutil.rmtree(ext["workdir"], ignore_errors=True)
+        removed.append(f"external UPF work dir {ext['workdir']}")
     sp = _state_path(state["name"])
     for f in (sp, sp.with_suffix(".tmp")):
         if f.exists():
@@ -708,9 +779,16 @@ def lab_status(name: str) -> dict:
                                     for k, v in lab.state["netns"].items()},
                           "ports": [asdict(p) for p in lab.ports], "links": [],
                           "park": lab.park_ifnames, "cpu_layout": cpu_layout_now(lab),
-                          "generator": lab.generator}
+                          "generator": lab.generator, "shared_with": lab.shared_with()}
     if lab.dut_mode == "pgwu":
         st["reassembler"] = lab.state.get("reassembler")
+    if lab.external:
+        x = lab.external
+        st["external"] = {"pid": x.get("pid"), "running": external.process_info(x) is not None,
+                          "log": x.get("log"), "runtime": x.get("runtime"), "workdir": x.get("workdir"),
+                          "n4": {"upf": f"{lab.addressing.dut_n4} on {x['n4']['dut_ifname']}",
+                                 "cp": f"{lab.addressing.cp_n4} on {x['n4']['cp_ifname']} in {x['cp_netns']}"},
+                          "user_started": not (x.get("spec") or {}).get("start")}
     if lab.generator == "trex":
         t = lab.state["trex"]
         st["trex"] = {**t, "running": bool(t.get("pid")) and trex_server.is_trex(t["pid"])}

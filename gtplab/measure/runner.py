@@ -37,10 +37,12 @@ from typing import Any, Callable
 
 from gtplab.dut import PROG
 from gtplab.dut.probe import DutProbe, make_dut
+from gtplab.dut.reference import Reference
 from gtplab.errors import UserError, note_cleanup
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.measure import conservation
 from gtplab.measure.plan import SGWS, CaseParams, common
+from gtplab.observe.host import HostMonitor
 from gtplab.pfcp.provision import packets_per_bearer, usage_differences
 from gtplab.rates import L1_OVERHEAD
 from gtplab.traffic.trex.client import TrexClient, TrexError
@@ -55,6 +57,12 @@ GENERATOR_BOUND_RATIO = 0.97
 # then carries no latency header; the stream's pps is TRex's, the multiplier scales only the others.
 TREX_LATENCY_PPS = 1000
 TREX_SAMPLE_S = 0.05          # how often a TRex trial reads TRex's counters to measure its rate
+# A case's costs (case_costs) are measured apart from its search, in short trials at one load: this
+# share of the case's result, below what the DUT and the reference forwarder both carry without loss,
+# or COST_FALLBACK_PPS when the case found none (docs/lab.md, "What the lab can resolve").
+COST_TRIAL_S = 0.3
+COST_LOAD_SHARE = 0.5
+COST_FALLBACK_PPS = 100e3
 
 
 @dataclass
@@ -87,8 +95,12 @@ class Runner:
         lab = getattr(backend, "lab", None)
         self._affinity = lab.pin_generator() if lab is not None else None
         self._lab = lab
+        self.host: HostMonitor | None = None
         if lab is not None:
-            lab.keep_cpus_awake()
+            lab.keep_cpus_awake(getattr(cfg, "lab", {}).get("awake", "auto"))
+            if lab.cpus is not None:
+                self.host = HostMonitor(lab)
+        self._reference = None               # gtplab.dut.reference.Reference, made by case_costs
         self._worker = TrexClient()          # TRex's client library in a subprocess: stream JSON
         self._streams: dict[tuple, list[dict]] = {}
         self._bearers_key: tuple | None = None
@@ -105,6 +117,8 @@ class Runner:
                 self._worker.close()
             finally:
                 self.dut.close()
+                if self._reference is not None:
+                    self._reference.close()
         finally:
             self._restore()
 
@@ -250,12 +264,14 @@ class Runner:
         measured = None
         gcpu = self.generator_cpu
         g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
+        h0 = self.host.snapshot() if self.host else None
         try:
             if self.backend.kind == "trex":
                 measured = self._trex_run(tx, mult, duration)
             else:
                 c.start(ports=[tx], mult=mult, duration=duration, force=True)
                 self._wait([tx], duration)
+            h1 = self.host.snapshot() if self.host else None
             gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
             st = self._settled_stats(rx)
             if measured is not None and link0 is not None:
@@ -271,7 +287,67 @@ class Runner:
                            (prog0, prog1), (cpu0, cpu1), capture)
         if gen_cpu:
             res["generator_cpu"] = gen_cpu
+        res["host"] = (self.host.figures(h0, h1) if self.host else
+                       {"disturbed": False, "reasons": [], "measured": False,
+                        "why": "no CPU layout on this host (a remote DUT or generator): the host's disturbance "
+                               "is not measured"})
         return res
+
+    def case_costs(self, prep: Prepared, load_pps: float | None, duration: float = COST_TRIAL_S) -> dict[str, Any]:
+        """What the DUT costs per packet at one load, measured apart from the search, so that no search
+        trial pays for the measuring (docs/lab.md, "What the lab can resolve"). Three short trials at
+        load_pps x COST_LOAD_SHARE (COST_FALLBACK_PPS without a load):
+          1. the DUT as the search ran it (no bpf_stats): its CPU ns/packet on the DUT's CPUs;
+          2. the embedded lab's PGW-U only: the reference forwarder swapped in on the same links
+             (gtplab.dut.reference): its CPU ns/packet; the DUT's cost above the reference is 1 - 2;
+          3. the DUT with bpf_stats on: its XDP program's ns/packet (run_time_ns / run_cnt), and what
+             the kernel's run-time accounting costs per packet here (3 - 1: two clock reads per
+             packet, kvm_sched_clock/pvclock in a VM).
+        Returns the figures, each trial's host record (disturbed: not evidence) and notes."""
+        load = (load_pps or COST_FALLBACK_PPS) * (COST_LOAD_SHARE if load_pps else 1.0)
+        out: dict[str, Any] = {"load_pps": round(load), "duration_s": duration, "notes": []}
+
+        def cpu(t):
+            return (t.get("dut") or {}).get("cpu_ns_per_packet")
+        base = self.trial(prep, load, duration)
+        trials = {"dut": base}
+        lab = self._lab
+        if lab is not None and lab.dut_mode == "pgwu" and self.backend.kind == "local":
+            if self._reference is None:
+                self._reference = Reference(lab)
+            dut = self.dut
+            with self._reference.swapped() as probe:
+                self.dut = probe
+                try:
+                    trials["reference"] = self.trial(prep, load, duration)
+                finally:
+                    self.dut = dut
+        else:
+            out["notes"].append("no reference forwarder to swap in: "
+                                + ("the DUT is the reference" if lab is not None and lab.dut_mode == "fwd"
+                                   else "only the embedded lab's PGW-U has one"))
+        with self.dut.bpf_stats():
+            trials["dut_bpf_stats"] = self.trial(prep, load, duration)
+        d, r, s = cpu(base), cpu(trials.get("reference", {})), cpu(trials["dut_bpf_stats"])
+        out.update({
+            "dut_cpu_ns_per_packet": d, "reference_cpu_ns_per_packet": r,
+            "above_reference_ns_per_packet": d - r if d is not None and r is not None else None,
+            "xdp_ns_per_packet": trials["dut_bpf_stats"]["dut"]["ns_per_packet"],
+            "bpf_stats_ns_per_packet": s - d if s is not None and d is not None else None,
+            "trials": [{"what": k, "offered_pps": t["offered_pps"], "loss_ratio": t["loss_ratio"],
+                        "cpu_ns_per_packet": cpu(t), "ns_per_packet": t["dut"]["ns_per_packet"],
+                        "bpf_stats": t["dut"].get("bpf_stats"), "host": t.get("host")} for k, t in trials.items()],
+        })
+        if base["dut"].get("bpf_stats"):
+            out["notes"].append("bpf_stats was on during the DUT's trial without it (another process on this "
+                                "host held BPF_ENABLE_STATS): bpf_stats_ns_per_packet is not measured")
+            out["bpf_stats_ns_per_packet"] = None
+        bad = [k for k, t in trials.items() if (t.get("host") or {}).get("disturbed")]
+        out["disturbed"] = bool(bad)
+        if bad:
+            out["notes"].append(f"cost trial(s) {', '.join(bad)} disturbed by the host: these costs are not "
+                                "evidence about the DUT")
+        return out
 
     def _trex_run(self, tx: int, mult: str, duration: float) -> dict:
         """TRex: the streams run continuously for `duration` seconds, then stop. TRex on af_packet
@@ -348,14 +424,26 @@ class Runner:
             cons.ok = False
             cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "
                                f"{p.direction} trial (not attributable)")
-        ns_pp = None
+        cross = getattr(self.dut, "cross_check", None)
+        if cross is not None and cnt[0] is not None and link[0] is not None:
+            # a UPF's own verdict counts against the kernel's count of them (gtplab.dut.external)
+            disagree = cross(dd, link[0], link[1], p.direction)
+            if disagree:
+                cons.ok = False
+                cons.errors += disagree
+        ns_pp = stats_on = None
         if prog[0] is not None:
             (t0, n0), (t1, n1) = prog[0][PROG[p.direction]], prog[1][PROG[p.direction]]
             ns_pp = (t1 - t0) / (n1 - n0) if n1 > n0 and t1 > t0 else None
-        cpu_s = cpus_s = None
+            # the kernel counts runs only while BPF_ENABLE_STATS is held, by any process on the host
+            # (the sysctl kernel.bpf_stats_enabled does not show that): runs counted = stats were on
+            stats_on = n1 > n0
+        cpu_s = cpus_s = proc_s = None
         if cpu[0] is not None and cpu[1] is not None:
             if "threads" in cpu[0]:
                 cpu_s = round(cpu[1]["threads"] - cpu[0]["threads"], 6)
+            if "process" in cpu[0] and "process" in cpu[1]:
+                proc_s = round(cpu[1]["process"] - cpu[0]["process"], 6)
             cpus_s = round(cpu[1]["cpus"] - cpu[0]["cpus"], 4)
             if cpu_s is None:
                 cpu_s = cpus_s
@@ -398,10 +486,13 @@ class Runner:
             "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
                     "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason,
                     "ns_per_packet": ns_pp, "cpu_seconds": cpu_s, "cpus_busy_seconds": cpus_s,
+                    "bpf_stats": stats_on,
                     "cpu_source": ("DUT receive NAPI threads on CPU(s) " + ",".join(map(str, lay["dut"]))
                                    if lay else "DUT host CPUs (node exporter)" if cpu_s is not None else None),
                     # per packet the DUT's program saw: a packet lost in its ingress ring cost it nothing
-                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None},
+                    "cpu_ns_per_packet": cpu_s * 1e9 / cons.dut_rx if cpu_s is not None and cons.dut_rx else None,
+                    # an external UPF's own process (its user-space threads), beside its XDP's NAPI threads
+                    **({"process_cpu_seconds": proc_s} if proc_s is not None else {})},
             "conservation": cons.as_dict(),
             "pcap": capture,
             "streams": stream_stats(st),

@@ -39,6 +39,7 @@ from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, commo
 from gtplab.measure.runner import Runner
 from gtplab.measure.search import ndr_search
 from gtplab.observe import flamegraph
+from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
 from gtplab.rates import mult_pps, wire_rates
 from gtplab.results import store as results
 from gtplab.results.push import Pusher, check_gateway_url
@@ -118,25 +119,35 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
                             f"loss {t['loss_ratio'] or 0:.4%}")
         return t
 
-    with runner.dut.bpf_stats():
-        if p.rate_mode == "fixed":
-            pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
-            if pps is None and p.rate != "100%":
-                pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
-                if pps is None:
-                    raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
-            best = trial(pps)
-            trials, status = [best], "fixed rate"
-        else:
-            tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
-                ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
-            best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
-                                              resolution=ndr["resolution"], max_trials=ndr["max_trials"])
-            if best is None:
-                notes.append(status)
-                best = min(trials, key=lambda t: t["offered_pps"] or 0)
-            if status.startswith("generator-bound"):
-                notes.append(status)
+    if p.rate_mode == "fixed":
+        pps = float(p.rate) if isinstance(p.rate, (int, float)) else None
+        if pps is None and p.rate != "100%":
+            pps = mult_pps(p.rate, p.actual_size, cfg.port_speed_bps)
+            if pps is None:
+                raise UserError(f"rate {p.rate!r}: a factor means nothing for a sweep; give pps, bps or %")
+        best = trial(pps)
+        trials, status = [best], "fixed rate"
+    else:
+        tol = ndr["loss_tolerance"] if p.rate_mode == "ndr" else (
+            ndr["pdr_loss_tolerance"] if ndr["pdr_loss_tolerance"] is not None else cfg.pdr_loss)
+        best, trials, status = ndr_search(trial, tol, max_pps=cfg.max_rate_pps,
+                                          resolution=ndr["resolution"], max_trials=ndr["max_trials"])
+        if best is None:
+            notes.append(status)
+            best = min(trials, key=lambda t: t["offered_pps"] or 0)
+        if status.startswith("generator-bound"):
+            notes.append(status)
+    # the DUT's costs per packet, apart from the search: no search trial pays for bpf_stats, and the
+    # reference forwarder swapped in at the same load gives the DUT's cost above it (Runner.case_costs)
+    cost = runner.case_costs(prep, best["offered_pps"] if p.rate_mode == "fixed" or best.get("passed") else None)
+    notes += cost["notes"]
+    paid = sum(bool((t.get("dut") or {}).get("bpf_stats")) for t in trials)
+    if paid:
+        notes.append(f"bpf_stats was on in {paid} of {len(trials)} search trial(s): another process on this host "
+                     "held BPF_ENABLE_STATS (it is machine-wide), and every packet of those paid for the run-time "
+                     "accounting (cost.bpf_stats_ns_per_packet)")
+    if best["dut"].get("ns_per_packet") is None:
+        best["dut"] = {**best["dut"], "ns_per_packet": cost["xdp_ns_per_packet"]}
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
@@ -149,12 +160,15 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
         "conservation_ok": all(t["conservation"]["ok"] for t in trials),
         "trials": [{k: t[k] for k in ("rate_asked", "offered_pps", "rx_pps", "tx_packets", "rx_packets",
                                       "loss_ratio", "passed", "generator_bound", "limit", "loss",
-                                      "conservation") if k in t} for t in trials],
+                                      "conservation", "host") if k in t} for t in trials],
+        "host": host_summary(trials),
+        "cost": cost,
         "tunables": prep.tunables,
         "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
         "notes": notes,
         "end_timestamp": time.time(),
     }
+    rec["notes"] += host_notes(rec["host"])
     if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
         rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
     if not rec["conservation_ok"]:
@@ -312,10 +326,27 @@ def without_unsendable(cases: list, skipped: list[dict], cfg, choose: bool | Non
     return keep, skip
 
 
+def within_capacity(cases: list, skipped: list[dict], cfg) -> tuple[list, list[dict]]:
+    """The cases whose bearers the DUT can hold (lab config dut.max_bearers: eUPF takes 65,535
+    sessions); the others are skipped, each with the reason in run.json's `skipped`."""
+    cap = cfg.max_bearers
+    if cap is None:
+        return cases, skipped
+    keep, skip = [], list(skipped)
+    for c in cases:
+        if c.n_bearers > cap:
+            skip.append({"direction": c.direction, "frame_size": c.frame_size, "case_id": c.case_id,
+                         "note": f"{c.n_bearers} bearers: the DUT holds at most {cap} (dut.max_bearers): skipped"})
+        else:
+            keep.append(c)
+    return keep, skip
+
+
 def planned_cases(spec: dict, cfg) -> tuple[list, list[dict]]:
     """(cases, skipped) of a checked spec on a lab config; UserError when no case is left."""
     cases, skipped = plan(spec)
     cases, skipped = without_unsendable(cases, skipped, cfg)
+    cases, skipped = within_capacity(cases, skipped, cfg)
     if not cases:
         raise UserError("the sweep has no cases (every size was skipped)")
     return cases, skipped
@@ -359,6 +390,8 @@ def run_record(run_uuid: str, cfg, spec: dict, skipped: list[dict], be, planned:
             "lab_config": cfg.path, "spec": spec, "skipped": skipped,
             "cpu_shared_with_generator": shared, "cpu_layout": layout,
             "dut_mode": be.lab.dut_mode if be.lab is not None else cfg.dut.get("mode", "pgwu"),
+            # what the report calls the DUT: the lab config's dut.name, else by its mode (analysis.dut_label)
+            "dut_name": (cfg.dut_name if (be.lab is None or be.lab.dut_mode == cfg.dut_mode) else None),
             "dut_provision": cfg.provision, "dut_counters": cfg.counters,
             "kernel": platform.release(), "cases_planned": planned,
             "lab_name": be.lab.name if be.lab is not None else None,
@@ -407,6 +440,11 @@ class _Sweep:
         association whether it chooses the TEIDs; if it does, random-order uplink cases are skipped
         (without_unsendable), and run.json says so."""
         self.dut = runner.dut
+        if self.be.lab is not None:
+            # the DUT CPUs kept awake (or not) by the runner, now: run.json says what was applied
+            self.run["cpu_layout"] = self.be.lab.state.get("cpu_layout")
+            self.run["notes"] += layout_notes(self.run["cpu_layout"])
+            results.write_run(self.rdir, self.run)
         if getattr(getattr(self.dut, "cfg", None), "choose", None):     # dut.pfcp.choose auto, resolved
             cases, self.run["skipped"] = without_unsendable(cases, self.run["skipped"], cfg, choose=True)
             self.run["cases_planned"] = len(cases)
@@ -497,6 +535,8 @@ class _Sweep:
 
 def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
+    if getattr(args, "share_cpus", False):
+        cfg.lab["share_cpus"] = True
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     run_uuid = str(uuidlib.uuid4())
@@ -562,6 +602,9 @@ def add_parser(subparsers) -> None:
                    help="embedded lab: the PGW-U (default: the lab config's dut.mode) or the reference "
                         "forwarder (fwd), to see what this machine forwards at all")
     p.add_argument("--out", metavar="DIR", help="results directory (default: ./results/<uuid>)")
+    p.add_argument("--share-cpus", action="store_true",
+                   help="embedded lab: run on CPUs another lab holds, and say so in every result (default: "
+                        "refused, naming that lab; also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
     p.add_argument("--flamegraph", action="store_true",
                    help="record `perf record -g` on the DUT's CPUs during each case: flamegraphs/case-<id>.svg, "
                         "linked from the report (local backend)")

@@ -14,7 +14,8 @@ Both are written here in Python: Brendan Gregg's FlameGraph scripts are not pack
 
 EVENT is `cycles` when the CPU exposes hardware counters, else the `cpu-clock` software event (VMs).
 BPF programs show in stacks as bpf_prog_<tag>_<name> (e.g. bpf_prog_d6ea26b34215b5f5_xdp_access):
-perf records their kernel symbols (PERF_RECORD_KSYMBOL) while they are loaded.
+`perf script` finds them in /proc/kallsyms while they are loaded (perf records no BPF events here:
+NO_BPF_EVENT says why).
 
 Used by gtplab.measure.sweep (`--flamegraph`); where a case's SVG goes in a results directory is
 gtplab.results.store.flamegraph_path (the reports look there).
@@ -42,6 +43,12 @@ from gtplab.results.store import safe_id
 
 PERF = "perf"
 FREQ = 999  # Hz: not a multiple of common timer ticks, so sampling does not lock step with them
+# No PERF_RECORD_KSYMBOL/BPF_EVENT records: they come from every BPF program any process loads or
+# unloads on the host while perf runs, and perf 6.1's `perf script` stopped on some of them ("failed
+# to process type: 17 [Bad address]", seen here with other labs' programs coming and going). BPF
+# programs are still named in the stacks: `perf script` resolves them from /proc/kallsyms, where the
+# DUT's programs are while the sweep runs (bpf_prog_<tag>_xdp_access).
+NO_BPF_EVENT = "--no-bpf-event"
 
 
 class FlamegraphError(UserError):
@@ -84,7 +91,7 @@ def check_available() -> None:
     with tempfile.TemporaryDirectory(prefix="gtplab-perf-") as tmp:
         data = os.path.join(tmp, "probe.data")
         try:
-            cp = _run([perf, "record", "-a", "-g", "-F", str(FREQ), "-e", event, "-o", data,
+            cp = _run([perf, "record", "-a", "-g", "-F", str(FREQ), "-e", event, NO_BPF_EVENT, "-o", data,
                        "--", "sleep", "0.05"])
         except subprocess.TimeoutExpired:
             raise FlamegraphError("perf record -a -g did not finish within 30 s") from None
@@ -339,7 +346,7 @@ class Profiler:
         self._ctl = os.open(ctl, os.O_RDWR)
         self._ack = os.open(ack, os.O_RDWR)
         target = ["-C", ",".join(map(str, self.cpus))] if self.cpus is not None else ["-a"]
-        cmd = [perf, "record", *target, "-g", "-F", str(self.freq), "-e", event, "-D", "-1",
+        cmd = [perf, "record", *target, "-g", "-F", str(self.freq), "-e", event, NO_BPF_EVENT, "-D", "-1",
                "--control", f"fifo:{ctl},{ack}", "-o", os.path.join(self._tmp, "perf.data")]
         with open(os.path.join(self._tmp, "perf.log"), "w") as log:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

@@ -57,11 +57,12 @@ class Timers:
 
 
 class Pending:
-    __slots__ = ("seq", "data", "mtype", "deadline", "tries", "ctx", "on_done", "on_error")
+    __slots__ = ("seq", "data", "mtype", "deadline", "tries", "ctx", "on_done", "on_error", "timers")
 
-    def __init__(self, seq, data, mtype, deadline, ctx, on_done, on_error):
+    def __init__(self, seq, data, mtype, deadline, ctx, on_done, on_error, timers=None):
         self.seq, self.data, self.mtype, self.deadline = seq, data, mtype, deadline
         self.tries, self.ctx, self.on_done, self.on_error = 1, ctx, on_done, on_error
+        self.timers = timers            # this request's T1/N1 when not the node's
 
 
 @dataclass
@@ -145,10 +146,13 @@ class Node:
         self._seq = self._seq % 0xFFFFFF + 1
         return self._seq
 
-    def send(self, seq: int, data: bytes, ctx=None, on_done=None, on_error=None) -> None:
-        """Send request data (whose sequence number is seq) and keep it until answered."""
-        self.pending[seq] = Pending(seq, data, data[1], time.monotonic() + self.timers.t1, ctx,
-                                    on_done, on_error)
+    def send(self, seq: int, data: bytes, ctx=None, on_done=None, on_error=None,
+             timers: Timers | None = None) -> None:
+        """Send request data (whose sequence number is seq) and keep it until answered (T1 and N1:
+        timers', else the node's)."""
+        t = timers or self.timers
+        self.pending[seq] = Pending(seq, data, data[1], time.monotonic() + t.t1, ctx, on_done, on_error,
+                                    timers)
         if len(self.pending) > self.max_in_flight:
             self.max_in_flight = len(self.pending)
         self._tx(data)
@@ -175,15 +179,16 @@ class Node:
 
     def _retransmit(self, now: float) -> None:
         for p in [p for p in self.pending.values() if p.deadline <= now]:
-            if p.tries > self.timers.n1:
+            t = p.timers or self.timers
+            if p.tries > t.n1:
                 del self.pending[p.seq]
                 self._fail(p, PfcpTimeout(
                     f"{_label(p.ctx)}: no answer from UPF {self.upf[0]}:{self.upf[1]} to "
-                    f"{m.message_name(p.mtype)} (seq {p.seq}) after {p.tries} sends, "
-                    f"T1 {self.timers.t1:g} s, N1 {self.timers.n1}"))
+                    f"{m.message_name(p.mtype)} (seq {p.seq}) after {p.tries} send{'s' if p.tries > 1 else ''}, "
+                    f"T1 {t.t1:g} s, N1 {t.n1}"))
                 continue
             p.tries += 1
-            p.deadline = now + self.timers.t1
+            p.deadline = now + t.t1
             self._retransmitted[p.seq] = now
             self.counters["retransmitted"] += 1
             try:
@@ -339,14 +344,15 @@ class Node:
 
     # -- blocking requests ---------------------------------------------------------------------
 
-    def request(self, data: bytes, seq: int, ctx=None) -> m.Scanned:
-        """Send one request and wait for its answer (T1/N1 apply); raises its error."""
+    def request(self, data: bytes, seq: int, ctx=None, timers: Timers | None = None) -> m.Scanned:
+        """Send one request and wait for its answer (T1/N1 apply, the node's or `timers`); raises
+        its error."""
         box: dict = {}
         with self.lock:
             self.send(seq, data, ctx, on_done=lambda p, s: box.setdefault("s", s),
-                      on_error=lambda e: box.setdefault("e", e))
+                      on_error=lambda e: box.setdefault("e", e), timers=timers)
             while not box:
-                self.pump(self.timers.t1 / 4)
+                self.pump((timers or self.timers).t1 / 4)
         if "e" in box:
             raise box["e"]
         return box["s"]
@@ -377,9 +383,12 @@ class Node:
             return None
         return bool(self.up_features[0] & m.FTUP)
 
-    def release(self) -> None:
+    def release(self, wait: float | None = None) -> None:
+        """Association Release (6.2.7). wait: seconds to wait for its answer, the request sent once
+        (for a UPF known to ignore it); None: T1 and N1 as for every request."""
         seq = self.next_seq()
-        s = self.request(bytes(m.association_release_request(seq, self.node_id)), seq)
+        s = self.request(bytes(m.association_release_request(seq, self.node_id)), seq,
+                         timers=None if wait is None else Timers(t1=wait, n1=0))
         self._check_cause(s, "association release request")
         self.associated = False
 

@@ -3,7 +3,10 @@
     dut:
       provision: pfcp
       pfcp:
-        upf: 10.0.0.2:8805        # the UPF's N4/Sx address (port 8805 if omitted)
+        upf: 10.0.0.2:8805        # the UPF's N4/Sx address (port 8805 if omitted); `lab`: an external
+                                  # UPF's in the namespace lab (gtplab/lab/external.py), reached from
+                                  # the lab's control-plane namespace; n3, n6, local then default to
+                                  # the lab's addresses
         local: 10.0.0.1           # our address on N4 (default: what the route to the UPF picks)
         listen_port: 8805         # where gtplab's node listens on it (the UPF's heartbeats, reports);
                                   # 0: any free port (default 0 with upf: embedded, else 8805)
@@ -22,6 +25,9 @@
         t1: 3                     # s; TS 29.244 response timer
         n1: 3                     # retransmissions
         heartbeat: 10             # s between our Heartbeat Requests
+        release_wait: 1           # s to wait for the Association Release Response, sent once
+                                  # (default: T1 x (N1 + 1) with N1 retransmissions); for a UPF that
+                                  # never answers it (eUPF): a warning after this, not after 12 s
 
 The bearer file the run writes (the `pgwu session load` format, one line per bearer) is read back
 here for the bearers' UE, SGW and SGW TEID; the file written after provisioning records what the
@@ -45,18 +51,20 @@ from gtplab.pfcp.node import Node, Report, Timers
 from gtplab.pfcp.sessions import Session, Sessions
 
 PROVISION = ("pgwu", "pfcp", "none")
-COUNTERS = ("pgwu", "prometheus", "none")
+# how the DUT's counters are read (gtplab.dut.probe.make_dut; kernel and eupf: gtplab/dut/upf_counters.py)
+COUNTERS = ("pgwu", "prometheus", "eupf", "kernel", "none")
 _PFCP_KEYS = {"upf", "local", "listen_port", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps",
-              "network_instance", "window", "t1", "n1", "heartbeat", "qfi"}
+              "network_instance", "window", "t1", "n1", "heartbeat", "qfi", "release_wait"}
 CHOOSE = {"auto": None, True: True, False: False}
 EMBEDDED = "embedded"      # upf: embedded -- the lab starts `pgwu pfcp --listen` on loopback
+LAB = "lab"                # upf: lab -- an external UPF in the namespace lab, on its N4 link
 
 
 @dataclass
 class PfcpConfig:
     upf: tuple[str, int] | str
-    n3: str
-    n6: str
+    n3: str | None                      # None only with upf: lab (the lab's N3 address)
+    n6: str | None
     local: str | None = None
     listen_port: int | None = None      # None: 8805, or any free port with upf: embedded
     node_id: str | None = None
@@ -68,6 +76,7 @@ class PfcpConfig:
     core_instance: str = ""
     window: int = 256
     timers: Timers = field(default_factory=Timers)
+    release_wait: float | None = None   # None: T1 x (N1 + 1), with retransmissions
 
     def options(self) -> m.SessionOptions:
         return m.SessionOptions(n3_addr=self.n3, choose=bool(self.choose), urr=self.urr, mbr_kbps=self.mbr_kbps,
@@ -91,10 +100,10 @@ def parse_config(d, where: str) -> PfcpConfig:
         raise UserError(f"{where}: unknown key(s) in dut.pfcp: {', '.join(sorted(bad))} "
                         f"(allowed: {', '.join(sorted(_PFCP_KEYS))})")
     for k in ("upf", "n3", "n6"):
-        if k not in d:
+        if k not in d and not (k != "upf" and d.get("upf") == LAB):
             raise UserError(f"{where}: dut.pfcp.{k} is required (docs/pfcp.md)")
     upf = d["upf"]
-    if upf != EMBEDDED:
+    if upf not in (EMBEDDED, LAB):
         host, _, port = str(upf).partition(":")
         try:
             port = int(port) if port else m.PORT
@@ -131,21 +140,22 @@ def parse_config(d, where: str) -> PfcpConfig:
         raise UserError(f"{where}: dut.pfcp.listen_port {port!r} must be a UDP port, 0..65535 (0: any free one)")
     nums = {}
     for k, lo, kind in (("window", 1, int), ("n1", 0, int), ("t1", 0.001, (int, float)),
-                        ("heartbeat", 0, (int, float))):
+                        ("heartbeat", 0, (int, float)), ("release_wait", 0.001, (int, float))):
         if k in d:
             v = d[k]
             if isinstance(v, bool) or not isinstance(v, kind) or v < lo:
                 raise UserError(f"{where}: dut.pfcp.{k} {v!r} must be a number >= {lo}")
             nums[k] = v
-    return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3"),
-                      n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6"),
+    return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3") if "n3" in d else None,
+                      n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6") if "n6" in d else None,
                       local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,
                       listen_port=port, node_id=str(node_id) if node_id is not None else None,
                       choose=CHOOSE[choose], urr=d.get("urr", False), mbr_kbps=mbr, qfi=qfi,
                       access_instance=str(ni.get("access") or ""), core_instance=str(ni.get("core") or ""),
                       window=nums.get("window", 256),
                       timers=Timers(t1=float(nums.get("t1", 3.0)), n1=int(nums.get("n1", 3)),
-                                    heartbeat=float(nums.get("heartbeat", 10.0))))
+                                    heartbeat=float(nums.get("heartbeat", 10.0))),
+                      release_wait=float(nums["release_wait"]) if "release_wait" in nums else None)
 
 
 def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
@@ -202,6 +212,9 @@ class Provisioner:
         addr = upf or cfg.upf
         if addr == EMBEDDED:
             raise UserError("dut.pfcp.upf: embedded needs the lab to start the agent (gtplab/pfcp/provision.py)")
+        if addr == LAB or cfg.n3 is None or cfg.n6 is None:
+            raise UserError("dut.pfcp.upf: lab is an external UPF in the namespace lab: give the lab "
+                            "(gtplab sweep --lab-config, gtplab pfcp --lab NAME)")
         # the embedded agent is on loopback, beside other tests' and runs' nodes: any free port
         port = cfg.listen_port if cfg.listen_port is not None else (0 if cfg.upf == EMBEDDED else m.PORT)
         self.node = Node(addr, node_id=cfg.node_id, local=cfg.local, port=port, timers=cfg.timers)
@@ -251,7 +264,7 @@ class Provisioner:
             first = e
         try:
             if self.node.associated:
-                self.node.release()
+                self.node.release(wait=self.cfg.release_wait)
         except (PfcpTimeout, PfcpRejected) as e:
             self.node.warnings.append(f"{e}; the association ended on gtplab's side only")
         except PfcpError as e:

@@ -1,8 +1,9 @@
-"""What a report says about one or two sweeps, before anything is drawn: the results directory read
-and checked (load, value), the series a plot shows (varying_dims, series_label, points), the DUT's
-cost against frame size (regressions, a linear fit with scikit-learn), the change between two runs
-(changes, pct_change), the PGW-U against the reference forwarder (reference_ratios) and the bearer
-scale ratios (scale_ratios).
+"""What a report says about one sweep or several, before anything is drawn: the results directory
+read and checked (load, value), the series a plot shows (varying_dims, series_label, points), the
+DUT's cost against frame size (regressions, a linear fit with scikit-learn), the change between two
+runs (changes, pct_change), a DUT against the reference forwarder (reference_ratios), the DUTs of
+several runs side by side (side_by_side, which DUT each is: dut_label) and the bearer scale ratios
+(scale_ratios).
 
 Pure functions of the runs: no file is written and nothing is drawn here. gtplab.results.report
 reads with load(), analyses with the rest, then has plots.py draw and html.py write; docs/report.md
@@ -280,24 +281,76 @@ def limit_text(c: dict[str, Any]) -> str:
                                                                                   "the rate asked")
 
 
-def reference_ratios(a: Run, b: Run) -> list[dict[str, Any]] | None:
-    """PGW-U NDR / reference forwarder NDR per (direction, frame size), when one run is each."""
-    modes = {r.run.get("dut_mode"): r for r in (a, b)}
-    if set(modes) != {"pgwu", "fwd"}:
+DUT_NAMES = {"pgwu": "PGW-U", "fwd": "reference forwarder", "socket": "socket-path PGW-U"}
+
+
+def dut_label(run: dict[str, Any]) -> str:
+    """Which DUT a run measured, in a few words: run.json's dut_name (an external UPF's, from its lab
+    config), else its dut_mode's name; "PGW-U" for a run that says neither (written before either)."""
+    if run.get("dut_name"):
+        return str(run["dut_name"])
+    mode = run.get("dut_mode") or "pgwu"
+    if mode == "external":
+        return f"external UPF ({run.get('lab') or 'lab config'})"
+    return DUT_NAMES.get(mode, str(mode))
+
+
+def forwarder(runs: list[Run]) -> Run | None:
+    """The one run of the reference forwarder among runs (None: none, or several)."""
+    fw = [r for r in runs if r.run.get("dut_mode") == "fwd"]
+    return fw[0] if len(fw) == 1 else None
+
+
+def _seq(cases):   # the scale cases (random order) have their own table
+    return [c for c in cases if c.get("order", "seq") == "seq"]
+
+
+def reference_ratios(dut: Run, fwd: Run) -> list[dict[str, Any]] | None:
+    """A DUT's NDR / the reference forwarder's NDR per (direction, frame size), or None when fwd is not
+    the forwarder's run or dut is (either order is taken: reference_ratios(pgwu_run, fwd_run) and
+    reference_ratios(fwd_run, pgwu_run) are the same)."""
+    if dut.run.get("dut_mode") == "fwd":
+        dut, fwd = fwd, dut
+    if fwd.run.get("dut_mode") != "fwd" or dut.run.get("dut_mode") == "fwd":
         return None
-    pg, fw = modes["pgwu"], modes["fwd"]
-    def seq(cases):   # the scale cases (random order) have their own table
-        return [c for c in cases if c.get("order", "seq") == "seq"]
-    ref = {(c["direction"], c["frame_size"]): c for c in seq(fw.cases)}
+    name = dut_label(dut.run)
+    ref = {(c["direction"], c["frame_size"]): c for c in _seq(fwd.cases)}
     out = []
-    for c in seq(pg.cases):
+    for c in _seq(dut.cases):
         f = ref.get((c["direction"], c["frame_size"]))
         if f is None:
             continue
         x, y = c.get("ndr_pps"), f.get("ndr_pps")
-        out.append({"direction": c["direction"], "frame_size": c["frame_size"], "pgwu_ndr_pps": x,
+        out.append({"direction": c["direction"], "frame_size": c["frame_size"], "dut_ndr_pps": x,
                     "fwd_ndr_pps": y, "ratio": x / y if x and y else None,
-                    "note": "" if x and y else ("forwarder: " + limit_text(f) if not y else "PGW-U: " + limit_text(c))})
+                    "note": "" if x and y else ("forwarder: " + limit_text(f) if not y else f"{name}: " + limit_text(c))})
+    return out
+
+
+def side_by_side(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per (direction, frame size) of the runs' sequential cases, each run's NDR (pps), which side set
+    it, its DUT CPU and XDP ns per packet: the DUTs next to each other (one case per run and key: the
+    first, in the order the run wrote them)."""
+    keys: list[tuple[str, int]] = []
+    per: list[dict[tuple[str, int], dict]] = []
+    for r in runs:
+        m: dict[tuple[str, int], dict] = {}
+        for c in _seq(r.cases):
+            k = (c["direction"], c["frame_size"])
+            m.setdefault(k, c)
+            if k not in keys:
+                keys.append(k)
+        per.append(m)
+    out = []
+    for k in sorted(keys, key=lambda k: (k[0] != "uplink", k[1])):
+        row: dict[str, Any] = {"direction": k[0], "frame_size": k[1], "runs": {}}
+        for r, m in zip(runs, per):
+            c = m.get(k)
+            d = (c or {}).get("dut") or {}
+            row["runs"][r.label] = None if c is None else {
+                "ndr_pps": c.get("ndr_pps"), "limit": limit_text(c), "rx_pps": c.get("rx_pps"),
+                "cpu_ns": d.get("cpu_ns_per_packet"), "xdp_ns": d.get("ns_per_packet")}
+        out.append(row)
     return out
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gtplab.results import store as results
-from gtplab.results.analysis import CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, limit_text, value
+from gtplab.results.analysis import (CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, dut_label, limit_text,
+                                     value)
+from gtplab.results.layout import layout_text
 
 
 def _fmt(v: Any, scale: float = 1.0, digits: int = 4) -> str:
@@ -92,17 +94,23 @@ def _layout_html(r: Run) -> str:
     lay = r.run.get("cpu_layout")
     mode = r.run.get("dut_mode") or "pgwu"
     dut = {"pgwu": "the PGW-U (dataplane/pgwu)", "fwd": "the reference forwarder (MAC rewrite + redirect)"}.get(
-        mode, mode)
+        mode, dut_label(r.run))
+    if mode == "external":
+        dut += (f", an external UPF in the namespace lab (lab config {r.run.get('lab')}, its counters "
+                f"{r.run.get('dut_counters')}, provisioned by {r.run.get('dut_provision')})")
     if not lay:
         return (f"<p>{r.label}: DUT {html.escape(dut)}; no CPU layout recorded (a real lab, or a run "
                 "from before layouts): the DUT's CPU cost is its host's.</p>")
-    ok = lay.get("honoured")
-    txt = (f"<p>{r.label}: DUT {html.escape(dut)}. Generator (engine threads, its receive NAPI) on CPU(s) "
-           f"{', '.join(map(str, lay['generator']))}; the DUT's receive NAPI threads, where its XDP "
-           f"programs run, on CPU(s) {', '.join(map(str, lay['dut']))}, real-time, the DUT CPUs kept out "
-           f"of idle. " + ("The layout was honoured: every rate and CPU cost below is the DUT's."
-                           if ok else "<b>The layout was NOT honoured</b>: numbers are the chain's.") + "</p>")
-    for n in lay.get("notes") or []:
+    text, notes = layout_text(r.run, r.cases)
+    text = html.escape(text, quote=False).replace("The layout was NOT honoured", "<b>The layout was NOT honoured</b>").replace(
+        "Not applied:", "<b>Not applied:</b>")
+    txt = f"<p>{r.label}: DUT {html.escape(dut)}. {text}</p>"
+    upf = lay.get("upf")
+    if upf:
+        txt += (f"<p>{r.label}: the UPF's own process (pid {upf.get('pid')}, {upf.get('threads')} threads: its "
+                f"control plane and runtime) ran on CPU(s) {', '.join(map(str, upf.get('cpus') or []))}; "
+                "its XDP program in the NAPI threads above.</p>")
+    for n in notes:
         txt += f'<p class="note">{r.label}: {html.escape(str(n))}</p>'
     return txt
 
@@ -136,23 +144,45 @@ def _scale_table(rows: list[dict[str, Any]]) -> str:
             "<th>note</th></tr>" + body + "</table>")
 
 
-def _ratio_table(rows: list[dict[str, Any]]) -> str:
-    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{_fmt(r['pgwu_ndr_pps'], 1e-6)}</td>"
+def _ratio_table(rows: list[dict[str, Any]], name: str = "PGW-U") -> str:
+    n = html.escape(name)
+    body = "".join(f"<tr><td>{r['direction']}</td><td>{r['frame_size']}</td><td>{_fmt(r['dut_ndr_pps'], 1e-6)}</td>"
                    f"<td>{_fmt(r['fwd_ndr_pps'], 1e-6)}</td><td>{_fmt(r['ratio'], 1.0, 3)}</td>"
                    f"<td>{html.escape(r['note'])}</td></tr>" for r in rows)
-    return ("<table><tr><th>direction</th><th>frame B</th><th>PGW-U NDR Mpps</th><th>forwarder NDR Mpps</th>"
-            "<th>PGW-U / forwarder</th><th>note</th></tr>" + body + "</table>")
+    return (f"<table><tr><th>direction</th><th>frame B</th><th>{n} NDR Mpps</th><th>forwarder NDR Mpps</th>"
+            f"<th>{n} / forwarder</th><th>note</th></tr>" + body + "</table>")
+
+
+def _side_table(rows: list[dict[str, Any]], runs: list[Run]) -> str:
+    """Each run's NDR, limit and costs per direction and frame size (analysis.side_by_side)."""
+    head = "<tr><th rowspan='2'>direction</th><th rowspan='2'>frame B</th>" + "".join(
+        f"<th colspan='4'>{r.label}: {html.escape(dut_label(r.run))}</th>" for r in runs) + "</tr><tr>" + "".join(
+        "<th>NDR Mpps</th><th>limit</th><th>CPU ns/pkt</th><th>XDP ns/pkt</th>" for _ in runs) + "</tr>"
+    body = []
+    for row in rows:
+        cells = ""
+        for r in runs:
+            v = row["runs"].get(r.label)
+            if v is None:
+                cells += "<td>–</td><td>not in this run</td><td>–</td><td>–</td>"
+                continue
+            cells += (f"<td>{_fmt(v['ndr_pps'], 1e-6)}</td><td>{html.escape(v['limit'])}</td>"
+                      f"<td>{_fmt(v['cpu_ns'], 1.0)}</td><td>{_fmt(v['xdp_ns'], 1.0)}</td>")
+        body.append(f"<tr><td>{row['direction']}</td><td>{row['frame_size']}</td>{cells}</tr>")
+    return "<table class='side'>" + head + "\n".join(body) + "</table>"
 
 
 def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
-    title = "gtplab report: " + " vs ".join(html.escape(str(r.run.get("lab", ""))) + " "
-                                            + html.escape(str(r.run["uuid"]))[:8] for r in runs)
+    title = "gtplab report: " + " vs ".join(
+        (f"{html.escape(dut_label(r.run))} (" if len(runs) > 1 else "") + html.escape(str(r.run.get("lab", "")))
+        + " " + html.escape(str(r.run["uuid"]))[:8] + (")" if len(runs) > 1 else "") for r in runs)
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
              f"<style>{STYLE}</style></head><body><h1>{title}</h1>"]
-    parts.append("<table><tr><th>run</th><th>directory</th>" + "".join(
+    parts.append("<table><tr><th>run</th><th>DUT</th><th>directory</th>" + "".join(
         f"<th>{k}</th>" for k in results.RUN_FIELDS) + "<th>cases</th></tr>")
     for r in runs:
-        parts.append(f"<tr><td>{r.label}</td><td>{html.escape(str(r.path))}</td>" + "".join(
+        parts.append(f"<tr><td>{r.label}</td><td>{html.escape(dut_label(r.run))}</td>"
+                     f"<td>{html.escape(str(r.path))}</td>" + "".join(
             f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
             + f"<td>{len(r.cases)}</td></tr>")
     parts.append("</table>")
@@ -177,8 +207,10 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
         for n in r.run.get("notes") or []:
             parts.append(f'<p class="note">{r.label}: {html.escape(str(n))}</p>')
     if len(runs) > 1:
-        parts.append("<p>Every plot shows A (left) and B (right) with the same y axis; changes are "
-                     "(B − A) / A.</p>")
+        parts.append("<p>Every plot shows the runs left to right ("
+                     + ", ".join(f"{r.label}: {html.escape(dut_label(r.run))}" for r in runs)
+                     + ") with the same y axis; changes are from A: (" + "/".join(r.label for r in runs[1:])
+                     + " − A) / A.</p>")
     parts.append("<ul>" + "".join(f'<li><a href="#{s.id}">{html.escape(s.title)}</a></li>'
                                   for s in sections) + '<li><a href="#cases">all cases</a></li></ul>')
     for s in sections:
@@ -205,9 +237,9 @@ def _regression_table(regs: list[Regression]) -> str:
             + "".join(rows) + "</table>")
 
 
-def _change_table(chs: list[Change]) -> str:
-    head = "<th>case (A / B)</th><th>parameters</th>" + "".join(
-        f"<th>{html.escape(t)} A</th><th>B</th><th>change</th>" for _, t, _ in CHANGE_METRICS)
+def _change_table(chs: list[Change], other: str = "B") -> str:
+    head = f"<th>case (A / {other})</th><th>parameters</th>" + "".join(
+        f"<th>{html.escape(t)} A</th><th>{other}</th><th>change</th>" for _, t, _ in CHANGE_METRICS)
     rows = []
     for ch in chs:
         cells = "".join(f"<td>{_fmt(ch.values[m][0], s)}</td><td>{_fmt(ch.values[m][1], s)}</td>"

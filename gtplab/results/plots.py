@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gtplab.results.analysis import COST_METRICS, Change, Regression, Run, points, series_label, series_order, value
+from gtplab.results.analysis import (COST_METRICS, Change, Regression, Run, dut_label, points, series_label,
+                                     series_order, value)
 
 
 @dataclass
@@ -129,7 +130,7 @@ def cost_plot(path: Path, runs: list[Run], regs: list[Regression], dims: list[st
                     fits += 1
             if not drawn:
                 ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
-            ax.set_title(f"{r.label}: {ylabel}" if len(runs) > 1 else ylabel, fontsize=10)
+            ax.set_title(f"{r.label} ({dut_label(r.run)}): {ylabel}" if len(runs) > 1 else ylabel, fontsize=10)
             ax.set_xlabel("frame size (bytes, incl. FCS)")
             ax.set_ylabel("ns per packet")
             ax.grid(True, alpha=0.3)

@@ -1,12 +1,16 @@
-"""A sweep's report: `gtplab report RESULTS_DIR [OTHER_RESULTS_DIR]` -> a static HTML page with PNG plots.
+"""A sweep's report: `gtplab report RESULTS_DIR [OTHER_RESULTS_DIR ...]` -> a static HTML page with PNG plots.
 
     build_report(results_dir, other_dir=None, out_dir=None) -> Path of index.html
+    build_report(pgwu_dir, [eupf_dir, fwd_dir])              # several runs: A, B, C ...
 
 Reads only the results directory (docs/results.md: run.json, cases.jsonl). Plots, one PNG each
 (matplotlib, Agg): throughput in Mpps and in Gbps (L1, L2), loss, latency percentiles, DUT CPU cost
 with a linear fit (scikit-learn) per direction, checksum on vs off, single vs multi flow. With
-OTHER_RESULTS_DIR, every plot shows the two runs side by side (A = RESULTS_DIR, B = OTHER) and a
-table gives the change (B - A) / A in %. Flame graphs written by `gtplab sweep --flamegraph`
+OTHER_RESULTS_DIRs, every plot shows the runs side by side (A = RESULTS_DIR, B, C ... = the others in
+order), each named by the DUT it measured (run.json's dut_name or dut_mode: the PGW-U, eUPF, the
+reference forwarder ...), a table puts their NDR and costs next to each other, one gives the change
+from A to each other run in %, and each DUT is divided by the reference forwarder when one run is
+the forwarder's. Flame graphs written by `gtplab sweep --flamegraph`
 (RESULTS_DIR/flamegraphs/case-<id>.svg) are linked from the table of cases.
 
 A plot with no data is not drawn; the page says what is missing instead. The report is written into
@@ -32,10 +36,11 @@ from typing import Any
 
 from gtplab.errors import UserError
 from gtplab.results import store as results
-from gtplab.results.analysis import (VARIANT_DIMS, Run, changes, dim_label, load, reference_ratios, reference_subset,
-                                     regressions, scale_ratios, varying_dims)
+from gtplab.results.analysis import (VARIANT_DIMS, Run, changes, dim_label, dut_label, forwarder, load,
+                                     reference_ratios, reference_subset, regressions, scale_ratios, side_by_side,
+                                     varying_dims)
 from gtplab.results.html import (Section, _cases_table, _change_table, _ratio_table, _regression_table,
-                                 _scale_table, _write_html)
+                                 _scale_table, _side_table, _write_html)
 from gtplab.results.plots import Panel, change_plot, cost_plot, series_plot
 
 MARKER = ".gtplab-report"  # in every report directory: only such a directory is ever replaced
@@ -43,10 +48,13 @@ MARKER = ".gtplab-report"  # in every report directory: only such a directory is
 
 # --- the report -------------------------------------------------------------------------------------
 
-def _default_out(a: Run, b: Run | None) -> Path:
-    if b is None:
+LABELS = "ABCDEFGH"
+
+
+def _default_out(a: Run, others: list[Run]) -> Path:
+    if not others:
         return a.path / "report"
-    return a.path / f"report-vs-{b.path.resolve().name}"
+    return a.path / ("report-vs-" + "-".join(r.path.resolve().name for r in others))
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:
@@ -62,17 +70,19 @@ def _replace_dir(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
 
 
-def build_report(results_dir: str | os.PathLike, other_dir: str | os.PathLike | None = None,
-                 out_dir: str | os.PathLike | None = None) -> Path:
+def build_report(results_dir: str | os.PathLike, other_dir=None, out_dir: str | os.PathLike | None = None) -> Path:
     """Write the report (index.html, one PNG per plot, summary.json) and return index.html's path.
 
-    out_dir defaults to RESULTS_DIR/report, or RESULTS_DIR/report-vs-<OTHER's name> with other_dir.
-    Raises results.ResultsError (file and line) for a directory that does not follow docs/results.md;
-    then nothing is written."""
+    other_dir: a second run's directory, or a list of them (up to 7: B, C ...). out_dir defaults to
+    RESULTS_DIR/report, or RESULTS_DIR/report-vs-<the others' names>. Raises results.ResultsError
+    (file and line) for a directory that does not follow docs/results.md; then nothing is written."""
+    others = ([] if other_dir is None else [other_dir] if isinstance(other_dir, (str, os.PathLike))
+              else list(other_dir))
+    if len(others) >= len(LABELS):
+        raise results.ResultsError(f"at most {len(LABELS)} runs in one report ({len(others) + 1} given)")
     a = load(results_dir, "A")
-    b = load(other_dir, "B") if other_dir is not None else None
-    runs = [a] + ([b] if b else [])
-    out = Path(out_dir) if out_dir is not None else _default_out(a, b)
+    runs = [a] + [load(d, LABELS[i + 1]) for i, d in enumerate(others)]
+    out = Path(out_dir) if out_dir is not None else _default_out(a, runs[1:])
     if out.exists() and not out.is_dir():
         raise results.ResultsError(f"{out}: exists and is not a directory")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +102,8 @@ def build_report(results_dir: str | os.PathLike, other_dir: str | os.PathLike | 
 
 def _build(runs: list[Run], tmp: Path, final: Path) -> None:
     dims = varying_dims(runs)
-    cols = [(r.label, r.cases) for r in runs]
+    # each run's plots titled with the DUT it measured when the runs are several
+    cols = [(f"{r.label} ({dut_label(r.run)})" if len(runs) > 1 else r.label, r.cases) for r in runs]
     sections: list[Section] = []
     plots: list[str] = []
 
@@ -171,29 +182,54 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
                                         for r in runs],
                                "series_dims": dims, "regressions": [asdict(g) for g in regs]}
     tables = ""
-    if len(runs) == 2:
-        chs, only_a, only_b = changes(runs[0], runs[1], dims)
-        s = Section("change", "Change from A to B",
+    if len(runs) > 1:
+        rows = side_by_side(runs)
+        s = Section("side-by-side", "The DUTs side by side",
+                    "Per direction and frame size (the sequential cases), each run's NDR (PDR), which side set "
+                    "it, and what a packet cost its DUT: the CPU time of the DUT's receive threads per packet "
+                    "and its XDP program's own run time (where it has one). "
+                    + "; ".join(f"{r.label}: {html.escape(dut_label(r.run))}" for r in runs) + ".")
+        s.extra = _side_table(rows, runs)
+        sections.append(s)
+        summary["side_by_side"] = rows
+        summary["duts"] = {r.label: dut_label(r.run) for r in runs}
+    for i, other in enumerate(runs[1:]):
+        x = other.label
+        chs, only_a, only_b = changes(runs[0], other, dims)
+        s = Section("change" if i == 0 else f"change-{x}",
+                    f"Change from A ({dut_label(runs[0].run)}) to {x} ({dut_label(other.run)})",
                     "Cases with the same parameters (direction, frame size, " + ", ".join(VARIANT_DIMS)
-                    + ") in both runs, matched. Change = (B − A) / A; n/a when A is 0 or a value is missing.")
+                    + f") in both runs, matched. Change = ({x} − A) / A; n/a when A is 0 or a value is missing.")
         if only_a:
             s.notes.append(f"Only in A ({len(only_a)}): {', '.join(only_a[:20])}{' …' if len(only_a) > 20 else ''}")
         if only_b:
-            s.notes.append(f"Only in B ({len(only_b)}): {', '.join(only_b[:20])}{' …' if len(only_b) > 20 else ''}")
-        s.extra = _change_table(chs)
-        plot(s, "change.png", change_plot(tmp / "change.png", chs),
-             "No case of A matches a case of B with values on both sides.")
-        summary["changes"] = [asdict(c) for c in chs]
-        summary["only_a"], summary["only_b"] = only_a, only_b
-        ratios = reference_ratios(runs[0], runs[1])
-        if ratios is not None:
-            s = Section("reference", "PGW-U against the reference forwarder",
-                        "NDR of the PGW-U divided by the NDR of the plain XDP forwarder on the same machine, "
-                        "CPU layout and frame size: how much of what this machine can forward at all the "
-                        "PGW-U's own work leaves.")
-            s.extra = _ratio_table(ratios)
-            sections.append(s)
+            s.notes.append(f"Only in {x} ({len(only_b)}): {', '.join(only_b[:20])}{' …' if len(only_b) > 20 else ''}")
+        s.extra = _change_table(chs, x)
+        name = "change.png" if i == 0 else f"change-{x}.png"
+        plot(s, name, change_plot(tmp / name, chs), f"No case of A matches a case of {x} with values on both sides.")
+        if i == 0:
+            summary["changes"] = [asdict(c) for c in chs]
+            summary["only_a"], summary["only_b"] = only_a, only_b
+        else:
+            summary.setdefault("changes_from_a", {})[x] = {"changes": [asdict(c) for c in chs],
+                                                           "only_a": only_a, "only_other": only_b}
+    fw = forwarder(runs) if len(runs) > 1 else None
+    for r in runs:
+        ratios = reference_ratios(r, fw) if fw is not None and r is not fw else None
+        if ratios is None:
+            continue
+        first = "reference_ratios" not in summary
+        name = dut_label(r.run)
+        s = Section("reference" if first else f"reference-{r.label}",
+                    f"{name} ({r.label}) against the reference forwarder ({fw.label})",
+                    f"NDR of {html.escape(name)} divided by the NDR of the plain XDP forwarder on the same "
+                    "machine, CPU layout and frame size: how much of what this machine can forward at all "
+                    "the DUT's own work leaves.")
+        s.extra = _ratio_table(ratios, name)
+        sections.append(s)
+        if first:
             summary["reference_ratios"] = ratios
+        summary.setdefault("reference_ratios_by_run", {})[r.label] = ratios
     for r in runs:
         rows = scale_ratios(r)
         if rows:
@@ -205,7 +241,8 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
             sections.append(s)
             summary.setdefault("scale_ratios", {})[r.label] = rows
     tables = '<h2 id="cases">All cases</h2>' + "".join(
-        (f"<h3>{r.label}: {html.escape(str(r.path))}</h3>" if len(runs) > 1 else "") + _cases_table(r, final)
+        (f"<h3>{r.label} ({html.escape(dut_label(r.run))}): {html.escape(str(r.path))}</h3>" if len(runs) > 1
+         else "") + _cases_table(r, final)
         for r in runs)
     fg = sum(1 for r in runs for c in r.cases if results.flamegraph_path(r.path, c["case_id"]).is_file())
     tables += (f"<p>{fg} flame graph(s) from <code>gtplab sweep --flamegraph</code> are linked in the table.</p>"
@@ -220,7 +257,7 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
 
 def do_report(args: argparse.Namespace) -> int:
     try:
-        index = build_report(args.results_dir, args.other_dir, args.out)
+        index = build_report(args.results_dir, args.other_dirs or None, args.out)
     except results.ResultsError as e:
         raise UserError(str(e)) from None
     except OSError as e:
@@ -230,12 +267,14 @@ def do_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="HTML report with plots of a sweep (or two sweeps compared)",
+    p = sub.add_parser("report", help="HTML report with plots of a sweep (or of several sweeps compared)",
                        description=__doc__.splitlines()[0])
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="a sweep results directory (run.json, cases.jsonl)")
-    p.add_argument("other_dir", metavar="OTHER_RESULTS_DIR", nargs="?",
-                   help="a second run: plots side by side (A = RESULTS_DIR, B = this) and changes in %%")
+    p.add_argument("other_dirs", metavar="OTHER_RESULTS_DIR", nargs="*",
+                   help="more runs (up to 7): plots side by side (A = RESULTS_DIR, B, C ... = these, each "
+                        "named by its DUT), their NDR and costs in one table, changes from A in %%, each DUT "
+                        "against the reference forwarder when one run is the forwarder's")
     p.add_argument("-o", "--out", metavar="DIR",
-                   help="report directory (default: RESULTS_DIR/report, or RESULTS_DIR/report-vs-<OTHER> "
-                        "with a second run); an earlier report there is replaced")
+                   help="report directory (default: RESULTS_DIR/report, or RESULTS_DIR/report-vs-<OTHERS> "
+                        "with more runs); an earlier report there is replaced")
     p.set_defaults(func=do_report)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gtplab.errors import LabError, UserError
+from gtplab.lab import external
 from gtplab.lab.topology import DEFAULT_MTU, Lab
 from gtplab.traffic.engine import LocalClient, PortSpec
 from gtplab.traffic.trex.client import TrexClient, parse_server
@@ -168,6 +169,19 @@ class Setup:
         return Backend.open(self.kind, lab=self.lab, server=self.server, config=self.config, **self.lab_kwargs)
 
 
+def _check_upf_running(lab: Lab) -> None:
+    """A running lab's external UPF is there: its XDP programs on both DUT ports (when it has XDP);
+    UserError saying what to start where otherwise."""
+    spec = (lab.external or {}).get("spec") or {}
+    if not spec.get("xdp", True):
+        return
+    progs = external.xdp_progs(lab.dut_ns, [p.dut_ifname for p in lab.ports])
+    missing = [i for i, x in progs.items() if not x]
+    if missing:
+        raise UserError(f"lab {lab.name}: no XDP program on {', '.join(missing)}: start the UPF in {lab.dut_ns} "
+                        f"(`gtplab lab status --name {lab.name}`: its N3, N6, N4)")
+
+
 def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None = None,
            server: str | None = None) -> Setup:
     """The generator and lab for a lab config (gtplab.lab.config.LabConfig) and the command line's
@@ -185,14 +199,27 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
             setup.lab = Lab.open(lab)
             if dut and dut != setup.lab.dut_mode:
                 raise UserError(f"--dut {dut}: lab {lab} runs {setup.lab.dut_mode}")
+            if setup.lab.dut_mode == "external":
+                _check_upf_running(setup.lab)
             want = "trex" if kind == "trex" else "engine"
             if setup.lab.generator != want:
                 raise UserError(f"lab {lab} generates with the {setup.lab.generator}: "
                                 + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
                                    else "use --backend trex"))
         else:
+            mode = dut or cfg.dut_mode
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
-                                "dut": dut or cfg.dut_mode}
+                                "dut": mode, "share_cpus": cfg.lab.get("share_cpus")}
+            if mode == "external":
+                # the UPF the lab starts (gtplab/lab/external.py): the lab config says which, and how
+                if cfg.dut_mode != "external":
+                    raise UserError(f"--dut external: lab config {cfg.path} describes no external UPF "
+                                    "(dut.mode: external, dut.external)")
+                spec = setup.lab_kwargs["external_spec"] = cfg.external_spec()
+                if spec.user_started:
+                    raise UserError(f"lab config {cfg.path}: its UPF is started by you (no dut.external.start): "
+                                    f"`gtplab lab up --lab-config {cfg.path}`, start it in the lab's DUT namespace, "
+                                    "then run this with --lab NAME")
             if kind == "trex":
                 setup.lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
     elif dut:

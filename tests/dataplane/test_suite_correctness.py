@@ -21,6 +21,14 @@ port. For each packet the test computes the expected output itself:
   what the DUT's kernel sent for packets passed to it (reassembled G-PDUs the reassembler
   forwarded, outer fragments the kernel made) counted with the forwarded ones;
 - unknown TEIDs, unknown UEs and spoofed sources are not forwarded and are counted by reason.
+
+The same packets go through eUPF (`eupf`: an external UPF in the lab, gtplab/lab/external.py,
+provisioned over PFCP as the lab config embedded-eupf says; skipped, with the reason, when its
+runtime is absent). Where eUPF departs from the specs or from what is expected of the PGW-U, the
+table DEPARTS says so, row by row, and the checks expect exactly that: a UPF that stops departing
+fails as surely as one that departs further. Its encapsulation is checked byte for byte against a
+frame built with Scapy from that table (eupf_encap). The PGW-U's own knobs (`pgwu config`: the
+outer source port, egress VLAN tags) are tested on the PGW-U only.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import pytest
 from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
+
+from scapy.packet import Raw
 
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
@@ -49,12 +59,149 @@ QFI_BEARER = 4      # a 5G N3 bearer (TS 38.415): QFI both ways; outer UDP check
 QFI = 9
 
 
-# bearers whose downlink has the outer UDP checksum on, as provisioned (set by the lab fixture)
-STATE = {"csum_on": CSUM_ON}
+# bearers whose downlink has the outer UDP checksum on, as provisioned, and which UPF runs (set by
+# the lab fixture)
+STATE = {"csum_on": CSUM_ON, "upf": "pgwu"}
+
+# ---------------------------------------------------------------------------------------- per UPF
+# Where a UPF departs from the specs or from what gtplab expects of a UPF (what the PGW-U does, which
+# the checks are written for): one row per departure, each a fact the checks below use. The PGW-U has
+# none. eUPF a8d774a (../shared/eupf/README.md), seen in this lab; its sources at that commit say why
+# (cmd/ebpf/xdp/n3n6_entrypoint.c, utils/routing.h, utils/gtp_utils.h).
+DEPARTS: dict[str, dict] = {
+    "pgwu": {},
+    "eupf": {
+        # RFC 1812 5.3.1: a router decrements the TTL of what it forwards; eUPF does not, either way
+        # (routing.h: `_decr_ttl` commented out), so a TTL 1 packet goes on as TTL 1
+        "inner_ttl": "kept",
+        # TS 29.281 4.4.2.0 lets the sender pick the UDP source port (the PGW-U spreads flows over
+        # 49152-65535); eUPF always sends from 2152
+        "outer_udp_sport": 2152,
+        # no outer UDP checksum (0, allowed in IPv4 by RFC 768), whatever the session
+        "outer_udp_csum": 0,
+        # the outer IPv4 header: DF set, id 0, TOS 0 (the inner DSCP is not copied out: the PGW-U
+        # copies it, as RFC 2983's uniform model does), TTL 64
+        "outer_ip": {"flags": 2, "id": 0, "tos": 0, "ttl": 64},
+        # every downlink G-PDU carries a DL PDU Session Container (E=1), with QFI 0 when the session
+        # has none (a 4G bearer gets a 5G header) ...
+        "dl_psc_qfi": 0,
+        # ... except that a PDR without a QER applies eUPF's QER number 0, the first QER it stored,
+        # whichever session's (its PDRs default to QER ID 0): once the QFI bearer's QER exists,
+        # every bearer without one is marked with its QFI (and would be gated and rated by it)
+        "pdr_without_qer": "applies the first QER stored",
+        # 802.1Q-tagged frames (either side) are not parsed: passed to the kernel, which has no VLAN
+        # device and drops them
+        "vlan": "pass_no_match",
+        # TS 29.281 7.3.1: a G-PDU for an unknown TEID is answered with an Error Indication; eUPF
+        # passes it to the kernel, which answers ICMP port unreachable (nothing listens on 2152)
+        "unknown_teid": ("pass_no_match", (3, 3)),
+        # TS 29.244 5.2.1 PDI: the uplink PDR carries the UE's address (source); eUPF matches the
+        # TEID only, so another UE's packets in a bearer go through
+        "spoofed_source": "forwarded",
+        # a downlink packet for no UE: passed to the kernel, which has no route: ICMP net unreachable
+        "unknown_ue": ("pass_no_match", (3, 0)),
+        # TS 29.244 8.2.89: the uplink PDR's QFI is what its G-PDUs must carry; eUPF does not look
+        "uplink_qfi": "not checked",
+        # outer IPv4 fragments are not reassembled: the first (the one with UDP and GTP-U) is
+        # decapsulated alone, a truncated inner packet whose length field is the whole's, and
+        # forwarded; the others are passed to the kernel, which cannot reassemble without the first
+        "outer_fragments": "first decapsulated alone",
+        # a downlink packet too big for N3 once encapsulated: its FIB lookup says fragmentation
+        # needed, and it is passed to the kernel already encapsulated (from the UPF's own N3
+        # address, with DF): the kernel neither forwards nor fragments it, nothing leaves
+        "downlink_too_big": "pass_fib",
+        # TS 29.281 5.2.1: extension headers are chained, each says whether a receiver must
+        # understand it; eUPF reads the PDU Session Container only: a G-PDU with another one in its
+        # chain (here the UDP Port header, 0x40, "comprehension not required") is XDP_ABORTED
+        "gtp_ext_headers": "psc only, else aborted",
+    },
+}
 
 
-@pytest.fixture(scope="module", params=["pgwu", "pfcp"])
+def departs() -> dict:
+    return DEPARTS[STATE["upf"]]
+
+
+def eupf_encap(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw: str, teid: int,
+               qfi: int | None = None) -> bytes:
+    """A downlink G-PDU as a UPF with departures d sends it, built with Scapy: the inner packet
+    (TTL kept or decremented), the outer IPv4 header of d, UDP from d's port, d's checksum, a DL PDU
+    Session Container with the session's QFI (or d's)."""
+    inner = ip if d["inner_ttl"] == "kept" else ttl_minus_one(ip)
+    o = d["outer_ip"]
+    return bytes(Ether(dst=dmac, src=smac)
+                 / IP(ihl=5, tos=o["tos"], id=o["id"], flags=o["flags"], frag=0, ttl=o["ttl"], proto=17,
+                      src=local, dst=sgw)
+                 / UDP(sport=d["outer_udp_sport"], dport=2152, chksum=d["outer_udp_csum"])
+                 / O.gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
+
+
+UPFS = ["pgwu", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)]
+PGWU_ONLY = pytest.mark.parametrize("lab", ["pgwu", "pfcp"], indirect=True)   # `pgwu config` knobs
+
+
+@pytest.fixture(scope="module", params=UPFS)
 def lab(request, tmp_path_factory):
+    if request.param == "eupf":
+        yield from eupf_lab(tmp_path_factory)
+        return
+    STATE["upf"] = "pgwu"
+    yield from pgwu_lab(request, tmp_path_factory)
+
+
+def eupf_lab(tmp_path_factory):
+    """eUPF in the lab (embedded-eupf's config), 4 bearers over PFCP with gtplab's TEIDs, and the
+    QFI bearer over a second association from a second N4 address (one QFI per association)."""
+    import dataclasses
+    import ipaddress
+    from gtplab.dut import pfcp as pfcp_dut
+    from gtplab.dut.external import ExternalDut
+    from gtplab.lab.topology import Lab
+    from gtplab.pfcp import messages as pm
+    from gtplab.pfcp import provision
+    from tests.lib import eupf as E
+    cfg = E.lab_config()                # skips, with the reason, without eUPF's runtime
+    lab = Lab.up(dut="external", external_spec=cfg.external_spec())
+    client = dut = prov = prov_qfi = None
+    try:
+        STATE["upf"] = "eupf"
+        a = lab.addressing
+        bf = tmp_path_factory.mktemp("bearers") / "bearers.txt"
+        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n" for i in range(4)))
+        pc, ns = pfcp_dut.in_lab(provision.parse_config(cfg.dut["pfcp"], cfg.path), lab)
+        pc = dataclasses.replace(pc, choose=False)
+        prov = pfcp_dut.provisioner(pc, ns)
+        got = prov.install(str(bf), str(bf.with_suffix(".provisioned")))
+        assert [s.teid for s in got] == [a.local_teid(i) for i in range(4)]
+        q, second = QFI_BEARER, "10.203.0.3"
+        subprocess.run(["ip", "-n", ns, "addr", "add", f"{second}/{a.prefixlen('n4')}", "dev",
+                        lab.external["n4"]["cp_ifname"]], check=True)
+        prov_qfi = pfcp_dut.provisioner(dataclasses.replace(pc, qfi=QFI, local=second, node_id=second), ns)
+        got = prov_qfi.sessions.establish([pm.Bearer(q, int(ipaddress.IPv4Address(a.ue(q))),
+                                                     int(ipaddress.IPv4Address(a.sgw(q))), a.sgw_teid(q),
+                                                     a.local_teid(q))])
+        assert [s.teid for s in got] == [a.local_teid(q)]
+        STATE["csum_on"] = ()
+        STATE["first_qer_qfi"] = QFI          # the QFI bearer's QER is the first eUPF stored
+        # the kernel answers what eUPF passes it (ICMP errors): one per packet, not rate-limited
+        subprocess.run(["ip", "netns", "exec", lab.dut_ns, "sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"], check=True)
+        client = engine_client(lab)
+        client.connect()
+        dut = ExternalDut(lab, cfg)
+        yield lab, client, dut
+    finally:
+        STATE["upf"] = "pgwu"
+        if client:
+            client.disconnect()
+        if dut:
+            dut.close()
+        for p in (prov_qfi, prov):
+            if p:
+                p.close()
+        lab.down()
+
+
+def pgwu_lab(request, tmp_path_factory):
     """The lab with 5 bearers, provisioned with `pgwu session load` (pgwu) or over PFCP by the
     PGW-U's own agent, as the lab config embedded-pfcp says (pfcp: the agent must be built in; a
     pgwu without `pfcp` fails here, with the reason). PFCP has no per-bearer outer checksum flag:
@@ -123,7 +270,8 @@ def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
             "vm": {"instructions": []}, "flow_stats": {"enabled": False}}
 
 
-SNMP_IP = ("ReasmReqds", "ReasmOKs", "ReasmFails", "FragOKs", "FragCreates", "FragFails")
+SNMP_IP = ("ReasmReqds", "ReasmOKs", "ReasmFails", "FragOKs", "FragCreates", "FragFails", "InAddrErrors",
+           "InHdrErrors", "InDiscards", "ForwDatagrams", "OutNoRoutes", "InDelivers")
 
 
 def kernel_counts(lab) -> dict[str, int]:
@@ -134,7 +282,7 @@ def kernel_counts(lab) -> dict[str, int]:
                           capture_output=True, text=True, check=True).stdout
     head, vals = [ln.split()[1:] for ln in snmp.splitlines() if ln.startswith("Ip:")][:2]
     ip = dict(zip(head, map(int, vals)))
-    r = lab.pgwu_json("stats").get("reassembler") or {}
+    r = (lab.pgwu_json("stats").get("reassembler") or {}) if lab.dut_mode == "pgwu" else {}
     return {**{k: ip[k] for k in SNMP_IP}, "reasm_received": r.get("received", 0),
             "reasm_forwarded": r.get("forwarded", 0)}
 
@@ -172,6 +320,9 @@ def send(lab_t, tx: int, frames: list[bytes], returned: list | None = None, *, c
                               link_in_lost=ld["lost_in"], link_out_lost=ld["lost_out"], kernel_fwd=kernel_fwd)
     assert st[tx]["opackets"] == copies * len(frames)
     assert cons.ok, cons.message()
+    if hasattr(dut, "cross_check"):        # an external UPF's verdicts against the kernel's count
+        disagree = dut.cross_check(dd, link0, link1, "uplink" if tx == 0 else "downlink")
+        assert not disagree, disagree
     assert st[tx]["ipackets"] == len(back), "capture and tx port's rx counter disagree"
     if returned is None:
         assert not back, f"{len(back)} frames came back to the sending port"
@@ -225,9 +376,14 @@ def uplink_frames(lab):
 def test_uplink_decap_every_packet(lab):
     lab_o = lab[0]
     p1 = lab_o.ports[1]
+    d = departs()
     frames = uplink_frames(lab_o)
+    keep = (lambda ip: ip) if d.get("inner_ttl") == "kept" else ttl_minus_one
+    passed = [f for f in frames if Dot1Q in f and d.get("vlan")]
     expected = collections.Counter()
     for f in frames:
+        if any(f is x for x in passed):
+            continue
         inner = bytes(f[GTP_U_Header].payload)
         inner = inner[:struct.unpack("!H", inner[2:4])[0]]
         # the header chain of the ext-header frame: take the inner IP from the end of the message
@@ -240,10 +396,11 @@ def test_uplink_decap_every_packet(lab):
                 nxt = g[chain_end + ln - 1]
                 chain_end += ln
             inner = g[chain_end:]
-        exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + ttl_minus_one(inner)
+        exp = bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + keep(inner)
         expected[exp] += N_EACH
     got, dd, st = send(lab, 0, [bytes(f) for f in frames])
-    assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    assert dd.fwd_packets == N_EACH * (len(frames) - len(passed)) and not dd.drops_by_reason
+    assert dd.passed_by_reason == ({d["vlan"]: N_EACH * len(passed)} if passed else {})
     unexpected = [g for g in got if g not in expected]
     assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
         "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
@@ -320,16 +477,45 @@ def check_encap(lab_o, frames, got, vlan: int | None, sport_fixed: bool = False)
     assert seen == collections.Counter({k: N_EACH for k in by_inner})
 
 
+def check_encap_as_departs(lab_o, frames, got, d: dict, qfi: int | None = None) -> None:
+    """Every frame in got is one of frames encapsulated as eupf_encap builds it from d, byte for
+    byte, each N_EACH times: bearer i (UE 10.64.0.1 + i) to SGW i with its SGW TEID."""
+    a, p0 = lab_o.addressing, lab_o.ports[0]
+    if qfi is None and d.get("pdr_without_qer") == "applies the first QER stored":
+        qfi = STATE["first_qer_qfi"]
+    want = collections.Counter()
+    for f in frames:
+        ip = bytes(f[IP])
+        ip = ip[:struct.unpack("!H", ip[2:4])[0]]
+        i = int(f[IP].dst.split(".")[-1]) - 1
+        want[eupf_encap(d, ip, smac=p0.dut_mac, dmac=p0.mac, local=a.dut_access, sgw=a.sgw(i),
+                        teid=a.sgw_teid(i), qfi=qfi)] += N_EACH
+    unexpected = [g for g in got if g not in want]
+    assert not unexpected, ("unexpected frame(s), e.g. " + _show(unexpected[0]) + "\nexpected one of:\n"
+                            + "\n".join(_show(w) for w in want))
+    assert collections.Counter(got) == want
+    for g in got:
+        assert O.ip_hdr_ok(g[14:34]), "outer IPv4 checksum: " + _show(g)
+
+
 def test_downlink_encap_every_packet(lab):
     lab_o = lab[0]
+    d = departs()
     frames = downlink_frames(lab_o)
+    passed = [f for f in frames if Dot1Q in f and d.get("vlan")]
     got, dd, st = send(lab, 1, [bytes(f) for f in frames])
-    assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    fwd = [f for f in frames if not any(f is x for x in passed)]
+    assert dd.fwd_packets == N_EACH * len(fwd) and not dd.drops_by_reason
+    assert dd.passed_by_reason == ({d["vlan"]: N_EACH * len(passed)} if passed else {})
+    if d:
+        check_encap_as_departs(lab_o, fwd, got, d)
+        return
     check_encap(lab_o, frames, got, vlan=None)
     # the lab's PGW-U is loaded with its defaults: source-port entropy on, one port per flow
     assert len({Ether(g)[UDP].sport for g in got}) == len(frames), [Ether(g)[UDP].sport for g in got]
 
 
+@PGWU_ONLY
 def test_downlink_sport_fixed(lab):
     """pgwu config --sport-entropy off: every encapsulated frame leaves from port 2152 (for peers that
     need it), and on brings the flows' ports back."""
@@ -345,6 +531,7 @@ def test_downlink_sport_fixed(lab):
     check_encap(lab_o, frames, got, vlan=None)
 
 
+@PGWU_ONLY
 def test_downlink_egress_vlan(lab):
     """pgwu config --vlan access ID: every encapsulated frame leaves with that 802.1Q tag."""
     lab_o = lab[0]
@@ -357,6 +544,7 @@ def test_downlink_egress_vlan(lab):
     check_encap(lab_o, frames, got, vlan=7)
 
 
+@PGWU_ONLY
 def test_uplink_egress_vlan(lab):
     lab_o = lab[0]
     p1 = lab_o.ports[1]
@@ -373,12 +561,29 @@ def test_uplink_egress_vlan(lab):
 
 # ---------------------------------------------------------------------------------------- negative
 
+def icmp_from_kernel(frame: bytes, *, smac: str, dmac: str, src: str, dst: str, kind: tuple[int, int],
+                     quoted: bytes) -> None:
+    """frame is an ICMP error (type, code = kind) of the DUT's kernel: src -> dst, quoting the start
+    of the packet it answers (the IP header and 8 octets at least, RFC 792)."""
+    from scapy.layers.inet import ICMP, IPerror
+    e = Ether(frame)
+    assert (e.dst, e.src) == (dmac, smac) and IP in e and ICMP in e, _show(frame)
+    assert (e[IP].src, e[IP].dst, e[ICMP].type, e[ICMP].code) == (src, dst, *kind), _show(frame)
+    q = bytes(e[IPerror])
+    assert q[:28] == quoted[:28], _show(frame)
+
+
 def test_not_forwarded_and_counted_by_reason(lab):
     lab_o = lab[0]
     a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
     kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, outer_src=a.sgw(0))
     unknown_teid = packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128, **kw)
     spoofed = packets.gpdu(a.local_teid(0), a.ue(1), a.pdn(0), size=128, **kw)   # bearer 0, UE 1's address
+    unknown_ue = packets.downlink_ip(a.ue(500), a.pdn(0), 128, src_mac=p1.mac, dst_mac=p1.dut_mac)
+    d = departs()
+    if d:
+        check_not_forwarded_as_departs(lab, d, unknown_teid, spoofed, unknown_ue)
+        return
     back: list = []
     got, dd, st = send(lab, 0, [bytes(unknown_teid), bytes(spoofed), bytes(spoofed)], returned=back)
     assert got == []
@@ -394,10 +599,40 @@ def test_not_forwarded_and_counted_by_reason(lab):
                                         IE_GSNAddress(length=4, ipv4_address=a.dut_access)]))
     assert back == [bytes(ei)] * N_EACH, _show(back[0]) if back else "no Error Indication came back"
 
-    unknown_ue = packets.downlink_ip(a.ue(500), a.pdn(0), 128, src_mac=p1.mac, dst_mac=p1.dut_mac)
     got, dd, st = send(lab, 1, [bytes(unknown_ue)])
     assert got == []
     assert dd.fwd_packets == 0 and dd.drops_by_reason == {"drop_unknown_ue": N_EACH}
+
+
+def check_not_forwarded_as_departs(lab, d: dict, unknown_teid, spoofed, unknown_ue) -> None:
+    """The negative packets through a UPF with departures d: an unknown TEID and an unknown UE
+    passed to the kernel (by d's reason), each answered by the kernel's ICMP error (d's type and
+    code) back to its sender; a spoofed source forwarded as any packet of its bearer."""
+    lab_o = lab[0]
+    a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
+    reason, kind = d["unknown_teid"]
+    back: list = []
+    got, dd, st = send(lab, 0, [bytes(unknown_teid)], returned=back)
+    assert got == [] and dd.fwd_packets == 0 and not dd.drops_by_reason
+    assert dd.passed_by_reason == {reason: N_EACH}
+    assert len(back) == N_EACH, [_show(b) for b in back]
+    for b in back:      # no Error Indication (TS 29.281 7.3.1): the kernel's port unreachable
+        icmp_from_kernel(b, smac=p0.dut_mac, dmac=p0.mac, src=a.dut_access, dst=a.sgw(0), kind=kind,
+                         quoted=bytes(unknown_teid[IP]))
+    assert d["spoofed_source"] == "forwarded"
+    got, dd, st = send(lab, 0, [bytes(spoofed)])
+    inner = O.gpdu_inner(bytes(spoofed))
+    keep = (lambda ip: ip) if d.get("inner_ttl") == "kept" else ttl_minus_one
+    assert got == [bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + keep(inner)] * N_EACH
+    assert dd.fwd_packets == N_EACH and not dd.drops_by_reason and not dd.passed_by_reason
+    reason, kind = d["unknown_ue"]
+    back = []
+    got, dd, st = send(lab, 1, [bytes(unknown_ue)], returned=back)
+    assert got == [] and dd.fwd_packets == 0 and dd.passed_by_reason == {reason: N_EACH}
+    assert len(back) == N_EACH, [_show(b) for b in back]
+    for b in back:
+        icmp_from_kernel(b, smac=p1.dut_mac, dmac=p1.mac, src=a.dut_sgi, dst=a.pdn(0), kind=kind,
+                         quoted=bytes(unknown_ue[IP]))
 
 
 # ---------------------------------------------------------------------------------------- QFI (5G N3)
@@ -431,6 +666,9 @@ def test_qfi_downlink_carries_a_dl_pdu_session_container(lab):
         sent[ttl_minus_one(ip)] = ip
     got, dd, st = send(lab, 1, [bytes(f) for f in frames])
     assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    if departs():
+        check_encap_as_departs(lab_o, frames, got, departs(), qfi=QFI)
+        return
     seen = collections.Counter()
     for g in got:
         inner = O.gpdu_inner(g)
@@ -462,12 +700,15 @@ def test_qfi_uplink_with_its_psc_forwarded(lab):
     frames = [qfi_uplink(lab_o, [psc], 0, size=128),
               qfi_uplink(lab_o, [psc], 1, size=1518, l4="tcp", seq=11),
               qfi_uplink(lab_o, [packets.ext_header(0x40, b"\x00\x00"), psc], 2, size=300)]
+    # the last one has a UDP Port extension header before the PSC
+    aborted = frames[2:] if departs().get("gtp_ext_headers") == "psc only, else aborted" else []
+    keep = (lambda ip: ip) if departs().get("inner_ttl") == "kept" else ttl_minus_one
     expected = collections.Counter()
-    for f in frames:
-        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + ttl_minus_one(O.gpdu_inner(bytes(f)))] \
-            += N_EACH
+    for f in frames[:len(frames) - len(aborted)]:
+        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + keep(O.gpdu_inner(bytes(f)))] += N_EACH
     got, dd, st = send(lab, 0, [bytes(f) for f in frames])
-    assert dd.fwd_packets == N_EACH * len(frames) and not dd.drops_by_reason and not dd.passed_by_reason
+    assert dd.fwd_packets == N_EACH * (len(frames) - len(aborted)) and not dd.passed_by_reason
+    assert dd.drops_by_reason == ({"aborted": N_EACH * len(aborted)} if aborted else {})
     unexpected = [g for g in got if g not in expected]
     assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0])
     assert collections.Counter(got) == expected
@@ -481,6 +722,13 @@ def test_qfi_uplink_without_its_qfi_not_forwarded_and_counted(lab):
               qfi_uplink(lab_o, [packets.pdu_session_container(qfi=(QFI + 1) % 64, uplink=True)], 1, size=200),
               qfi_uplink(lab_o, [packets.pdu_session_container(qfi=QFI, uplink=False)], 2, size=200)]
     got, dd, st = send(lab, 0, [bytes(f) for f in frames])
+    if departs().get("uplink_qfi") == "not checked":
+        # forwarded as if they carried it
+        assert len(got) == N_EACH * len(frames) and dd.fwd_packets == N_EACH * len(frames)
+        keep = (lambda ip: ip) if departs().get("inner_ttl") == "kept" else ttl_minus_one
+        assert collections.Counter(O.ip_payload(g) for g in got) == collections.Counter(
+            {keep(O.gpdu_inner(bytes(f))): N_EACH for f in frames})
+        return
     assert got == [], _show(got[0])
     assert dd.fwd_packets == 0 and not dd.passed_by_reason
     assert dd.drops_by_reason == {"drop_qfi_mismatch": N_EACH * len(frames)}
@@ -500,6 +748,9 @@ def test_uplink_outer_fragments_reassembled_and_forwarded(lab):
     from scapy.layers.inet import fragment
     lab_o = lab[0]
     a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
+    if departs():
+        check_outer_fragments_as_departs(lab, departs())
+        return
     assert lab_o.reassembler_pid(), f"the lab did not start pgwu reassemble: {lab_o.state.get('reassembler')}"
     frames, expected = [], collections.Counter()
     for c in range(N_EACH):
@@ -520,6 +771,37 @@ def test_uplink_outer_fragments_reassembled_and_forwarded(lab):
     assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
         "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
     assert collections.Counter(got) == expected
+
+
+def check_outer_fragments_as_departs(lab, d: dict) -> None:
+    """A UPF that does not reassemble (d["outer_fragments"]: "first decapsulated alone"): of each
+    G-PDU's 3 outer fragments, the first, which holds UDP and GTP-U, leaves SGi as what follows its
+    GTP-U header (a truncated inner packet: its length field is the whole packet's), TTL as d says;
+    the two others are passed to the kernel (not GTP-U to its parser), which takes them for
+    reassembly and never completes one."""
+    from scapy.layers.inet import fragment
+    lab_o = lab[0]
+    a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
+    assert d["outer_fragments"] == "first decapsulated alone"
+    keep = (lambda ip: ip) if d.get("inner_ttl") == "kept" else ttl_minus_one
+    frames, expected = [], collections.Counter()
+    for c in range(N_EACH):
+        g = packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(8), size=1400, inner_id=0x100 + c, outer_id=0x5000 + c,
+                         outer_src=a.sgw(1), outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+        frs = fragment(g[IP], fragsize=512)
+        assert len(frs) == 3
+        frames += [bytes(Ether(src=p0.mac, dst=p0.dut_mac) / f) for f in frs]
+        first_payload = bytes(frs[0])[20 + 8 + 8:]            # after outer IPv4, UDP, GTP-U
+        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + keep(first_payload)] += 1
+    got, dd, st = send(lab, 0, frames, copies=1, spaced_us=1000)
+    k = st["kernel"]
+    assert dd.fwd_packets == N_EACH and not dd.drops_by_reason
+    assert dd.passed_by_reason == {"pass_no_match": 2 * N_EACH}
+    assert (k["ReasmReqds"], k["ReasmOKs"]) == (2 * N_EACH, 0), k
+    assert collections.Counter(got) == expected, [_show(x) for x in got]
+    for x in got:
+        ip = Ether(x)[IP]
+        assert ip.len > len(x) - 14, "the inner length field is the whole packet's: " + _show(x)
 
 
 def _dut_mtu(lab, ifname: str) -> int:
@@ -544,6 +826,16 @@ def test_downlink_too_big_leaves_in_outer_fragments(lab):
     f = packets.downlink_ip(a.ue(0), a.pdn(9), size + 18, src_mac=p1.mac, dst_mac=p1.dut_mac)
     ip = bytes(f[IP])
     assert len(ip) == size and not ip[6] & 0x40
+    if departs():
+        # passed to the kernel already encapsulated, with the outer DF the UPF sets: dropped there
+        reason = departs()["downlink_too_big"]
+        back: list = []
+        got, dd, st = send(lab, 1, [bytes(f)], returned=back)
+        k = st["kernel"]
+        assert got == [] and back == [] and dd.fwd_packets == 0 and not dd.drops_by_reason
+        assert dd.passed_by_reason == {reason: N_EACH}
+        assert (k["FragOKs"], k["FragCreates"], k["ForwDatagrams"]) == (0, 0, 0), k
+        return
     per_frag = (mtu_acc - 20) // 8 * 8
     n_frags = -(-(size + 16) // per_frag)              # outer payload: UDP 8 + GTP-U 8 + the packet
     got, dd, st = send(lab, 1, [bytes(f)])

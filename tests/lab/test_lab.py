@@ -258,23 +258,103 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
         lab.attach_gen_pass()
 
 
-def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown():
-    """keep_cpus_awake() turns off the halt idle states of the DUT CPUs (polling only); a lab torn
-    down without restore_cpu_idle() (its owner died) still gives them back."""
-    lab = Lab.up(dut="drop")
+def _idle_states(cpus: list[int]) -> list[Path]:
+    return [p for c in cpus for p in Path(f"/sys/devices/system/cpu/cpu{c}/cpuidle").glob("state*/disable")
+            if (p.parent / "name").read_text().strip() != "POLL"]
+
+
+def _check_spinners(rec: dict, cpus: list[int]) -> list[int]:
+    """The record's spinners run, one per DUT CPU, pinned there, at SCHED_IDLE; returns their pids."""
+    pids = [s["pid"] for s in rec["spinners"]]
+    assert sorted(s["cpu"] for s in rec["spinners"]) == sorted(cpus), rec
+    for s in rec["spinners"]:
+        assert os.sched_getaffinity(s["pid"]) == {s["cpu"]}
+        assert os.sched_getscheduler(s["pid"]) == os.SCHED_IDLE
+        assert b"gtplab-awake" in Path(f"/proc/{s['pid']}/cmdline").read_bytes()
+    return pids
+
+
+def _gone(pid: int) -> bool:
     try:
-        states = [p for c in lab.cpus.dut
-                  for p in Path(f"/sys/devices/system/cpu/cpu{c}/cpuidle").glob("state*/disable")
-                  if (p.parent / "name").read_text().strip() != "POLL"]
-        if not states:
-            pytest.fail("no cpuidle states to turn off on the DUT CPUs: nothing to test here")
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown(record_property):
+    """keep_cpus_awake() keeps the DUT CPUs out of halt by what this host allows, says what it did,
+    and a lab torn down without restore_cpu_idle() (its owner died) still gives everything back. With
+    a cpuidle driver: its idle states but polling off (and on again after). Without (this Intel VM):
+    a SCHED_IDLE spinner per DUT CPU (gone after). Either way the record, on disk before the change
+    and in the layout the results show, is checked against the machine."""
+    lab = Lab.up(dut="drop")
+    states = _idle_states(lab.cpus.dut)
+    host = f"cpuidle driver {Path('/sys/devices/system/cpu/cpuidle/current_driver').read_text().strip()}, " \
+           f"{len(states)} idle state(s) to turn off"
+    record_property("awake_host", host)
+    pids = []
+    try:
         before = {p: p.read_text().strip() for p in states}
-        lab.keep_cpus_awake()
-        assert all(p.read_text().strip() == "1" for p in states)
-        assert json.loads(lab.state_path.read_text())["cpuidle_saved"]    # on disk before the change
+        rec = lab.keep_cpus_awake()
+        on_disk = json.loads(lab.state_path.read_text())["awake"]
+        assert on_disk["method"] == rec["method"] and lab.state["cpu_layout"]["awake"]["method"] == rec["method"]
+        assert rec["applied"] and lab.state["cpu_layout"]["awake"]["applied"], (host, rec)
+        if states:
+            assert rec["method"] == "cpuidle", (host, rec)
+            assert all(p.read_text().strip() == "1" for p in states)
+            assert on_disk["saved"] == {str(p): "0" for p, v in before.items() if v == "0"}
+        else:
+            assert rec["method"] == "spinner", (host, rec)
+            pids = _check_spinners(rec, lab.cpus.dut)
+            assert [s["pid"] for s in on_disk["spinners"]] == pids
+        assert lab.keep_cpus_awake() == rec        # once per lab: a second call changes nothing
     finally:
         lab.down()
     assert {p: p.read_text().strip() for p in states} == before
+    assert all(wait_for(lambda: _gone(pid), what=f"spinner {pid} to stop") for pid in pids)
+
+
+def test_the_spinner_runs_on_any_host_and_stops_with_its_owner():
+    """Asked for (lab config lab.awake: spinner), the spinner runs on a host with cpuidle too; restored
+    by the runner's end it is gone, and when the process that started it dies it exits by itself."""
+    with Lab.up(dut="drop") as lab:
+        rec = lab.keep_cpus_awake("spinner")
+        assert rec["method"] == "spinner" and rec["applied"]
+        pids = _check_spinners(rec, lab.cpus.dut)
+        lab.restore_cpu_idle()
+        assert all(wait_for(lambda: _gone(pid), what=f"spinner {pid} to stop") for pid in pids)
+        assert "awake" not in lab.state and lab.state["cpu_layout"]["awake"]["restored"]
+        # the owner dies without restoring: its spinner notices and exits
+        code = ("import os, sys, json; from gtplab.lab.topology import Lab; lab = Lab.open(sys.argv[1]); "
+                "rec = lab.keep_cpus_awake('spinner'); print(json.dumps(rec['spinners']), flush=True); "
+                "os.kill(os.getpid(), 9)")
+        p = subprocess.run([sys.executable, "-c", code, lab.name], capture_output=True, text=True, cwd=REPO)
+        spinners = json.loads(p.stdout)
+        assert spinners and p.returncode == -signal.SIGKILL, p.stderr
+        # at SCHED_IDLE it runs only when its CPU has nothing else to run: while other suites load
+        # the machine, it notices its owner's death seconds later (5 s was not enough here, load 8)
+        assert all(wait_for(lambda: _gone(s["pid"]), timeout=60, what=f"orphaned spinner {s['pid']} to exit")
+                   for s in spinners)
+
+
+def test_the_lab_says_what_it_could_not_apply():
+    """Asked for nothing, or for idle states on a host without any, the record says nothing was
+    applied and why, and nothing on the machine changed."""
+    with Lab.up(dut="drop") as lab:
+        states = _idle_states(lab.cpus.dut)
+        before = {p: p.read_text().strip() for p in states}
+        rec = lab.keep_cpus_awake("none")
+        assert rec["method"] == "none" and not rec["applied"] and rec["notes"]
+        assert lab.state["cpu_layout"]["awake"]["applied"] is False
+        lab.restore_cpu_idle()
+        if not states:
+            rec = lab.keep_cpus_awake("cpuidle")
+            assert rec["method"] == "none" and not rec["applied"]
+            assert any("no cpuidle states" in n for n in rec["notes"]), rec
+            lab.restore_cpu_idle()
+        assert {p: p.read_text().strip() for p in states} == before
+        with pytest.raises(LabError, match="awake method"):
+            lab.keep_cpus_awake("nap")
 
 
 def test_cpu_layout_parse_and_bad_input():

@@ -12,6 +12,7 @@ import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -327,6 +328,40 @@ def test_report_says_which_side_was_the_limit_and_compares_with_the_forwarder(tm
     assert "NOT honoured" in text and "CPU(s) 0 run both" in text
 
 
+def test_report_layout_sentence_says_what_was_not_applied_and_what_it_cost(tmp_path):
+    """Issue 26: the layout sentence says what of the measurement model this host applied (threads
+    pinned, the DUT CPUs kept out of halt and how, CPUs to itself), what it did not, and what the run
+    measured of the cost (disturbed trials, the DUT threads' run-queue wait, others on the DUT CPUs)."""
+    def host(disturbed, wait, others, shared=()):
+        return {"disturbed": disturbed, "reasons": [], "dut": {"wait_ratio": wait, "others_ratio": others},
+                "generator": {}, "shared_with": list(shared)}
+    other = {"lab": "b0b", "pid": 4242, "cpus": [1], "shared": False}
+    case = ndr_case("uplink", 64, 600e3, "dut")
+    case["trials"] = [{"offered_pps": 2e6, "passed": False, "host": host(True, 0.2, 0.5, [other])},
+                      {"offered_pps": 6e5, "passed": True, "host": host(False, 0.01, 0.0)},
+                      {"offered_pps": 5e5, "passed": True, "host": host(False, 0.03, 0.02)}]
+    d = write_results(tmp_path / "r", [case])
+    lay = {"generator": [0], "dut": [1], "honoured": True, "notes": [], "threads": {},
+           "awake": {"method": "none", "applied": False, "notes": ["no cpuidle states on CPU(s) 1"]},
+           "claim": {"cpus": [0, 1], "shared": True, "shared_with": []}}
+    run = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps({**run, "cpu_layout": lay}))
+    text = " ".join(re.sub(r"<[^>]+>", " ", report.build_report(d).read_text()).split())
+    assert "Not applied: the DUT CPUs kept out of halt (no cpuidle states on CPU(s) 1)" in text, text
+    assert "CPUs to itself: shared with lab b0b (pid 4242)" in text
+    assert "over 3 trials: 1 disturbed by the host" in text and "waited runnable a median 3.0%" in text
+    assert "(waking a halted CPU is part of it)" in text and "The layout was honoured in part" in text
+    # all of it applied, nothing disturbed: the DUT's numbers, said as before
+    lay.update(awake={"method": "spinner", "applied": True, "notes": []})
+    case["trials"] = [t for t in case["trials"] if not t["host"]["disturbed"]]
+    d2 = write_results(tmp_path / "r2", [case])
+    run = json.loads((d2 / "run.json").read_text())
+    (d2 / "run.json").write_text(json.dumps({**run, "cpu_layout": lay}))
+    text = " ".join(re.sub(r"<[^>]+>", " ", report.build_report(d2).read_text()).split())
+    assert "kept out of halt by a SCHED_IDLE spinner" in text and "CPU(s) 0, 1 held by this lab alone" in text
+    assert "The layout was honoured: every rate and CPU cost below is the DUT's" in text
+
+
 def test_report_shows_bearer_scale_ratio(tmp_path):
     """Issue 13: the 1 M random-order case next to the 1024-bearer case of the same size, their
     NDR ratio against the 0.7 target, and no mix-up with the forwarder comparison."""
@@ -355,4 +390,50 @@ def test_report_shows_bearer_scale_ratio(tmp_path):
         (x / "run.json").write_text(json.dumps({**run, "dut_mode": mode}))
     index = report.build_report(d, fw)
     ref = json.loads((index.parent / "summary.json").read_text())["reference_ratios"]
-    assert [(r["direction"], r["pgwu_ndr_pps"]) for r in ref] == [("uplink", 800e3)]
+    assert [(r["direction"], r["dut_ndr_pps"]) for r in ref] == [("uplink", 800e3)]
+
+
+def test_report_of_three_runs_names_each_dut_and_puts_them_side_by_side(tmp_path):
+    """`gtplab report PGWU EUPF FWD`: each run named by the DUT it measured (the header, every plot's
+    title, the tables), their NDR and costs in one table per direction and size, the change from A to
+    each other run, and each UPF divided by the reference forwarder."""
+    lay = {"generator": [0], "dut": [1], "honoured": True, "notes": [], "threads": {}}
+    pg = write_results(tmp_path / "pgwu", [ndr_case("uplink", 64, 600e3, "dut"), ndr_case("downlink", 64, 700e3, "dut")])
+    eu = write_results(tmp_path / "eupf", [ndr_case("uplink", 64, 300e3, "dut"),
+                                           ndr_case("downlink", 64, None, "generator (receive)")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000005")
+    fw = write_results(tmp_path / "fwd", [ndr_case("uplink", 64, 1.5e6, "dut"), ndr_case("downlink", 64, 1.4e6, "dut"),
+                                          ndr_case("uplink", 512, 1.2e6, "dut")],
+                       uuid="3f2c9a1e-0000-4000-8000-000000000006")
+    for d, extra in ((pg, {"dut_mode": "pgwu"}),
+                     (eu, {"dut_mode": "external", "dut_name": "eUPF a8d774a", "lab": "embedded-eupf",
+                           "dut_counters": "eupf", "dut_provision": "pfcp",
+                           "cpu_layout": {**lay, "upf": {"pid": 4242, "cpus": [1], "threads": 6}}}),
+                     (fw, {"dut_mode": "fwd"})):
+        run = json.loads((d / "run.json").read_text())
+        (d / "run.json").write_text(json.dumps({"cpu_layout": lay, **run, **extra}))
+    index = report.build_report(pg, [eu, fw])
+    assert index == pg / "report-vs-eupf-fwd" / "index.html"
+    summary = json.loads((index.parent / "summary.json").read_text())
+    assert summary["duts"] == {"A": "PGW-U", "B": "eUPF a8d774a", "C": "reference forwarder"}
+    side = {(r["direction"], r["frame_size"]): r["runs"] for r in summary["side_by_side"]}
+    assert [k for k in side] == [("uplink", 64), ("uplink", 512), ("downlink", 64)]
+    assert side[("uplink", 64)]["B"]["ndr_pps"] == 300e3 and side[("uplink", 512)]["A"] is None
+    assert side[("downlink", 64)]["B"]["ndr_pps"] is None and "generator (receive)" in side[("downlink", 64)]["B"]["limit"]
+    by_run = summary["reference_ratios_by_run"]
+    assert set(by_run) == {"A", "B"}                       # every UPF against the forwarder, not the forwarder
+    up = {r["direction"]: r for r in by_run["B"]}
+    assert up["uplink"]["ratio"] == pytest.approx(0.2) and up["downlink"]["ratio"] is None
+    assert "eUPF a8d774a: " in up["downlink"]["note"]
+    assert summary["reference_ratios"] == by_run["A"] and by_run["A"][0]["ratio"] == pytest.approx(0.4)
+    assert len(summary["changes"]) == 2 and set(summary["changes_from_a"]) == {"C"}
+    page = index.read_text()
+    text = re.sub(r"<[^>]+>", " ", page)
+    for words in ("PGW-U (veth-lab", "eUPF a8d774a (embedded-eupf", "A: PGW-U", "B: eUPF a8d774a",
+                  "C: reference forwarder", "The DUTs side by side", "eUPF a8d774a (B) against the reference forwarder (C)",
+                  "PGW-U (A) against the reference forwarder (C)", "Change from A (PGW-U) to B (eUPF a8d774a)",
+                  "Change from A (PGW-U) to C (reference forwarder)", "an external UPF in the namespace lab",
+                  "the UPF's own process (pid 4242, 6 threads"):
+        assert words in text, words
+    assert (index.parent / "change.png").is_file() and (index.parent / "change-C.png").is_file()
+    assert report.do_report(SimpleNamespace(results_dir=str(pg), other_dirs=[str(eu), str(fw)], out=None)) == 0

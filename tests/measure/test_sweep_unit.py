@@ -350,6 +350,12 @@ class FakeRunner:
         from gtplab.measure.runner import Prepared
         return Prepared(p, 0, 1, p.tunables(), p.tunables()["stats"] == "latency", [])
 
+    def case_costs(self, prep, load_pps):
+        """The DUT's costs apart from the search (Runner.case_costs): none measured here."""
+        self.cost_load = load_pps
+        return {"load_pps": load_pps, "notes": [], "xdp_ns_per_packet": None, "dut_cpu_ns_per_packet": None,
+                "reference_cpu_ns_per_packet": None, "above_reference_ns_per_packet": None, "trials": []}
+
     def trial(self, prep, pps, duration, capture=None, capture_limit=64):
         self.asked.append(pps)
         offered = 1e6 if pps is None else pps
@@ -385,6 +391,7 @@ def test_run_case_records_contract_fields_and_trials(tmp_path):
     assert any("below the uplink minimum 82" in n for n in rec["notes"])
     assert rec["rate_mode"] == "ndr" and rec["loss_ratio"] == 0 and 290e3 <= rec["offered_pps"] <= 300e3
     assert len(rec["trials"]) == len(fr.asked) > 2 and rec["conservation_ok"]
+    assert fr.cost_load == rec["offered_pps"] and rec["cost"]["load_pps"] == rec["offered_pps"]
     assert rec["pcap"] == "pcaps/case-uplink-64-multi1024-csumon-ndr-port1.pcap"
     (back,) = results.read_cases(tmp_path)
     assert back["case_id"] == rec["case_id"] and back["trials"] == json.loads(json.dumps(rec["trials"]))

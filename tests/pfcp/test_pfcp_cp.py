@@ -498,7 +498,9 @@ def test_shipped_lab_configs_are_valid(name):
     assert c.provision in prov.PROVISION and c.counters in prov.COUNTERS
     if c.provision == "pfcp":
         pc = prov.parse_config(c.dut["pfcp"], name)
-        assert pc.n3 and pc.n6 and pc.upf
+        # upf: lab takes N3 and N6 from the namespace lab (an external UPF's: gtplab/lab/external.py)
+        assert pc.upf and (pc.upf == prov.LAB or (pc.n3 and pc.n6))
+        assert (pc.upf == prov.LAB) == (c.dut_mode == "external")
 
 
 def test_pfcp_lab_configs_exist_for_each_upf_of_the_docs():

@@ -223,6 +223,23 @@ def test_release_the_upf_ignores_is_a_warning_not_a_failure(upf, cp, tmp_path):
     assert [c for (t, _), c in upf.seen.items() if t == m.ASSOC_RELEASE_REQ] == [2]      # T1/N1 applied
 
 
+def test_release_wait_sends_the_release_once_and_waits_that_long(upf, cp, tmp_path, capsys):
+    """dut.pfcp.release_wait (gtplab pfcp --release-wait): for a UPF that never answers Association
+    Release (eUPF), the request goes once, with its own T1, and the warning says so; T1 and N1 of
+    every other request are unchanged."""
+    upf.eupf_like(hb_interval=0.05, hb_timeout=1.0, hb_retries=3)
+    rc, _, err = gtplab(["pfcp", "--lab-config", lab_config(tmp_path, upf, cp, release_wait=0.2),
+                         "-t", "flows=4,sgws=4", "--duration", "0.1"], capsys)
+    assert rc == 0, err
+    assert [c for (t, _), c in upf.seen.items() if t == m.ASSOC_RELEASE_REQ] == [1]
+    assert "association release request (seq" in err and "after 1 send, T1 0.2 s, N1 0;" in err, err
+    p = prov.parse_config({"upf": "10.0.0.2", "n3": "10.201.0.1", "n6": "10.202.0.1", "t1": 0.3,
+                           "release_wait": 2}, "test")
+    assert (p.release_wait, p.timers.t1, p.timers.n1) == (2.0, 0.3, 3)
+    with pytest.raises(UserError, match=r"dut.pfcp.release_wait 0 must be a number >= 0.001"):
+        prov.parse_config({"upf": "10.0.0.2", "n3": "10.201.0.1", "n6": "10.202.0.1", "release_wait": 0}, "t")
+
+
 def test_release_the_upf_rejects_is_a_warning_with_its_cause(upf, cp):
     p = prov.Provisioner(config(upf, cp, choose=True))
     orig = upf._answer

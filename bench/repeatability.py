@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Repeatability of the embedded lab's NDR, and whether the lab notices a noisy neighbour (issue 26
+item 6). Prints the tables of docs/benchmarks.md, "Repeatability".
+
+    sudo flock /work/bench.lock .venv/bin/python bench/repeatability.py [--runs 5] [--hog-runs 2]
+        [--sizes 64,1424] [--directions uplink,downlink] [--awake auto|spinner|none] [--markdown]
+
+One lab (the PGW-U, the default lab config's CPU layout), one Runner. Each run searches every case
+once with MLRsearch (gtplab.measure.mlrsearch, the default goals: NDR and PDR0.5; disturbed trials
+excluded and measured again), in this order: --runs quiet runs, then --hog-runs noisy runs, during
+which a CPU hog (a busy loop, SCHED_OTHER, pinned to the DUT CPU) runs for HOG_ON_S seconds out of
+every HOG_ON_S + HOG_OFF_S, so part of each search's trials overlap it and part do not.
+
+Table 1, per case: the NDR (relevant lower bound) of the quiet runs, median, spread (min-max) and
+coefficient of variation (stdev / mean; target <= 5 %), the cases that ended "host busy", and the
+noisy runs' NDR median and how far it moved from the quiet median (target <= 5 %, or host busy).
+Table 1b: the NDR the same trials give when the flags are ignored (every trial counted, relevant
+lower bound recomputed): what the lab would have claimed without knowing it was disturbed.
+Table 2, the disturbance flags: of the trials that overlapped the hog (the truth, from the hog's own
+on/off timestamps), how many the lab flagged as disturbed (target >= 95 %); of the trials that did
+not, how many it flagged anyway (the rest of the host: other developers' tests on a shared machine).
+Table 3, the host figures per trial (median, p95, max) with and without the hog: what the thresholds
+(gtplab.observe.host.THRESHOLDS) were chosen from.
+The first line gives the load average before and after, and the background: the median share of the
+DUT's and the generator's CPUs other tasks took in the quiet runs' trials (a quiet host: ~0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from tables import num as f, print_table, spread  # noqa: E402
+
+HOG_ON_S, HOG_OFF_S = 2.0, 2.0
+FIGURES = (("dut", "others_ratio"), ("generator", "others_ratio"), ("dut", "steal_ratio"),
+           ("generator", "steal_ratio"), ("dut", "wait_ratio"))
+
+
+class Hog:
+    """A busy loop pinned to `cpus`, switched on and off every HOG_ON_S / HOG_OFF_S seconds while
+    running; `intervals` are its on times (monotonic), the truth a trial is compared with."""
+
+    def __init__(self, cpus: list[int]):
+        self.cpus = cpus
+        self.intervals: list[list[float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _spin(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, %r)\nwhile True: pass"
+                                 % (self.cpus,)], start_new_session=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            p = self._spin()
+            t0 = time.monotonic()
+            self.intervals.append([t0, float("inf")])
+            self._stop.wait(HOG_ON_S)
+            p.kill()
+            p.wait()
+            self.intervals[-1][1] = time.monotonic()
+            self._stop.wait(HOG_OFF_S)
+
+    def __enter__(self) -> "Hog":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+
+    def overlaps(self, t0: float, t1: float) -> bool:
+        return any(a < t1 and b > t0 for a, b in self.intervals)
+
+
+def _mcv(xs: list[float]) -> tuple[float | None, float | None]:
+    """Median and coefficient of variation (population stdev / mean) of xs."""
+    if not xs:
+        return None, None
+    return statistics.median(xs), (statistics.pstdev(xs) / statistics.mean(xs) if len(xs) > 1 else None)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="quiet runs (every case searched once per run)")
+    ap.add_argument("--hog-runs", type=int, default=2, help="noisy runs, with the CPU hog on the DUT CPU")
+    ap.add_argument("--sizes", default="64,1424", help="frame sizes")
+    ap.add_argument("--directions", default="uplink,downlink")
+    ap.add_argument("--flows", type=int, default=1024)
+    ap.add_argument("--awake", choices=("auto", "cpuidle", "spinner", "none"), default=None,
+                    help="how the DUT CPUs are kept out of halt (default: the lab config's, auto)")
+    ap.add_argument("--budget", type=float, default=None, help="search time budget per case, s")
+    ap.add_argument("--min-load", type=float, default=10e3)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    from gtplab.lab import config as labconfig
+    from gtplab.measure import mlrsearch as mlr
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import Runner
+    from gtplab.observe.host import THRESHOLDS
+    from gtplab.traffic.backend import Backend
+
+    cfg = labconfig.load(None)
+    if args.awake:
+        cfg.lab["awake"] = args.awake
+    cases = [CaseParams(d, int(s), flows=args.flows, latency=False)
+             for d in args.directions.split(",") for s in args.sizes.split(",")]
+    load0 = os.getloadavg()
+    t_all = time.monotonic()
+    ndr: dict[tuple, dict[str, list]] = {}
+    trials: dict[str, list[dict]] = {"quiet": [], "hog": []}
+    be = Backend.open("local", mtu=int(cfg.lab.get("mtu", 3200)), cpus=cfg.cpu_layout(), dut=cfg.dut_mode,
+                      share_cpus=cfg.lab.get("share_cpus"))
+    awake = None
+    try:
+        with Runner(be, cfg) as runner:
+            awake = dict(be.lab.state.get("awake") or {})
+            preps = [runner.prepare(p) for p in cases]
+            for k in range(args.runs + args.hog_runs):
+                kind = "quiet" if k < args.runs else "hog"
+                hog = Hog(be.lab.cpus.dut) if kind == "hog" else None
+                with (hog or _null()):
+                    for p, prep in zip(cases, preps):
+                        runner.install_bearers(p, prep.tunables)
+                        top = runner.trial(prep, None, 0.25)["offered_pps"]
+
+                        def measure(load: float, duration: float) -> mlr.TrialOutput:
+                            t = runner.trial(prep, load, duration)
+                            h = t["host"]
+                            truth = hog.overlaps(*h["window"]) if hog else False     # its traffic's time
+                            trials[kind].append({"host": h, "truth": truth, "case": (p.direction, p.actual_size)})
+                            return mlr.TrialOutput.from_counts(t["tx_packets"], t["rx_packets"],
+                                                               intended=load * duration,
+                                                               offered_load=t["offered_pps"],
+                                                               disturbed=bool(h["disturbed"]))
+
+                        res = mlr.search(measure, mlr.DEFAULT_GOALS, min_load=min(args.min_load, top),
+                                         max_load=top, time_budget=args.budget)
+                        g = res["NDR"] if "NDR" in {r.code for r in res.goals} else res.goals[0]
+                        row = ndr.setdefault((p.direction, p.actual_size), {"quiet": [], "hog": [],
+                                                                            "busy_quiet": 0, "busy_hog": 0,
+                                                                            "all_quiet": [], "all_hog": []})
+                        # the same trials with the flags ignored: what the NDR would be if disturbed
+                        # trials counted as evidence
+                        row[f"all_{kind}"].append(mlr.relevant_bounds(mlr.by_load(res.trials), g.goal).lower)
+                        if res.host_busy:
+                            row[f"busy_{kind}"] += 1
+                        else:
+                            row[kind].append(g.lower)
+                        print(f"run {k + 1} ({kind}) {p.direction} {p.actual_size} B: NDR "
+                              f"{(g.lower or 0) / 1e6:.4f} Mpps, {len(res.trials)} trials, "
+                              f"{res.disturbed_trials} disturbed{', HOST BUSY' if res.host_busy else ''}",
+                              file=sys.stderr, flush=True)
+    finally:
+        be.close()
+    load1 = os.getloadavg()
+
+    # table 1: the NDR per case
+    rows, rows_all = [], []
+    for (d, size), r in ndr.items():
+        q, h = [x for x in r["quiet"] if x], [x for x in r["hog"] if x]
+        qm, cv = _mcv(q)
+        hm = statistics.median(h) if h else None
+        moved = (hm - qm) / qm if qm and hm else None
+        rows.append([d, str(size), str(len(q)), f(qm), spread(q), _pct(cv),
+                     "met" if cv is not None and cv <= 0.05 else "NOT met" if cv is not None else "-",
+                     str(r["busy_quiet"]), f(hm), str(r["busy_hog"]),
+                     (f"{moved * 100:+.1f} %" if moved is not None else "-"),
+                     "met" if (moved is not None and abs(moved) <= 0.05) or (r["busy_hog"] and not h) else
+                     "NOT met" if moved is not None else "-"])
+        aq, ah = [x for x in r["all_quiet"] if x], [x for x in r["all_hog"] if x]
+        am, acv = _mcv(aq)
+        ahm = statistics.median(ah) if ah else None
+        rows_all.append([d, str(size), f(am), spread(aq), _pct(acv), f(ahm), spread(ah),
+                         f"{(ahm - am) / am * 100:+.1f} %" if am and ahm else "-"])
+    quiet = trials["quiet"]
+    bg = {side: statistics.median([t["host"][side]["others_ratio"] for t in quiet if side in t["host"]] or [0])
+          for side in ("dut", "generator")}
+    print(f"{args.runs} quiet + {args.hog_runs} noisy run(s) (hog on the DUT CPU(s) {HOG_ON_S:g} s of every "
+          f"{HOG_ON_S + HOG_OFF_S:g} s); MLRsearch default goals ({', '.join(g.code for g in mlr.DEFAULT_GOALS)}), "
+          f"disturbed trials excluded; DUT CPUs kept awake: {awake.get('method')}"
+          f"{'' if awake.get('applied') else ' (NOT applied)'}; {time.monotonic() - t_all:.0f} s; "
+          f"load average before {load0[0]:.2f}, after {load1[0]:.2f}; background in the quiet runs' trials "
+          f"(median share other tasks took): DUT CPUs {bg['dut']:.1%}, generator CPUs {bg['generator']:.1%}; "
+          f"kernel {os.uname().release}, {os.cpu_count()} CPUs")
+    print_table(["direction", "frame B", "quiet runs", "NDR Mpps median", "spread", "CV", "CV <= 5 %",
+                 "host busy (quiet)", "noisy NDR Mpps", "host busy (noisy)", "moved", "within 5 % or busy"],
+                rows, markdown=args.markdown)
+
+    print()
+    print_table(["direction", "frame B", "NDR Mpps counting every trial (quiet runs)", "spread", "CV",
+                 "noisy runs", "spread", "moved"], rows_all, markdown=args.markdown)
+
+    # table 2: the flags against the truth
+    hog_t = trials["hog"]
+    truly = [t for t in hog_t if t["truth"]]
+    clean = [t for t in hog_t if not t["truth"]] + quiet
+    flagged = sum(bool(t["host"]["disturbed"]) for t in truly)
+    rate = flagged / len(truly) if truly else None
+    print()
+    print_table(["trials", "count", "flagged disturbed", "share", "target"], [
+        ["overlapping the hog", str(len(truly)), str(flagged), f"{rate:.1%}" if rate is not None else "-",
+         ">= 95 %: " + ("met" if rate is not None and rate >= 0.95 else "NOT met" if rate is not None else "-")],
+        ["not overlapping it (quiet runs and the hog's off time)", str(len(clean)),
+         str(sum(bool(t["host"]["disturbed"]) for t in clean)),
+         f"{sum(bool(t['host']['disturbed']) for t in clean) / len(clean):.1%}" if clean else "-",
+         "(the rest of the host)"]], markdown=args.markdown)
+
+    # table 3: the figures the thresholds come from
+    rows = []
+    for side, key in FIGURES:
+        th = THRESHOLDS.get(f"{side}_{key}", THRESHOLDS.get(key))
+        for name, group in (("without the hog", clean), ("with the hog", truly)):
+            xs = [t["host"][side][key] for t in group if key in (t["host"].get(side) or {})]
+            rows.append([f"{side} {key}", name, str(len(xs)), f(pct(xs, 0.5), 1, "{:.3f}"),
+                         f(pct(xs, 0.95), 1, "{:.3f}"), f(max(xs) if xs else None, 1, "{:.3f}"),
+                         f"{th:g}" if th is not None else "-"])
+    print()
+    print_table(["figure", "trials", "n", "median", "p95", "max", "threshold"], rows, markdown=args.markdown)
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    sys.exit(main())
