@@ -134,6 +134,19 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 	st->since_wall = now_wall;
 }
 
+static void watch_compact(struct pfcp_agent *a)
+{
+	__u32 keep = 0;
+
+	for (__u32 i = 0; i < a->n_watch; i++) {
+		struct sess *s = sess_find(a, a->watch[i]);
+
+		if (s && s->watched && s->r)
+			a->watch[keep++] = a->watch[i];
+	}
+	a->n_watch = keep;
+}
+
 void usage_watch(struct pfcp_agent *a, struct sess *s)
 {
 	bool watch = false;
@@ -152,6 +165,8 @@ void usage_watch(struct pfcp_agent *a, struct sess *s)
 			st->next_period_ms = st->since_ms + (__u64)urr->period * 1000;
 		watch |= !!(urr->triggers & RT_WATCHED);
 	}
+	if (watch && !s->watched && a->watch && a->n_watch == a->max_sess)
+		watch_compact(a);	/* churn faster than the tick: drop the deleted sessions */
 	if (watch && !s->watched && a->watch && a->n_watch < a->max_sess) {
 		a->watch[a->n_watch++] = s->up_seid;
 		s->watched = true;
