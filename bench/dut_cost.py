@@ -16,8 +16,10 @@ Table 2 (bpf_stats on every trial or not): --rounds rounds, each the same two ca
 interleaved: once with bpf_stats held for the whole search (what every sweep did before issue 26),
 once without (the sweep now: the program's cost from one extra trial per case, Runner.case_costs);
 each search an MLRsearch of the default goals, and one trial at --load for the CPU ns/packet.
-Medians and spread over the rounds. Whether bpf_stats was really off is checked per trial (runs
-counted by the kernel: another process on the host may hold BPF_ENABLE_STATS, which is global).
+Medians and spread over the rounds. --no-search: only the trials at --load (--fixed-s each), so more
+rounds fit in the time: the CPU ns/packet with and without bpf_stats, interleaved. Whether bpf_stats
+was really off is checked per trial (runs counted by the kernel: another process on the host may
+hold BPF_ENABLE_STATS, which is global).
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ def categorize(folded: str, comms: tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+PERF_ATTEMPTS = 5
+
+
+def _rng(xs) -> str:
+    xs = [x for x in xs if x]
+    return f"{min(xs):.0f}-{max(xs):.0f}" if xs else "-"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -72,6 +82,9 @@ def main() -> int:
     ap.add_argument("--directions", default="uplink,downlink")
     ap.add_argument("--profile-s", type=float, default=3.0)
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--no-search", action="store_true",
+                    help="table 2 without the searches: only the trials at --load (more rounds for the time)")
+    ap.add_argument("--fixed-s", type=float, default=1.0, help="duration of the trials at --load, s")
     ap.add_argument("--budget", type=float, default=None, help="search time budget per case, s")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
@@ -81,7 +94,7 @@ def main() -> int:
     from gtplab.measure import mlrsearch as mlr
     from gtplab.measure.plan import CaseParams
     from gtplab.measure.runner import Runner
-    from gtplab.observe.flamegraph import Profiler
+    from gtplab.observe.flamegraph import FlamegraphError, Profiler
     from gtplab.traffic.backend import Backend
 
     cfg = labconfig.load(None)
@@ -90,7 +103,7 @@ def main() -> int:
     be = Backend.open("local", mtu=int(cfg.lab.get("mtu", 3200)), cpus=cfg.cpu_layout(), dut="pgwu",
                       share_cpus=cfg.lab.get("share_cpus"))
     prof_rows, runs, awake = [], {}, {}
-    disturbed = stats_leak = total = 0
+    disturbed = stats_leak = total = perf_retries = 0
     try:
         with Runner(be, cfg) as runner:
             lab = be.lab
@@ -111,15 +124,26 @@ def main() -> int:
                         for name, stats, swap in (("PGW-U", False, False), ("PGW-U, bpf_stats on", True, False),
                                                   ("forwarder", False, True)):
                             prof = Profiler(Path(tmp), lab.cpus.dut)
-                            cm = ref.swapped() if swap else contextlib.nullcontext()
-                            with cm as probe, (runner.dut.bpf_stats() if stats else contextlib.nullcontext()):
-                                dut = runner.dut
-                                runner.dut = probe or dut
+                            for attempt in range(PERF_ATTEMPTS):
+                                cm = ref.swapped() if swap else contextlib.nullcontext()
                                 try:
-                                    with prof.case(f"{d}-{len(prof_rows)}"):
-                                        t = note(runner.trial(preps[d], args.load, args.profile_s))
-                                finally:
-                                    runner.dut = dut
+                                    with cm as probe, (runner.dut.bpf_stats() if stats else contextlib.nullcontext()):
+                                        dut = runner.dut
+                                        runner.dut = probe or dut
+                                        try:
+                                            with prof.case(f"{d}-{len(prof_rows)}"):
+                                                t = note(runner.trial(preps[d], args.load, args.profile_s))
+                                        finally:
+                                            runner.dut = dut
+                                    break
+                                except FlamegraphError as e:
+                                    # perf 6.1's perf script stops on the KSYMBOL records other
+                                    # processes' BPF programs leave (--no-bpf-event does not stop
+                                    # those): that profile is lost, the trial is made again
+                                    if "type: 17" not in str(e) or attempt == PERF_ATTEMPTS - 1:
+                                        raise
+                                    perf_retries += 1
+                                    print(f"perf script failed ({e}); again", file=sys.stderr, flush=True)
                             cat = categorize(prof.last_svg.with_suffix(".folded").read_text(), comms)
                             n = sum(cat.values())
                             ns = t["dut"]["cpu_ns_per_packet"]
@@ -133,31 +157,37 @@ def main() -> int:
                 for stats in ((True, False) if k % 2 == 0 else (False, True)):
                     for d in dirs:
                         prep = preps[d]
+                        res, seen = None, []
                         with (runner.dut.bpf_stats() if stats else contextlib.nullcontext()):
-                            top = note(runner.trial(prep, None, 0.25))["offered_pps"]
-                            seen = []
+                            if not args.no_search:
+                                top = note(runner.trial(prep, None, 0.25))["offered_pps"]
 
-                            def measure(load: float, duration: float) -> mlr.TrialOutput:
-                                t = note(runner.trial(prep, load, duration))
-                                seen.append(t)
-                                return mlr.TrialOutput.from_counts(t["tx_packets"], t["rx_packets"],
-                                                                   intended=load * duration,
-                                                                   offered_load=t["offered_pps"],
-                                                                   disturbed=bool(t["host"]["disturbed"]))
-                            res = mlr.search(measure, mlr.DEFAULT_GOALS, min_load=min(10e3, top), max_load=top,
-                                             time_budget=args.budget)
-                            fixed = note(runner.trial(prep, args.load, 1.0))
+                                def measure(load: float, duration: float) -> mlr.TrialOutput:
+                                    t = note(runner.trial(prep, load, duration))
+                                    seen.append(t)
+                                    return mlr.TrialOutput.from_counts(t["tx_packets"], t["rx_packets"],
+                                                                       intended=load * duration,
+                                                                       offered_load=t["offered_pps"],
+                                                                       disturbed=bool(t["host"]["disturbed"]))
+                                res = mlr.search(measure, mlr.DEFAULT_GOALS, min_load=min(10e3, top),
+                                                 max_load=top, time_budget=args.budget)
+                            fixed = note(runner.trial(prep, args.load, args.fixed_s))
                         if not stats:
                             stats_leak += sum(bool(t["dut"].get("bpf_stats")) for t in seen + [fixed])
-                        r = runs.setdefault((d, stats), {"ndr": [], "cpu": [], "busy": 0})
-                        if res.host_busy:
+                        r = runs.setdefault((d, stats), {"ndr": [], "cpu": [], "xdp": [], "busy": 0,
+                                                         "disturbed": 0})
+                        if res is not None and res.host_busy:
                             r["busy"] += 1
-                        else:
+                        elif res is not None:
                             r["ndr"].append(res["NDR"].lower)
                         r["cpu"].append(fixed["dut"]["cpu_ns_per_packet"])
-                        print(f"round {k + 1} {d} bpf_stats {'on' if stats else 'off'}: NDR "
-                              f"{(res['NDR'].lower or 0) / 1e6:.4f} Mpps{' HOST BUSY' if res.host_busy else ''}, "
-                              f"CPU {fixed['dut']['cpu_ns_per_packet'] or 0:.0f} ns/pkt at {args.load:.0f} pps",
+                        r["xdp"].append(fixed["dut"]["ns_per_packet"])
+                        r["disturbed"] += bool(fixed["host"]["disturbed"])
+                        print(f"round {k + 1} {d} bpf_stats {'on' if stats else 'off'}: "
+                              + (f"NDR {(res['NDR'].lower or 0) / 1e6:.4f} Mpps"
+                                 f"{' HOST BUSY' if res.host_busy else ''}, " if res is not None else "")
+                              + f"CPU {fixed['dut']['cpu_ns_per_packet'] or 0:.0f} ns/pkt at {args.load:.0f} pps"
+                              f"{' (disturbed)' if fixed['host']['disturbed'] else ''}",
                               file=sys.stderr, flush=True)
             ref.close()
     finally:
@@ -167,6 +197,7 @@ def main() -> int:
           f"before {load0[0]:.2f}, after {load1[0]:.2f}; DUT CPUs kept awake: {awake.get('method')}"
           f"{'' if awake.get('applied') else ' (NOT applied)'}; kernel {os.uname().release}, {os.cpu_count()} CPUs")
     if prof_rows:
+        print(f"profiles made again after perf script failed on other processes' KSYMBOL records: {perf_retries}")
         print_table(["direction", "DUT", "bpf_stats (seen)", "offered Mpps", "DUT CPU ns/pkt", "XDP ns/pkt", "samples"]
                     + [c for c, _ in CATEGORIES], prof_rows, markdown=args.markdown)
         print()
@@ -177,12 +208,17 @@ def main() -> int:
         moff = statistics.median(off["ndr"]) if off.get("ndr") else None
         con = statistics.median([x for x in on.get("cpu", []) if x] or [0]) or None
         coff = statistics.median([x for x in off.get("cpu", []) if x] or [0]) or None
+        xdp = statistics.median([x for x in on.get("xdp", []) if x] or [0]) or None
         rows.append([d, f(mon), spread(on.get("ndr", [])), str(on.get("busy", 0)), f(moff),
                      spread(off.get("ndr", [])), str(off.get("busy", 0)),
-                     f"{moff / mon:.2f}" if mon and moff else "-", f(con, 1, "{:.0f}"), f(coff, 1, "{:.0f}"),
-                     f(con - coff if con and coff else None, 1, "{:+.0f}")])
+                     f"{moff / mon:.2f}" if mon and moff else "-", f(con, 1, "{:.0f}"),
+                     _rng(on.get("cpu", [])), f(coff, 1, "{:.0f}"),
+                     _rng(off.get("cpu", [])),
+                     f(con - coff if con and coff else None, 1, "{:+.0f}"), f(xdp, 1, "{:.0f}"),
+                     f"{on.get('disturbed', 0)} / {off.get('disturbed', 0)}"])
     print_table(["direction", "NDR Mpps, bpf_stats on", "spread", "host busy", "NDR Mpps, off", "spread", "host busy",
-                 "off / on", f"CPU ns/pkt at {args.load / 1e3:.0f} kpps, on", "off", "on - off"],
+                 "off / on", f"CPU ns/pkt at {args.load / 1e3:.0f} kpps, on", "spread", "off", "spread", "on - off",
+                 "XDP ns/pkt (on)", "disturbed on / off"],
                 rows, markdown=args.markdown)
     print(f"{args.rounds} round(s), on and off interleaved; trials meant to run without bpf_stats that ran "
           f"with it (another process held BPF_ENABLE_STATS): {stats_leak}")

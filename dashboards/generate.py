@@ -289,7 +289,37 @@ def live():
         ], time_from="now-15m", refresh="5s")
 
 
-DASHBOARDS = {"sweep-results.json": sweep_results, "dut.json": dut, "live.json": live}
+UPFTEST_FIG = 'gtplab_upftest_case_value{{test="{test}", figure="{figure}"}}'
+
+
+def upftests():
+    return build(
+        "gtplab-upftests", "gtplab: UPF behaviour tests",
+        "The UPF behaviour tests (`gtplab upftest KIND --push URL`, docs/upftests.md): the verdict of each "
+        "UPF and test kind, and the figures the criteria decided on, per case.",
+        [],
+        [
+            ("Verdicts", [
+                P("table", "Verdict per UPF and test: its worst case (1 pass, 0 fail, -1 not supported)",
+                  [Query("min by (upf, test) (gtplab_upftest_case_pass)", instant=True)], w=24, h=8),
+            ]),
+            ("Figures per case", [
+                P("table", "Policing: delivered / MBR above the MBR (1 = exact; criterion +-1 %)", [Query(
+                    UPFTEST_FIG.format(test="policing", figure="delivered_bps")
+                    + " / on (upf, test, uuid, case_id) "
+                    + UPFTEST_FIG.format(test="policing", figure="mbr_bps"), instant=True)], w=12),
+                P("table", "Handover: switch time, ms (Update FAR sent -> first packet on the new path)",
+                  [Query(UPFTEST_FIG.format(test="handover", figure="switch_ms"), instant=True)], w=12),
+                P("table", "N4: p99 latency per message type, idle and loaded (ms)",
+                  [Query(UPFTEST_FIG.format(test="n4", figure="p99_ms"), instant=True)], w=12),
+                P("table", "Cases that did not pass", [Query("gtplab_upftest_case_pass < 1", instant=True)],
+                  w=12, description="0: failed, -1: not supported (the UPF rejected the rules)"),
+            ]),
+        ])
+
+
+DASHBOARDS = {"sweep-results.json": sweep_results, "dut.json": dut, "live.json": live,
+              "upftests.json": upftests}
 
 
 def render(make) -> str:

@@ -69,3 +69,19 @@ def trex_server():
 # claims directory of its own. Set GTPLAB_SHARE_CPUS=0 to have the suite's labs refuse instead.
 os.environ.setdefault("GTPLAB_SHARE_CPUS", "1")
 # ---- end of CPU claims block -----------------------------------------------------------------------
+
+
+# ---- the host the suite ran on ---------------------------------------------------------------------
+# Machines of this kind differ (AMD EPYC with cpuidle states, Intel Xeon with no cpuidle driver); the
+# session's header says which this one is, so a run's log says what its lab tests ran on.
+def pytest_report_header(config):
+    from pathlib import Path
+
+    from gtplab.lab import awake
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                  if ln.startswith("model name")), "unknown CPU")
+    drv = awake.cpuidle_driver()
+    cpu1 = [p for p in awake.idle_states(1)] if os.cpu_count() and os.cpu_count() > 1 else []
+    return (f"host: {model}, {os.cpu_count()} CPU(s), kernel {os.uname().release}; cpuidle driver "
+            f"{drv or 'none (the lab keeps DUT CPUs awake with a spinner)'}, {len(cpu1)} idle state(s) on CPU 1")
+# ---- end of host block -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ COMMANDS: list[str] = [
     "results.report",
     "measure.sweep",
     "cli.pfcp",
+    "upftests.cli",
 ]
 
 

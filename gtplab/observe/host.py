@@ -13,7 +13,8 @@ For the DUT's CPUs and for the generator's, over the trial's wall time:
   there (/proc/TID/schedstat): on the DUT's CPUs its receive NAPI kthreads and the spinner that keeps
   them awake (gtplab.lab.awake), on the generator's its receive NAPI kthreads and this process (the
   engine's sending threads and the runner; getrusage counts the threads that ended too) or the lab's
-  TRex server. /proc/stat counts in 10 ms units (USER_HZ 100): a CPU's figure is exact to about
+  TRex server; and minus other tasks at SCHED_IDLE pinned there (idle_policy_s: another lab's
+  spinner takes only idle time, and any task preempts it at once). /proc/stat counts in 10 ms units (USER_HZ 100): a CPU's figure is exact to about
   +-20 ms per trial, 2 % of a 1 s trial;
 - steal_s / steal_ratio: time the hypervisor ran something else on these vCPUs (/proc/stat steal);
 - on the DUT's CPUs, wait_s / wait_ratio: how long the DUT's receive threads were runnable but not
@@ -147,16 +148,18 @@ class HostMonitor:
             elif aff and aff <= set(self.gen):
                 on_gen += run - a.lab[t]
         own = max(0, (b.own_ns - a.own_ns) - (b.own_off_gen_ns - a.own_off_gen_ns))
-        for side, cpus, lab_ns in (("dut", self.dut, dut_run + on_dut), ("generator", self.gen, on_gen + own)):
+        idle_dut, idle_gen = self._idle_policy_ns(a, b)
+        for side, cpus, lab_ns, idle_ns in (("dut", self.dut, dut_run + on_dut, idle_dut),
+                                            ("generator", self.gen, on_gen + own, idle_gen)):
             if not cpus:
                 continue
             d = _sum(b.cpus, cpus) - _sum(a.cpus, cpus)
             cap = wall * len(cpus)
             busy = max(0.0, cap - d.idle - d.iowait - d.steal)
-            others = max(0.0, busy - lab_ns / 1e9)
+            others = max(0.0, busy - lab_ns / 1e9 - idle_ns / 1e9)
             rec[side] = {"busy_s": round(busy, 4), "lab_s": round(lab_ns / 1e9, 4), "others_s": round(others, 4),
                          "others_ratio": round(others / cap, 4), "steal_s": round(d.steal, 4),
-                         "steal_ratio": round(d.steal / cap, 4)}
+                         "steal_ratio": round(d.steal / cap, 4), "idle_policy_s": round(idle_ns / 1e9, 4)}
         if "dut" in rec:
             rec["dut"].update(threads_run_s=round(dut_run / 1e9, 6), wait_s=round(dut_wait / 1e9, 6),
                               wait_ratio=round(dut_wait / 1e9 / wall, 4))
@@ -197,6 +200,29 @@ class HostMonitor:
             reasons.append("most CPU outside the lab: " + ", ".join(
                 f"{t['comm']} ({t['tid']}) {t['ms']:.0f} ms" for t in rec["top"][:3]))
         return bool(reasons), reasons
+
+    def _idle_policy_ns(self, a: Snapshot, b: Snapshot) -> tuple[int, int]:
+        """Run time of other tasks at SCHED_IDLE pinned within the DUT's CPUs, and within the generator's,
+        during the trial: another lab's spinner (gtplab.lab.awake) on the same CPUs. Such a task runs
+        only when nothing else wants the CPU and is preempted at once by any task (the lab's
+        receive threads are real-time): it takes the CPU's idle time, not the lab's, so it is not in
+        "others" (what it did cost shows in the DUT threads' run-queue wait). Needs the snapshots'
+        task list (top=True); 0 without it."""
+        if not (a.tasks and b.tasks):
+            return 0, 0
+        mine = set(a.dut) | set(b.dut) | set(a.lab) | set(b.lab) | set(threads_of(os.getpid()))
+        dut, gen = set(self.dut), set(self.gen)
+        on_dut = on_gen = 0
+        for t, run in b.tasks.items():
+            dt = run - a.tasks.get(t, run)          # a task born during the trial: not counted
+            if dt <= 0 or t in mine or _policy(t) != os.SCHED_IDLE:
+                continue
+            aff = set(_affinity(t) or ())
+            if aff and aff <= dut:
+                on_dut += dt
+            elif aff and aff <= gen:
+                on_gen += dt
+        return on_dut, on_gen
 
     def _top(self, a: Snapshot, b: Snapshot) -> list[dict]:
         """The tasks outside the lab that ran most during the trial and may run on the lab's CPUs."""
@@ -278,6 +304,13 @@ def _sum(cpus: dict[int, CpuTimes], which: list[int]) -> CpuTimes:
 def _affinity(tid: int) -> list[int] | None:
     try:
         return sorted(os.sched_getaffinity(tid))
+    except OSError:
+        return None
+
+
+def _policy(tid: int) -> int | None:
+    try:
+        return os.sched_getscheduler(tid)
     except OSError:
         return None
 

@@ -455,6 +455,8 @@ class Scanned:
     up_features: bytes | None = None
     report_type: int | None = None     # Report Type octet (Session Report Request)
     node_report_type: int | None = None
+    raw: bytes = b""                   # the message itself (node.py sets it on answers: the UPF tests
+                                       # read its Usage Reports in full, gtplab/upftests/rules.py)
 
 
 def _ies(buf: bytes, start: int, end: int, where: str):

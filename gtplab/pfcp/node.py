@@ -274,6 +274,7 @@ class Node:
         except PfcpMalformed as e:
             self._fail(p, PfcpMalformed(f"{_label(p.ctx)}: malformed {e}"))
             return
+        s.raw = data
         if s.recovery_ts is not None and mtype == m.HEARTBEAT_RSP:
             self._check_recovery(s.recovery_ts, "its Heartbeat Response")
         if p.on_done is not None:

@@ -58,6 +58,10 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
     if not d.is_dir():
         raise results.ResultsError(f"{d}: not a directory")
     run = results.read_run(d)
+    if run.get("kind") == "upftest":
+        raise results.ResultsError(f"{d}: a gtplab upftest run ({run.get('test')}, {run.get('upf')}): its report "
+                                   f"is {d / 'report.md'} and {d / 'report' / 'index.html'}, written by "
+                                   "gtplab upftest; several runs side by side: gtplab upftest table DIR...")
     cases = results.read_cases(d)
     path = d / results.CASES_FILE
     lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]

@@ -343,7 +343,18 @@ def test_a_upf_that_fails_or_never_gets_ready_fails_up_and_leaves_nothing(start,
     from gtplab.lab.topology import STATE_DIR, Lab
 
     def ours():
-        return set(p.name for p in STATE_DIR.glob("*")) if STATE_DIR.is_dir() else set()
+        """What the lab dir holds, less other processes' labs (other suites run on this machine):
+        a state file <name>.json and its <name>-* dirs belong to the process its "pid" names."""
+        names = set(p.name for p in STATE_DIR.glob("*")) if STATE_DIR.is_dir() else set()
+        theirs = set()
+        for n in names:
+            st = STATE_DIR / (n.split("-")[0].removesuffix(".json") + ".json")
+            try:
+                if json.loads(st.read_text()).get("pid") != os.getpid():
+                    theirs.add(n)
+            except (OSError, ValueError):
+                pass
+        return names - theirs
     before = ours()
     with pytest.raises(LabError, match=msg):
         Lab.up(dut="external", external_spec=standin(start, **kw))

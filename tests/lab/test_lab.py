@@ -16,6 +16,7 @@ from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from gtplab.lab import awake
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
 from gtplab.traffic.backend import engine_client
@@ -281,7 +282,7 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown(record_property):
+def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown():
     """keep_cpus_awake() keeps the DUT CPUs out of halt by what this host allows, says what it did,
     and a lab torn down without restore_cpu_idle() (its owner died) still gives everything back. With
     a cpuidle driver: its idle states but polling off (and on again after). Without (this Intel VM):
@@ -289,9 +290,9 @@ def test_dut_cpus_kept_out_of_idle_and_given_back_by_teardown(record_property):
     and in the layout the results show, is checked against the machine."""
     lab = Lab.up(dut="drop")
     states = _idle_states(lab.cpus.dut)
-    host = f"cpuidle driver {Path('/sys/devices/system/cpu/cpuidle/current_driver').read_text().strip()}, " \
-           f"{len(states)} idle state(s) to turn off"
-    record_property("awake_host", host)
+    # which kind of host this ran on is in the session's header (tests/conftest.py) and in every
+    # assertion's message
+    host = f"cpuidle driver {awake.cpuidle_driver()}, {len(states)} idle state(s) to turn off"
     pids = []
     try:
         before = {p: p.read_text().strip() for p in states}

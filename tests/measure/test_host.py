@@ -123,3 +123,26 @@ def test_proc_stat_is_read_per_cpu(tmp_path):
     assert set(t) == {0, 1}
     assert t[0].busy == pytest.approx(2.0) and t[0].idle == pytest.approx(10.0)
     assert t[0].iowait == pytest.approx(0.1) and t[0].steal == pytest.approx(0.2)
+
+
+def test_another_labs_idle_spinner_is_not_someone_elses_time(monkeypatch):
+    """A task at SCHED_IDLE pinned to the DUT CPU (another lab's spinner, gtplab.lab.awake) takes only
+    idle time: not "others", so two labs sharing CPUs do not flag each other's every trial for it.
+    The same task at SCHED_OTHER is someone else's, and one not pinned within a side stays counted."""
+    import os
+    policy = {50: os.SCHED_IDLE, 51: os.SCHED_OTHER, 52: os.SCHED_IDLE}
+    aff = {50: [1], 51: [1], 52: [0, 1]}
+    monkeypatch.setattr(hostmod, "_policy", lambda t: policy.get(t))
+    monkeypatch.setattr(hostmod, "_affinity", lambda t: aff.get(t))
+    # DUT CPU fully busy for 1 s: its thread 0.3 s, task 50 0.5 s, task 51 0.1 s, task 52 0.1 s
+    a = snap(0.0, (0, 0, 0, 0), (0, 0, 0, 0), dut={7: (0, 0)})
+    b = snap(1.0, (0.0, 1.0, 0, 0), (1.0, 0, 0, 0), dut={7: (300_000_000, 0)})
+    a.tasks = {50: 0, 51: 0, 52: 0}
+    b.tasks = {50: 500_000_000, 51: 100_000_000, 52: 100_000_000}
+    h = HostMonitor(FakeLab(), top=True).figures(a, b)
+    assert h["dut"]["idle_policy_s"] == pytest.approx(0.5)
+    assert h["dut"]["others_s"] == pytest.approx(0.2) and h["disturbed"]
+    # the spinner alone beside the DUT's thread: a quiet trial
+    b.tasks = {50: 700_000_000, 51: 0, 52: 0}
+    h = HostMonitor(FakeLab(), top=True).figures(a, b)
+    assert h["dut"]["others_s"] == 0 and not h["disturbed"], h["reasons"]

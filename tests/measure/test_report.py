@@ -267,6 +267,12 @@ def test_report_from_a_real_sweep(tmp_path):
     cases = results.read_cases(rdir)
     assert len(cases) == 4
     text = index.read_text()
+    # how the DUT CPUs were kept out of halt on this host (cpuidle states off with a cpuidle driver,
+    # the spinner without one), in run.json and in the report's layout sentence
+    aw = results.read_run(rdir)["cpu_layout"]["awake"]
+    assert aw["method"] in ("cpuidle", "spinner") and aw["applied"], aw
+    assert "the DUT CPUs kept out of halt by " in " ".join(re.sub(r"<[^>]+>", " ", text).split())
+    assert all(c["cost"]["dut_cpu_ns_per_packet"] for c in cases), [c["cost"] for c in cases]
     for c in cases:
         assert f"<td>{c['case_id']}</td>" in text
         svg = rdir / c["flamegraph"]
@@ -360,6 +366,32 @@ def test_report_layout_sentence_says_what_was_not_applied_and_what_it_cost(tmp_p
     text = " ".join(re.sub(r"<[^>]+>", " ", report.build_report(d2).read_text()).split())
     assert "kept out of halt by a SCHED_IDLE spinner" in text and "CPU(s) 0, 1 held by this lab alone" in text
     assert "The layout was honoured: every rate and CPU cost below is the DUT's" in text
+
+
+def test_report_shows_the_dut_cost_above_the_reference_forwarder(tmp_path):
+    """Issue 26 item 5: each case's CPU ns/packet above the reference forwarder's (Runner.case_costs,
+    the case's "cost") is in the report's table of cases and in cases.csv; a case without it shows
+    nothing there rather than a number."""
+    a, b = ndr_case("uplink", 64, 600e3, "dut"), ndr_case("downlink", 64, 500e3, "dut")
+    a["cost"] = {"dut_cpu_ns_per_packet": 1234.0, "reference_cpu_ns_per_packet": 1000.5,
+                 "above_reference_ns_per_packet": 233.5, "xdp_ns_per_packet": 210.0, "notes": [], "trials": []}
+    b["cost"] = {"dut_cpu_ns_per_packet": 900.0, "reference_cpu_ns_per_packet": None,
+                 "above_reference_ns_per_packet": None, "xdp_ns_per_packet": None, "notes": [], "trials": []}
+    d = write_results(tmp_path / "r", [a, b])
+    page = report.build_report(d).read_text()
+    head = re.search(r'<table class="cases"><tr>(.*?)</tr>', page).group(1)
+    cols = re.findall(r"<th>(.*?)</th>", head)
+    i, j = cols.index("CPU ns/pkt above ref"), cols.index("ref CPU ns/pkt")
+    rows = {r[0]: r for r in (re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(<td>.*?)</tr>", page))
+            if r}
+    assert (rows[a["case_id"]][i], rows[a["case_id"]][j]) == ("233.5", "1000"), rows[a["case_id"]]
+    assert (rows[b["case_id"]][i], rows[b["case_id"]][j]) == ("–", "–")
+    import csv
+    results.write_csv(d / "cases.csv", results.read_cases(d))      # as the sweep writes it
+    with open(d / "cases.csv") as f:
+        got = {r["case_id"]: r for r in csv.DictReader(f)}
+    assert got[a["case_id"]]["cost.above_reference_ns_per_packet"] == "233.5"
+    assert got[b["case_id"]]["cost.above_reference_ns_per_packet"] == ""
 
 
 def test_report_shows_bearer_scale_ratio(tmp_path):

@@ -443,3 +443,41 @@ def test_trex_latency_histogram_percentiles():
     assert hist_percentile(h, 0.99) == 1000.0       # the 99th in [900, 1000)
     assert hist_percentile(h, 1.0) == 3000.0
     assert hist_percentile({}, 0.5) is None and hist_percentile({"10": 0}, 0.5) is None
+
+
+def test_case_costs_holds_bpf_stats_for_its_one_trial_only():
+    """Issue 26 item 5: the kernel's run-time accounting (BPF_ENABLE_STATS) taxes every packet of the
+    DUT's program with two clock reads, so Runner.case_costs holds it for its last trial alone: the
+    DUT's trial without it gives the CPU ns/packet the search paid, the one with it the XDP program's
+    ns/packet and what the accounting cost (their difference)."""
+    import contextlib
+    import types
+    from gtplab.measure.runner import Runner
+
+    held, seen = [False], []
+
+    class Dut:
+        @contextlib.contextmanager
+        def bpf_stats(self):
+            held[0] = True
+            try:
+                yield
+            finally:
+                held[0] = False
+
+    def trial(prep, load, duration):
+        seen.append((load, duration, held[0]))
+        on = held[0]
+        return {"offered_pps": load, "loss_ratio": 0.0, "host": {"disturbed": False},
+                "dut": {"cpu_ns_per_packet": 1100.0 if on else 1000.0, "ns_per_packet": 210.0 if on else None,
+                        "bpf_stats": on}}
+
+    r = Runner.__new__(Runner)
+    r.dut, r._lab, r._reference, r.backend = Dut(), None, None, types.SimpleNamespace(kind="local")
+    r.trial = trial
+    c = r.case_costs(None, 400e3, duration=0.3)
+    assert seen == [(200e3, 0.3, False), (200e3, 0.3, True)] and not held[0]
+    assert c["dut_cpu_ns_per_packet"] == 1000.0 and c["xdp_ns_per_packet"] == 210.0
+    assert c["bpf_stats_ns_per_packet"] == 100.0 and c["above_reference_ns_per_packet"] is None
+    assert [t["bpf_stats"] for t in c["trials"]] == [False, True]
+    assert any("no reference forwarder" in n for n in c["notes"]) and not c["disturbed"]

@@ -21,12 +21,21 @@ import pytest
 import yaml
 
 from gtplab.dut.dataplane import pgwu_binary
+from gtplab.upftests import record as upftest_record
 from tests.lib.monitor_stack import (DASHBOARD_DIR, SWEEP, all_panels, dashboards, free_ports, make_case,
                                      make_run, panel_queries, prom_query, running_stack, substitute,
                                      variable_selectors)
 from tests.lib import REPO
 
 PROVISIONING = DASHBOARD_DIR / "provisioning"
+# a synthetic `gtplab upftest` push: a case with each figure a panel of dashboards/upftests.json shows
+UPFTEST_RUN = ({"uuid": "upftest-synthetic", "upf": "PGW-U", "test": "policing"}, [
+    {"case_id": "policing-s0-uplink-512-x2", "verdict": "pass", "delivered_bps": 2.01e6, "mbr_bps": 2e6},
+    {"case_id": "policing-gate-uplink", "verdict": "fail"}])
+UPFTEST_MORE = [({"uuid": "upftest-synthetic-h", "upf": "PGW-U", "test": "handover"},
+                 [{"case_id": "handover-s0-noqfi", "verdict": "fail", "switch_ms": 12.5}]),
+                ({"uuid": "upftest-synthetic-n", "upf": "PGW-U", "test": "n4"},
+                 [{"case_id": "n4-establishment-idle", "verdict": "pass", "p99_ms": 3.2}])]
 PGWU_BIN = pgwu_binary()
 
 
@@ -42,7 +51,7 @@ def test_committed_json_is_what_the_generator_writes(tmp_path):
     assert cp.returncode == 0, cp.stderr
     generated = sorted(p.name for p in tmp_path.glob("*.json"))
     committed = sorted(p.name for p in DASHBOARD_DIR.glob("*.json"))
-    assert generated == committed == ["dut.json", "live.json", "sweep-results.json"]
+    assert generated == committed == ["dut.json", "live.json", "sweep-results.json", "upftests.json"]
     for name in generated:
         assert (tmp_path / name).read_bytes() == (DASHBOARD_DIR / name).read_bytes(), \
             f"dashboards/{name} differs from the generator: run dashboards/generate.py"
@@ -209,6 +218,9 @@ def pushed_stack(tmp_path_factory, pgwu_exporter):
         # the sweep leaves the last "running case" in place only while it runs; keep it for the live panels
         assert pusher.case_started(cases[-1], index=len(cases), total=len(cases))
         assert warnings == []
+        # and UPF behaviour test results (gtplab upftest --push), for dashboards/upftests.json
+        for r, cs in [UPFTEST_RUN] + UPFTEST_MORE:
+            assert upftest_record.push(stack.gateway, r, cs) == len(cs)
         yield stack, run
 
 
@@ -261,7 +273,9 @@ def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
                 assert time.monotonic() < deadline, "the sweep wrote no run.json in 120 s"
                 time.sleep(0.2)
             uuid = json.loads((rdir / "run.json").read_text())["uuid"]
-            d = dashboards()
+            # a sweep pushes no UPF behaviour test: dashboards/upftests.json is checked with a real
+            # `gtplab upftest --push` in tests/upftests/test_upftests_lab.py
+            d = {k: v for k, v in dashboards().items() if k != "upftests.json"}
             queries = {(w, substitute(e, uuid)) for w, e in panel_queries(d) + variable_selectors(d)}
             assert len(queries) >= 25
             seen: set = set()

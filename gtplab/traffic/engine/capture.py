@@ -22,6 +22,12 @@ _HDR = struct.Struct("<QII")
 _MONO_TO_WALL = time.time_ns() - time.monotonic_ns()
 
 
+def capture_clock_ns() -> int:
+    """Now, on the clock of the capture's timestamps (monotonic, shifted to wall time once per
+    process: unlike time.time_ns(), not moved by a clock adjustment), to time events against them."""
+    return time.monotonic_ns() + _MONO_TO_WALL
+
+
 class RingReader:
     def __init__(self, fd: int, size: int):
         page = mmap.PAGESIZE

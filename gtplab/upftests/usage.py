@@ -1,0 +1,129 @@
+"""Usage report accuracy (issue 25 item 2): sessions with a URR each, traffic both ways at a steady
+rate, the UPF's Usage Reports (Session Report Requests, the answer to a Query URR in a
+modification, the report at deletion) compared with the generator's per-stream counters.
+
+Sessions (all at once, PPS each way, DURATION_S):
+    deletion   URR without triggers: one report, at deletion
+    query      URR without triggers; Query URR at QUERY_AT_S; then deletion
+    periodic   Measurement Period PERIOD_S: reports at t0 + k x PERIOD_S (+-0.25 s)
+    volth      Volume Threshold: a VOLTH report within 10 packets above the threshold
+    quota      Volume Quota: a VOLQU report within 10 packets above it, and nothing forwarded after
+    timth      Time Threshold TIME_S: a TIMTH report at t0 + TIME_S (+-0.25 s)
+    dropped    URR with the downlink gate closed: dropped packets are not counted (DL volume 0)
+Criteria (criteria.py): for every session but quota, the reports' volumes summed (each Usage
+Report carries the usage since the previous one, TS 29.244 5.2.2.3.1) equal the generator's
+packets received beyond the UPF times their L3 length (the UE's IP packet, 8.2.44), uplink and
+downlink separately, in octets and, when the UPF reports them, in packets: exact.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gtplab.upftests import criteria as C
+from gtplab.upftests import rules as R
+from gtplab.upftests.harness import Unsupported, Upf, inner_len
+
+PPS = 500
+DURATION_S = 4.5
+SIZE = 256
+PERIOD_S = 1
+TIME_S = 2
+QUERY_AT_S = 2.0
+
+
+def _sum(reports: list[R.Usage]) -> dict:
+    def tot(attr, i):
+        vals = [getattr(u, attr)[i] for u in reports]
+        return None if not vals or any(v is None for v in vals) else sum(vals)
+    return {"ul_bytes": tot("volume", 1), "dl_bytes": tot("volume", 2),
+            "ul_packets": tot("packets", 1), "dl_packets": tot("packets", 2)}
+
+
+def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SIZE) -> list[dict]:
+    l3u, l3d = inner_len(size, "uplink"), inner_len(size, "downlink")
+    per = pps * duration
+    specs = {
+        "deletion": R.UrrSpec(),
+        "query": R.UrrSpec(),
+        "periodic": R.UrrSpec(period=PERIOD_S),
+        "volth": R.UrrSpec(volume_threshold=int(per * (l3u + l3d) / 3)),
+        "quota": R.UrrSpec(volume_quota=int(per * (l3u + l3d) / 3)),
+        "timth": R.UrrSpec(time_threshold=TIME_S),
+        "dropped": R.UrrSpec(),
+    }
+    cases, sess = [], {}
+    for k, (name, spec) in enumerate(specs.items()):
+        try:
+            kw = {"gate": (True, False)} if name == "dropped" else {}
+            sess[name] = upf.establish(upf.rules(40 + k, urr=spec, **kw))
+        except Unsupported as e:
+            cases.append({"case_id": f"usage-{name}", "kind": "usage", "verdict": "not supported", "why": str(e),
+                          "cause": e.cause})
+    if not sess:
+        return cases
+    n_rep = len(upf.node.reports)
+    streams = [st for s in sess.values() for st in (upf.ul_stream(s, size, pps), upf.dl_stream(s, size, pps))]
+    ports = upf.start(streams, duration=duration)
+    t0 = time.time()
+    if "query" in sess:
+        time.sleep(QUERY_AT_S)
+        try:
+            upf.modify(sess["query"], "Query URR", query_urr=True)
+        except Unsupported as e:
+            cases.append({"case_id": "usage-query", "kind": "usage", "verdict": "not supported", "why": str(e),
+                          "cause": e.cause})
+            sess.pop("query")
+    upf.wait(ports)
+    time.sleep(0.5)                                 # reports due at the end of the traffic
+    end = upf.flow()
+    for name, s in sess.items():
+        upf.delete(s)
+    for name, s in sess.items():
+        reps = upf.reports_for(s, n_rep)
+        allr = reps + s.usage
+        (_, ul_rx), (_, dl_rx) = end.get(s.pg_ul, (0, 0)), end.get(s.pg_dl, (0, 0))
+        sent = {"ul_bytes": ul_rx * l3u, "dl_bytes": dl_rx * l3d, "ul_packets": ul_rx, "dl_packets": dl_rx}
+        base = {"kind": "usage", "session": s.index, "frame_size": size, "offered_pps": pps,
+                "reports": [u.as_dict() for u in allr]}
+        if name == "quota":
+            q = specs["quota"].volume_quota
+            first = next((u for u in reps if "VOLQU" in u.triggers), None)
+            c = C.threshold(first.volume[0] if first else None, q, (l3u + l3d) // 2)
+            delivered = ul_rx * l3u + dl_rx * l3d
+            c["delivered_octets"] = delivered
+            if delivered >= q + C.THRESHOLD_SLACK_PKTS * max(l3u, l3d):
+                c["verdict"] = "fail"
+                c["why"] = (c.get("why", "") + f"; {delivered} octets forwarded, quota {q}").lstrip("; ")
+            c.update(base, case_id="usage-quota", criterion="VOLQU report within 10 packets; traffic stops")
+            cases.append(c)
+            continue
+        c = C.usage_exact(_sum(allr), sent)
+        c.update(base, case_id=f"usage-{name}", criterion="sum of reports = generator, UL/DL octets and packets")
+        why = [c["why"]] if c.get("why") else []
+        if name == "query" and not any(u.where == "modification" for u in allr):
+            why.append("no Usage Report in the answer to Query URR")
+        if name == "periodic":
+            t = C.report_times([u.at for u in reps if "PERIO" in u.triggers], t0, PERIOD_S)
+            c["timing"] = t
+            if len(t["errors_s"]) < int(duration / PERIOD_S) or t["verdict"] != "pass":
+                why.append(f"periodic: {t.get('why') or ''} {len(t['errors_s'])} reports in {duration} s "
+                           f"of traffic at period {PERIOD_S} s".strip())
+        if name == "timth":
+            t = C.report_times([u.at for u in reps if "TIMTH" in u.triggers][:1], t0, TIME_S)
+            c["timing"] = t
+            if t["verdict"] != "pass":
+                why.append(f"time threshold: {t.get('why')}")
+        if name == "volth":
+            first = next((u for u in reps if "VOLTH" in u.triggers), None)
+            t = C.threshold(first.volume[0] if first else None, specs["volth"].volume_threshold, (l3u + l3d) // 2)
+            c["threshold"] = t
+            if t["verdict"] != "pass":
+                why.append(f"volume threshold: {t.get('why')}")
+        if name == "dropped":
+            c["dropped_dl_packets"] = end.get(s.pg_dl, (0, 0))[0] - dl_rx
+        c["verdict"] = "fail" if why else "pass"
+        if why:
+            c["why"] = "; ".join(why)
+        cases.append(c)
+    return cases

@@ -1,0 +1,214 @@
+"""The UPF behaviour tests' criteria and readings (gtplab/upftests/criteria.py, rules.py) on
+synthetic data: each criterion passes what meets it and fails, saying why, what does not."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from scapy.contrib import pfcp as sp
+
+from gtplab.gtpu import packets as P
+from gtplab.pfcp import messages as m
+from gtplab.results import analysis, store
+from gtplab.upftests import criteria as C
+from gtplab.upftests import handover, policing, usage
+from gtplab.upftests.harness import Unsupported
+from gtplab.upftests import record
+from gtplab.upftests import rules as R
+
+OLD, NEW = ("10.201.0.16", 0x80000000), ("10.201.0.24", 0x80001000)
+
+
+# ---- policing ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("factor,tx,rx,delivered,offered,verdict", [
+    (0.5, 1000, 1000, None, None, "pass"),
+    (0.99, 1000, 999, None, None, "fail"),              # one packet lost below the MBR
+    (2.0, 2000, 1000, 10.05e6, 20e6, "pass"),           # +0.5 %
+    (2.0, 2000, 1000, 10.2e6, 20e6, "fail"),            # +2 %
+    (2.0, 2000, 1000, 9.85e6, 20e6, "fail"),            # -1.5 %: under-delivers (eUPF's complaint)
+    (1.5, 2000, 2000, 10.0e6, 10.1e6, "fail"),          # the generator never went above the MBR
+])
+def test_policing_criterion(factor, tx, rx, delivered, offered, verdict):
+    c = C.policing(factor, 10e6, tx, rx, delivered, offered_bps=offered)
+    assert c["verdict"] == verdict, c
+    assert (c.get("why") is None) == (verdict == "pass")
+
+
+def test_isolation_criterion():
+    assert C.isolation(5e6, 5.03e6)["verdict"] == "pass"
+    c = C.isolation(4.4e6, 1.1e6)                       # eUPF with 4 sessions policed at once
+    assert c["verdict"] == "fail" and "-75.0%" in c["why"]
+    assert C.isolation(None, 5e6)["verdict"] == "fail"
+    c = C.isolation(10e6, 9e6, alone_offered_bps=10e6)   # not policed at all: the generator's rates
+    assert c["verdict"] == "fail" and c["why"].startswith("not decided")
+
+
+def test_a_closed_gate_must_drop_everything():
+    assert C.policing(0, 0, 500, 0, None, gate_open=False)["verdict"] == "pass"
+    c = C.policing(0, 0, 500, 3, None, gate_open=False)
+    assert c["verdict"] == "fail" and "3 of 500" in c["why"]
+
+
+# ---- handover ------------------------------------------------------------------------------
+
+def _gpdu(path, pg, seq, qfi=None):
+    ext = [P.pdu_session_container(qfi, uplink=False)] if qfi is not None else ()
+    f = bytes(P.gtpu(P.ip_packet("198.18.0.1", "10.64.0.1", payload_len=64), teid=path[1], dst=path[0], ext=ext))
+    return f[:-16] + struct.pack("<HHIQ", C.TRAILER_MAGIC, pg, seq, 0)
+
+
+def _em(path, qfi=None):
+    ext = [P.pdu_session_container(qfi, uplink=False)] if qfi is not None else ()
+    return bytes(P.gtpu(b"", gtp_type=P.GTP_END_MARKER, teid=path[1], dst=path[0], ext=ext))
+
+
+def _run(seq_old, seq_new, markers_at=(None,), qfi=None, tx=20):
+    frames = [_gpdu(OLD, 3, q, qfi) for q in seq_old]
+    for at in markers_at:
+        frames.insert(len(frames) if at is None else at, _em(OLD, qfi))
+    frames += [_gpdu(NEW, 3, q, qfi) for q in seq_new]
+    return C.handover([(1000 + i, f) for i, f in enumerate(frames)], 3, tx, OLD, NEW, qfi, 0)
+
+
+def test_handover_clean_switch_passes():
+    c = _run(range(10), range(10, 20))
+    assert c["verdict"] == "pass", c
+    assert c["end_markers_old"] == 1 and c["missing"] == c["duplicates"] == 0 and c["gap_ms"] is not None
+
+
+@pytest.mark.parametrize("case,kw,why", [
+    ("no End Marker", {"markers_at": ()}, "0 End Markers"),
+    ("two End Markers", {"markers_at": (None, None)}, "2 End Markers"),
+    ("End Marker too early", {"markers_at": (5,)}, "before the last G-PDU"),
+    ("a packet lost", {"seq_new": range(11, 20)}, "1 of 20 downlink packets on neither path"),
+    ("a packet on both paths", {"seq_new": range(9, 20)}, "on both paths"),
+])
+def test_handover_faults_fail(case, kw, why):
+    args = {"seq_old": range(10), "seq_new": range(10, 20), **kw}
+    c = _run(**args)
+    assert c["verdict"] == "fail" and why in c["why"], (case, c)
+
+
+def test_end_marker_of_a_qfi_bearer_needs_the_pdu_session_container():
+    assert _run(range(10), range(10, 20), qfi=9)["verdict"] == "pass"
+    frames = [_gpdu(OLD, 3, q, 9) for q in range(10)] + [_em(OLD)] + [_gpdu(NEW, 3, q, 9) for q in range(10, 20)]
+    c = C.handover([(i, f) for i, f in enumerate(frames)], 3, 20, OLD, NEW, 9, 0)
+    assert c["verdict"] == "fail" and "PDU Session Container" in c["why"]
+
+
+# ---- usage ---------------------------------------------------------------------------------
+
+def test_usage_exact_in_bytes_and_packets():
+    sent = {"ul_bytes": 1000, "dl_bytes": 2000, "ul_packets": 10, "dl_packets": 20}
+    assert C.usage_exact(dict(sent), sent)["verdict"] == "pass"
+    swapped = {"ul_bytes": 2000, "dl_bytes": 1000, "ul_packets": 20, "dl_packets": 10}
+    assert C.usage_exact(swapped, sent)["verdict"] == "fail"
+    c = C.usage_exact({**sent, "ul_packets": None, "dl_packets": None}, sent)
+    assert c["verdict"] == "pass" and c["notes"]                 # packet counts are optional IEs
+    assert C.usage_exact({**sent, "dl_bytes": None}, sent)["verdict"] == "fail"
+
+
+def test_report_times_and_thresholds():
+    assert C.report_times([11.0, 12.1, 12.9], 10.0, 1)["verdict"] == "pass"
+    assert C.report_times([11.0, 12.5], 10.0, 1)["verdict"] == "fail"
+    assert C.report_times([], 10.0, 1)["verdict"] == "fail"
+    assert C.threshold(10_100, 10_000, 100)["verdict"] == "pass"
+    assert C.threshold(9_900, 10_000, 100)["verdict"] == "fail"            # reported before it
+    assert C.threshold(12_000, 10_000, 100)["verdict"] == "fail"           # 20 packets late
+    assert C.threshold(None, 10_000, 100)["verdict"] == "fail"
+
+
+def test_where_lost_attributes_ring_and_upf_drops():
+    w = {"veth": {"g1p0.tx_queue_0_xdp_xmit_errors": 10, "g1p0.rx_queue_0_xdp_drops": 999},
+         "upf_drops_by_reason": {"qer_mbr": 3}}
+    t = C.where_lost(15, w, ["g1p0", "g1p1"])
+    assert "10 at the DUT's receive ring" in t and "3 dropped by the UPF" in t and "2 not attributed" in t
+    assert "not attributed" not in C.where_lost(10, {"veth": w["veth"], "upf_drops_by_reason": {}}, ["g1p0"])
+
+
+def test_bounded_growth():
+    assert C.bounded_growth([50_000, 51_000, 52_000])["verdict"] == "pass"
+    assert C.bounded_growth([50_000, 60_000, 70_000])["verdict"] == "fail"
+    assert C.bounded_growth([50_000])["verdict"] == "fail"
+
+
+def test_usage_reports_read_volumes_packets_and_triggers():
+    """A deletion response's Usage Report with the packet counts of 8.2.44 (TONOP ULNOP DLNOP),
+    which Scapy's layer does not encode: the IE is written by hand."""
+    vol = struct.pack("!B6Q", 0x3F, 300, 100, 200, 3, 1, 2)
+    ies = (bytes(sp.IE_URR_Id(id=1)) + bytes(sp.IE_UR_SEQN(number=4)) + bytes(sp.IE_UsageReportTrigger(TERMR=1))
+           + struct.pack("!HH", m.IE_VOLUME_MEASUREMENT, len(vol)) + vol)
+    body = struct.pack("!HH", m.IE_USAGE_REPORT_SDR, len(ies)) + ies
+    cause = bytes(sp.IE_Cause(cause=1))
+    hdr = bytes(m.header(m.SESS_DEL_RSP, 7, 0x1234))[:16]
+    msg = bytearray(hdr + cause + body)
+    struct.pack_into("!H", msg, 2, len(msg) - 4)
+    (u,) = R.usage_reports(bytes(msg))
+    assert (u.urr, u.seqn, u.triggers, u.volume, u.packets) == (1, 4, ["TERMR"], (300, 100, 200), (3, 1, 2))
+    assert u.where == "deletion"
+
+
+def test_messages_decode_with_scapy():
+    r = R.Rules(ue="10.64.0.1", teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, mbr_kbps=(2000, 3000),
+                gate=(True, False), qfi=9, urr=R.UrrSpec(period=1, volume_threshold=1000))
+    est = m.decode(R.establishment(1, "10.0.0.1", "10.0.0.1", 5, r))
+    qer = est[sp.IE_CreateQER]
+    assert qer[sp.IE_MBR].ul == 2000 and qer[sp.IE_MBR].dl == 3000 and qer[sp.IE_GateStatus].dl == 1
+    urr = est[sp.IE_CreateURR]
+    assert urr[sp.IE_ReportingTriggers].periodic_reporting == 1 and urr[sp.IE_MeasurementPeriod].period == 1
+    mod = m.decode(R.modification(2, 9, handover=("10.201.0.24", 7), end_marker=True, query_urr=True))
+    assert mod[sp.IE_PFCPSMReqFlags].SNDEM == 1 and mod[sp.IE_OuterHeaderCreation].TEID == 7
+    assert mod[sp.IE_QueryURR][sp.IE_URR_Id].id == 1
+
+
+def test_summary_and_table(tmp_path):
+    assert record.summary([{"verdict": "pass"}])["verdict"] == "pass"
+    assert record.summary([{"verdict": "pass"}, {"verdict": "fail"}])["verdict"] == "fail"
+    assert record.summary([{"verdict": "not supported"}])["verdict"] == "not supported"
+    for upf, v in (("A", "pass"), ("B", "fail")):
+        run = {"uuid": upf, "started": "x", "backend": "local", "lab": "l", "host": "h", "test": "policing",
+               "upf": upf, "lab_config": "c"}
+        record.write(tmp_path / upf, run, [{"case_id": "c1", "verdict": v, "why": "because"}])
+    t = record.table([str(tmp_path / "A"), str(tmp_path / "B")])
+    assert "| A | **pass** (1/1 pass) |" in t and "| B | **fail** (0/1 pass): c1: because |" in t
+
+
+def test_gtplab_report_on_an_upftest_run_says_where_its_report_is(tmp_path):
+    run = {"uuid": "u", "started": "x", "backend": "local", "lab": "l", "host": "h", "test": "handover",
+           "upf": "PGW-U", "lab_config": "c", "kind": "upftest"}
+    record.write(tmp_path, run, [{"case_id": "handover-s0-noqfi", "verdict": "fail", "why": "0 End Markers"}])
+    assert "0 End Markers" in (tmp_path / "report.md").read_text()
+    assert "handover-s0-noqfi" in (tmp_path / "report" / "index.html").read_text()
+    with pytest.raises(store.ResultsError, match="upftest run .*report.md"):
+        analysis.load(tmp_path)
+
+
+class _Refusing:
+    """A UPF that rejects every session the tests ask for (as one without QERs or URRs would),
+    with cause 73 (Rule creation/modification Failure) and the offending IE."""
+
+    class lab:
+        class addressing:
+            @staticmethod
+            def sgw(i):
+                return "10.201.0.16"
+
+    class node:
+        reports: list = []
+
+    def rules(self, i, **kw):
+        return R.Rules(ue="10.64.0.1", teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, **kw)
+
+    def establish(self, r, index=None):
+        raise Unsupported("session establishment", 73, 109 if r.has_qer else 6)
+
+
+@pytest.mark.parametrize("kind", [policing, handover, usage])
+def test_a_rejected_rule_is_not_supported_with_the_upfs_cause(kind):
+    cases = kind.run(_Refusing())
+    assert cases and all(c["verdict"] == "not supported" for c in cases), cases
+    for c in cases:
+        assert c["cause"] == 73 and "cause 73 (Rule creation/modification Failure), offending IE type" in c["why"]
+    assert record.summary(cases)["verdict"] == "not supported"

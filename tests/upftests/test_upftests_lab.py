@@ -1,0 +1,123 @@
+"""Each UPF behaviour test kind run briefly in the namespace lab: against the PGW-U (embedded-pfcp,
+its agent `pgwu pfcp`) and against eUPF (embedded-eupf; skipped, with the reason, when its runtime
+is absent). What is asserted is what holds whatever the UPF enforces: every case is decided from
+what was measured (its figures recomputed give its verdict), a rejection is "not supported" with the
+UPF's Cause, never a timeout; and, for the PGW-U, what it does today (it answers the rules; until
+its enforcement lands, policing above the MBR and End Markers fail, with figures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from gtplab.lab import config as labconfig
+from gtplab.upftests import criteria as C
+from gtplab.upftests import handover, n4, policing, usage
+from gtplab.upftests.harness import Upf
+from tests.lib import REPO
+from tests.lib import eupf as E
+from tests.lib.lab import leftovers
+from tests.lib.monitor_stack import dashboards, panel_queries, prom_query, running_stack
+
+pytestmark = [pytest.mark.lab]
+GTPLAB = str(REPO / ".venv/bin/gtplab")
+
+
+def _configs():
+    return [pytest.param("embedded-pfcp", id="pgwu"),
+            pytest.param("embedded-eupf", id="eupf", marks=pytest.mark.eupf)]
+
+
+def _open(name):
+    cfg = E.lab_config() if name == "embedded-eupf" else labconfig.load(name)
+    return Upf.open(cfg)
+
+
+@pytest.mark.parametrize("name", _configs())
+def test_policing_cases_are_decided_from_their_figures(name):
+    with _open(name) as upf:
+        lab = upf.lab.name
+        cases = policing.run(upf, factors=(0.5, 2.0), mbrs_mbps=(2, 4), duration=2.0)
+    assert leftovers(lab) == []
+    if any(c["verdict"] == "not supported" for c in cases):
+        assert all("cause" in c and "rejected with cause" in c["why"] for c in cases if c["verdict"] == "not supported")
+        return
+    rates = [c for c in cases if c.get("factor") and not c["case_id"].startswith("policing-isolation")]
+    assert len(rates) == 2 * 2 * 2                      # sessions x directions x loads
+    for c in rates:
+        again = C.policing(c["factor"], c["mbr_bps"], c["tx_packets"], c["rx_packets"], c["delivered_bps"],
+                           offered_bps=c["offered_bps"])
+        assert again["verdict"] == c["verdict"], c
+        assert c["tx_packets"] > 0
+    gate = [c for c in cases if c["case_id"].startswith("policing-gate")]
+    assert len(gate) == 2 and all(c["tx_packets"] > 0 for c in gate)
+    iso = [c for c in cases if c["case_id"].startswith("policing-isolation")]
+    assert len(iso) == 2
+    for c in iso:
+        assert C.isolation(c["alone_bps"], c["delivered_bps"], c["alone_offered_bps"])["verdict"] == c["verdict"]
+
+
+@pytest.mark.parametrize("name", _configs())
+def test_handover_accounts_for_every_downlink_packet(name):
+    with _open(name) as upf:
+        cases = handover.run(upf, pps=2000, duration=2.0)
+    assert [c["case_id"] for c in cases] == ["handover-s0-noqfi", "handover-s1-qfi"] or \
+        all(c["verdict"] == "not supported" for c in cases)
+    for c in cases:
+        if c["verdict"] == "not supported":
+            continue
+        assert c["received_unique"] + c["missing"] == c["tx_packets"] > 0
+        assert c["switch_ms"] is not None or "no packet on the new path" in c["why"]
+        if name == "embedded-pfcp":
+            # the PGW-U switches the path without loss or duplicates (its End Marker: branch upf-enforce)
+            assert c["missing"] == 0 and c["duplicates"] == 0, c
+
+
+@pytest.mark.parametrize("name", _configs())
+def test_usage_reports_are_compared_with_the_generator(name):
+    with _open(name) as upf:
+        cases = usage.run(upf, duration=2.5)
+    ids = {c["case_id"] for c in cases}
+    assert {"usage-deletion", "usage-periodic", "usage-quota", "usage-dropped"} <= ids
+    dele = next(c for c in cases if c["case_id"] == "usage-deletion")
+    if dele["verdict"] != "not supported":
+        assert dele["generator"]["ul_packets"] > 0 and dele["reports"], dele
+        if name == "embedded-pfcp":
+            assert dele["verdict"] == "pass", dele          # its report at deletion is exact today
+
+
+def test_n4_and_the_command_line_write_results(tmp_path):
+    """`gtplab upftest handover --push` end to end (results directory, report, exit status, the
+    Pushgateway read by a real Prometheus: the verdict and handover panels of dashboards/upftests.json
+    return data), and the N4 kind in a short form against the PGW-U: every request answered,
+    latencies measured."""
+    out = tmp_path / "ho"
+    with running_stack(tmp_path) as stack:
+        p = subprocess.run([GTPLAB, "upftest", "handover", "--lab-config", "embedded-pfcp", "-o", str(out),
+                            "--push", stack.gateway], capture_output=True, text=True, timeout=300)
+        assert p.returncode in (0, 1), p.stderr
+        d = {k: v for k, v in dashboards().items() if k == "upftests.json"}
+        want = [e for w, e in panel_queries(d) if "policing" not in e and "n4" not in e]
+        assert len(want) == 3
+        deadline, empty = time.monotonic() + 30, want
+        while empty and time.monotonic() < deadline:
+            empty = [e for e in want if not prom_query(stack.prometheus, e)]
+            time.sleep(0.5)
+        assert not empty, f"upftests.json panel queries without data after a real push: {empty}"
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "upftest" and run["test"] == "handover" and run["upf"] == "PGW-U"
+    assert (out / "report.md").read_text().count("| handover-s") == 2 and (out / "report/index.html").is_file()
+    assert ("pass" if p.returncode == 0 else "fail") == run["summary"]["verdict"]
+    t = subprocess.run([GTPLAB, "upftest", "table", str(out)], capture_output=True, text=True, timeout=60)
+    assert t.returncode == 0 and "| PGW-U |" in t.stdout
+    with _open("embedded-pfcp") as upf:
+        cases = n4.run(upf, load_pps=20_000, soak_s=4)
+    lat = [c for c in cases if c["case_id"] != "n4-churn-soak"]
+    assert len(lat) == 6 and all(c["p50_ms"] is not None and c["p99_ms"] >= c["p50_ms"] for c in lat)
+    soak = cases[-1]
+    assert soak["cycles"] >= 2 and soak["untouched_tx"] > 0
+    # the PGW-U's bearer table holds the 4 untouched sessions after each cycle, none at the end
+    assert soak["upf_sessions"]["untouched"] == 4 and soak["upf_sessions"]["after"] == 0, soak
