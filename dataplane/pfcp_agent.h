@@ -252,7 +252,7 @@ int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
 
 /* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
  * Session Container), sent once every data path run that may use the old tunnel is over. */
-int gtpu_open(struct pfcp_agent *a);
+int gtpu_open(struct pfcp_agent *a, const char *netns);
 void gtpu_close(struct pfcp_agent *a);
 int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi);
 

@@ -19,6 +19,8 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,23 +33,57 @@
 #define GTP_END_MARKER 254
 #define GTP_EXT_PSC 0x85
 
-int gtpu_open(struct pfcp_agent *a)
-{
-	a->raw_fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
-	if (a->raw_fd < 0) {
-		fprintf(stderr, "Couldn't open a raw socket for End Markers: %s (none will be sent)\n",
-			strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
 void gtpu_close(struct pfcp_agent *a)
 {
 	if (a->raw_fd >= 0)
 		close(a->raw_fd);
 	a->raw_fd = -1;
 }
+
+/*
+ * The raw socket, made in netns (a path such as /run/netns/NAME; NULL: the agent's own) and bound
+ * to the GTP-U address: a namespace that does not have that address (the host's, for an agent
+ * serving a lab's data path from outside it) gets no socket, so no End Marker ever takes that
+ * namespace's routes (its default route) towards a lab's addresses.
+ */
+int gtpu_open(struct pfcp_agent *a, const char *netns)
+{
+	struct sockaddr_in me = { .sin_family = AF_INET, .sin_addr.s_addr = a->local_addr };
+	int self = -1, ns = -1, err = 0;
+
+	if (netns) {
+		self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+		ns = open(netns, O_RDONLY | O_CLOEXEC);
+		if (self < 0 || ns < 0 || setns(ns, CLONE_NEWNET)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't enter %s for End Markers: %s\n", netns, strerror(-err));
+			goto out;
+		}
+	}
+	a->raw_fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+	if (a->raw_fd < 0)
+		err = -errno;
+	else if (bind(a->raw_fd, (struct sockaddr *)&me, sizeof(me)))
+		err = -errno;
+	if (netns && setns(self, CLONE_NEWNET)) {
+		fprintf(stderr, "Couldn't return to the agent's network namespace: %s\n",
+			strerror(errno));
+		err = err ? err : -errno;
+	}
+	if (err) {
+		fprintf(stderr, "Couldn't open a raw socket on the GTP-U address for End Markers%s%s: "
+			"%s (none will be sent)\n", netns ? " in " : "", netns ? netns : "",
+			strerror(-err));
+		gtpu_close(a);
+	}
+out:
+	if (self >= 0)
+		close(self);
+	if (ns >= 0)
+		close(ns);
+	return err;
+}
+
 
 static __u16 csum_fold(__u32 sum)
 {

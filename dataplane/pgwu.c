@@ -281,6 +281,10 @@ static const struct opt pfcp_options[] = {
 	  .metavar = "MS", .min = 1, .max = 10000,
 	  .help = "a QER's MBR is policed by a token bucket this many ms deep at that rate, at least "
 	  "3000 octets (default 20): over T seconds a direction delivers at most MBR x T + the bucket" },
+	{ .name = "gtpu-netns", .type = OPT_STR, .off = offsetof(struct pfcp_opts, gtpu_netns),
+	  .metavar = "PATH", .help = "the network namespace (e.g. /run/netns/NAME) whose GTP-U address "
+	  "End Markers are sent from (default: the agent's own; where the GTP-U address is not, none "
+	  "is sent)" },
 	OPT_END
 };
 

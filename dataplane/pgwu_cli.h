@@ -108,6 +108,7 @@ struct pfcp_opts {
 	struct opt_u32 cp_t1;		/* ms: the CPs' retransmission timer T1 */
 	struct opt_u32 cp_n1;		/* the CPs' retransmission count N1 */
 	struct opt_u32 mbr_burst_ms;	/* a policer's depth: this long at its MBR */
+	struct opt_str gtpu_netns;	/* where End Markers are sent from (a netns path) */
 };
 
 /* What a CP's restart (a newer Recovery Time Stamp) does to its sessions (docs/pfcp.md) */

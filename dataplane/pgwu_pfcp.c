@@ -463,7 +463,6 @@ int do_pfcp(const void *cfg)
 	err = config_read(a->m.config, &c);
 	if (err)
 		goto out;
-	gtpu_open(a);		/* without it the agent serves, sending no End Marker */
 	a->local_addr = c.local_addr;
 	if (!a->local_addr) {
 		fprintf(stderr, "pgwu has no GTP-U address: set one first (pgwu config --local-addr A); "
@@ -471,6 +470,8 @@ int do_pfcp(const void *cfg)
 		err = -EINVAL;
 		goto out;
 	}
+	/* without it the agent serves, sending no End Marker */
+	gtpu_open(a, o->gtpu_netns.set ? o->gtpu_netns.s : NULL);
 	a->n4_addr = sa.sin_addr.s_addr ? sa.sin_addr.s_addr : a->local_addr;
 	if (!o->node_id.set) {
 		a->node_id.type = PFCP_NODE_IPV4;
