@@ -280,7 +280,7 @@ static const struct opt pfcp_options[] = {
 	{ .name = "mbr-burst-ms", .type = OPT_U32, .off = offsetof(struct pfcp_opts, mbr_burst_ms),
 	  .metavar = "MS", .min = 1, .max = 10000,
 	  .help = "a QER's MBR is policed by a token bucket this many ms deep at that rate, at least "
-	  "3000 octets (default 20): over T seconds a direction delivers at most MBR x T + the bucket" },
+	  "3000 octets (default 100): over T seconds a direction delivers at most MBR x T + the bucket" },
 	{ .name = "gtpu-netns", .type = OPT_STR, .off = offsetof(struct pfcp_opts, gtpu_netns),
 	  .metavar = "PATH", .help = "the network namespace (e.g. /run/netns/NAME) whose GTP-U address "
 	  "End Markers are sent from (default: the agent's own; where the GTP-U address is not, none "
@@ -296,7 +296,7 @@ static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.
 static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
 static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" },
 	.restart_policy = { .v = PFCP_RESTART_DELETE }, .cp_t1 = { .v = 3000 }, .cp_n1 = { .v = 3 },
-	.mbr_burst_ms = { .v = 20 } };
+	.mbr_burst_ms = { .v = 100 } };
 
 #define COMMAND(_name, _func, _opts, _type, _defaults, _help, _doc) { \
 	.name = _name, .func = _func, .opts = _opts, .cfg_size = sizeof(_type), \
