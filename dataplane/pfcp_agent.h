@@ -12,6 +12,8 @@
  *                             modification, deletion
  *   pfcp_session.c            the sessions: their table, the UE index, F-TEID allocation,
  *                             deleting a session's bearer
+ *   pfcp_gtpu.c               the GTP-U packets the agent sends: End Markers
+ *   pfcp_qos.c                a session's qos map entry (gate, MBR, quota) for the data path
  *   pfcp_answer.c             building answers: Cause, Offending IE, Failed Rule ID, Recovery
  *                             Time Stamp, usage reports
  *   pfcp_rcache.c             the answers kept for retransmitted requests
@@ -61,8 +63,18 @@ struct assoc {
  * or URR: one allocation holding the QERs, the URRs and each PDR's links to them (the model
  * pgwu.h describes; published in pfcp_sessions and pfcp_rules).
  */
+/* What a URR has measured up to its last report (pfcp_usage.c): a report carries the usage since */
+struct urr_state {
+	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* the bearer's counters then */
+	__u64 since_ms;		/* CLOCK_MONOTONIC of the last report (0: the session's start) */
+	__u64 since_wall;	/* its wall clock, NTP seconds (Start Time of the next report) */
+	__u64 next_period_ms;	/* Measurement Period: when the next periodic report is due */
+	bool quota_reported;	/* the quota's exhaustion was reported */
+};
+
 struct sess_rules {
 	__u8 n_qer, n_urr;
+	struct urr_state st[PGWU_PFCP_MAX_RULES];	/* of urr[i] */
 	struct pgwu_pfcp_pdr pdr[2];	/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
 	struct pgwu_qer *qer;		/* n_qer, in this allocation */
 	struct pgwu_urr *urr;		/* n_urr, in this allocation */
@@ -92,6 +104,7 @@ struct sess {
 	bool ohc_placeholder;	/* an Outer Header Creation was received that is not usable
 				 * (a non-forwarding FAR's placeholder, e.g. TEID 0 / 0.0.0.0) */
 	bool dl_dst_ok;		/* the downlink FAR's Destination Interface is Access (or none) */
+	bool watched;		/* in the agent's usage watch list (pfcp_usage.c) */
 };
 
 /* What an answer says (pfcp_answer.c): its Cause, and why a request was refused */
@@ -134,6 +147,9 @@ struct sess_index {
 struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
+	int qos_fd;		/* the data path's qos map (pgwu.h) */
+	int raw_fd;		/* raw IPv4 socket for End Markers (pfcp_gtpu.c), -1: none */
+	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
 	__u64 *stats;
 	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
 	__u32 local_addr;	/* GTP-U address (config map), network order */
@@ -156,6 +172,8 @@ struct pfcp_agent {
 	enum pfcp_restart_policy restart_policy;
 	bool allow_cp_move;
 	__u64 now_ms;		/* CLOCK_MONOTONIC, read once per batch */
+	__u64 *watch;		/* UP SEIDs of sessions whose URRs report on their own (usage_tick) */
+	__u32 n_watch;
 	struct ratelimit rl_not_owner, rl_node_id, rl_publish, rl_kept;
 	struct pub_pending pub;
 	__u8 *pub_mark;		/* per session index: an operation is pending in pub */
@@ -221,6 +239,36 @@ void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);
 void sess_index_free(struct pfcp_agent *a);
 
+/* pfcp_qos.c: the qos entry of a session's PDR links, QERs and URRs; it written for a new
+ * session's TEID (-EEXIST: one is there), rewritten (keeping the policers' state, and the quota
+ * left when keep_quota), removed, read. */
+void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
+	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
+	    struct pgwu_qos *out);
+int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q);
+int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota);
+void qos_remove(struct pfcp_agent *a, __u32 teid);
+int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
+
+/* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
+ * Session Container), sent once every data path run that may use the old tunnel is over. */
+int gtpu_open(struct pfcp_agent *a, const char *netns);
+void gtpu_close(struct pfcp_agent *a);
+int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi);
+
+/* pfcp_usage.c: usage reporting. A session whose URRs have triggers the agent acts on (periodic,
+ * volume threshold, volume quota, time threshold) joins the watch list; usage_tick() (every
+ * USAGE_TICK_MS) sends a Session Report Request when one fires; w_query_reports writes the usage
+ * reports a modification asks for (Query URR, QAURR); w_usage_reports the final ones. Each report
+ * carries the usage since the URR's last report, then counts from there. */
+#define USAGE_TICK_MS 100
+void usage_watch(struct pfcp_agent *a, struct sess *s);
+void usage_tick(struct pfcp_agent *a);
+void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
+		     const struct pfcp_msg *m);
+void w_usage_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
+		     const struct bearer *b);
+
 /* pfcp_answer.c: a rejection into r (Cause and Offending IE, or Cause and Failed Rule ID); the
  * IEs written: r's Cause (with what goes with it), our Recovery Time Stamp, a session's final
  * usage reports (one per URR). */
@@ -228,8 +276,6 @@ void reject(struct reply *r, __u8 cause, __u16 offending);
 void reject_rule(struct reply *r, __u8 cause, __u8 type, __u32 id);
 void w_cause(struct pfcp_w *w, const struct reply *r);
 void w_rts(struct pfcp_agent *a, struct pfcp_w *w);
-void w_usage_reports(struct pfcp_w *w, struct sess *s, const struct bearer *b,
-		     __u32 duration_s);
 
 /* pfcp_rcache.c: the cache (NULL when out of memory) and its release; the answer already sent
  * to a retransmission of the current request (a->peer, a->req: same peer, sequence number,

@@ -617,6 +617,14 @@ static void dec_fwd(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 				BAD(ie.type);
 			f->has_ohc = true;
 			break;
+		case PFCP_IE_PFCPSMREQ_FLAGS:	/* only Update Forwarding Parameters has it */
+			if (!update)
+				m->unknown_ies++;
+			else if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				f->smreq = ie.v[0];
+			break;
 		default:
 			m->unknown_ies++;
 		}
@@ -660,6 +668,32 @@ static void dec_far(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_FAR_ID);
 	if (!update && !f->has_apply)
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_APPLY_ACTION);
+}
+
+/* Query URR (7.5.4.10): one URR ID */
+static void dec_query_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+			  __u32 *id)
+{
+	bool has_id = false;
+	struct pfcp_cur c;
+	struct pfcp_ie ie;
+
+	*id = 0;
+	if (!enter(m, pc, g, &c))
+		return;
+	while (next(m, &c, &ie, g->type) > 0) {
+		if (ie.type == PFCP_IE_URR_ID) {
+			if (need(&ie, 4))
+				BAD(ie.type);
+			else
+				*id = rd32(ie.v);
+			has_id = true;
+		} else {
+			m->unknown_ies++;
+		}
+	}
+	if (!has_id)
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_URR_ID);
 }
 
 /* A 4-octet seconds value of a URR (Measurement Period, Time Threshold/Quota, Quota Holding
@@ -995,6 +1029,16 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 		case PFCP_IE_UPDATE_URR:
 			if (room(m, m->n_update_urr, ie.type))
 				dec_urr(m, &c, &ie, &m->update_urr[m->n_update_urr++], true);
+			break;
+		case PFCP_IE_PFCPSMREQ_FLAGS:
+			if (need(&ie, 1))
+				BAD(ie.type);
+			else
+				m->smreq = ie.v[0];
+			break;
+		case PFCP_IE_QUERY_URR:
+			if (room(m, m->n_query_urr, ie.type))
+				dec_query_urr(m, &c, &ie, &m->query_urr[m->n_query_urr++]);
 			break;
 		case PFCP_IE_UPDATE_PDR:
 		case PFCP_IE_REMOVE_PDR:

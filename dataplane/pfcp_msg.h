@@ -51,6 +51,8 @@ enum pfcp_msg_type {
 	PFCP_SESS_MOD_RESP = 53,
 	PFCP_SESS_DEL_REQ = 54,
 	PFCP_SESS_DEL_RESP = 55,
+	PFCP_SESS_REPORT_REQ = 56,
+	PFCP_SESS_REPORT_RESP = 57,
 };
 
 /* IE types (TS 29.244 8.1.2), those this code reads or writes */
@@ -77,12 +79,14 @@ enum pfcp_ie_type {
 	PFCP_IE_SDF_FILTER = 23,
 	PFCP_IE_APPLICATION_ID = 24,
 	PFCP_IE_GATE_STATUS = 25,
+	PFCP_IE_PFCPSMREQ_FLAGS = 49,
 	PFCP_IE_MBR = 26,
 	PFCP_IE_GBR = 27,
 	PFCP_IE_PRECEDENCE = 29,
 	PFCP_IE_VOLUME_THRESHOLD = 31,
 	PFCP_IE_TIME_THRESHOLD = 32,
 	PFCP_IE_REPORTING_TRIGGERS = 37,
+	PFCP_IE_REPORT_TYPE = 39,
 	PFCP_IE_OFFENDING_IE = 40,
 	PFCP_IE_DESTINATION_INTERFACE = 42,
 	PFCP_IE_UP_FUNCTION_FEATURES = 43,
@@ -96,9 +100,14 @@ enum pfcp_ie_type {
 	PFCP_IE_VOLUME_MEASUREMENT = 66,
 	PFCP_IE_DURATION_MEASUREMENT = 67,
 	PFCP_IE_QUOTA_HOLDING_TIME = 71,
+	PFCP_IE_QUERY_URR = 77,
 	PFCP_IE_VOLUME_QUOTA = 73,
 	PFCP_IE_TIME_QUOTA = 74,
+	PFCP_IE_START_TIME = 75,
+	PFCP_IE_END_TIME = 76,
+	PFCP_IE_USAGE_REPORT_SMR = 78,
 	PFCP_IE_USAGE_REPORT_SDR = 79,
+	PFCP_IE_USAGE_REPORT_SRR = 80,
 	PFCP_IE_URR_ID = 81,
 	PFCP_IE_OUTER_HEADER_CREATION = 84,
 	PFCP_IE_CREATE_BAR = 85,
@@ -274,9 +283,16 @@ struct pfcp_pdr {
 	int n_urr, n_qer;
 };
 
+/* PFCPSMReq-Flags (8.2.31) octet 5: in Update Forwarding Parameters (SNDEM), at the top of a
+ * Session Modification Request (QAURR) */
+#define PFCP_SMREQ_DROBU 0x01
+#define PFCP_SMREQ_SNDEM 0x02	/* send End Marker packets on the old tunnel */
+#define PFCP_SMREQ_QAURR 0x04	/* query all URRs */
+
 struct pfcp_far {
 	__u32 id;
 	__u8 apply;		/* PFCP_AA_*; 0 when absent (Update FAR) */
+	__u8 smreq;		/* Update Forwarding Parameters' PFCPSMReq-Flags, 0 when absent */
 	bool has_apply, has_fwd, has_dst_if, has_ohc;
 	__u8 dst_if;
 	struct pfcp_ohc ohc;
@@ -347,6 +363,9 @@ struct pfcp_msg {
 	struct pfcp_urr update_urr[PFCP_MAX_RULES];
 	int n_create_pdr, n_create_far, n_create_urr, n_create_qer, n_update_far, n_update_qer,
 	    n_update_urr;
+	__u32 query_urr[PFCP_MAX_RULES];	/* Query URR (7.5.4.10): the URR IDs asked for */
+	int n_query_urr;
+	__u8 smreq;		/* the top-level PFCPSMReq-Flags (QAURR), 0 when absent */
 	int n_fseid;		/* F-SEID IEs at the top level (one is allowed) */
 	/* rule operations this agent does not implement: counted, so it can refuse them */
 	int n_other_rules;

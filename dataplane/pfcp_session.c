@@ -322,6 +322,8 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
 				kept, held);
 	}
+	if (s->r)
+		qos_remove(a, s->teid);	/* after the halves that pointed at it */
 	sess_free(a, s, rules);
 	return 0;
 }

@@ -417,7 +417,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p = {};
-	__u32 teid = 0, idx, owner;
+	__u32 teid = 0, idx, owner, qflag = 0;
 	int ai = -1, err;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
@@ -463,6 +463,21 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
+	if (p.r) {
+		/* what the data path enforces, in place before the halves that point at it */
+		struct pgwu_qos q;
+
+		qos_of(a, p.r->pdr, p.r->qer, p.r->n_qer, p.r->urr, p.r->n_urr, &q);
+		err = qos_install(a, teid, &q);
+		if (err == -EEXIST)
+			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
+		else if (err)
+			reject(&r, err == -E2BIG ? PFCP_CAUSE_NO_RESOURCES : PFCP_CAUSE_SYSTEM_FAILURE,
+			       0);
+		if (err)
+			goto out;
+		qflag = PGWU_B_QOS;
+	}
 	a->gen++;
 	if (!a->gen)
 		a->gen++;
@@ -470,9 +485,11 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	dl.flags = p.dl_flags | owner << PGWU_B_OWNER_SHIFT;
-	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | owner << PGWU_B_OWNER_SHIFT,
+	dl.flags = p.dl_flags | qflag | owner << PGWU_B_OWNER_SHIFT;
+	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | qflag | owner << PGWU_B_OWNER_SHIFT,
 			 p.dl_fwd ? &dl : NULL);
+	if (err && qflag)
+		qos_remove(a, teid);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
@@ -522,6 +539,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	a->n_sess++;
 	stat_set(a, PFCP_STAT_SESSIONS, a->n_sess);
 	sess_publish(a, s);
+	usage_watch(a, s);
 out:
 	free(p.r);
 	/* the CP's SEID when it was readable (TS 29.244 7.2.2.4.2), else 0 */
@@ -664,6 +682,13 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 			return false;
 		}
 	}
+	/* Query URR: of URRs the session has */
+	for (int i = 0; i < m->n_query_urr; i++) {
+		if (!urr_of(p->urr, n_urr, m->query_urr[i])) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->query_urr[i]);
+			return false;
+		}
+	}
 	/* a QFI changed on a QER the downlink PDR applies: a new downlink marking */
 	if (m->n_update_qer && s->r) {
 		marking = dl_marking(&s->r->pdr[PGWU_PFCP_DOWNLINK], p->qer, n_qer);
@@ -683,9 +708,9 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct sess *s = sess_find(a, m->h.seid);
-	__u32 own;
+	__u32 own, em_sgw = 0, em_teid = 0;
 	struct mod_plan p;
-	int err = 0;
+	int err = 0, em_qfi = -1;
 
 	if (s && !assoc_owns(a, s->assoc, a->peer)) {
 		log_not_owner(a, "session modification", m->h.seid);
@@ -697,7 +722,29 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
-	own = s->owner << PGWU_B_OWNER_SHIFT;
+	own = s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0);
+	if (s->r && (m->n_update_qer || m->n_update_urr)) {
+		/* the data path's gate, MBR and quota first: the one change that can fail alone */
+		struct pgwu_qos q;
+		bool new_quota = false;
+
+		for (int i = 0; i < m->n_update_urr; i++)
+			new_quota |= !!(m->update_urr[i].present & PFCP_URR_VOL_QUOTA);
+		qos_of(a, s->r->pdr, p.qer, s->r->n_qer, p.urr, s->r->n_urr, &q);
+		if (qos_update(a, s->teid, &q, !new_quota)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+	}
+
+	/* SNDEM (TS 29.244 5.2.2.3): the old tunnel gets an End Marker once nothing more is sent on
+	 * it: when the downlink moves to another tunnel, or stops forwarding */
+	if (p.dl_upd && (p.dl_upd->smreq & PFCP_SMREQ_SNDEM) && s->dl_on && s->has_sgw &&
+	    (!p.fwd || p.sgw != s->sgw || p.sgw_teid != s->sgw_teid)) {
+		em_sgw = s->sgw;
+		em_teid = s->sgw_teid;
+		em_qfi = pgwu_qfi_of(s->dl_flags);
+	}
 
 	/* everything checked: the one table change (the downlink half), then the session */
 	if (p.fwd && s->dl_on &&
@@ -745,11 +792,26 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	if (s->r) {
 		memcpy(s->r->qer, p.qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));
+		/* an updated period starts now; a new quota may be reported used up again */
+		for (int i = 0; i < m->n_update_urr; i++)
+			for (int u = 0; u < s->r->n_urr; u++) {
+				if (s->r->urr[u].id != m->update_urr[i].id)
+					continue;
+				if (m->update_urr[i].present & PFCP_URR_PERIOD)
+					s->r->st[u].next_period_ms = 0;
+				if (m->update_urr[i].present & PFCP_URR_VOL_QUOTA)
+					s->r->st[u].quota_reported = false;
+			}
+		usage_watch(a, s);
 	}
 	sess_publish(a, s);
+	if (em_sgw)
+		end_marker_send(a, em_sgw, em_teid, em_qfi);
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);
+	if (s && r.cause == PFCP_CAUSE_ACCEPTED && (m->n_query_urr || (m->smreq & PFCP_SMREQ_QAURR)))
+		w_query_reports(a, w, s, m);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
 
@@ -784,7 +846,7 @@ void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	pfcp_w_hdr(w, PFCP_SESS_DEL_RESP, true, cp_seid, m->h.seq);
 	w_cause(w, &r);
 	if (report)
-		w_usage_reports(w, &copy, &b, (__u32)((a->now_ms - copy.start_ms) / 1000));
+		w_usage_reports(a, w, &copy, &b);
 	free(rules);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_DEL_RESP, r.cause), 1);
 }

@@ -39,6 +39,63 @@ static __always_inline void count(__u32 reason, __u32 action, __u32 bytes)
 	}
 }
 
+/*
+ * A bearer's QoS entry (qos map, struct pgwu_qos in pgwu.h) applied to a packet whose T-PDU is
+ * len octets, in direction dir (PGWU_PFCP_UPLINK/DOWNLINK): 0 to forward it, else the drop reason.
+ * The gate is read without the lock (one word, written by the agent only); the policer and the
+ * quota change under it, checked first and committed together, so a packet one of them refuses
+ * costs the other nothing. The clock is read before the lock: no helper call may be made while
+ * a bpf_spin_lock is held.
+ */
+static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len)
+{
+	struct pgwu_qos *q = bpf_map_lookup_elem(&qos, &teid);
+	struct pgwu_police *p;
+	__u64 now, cost, el, credit = 0;
+	__u32 reason = 0, flags;
+	int quota;
+
+	if (!q)
+		return 0;
+	flags = q->flags;
+	if (flags & (dir ? PGWU_QOS_DL_CLOSED : PGWU_QOS_UL_CLOSED))
+		return PGWU_R_DROP_GATE_CLOSED;
+	quota = (flags & PGWU_QOS_QUOTA) &&
+		(flags & (dir ? PGWU_QOS_QUOTA_DL : PGWU_QOS_QUOTA_UL));
+	p = &q->pol[dir & 1];
+	if (!p->kbps && !quota)
+		return 0;
+	now = bpf_ktime_get_ns();
+	cost = (__u64)len * 8 * PGWU_QOS_MICRO;
+	bpf_spin_lock(&q->lock);
+	if (p->kbps) {
+		/* refill: elapsed time capped at what fills an empty bucket, so the product
+		 * stays within depth (and a clock before last_ns adds nothing) */
+		el = now > p->last_ns ? now - p->last_ns : 0;
+		if (el > p->fill_ns)
+			el = p->fill_ns;
+		credit = p->credit + el * p->kbps;
+		if (credit > p->depth)
+			credit = p->depth;
+		p->credit = credit;
+		p->last_ns = now;
+		if (credit < cost)
+			reason = PGWU_R_DROP_MBR;
+	}
+	if (!reason && quota) {
+		if (q->quota_left < len) {
+			q->flags |= PGWU_QOS_EXHAUSTED;
+			reason = PGWU_R_DROP_QUOTA;
+		} else {
+			q->quota_left -= len;
+		}
+	}
+	if (!reason && p->kbps)
+		p->credit = credit - cost;
+	bpf_spin_unlock(&q->lock);
+	return reason;
+}
+
 static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
 {
 	if (ifindex == ctx->ingress_ifindex)
@@ -659,6 +716,17 @@ int xdp_access(struct xdp_md *ctx)
 	} else {
 		out_l2 = cfg->egress_vlan[PGWU_SIDE_SGI] ? 18 : 14;
 	}
+	if (b->flags & PGWU_B_QOS) {
+		/* last, so that only a packet that would leave is policed and counted in quota;
+		 * one the kernel routes (PASS) leaves too */
+		__u32 qr = qos_apply(gtp->teid, PGWU_PFCP_UPLINK, inner_len);
+
+		if (qr) {
+			reason = qr;
+			action = XDP_DROP;
+			goto out;
+		}
+	}
 
 	/* Decapsulate: move the start of the frame to out_l2 bytes before the inner packet and
 	 * cut what follows it. All packet pointers are invalid after this. */
@@ -929,6 +997,15 @@ int xdp_sgi(struct xdp_md *ctx)
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		goto out;
+	if (b->flags & PGWU_B_QOS) {
+		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len);
+
+		if (qr) {
+			reason = qr;
+			action = XDP_DROP;
+			goto out;
+		}
+	}
 	if (pass) {
 		/* the kernel routes the encapsulated packet: address the frame as received */
 		__builtin_memcpy(nh.dmac, eth->h_dest, 6);

@@ -342,6 +342,14 @@ static const struct opt pfcp_options[] = {
 	{ .name = "cp-n1", .type = OPT_U32, .off = offsetof(struct pfcp_opts, cp_n1),
 	  .metavar = "N", .min = 0, .max = 10,
 	  .help = "the CPs' retransmission count N1 (default 3)" },
+	{ .name = "mbr-burst-ms", .type = OPT_U32, .off = offsetof(struct pfcp_opts, mbr_burst_ms),
+	  .metavar = "MS", .min = 1, .max = 10000,
+	  .help = "a QER's MBR is policed by a token bucket this many ms deep at that rate, at least "
+	  "3000 octets (default 100): over T seconds a direction delivers at most MBR x T + the bucket" },
+	{ .name = "gtpu-netns", .type = OPT_STR, .off = offsetof(struct pfcp_opts, gtpu_netns),
+	  .metavar = "PATH", .help = "the network namespace (e.g. /run/netns/NAME) whose GTP-U address "
+	  "End Markers are sent from (default: the agent's own; where the GTP-U address is not, none "
+	  "is sent)" },
 	OPT_END
 };
 
@@ -352,7 +360,8 @@ static const struct session_opts session_defaults = { .csum = { .v = 2 } };
 static const struct metrics_opts metrics_defaults = { .listen = { .s = "127.0.0.1:9464" } };
 static const struct path_opts path_defaults = { .wait = { .v = 1000 } };
 static const struct pfcp_opts pfcp_defaults = { .listen = { .s = "127.0.0.1:8805" },
-	.restart_policy = { .v = PFCP_RESTART_DELETE }, .cp_t1 = { .v = 3000 }, .cp_n1 = { .v = 3 } };
+	.restart_policy = { .v = PFCP_RESTART_DELETE }, .cp_t1 = { .v = 3000 }, .cp_n1 = { .v = 3 },
+	.mbr_burst_ms = { .v = 100 } };
 static const struct sock_opts socket_defaults = { .threads = { .v = 1 }, .reuseport = { .v = 1 },
 						  .batch = { .v = 64 }, .interval = { .v = 1000 } };
 

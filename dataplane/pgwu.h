@@ -8,6 +8,7 @@
 #define PGWU_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>		/* struct bpf_spin_lock (struct pgwu_qos) */
 
 #define PGWU_GTPU_PORT 2152
 
@@ -82,6 +83,12 @@ enum pgwu_reason {
 					 * kernel reassembles it for the registered `pgwu reassemble`
 					 * (PGWU_REG_REASM), which handles the whole G-PDU */
 	PGWU_R_DROP_NOT_CONFIGURED,	/* DROP: config map entry missing (should never happen) */
+	PGWU_R_DROP_GATE_CLOSED,	/* DROP: the bearer's QER gate is closed for this direction
+					 * (TS 29.244 8.2.7; qos map, PGWU_QOS_*_CLOSED) */
+	PGWU_R_DROP_MBR,		/* DROP: over the bearer's MBR in this direction (TS 29.244
+					 * 8.2.8; the qos map's policer, struct pgwu_police) */
+	PGWU_R_DROP_QUOTA,		/* DROP: the bearer's volume quota is used up (TS 29.244
+					 * 5.2.2.2: without a FAR for quota action, drop) */
 	PGWU_REASON_MAX,
 };
 
@@ -116,6 +123,9 @@ struct pgwu_counter {
  * Downlink G-PDUs carry a PDU Session Container with it; uplink ones must carry an UL one with it. */
 #define PGWU_B_QFI	(1U << 2)
 #define PGWU_B_QFI_SHIFT 8
+/* Both halves: the bearer has an entry in qos (keyed by its local TEID) that the packet path
+ * enforces: gate, MBR, volume quota. Without the flag the qos map is never looked at. */
+#define PGWU_B_QOS	(1U << 3)
 #define PGWU_QFI_MAX	63	/* 6 bits (TS 38.415 5.5.3.3) */
 
 /* The flags word of a QFI (0..63); the QFI of flags, or -1 when it has none. */
@@ -387,6 +397,48 @@ struct pgwu_sig_val {
 	__u64 last_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last one */
 	__u32 from;		/* outer source of the last one */
 	__u32 pad;
+};
+
+/*
+ * qos: HASH, key __u32 local TEID (network order; the uplink half's key, the downlink half's
+ * local_teid), value struct pgwu_qos. Written by `pgwu pfcp` (from the QERs and URRs of the
+ * session: before the bearer's halves get PGWU_B_QOS, removed after they are gone); read and
+ * updated under its lock by both XDP programs for a bearer with PGWU_B_QOS.
+ *
+ * The policer is a token bucket per direction, shared by every CPU (one value, bpf_spin_lock).
+ * Rate: the QER's MBR (TS 29.244 8.2.8, kbit/s, 1 kbit = 1000 bit) over the bytes of the inner IP
+ * packets (the T-PDUs: the G-PDU's payload uplink, the IP packet before encapsulation downlink;
+ * what the usage counters count; TS 23.401 4.7.3: bit rates exclude the GTP-U/UDP/IP tunnel
+ * overhead). Credit is kept in micro-bits (bits x 10^6), so that time adds elapsed_ns x kbps
+ * exactly, with no division: a packet of L octets costs L x 8 x 10^6 and passes when the credit
+ * covers it (a dropped packet costs nothing). The bucket starts full; depth is set by the agent
+ * (--mbr-burst-ms of the rate, at least PGWU_QOS_MIN_DEPTH octets), so over any interval T
+ * a direction delivers at most depth + MBR x T.
+ */
+#define PGWU_QOS_UL_CLOSED	(1U << 0)	/* gate closed uplink: every G-PDU dropped */
+#define PGWU_QOS_DL_CLOSED	(1U << 1)
+#define PGWU_QOS_QUOTA		(1U << 2)	/* quota_left is enforced */
+#define PGWU_QOS_QUOTA_UL	(1U << 3)	/* ... counting uplink octets */
+#define PGWU_QOS_QUOTA_DL	(1U << 4)	/* ... counting downlink octets (both: total) */
+#define PGWU_QOS_EXHAUSTED	(1U << 5)	/* set by the data path when a packet did not fit */
+#define PGWU_QOS_MICRO		1000000ULL	/* credit units per bit */
+#define PGWU_QOS_MIN_DEPTH	3000U		/* octets: two full-size packets always fit */
+
+struct pgwu_police {
+	__u64 kbps;		/* MBR, 0: not policed */
+	__u64 depth;		/* bucket size, micro-bits */
+	__u64 fill_ns;		/* depth / kbps: time an empty bucket takes to fill (caps the
+				 * elapsed time, so elapsed_ns x kbps never overflows) */
+	__u64 credit;		/* micro-bits; written by the data path */
+	__u64 last_ns;		/* bpf_ktime_get_ns of the last refill, 0: bucket full */
+};
+
+struct pgwu_qos {
+	struct bpf_spin_lock lock;	/* held by the data path while it updates the policers and
+					 * the quota; user space writes with BPF_F_LOCK */
+	__u32 flags;			/* PGWU_QOS_* */
+	__u64 quota_left;		/* octets still allowed (PGWU_QOS_QUOTA) */
+	struct pgwu_police pol[2];	/* [PGWU_PFCP_UPLINK], [PGWU_PFCP_DOWNLINK] */
 };
 
 /*

@@ -130,6 +130,8 @@ struct pfcp_opts {
 	struct opt_flag allow_cp_move;
 	struct opt_u32 cp_t1;		/* ms: the CPs' retransmission timer T1 */
 	struct opt_u32 cp_n1;		/* the CPs' retransmission count N1 */
+	struct opt_u32 mbr_burst_ms;	/* a policer's depth: this long at its MBR */
+	struct opt_str gtpu_netns;	/* where End Markers are sent from (a netns path) */
 };
 
 /* What a CP's restart (a newer Recovery Time Stamp) does to its sessions (docs/pfcp.md) */
@@ -167,6 +169,10 @@ extern const char *const pfcp_restart_policy_names[];	/* pgwu_fmt.c, NULL-termin
 					 * another owner's (PGWU_B_OWNER_SHIFT) */
 #define PFCP_STAT_PUBLISH_ERRORS 15	/* pfcp_sessions/pfcp_rules writes that failed */
 #define PFCP_STAT_RESTART_POLICY 16	/* gauge: enum pfcp_restart_policy + 1 (0: no agent yet) */
+#define PFCP_STAT_END_MARKERS 17	/* End Markers sent on an old downlink tunnel (SNDEM) */
+#define PFCP_STAT_END_MARKER_ERRORS 18	/* ... that could not be sent */
+#define PFCP_STAT_REPORTS 19		/* Session Report Requests sent (usage reports) */
+#define PFCP_STAT_REPORTS_UNANSWERED 20	/* ... given up after N1 retransmissions */
 #define PFCP_STAT_RX(type) (256 + (type))
 #define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
 #define PFCP_STAT_N (512 + 256 * 256)

@@ -50,13 +50,16 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_QFI_MISMATCH] = "drop_qfi_mismatch",
 	[PGWU_R_PASS_OUTER_FRAG] = "pass_outer_frag",
 	[PGWU_R_DROP_NOT_CONFIGURED] = "drop_not_configured",
+	[PGWU_R_DROP_GATE_CLOSED] = "drop_gate_closed",
+	[PGWU_R_DROP_MBR] = "drop_mbr",
+	[PGWU_R_DROP_QUOTA] = "drop_quota",
 };
 /* A reason added to the enum without a name here fails the build (or leaves a NULL: see main). */
 _Static_assert(sizeof(pgwu_reason_names) / sizeof(pgwu_reason_names[0]) == PGWU_REASON_MAX,
 	       "pgwu_reason_names[] must name every enum pgwu_reason");
-_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 2,
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 5,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
-_Static_assert(PGWU_R_DROP_NOT_CONFIGURED == PGWU_REASON_MAX - 1,
+_Static_assert(PGWU_R_DROP_QUOTA == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
 /* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */

@@ -271,6 +271,19 @@ static void render_pfcp(FILE *f)
 		    "Writes to pfcp_sessions / pfcp_rules that failed (what pgwu session shows).");
 	fprintf(f, "pgwu_pfcp_publish_errors_total %llu\n",
 		(unsigned long long)st[PFCP_STAT_PUBLISH_ERRORS]);
+	metric_head(f, "pgwu_pfcp_end_markers_total", "counter",
+		    "End Markers sent on a session's old downlink tunnel (Update FAR with SNDEM), and "
+		    "those that could not be sent.");
+	fprintf(f, "pgwu_pfcp_end_markers_total{result=\"sent\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_END_MARKERS]);
+	fprintf(f, "pgwu_pfcp_end_markers_total{result=\"error\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_END_MARKER_ERRORS]);
+	metric_head(f, "pgwu_pfcp_session_reports_total", "counter",
+		    "Session Report Requests sent to a CP (usage reports), and those given up unanswered.");
+	fprintf(f, "pgwu_pfcp_session_reports_total{result=\"sent\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_REPORTS]);
+	fprintf(f, "pgwu_pfcp_session_reports_total{result=\"unanswered\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_REPORTS_UNANSWERED]);
 	if (st[PFCP_STAT_RESTART_POLICY] && st[PFCP_STAT_RESTART_POLICY] <= PFCP_RESTART_MAX) {
 		metric_head(f, "pgwu_pfcp_restart_policy", "gauge",
 			    "The agent's --restart-policy (1 for the one in force).");

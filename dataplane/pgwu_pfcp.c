@@ -308,35 +308,39 @@ static bool still_pinned(__u32 ul_id)
 	return id == ul_id;
 }
 
-static int serve(struct pfcp_agent *a, int sfd, int tfd)
+static int serve(struct pfcp_agent *a, int sfd, int tfd, int ufd)
 {
 	static __u8 in[BATCH][DGRAM_MAX], out[BATCH][RESP_MAX];
 	struct mmsghdr rx[BATCH], tx[BATCH];
 	struct sockaddr_in peers[BATCH];
 	struct iovec riov[BATCH], tiov[BATCH];
-	struct pollfd pfd[3] = { { .fd = a->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
-				 { .fd = tfd, .events = POLLIN } };
+	struct pollfd pfd[4] = { { .fd = a->sock, .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+				 { .fd = tfd, .events = POLLIN }, { .fd = ufd, .events = POLLIN } };
 	__u32 ul_id = map_id(a->m.ul);
+	__u64 checked_ms = now_ms();
 
 	for (;;) {
 		int n, nt = 0, r;
 
-		r = poll(pfd, tfd >= 0 ? 3 : 2, LOADED_CHECK_MS);
+		r = poll(pfd, 4, LOADED_CHECK_MS);	/* an fd of -1 is ignored */
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "Couldn't wait for messages: %s\n", strerror(errno));
 			return -errno;
 		}
-		if (r == 0) {
-			/* like `pgwu watch`: end when the PGW-U it serves is unloaded (or reloaded) */
+		if (now_ms() - checked_ms >= LOADED_CHECK_MS) {
+			/* like `pgwu watch`: end when the PGW-U it serves is unloaded (or reloaded);
+			 * checked by the clock, the usage timer wakes the loop every 100 ms */
+			checked_ms = now_ms();
 			if (!still_pinned(ul_id)) {
 				fprintf(stderr, "pgwu pfcp: the bearer tables in %s are gone (pgwu unloaded "
 					"or reloaded), exiting\n", pin_dir);
 				return -ENOENT;
 			}
-			continue;
 		}
+		if (r == 0)
+			continue;
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 
@@ -350,6 +354,13 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd)
 			a->now_ms = now_ms();
 			if (read(tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
 				heartbeat_tick(a);
+		}
+		if (ufd >= 0 && pfd[3].revents) {
+			__u64 ticks;
+
+			a->now_ms = now_ms();
+			if (read(ufd, &ticks, sizeof(ticks)) == sizeof(ticks))
+				usage_tick(a);
 		}
 		if (!pfd[0].revents)
 			continue;
@@ -402,12 +413,14 @@ int do_pfcp(const void *cfg)
 	struct pgwu_config c;
 	sigset_t mask, old;
 	socklen_t salen = sizeof(sa);
-	int sfd = -1, tfd = -1, err, one = 1;
+	int sfd = -1, tfd = -1, ufd = -1, err, one = 1;
 	char addr[16], g[16], l[16];
 	__u32 cap = 0;
 
 	memset(a, 0, sizeof(*a));
 	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
+	a->qos_fd = a->raw_fd = -1;
+	a->mbr_burst_ms = o->mbr_burst_ms.v;
 	a->restart_policy = o->restart_policy.v;
 	a->allow_cp_move = o->allow_cp_move.set;
 	/* an answer serves retransmissions for as long as the CP may still send them: its N1
@@ -440,6 +453,13 @@ int do_pfcp(const void *cfg)
 	err = maps_open(&a->m);
 	if (err)
 		return err;
+	a->qos_fd = pinned_open("qos");
+	if (a->qos_fd < 0) {
+		fprintf(stderr, "pgwu was loaded by an older pgwu without the qos map: unload and "
+			"load it again\n");
+		err = a->qos_fd;
+		goto out;
+	}
 	err = config_read(a->m.config, &c);
 	if (err)
 		goto out;
@@ -450,6 +470,8 @@ int do_pfcp(const void *cfg)
 		err = -EINVAL;
 		goto out;
 	}
+	/* without it the agent serves, sending no End Marker */
+	gtpu_open(a, o->gtpu_netns.set ? o->gtpu_netns.s : NULL);
 	a->n4_addr = sa.sin_addr.s_addr ? sa.sin_addr.s_addr : a->local_addr;
 	if (!o->node_id.set) {
 		a->node_id.type = PFCP_NODE_IPV4;
@@ -463,7 +485,9 @@ int do_pfcp(const void *cfg)
 	a->free_idx = malloc((size_t)a->max_sess * sizeof(*a->free_idx));
 	a->rcache = rcache_alloc();
 	a->pub_mark = calloc(a->max_sess, 1);
-	if (!a->sess || !a->free_idx || !a->rcache || !a->pub_mark || sess_index_alloc(a)) {
+	a->watch = malloc((size_t)a->max_sess * sizeof(*a->watch));
+	if (!a->sess || !a->free_idx || !a->rcache || !a->pub_mark || !a->watch ||
+	    sess_index_alloc(a)) {
 		err = -ENOMEM;
 		fprintf(stderr, "Couldn't allocate %u sessions: %s\n", a->max_sess, strerror(ENOMEM));
 		goto out;
@@ -529,7 +553,18 @@ int do_pfcp(const void *cfg)
 			goto out_sig;
 		}
 	}
-	err = serve(a, sfd, tfd);
+	{
+		struct itimerspec its = { .it_interval = { .tv_nsec = USAGE_TICK_MS * 1000000L },
+					  .it_value = { .tv_nsec = USAGE_TICK_MS * 1000000L } };
+
+		ufd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (ufd < 0 || timerfd_settime(ufd, 0, &its, NULL)) {
+			err = -errno;
+			fprintf(stderr, "Couldn't create the usage report timer: %s\n", strerror(-err));
+			goto out_sig;
+		}
+	}
+	err = serve(a, sfd, tfd, ufd);
 	shutdown_sessions(a);
 out_sig:
 	sigprocmask(SIG_SETMASK, &old, NULL);
@@ -538,6 +573,9 @@ out:
 		close(sfd);
 	if (tfd >= 0)
 		close(tfd);
+	if (ufd >= 0)
+		close(ufd);
+	free(a->watch);
 	if (a->sock >= 0)
 		close(a->sock);
 	if (a->lock_fd >= 0)
@@ -552,6 +590,9 @@ out:
 	rcache_free(a->rcache);
 	free(a->pub_mark);
 	sess_index_free(a);
+	if (a->qos_fd >= 0)
+		close(a->qos_fd);
+	gtpu_close(a);
 	maps_close(&a->m);
 	return err;
 }

@@ -381,7 +381,10 @@ void pfcp_view_print(FILE *f, const struct pfcp_view *v, const struct bearer *b)
 				(unsigned long long)r->qer.gbr_dl);
 		if (r->qer.flags & PGWU_QER_QFI)
 			fprintf(f, " QFI %u", r->qer.qfi);
-		fprintf(f, " (stored, not enforced)\n");
+		/* the gate and the MBR are in the data path (qos map); a GBR is a reservation a
+		 * single-queue XDP path has nothing to do with */
+		fprintf(f, r->qer.flags & PGWU_QER_GBR ? " (gate, MBR enforced; GBR not)\n" :
+			" (gate, MBR enforced)\n");
 	}
 	for (int i = 0; i < s->n_urr && i < PGWU_PFCP_MAX_RULES; i++) {
 		const struct pgwu_pfcp_rule *r = view_rule(v, s, PGWU_PFCP_RULE_URR, s->urr_ids[i]);
@@ -396,6 +399,6 @@ void pfcp_view_print(FILE *f, const struct pfcp_view *v, const struct bearer *b)
 			fprintf(f, " volume threshold %llu", (unsigned long long)r->urr.vol_thresh[0]);
 		if (r->urr.flags & PGWU_URR_VOL_QUOTA)
 			fprintf(f, " volume quota %llu", (unsigned long long)r->urr.vol_quota[0]);
-		fprintf(f, " (reported at deletion)\n");
+		fprintf(f, " (reported on its triggers, Query URR, deletion)\n");
 	}
 }

@@ -152,4 +152,15 @@ struct {
 	__type(value, __u32);
 } ip_id SEC(".maps");
 
+/* Written by `pgwu pfcp` (a session's gate, MBR and quota, struct pgwu_qos in pgwu.h); read and
+ * updated under the value's lock by both XDP programs, for bearers with PGWU_B_QOS only. Sized
+ * as the bearer tables at load (one entry per session at most). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_MAX_BEARERS);
+	__type(key, __u32);			/* local TEID */
+	__type(value, struct pgwu_qos);
+} qos SEC(".maps");
+
 #endif /* PGWU_MAPS_H */

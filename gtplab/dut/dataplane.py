@@ -23,7 +23,8 @@ import os
 import re
 import socket
 import struct
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 
 from gtplab.kernel import bpf
@@ -57,6 +58,14 @@ B_CSUM_ON = 1 << 0
 B_CSUM_OFF = 1 << 1
 B_QFI = 1 << 2                      # 5G N3: QFI in bits 8-13 of both halves' flags
 B_QFI_SHIFT = 8
+B_QOS = 1 << 3                      # both halves: the qos map (keyed by the local TEID) is enforced
+QOS_UL_CLOSED = 1 << 0              # struct pgwu_qos flags (PGWU_QOS_*)
+QOS_DL_CLOSED = 1 << 1
+QOS_QUOTA = 1 << 2
+QOS_QUOTA_UL = 1 << 3
+QOS_QUOTA_DL = 1 << 4
+QOS_EXHAUSTED = 1 << 5
+QOS_MICRO = 1_000_000               # policer credit units per bit
 
 
 def parse_reasons(header: Path = PGWU_H, enum: str = "pgwu_reason", prefix: str = "PGWU_R_",
@@ -241,6 +250,46 @@ class DlBearer:
         return cls(_ipstr(sgw), struct.unpack("!I", st)[0], struct.unpack("!I", lt)[0], flags, p, n)
 
 
+@dataclass
+class Police:
+    """struct pgwu_police: one direction's token bucket (credit in micro-bits, pgwu.h)."""
+    kbps: int = 0
+    depth: int = 0          # micro-bits
+    fill_ns: int = 0
+    credit: int = 0
+    last_ns: int = 0
+
+    FMT = "=5Q"
+
+    @classmethod
+    def of(cls, kbps: int, depth_bytes: int, full: bool = True) -> "Police":
+        """A bucket for an MBR of kbps and depth_bytes octets, as `pgwu pfcp` writes it: full
+        (last_ns 0 refills it at the first packet) or empty from now (CLOCK_MONOTONIC)."""
+        depth = depth_bytes * 8 * QOS_MICRO
+        fill = -(-depth // kbps) if kbps else 0
+        return cls(kbps, depth, fill, depth if full else 0, 0 if full else time.monotonic_ns())
+
+
+@dataclass
+class Qos:
+    """struct pgwu_qos (value of qos[local TEID]): gate, policers [uplink, downlink], quota."""
+    flags: int = 0
+    quota_left: int = 0
+    ul: Police = field(default_factory=Police)
+    dl: Police = field(default_factory=Police)
+
+    FMT = "=4xIQ" + "5Q" * 2
+    SIZE = struct.calcsize(FMT)
+
+    def pack(self) -> bytes:
+        return struct.pack(self.FMT, self.flags, self.quota_left, *astuple(self.ul), *astuple(self.dl))
+
+    @classmethod
+    def unpack(cls, b: bytes) -> "Qos":
+        v = struct.unpack(cls.FMT, b)
+        return cls(v[0], v[1], Police(*v[2:7]), Police(*v[7:12]))
+
+
 COUNTER_FMT = "=QQ"
 COUNTER_SIZE = 16
 # struct name -> size, for the BTF check
@@ -248,7 +297,8 @@ STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pg
                 "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE,
                 "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64,
                 "pgwu_peer": struct.calcsize("=QQQIHHBB6x"), "pgwu_sig_key": struct.calcsize("=4s4sB3x"),
-                "pgwu_sig_val": struct.calcsize("=QQ4s4x")}
+                "pgwu_sig_val": struct.calcsize("=QQ4s4x"), "pgwu_qos": Qos.SIZE,
+                "pgwu_police": struct.calcsize(Police.FMT)}
 
 
 @dataclass
@@ -262,7 +312,7 @@ class RunResult:
 
 
 MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
-        "events", "reply_budget", "peers", "sig_rx")
+        "events", "reply_budget", "peers", "sig_rx", "qos")
 PEER_FMT = "=QQQIHHBB6x"    # struct pgwu_peer
 SIG_KEY_FMT = "=4s4sB3x"     # struct pgwu_sig_key
 SIG_VAL_FMT = "=QQ4s4x"      # struct pgwu_sig_val
@@ -348,12 +398,13 @@ class Dataplane:
             self.maps[f"{side}_slots"].update(idx, v[:4] + struct.pack("=I", 0) + v[8:])
 
     def add_bearer(self, teid: int, ue: str, sgw: str, sgw_teid: int, csum: bool | None = None,
-                   qfi: int | None = None) -> None:
+                   qfi: int | None = None, qos: bool = False) -> None:
         """Both halves of a bearer. csum: True/False per-bearer outer checksum, None: global default.
         qfi: the bearer's QoS flow (5G N3, 0-63): downlink adds a PDU Session Container with it,
-        uplink requires one."""
+        uplink requires one. qos: both halves get B_QOS (the qos map entry of the TEID is enforced;
+        write it first with set_qos)."""
         flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
-        qf = 0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT
+        qf = (0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT) | (B_QOS if qos else 0)
         ul, dl = UlBearer(ue, qf).pack(), DlBearer(sgw, sgw_teid, teid, flags | qf).pack()
         self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
         self.maps["dl_bearers"].update(_ip(ue), dl)
@@ -396,6 +447,14 @@ class Dataplane:
             b.packets += sb.packets
             b.bytes += sb.bytes
         return b
+
+    def set_qos(self, teid: int, q: Qos) -> None:
+        """qos[teid] = q (as `pgwu pfcp` writes it; BPF_F_LOCK: never half-written under a packet)."""
+        self.maps["qos"].update(struct.pack("!I", teid), q.pack(), 4)   # BPF_F_LOCK
+
+    def qos(self, teid: int) -> Qos | None:
+        v = self.maps["qos"].lookup(struct.pack("!I", teid))
+        return None if v is None else Qos.unpack(v)
 
     def flush_fib_cache(self) -> None:
         """Invalidate every cached next hop, as the kernel's changes do: a new generation."""

@@ -62,6 +62,11 @@ def agent_supported(pgwu: Path) -> bool:
     return p.returncode == 0 and "--listen" in (p.stdout + p.stderr)
 
 
+def _has_option(pgwu: Path, option: str) -> bool:
+    p = subprocess.run([str(pgwu), "pfcp", "--help"], capture_output=True, text=True, timeout=30)
+    return option in p.stdout + p.stderr
+
+
 class EmbeddedAgent:
     """`pgwu -d PIN pfcp --listen 127.0.0.1:0` for the embedded lab (the PGW-U's tables are pinned,
     so the agent needs no namespace; it prints the port it got): started here, stopped by close(),
@@ -73,7 +78,12 @@ class EmbeddedAgent:
             raise UserError(f"dut.provision pfcp with upf: embedded needs the PGW-U's PFCP agent, and "
                             f"{self.pgwu} has no `pfcp --listen` command (issue 14, branch pfcp-up; "
                             "build it with `make -C dataplane`)")
-        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0"],
+        # End Markers (SNDEM) leave from the data path's namespace, where the GTP-U address is: the
+        # lab's DUT netns, gtplab-<n>-dut beside the pin dir gtplab-<n> (without it, the agent in the
+        # host's namespace sends none: it finds no GTP-U address there)
+        dut_ns = Path("/run/netns") / f"{Path(pin_dir).name}-dut"
+        extra = ["--gtpu-netns", str(dut_ns)] if dut_ns.exists() and _has_option(self.pgwu, "--gtpu-netns") else []
+        self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         mt = re.search(r"listening on ([\d.]+):(\d+)", line)

@@ -58,3 +58,24 @@ def test_pgwu_bench_small_run(tmp_path):
     assert m, cp.stderr[-2000:]
     assert m.group(1) not in netns_names()
     assert not any(os.path.exists(p) for p in m.group(2).split())
+
+
+def test_qos_bench_small_run(tmp_path):
+    """bench/qos_bench.py, run small: every cell measured on its claimed path (policed packets
+    forwarded, gate-closed and over-MBR ones dropped with their reasons), a number in every cell,
+    nothing left behind."""
+    md = tmp_path / "qos.md"
+    cp = subprocess.run([sys.executable, str(REPO / "bench" / "qos_bench.py"), "--repeat", "500", "--rounds", "2",
+                         "--markdown", str(md)], capture_output=True, text=True, timeout=300)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
+    out = md.read_text()
+    m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
+    assert m and int(m.group(1).replace(",", "")) == 6 * 2 * 2 * 500 and m.group(2) == "0", out
+    assert "FAIL" not in out
+    for v in ("lookup", "mbr", "mbr\\+quota", "gate drop", "mbr drop"):
+        assert re.search(rf"\| {v} \| \d+\.\d \(-?\d+--?\d+\) \| \*\*[+-]\d+\.\d\*\* .* \| \d+\.\d .* \| \*\*[+-]\d+\.\d\*\*",
+                         out), (v, out)
+    m = re.search(r"pgwu_bench: netns (\S+), pins (.*)", cp.stderr)
+    assert m, cp.stderr[-2000:]
+    assert m.group(1) not in netns_names()
+    assert not any(os.path.exists(p) for p in m.group(2).split())

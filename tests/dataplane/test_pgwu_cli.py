@@ -194,8 +194,8 @@ def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir):
                   r"nothing loaded; the largest capacity that fits now is \d+", cp.stderr)
     assert m, cp.stderr
     full, at_load, buckets, counters = (float(x) for x in m.groups())
-    # two bearer hash tables of 2^27 buckets of 16 B (4096 MiB) and the small maps' few MiB
-    assert 4096 <= buckets < 4100 and counters < 64, cp.stderr
+    # three hash tables of 2^27 buckets of 16 B (6144 MiB: the bearers' two and qos) and the small maps' few MiB
+    assert 6144 <= buckets < 6148 and counters < 64, cp.stderr
     assert at_load == pytest.approx(buckets + 12288 + counters, abs=0.2)
     assert full == pytest.approx(at_load + 184 * 134217728 / 2**20, abs=0.2)
     assert took < 2, took

@@ -10,8 +10,9 @@ from scapy.contrib.pfcp import (
     IE_ApplyAction, IE_CreateFAR, IE_CreatePDR, IE_CreateQER, IE_CreateURR, IE_DestinationInterface,
     IE_FAR_Id, IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_GateStatus, IE_MBR,
     IE_MeasurementMethod, IE_NetworkInstance, IE_NodeId, IE_OuterHeaderCreation,
-    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
-    IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR,
+    IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_PFCPSMReqFlags, IE_QueryURR, IE_Precedence, IE_QER_Id, IE_QFI, IE_RecoveryTimeStamp,
+    IE_ReportingTriggers, IE_SourceInterface, IE_UE_IP_Address, IE_UpdateFAR, IE_MeasurementPeriod,
+    IE_TimeThreshold, IE_UpdateURR, IE_VolumeQuota, IE_VolumeThreshold,
     IE_UpdateForwardingParameters, IE_UpdateQER, IE_URR_Id, PFCP, PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest, PFCPHeartbeatRequest, PFCPSessionDeletionRequest,
     PFCPSessionEstablishmentRequest, PFCPSessionModificationRequest,
@@ -96,14 +97,52 @@ def dl_far_buffer(far_id: int = DL_FAR) -> IE_CreateFAR:
     return IE_CreateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
 
 
-def create_urr() -> IE_CreateURR:
-    return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1),
-                                 IE_ReportingTriggers()])
+def urr_ies(period: int | None = None, vol_thresh: int | None = None, vol_quota: int | None = None,
+            time_thresh: int | None = None) -> list:
+    """A URR's reporting parameters (TS 29.244 7.5.2.4), each with its Reporting Trigger (8.2.19):
+    Measurement Period (s, PERIO), Volume Threshold (total octets, VOLTH), Volume Quota (total octets,
+    VOLQU), Time Threshold (s, TIMTH)."""
+    trig = IE_ReportingTriggers(periodic_reporting=int(period is not None),
+                                volume_threshold=int(vol_thresh is not None),
+                                volume_quota=int(vol_quota is not None), time_threshold=int(time_thresh is not None))
+    ies = [trig]
+    if period is not None:
+        ies.append(IE_MeasurementPeriod(period=period))
+    if vol_thresh is not None:
+        ies.append(IE_VolumeThreshold(TOVOL=1, total=vol_thresh))
+    if vol_quota is not None:
+        ies.append(IE_VolumeQuota(TOVOL=1, total=vol_quota))
+    if time_thresh is not None:
+        ies.append(IE_TimeThreshold(threshold=time_thresh))
+    return ies
 
 
-def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None) -> IE_CreateQER:
-    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415)."""
-    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=0, dl=0), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+def create_urr(durat: bool = False, **params) -> IE_CreateURR:
+    """A URR measuring volume (and duration with durat), with the reporting parameters of urr_ies."""
+    ies = urr_ies(**params) if params else [IE_ReportingTriggers()]
+    return IE_CreateURR(IE_list=[IE_URR_Id(id=URR_ID), IE_MeasurementMethod(VOLUM=1, DURAT=int(durat))] + ies)
+
+
+def modify_urr(seq: int, up_seid: int, **params):
+    """Update URR with new reporting parameters (urr_ies), e.g. a new quota."""
+    upd = IE_UpdateURR(IE_list=[IE_URR_Id(id=URR_ID)] + urr_ies(**params))
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
+
+
+def query_urr(seq: int, up_seid: int, urr_ids=(URR_ID,), all_urrs: bool = False):
+    """A modification that only asks for usage: Query URR per ID (7.5.4.10), or PFCPSMReq-Flags QAURR."""
+    ies = [IE_QueryURR(IE_list=[IE_URR_Id(id=i)]) for i in urr_ids]
+    if all_urrs:
+        ies.append(IE_PFCPSMReqFlags(QUARR=1))
+    return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=ies)
+
+
+def create_qer(mbr_kbps: int = 100_000, qfi: int | None = None, gate_ul: int = 0, gate_dl: int = 0,
+               mbr_dl_kbps: int | None = None) -> IE_CreateQER:
+    """qfi: the QFI the UP marks downlink G-PDUs with (a PDU Session Container, TS 38.415).
+    gate_ul/gate_dl: 0 open, 1 closed (8.2.7). mbr_dl_kbps: a downlink MBR other than the uplink's."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=gate_ul, dl=gate_dl),
+           IE_MBR(ul=mbr_kbps, dl=mbr_kbps if mbr_dl_kbps is None else mbr_dl_kbps)]
     if qfi is not None:
         ies.append(IE_QFI(QFI=qfi))
     return IE_CreateQER(IE_list=ies)
@@ -128,24 +167,33 @@ def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str
     return PFCP(version=1, S=1, seid=0, seq=seq) / PFCPSessionEstablishmentRequest(IE_list=ies)
 
 
-def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR):
-    """Handover: the downlink FAR gets the new SGW's F-TEID."""
+def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR,
+              sndem: bool = False):
+    """Handover: the downlink FAR gets the new SGW's F-TEID. sndem: with PFCPSMReq-Flags SNDEM in the
+    Update Forwarding Parameters (8.2.31): End Marker on the old tunnel."""
+    fwd = [IE_DestinationInterface(interface=0), IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)]
+    if sndem:
+        fwd.append(IE_PFCPSMReqFlags(SNDEM=1))
     upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),
-                                IE_UpdateForwardingParameters(IE_list=[
-                                    IE_DestinationInterface(interface=0),
-                                    IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)])])
+                                IE_UpdateForwardingParameters(IE_list=fwd)])
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
-def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR):
-    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again."""
-    upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)])
+def modify_dl_buffer(seq: int, up_seid: int, far_id: int = DL_FAR, sndem: bool = False):
+    """The RAN's tunnel goes away (idle mode): the downlink FAR buffers again. sndem: End Marker on the
+    tunnel it leaves (PFCPSMReq-Flags SNDEM in Update Forwarding Parameters)."""
+    ies = [IE_FAR_Id(id=far_id), IE_ApplyAction(BUFF=1, NOCP=1)]
+    if sndem:
+        ies.append(IE_UpdateForwardingParameters(IE_list=[IE_PFCPSMReqFlags(SNDEM=1)]))
+    upd = IE_UpdateFAR(IE_list=ies)
     return PFCP(version=1, S=1, seid=up_seid, seq=seq) / PFCPSessionModificationRequest(IE_list=[upd])
 
 
-def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None):
-    """qfi: a new downlink marking QFI."""
-    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=1, dl=1), IE_MBR(ul=mbr_kbps, dl=mbr_kbps)]
+def modify_qer(seq: int, up_seid: int, mbr_kbps: int = 5_000, qfi: int | None = None, gate_ul: int = 0,
+               gate_dl: int = 0, mbr_dl_kbps: int | None = None):
+    """qfi: a new downlink marking QFI. gate_ul/gate_dl: 0 open, 1 closed (8.2.7)."""
+    ies = [IE_QER_Id(id=QER_ID), IE_GateStatus(ul=gate_ul, dl=gate_dl),
+           IE_MBR(ul=mbr_kbps, dl=mbr_kbps if mbr_dl_kbps is None else mbr_dl_kbps)]
     if qfi is not None:
         ies.append(IE_QFI(QFI=qfi))
     upd = IE_UpdateQER(IE_list=ies)
@@ -173,6 +221,10 @@ def corpus() -> dict[str, bytes]:
         "establish_teid_urr_qer": bytes(establish(3, 0x12, ue, teid=0x1234, urr=True, qer=True)),
         "establish_extra_ies": bytes(establish(4, 0x13, ue, extra=unknown_optional_ies())),
         "modify_dl": bytes(modify_dl(5, 0x100000001)),
+        "modify_dl_sndem": bytes(modify_dl(12, 0x100000001, sndem=True)),
+        "modify_urr_quota": bytes(modify_urr(13, 0x100000001, vol_quota=10_000)),
+        "query_urr": bytes(query_urr(14, 0x100000001)),
+        "query_all_urrs": bytes(query_urr(15, 0x100000001, urr_ids=(), all_urrs=True)),
         "establish_buffer": bytes(establish(8, 0x14, ue, sgw=None, urr=True)),
         "modify_dl_buffer": bytes(modify_dl_buffer(9, 0x100000001)),
         "modify_qer": bytes(modify_qer(6, 0x100000001)),

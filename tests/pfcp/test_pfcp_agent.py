@@ -321,7 +321,7 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
     assert r.message_type == 53 and cause(r) == 1 and r.seid == 0x10
     [b] = tables(pin_dir)
     assert (b["teid"], b["ue"], b["sgw"], b["sgw_teid"]) == (teid, UE, M.SGW_ADDR2, 0x777)
-    assert cause(assoc.req(M.modify_qer(4, seid))) == 1          # stored, not enforced
+    assert cause(assoc.req(M.modify_qer(4, seid))) == 1          # MBR 5 Mbit/s, gates open
 
     # real packets through the programs (BPF_PROG_TEST_RUN): the session forwards both ways
     with Dataplane(pin_dir) as dp:
@@ -409,7 +409,7 @@ def test_session_qfi_checks_uplink_and_marks_downlink(assoc, pin_dir):
         assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "drop", "ul psc 7": "drop",
                                            "ul psc 9": "redirect", "dl": ("redirect", 7)}
         _, dl_hash, _, (_, dl_slot) = _without_owner(_raw_bearer(pin_dir, teid, UE))
-        assert dl_slot is not None and dl_slot[8 + 12:8 + 16] == dl_hash[12:16] == struct.pack("=I", 0x704)
+        assert dl_slot is not None and dl_slot[8 + 12:8 + 16] == dl_hash[12:16] == struct.pack("=I", 0x70C)   # QFI 7, B_QFI, B_QOS
         # an Update QER without a QFI keeps it; a handover keeps it too
         assert cause(assoc.req(M.modify_qer(4, seid))) == 1
         assert cause(assoc.req(M.modify_dl(5, seid, sgw=M.SGW_ADDR2, sgw_teid=0x777))) == 1

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pfcp_qos.c: what the data path enforces of a session's rules: its qos map entry (struct
+ * pgwu_qos in pgwu.h), keyed by the session's local TEID. From the QERs each PDR applies: the gate
+ * of each direction (closed when any of them closes it, TS 29.244 8.2.7) and its MBR (the least of
+ * theirs, 8.2.8: one token bucket at the least rate is what passing every QER's bucket comes to
+ * for one flow); from the URRs: the volume quota (5.2.2.2, the first URR with one). A session with
+ * any QER or URR gets the entry before its bearer's halves get PGWU_B_QOS, and loses it after they
+ * are gone; a modification rewrites it under the value's lock (BPF_F_LOCK), keeping a policer's
+ * state when its rate and depth did not change, so an Update QER that touches the gate does not
+ * hand out a fresh burst.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <stdio.h>
+#include <bpf/bpf.h>
+#include "pfcp_agent.h"
+
+/* MBRs at or above this (1 Tbit/s) are not policed: no link here is that fast, and the bucket's
+ * micro-bit arithmetic stays far from overflowing below it */
+#define QOS_KBPS_MAX 1000000000ULL
+
+static const struct pgwu_qer *find_qer(const struct pgwu_qer *q, int n, __u32 id)
+{
+	for (int i = 0; i < n; i++)
+		if (q[i].id == id)
+			return &q[i];
+	return NULL;
+}
+
+static bool pdr_has_urr(const struct pgwu_pfcp_pdr *p, __u32 id)
+{
+	for (int i = 0; i < p->n_urr; i++)
+		if (p->urr[i] == id)
+			return true;
+	return false;
+}
+
+/* A bucket for kbps (0: none) and the agent's burst: full, refilled from the first packet on */
+static void police_of(const struct pfcp_agent *a, __u64 kbps, struct pgwu_police *p)
+{
+	__u64 bytes;
+
+	memset(p, 0, sizeof(*p));
+	if (!kbps || kbps >= QOS_KBPS_MAX)
+		return;
+	/* kbps x 1000 / 8 octets a second, for burst_ms: kbps x burst_ms / 8 octets */
+	bytes = kbps * a->mbr_burst_ms / 8;
+	if (bytes < PGWU_QOS_MIN_DEPTH)
+		bytes = PGWU_QOS_MIN_DEPTH;
+	p->kbps = kbps;
+	p->depth = bytes * 8 * PGWU_QOS_MICRO;
+	p->fill_ns = (p->depth + kbps - 1) / kbps;
+	p->credit = p->depth;
+}
+
+void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
+	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
+	    struct pgwu_qos *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (int d = 0; d < 2; d++) {
+		__u64 kbps = 0;
+
+		for (int i = 0; i < pdr[d].n_qer; i++) {
+			const struct pgwu_qer *q = find_qer(qer, n_qer, pdr[d].qer[i]);
+			__u64 mbr;
+
+			if (!q)
+				continue;
+			/* gate: bits 4-3 uplink, 2-1 downlink; 0 open, anything else closed */
+			if ((d == PGWU_PFCP_UPLINK ? q->gate >> 2 : q->gate) & 3)
+				out->flags |= d == PGWU_PFCP_UPLINK ? PGWU_QOS_UL_CLOSED :
+					      PGWU_QOS_DL_CLOSED;
+			mbr = d == PGWU_PFCP_UPLINK ? q->mbr_ul : q->mbr_dl;
+			if ((q->flags & PGWU_QER_MBR) && mbr && (!kbps || mbr < kbps))
+				kbps = mbr;
+		}
+		police_of(a, kbps, &out->pol[d]);
+	}
+	for (int i = 0; i < n_urr; i++) {
+		const struct pgwu_urr *u = &urr[i];
+		__u32 dirs = 0;
+
+		if (!(u->flags & PGWU_URR_VOL_QUOTA) || !u->vol_quota_flags)
+			continue;
+		/* the quota's volume: total (bit 1), else uplink (2) or downlink (4), counted on
+		 * the directions whose PDR links the URR */
+		if (pdr_has_urr(&pdr[PGWU_PFCP_UPLINK], u->id) &&
+		    (u->vol_quota_flags & 3))
+			dirs |= PGWU_QOS_QUOTA_UL;
+		if (pdr_has_urr(&pdr[PGWU_PFCP_DOWNLINK], u->id) &&
+		    (u->vol_quota_flags & 5))
+			dirs |= PGWU_QOS_QUOTA_DL;
+		if (!dirs)
+			continue;
+		out->flags |= PGWU_QOS_QUOTA | dirs;
+		out->quota_left = u->vol_quota_flags & 1 ? u->vol_quota[0] :
+				  u->vol_quota_flags & 2 ? u->vol_quota[1] : u->vol_quota[2];
+		break;
+	}
+}
+
+int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q)
+{
+	if (bpf_map_update_elem(a->qos_fd, &teid, q, BPF_NOEXIST | BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
+/* The entry becomes q, keeping each policer's state (credit, last refill) when its rate and
+ * depth are unchanged, and the quota left when keep_quota (no URR changed its quota). */
+int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota)
+{
+	struct pgwu_qos cur, v = *q;
+
+	if (!bpf_map_lookup_elem_flags(a->qos_fd, &teid, &cur, BPF_F_LOCK)) {
+		for (int d = 0; d < 2; d++)
+			if (cur.pol[d].kbps == v.pol[d].kbps && cur.pol[d].depth == v.pol[d].depth) {
+				v.pol[d].credit = cur.pol[d].credit;
+				v.pol[d].last_ns = cur.pol[d].last_ns;
+			}
+		if (keep_quota && (cur.flags & PGWU_QOS_QUOTA) && (v.flags & PGWU_QOS_QUOTA)) {
+			v.quota_left = cur.quota_left;
+			v.flags |= cur.flags & PGWU_QOS_EXHAUSTED;
+		}
+	}
+	if (bpf_map_update_elem(a->qos_fd, &teid, &v, BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
+void qos_remove(struct pfcp_agent *a, __u32 teid)
+{
+	if (bpf_map_delete_elem(a->qos_fd, &teid) && errno != ENOENT)
+		fprintf(stderr, "Couldn't remove the qos entry of TEID %u: %s\n", ntohl(teid),
+			strerror(errno));
+}
+
+/* The entry as the data path left it (quota used up?), 0 or -errno */
+int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q)
+{
+	if (bpf_map_lookup_elem_flags(a->qos_fd, &teid, q, BPF_F_LOCK))
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,192 @@
+"""Usage reporting by `pgwu pfcp` (TS 29.244 5.2.2, 7.5.8): Session Report Requests for a volume
+threshold, a volume quota (which the data path enforces: what is over it is dropped), a time threshold
+and a measurement period; usage reports in the Session Modification Response to a Query URR (or
+QAURR); and the final report at deletion. Every report carries the usage since the URR's last one, so
+a URR's reports add up to what the bearer forwarded, exact in packets and octets (octets of the inner
+IPv4 packets, per direction), dropped packets in none of them.
+
+Packets run through the programs (BPF_PROG_TEST_RUN), one run each. Reports arrive on the CP's socket
+on their own: each test waits for them with a deadline, never asserting how fast they came.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+from scapy.contrib.pfcp import PFCP
+
+from gtplab.gtpu import packets as P
+from gtplab.dut.dataplane import Dataplane
+from tests.lib import pfcp_msgs as M
+from tests.pfcp.test_pfcp_agent import (UE, _forwarding_config, agent, assoc, cause, created_teid, pin_dir,  # noqa: F401
+                                        up_seid)
+
+pytestmark = pytest.mark.bpf
+
+CP_SEID = 0x30
+
+
+def establish(assoc, durat: bool = False, **params) -> tuple[int, int]:  # noqa: F811
+    ies = [M.node_id(), M.IE_FSEID(v4=1, seid=CP_SEID, ipv4=M.CP_ADDR), M.ul_pdr(None, UE, urr=True),
+           M.dl_pdr(UE, urr=True), M.ul_far(), M.dl_far(), M.create_urr(durat=durat, **params)]
+    r = assoc.req(M.establish(2, CP_SEID, UE, ies=ies))
+    assert cause(r) == 1
+    return up_seid(r), created_teid(r)
+
+
+def send(dp, teid: int, direction: str, n: int, tpdu: int = 1000) -> list[str]:
+    if direction == "ul":
+        f = bytes(P.gpdu(teid=teid, ue=UE, size=tpdu + 14 + 20 + 8 + 8 + 4))
+        return [dp.run_access(f).verdict for _ in range(n)]
+    f = bytes(P.downlink_ip(ue=UE, size=tpdu + 14 + 4))
+    return [dp.run_sgi(f).verdict for _ in range(n)]
+
+
+def usage_report(ie) -> dict:
+    """A Usage Report IE (78, 79 or 80) as {urr, seqn, trigger (octets 5-7 as int), volume (octets
+    total/ul/dl, packets total/ul/dl) or None, duration or None, start, end}."""
+    sub = {x.ietype: bytes(x)[4:] for x in ie.IE_list}
+    vol = None
+    if 66 in sub:
+        v = sub[66]
+        assert v[0] & 0x3F == 0x3F, f"volume flags {v[0]:#x}"
+        vol = struct.unpack("!6Q", v[1:49])
+    return {"urr": struct.unpack("!I", sub[81])[0], "seqn": struct.unpack("!I", sub[104])[0],
+            "trigger": int.from_bytes(sub[63][:3], "big"), "volume": vol,
+            "duration": struct.unpack("!I", sub[67])[0] if 67 in sub else None,
+            "start": struct.unpack("!I", sub[75])[0] if 75 in sub else None,
+            "end": struct.unpack("!I", sub[76])[0]}
+
+
+PERIO, VOLTH, TIMTH, IMMER = 0x01 << 16, 0x02 << 16, 0x04 << 16, 0x80 << 16     # Usage Report Trigger (8.2.41)
+VOLQU, TERMR = 0x01 << 8, 0x08 << 8
+
+
+def next_report(assoc, timeout: float) -> dict | None:  # noqa: F811
+    """The next Session Report Request (its one Usage Report, checked to be for our session with
+    Report Type USAR), or None after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            b = assoc.recv_raw(left)
+        except socket.timeout:
+            return None
+        m = PFCP(b)
+        if m.message_type != 56:
+            continue
+        assert m.seid == CP_SEID, f"report for SEID {m.seid:#x}"
+        ies = list(m.payload.IE_list)
+        rt = [bytes(i)[4] for i in ies if i.ietype == 39]
+        assert rt == [0x02], f"Report Type {rt}"
+        [ur] = [i for i in ies if i.ietype == 80]
+        return usage_report(ur)
+    return None
+
+
+def final_report(assoc, seid: int, seq: int) -> dict:  # noqa: F811
+    r = assoc.req(M.delete(seq, seid))
+    assert cause(r) == 1
+    [ur] = [i for i in r.payload.IE_list if i.ietype == 79]
+    return usage_report(ur)
+
+
+def test_volume_threshold_reported_once_crossed_then_rearmed(assoc, pin_dir):  # noqa: F811
+    """Volume threshold 5000 octets total: 4 uplink T-PDUs of 1000 octets report nothing; the fifth
+    (downlink) crosses it: one Session Report Request, VOLTH, 5000/4000/1000 octets, 5/4/1 packets,
+    UR-SEQN 0. The measurement restarts there: 3 more are not reported, and the deletion's report
+    carries just those (UR-SEQN 1)."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 4) == ["redirect"] * 4
+        assert next_report(assoc, 0.5) is None
+        assert send(dp, teid, "dl", 1) == ["redirect"]
+        rep = next_report(assoc, 3)
+        assert rep is not None, "no report after the threshold was crossed"
+        assert (rep["urr"], rep["seqn"], rep["trigger"]) == (M.URR_ID, 0, VOLTH)
+        assert rep["volume"] == (5000, 4000, 1000, 5, 4, 1)
+        assert send(dp, teid, "ul", 3) == ["redirect"] * 3
+        assert next_report(assoc, 0.5) is None
+    fin = final_report(assoc, seid, 3)
+    assert (fin["seqn"], fin["trigger"], fin["volume"]) == (1, TERMR, (3000, 3000, 0, 3, 3, 0))
+
+
+def test_volume_quota_enforced_then_reported_and_renewed(assoc, pin_dir):  # noqa: F811
+    """Volume quota 3000 octets: of 5 uplink T-PDUs of 1000 octets, 3 are forwarded and 2 dropped
+    (drop_quota, as the URR has no FAR for quota action: TS 29.244 5.2.2.2); a Session Report Request
+    with VOLQU reports the 3 (not the dropped ones). An Update URR with a new quota forwards again."""
+    seid, teid = establish(assoc, vol_quota=3000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 5) == ["redirect"] * 3 + ["drop"] * 2
+        assert dp.stats()[("drop_quota", "drop")][0] == 2
+        rep = next_report(assoc, 3)
+        assert rep is not None, "no report after the quota was used up"
+        assert (rep["trigger"], rep["volume"]) == (VOLQU, (3000, 3000, 0, 3, 3, 0))
+        assert next_report(assoc, 0.5) is None, "the exhaustion was reported twice"
+        assert cause(assoc.req(M.modify_urr(3, seid, vol_quota=2000))) == 1
+        assert send(dp, teid, "dl", 3) == ["redirect"] * 2 + ["drop"]
+        rep = next_report(assoc, 3)
+        assert rep is not None and (rep["trigger"], rep["volume"]) == (VOLQU, (2000, 0, 2000, 2, 0, 2))
+    fin = final_report(assoc, seid, 4)
+    assert fin["volume"] == (0, 0, 0, 0, 0, 0)
+
+
+def test_periodic_reports_carry_each_period_usage(assoc, pin_dir):  # noqa: F811
+    """Measurement Period 1 s: reports come with PERIO and consecutive UR-SEQNs; their volumes add up
+    to what was forwarded, each reporting only its own period's."""
+    seid, teid = establish(assoc, period=1)
+    reps = []
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 2) == ["redirect"] * 2
+        reps.append(next_report(assoc, 3))
+        assert send(dp, teid, "dl", 1, tpdu=500) == ["redirect"]
+        reps.append(next_report(assoc, 3))
+        reps.append(next_report(assoc, 3))
+    assert None not in reps, f"periodic reports missing: {reps}"
+    assert [r["trigger"] for r in reps] == [PERIO] * 3
+    assert [r["seqn"] for r in reps] == [0, 1, 2]
+    total = tuple(sum(r["volume"][i] for r in reps) for i in range(6))
+    assert total == (2500, 2000, 500, 3, 2, 1)
+    # a period with no traffic reports none: a measurement that did not restart would repeat the total
+    assert any(r["volume"] == (0, 0, 0, 0, 0, 0) for r in reps), reps
+    fin = final_report(assoc, seid, 3)
+    assert fin["seqn"] >= 3
+
+
+def test_time_threshold_reported(assoc, pin_dir):  # noqa: F811
+    """Time Threshold 1 s on a URR measuring duration: a report with TIMTH and a duration >= 1 s."""
+    seid, teid = establish(assoc, durat=True, time_thresh=1)
+    rep = next_report(assoc, 4)
+    assert rep is not None and rep["trigger"] == TIMTH and rep["duration"] >= 1, rep
+    final_report(assoc, seid, 3)
+
+
+def test_query_urr_answered_with_the_usage_since_the_last_report(assoc, pin_dir):  # noqa: F811
+    """A modification with Query URR gets a Usage Report (78, IMMER) in its response with the usage so
+    far; the next query (QAURR this time) reports only what came after; an unknown URR ID is a rule
+    failure naming it."""
+    seid, teid = establish(assoc)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        send(dp, teid, "ul", 2)
+        send(dp, teid, "dl", 1, tpdu=700)
+        r = assoc.req(M.query_urr(3, seid))
+        assert cause(r) == 1
+        [ur] = [i for i in r.payload.IE_list if i.ietype == 78]
+        rep = usage_report(ur)
+        assert (rep["urr"], rep["seqn"], rep["trigger"], rep["volume"]) == (M.URR_ID, 0, IMMER,
+                                                                            (2700, 2000, 700, 3, 2, 1))
+        send(dp, teid, "dl", 1, tpdu=300)
+        r = assoc.req(M.query_urr(4, seid, urr_ids=(), all_urrs=True))
+        [ur] = [i for i in r.payload.IE_list if i.ietype == 78]
+        assert usage_report(ur)["volume"] == (300, 0, 300, 1, 0, 1)
+        r = assoc.req(M.query_urr(5, seid, urr_ids=(99,)))
+        assert cause(r) == 73 and bytes([i for i in r.payload.IE_list if i.ietype == 114][0])[4:] == \
+            b"\x03" + struct.pack("!I", 99)   # rule type 3: URR (8.2.80)
+    fin = final_report(assoc, seid, 6)
+    assert (fin["seqn"], fin["volume"]) == (2, (0, 0, 0, 0, 0, 0))
