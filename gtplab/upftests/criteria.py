@@ -219,11 +219,31 @@ def report_times(times: list[float], t0: float, period: float, tolerance: float 
     return out
 
 
+def report_intervals(times: list[float], period: float, tolerance: float = PERIOD_TOLERANCE_S) -> dict:
+    """Periodic reports: every interval between two consecutive ones within tolerance s of the period
+    (where the first period starts, the URR's creation or the first packet, is the UPF's choice)."""
+    ts = sorted(times)
+    errs = [round(b - a - period, 3) for a, b in zip(ts, ts[1:])]
+    bad = [e for e in errs if abs(e) > tolerance]
+    out = {"count": len(ts), "errors_s": errs, "tolerance_s": tolerance,
+           "verdict": "pass" if len(ts) >= 2 and not bad else "fail"}
+    if len(ts) < 2:
+        out["why"] = f"{len(ts)} report(s): no period to check"
+    elif bad:
+        out["why"] = f"intervals off the period by {bad} s (tolerance {tolerance} s)"
+    return out
+
+
 def threshold(reported_volume: int | None, limit: int, packet_len: int,
-              slack: int = THRESHOLD_SLACK_PKTS) -> dict:
-    """A volume threshold or quota report: its volume within [limit, limit + slack packets)."""
-    ok = reported_volume is not None and limit <= reported_volume < limit + slack * packet_len
-    out = {"reported": reported_volume, "limit": limit, "slack_packets": slack, "verdict": "pass" if ok else "fail"}
+              slack: int = THRESHOLD_SLACK_PKTS, below: int = 0) -> dict:
+    """A volume threshold or quota report: its volume within (limit - below packets, limit + slack
+    packets); below=0: at least the limit. A quota may be reported just below its limit by a UPF
+    that forwards only whole packets within it (below=1: less than one packet short)."""
+    lo = limit - below * packet_len
+    ok = reported_volume is not None and (lo < reported_volume if below else limit <= reported_volume) \
+        and reported_volume < limit + slack * packet_len
+    out = {"reported": reported_volume, "limit": limit, "slack_packets": slack, "below_packets": below,
+           "verdict": "pass" if ok else "fail"}
     if not ok:
         out["why"] = ("no report" if reported_volume is None else
                       f"reported at {reported_volume} octets, {(reported_volume - limit) / packet_len:+.1f} "

@@ -118,6 +118,13 @@ def test_report_times_and_thresholds():
     assert C.threshold(9_900, 10_000, 100)["verdict"] == "fail"            # reported before it
     assert C.threshold(12_000, 10_000, 100)["verdict"] == "fail"           # 20 packets late
     assert C.threshold(None, 10_000, 100)["verdict"] == "fail"
+    assert C.report_intervals([10.4, 11.4, 12.45, 13.38], 1)["verdict"] == "pass"
+    assert C.report_intervals([10.4, 11.4, 12.9], 1)["verdict"] == "fail"          # one 0.5 s late
+    assert C.report_intervals([10.4], 1)["verdict"] == "fail"                      # no period seen
+    # a quota: the last whole packet within it is as good as the one that crosses it, no earlier
+    assert C.threshold(9_928, 10_000, 100, below=1)["verdict"] == "pass"
+    assert C.threshold(9_900, 10_000, 100, below=1)["verdict"] == "fail"            # a whole packet short
+    assert C.threshold(11_000, 10_000, 100, below=1)["verdict"] == "fail"           # 10 packets late
 
 
 def test_where_lost_attributes_ring_and_upf_drops():
