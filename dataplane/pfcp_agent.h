@@ -69,6 +69,8 @@ struct urr_state {
 	__u64 since_ms;		/* CLOCK_MONOTONIC of the last report (0: the session's start) */
 	__u64 since_wall;	/* its wall clock, NTP seconds (Start Time of the next report) */
 	__u64 next_period_ms;	/* Measurement Period: when the next periodic report is due */
+	__u64 traffic_ms;	/* CLOCK_MONOTONIC of the first packet seen since the last report (0: none);
+				 * the Time Threshold is traffic duration (TS 29.244 8.2.14) */
 	bool quota_reported;	/* the quota's exhaustion was reported */
 };
 

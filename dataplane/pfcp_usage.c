@@ -132,6 +132,7 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 	st->dl_bytes = b->dl_bytes;
 	st->since_ms = a->now_ms;
 	st->since_wall = now_wall;
+	st->traffic_ms = 0;
 }
 
 static void watch_compact(struct pfcp_agent *a)
@@ -216,6 +217,8 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 		__u64 v[6];
 
 		urr_usage(s, u, &b, v);
+		if (!st->traffic_ms && v[3])
+			st->traffic_ms = a->now_ms;	/* seen within USAGE_TICK_MS of the first packet */
 		if ((urr->triggers & RT_VOLQU) && (urr->flags & PGWU_URR_VOL_QUOTA) && exhausted &&
 		    !st->quota_reported) {
 			trig = UR_VOLQU;
@@ -224,8 +227,8 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 			   over(v, urr->vol_thresh_flags, urr->vol_thresh)) {
 			trig = UR_VOLTH;
 		} else if ((urr->triggers & RT_TIMTH) && (urr->flags & PGWU_URR_TIME_THRESH) &&
-			   urr->time_threshold &&
-			   a->now_ms - st->since_ms >= (__u64)urr->time_threshold * 1000) {
+			   urr->time_threshold && st->traffic_ms &&
+			   a->now_ms - st->traffic_ms >= (__u64)urr->time_threshold * 1000) {
 			trig = UR_TIMTH;
 		} else if ((urr->triggers & RT_PERIO) && urr->period && st->next_period_ms &&
 			   a->now_ms >= st->next_period_ms) {

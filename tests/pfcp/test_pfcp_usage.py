@@ -158,11 +158,19 @@ def test_periodic_reports_carry_each_period_usage(assoc, pin_dir):  # noqa: F811
     assert fin["seqn"] >= 3
 
 
-def test_time_threshold_reported(assoc, pin_dir):  # noqa: F811
-    """Time Threshold 1 s on a URR measuring duration: a report with TIMTH and a duration >= 1 s."""
+def test_time_threshold_counts_from_the_first_packet(assoc, pin_dir):  # noqa: F811
+    """Time Threshold 1 s on a URR measuring duration: it is traffic duration (TS 29.244 8.2.14), so
+    no report while nothing flows; once a packet went through, a report with TIMTH 1 s later."""
     seid, teid = establish(assoc, durat=True, time_thresh=1)
-    rep = next_report(assoc, 4)
+    assert next_report(assoc, 1.6) is None, "a time threshold reported with no traffic at all"
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 1) == ["redirect"]
+        t = time.monotonic()
+        rep = next_report(assoc, 4)
+        waited = time.monotonic() - t
     assert rep is not None and rep["trigger"] == TIMTH and rep["duration"] >= 1, rep
+    assert 0.8 <= waited, f"reported {waited:.2f} s after the first packet, before the threshold"
     final_report(assoc, seid, 3)
 
 
