@@ -25,7 +25,6 @@ kill_recorded() does the same from a recorded pid, for a lab torn down after its
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -38,6 +37,7 @@ from typing import Callable
 
 from gtplab.errors import UserError
 from gtplab.kernel.netns import run_in
+from gtplab.lab.runtime import sha256
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TARBALL = REPO.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
@@ -54,20 +54,12 @@ class TrexUnavailable(UserError):
     """No TRex runtime where it was looked for (the message says where)."""
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def unpack(tgz: Path, cache: str | os.PathLike | None = None) -> Path:
     """The tarball unpacked into the cache (once; reused while its sha256 is the same): the folder
     holding t-rex-64."""
     cache = Path(cache or os.environ.get("GTPLAB_TREX_CACHE") or DEFAULT_CACHE)
     stem = tgz.name.removesuffix(".tgz").removesuffix(".tar.gz")
-    dest = cache / f"{stem}-{_sha256(tgz)[:16]}"
+    dest = cache / f"{stem}-{sha256(tgz)[:16]}"
     found = _scripts(dest)
     if found:
         return found
