@@ -246,7 +246,7 @@ void sess_index_free(struct pfcp_agent *a);
  * threshold the data path measures (index in urr, or -1); the entry written for a new session's
  * TEID (-EEXIST: one is there), rewritten in one step (keeping the policers' state, the quota left
  * when keep_quota, the threshold's count), removed, read; the threshold's crossing or all its
- * count taken (op PGWU_QOS_CTL_TAKE_*: *out as it was). */
+ * count taken (op PGWU_QOS_CTL_TAKE_*: *out as it was, *after its flags after). */
 void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
 	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
 	    struct pgwu_qos *out);
@@ -255,7 +255,7 @@ int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q);
 int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota);
 void qos_remove(struct pfcp_agent *a, __u32 teid);
 int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
-int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out);
+int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after);
 
 /* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
  * Session Container), sent once every data path run that may use the old tunnel is over. */

@@ -155,7 +155,7 @@ static int qos_ctl_run(struct pfcp_agent *a, __u32 teid, __u32 op, __u32 keep,
 	c->teid = teid;
 	c->op = op;
 	c->keep = keep;
-	c->pad = 0;
+	c->after = 0;
 	if (bpf_prog_test_run_opts(a->qos_ctl_fd, &opts))
 		return -errno;
 	if (opts.retval == XDP_DROP)
@@ -176,14 +176,17 @@ int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool 
 }
 
 /* The volume threshold's crossing taken (op TAKE_CROSSING: the count goes on) or everything it
- * measured (TAKE_ALL: it restarts): *out holds the flags and th as they were. */
-int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out)
+ * measured (TAKE_ALL: it restarts): *out holds the flags and th as they were, *after the flags
+ * after (CROSSED again: a second crossing recorded late, to take too). */
+int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after)
 {
 	struct pgwu_qos_ctl c = {};
 	int err = qos_ctl_run(a, teid, op, 0, &c);
 
-	if (!err)
+	if (!err) {
 		*out = c.q;
+		*after = c.after;
+	}
 	return err;
 }
 

@@ -232,38 +232,48 @@ static int dp_urr(const struct sess *s, const struct pgwu_qos *q)
 }
 
 /*
- * URR u, whose threshold the data path measures, reports: a crossing it recorded first (a Session
- * Report Request, VOLTH, with the usage at the crossing); then, when trig, everything counted
- * since (the data path's measurement restarts): as a Session Report Request, or into w (a
- * modification's answer) when w. Returns 0, or -errno when the data path could not be asked
- * (nothing reported, nothing taken: the caller reports from the counters).
+ * URR u, whose threshold the data path measures, reports. The crossings it recorded first, when
+ * crossed (the entry said so): a Session Report Request each, VOLTH, with the usage at the
+ * crossing. Then, when trig, everything counted since, the data path's measurement restarting:
+ * as a Session Report Request, or into w (a modification's answer) when w. Returns how many VOLTH
+ * reports went, or -errno when the data path could not be asked for trig's (nothing taken for it:
+ * the caller reports from the counters). What is taken and not reported is not lost: a report
+ * adds to what the URR has reported only what it carried, the rest is in the next one.
  */
-static int dp_report(struct pfcp_agent *a, struct sess *s, int u, const __u8 *trig,
-		     struct pfcp_w *w)
+#define DP_TAKES_MAX 4		/* crossings taken in a row: one recorded late follows at once */
+
+static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
+		     const __u8 *trig, struct pfcp_w *w)
 {
+	__u32 after = crossed ? PGWU_QOS_VOLTH_CROSSED : 0;
 	struct pgwu_qos q;
 	__u64 v[6];
-	int err;
+	int err, n = 0;
 
-	err = qos_take(a, s->teid, trig ? PGWU_QOS_CTL_TAKE_ALL : PGWU_QOS_CTL_TAKE_CROSSING, &q);
-	if (err)
-		return err;
-	if ((q.flags & PGWU_QOS_VOLTH_CROSSED) && (s->r->urr[u].triggers & RT_VOLTH)) {
+	while (n < DP_TAKES_MAX && (after & PGWU_QOS_VOLTH_CROSSED)) {
+		if (qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_CROSSING, &q, &after) ||
+		    !(q.flags & PGWU_QOS_VOLTH_CROSSED))
+			break;
 		vol_of(q.th.at, v);
 		report_send(a, s, u, v, UR_VOLTH);
-	} else if (q.flags & PGWU_QOS_VOLTH_CROSSED) {
-		/* the URR lost VOLTH since (Update URR): the crossing's usage is the report's */
-		for (int i = 0; i < 4; i++)
-			q.th.now[i] += q.th.at[i];
+		n++;
 	}
 	if (!trig)
-		return 0;
+		return n;
+	err = qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_ALL, &q, &after);
+	if (err)
+		return err;
+	if (q.flags & PGWU_QOS_VOLTH_CROSSED) {	/* crossed since the entry was read */
+		vol_of(q.th.at, v);
+		report_send(a, s, u, v, UR_VOLTH);
+		n++;
+	}
 	vol_of(q.th.now, v);
 	if (w)
 		w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, v, trig);
 	else
 		report_send(a, s, u, v, trig);
-	return 0;
+	return n;
 }
 
 void usage_crossing(struct pfcp_agent *a, struct sess *s)
@@ -275,7 +285,7 @@ void usage_crossing(struct pfcp_agent *a, struct sess *s)
 		return;
 	u = dp_urr(s, &q);
 	if (u >= 0)
-		dp_report(a, s, u, NULL, NULL);
+		dp_report(a, s, u, true, NULL, NULL);
 }
 
 void usage_since(struct pfcp_agent *a, struct sess *s, __u32 urr_id, __u64 out[4])
@@ -302,7 +312,7 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 	dpu = have_q ? dp_urr(s, &q) : -1;
 	/* a crossing first: its report takes the usage up to it, what follows is measured on */
 	if (dpu >= 0 && (q.flags & PGWU_QOS_VOLTH_CROSSED))
-		crossed = !dp_report(a, s, dpu, NULL, NULL);
+		crossed = dp_report(a, s, dpu, true, NULL, NULL) > 0;
 	if (sess_usage(a, s, &b))
 		return;
 	for (int u = 0; u < s->r->n_urr; u++) {
@@ -338,7 +348,7 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 			if (st->next_period_ms <= a->now_ms)
 				st->next_period_ms = a->now_ms + (__u64)urr->period * 1000;
 		}
-		if (trig && (u != dpu || dp_report(a, s, u, trig, NULL)))
+		if (trig && (u != dpu || dp_report(a, s, u, false, trig, NULL) < 0))
 			report_send(a, s, u, v, trig);
 	}
 }
@@ -368,13 +378,17 @@ void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 	if (!s->r || sess_usage(a, s, &b))
 		return;
 	dpu = qos_read(a, s->teid, &q) ? -1 : dp_urr(s, &q);
+	if (dpu >= 0 && (q.flags & PGWU_QOS_VOLTH_CROSSED)) {
+		/* a crossing goes out on its own whether or not this URR is asked */
+		dp_report(a, s, dpu, true, NULL, NULL);
+	}
 	for (int u = 0; u < s->r->n_urr; u++) {
 		bool asked = m->smreq & PFCP_SMREQ_QAURR;
 		__u64 v[6];
 
 		for (int i = 0; i < m->n_query_urr && !asked; i++)
 			asked = m->query_urr[i] == s->r->urr[u].id;
-		if (!asked || (u == dpu && !dp_report(a, s, u, UR_IMMER, w)))
+		if (!asked || (u == dpu && dp_report(a, s, u, false, UR_IMMER, w) >= 0))
 			continue;
 		urr_usage(s, u, &b, v);
 		w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, v, UR_IMMER);

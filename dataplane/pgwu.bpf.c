@@ -40,28 +40,18 @@ static __always_inline void count(__u32 reason, __u32 action, __u32 bytes)
 }
 
 /*
- * The volume threshold th (struct pgwu_volth in pgwu.h) counts a forwarded packet of len octets in
- * direction dir; the packet that brings the volume to the limit records the usage at it (itself
- * included) and restarts the count. Called with the entry's lock held.
+ * The volume threshold th (struct pgwu_volth in pgwu.h): when its count has reached the limit and
+ * no crossing waits for the agent, the count becomes the usage at the crossing and restarts.
+ * Called with the entry's lock held.
  */
-static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
+static __always_inline void volth_cross(struct pgwu_qos *q)
 {
 	struct pgwu_volth *t = &q->th;
-	__u64 ul, dl;
-	__u32 vf;
+	__u64 ul = t->now[1], dl = t->now[3];
+	__u32 vf = t->vol_flags;
 
-	if (dir) {
-		t->now[2] += 1;
-		t->now[3] += len;
-	} else {
-		t->now[0] += 1;
-		t->now[1] += len;
-	}
 	if (q->flags & PGWU_QOS_VOLTH_CROSSED)
 		return;		/* the agent has not taken the last crossing yet */
-	ul = t->now[1];
-	dl = t->now[3];
-	vf = t->vol_flags;
 	if (((vf & 1) && ul + dl >= t->limit[0]) || ((vf & 2) && ul >= t->limit[1]) ||
 	    ((vf & 4) && dl >= t->limit[2])) {
 		t->at[0] = t->now[0];
@@ -74,6 +64,22 @@ static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
 		t->now[3] = 0;
 		q->flags |= PGWU_QOS_VOLTH_CROSSED;
 	}
+}
+
+/* A forwarded packet of len octets in direction dir counted in th: the one that reaches the limit
+ * records the usage at it, itself included. Lock held. */
+static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
+{
+	struct pgwu_volth *t = &q->th;
+
+	if (dir) {
+		t->now[2] += 1;
+		t->now[3] += len;
+	} else {
+		t->now[0] += 1;
+		t->now[1] += len;
+	}
+	volth_cross(q);
 }
 
 /*
@@ -1212,7 +1218,7 @@ int qos_ctl(struct xdp_md *ctx)
 	struct pgwu_qos_ctl *c = data;
 	struct pgwu_qos *q, in;
 	__u64 at[4], now[4];
-	__u32 op, keep, flags, teid;
+	__u32 op, keep, flags, after, teid;
 	int i;
 
 	if ((void *)(c + 1) > data_end)
@@ -1230,7 +1236,9 @@ int qos_ctl(struct xdp_md *ctx)
 		__builtin_memcpy(&in, &c->q, sizeof(in));	/* out of the packet before the lock */
 		bpf_spin_lock(&q->lock);
 		qos_set_locked(q, &in, keep);
+		after = q->flags;
 		bpf_spin_unlock(&q->lock);
+		c->after = after;
 		return XDP_PASS;
 	}
 	bpf_spin_lock(&q->lock);
@@ -1243,7 +1251,11 @@ int qos_ctl(struct xdp_md *ctx)
 			q->th.now[i] = 0;
 	}
 	q->flags = flags & ~PGWU_QOS_VOLTH_CROSSED;
+	if (op == PGWU_QOS_CTL_TAKE_CROSSING && (flags & PGWU_QOS_VOLTH))
+		volth_cross(q);		/* reached again while this one waited: now, late */
+	after = q->flags;
 	bpf_spin_unlock(&q->lock);
+	c->after = after;
 	c->q.flags = flags;
 	for (i = 0; i < 4; i++) {
 		c->q.th.at[i] = at[i];

@@ -477,10 +477,13 @@ struct pgwu_qos {
  *                  else th.now starts from q's (the agent's usage of that URR since its last
  *                  report).
  *   TAKE_CROSSING  out: q.flags and q.th as they were; CROSSED and at cleared (the VOLTH report
- *                  takes at[]; now[] counts on: the next measurement, from the crossing).
- *   TAKE_ALL       the same and now[] emptied (the report takes at[] if crossed, and now[]).
- * The program returns XDP_PASS when done, XDP_DROP when the TEID has no entry, XDP_ABORTED on a
- * frame too short or an unknown op.
+ *                  takes at[]; now[] counts on: the next measurement, from the crossing). When
+ *                  now[] has reached the limit already (a second crossing while the first was
+ *                  not taken: the data path looks for one crossing at a time), it becomes at[]
+ *                  with CROSSED, at once: reported late, by what came after it, but reported.
+ *   TAKE_ALL       the same, and now[] emptied (the report takes at[] if crossed, and now[]).
+ * Out: after, the entry's flags after the op. The program returns XDP_PASS when done, XDP_DROP
+ * when the TEID has no entry, XDP_ABORTED on a frame too short or an unknown op.
  */
 #define PGWU_QOS_CTL_SET		1
 #define PGWU_QOS_CTL_TAKE_CROSSING	2
@@ -491,7 +494,7 @@ struct pgwu_qos_ctl {
 	__u32 teid;		/* the entry's key, network order */
 	__u32 op;		/* PGWU_QOS_CTL_* */
 	__u32 keep;		/* SET: PGWU_QOS_KEEP_* */
-	__u32 pad;
+	__u32 after;		/* out: the entry's flags after the op */
 	struct pgwu_qos q;	/* SET: in (its lock ignored); TAKE_*: out */
 };
 

@@ -488,17 +488,18 @@ class Dataplane:
         v = self.maps["qos"].lookup(struct.pack("!I", teid))
         return None if v is None else Qos.unpack(v)
 
-    def qos_ctl(self, teid: int, op: int, q: Qos | None = None, keep: int = 0) -> Qos | None:
+    def qos_ctl(self, teid: int, op: int, q: Qos | None = None, keep: int = 0) -> tuple[Qos, int] | None:
         """Run qos_ctl (struct pgwu_qos_ctl in pgwu.h) as `pgwu pfcp` does: SET q into qos[teid] under
-        its lock, keeping what the data path counts; TAKE_*: the entry's flags and th as they were
-        (returned), the crossing taken. None when the TEID has no entry."""
+        its lock, keeping what the data path counts; TAKE_*: the crossing (and with TAKE_ALL the
+        count) taken. Returns (the entry's flags and th as they were, its flags after), None when
+        the TEID has no entry."""
         frame = struct.pack("!I", teid) + struct.pack("=III", op, keep, 0) + (q or Qos()).pack()  # pgwu_qos_ctl
         r = self.progs["qos_ctl"].test_run(frame)
         if r.retval == 1:       # XDP_DROP: no entry
             return None
         if r.retval != 2:       # XDP_PASS
             raise OSError(f"qos_ctl: retval {r.retval}")
-        return Qos.unpack(r.data[16:16 + Qos.SIZE])
+        return Qos.unpack(r.data[16:16 + Qos.SIZE]), struct.unpack_from("=I", r.data, 12)[0]
 
     def flush_fib_cache(self) -> None:
         """Invalidate every cached next hop, as the kernel's changes do: a new generation."""
