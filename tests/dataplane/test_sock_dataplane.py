@@ -41,6 +41,7 @@ from gtplab.dut import sockdrop
 from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
 from gtplab.gtpu import packets as P
+from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
@@ -647,7 +648,8 @@ class _AheadOfNapi:
     the NAPI thread then polls them in full batches (64), which GRO can merge. Both put back after."""
 
     def __init__(self, lab):
-        self.napi = [t["pid"] for t in lab.state["cpu_layout"]["threads"][lab.ports[0].dut_ifname]]
+        # the threads now (an XDP program attached and detached since the lab was made them anew)
+        self.napi = napi_threads(lab.ports[0].dut_ifname)
         assert self.napi, "no NAPI thread of the DUT's access port"
 
     def __enter__(self):
