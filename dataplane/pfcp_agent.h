@@ -65,7 +65,8 @@ struct assoc {
  */
 /* What a URR has measured up to its last report (pfcp_usage.c): a report carries the usage since */
 struct urr_state {
-	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* the bearer's counters then */
+	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* how much of the bearer's counters
+								 * its reports carried, in all */
 	__u64 since_ms;		/* CLOCK_MONOTONIC of the last report (0: the session's start) */
 	__u64 since_wall;	/* its wall clock, NTP seconds (Start Time of the next report) */
 	__u64 next_period_ms;	/* Measurement Period: when the next periodic report is due */
