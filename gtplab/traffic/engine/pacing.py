@@ -3,7 +3,8 @@ network namespace, pinned to its CPU (pin_thread), running tg_tx with BPF_PROG_R
 pacing the port's streams by the clock.
 
 Continuous streams at a rate and single bursts are paced in the kernel (struct tg_pace, PACE); the
-thread only keeps calling. Multi-bursts are paced here (_due). At 100 % of line rate a port sends as
+thread only keeps calling. A continuous stream with a burst B (the engine's `mode.burst`, not TRex's)
+leaves as B frames back to back every B / rate seconds: the same average rate. Multi-bursts are paced here (_due). At 100 % of line rate a port sends as
 fast as the engine goes. A continuous stream's rate is shared out among the port's threads (share).
 """
 
@@ -36,6 +37,17 @@ PACED_CALL_SHARED = 1 << 14    # ~1.5 ms: a port with several paced streams (IMI
 # ring cannot hold; the frames it missed are not sent (counted), and the rate achieved shows it.
 MAX_BURST = 128
 UNPARKED_LATE_NS = 50_000_000
+
+
+def late_q8(gap_q8: int, burst: int = 1) -> int:
+    """How late (ns << 8) a paced stream's next frame (burst > 1: its next burst, gap_q8 apart) may
+    be before it is skipped: MAX_BURST frame times, so what a held-up transmitter catches up with
+    back to back stays within MAX_BURST frames; with bursts, MAX_BURST - burst frame times (its own
+    burst on top), at least half a burst's period (a burst is never skipped for being a little
+    late, and never sent twice back to back when burst >= MAX_BURST)."""
+    if burst <= 1:
+        return MAX_BURST * gap_q8
+    return max((MAX_BURST - burst) * gap_q8 // burst, gap_q8 // 2)
 
 
 def share(s: Stream, k: int, workers: int) -> float:
@@ -106,15 +118,18 @@ def tx_loop(p: Port, duration: float, k: int, workers: int, batch_size: int,
         parked = len(p.park_fds) > k        # p.park_fds[k]: worker k's transmit program, parked
         bursts = [s for s in paced if s.cs.mode == "single_burst"]
         for s in paced:
-            gap = round(256e9 / pps[s.sid])
-            # unparked, every call sleeps in two synchronize_rcu (ms): catch up after them
-            late = MAX_BURST * gap if parked else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
+            b = s.cs.burst if s.cs.mode == "continuous" else 1
+            gap = round(256e9 * b / pps[s.sid])
+            late = late_q8(gap, b)
+            if not parked:      # every call sleeps in two synchronize_rcu (ms): catch up after them
+                late = max(late, UNPARKED_LATE_NS << 8)
             left = 0
             if s in bursts:     # exact count: never skip, catch up instead
                 late, left = (1 << 63), s.cs.total_pkts + 1
             obj.map("pace").update(struct.pack("<I", s.slot), PACE.pack(
                 (t0_ns + int(s.cs.isg_us * 1e3)) << 8, gap,
-                t0_ns + int(duration * 1e9) if duration > 0 and s not in bursts else 0, late, 0, 0, left))
+                t0_ns + int(duration * 1e9) if duration > 0 and s not in bursts else 0, late, 0, 0, left,
+                b, 0, 0, 0))
         # one call serves one stream: with several, short calls, so each waits little
         chunk = PACED_CALL if len(paced) <= 1 else PACED_CALL_SHARED
         while not p.stop_ev.is_set():

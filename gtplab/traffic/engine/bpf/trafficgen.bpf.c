@@ -775,18 +775,30 @@ int tg_tx(struct xdp_md *ctx)
 
 		if ((p->end_ns && now >= p->end_ns) || p->left == 1)
 			goto out;
+		if (p->burst_pos) {
+			/* the rest of a burst: now, whatever the clock */
+			if (++p->burst_pos >= p->burst)
+				p->burst_pos = 0;
+			goto paced;
+		}
 		if ((now << 8) < due) {
 			p->idle++;
+			p->run = 0;
 			goto out;
 		}
 		late = (now << 8) - due;
 		if (late > p->late_q8 && p->gap_q8) {
 			__u64 n = (late - p->late_q8) / p->gap_q8 + 1;
 
-			p->skipped += n;
+			p->skipped += n * (p->burst > 1 ? p->burst : 1);
 			due += n * p->gap_q8;
 		}
 		p->next_q8 = due + p->gap_q8;
+		if (p->burst > 1)
+			p->burst_pos = 1;
+paced:
+		if (++p->run > p->max_run)
+			p->max_run = p->run;
 		if (p->left)
 			p->left--;
 	}
