@@ -547,10 +547,10 @@ def test_frame_cache_period_is_the_lcm_of_the_cycles():
 # Paced bursts (struct tg_pace burst): tg_tx run once per call, not live, against the clock
 
 
-def _pace(obj, slot, burst, gap_ns, late_ns, start_ns):
+def _pace(obj, slot, burst, gap_ns, late_ns, start_ns, end_ns=0):
     from gtplab.traffic.engine.streams import PACE
     obj.map("pace").update(struct.pack("<I", slot), PACE.pack(
-        start_ns << 8, gap_ns << 8, 0, late_ns << 8, 0, 0, 0, burst, 0, 0, 0))
+        start_ns << 8, gap_ns << 8, end_ns, late_ns << 8, 0, 0, 0, burst, 0, 0, 0))
 
 
 def _runs(verdicts):
@@ -582,21 +582,25 @@ def test_paced_bursts_leave_back_to_back_at_the_average_rate(obj, burst):
     t0 = time.monotonic_ns() + 1_000_000
     _pace(obj, 3, burst, gap, 1 << 40, t0)
     verdicts, early, k = [], [], 0         # k: frames sent so far (the next opens burst k // B)
-    while time.monotonic_ns() < t0 + 12 * gap + gap // 2:
+    while True:
         before = time.monotonic_ns()
         v, _ = kernel.run_once(fd, cs.frame, 3)
+        after = time.monotonic_ns()
         if v == 3:
-            if k % burst == 0 and before < t0 + (k // burst) * gap - 50_000:
-                early.append((k // burst, before - t0))
+            # the kernel read its clock before `after`: burst k // B is due at t0 + (k // B) x gap
+            if k % burst == 0 and after < t0 + (k // burst) * gap:
+                early.append((k // burst, after - t0))
             k += 1
         verdicts.append(v)
+        if v != 3 and before > t0 + 12 * gap + gap // 2:
+            break                           # idle after 12.5 periods: everything due was sent
     runs = _runs(verdicts)
     assert runs and all(r % burst == 0 for r in runs), runs
-    assert sum(runs) == 13 * burst, runs    # bursts due at t0, t0 + gap, ... t0 + 12 gap: none skipped
+    # every burst due before the last (idle) run was sent, none due after it: none skipped
+    assert (before - t0) // gap + 1 <= sum(runs) // burst <= (after - t0) // gap + 1, (runs, before - t0, after - t0)
     if burst > 1:
         assert verdicts.count(1) > len(runs), "no idle run between bursts"
-    # burst k's first frame is never sent before its time, t0 + k x B frame times (the clock gates
-    # it; 50 us for the kernel's and this loop's clock reads)
+    # burst k's first frame is never sent before its time, t0 + k x B frame times (the clock gates it)
     assert early == [], early
     p = PACE.unpack(obj.map("pace").lookup(struct.pack("<I", 3)))
     assert p[PACE_MAX_RUN] == max(runs) and p[4] == 0
@@ -634,3 +638,53 @@ def test_late_limit_keeps_catch_up_within_max_burst():
         frames = b * (late_q8(g, b) // g + 1)
         assert frames <= MAX_BURST or late_q8(g, b) == g // 2
     assert late_q8(128_000, 128) == 64_000 and late_q8(256_000, 256) == 128_000
+
+
+def test_one_call_serves_the_paced_stream_due_first(obj):
+    """cur_slot TG_ANY_PACED: each run sends the next frame of whichever stream in map paced is due
+    first, in its own length, a burst once begun finished first; so two streams interleave by
+    their times instead of taking turns in calls (and catching up in bursts)."""
+    from gtplab.traffic.engine.pacing import ANY_PACED, MAX_PACED
+    a = compile_stream(stream(UDP_PKT, [], mode={"type": "continuous", "rate": {"type": "pps", "value": 1}}))
+    big = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IP(src="16.0.0.9", dst="48.0.0.1") / \
+        UDP(sport=9, dport=9) / Raw(b"b" * 100)
+    b = compile_stream(stream(big, [], mode={"type": "continuous", "burst": 3, "rate": {"type": "pps", "value": 1}}))
+    load(obj, a, slot=5)
+    load(obj, b, slot=6)
+    fd = obj.prog_fd("tg_tx")
+    ms = 1_000_000
+    t0 = time.monotonic_ns() + ms
+    _pace(obj, 5, 1, ms, 1 << 40, t0)                 # a: a frame every 1 ms from t0
+    _pace(obj, 6, 3, 3 * ms, 1 << 40, t0 + ms // 2)   # b: 3 back to back every 3 ms from t0 + 0.5 ms
+    obj.map("paced").update(b"\0\0\0\0", struct.pack(f"<I{MAX_PACED}I", 2, 5, 6, *[0] * (MAX_PACED - 2)))
+    obj.map("cur_slot").update(b"\0\0\0\0", struct.pack("<I", ANY_PACED))
+    seq, frame = [], raw(big)
+    try:
+        while True:
+            before = time.monotonic_ns()
+            v, out = kernel.run_once(fd, frame, 0)
+            after = time.monotonic_ns()
+            if v == 3:
+                assert out in (a.frame, b.frame), out
+                seq.append("a" if out == a.frame else "b")
+            elif before > t0 + 9 * ms + ms // 4:
+                break                   # idle after 9.25 ms: everything due was sent
+    finally:
+        obj.map("cur_slot").update(b"\0\0\0\0", b"\0\0\0\0")
+        obj.map("paced").update(b"\0\0\0\0", bytes(4 + 4 * MAX_PACED))
+    # every frame due before the last (idle) run was sent, none due after it
+    na, nb = seq.count("a"), seq.count("b")
+    assert (before - t0) // ms + 1 <= na <= (after - t0) // ms + 1, (seq, before - t0)
+    assert 3 * ((before - t0 - ms // 2) // (3 * ms) + 1) <= nb <= 3 * ((after - t0 - ms // 2) // (3 * ms) + 1), seq
+    # sent in the order of their times (a's k-th at k ms, b's j-th burst at 0.5 + 3 j ms), however
+    # late this process ran; each burst of b whole
+    due, ka, kb = [], 0, 0
+    for x in seq:
+        if x == "a":
+            due.append(ka * ms)
+            ka += 1
+        else:
+            due.append(ms // 2 + (kb // 3) * 3 * ms)
+            kb += 1
+    assert due == sorted(due), seq
+    assert "".join(seq).replace("bbb", "").count("b") == 0, seq

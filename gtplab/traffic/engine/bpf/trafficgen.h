@@ -40,6 +40,10 @@
 #define TG_CSUM_CHUNK 256	/* bytes summed per bpf_csum_diff call (helper max is 512) */
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
+#define TG_ANY_PACED 0xFFFFFFFFu	/* cur_slot: the paced stream due first (struct tg_paced) */
+#ifndef TG_MAX_PACED
+#define TG_MAX_PACED 16		/* paced streams one call serves: a run checks each */
+#endif
 
 /*
  * The template of each stream, copied over the frame before the instructions
@@ -187,6 +191,17 @@ struct tg_pace {
 	__u32 burst_pos;	/* frames of the current burst sent (0: none due) */
 	__u32 run;	/* frames sent in consecutive runs, no idle run between */
 	__u32 max_run;	/* the most of them: the largest burst that left */
+};
+
+/*
+ * The continuous paced streams of one sending thread, served by the same calls
+ * (cur_slot TG_ANY_PACED): each run sends the next frame of the stream due
+ * first (a burst once begun is finished first), so no stream waits for another
+ * stream's call and catches up with a burst of its own.
+ */
+struct tg_paced {
+	__u32 n;
+	__u32 slot[TG_MAX_PACED];
 };
 
 /* Written by the transmit program only; one port's thread runs a stream at a time. */
