@@ -107,7 +107,8 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
             streams.append(st)
             meta[s.pg_ul if d == "uplink" else s.pg_dl] = (s, d, mbr, l3, pps, b, st[0])
     span = max(b / pps for _, _, _, _, pps, b, _ in meta.values())
-    edge = span if span > PHASE_MIN_S else 0.0      # readings around each end cover one period
+    # readings around each end cover one period (above the MBR: below it the criteria count packets)
+    edge = span if span > PHASE_MIN_S and f > 1 else 0.0
     ports = upf.start(streams, duration=duration)
     t_start = time.monotonic()
     time.sleep(WARM_S)
