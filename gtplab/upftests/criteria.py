@@ -112,7 +112,7 @@ def burst_tolerance(trials: list[dict], mbr_bps: float, min_burst: int = MIN_BUR
         tol = b
     out = {"mbr_bps": mbr_bps, "tolerance_bytes": tol, "tolerance_ms": tol * 8 / mbr_bps * 1e3 if mbr_bps else None,
            "first_lost_bytes": first_lost, "min_burst_bytes": min_burst,
-           "bursts_tried": {str(b): ("no loss" if ok else "loss") for b, ok in sorted(by.items())},
+           "bursts_tried": ", ".join(f"{b} {'no loss' if ok else 'loss'}" for b, ok in sorted(by.items())),
            "criterion": f"<= {NO_LOSS_FACTOR} x MBR: every burst up to {min_burst} octets passes (RFC 6928 "
                         "initial window of 1500-byte packets)"}
     if unclear:
