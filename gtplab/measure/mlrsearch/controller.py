@@ -72,6 +72,9 @@ DEFAULT_TIME_BUDGET = 7.0
 DEFAULT_TRIAL_OVERHEAD = 0.2
 DISTURBED_POLICIES = ("exclude", "count")
 MAX_COARSE_WIDTH = 0.5
+# a trial that lost more than this beyond its goal's loss ratio is overloaded, not stalled: a host
+# stall loses what arrives while it lasts, 2 % of a 0.5 s trial for 10 ms (rule 1 of target_trial)
+OVERLOAD_LOSS = 0.05
 EXPANSION = 2.0         # each step down without a lower bound is twice the last one
 
 IRREGULAR_MAX_LOAD = "max load is a lower bound"
@@ -173,21 +176,35 @@ def target_trial(goal: SearchGoal, st: PhaseState, coarser: PhaseState | None,
     # first), then the one next to the bound we have (the smallest above the lower bound, or the
     # largest below the upper one)
     inside = sorted(load for load, c in b.classes.items() if c is Bound.UNDECIDED and between(load))
-    if inside:
+    # ... except, while there is no Lower Bound, a load overloaded in every counted trial (each lost
+    # more than OVERLOAD_LOSS beyond the goal's loss ratio: more than a host stall takes): the search
+    # steps down from it first (rule 3) and measures it again once a Lower Bound is below it. On a
+    # DUT that forwards more overloaded than it carries without loss (the embedded lab at 64 B:
+    # 2.9 Mpps out at 3.8 Mpps offered, zero loss only below ~1.5-2 Mpps; docs/mlrsearch.md) two
+    # trials per load on the way down took the whole budget above the NDR
+    lossy = [x for x in inside if lo is None and _overloaded(target, groups.get(x, ()))]
+    retry = [x for x in inside if x not in lossy]
+    if retry:
         hints = [x for x in ((coarser.bounds.lower, coarser.bounds.upper) if coarser else ())
-                 if x is not None and x in inside]
-        load = hints[0] if hints else inside[-1] if lo is None and up is not None else inside[0]
+                 if x is not None and x in retry]
+        load = hints[0] if hints else retry[-1] if lo is None and up is not None else retry[0]
         return TrialInput(load, _retry_duration(goal, target, groups.get(load, ())))
+    if lossy:
+        up = min(lossy)                 # where the step down starts (rule 3)
+    refuted = _not_a_hard_limit(target, groups)
     if up is None:                                                  # 2
         return TrialInput(max_load, d)
     if lo is None:                                                  # 3
-        above = [load for load, c in b.classes.items() if c is Bound.UPPER and load > up]
+        above = [load for load, c in b.classes.items()
+                 if (c is Bound.UPPER or load in lossy) and load > up]
         if above:
             # the last step's length, from where it aimed: the upper bound above, or the hard
             # limit its forwarding rate pointed at when that was what the step went to
             nxt = min(above)
             e = _estimate(target, groups.get(nxt, ()))
-            aim = e if e is not None and up <= e < nxt * (1.0 - w) else nxt
+            # (not when the DUT is shown not to have a hard limit: the step doubles from the load
+            # above)
+            aim = e if e is not None and up <= e < nxt * (1.0 - w) and not refuted else nxt
             load = up * (1.0 - w) ** max(1.0, EXPANSION * _widths(aim, up, w))
         else:
             load = up * (1.0 - w)
@@ -198,11 +215,32 @@ def target_trial(goal: SearchGoal, st: PhaseState, coarser: PhaseState | None,
     steps = math.ceil(_widths(up, lo, w) - 1e-9)                   # 4
     half = max(1, steps // 2)
     estimate = _estimate(target, groups.get(up, ()))
-    if estimate is not None and lo < estimate < up * (1.0 - w):
+    if estimate is not None and lo < estimate < up * (1.0 - w) and not refuted:
         # the upper bound's forwarding rate says where a hard limit would be: the grid point just
         # above it (used once: after it, the estimate is at or below a bound)
         half = min(steps - 1, max(1, math.floor(_widths(up, estimate, w) + 1e-9)))
     return TrialInput(up * (1.0 - w) ** half, d)
+
+
+def _not_a_hard_limit(target: SearchGoal, groups: Mapping[float, Sequence[Trial]]) -> bool:
+    """The trials show the DUT has no hard limit where the forwarding rates point: a load at or below
+    the estimate from a higher load's forwarding rate (_estimate) was overloaded too. Then the
+    estimates only lead the search down one width at a time (each overloaded load's forwarding rate
+    a little below it), and rules 3 and 4 step and bisect without them."""
+    loads = sorted(groups)
+    for i, y in enumerate(loads):
+        if not _overloaded(target, groups[y]):
+            continue
+        for x in loads[i + 1:]:
+            e = _estimate(target, groups[x])
+            if e is not None and y <= e:
+                return True
+    return False
+
+
+def _overloaded(target: SearchGoal, trials: Sequence[Trial]) -> bool:
+    """Every trial at a load lost more than OVERLOAD_LOSS beyond the target's loss ratio."""
+    return bool(trials) and all(t.loss_ratio > target.loss_ratio + OVERLOAD_LOSS for t in trials)
 
 
 def _estimate(target: SearchGoal, trials: Sequence[Trial]) -> float | None:
