@@ -220,7 +220,7 @@ def test_the_labs_host_records_decide_host_busy_and_the_case_never_says_limit_du
     assert d["worst"]["dut_others_ratio"] == pytest.approx(0.4) and d["worst"]["dut_others_s"] == pytest.approx(0.4)
     line = sweep.case_summary(busy_rec)
     assert "limit: DUT" not in line and "limit: host busy" in line, line
-    assert "other tasks ran 40% of the DUT CPUs' time (400 ms; threshold 5%)" in line, line
+    assert "other tasks ran 40% of the DUT CPUs' time (400 ms; threshold 2%)" in line, line
     # the case's host summary (every trial: max load, search, latency) counts the same records
     assert busy_rec["host"]["disturbed"] == sum(bool(t["host"]["disturbed"]) for t in busy_rec["trials"])
     assert busy_rec["host"]["dut_others_ratio_max"] == pytest.approx(0.4)

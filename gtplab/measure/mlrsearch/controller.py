@@ -21,7 +21,10 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
      bound there is (the largest below the upper bound when there is no lower bound; otherwise
      the smallest, RFC 9971 5.3.4: smaller loads first, so that bounds found earlier are less
      likely to be invalidated). This is how a single high-loss trial gets its second (exceed ratio
-     0.5) and how an excluded (disturbed) trial is repeated.
+     0.5) and how an excluded (disturbed) trial is repeated. Except: while there is no lower
+     bound, a load whose every trial was overloaded (lost more than OVERLOAD_LOSS beyond the
+     goal's loss ratio, more than a host stall takes) is not measured again yet; the search steps
+     down from it (rule 3) and comes back to it once a lower bound is below it.
   2. no Upper Bound: max load. The search's first trial is there (RFC 9971 1.1 item 3).
   3. an Upper Bound and no Lower Bound below it: step down. The first step from max load goes to
      the load its forwarding rate says a hard limit would allow (the forwarding rate at maximum
@@ -29,11 +32,13 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
      that is higher; after that each step is twice the last one (an exponential search), the
      last one measured from where it aimed (a step to the estimate that lands just above a hard
      limit is followed by a step of one width, not of twice the distance from max load); never
-     below min load.
+     below min load. Once a load at or below such an estimate was overloaded too, the DUT has no
+     hard limit there (the embedded lab at 64 B forwards far more overloaded than it carries
+     without loss) and steps double from the load above, without the estimates.
   4. both bounds, farther apart than T's width: bisect, counted in widths, so that the last step
      lands on the width; but when the upper bound's forwarding rate puts a hard limit inside the
-     bracket, go to the grid point just above it (a DUT with a hard limit: 5 to 8 trials for NDR
-     and PDR together).
+     bracket (and no trial refuted such an estimate, rule 3), go to the grid point just above it
+     (a DUT with a hard limit: 5 to 8 trials for NDR and PDR together).
   A target is satisfied when its bounds are within its width, or max load is a Lower Bound, or min
   load an Upper Bound (the irregular ends of RFC 9971 4.8.4.2).
 - Durations: a target's trials are of its final trial duration; a load measured again whose last
