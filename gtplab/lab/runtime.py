@@ -23,6 +23,7 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from gtplab.errors import UserError
 
@@ -47,13 +48,17 @@ def _top(d: Path) -> Path:
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else d
 
 
-def unpack(tgz: Path, cache: str | os.PathLike | None = None) -> Path:
-    """The tarball unpacked into the cache (once; reused while its sha256 is the same)."""
+def unpack(tgz: Path, cache: str | os.PathLike | None = None,
+           find: Callable[[Path], Path | None] = _top, holds: str = "",
+           error: type[UserError] = RuntimeUnavailable) -> Path:
+    """The tarball unpacked into the cache (once; reused while its sha256 is the same): find() of the
+    unpacked tree (the folder to run from). A tarball whose tree find() rejects (None) is an error
+    naming what it lacks (`holds`), and nothing is left in the cache."""
     cache = Path(cache or os.environ.get("GTPLAB_CACHE") or DEFAULT_CACHE)
     stem = tgz.name.removesuffix(".tgz").removesuffix(".tar.gz")
     dest = cache / f"{stem}-{sha256(tgz)[:16]}"
-    if dest.is_dir():
-        return _top(dest)
+    if dest.is_dir() and (found := find(dest)):
+        return found
     cache.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=cache))
     try:
@@ -64,16 +69,18 @@ def unpack(tgz: Path, cache: str | os.PathLike | None = None) -> Path:
                 else:
                     t.extractall(tmp)
         except (tarfile.TarError, OSError) as e:
-            raise RuntimeUnavailable(f"Couldn't unpack {tgz}: {e}") from None
+            raise error(f"Couldn't unpack {tgz}: {e}") from None
+        if not find(tmp):
+            raise error(f"{tgz} holds no {holds or 'usable tree'}")
         try:
             os.rename(tmp, dest)
         except OSError:             # another process was faster
-            if not dest.is_dir():
+            if not (dest.is_dir() and find(dest)):
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return _top(dest)
+    return find(dest)
 
 
 def resolve(source: str | os.PathLike | None, env: str | None = None, what: str = "the tool",

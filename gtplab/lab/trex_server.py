@@ -29,7 +29,6 @@ import os
 import signal
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Callable
 
 from gtplab.errors import UserError
 from gtplab.kernel.netns import run_in
-from gtplab.lab.runtime import sha256
+from gtplab.lab import runtime
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TARBALL = REPO.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
@@ -56,32 +55,10 @@ class TrexUnavailable(UserError):
 
 def unpack(tgz: Path, cache: str | os.PathLike | None = None) -> Path:
     """The tarball unpacked into the cache (once; reused while its sha256 is the same): the folder
-    holding t-rex-64."""
-    cache = Path(cache or os.environ.get("GTPLAB_TREX_CACHE") or DEFAULT_CACHE)
-    stem = tgz.name.removesuffix(".tgz").removesuffix(".tar.gz")
-    dest = cache / f"{stem}-{sha256(tgz)[:16]}"
-    found = _scripts(dest)
-    if found:
-        return found
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=cache))
-    try:
-        with tarfile.open(tgz) as t:
-            if hasattr(tarfile, "data_filter"):
-                t.extractall(tmp, filter="tar")
-            else:
-                t.extractall(tmp)
-        if not _scripts(tmp):
-            raise TrexUnavailable(f"TRex tarball {tgz} holds no t-rex-64 (in its top folder or scripts/)")
-        try:
-            os.rename(tmp, dest)
-        except OSError:   # another process was faster
-            if not _scripts(dest):
-                raise
-    finally:
-        if tmp.exists():
-            subprocess.run(["rm", "-rf", str(tmp)], check=False)
-    return _scripts(dest)
+    holding t-rex-64 (gtplab.lab.runtime.unpack, with TRex's cache variable and content check)."""
+    return runtime.unpack(tgz, cache or os.environ.get("GTPLAB_TREX_CACHE") or DEFAULT_CACHE,
+                          find=_scripts, holds="t-rex-64 (in its top folder or scripts/)",
+                          error=TrexUnavailable)
 
 
 def _scripts(d: Path) -> Path | None:

@@ -51,6 +51,10 @@ def test_runtime_errors(tmp_path):
     with pytest.raises(trex_server.TrexUnavailable, match="holds no t-rex-64"):
         trex_server.resolve(bad, cache)
     assert list(cache.iterdir()) == []                       # nothing half-done left in the cache
+    (tmp_path / "torn.tgz").write_bytes(b"not a tarball")
+    with pytest.raises(trex_server.TrexUnavailable, match="Couldn't unpack"):
+        trex_server.resolve(tmp_path / "torn.tgz", cache)
+    assert list(cache.iterdir()) == []
     (tmp_path / "dir" / "scripts").mkdir(parents=True)
     (tmp_path / "dir" / "scripts" / "t-rex-64").write_text("")
     assert trex_server.resolve(tmp_path / "dir") == tmp_path / "dir" / "scripts"
