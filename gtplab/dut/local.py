@@ -15,6 +15,8 @@ import time
 from gtplab.dut import PROG, fwd
 from gtplab.dut.dataplane import Dataplane
 from gtplab.dut.sock import SockStats
+from gtplab.dut.sockdrop import SOURCE as PROBE_SOURCE
+from gtplab.dut.sockdrop import RcvbufProbe
 from gtplab.errors import UserError
 from gtplab.kernel import bpf, rxstats
 from gtplab.kernel.threads import thread_cpu_ns
@@ -28,6 +30,7 @@ KERNEL_DROPS = (("Udp", "RcvbufErrors"), ("Udp", "MemErrors"), ("Udp", "InCsumEr
                 ("Ip", "InHdrErrors"), ("Ip", "InAddrErrors"), ("Ip", "InDiscards"), ("Ip", "InUnknownProtos"),
                 ("Ip", "ReasmFails"))
 SETTLE_TICKS = 2        # the socket path's main-thread ticks (50 ms) its counters must hold still for
+RCVBUF_KEY = ("kernel_udp_rcvbuferrors", "drop")
 
 
 def cpus_busy_seconds(cpus: list[int] | None = None) -> float:
@@ -54,6 +57,9 @@ class LocalDut:
 
     kind = "local"
     sock: SockStats | None = None       # the socket path's counters (mode socket); a subclass may not set it
+    rcvbuf_probe: RcvbufProbe | None = None     # the socket path with gro: its drops per G-PDU
+    rcvbuf_probe_error: str | None = None
+    _probe_base: int | None = None      # Udp RcvbufErrors at the probe's first read, less its count then
 
     def __init__(self, lab, mode: str | None = None):
         """mode: what to read (default the lab's DUT mode); "fwd" on a PGW-U lab reads the reference
@@ -66,6 +72,7 @@ class LocalDut:
             self.dp = Dataplane(lab.pin_dir)
         elif self.mode == "socket":
             self.sock = SockStats(lab.pin_dir)
+            self._rcvbuf_probe()
         elif self.mode != "fwd":
             raise UserError(f"lab {lab.name}: DUT mode {self.mode} has no counters to measure; "
                             "use a lab with --dut pgwu, socket or fwd")
@@ -75,6 +82,24 @@ class LocalDut:
             self.dp.close()
         if self.sock:
             self.sock.close()
+        if self.rcvbuf_probe:
+            self.rcvbuf_probe.close()
+            self.rcvbuf_probe = None
+
+    def _rcvbuf_probe(self) -> RcvbufProbe | None:
+        """With the gro knob on, the probe that counts the socket-buffer drops per G-PDU (the kernel
+        counts a merged datagram once: gtplab.dut.sockdrop), loaded once and kept while this
+        LocalDut lives (the sockets of pgwu socket may come and go: the counts are the probe's).
+        Without gro nothing is loaded and Udp RcvbufErrors is exact. A probe that cannot load is
+        said in rx_path (rcvbuf_drops.error), and the drops stay counted per datagram."""
+        if self.rcvbuf_probe is None and self.rcvbuf_probe_error is None:
+            knobs = self.lab.socket_knobs()
+            if knobs is not None and knobs.gro:
+                try:
+                    self.rcvbuf_probe = RcvbufProbe(self.lab.dut_ns)
+                except OSError as e:
+                    self.rcvbuf_probe_error = str(e)
+        return self.rcvbuf_probe
 
     def counters(self) -> dict[tuple[str, str], int]:
         if self.sock is not None:
@@ -108,6 +133,19 @@ class LocalDut:
                 n = mib.get(table, {}).get(name, 0)
                 if n:
                     cur[(f"kernel_{table.lower()}_{name}".lower(), "drop")] = n
+            probe = self._rcvbuf_probe()
+            if probe is not None:
+                # the full socket buffers' drops in G-PDUs, the probe's count since it was attached
+                # on top of the kernel's count then (Udp RcvbufErrors: a delta across the attach
+                # stays continuous); the kernel's count of datagrams is in rx_path
+                seg = probe.read()["segments"]
+                if self._probe_base is None:
+                    self._probe_base = mib.get("Udp", {}).get("RcvbufErrors", 0) - seg
+                n = self._probe_base + seg
+                if n:
+                    cur[RCVBUF_KEY] = n
+                else:
+                    cur.pop(RCVBUF_KEY, None)
             ip = mib.get("Ip", {})
             merged = ip.get("ReasmReqds", 0) - ip.get("ReasmOKs", 0)
             if merged:
@@ -194,8 +232,13 @@ class LocalDut:
             t = rxstats.task(tid)
             if t:
                 threads[tid] = t
-        return {"softnet": rxstats.softnet(), "snmp": self.kernel_snmp(),
-                "links": rxstats.link_stats(self.lab.dut_ns), "threads": threads}
+        out = {"softnet": rxstats.softnet(), "snmp": self.kernel_snmp(),
+               "links": rxstats.link_stats(self.lab.dut_ns), "threads": threads}
+        if self.mode == "socket" and self._rcvbuf_probe() is not None:
+            out["rcvbuf_probe"] = dict(self.rcvbuf_probe.read(), source=PROBE_SOURCE)
+        elif self.rcvbuf_probe_error:
+            out["rcvbuf_probe"] = {"error": self.rcvbuf_probe_error}
+        return out
 
     def cpu_seconds(self) -> dict[str, float] | None:
         """{"threads": CPU seconds of the DUT's threads (dut_threads), "cpus": busy seconds of the

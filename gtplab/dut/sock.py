@@ -76,7 +76,8 @@ class SocketKnobs:
     busy_poll: int = 0                  # SO_BUSY_POLL microseconds, 0: off
     prefer_busy_poll: bool = False
     busy_poll_budget: int | None = None
-    gro: bool = False                   # UDP_GRO (the lab turns GRO on on the access port)
+    gro: bool = False                   # UDP_GRO (the lab turns GRO on on the access port; its full
+    #                                     buffers' drops counted per G-PDU: gtplab.dut.sockdrop)
     fanout: str = "hash"                # PACKET_FANOUT mode: hash lb cpu qm
     rt_priority: int = 0                # SCHED_FIFO workers, 0: SCHED_OTHER
 

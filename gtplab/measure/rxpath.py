@@ -2,6 +2,7 @@
 
     s0 = dut.rx_path(); ... the trial's traffic ...; s1 = dut.rx_path()
     rx = delta(s0, s1, dut_cpus)            # softnet per CPU, the DUT netns's UDP/IP MIB, links, threads
+                                            # (and rcvbuf_drops: the socket path with gro, below)
     rx["loss_points"] = loss_points(trial)  # [{"where", "packets", "knob"}], largest first
     rx["dominant"] = sentence(trial)        # one sentence: the dominant loss point and its knob
 
@@ -11,6 +12,13 @@ Where a packet was lost comes from the trial's conservation (the DUT's ingress r
 reason, which for the socket path include the kernel's drops on its way in: kernel_udp_rcvbuferrors,
 kernel_packet_socket_drops ..., the generator's receive ring); softnet's backlog drops and time
 squeezes are the host's and are shown beside them. No I/O here: the runner and the tests call it.
+
+The socket path with UDP GRO (the gro knob) counts its full socket buffers' drops per G-PDU with a
+kfree_skb probe (gtplab.dut.sockdrop): the kernel's Udp RcvbufErrors counts a merged datagram once.
+Then kernel_udp_rcvbuferrors is the probe's count of G-PDUs, and the snapshots' rcvbuf_probe gives
+rx_path.rcvbuf_drops: {"counter": what counted them, "packets": G-PDUs, "datagrams": the merged
+datagrams they were dropped in, "kernel_rcvbuferrors": the kernel's count of the same datagrams};
+the loss point carries the counter and the kernel's datagram count beside its packets.
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ POINTS = {
     "dut_ingress_ring": ("the DUT's receive ring (the veth's 256 frames: its NAPI thread fell behind)",
                          "more DUT CPUs (lab config cpus.dut) or fewer cycles a packet; on this VM, a vCPU "
                          "stall fills it at any rate (docs/lab.md)"),
-    "kernel_udp_rcvbuferrors": ("the UDP sockets' receive buffers (Udp RcvbufErrors: the workers did not "
-                                "read fast enough)",
+    "kernel_udp_rcvbuferrors": ("the UDP sockets' receive buffers (Udp RcvbufErrors, or per G-PDU with "
+                                "UDP GRO: the workers did not read fast enough)",
                                 "socket knobs: rcvbuf (SO_RCVBUF, net.core.rmem_max) for bursts, batch "
                                 "(recvmmsg) and threads with reuseport for the rate, busy_poll"),
     "kernel_packet_socket_drops": ("the packet sockets' receive buffers (PACKET_STATISTICS drops: the "
@@ -67,6 +75,14 @@ def delta(a: dict | None, b: dict | None, dut_cpus: list[int] | None = None) -> 
         d = {k: v for k, v in d.items() if v}
         if d:
             out["links"][ifname] = d
+    pa, pb = a.get("rcvbuf_probe"), b.get("rcvbuf_probe")
+    if pb and "error" in pb:
+        out["rcvbuf_drops"] = {"counter": "Udp RcvbufErrors (datagrams: with gro a merged datagram's "
+                               "G-PDUs beyond the first are not counted)", "error": pb["error"]}
+    elif pa and pb and "segments" in pa:
+        out["rcvbuf_drops"] = {"counter": pb["source"], "packets": pb["segments"] - pa["segments"],
+                               "datagrams": pb["datagrams"] - pa["datagrams"],
+                               "kernel_rcvbuferrors": out["udp"].get("RcvbufErrors", 0)}
     ta, tb = a.get("threads") or {}, b.get("threads") or {}
     for tid in sorted(tb, key=int):
         t1, t0 = tb[tid], ta.get(tid)
@@ -81,6 +97,7 @@ def loss_points(t: dict) -> list[dict[str, Any]]:
     [{"where", "packets", "knob", "key"}]. The generator's receive ring is listed when it lost any."""
     loss = t.get("loss") or {}
     dut = t.get("dut") or {}
+    probe = (t.get("rx_path") or {}).get("rcvbuf_drops")
     counts: dict[str, int] = {}
     if loss.get("dut_ingress_ring"):
         counts["dut_ingress_ring"] = loss["dut_ingress_ring"]
@@ -98,7 +115,14 @@ def loss_points(t: dict) -> list[dict[str, Any]]:
         else:
             where, knob = (f"the gateway's own check ({key})",
                            "the traffic or the bearers (a check the packets failed, not a capacity limit)")
-        out.append({"key": key, "where": where, "packets": n, "knob": knob})
+        point = {"key": key, "where": where, "packets": n, "knob": knob}
+        if key == "kernel_udp_rcvbuferrors" and probe:
+            # with gro: which counter counted them, and the kernel's count of datagrams beside it
+            point["counter"] = probe["counter"]
+            if "datagrams" in probe:
+                point["datagrams"] = probe["datagrams"]
+                point["kernel_rcvbuferrors"] = probe["kernel_rcvbuferrors"]
+        out.append(point)
     return sorted(out, key=lambda p: (-p["packets"], p["key"]))
 
 
@@ -119,6 +143,10 @@ def sentence(t: dict) -> str:
     total = sum(p["packets"] for p in pts)
     top = pts[0]
     share = top["packets"] / total
+    if top.get("datagrams") and top["datagrams"] != top["packets"]:
+        extra = (f" (UDP GRO: the {top['packets']} G-PDUs were dropped in {top['datagrams']} merged "
+                 f"datagrams, counted by the kfree_skb probe; Udp RcvbufErrors counted "
+                 f"{top['kernel_rcvbuferrors']})") + extra
     return (f"{total} of {tx} packets lost ({total / tx:.2%}), {share:.0%} of them at {top['where']}; "
             f"knob: {top['knob']}{extra}.") if tx else \
            (f"{total} packets lost, {share:.0%} of them at {top['where']}; knob: {top['knob']}{extra}.")

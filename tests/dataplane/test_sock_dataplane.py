@@ -37,9 +37,11 @@ from scapy.layers.inet import IP, UDP, defragment
 from scapy.layers.l2 import Ether
 
 from gtplab.dut.dataplane import pgwu_binary
+from gtplab.dut import sockdrop
 from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
 from gtplab.gtpu import packets as P
+from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
@@ -638,6 +640,92 @@ def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
     top = rxpath.loss_points(trial)[0]
     assert top["key"] == key and top["packets"] == lost and "rcvbuf" in top["knob"]
     assert "receive buffer" in rxpath.sentence(trial)
+
+
+class _AheadOfNapi:
+    """While the block runs, this thread on the CPU of the access port's NAPI thread (narrowed to its
+    first CPU) at a real-time priority above it: frames sent meanwhile wait in the veth's ring, and
+    the NAPI thread then polls them in full batches (64), which GRO can merge. Both put back after."""
+
+    def __init__(self, lab):
+        # the threads now (an XDP program attached and detached since the lab was made them anew)
+        self.napi = napi_threads(lab.ports[0].dut_ifname)
+        assert self.napi, "no NAPI thread of the DUT's access port"
+
+    def __enter__(self):
+        self.aff = {pid: os.sched_getaffinity(pid) for pid in self.napi}
+        self.own = os.sched_getaffinity(0)
+        cpu = {min(self.aff[self.napi[0]])}
+        prio = max(os.sched_getparam(pid).sched_priority for pid in self.napi) + 1
+        for pid in self.napi:
+            os.sched_setaffinity(pid, cpu)
+        os.sched_setaffinity(0, cpu)
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        return self
+
+    def __exit__(self, *exc):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setaffinity(0, self.own)
+        for pid, cpus in self.aff.items():
+            os.sched_setaffinity(pid, cpus)
+
+
+def test_socket_buffer_overflow_with_gro_counted_per_gpdu(lab):
+    """UDP GRO on (the gro knob), the worker stopped, a socket buffer of 4 KiB: 200 G-PDUs of one flow
+    reach the DUT's NAPI in full polls, GRO merges them into datagrams of up to 64, and the kernel
+    queues one and drops the others whole, counting each dropped datagram once (Udp RcvbufErrors).
+    The kfree_skb probe (gtplab.dut.sockdrop) counts the G-PDUs in them: every packet the DUT's veth
+    received is then forwarded or counted at the socket buffer (kernel_udp_rcvbuferrors), exactly, and
+    the record says which counter counted them, with the kernel's count of datagrams beside it. The
+    kernel's count alone leaves the merged G-PDUs unexplained (checked here); a run in which GRO
+    merged nothing fails, saying so, as it would show nothing about merged drops."""
+    lab.start_socket(SocketKnobs(rcvbuf=4096, gro=True, batch=256))
+    d = LocalDut(lab)
+    n = 200                     # within the veth's ring (256): the NAPI thread takes them all
+    frames = [_ul(lab, 0, size=128, udp_csum=True, outer_id=i + 1) for i in range(n)]
+    key = "kernel_udp_rcvbuferrors"
+    socks = _sockets(lab)
+    try:
+        assert d.rcvbuf_probe is not None, f"the kfree_skb probe did not load: {d.rcvbuf_probe_error}"
+        cnt0, link0, rx0 = d.counters(), d.link(), d.rx_path()
+        os.kill(lab.socket_pid(), signal.SIGSTOP)
+        try:
+            with _AheadOfNapi(lab):
+                lab.send_frames(0, frames)
+        finally:
+            os.kill(lab.socket_pid(), signal.SIGCONT)
+        got = _drain(socks, time.monotonic() + 5)
+        cnt1, link1, rx1 = d.counters(), d.link(), d.rx_path()
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+        lab.start_socket(SocketKnobs())
+    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
+    ld = d.link_delta(link0, link1, "uplink")
+    rx = rxpath.delta(rx0, rx1)
+    probe = rx["rcvbuf_drops"]
+    out = got[1]
+    lost = n - len(out)
+    assert probe["datagrams"] < probe["packets"], (
+        f"GRO merged none of the dropped G-PDUs ({probe}): this run says nothing about merged drops")
+    cons = conservation.check(n, len(out), dd, dut_rx=ld["dut_rx"], link_in_lost=ld["lost_in"],
+                              link_out_lost=ld["lost_out"])
+    assert cons.ok, cons.message()
+    assert set(dd.drops_by_reason) == {key} and not dd.passed_by_reason, dd
+    assert dd.drops_by_reason[key] == probe["packets"] == lost and lost > n // 2, (lost, dd, probe)
+    # the kernel counted the datagrams: with its count alone the merged G-PDUs are unexplained
+    assert probe["kernel_rcvbuferrors"] == probe["datagrams"] == rx["udp"]["RcvbufErrors"] < lost
+    alone = conservation.DutDelta(rx_packets=dd.rx_packets, fwd_packets=dd.fwd_packets,
+                                  drops_by_reason={key: probe["kernel_rcvbuferrors"]})
+    assert not conservation.check(n, len(out), alone, dut_rx=ld["dut_rx"], link_in_lost=ld["lost_in"],
+                                  link_out_lost=ld["lost_out"]).ok
+    trial = {"tx_packets": n, "loss": {"dut_ingress_ring": ld["lost_in"], "generator_ingress_ring": ld["lost_out"]},
+             "dut": {"drops_by_reason": dd.drops_by_reason}, "rx_path": rx}
+    top = rxpath.loss_points(trial)[0]
+    assert (top["key"], top["packets"], top["counter"], top["datagrams"]) == \
+        (key, lost, sockdrop.SOURCE, probe["datagrams"]), top
+    assert "merged datagrams" in rxpath.sentence(trial)
 
 
 # ------------------------------------------------------------------------------------------ scale

@@ -65,3 +65,28 @@ def test_sentence_without_loss_and_with_softnet_drops():
                                   "net.core.netdev_budget, netdev_budget_usecs).")
     t = trial(100, drops={"kernel_ip_inhdrerrors": 2})
     assert rxpath.loss_points(t)[0]["where"] == "the DUT's kernel (ip_inhdrerrors)"
+
+
+def test_gro_drops_carry_their_counter_and_the_kernels_datagram_count():
+    """The socket path with UDP GRO: the snapshots' rcvbuf_probe (G-PDUs and datagrams since the probe
+    was attached) become rcvbuf_drops; the socket-buffer loss point carries the counter and the
+    kernel's count of datagrams beside its G-PDUs, and the sentence says so. A probe that could not
+    load is said, and the drops then stay the kernel's datagrams. Without a probe nothing is added."""
+    a, b = snap(100, 0, 0, 4, 0), snap(600, 0, 0, 7, 0)
+    a["rcvbuf_probe"] = {"datagrams": 1, "segments": 40, "source": "the probe"}
+    b["rcvbuf_probe"] = {"datagrams": 4, "segments": 240, "source": "the probe"}
+    d = rxpath.delta(a, b)
+    assert d["rcvbuf_drops"] == {"counter": "the probe", "packets": 200, "datagrams": 3, "kernel_rcvbuferrors": 3}
+    t = trial(1000, drops={"kernel_udp_rcvbuferrors": 200})
+    t["rx_path"] = d
+    (p,) = rxpath.loss_points(t)
+    assert (p["key"], p["packets"], p["counter"], p["datagrams"], p["kernel_rcvbuferrors"]) == \
+        ("kernel_udp_rcvbuferrors", 200, "the probe", 3, 3)
+    assert "the 200 G-PDUs were dropped in 3 merged datagrams" in rxpath.sentence(t)
+    assert "Udp RcvbufErrors counted 3" in rxpath.sentence(t)
+    b["rcvbuf_probe"] = {"error": "no BTF"}
+    d = rxpath.delta(a, b)
+    assert d["rcvbuf_drops"]["error"] == "no BTF" and "datagrams" in d["rcvbuf_drops"]["counter"]
+    t["rx_path"] = d
+    assert "datagrams" not in rxpath.loss_points(t)[0] and "merged" not in rxpath.sentence(t)
+    assert "rcvbuf_drops" not in rxpath.delta(snap(1, 0, 0, 0, 0), snap(2, 0, 0, 0, 0))
