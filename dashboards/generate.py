@@ -335,10 +335,16 @@ def upftests():
                   [Query("min by (upf, test) (gtplab_upftest_case_pass)", instant=True)], w=24, h=8),
             ]),
             ("Figures per case", [
-                P("table", "Policing: delivered / MBR above the MBR (1 = exact; criterion +-1 %)", [Query(
+                P("table", "Policing: delivered / MBR above the MBR, per frame size and burst (1 = exact; "
+                  "criterion +-1 %, or at most +1 % for bursts above what a 15,000-octet bucket keeps)", [Query(
                     UPFTEST_FIG.format(test="policing", figure="delivered_bps")
                     + " / on (upf, test, uuid, case_id) "
                     + UPFTEST_FIG.format(test="policing", figure="mbr_bps"), instant=True)], w=12),
+                P("table", "Policing: burst tolerance below the MBR, octets (the largest burst passed with no loss; "
+                  "15,000 required)", [Query(UPFTEST_FIG.format(test="policing", figure="tolerance_bytes"),
+                                             instant=True)], w=12),
+                P("table", "Policing: burst tolerance, ms at the MBR",
+                  [Query(UPFTEST_FIG.format(test="policing", figure="tolerance_ms"), instant=True)], w=12),
                 P("table", "Handover: switch time, ms (Update FAR sent -> first packet on the new path)",
                   [Query(UPFTEST_FIG.format(test="handover", figure="switch_ms"), instant=True)], w=12),
                 P("table", "N4: p99 latency per message type, idle and loaded (ms)",

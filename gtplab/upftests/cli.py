@@ -35,12 +35,31 @@ def _sizes(text: str) -> tuple[int, ...]:
         raise UserError(f"--sizes {text!r}: comma-separated frame sizes in bytes") from None
 
 
+def _bursts(text: str) -> tuple[int, ...]:
+    from gtplab.traffic.engine.vm import MAX_PACED_BURST
+    try:
+        out = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        out = ()
+    if not out or any(not 1 <= b <= MAX_PACED_BURST for b in out):
+        raise UserError(f"--bursts {text!r}: comma-separated burst sizes in frames, 1..{MAX_PACED_BURST}")
+    return out
+
+
 def _run(args) -> int:
     if args.kind == "table":
         if not args.dirs:
             raise UserError("table: give the results directories of upftest runs")
         print(record.table(args.dirs), end="")
         return 0
+    kw = {}
+    if args.kind == "policing":
+        if args.sizes:
+            kw["sizes"] = _sizes(args.sizes)
+        if args.bursts:
+            kw["bursts"] = _bursts(args.bursts)
+    elif args.sizes or args.bursts:
+        raise UserError(f"--sizes and --bursts are policing's; {args.kind} has its own")
     cfg = labconfig.load(args.lab_config)
     rid = str(uuid.uuid4())
     out = Path(args.output or f"results/upftest-{args.kind}-{rid[:8]}")
@@ -48,7 +67,6 @@ def _run(args) -> int:
         raise UserError(f"results directory {out} exists and is not empty")
     out.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    kw = {"sizes": _sizes(args.sizes)} if args.kind == "policing" and args.sizes else {}
     with Upf.open(cfg, args.lab) as upf:
         run = {"uuid": rid, "started": started, "backend": "local", "lab": upf.lab.name,
                "host": socket.gethostname(), "kind": "upftest", "test": args.kind, "upf": upf.name,
@@ -58,10 +76,11 @@ def _run(args) -> int:
     record.write(out, run, cases)
     s = record.summary(cases)
     for c in cases:
-        if c["verdict"] != "pass":
+        if c["verdict"] not in ("pass", "measured"):
             print(f"  {c['case_id']}: {c['verdict']}: {c.get('why', '')}", file=sys.stderr)
     print(f"gtplab upftest {args.kind}: {upf.name}: {s['verdict']} ({s['counts']['pass']} pass, "
-          f"{s['counts']['fail']} fail, {s['counts']['not supported']} not supported)")
+          f"{s['counts']['fail']} fail, {s['counts']['not supported']} not supported"
+          + (f", {s['counts']['measured']} measured" if s['counts']['measured'] else "") + ")")
     print(f"results: {out}")
     if args.push:
         record.push(args.push, run, cases)
@@ -78,5 +97,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lab", metavar="NAME", help="a running namespace lab (gtplab lab up) instead of building one")
     p.add_argument("-o", "--output", metavar="DIR", help="results directory (default results/upftest-KIND-ID)")
     p.add_argument("--sizes", metavar="B[,B...]", help="policing: frame sizes (default 512)")
+    p.add_argument("--bursts", metavar="N[,N...]",
+                   help="policing: burst sizes in frames back to back, same average rate (default 1,8,32,128; "
+                        "a burst of 15,000 octets is always added below the MBR)")
     p.add_argument("--push", metavar="URL", help="push every case to this Pushgateway")
     p.set_defaults(func=_run)

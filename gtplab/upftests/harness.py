@@ -216,9 +216,12 @@ class Upf:
 
     # -- traffic -------------------------------------------------------------------------------
 
-    def _stream(self, frame: bytes, pg: int, pps: float, total: int | None = None) -> dict:
+    def _stream(self, frame: bytes, pg: int, pps: float, total: int | None = None, burst: int = 1) -> dict:
+        """burst > 1: burst frames back to back at the same average rate (the engine's mode.burst)."""
         mode = ({"type": "continuous", "rate": {"type": "pps", "value": pps}} if total is None else
                 {"type": "single_burst", "total_pkts": total, "rate": {"type": "pps", "value": pps}})
+        if burst > 1:
+            mode["burst"] = burst
         return {"mode": mode, "isg": 0.0, "packet": {"binary": base64.b64encode(frame).decode(), "meta": ""},
                 "vm": {"instructions": []},
                 "flow_stats": {"enabled": True, "stream_id": pg, "rule_type": "stats"}}
@@ -235,11 +238,13 @@ class Upf:
         return bytes(packets.downlink_ip(s.rules.ue, a.pdn(s.index % 200), size=size, src_mac=p1.mac,
                                          dst_mac=p1.dut_mac))
 
-    def ul_stream(self, s: TestSession, size: int, pps: float, total: int | None = None) -> tuple[int, dict]:
-        return 0, self._stream(self.ul_frame(s, size), s.pg_ul, pps, total)
+    def ul_stream(self, s: TestSession, size: int, pps: float, total: int | None = None,
+                  burst: int = 1) -> tuple[int, dict]:
+        return 0, self._stream(self.ul_frame(s, size), s.pg_ul, pps, total, burst)
 
-    def dl_stream(self, s: TestSession, size: int, pps: float, total: int | None = None) -> tuple[int, dict]:
-        return 1, self._stream(self.dl_frame(s, size), s.pg_dl, pps, total)
+    def dl_stream(self, s: TestSession, size: int, pps: float, total: int | None = None,
+                  burst: int = 1) -> tuple[int, dict]:
+        return 1, self._stream(self.dl_frame(s, size), s.pg_dl, pps, total, burst)
 
     def start(self, streams: list[tuple[int, dict]], duration: float = -1) -> list[int]:
         """Load (port, stream) pairs and start them; returns the ports used."""
@@ -258,6 +263,20 @@ class Upf:
         """{pg_id: (tx_pkts, rx_pkts)} now."""
         fs = self.client.get_stats()["flow_stats"]
         return {pg: (v["tx_pkts"]["total"], v["rx_pkts"]["total"]) for pg, v in fs.items() if pg != "global"}
+
+    def max_bursts(self) -> dict:
+        """{pg_id: the most frames the stream sent back to back} in the latest transmission (the
+        engine's tx_max_burst)."""
+        fs = self.client.get_stats()["flow_stats"]
+        return {pg: sum(v["tx_max_burst"].values()) for pg, v in fs.items()
+                if pg != "global" and "tx_max_burst" in v}
+
+    def port_start(self, port: int) -> float | None:
+        """When the engine started sending on port (time.monotonic(): its paced streams' bursts are
+        due at this + k x period), None if the generator does not say."""
+        ports = getattr(self.client, "ports", None)
+        p = ports.get(port) if isinstance(ports, dict) else None
+        return getattr(p, "t_start", None) or None
 
     # -- what the UPF's process shows ----------------------------------------------------------
 

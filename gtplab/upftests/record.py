@@ -16,8 +16,11 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from gtplab.results import store
 
 JOB = "gtplab_upftest"
-VERDICTS = ("pass", "fail", "not supported")
-FIGURES = ("delivered_bps", "alone_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "missing", "duplicates",
+# "measured": a figure without a criterion (policing: the loss of a burst larger than the required
+# tolerance); it counts neither for nor against the kind's verdict
+VERDICTS = ("pass", "fail", "not supported", "measured")
+FIGURES = ("delivered_bps", "alone_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "burst",
+           "burst_bytes", "max_burst", "tolerance_bytes", "tolerance_ms", "first_lost_bytes", "missing", "duplicates",
            "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p99_ms", "rate_per_s")
 
 
@@ -64,7 +67,9 @@ def markdown(run: dict, cases: list[dict]) -> str:
     lines = [f"# gtplab upftest {run['test']}: {run['upf']}", "",
              f"lab config {run['lab_config']}, {run['started']}, command `{run.get('command', '')}`", "",
              f"**{s['verdict']}**: {s['counts']['pass']} pass, {s['counts']['fail']} fail, "
-             f"{s['counts']['not supported']} not supported of {s['cases']} cases", "",
+             f"{s['counts']['not supported']} not supported"
+             + (f", {s['counts']['measured']} measured (no criterion)" if s['counts'].get('measured') else "")
+             + f" of {s['cases']} cases", "",
              "| case | verdict | criterion | figures | why |", "|---|---|---|---|---|"]
     for c in cases:
         lines.append(f"| {c['case_id']} | {c['verdict']} | {c.get('criterion', '')} | {_fig(c)} | "
@@ -87,12 +92,13 @@ def page(run: dict, cases: list[dict]) -> str:
 
 
 def registry(run: dict, case: dict) -> CollectorRegistry:
-    """One case's gauges: gtplab_upftest_case_pass (1 pass, 0 fail, -1 not supported) and its figures
-    (gtplab_upftest_case_value{figure=...})."""
+    """One case's gauges: gtplab_upftest_case_pass (1 pass, 0 fail, -1 not supported; none for a
+    "measured" case, which has no criterion) and its figures (gtplab_upftest_case_value{figure=...})."""
     reg = CollectorRegistry()
-    v = {"pass": 1, "fail": 0}.get(case.get("verdict"), -1)
-    Gauge("gtplab_upftest_case_pass", "1 pass, 0 fail, -1 not supported (the UPF rejected it)",
-          ["upf", "test"], registry=reg).labels(upf=run["upf"], test=run["test"]).set(v)
+    if case.get("verdict") != "measured":
+        v = {"pass": 1, "fail": 0}.get(case.get("verdict"), -1)
+        Gauge("gtplab_upftest_case_pass", "1 pass, 0 fail, -1 not supported (the UPF rejected it)",
+              ["upf", "test"], registry=reg).labels(upf=run["upf"], test=run["test"]).set(v)
     g = Gauge("gtplab_upftest_case_value", "A measured figure of the case (rates in bit/s, times in ms)",
               ["upf", "test", "figure"], registry=reg)
     for k in FIGURES:
@@ -103,11 +109,15 @@ def registry(run: dict, case: dict) -> CollectorRegistry:
 
 
 def push(gateway: str, run: dict, cases: list[dict], timeout: float = 5.0) -> int:
-    """Push every case (grouping key: uuid, case_id); returns how many were pushed."""
+    """Push every case (grouping key: uuid, case_id, and the policing cases' frame_size and burst:
+    labels of every series of the case); returns how many were pushed."""
     n = 0
     for c in cases:
-        push_to_gateway(gateway, job=JOB, registry=registry(run, c), timeout=timeout,
-                        grouping_key={"uuid": run["uuid"], "case_id": c["case_id"]})
+        key = {"uuid": run["uuid"], "case_id": c["case_id"]}
+        for k in ("frame_size", "burst"):
+            if c.get(k) is not None and run.get("test") == "policing":
+                key[k] = str(c[k])
+        push_to_gateway(gateway, job=JOB, registry=registry(run, c), timeout=timeout, grouping_key=key)
         n += 1
     return n
 
@@ -121,9 +131,17 @@ def table(dirs: list[str]) -> str:
     for d, r in zip(dirs, runs):
         cases = store.read_cases(d)
         s = r["summary"]
-        fails = [c for c in cases if c.get("verdict") != "pass"]
+        fails = [c for c in cases if c.get("verdict") not in ("pass", "measured")]
         why = "; ".join(f"{c['case_id']}: {c.get('why', '')}" for c in fails[:2])
-        cell[(r["upf"], r["test"])] = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases']} pass)"
+        measured = s["counts"].get("measured", 0)
+        tol = [c for c in cases if c.get("tolerance_bytes") is not None]
+        extra = ""
+        if tol:       # policing: the UPF's burst tolerance over its sessions and directions
+            b, ms = [c["tolerance_bytes"] for c in tol], [c["tolerance_ms"] or 0 for c in tol]
+            extra = (f"; burst tolerance {min(b)}-{max(b)} octets ({min(ms):.1f}-{max(ms):.1f} ms at the MBR; "
+                     f"{tol[0]['min_burst_bytes']} required)")
+        cell[(r["upf"], r["test"])] = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases'] - measured} pass"
+                                       + (f", {measured} measured" if measured else "") + ")" + extra
                                        + (f": {why}" if why else ""))
     lines = ["| UPF | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     for u in upfs:

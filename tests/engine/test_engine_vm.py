@@ -12,6 +12,7 @@ import base64
 import dataclasses
 import random
 import struct
+import time
 
 import pytest
 from scapy.all import IP, UDP, Dot1Q, Ether, Raw, raw
@@ -540,3 +541,150 @@ def test_frame_cache_period_is_the_lcm_of_the_cycles():
                           wr("a", 30), wr("b", 26), wr("c", 27)])
     assert compile_stream(js).period() == 60    # lcm(6, 4, 10 / gcd(4, 10) = 5)
     assert compile_stream(stream(UDP_PKT, [])).period() == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Paced bursts (struct tg_pace burst): tg_tx run once per call, not live, against the clock
+
+
+def _pace(obj, slot, burst, gap_ns, late_ns, start_ns, end_ns=0):
+    from gtplab.traffic.engine.streams import PACE
+    obj.map("pace").update(struct.pack("<I", slot), PACE.pack(
+        start_ns << 8, gap_ns << 8, end_ns, late_ns << 8, 0, 0, 0, burst, 0, 0, 0))
+
+
+def _runs(verdicts):
+    """Lengths of the runs of consecutive XDP_TX (3) in a verdict sequence."""
+    out, n = [], 0
+    for v in verdicts + [1]:
+        if v == 3:
+            n += 1
+        elif n:
+            out.append(n)
+            n = 0
+    return out
+
+
+@pytest.mark.parametrize("burst", [1, 8, 32])
+def test_paced_bursts_leave_back_to_back_at_the_average_rate(obj, burst):
+    """A paced stream with burst B sends B frames in consecutive runs when a burst is due and
+    nothing until the next (B / rate later): every run of frames sent is a whole number of bursts
+    (more than one only when this process was held up and caught up), the time between the
+    starts of bursts is B frame times, and max_run in the pace map is the longest run seen."""
+    from gtplab.traffic.engine.streams import PACE, PACE_MAX_RUN
+    cs = compile_stream(stream(UDP_PKT, [], mode={"type": "continuous", "burst": burst,
+                                                 "rate": {"type": "pps", "value": 1000}}))
+    assert cs.burst == burst
+    load(obj, cs, slot=3)
+    fd = obj.prog_fd("tg_tx")
+    frame_ns = 200_000                      # 5 kpps: a burst every B x 0.2 ms
+    gap = burst * frame_ns
+    t0 = time.monotonic_ns() + 1_000_000
+    _pace(obj, 3, burst, gap, 1 << 40, t0)
+    verdicts, early, k = [], [], 0         # k: frames sent so far (the next opens burst k // B)
+    while True:
+        before = time.monotonic_ns()
+        v, _ = kernel.run_once(fd, cs.frame, 3)
+        after = time.monotonic_ns()
+        if v == 3:
+            # the kernel read its clock before `after`: burst k // B is due at t0 + (k // B) x gap
+            if k % burst == 0 and after < t0 + (k // burst) * gap:
+                early.append((k // burst, after - t0))
+            k += 1
+        verdicts.append(v)
+        if v != 3 and before > t0 + 12 * gap + gap // 2:
+            break                           # idle after 12.5 periods: everything due was sent
+    runs = _runs(verdicts)
+    assert runs and all(r % burst == 0 for r in runs), runs
+    # every burst due before the last (idle) run was sent, none due after it: none skipped
+    assert (before - t0) // gap + 1 <= sum(runs) // burst <= (after - t0) // gap + 1, (runs, before - t0, after - t0)
+    if burst > 1:
+        assert verdicts.count(1) > len(runs), "no idle run between bursts"
+    # burst k's first frame is never sent before its time, t0 + k x B frame times (the clock gates it)
+    assert early == [], early
+    p = PACE.unpack(obj.map("pace").lookup(struct.pack("<I", 3)))
+    assert p[PACE_MAX_RUN] == max(runs) and p[4] == 0
+
+
+def test_paced_bursts_skip_whole_bursts_when_late(obj):
+    """A stream far behind its time (a held-up transmitter) skips whole bursts, counted in frames,
+    and then sends one burst of B, not what it missed."""
+    from gtplab.traffic.engine.streams import PACE
+    cs = compile_stream(stream(UDP_PKT, [], mode={"type": "continuous", "burst": 8,
+                                                 "rate": {"type": "pps", "value": 1000}}))
+    load(obj, cs, slot=4)
+    fd = obj.prog_fd("tg_tx")
+    gap = 10_000_000                        # a burst every 10 ms, 50 ms late, 5 ms allowed
+    _pace(obj, 4, 8, gap, gap // 2, time.monotonic_ns() - 5 * gap)
+    verdicts = [kernel.run_once(fd, cs.frame, 4)[0] for _ in range(40)]
+    assert _runs(verdicts)[0] == 8, verdicts
+    p = PACE.unpack(obj.map("pace").lookup(struct.pack("<I", 4)))
+    assert p[4] > 0 and p[4] % 8 == 0, p
+
+
+def test_burst_refused_outside_continuous_streams():
+    for bad, mode in [(0, "continuous"), (vm.MAX_PACED_BURST + 1, "continuous"), ("8", "continuous"),
+                      (8, "single_burst")]:
+        m = {"type": mode, "burst": bad, "rate": {"type": "pps", "value": 1}, "total_pkts": 5}
+        with pytest.raises(EngineError, match="burst"):
+            compile_stream(stream(UDP_PKT, [], mode=m))
+
+
+def test_late_limit_keeps_catch_up_within_max_burst():
+    from gtplab.traffic.engine.pacing import MAX_BURST, late_q8
+    assert late_q8(1000, 1) == MAX_BURST * 1000
+    for b in (2, 8, 32, 64, 127):
+        g = 1000 * b                        # the burst period: b frame times of 1000
+        frames = b * (late_q8(g, b) // g + 1)
+        assert frames <= MAX_BURST or late_q8(g, b) == g // 2
+    assert late_q8(128_000, 128) == 64_000 and late_q8(256_000, 256) == 128_000
+
+
+def test_one_call_serves_the_paced_stream_due_first(obj):
+    """cur_slot TG_ANY_PACED: each run sends the next frame of whichever stream in map paced is due
+    first, in its own length, a burst once begun finished first; so two streams interleave by
+    their times instead of taking turns in calls (and catching up in bursts)."""
+    from gtplab.traffic.engine.pacing import ANY_PACED, MAX_PACED
+    a = compile_stream(stream(UDP_PKT, [], mode={"type": "continuous", "rate": {"type": "pps", "value": 1}}))
+    big = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / IP(src="16.0.0.9", dst="48.0.0.1") / \
+        UDP(sport=9, dport=9) / Raw(b"b" * 100)
+    b = compile_stream(stream(big, [], mode={"type": "continuous", "burst": 3, "rate": {"type": "pps", "value": 1}}))
+    load(obj, a, slot=5)
+    load(obj, b, slot=6)
+    fd = obj.prog_fd("tg_tx")
+    ms = 1_000_000
+    t0 = time.monotonic_ns() + ms
+    _pace(obj, 5, 1, ms, 1 << 40, t0)                 # a: a frame every 1 ms from t0
+    _pace(obj, 6, 3, 3 * ms, 1 << 40, t0 + ms // 2)   # b: 3 back to back every 3 ms from t0 + 0.5 ms
+    obj.map("paced").update(b"\0\0\0\0", struct.pack(f"<I{MAX_PACED}I", 2, 5, 6, *[0] * (MAX_PACED - 2)))
+    obj.map("cur_slot").update(b"\0\0\0\0", struct.pack("<I", ANY_PACED))
+    seq, frame = [], raw(big)
+    try:
+        while True:
+            before = time.monotonic_ns()
+            v, out = kernel.run_once(fd, frame, 0)
+            after = time.monotonic_ns()
+            if v == 3:
+                assert out in (a.frame, b.frame), out
+                seq.append("a" if out == a.frame else "b")
+            elif before > t0 + 9 * ms + ms // 4:
+                break                   # idle after 9.25 ms: everything due was sent
+    finally:
+        obj.map("cur_slot").update(b"\0\0\0\0", b"\0\0\0\0")
+        obj.map("paced").update(b"\0\0\0\0", bytes(4 + 4 * MAX_PACED))
+    # every frame due before the last (idle) run was sent, none due after it
+    na, nb = seq.count("a"), seq.count("b")
+    assert (before - t0) // ms + 1 <= na <= (after - t0) // ms + 1, (seq, before - t0)
+    assert 3 * ((before - t0 - ms // 2) // (3 * ms) + 1) <= nb <= 3 * ((after - t0 - ms // 2) // (3 * ms) + 1), seq
+    # sent in the order of their times (a's k-th at k ms, b's j-th burst at 0.5 + 3 j ms), however
+    # late this process ran; each burst of b whole
+    due, ka, kb = [], 0, 0
+    for x in seq:
+        if x == "a":
+            due.append(ka * ms)
+            ka += 1
+        else:
+            due.append(ms // 2 + (kb // 3) * 3 * ms)
+            kb += 1
+    assert due == sorted(due), seq
+    assert "".join(seq).replace("bbb", "").count("b") == 0, seq

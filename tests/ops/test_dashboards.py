@@ -30,7 +30,10 @@ from tests.lib import REPO
 PROVISIONING = DASHBOARD_DIR / "provisioning"
 # a synthetic `gtplab upftest` push: a case with each figure a panel of dashboards/upftests.json shows
 UPFTEST_RUN = ({"uuid": "upftest-synthetic", "upf": "PGW-U", "test": "policing"}, [
-    {"case_id": "policing-s0-uplink-512-x2", "verdict": "pass", "delivered_bps": 2.01e6, "mbr_bps": 2e6},
+    {"case_id": "policing-s0-uplink-512-x2-b8", "verdict": "pass", "delivered_bps": 2.01e6, "mbr_bps": 2e6,
+     "frame_size": 512, "burst": 8},
+    {"case_id": "policing-burst-tolerance-s0-uplink-512", "verdict": "pass", "tolerance_bytes": 14656,
+     "tolerance_ms": 58.6, "frame_size": 512},
     {"case_id": "policing-gate-uplink", "verdict": "fail"}])
 UPFTEST_MORE = [({"uuid": "upftest-synthetic-h", "upf": "PGW-U", "test": "handover"},
                  [{"case_id": "handover-s0-noqfi", "verdict": "fail", "switch_ms": 12.5}]),

@@ -36,6 +36,76 @@ def test_policing_criterion(factor, tx, rx, delivered, offered, verdict):
     assert (c.get("why") is None) == (verdict == "pass")
 
 
+MIN = C.MIN_BURST_BYTES
+
+
+@pytest.mark.parametrize("factor,rx,burst_bytes,verdict", [
+    (0.99, 999, MIN, "fail"),                 # a burst of the required size: no loss allowed
+    (0.99, 1000, MIN, "pass"),
+    (0.5, 999, MIN - 458, "fail"),
+    (0.99, 800, MIN + 1, "measured"),         # a larger burst may be policed: loss measured, no verdict
+    (0.99, 1000, 4 * MIN, "measured"),
+])
+def test_policing_below_the_mbr_holds_bursts_up_to_the_minimum(factor, rx, burst_bytes, verdict):
+    c = C.policing(factor, 2e6, 1000, rx, None, burst_bytes=burst_bytes)
+    assert c["verdict"] == verdict, c
+    assert c["burst_bytes"] == burst_bytes
+    if verdict == "measured" and rx < 1000:
+        assert f"{1000 - rx} of 1000 packets lost" in c["why"]
+
+
+@pytest.mark.parametrize("factor,delivered,burst_bytes,verdict", [
+    (2.0, 1.97e6, 2 * MIN, "fail"),           # MBR x period = MIN: a MIN bucket loses no token: +-1 %
+    (2.0, 1.995e6, 2 * MIN, "pass"),
+    (2.0, 1.5e6, 2 * MIN + 2000, "pass"),     # MBR x period > MIN: a smaller bucket may deliver less
+    (2.0, 2.03e6, 8 * MIN, "fail"),           # but never more than MBR + 1 %, whatever the burst
+    (1.5, 2.015e6, 8 * MIN, "pass"),
+])
+def test_policing_above_the_mbr_with_bursts(factor, delivered, burst_bytes, verdict):
+    c = C.policing(factor, 2e6, 3000, 1500, delivered, offered_bps=factor * 2e6, burst_bytes=burst_bytes)
+    assert c["verdict"] == verdict, c
+    assert (c.get("why") is None) == (verdict == "pass")
+
+
+def _t(packets, l3, tx, rx, max_burst=None):
+    return {"burst_bytes": packets * l3, "burst_packets": packets, "tx_packets": tx, "rx_packets": rx,
+            "max_burst": max_burst if max_burst is not None else packets}
+
+
+def test_burst_tolerance_is_the_largest_burst_passed_and_must_reach_the_minimum():
+    l3 = 458
+    ok = [_t(1, l3, 900, 900), _t(8, l3, 900, 900), _t(32, l3, 900, 900), _t(128, l3, 900, 700)]
+    c = C.burst_tolerance(ok, 2e6)                              # 32 x 458 = 14,656: within a packet of 15,000
+    assert c["verdict"] == "pass", c
+    assert c["tolerance_bytes"] == 32 * l3 and c["first_lost_bytes"] == 128 * l3
+    assert c["tolerance_ms"] == pytest.approx(32 * l3 * 8 / 2e6 * 1e3)
+    c = C.burst_tolerance(ok[:2] + [_t(32, l3, 900, 899)], 2e6)   # a burst below the minimum lost one
+    assert c["verdict"] == "fail" and "loss at a burst of 14656 octets" in c["why"], c
+    assert c["tolerance_bytes"] == 8 * l3
+    c = C.burst_tolerance(ok[:2] + [ok[3]], 2e6)                 # nothing tried near the minimum
+    assert c["verdict"] == "fail" and c["why"].startswith("not decided"), c
+    # a loss while the generator sent more than the burst back to back is left out, not blamed
+    c = C.burst_tolerance(ok[:2] + [_t(32, l3, 900, 890, max_burst=64)], 2e6)
+    assert c["verdict"] == "fail" and c["why"].startswith("not decided") and c["left_out_bytes"] == [32 * l3]
+    # a loss at one load decides for that burst, even when the other load lost nothing
+    c = C.burst_tolerance(ok[:3] + [_t(32, l3, 900, 898)], 2e6)
+    assert c["verdict"] == "fail" and c["tolerance_bytes"] == 8 * l3
+
+
+def test_bursts_of_the_minimum_in_whole_packets():
+    assert policing.min_burst_packets(458) == 32 and 32 * 458 <= MIN < 33 * 458
+    assert policing.min_burst_packets(20_000) == 1
+    assert policing.min_burst_packets(10) == 256                # the engine's (and a veth ring's) limit
+
+
+def test_policing_readings_half_way_between_bursts():
+    reads = [(10.0 + k * 0.01, {}) for k in range(20)]          # every 10 ms from 10.0 s
+    t, _ = policing._phase_pick(reads, t0=0.003, period=0.1)    # bursts at ...10.003, 10.103 ...
+    assert t == pytest.approx(10.05)
+    t, _ = policing._phase_pick(reads, t0=0.033, period=0.1)
+    assert t == pytest.approx(10.08)
+
+
 def test_isolation_criterion():
     assert C.isolation(5e6, 5.03e6)["verdict"] == "pass"
     c = C.isolation(4.4e6, 1.1e6)                       # eUPF with 4 sessions policed at once
@@ -180,6 +250,20 @@ def test_summary_and_table(tmp_path):
         record.write(tmp_path / upf, run, [{"case_id": "c1", "verdict": v, "why": "because"}])
     t = record.table([str(tmp_path / "A"), str(tmp_path / "B")])
     assert "| A | **pass** (1/1 pass) |" in t and "| B | **fail** (0/1 pass): c1: because |" in t
+    # policing: cases without a criterion are counted apart, and the burst tolerance is in the cell
+    assert record.summary([{"verdict": "pass"}, {"verdict": "measured"}])["verdict"] == "pass"
+    run = {"uuid": "C", "started": "x", "backend": "local", "lab": "l", "host": "h", "test": "policing",
+           "upf": "C", "lab_config": "c"}
+    record.write(tmp_path / "C", run, [
+        {"case_id": "p-b128", "verdict": "measured", "burst": 128, "why": "40 of 900 packets lost"},
+        {"case_id": "tol", "verdict": "pass", "tolerance_bytes": 14656, "tolerance_ms": 58.6,
+         "min_burst_bytes": 15000}])
+    t = record.table([str(tmp_path / "C")])
+    assert "| C | **pass** (1/1 pass, 1 measured); burst tolerance 14656-14656 octets (58.6-58.6 ms at the MBR; " \
+           "15000 required) |" in t, t
+    reg = record.registry(run, {"case_id": "p-b128", "verdict": "measured", "burst": 128, "lost_packets": 40})
+    names = {s.name for m in reg.collect() for s in m.samples}
+    assert names == {"gtplab_upftest_case_value"}                # no pass/fail gauge without a criterion
 
 
 def test_gtplab_report_on_an_upftest_run_says_where_its_report_is(tmp_path):

@@ -40,18 +40,34 @@ def _open(name):
 def test_policing_cases_are_decided_from_their_figures(name):
     with _open(name) as upf:
         lab = upf.lab.name
-        cases = policing.run(upf, factors=(0.5, 2.0), mbrs_mbps=(2, 4), duration=2.0)
+        cases = policing.run(upf, factors=(0.5, 2.0), mbrs_mbps=(2, 4), duration=2.0, bursts=(1, 32))
     assert leftovers(lab) == []
     if any(c["verdict"] == "not supported" for c in cases):
         assert all("cause" in c and "rejected with cause" in c["why"] for c in cases if c["verdict"] == "not supported")
         return
     rates = [c for c in cases if c.get("factor") and not c["case_id"].startswith("policing-isolation")]
-    assert len(rates) == 2 * 2 * 2                      # sessions x directions x loads
+    # sessions x directions x (loads x bursts + the minimum burst at the load below the MBR)
+    assert len(rates) == 2 * 2 * (2 * 2 + 1)
     for c in rates:
         again = C.policing(c["factor"], c["mbr_bps"], c["tx_packets"], c["rx_packets"], c["delivered_bps"],
-                           offered_bps=c["offered_bps"])
+                           offered_bps=c["offered_bps"], burst_bytes=c["burst_bytes"])
         assert again["verdict"] == c["verdict"], c
         assert c["tx_packets"] > 0
+        # what left back to back: at least the burst asked for (the engine's own count)
+        assert c["max_burst"] >= c["burst"], c
+        assert c["burst_bytes"] == max(c["burst"], c["max_burst"]) * c["l3_bytes"]
+    assert {c["burst"] for c in rates if c["burst_role"] == "swept"} == {1, 32}
+    assert {c["burst"] for c in rates if c["burst_role"] == "minimum"} == \
+        {policing.min_burst_packets(c["l3_bytes"]) for c in rates}
+    tol = [c for c in cases if c["case_id"].startswith("policing-burst-tolerance")]
+    assert len(tol) == 2 * 2
+    for c in tol:
+        mine = [r for r in rates if r["session"] == c["session"] and r["direction"] == c["direction"]
+                and r["factor"] <= C.NO_LOSS_FACTOR]
+        again = C.burst_tolerance([{"burst_bytes": r["burst"] * r["l3_bytes"], "burst_packets": r["burst"],
+                                    "tx_packets": r["tx_packets"], "rx_packets": r["rx_packets"],
+                                    "max_burst": r["max_burst"]} for r in mine], c["mbr_bps"])
+        assert again["verdict"] == c["verdict"] and again["tolerance_bytes"] == c["tolerance_bytes"], c
     gate = [c for c in cases if c["case_id"].startswith("policing-gate")]
     assert len(gate) == 2 and all(c["tx_packets"] > 0 for c in gate)
     iso = [c for c in cases if c["case_id"].startswith("policing-isolation")]

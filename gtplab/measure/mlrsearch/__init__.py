@@ -22,7 +22,7 @@ from gtplab.measure.mlrsearch.logic import (Bound, Bounds, LoadStats, Trial, Tri
                                             classify, conditional_throughput, load_stats, relevant_bounds)
 from gtplab.measure.mlrsearch.controller import (DEFAULT_TIME_BUDGET, DEFAULT_TRIAL_OVERHEAD,
                                                  DISTURBED_POLICIES, IRREGULAR_BUDGET, IRREGULAR_MAX_LOAD,
-                                                 IRREGULAR_MIN_LOAD, Controller, GoalResult, SearchResult,
+                                                 IRREGULAR_MIN_LOAD, OVERLOAD_LOSS, Controller, GoalResult, SearchResult,
                                                  default_time_budget, phases, search)
 
 __all__ = [
@@ -32,6 +32,6 @@ __all__ = [
     "Bound", "Bounds", "LoadStats", "Trial", "TrialInput", "TrialOutput", "by_load", "classify",
     "conditional_throughput", "load_stats", "relevant_bounds",
     "DEFAULT_TIME_BUDGET", "DEFAULT_TRIAL_OVERHEAD", "DISTURBED_POLICIES", "IRREGULAR_BUDGET",
-    "IRREGULAR_MAX_LOAD", "IRREGULAR_MIN_LOAD", "Controller", "GoalResult", "SearchResult",
+    "IRREGULAR_MAX_LOAD", "IRREGULAR_MIN_LOAD", "OVERLOAD_LOSS", "Controller", "GoalResult", "SearchResult",
     "default_time_budget", "phases", "search",
 ]

@@ -21,7 +21,10 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
      bound there is (the largest below the upper bound when there is no lower bound; otherwise
      the smallest, RFC 9971 5.3.4: smaller loads first, so that bounds found earlier are less
      likely to be invalidated). This is how a single high-loss trial gets its second (exceed ratio
-     0.5) and how an excluded (disturbed) trial is repeated.
+     0.5) and how an excluded (disturbed) trial is repeated. Except: while there is no lower
+     bound, a load whose every trial was overloaded (lost more than OVERLOAD_LOSS beyond the
+     goal's loss ratio, more than a host stall takes) is not measured again yet; the search steps
+     down from it (rule 3) and comes back to it once a lower bound is below it.
   2. no Upper Bound: max load. The search's first trial is there (RFC 9971 1.1 item 3).
   3. an Upper Bound and no Lower Bound below it: step down. The first step from max load goes to
      the load its forwarding rate says a hard limit would allow (the forwarding rate at maximum
@@ -29,11 +32,13 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
      that is higher; after that each step is twice the last one (an exponential search), the
      last one measured from where it aimed (a step to the estimate that lands just above a hard
      limit is followed by a step of one width, not of twice the distance from max load); never
-     below min load.
+     below min load. Once a load at or below such an estimate was overloaded too, the DUT has no
+     hard limit there (the embedded lab at 64 B forwards far more overloaded than it carries
+     without loss) and steps double from the load above, without the estimates.
   4. both bounds, farther apart than T's width: bisect, counted in widths, so that the last step
      lands on the width; but when the upper bound's forwarding rate puts a hard limit inside the
-     bracket, go to the grid point just above it (a DUT with a hard limit: 5 to 8 trials for NDR
-     and PDR together).
+     bracket (and no trial refuted such an estimate, rule 3), go to the grid point just above it
+     (a DUT with a hard limit: 5 to 8 trials for NDR and PDR together).
   A target is satisfied when its bounds are within its width, or max load is a Lower Bound, or min
   load an Upper Bound (the irregular ends of RFC 9971 4.8.4.2).
 - Durations: a target's trials are of its final trial duration; a load measured again whose last
@@ -72,6 +77,9 @@ DEFAULT_TIME_BUDGET = 7.0
 DEFAULT_TRIAL_OVERHEAD = 0.2
 DISTURBED_POLICIES = ("exclude", "count")
 MAX_COARSE_WIDTH = 0.5
+# a trial that lost more than this beyond its goal's loss ratio is overloaded, not stalled: a host
+# stall loses what arrives while it lasts, 2 % of a 0.5 s trial for 10 ms (rule 1 of target_trial)
+OVERLOAD_LOSS = 0.05
 EXPANSION = 2.0         # each step down without a lower bound is twice the last one
 
 IRREGULAR_MAX_LOAD = "max load is a lower bound"
@@ -173,21 +181,35 @@ def target_trial(goal: SearchGoal, st: PhaseState, coarser: PhaseState | None,
     # first), then the one next to the bound we have (the smallest above the lower bound, or the
     # largest below the upper one)
     inside = sorted(load for load, c in b.classes.items() if c is Bound.UNDECIDED and between(load))
-    if inside:
+    # ... except, while there is no Lower Bound, a load overloaded in every counted trial (each lost
+    # more than OVERLOAD_LOSS beyond the goal's loss ratio: more than a host stall takes): the search
+    # steps down from it first (rule 3) and measures it again once a Lower Bound is below it. On a
+    # DUT that forwards more overloaded than it carries without loss (the embedded lab at 64 B:
+    # 2.9 Mpps out at 3.8 Mpps offered, zero loss only below ~1.5-2 Mpps; docs/mlrsearch.md) two
+    # trials per load on the way down took the whole budget above the NDR
+    lossy = [x for x in inside if lo is None and _overloaded(target, groups.get(x, ()))]
+    retry = [x for x in inside if x not in lossy]
+    if retry:
         hints = [x for x in ((coarser.bounds.lower, coarser.bounds.upper) if coarser else ())
-                 if x is not None and x in inside]
-        load = hints[0] if hints else inside[-1] if lo is None and up is not None else inside[0]
+                 if x is not None and x in retry]
+        load = hints[0] if hints else retry[-1] if lo is None and up is not None else retry[0]
         return TrialInput(load, _retry_duration(goal, target, groups.get(load, ())))
+    if lossy:
+        up = min(lossy)                 # where the step down starts (rule 3)
+    refuted = _not_a_hard_limit(target, groups)
     if up is None:                                                  # 2
         return TrialInput(max_load, d)
     if lo is None:                                                  # 3
-        above = [load for load, c in b.classes.items() if c is Bound.UPPER and load > up]
+        above = [load for load, c in b.classes.items()
+                 if (c is Bound.UPPER or load in lossy) and load > up]
         if above:
             # the last step's length, from where it aimed: the upper bound above, or the hard
             # limit its forwarding rate pointed at when that was what the step went to
             nxt = min(above)
             e = _estimate(target, groups.get(nxt, ()))
-            aim = e if e is not None and up <= e < nxt * (1.0 - w) else nxt
+            # (not when the DUT is shown not to have a hard limit: the step doubles from the load
+            # above)
+            aim = e if e is not None and up <= e < nxt * (1.0 - w) and not refuted else nxt
             load = up * (1.0 - w) ** max(1.0, EXPANSION * _widths(aim, up, w))
         else:
             load = up * (1.0 - w)
@@ -198,11 +220,32 @@ def target_trial(goal: SearchGoal, st: PhaseState, coarser: PhaseState | None,
     steps = math.ceil(_widths(up, lo, w) - 1e-9)                   # 4
     half = max(1, steps // 2)
     estimate = _estimate(target, groups.get(up, ()))
-    if estimate is not None and lo < estimate < up * (1.0 - w):
+    if estimate is not None and lo < estimate < up * (1.0 - w) and not refuted:
         # the upper bound's forwarding rate says where a hard limit would be: the grid point just
         # above it (used once: after it, the estimate is at or below a bound)
         half = min(steps - 1, max(1, math.floor(_widths(up, estimate, w) + 1e-9)))
     return TrialInput(up * (1.0 - w) ** half, d)
+
+
+def _not_a_hard_limit(target: SearchGoal, groups: Mapping[float, Sequence[Trial]]) -> bool:
+    """The trials show the DUT has no hard limit where the forwarding rates point: a load at or below
+    the estimate from a higher load's forwarding rate (_estimate) was overloaded too. Then the
+    estimates only lead the search down one width at a time (each overloaded load's forwarding rate
+    a little below it), and rules 3 and 4 step and bisect without them."""
+    loads = sorted(groups)
+    for i, y in enumerate(loads):
+        if not _overloaded(target, groups[y]):
+            continue
+        for x in loads[i + 1:]:
+            e = _estimate(target, groups[x])
+            if e is not None and y <= e:
+                return True
+    return False
+
+
+def _overloaded(target: SearchGoal, trials: Sequence[Trial]) -> bool:
+    """Every trial at a load lost more than OVERLOAD_LOSS beyond the target's loss ratio."""
+    return bool(trials) and all(t.loss_ratio > target.loss_ratio + OVERLOAD_LOSS for t in trials)
 
 
 def _estimate(target: SearchGoal, trials: Sequence[Trial]) -> float | None:

@@ -3,7 +3,8 @@ network namespace, pinned to its CPU (pin_thread), running tg_tx with BPF_PROG_R
 pacing the port's streams by the clock.
 
 Continuous streams at a rate and single bursts are paced in the kernel (struct tg_pace, PACE); the
-thread only keeps calling. Multi-bursts are paced here (_due). At 100 % of line rate a port sends as
+thread only keeps calling, one call for all its continuous paced streams (AnyPacedRunner). A continuous stream with a burst B (the engine's `mode.burst`, not TRex's)
+leaves as B frames back to back every B / rate seconds: the same average rate. Multi-bursts are paced here (_due). At 100 % of line rate a port sends as
 fast as the engine goes. A continuous stream's rate is shared out among the port's threads (share).
 """
 
@@ -36,6 +37,31 @@ PACED_CALL_SHARED = 1 << 14    # ~1.5 ms: a port with several paced streams (IMI
 # ring cannot hold; the frames it missed are not sent (counted), and the rate achieved shows it.
 MAX_BURST = 128
 UNPARKED_LATE_NS = 50_000_000
+
+
+MAX_PACED = 16        # TG_MAX_PACED: continuous paced streams one call serves (struct tg_paced)
+ANY_PACED = 0xFFFFFFFF  # TG_ANY_PACED
+
+
+class AnyPacedRunner(kernel.LiveRunner):
+    """Live runs of tg_tx for whichever of the thread's paced streams is due first (cur_slot
+    TG_ANY_PACED, the streams in map paced): frame is the longest of theirs (tg_tx trims it to
+    each stream's own and back)."""
+
+    def __init__(self, prog_fd: int, frame: bytes, ifindex: int, batch_size: int, cur_slot):
+        super().__init__(prog_fd, frame, 0, ifindex, batch_size, cur_slot)
+        self._cur_val = ANY_PACED.to_bytes(4, "little")
+
+
+def late_q8(gap_q8: int, burst: int = 1) -> int:
+    """How late (ns << 8) a paced stream's next frame (burst > 1: its next burst, gap_q8 apart) may
+    be before it is skipped: MAX_BURST frame times, so what a held-up transmitter catches up with
+    back to back stays within MAX_BURST frames; with bursts, MAX_BURST - burst frame times (its own
+    burst on top), at least half a burst's period (a burst is never skipped for being a little
+    late, and never sent twice back to back when burst >= MAX_BURST)."""
+    if burst <= 1:
+        return MAX_BURST * gap_q8
+    return max((MAX_BURST - burst) * gap_q8 // burst, gap_q8 // 2)
 
 
 def share(s: Stream, k: int, workers: int) -> float:
@@ -106,25 +132,43 @@ def tx_loop(p: Port, duration: float, k: int, workers: int, batch_size: int,
         parked = len(p.park_fds) > k        # p.park_fds[k]: worker k's transmit program, parked
         bursts = [s for s in paced if s.cs.mode == "single_burst"]
         for s in paced:
-            gap = round(256e9 / pps[s.sid])
-            # unparked, every call sleeps in two synchronize_rcu (ms): catch up after them
-            late = MAX_BURST * gap if parked else max(MAX_BURST * gap, UNPARKED_LATE_NS << 8)
+            b = s.cs.burst if s.cs.mode == "continuous" else 1
+            gap = round(256e9 * b / pps[s.sid])
+            late = late_q8(gap, b)
+            if not parked:      # every call sleeps in two synchronize_rcu (ms): catch up after them
+                late = max(late, UNPARKED_LATE_NS << 8)
             left = 0
             if s in bursts:     # exact count: never skip, catch up instead
                 late, left = (1 << 63), s.cs.total_pkts + 1
             obj.map("pace").update(struct.pack("<I", s.slot), PACE.pack(
                 (t0_ns + int(s.cs.isg_us * 1e3)) << 8, gap,
-                t0_ns + int(duration * 1e9) if duration > 0 and s not in bursts else 0, late, 0, 0, left))
-        # one call serves one stream: with several, short calls, so each waits little
-        chunk = PACED_CALL if len(paced) <= 1 else PACED_CALL_SHARED
+                t0_ns + int(duration * 1e9) if duration > 0 and s not in bursts else 0, late, 0, 0, left,
+                b, 0, 0, 0))
+        # the continuous paced streams share calls (TG_ANY_PACED: each run sends the frame due
+        # first, so none waits for another's call and then catches up in a burst); single bursts
+        # and the rest take turns, in short calls when there are several, so each waits little
+        cont = [s for s in paced if s.cs.mode == "continuous"]
+        group = cont if 1 < len(cont) <= MAX_PACED else []
+        together = None
+        if group:
+            obj.map("paced").update(b"\0\0\0\0", struct.pack(f"<I{MAX_PACED}I", len(group),
+                                                             *[s.slot for s in group],
+                                                             *[0] * (MAX_PACED - len(group))))
+            together = AnyPacedRunner(prog, max((s.cs.frame for s in group), key=len), ifx, PACED_BATCH, cur)
+        turns = len(paced) - len(group) + (1 if group else 0)
+        chunk = PACED_CALL if turns <= 1 else PACED_CALL_SHARED
         while not p.stop_ev.is_set():
             now = time.monotonic()
             el = now - t0
             if duration > 0 and el >= duration:
                 el = duration
             busy = False
+            if together is not None:
+                together.run(chunk)
+                p.calls += 1
+                busy = True
             for s in streams:
-                if s.sid in done:
+                if s.sid in done or s in group:
                     continue
                 if s in paced or s in flat:
                     runners[s.sid].run(chunk if s in paced else MAX_CALL_FRAMES)
@@ -149,7 +193,10 @@ def tx_loop(p: Port, duration: float, k: int, workers: int, batch_size: int,
                     # the frames each paced stream had due before the end (end_ns) while another
                     # stream's call ran: sent now, or counted as skipped, never left out
                     for s in paced:
-                        runners[s.sid].run(MAX_BURST * 4)
+                        if s not in group:
+                            runners[s.sid].run(MAX_BURST * 4)
+                    if together is not None:
+                        together.run(MAX_BURST * 4 * len(group))
                 break
             if not busy:
                 # next packet of any stream, at most 1 ms away (stop stays responsive)

@@ -15,7 +15,7 @@ import time
 from gtplab.kernel import bpf
 from gtplab.rates import FCS_LEN, l1_bps
 from gtplab.traffic.engine.port import Port
-from gtplab.traffic.engine.streams import PACE
+from gtplab.traffic.engine.streams import PACE, PACE_MAX_RUN
 from gtplab.traffic.engine.vm import STATE_TX_OFF
 
 _FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist
@@ -64,9 +64,11 @@ class Stats:
                     pk, by, _ = struct.unpack_from("<QQQ", v, STATE_TX_OFF)
                     tx_p += pk
                     tx_b += by + FCS_LEN * pk
-                    skipped += PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))[4]
+                    pc = PACE.unpack(pace.lookup(struct.pack("<I", s.slot)))
+                    skipped += pc[4]
                     if s.cs.pg_id is not None and k == 0:    # sent by the first thread only
-                        raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS_LEN * pk}
+                        raw["pg_tx"][s.cs.pg_id] = {"port": pid, "pkts": pk, "bytes": by + FCS_LEN * pk,
+                                                    "max_burst": pc[PACE_MAX_RUN]}
             rx = p.obj.map("rx_port").lookup(b"\0\0\0\0")
             rx_p = sum(struct.unpack_from("<Q", c, 0)[0] for c in rx)
             rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
@@ -184,6 +186,9 @@ class Stats:
             rsecs = self._rx_window()
             fs["rx_pps"] = {"total": rxp / rsecs if rsecs else 0.0}
             fs["loss"] = {"total": txp - rxp}
+            # engine only: the most frames the stream sent back to back in its latest
+            # transmission (paced streams: struct tg_pace max_run; 0 when not paced)
+            fs["tx_max_burst"] = {s.port: tx.get("max_burst", 0)}
             flow[pg] = fs
             if s.cs.latency:
                 n = agg["lat_cnt"]

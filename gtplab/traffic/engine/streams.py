@@ -20,7 +20,8 @@ from gtplab.kernel import libbpf as kernel
 from gtplab.traffic.engine.port import Port, Stream
 from gtplab.traffic.engine.vm import CACHE_FRAME, CACHE_FRAMES, CompiledStream, EngineError
 
-PACE = struct.Struct("<QQQQQQQ")    # struct tg_pace (a slot of the pace map: set by pacing.tx_loop)
+PACE = struct.Struct("<QQQQQQQIIII")    # struct tg_pace (a slot of the pace map: set by pacing.tx_loop)
+PACE_MAX_RUN = 10                         # its field max_run: the largest burst that left
 
 
 def prebuild_frames(obj: kernel.BpfObject, cs: CompiledStream, slot: int) -> list[bytes] | None:

@@ -100,6 +100,14 @@ struct {
 	__type(value, __u32);
 } cur_slot SEC(".maps");
 
+/* The paced streams a TG_ANY_PACED call serves: written by user space before start, read by tg_tx. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tg_paced);
+} paced SEC(".maps");
+
 /* Scratch for checksums and capture copies (too big for the 512-byte stack). */
 struct scratch {
 	struct tg_cap_hdr hdr;
@@ -748,6 +756,45 @@ static __always_inline int restore_small(struct xdp_md *ctx, const __u8 *bytes, 
 	return 0;
 }
 
+/*
+ * The slot of the paced stream due first (one whose burst has begun: that one),
+ * or -1 when none is due. Streams not due end their run of back-to-back frames.
+ */
+static __always_inline int pick_paced(__u64 now)
+{
+	__u64 best = ~0ULL;
+	struct tg_paced *ps;
+	__u32 i, zero = 0;
+	int found = -1;
+
+	ps = bpf_map_lookup_elem(&paced, &zero);
+	if (!ps)
+		return -1;
+	for (i = 0; i < TG_MAX_PACED; i++) {
+		struct tg_pace *p;
+		__u32 slot;
+
+		if (i >= ps->n)
+			break;
+		slot = ps->slot[i];
+		p = bpf_map_lookup_elem(&pace, &slot);
+		if (!p || !p->next_q8 || (p->end_ns && now >= p->end_ns) || p->left == 1)
+			continue;
+		if (p->burst_pos)
+			return slot;
+		if ((now << 8) < p->next_q8) {
+			if (p->run)
+				p->run = 0;
+			continue;
+		}
+		if (p->next_q8 < best) {
+			best = p->next_q8;
+			found = slot;
+		}
+	}
+	return found;
+}
+
 SEC("xdp")
 int tg_tx(struct xdp_md *ctx)
 {
@@ -762,7 +809,13 @@ int tg_tx(struct xdp_md *ctx)
 	int verdict = XDP_DROP;
 
 	cur = bpf_map_lookup_elem(&cur_slot, &zero);
-	if (cur && *cur) {
+	if (cur && *cur == TG_ANY_PACED) {
+		int k = pick_paced(bpf_ktime_get_ns());
+
+		if (k < 0)
+			goto out;
+		slot = k;
+	} else if (cur && *cur) {
 		slot = *cur - 1;
 	} else {
 		if (meta + TG_META_LEN > data)
@@ -775,18 +828,30 @@ int tg_tx(struct xdp_md *ctx)
 
 		if ((p->end_ns && now >= p->end_ns) || p->left == 1)
 			goto out;
+		if (p->burst_pos) {
+			/* the rest of a burst: now, whatever the clock */
+			if (++p->burst_pos >= p->burst)
+				p->burst_pos = 0;
+			goto paced;
+		}
 		if ((now << 8) < due) {
 			p->idle++;
+			p->run = 0;
 			goto out;
 		}
 		late = (now << 8) - due;
 		if (late > p->late_q8 && p->gap_q8) {
 			__u64 n = (late - p->late_q8) / p->gap_q8 + 1;
 
-			p->skipped += n;
+			p->skipped += n * (p->burst > 1 ? p->burst : 1);
 			due += n * p->gap_q8;
 		}
 		p->next_q8 = due + p->gap_q8;
+		if (p->burst > 1)
+			p->burst_pos = 1;
+paced:
+		if (++p->run > p->max_run)
+			p->max_run = p->run;
 		if (p->left)
 			p->left--;
 	}

@@ -40,6 +40,10 @@
 #define TG_CSUM_CHUNK 256	/* bytes summed per bpf_csum_diff call (helper max is 512) */
 #define TG_LAT_BUCKETS 256	/* latency histogram: 4 buckets per power of two of ns */
 #define TG_META_LEN 4		/* data_meta in front of each frame: the stream slot */
+#define TG_ANY_PACED 0xFFFFFFFFu	/* cur_slot: the paced stream due first (struct tg_paced) */
+#ifndef TG_MAX_PACED
+#define TG_MAX_PACED 16		/* paced streams one call serves: a run checks each */
+#endif
 
 /*
  * The template of each stream, copied over the frame before the instructions
@@ -167,6 +171,13 @@ struct tg_var {
  * Times are CLOCK_MONOTONIC (bpf_ktime_get_ns, Python's time.monotonic_ns) in
  * ns << 8: 1/256 ns steps keep the rate exact to 1e-5 at 5 Mpps, and overflow
  * after 2.28 years of uptime.
+ *
+ * burst > 1: each due time sends burst frames back to back (in consecutive
+ * runs) and gap_q8 is the time between two bursts, so the average rate is
+ * burst / gap; a hold-up skips whole bursts (skipped counts their frames).
+ * max_run is the largest number of frames the stream sent back to back (in
+ * consecutive runs): its bursts, and what a hold-up or another stream's call
+ * made it catch up with, as the receiver saw them.
  */
 struct tg_pace {
 	__u64 next_q8;	/* when the next frame is due; 0: the stream is not paced */
@@ -176,6 +187,21 @@ struct tg_pace {
 	__u64 skipped;	/* frames given up after a hold-up */
 	__u64 idle;	/* runs that found no frame due */
 	__u64 left;	/* a burst: frames still to send, + 1 (1: done); 0: no count */
+	__u32 burst;	/* frames sent back to back at each due time (0, 1: one) */
+	__u32 burst_pos;	/* frames of the current burst sent (0: none due) */
+	__u32 run;	/* frames sent in consecutive runs, no idle run between */
+	__u32 max_run;	/* the most of them: the largest burst that left */
+};
+
+/*
+ * The continuous paced streams of one sending thread, served by the same calls
+ * (cur_slot TG_ANY_PACED): each run sends the next frame of the stream due
+ * first (a burst once begun is finished first), so no stream waits for another
+ * stream's call and catches up with a burst of its own.
+ */
+struct tg_paced {
+	__u32 n;
+	__u32 slot[TG_MAX_PACED];
 };
 
 /* Written by the transmit program only; one port's thread runs a stream at a time. */
