@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""ns per packet that QoS enforcement (the qos map: QER gate, MBR token bucket, volume quota) adds to
+"""ns per packet that QoS enforcement (the qos map: QER gate, MBR token bucket, volume quota, volume
+threshold) adds to
 the PGW-U's XDP programs, uplink and downlink, one bearer.
 
     .venv/bin/python bench/qos_bench.py [--repeat N] [--rounds N] [--size B] [--markdown FILE]
@@ -15,6 +16,9 @@ per variant, side by side, each with the same single bearer:
   mbr         an MBR of 100 Gbit/s with a 1 GB bucket (every packet passes): the clock read, the
               lock, the refill and the charge
   mbr+quota   the same and a volume quota of 10^18 octets
+  volth       a URR's volume threshold of 10^18 octets measured by the data path, no MBR: the lock
+              and the threshold's count (never reached: the crossing is one packet in very many)
+  mbr+volth   the MBR of mbr and that threshold (one lock for both)
   gate drop   the gate closed: dropped before any lock (drop_gate_closed)
   mbr drop    an MBR whose bucket holds less than one packet: every packet refused under the lock
               (drop_mbr)
@@ -40,9 +44,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import pgwu_bench as B  # noqa: E402
-from gtplab.dut.dataplane import QOS_DL_CLOSED, QOS_QUOTA, QOS_QUOTA_DL, QOS_QUOTA_UL, QOS_UL_CLOSED, Police, Qos  # noqa: E402
+from gtplab.dut.dataplane import (QOS_DL_CLOSED, QOS_QUOTA, QOS_QUOTA_DL, QOS_QUOTA_UL, QOS_UL_CLOSED,  # noqa: E402
+                                  QOS_VOLTH, QOS_VOLTH_DL, QOS_VOLTH_UL, Police, Qos, Volth)
 
-VARIANTS = ("plain", "lookup", "mbr", "mbr+quota", "gate drop", "mbr drop")
+VARIANTS = ("plain", "lookup", "mbr", "mbr+quota", "volth", "mbr+volth", "gate drop", "mbr drop")
 BIG_KBPS = 100_000_000            # 100 Gbit/s
 BIG_DEPTH = 1_000_000_000         # octets
 
@@ -57,6 +62,11 @@ def qos_of(variant: str) -> Qos | None:
     if variant == "mbr+quota":
         return Qos(flags=QOS_QUOTA | QOS_QUOTA_UL | QOS_QUOTA_DL, quota_left=10**18,
                    ul=Police.of(BIG_KBPS, BIG_DEPTH), dl=Police.of(BIG_KBPS, BIG_DEPTH))
+    if variant in ("volth", "mbr+volth"):
+        th = Volth(limit=(10**18, 0, 0), urr_id=1, vol_flags=1)
+        pol = Police.of(BIG_KBPS, BIG_DEPTH) if variant == "mbr+volth" else Police()
+        return Qos(flags=QOS_VOLTH | QOS_VOLTH_UL | QOS_VOLTH_DL, ul=pol,
+                   dl=Police.of(BIG_KBPS, BIG_DEPTH) if variant == "mbr+volth" else Police(), th=th)
     if variant == "gate drop":
         return Qos(flags=QOS_UL_CLOSED | QOS_DL_CLOSED)
     # 1 kbit/s and a bucket of 1 octet: no packet ever fits

@@ -65,7 +65,8 @@ struct assoc {
  */
 /* What a URR has measured up to its last report (pfcp_usage.c): a report carries the usage since */
 struct urr_state {
-	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* the bearer's counters then */
+	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;	/* how much of the bearer's counters
+								 * its reports carried, in all */
 	__u64 since_ms;		/* CLOCK_MONOTONIC of the last report (0: the session's start) */
 	__u64 since_wall;	/* its wall clock, NTP seconds (Start Time of the next report) */
 	__u64 next_period_ms;	/* Measurement Period: when the next periodic report is due */
@@ -150,6 +151,7 @@ struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
 	int qos_fd;		/* the data path's qos map (pgwu.h) */
+	int qos_ctl_fd;		/* the data path's qos_ctl program (pgwu.h struct pgwu_qos_ctl) */
 	int raw_fd;		/* raw IPv4 socket for End Markers (pfcp_gtpu.c), -1: none */
 	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
 	__u64 *stats;
@@ -241,16 +243,20 @@ void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);
 void sess_index_free(struct pfcp_agent *a);
 
-/* pfcp_qos.c: the qos entry of a session's PDR links, QERs and URRs; it written for a new
- * session's TEID (-EEXIST: one is there), rewritten (keeping the policers' state, and the quota
- * left when keep_quota), removed, read. */
+/* pfcp_qos.c: the qos entry of a session's PDR links, QERs and URRs; the URR whose volume
+ * threshold the data path measures (index in urr, or -1); the entry written for a new session's
+ * TEID (-EEXIST: one is there), rewritten in one step (keeping the policers' state, the quota left
+ * when keep_quota, the threshold's count), removed, read; the threshold's crossing or all its
+ * count taken (op PGWU_QOS_CTL_TAKE_*: *out as it was, *after its flags after). */
 void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
 	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
 	    struct pgwu_qos *out);
+int volth_urr(const struct pgwu_pfcp_pdr pdr[2], const struct pgwu_urr *urr, int n_urr);
 int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q);
 int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota);
 void qos_remove(struct pfcp_agent *a, __u32 teid);
 int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
+int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after);
 
 /* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
  * Session Container), sent once every data path run that may use the old tunnel is over. */
@@ -262,10 +268,22 @@ int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi);
  * volume threshold, volume quota, time threshold) joins the watch list; usage_tick() (every
  * USAGE_TICK_MS) sends a Session Report Request when one fires; w_query_reports writes the usage
  * reports a modification asks for (Query URR, QAURR); w_usage_reports the final ones. Each report
- * carries the usage since the URR's last report, then counts from there. */
+ * carries the usage since the URR's last report, then counts from there. usage_crossing sends the
+ * VOLTH report of a threshold crossing the data path recorded and the agent has not reported yet
+ * (before the qos entry changes or goes); usage_since gives a URR's usage since its last report
+ * (UL packets, UL octets, DL packets, DL octets: where a threshold the data path starts
+ * measuring starts from). */
 #define USAGE_TICK_MS 100
+/* Reporting Triggers (8.2.19), as stored: octet 5 in bits 0-7, octet 6 in 8-15 */
+#define RT_PERIO (1U << 0)
+#define RT_VOLTH (1U << 1)
+#define RT_TIMTH (1U << 2)
+#define RT_VOLQU (1U << 8)
+#define RT_WATCHED (RT_PERIO | RT_VOLTH | RT_TIMTH | RT_VOLQU)
 void usage_watch(struct pfcp_agent *a, struct sess *s);
 void usage_tick(struct pfcp_agent *a);
+void usage_crossing(struct pfcp_agent *a, struct sess *s);
+void usage_since(struct pfcp_agent *a, struct sess *s, __u32 urr_id, __u64 out[4]);
 void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		     const struct pfcp_msg *m);
 void w_usage_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,

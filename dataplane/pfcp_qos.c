@@ -4,17 +4,23 @@
  * pgwu_qos in pgwu.h), keyed by the session's local TEID. From the QERs each PDR applies: the gate
  * of each direction (closed when any of them closes it, TS 29.244 8.2.7) and its MBR (the least of
  * theirs, 8.2.8: one token bucket at the least rate is what passing every QER's bucket comes to
- * for one flow); from the URRs: the volume quota (5.2.2.2, the first URR with one). A session with
- * any QER or URR gets the entry before its bearer's halves get PGWU_B_QOS, and loses it after they
- * are gone; a modification rewrites it under the value's lock (BPF_F_LOCK), keeping a policer's
- * state when its rate and depth did not change, so an Update QER that touches the gate does not
- * hand out a fresh burst.
+ * for one flow); from the URRs: the volume quota (5.2.2.2, the first URR with one) and the volume
+ * threshold (5.2.2.2.1, the first URR with VOLTH and a Volume Threshold: the data path records the
+ * usage at the packet that reaches it, pfcp_usage.c reports that). A session with any QER or URR
+ * gets the entry before its bearer's halves get PGWU_B_QOS, and loses it after they are gone; a
+ * modification rewrites it in one step under the value's lock with the data path's qos_ctl
+ * (struct pgwu_qos_ctl in pgwu.h), which keeps a policer's state when its rate and depth did not
+ * change (an Update QER that touches the gate hands out no fresh burst), the quota left unless a
+ * new one was given, and the threshold's count while the same URR is measured: nothing the data
+ * path counts while the entry changes is lost.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <stdio.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
 #include "pfcp_agent.h"
 
 /* MBRs at or above this (1 Tbit/s) are not policed: no link here is that fast, and the bucket's
@@ -55,10 +61,31 @@ static void police_of(const struct pfcp_agent *a, __u64 kbps, struct pgwu_police
 	p->credit = p->depth;
 }
 
+/* The directions whose PDRs link URR id: PGWU_QOS_VOLTH_UL / _DL */
+static __u32 volth_dirs(const struct pgwu_pfcp_pdr pdr[2], __u32 id)
+{
+	return (pdr_has_urr(&pdr[PGWU_PFCP_UPLINK], id) ? PGWU_QOS_VOLTH_UL : 0) |
+	       (pdr_has_urr(&pdr[PGWU_PFCP_DOWNLINK], id) ? PGWU_QOS_VOLTH_DL : 0);
+}
+
+int volth_urr(const struct pgwu_pfcp_pdr pdr[2], const struct pgwu_urr *urr, int n_urr)
+{
+	for (int i = 0; i < n_urr; i++) {
+		const struct pgwu_urr *u = &urr[i];
+
+		if ((u->triggers & RT_VOLTH) && (u->flags & PGWU_URR_VOL_THRESH) &&
+		    (u->vol_thresh_flags & 7) && volth_dirs(pdr, u->id))
+			return i;
+	}
+	return -1;
+}
+
 void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
 	    const struct pgwu_qer *qer, int n_qer, const struct pgwu_urr *urr, int n_urr,
 	    struct pgwu_qos *out)
 {
+	int i;
+
 	memset(out, 0, sizeof(*out));
 	for (int d = 0; d < 2; d++) {
 		__u64 kbps = 0;
@@ -79,7 +106,7 @@ void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
 		}
 		police_of(a, kbps, &out->pol[d]);
 	}
-	for (int i = 0; i < n_urr; i++) {
+	for (i = 0; i < n_urr; i++) {
 		const struct pgwu_urr *u = &urr[i];
 		__u32 dirs = 0;
 
@@ -100,6 +127,14 @@ void qos_of(const struct pfcp_agent *a, const struct pgwu_pfcp_pdr pdr[2],
 				  u->vol_quota_flags & 2 ? u->vol_quota[1] : u->vol_quota[2];
 		break;
 	}
+	i = volth_urr(pdr, urr, n_urr);
+	if (i >= 0) {
+		out->flags |= PGWU_QOS_VOLTH | volth_dirs(pdr, urr[i].id);
+		out->th.urr_id = urr[i].id;
+		out->th.vol_flags = urr[i].vol_thresh_flags & 7;
+		for (int k = 0; k < 3; k++)
+			out->th.limit[k] = urr[i].vol_thresh[k];
+	}
 }
 
 int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q)
@@ -109,26 +144,50 @@ int qos_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q)
 	return 0;
 }
 
-/* The entry becomes q, keeping each policer's state (credit, last refill) when its rate and
- * depth are unchanged, and the quota left when keep_quota (no URR changed its quota). */
+/* qos_ctl on the entry of teid: op (PGWU_QOS_CTL_*), c->q in and out. 0, -ENOENT (no entry),
+ * -errno */
+static int qos_ctl_run(struct pfcp_agent *a, __u32 teid, __u32 op, __u32 keep,
+		       struct pgwu_qos_ctl *c)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = c, .data_size_in = sizeof(*c),
+		    .data_out = c, .data_size_out = sizeof(*c));
+
+	c->teid = teid;
+	c->op = op;
+	c->keep = keep;
+	c->after = 0;
+	if (bpf_prog_test_run_opts(a->qos_ctl_fd, &opts))
+		return -errno;
+	if (opts.retval == XDP_DROP)
+		return -ENOENT;
+	if (opts.retval != XDP_PASS || opts.data_size_out < sizeof(*c))
+		return -EIO;
+	return 0;
+}
+
+/* The entry becomes q in one step (qos_ctl SET): each policer's state (credit, last refill) kept
+ * when its rate and depth are unchanged, the quota left when keep_quota (no URR changed its
+ * quota), the threshold's count while q measures the same URR (else it starts from q's th.now). */
 int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool keep_quota)
 {
-	struct pgwu_qos cur, v = *q;
+	struct pgwu_qos_ctl c = { .q = *q };
 
-	if (!bpf_map_lookup_elem_flags(a->qos_fd, &teid, &cur, BPF_F_LOCK)) {
-		for (int d = 0; d < 2; d++)
-			if (cur.pol[d].kbps == v.pol[d].kbps && cur.pol[d].depth == v.pol[d].depth) {
-				v.pol[d].credit = cur.pol[d].credit;
-				v.pol[d].last_ns = cur.pol[d].last_ns;
-			}
-		if (keep_quota && (cur.flags & PGWU_QOS_QUOTA) && (v.flags & PGWU_QOS_QUOTA)) {
-			v.quota_left = cur.quota_left;
-			v.flags |= cur.flags & PGWU_QOS_EXHAUSTED;
-		}
+	return qos_ctl_run(a, teid, PGWU_QOS_CTL_SET, keep_quota ? PGWU_QOS_KEEP_QUOTA : 0, &c);
+}
+
+/* The volume threshold's crossing taken (op TAKE_CROSSING: the count goes on) or everything it
+ * measured (TAKE_ALL: it restarts): *out holds the flags and th as they were, *after the flags
+ * after (CROSSED again: a second crossing recorded late, to take too). */
+int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after)
+{
+	struct pgwu_qos_ctl c = {};
+	int err = qos_ctl_run(a, teid, op, 0, &c);
+
+	if (!err) {
+		*out = c.q;
+		*after = c.after;
 	}
-	if (bpf_map_update_elem(a->qos_fd, &teid, &v, BPF_F_LOCK))
-		return -errno;
-	return 0;
+	return err;
 }
 
 void qos_remove(struct pfcp_agent *a, __u32 teid)

@@ -731,6 +731,11 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		for (int i = 0; i < m->n_update_urr; i++)
 			new_quota |= !!(m->update_urr[i].present & PFCP_URR_VOL_QUOTA);
 		qos_of(a, s->r->pdr, p.qer, s->r->n_qer, p.urr, s->r->n_urr, &q);
+		/* a crossing the data path recorded is reported before its entry changes; a
+		 * threshold it starts measuring (another URR's) counts from that URR's last report */
+		usage_crossing(a, s);
+		if (q.flags & PGWU_QOS_VOLTH)
+			usage_since(a, s, q.th.urr_id, q.th.now);
 		if (qos_update(a, s->teid, &q, !new_quota)) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
@@ -835,6 +840,7 @@ void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	else
 		cp_seid = s->cp_seid;
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
+		usage_crossing(a, s);	/* a threshold crossed and not reported yet: before */
 		copy = *s;
 		if (sess_delete(a, s, &b, &rules)) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);

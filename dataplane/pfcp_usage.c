@@ -8,15 +8,21 @@
  * What is measured: the bearer's own counters (pgwu.h: packets forwarded and the octets of their
  * inner IPv4 packets, per direction; a URR counts the directions of the PDRs that link it). A
  * packet the data path dropped (gate, MBR, quota, anything) is in none of them. Each report carries
- * the usage since the URR's last report (struct urr_state keeps the counters then) and the
- * measurement goes on from there: the reports of a URR add up to the bearer's counters.
+ * the usage since the URR's last report and the measurement goes on from there: struct urr_state
+ * keeps how much of the bearer's counters the URR has reported, and every report adds what it
+ * carried, so the reports of a URR add up to the bearer's counters, whatever each one took.
  *
  * Reporting on its own: a session whose URRs ask for PERIO, VOLTH, TIMTH or VOLQU is on the watch
- * list; every USAGE_TICK_MS the agent reads those bearers' counters (and the quota's state in the
- * qos map) and sends a Session Report Request per URR whose trigger fired, to the CP's association
- * address, with Report Type USAR. A threshold is seen at most USAGE_TICK_MS after it is crossed;
- * the quota itself is enforced by the data path, to the octet (pfcp_qos.c). A CP's Session Report
- * Response is counted, not waited for: a lost report is not sent again.
+ * list; every USAGE_TICK_MS the agent reads those bearers' counters and their qos entry and sends a
+ * Session Report Request per URR whose trigger fired, to the CP's association address, with Report
+ * Type USAR. The quota is enforced by the data path, to the octet (pfcp_qos.c). The volume
+ * threshold of the session's first URR with one is measured by the data path too (struct
+ * pgwu_volth): the packet that reaches it records the usage at it, so the VOLTH report carries
+ * exactly that (the rest since is the next measurement's); every other report of that URR takes
+ * the data path's count (qos_ctl TAKE_ALL), so its measurement restarts where the report's ends.
+ * A second URR's threshold is checked against the counters every tick (seen up to USAGE_TICK_MS
+ * late). A CP's Session Report Response is counted, not waited for: a lost report is not sent
+ * again.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,13 +34,6 @@
 #include "pfcp_agent.h"
 
 #define NTP_UNIX_OFFSET 2208988800ULL
-
-/* Reporting Triggers (8.2.19), as stored: octet 5 in bits 0-7, octet 6 in 8-15 */
-#define RT_PERIO (1U << 0)
-#define RT_VOLTH (1U << 1)
-#define RT_TIMTH (1U << 2)
-#define RT_VOLQU (1U << 8)
-#define RT_WATCHED (RT_PERIO | RT_VOLTH | RT_TIMTH | RT_VOLQU)
 
 /* Usage Report Trigger (8.2.41) octets 5-7 */
 static const __u8 UR_PERIO[3] = { 0x01, 0, 0 };
@@ -74,30 +73,52 @@ static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer 
 	return 0;
 }
 
-/* URR u's usage since its last report: octets total, UL, DL, then packets total, UL, DL */
-static void urr_usage(const struct sess *s, int u, const struct bearer *b, __u64 v[6])
+/* Octets total, UL, DL, then packets total, UL, DL, of UL packets, UL octets, DL packets, DL octets */
+static void vol_of(const __u64 n[4], __u64 v[6])
+{
+	v[0] = n[1] + n[3];
+	v[1] = n[1];
+	v[2] = n[3];
+	v[3] = n[0] + n[2];
+	v[4] = n[0];
+	v[5] = n[2];
+}
+
+static __u64 since(__u64 now, __u64 then)
+{
+	/* the data path's count of a packet can be taken before a removed downlink half's
+	 * counters are read back (bearer_set_dl): 0 until the counters catch up, never a wrap */
+	return now > then ? now - then : 0;
+}
+
+/* URR u's usage since its last report by the bearer's counters: UL packets, UL octets, DL
+ * packets, DL octets */
+static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64 n[4])
 {
 	const struct urr_state *st = &s->r->st[u];
 	bool ul, dl;
-	__u64 ulb, dlb, ulp, dlp;
 
 	urr_dirs(s->r, s->r->urr[u].id, &ul, &dl);
-	ulb = ul ? b->ul_bytes - st->ul_bytes : 0;
-	dlb = dl ? b->dl_bytes - st->dl_bytes : 0;
-	ulp = ul ? b->ul_packets - st->ul_packets : 0;
-	dlp = dl ? b->dl_packets - st->dl_packets : 0;
-	v[0] = ulb + dlb;
-	v[1] = ulb;
-	v[2] = dlb;
-	v[3] = ulp + dlp;
-	v[4] = ulp;
-	v[5] = dlp;
+	n[0] = ul ? since(b->ul_packets, st->ul_packets) : 0;
+	n[1] = ul ? since(b->ul_bytes, st->ul_bytes) : 0;
+	n[2] = dl ? since(b->dl_packets, st->dl_packets) : 0;
+	n[3] = dl ? since(b->dl_bytes, st->dl_bytes) : 0;
 }
 
-/* One Usage Report IE (ie: 78 modification, 79 deletion, 80 report request) of URR u, then
- * the URR measures from here */
+/* The same as a Volume Measurement: octets total, UL, DL, then packets total, UL, DL */
+static void urr_usage(const struct sess *s, int u, const struct bearer *b, __u64 v[6])
+{
+	__u64 n[4];
+
+	urr_since(s, u, b, n);
+	vol_of(n, v);
+}
+
+/* One Usage Report IE (ie: 78 modification, 79 deletion, 80 report request) of URR u carrying v
+ * (a Volume Measurement's six values), then the URR measures from there: what it reported is
+ * added to what it has reported (struct urr_state) */
 static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct sess *s, int u,
-		     const struct bearer *b, const __u8 trig[3])
+		     const __u64 v[6], const __u8 trig[3])
 {
 	struct pgwu_urr *urr = &s->r->urr[u];
 	struct urr_state *st = &s->r->st[u];
@@ -112,10 +133,8 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 		pfcp_w_u32(w, PFCP_IE_START_TIME, (__u32)st->since_wall);
 	pfcp_w_u32(w, PFCP_IE_END_TIME, (__u32)now_wall);
 	if (urr->method & PFCP_MM_VOLUM) {
-		__u64 v[6];
 		__u8 vol[1 + 6 * 8];
 
-		urr_usage(s, u, b, v);
 		vol[0] = 0x3f;	/* TOVOL ULVOL DLVOL TONOP ULNOP DLNOP */
 		for (int i = 0; i < 6; i++)
 			for (int k = 0; k < 8; k++)
@@ -126,10 +145,10 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 		pfcp_w_u32(w, PFCP_IE_DURATION_MEASUREMENT,
 			   (__u32)((a->now_ms - since_ms) / 1000));
 	pfcp_w_group_end(w, g);
-	st->ul_packets = b->ul_packets;
-	st->ul_bytes = b->ul_bytes;
-	st->dl_packets = b->dl_packets;
-	st->dl_bytes = b->dl_bytes;
+	st->ul_bytes += v[1];
+	st->dl_bytes += v[2];
+	st->ul_packets += v[4];
+	st->dl_packets += v[5];
 	st->since_ms = a->now_ms;
 	st->since_wall = now_wall;
 	st->traffic_ms = 0;
@@ -174,7 +193,7 @@ void usage_watch(struct pfcp_agent *a, struct sess *s)
 	}
 }
 
-static void report_send(struct pfcp_agent *a, struct sess *s, int u, const struct bearer *b,
+static void report_send(struct pfcp_agent *a, struct sess *s, int u, const __u64 v[6],
 			const __u8 trig[3])
 {
 	const struct sockaddr_in *to = &a->assoc[s->assoc].peer;
@@ -186,7 +205,7 @@ static void report_send(struct pfcp_agent *a, struct sess *s, int u, const struc
 	a->seq = (a->seq + 1) & 0xffffff;
 	pfcp_w_hdr(&w, PFCP_SESS_REPORT_REQ, true, s->cp_seid, a->seq);
 	pfcp_w_ie(&w, PFCP_IE_REPORT_TYPE, &rt, 1);
-	w_report(a, &w, PFCP_IE_USAGE_REPORT_SRR, s, u, b, trig);
+	w_report(a, &w, PFCP_IE_USAGE_REPORT_SRR, s, u, v, trig);
 	len = pfcp_w_finish(&w);
 	if (len <= 0 || sendto(a->sock, buf, len, 0, (const struct sockaddr *)to, sizeof(*to)) != len)
 		return;		/* UDP: as lost as a datagram the network drops */
@@ -201,15 +220,101 @@ static bool over(const __u64 v[6], __u8 flags, const __u64 lim[3])
 	       ((flags & PFCP_VOL_DLVOL) && v[2] >= lim[2]);
 }
 
+/* The URR whose volume threshold the data path measures, by the entry q (index, or -1) */
+static int dp_urr(const struct sess *s, const struct pgwu_qos *q)
+{
+	if (!(q->flags & PGWU_QOS_VOLTH))
+		return -1;
+	for (int u = 0; u < s->r->n_urr; u++)
+		if (s->r->urr[u].id == q->th.urr_id)
+			return u;
+	return -1;
+}
+
+/*
+ * URR u, whose threshold the data path measures, reports. The crossings it recorded first, when
+ * crossed (the entry said so): a Session Report Request each, VOLTH, with the usage at the
+ * crossing. Then, when trig, everything counted since, the data path's measurement restarting:
+ * as a Session Report Request, or into w (a modification's answer) when w. Returns how many VOLTH
+ * reports went, or -errno when the data path could not be asked for trig's (nothing taken for it:
+ * the caller reports from the counters). What is taken and not reported is not lost: a report
+ * adds to what the URR has reported only what it carried, the rest is in the next one.
+ */
+#define DP_TAKES_MAX 4		/* crossings taken in a row: one recorded late follows at once */
+
+static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
+		     const __u8 *trig, struct pfcp_w *w)
+{
+	__u32 after = crossed ? PGWU_QOS_VOLTH_CROSSED : 0;
+	struct pgwu_qos q;
+	__u64 v[6];
+	int err, n = 0;
+
+	while (n < DP_TAKES_MAX && (after & PGWU_QOS_VOLTH_CROSSED)) {
+		if (qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_CROSSING, &q, &after) ||
+		    !(q.flags & PGWU_QOS_VOLTH_CROSSED))
+			break;
+		vol_of(q.th.at, v);
+		report_send(a, s, u, v, UR_VOLTH);
+		n++;
+	}
+	if (!trig)
+		return n;
+	err = qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_ALL, &q, &after);
+	if (err)
+		return err;
+	if (q.flags & PGWU_QOS_VOLTH_CROSSED) {	/* crossed since the entry was read */
+		vol_of(q.th.at, v);
+		report_send(a, s, u, v, UR_VOLTH);
+		n++;
+	}
+	vol_of(q.th.now, v);
+	if (w)
+		w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, v, trig);
+	else
+		report_send(a, s, u, v, trig);
+	return n;
+}
+
+void usage_crossing(struct pfcp_agent *a, struct sess *s)
+{
+	struct pgwu_qos q;
+	int u;
+
+	if (!s->r || qos_read(a, s->teid, &q) || !(q.flags & PGWU_QOS_VOLTH_CROSSED))
+		return;
+	u = dp_urr(s, &q);
+	if (u >= 0)
+		dp_report(a, s, u, true, NULL, NULL);
+}
+
+void usage_since(struct pfcp_agent *a, struct sess *s, __u32 urr_id, __u64 out[4])
+{
+	struct bearer b;
+
+	memset(out, 0, 4 * sizeof(out[0]));
+	if (!s->r || sess_usage(a, s, &b))
+		return;
+	for (int u = 0; u < s->r->n_urr; u++)
+		if (s->r->urr[u].id == urr_id)
+			urr_since(s, u, &b, out);
+}
+
 static void usage_check(struct pfcp_agent *a, struct sess *s)
 {
 	struct pgwu_qos q;
 	struct bearer b;
-	bool exhausted;
+	bool have_q, exhausted, crossed = false;
+	int dpu;
 
+	have_q = !qos_read(a, s->teid, &q);
+	exhausted = have_q && (q.flags & PGWU_QOS_EXHAUSTED);
+	dpu = have_q ? dp_urr(s, &q) : -1;
+	/* a crossing first: its report takes the usage up to it, what follows is measured on */
+	if (dpu >= 0 && (q.flags & PGWU_QOS_VOLTH_CROSSED))
+		crossed = dp_report(a, s, dpu, true, NULL, NULL) > 0;
 	if (sess_usage(a, s, &b))
 		return;
-	exhausted = !qos_read(a, s->teid, &q) && (q.flags & PGWU_QOS_EXHAUSTED);
 	for (int u = 0; u < s->r->n_urr; u++) {
 		struct pgwu_urr *urr = &s->r->urr[u];
 		struct urr_state *st = &s->r->st[u];
@@ -223,7 +328,10 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 		    !st->quota_reported) {
 			trig = UR_VOLQU;
 			st->quota_reported = true;
-		} else if ((urr->triggers & RT_VOLTH) && (urr->flags & PGWU_URR_VOL_THRESH) &&
+		} else if (crossed && u == dpu) {
+			/* a VOLTH report went this tick: no other but the quota's */
+		} else if (u != dpu && (urr->triggers & RT_VOLTH) &&
+			   (urr->flags & PGWU_URR_VOL_THRESH) &&
 			   over(v, urr->vol_thresh_flags, urr->vol_thresh)) {
 			trig = UR_VOLTH;
 		} else if ((urr->triggers & RT_TIMTH) && (urr->flags & PGWU_URR_TIME_THRESH) &&
@@ -240,8 +348,8 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 			if (st->next_period_ms <= a->now_ms)
 				st->next_period_ms = a->now_ms + (__u64)urr->period * 1000;
 		}
-		if (trig)
-			report_send(a, s, u, &b, trig);
+		if (trig && (u != dpu || dp_report(a, s, u, false, trig, NULL) < 0))
+			report_send(a, s, u, v, trig);
 	}
 }
 
@@ -263,17 +371,27 @@ void usage_tick(struct pfcp_agent *a)
 void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		     const struct pfcp_msg *m)
 {
+	struct pgwu_qos q;
 	struct bearer b;
+	int dpu;
 
 	if (!s->r || sess_usage(a, s, &b))
 		return;
+	dpu = qos_read(a, s->teid, &q) ? -1 : dp_urr(s, &q);
+	if (dpu >= 0 && (q.flags & PGWU_QOS_VOLTH_CROSSED)) {
+		/* a crossing goes out on its own whether or not this URR is asked */
+		dp_report(a, s, dpu, true, NULL, NULL);
+	}
 	for (int u = 0; u < s->r->n_urr; u++) {
 		bool asked = m->smreq & PFCP_SMREQ_QAURR;
+		__u64 v[6];
 
 		for (int i = 0; i < m->n_query_urr && !asked; i++)
 			asked = m->query_urr[i] == s->r->urr[u].id;
-		if (asked)
-			w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, &b, UR_IMMER);
+		if (!asked || (u == dpu && dp_report(a, s, u, false, UR_IMMER, w) >= 0))
+			continue;
+		urr_usage(s, u, &b, v);
+		w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, v, UR_IMMER);
 	}
 }
 
@@ -282,6 +400,10 @@ void w_usage_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 {
 	if (!s->r)
 		return;
-	for (int u = 0; u < s->r->n_urr; u++)
-		w_report(a, w, PFCP_IE_USAGE_REPORT_SDR, s, u, b, UR_TERMR);
+	for (int u = 0; u < s->r->n_urr; u++) {
+		__u64 v[6];
+
+		urr_usage(s, u, b, v);
+		w_report(a, w, PFCP_IE_USAGE_REPORT_SDR, s, u, v, UR_TERMR);
+	}
 }

@@ -40,20 +40,68 @@ static __always_inline void count(__u32 reason, __u32 action, __u32 bytes)
 }
 
 /*
+ * The volume threshold th (struct pgwu_volth in pgwu.h): when its count has reached the limit and
+ * no crossing waits for the agent, the count becomes the usage at the crossing and restarts.
+ * Called with the entry's lock held.
+ */
+static __always_inline void volth_cross(struct pgwu_qos *q)
+{
+	struct pgwu_volth *t = &q->th;
+	__u64 ul = t->now[1], dl = t->now[3];
+	__u32 vf = t->vol_flags;
+
+	if (q->flags & PGWU_QOS_VOLTH_CROSSED)
+		return;		/* the agent has not taken the last crossing yet */
+	if (((vf & 1) && ul + dl >= t->limit[0]) || ((vf & 2) && ul >= t->limit[1]) ||
+	    ((vf & 4) && dl >= t->limit[2])) {
+		t->at[0] = t->now[0];
+		t->at[1] = ul;
+		t->at[2] = t->now[2];
+		t->at[3] = dl;
+		t->now[0] = 0;
+		t->now[1] = 0;
+		t->now[2] = 0;
+		t->now[3] = 0;
+		q->flags |= PGWU_QOS_VOLTH_CROSSED;
+	}
+}
+
+/* A forwarded packet of len octets in direction dir counted in th: the one that reaches the limit
+ * records the usage at it, itself included. Lock held. */
+static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
+{
+	struct pgwu_volth *t = &q->th;
+
+	if (dir) {
+		t->now[2] += 1;
+		t->now[3] += len;
+	} else {
+		t->now[0] += 1;
+		t->now[1] += len;
+	}
+	volth_cross(q);
+}
+
+/*
  * A bearer's QoS entry (qos map, struct pgwu_qos in pgwu.h) applied to a packet whose T-PDU is
  * len octets, in direction dir (PGWU_PFCP_UPLINK/DOWNLINK): 0 to forward it, else the drop reason.
- * The gate is read without the lock (one word, written by the agent only); the policer and the
- * quota change under it, checked first and committed together, so a packet one of them refuses
- * costs the other nothing. The clock is read before the lock: no helper call may be made while
- * a bpf_spin_lock is held.
+ * The gate is read without the lock (one word, written by the agent only); the policer, the quota
+ * and the volume threshold change under it, checked first and committed together, so a packet one
+ * of them refuses costs the others nothing. counted: the packet will be counted in the bearer's
+ * usage (not one handed to the kernel to route): only those count towards a volume threshold,
+ * which measures what the usage reports report. The clock is read before the lock: no helper
+ * call may be made while a bpf_spin_lock is held. Everything is done in here, where the quota is
+ * charged: a map value pointer kept for where the bearer's counters are counted, after the packet
+ * is rewritten, doubles the states the verifier walks through the rest of xdp_sgi (over its
+ * limit of 10^6 instructions).
  */
-static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len)
+static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len, int counted)
 {
 	struct pgwu_qos *q = bpf_map_lookup_elem(&qos, &teid);
 	struct pgwu_police *p;
-	__u64 now, cost, el, credit = 0;
+	__u64 now = 0, cost, el, credit = 0;
 	__u32 reason = 0, flags;
-	int quota;
+	int quota, th;
 
 	if (!q)
 		return 0;
@@ -62,10 +110,13 @@ static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len)
 		return PGWU_R_DROP_GATE_CLOSED;
 	quota = (flags & PGWU_QOS_QUOTA) &&
 		(flags & (dir ? PGWU_QOS_QUOTA_DL : PGWU_QOS_QUOTA_UL));
+	th = counted && (flags & PGWU_QOS_VOLTH) &&
+	     (flags & (dir ? PGWU_QOS_VOLTH_DL : PGWU_QOS_VOLTH_UL));
 	p = &q->pol[dir & 1];
-	if (!p->kbps && !quota)
+	if (!p->kbps && !quota && !th)
 		return 0;
-	now = bpf_ktime_get_ns();
+	if (p->kbps)
+		now = bpf_ktime_get_ns();
 	cost = (__u64)len * 8 * PGWU_QOS_MICRO;
 	bpf_spin_lock(&q->lock);
 	if (p->kbps) {
@@ -92,6 +143,8 @@ static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len)
 	}
 	if (!reason && p->kbps)
 		p->credit = credit - cost;
+	if (!reason && th)
+		volth_add(q, dir, len);
 	bpf_spin_unlock(&q->lock);
 	return reason;
 }
@@ -719,7 +772,7 @@ int xdp_access(struct xdp_md *ctx)
 	if (b->flags & PGWU_B_QOS) {
 		/* last, so that only a packet that would leave is policed and counted in quota;
 		 * one the kernel routes (PASS) leaves too */
-		__u32 qr = qos_apply(gtp->teid, PGWU_PFCP_UPLINK, inner_len);
+		__u32 qr = qos_apply(gtp->teid, PGWU_PFCP_UPLINK, inner_len, !reason);
 
 		if (qr) {
 			reason = qr;
@@ -998,7 +1051,7 @@ int xdp_sgi(struct xdp_md *ctx)
 	if (reason && !pass)
 		goto out;
 	if (b->flags & PGWU_B_QOS) {
-		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len);
+		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len, !pass);
 
 		if (qr) {
 			reason = qr;
@@ -1113,6 +1166,102 @@ icmp_reply: {
 out:
 	count(reason, action, rx_len);
 	return action;
+}
+
+/*
+ * qos_ctl (pgwu.h, struct pgwu_qos_ctl): `pgwu pfcp` changes a qos entry in one step under its
+ * lock, with BPF_PROG_TEST_RUN; never attached. The lock field is never read or written: the
+ * verifier refuses any access to it but the lock helpers. No helper is called while it is held.
+ */
+static __always_inline void qos_set_locked(struct pgwu_qos *q, const struct pgwu_qos *in, __u32 keep)
+{
+	__u32 flags = in->flags & ~(PGWU_QOS_EXHAUSTED | PGWU_QOS_VOLTH_CROSSED);
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		struct pgwu_police *p = &q->pol[d];
+		const struct pgwu_police *n = &in->pol[d];
+
+		if (p->kbps != n->kbps || p->depth != n->depth) {
+			p->credit = n->credit;
+			p->last_ns = n->last_ns;
+		}
+		p->kbps = n->kbps;
+		p->depth = n->depth;
+		p->fill_ns = n->fill_ns;
+	}
+	if ((keep & PGWU_QOS_KEEP_QUOTA) && (q->flags & PGWU_QOS_QUOTA) && (flags & PGWU_QOS_QUOTA))
+		flags |= q->flags & PGWU_QOS_EXHAUSTED;
+	else
+		q->quota_left = in->quota_left;
+	if ((q->flags & PGWU_QOS_VOLTH) && (flags & PGWU_QOS_VOLTH) &&
+	    q->th.urr_id == in->th.urr_id) {
+		flags |= q->flags & PGWU_QOS_VOLTH_CROSSED;
+	} else {
+		for (d = 0; d < 4; d++) {
+			q->th.now[d] = in->th.now[d];
+			q->th.at[d] = 0;
+		}
+	}
+	for (d = 0; d < 3; d++)
+		q->th.limit[d] = in->th.limit[d];
+	q->th.urr_id = in->th.urr_id;
+	q->th.vol_flags = in->th.vol_flags;
+	q->flags = flags;
+}
+
+SEC("xdp")
+int qos_ctl(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct pgwu_qos_ctl *c = data;
+	struct pgwu_qos *q, in;
+	__u64 at[4], now[4];
+	__u32 op, keep, flags, after, teid;
+	int i;
+
+	if ((void *)(c + 1) > data_end)
+		return XDP_ABORTED;
+	op = c->op;
+	keep = c->keep;
+	teid = c->teid;
+	if (op != PGWU_QOS_CTL_SET && op != PGWU_QOS_CTL_TAKE_CROSSING &&
+	    op != PGWU_QOS_CTL_TAKE_ALL)
+		return XDP_ABORTED;
+	q = bpf_map_lookup_elem(&qos, &teid);
+	if (!q)
+		return XDP_DROP;
+	if (op == PGWU_QOS_CTL_SET) {
+		__builtin_memcpy(&in, &c->q, sizeof(in));	/* out of the packet before the lock */
+		bpf_spin_lock(&q->lock);
+		qos_set_locked(q, &in, keep);
+		after = q->flags;
+		bpf_spin_unlock(&q->lock);
+		c->after = after;
+		return XDP_PASS;
+	}
+	bpf_spin_lock(&q->lock);
+	flags = q->flags;
+	for (i = 0; i < 4; i++) {
+		at[i] = q->th.at[i];
+		now[i] = q->th.now[i];
+		q->th.at[i] = 0;
+		if (op == PGWU_QOS_CTL_TAKE_ALL)
+			q->th.now[i] = 0;
+	}
+	q->flags = flags & ~PGWU_QOS_VOLTH_CROSSED;
+	if (op == PGWU_QOS_CTL_TAKE_CROSSING && (flags & PGWU_QOS_VOLTH))
+		volth_cross(q);		/* reached again while this one waited: now, late */
+	after = q->flags;
+	bpf_spin_unlock(&q->lock);
+	c->after = after;
+	c->q.flags = flags;
+	for (i = 0; i < 4; i++) {
+		c->q.th.at[i] = at[i];
+		c->q.th.now[i] = now[i];
+	}
+	return XDP_PASS;
 }
 
 /*

@@ -421,6 +421,10 @@ struct pgwu_sig_val {
 #define PGWU_QOS_QUOTA_UL	(1U << 3)	/* ... counting uplink octets */
 #define PGWU_QOS_QUOTA_DL	(1U << 4)	/* ... counting downlink octets (both: total) */
 #define PGWU_QOS_EXHAUSTED	(1U << 5)	/* set by the data path when a packet did not fit */
+#define PGWU_QOS_VOLTH		(1U << 6)	/* th: a URR's volume threshold is measured here */
+#define PGWU_QOS_VOLTH_UL	(1U << 7)	/* ... counting uplink packets */
+#define PGWU_QOS_VOLTH_DL	(1U << 8)	/* ... counting downlink packets (both: total) */
+#define PGWU_QOS_VOLTH_CROSSED	(1U << 9)	/* set by the data path: th.at holds a crossing */
 #define PGWU_QOS_MICRO		1000000ULL	/* credit units per bit */
 #define PGWU_QOS_MIN_DEPTH	3000U		/* octets: two full-size packets always fit */
 
@@ -433,12 +437,65 @@ struct pgwu_police {
 	__u64 last_ns;		/* bpf_ktime_get_ns of the last refill, 0: bucket full */
 };
 
+/*
+ * The volume threshold of one URR (TS 29.244 5.2.2.2.1, 8.2.13; the session's first URR with
+ * VOLTH and a Volume Threshold, PGWU_QOS_VOLTH), measured where the bearer's usage counters are
+ * counted, so on the same packets: after its counters, under the entry's lock, each forwarded
+ * packet of a direction the URR counts adds to now[]; the packet that brings the volume (total,
+ * UL or DL as vol_flags says) to its limit copies now[] to at[] (the usage at the crossing, that
+ * packet included), empties now[] (the next threshold counts from there) and sets
+ * PGWU_QOS_VOLTH_CROSSED. While it is set no other crossing is looked for: the agent takes at[]
+ * (qos_ctl, PGWU_QOS_CTL_TAKE_*) for its VOLTH report, which clears it. Any other report of the
+ * URR takes now[] too (PGWU_QOS_CTL_TAKE_ALL): the measurement restarts at every report.
+ */
+struct pgwu_volth {
+	__u64 limit[3];		/* octets: total, UL, DL, each used when its vol_flags bit is set */
+	__u64 now[4];		/* UL packets, UL octets, DL packets, DL octets since the start */
+	__u64 at[4];		/* the same at the crossing (PGWU_QOS_VOLTH_CROSSED) */
+	__u32 urr_id;		/* the URR measured: a SET keeps now/at only for the same one */
+	__u32 vol_flags;	/* TOVOL 1, ULVOL 2, DLVOL 4 (8.2.13 octet 5) */
+};
+
 struct pgwu_qos {
-	struct bpf_spin_lock lock;	/* held by the data path while it updates the policers and
-					 * the quota; user space writes with BPF_F_LOCK */
+	struct bpf_spin_lock lock;	/* held by the data path while it updates the policers, the
+					 * quota and th; user space writes with BPF_F_LOCK, or with
+					 * qos_ctl (below) to keep what the data path counts */
 	__u32 flags;			/* PGWU_QOS_* */
 	__u64 quota_left;		/* octets still allowed (PGWU_QOS_QUOTA) */
 	struct pgwu_police pol[2];	/* [PGWU_PFCP_UPLINK], [PGWU_PFCP_DOWNLINK] */
+	struct pgwu_volth th;		/* PGWU_QOS_VOLTH */
+};
+
+/*
+ * qos_ctl: an XDP program `pgwu pfcp` runs with BPF_PROG_TEST_RUN on a frame that holds this
+ * struct (never attached): it changes a qos entry under the entry's lock, in one step, so nothing
+ * the data path counts in between is lost (a lookup then an update would overwrite it).
+ *   SET            the entry's rules become q's: flags, quota, policers, th's limit and IDs.
+ *                  Kept from the entry: each policer's credit and clock when its rate and depth
+ *                  are the same; the quota left (and EXHAUSTED) with PGWU_QOS_KEEP_QUOTA when
+ *                  both have one; th's now/at (and CROSSED) when both measure the same URR ID,
+ *                  else th.now starts from q's (the agent's usage of that URR since its last
+ *                  report).
+ *   TAKE_CROSSING  out: q.flags and q.th as they were; CROSSED and at cleared (the VOLTH report
+ *                  takes at[]; now[] counts on: the next measurement, from the crossing). When
+ *                  now[] has reached the limit already (a second crossing while the first was
+ *                  not taken: the data path looks for one crossing at a time), it becomes at[]
+ *                  with CROSSED, at once: reported late, by what came after it, but reported.
+ *   TAKE_ALL       the same, and now[] emptied (the report takes at[] if crossed, and now[]).
+ * Out: after, the entry's flags after the op. The program returns XDP_PASS when done, XDP_DROP
+ * when the TEID has no entry, XDP_ABORTED on a frame too short or an unknown op.
+ */
+#define PGWU_QOS_CTL_SET		1
+#define PGWU_QOS_CTL_TAKE_CROSSING	2
+#define PGWU_QOS_CTL_TAKE_ALL		3
+#define PGWU_QOS_KEEP_QUOTA		(1U << 0)
+
+struct pgwu_qos_ctl {
+	__u32 teid;		/* the entry's key, network order */
+	__u32 op;		/* PGWU_QOS_CTL_* */
+	__u32 keep;		/* SET: PGWU_QOS_KEEP_* */
+	__u32 after;		/* out: the entry's flags after the op */
+	struct pgwu_qos q;	/* SET: in (its lock ignored); TAKE_*: out */
 };
 
 /*

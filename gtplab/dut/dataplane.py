@@ -65,6 +65,12 @@ QOS_QUOTA = 1 << 2
 QOS_QUOTA_UL = 1 << 3
 QOS_QUOTA_DL = 1 << 4
 QOS_EXHAUSTED = 1 << 5
+QOS_VOLTH = 1 << 6                  # th: a URR's volume threshold measured in the data path
+QOS_VOLTH_UL = 1 << 7
+QOS_VOLTH_DL = 1 << 8
+QOS_VOLTH_CROSSED = 1 << 9
+QOS_CTL_SET, QOS_CTL_TAKE_CROSSING, QOS_CTL_TAKE_ALL = 1, 2, 3    # qos_ctl ops (struct pgwu_qos_ctl)
+QOS_KEEP_QUOTA = 1 << 0
 QOS_MICRO = 1_000_000               # policer credit units per bit
 
 
@@ -271,23 +277,47 @@ class Police:
 
 
 @dataclass
+class Volth:
+    """struct pgwu_volth: a URR's volume threshold measured by the data path. limit: octets total,
+    UL, DL (vol_flags bits 1, 2, 4 say which apply); now / at: UL packets, UL octets, DL packets,
+    DL octets since the measurement started / at the crossing."""
+    limit: tuple = (0, 0, 0)
+    now: tuple = (0, 0, 0, 0)
+    at: tuple = (0, 0, 0, 0)
+    urr_id: int = 0
+    vol_flags: int = 0
+
+    FMT = "=3Q4Q4QII"
+
+    def values(self) -> tuple:
+        return (*self.limit, *self.now, *self.at, self.urr_id, self.vol_flags)
+
+    @classmethod
+    def of(cls, v) -> "Volth":
+        return cls(tuple(v[0:3]), tuple(v[3:7]), tuple(v[7:11]), v[11], v[12])
+
+
+@dataclass
 class Qos:
-    """struct pgwu_qos (value of qos[local TEID]): gate, policers [uplink, downlink], quota."""
+    """struct pgwu_qos (value of qos[local TEID]): gate, policers [uplink, downlink], quota, the
+    volume threshold (th)."""
     flags: int = 0
     quota_left: int = 0
     ul: Police = field(default_factory=Police)
     dl: Police = field(default_factory=Police)
+    th: Volth = field(default_factory=Volth)
 
-    FMT = "=4xIQ" + "5Q" * 2
+    FMT = "=4xIQ" + "5Q" * 2 + Volth.FMT[1:]
     SIZE = struct.calcsize(FMT)
 
     def pack(self) -> bytes:
-        return struct.pack(self.FMT, self.flags, self.quota_left, *astuple(self.ul), *astuple(self.dl))
+        return struct.pack(self.FMT, self.flags, self.quota_left, *astuple(self.ul), *astuple(self.dl),
+                           *self.th.values())
 
     @classmethod
     def unpack(cls, b: bytes) -> "Qos":
         v = struct.unpack(cls.FMT, b)
-        return cls(v[0], v[1], Police(*v[2:7]), Police(*v[7:12]))
+        return cls(v[0], v[1], Police(*v[2:7]), Police(*v[7:12]), Volth.of(v[12:25]))
 
 
 COUNTER_FMT = "=QQ"
@@ -298,7 +328,9 @@ STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pg
                 "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64,
                 "pgwu_peer": struct.calcsize("=QQQIHHBB6x"), "pgwu_sig_key": struct.calcsize("=4s4sB3x"),
                 "pgwu_sig_val": struct.calcsize("=QQ4s4x"), "pgwu_qos": Qos.SIZE,
-                "pgwu_police": struct.calcsize(Police.FMT)}
+                "pgwu_police": struct.calcsize(Police.FMT), "pgwu_volth": struct.calcsize(Volth.FMT)}
+# struct pgwu_qos_ctl (qos_ctl's frame, not in BTF: only a local pointer has its type): 4 x __u32, then
+# struct pgwu_qos, whose size the BTF check covers
 
 
 @dataclass
@@ -319,7 +351,7 @@ SIG_VAL_FMT = "=QQ4s4x"      # struct pgwu_sig_val
 SLOT_VALID = 1
 UL_SLOT_FMT = "=4sI"      # struct pgwu_ul_slot: key (network order), state, then struct pgwu_ul_bearer
 DL_SLOT_FMT = "=4sI"      # struct pgwu_dl_slot: key, state, struct pgwu_dl_bearer, 24 bytes of padding
-PROGS = ("xdp_access", "xdp_sgi")
+PROGS = ("xdp_access", "xdp_sgi", "qos_ctl")
 
 
 class Dataplane:
@@ -455,6 +487,19 @@ class Dataplane:
     def qos(self, teid: int) -> Qos | None:
         v = self.maps["qos"].lookup(struct.pack("!I", teid))
         return None if v is None else Qos.unpack(v)
+
+    def qos_ctl(self, teid: int, op: int, q: Qos | None = None, keep: int = 0) -> tuple[Qos, int] | None:
+        """Run qos_ctl (struct pgwu_qos_ctl in pgwu.h) as `pgwu pfcp` does: SET q into qos[teid] under
+        its lock, keeping what the data path counts; TAKE_*: the crossing (and with TAKE_ALL the
+        count) taken. Returns (the entry's flags and th as they were, its flags after), None when
+        the TEID has no entry."""
+        frame = struct.pack("!I", teid) + struct.pack("=III", op, keep, 0) + (q or Qos()).pack()  # pgwu_qos_ctl
+        r = self.progs["qos_ctl"].test_run(frame)
+        if r.retval == 1:       # XDP_DROP: no entry
+            return None
+        if r.retval != 2:       # XDP_PASS
+            raise OSError(f"qos_ctl: retval {r.retval}")
+        return Qos.unpack(r.data[16:16 + Qos.SIZE]), struct.unpack_from("=I", r.data, 12)[0]
 
     def flush_fib_cache(self) -> None:
         """Invalidate every cached next hop, as the kernel's changes do: a new generation."""

@@ -1,5 +1,5 @@
 """Usage reporting by `pgwu pfcp` (TS 29.244 5.2.2, 7.5.8): Session Report Requests for a volume
-threshold, a volume quota (which the data path enforces: what is over it is dropped), a time threshold
+threshold (recorded by the data path at the packet that reaches it), a volume quota (which the data path enforces: what is over it is dropped), a time threshold
 and a measurement period; usage reports in the Session Modification Response to a Query URR (or
 QAURR); and the final report at deletion. Every report carries the usage since the URR's last one, so
 a URR's reports add up to what the bearer forwarded, exact in packets and octets (octets of the inner
@@ -11,6 +11,9 @@ on their own: each test waits for them with a deadline, never asserting how fast
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import struct
 import time
@@ -86,6 +89,18 @@ def next_report(assoc, timeout: float) -> dict | None:  # noqa: F811
     return None
 
 
+@contextlib.contextmanager
+def agent_held(agent):
+    """The agent stopped (SIGSTOP) while packets run through the data path, released (SIGCONT) after:
+    meanwhile it reads no counter and sends nothing, so what it reports of those packets afterwards
+    is what the data path recorded as they passed, not what a poll of the counters finds later."""
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+
+
 def final_report(assoc, seid: int, seq: int) -> dict:  # noqa: F811
     r = assoc.req(M.delete(seq, seid))
     assert cause(r) == 1
@@ -112,6 +127,104 @@ def test_volume_threshold_reported_once_crossed_then_rearmed(assoc, pin_dir):  #
         assert next_report(assoc, 0.5) is None
     fin = final_report(assoc, seid, 3)
     assert (fin["seqn"], fin["trigger"], fin["volume"]) == (1, TERMR, (3000, 3000, 0, 3, 3, 0))
+
+
+def test_volume_threshold_report_is_the_usage_at_the_crossing_packet(assoc, pin_dir):  # noqa: F811
+    """The data path records the usage at the packet that reaches the threshold, so the report carries
+    exactly that however late the agent looks: 7 T-PDUs of 1000 octets (UL UL DL UL DL UL UL) while the
+    agent is held, threshold 5000 total: the VOLTH report says 5000 octets, 3000 UL and 2000 DL, 5
+    packets (the fifth reached it), not the 7000 the counters hold when the agent reads them; the 2
+    after it are the next measurement's (the deletion's report); the reports add up to what was sent."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        with agent_held(assoc):
+            for d in ("ul", "ul", "dl", "ul", "dl", "ul", "ul"):
+                assert send(dp, teid, d, 1) == ["redirect"]
+        rep = next_report(assoc, 3)
+        assert rep is not None, "no report after the threshold was crossed"
+        assert (rep["seqn"], rep["trigger"]) == (0, VOLTH)
+        assert rep["volume"] == (5000, 3000, 2000, 5, 3, 2), f"reported {rep['volume']}, crossed at 5000 / 5 packets"
+        assert next_report(assoc, 0.5) is None
+    fin = final_report(assoc, seid, 3)
+    assert (fin["seqn"], fin["volume"]) == (1, (2000, 2000, 0, 2, 2, 0))
+
+
+def test_volume_threshold_reached_twice_before_the_agent_looks_is_reported_late_not_lost(assoc, pin_dir):  # noqa: F811
+    """The data path looks for one crossing at a time: 12 T-PDUs of 1000 octets while the agent is held,
+    threshold 5000: the first crossing is reported exactly (5 packets), the second, reached while the
+    first waited, as soon as the first is taken, with everything since (7 packets: late, not lost);
+    the deletion's report has nothing left; the three add up to the 12."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        with agent_held(assoc):
+            assert send(dp, teid, "ul", 12) == ["redirect"] * 12
+        reps = [next_report(assoc, 3), next_report(assoc, 3)]
+    assert None not in reps, reps
+    assert [(r["trigger"], r["volume"]) for r in reps] == [(VOLTH, (5000, 5000, 0, 5, 5, 0)),
+                                                           (VOLTH, (7000, 7000, 0, 7, 7, 0))]
+    fin = final_report(assoc, seid, 3)
+    assert fin["volume"] == (0, 0, 0, 0, 0, 0)
+
+
+def test_volume_threshold_counts_from_the_last_report_of_any_kind(assoc, pin_dir):  # noqa: F811
+    """A Query URR's report restarts the measurement the threshold applies to (TS 29.244 5.2.2.3.1:
+    each report carries the usage since the last): 2 T-PDUs of 1500 octets, queried (3000, IMMER);
+    then 6 of 1000 while the agent is held, threshold 5000: reached at the fifth after the query
+    (5 packets, 5000), not at the second (where the count since the establishment reaches it)."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 2, tpdu=1500) == ["redirect"] * 2
+        r = assoc.req(M.query_urr(3, seid))
+        [ur] = [i for i in r.payload.IE_list if i.ietype == 78]
+        assert (usage_report(ur)["trigger"], usage_report(ur)["volume"]) == (IMMER, (3000, 3000, 0, 2, 2, 0))
+        with agent_held(assoc):
+            assert send(dp, teid, "ul", 6) == ["redirect"] * 6
+        rep = next_report(assoc, 3)
+    assert rep is not None and (rep["seqn"], rep["trigger"]) == (1, VOLTH), rep
+    assert rep["volume"] == (5000, 5000, 0, 5, 5, 0)
+    fin = final_report(assoc, seid, 4)
+    assert (fin["seqn"], fin["volume"]) == (2, (1000, 1000, 0, 1, 1, 0))
+
+
+def test_update_urr_keeps_the_threshold_count(assoc, pin_dir):  # noqa: F811
+    """An Update URR that lowers the threshold to 4000 after 3 T-PDUs of 1000 keeps what was counted
+    (the entry is rewritten in one step, qos_ctl SET; a URR the data path did not measure before
+    starts from its usage since its last report): the fourth reaches it, 4 packets, 4000."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        assert send(dp, teid, "ul", 3) == ["redirect"] * 3
+        assert cause(assoc.req(M.modify_urr(3, seid, vol_thresh=4000))) == 1
+        assert next_report(assoc, 0.5) is None
+        assert send(dp, teid, "ul", 1) == ["redirect"]
+        rep = next_report(assoc, 3)
+    assert rep is not None and (rep["trigger"], rep["volume"]) == (VOLTH, (4000, 4000, 0, 4, 4, 0)), rep
+    final_report(assoc, seid, 4)
+
+
+def test_a_crossing_not_reported_yet_goes_out_before_the_deletion(assoc, pin_dir):  # noqa: F811
+    """Threshold 5000, 6 T-PDUs of 1000 and the deletion request all while the agent is held: once
+    released, the VOLTH report (5000, 5 packets) comes before the Session Deletion Response, whose
+    report has the sixth."""
+    seid, teid = establish(assoc, vol_thresh=5000)
+    with Dataplane(pin_dir) as dp:
+        _forwarding_config(dp)
+        with agent_held(assoc):
+            assert send(dp, teid, "ul", 6) == ["redirect"] * 6
+            assoc.send(M.delete(90, seid))
+        got = []
+        deadline = time.monotonic() + 5
+        while not any(PFCP(b).message_type == 55 for b in got) and time.monotonic() < deadline:
+            got.append(assoc.recv_raw(max(0.01, deadline - time.monotonic())))
+    types = [PFCP(b).message_type for b in got]
+    assert types == [56, 55], f"message types {types}: the VOLTH report first, then the deletion's answer"
+    [ur] = [i for i in PFCP(got[0]).payload.IE_list if i.ietype == 80]
+    assert (usage_report(ur)["trigger"], usage_report(ur)["volume"]) == (VOLTH, (5000, 5000, 0, 5, 5, 0))
+    [ur] = [i for i in PFCP(got[1]).payload.IE_list if i.ietype == 79]
+    assert (usage_report(ur)["trigger"], usage_report(ur)["volume"]) == (TERMR, (1000, 1000, 0, 1, 1, 0))
 
 
 def test_volume_quota_enforced_then_reported_and_renewed(assoc, pin_dir):  # noqa: F811
