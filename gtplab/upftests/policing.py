@@ -109,6 +109,7 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
     span = max(b / pps for _, _, _, _, pps, b, _ in meta.values())
     # readings around each end cover one period (above the MBR: below it the criteria count packets)
     edge = span if span > PHASE_MIN_S and f > 1 else 0.0
+    snap = upf.loss_snapshot()
     ports = upf.start(streams, duration=duration)
     t_start = time.monotonic()
     time.sleep(WARM_S)
@@ -118,6 +119,12 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
     upf.wait(ports)
     end = upf.flow()
     max_burst = upf.max_bursts()
+    # where this trial's lost packets went (every session and direction of it together): the DUT's
+    # receive ring (the generator's veth XDP transmit errors) or the UPF's own drops (its policer's)
+    where = upf.loss_delta(snap, upf.loss_snapshot())
+    trial_lost = sum(max(0, tx - rx) for tx, rx in (end.get(pg, (0, 0)) for pg in meta))
+    where_words = (C.where_lost(trial_lost, where, [p.ifname for p in upf.lab.ports]) + " (the whole trial)"
+                   if trial_lost else None)
     for pg, (s, d, mbr, l3, pps, b, port) in meta.items():
         tx, rx = end.get(pg, (0, 0))
         period = b / pps
@@ -139,6 +146,10 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
                  direction=d, frame_size=size, l3_bytes=l3, window_s=round(win, 3), mbr_mbps=mbr / 1e6,
                  burst=b, burst_role="minimum" if burst == MIN else "swept",
                  burst_period_ms=round(period * 1e3, 3), max_burst=max_burst.get(pg))
+        if where_words:
+            c["loss_where"] = {"trial_lost": trial_lost, **where}
+            if c.get("verdict") == "fail" and tx > rx:
+                c["why"] = f"{c.get('why', '')}; {where_words}"
         cases.append(c)
     return cases
 

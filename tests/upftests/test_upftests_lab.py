@@ -57,6 +57,13 @@ def test_policing_cases_are_decided_from_their_figures(name):
         assert c["max_burst"] >= c["burst"], c
         assert c["burst_bytes"] == max(c["burst"], c["max_burst"]) * c["l3_bytes"]
     assert {c["burst"] for c in rates if c["burst_role"] == "swept"} == {1, 32}
+    # a case that lost packets says where its trial's went (the DUT's receive ring, the UPF's drops)
+    for c in rates:
+        if c["tx_packets"] > c["rx_packets"]:
+            assert c["loss_where"]["trial_lost"] >= c["tx_packets"] - c["rx_packets"], c
+    if name == "embedded-pfcp":     # what the PGW-U's policer drops above the MBR is its own drop_mbr
+        assert all(c["loss_where"]["upf_drops_by_reason"].get("drop_mbr", 0) > 0
+                   for c in rates if c["factor"] == 2.0)
     assert {c["burst"] for c in rates if c["burst_role"] == "minimum"} == \
         {policing.min_burst_packets(c["l3_bytes"]) for c in rates}
     tol = [c for c in cases if c["case_id"].startswith("policing-burst-tolerance")]
