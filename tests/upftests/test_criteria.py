@@ -303,3 +303,28 @@ def test_a_rejected_rule_is_not_supported_with_the_upfs_cause(kind):
     for c in cases:
         assert c["cause"] == 73 and "cause 73 (Rule creation/modification Failure), offending IE type" in c["why"]
     assert record.summary(cases)["verdict"] == "not supported"
+
+
+def test_bursts_that_would_fill_the_receive_ring_are_sent_one_session_at_a_time(monkeypatch):
+    """Four sessions' bursts leave one port at once: 4 x 128 frames would fill the lab's 256-frame
+    veth receive ring (measured: the loss was the ring's, none the policer's), so such a burst runs
+    one session per trial; 4 x 32 (half the ring) still runs all of them at once."""
+    from gtplab.upftests import policing
+
+    calls = []
+
+    def fake_trial(upf, sessions, size, f, duration, burst):
+        calls.append([s for s, _ in sessions])
+        return [{"session": s, "direction": d} for s, _ in sessions for d in ("uplink", "downlink")]
+
+    monkeypatch.setattr(policing, "_trial", fake_trial)
+    sessions = [(k, 1e6 * (k + 2)) for k in range(4)]
+    out = policing._trials(None, sessions, 512, 0.5, 1.0, 32)
+    assert calls == [[0, 1, 2, 3]] and {c["sessions_at_once"] for c in out} == {4}
+    calls.clear()
+    out = policing._trials(None, sessions, 512, 0.5, 1.0, 128)
+    assert calls == [[0], [1], [2], [3]] and {c["sessions_at_once"] for c in out} == {1} and len(out) == 8
+    calls.clear()
+    policing._trials(None, sessions, 128, 0.99, 1.0, policing.MIN)     # 202 frames uplink at 128 B
+    assert calls == [[0], [1], [2], [3]]
+    assert policing.burst_frames(128, policing.MIN) * 4 > policing.RING_FRAMES
