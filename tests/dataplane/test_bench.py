@@ -70,9 +70,9 @@ def test_qos_bench_small_run(tmp_path):
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     out = md.read_text()
     m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
-    assert m and int(m.group(1).replace(",", "")) == 6 * 2 * 2 * 500 and m.group(2) == "0", out
+    assert m and int(m.group(1).replace(",", "")) == 8 * 2 * 2 * 500 and m.group(2) == "0", out
     assert "FAIL" not in out
-    for v in ("lookup", "mbr", "mbr\\+quota", "gate drop", "mbr drop"):
+    for v in ("lookup", "mbr", "mbr\\+quota", "volth", "mbr\\+volth", "gate drop", "mbr drop"):
         assert re.search(rf"\| {v} \| \d+\.\d \(-?\d+--?\d+\) \| \*\*[+-]\d+\.\d\*\* .* \| \d+\.\d .* \| \*\*[+-]\d+\.\d\*\*",
                          out), (v, out)
     m = re.search(r"pgwu_bench: netns (\S+), pins (.*)", cp.stderr)
