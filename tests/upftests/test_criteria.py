@@ -307,8 +307,9 @@ def test_a_rejected_rule_is_not_supported_with_the_upfs_cause(kind):
 
 def test_bursts_that_would_fill_the_receive_ring_are_sent_one_session_at_a_time(monkeypatch):
     """Four sessions' bursts leave one port at once: 4 x 128 frames would fill the lab's 256-frame
-    veth receive ring (measured: the loss was the ring's, none the policer's), so such a burst runs
-    one session per trial; 4 x 32 (half the ring) still runs all of them at once."""
+    veth receive ring (measured: the loss was the ring's, none the policer's), and 4 x 32 (half of it)
+    lost 13 there once, so a burst taking more than a quarter of it runs one session per trial;
+    4 x 8 still runs all of them at once."""
     from gtplab.upftests import policing
 
     calls = []
@@ -319,8 +320,14 @@ def test_bursts_that_would_fill_the_receive_ring_are_sent_one_session_at_a_time(
 
     monkeypatch.setattr(policing, "_trial", fake_trial)
     sessions = [(k, 1e6 * (k + 2)) for k in range(4)]
-    out = policing._trials(None, sessions, 512, 0.5, 1.0, 32)
+    out = policing._trials(None, sessions, 512, 0.5, 1.0, 8)
     assert calls == [[0, 1, 2, 3]] and {c["sessions_at_once"] for c in out} == {4}
+    calls.clear()
+    policing._trials(None, sessions, 512, 0.5, 1.0, 32)
+    assert calls == [[0], [1], [2], [3]]
+    calls.clear()
+    policing._trials(None, sessions[:2], 512, 0.5, 1.0, 32)          # 2 x 32: a quarter of the ring
+    assert calls == [[0, 1]]
     calls.clear()
     out = policing._trials(None, sessions, 512, 0.5, 1.0, 128)
     assert calls == [[0], [1], [2], [3]] and {c["sessions_at_once"] for c in out} == {1} and len(out) == 8
