@@ -18,12 +18,11 @@ Used by gtplab.dut.local (a socket-path lab with the gro knob).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import struct
 from pathlib import Path
 
-from gtplab.kernel import bpf
+from gtplab.kernel import libbpf
 from gtplab.kernel.libbpf import BpfObject
 
 OBJ = Path(__file__).resolve().parent / "sockdrop.bpf.o"
@@ -32,14 +31,6 @@ GTPU_PORT = 2152
 BTF = "/sys/kernel/btf/vmlinux"
 # what the trial records as the counter the socket-buffer drops came from
 SOURCE = "kfree_skb probe: G-PDUs (gso_segs) in the datagrams dropped for a full socket buffer"
-BPF_RAW_TRACEPOINT_OPEN = 17
-
-
-class _RawTpOpen(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_uint64), ("prog_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32),
-                ("cookie", ctypes.c_uint64)]
-
-
 def netns_inode(netns: str) -> int:
     """The inode of a named network namespace (/run/netns/NAME), as the kernel's net->ns.inum."""
     return os.stat(f"/run/netns/{netns}").st_ino
@@ -47,7 +38,7 @@ def netns_inode(netns: str) -> int:
 
 class RcvbufProbe:
     """sockdrop.bpf.o loaded into this process, its program attached to skb:kfree_skb (a BTF
-    tracepoint: BPF_RAW_TRACEPOINT_OPEN), counting the drops of netns's UDP sockets on port."""
+    tracepoint: libbpf.tp_btf_link), counting the drops of netns's UDP sockets on port."""
 
     def __init__(self, netns: str, port: int = GTPU_PORT):
         if not os.path.exists(BTF):
@@ -58,8 +49,7 @@ class RcvbufProbe:
         try:
             self._obj.map("sockdrop_cfg").update(struct.pack("=I", 0),
                                                  struct.pack("=II", netns_inode(netns), port))
-            attr = _RawTpOpen(name=0, prog_fd=self._obj.prog_fd(PROG))
-            self._link = bpf._bpf(BPF_RAW_TRACEPOINT_OPEN, attr, "attach sockdrop to skb:kfree_skb")
+            self._link = libbpf.tp_btf_link(self._obj.prog_fd(PROG), "skb:kfree_skb (sockdrop)")
         except BaseException:
             self.close()
             raise

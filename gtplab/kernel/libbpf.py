@@ -112,6 +112,20 @@ def tcx_ingress_link(prog_fd: int, ifindex: int) -> int:
     return bpf._bpf(BPF_LINK_CREATE, attr, f"attach tcx ingress to ifindex {ifindex}")
 
 
+BPF_RAW_TRACEPOINT_OPEN = 17
+
+
+class _RawTpOpen(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_uint64), ("prog_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("cookie", ctypes.c_uint64)]
+
+
+def tp_btf_link(prog_fd: int, what: str = "a BTF tracepoint") -> int:
+    """Attach a tp_btf program (its tracepoint is in the program: name 0) with
+    BPF_RAW_TRACEPOINT_OPEN; returns the fd (closing it detaches the program)."""
+    return bpf._bpf(BPF_RAW_TRACEPOINT_OPEN, _RawTpOpen(name=0, prog_fd=prog_fd), f"attach to {what}")
+
+
 # the engine's threads run inside the generator's namespace (see gtplab/kernel/netns.py)
 enter_netns = netns.enter
 in_netns = netns.run_in
