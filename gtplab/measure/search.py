@@ -23,7 +23,10 @@ The controller (gtplab.measure.mlrsearch) is pure; this module is the part that 
 - The limit of a case, per goal and for the case (the first goal's): "dut" when the trials at the
   relevant upper bound lost packets at the DUT; "generator (transmit)" / "generator (receive)"
   when every loss there was the generator's own (it could not send the load, or its receive side
-  lost them), and when max load is a lower bound (the old "generator-bound": the DUT's rate is
+  lost them; trial_side: a trial the generator sent short whose DUT lost no more of what it was
+  sent than the goal's loss ratio is high-loss for the goal only through the shortfall, so the
+  generator's, e.g. PDR0.5's upper bound at a trial sent 19 % short that lost 0.4 % at the DUT's
+  ring), and when max load is a lower bound (the old "generator-bound": the DUT's rate is
   above what the generator offered); "max load" when a max load the spec set is a lower bound;
   and "host busy" when most trial time was disturbed (SearchResult.host_busy): then the case says
   so with the figures and claims nothing, never "limit: DUT". Only a DUT-limited goal has a claim.
@@ -155,6 +158,23 @@ def run(trial: TrialFn, goals: Iterable[mlr.SearchGoal], *, min_load: float, max
 
 # ------------------------------------------------------------------------------------------ verdict
 
+def trial_side(t: dict, goal: mlr.SearchGoal) -> str:
+    """Which side made a high-loss trial high-loss for `goal`: the runner's limit, except that a
+    trial the generator sent short (generator_bound) whose DUT lost no more of what it was sent than
+    the goal's loss ratio (tx - rx, less the generator's own receive-ring and transmit-full losses)
+    exceeded the goal only by the shortfall counted as loss: "generator (transmit)"."""
+    lim = t.get("limit") or "dut"
+    if lim != "dut" or not t.get("generator_bound"):
+        return lim
+    tx = t.get("tx_packets") or 0
+    gen_rx = (t.get("loss") or {}).get("generator_ingress_ring") or 0
+    tx_full = ((t.get("dut") or {}).get("drops_by_reason") or {}).get("drop_tx_full", 0)
+    dut_lost = tx - (t.get("rx_packets") or 0) - gen_rx - tx_full
+    if tx and dut_lost <= goal.loss_ratio * tx:
+        return "generator (transmit)"
+    return "dut"
+
+
 def goal_limit(g: mlr.GoalResult, cs: CaseSearch) -> str | None:
     """Which side set one goal's result (module docstring); None when nothing set it yet (no upper
     bound and max load not a lower bound: the budget ran out)."""
@@ -164,7 +184,7 @@ def goal_limit(g: mlr.GoalResult, cs: CaseSearch) -> str | None:
         return None
     lossy = [t for t in cs.trials if t["search"]["load"] == g.upper and cs.counted(t)
              and t["search"]["high_loss"][g.code]]
-    limits = [t.get("limit") or "dut" for t in lossy]
+    limits = [trial_side(t, g.goal) for t in lossy]
     if limits and all(lim in GENERATOR_LIMITS for lim in limits):
         return Counter(limits).most_common(1)[0][0]
     return "dut"

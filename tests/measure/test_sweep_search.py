@@ -131,6 +131,28 @@ def test_a_load_the_generator_could_not_send_is_never_the_duts_rate():
     assert f"limit: generator (transmit) (it sent less than the load asked in {sh['short']} of" in sweep.case_summary(rec)
 
 
+def test_a_goal_exceeded_only_through_the_generators_shortfall_is_the_generators():
+    """The generator paces at most 450 kpps (1 Mpps flat out); above 400 kpps the DUT loses 0.1 % of
+    what it is sent. NDR (0 %): the DUT's loss sets it, the DUT's limit. PDR0.5: the DUT's 0.1 % is
+    within it, and what makes the trials above 464 kpps high-loss is the load the generator did not
+    send (counted as loss): that bound is the generator's, not the DUT's, though the runner's trial
+    limit says "dut" (the DUT lost packets in them)."""
+    def gen(n, pps):
+        return 1e6 if pps is None else 450e3
+
+    fr = FakeRunner(capacity=5e6, gen_max=gen)
+    fr.bad = lambda n, pps: (int(min(pps, 450e3) * fr.asked[n][1] * 0.001)
+                             if pps is not None and pps > 400e3 else 0)
+    rec = case(fr, time_budget=30)
+    ndr, pdr = rec["goals"]["NDR"], rec["goals"]["PDR0.5"]
+    assert ndr["limit"] == "dut" and ndr["upper_pps"] is not None and ndr["upper_pps"] > 400e3
+    assert pdr["upper_pps"] is not None and pdr["upper_pps"] > 450e3 / 0.97
+    at_upper = [t for t in searched(rec) if t["search"]["load"] == pdr["upper_pps"]
+                and t["search"]["high_loss"]["PDR0.5"]]
+    assert at_upper and all(t["limit"] == "dut" and t["generator_bound"] for t in at_upper)
+    assert pdr["limit"] == "generator (transmit)" and pdr["claimed_pps"] is None
+
+
 def test_min_load_an_upper_bound_claims_nothing():
     fr = FakeRunner(capacity=1e3, gen_max=1e6)
     rec = case(fr, min_load=20e3)
