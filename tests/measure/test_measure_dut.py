@@ -113,11 +113,22 @@ def test_search_ends_below_the_offered_rate(runner):
     counted = [t for t in cs.trials if cs.counted(t)]
     assert counted[0]["search"]["load"] == top.pps and counted[0]["search"]["high_loss"][goal.code], v.status
     assert g["lower_pps"] is not None and g["lower_pps"] < top.pps, v.status
-    # the limit is the DUT's: the counted trials at the relevant upper bound lost packets at the DUT
+    # the limit is the side that made the counted trials at the relevant upper bound high-loss. The
+    # PGW-U at 64 B is close to the generator's paced maximum on a 2-vCPU host, so either side can:
+    # - the DUT lost more than the goal's loss ratio of what it was sent in one of them: the DUT's
+    #   limit, and the lower bound is its claim;
+    # - the DUT lost no more than that in any (often none): the generator sent the load short (its
+    #   shortfall counts as loss) or its receive ring lost them: the generator's limit, no claim
     above = [t for t in counted if t["search"]["load"] == g["upper_pps"] and t["search"]["high_loss"][goal.code]]
-    assert above and all(t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] > 0 for t in above), \
-        [t["loss"] for t in above]
-    assert v.limit == "dut" and v.claim == g["lower_pps"], v.status
+    assert above, v.status
+    why = [(t["offered_pps"], t["rate_asked_pps"], t["tx_packets"], t["loss"]) for t in above]
+    # (the socket path's drop_tx_full is a full egress ring: the generator's receive side)
+    if any(t["loss"]["dut_ingress_ring"] + t["loss"]["dut_dropped"] - t["dut"]["drops_by_reason"].get("drop_tx_full", 0)
+           > goal.loss_ratio * t["tx_packets"] for t in above):
+        assert v.limit == "dut" and v.claim == g["lower_pps"], (v.status, why)
+    else:
+        assert all(t["generator_bound"] or t["loss"]["generator_ingress_ring"] for t in above), why
+        assert v.limit in search.GENERATOR_LIMITS and v.claim is None, (v.status, v.notes, why)
 
 
 @pytest.mark.parametrize("runner", ["socket"], indirect=True)
