@@ -792,7 +792,9 @@ int xdp_access(struct xdp_md *ctx)
 	}
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + sizeof(struct iphdr) > data_end) {
+	/* write_eth's 18 octets at most; never short: out_l2 + an inner packet of >= 20 octets (the
+	 * inner header is checked again below) */
+	if (data + 18 > data_end) {
 		reason = PGWU_R_DROP_ADJUST;
 		goto out;
 	}

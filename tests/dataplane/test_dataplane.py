@@ -230,6 +230,10 @@ ul_fwd("ul vlan in", P.gpdu(size=256, vlan=100))
 ul_fwd("ul vlan in, egress vlan 300", P.gpdu(size=256, vlan=100), cfg={"egress_vlan": (0, 300)})
 ul_fwd("ul egress vlan 4094", P.gpdu(size=256), cfg={"egress_vlan": (7, 4094)})
 ul_fwd("ul egress vlan, 3024", P.gpdu(size=3024, l4="tcp"), cfg={"egress_vlan": (0, 12)})
+# the shortest inner packets: the decapsulated frame (34-37 octets) is below Ethernet's minimum, as the
+# packet is; forwarded and counted, never counted and then dropped
+ul_fwd("ul inner IP header only (20 octets)", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, l4=59)))
+ul_fwd("ul inner of 23 octets", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, l4=253, payload_len=3)))
 ul_fwd("ul ethernet padding removed", P.with_trailer(P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR)), 20))
 ul_fwd("ul inner ip options", P.gpdu(inner=P.ip_packet(P.UE_ADDR, P.PDN_ADDR, options=b"\x94\x04\x00\x00",
                                                        payload_len=40)))
