@@ -19,6 +19,7 @@ that `pgwu socket` never outlives its lab (its owner killed, the lab torn down).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -598,6 +599,32 @@ def test_never_outlives_its_lab():
 
 # ------------------------------------------------------------------------------------------ overflow
 
+def _sent_while_stopped(lab, d, port, frames, ahead=False):
+    """frames sent into the DUT's `port` while the socket path's workers are stopped (SIGSTOP; with
+    `ahead`, also ahead of its NAPI thread: _AheadOfNapi), then the workers resumed and what they
+    forward drained. Returns the DUT's (counters, links, receive path) before and after, and the
+    frames got per port; d closed and the lab's knobs the defaults again, also on failure. With the
+    gro knob, the kfree_skb probe must have loaded."""
+    socks = _sockets(lab)
+    try:
+        if lab.socket_knobs().gro:
+            assert d.rcvbuf_probe is not None, f"the kfree_skb probe did not load: {d.rcvbuf_probe_error}"
+        before = d.counters(), d.link(), d.rx_path()
+        os.kill(lab.socket_pid(), signal.SIGSTOP)
+        try:
+            with _AheadOfNapi(lab) if ahead else contextlib.nullcontext():
+                lab.send_frames(port, frames)
+        finally:
+            os.kill(lab.socket_pid(), signal.SIGCONT)
+        got = _drain(socks, time.monotonic() + 5)
+        return before, (d.counters(), d.link(), d.rx_path()), got
+    finally:
+        for s in socks:
+            s.close()
+        d.close()
+        lab.start_socket(SocketKnobs())
+
+
 @pytest.mark.parametrize("port", [0, 1], ids=["uplink", "downlink"])
 def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
     """The workers stopped (SIGSTOP) while 400 packets arrive, a socket buffer of 4 KiB: the kernel
@@ -611,21 +638,7 @@ def test_socket_buffer_overflow_attributed_to_the_kernels_counter(lab, port):
     frames = [_ul(lab, i % 3, size=128) for i in range(n)] if port == 0 else \
         [_dl(lab, i % 3, 128, sport=40000 + i) for i in range(n)]
     key = "kernel_udp_rcvbuferrors" if port == 0 else "kernel_packet_socket_drops"
-    socks = _sockets(lab)
-    try:
-        cnt0, link0 = d.counters(), d.link()
-        os.kill(lab.socket_pid(), signal.SIGSTOP)
-        try:
-            lab.send_frames(port, frames)
-        finally:
-            os.kill(lab.socket_pid(), signal.SIGCONT)
-        got = _drain(socks, time.monotonic() + 5)
-        cnt1, link1 = d.counters(), d.link()
-    finally:
-        for s in socks:
-            s.close()
-        d.close()
-        lab.start_socket(SocketKnobs())
+    (cnt0, link0, _), (cnt1, link1, _), got = _sent_while_stopped(lab, d, port, frames)
     dd = conservation.DutDelta.from_counters(cnt0, cnt1)
     ld = d.link_delta(link0, link1, "uplink" if port == 0 else "downlink")
     out = got[1 - port]
@@ -684,23 +697,7 @@ def test_socket_buffer_overflow_with_gro_counted_per_gpdu(lab):
     n = 200                     # within the veth's ring (256): the NAPI thread takes them all
     frames = [_ul(lab, 0, size=128, udp_csum=True, outer_id=i + 1) for i in range(n)]
     key = "kernel_udp_rcvbuferrors"
-    socks = _sockets(lab)
-    try:
-        assert d.rcvbuf_probe is not None, f"the kfree_skb probe did not load: {d.rcvbuf_probe_error}"
-        cnt0, link0, rx0 = d.counters(), d.link(), d.rx_path()
-        os.kill(lab.socket_pid(), signal.SIGSTOP)
-        try:
-            with _AheadOfNapi(lab):
-                lab.send_frames(0, frames)
-        finally:
-            os.kill(lab.socket_pid(), signal.SIGCONT)
-        got = _drain(socks, time.monotonic() + 5)
-        cnt1, link1, rx1 = d.counters(), d.link(), d.rx_path()
-    finally:
-        for s in socks:
-            s.close()
-        d.close()
-        lab.start_socket(SocketKnobs())
+    (cnt0, link0, rx0), (cnt1, link1, rx1), got = _sent_while_stopped(lab, d, 0, frames, ahead=True)
     dd = conservation.DutDelta.from_counters(cnt0, cnt1)
     ld = d.link_delta(link0, link1, "uplink")
     rx = rxpath.delta(rx0, rx1)
