@@ -31,6 +31,8 @@ GTPU_PORT = 2152
 BTF = "/sys/kernel/btf/vmlinux"
 # what the trial records as the counter the socket-buffer drops came from
 SOURCE = "kfree_skb probe: G-PDUs (gso_segs) in the datagrams dropped for a full socket buffer"
+
+
 def netns_inode(netns: str) -> int:
     """The inode of a named network namespace (/run/netns/NAME), as the kernel's net->ns.inum."""
     return os.stat(f"/run/netns/{netns}").st_ino

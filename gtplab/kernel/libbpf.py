@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gtplab.kernel import bpf, netns
 
+BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_LINK_CREATE = 28
 BPF_XDP = 37
 BPF_TCX_INGRESS = 46
@@ -110,9 +111,6 @@ def tcx_ingress_link(prog_fd: int, ifindex: int) -> int:
     returns the link fd (closing it, or unpinning it, detaches the program)."""
     attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_TCX_INGRESS)
     return bpf._bpf(BPF_LINK_CREATE, attr, f"attach tcx ingress to ifindex {ifindex}")
-
-
-BPF_RAW_TRACEPOINT_OPEN = 17
 
 
 class _RawTpOpen(ctypes.Structure):
