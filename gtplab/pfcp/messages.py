@@ -1,4 +1,4 @@
-"""PFCP messages (3GPP TS 29.244 V15) built with Scapy's layers (scapy.contrib.pfcp), and the two
+"""PFCP messages (3GPP TS 29.244) built with Scapy's layers (scapy.contrib.pfcp), and the two
 things Scapy is too slow for at 10 k sessions/s: per-session messages and reading responses.
 
 Building: every message is a Scapy packet made by one function below. For the messages sent per
@@ -16,17 +16,8 @@ the UP Function Features, the Report Type of a UPF's Session Report and Node Rep
 decode() is Scapy's full dissection, used for the error messages and by the tests, which check
 that both readings agree on every message built here.
 
-Rules of the sessions (one per bearer, TS 29.244 7.5.2):
-    PDR 1  uplink:   PDI source interface Access, local F-TEID (given or CHOOSE), UE IP address
-                     (source), outer header removal GTP-U/UDP/IPv4, FAR 1
-    FAR 1  forward, destination interface Core
-    PDR 2  downlink: PDI source interface Core, UE IP address (destination), FAR 2
-    FAR 2  forward, destination interface Access, outer header creation GTP-U/UDP/IPv4 (SGW TEID,
-           SGW address)
-    URR 1  (optional) volume measurement, reported at deletion; both PDRs point at it
-    QER 1  (optional) gate open/open, MBR uplink/downlink in kbit/s; both PDRs point at it
-    QFI    (optional, 5G N3, 8.2.89) in QER 1 (the QFI the UPF marks downlink G-PDUs with) and in
-           PDR 1's PDI (uplink G-PDUs must carry it in their PDU Session Container)
+The rules of a session (its PDRs, FARs, URR, QER and the IEs' Release 17 forms) are built by
+gtplab/pfcp/rules.py, the one builder the sweep, `gtplab pfcp` and every `gtplab upftest` kind use.
 """
 
 from __future__ import annotations
@@ -40,7 +31,9 @@ from scapy.contrib import pfcp as sp
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from gtplab.pfcp import rules as R
 from gtplab.pfcp.errors import PfcpMalformed
+from gtplab.pfcp.rules import FAR_DL, FAR_UL, PDR_DL, PDR_UL, QER_ID, QFI_MAX, URR_ID  # noqa: F401
 
 PORT = 8805                       # TS 29.244 4.2.2
 NTP_EPOCH = 2208988800            # seconds from 1900-01-01 (Recovery Time Stamp, 8.2.65) to 1970
@@ -92,8 +85,6 @@ def flag_names(value: int | None, names: tuple[str, ...]) -> list[str]:
     return [names[b] if b < len(names) else f"bit {b + 1}" for b in range(8) if value >> b & 1]
 MAX_DEPTH = 4                     # grouped IEs nest 2 deep in what we read; 4 is generous
 
-PDR_UL, PDR_DL, FAR_UL, FAR_DL, URR_ID, QER_ID = 1, 2, 1, 2, 1, 1
-QFI_MAX = 63                      # QFI IE (8.2.89): 6 bits
 
 
 def message_name(mtype: int) -> str:
@@ -233,72 +224,27 @@ def association_release_response(seq: int, node_id: str, cause: int = CAUSE_ACCE
         IE_list=[node_id_ie(node_id), sp.IE_Cause(cause=cause)])
 
 
-def _ni(name: str):
-    return [sp.IE_NetworkInstance(instance=name.encode())] if name else []
-
-
-def _ohc(teid: int, addr: int):
-    return sp.IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=teid, ipv4=ip(addr))
+def session_rules(b: Bearer, o: SessionOptions) -> R.Session:
+    """A sweep bearer's rules (gtplab/pfcp/rules.py builds them)."""
+    return R.Session(ue=ip(b.ue), teid=None if o.choose or b.teid is None else b.teid, n3=o.n3_addr,
+                     gnb=ip(b.sgw), gnb_teid=b.sgw_teid, mbr_kbps=o.mbr_kbps, qer=o.qer, qfi=o.qfi,
+                     urr=R.UrrSpec() if o.urr else None, access_instance=o.access_instance,
+                     core_instance=o.core_instance)
 
 
 def session_establishment_request(seq: int, node_id: str, cp_addr: str, cp_seid: int, b: Bearer,
                                   o: SessionOptions):
     """TS 29.244 7.5.2. Header SEID 0: the UPF has no SEID for the session yet (7.2.2.4.2)."""
-    if o.choose or b.teid is None:
-        fteid = sp.IE_FTEID(CH=1, V4=1)
-    else:
-        fteid = sp.IE_FTEID(V4=1, TEID=b.teid, ipv4=o.n3_addr)
-    refs = ([sp.IE_URR_Id(id=URR_ID)] if o.urr else []) + ([sp.IE_QER_Id(id=QER_ID)] if o.qer else [])
-    qfi = [sp.IE_QFI(QFI=o.qfi)] if o.qfi is not None else []
-    ies = [
-        node_id_ie(node_id),
-        sp.IE_FSEID(v4=1, seid=cp_seid, ipv4=cp_addr),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=PDR_UL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Access"), fteid]
-                      + _ni(o.access_instance)
-                      + [sp.IE_UE_IP_Address(V4=1, SD=0, ipv4=ip(b.ue))] + qfi),
-            sp.IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
-            sp.IE_FAR_Id(id=FAR_UL)] + refs),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=PDR_DL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Core")]
-                      + _ni(o.core_instance)
-                      + [sp.IE_UE_IP_Address(V4=1, SD=1, ipv4=ip(b.ue))]),
-            sp.IE_FAR_Id(id=FAR_DL)] + refs),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=FAR_UL), sp.IE_ApplyAction(FORW=1),
-            sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Core")]
-                                       + _ni(o.core_instance))]),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=FAR_DL), sp.IE_ApplyAction(FORW=1),
-            sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Access")]
-                                       + _ni(o.access_instance)
-                                       + [_ohc(b.sgw_teid, b.sgw)])]),
-    ]
-    if o.urr:
-        ies.append(sp.IE_CreateURR(IE_list=[
-            sp.IE_URR_Id(id=URR_ID), sp.IE_MeasurementMethod(VOLUM=1),
-            sp.IE_ReportingTriggers()]))
-    if o.qer:
-        q = [sp.IE_QER_Id(id=QER_ID), sp.IE_GateStatus(ul="OPEN", dl="OPEN")]
-        if o.mbr_kbps is not None:
-            q.append(sp.IE_MBR(ul=o.mbr_kbps[0], dl=o.mbr_kbps[1]))
-        ies.append(sp.IE_CreateQER(IE_list=q + qfi))
-    ies.append(sp.IE_PDNType(pdn_type="IPv4"))
-    return header(SESS_EST_REQ, seq, 0) / sp.PFCPSessionEstablishmentRequest(IE_list=ies)
+    return header(SESS_EST_REQ, seq, 0) / sp.PFCPSessionEstablishmentRequest(
+        IE_list=R.establishment_ies(node_id_ie(node_id), cp_addr, cp_seid, session_rules(b, o)))
 
 
 def session_modification_request(seq: int, up_seid: int, sgw: int, sgw_teid: int,
                                  access_instance: str = ""):
     """TS 29.244 7.5.4: Update FAR 2 (downlink) with new outer header creation, as at a handover
     to another SGW/eNB."""
-    return header(SESS_MOD_REQ, seq, up_seid) / sp.PFCPSessionModificationRequest(IE_list=[
-        sp.IE_UpdateFAR(IE_list=[
-            sp.IE_FAR_Id(id=FAR_DL), sp.IE_ApplyAction(FORW=1),
-            sp.IE_UpdateForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Access")]
-                                             + _ni(access_instance)
-                                             + [_ohc(sgw_teid, sgw)])])])
+    return header(SESS_MOD_REQ, seq, up_seid) / sp.PFCPSessionModificationRequest(
+        IE_list=R.modification_ies(handover=(ip(sgw), sgw_teid), access_instance=access_instance))
 
 
 def session_deletion_request(seq: int, up_seid: int):
@@ -335,7 +281,7 @@ def session_deletion_response(seq: int, cp_seid: int, cause: int = CAUSE_ACCEPTE
     if usage is not None:
         ul, dl = usage
         ies.append(sp.IE_UsageReport_SDR(IE_list=[
-            sp.IE_URR_Id(id=URR_ID), sp.IE_UR_SEQN(number=0), sp.IE_UsageReportTrigger(TERMR=1),
+            sp.IE_URR_Id(id=URR_ID), sp.IE_UR_SEQN(number=0), sp.IE_UsageReportTrigger(TERMR=1, extra_data=b"\x00"),
             sp.IE_VolumeMeasurement(TOVOL=1, ULVOL=1, DLVOL=1, total=ul + dl, uplink=ul, downlink=dl)]))
     return header(SESS_DEL_RSP, seq, cp_seid) / sp.PFCPSessionDeletionResponse(IE_list=ies)
 
@@ -349,7 +295,7 @@ def session_report_request(seq: int, cp_seid: int, usage: tuple[int, int] | None
     if usage is not None:
         ul, dl = usage
         ies.append(sp.IE_UsageReport_SRR(IE_list=[
-            sp.IE_URR_Id(id=URR_ID), sp.IE_UR_SEQN(number=1), sp.IE_UsageReportTrigger(VOLTH=1),
+            sp.IE_URR_Id(id=URR_ID), sp.IE_UR_SEQN(number=1), sp.IE_UsageReportTrigger(VOLTH=1, extra_data=b"\x00"),
             sp.IE_VolumeMeasurement(TOVOL=1, ULVOL=1, DLVOL=1, total=ul + dl, uplink=ul, downlink=dl)]))
     if error_indication is not None:
         ies.append(sp.IE_ErrorIndicationReport(IE_list=[

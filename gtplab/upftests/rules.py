@@ -1,20 +1,11 @@
-"""The PFCP rules the UPF behaviour tests install (TS 29.244 V16), built with Scapy's layers, and the
-reading of the Usage Reports the UPF sends back.
+"""The PFCP messages the UPF behaviour tests send, and the reading of the Usage Reports the UPF
+sends back.
 
-The test kinds need what the sweep's sessions (gtplab/pfcp/messages.py, templates for 10 k
-sessions/s) do not carry: a QER per session with its own MBR and gate, URRs with reporting
-triggers (volume threshold and quota, time threshold, periodic), an Update FAR that asks for End
-Markers (PFCPSMReq-Flags SNDEM), an Update QER, a Query URR. A test installs tens of sessions, so
-each message is built by Scapy as it is sent.
-
-A session here (ids fixed, as in messages.py):
-    PDR 1 uplink    PDI {Access, F-TEID (TEID, N3 address), UE IP (source), [QFI]}, remove GTP-U,
-                    FAR 1, [URR 1], [QER 1]
-    PDR 2 downlink  PDI {Core, UE IP (destination)}, FAR 2, [URR 1], [QER 1]
-    FAR 1           FORW to Core
-    FAR 2           FORW to Access, outer header creation (gNB/SGW TEID and address)
-    QER 1           gate UL/DL, [MBR UL/DL kbit/s], [QFI]
-    URR 1           Measurement Method VOLUM (+ DURAT), the triggers of a UrrSpec
+A test session's rules are those of every gtplab session (gtplab/pfcp/rules.py, Release 17 forms):
+Rules is rules.Session, with what the test kinds set beyond the sweep's sessions: a QER per session
+with its own MBR and gate, URRs with reporting triggers (volume threshold and quota, time threshold,
+periodic), an Update FAR that asks for End Markers (PFCPSMReq-Flags SNDEM), an Update QER, a Query
+URR. A test installs tens of sessions, so each message is built by Scapy as it is sent.
 
 Usage Reports are read with a bounded cursor (messages._ies): URR ID, UR-SEQN, the Usage Report
 Trigger, the Volume Measurement with its packet counts (TONOP/ULNOP/DLNOP, 8.2.44 since Rel-15,
@@ -29,135 +20,35 @@ from dataclasses import dataclass, field
 from scapy.contrib import pfcp as sp
 
 from gtplab.pfcp import messages as m
+from gtplab.pfcp import rules as R
 from gtplab.pfcp.errors import PfcpMalformed
 
 IE_USAGE_REPORT_TRIGGER = 63
 IE_DURATION_MEASUREMENT = 67
 URR_TRIGGERS = ("PERIO", "VOLTH", "TIMTH", "QUHTI", "START", "STOPT", "DROTH", "IMMER",
-                "VOLQU", "TIMQU", "LIUSA", "TERMR", "MONIT", "ENVCL", "MACAR", "EVETH")
+                "VOLQU", "TIMQU", "LIUSA", "TERMR", "MONIT", "ENVCL", "MACAR", "EVETH",
+                "EVEQU", "TEBUR", "IPMJL", "QUVTI", "EMRRE", "UPINT")     # octet 7: Release 16+
 
 
-@dataclass
-class UrrSpec:
-    """URR 1 of a session: what it measures and when it reports (8.2.19 Reporting Triggers)."""
-    volume_threshold: int | None = None     # octets (total), VOLTH
-    volume_quota: int | None = None         # octets (total), VOLQU
-    time_threshold: int | None = None       # s, TIMTH
-    period: int | None = None               # s, PERIO (Measurement Period)
-
-    def triggers(self) -> dict:
-        return {"volume_threshold": int(self.volume_threshold is not None),
-                "volume_quota": int(self.volume_quota is not None),
-                "time_threshold": int(self.time_threshold is not None),
-                "periodic_reporting": int(self.period is not None)}
-
-
-@dataclass
-class Rules:
-    """One test session's parameters."""
-    ue: str
-    teid: int                     # uplink F-TEID (gtplab gives it)
-    n3: str                       # the UPF's N3 address
-    gnb: str                      # downlink outer destination
-    gnb_teid: int
-    mbr_kbps: tuple[int, int] | None = None     # (UL, DL)
-    gate: tuple[bool, bool] = (True, True)      # (UL open, DL open)
-    qer: bool = False
-    qfi: int | None = None
-    urr: UrrSpec | None = None
-
-    @property
-    def has_qer(self) -> bool:
-        return self.qer or self.mbr_kbps is not None or self.qfi is not None or self.gate != (True, True)
-
-
-def _gate(open_: bool) -> str:
-    return "OPEN" if open_ else "CLOSED"
-
-
-def create_qer(r: Rules):
-    q = [sp.IE_QER_Id(id=m.QER_ID), sp.IE_GateStatus(ul=_gate(r.gate[0]), dl=_gate(r.gate[1]))]
-    if r.mbr_kbps is not None:
-        q.append(sp.IE_MBR(ul=r.mbr_kbps[0], dl=r.mbr_kbps[1]))
-    if r.qfi is not None:
-        q.append(sp.IE_QFI(QFI=r.qfi))
-    return sp.IE_CreateQER(IE_list=q)
-
-
-def create_urr(u: UrrSpec):
-    ies = [sp.IE_URR_Id(id=m.URR_ID), sp.IE_MeasurementMethod(VOLUM=1, DURAT=int(u.time_threshold is not None)),
-           sp.IE_ReportingTriggers(**u.triggers())]
-    if u.period is not None:
-        ies.append(sp.IE_MeasurementPeriod(period=u.period))
-    if u.volume_threshold is not None:
-        ies.append(sp.IE_VolumeThreshold(TOVOL=1, total=u.volume_threshold))
-    if u.volume_quota is not None:
-        ies.append(sp.IE_VolumeQuota(TOVOL=1, total=u.volume_quota))
-    if u.time_threshold is not None:
-        ies.append(sp.IE_TimeThreshold(threshold=u.time_threshold))
-    return sp.IE_CreateURR(IE_list=ies)
+UrrSpec = R.UrrSpec
+Rules = R.Session
+create_qer = R.create_qer
+create_urr = R.create_urr
 
 
 def establishment(seq: int, node_id: str, cp_addr: str, cp_seid: int, r: Rules) -> bytes:
     """Session Establishment Request (7.5.2) for one test session."""
-    refs = ([sp.IE_URR_Id(id=m.URR_ID)] if r.urr else []) + ([sp.IE_QER_Id(id=m.QER_ID)] if r.has_qer else [])
-    qfi = [sp.IE_QFI(QFI=r.qfi)] if r.qfi is not None else []
-    ies = [
-        m.node_id_ie(node_id),
-        sp.IE_FSEID(v4=1, seid=cp_seid, ipv4=cp_addr),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=m.PDR_UL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Access"),
-                               sp.IE_FTEID(V4=1, TEID=r.teid, ipv4=r.n3),
-                               sp.IE_UE_IP_Address(V4=1, SD=0, ipv4=r.ue)] + qfi),
-            sp.IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
-            sp.IE_FAR_Id(id=m.FAR_UL)] + refs),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=m.PDR_DL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Core"),
-                               sp.IE_UE_IP_Address(V4=1, SD=1, ipv4=r.ue)]),
-            sp.IE_FAR_Id(id=m.FAR_DL)] + refs),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=m.FAR_UL), sp.IE_ApplyAction(FORW=1),
-            sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Core")])]),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=m.FAR_DL), sp.IE_ApplyAction(FORW=1),
-            sp.IE_ForwardingParameters(IE_list=[
-                sp.IE_DestinationInterface(interface="Access"),
-                sp.IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=r.gnb_teid, ipv4=r.gnb)])]),
-    ]
-    if r.urr:
-        ies.append(create_urr(r.urr))
-    if r.has_qer:
-        ies.append(create_qer(r))
-    ies.append(sp.IE_PDNType(pdn_type="IPv4"))
-    return bytes(m.header(m.SESS_EST_REQ, seq, 0) / sp.PFCPSessionEstablishmentRequest(IE_list=ies))
+    return bytes(m.header(m.SESS_EST_REQ, seq, 0) / sp.PFCPSessionEstablishmentRequest(
+        IE_list=R.establishment_ies(m.node_id_ie(node_id), cp_addr, cp_seid, r)))
 
 
 def modification(seq: int, up_seid: int, *, handover: tuple[str, int] | None = None, end_marker: bool = False,
                  gate: tuple[bool, bool] | None = None, mbr_kbps: tuple[int, int] | None = None,
                  query_urr: bool = False) -> bytes:
-    """Session Modification Request (7.5.4): handover = (new gNB address, TEID) updates FAR 2
-    (Update Forwarding Parameters, with PFCPSMReq-Flags SNDEM when end_marker: 8.2.58, 5.2.2.3 of
-    TS 29.244 and TS 29.281 7.3.2); gate / mbr_kbps update QER 1; query_urr adds Query URR 1."""
-    ies = []
-    if handover is not None:
-        fp = [sp.IE_DestinationInterface(interface="Access"),
-              sp.IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=handover[1], ipv4=handover[0])]
-        if end_marker:
-            fp.append(sp.IE_PFCPSMReqFlags(SNDEM=1))
-        ies.append(sp.IE_UpdateFAR(IE_list=[sp.IE_FAR_Id(id=m.FAR_DL), sp.IE_ApplyAction(FORW=1),
-                                            sp.IE_UpdateForwardingParameters(IE_list=fp)]))
-    if gate is not None or mbr_kbps is not None:
-        q = [sp.IE_QER_Id(id=m.QER_ID)]
-        if gate is not None:
-            q.append(sp.IE_GateStatus(ul=_gate(gate[0]), dl=_gate(gate[1])))
-        if mbr_kbps is not None:
-            q.append(sp.IE_MBR(ul=mbr_kbps[0], dl=mbr_kbps[1]))
-        ies.append(sp.IE_UpdateQER(IE_list=q))
-    if query_urr:
-        ies.append(sp.IE_QueryURR(IE_list=[sp.IE_URR_Id(id=m.URR_ID)]))
-    return bytes(m.header(m.SESS_MOD_REQ, seq, up_seid) / sp.PFCPSessionModificationRequest(IE_list=ies))
+    """Session Modification Request (7.5.4), gtplab.pfcp.rules.modification_ies."""
+    return bytes(m.header(m.SESS_MOD_REQ, seq, up_seid) / sp.PFCPSessionModificationRequest(
+        IE_list=R.modification_ies(handover=handover, end_marker=end_marker, gate=gate, mbr_kbps=mbr_kbps,
+                                   query_urr=query_urr)))
 
 
 def deletion(seq: int, up_seid: int) -> bytes:
@@ -217,8 +108,10 @@ def usage_reports(buf: bytes, at: float | None = None) -> list[Usage]:
             elif t2 == m.IE_UR_SEQN and w1 - w0 >= 4:
                 u.seqn = struct.unpack_from("!I", buf, w0)[0]
             elif t2 == IE_USAGE_REPORT_TRIGGER:
-                bits = int.from_bytes(buf[w0:min(w1, w0 + 2)].ljust(2, b"\0"), "little")
-                u.triggers = [URR_TRIGGERS[b] for b in range(16) if bits >> b & 1]
+                # 3 octets from Release 16 (2 before): octet 5 bit 1 is PERIO
+                bits = int.from_bytes(buf[w0:min(w1, w0 + 3)].ljust(3, b"\0"), "little")
+                u.triggers = [URR_TRIGGERS[b] if b < len(URR_TRIGGERS) else f"bit {b + 1}"
+                              for b in range(24) if bits >> b & 1]
             elif t2 == m.IE_VOLUME_MEASUREMENT:
                 u.volume, u.packets = _volume(buf, w0, w1, where)
             elif t2 == IE_DURATION_MEASUREMENT and w1 - w0 >= 4:
