@@ -15,6 +15,7 @@ APT_PACKAGES=(
 	bpftool xdp-tools iproute2 ethtool tshark linux-perf pciutils
 	python3 python3-venv python3-pip
 	prometheus prometheus-pushgateway prometheus-node-exporter
+	libtalloc2 libtins4.0 libyaml-0-2 libmicrohttpd12    # Open5GS's UPF (../shared/open5gs/, lab config embedded-open5gs)
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -127,7 +127,10 @@ class ExternalDut(LocalDut):
     def prog_stats(self) -> dict[str, tuple[int, int]] | None:
         """(run time ns, run count) of the XDP program on the access port (uplink) and on the SGi
         port (downlink), by id: the UPF loaded them. One program on both (eUPF's) is counted under
-        both names; a trial moves one direction only. None when a port has none (a UPF without XDP)."""
+        both names; a trial moves one direction only. None when a port has none, or for a UPF without
+        XDP (xdp: false): the XDP_PASS the lab attached there is not the UPF's."""
+        if not ((self.lab.external or {}).get("spec") or {}).get("xdp", True):
+            return None
         ids = self.xdp_prog_ids()
         out = {}
         for direction, port in zip(("uplink", "downlink"), self.lab.ports):

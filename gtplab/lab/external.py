@@ -22,24 +22,29 @@ lab's N4 can leave the machine (check_n4_route, at lab up and before the associa
         config: |                             #   from this template ({placeholders}, below)
           interface_name: [{n3_if}, {n6_if}]
           pfcp_address: {n4}:8805
+        setup: [ip tuntap add name t0 mode tun]   # shell commands run in the DUT netns before start
         start: "{runtime}/bin/eupf --config {config}"   # run in the DUT netns; none: the user starts it
         stop: null                            # a command run in the DUT netns; null: SIGTERM to it
         vars: {feature_ftup: "false"}         # more placeholders, e.g. for a test to change
         cpus: dut                             # where its process runs: dut (default) | generator | all
         xdp: true                             # it attaches XDP to both DUT ports: up waits for them
-                                              # (false: up waits SETTLE s and checks it still runs)
+                                              # (false: the lab attaches XDP_PASS to both, so the
+                                              # generator's redirected frames reach the UPF's
+                                              # sockets; up waits SETTLE s and checks it still runs)
         ready_timeout: 30
 
 Placeholders: {runtime} {workdir} {config} (the rendered file); the DUT's interfaces {n3_if} {n6_if}
 {n4_if}; addresses {n3} {n6} {n4} (the UPF's), {cp} (gtplab's N4 address), {n3_peer} {n6_peer} (the
 generator's ports), {n3_prefixlen} {n6_prefixlen} {n4_prefixlen}, {ue_pool} {pdn_net} {sgw_base};
-{dut_cpus}; and each of `vars`. Literal braces are doubled ({{ }}).
+{dut_cpus}; {mtu} (the lab's links'); and each of `vars`. Literal braces are doubled ({{ }}).
 
 The UPF runs as `ip netns exec <dut ns> sh -c 'mount -t bpf bpf /sys/fs/bpf && exec taskset -c
 <cpus> <start>'`: `ip netns exec` gives it a private /sys, so a bpffs is mounted there, its own and
-gone with it. Its pid goes into the lab's state before the lab waits for it; teardown stops it
-(the stop command or SIGTERM, then SIGKILL after STOP_GRACE s) before the namespaces go, also
-after a crash of the lab's creator. Its output is <workdir>/upf.log.
+gone with it. Its pid and start time go into the lab's state before the lab waits for it (it is
+followed by those, never by its name: is_upf); teardown stops its process group (a `sh -c` or a
+wrapper and what it started) or what is left of that group in the DUT namespace (the stop
+command or SIGTERM, then SIGKILL after STOP_GRACE s) before the namespaces go, also after a crash
+of the lab's creator. Its output, and the setup commands', is <workdir>/upf.log.
 
 Used by gtplab.lab.topology (Lab.up with dut="external", teardown) and gtplab.lab.config (the
 `dut.external` section is checked when a lab config is read).
@@ -62,14 +67,15 @@ from gtplab.errors import LabError, UserError
 from gtplab.kernel.netns import route_problem as netns_route_problem
 from gtplab.lab import runtime
 
-_KEYS = {"runtime", "runtime_env", "config_file", "config", "start", "stop", "vars", "cpus", "xdp",
+_KEYS = {"runtime", "runtime_env", "config_file", "config", "setup", "start", "stop", "vars", "cpus", "xdp",
          "ready_timeout"}
 CPU_CHOICES = ("dut", "generator", "all")
 PLACEHOLDERS = ("runtime", "workdir", "config", "n3_if", "n6_if", "n4_if", "n3", "n6", "n4", "cp",
                 "n3_peer", "n6_peer", "n3_prefixlen", "n6_prefixlen", "n4_prefixlen", "ue_pool",
-                "pdn_net", "sgw_base", "dut_cpus")
+                "pdn_net", "sgw_base", "dut_cpus", "mtu")
 STOP_GRACE = 10.0           # s between the stop (command or SIGTERM) and SIGKILL
 SETTLE = 1.0                # s a UPF without XDP (xdp: false) must stay up to count as started
+SETUP_TIMEOUT = 60.0        # s one dut.external.setup command may take
 PFCP_PORT = 8805
 
 
@@ -81,6 +87,7 @@ class ExternalSpec:
     stop: str | None = None
     config: str | None = None
     config_file: str = "upf.conf"
+    setup: list[str] = field(default_factory=list)
     runtime: str | None = None
     runtime_env: str | None = None
     vars: dict[str, str] = field(default_factory=dict)
@@ -109,6 +116,9 @@ def parse_spec(d: Any, where: str, base: Path | None = None) -> ExternalSpec:
     for k in ("start", "stop", "config", "config_file", "runtime", "runtime_env"):
         if d.get(k) is not None and not isinstance(d[k], str):
             raise UserError(f"{where}: dut.external.{k} must be a string")
+    setup = d.get("setup") or []
+    if not isinstance(setup, list) or not all(isinstance(c, str) and c.strip() for c in setup):
+        raise UserError(f"{where}: dut.external.setup must be a list of shell commands (strings)")
     vars_ = d.get("vars") or {}
     if not isinstance(vars_, dict) or not all(isinstance(k, str) and k.isidentifier() for k in vars_):
         raise UserError(f"{where}: dut.external.vars must map names to values")
@@ -131,7 +141,7 @@ def parse_spec(d: Any, where: str, base: Path | None = None) -> ExternalSpec:
         p = Path(os.path.expanduser(r))
         r = str(p if p.is_absolute() or base is None else (base / p).resolve())
     spec = ExternalSpec(start=d.get("start") or None, stop=d.get("stop") or None, config=d.get("config"),
-                        config_file=cf, runtime=r, runtime_env=d.get("runtime_env") or None,
+                        config_file=cf, setup=list(setup), runtime=r, runtime_env=d.get("runtime_env") or None,
                         vars={k: str(v) for k, v in vars_.items()}, cpus=cpus, xdp=d.get("xdp", True),
                         ready_timeout=float(rt))
     if spec.config is not None and spec.start is None:
@@ -145,6 +155,11 @@ def parse_spec(d: Any, where: str, base: Path | None = None) -> ExternalSpec:
                 render(v, dummy)
             except UserError as e:
                 raise UserError(f"{where}: dut.external.{k}: {e}") from None
+    for i, c in enumerate(spec.setup):
+        try:
+            render(c, dummy)
+        except UserError as e:
+            raise UserError(f"{where}: dut.external.setup[{i}]: {e}") from None
     return spec
 
 
@@ -173,7 +188,7 @@ def plan(name: str, spec: ExternalSpec, state_dir: Path) -> dict:
     started."""
     return {"spec": spec_dict(spec), "cp_netns": f"gtplab-{name}-cp",
             "n4": {"cp_ifname": f"c{name}n4", "dut_ifname": f"d{name}n4"},
-            "workdir": str(state_dir / f"{name}-upf"), "runtime": None, "pid": None, "argv0": None}
+            "workdir": str(state_dir / f"{name}-upf"), "runtime": None, "pid": None, "start_ticks": None, "argv0": None}
 
 
 def values(lab, ext: dict) -> dict[str, str]:
@@ -188,7 +203,7 @@ def values(lab, ext: dict) -> dict[str, str]:
          "n3_peer": a.gen_access, "n6_peer": a.gen_sgi, "n3_prefixlen": str(a.prefixlen("access")),
          "n6_prefixlen": str(a.prefixlen("sgi")), "n4_prefixlen": str(a.prefixlen("n4")),
          "ue_pool": a.ue_pool, "pdn_net": a.pdn_net, "sgw_base": a.sgw_base,
-         "dut_cpus": ",".join(map(str, cpus))}
+         "dut_cpus": ",".join(map(str, cpus)), "mtu": str(acc.mtu)}
     return v | spec.vars
 
 
@@ -261,6 +276,7 @@ def start(lab, ext: dict, write_state) -> None:
     v = values(lab, ext)
     if spec.config is not None:
         Path(v["config"]).write_text(render(spec.config, v))
+    run_setup(lab.dut_ns, spec, v, wd)
     if spec.user_started:
         write_state()
         return
@@ -279,8 +295,10 @@ def start(lab, ext: dict, write_state) -> None:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=wd, start_new_session=True)
     finally:
         log.close()
-    ext.update(pid=proc.pid, argv0=os.path.basename(exe), cpus=cpus, log=str(wd / "upf.log"),
-               started=time.time())
+    # followed by pid and start time (not by name: a wrapper script or a renamed process is still it,
+    # a reused pid is not); the pid leads its own process group (start_new_session), which stop() ends
+    ext.update(pid=proc.pid, start_ticks=proc_start_ticks(proc.pid), argv0=os.path.basename(exe), cpus=cpus,
+               log=str(wd / "upf.log"), started=time.time())
     write_state()
     lab._external_proc = proc           # reaped by stop() in this process
     ports = [p.dut_ifname for p in lab.ports]
@@ -304,6 +322,24 @@ def start(lab, ext: dict, write_state) -> None:
         time.sleep(0.1)
 
 
+def run_setup(netns: str, spec: ExternalSpec, v: dict[str, str], wd: Path) -> None:
+    """dut.external.setup: each command rendered and run with `sh -c` in the DUT namespace, in
+    order, before the UPF starts (what it makes there, a TUN device, routes, goes with the namespace).
+    Their output goes to the UPF's log. LabError naming the first that fails and its stderr."""
+    for tmpl in spec.setup:
+        cmd = render(tmpl, v)
+        try:
+            p = subprocess.run(["ip", "netns", "exec", netns, "sh", "-c", cmd], capture_output=True, text=True,
+                               timeout=SETUP_TIMEOUT, cwd=wd)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"dut.external.setup command `{cmd}` did not end within {SETUP_TIMEOUT:g} s") from None
+        with open(wd / "upf.log", "a") as log:
+            log.write(f"setup: {cmd}\n{p.stdout}{p.stderr}")
+        if p.returncode != 0:
+            err = (p.stderr.strip() or p.stdout.strip() or "no output").replace("\n", " | ")[:300]
+            raise LabError(f"dut.external.setup command `{cmd}` failed (status {p.returncode}): {err}")
+
+
 def log_tail(ext: dict, n: int = 600) -> str:
     try:
         text = Path(ext.get("log") or "").read_text(errors="replace")
@@ -313,21 +349,69 @@ def log_tail(ext: dict, n: int = 600) -> str:
     return (" | ".join(lines))[-n:] or "(empty log)"
 
 
-def is_upf(pid: int | None, argv0: str | None) -> bool:
-    """Whether pid is still the UPF the lab started (not a reused pid)."""
-    if not pid:
-        return False
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the third (state) on, or None (no such process, or a zombie:
+    a process whose main thread is a zombie while other threads still run is not one yet)."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().split(b"\0")
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()       # after the (comm), which may hold spaces
+        if rest[0] in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
+            return None
+    except (OSError, IndexError):
+        return None
+    return rest
+
+
+def proc_start_ticks(pid: int) -> int | None:
+    """The process's start time (/proc/PID/stat field 22, clock ticks since boot): with the pid, it
+    names one process for the machine's uptime (a reused pid has another)."""
+    st = _stat(pid)
+    return int(st[19]) if st else None
+
+
+def is_upf(pid: int | None, start_ticks: int | None) -> bool:
+    """Whether pid is still the UPF the lab started: the same pid with the same start time (not a
+    reused pid, whatever its name; a wrapper that exec'd the UPF, or renamed itself, is still it)."""
+    return bool(pid) and start_ticks is not None and proc_start_ticks(pid) == start_ticks
+
+
+def _netns_ino(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
     except OSError:
-        return False
-    return not argv0 or any(os.path.basename(c.decode(errors="replace")) == argv0 for c in cmd[:8])
+        return None
+
+
+def group_members(pgid: int | None, netns: str | None) -> list[int]:
+    """The live processes of process group pgid inside the lab's namespace netns: what the UPF's
+    start command started (a wrapper's children) that still runs, even after its leader has gone.
+    The namespace check keeps a group that reused the pid out."""
+    ino = _netns_ino(f"/run/netns/{netns}") if pgid and netns else None
+    if ino is None:
+        return []
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = _stat(int(d))
+            if st and int(st[2]) == pgid and _netns_ino(f"/proc/{d}/ns/net") == ino:
+                out.append(int(d))
+    return out
+
+
+def upf_pids(ext: dict | None, netns: str | None) -> list[int]:
+    """The processes of the running external UPF: its recorded pid (if still it) and what else runs
+    in its process group in the DUT namespace (a wrapper's children). Their time on the DUT CPUs is
+    the DUT's own work (gtplab.observe.host), not another task's."""
+    if not ext or not ext.get("pid"):
+        return []
+    pid = ext["pid"]
+    lead = [pid] if is_upf(pid, ext.get("start_ticks")) else []
+    return lead + [p for p in group_members(pid, netns) if p != pid]
 
 
 def process_info(ext: dict | None) -> dict | None:
     """The UPF's process as it runs now: pid, CPUs allowed, threads (for the CPU layout)."""
-    if not ext or not is_upf(ext.get("pid"), ext.get("argv0")):
+    if not ext or not is_upf(ext.get("pid"), ext.get("start_ticks")):
         return None
     pid = ext["pid"]
     try:
@@ -340,11 +424,35 @@ def process_info(ext: dict | None) -> dict | None:
 
 def stop(state: dict, proc=None) -> list[str]:
     """Stop the external UPF of a lab's state: its stop command in the DUT namespace, or SIGTERM to
-    its process group; SIGKILL after STOP_GRACE s. Returns what it did (for teardown's list)."""
+    its process group; SIGKILL after STOP_GRACE s. The process is the recorded pid with its start
+    time, and its group: what a start command through a shell (`sh -c`, a wrapper script) started
+    is stopped with it, also when the leader has already gone. Returns what it did (for teardown's
+    list)."""
     ext = state.get("external") or {}
     pid, done = ext.get("pid"), []
+    dut_ns = (state.get("netns") or {}).get("dut")
     spec = ExternalSpec(**ext["spec"]) if ext.get("spec") else ExternalSpec()
-    alive = is_upf(pid, ext.get("argv0"))
+
+    def leader() -> bool:
+        return (proc is None or proc.poll() is None) and is_upf(pid, ext.get("start_ticks"))
+
+    def running() -> bool:
+        return leader() or bool(group_members(pid, dut_ns))
+
+    def signal_all(sig: int) -> None:
+        try:
+            if leader():
+                os.killpg(pid, sig)                              # the whole group
+                return
+        except OSError:
+            pass
+        for m in group_members(pid, dut_ns):                     # the leader is gone: what is left of it
+            try:
+                os.kill(m, sig)
+            except OSError:
+                pass
+
+    alive = running()
     if spec.stop and os.path.exists(f"/run/netns/{state['netns']['dut']}"):
         v = {k: "" for k in PLACEHOLDERS} | {"workdir": ext.get("workdir", ""), "runtime": ext.get("runtime") or ""}
         v |= spec.vars
@@ -357,21 +465,13 @@ def stop(state: dict, proc=None) -> list[str]:
                            capture_output=True, timeout=60)
             done.append(f"external UPF stop command: {cmd}")
     elif alive:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except OSError:
-            pass
+        signal_all(signal.SIGTERM)
     if alive:
         deadline = time.monotonic() + STOP_GRACE
-        while time.monotonic() < deadline and is_upf(pid, ext.get("argv0")):
-            if proc is not None and proc.poll() is not None:
-                break
+        while time.monotonic() < deadline and running():
             time.sleep(0.05)
-        if is_upf(pid, ext.get("argv0")) and (proc is None or proc.poll() is None):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        if running():
+            signal_all(signal.SIGKILL)
             done.append(f"external UPF pid {pid} killed (no exit within {STOP_GRACE:g} s)")
         else:
             done.append(f"external UPF pid {pid} stopped")

@@ -10,7 +10,7 @@ is unpacked into the cache ($GTPLAB_CACHE, default /var/cache/gtplab, as TRex's 
 gtplab/lab/trex_server.py) in a directory named after it and the first 16 hex digits of its sha256,
 atomically (unpacked beside, then renamed): every lab and test shares one copy, a changed tarball
 gets a directory of its own, and nothing is written into the repo. A tarball (or directory) whose
-only entry is one folder is that folder (eUPF's: eupf-a8d774a/).
+only entry is one folder is that folder (eUPF's: eupf-a8d774a/; Open5GS's UPF: open5gs-8f25f3b/).
 
 Used by gtplab.lab.external (the external UPF's runtime, `{runtime}` in its command and config).
 """

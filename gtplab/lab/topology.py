@@ -182,6 +182,46 @@ def _is_pgwu(pid: int) -> bool:
         return False
 
 
+def _pgwu_on_pins(pin_dir: str) -> list[int]:
+    """The live pgwu processes run on this pin dir (`pgwu -d PIN ...`: the PFCP agent of a PGW-U
+    provisioned over PFCP, `pgwu metrics`), in any namespace: they outlive an owner killed before
+    its teardown, and only their own argv says which lab they serve."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if any(args[i] == "-d" and args[i + 1] == pin_dir for i in range(len(args) - 1)) and \
+                _is_pgwu(int(d.name)):
+            out.append(int(d.name))
+    return out
+
+
+def _stop_pgwu_on_pins(pin_dir: str, grace: float = 5.0) -> list[str]:
+    """SIGTERM to every pgwu process on pin_dir (the agent deletes its sessions' bearers on it),
+    SIGKILL to what is left after grace s; returns what was stopped."""
+    pids = _pgwu_on_pins(pin_dir)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    end = time.monotonic() + grace
+    while any(_alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.02)
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return [f"pgwu process {pid} on {pin_dir}" for pid in pids]
+
+
 def _state_path(name: str) -> Path:
     return STATE_DIR / f"{name}.json"
 
@@ -419,6 +459,14 @@ class Lab:
             self._attach_verdict_prog(d, [acc.dut_ifname, sgi.dut_ifname], verdict)
         if self.dut_mode == "external":
             external.build_n4(self, self.external)
+            if not self.external["spec"].get("xdp", True):
+                # A UPF without XDP (sockets, TUN): the generator's XDP-redirected frames reach a
+                # veth only through its NAPI, which exists only with an XDP program on it; without,
+                # they vanish with no counter. XDP_PASS on both ports, as for the socket-path PGW-U
+                # (_setup_socket_path), before the UPF starts; teardown detaches it.
+                self.external["xdp_pass"] = [acc.dut_ifname, sgi.dut_ifname]
+                _write_state(self.state_path, self.state)
+                self._attach_verdict_prog(d, self.external["xdp_pass"], bpf.XDP_PASS)
         if gen_pass:
             self.attach_gen_pass()
         if self.dut_mode == "external":
@@ -816,6 +864,12 @@ def teardown(state: dict, external_proc=None) -> list[str]:
     if state.get("external"):
         # stopped first, as it asks to be (its stop command, or SIGTERM): it may detach its programs
         removed += external.stop(state, external_proc)
+        dut_ns = state["netns"]["dut"]
+        for ifname in state["external"].get("xdp_pass") or []:
+            # the XDP_PASS of a UPF without XDP (Lab._build), detached before its namespace goes
+            if _netns_exists(dut_ns) and _run(["ip", "-n", dut_ns, "link", "set", "dev", ifname, "xdpdrv", "off"],
+                                              f"detach XDP from {ifname}", check=False).returncode == 0:
+                removed.append(f"XDP_PASS on {ifname}")
     removed += claims.release(state["name"])
     t = state.get("trex")
     if t:
@@ -839,6 +893,8 @@ def teardown(state: dict, external_proc=None) -> list[str]:
         _run(["ip", "netns", "del", ns], f"delete netns {ns}")
         removed.append(f"netns {ns}")
     for d in state["pin_dirs"].values():
+        # a `pgwu pfcp` agent (or `pgwu metrics`) left by an owner that died before its teardown
+        pass
         if os.path.lexists(d):
             shutil.rmtree(d)
             removed.append(f"bpffs {d}")

@@ -42,7 +42,7 @@ from typing import Any
 
 from gtplab.kernel.sched import CpuTimes, cpu_times, schedstat, threads_of
 from gtplab.kernel.threads import napi_threads
-from gtplab.lab import awake
+from gtplab.lab import awake, external
 
 # Beyond these a trial is disturbed (fractions of the trial's wall time, per CPU of the side; the
 # comparisons are strict: "steal_ratio": 0.0 flags any steal). Why each, measured on the 2-vCPU VM
@@ -108,6 +108,11 @@ class HostMonitor:
         sock = lab.socket_pid() if getattr(lab, "dut_mode", None) == "socket" else None
         if sock:
             other += threads_of(sock)
+        if getattr(lab, "dut_mode", None) == "external":
+            # an external UPF's process (a socket/TUN UPF forwards in it): the DUT's own work, as the
+            # socket path's threads are
+            for pid in external.upf_pids(getattr(lab, "external", None), lab.dut_ns):
+                other += threads_of(pid)
         trex = lab.trex_pid() if hasattr(lab, "trex_pid") else None
         if trex:
             other += threads_of(trex)

@@ -177,6 +177,9 @@ def _check_upf_running(lab: Lab) -> None:
     UserError saying what to start where otherwise."""
     spec = (lab.external or {}).get("spec") or {}
     if not spec.get("xdp", True):
+        if spec.get("start") and external.process_info(lab.external) is None:
+            raise UserError(f"lab {lab.name}: its external UPF (pid {lab.external.get('pid')}) is not running: "
+                            f"see {lab.external.get('log')}; `gtplab lab down --name {lab.name}` and up again")
         return
     progs = external.xdp_progs(lab.dut_ns, [p.dut_ifname for p in lab.ports])
     missing = [i for i, x in progs.items() if not x]

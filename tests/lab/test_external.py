@@ -46,6 +46,10 @@ def spec(**kw) -> external.ExternalSpec:
     ({"start": "x", "ready_timeout": 0}, r"ready_timeout 0 must be a number of seconds > 0"),
     ({"start": "x", "config_file": "../etc/x"}, r"config_file '../etc/x': a file name"),
     ({"start": "x", "xdp": "yes"}, r"dut.external.xdp must be true or false"),
+    ({"start": "x", "setup": "ip tuntap add name t0 mode tun"}, r"dut.external.setup must be a list of shell commands"),
+    ({"start": "x", "setup": ["ip link set t0 up", 3]}, r"dut.external.setup must be a list of shell commands"),
+    ({"start": "x", "setup": ["ip route replace {ue_pool} dev t0", "ip link set {tun} up"]},
+     r"dut.external.setup\[1\]: unknown placeholder \{tun\}"),
 ])
 def test_external_section_mistakes_are_named(d, msg):
     with pytest.raises(UserError, match=msg):
@@ -58,6 +62,47 @@ def test_external_section_defaults_and_paths():
     assert (s.cpus, s.xdp, s.config_file, s.user_started) == ("dut", True, "upf.conf", False)
     assert external.parse_spec({}, "t").user_started
     assert external.render("a {n4} {{b}} {ftup}", {"n4": "10.0.0.1", "ftup": "true"}) == "a 10.0.0.1 {b} true"
+    assert s.setup == [] and spec(setup=["ip link set {n3_if} mtu {mtu}"]).setup == ["ip link set {n3_if} mtu {mtu}"]
+
+
+def test_the_open5gs_lab_config_renders_its_setup_and_config():
+    """embedded-open5gs: a UPF without XDP whose TUN device and UE-pool route are made by setup
+    commands, its config (Open5GS's keys) valid YAML with the lab's addresses, CHOOSE, a short wait
+    for the Association Release it never answers, as many bearers as its global.max.ue."""
+    cfg = labconfig.load("embedded-open5gs")
+    s = cfg.external_spec()
+    assert (s.xdp, s.runtime_env, cfg.counters, cfg.max_bearers) == (False, "GTPLAB_OPEN5GS_TARBALL", "none", 8192)
+    assert s.runtime.endswith("/shared/open5gs/open5gs-8f25f3b-upf-runtime.tgz")
+    assert cfg.dut["pfcp"]["choose"] is True and cfg.dut["pfcp"]["release_wait"] == 1
+    v = {k: "x" for k in external.PLACEHOLDERS} | {"n3": "10.201.0.1", "n4": "10.203.0.1", "ue_pool": "10.64.0.0/12",
+                                                  "workdir": "/w", "mtu": "3200"} | s.vars
+    assert [external.render(c, v) for c in s.setup] == [
+        "ip tuntap add name ogstun mode tun", "ip link set ogstun mtu 3200 up", "ip route replace 10.64.0.0/12 dev ogstun"]
+    upf = yaml.safe_load(external.render(s.config, v))
+    assert upf["upf"]["pfcp"]["server"] == [{"address": "10.203.0.1"}]
+    assert upf["upf"]["gtpu"]["server"] == [{"address": "10.201.0.1"}]
+    assert upf["upf"]["session"] == [{"subnet": "10.64.0.0/12", "gateway": "10.79.255.254", "dev": "ogstun"}]
+    assert upf["global"]["max"]["ue"] == cfg.max_bearers and upf["logger"]["file"]["path"].startswith("/w/")
+
+
+def test_a_process_is_followed_by_its_pid_and_start_time_not_its_name():
+    """is_upf: the recorded pid with the start time it had (/proc/PID/stat field 22); whatever the
+    process is called now (a wrapper that exec'd the UPF), and not a process that has the pid with
+    another start time (a reused pid), nor one that has ended."""
+    me = external.proc_start_ticks(os.getpid())
+    assert isinstance(me, int) and external.is_upf(os.getpid(), me)
+    assert not external.is_upf(os.getpid(), me + 1)                  # the pid, another process
+    assert not external.is_upf(os.getpid(), None) and not external.is_upf(None, me)
+    p = subprocess.Popen(["sh", "-c", "exec sleep 30"])               # started as sh, runs as sleep
+    try:
+        ticks = wait_for(lambda: external.proc_start_ticks(p.pid), what="the child's stat")
+        assert external.is_upf(p.pid, ticks)
+        wait_for(lambda: Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep"), what="the exec")
+        assert external.is_upf(p.pid, ticks)                           # the same process under its new name
+    finally:
+        p.kill()
+    p.wait()
+    assert not external.is_upf(p.pid, ticks)
 
 
 def write_lab_config(tmp_path, **dut) -> str:
@@ -239,7 +284,8 @@ def test_a_upf_runs_in_the_dut_netns_on_the_dut_cpus_with_its_config_and_goes_wi
     try:
         x = lab.external
         pid = x["pid"]
-        assert external.is_upf(pid, "sleep") and netns_of(pid) == lab.dut_ns
+        ticks = x["start_ticks"]
+        assert external.is_upf(pid, ticks) and netns_of(pid) == lab.dut_ns
         assert sorted(os.sched_getaffinity(pid)) == lab.cpus.dut
         with open(f"/proc/{pid}/mountinfo") as f:      # its own bpffs on /sys/fs/bpf
             assert any(" /sys/fs/bpf " in ln and " - bpf " in ln for ln in f)
@@ -265,7 +311,7 @@ def test_a_upf_runs_in_the_dut_netns_on_the_dut_cpus_with_its_config_and_goes_wi
             tx.close()
     finally:
         lab.down()
-    assert not external.is_upf(pid, "sleep")
+    assert not external.is_upf(pid, ticks)
     assert leftovers(name) == []
     assert not Path(x["workdir"]).exists()
 
@@ -292,12 +338,13 @@ def test_the_upf_is_stopped_by_lab_down_from_another_process():
                                            text=True, check=True).stdout)[0]
             assert st["dut"] == "external" and st["external"]["running"] and set(st["netns"]) == {"gen", "dut", "cp"}
             pid = st["external"]["pid"]
+            ticks = external.proc_start_ticks(pid)
             assert "external UPF: N3" in up.stderr and f"pid {pid}" in up.stderr
         finally:
             down = subprocess.run(gt + ["lab", "down", "--name", name], capture_output=True, text=True, timeout=120)
         assert down.returncode == 0, down.stderr
         assert f"external UPF pid {pid} stopped" in down.stdout
-        assert not external.is_upf(pid, "sleep") and leftovers(name) == []
+        assert not external.is_upf(pid, ticks) and leftovers(name) == []
 
 
 @pytest.mark.lab
@@ -359,6 +406,157 @@ def test_a_upf_that_fails_or_never_gets_ready_fails_up_and_leaves_nothing(start,
     with pytest.raises(LabError, match=msg):
         Lab.up(dut="external", external_spec=standin(start, **kw))
     assert ours() - before == set(), "a lab's state or the UPF's work dir was left behind"
+
+
+def unique_name() -> str:
+    return "x" + os.urandom(4).hex()
+
+
+@pytest.mark.lab
+def test_setup_commands_run_in_the_dut_netns_before_the_upf_and_go_with_it():
+    """dut.external.setup (a TUN UPF's device and UE-pool route): rendered with the placeholders, run
+    in the DUT namespace in order before the UPF starts (it sees the device), gone with the lab."""
+    from gtplab.lab.topology import Lab
+    setup = ["ip tuntap add name t0 mode tun", "ip link set t0 mtu {mtu} up", "ip route replace {ue_pool} dev t0",
+             "echo {n3_if} {flag} > {workdir}/setup.out"]
+    start = "sh -c 'ip -o link show t0 > {workdir}/seen; exec sleep 600'"
+    lab = Lab.up(name=unique_name(), dut="external", external_spec=standin(start, setup=setup))
+    try:
+        wd, p0 = Path(lab.external["workdir"]), lab.ports[0]
+        assert (wd / "setup.out").read_text() == f"{p0.dut_ifname} on\n"
+        assert wait_for(lambda: (wd / "seen").exists() and "t0:" in (wd / "seen").read_text(),
+                        what="the UPF to see the setup's device")
+        link = json.loads(subprocess.run(["ip", "-n", lab.dut_ns, "-j", "link", "show", "t0"], capture_output=True,
+                                         text=True, check=True).stdout)[0]
+        assert link["mtu"] == p0.mtu and "UP" in link["flags"]
+        route = subprocess.run(["ip", "-n", lab.dut_ns, "route", "get", lab.addressing.ue(5)], capture_output=True,
+                               text=True, check=True).stdout
+        assert " dev t0 " in route
+        assert "setup: ip tuntap add name t0 mode tun" in Path(lab.external["log"]).read_text()
+    finally:
+        lab.down()
+    assert leftovers(lab.name) == []
+    assert subprocess.run(["ip", "link", "show", "t0"], capture_output=True).returncode != 0   # not in the host's
+
+
+@pytest.mark.lab
+def test_a_failing_setup_command_fails_up_naming_it_and_leaves_nothing(tmp_path):
+    """The first setup command that fails: one LabError with the command and its stderr, the UPF never
+    started, and the lab torn down (no namespace, no state, no work dir)."""
+    from gtplab.lab.topology import STATE_DIR, Lab
+    name = unique_name()
+    marker = tmp_path / "started"
+    s = standin(f"sh -c 'touch {marker}; exec sleep 600'",
+                setup=["ip tuntap add name t0 mode tun", "ip link set nosuchdev{flag} up", "touch {workdir}/third"])
+    with pytest.raises(LabError, match=r"^dut.external.setup command `ip link set nosuchdevon up` failed "
+                                       r"\(status 1\): .*nosuchdevon"):
+        Lab.up(name=name, dut="external", external_spec=s).down()      # down: only if it wrongly came up
+    assert leftovers(name) == []
+    assert not (STATE_DIR / f"{name}-upf").exists() and not marker.exists()
+
+
+def children_in_group(lab) -> list[int]:
+    """The `sleep 600`s of the UPF's group in the DUT namespace other than the process the lab started."""
+    def cmd(p):
+        try:
+            return Path(f"/proc/{p}/cmdline").read_bytes()
+        except OSError:
+            return b""
+    return [p for p in external.group_members(lab.external["pid"], lab.dut_ns)
+            if p != lab.external["pid"] and cmd(p) == b"sleep\0" + b"600\0"]
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("start", [
+    "sh -c 'sleep 600; echo never'",              # the shell waits for its child
+    "sh -c 'sleep 600 & sleep 2'",                # the shell exits and leaves its child running
+])
+def test_a_upf_started_through_sh_c_is_stopped_with_what_it_started(start, monkeypatch):
+    """A start command through `sh -c` (or a wrapper script): teardown's stop ends the shell and what
+    it started (its process group), with SIGTERM, before the namespaces go, also when the shell has
+    already exited; not left for the namespace sweep's SIGKILL."""
+    from gtplab.lab.topology import Lab
+    monkeypatch.setattr(external, "STOP_GRACE", 3.0)
+    lab = Lab.up(name=unique_name(), dut="external", external_spec=standin(start))
+    try:
+        kids = wait_for(lambda: children_in_group(lab), what="the shell's child")
+        if "&" in start:
+            wait_for(lambda: not external.is_upf(lab.external["pid"], lab.external["start_ticks"]), timeout=10,
+                     what="the shell to exit")
+            assert children_in_group(lab) == kids                      # its child still runs
+        done = external.stop(lab.state, lab._external_proc)
+        assert done == [f"external UPF pid {lab.external['pid']} stopped"]
+        assert all(external.proc_start_ticks(k) is None for k in kids), "the shell's child outlived the stop"
+    finally:
+        lab.down()
+    assert leftovers(lab.name) == []
+
+
+@pytest.mark.lab
+def test_a_upf_behind_a_wrapper_script_is_followed_by_pid(tmp_path):
+    """A wrapper script that execs the UPF under another name: the lab still knows it runs (CPU
+    layout, status) and stops it itself."""
+    from gtplab.lab.topology import Lab, lab_status
+    wrapper = tmp_path / "run-upf"
+    wrapper.write_text("#!/bin/sh\nexec sleep 600\n")
+    wrapper.chmod(0o755)
+    lab = Lab.up(name=unique_name(), dut="external", external_spec=standin(f"{wrapper} --config {{config}}"))
+    try:
+        pid = lab.external["pid"]
+        assert Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+        assert lab.state["cpu_layout"]["upf"]["pid"] == pid
+        assert lab_status(lab.name)["external"]["running"]
+        assert external.stop(lab.state, lab._external_proc) == [f"external UPF pid {pid} stopped"]
+    finally:
+        lab.down()
+
+
+@pytest.mark.lab
+def test_xdp_false_puts_xdp_pass_on_the_dut_ports_so_the_generators_frames_arrive():
+    """A UPF without XDP (xdp: false): the lab attaches XDP_PASS to both DUT ports before it starts,
+    so the frames the generator's XDP program redirects into the veths reach a socket in the DUT
+    namespace (the UPF's N3 socket here), every one of them; teardown detaches it."""
+    import socket
+    from gtplab.kernel.netns import run_in
+    from gtplab.lab.topology import Lab, teardown
+    from gtplab.traffic.backend import engine_client
+    lab = Lab.up(name=unique_name(), dut="external", external_spec=standin("sleep 600"))
+    try:
+        progs = external.xdp_progs(lab.dut_ns, [p.dut_ifname for p in lab.ports])
+        assert all(x and x["name"] == "gtplab_pass" and x["mode"] == "native" for x in progs.values()), progs
+        a = lab.addressing
+        rx = run_in(lab.dut_ns, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        rx.bind((a.dut_access, 2152))
+        rx.setblocking(False)
+        c = engine_client(lab)
+        try:
+            c.connect()
+            c.reset(ports=[0, 1])
+            c.load_profile(str(REPO / "trex_profiles/gtpu_uplink.py"), ports=[0],
+                           tunables={"flows": 4, "sgws": 4, "size": 256})
+            c.clear_stats()
+            c.start(ports=[0], mult="1000pps", duration=0.3)
+            c.wait_on_traffic(ports=[0], timeout=30)
+            sent = c.get_stats()[0]["opackets"]
+        finally:
+            c.disconnect()
+        got = 0
+
+        def drained():
+            nonlocal got
+            try:
+                while True:
+                    rx.recv(4096)
+                    got += 1
+            except BlockingIOError:
+                return got >= sent
+        wait_for(drained, what=f"the {sent} G-PDUs at the N3 socket (got {got})")
+        rx.close()
+        assert 200 <= sent == got
+    finally:
+        removed = teardown(lab.state, lab._external_proc)
+    assert [f"XDP_PASS on {p.dut_ifname}" for p in lab.ports] == [r for r in removed if r.startswith("XDP_PASS")]
 
 
 @pytest.mark.lab
