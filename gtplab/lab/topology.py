@@ -894,7 +894,7 @@ def teardown(state: dict, external_proc=None) -> list[str]:
         removed.append(f"netns {ns}")
     for d in state["pin_dirs"].values():
         # a `pgwu pfcp` agent (or `pgwu metrics`) left by an owner that died before its teardown
-        pass
+        removed += _stop_pgwu_on_pins(d)
         if os.path.lexists(d):
             shutil.rmtree(d)
             removed.append(f"bpffs {d}")

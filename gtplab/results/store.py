@@ -144,7 +144,8 @@ def _owner_text(raw: str) -> str:
     o = _owner(raw)
     if o is None:
         return "another process (it has not said which yet)"
-    return (f"sweep {o.get('run_uuid', '?')} (pid {o.get('pid', '?')} on {o.get('host', '?')}, "
+    # "what": the kind of run ("upftest handover"); a sweep's owner record has none
+    return (f"{o.get('what', 'sweep')} {o.get('run_uuid', '?')} (pid {o.get('pid', '?')} on {o.get('host', '?')}, "
             f"since {o.get('started', '?')})")
 
 
@@ -197,8 +198,9 @@ def claim(results_dir: str | os.PathLike, owner: dict[str, Any]) -> Claim:
                     raw = os.pread(fd, 4096, 0).decode(errors="replace")
             finally:
                 os.close(fd)
-            raise ClaimError(f"results directory {d} is being written by {_owner_text(raw)}: two sweeps "
-                             "cannot write one directory (give another --out)") from None
+            tail = ("two sweeps cannot write one directory (give another --out)" if "what" not in owner else
+                    "two runs cannot write one directory (give another results directory)")
+            raise ClaimError(f"results directory {d} is being written by {_owner_text(raw)}: {tail}") from None
         try:
             same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
@@ -210,6 +212,8 @@ def claim(results_dir: str | os.PathLike, owner: dict[str, Any]) -> Claim:
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(owner, sort_keys=True) + "\n").encode(), 0)
         except BaseException:
+            with contextlib.suppress(OSError):      # (a full disk) no lock file left behind: it is ours
+                path.unlink()
             os.close(fd)
             raise
         return Claim(path, fd, owner)

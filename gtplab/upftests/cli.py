@@ -10,29 +10,52 @@ Each kind builds the lab its config describes, runs, tears it down, and writes a
 (-o, default results/upftest-<kind>-<uuid>): run.json, cases.jsonl, report.md, report/index.html;
 with --push URL every case goes to the Pushgateway (job gtplab_upftest). Exit 0 when every case
 passes, 1 when one fails or is not supported (the UPF's Cause says why). docs/upftests.md.
+
+Whatever ends the run, what it measured is kept: run.json is written before the lab is built
+(status "running", the command, the lab config, the kind, the cases planned) and each case is
+appended to cases.jsonl as it finishes; SIGINT and SIGTERM (the sweep's handler) tear the lab down
+and mark the run "interrupted", an error marks it "error" with its text and, for an N4 failure, the
+PFCP exchange that failed (the request, its sequence number, how many sends, the Cause or "no
+answer"). One run writes a results directory (its claim, gtplab.results.store.claim); a directory
+holding another run's results is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
 import sys
+import threading
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from gtplab.errors import UserError
+from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
+from gtplab.measure.sweep import _sigterm
+from gtplab.results import store
+from gtplab.results.push import check_gateway_url
 from gtplab.upftests import handover, n4, policing, record, usage
-from gtplab.upftests.harness import Upf
+from gtplab.upftests.harness import Unsupported, Upf
 
 KINDS = {"policing": policing, "handover": handover, "usage": usage, "n4": n4}
 
 
 def _sizes(text: str) -> tuple[int, ...]:
+    from gtplab.measure.plan import common
+    c = common()
+    # a G-PDU with inner IPv4/UDP and the engine's per-stream trailer (its counters are the reference)
+    lo = max(c.min_frame_size(d) for d in ("uplink", "downlink")) + c.STATS_PAYLOAD
     try:
-        return tuple(int(x) for x in text.split(","))
+        out = tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise UserError(f"--sizes {text!r}: comma-separated frame sizes in bytes") from None
+        out = ()
+    if not out or any(not lo <= x <= c.MAX_FRAME for x in out) or len(set(out)) != len(out):
+        raise UserError(f"--sizes {text!r}: comma-separated frame sizes in bytes on the wire incl. FCS, "
+                        f"{lo}..{c.MAX_FRAME}, each once")
+    return out
 
 
 def _bursts(text: str) -> tuple[int, ...]:
@@ -46,12 +69,104 @@ def _bursts(text: str) -> tuple[int, ...]:
     return out
 
 
+def _table(dirs: list[str]) -> int:
+    if not dirs:
+        raise UserError("table: give the results directories of upftest runs")
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise UserError(f"table: {d}: {'not a directory' if Path(d).exists() else 'no such directory'}")
+    print(record.table(dirs), end="")
+    return 0
+
+
+def _lab_config(name: str):
+    """The lab config, one line when it cannot be read (a binary file, a directory)."""
+    try:
+        return labconfig.load(name)
+    except UnicodeDecodeError:
+        raise UserError(f"lab config {name}: not a text (YAML) file") from None
+    except OSError as e:
+        raise UserError(f"lab config {name}: {e.strerror or e}") from None
+
+
+def _claim(out: Path, rid: str, kind: str) -> store.Claim:
+    """The results directory, made and claimed for this run (gtplab.results.store.claim: one writer),
+    before the lab is built: refused, in one line, when it is not a directory, holds another run's
+    results (its run.json named) or cannot be written."""
+    if out.exists() and not out.is_dir():
+        raise ResultsWriteError(f"results directory {out} exists and is not a directory")
+
+    def refuse_full():
+        run = out / store.RUN_FILE
+        if run.exists():
+            try:
+                o = store.read_run(out)
+                who = (f"run.json of {o.get('kind', 'sweep')} {o.get('test', '')} run {o['uuid']} "
+                       f"(started {o['started']}, status {o.get('status', 'complete')})").replace("  ", " ")
+            except store.ResultsError:
+                who = "a run.json"
+            raise UserError(f"results directory {out} holds {who}: give another -o (nothing is overwritten)")
+        if store.contents(out):
+            raise UserError(f"results directory {out} exists and is not empty (nothing is overwritten)")
+
+    if out.is_dir():
+        refuse_full()
+    owner = {"run_uuid": rid, "pid": os.getpid(), "host": socket.gethostname(), "what": f"upftest {kind}",
+             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    try:
+        cl = store.claim(out, owner)
+    except store.ClaimError as e:
+        raise UserError(str(e)) from None
+    except OSError as e:
+        raise ResultsWriteError(f"Couldn't write to results directory {out}: {e.strerror or e}") from None
+    try:
+        refuse_full()                   # written meanwhile by a run that has ended since
+    except BaseException:
+        cl.release()
+        raise
+    return cl
+
+
+def _on_sigterm(signum, frame):
+    """The sweep's SIGTERM handler (Terminated, handled like Ctrl-C), once: a second SIGTERM while the
+    lab is torn down is ignored, so the teardown runs to its end."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _sigterm(signum, frame)
+
+
+@contextlib.contextmanager
+def _ending(rec: record.Recorder):
+    """SIGTERM raises Terminated meanwhile; the block's end is recorded in run.json: complete,
+    interrupted (SIGINT, SIGTERM) or error (with the exchange of an N4 failure). The block tears the
+    lab down itself (Upf's with), before this records the end."""
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        rec.end("interrupted", signal="SIGINT")
+        print(f"results: {rec.rdir}")
+        raise
+    except Terminated:
+        rec.end("interrupted", signal="SIGTERM")
+        print(f"results: {rec.rdir}")
+        raise
+    except BaseException as e:
+        rec.end("error", error=e)
+        print(f"results: {rec.rdir}")
+        raise
+    else:
+        rec.end("complete")
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+
+
 def _run(args) -> int:
     if args.kind == "table":
-        if not args.dirs:
-            raise UserError("table: give the results directories of upftest runs")
-        print(record.table(args.dirs), end="")
-        return 0
+        return _table(args.dirs)
+    if args.dirs:
+        raise UserError(f"{args.kind} takes no directories (-o DIR for its results)")
     kw = {}
     if args.kind == "policing":
         if args.sizes:
@@ -60,30 +175,64 @@ def _run(args) -> int:
             kw["bursts"] = _bursts(args.bursts)
     elif args.sizes or args.bursts:
         raise UserError(f"--sizes and --bursts are policing's; {args.kind} has its own")
-    cfg = labconfig.load(args.lab_config)
+    if args.push:
+        check_gateway_url(args.push)
+    cfg = _lab_config(args.lab_config)
+    Upf.check_config(cfg)
     rid = str(uuid.uuid4())
     out = Path(args.output or f"results/upftest-{args.kind}-{rid[:8]}")
-    if out.exists() and any(out.iterdir()):
-        raise UserError(f"results directory {out} exists and is not empty")
-    out.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with Upf.open(cfg, args.lab) as upf:
-        run = {"uuid": rid, "started": started, "backend": "local", "lab": upf.lab.name,
-               "host": socket.gethostname(), "kind": "upftest", "test": args.kind, "upf": upf.name,
-               "lab_config": cfg.name, "command": " ".join(["gtplab"] + sys.argv[1:])}
-        cases = KINDS[args.kind].run(upf, **kw)
-        run["warnings"] = upf.close()
-    record.write(out, run, cases)
+    kind = KINDS[args.kind]
+    run = {"uuid": rid, "started": started, "backend": "local", "lab": None, "host": socket.gethostname(),
+           "kind": "upftest", "test": args.kind, "upf": Upf.name_of(cfg), "lab_config": cfg.name,
+           "lab_config_path": str(cfg.path), "command": " ".join(["gtplab"] + sys.argv[1:]),
+           "cases_planned": kind.planned(**kw), "pid": os.getpid()}
+    made = not out.exists()
+    with _claim(out, rid, args.kind):
+        rec = record.Recorder(out, run)
+        try:
+            rec.start()
+        except BaseException:
+            # nothing half-done: what start() wrote goes, and the directory if this run made it
+            for f in (store.RUN_FILE, record.RESERVE):
+                with contextlib.suppress(OSError):
+                    (out / f).unlink()
+            if made:
+                with contextlib.suppress(OSError):
+                    (out / store.LOCK_FILE).unlink()
+                    out.rmdir()
+            raise
+        print(f"gtplab upftest {args.kind}: {run['upf']} (lab config {cfg.name}), {run['cases_planned']} case(s) "
+              f"planned; results in {out}", file=sys.stderr, flush=True)
+        rec.on_case = lambda c: print(f"[{len(rec.cases)}/{run['cases_planned']}] {c['case_id']}: {c['verdict']}",
+                                      file=sys.stderr, flush=True)
+        with _ending(rec):
+            with Upf.open(cfg, args.lab) as upf:
+                rec.update(lab=upf.lab.name)
+                upf.on_case = rec.case
+                try:
+                    cases = kind.run(upf, **kw)
+                except Unsupported as e:        # a rejection outside what the kind handles itself
+                    cases = [{"case_id": f"{args.kind}-setup", "kind": args.kind, "verdict": "not supported",
+                              "why": str(e), "cause": e.cause}]
+                for c in cases:                 # those the kind returned without adding (not supported)
+                    rec.case(c)
+                run["warnings"] = upf.close()
+    cases = rec.cases
     s = record.summary(cases)
     for c in cases:
         if c["verdict"] not in ("pass", "measured"):
             print(f"  {c['case_id']}: {c['verdict']}: {c.get('why', '')}", file=sys.stderr)
-    print(f"gtplab upftest {args.kind}: {upf.name}: {s['verdict']} ({s['counts']['pass']} pass, "
+    print(f"gtplab upftest {args.kind}: {run['upf']}: {s['verdict']} ({s['counts']['pass']} pass, "
           f"{s['counts']['fail']} fail, {s['counts']['not supported']} not supported"
           + (f", {s['counts']['measured']} measured" if s['counts']['measured'] else "") + ")")
     print(f"results: {out}")
     if args.push:
-        record.push(args.push, run, cases)
+        try:
+            record.push(args.push, run, cases)
+        except Exception as e:          # noqa: BLE001 -- the results are written; one line says what failed
+            print(f"gtplab upftest: push to {args.push} failed: {e}", file=sys.stderr)
+            return 1
     return 0 if s["verdict"] == "pass" else 1
 
 

@@ -24,6 +24,11 @@ QFI = 9
 SIZE = 256
 
 
+def planned(**_) -> int:
+    """The cases run() makes: one per session."""
+    return 2
+
+
 def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SIZE) -> list[dict]:
     a = upf.lab.addressing
     plan = [(0, None), (1, QFI)]
@@ -53,7 +58,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
     end = upf.flow()
     lost_capture = upf.client.get_stats().get(0, {}).get("capture_lost", 0)
     recs = [(ns, data) for ns, data, _ in frames]
-    cases = []
+    cases = upf.cases()
     for s in sessions:
         cid = f"handover-s{s.index}-{'qfi' if s.rules.qfi is not None else 'noqfi'}"
         if s.index in errors:

@@ -34,7 +34,7 @@ from gtplab.kernel.netns import run_in
 from gtplab.measure.conservation import DutDelta
 from gtplab.pfcp import messages as m
 from gtplab.pfcp import provision as prov
-from gtplab.pfcp.errors import PfcpError, PfcpRejected
+from gtplab.pfcp.errors import PfcpError, PfcpRejected, PfcpTimeout
 from gtplab.traffic import backend
 from gtplab.traffic.engine.capture import capture_clock_ns
 from gtplab.upftests import rules as R
@@ -58,6 +58,27 @@ class Unsupported(Exception):
         self.what, self.cause, self.offending = what, cause, offending
         off = f", offending IE type {offending}" if offending is not None else ""
         super().__init__(f"{what}: rejected with cause {m.cause_name(cause)}{off}")
+
+
+class Cases(list):
+    """A test kind's cases: each one added (append, extend, +=) is passed to on_case as it is added."""
+
+    def __init__(self, on_case=None):
+        super().__init__()
+        self.on_case = on_case
+
+    def append(self, c: dict) -> None:
+        super().append(c)
+        if self.on_case is not None:
+            self.on_case(c)
+
+    def extend(self, cs) -> None:
+        for c in cs:
+            self.append(c)
+
+    def __iadd__(self, cs):
+        self.extend(cs)
+        return self
 
 
 @dataclass
@@ -91,11 +112,9 @@ class Upf:
 
     def __init__(self, cfg, lab_name: str | None = None):
         self.cfg = cfg
-        pc = (cfg.dut or {}).get("pfcp")
-        if cfg.provision != "pfcp" or not pc:
-            raise UserError(f"lab config {cfg.path}: the UPF tests provision over PFCP (dut.provision: pfcp, "
-                            "dut.pfcp); e.g. embedded-pfcp (the PGW-U) or embedded-eupf")
-        self.name = cfg.dut_name or ("PGW-U" if cfg.dut_mode == "pgwu" else cfg.name)
+        pc = self.check_config(cfg)
+        self.name = self.name_of(cfg)
+        self.on_case = None             # called with each case as a test kind finishes it (cases())
         self.be = backend.choose(cfg, kind="local", lab=lab_name).open()
         self.agent = None
         self.prov = None
@@ -136,6 +155,26 @@ class Upf:
     def open(cls, cfg, lab_name: str | None = None) -> "Upf":
         return cls(cfg, lab_name)
 
+    @staticmethod
+    def check_config(cfg) -> dict:
+        """The lab config's dut.pfcp; UserError when the config does not provision over PFCP (checked
+        before anything is built)."""
+        pc = (cfg.dut or {}).get("pfcp")
+        if cfg.provision != "pfcp" or not pc:
+            raise UserError(f"lab config {cfg.path}: the UPF tests provision over PFCP (dut.provision: pfcp, "
+                            "dut.pfcp); e.g. embedded-pfcp (the PGW-U) or embedded-eupf")
+        return pc
+
+    @staticmethod
+    def name_of(cfg) -> str:
+        """What the results call the UPF: the lab config's dut.name, else PGW-U or the config's name."""
+        return cfg.dut_name or ("PGW-U" if cfg.dut_mode == "pgwu" else cfg.name)
+
+    def cases(self) -> "Cases":
+        """The list a test kind collects its cases in: each case added is passed to on_case at once
+        (the CLI appends it to cases.jsonl), so a run cut short keeps every case it finished."""
+        return Cases(self.on_case)
+
     def __enter__(self) -> "Upf":
         return self
 
@@ -151,9 +190,27 @@ class Upf:
         return R.Rules(ue=a.ue(i), teid=a.local_teid(i), n3=self.pcfg.n3, gnb=a.sgw(i),
                        gnb_teid=a.sgw_teid(i), **kw)
 
+    def _exchange(self, data: bytes, seq: int, ctx) -> m.Scanned:
+        """node.request; a PfcpError raised carries `exchange`: the request (message name, sequence
+        number), how many times it was sent and what came back ("no answer", or the Cause), for
+        run.json."""
+        try:
+            return self.node.request(data, seq, ctx=ctx)
+        except PfcpError as e:
+            if getattr(e, "exchange", None) is None:
+                x = {"message": m.message_name(data[1]), "seq": seq}
+                if isinstance(e, PfcpTimeout):
+                    x.update(sends=self.node.timers.n1 + 1, answer="no answer")
+                elif isinstance(e, PfcpRejected) and e.cause is not None:
+                    x.update(answer=f"cause {m.cause_name(e.cause)}", cause=e.cause)
+                else:
+                    x.update(answer=str(e))
+                e.exchange = x
+            raise
+
     def _request(self, data: bytes, seq: int, what: str, s: TestSession | None) -> m.Scanned:
         self.node.check()
-        r = self.node.request(data, seq, ctx=s.rules.ue if s else None)
+        r = self._exchange(data, seq, s.rules.ue if s else None)
         if r.cause != m.CAUSE_ACCEPTED:
             raise Unsupported(what, r.cause, r.offending_ie)
         return r
@@ -191,13 +248,16 @@ class Upf:
         """Delete s; returns the Usage Reports of the deletion response."""
         seq = self.node.next_seq()
         try:
-            r = self.node.request(R.deletion(seq, s.up_seid), seq, ctx=s.rules.ue)
+            r = self._exchange(R.deletion(seq, s.up_seid), seq, s.rules.ue)
         finally:
             self.sessions.pop(s.index, None)
             self._by_cp.pop(s.cp_seid, None)
         if r.cause != m.CAUSE_ACCEPTED:
-            raise PfcpRejected(f"UE {s.rules.ue}: session deletion rejected: cause {m.cause_name(r.cause)}",
-                               cause=r.cause, message="session deletion request")
+            e = PfcpRejected(f"UE {s.rules.ue}: session deletion rejected: cause {m.cause_name(r.cause)}",
+                             cause=r.cause, message="session deletion request")
+            e.exchange = {"message": "session deletion request", "seq": seq, "answer": f"cause {m.cause_name(r.cause)}",
+                          "cause": r.cause}
+            raise e
         got = R.usage_reports(r.raw, time.time())
         s.usage += got
         s.up_seid = None

@@ -105,8 +105,13 @@ def _throughput(upf: Upf, sessions) -> float:
     return sum(st[p]["ipackets"] for p in (0, 1)) / 1.0
 
 
+def planned(**_) -> int:
+    """The cases run() makes: 3 message types idle and loaded, and the churn soak."""
+    return 7
+
+
 def run(upf: Upf, load_pps: float | None = None, soak_s: float = SOAK_S) -> list[dict]:
-    cases = []
+    cases = upf.cases()
     bg = [upf.establish(upf.rules(i)) for i in range(LOAD_SESSIONS)]
     idle = _batch(upf, list(range(BASE, BASE + BATCH)))
     thr = load_pps / LOAD_FRACTION if load_pps else _throughput(upf, bg)

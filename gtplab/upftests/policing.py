@@ -55,9 +55,19 @@ def min_burst_packets(l3: int) -> int:
     return max(1, min(MAX_PACED_BURST, C.MIN_BURST_BYTES // l3))
 
 
+def planned(sizes=(512,), factors=DEFAULT_FACTORS, mbrs_mbps=DEFAULT_MBRS_MBPS, bursts=DEFAULT_BURSTS, **_) -> int:
+    """How many cases run() makes when the UPF accepts every rule (run.json's cases_planned): per size,
+    session and direction one per load and burst, one per load below the MBR at the minimum burst and
+    the burst tolerance; the isolation's two directions; the gate's two."""
+    per = len(mbrs_mbps) * 2 * (len(bursts) * len(factors) + sum(f <= C.NO_LOSS_FACTOR for f in factors)
+                                + (1 if any(f <= C.NO_LOSS_FACTOR for f in factors) else 0))
+    iso = 2 if len(mbrs_mbps) >= 2 and ISOLATION_FACTOR in factors else 0
+    return len(sizes) * per + iso + 2
+
+
 def run(upf: Upf, sizes=(512,), factors=DEFAULT_FACTORS, mbrs_mbps=DEFAULT_MBRS_MBPS,
         duration: float = DURATION_S, bursts=DEFAULT_BURSTS) -> list[dict]:
-    cases = []
+    cases = upf.cases()             # each case written to the results as it is added
     sessions = []
     try:
         for k, mbr in enumerate(mbrs_mbps):

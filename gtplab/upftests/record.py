@@ -7,12 +7,21 @@ Pushgateway (job gtplab_upftest, one group per case) and the verdict table over 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import html
 import json
+import os
+import re
+import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
+from gtplab.errors import ResultsWriteError
+from gtplab.pfcp import messages as m
 from gtplab.results import store
 
 JOB = "gtplab_upftest"
@@ -47,6 +56,165 @@ def write(results_dir: Path, run: dict, cases: list[dict]) -> None:
     (rep / "index.html").write_text(page(run, cases))
 
 
+# how a run ended (run.json's status): running until it ends; complete (every case run); interrupted
+# (SIGINT/SIGTERM, with the signal); error (with the error's text and, for an N4 failure, the exchange)
+STATUSES = ("running", "complete", "interrupted", "error")
+RESERVE, RESERVE_BYTES = ".gtplab-reserve", 32 << 10     # room kept for the last run.json (a full disk)
+_NO_ANSWER = re.compile(r"to (?P<message>[a-z ]+ request) \(seq (?P<seq>\d+)\) after (?P<sends>\d+) sends?")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def exchange_of(e: BaseException) -> dict | None:
+    """The PFCP exchange an error came from, for run.json: {message, seq, sends, answer ("no answer"
+    or the Cause), cause}; what the harness attached (Upf._exchange), else what the node's timeout
+    says (the association's requests), else a rejection's Cause; None for another error."""
+    x = getattr(e, "exchange", None)
+    if x:
+        return dict(x)
+    mt = _NO_ANSWER.search(str(e))
+    if mt and "no answer" in str(e):
+        return {"message": mt["message"], "seq": int(mt["seq"]), "sends": int(mt["sends"]), "answer": "no answer"}
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, int):
+        return {"message": getattr(e, "message", "") or getattr(e, "what", ""),
+                "answer": f"cause {m.cause_name(cause)}", "cause": cause}
+    return None
+
+
+def exchange_text(x: dict) -> str:
+    """'no answer to session establishment request after 4 sends', 'session deletion request: cause 64 (...)'."""
+    if x.get("answer") == "no answer":
+        n = x.get("sends")
+        return f"no answer to {x.get('message')}" + (f" after {n} send{'s' if n != 1 else ''}" if n else "")
+    return f"{x.get('message')}: {x.get('answer')}"
+
+
+class Recorder:
+    """One upftest run's results directory while it runs: run.json written at the start (status
+    running) and again at the end with how the run ended; each case appended to cases.jsonl (flushed
+    and fsynced, with the run's uuid) as the test kind finishes it; the report at the end. Every
+    write error is a ResultsWriteError naming the directory."""
+
+    def __init__(self, rdir: Path, run: dict):
+        self.rdir, self.run = Path(rdir), run
+        self.cases: list[dict] = []
+        self._ids: set[int] = set()
+        self.t0 = time.monotonic()
+        self.on_case = None         # called after each case is written (the CLI's progress line)
+
+    def _write_run(self) -> None:
+        try:
+            store.write_run(self.rdir, self.run)
+        except OSError as e:
+            raise ResultsWriteError(f"Couldn't write {self.rdir / store.RUN_FILE}: {e.strerror or e}") from None
+
+    def start(self) -> None:
+        self.run.update(status="running", cases_done=0)
+        self._write_run()
+        try:
+            (self.rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                (self.rdir / RESERVE).unlink()
+            raise ResultsWriteError(f"Couldn't write results to {self.rdir}: {e.strerror or e}") from None
+
+    def update(self, **kw) -> None:
+        """run.json again with kw (the lab's name once it is built)."""
+        self.run.update(kw)
+        self._write_run()
+
+    def case(self, c: dict) -> None:
+        """Append one finished case (once: a case already written is not written again)."""
+        if id(c) in self._ids:
+            return
+        c.setdefault("direction", "both")           # what results/store.py requires of a case
+        c.setdefault("frame_size", 0)
+        c.setdefault("criterion", "")
+        c["run_uuid"] = self.run["uuid"]
+        try:
+            store.append_case(self.rdir, c)
+        except OSError as e:
+            raise ResultsWriteError(f"Couldn't write case {c.get('case_id')} to {self.rdir}: {e.strerror or e}; "
+                                    f"{len(self.cases)} case(s) before it are there") from None
+        self._ids.add(id(c))
+        self.cases.append(c)
+        self.run["cases_done"] = len(self.cases)
+        self._write_run()                   # run.json counts what finished, should the run be killed
+        if self.on_case is not None:
+            self.on_case(c)
+
+    def end(self, status: str, signal: str | None = None, error: BaseException | None = None) -> None:
+        """run.json with how the run ended, then the report; never raises (the first failure is
+        printed by the caller's error, a failure here only loses the report)."""
+        # the cases as cases.jsonl holds them: a signal between a case's line and its count here
+        # must not make run.json say one less than was written
+        with contextlib.suppress(OSError, store.ResultsError):
+            if (self.rdir / store.CASES_FILE).exists():
+                self.cases = store.read_cases(self.rdir, self.run["uuid"])
+        self.run.update(status=status, ended=_now(), elapsed_s=round(time.monotonic() - self.t0, 1),
+                        cases_done=len(self.cases), summary=summary(self.cases))
+        if status != "complete":            # what the cases it finished say is not the kind's verdict
+            self.run["summary"]["verdict"] = status
+        if signal:
+            self.run["interrupted"] = {"signal": signal, "at": self.run["ended"]}
+        if error is not None:
+            err = {"text": str(error) or type(error).__name__, "type": type(error).__name__}
+            x = exchange_of(error)
+            if x:
+                err["exchange"] = x
+            self.run["error"] = err
+        with contextlib.suppress(OSError):
+            (self.rdir / RESERVE).unlink()
+        try:
+            self._write_run()
+            (self.rdir / "report.md").write_text(markdown(self.run, self.cases))
+            rep = self.rdir / "report"
+            rep.mkdir(exist_ok=True)
+            (rep / "index.html").write_text(page(self.run, self.cases))
+        except (OSError, ResultsWriteError) as e:
+            print(f"gtplab upftest: results of {self.rdir} not completed: {e}", file=sys.stderr, flush=True)
+
+
+def ending_text(run: dict, results_dir: str | os.PathLike | None = None) -> str:
+    """How a run that did not complete ended, in words ('' for a complete run): 'interrupted (SIGTERM)
+    after 3 of 7 cases', 'error after 0 of 2 cases: no answer to session establishment request after
+    4 sends'."""
+    st = run.get("status")
+    done, planned = run.get("cases_done"), run.get("cases_planned")
+    of = f"{done if done is not None else '?'} of {planned} cases" if planned else f"{done or 0} cases"
+    if st == "interrupted":
+        sig = (run.get("interrupted") or {}).get("signal")
+        return f"interrupted{f' ({sig})' if sig else ''} after {of}"
+    if st == "error":
+        err = run.get("error") or {}
+        why = exchange_text(err["exchange"]) if err.get("exchange") else (err.get("text") or "").splitlines()[0][:200] \
+            if err.get("text") else "unknown error"
+        return f"error after {of}: {why}"
+    if st == "running":
+        alive = results_dir is not None and _writer_alive(results_dir)
+        return f"running, {of} so far" if alive else f"cut short (no end recorded) after {of}"
+    return ""
+
+
+def _writer_alive(results_dir: str | os.PathLike) -> bool:
+    """Whether the process that claimed the run's directory still holds it (its flock)."""
+    d = results_dir
+    try:
+        fd = os.open(Path(d) / store.LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _fig(c: dict) -> str:
     parts = []
     for k in FIGURES:
@@ -69,8 +237,10 @@ def markdown(run: dict, cases: list[dict]) -> str:
              f"**{s['verdict']}**: {s['counts']['pass']} pass, {s['counts']['fail']} fail, "
              f"{s['counts']['not supported']} not supported"
              + (f", {s['counts']['measured']} measured (no criterion)" if s['counts'].get('measured') else "")
-             + f" of {s['cases']} cases", "",
-             "| case | verdict | criterion | figures | why |", "|---|---|---|---|---|"]
+             + f" of {s['cases']} cases", ""]
+    if ending_text(run):
+        lines += [f"**{ending_text(run)}**", ""]
+    lines += ["| case | verdict | criterion | figures | why |", "|---|---|---|---|---|"]
     for c in cases:
         lines.append(f"| {c['case_id']} | {c['verdict']} | {c.get('criterion', '')} | {_fig(c)} | "
                      f"{c.get('why', '')} |")
@@ -87,7 +257,9 @@ def page(run: dict, cases: list[dict]) -> str:
             ".not-supported{background:#eee}</style>"
             f"<h1>gtplab upftest {html.escape(run['test'])}: {html.escape(run['upf'])}</h1>"
             f"<p>{html.escape(run['lab_config'])}, {html.escape(run['started'])}: <b>{s['verdict']}</b> "
-            f"({s['counts']})</p><table><tr><th>case</th><th>verdict</th><th>criterion</th><th>figures</th>"
+            f"({s['counts']})</p>"
+            + (f"<p><b>{html.escape(ending_text(run))}</b></p>" if ending_text(run) else "")
+            + f"<table><tr><th>case</th><th>verdict</th><th>criterion</th><th>figures</th>"
             f"<th>why</th></tr>{rows}</table><pre>{html.escape(json.dumps(run, indent=1))}</pre>")
 
 
@@ -122,15 +294,40 @@ def push(gateway: str, run: dict, cases: list[dict], timeout: float = 5.0) -> in
     return n
 
 
+def _read(d: str) -> tuple[dict | None, list[dict], str]:
+    """(run.json, its cases, '') of an upftest results directory, or (None, [], why not) for one
+    without a readable run.json of an upftest run; a run whose cases cannot be read keeps its run
+    and says why."""
+    if not (Path(d) / store.RUN_FILE).exists():
+        return None, [], "no run.json"
+    try:
+        r = store.read_run(d)
+    except store.ResultsError as e:
+        return None, [], str(e)
+    if r.get("kind") != "upftest" and ("test" not in r or "upf" not in r):
+        return None, [], f"not an upftest run (run.json kind {r.get('kind', 'sweep')})"
+    if not (Path(d) / store.CASES_FILE).exists():
+        return r, [], ""
+    try:
+        return r, store.read_cases(d, r.get("uuid") if "status" in r else None), ""
+    except store.ResultsError as e:
+        return r, [], str(e)
+
+
 def table(dirs: list[str]) -> str:
-    """The verdict table of several upftest runs: one row per UPF, one column per test kind."""
-    runs = [store.read_run(d) for d in dirs]
-    upfs = list(dict.fromkeys(r["upf"] for r in runs))
-    kinds = list(dict.fromkeys(r["test"] for r in runs))
-    cell = {}
-    for d, r in zip(dirs, runs):
-        cases = store.read_cases(d)
-        s = r["summary"]
+    """The verdict table of several upftest runs: one row per UPF, one column per test kind. A run
+    that did not complete is its cell's words (interrupted after N of M cases, the error: "no answer
+    to session establishment request after 4 sends"); a directory without a readable run.json is a
+    row of its own saying why."""
+    read = [(d, *_read(d)) for d in dirs]
+    upfs = list(dict.fromkeys(r["upf"] for _, r, _, _ in read if r))
+    kinds = list(dict.fromkeys(r["test"] for _, r, _, _ in read if r)) or ["result"]
+    cell, bad = {}, []
+    for d, r, cases, problem in read:
+        if r is None:
+            bad.append((d, problem))
+            continue
+        s = r.get("summary") or summary(cases)
         fails = [c for c in cases if c.get("verdict") not in ("pass", "measured")]
         why = "; ".join(f"{c['case_id']}: {c.get('why', '')}" for c in fails[:2])
         measured = s["counts"].get("measured", 0)
@@ -140,10 +337,18 @@ def table(dirs: list[str]) -> str:
             b, ms = [c["tolerance_bytes"] for c in tol], [c["tolerance_ms"] or 0 for c in tol]
             extra = (f"; burst tolerance {min(b)}-{max(b)} octets ({min(ms):.1f}-{max(ms):.1f} ms at the MBR; "
                      f"{tol[0]['min_burst_bytes']} required)")
-        cell[(r["upf"], r["test"])] = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases'] - measured} pass"
-                                       + (f", {measured} measured" if measured else "") + ")" + extra
-                                       + (f": {why}" if why else ""))
+        ended = ending_text(dict(r, cases_done=len(cases)) if cases else r, d)
+        if ended:
+            verdict = f"**{ended}**" + (f" ({s['counts']['pass']} pass)" if cases else "")
+        else:
+            verdict = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases'] - measured} pass"
+                       + (f", {measured} measured" if measured else "") + ")")
+        if problem:
+            why = (f"{why}; " if why else "") + f"cases not read: {problem}"
+        cell[(r["upf"], r["test"])] = verdict + extra + (f": {why}" if why else "")
     lines = ["| UPF | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     for u in upfs:
         lines.append(f"| {u} | " + " | ".join(cell.get((u, k), "not run").replace("|", "/") for k in kinds) + " |")
+    for d, problem in bad:
+        lines.append(f"| {d} | " + " | ".join([problem.replace("|", "/")] + [""] * (len(kinds) - 1)) + " |")
     return "\n".join(lines) + "\n"

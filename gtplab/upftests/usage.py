@@ -40,6 +40,11 @@ def _sum(reports: list[R.Usage]) -> dict:
             "ul_packets": tot("packets", 1), "dl_packets": tot("packets", 2)}
 
 
+def planned(**_) -> int:
+    """The cases run() makes: one per session (deletion, query, periodic, volth, quota, timth, dropped)."""
+    return 7
+
+
 def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SIZE) -> list[dict]:
     l3u, l3d = inner_len(size, "uplink"), inner_len(size, "downlink")
     per = pps * duration
@@ -52,7 +57,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
         "timth": R.UrrSpec(time_threshold=TIME_S),
         "dropped": R.UrrSpec(),
     }
-    cases, sess = [], {}
+    cases, sess = upf.cases(), {}
     for k, (name, spec) in enumerate(specs.items()):
         try:
             kw = {"gate": (True, False)} if name == "dropped" else {}

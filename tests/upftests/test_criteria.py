@@ -292,6 +292,9 @@ class _Refusing:
     def rules(self, i, **kw):
         return R.Rules(ue="10.64.0.1", teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, **kw)
 
+    def cases(self):
+        return []
+
     def establish(self, r, index=None):
         raise Unsupported("session establishment", 73, 109 if r.has_qer else 6)
 

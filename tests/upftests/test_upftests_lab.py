@@ -7,13 +7,17 @@ its enforcement lands, policing above the MBR and End Markers fail, with figures
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 
 import pytest
 
 from gtplab.lab import config as labconfig
+from gtplab.lab import topology
 from gtplab.upftests import criteria as C
 from gtplab.upftests import handover, n4, policing, usage
 from gtplab.upftests.harness import Upf
@@ -150,3 +154,97 @@ def test_n4_and_the_command_line_write_results(tmp_path):
     assert soak["cycles"] >= 2 and soak["untouched_tx"] > 0
     # the PGW-U's bearer table holds the 4 untouched sessions after each cycle, none at the end
     assert soak["upf_sessions"]["untouched"] == 4 and soak["upf_sessions"]["after"] == 0, soak
+
+
+def _upftest_until(out, first: str, *args):
+    """`gtplab upftest ... -o out` started; returns (the process, its stderr lines up to the first
+    that starts with `first`)."""
+    p = subprocess.Popen([GTPLAB, "upftest", *args, "-o", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    seen, deadline = [], time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if not line and p.poll() is not None:
+            break
+        seen.append(line)
+        if line.startswith(first):
+            return p, seen
+    p.kill()
+    p.wait()
+    pytest.fail(f"no {first!r} line from upftest:\n" + "".join(seen))
+
+
+def _lab_of(out) -> str:
+    """The lab's name as run.json says (written once the lab is up)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            lab = json.loads((out / "run.json").read_text()).get("lab")
+            if lab:
+                return lab
+        time.sleep(0.1)
+    pytest.fail("run.json never named the lab")
+
+
+def _cleanup(lab: str, agents: list[int]) -> None:
+    """What a failed test leaves: the lab (gtplab lab down) and the agents found on its pins."""
+    if lab and leftovers(lab):
+        subprocess.run([GTPLAB, "lab", "down", "--name", lab], capture_output=True, timeout=120)
+    for pid in agents:
+        with contextlib.suppress(ProcessLookupError):
+            if topology._is_pgwu(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_mid_run_tears_down_the_lab_and_the_agent_and_keeps_the_cases(tmp_path):
+    """SIGTERM (a `timeout`, a CI cancel) once the first cases are written: exit 143, run.json
+    "interrupted" with the cases done, which cases.jsonl holds; no lab and no `pgwu pfcp` agent
+    left (issue 35)."""
+    out = tmp_path / "pol"
+    p, seen = _upftest_until(out, "[1/", "policing", "--lab-config", "embedded-pfcp", "--bursts", "1")
+    lab, agents = _lab_of(out), []
+    try:
+        pins = f"/sys/fs/bpf/gtplab-{lab}"
+        agents = topology._pgwu_on_pins(pins)
+        assert agents, "the run's `pgwu pfcp` agent was not found on its lab's pins"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 143, "".join(seen) + err
+        assert "Traceback" not in err and "terminated (SIGTERM)" in err
+        run = json.loads((out / "run.json").read_text())
+        assert run["status"] == "interrupted" and run["interrupted"]["signal"] == "SIGTERM", run
+        n = len((out / "cases.jsonl").read_text().splitlines())
+        assert 1 <= run["cases_done"] == n < run["cases_planned"], run
+        assert leftovers(lab) == [] and topology._pgwu_on_pins(pins) == []
+        assert not any(topology._alive(a) for a in agents)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        _cleanup(lab, agents)
+
+
+def test_lab_down_after_a_killed_run_ends_its_pgwu_agent(tmp_path):
+    """SIGKILL leaves everything (no handler runs): `gtplab lab down --name LAB` then removes the
+    lab and ends the `pgwu ... pfcp --listen 127.0.0.1:0` agent the run started (issue 35)."""
+    out = tmp_path / "ho"
+    p, _ = _upftest_until(out, "gtplab upftest handover:", "handover", "--lab-config", "embedded-pfcp")
+    lab, agents = _lab_of(out), []
+    try:
+        pins = f"/sys/fs/bpf/gtplab-{lab}"
+        agents = topology._pgwu_on_pins(pins)
+        assert agents, "the run's `pgwu pfcp` agent was not found on its lab's pins"
+        p.kill()
+        p.wait()
+        d = subprocess.run([GTPLAB, "lab", "down", "--name", lab], capture_output=True, text=True, timeout=120)
+        assert d.returncode == 0, d.stderr
+        assert topology._pgwu_on_pins(pins) == [] and not any(topology._alive(a) for a in agents)
+        assert leftovers(lab) == []
+        # run.json says the run started and never said how it ended: the table calls it cut short
+        t = subprocess.run([GTPLAB, "upftest", "table", str(out)], capture_output=True, text=True, timeout=60)
+        assert t.returncode == 0 and "cut short (no end recorded) after 0 of 2 cases" in t.stdout, t.stdout + t.stderr
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        _cleanup(lab, agents)
