@@ -10,47 +10,20 @@ import json
 import urllib.request
 from pathlib import Path
 
-import pytest
-import yaml
-
 from gtplab.kernel.netns import run_in
-from gtplab.lab import config as labconfig
-from gtplab.lab import runtime
 from tests.lib import REPO
+from tests.lib import external_upf as X
 
 LAB_CONFIG = REPO / "gtplab/lab/labs/embedded-eupf.yaml"
 
 
 def lab_config(tmp_path: Path | None = None, dut: dict | None = None, **vars_):
     """embedded-eupf as a LabConfig; with vars (e.g. feature_ftup="true") or dut keys (e.g.
-    {"counters": "kernel"}: None removes a key), a copy in tmp_path with those dut.external.vars and
-    dut keys (its runtime path made absolute, as the copy lives elsewhere)."""
-    if not vars_ and not dut:
-        cfg = labconfig.load(str(LAB_CONFIG))
-    else:
-        d = yaml.safe_load(LAB_CONFIG.read_text())
-        for k, v in (dut or {}).items():
-            if v is None:
-                d["dut"].pop(k, None)
-            else:
-                d["dut"][k] = v
-        ext = d["dut"]["external"]
-        ext["vars"] = {**ext.get("vars", {}), **vars_}
-        ext["runtime"] = str((LAB_CONFIG.parent / ext["runtime"]).resolve())
-        f = tmp_path / "embedded-eupf.yaml"
-        f.write_text(yaml.safe_dump(d, sort_keys=False))
-        cfg = labconfig.load(str(f))
-    require_runtime(cfg)
-    return cfg
+    {"counters": "kernel"}: None removes a key), a copy in tmp_path (tests/lib/external_upf.py)."""
+    return X.lab_config("embedded-eupf", tmp_path, dut, **vars_)
 
 
-def require_runtime(cfg) -> None:
-    """Skip (the reason shown: where it was looked for) when eUPF's runtime is absent."""
-    spec = cfg.external_spec()
-    try:
-        runtime.resolve(spec.runtime, spec.runtime_env, "eUPF")
-    except runtime.RuntimeUnavailable as e:
-        pytest.skip(str(e))
+require_runtime = X.require_runtime
 
 
 def _get(url: str) -> str:

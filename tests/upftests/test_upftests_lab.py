@@ -22,7 +22,7 @@ from gtplab.upftests import criteria as C
 from gtplab.upftests import handover, n4, policing, usage
 from gtplab.upftests.harness import Upf
 from tests.lib import REPO
-from tests.lib import eupf as E
+from tests.lib import external_upf as X
 from tests.lib.lab import leftovers
 from tests.lib.monitor_stack import dashboards, panel_queries, prom_query, running_stack
 
@@ -32,11 +32,12 @@ GTPLAB = str(REPO / ".venv/bin/gtplab")
 
 def _configs():
     return [pytest.param("embedded-pfcp", id="pgwu"),
-            pytest.param("embedded-eupf", id="eupf", marks=pytest.mark.eupf)]
+            pytest.param("embedded-eupf", id="eupf", marks=pytest.mark.eupf),
+            pytest.param("embedded-open5gs", id="open5gs", marks=pytest.mark.open5gs)]
 
 
 def _open(name):
-    cfg = E.lab_config() if name == "embedded-eupf" else labconfig.load(name)
+    cfg = labconfig.load(name) if name == "embedded-pfcp" else X.lab_config(name)
     return Upf.open(cfg)
 
 
@@ -68,6 +69,9 @@ def test_policing_cases_are_decided_from_their_figures(name):
     if name == "embedded-pfcp":     # what the PGW-U's policer drops above the MBR is its own drop_mbr
         assert all(c["loss_where"]["upf_drops_by_reason"].get("drop_mbr", 0) > 0
                    for c in rates if c["factor"] == 2.0)
+    if name == "embedded-open5gs":  # Open5GS 8f25f3b enforces no MBR: far more than it is delivered
+        assert all(c["verdict"] == "fail" and c["delivered_bps"] > 1.25 * c["mbr_bps"]
+                   for c in rates if c["factor"] == 2.0), [(c["case_id"], c["verdict"], c.get("why"), c["delivered_bps"], c["mbr_bps"]) for c in rates]
     assert {c["burst"] for c in rates if c["burst_role"] == "minimum"} == \
         {policing.min_burst_packets(c["l3_bytes"]) for c in rates}
     tol = [c for c in cases if c["case_id"].startswith("policing-burst-tolerance")]
@@ -81,6 +85,8 @@ def test_policing_cases_are_decided_from_their_figures(name):
         assert again["verdict"] == c["verdict"] and again["tolerance_bytes"] == c["tolerance_bytes"], c
     gate = [c for c in cases if c["case_id"].startswith("policing-gate")]
     assert len(gate) == 2 and all(c["tx_packets"] > 0 for c in gate)
+    if name == "embedded-open5gs":  # nor a closed gate: every packet passes it
+        assert all(c["verdict"] == "fail" and c["rx_packets"] == c["tx_packets"] for c in gate), gate
     iso = [c for c in cases if c["case_id"].startswith("policing-isolation")]
     assert len(iso) == 2
     for c in iso:
@@ -114,6 +120,16 @@ def test_usage_reports_are_compared_with_the_generator(name):
         assert dele["generator"]["ul_packets"] > 0 and dele["reports"], dele
         if name == "embedded-pfcp":
             assert dele["verdict"] == "pass", dele          # its report at deletion is exact today
+    if name == "embedded-open5gs":
+        # Open5GS 8f25f3b: its reports at deletion and at the volume threshold, and of dropped
+        # traffic, hold; it answers no Query URR, sends no periodic or time-threshold report and
+        # does not stop traffic at the quota
+        got = {c["case_id"]: (c["verdict"], c.get("why", "")) for c in cases}
+        assert {k: v[0] for k, v in got.items()} == {
+            "usage-deletion": "pass", "usage-query": "fail", "usage-periodic": "fail", "usage-volth": "pass",
+            "usage-quota": "fail", "usage-timth": "fail", "usage-dropped": "pass"}, got
+        assert "no Usage Report in the answer to Query URR" in got["usage-query"][1]
+        assert "quota" in got["usage-quota"][1] and "no report" in got["usage-timth"][1]
 
 
 def test_n4_and_the_command_line_write_results(tmp_path):

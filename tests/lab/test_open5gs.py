@@ -1,0 +1,92 @@
+"""Open5GS's UPF (open5gs-upfd 8f25f3b, ../shared/open5gs/) as the DUT of the namespace lab, as the lab
+config embedded-open5gs runs it (gtplab/lab/external.py): a UPF of another kind than eUPF, with no
+XDP (GTP-U on a UDP socket, N6 through a TUN device the lab's setup commands make), that checks
+every PFCP IE's length as TS 29.244 Release 17 defines it and forwards uplink only for sessions
+that carry the 3GPP Interface Types. Provisioned by gtplab over PFCP with CHOOSE (it says FTUP),
+a trial each way at a rate it keeps up with is forwarded packet for packet; an NDR sweep through
+it runs to the end with every trial balanced. Skipped, with the reason, when its runtime is absent.
+Its UPF behaviour verdicts: tests/upftests/test_upftests_lab.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from gtplab.lab import config as labconfig
+from gtplab.measure.plan import CaseParams
+from gtplab.measure.runner import Runner
+from gtplab.traffic import backend
+from tests.lib import REPO
+from tests.lib import external_upf as X
+from tests.lib.lab import leftovers
+
+GTPLAB = str(REPO / ".venv/bin/gtplab")
+
+
+def test_the_trex_lab_config_runs_the_same_open5gs():
+    """embedded-trex-open5gs differs from embedded-open5gs only in its generator: the same DUT
+    section (runtime, setup, config, PFCP), so a fix to one that misses the other fails here."""
+    a, b = labconfig.load("embedded-open5gs"), labconfig.load("embedded-trex-open5gs")
+    assert a.dut == b.dut and a.thresholds == b.thresholds
+    assert (a.backend, b.backend, b.lab.get("generator")) == ("local", "trex", "trex")
+
+
+@pytest.mark.lab
+@pytest.mark.open5gs
+def test_open5gs_provisioned_over_pfcp_forwards_every_packet_both_ways():
+    """It says FTUP, so gtplab asks it to choose the uplink F-TEIDs (CHOOSE) and the uplink sends
+    the ones it chose; a trial each way at 2 kpps (a fraction of what it forwards on one CPU) is
+    forwarded packet for packet and balances."""
+    cfg = X.lab_config("embedded-open5gs")
+    be = backend.choose(cfg).open()
+    lab = be.lab
+    try:
+        with Runner(be, cfg) as r:
+            assert r.dut.kind == "external"
+            assert r.dut.cfg.choose is True                   # resolved at association from FTUP
+            for direction in ("uplink", "downlink"):
+                prep = r.prepare(CaseParams(direction=direction, frame_size=256, flows=16, latency=False))
+                if direction == "uplink":
+                    assert prep.tunables.get("teid_file")     # the TEIDs it chose
+                t = r.trial(prep, 2_000, 0.5)
+                c = t["conservation"]
+                assert c["ok"], c["errors"]
+                if t["host"]["disturbed"] and t["rx_packets"] < t["tx_packets"]:
+                    pytest.skip(f"host busy during the {direction} trial ({'; '.join(t['host']['reasons'])}): "
+                                f"{t['tx_packets'] - t['rx_packets']} of {t['tx_packets']} lost, undecidable")
+                assert t["rx_packets"] == t["tx_packets"] > 900, (direction, t["tx_packets"], t["rx_packets"])
+    finally:
+        be.close()
+    assert leftovers(lab.name) == []
+
+
+@pytest.mark.lab
+@pytest.mark.open5gs
+def test_ndr_sweep_through_open5gs_runs_to_the_end_every_trial_balanced(tmp_path):
+    """`gtplab sweep --lab-config embedded-open5gs` (what docs/lab.md tells a new user): exit 0, a
+    report, every trial's conservation balanced (no case says "conservation ok" with packets it
+    cannot place), the sessions deleted and the association ended (a warning: Open5GS does not
+    answer Association Release), nothing of the lab left."""
+    X.lab_config("embedded-open5gs")
+    out = tmp_path / "run"
+    p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-open5gs", "--sizes", "512",
+                        "--directions", "uplink,downlink", "--flow-modes", "multi", "--flows", "64",
+                        "--max-trials", "4", "--no-scale", "--no-latency", "--pcap-limit", "8",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "CONSERVATION FAILED" not in p.stderr and (out / "report" / "index.html").is_file()
+    run = json.loads((out / "run.json").read_text())
+    assert run["dut_mode"] == "external" and run["finished"] and run["cases_done"] == 2
+    assert run["conservation_failures"] == 0
+    assert any(n.startswith("PFCP warning:") and "association release request" in n for n in run["notes"])
+    cases = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
+    assert len(cases) == 2 and all(c["conservation_ok"] for c in cases)
+    for c in cases:
+        assert c["trials"], c["status"]
+        for t in c["trials"]:
+            assert t["conservation"]["ok"], t["conservation"]
+            assert t["tx_packets"] > 0 and t["rx_packets"] > 0, t
+    assert leftovers(run["lab_name"]) == []
