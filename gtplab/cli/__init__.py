@@ -30,6 +30,7 @@ COMMANDS: list[str] = [
     "measure.sweep",
     "cli.pfcp",
     "upftests.cli",
+    "conformance.cli",
 ]
 
 

@@ -45,6 +45,8 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from scapy.packet import Raw
 
+from gtplab.conformance import departs as departs_data
+from gtplab.conformance.cases import downlink_frames, qfi_downlink_frames, qfi_uplink, uplink_frames
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
 from gtplab.dut.local import LocalDut
@@ -66,57 +68,10 @@ STATE = {"csum_on": CSUM_ON, "upf": "pgwu"}
 
 # ---------------------------------------------------------------------------------------- per UPF
 # Where a UPF departs from the specs or from what gtplab expects of a UPF (what the PGW-U does, which
-# the checks are written for): one row per departure, each a fact the checks below use. The PGW-U has
-# none. eUPF a8d774a (../shared/eupf/README.md), seen in this lab; its sources at that commit say why
-# (cmd/ebpf/xdp/n3n6_entrypoint.c, utils/routing.h, utils/gtp_utils.h).
-DEPARTS: dict[str, dict] = {
-    "pgwu": {},
-    "eupf": {
-        # RFC 1812 5.3.1: a router decrements the TTL of what it forwards; eUPF does not, either way
-        # (routing.h: `_decr_ttl` commented out), so a TTL 1 packet goes on as TTL 1
-        "inner_ttl": "kept",
-        # TS 29.281 4.4.2.0 lets the sender pick the UDP source port (the PGW-U spreads flows over
-        # 49152-65535); eUPF always sends from 2152
-        "outer_udp_sport": 2152,
-        # no outer UDP checksum (0, allowed in IPv4 by RFC 768), whatever the session
-        "outer_udp_csum": 0,
-        # the outer IPv4 header: DF set, id 0, TOS 0 (the inner DSCP is not copied out: the PGW-U
-        # copies it, as RFC 2983's uniform model does), TTL 64
-        "outer_ip": {"flags": 2, "id": 0, "tos": 0, "ttl": 64},
-        # every downlink G-PDU carries a DL PDU Session Container (E=1), with QFI 0 when the session
-        # has none (a 4G bearer gets a 5G header) ...
-        "dl_psc_qfi": 0,
-        # ... except that a PDR without a QER applies eUPF's QER number 0, the first QER it stored,
-        # whichever session's (its PDRs default to QER ID 0): once the QFI bearer's QER exists,
-        # every bearer without one is marked with its QFI (and would be gated and rated by it)
-        "pdr_without_qer": "applies the first QER stored",
-        # 802.1Q-tagged frames (either side) are not parsed: passed to the kernel, which has no VLAN
-        # device and drops them
-        "vlan": "pass_no_match",
-        # TS 29.281 7.3.1: a G-PDU for an unknown TEID is answered with an Error Indication; eUPF
-        # passes it to the kernel, which answers ICMP port unreachable (nothing listens on 2152)
-        "unknown_teid": ("pass_no_match", (3, 3)),
-        # TS 29.244 5.2.1 PDI: the uplink PDR carries the UE's address (source); eUPF matches the
-        # TEID only, so another UE's packets in a bearer go through
-        "spoofed_source": "forwarded",
-        # a downlink packet for no UE: passed to the kernel, which has no route: ICMP net unreachable
-        "unknown_ue": ("pass_no_match", (3, 0)),
-        # TS 29.244 8.2.89: the uplink PDR's QFI is what its G-PDUs must carry; eUPF does not look
-        "uplink_qfi": "not checked",
-        # outer IPv4 fragments are not reassembled: the first (the one with UDP and GTP-U) is
-        # decapsulated alone, a truncated inner packet whose length field is the whole's, and
-        # forwarded; the others are passed to the kernel, which cannot reassemble without the first
-        "outer_fragments": "first decapsulated alone",
-        # a downlink packet too big for N3 once encapsulated: its FIB lookup says fragmentation
-        # needed, and it is passed to the kernel already encapsulated (from the UPF's own N3
-        # address, with DF): the kernel neither forwards nor fragments it, nothing leaves
-        "downlink_too_big": "pass_fib",
-        # TS 29.281 5.2.1: extension headers are chained, each says whether a receiver must
-        # understand it; eUPF reads the PDU Session Container only: a G-PDU with another one in its
-        # chain (here the UDP Port header, 0x40, "comprehension not required") is XDP_ABORTED
-        "gtp_ext_headers": "psc only, else aborted",
-    },
-}
+# the checks are written for): one fact per departure, each with its cause, in
+# gtplab/conformance/departs.py (the data `gtplab conformance` reports "departs: <cause>" from); the
+# checks below read their values. The PGW-U has none.
+DEPARTS: dict[str, dict] = {"pgwu": departs_data.facts("pgwu"), "eupf": departs_data.facts("eupf")}
 
 
 def departs() -> dict:
@@ -125,16 +80,8 @@ def departs() -> dict:
 
 def eupf_encap(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw: str, teid: int,
                qfi: int | None = None) -> bytes:
-    """A downlink G-PDU as a UPF with departures d sends it, built with Scapy: the inner packet
-    (TTL kept or decremented), the outer IPv4 header of d, UDP from d's port, d's checksum, a DL PDU
-    Session Container with the session's QFI (or d's)."""
-    inner = ip if d["inner_ttl"] == "kept" else ttl_minus_one(ip)
-    o = d["outer_ip"]
-    return bytes(Ether(dst=dmac, src=smac)
-                 / IP(ihl=5, tos=o["tos"], id=o["id"], flags=o["flags"], frag=0, ttl=o["ttl"], proto=17,
-                      src=local, dst=sgw)
-                 / UDP(sport=d["outer_udp_sport"], dport=2152, chksum=d["outer_udp_csum"])
-                 / O.gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
+    """A downlink G-PDU as a UPF with departures d sends it (gtplab/conformance/oracle.py)."""
+    return O.encap_departing(d, ip, smac=smac, dmac=dmac, local=local, sgw=sgw, teid=teid, qfi=qfi)
 
 
 UPFS = ["pgwu", "pfcp", "socket", pytest.param("eupf", marks=pytest.mark.eupf)]
@@ -393,24 +340,6 @@ def _show(frame: bytes) -> str:
 
 # ---------------------------------------------------------------------------------------- uplink
 
-def uplink_frames(lab):
-    a, p0 = lab.addressing, lab.ports[0]
-    kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
-    return [
-        packets.gpdu(a.local_teid(0), a.ue(0), a.pdn(0), size=128, outer_src=a.sgw(0), **kw),
-        packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(1), size=1518, outer_src=a.sgw(1), udp_csum=True, **kw),
-        packets.gpdu(a.local_teid(2), a.ue(2), a.pdn(2), size=3024, outer_src=a.sgw(2), **kw),
-        packets.gpdu(a.local_teid(3), a.ue(3), a.pdn(3), size=200, l4="tcp", ttl=2, outer_src=a.sgw(3), **kw),
-        packets.gpdu(a.local_teid(0), a.ue(0), a.pdn(5), size=100, l4="icmp", df=True, tos=0x28,
-                     outer_src=a.sgw(0), **kw),
-        # one 802.1Q tag on the access side is accepted; the SGi side sends untagged
-        packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(6), size=256, outer_src=a.sgw(1), vlan=100, **kw),
-        # GTP-U with a sequence number and a PDU session container: the header chain is removed too
-        packets.gpdu(a.local_teid(2), a.ue(2), a.pdn(7), size=300, outer_src=a.sgw(2), seq=7,
-                     ext=[packets.pdu_session_container(qfi=5)], **kw),
-    ]
-
-
 def test_uplink_decap_every_packet(lab):
     lab_o = lab[0]
     p1 = lab_o.ports[1]
@@ -455,20 +384,6 @@ def test_uplink_decap_every_packet(lab):
 
 
 # ---------------------------------------------------------------------------------------- downlink
-
-def downlink_frames(lab):
-    a, p1 = lab.addressing, lab.ports[1]
-    kw = dict(src_mac=p1.mac, dst_mac=p1.dut_mac)
-    return [
-        packets.downlink_ip(a.ue(0), a.pdn(0), 64, **kw),
-        packets.downlink_ip(a.ue(1), a.pdn(1), 1518, df=True, **kw),
-        packets.downlink_ip(a.ue(2), a.pdn(2), 3024, **kw),
-        packets.downlink_ip(a.ue(3), a.pdn(3), 300, l4="tcp", tos=0xb8, **kw),
-        packets.downlink_ip(a.ue(0), a.pdn(4), 128, l4="icmp", **kw),
-        packets.downlink_ip(a.ue(2), a.pdn(5), 200, udp_csum=False, **kw),     # inner UDP checksum 0
-        packets.downlink_ip(a.ue(1), a.pdn(6), 256, vlan=42, **kw),            # tagged on SGi
-    ]
-
 
 def check_encap(lab_o, frames, got, vlan: int | None, sport_fixed: bool = False):
     """Every frame in got is one of frames encapsulated as the spec says. The outer UDP source port is
@@ -693,18 +608,6 @@ def check_not_forwarded_as_departs(lab, d: dict, unknown_teid, spoofed, unknown_
 # Bearer QFI_BEARER carries QFI (TS 38.415): its downlink G-PDUs carry E, the optional fields and a
 # DL PDU Session Container with it; its uplink G-PDUs must carry an UL PDU Session Container with it.
 
-def qfi_downlink_frames(lab):
-    a, p1, q = lab.addressing, lab.ports[1], QFI_BEARER
-    kw = dict(src_mac=p1.mac, dst_mac=p1.dut_mac)
-    return [
-        packets.downlink_ip(a.ue(q), a.pdn(0), 64, **kw),
-        packets.downlink_ip(a.ue(q), a.pdn(1), 1518, df=True, **kw),
-        packets.downlink_ip(a.ue(q), a.pdn(2), 3024, **kw),
-        packets.downlink_ip(a.ue(q), a.pdn(3), 300, l4="tcp", tos=0xb8, **kw),
-        packets.downlink_ip(a.ue(q), a.pdn(4), 128, l4="icmp", **kw),
-    ]
-
-
 def test_qfi_downlink_carries_a_dl_pdu_session_container(lab):
     """Every G-PDU to the QFI bearer, byte for byte as tests/lib/oracle.py builds it (encap_expected with
     qfi: flags 0x34, GTP length = T-PDU + 8, sequence and N-PDU 0, next type 0x85, PSC length 1,
@@ -739,12 +642,6 @@ def test_qfi_downlink_carries_a_dl_pdu_session_container(lab):
         assert (Ether(g)[GTP_U_Header].E, psc.type, psc.QFI) == (1, 0, QFI), _show(g)
         seen[inner] += 1
     assert seen == collections.Counter({k: N_EACH for k in sent})
-
-
-def qfi_uplink(lab, ext, i: int, **kw):
-    a, p0, q = lab.addressing, lab.ports[0], QFI_BEARER
-    return packets.gpdu(a.local_teid(q), a.ue(q), a.pdn(i), outer_src=a.sgw(q), outer_dst=a.dut_access,
-                        src_mac=p0.mac, dst_mac=p0.dut_mac, ext=ext, **kw)
 
 
 def test_qfi_uplink_with_its_psc_forwarded(lab):

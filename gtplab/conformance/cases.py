@@ -1,0 +1,513 @@
+"""The conformance cases, as data: each a name, the spec clause it checks, the port it sends on, the
+packets (gtplab/gtpu/packets.py, in the lab's addressing) and the output the oracle computes for
+them (gtplab/conformance/oracle.py): the spec's, or, given a UPF's known departures
+(gtplab/conformance/departs.py, the facts named in `uses`), what that UPF is known to send.
+
+The frame lists (uplink_frames, downlink_frames, qfi_downlink_frames) are also the ones
+tests/dataplane/test_suite_correctness.py sends: one list of packets. They take the lab (anything
+with .addressing and .ports) and the uplink TEID of bearer i (default: the lab's, gtplab's own;
+a UPF that chooses its F-TEIDs gives others).
+
+Bearers as the runner provisions them (runner.py): 0-3 plain (4G-style, no QFI), the outer UDP
+checksum on for 0 and 1 and off for 2 and 3 where the UPF has that knob (the PGW-U's bearer file;
+over PFCP there is none: on), and bearer QFI_BEARER a 5G N3 QoS flow with QFI (TS 38.415).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable
+
+from scapy.layers.inet import ICMP, IP, IPerror, UDP, fragment
+from scapy.layers.l2 import Dot1Q, Ether
+
+from gtplab.conformance import oracle as O
+from gtplab.conformance.judge import Expect, Like
+from gtplab.gtpu import packets
+
+N_EACH = 3          # copies of each packet (one single-burst stream per packet)
+QFI_BEARER = 4      # the 5G N3 bearer
+QFI = 9
+ENCAP_FACTS = ("inner_ttl", "outer_udp_sport", "outer_udp_csum", "outer_ip", "dl_psc_qfi", "pdr_without_qer")
+
+
+@dataclass
+class Ctx:
+    """What a case needs of the lab and of how its bearers were provisioned."""
+    addressing: object
+    ports: list
+    teids: dict = field(default_factory=dict)        # bearer index -> uplink TEID in force
+    csum_on: frozenset = frozenset()                 # bearers with the outer UDP checksum on
+    qfi: int | None = None                           # bearer QFI_BEARER's QFI; None: no QFI session
+    qfi_why: str = ""                                # why not, then
+    first_qer_qfi: int | None = None                 # for "pdr_without_qer"
+    mtu_access: int = 0
+    mtu_sgi: int = 0
+    upf: str = "pgwu"                                # departs.DEPARTS row
+
+    def teid(self, i: int) -> int:
+        return self.teids.get(i, self.addressing.local_teid(i))
+
+
+def _teid(lab, teid=None):
+    return teid or getattr(lab, "teid", None) or lab.addressing.local_teid
+
+
+# ------------------------------------------------------------------------------------------ frames
+
+def uplink_frames(lab, teid=None):
+    a, p0, t = lab.addressing, lab.ports[0], _teid(lab, teid)
+    kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+    return [
+        packets.gpdu(t(0), a.ue(0), a.pdn(0), size=128, outer_src=a.sgw(0), **kw),
+        packets.gpdu(t(1), a.ue(1), a.pdn(1), size=1518, outer_src=a.sgw(1), udp_csum=True, **kw),
+        packets.gpdu(t(2), a.ue(2), a.pdn(2), size=3024, outer_src=a.sgw(2), **kw),
+        packets.gpdu(t(3), a.ue(3), a.pdn(3), size=200, l4="tcp", ttl=2, outer_src=a.sgw(3), **kw),
+        packets.gpdu(t(0), a.ue(0), a.pdn(5), size=100, l4="icmp", df=True, tos=0x28,
+                     outer_src=a.sgw(0), **kw),
+        # one 802.1Q tag on the access side is accepted; the SGi side sends untagged
+        packets.gpdu(t(1), a.ue(1), a.pdn(6), size=256, outer_src=a.sgw(1), vlan=100, **kw),
+        # GTP-U with a sequence number and a PDU session container: the header chain is removed too
+        packets.gpdu(t(2), a.ue(2), a.pdn(7), size=300, outer_src=a.sgw(2), seq=7,
+                     ext=[packets.pdu_session_container(qfi=5)], **kw),
+    ]
+
+
+def downlink_frames(lab):
+    a, p1 = lab.addressing, lab.ports[1]
+    kw = dict(src_mac=p1.mac, dst_mac=p1.dut_mac)
+    return [
+        packets.downlink_ip(a.ue(0), a.pdn(0), 64, **kw),
+        packets.downlink_ip(a.ue(1), a.pdn(1), 1518, df=True, **kw),
+        packets.downlink_ip(a.ue(2), a.pdn(2), 3024, **kw),
+        packets.downlink_ip(a.ue(3), a.pdn(3), 300, l4="tcp", tos=0xb8, **kw),
+        packets.downlink_ip(a.ue(0), a.pdn(4), 128, l4="icmp", **kw),
+        packets.downlink_ip(a.ue(2), a.pdn(5), 200, udp_csum=False, **kw),     # inner UDP checksum 0
+        packets.downlink_ip(a.ue(1), a.pdn(6), 256, vlan=42, **kw),            # tagged on SGi
+    ]
+
+
+def qfi_downlink_frames(lab):
+    a, p1, q = lab.addressing, lab.ports[1], QFI_BEARER
+    kw = dict(src_mac=p1.mac, dst_mac=p1.dut_mac)
+    return [
+        packets.downlink_ip(a.ue(q), a.pdn(0), 64, **kw),
+        packets.downlink_ip(a.ue(q), a.pdn(1), 1518, df=True, **kw),
+        packets.downlink_ip(a.ue(q), a.pdn(2), 3024, **kw),
+        packets.downlink_ip(a.ue(q), a.pdn(3), 300, l4="tcp", tos=0xb8, **kw),
+        packets.downlink_ip(a.ue(q), a.pdn(4), 128, l4="icmp", **kw),
+    ]
+
+
+def qfi_uplink(lab, ext, i: int, teid=None, **kw):
+    a, p0, q = lab.addressing, lab.ports[0], QFI_BEARER
+    return packets.gpdu(_teid(lab, teid)(q), a.ue(q), a.pdn(i), outer_src=a.sgw(q), outer_dst=a.dut_access,
+                        src_mac=p0.mac, dst_mac=p0.dut_mac, ext=ext, **kw)
+
+
+def outer_fragmented(lab, n: int = N_EACH, teid=None) -> tuple[list, list]:
+    """n uplink G-PDUs of bearer 1 (each its own outer id), each as 3 outer IPv4 fragments: (the
+    G-PDUs, their fragments as frames in order)."""
+    a, p0 = lab.addressing, lab.ports[0]
+    gs, frames = [], []
+    for c in range(n):
+        g = packets.gpdu(_teid(lab, teid)(1), a.ue(1), a.pdn(8), size=1400, inner_id=0x100 + c,
+                         outer_id=0x5000 + c, outer_src=a.sgw(1), outer_dst=a.dut_access, src_mac=p0.mac,
+                         dst_mac=p0.dut_mac)
+        frs = fragment(g[IP], fragsize=512)
+        assert len(frs) == 3 and all(f.flags.MF for f in frs[:-1]) and frs[-1].frag > 0
+        gs.append(g)
+        frames += [Ether(src=p0.mac, dst=p0.dut_mac) / f for f in frs]
+    return gs, frames
+
+
+# ------------------------------------------------------------------------------------------ outputs
+
+def _ttl(d: dict):
+    return (lambda ip: ip) if d.get("inner_ttl") == "kept" else O.ttl_dec
+
+
+def decap(ctx: Ctx, frame: bytes, d: dict, vlan: int | None = None) -> bytes:
+    """An uplink G-PDU's inner packet as it leaves N6: untagged (or with the egress tag), TTL-1."""
+    p1 = ctx.ports[1]
+    eth = Ether(dst=p1.mac, src=p1.dut_mac)
+    eth = eth / Dot1Q(vlan=vlan, prio=0, type=0x0800) if vlan else Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)
+    return bytes(eth) + _ttl(d)(O.gpdu_inner(frame))
+
+
+def bearer_of(ctx: Ctx, frame) -> int:
+    """The bearer of a downlink packet: UE i is the lab's pool + 1 + i."""
+    ue = Ether(bytes(frame))[IP].dst
+    for i in list(range(4)) + [QFI_BEARER]:
+        if ctx.addressing.ue(i) == ue:
+            return i
+    raise ValueError(f"no bearer for UE {ue}")
+
+
+def encap(ctx: Ctx, frame, d: dict, *, qfi: int | None = None, vlan: int | None = None,
+          sport: int | None = None) -> bytes:
+    """A downlink packet as it leaves N3 in its bearer's G-PDU (outer id 0: compared id-free when
+    DF is clear); with departures d, as that UPF sends it (oracle.encap_departing)."""
+    a, p0 = ctx.addressing, ctx.ports[0]
+    ip = O.ip_payload(bytes(frame))
+    i = bearer_of(ctx, frame)
+    if any(k in d for k in ENCAP_FACTS):
+        if qfi is None and d.get("pdr_without_qer") == "applies the first QER stored":
+            qfi = ctx.first_qer_qfi
+        return O.encap_departing(d, ip, smac=p0.dut_mac, dmac=p0.mac, local=a.dut_access, sgw=a.sgw(i),
+                                 teid=a.sgw_teid(i), qfi=qfi)
+    return O.encap_expected(ip, smac=p0.dut_mac, dmac=p0.mac, vlan=vlan, local=a.dut_access, sgw=a.sgw(i),
+                            teid=a.sgw_teid(i), csum=i in ctx.csum_on, ip_id=0, sport=sport, qfi=qfi)
+
+
+def kernel_icmp(port, *, src: str, dst: str, kind: tuple[int, int], quoted: bytes) -> Like:
+    """An ICMP error of the DUT's kernel (type, code = kind): src -> dst, back to port's generator
+    side, quoting the start of the packet it answers (its IP header and 8 octets, RFC 792)."""
+    def test(frame: bytes) -> bool:
+        try:
+            e = Ether(frame)
+            return ((e.dst, e.src) == (port.mac, port.dut_mac) and ICMP in e and IPerror in e
+                    and (e[IP].src, e[IP].dst, e[ICMP].type, e[ICMP].code) == (src, dst, *kind)
+                    and bytes(e[IPerror])[:28] == quoted[:28])
+        except Exception:
+            return False
+    return Like(f"ICMP {kind[0]}/{kind[1]} from the DUT's kernel, {src} -> {dst}, quoting the packet sent", test)
+
+
+# ------------------------------------------------------------------------------------------ cases
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    clause: str                         # the spec clause(s) it checks
+    what: str                           # one line: what is sent, what must come out
+    tx: int                             # 0: access/N3 (uplink), 1: SGi/N6 (downlink)
+    frames: Callable                    # (ctx) -> [frames]
+    expect: Callable                    # (ctx, frames, facts) -> Expect; facts {} = the spec's
+    uses: tuple[str, ...] = ()          # departure facts the expectation reads
+    needs: tuple[str, ...] = ()         # "qfi": a QFI session; "pgwu": a `pgwu config` knob
+    copies: int = N_EACH
+    spaced_us: float = 0.0              # frame k sent k * spaced_us after the first, in order
+    id_free: bool = False               # forwarded frames compared with a free outer id (DF clear)
+    defragment: bool = False            # forwarded frames reassembled (Scapy) before comparing
+    config: tuple = ()                  # `pgwu config` arguments before, and after (undo)
+
+
+def _nothing(ctx, frames, d):
+    return Expect()
+
+
+def _uplink_decap(idx):
+    return lambda ctx: [uplink_frames(ctx)[i] for i in idx]
+
+
+def _ul_vlan(ctx, frames, d):
+    if d.get("vlan"):
+        return Expect()
+    return Expect(fwd=[(decap(ctx, bytes(f), d), N_EACH) for f in frames])
+
+
+def _ul_decap(ctx, frames, d):
+    return Expect(fwd=[(decap(ctx, bytes(f), d), N_EACH) for f in frames])
+
+
+def _dl_encap(ctx, frames, d, **kw):
+    if d.get("vlan") and any(Dot1Q in Ether(bytes(f)) for f in frames):
+        return Expect()
+    return Expect(fwd=[(encap(ctx, f, d, **kw), N_EACH) for f in frames])
+
+
+def _ext_chain(ctx):
+    psc = packets.pdu_session_container(qfi=ctx.qfi or QFI, uplink=True)
+    return [qfi_uplink(ctx, [packets.ext_header(packets.EXT_UDP_PORT, b"\x00\x00"), psc], 2, size=300)]
+
+
+def _ext_chain_out(ctx, frames, d):
+    if d.get("gtp_ext_headers") == "psc only, else aborted":
+        return Expect()
+    return _ul_decap(ctx, frames, d)
+
+
+def _unknown_ext(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.gpdu(ctx.teid(3), a.ue(3), a.pdn(9), size=128, outer_src=a.sgw(7), outer_dst=a.dut_access,
+                         src_mac=p0.mac, dst_mac=p0.dut_mac, ext=[packets.ext_header(0xC1, b"\x01\x02")])]
+
+
+def _supp_ext_like(ctx, frame: bytes) -> Like:
+    a, p0 = ctx.addressing, ctx.ports[0]
+    sender = Ether(frame)[IP].src
+    sport = Ether(frame)[UDP].sport
+
+    def test(g: bytes) -> bool:
+        try:
+            e = Ether(g)
+            gtp = bytes(e[UDP].payload)
+            return ((e.dst, e.src, e[IP].src, e[IP].dst, e[UDP].sport, e[UDP].dport) ==
+                    (p0.mac, p0.dut_mac, a.dut_access, sender, 2152, sport)
+                    and gtp[1] == packets.GTP_SUPPORTED_EXT_HDRS and gtp[4:8] == b"\0\0\0\0"
+                    and 141 in gtp[8 + (4 if gtp[0] & 7 else 0):][:1])
+        except Exception:
+            return False
+    return Like(f"a Supported Extension Headers Notification (type 31, IE 141) {a.dut_access}:2152 -> "
+                f"{sender}:{sport}", test)
+
+
+def _unknown_ext_out(ctx, frames, d):
+    if d.get("unknown_ext_header") == "ignored":
+        return _ul_decap(ctx, frames, d)
+    return Expect(back=[(_supp_ext_like(ctx, bytes(f)), N_EACH) for f in frames])
+
+
+def _echo(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.echo_request(0x1234, src=a.sgw(6), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _echo_out(ctx, frames, d):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    if d.get("echo_response") == "no Recovery IE, no UDP checksum":
+        from scapy.contrib.gtp import GTP_U_Header
+        return Expect(back=[(bytes(Ether(dst=p0.mac, src=p0.dut_mac)
+                                   / IP(src=a.dut_access, dst=a.sgw(6), ttl=64, id=0, flags=0, tos=0)
+                                   / UDP(sport=2152, dport=2152, chksum=0)
+                                   / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0,
+                                                  gtp_type=packets.GTP_ECHO_RESPONSE, teid=0, seq=0x1234,
+                                                  npdu=0, next_ex=0)), N_EACH)])
+    return Expect(back=[(bytes(packets.echo_response(0x1234, src=a.dut_access, dst=a.sgw(6), src_mac=p0.dut_mac,
+                                                     dst_mac=p0.mac)), N_EACH)])
+
+
+def _unknown_teid(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128, outer_src=a.sgw(0),
+                         outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _unknown_teid_out(ctx, frames, d):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    if d.get("unknown_teid"):
+        _, kind = d["unknown_teid"]
+        return Expect(back=[(kernel_icmp(p0, src=a.dut_access, dst=a.sgw(0), kind=kind,
+                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+    return Expect(back=[(O.error_indication_expected(bytes(f), a.dut_access), N_EACH) for f in frames])
+
+
+def _end_marker(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.end_marker(ctx.teid(0), src=a.sgw(0), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _end_marker_out(ctx, frames, d):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    if d.get("end_marker"):
+        _, kind = d["end_marker"]
+        return Expect(back=[(kernel_icmp(p0, src=a.dut_access, dst=a.sgw(0), kind=kind,
+                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+    return Expect()
+
+
+def _spoofed(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.gpdu(ctx.teid(0), a.ue(1), a.pdn(0), size=128, outer_src=a.sgw(0), outer_dst=a.dut_access,
+                         src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _spoofed_out(ctx, frames, d):
+    if d.get("spoofed_source") == "forwarded":
+        return _ul_decap(ctx, frames, d)
+    return Expect()
+
+
+def _ul_ttl1(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets.gpdu(ctx.teid(1), a.ue(1), a.pdn(10), size=128, ttl=1, outer_src=a.sgw(1),
+                         outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _ul_ttl1_out(ctx, frames, d):
+    a = ctx.addressing
+    if d.get("inner_ttl") == "kept":
+        return _ul_decap(ctx, frames, d)
+    return Expect(back=[(O.time_exceeded_ul_expected(bytes(f), a.dut_access, a.sgw(1), a.sgw_teid(1)), N_EACH)
+                        for f in frames])
+
+
+def _frags(ctx):
+    return outer_fragmented(ctx)[1]
+
+
+def _frags_out(ctx, frames, d):
+    gs = [frames[i] for i in range(0, len(frames), 3)]
+    if d.get("outer_fragments") == "first decapsulated alone":
+        p1 = ctx.ports[1]
+        return Expect(fwd=[(bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800))
+                            + _ttl(d)(bytes(Ether(bytes(f))[IP])[20 + 8 + 8:]), 1) for f in gs])
+    whole, _ = outer_fragmented(ctx)
+    return Expect(fwd=[(decap(ctx, bytes(g), d), 1) for g in whole])
+
+
+def _qfi_ul(ctx):
+    psc = packets.pdu_session_container(qfi=ctx.qfi or QFI, uplink=True)
+    return [qfi_uplink(ctx, [psc], 0, size=128), qfi_uplink(ctx, [psc], 1, size=1518, l4="tcp", seq=11)]
+
+
+def _qfi_mismatch(ctx):
+    q = ctx.qfi or QFI
+    return [qfi_uplink(ctx, [], 0, size=128),
+            qfi_uplink(ctx, [packets.pdu_session_container(qfi=(q + 1) % 64, uplink=True)], 1, size=200),
+            qfi_uplink(ctx, [packets.pdu_session_container(qfi=q, uplink=False)], 2, size=200)]
+
+
+def _qfi_mismatch_out(ctx, frames, d):
+    if d.get("uplink_qfi") == "not checked":
+        return _ul_decap(ctx, frames, d)
+    return Expect()
+
+
+def _dl_too_big(ctx):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return [packets.downlink_ip(a.ue(0), a.pdn(9), ctx.mtu_sgi + 18, src_mac=p1.mac, dst_mac=p1.dut_mac)]
+
+
+def _dl_too_big_out(ctx, frames, d):
+    if d.get("downlink_too_big"):
+        return Expect()
+    return Expect(fwd=[(encap(ctx, f, {}), N_EACH) for f in frames])
+
+
+def _dl_df_too_big(ctx):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return [packets.downlink_ip(a.ue(1), a.pdn(11), ctx.mtu_sgi + 18, df=True, src_mac=p1.mac, dst_mac=p1.dut_mac)]
+
+
+def _dl_df_too_big_out(ctx, frames, d):
+    if d.get("downlink_too_big"):
+        return Expect()
+    return Expect(back=[(O.frag_needed_dl_expected(bytes(f), ctx.addressing.dut_access, ctx.mtu_access), N_EACH)
+                        for f in frames])
+
+
+def _unknown_ue(ctx):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return [packets.downlink_ip(a.ue(500), a.pdn(0), 128, src_mac=p1.mac, dst_mac=p1.dut_mac)]
+
+
+def _unknown_ue_out(ctx, frames, d):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    if d.get("unknown_ue"):
+        _, kind = d["unknown_ue"]
+        return Expect(back=[(kernel_icmp(p1, src=a.dut_sgi, dst=a.pdn(0), kind=kind,
+                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+    return Expect()
+
+
+def _dl_ttl1(ctx):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return [packets.downlink_ip(a.ue(0), a.pdn(12), 128, ttl=1, src_mac=p1.mac, dst_mac=p1.dut_mac)]
+
+
+def _dl_ttl1_out(ctx, frames, d):
+    if d.get("inner_ttl") == "kept":
+        return _dl_encap(ctx, frames, d)
+    return Expect(back=[(O.time_exceeded_dl_expected(bytes(f), ctx.addressing.dut_access), N_EACH) for f in frames])
+
+
+CASES: list[Case] = [
+    # ---- uplink (N3 -> N6): G-PDUs decapsulated
+    Case("uplink-gpdu", "TS 29.281 5.1 (G-PDU); RFC 1812 5.3.1 (TTL-1)",
+         "G-PDUs of 128-3024 B (UDP, TCP with TTL 2, ICMP with DF and a DSCP): the inner packet on N6, "
+         "TTL-1, byte for byte", 0, _uplink_decap((0, 2, 3, 4)), _ul_decap, uses=("inner_ttl",)),
+    Case("uplink-outer-udp-checksum", "RFC 768; TS 29.281 4.4.1",
+         "a 1518 B G-PDU with an outer UDP checksum (the SGW's choice): decapsulated as any other", 0,
+         _uplink_decap((1,)), _ul_decap, uses=("inner_ttl",)),
+    Case("uplink-vlan", "IEEE 802.1Q", "a G-PDU with one 802.1Q tag on N3: decapsulated, untagged on N6",
+         0, _uplink_decap((5,)), _ul_vlan, uses=("vlan", "inner_ttl")),
+    Case("uplink-ext-psc", "TS 29.281 5.1, 5.2.1; TS 38.415 5.5.2.2",
+         "a G-PDU with a sequence number and a PDU Session Container: the whole header chain removed", 0,
+         _uplink_decap((6,)), _ul_decap, uses=("inner_ttl",)),
+    Case("uplink-ext-chain", "TS 29.281 5.2.1 (a chain of extension headers)",
+         "a G-PDU of the QFI bearer with a UDP Port header (0x40, comprehension not required) before its "
+         "PDU Session Container: decapsulated", 0, _ext_chain, _ext_chain_out,
+         uses=("gtp_ext_headers", "inner_ttl"), needs=("qfi",)),
+    Case("uplink-unknown-ext-header", "TS 29.281 5.2.1, 7.2.3",
+         "a G-PDU with an unknown extension header that must be comprehended (0xC1): not forwarded, "
+         "answered with a Supported Extension Headers Notification", 0, _unknown_ext, _unknown_ext_out,
+         uses=("unknown_ext_header", "inner_ttl")),
+    Case("echo", "TS 29.281 7.2.1, 7.2.2, 4.4.2.2",
+         "an Echo Request: an Echo Response back to its source port, the same sequence number, "
+         "Recovery 0", 0, _echo, _echo_out, uses=("echo_response",)),
+    Case("error-indication", "TS 29.281 7.3.1, 4.4.2.4",
+         "a G-PDU for an unknown TEID: not forwarded, an Error Indication back (TEID Data I, GTP-U Peer "
+         "Address)", 0, _unknown_teid, _unknown_teid_out, uses=("unknown_teid",)),
+    Case("end-marker", "TS 29.281 7.3.2",
+         "an End Marker of a bearer's tunnel: not forwarded, nothing back", 0, _end_marker, _end_marker_out,
+         uses=("end_marker",)),
+    Case("spoofed-source", "TS 29.244 5.2.1 (PDI: UE IP address)",
+         "a G-PDU of bearer 0 from UE 1's address: not forwarded", 0, _spoofed, _spoofed_out,
+         uses=("spoofed_source", "inner_ttl")),
+    Case("uplink-ttl-expired", "RFC 1812 5.3.1, 4.3.2.3; RFC 792",
+         "a G-PDU whose inner TTL is 1: not forwarded, ICMP Time Exceeded to the UE in its bearer's tunnel",
+         0, _ul_ttl1, _ul_ttl1_out, uses=("inner_ttl",)),
+    Case("uplink-outer-fragments", "RFC 791 3.2 (reassembly); TS 29.281 4.4 (GTP-U over UDP/IP)",
+         "G-PDUs in 3 outer IPv4 fragments each: one inner packet each on N6, byte for byte", 0, _frags,
+         _frags_out, uses=("outer_fragments", "inner_ttl"), copies=1, spaced_us=1000),
+    Case("qfi-uplink-psc", "TS 38.415 5.5.2.2; TS 29.281 5.2.2.7",
+         "G-PDUs of the QFI bearer with an UL PDU Session Container with its QFI: decapsulated", 0, _qfi_ul,
+         _ul_decap, uses=("inner_ttl",), needs=("qfi",)),
+    Case("qfi-uplink-mismatch", "TS 29.244 5.2.1, 8.2.89 (the PDI's QFI)",
+         "G-PDUs of the QFI bearer without a container, with another QFI, with a DL container: not "
+         "forwarded", 0, _qfi_mismatch, _qfi_mismatch_out, uses=("uplink_qfi", "inner_ttl"), needs=("qfi",)),
+    # ---- downlink (N6 -> N3): IP packets encapsulated
+    Case("downlink-gpdu", "TS 29.281 5.1, 4.4.2.0; RFC 768 (outer checksum); RFC 1812 5.3.1; RFC 2983",
+         "IP packets of 64-3024 B to bearers 0-3: a G-PDU each to the bearer's peer and TEID, every length "
+         "and checksum right, the DSCP copied, the inner packet TTL-1 byte for byte", 1,
+         lambda ctx: downlink_frames(ctx)[:5], _dl_encap, uses=ENCAP_FACTS, id_free=True),
+    Case("downlink-inner-udp-checksum-0", "RFC 768 (checksum 0: none)",
+         "an IP packet with a UDP checksum of 0: encapsulated with the inner checksum left 0", 1,
+         lambda ctx: downlink_frames(ctx)[5:6], _dl_encap, uses=ENCAP_FACTS, id_free=True),
+    Case("downlink-vlan", "IEEE 802.1Q", "an IP packet with an 802.1Q tag on N6: encapsulated, untagged on N3",
+         1, lambda ctx: downlink_frames(ctx)[6:7], _dl_encap, uses=("vlan",) + ENCAP_FACTS, id_free=True),
+    Case("qfi-downlink-psc", "TS 38.415 5.5.2.1; TS 29.281 5.2.2.7",
+         "IP packets to the QFI bearer: G-PDUs with E set and a DL PDU Session Container with its QFI", 1,
+         qfi_downlink_frames, lambda ctx, frames, d: _dl_encap(ctx, frames, d, qfi=ctx.qfi),
+         uses=ENCAP_FACTS, needs=("qfi",), id_free=True),
+    Case("downlink-too-big", "RFC 791 2.3 (fragmentation); TS 29.281 4.4",
+         "an IP packet without DF, as big as N6 allows: too big for N3 once encapsulated, it leaves in "
+         "outer fragments that reassemble into the G-PDU", 1, _dl_too_big, _dl_too_big_out,
+         uses=("downlink_too_big",), id_free=True, defragment=True),
+    Case("downlink-df-too-big", "RFC 1191; RFC 792 (3/4)",
+         "an IP packet with DF, as big as N6 allows: not forwarded, ICMP Fragmentation Needed back with "
+         "N3's MTU less the tunnel's 36 octets", 1, _dl_df_too_big, _dl_df_too_big_out, uses=("downlink_too_big",)),
+    Case("downlink-unknown-ue", "TS 29.244 5.2.1 (no PDR matches)",
+         "an IP packet for an address no session has: not forwarded", 1, _unknown_ue, _unknown_ue_out,
+         uses=("unknown_ue",)),
+    Case("downlink-ttl-expired", "RFC 1812 5.3.1, 4.3.2.3; RFC 792",
+         "an IP packet with TTL 1: not forwarded, ICMP Time Exceeded back to its sender", 1, _dl_ttl1,
+         _dl_ttl1_out, uses=ENCAP_FACTS),
+    # ---- the PGW-U's own knobs (`pgwu config`)
+    Case("downlink-sport-fixed", "TS 29.281 4.4.2.0 (pgwu config --sport-entropy off)",
+         "with source-port entropy off, every G-PDU from UDP port 2152", 1,
+         lambda ctx: downlink_frames(ctx)[:4], lambda ctx, frames, d: _dl_encap(ctx, frames, d, sport=2152),
+         needs=("pgwu",), id_free=True,
+         config=(("--sport-entropy", "off"), ("--sport-entropy", "on"))),
+    Case("downlink-egress-vlan", "IEEE 802.1Q (pgwu config --vlan access 7)",
+         "with an access VLAN, every G-PDU leaves with that tag", 1, lambda ctx: downlink_frames(ctx)[:3],
+         lambda ctx, frames, d: _dl_encap(ctx, frames, d, vlan=7), needs=("pgwu",), id_free=True,
+         config=(("--vlan", "access", "7"), ("--vlan", "access", "0"))),
+    Case("uplink-egress-vlan", "IEEE 802.1Q (pgwu config --vlan sgi 300)",
+         "with an SGi VLAN, the decapsulated packet leaves with that tag", 0, _uplink_decap((0,)),
+         lambda ctx, frames, d: Expect(fwd=[(decap(ctx, bytes(f), d, vlan=300), N_EACH) for f in frames]),
+         needs=("pgwu",), config=(("--vlan", "sgi", "300"), ("--vlan", "sgi", "0"))),
+]
+
+BY_NAME = {c.name: c for c in CASES}
+
+
+def select(pattern: str | None) -> list[Case]:
+    """The cases whose name matches one of the comma-separated shell patterns (all without one)."""
+    if not pattern:
+        return list(CASES)
+    pats = [p.strip() for p in pattern.split(",") if p.strip()]
+    return [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in pats)]

@@ -1,0 +1,107 @@
+"""Where a UPF is known to depart from the specs or from what gtplab expects of a UPF (what the PGW-U
+does, which the cases are written for): per UPF, one fact per departure, each with its value (what
+the cases' expectations read) and its cause (why, with the clause it departs from). The PGW-U has
+none. A case whose output is exactly what the UPF's facts predict is reported "departs: <cause>",
+not pass; one whose output is neither is a failure. A UPF that stops departing passes (the
+spec's output), and its row here is then stale: tests/conformance/test_conformance.py, which
+expects each case's result, fails until the row is changed, with the evidence.
+
+eUPF a8d774a (../shared/eupf/README.md), seen in this lab; its sources at that commit say why
+(cmd/ebpf/xdp/n3n6_entrypoint.c, utils/routing.h, utils/gtp_utils.h).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Departure:
+    value: object
+    cause: str
+
+
+DEPARTS: dict[str, dict[str, Departure]] = {
+    "pgwu": {},
+    "eupf": {
+        "inner_ttl": Departure(
+            "kept", "the inner TTL is not decremented, either way (RFC 1812 5.3.1; eUPF's routing.h has "
+                    "_decr_ttl commented out): a TTL 1 packet goes on as TTL 1"),
+        "outer_udp_sport": Departure(
+            2152, "the outer UDP source port is always 2152 (allowed by TS 29.281 4.4.2.0; the PGW-U "
+                  "spreads flows over 49152-65535)"),
+        "outer_udp_csum": Departure(
+            0, "no outer UDP checksum (0, allowed in IPv4 by RFC 768), whatever the session"),
+        "outer_ip": Departure(
+            {"flags": 2, "id": 0, "tos": 0, "ttl": 64},
+            "the outer IPv4 header has DF set, id 0, TOS 0: the inner DSCP is not copied out (RFC 2983's "
+            "uniform model, which the PGW-U follows)"),
+        "dl_psc_qfi": Departure(
+            0, "every downlink G-PDU carries a DL PDU Session Container (E=1), with QFI 0 when the session "
+               "has none (a 4G bearer gets a 5G header)"),
+        "pdr_without_qer": Departure(
+            "applies the first QER stored",
+            "a PDR without a QER applies eUPF's QER number 0, the first QER it stored, whichever session's: "
+            "once a QFI session exists, every bearer without a QER is marked with its QFI"),
+        "vlan": Departure(
+            "pass_no_match", "802.1Q-tagged frames (either side) are not parsed: passed to the kernel, which "
+                             "has no VLAN device and drops them"),
+        "unknown_teid": Departure(
+            ("pass_no_match", (3, 3)),
+            "a G-PDU for an unknown TEID gets no Error Indication (TS 29.281 7.3.1): it is passed to the "
+            "kernel, which answers ICMP port unreachable (nothing listens on 2152)"),
+        "spoofed_source": Departure(
+            "forwarded", "the uplink PDR's UE address (TS 29.244 5.2.1 PDI) is not matched: the TEID only, so "
+                         "another UE's packets in a bearer go through"),
+        "unknown_ue": Departure(
+            ("pass_no_match", (3, 0)),
+            "a downlink packet for no UE is passed to the kernel, which has no route: ICMP net unreachable"),
+        "uplink_qfi": Departure(
+            "not checked", "the uplink PDR's QFI (TS 29.244 8.2.89) is not checked: G-PDUs without it, with "
+                           "another or with a DL container are forwarded"),
+        "outer_fragments": Departure(
+            "first decapsulated alone",
+            "outer IPv4 fragments are not reassembled (TS 29.281 4.4.2.0 via RFC 791): the first is "
+            "decapsulated alone, a truncated inner packet whose length field is the whole's, the others "
+            "passed to the kernel"),
+        "downlink_too_big": Departure(
+            "pass_fib", "a downlink packet too big for N3 once encapsulated is passed to the kernel already "
+                        "encapsulated, with DF: nothing leaves (neither fragments nor an ICMP error)"),
+        "gtp_ext_headers": Departure(
+            "psc only, else aborted",
+            "only the PDU Session Container is read (TS 29.281 5.2.1): a G-PDU with another extension header "
+            "in its chain (UDP Port 0x40, comprehension not required) is XDP_ABORTED"),
+        # seen by gtplab conformance in this lab (2026-11-29, the packets in its cases.jsonl)
+        "unknown_ext_header": Departure(
+            "ignored", "an extension header that must be comprehended and is not known (0xC1) is skipped: the "
+                       "G-PDU is forwarded, no Supported Extension Headers Notification (TS 29.281 5.2.1, 7.2.3)"),
+        "echo_response": Departure(
+            "no Recovery IE, no UDP checksum",
+            "the Echo Response carries no Recovery IE (mandatory in TS 29.281 7.2.2, restart counter 0) and "
+            "UDP checksum 0"),
+        "end_marker": Departure(
+            ("pass_no_match", (3, 3)),
+            "an End Marker (TS 29.281 7.3.2) is not taken as GTP-U signalling: passed to the kernel, which "
+            "answers ICMP port unreachable (nothing listens on 2152)"),
+    },
+}
+
+
+def upf_key(cfg) -> str:
+    """Which row of DEPARTS a lab config's UPF is: the PGW-U (XDP or socket path) "pgwu", an external
+    UPF the first word of its dut.name lowercased ("eUPF a8d774a" -> "eupf"), else the config's name."""
+    if cfg.dut_mode in ("pgwu", "socket"):
+        return "pgwu"
+    name = (cfg.dut_name or cfg.name or "").split()
+    return name[0].lower() if name else "upf"
+
+
+def facts(upf: str) -> dict:
+    """The UPF's departures as {fact: value} (what the expectations read); {} for none known."""
+    return {k: d.value for k, d in DEPARTS.get(upf, {}).items()}
+
+
+def causes(upf: str, keys) -> list[str]:
+    """The causes of the UPF's departures among keys, in the table's order."""
+    d = DEPARTS.get(upf, {})
+    return [f"{k}: {d[k].cause}" for k in d if k in keys]

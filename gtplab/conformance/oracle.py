@@ -1,0 +1,355 @@
+"""What a UPF should send for a packet, written from the specs (TS 29.281, TS 38.415, RFC 791/768/
+792/1812) and docs/dataplane.md, not from any UPF's program: the expectations of `gtplab conformance`
+and of the tests (tests/lib/oracle.py re-exports this module: one copy).
+
+Checksums are computed here with RFC 1071 (not Scapy's code); frames are split with a small parser
+that only has to handle the valid frames the cases build. Also: readable mismatch reports, and the
+encapsulation of a UPF with known departures (encap_departing, from gtplab/conformance/departs.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
+from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Raw
+
+GTPU_PORT = 2152
+
+
+def csum16(data: bytes, start: int = 0) -> int:
+    """RFC 1071 Internet checksum of data (the value to put in a checksum field)."""
+    if len(data) % 2:
+        data = bytes(data) + b"\0"
+    s = start + sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def ip_hdr_ok(hdr: bytes) -> bool:
+    """True if an IPv4 header (ihl*4 bytes) checksums to zero."""
+    return csum16(hdr) == 0
+
+
+def pseudo_sum(src: bytes, dst: bytes, proto: int, length: int) -> int:
+    return sum(struct.unpack("!4H", src + dst)) + proto + length
+
+
+def udp_csum_ok(src: bytes, dst: bytes, udp: bytes) -> bool:
+    """True if a UDP datagram's checksum field is the correct, non-zero RFC 768 checksum."""
+    if udp[6:8] == b"\0\0":
+        return False
+    return csum16(udp, pseudo_sum(src, dst, 17, len(udp))) == 0
+
+
+def l2_split(frame: bytes) -> tuple[int, int | None]:
+    """(L2 header length, VLAN id or None) of an Ethernet frame with at most one 802.1Q tag."""
+    if frame[12:14] == b"\x81\x00":
+        return 18, struct.unpack("!H", frame[14:16])[0] & 0xFFF
+    return 14, None
+
+
+def l2_header(dmac: bytes, smac: bytes, vlan: int | None) -> bytes:
+    """Ethernet [+ 802.1Q, PCP 0 DEI 0] header for an IPv4 payload."""
+    if vlan:
+        return dmac + smac + b"\x81\x00" + struct.pack("!H", vlan & 0xFFF) + b"\x08\x00"
+    return dmac + smac + b"\x08\x00"
+
+
+def gtp_header_chain_len(gtp: bytes) -> int:
+    """Length of the GTP-U header incl. optional fields and extension headers (valid input only)."""
+    flags = gtp[0]
+    if not flags & 0x07:
+        return 8
+    n = 12
+    nxt = gtp[11] if flags & 0x04 else 0
+    while nxt:
+        ln = gtp[n] * 4
+        nxt = gtp[n + ln - 1]
+        n += ln
+    return n
+
+
+def gpdu_inner(frame: bytes) -> bytes:
+    """The T-PDU (inner IPv4 packet, exactly its tot_len) of a valid G-PDU frame."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    gtp = frame[l2 + ihl + 8:]
+    start = gtp_header_chain_len(gtp)
+    inner = gtp[start:]
+    tot = struct.unpack("!H", inner[2:4])[0]
+    return inner[:tot]
+
+
+def ip_payload(frame: bytes) -> bytes:
+    """The IPv4 packet (exactly tot_len bytes) of an Ethernet frame."""
+    l2, _ = l2_split(frame)
+    tot = struct.unpack("!H", frame[l2 + 2:l2 + 4])[0]
+    return frame[l2:l2 + tot]
+
+
+def ttl_dec(ip: bytes) -> bytes:
+    """The IPv4 packet with TTL - 1 and a freshly computed header checksum."""
+    b = bytearray(ip)
+    ihl = (b[0] & 0xF) * 4
+    b[8] -= 1
+    b[10:12] = b"\0\0"
+    b[10:12] = struct.pack("!H", csum16(bytes(b[:ihl])))
+    return bytes(b)
+
+
+def decap_expected(inner: bytes, smac: bytes, dmac: bytes, vlan: int | None) -> bytes:
+    """Uplink output (spec xdp_access step 13)."""
+    return l2_header(dmac, smac, vlan) + ttl_dec(inner)
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3_x86_32 (Austin Appleby's SMHasher), written from the algorithm: 4-octet
+    little-endian blocks, the tail, the length, the final mix. tests/dataplane/test_dataplane.py checks it
+    against the published test vectors."""
+    m = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    def scramble(k: int) -> int:
+        return (rotl((k * 0xCC9E2D51) & m, 15) * 0x1B873593) & m
+
+    h = seed & m
+    n = len(data) // 4 * 4
+    for i in range(0, n, 4):
+        h = (rotl(h ^ scramble(struct.unpack_from("<I", data, i)[0]), 13) * 5 + 0xE6546B64) & m
+    if len(data) > n:
+        h ^= scramble(int.from_bytes(data[n:], "little"))
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    return h ^ (h >> 16)
+
+
+def sport_of_flow(ip: bytes) -> int:
+    """The outer UDP source port with source-port entropy (spec xdp_sgi step 6, pgwu_sport_of in
+    pgwu.h): 49152 + the low 14 bits of murmur3_32 over the inner source and destination addresses
+    and, for unfragmented TCP/UDP, the 4 octets of ports (else 4 zero octets), seeded with the
+    protocol: the octets as they are in the packet, which is the words the x86 program loads."""
+    ihl = (ip[0] & 0xF) * 4
+    proto = ip[9]
+    frag = struct.unpack("!H", ip[6:8])[0] & 0x3FFF
+    tot = struct.unpack("!H", ip[2:4])[0]
+    l4 = ip[ihl:ihl + 4] if proto in (6, 17) and not frag and tot >= ihl + 4 else bytes(4)
+    return 0xC000 | (murmur3_32(ip[12:20] + l4, proto) & 0x3FFF)
+
+
+def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
+                   teid: int, csum: bool, ip_id: int, sport: int | None = None, qfi: int | None = None) -> bytes:
+    """Downlink output (spec xdp_sgi step 6), built with Scapy; ip_id is the outer id to expect;
+    sport None: the flow's (sport_of_flow, the default), 2152 with `--sport-entropy off`."""
+    if sport is None:
+        sport = sport_of_flow(ip)
+    inner = ttl_dec(ip)
+    tos = ip[1]
+    df = bool(ip[6] & 0x40)
+    eth = Ether(dst=dmac, src=smac)
+    if vlan:
+        eth = eth / Dot1Q(vlan=vlan, prio=0)
+    pkt = (eth / IP(ihl=5, tos=tos, id=ip_id, flags=2 if df else 0, frag=0, ttl=64, proto=17, src=local, dst=sgw)
+           / UDP(sport=sport, dport=GTPU_PORT, chksum=None if csum else 0)
+           / gtp_header_for(inner, teid, qfi) / Raw(inner))
+    return bytes(pkt)
+
+
+def gtp_header_for(inner: bytes, teid: int, qfi: int | None):
+    """The downlink G-PDU's GTP-U header: 8 octets, or with a QFI (5G N3) E set, the optional fields
+    (sequence and N-PDU 0, next type 0x85) and a PDU Session Container (TS 38.415 5.5.2.1: length 1,
+    PDU type 0 = DL PDU SESSION INFORMATION with no optional field, PPP 0 RQI 0 QFI, next type 0)."""
+    if qfi is None:
+        return GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=0, PN=0, gtp_type=255, length=len(inner), teid=teid)
+    return (GTP_U_Header(version=1, PT=1, reserved=0, E=1, S=0, PN=0, gtp_type=255, length=len(inner) + 8,
+                         teid=teid, seq=0, npdu=0, next_ex=0x85) / Raw(bytes([1, 0x00, qfi & 0x3F, 0])))
+
+
+def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body) -> bytes:
+    """A signalling message back to the sender of frame (spec: "Replies"): MACs swapped, the same
+    802.1Q tag, IPv4 local -> sender (ttl 64, id 0, tos 0), UDP 2152 -> dport with its checksum, GTP-U
+    flags 0x32 (S set), TEID 0, sequence 0, then body."""
+    l2, vlan = l2_split(frame)
+    eth = Ether(dst=frame[6:12], src=frame[0:6])
+    if vlan is not None:
+        eth = eth / Dot1Q(vlan=vlan, prio=(frame[14] >> 5), dei=(frame[14] >> 4) & 1)
+    sender = socket.inet_ntoa(frame[l2 + 12:l2 + 16])
+    gtp = GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0, gtp_type=gtp_type, teid=0, seq=0, npdu=0,
+                       next_ex=0)
+    return bytes(eth / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sender)
+                 / UDP(sport=GTPU_PORT, dport=dport) / gtp / body)
+
+
+def error_indication_expected(frame: bytes, local: str) -> bytes:
+    """The Error Indication (TS 29.281 7.3.1) for a G-PDU with an unknown TEID: to its sender's port
+    2152 (4.4.2.4), IEs Tunnel Endpoint Identifier Data I = the G-PDU's TEID, GTP-U Peer Address =
+    the address the G-PDU was sent to (local)."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    teid = struct.unpack("!I", frame[l2 + ihl + 12:l2 + ihl + 16])[0]
+    body = GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=teid), IE_GSNAddress(length=4, ipv4_address=local)])
+    return _reply_l2_ip(frame, local, GTPU_PORT, 26, body)
+
+
+# The extension header types the PGW-U knows (TS 29.281 Figure 5.2.1-3), in the order it lists them.
+KNOWN_EXT_TYPES = (0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xC0)
+
+
+def supp_ext_notification_expected(frame: bytes, local: str) -> bytes:
+    """The Supported Extension Headers Notification (TS 29.281 7.2.3) for a message with an extension
+    header that must be comprehended and is not: to the sender's source port (4.4.2.5), one IE
+    Extension Header Type List (8.5: type 141, a one-octet length, the types). Built by hand: Scapy's
+    IE_ExtensionHeaderList writes a two-octet length."""
+    l2, _ = l2_split(frame)
+    ihl = (frame[l2] & 0xF) * 4
+    sport = struct.unpack("!H", frame[l2 + ihl:l2 + ihl + 2])[0]
+    body = Raw(bytes([141, len(KNOWN_EXT_TYPES)]) + bytes(KNOWN_EXT_TYPES))
+    return _reply_l2_ip(frame, local, sport, 31, body)
+
+
+def _time_exceeded(local: str, dst: str, expired: bytes):
+    """IPv4 local -> dst (ttl 64, id 0) / ICMP Time Exceeded (11/0) quoting the expired packet's
+    header and the 8 octets after it (RFC 792), or all of it when it is shorter."""
+    ihl = (expired[0] & 0xF) * 4
+    return (IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=1, src=local, dst=dst)
+            / ICMP(type=11, code=0) / Raw(expired[:ihl + 8]))
+
+
+def _reply_eth(frame: bytes):
+    """Ethernet back to the frame's sender; the received VLAN id kept (PCP 0), a VID 0 tag dropped."""
+    _, vlan = l2_split(frame)
+    eth = Ether(dst=frame[6:12], src=frame[0:6])
+    return eth / Dot1Q(vlan=vlan, prio=0) if vlan else eth
+
+
+def frag_needed_dl_expected(frame: bytes, local: str, mtu: int) -> bytes:
+    """Downlink packet with DF too big once encapsulated: ICMP Destination Unreachable, Fragmentation
+    Needed (3/4) to its sender with next-hop MTU = the access route's MTU - 36 (RFC 1191)."""
+    ip = ip_payload(frame)
+    ihl = (ip[0] & 0xF) * 4
+    icmp = (IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=1, src=local, dst=socket.inet_ntoa(ip[12:16]))
+            / ICMP(type=3, code=4, nexthopmtu=mtu - 36) / Raw(ip[:ihl + 8]))
+    return bytes(_reply_eth(frame) / icmp)
+
+
+def time_exceeded_dl_expected(frame: bytes, local: str) -> bytes:
+    """Downlink packet whose TTL expired: ICMP Time Exceeded to its sender, back out of SGi."""
+    ip = ip_payload(frame)
+    return bytes(_reply_eth(frame) / _time_exceeded(local, socket.inet_ntoa(ip[12:16]), ip))
+
+
+def time_exceeded_ul_expected(frame: bytes, local: str, sgw: str, sgw_teid: int, qfi: int | None = None) -> bytes:
+    """Uplink inner packet whose TTL expired: ICMP Time Exceeded to the UE, in a G-PDU to the bearer's
+    SGW (UDP 2152 -> 2152, checksum 0; with the bearer's PDU Session Container when it has a QFI),
+    back to the sender of the G-PDU."""
+    inner = gpdu_inner(frame)
+    icmp = bytes(_time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner))
+    return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
+                 / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
+                 / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))
+
+
+def ttl_dec_incremental(ip: bytes) -> bytes:
+    """TTL - 1 with the header checksum updated as RFC 1624 does from whatever value it had (right
+    or wrong): what a router that does not verify the checksum forwards."""
+    b = bytearray(ip)
+    b[8] -= 1
+    # the kernel's ip_decrease_ttl(): the field read as a little-endian word, + htons(0x0100)
+    c = struct.unpack("<H", b[10:12])[0] + 1
+    c = (c + (c >= 0xFFFF)) & 0xFFFF
+    b[10:12] = struct.pack("<H", c)
+    return bytes(b)
+
+
+def outer_udp_ok(frame: bytes) -> bool:
+    """Independent RFC 1071 check of an encapsulated frame's outer UDP checksum."""
+    l2, _ = l2_split(frame)
+    ip = frame[l2:]
+    ihl = (ip[0] & 0xF) * 4
+    ulen = struct.unpack("!H", ip[ihl + 4:ihl + 6])[0]
+    return udp_csum_ok(ip[12:16], ip[16:20], ip[ihl:ihl + ulen])
+
+
+def l4_csum_state(ip: bytes) -> str:
+    """Whether an IPv4 packet's own L4 checksum can be and is right: "ok", "bad" or "none" (no usable
+    checksum: fragment, UDP checksum 0, other protocol, incomplete L4 header)."""
+    ihl = (ip[0] & 0xF) * 4
+    tot = struct.unpack("!H", ip[2:4])[0]
+    frag = struct.unpack("!H", ip[6:8])[0]
+    if frag & 0x3FFF:
+        return "none"
+    proto = ip[9]
+    l4 = ip[ihl:tot]
+    if proto == 6 and len(l4) >= 20:
+        return "ok" if csum16(l4, pseudo_sum(ip[12:16], ip[16:20], 6, len(l4))) == 0 else "bad"
+    if proto == 17 and len(l4) >= 8:
+        if l4[6:8] == b"\0\0":
+            return "none"
+        return "ok" if csum16(l4, pseudo_sum(ip[12:16], ip[16:20], 17, len(l4))) == 0 else "bad"
+    if proto == 1 and len(l4) >= 4:
+        return "ok" if csum16(l4) == 0 else "bad"
+    return "none"
+
+
+def hexdiff(expected: bytes, actual: bytes, width: int = 16) -> str:
+    """Side-by-side hex lines, marking the lines that differ."""
+    lines = [f"expected {len(expected)} bytes, actual {len(actual)} bytes"]
+    for off in range(0, max(len(expected), len(actual)), width):
+        e, a = expected[off:off + width], actual[off:off + width]
+        mark = "  " if e == a else "!!"
+        lines.append(f"{mark} {off:04x}  {e.hex(' '):<{width * 3}}| {a.hex(' ')}")
+    return "\n".join(lines)
+
+
+def describe(label: str, frame: bytes) -> str:
+    if not frame:
+        return f"--- {label}: (empty)"
+    pkt = Ether(frame)
+    return f"--- {label}:\n{pkt.command()}\n{pkt.show(dump=True)}"
+
+
+def mismatch_report(expected: bytes, actual: bytes) -> str:
+    return "\n".join([describe("expected", expected), describe("actual", actual), hexdiff(expected, actual)])
+
+
+def ip4(addr: str) -> bytes:
+    return socket.inet_aton(addr)
+
+
+def encap_departing(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw: str, teid: int,
+                    qfi: int | None = None) -> bytes:
+    """A downlink G-PDU as a UPF with departures d (gtplab/conformance/departs.py facts) sends it,
+    built with Scapy: the inner packet (TTL kept or decremented), the outer IPv4 header of d, UDP from
+    d's port, d's checksum, a DL PDU Session Container with the session's QFI (or d's)."""
+    inner = ip if d.get("inner_ttl") == "kept" else ttl_dec(ip)
+    o = d["outer_ip"]
+    return bytes(Ether(dst=dmac, src=smac)
+                 / IP(ihl=5, tos=o["tos"], id=o["id"], flags=o["flags"], frag=0, ttl=o["ttl"], proto=17,
+                      src=local, dst=sgw)
+                 / UDP(sport=d["outer_udp_sport"], dport=GTPU_PORT, chksum=d["outer_udp_csum"])
+                 / gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
+
+
+def id_free(frame: bytes) -> bytes:
+    """The frame with its (outer) IPv4 id and header checksum zeroed when DF is clear and the header
+    checksum is right: the sender may pick any id for such a packet (RFC 6864). A frame with a wrong
+    header checksum, or that is not IPv4, is returned as it is (and so still differs)."""
+    l2, _ = l2_split(frame)
+    if len(frame) < l2 + 20 or frame[l2 - 2:l2] != b"\x08\x00" or frame[l2] >> 4 != 4:
+        return frame
+    ihl = (frame[l2] & 0xF) * 4
+    if frame[l2 + 6] & 0x40 or not ip_hdr_ok(frame[l2:l2 + ihl]):
+        return frame
+    b = bytearray(frame)
+    b[l2 + 4:l2 + 6] = b"\0\0"
+    b[l2 + 10:l2 + 12] = b"\0\0"
+    return bytes(b)

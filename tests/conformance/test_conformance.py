@@ -1,0 +1,82 @@
+"""`gtplab conformance` against the lab's UPFs, end to end: the command builds the lab of a lab config
+(embedded: the PGW-U; embedded-eupf: eUPF, skipped with the reason when its runtime is absent), runs
+every case, writes run.json and cases.jsonl, exits 0; each case's result is the one expected here
+(the PGW-U passes every case; eUPF departs as gtplab/conformance/departs.py says, case by case, and
+has none of the PGW-U's own knobs). `conformance table` puts the two runs side by side. The lab is
+the command's, always torn down (checked: no lab of the run is left)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gtplab.conformance import cases as C
+from tests.lib import REPO
+from tests.lib.lab import leftovers
+
+pytestmark = pytest.mark.lab
+
+PGWU_KNOBS = ("downlink-sport-fixed", "downlink-egress-vlan", "uplink-egress-vlan")
+EXPECTED = {
+    "embedded": {c.name: "pass" for c in C.CASES},
+    "embedded-eupf": {**{c.name: "departs" for c in C.CASES}, **{n: "not supported" for n in PGWU_KNOBS}},
+}
+
+
+def conformance(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gtplab", "conformance", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return {}
+
+
+@pytest.mark.parametrize("config", ["embedded", pytest.param("embedded-eupf", marks=pytest.mark.eupf)])
+def test_conformance_of_a_upf(config, tmp_path, runs):
+    if config != "embedded":
+        from tests.lib import external_upf
+        external_upf.lab_config(config)             # skips, with the reason, without the UPF's runtime
+    out = tmp_path / "out"
+    p = conformance("--lab-config", config, "-o", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "conformance" and run["status"] == "complete" and run["lab_config"] == config
+    assert run["commit"] and run["host"] and run["started"] and run["ended"]
+    assert leftovers(run["lab"]) == []
+    recs = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
+    got = {r["case"]: r["result"] for r in recs}
+    assert got == EXPECTED[config], {k: (v, EXPECTED[config].get(k)) for k, v in got.items()
+                                     if v != EXPECTED[config].get(k)}
+    for r in recs:
+        assert (r["case"] + " ") in p.stdout       # one line per case
+        if r["result"] == "departs":
+            assert r["cause"] and r["departs_from"], r
+    runs[config] = out
+
+
+def test_table_side_by_side(runs):
+    if len(runs) < 2:
+        pytest.skip("needs the runs of both UPFs (the eUPF run was skipped or failed)")
+    p = conformance("table", str(runs["embedded"]), str(runs["embedded-eupf"]))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("| case | clause | PGW-U | eUPF")
+    row = next(ln for ln in lines if ln.startswith("| uplink-gpdu |"))
+    assert row.endswith("| pass | departs: inner_ttl |"), row
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    for args in (("--lab-config", "no-such-config"), ("table", str(tmp_path / "none")), (),
+                 ("--lab-config", "embedded", "--cases", "nothing-*")):
+        p = conformance(*args)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, (args, p.stderr)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
+    p = conformance("--lab-config", "embedded", "-o", str(full))
+    assert p.returncode == 2 and "not empty" in p.stderr
