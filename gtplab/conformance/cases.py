@@ -16,12 +16,16 @@ over PFCP there is none: on), and bearer QFI_BEARER a 5G N3 QoS flow with QFI (T
 from __future__ import annotations
 
 import fnmatch
+import socket
+import struct
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from scapy.layers.inet import ICMP, IP, IPerror, UDP, fragment
 from scapy.layers.l2 import Dot1Q, Ether
 
+from gtplab.conformance import departs
 from gtplab.conformance import oracle as O
 from gtplab.conformance.judge import Expect, Like
 from gtplab.gtpu import packets
@@ -45,6 +49,10 @@ class Ctx:
     mtu_access: int = 0
     mtu_sgi: int = 0
     upf: str = "pgwu"                                # departs.DEPARTS row
+    upf_started: float | None = None                 # time.time() the lab started an external UPF
+
+    def upf_age(self) -> float | None:
+        return None if self.upf_started is None else time.time() - self.upf_started
 
     def teid(self, i: int) -> int:
         return self.teids.get(i, self.addressing.local_teid(i))
@@ -145,18 +153,62 @@ def bearer_of(ctx: Ctx, frame) -> int:
     raise ValueError(f"no bearer for UE {ue}")
 
 
+def _ids_free(frame: bytes, inner: bool = False, ttl: bool = False) -> bytes | None:
+    """The frame with its outer IPv4 id and header checksum zeroed (ttl: and its TTL), after checking
+    the checksum (or finding it zeroed with the TTL, by the case's normalisation); inner: also a
+    G-PDU's outer UDP checksum and its T-PDU's id and header checksum, after checking both. None
+    when a checksum is wrong or the frame is not that."""
+    try:
+        l2, _ = O.l2_split(frame)
+        b = bytearray(frame)
+        ihl = (b[l2] & 0xF) * 4
+        if frame[l2 - 2:l2] != b"\x08\x00" or b[l2] >> 4 != 4:
+            return None
+        if not (O.ip_hdr_ok(frame[l2:l2 + ihl]) or (ttl and b[l2 + 8] == 0 and b[l2 + 10:l2 + 12] == b"\0\0")):
+            return None
+        if ttl:
+            b[l2 + 8] = 0
+        b[l2 + 4:l2 + 6] = b[l2 + 10:l2 + 12] = b"\0\0"
+        if inner:
+            if not O.outer_udp_ok(frame):
+                return None
+            b[l2 + ihl + 6:l2 + ihl + 8] = b"\0\0"
+            t = l2 + ihl + 8 + O.gtp_header_chain_len(frame[l2 + ihl + 8:])
+            if not O.ip_hdr_ok(frame[t:t + (frame[t] & 0xF) * 4]):
+                return None
+            b[t + 4:t + 6] = b[t + 10:t + 12] = b"\0\0"
+        return bytes(b)
+    except (IndexError, struct.error):
+        return None
+
+
+def any_id(expected: bytes, what: str, inner: bool = False, ttl: bool = False) -> Like:
+    """expected, but with whatever IPv4 id the sender's kernel picks (DF set or not), its checksums
+    right (_ids_free)."""
+    want = _ids_free(expected, inner, ttl)
+    assert want is not None
+    return Like(f"{what}, the kernel's IPv4 id: {Ether(expected).command()}",
+                lambda g: _ids_free(g, inner, ttl) == want)
+
+
 def encap(ctx: Ctx, frame, d: dict, *, qfi: int | None = None, vlan: int | None = None,
-          sport: int | None = None) -> bytes:
+          sport: int | None = None, ttl_free: bool = False) -> bytes | Like:
     """A downlink packet as it leaves N3 in its bearer's G-PDU (outer id 0: compared id-free when
-    DF is clear); with departures d, as that UPF sends it (oracle.encap_departing)."""
+    DF is clear); with departures d, as that UPF sends it (oracle.encap_departing; the packet cut at
+    d's "max_packet"; a Like when its outer id is the kernel's, ttl_free: the case's normalisation)."""
     a, p0 = ctx.addressing, ctx.ports[0]
     ip = O.ip_payload(bytes(frame))
     i = bearer_of(ctx, frame)
     if any(k in d for k in ENCAP_FACTS):
         if qfi is None and d.get("pdr_without_qer") == "applies the first QER stored":
             qfi = ctx.first_qer_qfi
-        return O.encap_departing(d, ip, smac=p0.dut_mac, dmac=p0.mac, local=a.dut_access, sgw=a.sgw(i),
-                                 teid=a.sgw_teid(i), qfi=qfi)
+        if d.get("max_packet"):
+            ip = ip[:d["max_packet"]]
+        g = O.encap_departing(d, ip, smac=p0.dut_mac, dmac=p0.mac, local=a.dut_access, sgw=a.sgw(i),
+                              teid=a.sgw_teid(i), qfi=qfi)
+        if d["outer_ip"]["id"] == "kernel":
+            return any_id(g, "a G-PDU", ttl=ttl_free)
+        return g
     return O.encap_expected(ip, smac=p0.dut_mac, dmac=p0.mac, vlan=vlan, local=a.dut_access, sgw=a.sgw(i),
                             teid=a.sgw_teid(i), csum=i in ctx.csum_on, ip_id=0, sport=sport, qfi=qfi)
 
@@ -208,8 +260,16 @@ def _ul_vlan(ctx, frames, d):
     return Expect(fwd=[(decap(ctx, bytes(f), d), N_EACH) for f in frames])
 
 
+def _gtp_len(frame: bytes) -> int:
+    """The UDP payload (GTP-U message) length of a G-PDU frame."""
+    l2, _ = O.l2_split(frame)
+    return struct.unpack("!H", frame[l2 + (frame[l2] & 0xF) * 4 + 4:][:2])[0] - 8
+
+
 def _ul_decap(ctx, frames, d):
-    return Expect(fwd=[(decap(ctx, bytes(f), d), N_EACH) for f in frames])
+    # "max_packet": a G-PDU bigger than the UPF's buffer is cut there, its T-PDU then dropped
+    return Expect(fwd=[(decap(ctx, bytes(f), d), N_EACH) for f in frames
+                       if not d.get("max_packet") or _gtp_len(bytes(f)) <= d["max_packet"]])
 
 
 def _dl_encap(ctx, frames, d, **kw):
@@ -275,6 +335,12 @@ def _echo_out(ctx, frames, d):
                                    / GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0,
                                                   gtp_type=packets.GTP_ECHO_RESPONSE, teid=0, seq=0x1234,
                                                   npdu=0, next_ex=0)), N_EACH)])
+    spec = packets.echo_response(0x1234, src=a.dut_access, dst=a.sgw(6), src_mac=p0.dut_mac, dst_mac=p0.mac)
+    if d.get("echo_response") == "DF set, the kernel's id":
+        e = Ether(bytes(spec))
+        e[IP].flags = 2
+        del e[IP].chksum
+        return Expect(back=[(any_id(bytes(e), "the Echo Response with DF"), N_EACH)])
     return Expect(back=[(bytes(packets.echo_response(0x1234, src=a.dut_access, dst=a.sgw(6), src_mac=p0.dut_mac,
                                                      dst_mac=p0.mac)), N_EACH)])
 
@@ -287,11 +353,40 @@ def _unknown_teid(ctx):
 
 def _unknown_teid_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
+    if d.get("unknown_teid") and d["unknown_teid"][0] == "silent after start":
+        return _silent_after_start(ctx, frames, d["unknown_teid"][1])
     if d.get("unknown_teid"):
         _, kind = d["unknown_teid"]
         return Expect(back=[(kernel_icmp(p0, src=a.dut_access, dst=a.sgw(0), kind=kind,
                                          quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
     return Expect(back=[(O.error_indication_expected(bytes(f), a.dut_access), N_EACH) for f in frames])
+
+
+def _silent_after_start(ctx, frames, period: float):
+    """No Error Indication while the UPF is younger than period s (Open5GS: TS 23.527 4.3.2), then
+    its own (departs.py "unknown_teid"): which one is known before the packets are sent; within a
+    second or two of the edge (its clock counts whole seconds from a little after its start), wait."""
+    age = ctx.upf_age()
+    if age is None:
+        raise ValueError("unknown_teid 'silent after start' needs the UPF's start time")
+    if age < period - 1:
+        return Expect()
+    if age < period + 2.5:
+        time.sleep(period + 2.5 - age)
+    a, p0 = ctx.addressing, ctx.ports[0]
+    out = []
+    for f in frames:
+        e = Ether(bytes(f))
+        teid = struct.unpack("!I", bytes(e[UDP].payload)[4:8])[0]
+        body = (bytes([0, 0, 0, 0x40, 1, 0, 0, 0])                # seq 0, N-PDU 0, next 0x40; UDP Port 0
+                + bytes([16]) + struct.pack("!I", teid)            # TEID Data I
+                + bytes([133, 0, 4]) + bytes(map(int, a.dut_access.split("."))))   # GTP-U Peer Address
+        gtp = bytes([0x36, 26]) + struct.pack("!HI", len(body), teid) + body
+        ei = bytes(Ether(dst=p0.mac, src=p0.dut_mac) / IP(tos=0, id=0, flags=2, ttl=64, src=a.dut_access,
+                                                          dst=e[IP].src)
+                   / UDP(sport=2152, dport=e[UDP].sport) / gtp)
+        out.append((any_id(ei, "Open5GS's Error Indication"), N_EACH))
+    return Expect(back=out)
 
 
 def _end_marker(ctx):
@@ -326,8 +421,23 @@ def _ul_ttl1(ctx):
                          outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
+def _kernel_time_exceeded(src: str, ip: bytes) -> bytes:
+    """The DUT kernel's ICMP Time Exceeded for ip: TOS 0xc0, TTL 64, DF clear, id 0 here, quoting
+    as much of ip as fits in 576 octets (RFC 1812 4.3.2.3)."""
+    return bytes(IP(tos=0xC0, id=0, flags=0, ttl=64, proto=1, src=src, dst=socket.inet_ntoa(ip[12:16]))
+                 / ICMP(type=11, code=0) / ip[:576 - 28])
+
+
 def _ul_ttl1_out(ctx, frames, d):
-    a = ctx.addressing
+    a, p0 = ctx.addressing, ctx.ports[0]
+    if d.get("ttl_expired") == "the kernel's":
+        # the kernel's answer, routed to the UE through the UPF's TUN device: tunnelled as any
+        # downlink packet of bearer 1, with the UPF's own departures (its ICMP not forwarded: TTL 64)
+        full = {**departs.facts(ctx.upf), "inner_ttl": "kept"}
+        return Expect(back=[(any_id(O.encap_departing(
+            full, _kernel_time_exceeded(a.dut_access, O.gpdu_inner(bytes(f))), smac=p0.dut_mac, dmac=p0.mac,
+            local=a.dut_access, sgw=a.sgw(1), teid=a.sgw_teid(1)), "the kernel's ICMP 11/0 in a G-PDU",
+            inner=True), N_EACH) for f in frames])
     if d.get("inner_ttl") == "kept":
         return _ul_decap(ctx, frames, d)
     return Expect(back=[(O.time_exceeded_ul_expected(bytes(f), a.dut_access, a.sgw(1), a.sgw_teid(1)), N_EACH)
@@ -374,6 +484,9 @@ def _dl_too_big(ctx):
 def _dl_too_big_out(ctx, frames, d):
     if d.get("downlink_too_big"):
         return Expect()
+    if d.get("max_packet"):             # cut, in one G-PDU with DF (the UPF's outer header)
+        full = departs.facts(ctx.upf)
+        return Expect(fwd=[(encap(ctx, f, full, ttl_free=True), N_EACH) for f in frames])
     return Expect(fwd=[(encap(ctx, f, {}), N_EACH) for f in frames])
 
 
@@ -385,6 +498,8 @@ def _dl_df_too_big(ctx):
 def _dl_df_too_big_out(ctx, frames, d):
     if d.get("downlink_too_big"):
         return Expect()
+    if d.get("max_packet"):             # cut, in one G-PDU with DF (the UPF's outer header)
+        return Expect(fwd=[(encap(ctx, f, departs.facts(ctx.upf)), N_EACH) for f in frames])
     return Expect(back=[(O.frag_needed_dl_expected(bytes(f), ctx.addressing.dut_access, ctx.mtu_access), N_EACH)
                         for f in frames])
 
@@ -409,6 +524,10 @@ def _dl_ttl1(ctx):
 
 
 def _dl_ttl1_out(ctx, frames, d):
+    if d.get("ttl_expired") == "the kernel's":       # from the N6 address, id-free (DF clear)
+        a, p1 = ctx.addressing, ctx.ports[1]
+        return Expect(back=[(bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)) + _kernel_time_exceeded(
+            a.dut_sgi, O.ip_payload(bytes(f))), N_EACH) for f in frames])
     if d.get("inner_ttl") == "kept":
         return _dl_encap(ctx, frames, d)
     return Expect(back=[(O.time_exceeded_dl_expected(bytes(f), ctx.addressing.dut_access), N_EACH) for f in frames])
@@ -418,7 +537,7 @@ CASES: list[Case] = [
     # ---- uplink (N3 -> N6): G-PDUs decapsulated
     Case("uplink-gpdu", "TS 29.281 5.1 (G-PDU); RFC 1812 5.3.1 (TTL-1)",
          "G-PDUs of 128-3024 B (UDP, TCP with TTL 2, ICMP with DF and a DSCP): the inner packet on N6, "
-         "TTL-1, byte for byte", 0, _uplink_decap((0, 2, 3, 4)), _ul_decap, uses=("inner_ttl",)),
+         "TTL-1, byte for byte", 0, _uplink_decap((0, 2, 3, 4)), _ul_decap, uses=("inner_ttl", "max_packet")),
     Case("uplink-outer-udp-checksum", "RFC 768; TS 29.281 4.4.1",
          "a 1518 B G-PDU with an outer UDP checksum (the SGW's choice): decapsulated as any other", 0,
          _uplink_decap((1,)), _ul_decap, uses=("inner_ttl",)),
@@ -449,7 +568,7 @@ CASES: list[Case] = [
          uses=("spoofed_source", "inner_ttl")),
     Case("uplink-ttl-expired", "RFC 1812 5.3.1, 4.3.2.3; RFC 792",
          "a G-PDU whose inner TTL is 1: not forwarded, ICMP Time Exceeded to the UE in its bearer's tunnel",
-         0, _ul_ttl1, _ul_ttl1_out, uses=("inner_ttl",)),
+         0, _ul_ttl1, _ul_ttl1_out, uses=("inner_ttl", "ttl_expired")),
     Case("uplink-outer-fragments", "RFC 791 3.2 (reassembly); TS 29.281 4.4 (GTP-U over UDP/IP)",
          "G-PDUs in 3 outer IPv4 fragments each: one inner packet each on N6, byte for byte", 0, _frags,
          _frags_out, uses=("outer_fragments", "inner_ttl"), copies=1, spaced_us=1000),
@@ -463,7 +582,7 @@ CASES: list[Case] = [
     Case("downlink-gpdu", "TS 29.281 5.1, 4.4.2.0; RFC 768 (outer checksum); RFC 1812 5.3.1; RFC 2983",
          "IP packets of 64-3024 B to bearers 0-3: a G-PDU each to the bearer's peer and TEID, every length "
          "and checksum right, the DSCP copied, the inner packet TTL-1 byte for byte", 1,
-         lambda ctx: downlink_frames(ctx)[:5], _dl_encap, uses=ENCAP_FACTS, id_free=True),
+         lambda ctx: downlink_frames(ctx)[:5], _dl_encap, uses=ENCAP_FACTS + ("max_packet",), id_free=True),
     Case("downlink-inner-udp-checksum-0", "RFC 768 (checksum 0: none)",
          "an IP packet with a UDP checksum of 0: encapsulated with the inner checksum left 0", 1,
          lambda ctx: downlink_frames(ctx)[5:6], _dl_encap, uses=ENCAP_FACTS, id_free=True),
@@ -472,20 +591,21 @@ CASES: list[Case] = [
     Case("qfi-downlink-psc", "TS 38.415 5.5.2.1; TS 29.281 5.2.2.7",
          "IP packets to the QFI bearer: G-PDUs with E set and a DL PDU Session Container with its QFI", 1,
          qfi_downlink_frames, lambda ctx, frames, d: _dl_encap(ctx, frames, d, qfi=ctx.qfi),
-         uses=ENCAP_FACTS, needs=("qfi",), id_free=True),
+         uses=ENCAP_FACTS + ("max_packet",), needs=("qfi",), id_free=True),
     Case("downlink-too-big", "RFC 791 2.3 (fragmentation); TS 29.281 4.4",
          "an IP packet without DF, as big as N6 allows: too big for N3 once encapsulated, it leaves in "
          "outer fragments that reassemble into the G-PDU", 1, _dl_too_big, _dl_too_big_out,
-         uses=("downlink_too_big",), id_free=True, defragment=True),
+         uses=("downlink_too_big", "max_packet"), id_free=True, defragment=True),
     Case("downlink-df-too-big", "RFC 1191; RFC 792 (3/4)",
          "an IP packet with DF, as big as N6 allows: not forwarded, ICMP Fragmentation Needed back with "
-         "N3's MTU less the tunnel's 36 octets", 1, _dl_df_too_big, _dl_df_too_big_out, uses=("downlink_too_big",)),
+         "N3's MTU less the tunnel's 36 octets", 1, _dl_df_too_big, _dl_df_too_big_out,
+         uses=("downlink_too_big", "max_packet")),
     Case("downlink-unknown-ue", "TS 29.244 5.2.1 (no PDR matches)",
          "an IP packet for an address no session has: not forwarded", 1, _unknown_ue, _unknown_ue_out,
          uses=("unknown_ue",)),
     Case("downlink-ttl-expired", "RFC 1812 5.3.1, 4.3.2.3; RFC 792",
          "an IP packet with TTL 1: not forwarded, ICMP Time Exceeded back to its sender", 1, _dl_ttl1,
-         _dl_ttl1_out, uses=ENCAP_FACTS),
+         _dl_ttl1_out, uses=ENCAP_FACTS + ("ttl_expired",)),
     # ---- the PGW-U's own knobs (`pgwu config`)
     Case("downlink-sport-fixed", "TS 29.281 4.4.2.0 (pgwu config --sport-entropy off)",
          "with source-port entropy off, every G-PDU from UDP port 2152", 1,

@@ -7,7 +7,9 @@ spec's output), and its row here is then stale: tests/conformance/test_conforman
 expects each case's result, fails until the row is changed, with the evidence.
 
 eUPF a8d774a (../shared/eupf/README.md), seen in this lab; its sources at that commit say why
-(cmd/ebpf/xdp/n3n6_entrypoint.c, utils/routing.h, utils/gtp_utils.h).
+(cmd/ebpf/xdp/n3n6_entrypoint.c, utils/routing.h, utils/gtp_utils.h). Open5GS's UPF 8f25f3b
+(../shared/open5gs/README.md), likewise (src/upf/gtp-path.c, lib/gtp/, lib/tun/tunio.c); what is
+not its code (802.1Q, which it never sees) is in NOT_SUPPORTED, with why.
 """
 
 from __future__ import annotations
@@ -84,6 +86,62 @@ DEPARTS: dict[str, dict[str, Departure]] = {
             "an End Marker (TS 29.281 7.3.2) is not taken as GTP-U signalling: passed to the kernel, which "
             "answers ICMP port unreachable (nothing listens on 2152)"),
     },
+    # Open5GS's UPF 8f25f3b (../shared/open5gs/README.md): seen by gtplab conformance in this lab
+    # (2026-11-29, the packets in its cases.jsonl); why, from its sources at that commit
+    # (git show 8f25f3b:PATH). It sends through the kernel's UDP socket bound to N3:2152 and reads
+    # and writes user packets through a TUN device: the outer IPv4/UDP header is the kernel's.
+    "open5gs": {
+        "outer_udp_sport": Departure(
+            2152, "every G-PDU leaves from UDP port 2152, the N3 socket's (allowed by TS 29.281 4.4.2.0; "
+                  "lib/pfcp/path.c:431 sends on far->gnode->sock, the GTP-U server socket, "
+                  "lib/gtp/path.c:63)"),
+        "outer_ip": Departure(
+            {"flags": 2, "id": "kernel", "tos": 0, "ttl": 64},
+            "the outer IPv4 header is the kernel's socket default: DF set (path MTU discovery), the "
+            "kernel's id, TOS 0 (the inner DSCP not copied: RFC 2983's pipe model, allowed; the PGW-U "
+            "copies it), TTL 64 (lib/gtp/path.c:151 sendto on the N3 socket, no IP_TOS set): allowed "
+            "choices of the sender"),
+        "max_packet": Departure(
+            2032, "packets over 2032 octets are cut: its buffers are OGS_MAX_PKT_LEN 2048 (lib/core/"
+                  "ogs-macros.h:211) less 16 of headroom; uplink, recvfrom() into 2032 octets "
+                  "(src/upf/gtp-path.c:946-951) cuts a bigger G-PDU's T-PDU, which the kernel drops "
+                  "(its length field says more): not forwarded; downlink, read() from the TUN device into "
+                  "2032 octets (lib/tun/tunio.c:32-37) cuts the packet, forwarded in a G-PDU with DF, its "
+                  "IP length field the whole's: neither fragmented nor answered with ICMP 3/4 (RFC 791, "
+                  "RFC 1191). Open5GS's gap"),
+        "unknown_teid": Departure(
+            ("silent after start", 11),
+            "no Error Indication for an unknown TEID during association_interval after its start (11 s: "
+            "max(3 s, the 10 s message duration + 1 s), lib/app/ogs-config.c:396; src/upf/gtp-path.c:408, "
+            "TS 23.527 4.3.2's configurable period after a restart); after it, an Error Indication "
+            "(lib/gtp/v2/path.c:239-279) with the unknown TEID in its header (the PGW-U puts 0) and a "
+            "UDP Port extension header of port 0 (TS 29.281 5.2.2.1: the G-PDU's source port), from the "
+            "socket (DF, the kernel's id)"),
+        "unknown_ext_header": Departure(
+            "ignored", "an extension header that must be comprehended and is not known (0xC1) is skipped "
+                       "(lib/gtp/util.c:122 default: break): the G-PDU is forwarded, no Supported Extension "
+                       "Headers Notification (TS 29.281 5.2.1, 7.2.3). Open5GS's gap"),
+        "echo_response": Departure(
+            "DF set, the kernel's id",
+            "the Echo Response is the spec's (Recovery 0, src/upf/gtp-path.c:312-320) sent from the socket: "
+            "DF set and the kernel's IPv4 id (allowed)"),
+        "ttl_expired": Departure(
+            "the kernel's",
+            "the ICMP Time Exceeded is the DUT kernel's, not Open5GS's (it never reads the TTL: the kernel "
+            "routing N6 <-> its TUN device decrements it): TOS 0xc0, the kernel's id, quoting the whole "
+            "packet up to 576 octets (RFC 1812 4.3.2.3); downlink from the N6 address, uplink to the UE "
+            "through the TUN device, so Open5GS tunnels it as any downlink packet (from 10.201.0.1, the "
+            "address the kernel picks)"),
+    },
+}
+
+# Cases a UPF cannot be judged on, with why: not a departure of the UPF's (not its code), not a pass.
+NOT_SUPPORTED: dict[str, dict[str, str]] = {
+    "open5gs": {
+        "vlan": "Open5GS sees no Ethernet frame (GTP-U from a UDP socket, N6 through a TUN device): an 802.1Q "
+                "tag is the host's (a VLAN device, which the lab's DUT namespace does not have, so the "
+                "kernel drops tagged frames); a VLAN device would test the kernel's 8021q, not Open5GS",
+    },
 }
 
 
@@ -99,6 +157,12 @@ def upf_key(cfg) -> str:
 def facts(upf: str) -> dict:
     """The UPF's departures as {fact: value} (what the expectations read); {} for none known."""
     return {k: d.value for k, d in DEPARTS.get(upf, {}).items()}
+
+
+def not_supported(upf: str, keys) -> str | None:
+    """Why a case reading these facts cannot be judged on this UPF (NOT_SUPPORTED), or None."""
+    ns = NOT_SUPPORTED.get(upf, {})
+    return next((ns[k] for k in keys if k in ns), None)
 
 
 def causes(upf: str, keys) -> list[str]:

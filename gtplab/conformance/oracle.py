@@ -329,14 +329,16 @@ def encap_departing(d: dict, ip: bytes, *, smac: str, dmac: str, local: str, sgw
                     qfi: int | None = None) -> bytes:
     """A downlink G-PDU as a UPF with departures d (gtplab/conformance/departs.py facts) sends it,
     built with Scapy: the inner packet (TTL kept or decremented), the outer IPv4 header of d, UDP from
-    d's port, d's checksum, a DL PDU Session Container with the session's QFI (or d's)."""
+    d's port, d's checksum (without that fact: the right one), a DL PDU Session Container with the
+    session's QFI (or d's; without that fact and a QFI: none). An id that is not a number (the
+    kernel's) is built as 0: compare such frames id-free (cases.any_id)."""
     inner = ip if d.get("inner_ttl") == "kept" else ttl_dec(ip)
     o = d["outer_ip"]
     return bytes(Ether(dst=dmac, src=smac)
-                 / IP(ihl=5, tos=o["tos"], id=o["id"], flags=o["flags"], frag=0, ttl=o["ttl"], proto=17,
-                      src=local, dst=sgw)
-                 / UDP(sport=d["outer_udp_sport"], dport=GTPU_PORT, chksum=d["outer_udp_csum"])
-                 / gtp_header_for(inner, teid, d["dl_psc_qfi"] if qfi is None else qfi) / Raw(inner))
+                 / IP(ihl=5, tos=o["tos"], id=o["id"] if isinstance(o["id"], int) else 0, flags=o["flags"],
+                      frag=0, ttl=o["ttl"], proto=17, src=local, dst=sgw)
+                 / UDP(sport=d["outer_udp_sport"], dport=GTPU_PORT, chksum=d.get("outer_udp_csum"))
+                 / gtp_header_for(inner, teid, d.get("dl_psc_qfi") if qfi is None else qfi) / Raw(inner))
 
 
 def id_free(frame: bytes) -> bytes:

@@ -105,6 +105,13 @@ class Run:
                 # the kernel answers what a UPF passes it (ICMP errors): one per packet
                 subprocess.run(["ip", "netns", "exec", self.lab.dut_ns, "sysctl", "-qw",
                                 "net.ipv4.icmp_ratelimit=0"], check=True)
+                # what a UPF sends through the kernel's sockets gets its checksums in software, as a
+                # NIC would finish them: a veth has no hardware, and with tx checksum offload on a
+                # UDP datagram reaches the generator with the pseudo-header sum in its checksum
+                for p in self.lab.ports:
+                    subprocess.run(["ip", "netns", "exec", self.lab.dut_ns, "ethtool", "-K", p.dut_ifname,
+                                    "tx", "off"], check=True, capture_output=True)
+                self.ctx.upf_started = (self.lab.external or {}).get("started")
                 self.probe = ExternalDut(self.lab, cfg)
             else:
                 self.probe = LocalDut(self.lab)
@@ -215,6 +222,9 @@ class Run:
         if "pgwu" in case.needs and self.lab.dut_mode not in ("pgwu", "socket"):
             return {**rec, "result": "not supported", "why": "a knob of the PGW-U's own (pgwu config " +
                     " ".join(case.config[0]) + ")"}
+        why = departs.not_supported(self.upf, case.uses)
+        if why:
+            return {**rec, "result": "not supported", "why": why}
         frames = [bytes(f) for f in case.frames(self.ctx)]
         facts = departs.facts(self.upf)
         keys = [k for k in case.uses if k in facts]

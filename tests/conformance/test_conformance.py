@@ -1,8 +1,9 @@
 """`gtplab conformance` against the lab's UPFs, end to end: the command builds the lab of a lab config
-(embedded: the PGW-U; embedded-eupf: eUPF, skipped with the reason when its runtime is absent), runs
-every case, writes run.json and cases.jsonl, exits 0; each case's result is the one expected here
-(the PGW-U passes every case; eUPF departs as gtplab/conformance/departs.py says, case by case, and
-has none of the PGW-U's own knobs). `conformance table` puts the two runs side by side. The lab is
+(embedded: the PGW-U; embedded-eupf: eUPF; embedded-open5gs: Open5GS's UPF; the last two skipped
+with the reason when their runtime is absent), runs every case, writes run.json and cases.jsonl,
+exits 0; each case's result is the one expected here (the PGW-U passes every case; eUPF and Open5GS
+depart as gtplab/conformance/departs.py says, case by case, and have none of the PGW-U's own knobs;
+Open5GS has no 802.1Q case, as it never sees a frame). `conformance table` puts the two runs side by side. The lab is
 the command's, always torn down (checked: no lab of the run is left)."""
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from tests.lib.lab import leftovers
 pytestmark = pytest.mark.lab
 
 PGWU_KNOBS = ("downlink-sport-fixed", "downlink-egress-vlan", "uplink-egress-vlan")
+# Open5GS 8f25f3b: departs as departs.py's "open5gs" row says; 802.1Q is not its (NOT_SUPPORTED)
+OPEN5GS_DEPARTS = ("uplink-gpdu", "uplink-unknown-ext-header", "echo", "error-indication", "uplink-ttl-expired",
+                   "downlink-gpdu", "downlink-inner-udp-checksum-0", "qfi-downlink-psc", "downlink-too-big",
+                   "downlink-df-too-big", "downlink-ttl-expired")
 EXPECTED = {
     "embedded": {c.name: "pass" for c in C.CASES},
     "embedded-eupf": {**{c.name: "departs" for c in C.CASES}, **{n: "not supported" for n in PGWU_KNOBS}},
+    "embedded-open5gs": {**{c.name: "pass" for c in C.CASES}, **{n: "departs" for n in OPEN5GS_DEPARTS},
+                         **{n: "not supported" for n in PGWU_KNOBS + ("uplink-vlan", "downlink-vlan")}},
 }
 
 
@@ -36,7 +43,8 @@ def runs(tmp_path_factory):
     return {}
 
 
-@pytest.mark.parametrize("config", ["embedded", pytest.param("embedded-eupf", marks=pytest.mark.eupf)])
+@pytest.mark.parametrize("config", ["embedded", pytest.param("embedded-eupf", marks=pytest.mark.eupf),
+                                    pytest.param("embedded-open5gs", marks=pytest.mark.open5gs)])
 def test_conformance_of_a_upf(config, tmp_path, runs):
     if config != "embedded":
         from tests.lib import external_upf
