@@ -21,6 +21,8 @@ import subprocess
 import urllib.request
 
 from gtplab.dut import PROG
+from gtplab.dut.kernelpath import KernelPath
+from gtplab.dut.kernelpath import places as kernel_path_places
 from gtplab.dut.local import LocalDut
 from gtplab.dut.prometheus import PrometheusDut, ScrapedDut
 from gtplab.dut.upf_counters import EupfCounters, KernelVerdicts, kernel_counts, parse_eupf
@@ -75,7 +77,7 @@ class EupfDut(ScrapedDut):
 
 class ExternalDut(LocalDut):
     """The namespace lab's external UPF (module doc). cfg: the lab config (dut.counters says which
-    adapter: kernel, eupf, prometheus; none: counters() is None and conservation is the generator's
+    adapter: kernel, eupf, prometheus, kernelpath (a UPF without XDP: path_places()); none: counters() is None and conservation is the generator's
     alone)."""
 
     kind = "external"
@@ -96,17 +98,34 @@ class ExternalDut(LocalDut):
                 self.upf = EupfCounters(api, lambda url: self.worker.call(http_get, url))
             elif cfg.counters == "prometheus":
                 self.upf = _PrometheusInLab(cfg, lab, self.worker)
+            elif cfg.counters == "kernelpath":
+                # a UPF on the kernel's path (UDP socket, TUN): its namespace's counters, the N4
+                # datagrams taken off in the control plane's (gtplab.dut.kernelpath)
+                self.upf = KernelPath(lab.dut_ns, tuple(p.dut_ifname for p in lab.ports),
+                                      lambda ifname: self._ethtool(lab.dut_ns, ifname), cp_netns=lab.cp_ns)
             elif cfg.counters == "none":
                 self.upf = None
             else:
                 raise UserError(f"lab config {cfg.path}: dut.counters {cfg.counters} cannot read an external UPF "
-                                "(use eupf, kernel, prometheus or none)")
+                                "(use eupf, kernel, kernelpath, prometheus or none)")
         except BaseException:
             self.worker.close()
             raise
 
     def close(self) -> None:
-        self.worker.close()
+        try:
+            if self.counters_kind == "kernelpath":
+                self.upf.close()
+        finally:
+            self.worker.close()
+
+    def path_places(self, before, after, direction: str) -> dict | None:
+        """counters kernelpath: where the trial's packets went, from two counters() of the
+        namespace (gtplab.dut.kernelpath.places; the runner balances it with
+        conservation.check_places); None for other adapters, whose counters are the UPF's verdicts."""
+        if self.counters_kind != "kernelpath":
+            return None
+        return kernel_path_places(before, after, direction)
 
     def counters(self) -> dict[tuple[str, str], int] | None:
         return self.upf.counters() if self.upf is not None else None
@@ -159,7 +178,8 @@ class ExternalDut(LocalDut):
         """The UPF's verdicts in a trial (dd: conservation.DutDelta of its counters) against the
         kernel's count of the same verdicts on the ingress veth (link() before and after); the
         messages of what disagrees. Only for adapters that count verdicts (eUPF's; the kernel's is
-        the reference itself)."""
+        the reference itself; kernelpath's cross-check, the N3 socket's drops against the UDP MIB,
+        is in its places())."""
         if self.counters_kind != "eupf":
             return []
         port = self.lab.ports[0 if direction == "uplink" else 1]

@@ -71,6 +71,9 @@ def make_dut(backend, cfg) -> DutProbe:
     elif cfg.counters == "kernel":
         raise UserError(f"lab config {cfg.path}: dut.counters kernel reads the veths of an external UPF in the "
                         "namespace lab (dut.mode: external); a UPF elsewhere: counters eupf, prometheus or none")
+    elif cfg.counters == "kernelpath":
+        raise UserError(f"lab config {cfg.path}: dut.counters kernelpath reads the namespace of an external UPF in "
+                        "the namespace lab (dut.mode: external)")
     elif cfg.counters == "eupf":
         inner = EupfDut(cfg)
     elif cfg.counters == "none":

@@ -8,6 +8,8 @@ conservation.DutDelta.from_counters): one adapter per UPF kind, chosen by the la
     counters: eupf        eUPF (edgecomllc/eupf): its REST API (dut.eupf.api), /api/v1/xdp_stats
                           (its XDP program's verdicts) and /api/v1/route_stats (its FIB lookups)
     counters: prometheus  any UPF: a mapping of metric selectors (gtplab.dut.prometheus)
+    counters: kernelpath  a UPF without XDP (UDP socket, TUN) in the namespace lab: its namespace's
+                          UDP/IP MIB, veth and TUN counters, balanced per direction (gtplab.dut.kernelpath)
 
 eUPF's XDP program ends every packet with one verdict and counts it (upf_ext_stat.xdp_actions);
 its routing counts its FIB lookups that dropped (blackhole, unreachable, prohibit) and those it left
@@ -38,7 +40,6 @@ from typing import Callable, Protocol
 
 from gtplab.errors import UserError
 
-KINDS = ("kernel", "eupf")       # beside pgwu, prometheus, none (gtplab.pfcp.provision.COUNTERS)
 EUPF_KEYS = {"api"}
 
 

@@ -66,6 +66,43 @@ def snmp_of_netns(ns: str, pid: int | None = None) -> dict[str, dict[str, int]]:
     return snmp(p.stdout)
 
 
+def net_dev(text: str) -> dict[str, dict[str, int]]:
+    """The text of /proc/net/dev as {ifname: {rx_packets, rx_dropped, tx_packets, tx_dropped}}: the
+    kernel's rtnl_link_stats64 of each device of the reader's namespace (rx drop there is
+    rx_dropped + rx_missed_errors, tx drop is tx_dropped)."""
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        v = rest.split()
+        if len(v) >= 12:
+            out[name.strip()] = {"rx_packets": int(v[1]), "rx_dropped": int(v[3]),
+                                 "tx_packets": int(v[9]), "tx_dropped": int(v[11])}
+    return out
+
+
+def udp_sockets(text: str, port: int) -> list[dict[str, int]]:
+    """The UDP sockets bound to local port `port` in the text of /proc/net/udp: [{"rx_queue" (bytes
+    queued), "drops" (the socket's sk_drops: a full receive buffer, a bad checksum at read, a
+    filter)}]."""
+    out = []
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 13 and ":" in f[1] and int(f[1].rsplit(":", 1)[1], 16) == port:
+            out.append({"rx_queue": int(f[4].split(":")[1], 16), "drops": int(f[12])})
+    return out
+
+
+def read_own_netns(files: tuple[str, ...] = ("snmp", "netstat", "dev", "udp")) -> dict[str, str]:
+    """The texts of /proc/net/FILE as the calling thread's network namespace shows them
+    (/proc/thread-self/net: /proc/net is the process's, whichever namespace a thread joined); for
+    a gtplab.kernel.netns.Worker's call, so a snapshot costs no process."""
+    out = {}
+    for name in files:
+        with open(f"/proc/thread-self/net/{name}") as f:
+            out[name] = f.read()
+    return out
+
+
 def link_stats(ns: str) -> dict[str, dict[str, int]]:
     """{ifname: {rx_packets, rx_dropped, rx_missed, tx_packets, tx_dropped, ...}} of namespace ns."""
     p = subprocess.run(["ip", "-n", ns, "-s", "-j", "link"], capture_output=True, text=True, timeout=30)

@@ -173,9 +173,10 @@ def _check_external(path, dut: dict, local_lab: bool) -> None:
         _fail(path, "dut.pfcp.upf: embedded is the PGW-U's own agent; an external UPF's is `lab`")
     if dut.get("provision", "pgwu") not in ("pfcp", "none"):
         _fail(path, "dut.mode external: dut.provision pfcp (gtplab provisions it over N4) or none (you do)")
-    if dut.get("counters", "pgwu") not in ("eupf", "kernel", "prometheus", "none"):
+    if dut.get("counters", "pgwu") not in ("eupf", "kernel", "kernelpath", "prometheus", "none"):
         _fail(path, "dut.mode external: dut.counters eupf, prometheus (the UPF's own), kernel (the XDP "
-                    "verdicts the kernel counts on its veths) or none")
+                    "verdicts the kernel counts on its veths), kernelpath (a UPF on sockets and TUN: its "
+                    "namespace's UDP, IP, veth and TUN counters) or none")
 
 
 def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
@@ -204,6 +205,9 @@ def _check_dut_access(path, backend: str, dut: dict, local_lab: bool) -> None:
         upf_counters.parse_eupf(dut.get("eupf"), f"lab config {path}")
     elif "eupf" in dut:
         _fail(path, f"dut.eupf is given but dut.counters is {counters!r} (set counters: eupf)")
+    if counters == "kernelpath" and dut.get("mode") != "external":
+        _fail(path, "dut.counters kernelpath reads the namespace of an external UPF on sockets and TUN in the "
+                    "namespace lab (dut.mode: external)")
     if counters == "kernel" and dut.get("mode") != "external":
         _fail(path, "dut.counters kernel counts an external UPF's XDP verdicts on the lab's veths (dut.mode: external)")
     if counters == "pgwu" and not local_lab and not dut.get("metrics_url"):

@@ -81,6 +81,9 @@ class Conservation:
     errors: list[str]
     scope: str = "generator and DUT"     # "generator only": the DUT's counters are not read
     kernel_fwd: int = 0                  # frames the DUT's kernel sent out for packets passed to it
+    places: dict[str, int] | None = None  # where each lost packet is, by name, and "unexplained"
+    #                                       (the rest): a kernel-path DUT (gtplab.dut.kernelpath), or
+    #                                       the links only (generator_only)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,6 +93,8 @@ class Conservation:
                 f"{self.fwd}" + (f" (+ {self.kernel_fwd} sent by its kernel)" if self.kernel_fwd else "")
                 + f", dropped {self.drops}, passed {self.passed}, other {self.other}, generator rx "
                 f"{self.gen_rx}, link lost in {self.link_in_lost}, out {self.link_out_lost}")
+        if self.places:
+            head += ", by place: " + ", ".join(f"{k} {v}" for k, v in sorted(self.places.items()))
         return head + ("" if self.ok else ": " + "; ".join(self.errors))
 
 
@@ -123,11 +128,44 @@ def check(gen_tx: int, gen_rx: int, dut: DutDelta, *, dut_rx: int | None = None,
                         link_out_lost=link_out_lost, errors=errors, kernel_fwd=kernel_fwd)
 
 
-def generator_only(gen_tx: int, gen_rx: int) -> Conservation:
+def generator_only(gen_tx: int, gen_rx: int, link_in_lost: int | None = None,
+                   link_out_lost: int | None = None) -> Conservation:
     """A DUT whose counters are not read (lab config dut.counters: none): nothing can be balanced
-    against the DUT, so the record says so (scope) and the loss is the generator's tx - rx, with no
-    place to put it."""
-    return Conservation(ok=True, gen_tx=gen_tx, dut_rx=0, dut_rx_source="not read (dut.counters: none)",
-                        fwd=0, drops=0, passed=0, other=0, gen_rx=gen_rx, link_in_lost=None,
-                        link_out_lost=None, errors=[],
+    against the DUT, so the record says so (scope). The loss, the generator's tx - rx, is located
+    only where the lab's links count it (link_*_lost, None: not measured); whatever is left is
+    "unexplained" and the trial is not ok: a loss nothing located is never "conservation ok"."""
+    lin, lout = link_in_lost or 0, link_out_lost or 0
+    rest = gen_tx - gen_rx - lin - lout
+    places = {k: v for k, v in (("link_in", lin), ("link_out", lout), ("unexplained", rest)) if v}
+    errors = [] if not rest else [
+        f"{rest:+d} packets between generator tx {gen_tx} and rx {gen_rx} are not located (lost in the link "
+        f"{lin} in, {lout} out): dut.counters none reads no counter of the DUT (kernelpath for a UPF on "
+        "sockets and TUN, docs/lab.md)"]
+    return Conservation(ok=not errors, gen_tx=gen_tx, dut_rx=0, dut_rx_source="not read (dut.counters: none)",
+                        fwd=0, drops=0, passed=0, other=0, gen_rx=gen_rx, link_in_lost=link_in_lost,
+                        link_out_lost=link_out_lost, errors=errors, places=places or None,
                         scope="generator only: no DUT counters; the DUT's share of the loss is unknown")
+
+
+def check_places(pl: dict, gen_tx: int, gen_rx: int, *, link_in_lost: int | None,
+                 link_out_lost: int | None = None) -> tuple[Conservation, DutDelta]:
+    """A DUT on the kernel's path (dut.counters kernelpath): its trial's places (gtplab.dut.kernelpath.
+    places(): DUT rx, forwarded, each drop by place, the egress veth's drops of the stack's sends)
+    balanced as check() does, the remainder named "unexplained" in Conservation.places. link_in_lost:
+    the generator veth's losses into the DUT; link_out_lost: the egress veth's XDP losses (0 without
+    XDP), to which the stack's drops there are added. A negative place (the counters do not follow the
+    packets' path) and pl's own errors fail it too."""
+    dd = DutDelta(rx_packets=pl["dut_rx"], fwd_packets=pl["fwd"], drops_by_reason=dict(pl["places"]))
+    cons = check(gen_tx, gen_rx, dd, dut_rx=pl["dut_rx"], link_in_lost=link_in_lost,
+                 link_out_lost=(link_out_lost or 0) + pl["lost_out"])
+    cons.dut_rx_source = "DUT ingress veth (kernel path)"
+    cons.scope = "generator and DUT (kernel path: the DUT netns's counters)"
+    rest = pl["dut_rx"] - pl["fwd"] - sum(pl["places"].values())
+    cons.places = dict(pl["places"], **({"unexplained": rest} if rest else {}))
+    cons.errors += pl.get("errors", [])
+    neg = {k: v for k, v in pl["places"].items() if v < 0}
+    if neg:
+        cons.errors.append("negative counts at " + ", ".join(f"{k} {v}" for k, v in sorted(neg.items()))
+                           + ": the counters do not follow the path of the trial's packets")
+    cons.ok = not cons.errors
+    return cons, dd

@@ -425,9 +425,19 @@ class Runner:
             # frames that reached TRex's port (kernel count) but not TRex: dropped by its af_packet
             # socket's ring, the generator's own receive loss like a veth ring overflow
             ld["lost_out"] += max(0, ld["gen_port_rx"] - st[rx]["ipackets"])
-        if cnt[0] is None:                       # dut.counters: none
+        # dut.counters kernelpath: a UPF on the kernel's path, balanced on its namespace's counters
+        path = getattr(self.dut, "path_places", None) if cnt[0] is not None else None
+        path = path(cnt[0], cnt[1], p.direction) if path else None
+        if cnt[0] is None:                       # dut.counters: none: the links' losses only
             dd = conservation.DutDelta(0, 0)
-            cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"])
+            cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"],
+                                               ld["lost_in"] if ld else None, ld["lost_out"] if ld else None)
+        elif path is not None:
+            cons, dd = conservation.check_places(path, st[tx]["opackets"], st[rx]["ipackets"],
+                                                 link_in_lost=ld["lost_in"] if ld else None,
+                                                 link_out_lost=ld["lost_out"] if ld else None)
+            if ld:
+                ld["lost_out"] += path["lost_out"]     # the egress veth refused the stack's sends
         else:
             dd = conservation.DutDelta.from_counters(*cnt)
             cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,

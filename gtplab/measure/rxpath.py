@@ -49,6 +49,17 @@ POINTS = {
                      "the generator's receive side (its CPUs); on a NIC, its transmit ring and txqueuelen"),
     "generator_ingress_ring": ("the generator's receive ring (the DUT forwarded them)",
                                "the generator's receive side (its CPUs): not the DUT's limit"),
+    # a UPF on the kernel's path (dut.counters kernelpath, gtplab.dut.kernelpath)
+    "udp_rcvbuf": ("the UPF's N3 socket's receive buffer (Udp RcvbufErrors: it read too slowly)",
+                   "the UPF's socket buffer (its own setting, net.core.rmem_default/rmem_max) and its reading "
+                   "threads"),
+    "tun_tx_dropped": ("the UPF's TUN device's queue (tx_dropped: it read too slowly)",
+                       "the TUN device's txqueuelen, and the UPF's reading of it"),
+    "tun_rx_dropped": ("the UPF's TUN device refused what the UPF wrote (rx_dropped)", "the UPF's writes"),
+    "upf_process": ("the UPF process: read from one side and not written to the other (no rule, buffered, "
+                    "its own drops)", "the UPF's rules and log"),
+    "udp_sndbuf": ("the UPF's UDP sends refused (Udp SndbufErrors)", "the UPF's socket send buffer"),
+    "veth_rx_dropped": ("the DUT veth, after XDP_PASS (no memory for the frame)", "the host's memory"),
 }
 KERNEL_PREFIX = "kernel_"
 

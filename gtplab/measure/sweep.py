@@ -499,6 +499,7 @@ class _Sweep:
         self.pcap_dir = rdir / "pcaps"
         self.pusher = self.exporter = self.profiler = None
         self.done = self.failed = 0
+        self.measured = 0                        # cases in which some trial got a packet back
         self.current: dict[str, Any] = {}       # the case running now, for an interruption's record
         self.stop: dict[str, Any] = {}
         self.dut = None                          # the runner's DUT probe, once it is open
@@ -574,6 +575,7 @@ class _Sweep:
             self.current.clear()
             self.done += 1
             self.failed += not rec["conservation_ok"]
+            self.measured += any((t.get("rx_packets") or 0) > 0 for t in rec["trials"])
             if self.pusher:
                 self.pusher.push(rec)
             progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
@@ -652,7 +654,21 @@ def do_sweep(args: argparse.Namespace) -> int:
         rep = _report(rdir)
         if rep:
             print(f"report: {rep}")
-    return 1 if sw.failed else 0
+        nothing = no_measurement(sw.done, sw.measured, len(sw.run.get("skipped") or []))
+        if nothing:
+            print(f"gtplab sweep: {nothing}", file=sys.stderr)
+    return 1 if sw.failed or nothing else 0
+
+
+def no_measurement(done: int, measured: int, skipped: int) -> str | None:
+    """Why a sweep measured nothing (no case ran, or no trial of any case got a packet back: the
+    DUT forwarded nothing), or None when some case measured something."""
+    if measured:
+        return None
+    if not done:
+        return f"no case ran ({skipped} skipped: run.json's skipped says why): nothing was measured"
+    return (f"nothing was measured: no packet came back in any trial of the {done} case(s) (the DUT forwarded "
+            "nothing; see each case's conservation and rx_path for where the packets went)")
 
 
 def _pfcp_notes(run: dict, dut) -> None:

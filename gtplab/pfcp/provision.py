@@ -52,7 +52,7 @@ from gtplab.pfcp.sessions import Session, Sessions
 
 PROVISION = ("pgwu", "pfcp", "none")
 # how the DUT's counters are read (gtplab.dut.probe.make_dut; kernel and eupf: gtplab/dut/upf_counters.py)
-COUNTERS = ("pgwu", "prometheus", "eupf", "kernel", "none")
+COUNTERS = ("pgwu", "prometheus", "eupf", "kernel", "kernelpath", "none")
 _PFCP_KEYS = {"upf", "local", "listen_port", "node_id", "n3", "n6", "choose", "urr", "mbr_kbps",
               "network_instance", "window", "t1", "n1", "heartbeat", "qfi", "release_wait"}
 CHOOSE = {"auto": None, True: True, False: False}

@@ -71,7 +71,7 @@ def test_the_open5gs_lab_config_renders_its_setup_and_config():
     for the Association Release it never answers, as many bearers as its global.max.ue."""
     cfg = labconfig.load("embedded-open5gs")
     s = cfg.external_spec()
-    assert (s.xdp, s.runtime_env, cfg.counters, cfg.max_bearers) == (False, "GTPLAB_OPEN5GS_TARBALL", "none", 8192)
+    assert (s.xdp, s.runtime_env, cfg.counters, cfg.max_bearers) == (False, "GTPLAB_OPEN5GS_TARBALL", "kernelpath", 8192)
     assert s.runtime.endswith("/shared/open5gs/open5gs-8f25f3b-upf-runtime.tgz")
     assert cfg.dut["pfcp"]["choose"] is True and cfg.dut["pfcp"]["release_wait"] == 1
     v = {k: "x" for k in external.PLACEHOLDERS} | {"n3": "10.201.0.1", "n4": "10.203.0.1", "ue_pool": "10.64.0.0/12",

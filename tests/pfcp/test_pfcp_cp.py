@@ -617,8 +617,9 @@ def test_prometheus_counters_follow_the_mapping(tmp_path):
 
 def test_no_counters_means_generator_side_only():
     from gtplab.measure import conservation
-    c = conservation.generator_only(1000, 990)
+    c = conservation.generator_only(1000, 1000)
     assert c.ok and c.scope.startswith("generator only") and c.as_dict()["scope"] == c.scope
+    assert not conservation.generator_only(1000, 990).ok     # a loss nothing located (tests/measure/test_kernelpath.py)
     assert conservation.check(10, 10, conservation.DutDelta(10, 10)).scope == "generator and DUT"
 
 
