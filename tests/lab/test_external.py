@@ -612,3 +612,19 @@ def test_a_user_started_upf_is_asked_for_before_a_sweep_builds_or_uses_a_lab(tmp
             backend.choose(cfg, lab=lab.name)
     finally:
         lab.down()
+
+
+def test_every_shipped_lab_config_says_whether_it_ran_here():
+    """Each lab config of gtplab/lab/labs/ opens with what was seen of it here: `# Run here:` (by the
+    suite, or by hand with the date and commit) or `# Not run here:` with why (issue 30: nothing
+    claimed that was not seen)."""
+    import re
+    from pathlib import Path
+    labs = Path(labconfig.__file__).parent / "labs"
+    bad = []
+    for p in sorted(labs.glob("*.yaml")):
+        first = p.read_text().splitlines()[0]
+        ran = re.match(r"# Run here: by (every `\./setup\.sh test`|hand \d{4}-\d\d-\d\d, commit [0-9a-f]{7})", first)
+        if not ran and not re.match(r"# Not run here: \S", first):
+            bad.append(f"{p.name}: {first}")
+    assert bad == []
