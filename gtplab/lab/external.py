@@ -385,7 +385,9 @@ def _netns_ino(path: str) -> int | None:
 def group_members(pgid: int | None, netns: str | None) -> list[int]:
     """The live processes of process group pgid inside the lab's namespace netns: what the UPF's
     start command started (a wrapper's children) that still runs, even after its leader has gone.
-    The namespace check keeps a group that reused the pid out."""
+    The namespace check keeps a group that reused the pid out. A member in its exit path (signalled,
+    not yet a zombie: state D while it releases what it held) has already let go of its namespaces,
+    so /proc/PID/ns/net no longer resolves: it still counts, or a stop would return while it runs."""
     ino = _netns_ino(f"/run/netns/{netns}") if pgid and netns else None
     if ino is None:
         return []
@@ -393,7 +395,7 @@ def group_members(pgid: int | None, netns: str | None) -> list[int]:
     for d in os.listdir("/proc"):
         if d.isdigit():
             st = _stat(int(d))
-            if st and int(st[2]) == pgid and _netns_ino(f"/proc/{d}/ns/net") == ino:
+            if st and int(st[2]) == pgid and _netns_ino(f"/proc/{d}/ns/net") in (ino, None):
                 out.append(int(d))
     return out
 

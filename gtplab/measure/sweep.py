@@ -575,7 +575,11 @@ class _Sweep:
             self.current.clear()
             self.done += 1
             self.failed += not rec["conservation_ok"]
-            self.measured += any((t.get("rx_packets") or 0) > 0 for t in rec["trials"])
+            # a trial measured something when packets came back, or when every one it sent is on a
+            # counter (a DUT that drops them all, by reason, is measured: its loss is located)
+            self.measured += any((t.get("rx_packets") or 0) > 0
+                                 or ((t.get("tx_packets") or 0) > 0 and (t.get("conservation") or {}).get("ok"))
+                                 for t in rec["trials"])
             if self.pusher:
                 self.pusher.push(rec)
             progress.done(f"[{i}/{len(cases)}] {rec['case_id']}: {case_summary(rec)}"
@@ -661,14 +665,14 @@ def do_sweep(args: argparse.Namespace) -> int:
 
 
 def no_measurement(done: int, measured: int, skipped: int) -> str | None:
-    """Why a sweep measured nothing (no case ran, or no trial of any case got a packet back: the
-    DUT forwarded nothing), or None when some case measured something."""
+    """Why a sweep measured nothing (no case ran, or no trial of any case got a packet back or
+    located the loss of what it sent), or None when some case measured something."""
     if measured:
         return None
     if not done:
         return f"no case ran ({skipped} skipped: run.json's skipped says why): nothing was measured"
-    return (f"nothing was measured: no packet came back in any trial of the {done} case(s) (the DUT forwarded "
-            "nothing; see each case's conservation and rx_path for where the packets went)")
+    return (f"nothing was measured: no packet came back in any trial of the {done} case(s) and no trial's loss "
+            "was located (see each case's conservation and rx_path)")
 
 
 def _pfcp_notes(run: dict, dut) -> None:

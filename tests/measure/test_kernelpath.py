@@ -213,7 +213,7 @@ def test_kernelpath_is_a_counters_value_of_external_mode(tmp_path):
 
 def test_a_sweep_that_measured_nothing_says_why():
     assert no_measurement(3, 1, 0) is None
-    assert "no packet came back in any trial of the 3 case(s)" in no_measurement(3, 0, 0)
+    assert "no packet came back in any trial of the 3 case(s) and no trial's loss was located" in no_measurement(3, 0, 0)
     assert "no case ran (2 skipped" in no_measurement(0, 0, 2)
 
 
