@@ -98,14 +98,6 @@ def line(rec: dict) -> str:
     return s
 
 
-def _lab_config(name: str):
-    try:
-        return labconfig.load(name)
-    except UnicodeDecodeError:
-        raise UserError(f"lab config {name}: not a text (YAML) file") from None
-    except OSError as e:
-        raise UserError(f"lab config {name}: {e.strerror or e}") from None
-
 
 def _sigterm(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)      # once: the teardown runs to its end
@@ -116,7 +108,7 @@ def run(args) -> int:
     from gtplab.conformance.runner import Run, check_config
     if not args.lab_config:
         raise UserError("give --lab-config NAME|FILE (e.g. embedded, embedded-eupf), or: table DIR [DIR ...]")
-    cfg = _lab_config(args.lab_config)
+    cfg = labconfig.load(args.lab_config)
     check_config(cfg)
     chosen = C.select(args.cases)
     if not chosen:

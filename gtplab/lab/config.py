@@ -235,6 +235,10 @@ def load(name_or_path: str | None = None) -> LabConfig:
     path = resolve(name_or_path)
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        _fail(path, "not a text (YAML) file")
+    except OSError as e:
+        _fail(path, e.strerror or str(e))
     except yaml.YAMLError as e:
         _fail(path, f"not YAML: {str(e).splitlines()[0]}")
     if not isinstance(data, dict):

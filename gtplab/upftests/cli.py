@@ -79,15 +79,6 @@ def _table(dirs: list[str]) -> int:
     return 0
 
 
-def _lab_config(name: str):
-    """The lab config, one line when it cannot be read (a binary file, a directory)."""
-    try:
-        return labconfig.load(name)
-    except UnicodeDecodeError:
-        raise UserError(f"lab config {name}: not a text (YAML) file") from None
-    except OSError as e:
-        raise UserError(f"lab config {name}: {e.strerror or e}") from None
-
 
 def _claim(out: Path, rid: str, kind: str) -> store.Claim:
     """The results directory, made and claimed for this run (gtplab.results.store.claim: one writer),
@@ -177,7 +168,7 @@ def _run(args) -> int:
         raise UserError(f"--sizes and --bursts are policing's; {args.kind} has its own")
     if args.push:
         check_gateway_url(args.push)
-    cfg = _lab_config(args.lab_config)
+    cfg = labconfig.load(args.lab_config)
     Upf.check_config(cfg)
     rid = str(uuid.uuid4())
     out = Path(args.output or f"results/upftest-{args.kind}-{rid[:8]}")
