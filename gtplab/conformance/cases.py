@@ -351,14 +351,19 @@ def _unknown_teid(ctx):
                          outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
+def _kernel_icmp_back(port, src: str, dst: str, kind: tuple[int, int], frames) -> Expect:
+    """What a UPF that passes a packet to its kernel gets back: the kernel's ICMP error of kind from
+    src to dst on port, quoting each frame's IP packet, N_EACH times."""
+    return Expect(back=[(kernel_icmp(port, src=src, dst=dst, kind=kind, quoted=bytes(Ether(bytes(f))[IP])), N_EACH)
+                        for f in frames])
+
+
 def _unknown_teid_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
     if d.get("unknown_teid") and d["unknown_teid"][0] == "silent after start":
         return _silent_after_start(ctx, frames, d["unknown_teid"][1])
     if d.get("unknown_teid"):
-        _, kind = d["unknown_teid"]
-        return Expect(back=[(kernel_icmp(p0, src=a.dut_access, dst=a.sgw(0), kind=kind,
-                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+        return _kernel_icmp_back(p0, a.dut_access, a.sgw(0), d["unknown_teid"][1], frames)
     return Expect(back=[(O.error_indication_expected(bytes(f), a.dut_access), N_EACH) for f in frames])
 
 
@@ -397,9 +402,7 @@ def _end_marker(ctx):
 def _end_marker_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
     if d.get("end_marker"):
-        _, kind = d["end_marker"]
-        return Expect(back=[(kernel_icmp(p0, src=a.dut_access, dst=a.sgw(0), kind=kind,
-                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+        return _kernel_icmp_back(p0, a.dut_access, a.sgw(0), d["end_marker"][1], frames)
     return Expect()
 
 
@@ -512,9 +515,7 @@ def _unknown_ue(ctx):
 def _unknown_ue_out(ctx, frames, d):
     a, p1 = ctx.addressing, ctx.ports[1]
     if d.get("unknown_ue"):
-        _, kind = d["unknown_ue"]
-        return Expect(back=[(kernel_icmp(p1, src=a.dut_sgi, dst=a.pdn(0), kind=kind,
-                                         quoted=bytes(Ether(bytes(f))[IP])), N_EACH) for f in frames])
+        return _kernel_icmp_back(p1, a.dut_sgi, a.pdn(0), d["unknown_ue"][1], frames)
     return Expect()
 
 
