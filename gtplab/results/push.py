@@ -280,6 +280,22 @@ def live_groups(gateway_url: str, timeout: float = 5.0) -> list[dict[str, Any]]:
     return out
 
 
+def delete_live_group(gateway_url: str, key: dict[str, str], timeout: float = 5.0) -> bool:
+    """Delete one "sweep running" group and wait (up to `timeout`) until the gateway no longer lists
+    it: the gateway answers a DELETE with 202 and applies it later, so a reader right after the
+    call could still see the group. True once it is gone (OSError if the gateway does not answer)."""
+    delete_from_gateway(gateway_url, job=LIVE_JOB, grouping_key=key, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        labels = [{k: v for k, v in g["labels"].items() if k != "job"}
+                  for g in live_groups(gateway_url, timeout)]
+        if key not in labels:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
 def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float | None = None
                             ) -> list[dict[str, str]]:
     """Delete the "sweep running" groups of sweeps that are gone: owner on this host and boot no
@@ -294,7 +310,7 @@ def clear_stale_live_groups(gateway_url: str, timeout: float = 5.0, now: float |
         if alive:
             continue
         key = {k: v for k, v in g["labels"].items() if k != "job"}
-        delete_from_gateway(gateway_url, job=LIVE_JOB, grouping_key=key, timeout=timeout)
+        delete_live_group(gateway_url, key, timeout)
         deleted.append(key)
     return deleted
 
@@ -472,10 +488,9 @@ class Pusher:
             self.push(last)  # pushes the held cases first, then last
         if self.gateway_url and not self.pending:
             try:
-                delete_from_gateway(self.gateway_url, job=LIVE_JOB,
-                                    grouping_key={"uuid": str(self.run["uuid"]),
-                                                  "backend": str(self.run.get("backend", ""))},
-                                    timeout=self.timeout)
+                delete_live_group(self.gateway_url, {"uuid": str(self.run["uuid"]),
+                                                     "backend": str(self.run.get("backend", ""))},
+                                  timeout=self.timeout)
             except Exception:
                 pass
             self._until_persisted()
