@@ -10,12 +10,18 @@ metrics.py (gtplab.dut.probe.DutProbe).
 from __future__ import annotations
 
 import contextlib
-import re
 
 from gtplab.errors import UserError
 
-_SELECTOR = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(\s*\w+\s*=\s*"[^"]*"\s*,?)*\})?$')
 PROM_TERMS = ("rx", "fwd", "drop")
+
+
+def _is_selector(sel: str) -> bool:
+    try:
+        _match(sel)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_prometheus(d, where: str) -> dict:
@@ -36,36 +42,47 @@ def parse_prometheus(d, where: str) -> dict:
         if not isinstance(sels, list) or not sels:
             raise UserError(f"{where}: dut.prometheus.metrics.{k}: a selector or a list of selectors (summed)")
         for sel in sels:
-            if not isinstance(sel, str) or not _SELECTOR.match(sel.strip()):
+            if not isinstance(sel, str) or not _is_selector(sel):
                 raise UserError(f"{where}: dut.prometheus.metrics.{k} {sel!r}: use name or name{{label=\"value\"}}")
         out[k] = [x.strip() for x in sels]
     return {"url": url, "metrics": out}
 
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)')
+class ScrapeError(OSError):
+    """An endpoint that answered with something that is not Prometheus text (callers treat it as
+    one that did not answer)."""
+
+
+def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample, through prometheus_client's own parser (label values
+    may hold any character, escaped: \\", \\\\, \\n, "}"); ValueError on text that is not an exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return [(x.name, dict(x.labels), float(x.value))
+            for fam in text_string_to_metric_families(text) for x in fam.samples]
 
 
 def scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) of every sample of a Prometheus text exposition, with or without labels."""
+    """(name, labels, value) of every sample of a Prometheus text exposition, with or without labels
+    (OSError if the endpoint does not answer or does not answer Prometheus text)."""
     import urllib.request
     with urllib.request.urlopen(url, timeout=timeout) as r:
-        text = r.read().decode()
-    out = []
-    for line in text.splitlines():
-        mt = _SAMPLE.match(line)
-        if mt:
-            try:
-                out.append((mt.group(1), dict(re.findall(r'(\w+)="([^"]*)"', mt.group(2) or "")),
-                            float(mt.group(3))))
-            except ValueError:
-                continue
-    return out
+        text = r.read().decode(errors="replace")
+    try:
+        return _samples(text)
+    except ValueError as e:
+        raise ScrapeError(f"{url} did not answer Prometheus text ({e})") from None
 
 
-def _match(selector: str):
-    name, _, rest = selector.partition("{")
-    want = dict(re.findall(r'(\w+)\s*=\s*"([^"]*)"', rest))
-    return name, want
+def _match(selector: str) -> tuple[str, dict[str, str]]:
+    """A selector `name` or `name{label="value",...}` as (name, wanted labels), read by the same
+    parser as the samples (a selector is a sample line without its value)."""
+    try:
+        rows = _samples(selector.strip() + " 0\n")
+    except ValueError:
+        rows = []
+    if len(rows) != 1:
+        raise ValueError(f"not a metric selector: {selector!r}")
+    return rows[0][0], rows[0][1]
 
 
 class ScrapedDut:
