@@ -46,15 +46,14 @@ from gtplab.errors import UserError  # noqa: E402
 from gtplab.pfcp import messages as m  # noqa: E402
 from gtplab.pfcp.node import Node, Timers  # noqa: E402
 from gtplab.pfcp.sessions import Sessions  # noqa: E402
+from gtplab.kernel.sched import proc_stat  # noqa: E402
 
 PGWU = pgwu_binary()
-HZ = os.sysconf("SC_CLK_TCK")
 UE0, SGW0, SGWTEID0 = 0x0A400001, 0x0AC90010, 0x80000000
 
 
 def cpu_of(pid: int) -> float:
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / HZ
+    return proc_stat(pid).cpu_s
 
 
 def self_cpu() -> float:

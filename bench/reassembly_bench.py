@@ -28,13 +28,12 @@ from scapy.all import IP, UDP, Ether, Raw, fragment, raw  # noqa: E402
 from scapy.contrib.gtp import GTP_U_Header  # noqa: E402
 
 from gtplab.kernel import bpf  # noqa: E402
+from gtplab.kernel.sched import proc_stat  # noqa: E402
 from gtplab.lab.topology import Lab  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        v = f.read().rsplit(")", 1)[1].split()
-    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    return proc_stat(pid).cpu_s
 
 
 def reasm(lab) -> dict:

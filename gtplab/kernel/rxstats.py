@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from gtplab.kernel.sched import proc_stat
+
 SOFTNET_FIELDS = ("processed", "dropped", "time_squeeze")
 
 
@@ -119,13 +121,12 @@ def link_stats(ns: str) -> dict[str, dict[str, int]]:
 
 def task(tid: int) -> dict | None:
     """{"name", "cpu" (the CPU it last ran on), "run_ns"} of a thread, None when it is gone."""
+    st = proc_stat(tid)
     try:
-        with open(f"/proc/{tid}/stat") as f:
-            st = f.read()
         with open(f"/proc/{tid}/schedstat") as f:
             run_ns = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    name = st[st.index("(") + 1:st.rindex(")")]
-    rest = st[st.rindex(")") + 2:].split()
-    return {"name": name, "cpu": int(rest[36]), "run_ns": run_ns}   # field 39 = rest[36]
+    if st is None:
+        return None
+    return {"name": st.comm, "cpu": st.cpu, "run_ns": run_ns}

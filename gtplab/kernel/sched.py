@@ -88,15 +88,59 @@ def comm(tid: int) -> str | None:
         return None
 
 
-def start_time(pid: int) -> int | None:
-    """A process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid, it names
-    the process even after the pid is reused. None when it is gone."""
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/PID/stat (or /proc/TID/stat) gtplab reads, by their proc(5) numbers."""
+    comm: str           # 2, without its parentheses (it may hold spaces and ')')
+    state: str          # 3: R S D Z X ...
+    ppid: int           # 4
+    pgrp: int           # 5
+    utime: int          # 14: clock ticks in user mode
+    stime: int          # 15: clock ticks in kernel mode
+    start_ticks: int    # 22: clock ticks since boot; with the pid it names one process for the uptime
+    cpu: int            # 39: the CPU it last ran on
+
+    @property
+    def exited(self) -> bool:
+        """A zombie or dead task (its exit status not yet reaped): it runs nothing any more."""
+        return self.state in ("Z", "X")
+
+    @property
+    def cpu_s(self) -> float:
+        """Seconds of CPU it has used (user + system), to the clock tick."""
+        return (self.utime + self.stime) / USER_HZ
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """/proc/PID/stat of a process or thread, None when it is gone (the one parser of that file)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             s = f.read()
-        return int(s[s.rindex(")") + 2:].split()[19])
+        head, _, tail = s.rpartition(")")           # the comm may hold ") ", the last ")" ends it
+        rest = tail.split()
+        return ProcStat(comm=head[head.index("(") + 1:], state=rest[0], ppid=int(rest[1]),
+                        pgrp=int(rest[2]), utime=int(rest[11]), stime=int(rest[12]), start_ticks=int(rest[19]), cpu=int(rest[36]))
     except (OSError, ValueError, IndexError):
         return None
+
+
+def live_stat(pid: int) -> ProcStat | None:
+    """proc_stat() of a process that still runs: None also for a zombie, unless only its main thread
+    has exited while other threads still run (then it is not one yet)."""
+    st = proc_stat(pid)
+    if st is None or not st.exited:
+        return st
+    try:
+        return st if len(os.listdir(f"/proc/{pid}/task")) > 1 else None
+    except OSError:
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid, it names
+    the process even after the pid is reused. None when it is gone (a zombie still has one)."""
+    st = proc_stat(pid)
+    return st.start_ticks if st else None
 
 
 def alive(pid: int, started: int | None = None) -> bool:

@@ -65,6 +65,7 @@ from typing import Any
 
 from gtplab.errors import LabError, UserError
 from gtplab.kernel.netns import route_problem as netns_route_problem
+from gtplab.kernel.sched import live_stat
 from gtplab.lab import runtime
 
 _KEYS = {"runtime", "runtime_env", "config_file", "config", "setup", "start", "stop", "vars", "cpus", "xdp",
@@ -349,24 +350,11 @@ def log_tail(ext: dict, n: int = 600) -> str:
     return (" | ".join(lines))[-n:] or "(empty log)"
 
 
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields from the third (state) on, or None (no such process, or a zombie:
-    a process whose main thread is a zombie while other threads still run is not one yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            rest = f.read().rsplit(")", 1)[1].split()       # after the (comm), which may hold spaces
-        if rest[0] in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
-            return None
-    except (OSError, IndexError):
-        return None
-    return rest
-
-
 def proc_start_ticks(pid: int) -> int | None:
     """The process's start time (/proc/PID/stat field 22, clock ticks since boot): with the pid, it
     names one process for the machine's uptime (a reused pid has another)."""
-    st = _stat(pid)
-    return int(st[19]) if st else None
+    st = live_stat(pid)
+    return st.start_ticks if st else None
 
 
 def is_upf(pid: int | None, start_ticks: int | None) -> bool:
@@ -394,8 +382,8 @@ def group_members(pgid: int | None, netns: str | None) -> list[int]:
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
-            st = _stat(int(d))
-            if st and int(st[2]) == pgid and _netns_ino(f"/proc/{d}/ns/net") in (ino, None):
+            st = live_stat(int(d))
+            if st and st.pgrp == pgid and _netns_ino(f"/proc/{d}/ns/net") in (ino, None):
                 out.append(int(d))
     return out
 

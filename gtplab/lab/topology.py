@@ -56,6 +56,7 @@ from gtplab.dut.dataplane import REASONS, pgwu_binary
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
+from gtplab.kernel.sched import live_stat
 from gtplab.kernel.libbpf import tcx_ingress_link
 from gtplab.kernel.threads import affinity, napi_threads
 from gtplab.lab import awake, claims, external, trex_server
@@ -165,21 +166,13 @@ def _in_netns(ns: str) -> list[str]:
 
 def _alive(pid: int) -> bool:
     """pid is a process that has not exited (a zombie has)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    return live_stat(pid) is not None
 
 
 def _is_pgwu(pid: int) -> bool:
     """pid is a live pgwu process (not a zombie, not a reused pid)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)
-        return fields[0].split("(", 1)[1].startswith("pgwu") and fields[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    st = live_stat(pid)
+    return st is not None and st.comm.startswith("pgwu")
 
 
 def _pgwu_on_pins(pin_dir: str) -> list[int]:

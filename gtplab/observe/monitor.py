@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from gtplab.errors import UserError
+from gtplab.kernel.sched import live_stat
 from gtplab.results.push import clear_stale_live_groups
 
 DEFAULT_STATE_DIR = "/run/gtplab/monitor"
@@ -106,13 +107,12 @@ def command(s: Settings, name: str) -> list[str]:
 
 def _read_cmdline(pid: int) -> list[str] | None:
     """The live process's argv, or None if it is gone (zombies count as gone)."""
+    if live_stat(pid) is None:
+        return None
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                return None
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             raw = f.read()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
+    except (FileNotFoundError, ProcessLookupError):
         return None
     return [a.decode(errors="replace") for a in raw.split(b"\0")[:-1]]
 

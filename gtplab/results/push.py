@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, pus
 
 from gtplab.results import store as results
 from gtplab.errors import UserError
+from gtplab.kernel.sched import live_stat
 
 JOB = "gtplab_sweep"
 LIVE_JOB = "gtplab_sweep_live"
@@ -233,12 +234,8 @@ def _boot_id() -> str:
 
 def _pid_start(pid: int) -> str | None:
     """The process's start time (clock ticks after boot, /proc/PID/stat field 22); None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in ("Z", "X") else fields[19]
+    st = live_stat(pid)
+    return str(st.start_ticks) if st else None
 
 
 def owner_labels(pid: int | None = None) -> dict[str, str]:

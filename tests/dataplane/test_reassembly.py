@@ -27,6 +27,7 @@ from scapy.contrib.gtp import GTP_U_Header
 
 from gtplab.lab.topology import Lab
 from gtplab.dut.dataplane import pgwu_binary
+from gtplab.kernel.sched import live_stat
 from tests.lib.lab import leftovers, wait_for
 
 pytestmark = pytest.mark.lab
@@ -55,11 +56,7 @@ def lab():
 
 def alive(pid: int) -> bool:
     """pid runs (a zombie has ended: its parent, init here, reaps it when it will)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
+    return live_stat(pid) is not None
 
 
 def reasm(lab) -> dict:

@@ -34,6 +34,7 @@ import pytest
 from tests.lib.pgwu import pgwu
 from tests.lib.monitor_stack import gateway_groups, pid_alive, prom_query, running_stack
 from tests.lib import REPO
+from gtplab.kernel.sched import proc_stat
 
 pytestmark = [pytest.mark.long, pytest.mark.lab]
 
@@ -82,12 +83,9 @@ def _children() -> list[str]:
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and pid_alive(int(d)):
-            out.append(stat[:80])
+        st = proc_stat(int(d))
+        if st and st.ppid == os.getpid() and pid_alive(int(d)):
+            out.append(f"{d} ({st.comm}) {st.state}")
     return out
 
 
