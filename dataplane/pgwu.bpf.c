@@ -547,8 +547,6 @@ static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 s
 	return 0;
 }
 
-#define SUPP_EXT_N 9	/* the list above, as sent in the Extension Header Type List IE */
-
 static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 {
 	struct pgwu_sig_key k = { .teid = teid, .addr = addr, .type = type };
@@ -650,19 +648,12 @@ int xdp_access(struct xdp_md *ctx)
 	peer_port = udp->source;
 	__builtin_memcpy(orig_mac, eth->h_dest, 12);
 
-	switch (gtp->type) {
-	case GTP_ECHO_REQ:
-		goto echo;
-	case GTP_GPDU:
-	case GTP_ECHO_RSP:
-	case GTP_ERROR_IND:
-	case GTP_END_MARKER:
-	case GTP_SUPP_EXT_NOTIF:
-		break;
-	default:
+	if (!gtpu_msg_handled(gtp->type)) {
 		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
 		goto out;
 	}
+	if (gtp->type == GTP_ECHO_REQ)
+		goto echo;
 
 	reason = gtpu_ext_walk(&m, ip_end, data_end);
 	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED)
@@ -954,20 +945,10 @@ supp_ext:
 		goto out;
 	}
 	if (reply_start(ctx, rx_len, tag ? 18 : 14, tag ? tag->tci : 0, orig_mac, cfg->local_addr, peer, GTPU_PORT_BE,
-			peer_port, GTP_SUPP_EXT_NOTIF, 0, 2 + SUPP_EXT_N, &r))
+			peer_port, GTP_SUPP_EXT_NOTIF, 0, GTPU_EXT_LIST_IE_LEN, &r))
 		goto out;
-	r.ie[0] = GTP_IE_EXT_HDR_LIST;
-	r.ie[1] = SUPP_EXT_N;
-	r.ie[2] = 0x03;
-	r.ie[3] = 0x20;
-	r.ie[4] = 0x40;
-	r.ie[5] = 0x81;
-	r.ie[6] = 0x82;
-	r.ie[7] = 0x83;
-	r.ie[8] = 0x84;
-	r.ie[9] = 0x85;
-	r.ie[10] = 0xc0;
-	reply_csum(ctx, &r, 2 + SUPP_EXT_N);
+	gtpu_ext_list_ie(r.ie);
+	reply_csum(ctx, &r, GTPU_EXT_LIST_IE_LEN);
 	event(PGWU_EV_SUPP_EXT_SENT);
 	action = XDP_TX;
 	goto out;

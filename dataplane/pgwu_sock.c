@@ -625,8 +625,6 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 
 /* ---- uplink: one GTP-U message (a UDP payload of n octets) from `from` ---- */
 
-#define SUPP_EXT_N 9
-
 static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from)
 {
 	const struct pgwu_config *cfg = &w->cfg;
@@ -642,8 +640,11 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 	reason = gtpu_hdr_check(buf, end, end, n + sizeof(struct udphdr), &m);
 	if (reason)
 		goto drop;
-	switch (m.gtp->type) {
-	case GTP_ECHO_REQ:
+	if (!gtpu_msg_handled(m.gtp->type)) {
+		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
+		goto drop;
+	}
+	if (m.gtp->type == GTP_ECHO_REQ) {
 		if (martian(peer, cfg)) {
 			reason = PGWU_R_DROP_ECHO_BAD_SRC;
 			goto drop;
@@ -656,21 +657,10 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 		}
 		count(w, PGWU_R_ECHO_REPLY, XDP_TX, n);
 		return;
-	case GTP_GPDU:
-	case GTP_ECHO_RSP:
-	case GTP_ERROR_IND:
-	case GTP_END_MARKER:
-	case GTP_SUPP_EXT_NOTIF:
-		break;
-	default:
-		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
-		goto drop;
 	}
 	reason = gtpu_ext_walk(&m, end, end);
 	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED) {
-		static const __u8 known[2 + SUPP_EXT_N] = {
-			GTP_IE_EXT_HDR_LIST, SUPP_EXT_N, 0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85,
-			0xc0 };
+		__u8 known[GTPU_EXT_LIST_IE_LEN];
 
 		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg))
 			goto drop;
@@ -678,6 +668,7 @@ static void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_i
 			EVENT(w, PGWU_EV_SUPP_EXT_RATE_LIMITED);
 			goto drop;
 		}
+		gtpu_ext_list_ie(known);
 		if (reply_send(w, peer, from->sin_port, GTP_SUPP_EXT_NOTIF, 0, known,
 			       sizeof(known)))
 			goto drop;

@@ -35,20 +35,60 @@ struct gtpu_msg {
 	__u32 psc;		/* 0x100 | QFI of an UL PDU Session Container, 0x200 another PSC, 0 */
 };
 
-/* TS 29.281 5.2.1, Figure 5.2.1-3: the extension header types this PGW-U knows (it walks past
- * them: none changes what it does with the T-PDU). */
+/* TS 29.281 5.2.1, Figure 5.2.1-3: the extension header types this PGW-U comprehends, the one list.
+ * Both paths walk past them (none changes what they do with the T-PDU) and list them, in this order,
+ * in the Supported Extension Headers Notification (7.2.3; Extension Header Type List, 8.5) they send
+ * for any other type that must be comprehended. gtplab's oracle (gtplab/conformance/oracle.py,
+ * KNOWN_EXT_TYPES) is checked against it by tests/dataplane/test_ext_list.py. */
+#define GTPU_EXT_KNOWN(X)				\
+	X(0x03, "Long PDCP PDU Number")			\
+	X(0x20, "Service Class Indicator")		\
+	X(0x40, "UDP Port")				\
+	X(0x81, "RAN Container")			\
+	X(0x82, "Long PDCP PDU Number")			\
+	X(0x83, "Xw RAN Container")			\
+	X(0x84, "NR RAN Container")			\
+	X(0x85, "PDU Session Container")		\
+	X(0xc0, "PDCP PDU Number")
+
+#define GTPU_EXT_ONE_(type, name) + 1
+#define GTPU_EXT_CASE_(type, name) case type:
+#define GTPU_EXT_PUT_(type, name) *q++ = type;
+
+/* the Extension Header Type List IE: type, length, one octet per type */
+enum { GTPU_EXT_KNOWN_N = 0 GTPU_EXT_KNOWN(GTPU_EXT_ONE_), GTPU_EXT_LIST_IE_LEN = 2 + GTPU_EXT_KNOWN_N };
+
 static __always_inline int ext_known(__u8 t)
 {
 	switch (t) {
-	case 0x03:	/* Long PDCP PDU Number */
-	case 0x20:	/* Service Class Indicator */
-	case 0x40:	/* UDP Port */
-	case 0x81:	/* RAN Container */
-	case 0x82:	/* Long PDCP PDU Number */
-	case 0x83:	/* Xw RAN Container */
-	case 0x84:	/* NR RAN Container */
-	case 0x85:	/* PDU Session Container */
-	case 0xc0:	/* PDCP PDU Number */
+	GTPU_EXT_KNOWN(GTPU_EXT_CASE_)
+		return 1;
+	}
+	return 0;
+}
+
+/* Writes the Extension Header Type List IE (GTPU_EXT_LIST_IE_LEN octets) at ie. */
+static __always_inline void gtpu_ext_list_ie(__u8 *ie)
+{
+	__u8 *q = ie + 2;
+
+	ie[0] = GTP_IE_EXT_HDR_LIST;
+	ie[1] = GTPU_EXT_KNOWN_N;
+	GTPU_EXT_KNOWN(GTPU_EXT_PUT_)
+}
+
+/* TS 29.281 7.1: the message types both paths take past the header check (Echo Request is
+ * answered at once; the others are walked and then handled or counted); any other is
+ * PGWU_R_DROP_GTP_UNKNOWN_MSG. */
+static __always_inline int gtpu_msg_handled(__u8 type)
+{
+	switch (type) {
+	case GTP_ECHO_REQ:
+	case GTP_ECHO_RSP:
+	case GTP_ERROR_IND:
+	case GTP_END_MARKER:
+	case GTP_SUPP_EXT_NOTIF:
+	case GTP_GPDU:
 		return 1;
 	}
 	return 0;

@@ -190,7 +190,7 @@ ul_fwd("ul ext long header (L=3)", P.gpdu(size=256, ext=[P.ext_header(0x81, byte
 # TS 29.281 5.2.1: the two high bits of an unknown type: 0x (skip), 10/11 (comprehension required)
 ul_fwd("ul ext unknown type 0x21 (00: skipped)", P.gpdu(size=256, ext=[P.ext_header(0x21, b"\x01\x02")]))
 ul_fwd("ul ext unknown type 0x7f (01: skipped)", P.gpdu(size=256, ext=[P.ext_header(0x7F, b"\x01\x02")]))
-for _t in (0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xC0):
+for _t in O.KNOWN_EXT_TYPES:   # include/gtpu.h GTPU_EXT_KNOWN (tests/dataplane/test_ext_list.py)
     ul_fwd(f"ul ext known type {_t:#04x}", P.gpdu(size=256, ext=[P.ext_header(_t, bytes(6))]))
 
 
