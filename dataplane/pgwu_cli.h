@@ -236,10 +236,8 @@ int events_read(__u64 out[PGWU_EVENT_MAX]);
 int do_pfcp(const void *cfg);
 
 /* `pgwu watch` (pgwu_watch.c): keeps the route cache correct, registered as its watcher. */
-int pgwu_watch_run(void);
-int pgwu_watch_spawn(void);	/* detached, in this netns: its pid or -errno */
-/* A daemon's standard streams onto /dev/null (watch and reassemble --daemon). */
-void stdio_to_devnull(void);
+int pgwu_watch_run(int ready_fd);	/* ready_fd: pgwu_daemon_ready's, -1 in the foreground */
+int pgwu_watch_spawn(void);	/* detached, in this netns: its pid once registered, or -errno */
 
 /* Load programs and maps and pin them (do_load; attach uses it when nothing is loaded). */
 int pgwu_load(const struct load_opts *o);

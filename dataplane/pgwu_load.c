@@ -712,7 +712,7 @@ int do_attach(const void *cfg)
 
 		if (pid < 0)
 			fprintf(stderr, "Couldn't start pgwu watch (the route cache stays unused): %s\n",
-				strerror(-pid));
+				pid == -ECHILD ? "it exited before it registered" : strerror(-pid));
 		else
 			printf("pgwu watch keeps the route cache correct (pid %d)\n", pid);
 	}

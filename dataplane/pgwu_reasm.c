@@ -42,6 +42,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
+#include "pgwu_daemon.h"
 #include "gtpu.h"
 
 #define TICK_MS 200
@@ -394,13 +395,7 @@ static int reasm_run(int ready_fd)
 	printf("pgwu reassemble: registered as pid %u, reading %s:%d; outer fragments are passed "
 	       "to the kernel\n", tgid, ip_str(r.local, buf), PGWU_GTPU_PORT);
 	fflush(stdout);
-	if (ready_fd >= 0) {
-		stdio_to_devnull();
-		if (write(ready_fd, "", 1) != 1)
-			err = -errno;
-		close(ready_fd);
-		ready_fd = -1;
-	}
+	err = pgwu_daemon_ready(&ready_fd, NULL);
 	last = now_ms();
 	while (!stop) {
 		struct pollfd p = { .fd = r.udp, .events = POLLIN };
@@ -428,42 +423,22 @@ out:
 	return err;
 }
 
+static int reasm_child(void *arg, int ready_fd)
+{
+	(void)arg;
+	return reasm_run(ready_fd);
+}
+
 int do_reassemble(const void *cfg)
 {
 	const struct reasm_opts *o = cfg;
-	int pfd[2], status;
-	pid_t pid;
-	char c;
+	int pid;
 
 	if (!o->daemon.set)
 		return reasm_run(-1);
-	if (pipe2(pfd, O_CLOEXEC))
-		return -errno;
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		/* nothing of the caller's but stdio and the pipe (as fd 3): not its flock on
-		 * PIN_DIR, not its BPF objects */
-		close(pfd[0]);
-		if (pfd[1] != 3 && dup2(pfd[1], 3) < 0)
-			_exit(1);
-		close_range(4, ~0U, 0);
-		setsid();
-		_exit(reasm_run(3) ? 1 : 0);
-	}
-	close(pfd[1]);
-	if (read(pfd[0], &c, 1) != 1) {
-		/* it failed before registering, and said why on our stderr */
-		close(pfd[0]);
-		waitpid(pid, &status, 0);
-		return -ECHILD;
-	}
-	close(pfd[0]);
+	pid = pgwu_daemonize(reasm_child, NULL);
+	if (pid < 0)
+		return pid;	/* -ECHILD: it failed before registering, and said why */
 	printf("pgwu reassemble running as pid %d\n", pid);
 	return 0;
 }

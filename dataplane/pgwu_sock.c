@@ -69,6 +69,7 @@
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
 #include "pgwu_sock.h"
+#include "pgwu_daemon.h"
 #include "gtpu.h"
 
 #define TICK_MS 50		/* main thread: drops folded, CPUs read; workers: receive timeout */
@@ -1835,23 +1836,9 @@ static int sock_run(const struct sock_opts *o, int ready_fd)
 	if (!err) {
 		describe();
 		if (ready_fd >= 0) {
-			if (o->log.set) {
-				int fd = open(o->log.s, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-				stdio_to_devnull();
-				if (fd >= 0) {
-					dup2(fd, 1);
-					dup2(fd, 2);
-					close(fd);
-				}
-				describe();
-			} else {
-				stdio_to_devnull();
-			}
-			if (write(ready_fd, "", 1) != 1)
-				err = -errno;
-			close(ready_fd);
-			ready_fd = -1;
+			err = pgwu_daemon_ready(&ready_fd, o->log.set ? o->log.s : NULL);
+			if (o->log.set)
+				describe();	/* again, into the log */
 		}
 		main_loop();
 		stop = 1;
@@ -1868,41 +1855,21 @@ out:
 	return err;
 }
 
+static int sock_child(void *arg, int ready_fd)
+{
+	return sock_run(arg, ready_fd);
+}
+
 int do_socket(const void *cfg)
 {
 	const struct sock_opts *o = cfg;
-	int pfd[2], status;
-	pid_t pid;
-	char c;
+	int pid;
 
 	if (!o->daemon.set)
 		return sock_run(o, -1);
-	if (pipe2(pfd, O_CLOEXEC))
-		return -errno;
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0) {
-		close(pfd[0]);
-		close(pfd[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		/* nothing of the caller's but stdio and the pipe (as fd 3) */
-		close(pfd[0]);
-		if (pfd[1] != 3 && dup2(pfd[1], 3) < 0)
-			_exit(1);
-		close_range(4, ~0U, 0);
-		setsid();
-		_exit(sock_run(o, 3) ? 1 : 0);
-	}
-	close(pfd[1]);
-	if (read(pfd[0], &c, 1) != 1) {
-		/* it failed before it ran, and said why on our stderr */
-		close(pfd[0]);
-		waitpid(pid, &status, 0);
-		return -ECHILD;
-	}
-	close(pfd[0]);
+	pid = pgwu_daemonize(sock_child, (void *)o);
+	if (pid < 0)
+		return pid;	/* -ECHILD: it failed before it ran, and said why */
 	printf("pgwu socket running as pid %d\n", pid);
 	return 0;
 }

@@ -35,6 +35,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
+#include "pgwu_daemon.h"
 
 #define TICK_MS 200
 
@@ -178,7 +179,7 @@ static void policy_refresh(int gen_fd)
 	bpf_map_update_elem(gen_fd, &two, &want, BPF_ANY);
 }
 
-int pgwu_watch_run(void)
+int pgwu_watch_run(int ready_fd)
 {
 	struct timespec tick = { .tv_sec = 0, .tv_nsec = TICK_MS * 1000000L };
 	int prog_fd, reg_fd = -1, gen_fd = -1, sock = -1, err;
@@ -211,6 +212,7 @@ int pgwu_watch_run(void)
 	}
 	printf("pgwu watch: registered as pid %u, the route cache is in use\n", tgid);
 	fflush(stdout);
+	pgwu_daemon_ready(&ready_fd, NULL);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGHUP, on_signal);
@@ -225,6 +227,8 @@ int pgwu_watch_run(void)
 	/* on the way out fib_gen_watch_exit clears the registration */
 	err = 0;
 out:
+	if (ready_fd >= 0)
+		close(ready_fd);
 	if (sock >= 0)
 		close(sock);
 	if (gen_fd >= 0)
@@ -235,34 +239,17 @@ out:
 	return err;
 }
 
-/* A daemon's standard streams onto /dev/null (it outlives the terminal that started it). */
-void stdio_to_devnull(void)
+static int watch_child(void *arg, int ready_fd)
 {
-	int fd = open("/dev/null", O_RDWR);
-
-	if (fd < 0)
-		return;
-	dup2(fd, 0);
-	dup2(fd, 1);
-	dup2(fd, 2);
-	if (fd > 2)
-		close(fd);
+	(void)arg;
+	return pgwu_watch_run(ready_fd);
 }
 
-/* A detached watcher in the caller's network namespace; returns its pid or -errno. */
+/* A detached watcher in the caller's network namespace; returns its pid once it is registered, or
+ * -errno (-ECHILD: it failed first, and said why on our stderr). */
 int pgwu_watch_spawn(void)
 {
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return -errno;
-	if (pid > 0)
-		return pid;
-	setsid();
-	/* nothing of the parent's: not its flock on PIN_DIR, not its BPF objects */
-	close_range(3, ~0U, 0);
-	stdio_to_devnull();
-	_exit(pgwu_watch_run() ? 1 : 0);
+	return pgwu_daemonize(watch_child, NULL);
 }
 
 int do_watch(const void *cfg)
@@ -271,8 +258,10 @@ int do_watch(const void *cfg)
 	int pid;
 
 	if (!o->daemon.set)
-		return pgwu_watch_run() ? 1 : 0;
+		return pgwu_watch_run(-1) ? 1 : 0;
 	pid = pgwu_watch_spawn();
+	if (pid == -ECHILD)
+		return 1;	/* it exited before it registered, and said why */
 	if (pid < 0) {
 		fprintf(stderr, "Couldn't start the watcher: %s\n", strerror(-pid));
 		return 1;
