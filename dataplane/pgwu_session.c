@@ -21,6 +21,12 @@
 
 #define BATCH_CHUNK 65536
 #define MAX_FILE_ERRORS 10
+/* session load/unload FILE: what bounds the memory a FILE can make them use (parse_stream) */
+#define MAX_LINE 4096		/* bytes of one line: 4 fields and 2 options take < 90, the rest a comment */
+#define MAX_LINE_STR "4096"
+#define READ_BUF 65536		/* bytes read at a time; > MAX_LINE, so a whole line always fits */
+#define MAX_FILE_BEARERS PGWU_MAX_MAX_BEARERS	/* no bearer table holds more (--max-bearers) */
+#define MAX_FILE_BEARERS_STR "134217728"
 
 static const __u32 csum_flags[] = { PGWU_B_CSUM_OFF, PGWU_B_CSUM_ON, 0 };	/* off on default */
 
@@ -556,7 +562,7 @@ struct bulk {
 	struct file_bearer *e;
 	size_t n, cap;
 	int nerr;
-	char *buf;		/* the file's text */
+	bool fatal;		/* not a bearer file (a line too long, binary, too many lines): exit 2 */
 	__u64 *by_teid, *by_ue;	/* e indexed by TEID and by UE (key_index) */
 };
 
@@ -567,71 +573,6 @@ static void file_err(struct bulk *bk, __u32 line, const char *fmt, const char *a
 	fprintf(stderr, "%s:%u: ", bk->file, line);
 	fprintf(stderr, fmt, a, b);
 	fputc('\n', stderr);
-}
-
-/*
- * Read FILE to its end, whatever it is: a regular file, a pipe, a FIFO, /dev/stdin, a socket;
- * "-" is standard input. A regular file's size is only a hint for the first allocation (it may
- * grow while read; a pipe's st_size is 0).
- */
-static int read_file(const char *path, char **out, size_t *len)
-{
-	bool is_stdin = !strcmp(path, "-");
-	size_t got = 0, cap;
-	struct stat st;
-	char *buf = NULL, *nb;
-	int fd, err = 0;
-
-	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st)) {
-		err = -errno;
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		err = -EISDIR;
-		goto out;
-	}
-	cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 65536;
-	buf = malloc(cap + 1);
-	if (!buf) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (;;) {
-		ssize_t r;
-
-		if (got == cap) {
-			cap *= 2;
-			nb = realloc(buf, cap + 1);
-			if (!nb) {
-				err = -ENOMEM;
-				goto out;
-			}
-			buf = nb;
-		}
-		r = read(fd, buf + got, cap - got);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		got += r;
-	}
-	buf[got] = '\0';
-	*out = buf;
-	*len = got;
-	buf = NULL;
-out:
-	if (err)
-		fprintf(stderr, "Couldn't read %s: %s\n", is_stdin ? "standard input" : path,
-			strerror(-err));
-	if (fd >= 0 && !is_stdin)
-		close(fd);
-	free(buf);
-	return err;
 }
 
 static bool is_space(char c)
@@ -710,6 +651,12 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 			 nf == 1 ? "" : "s");
 		return 0;
 	}
+	if (bk->n == MAX_FILE_BEARERS) {
+		file_err(bk, line, "more than %s bearers: more than a bearer table holds%s",
+			 MAX_FILE_BEARERS_STR, "");
+		bk->fatal = true;
+		return 0;
+	}
 	if (bk->n == bk->cap) {
 		size_t cap = bk->cap ? bk->cap * 2 : 4096;
 		void *p = realloc(bk->e, cap * sizeof(*bk->e));
@@ -753,28 +700,104 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	return 0;
 }
 
-static int parse_file(struct bulk *bk, char *buf, size_t len)
+/*
+ * One line of FILE, s..nl (nl: its '\n' or the end of the file; there is room to write a NUL at
+ * nl). A line over MAX_LINE bytes or with a NUL byte is not a bearer file's: reported with its
+ * number, and the rest of FILE is not read (bk->fatal).
+ */
+static int take_line(struct bulk *bk, char *s, char *nl, __u32 line)
 {
-	__u32 line = 0;
-	char *s = buf, *end = buf + len;
-	int err;
+	char *hash;
 
-	while (s < end) {
-		char *nl = memchr(s, '\n', end - s), *hash;
-
-		if (!nl)
-			nl = end;
-		*nl = '\0';
-		line++;
-		hash = memchr(s, '#', nl - s);
-		if (hash)
-			*hash = '\0';
-		err = parse_line(bk, s, line);
-		if (err)
-			return err;
-		s = nl + 1;
+	if (memchr(s, '\0', nl - s)) {
+		file_err(bk, line, "binary data (a NUL byte): not a bearer file%s%s", "", "");
+		bk->fatal = true;
+		return 0;
 	}
-	return 0;
+	if (nl - s > MAX_LINE) {
+		file_err(bk, line, "longer than %s bytes: not a bearer file%s", MAX_LINE_STR, "");
+		bk->fatal = true;
+		return 0;
+	}
+	*nl = '\0';
+	hash = memchr(s, '#', nl - s);
+	if (hash)
+		*hash = '\0';
+	return parse_line(bk, s, line);
+}
+
+/*
+ * Read FILE line by line to its end, whatever it is: a regular file, a pipe, a FIFO, /dev/stdin, a
+ * socket; "-" is standard input. The memory is one buffer of READ_BUF bytes, whatever FILE holds,
+ * plus the bearers parsed (at most MAX_FILE_BEARERS): a line that does not end within MAX_LINE
+ * bytes, or holds a NUL, stops the reading (/dev/zero, a binary, a file of one endless line).
+ * Returns 0 or -errno (a read error, said here); bk->nerr counts FILE's errors.
+ */
+static int parse_stream(struct bulk *bk, const char *path)
+{
+	bool is_stdin = !strcmp(path, "-");
+	size_t have = 0;	/* bytes at the start of buf: the beginning of a line */
+	char *buf = NULL;
+	struct stat st;
+	__u32 line = 0;
+	int fd, err = 0;
+
+	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		err = -EISDIR;
+		goto out;
+	}
+	buf = malloc(READ_BUF + 1);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (!bk->fatal) {
+		char *s = buf, *end, *nl;
+		ssize_t r;
+
+		r = read(fd, buf + have, READ_BUF - have);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			goto out;
+		}
+		end = buf + have + r;
+		while (!bk->fatal && (nl = memchr(s, '\n', end - s))) {
+			err = take_line(bk, s, nl, ++line);
+			if (err)
+				goto out;
+			s = nl + 1;
+		}
+		have = end - s;
+		if (bk->fatal)
+			break;
+		if (r == 0) {
+			/* the last line, without its newline */
+			if (have)
+				err = take_line(bk, s, end, ++line);
+			break;
+		}
+		if (have > MAX_LINE || memchr(s, '\0', have)) {
+			/* a line that cannot be one of FILE's: said without reading its end */
+			err = take_line(bk, s, end, ++line);
+			break;
+		}
+		memmove(buf, s, have);
+	}
+out:
+	if (err && err != -ENOMEM)
+		fprintf(stderr, "Couldn't read %s: %s\n", is_stdin ? "standard input" : path,
+			strerror(-err));
+	if (fd >= 0 && !is_stdin)
+		close(fd);
+	free(buf);
+	return err;
 }
 
 /* Index 32-bit keys for duplicate checks: a[i] = key << 32 | i, sorted by key, stable. */
@@ -834,13 +857,9 @@ static void check_file_dups(struct bulk *bk, const __u64 *a, bool by_ue)
  */
 static int bulk_open(struct bulk *bk, const char *path, struct pgwu_maps *m)
 {
-	size_t len = 0;
 	int err;
 
-	err = read_file(path, &bk->buf, &len);
-	if (err)
-		return err;
-	err = parse_file(bk, bk->buf, len);
+	err = parse_stream(bk, path);
 	if (err || bk->nerr)
 		return err;
 	bk->by_teid = key_index(bk, false);
@@ -860,12 +879,11 @@ static int bulk_refused(const struct bulk *bk, const char *nothing_done)
 	if (bk->nerr > MAX_FILE_ERRORS)
 		fprintf(stderr, "%s: %d more errors not shown\n", bk->file, bk->nerr - MAX_FILE_ERRORS);
 	fprintf(stderr, "%s: nothing %s\n", bk->file, nothing_done);
-	return -EINVAL;
+	return bk->fatal ? -EUSAGE : -EINVAL;
 }
 
 static void bulk_close(struct bulk *bk, struct pgwu_maps *m)
 {
-	free(bk->buf);
 	free(bk->e);
 	free(bk->by_teid);
 	free(bk->by_ue);

@@ -7,11 +7,16 @@ Chosen with `--lab-config NAME|FILE` or $GTPLAB_LAB_CONFIG (a name is a file of 
 same tests and the same sweep run on any lab; only this file says what "fast enough" means there
 (docs/testing.md, docs/sweep.md).
 
+load() reads it as data first (docs/lab.md, "The lab config, read as data"): the YAML itself, then
+the schema of gtplab/lab/config_schema.py, then what one key means for another; one line for the
+first problem, before anything is built.
+
 Used by gtplab.measure.sweep (`--lab-config`) and the throughput tests.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +28,7 @@ from gtplab.dut import prometheus, upf_counters
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import UserError
 from gtplab.lab import external
-from gtplab.lab.awake import METHODS as AWAKE_METHODS
+from gtplab.lab.config_schema import DUT_MODES, GENERATORS, show, validate  # noqa: F401  (DUT_MODES, GENERATORS: the lab's API)
 from gtplab.lab.cpu import CpuLayout
 from gtplab.pfcp import provision as prov
 from gtplab.rates import line_rate_pps
@@ -31,21 +36,8 @@ from gtplab.rates import line_rate_pps
 LABS_DIR = Path(__file__).resolve().parent / "labs"
 DEFAULT_LAB = "embedded"
 DIRECTIONS = ("uplink", "downlink")
-
-_TOP_KEYS = {"name", "description", "backend", "trex_server", "ports", "port_speed_bps",
-             "max_rate_pps", "cpu_shared_with_generator", "cpus", "lab", "dut", "thresholds", "measured",
-             "trex"}
-_DUT_KEYS = {"mode", "metrics_url", "node_exporter_url", "ssh", "pgwu", "pin_dir",
-             "provision", "counters", "pfcp", "prometheus", "socket", "external", "eupf", "name",
-             "max_bearers"}
-# what the embedded lab runs as the DUT (gtplab/lab/topology.py): the XDP PGW-U, the socket-path
-# PGW-U (`pgwu socket`, with the knobs of dut.socket: gtplab/dut/sock.py), the reference forwarder,
-# or any UPF the lab starts (dut.external, gtplab/lab/external.py)
-DUT_MODES = ("pgwu", "socket", "fwd", "external")
-_LAB_KEYS = {"mtu", "generator", "awake", "share_cpus"}
-_TREX_KEYS = {"runtime"}
-GENERATORS = ("engine", "trex")  # what generates the embedded lab's traffic (gtplab/lab/topology.py)
-_THRESHOLD_KEYS = {"pdr_loss", "ndr_pps", "pdr_pps"}
+MAX_BYTES = 1 << 20         # a lab config is a few kB: a larger file is not one (read no further)
+MAX_DEPTH = 32              # nesting of mappings and lists (the shipped ones: 5)
 
 
 @dataclass
@@ -230,57 +222,108 @@ def resolve(name_or_path: str | None = None) -> Path:
     return cand
 
 
-def load(name_or_path: str | None = None) -> LabConfig:
-    """Read and check a lab config; UserError (one line) on anything wrong."""
-    path = resolve(name_or_path)
+def _read(path: Path) -> Any:
+    """The YAML of a lab config, read as data: at most MAX_BYTES, no duplicate key, no alias (a lab
+    config has no use for them, and they let a small file expand into a huge one), no
+    nesting deeper than MAX_DEPTH, every number finite. UserError naming the line or the key path."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except UnicodeDecodeError:
-        _fail(path, "not a text (YAML) file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
     except OSError as e:
         _fail(path, e.strerror or str(e))
+    if len(raw) > MAX_BYTES:
+        _fail(path, f"larger than {MAX_BYTES >> 10} KiB: not a lab config")
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        _fail(path, "not a text (YAML) file")
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         _fail(path, f"not YAML: {str(e).splitlines()[0]}")
-    if not isinstance(data, dict):
-        _fail(path, "must be a mapping")
-    unknown = set(data) - _TOP_KEYS
-    if unknown:
-        _fail(path, f"unknown key(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(_TOP_KEYS))})")
-    for key, allowed in (("dut", _DUT_KEYS), ("lab", _LAB_KEYS), ("thresholds", _THRESHOLD_KEYS),
-                         ("trex", _TREX_KEYS)):
-        sub = data.get(key) or {}
-        if not isinstance(sub, dict):
-            _fail(path, f"{key} must be a mapping")
-        bad = set(sub) - allowed
-        if bad:
-            _fail(path, f"unknown key(s) in {key}: {', '.join(sorted(bad))} (allowed: {', '.join(sorted(allowed))})")
+    except RecursionError:
+        _fail(path, f"nested deeper than {MAX_DEPTH} levels: not a lab config")
+    _check_nodes(path, node, set())
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        _fail(path, f"not YAML: {str(e).splitlines()[0]}")
+    _check_finite(path, data, "")
+    return data
+
+
+def _check_nodes(path: Path, node, visited: set[int], where: str = "", depth: int = 0) -> None:
+    """Duplicate keys, aliases and depth, on the YAML's nodes (where the lines are known). An alias
+    is the node it names, met a second time."""
+    if node is None:
+        return
+    line = node.start_mark.line + 1
+    if depth > MAX_DEPTH:
+        _fail(path, f"line {line}: nested deeper than {MAX_DEPTH} levels: not a lab config")
+    if id(node) in visited:
+        _fail(path, f"{where or 'the file'}: an alias of line {line}: YAML aliases (*, <<) are not read "
+                    "in a lab config: write the value out")
+    visited.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for k, v in node.value:
+            _check_nodes(path, k, visited, where, depth + 1)
+            kpath = where               # a mapping or list as a key: YAML itself refuses it, below
+            if isinstance(k, yaml.ScalarNode):
+                if k.tag == "tag:yaml.org,2002:merge":
+                    _fail(path, f"line {k.start_mark.line + 1}: {where or 'the file'}: YAML merge keys (<<) are "
+                                "not read in a lab config: write the keys out")
+                key = (k.tag, k.value)  # 1518 and "1518" are two keys
+                kpath = f"{where}.{k.value}" if where else str(k.value)
+                if key in seen:
+                    _fail(path, f"line {k.start_mark.line + 1}: {kpath} is given twice (first on line {seen[key]}): "
+                                "YAML would keep the last silently; give it once")
+                seen[key] = k.start_mark.line + 1
+            _check_nodes(path, v, visited, kpath, depth + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _check_nodes(path, v, visited, f"{where}[{i}]", depth + 1)
+
+
+def _check_finite(path: Path, v: Any, where: str) -> None:
+    """Every float of the config finite: YAML reads .nan, .inf and 1.0e999 as numbers, which pass
+    every comparison a range check makes (a NaN timer made the PFCP node spin, an infinite wait
+    overflowed)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        _fail(path, f"{where or 'the file'} {show(v)}: not a finite number")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _check_finite(path, x, f"{where}.{k}" if where else str(k))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _check_finite(path, x, f"{where}[{i}]")
+
+
+def load(name_or_path: str | None = None) -> LabConfig:
+    """Read and check a lab config; UserError (one line) on anything wrong. Nothing is built here:
+    every command that takes --lab-config calls this first, so a bad config costs nothing.
+
+    Three passes: the YAML as data (_read: size, duplicate keys, anchors, finite numbers), the
+    schema (gtplab/lab/config_schema.py: every key, its type and range, unknown keys), then what
+    one key means for another (below, and the parsers of dut.pfcp, dut.external, ...)."""
+    path = resolve(name_or_path)
+    data = _read(path)
+    problem = validate(data)
+    if problem:
+        _fail(path, problem)
     backend = data.get("backend", "local")
-    if backend not in ("local", "trex"):
-        _fail(path, f"backend {backend!r}: use local or trex")
     ports = data.get("ports") or {"access": 0, "sgi": 1}
-    if set(ports) != {"access", "sgi"} or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                   for v in ports.values()):
-        _fail(path, "ports must be {access: N, sgi: M} with port numbers")
     if ports["access"] == ports["sgi"]:
         _fail(path, f"ports: access and sgi are both port {ports['access']}: they must be two ports")
     speed = data.get("port_speed_bps", 10e9)
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0:
-        _fail(path, f"port_speed_bps {speed!r} must be a positive number (bits per second, e.g. 10000000000)")
     th = data.get("thresholds") or {}
     for kind in ("ndr_pps", "pdr_pps"):
-        table = th.get(kind) or {}
-        if not isinstance(table, dict) or set(table) - set(DIRECTIONS):
-            _fail(path, f"thresholds.{kind} must map uplink/downlink to {{frame size|default: pps}}")
-        for d, sizes in table.items():
-            if not isinstance(sizes, dict):
-                _fail(path, f"thresholds.{kind}.{d} must map frame sizes (or default) to pps")
-            for k, v in sizes.items():
-                if not (k == "default" or isinstance(k, int)):
-                    _fail(path, f"thresholds.{kind}.{d}: bad key {k!r} (a frame size or default)")
-                if _percent(v) is not None:
+        for d, sizes in (th.get(kind) or {}).items():
+            for k, v in (sizes or {}).items():
+                if isinstance(v, str):
+                    if _percent(v) is None:
+                        _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r} (pps, or \"N%\" of line rate)")
                     continue
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                    _fail(path, f"thresholds.{kind}.{d}: bad entry {k!r}: {v!r} (pps, or \"N%\" of line rate)")
                 # a threshold above line rate can never be met; a default applies up to the largest frame
                 size = k if k != "default" else 3024
                 top = line_rate_pps(float(speed), size)
@@ -288,44 +331,24 @@ def load(name_or_path: str | None = None) -> LabConfig:
                     _fail(path, f"thresholds.{kind}.{d}.{k}: {v:.0f} pps is above the line rate at {size} B "
                                 f"({top:.0f} pps at port_speed_bps {float(speed):.0f})"
                           + ("; give a default as a fraction of line rate, e.g. \"50%\"" if k == "default" else ""))
-    pdr = th.get("pdr_loss", 0.001)
-    if not isinstance(pdr, (int, float)) or not 0 <= pdr < 1:
-        _fail(path, f"thresholds.pdr_loss {pdr!r} must be a ratio 0..1 (0.001 = 0.1 %)")
-    mode = (data.get("dut") or {}).get("mode", "pgwu")
-    if mode not in DUT_MODES:
-        _fail(path, f"dut.mode {mode!r}: one of {', '.join(DUT_MODES)} (the reference forwarder is fwd)")
-    if "socket" in (data.get("dut") or {}):
+    dut = data.get("dut") or {}
+    mode = dut.get("mode", "pgwu")
+    if "socket" in dut:
         if mode != "socket":
             _fail(path, f"dut.socket is given but dut.mode is {mode!r} (set mode: socket)")
-        SocketKnobs.parse(data["dut"]["socket"], f"lab config {path}: dut.socket")
-    gen = (data.get("lab") or {}).get("generator", "engine")
-    if gen not in GENERATORS:
-        _fail(path, f"lab.generator {gen!r}: one of {', '.join(GENERATORS)}")
-    mb = (data.get("dut") or {}).get("max_bearers")
-    if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
-        _fail(path, f"dut.max_bearers {mb!r} must be a number of bearers >= 1")
-    _check_dut_access(path, backend, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
-    _check_external(path, data.get("dut") or {}, local_lab=backend == "local" or gen == "trex")
-    aw = (data.get("lab") or {}).get("awake", "auto")
-    if aw not in AWAKE_METHODS:
-        _fail(path, f"lab.awake {aw!r}: one of {', '.join(AWAKE_METHODS)} (how the DUT CPUs are kept out of halt)")
-    share = (data.get("lab") or {}).get("share_cpus", False)
-    if not isinstance(share, bool):
-        _fail(path, f"lab.share_cpus {share!r}: true or false (run on CPUs another lab holds, and say so)")
-    rt = (data.get("trex") or {}).get("runtime")
-    if rt is not None and not isinstance(rt, str):
-        _fail(path, f"trex.runtime {rt!r}: a TRex directory or release tarball (a path)")
+        SocketKnobs.parse(dut["socket"], f"lab config {path}: dut.socket")
+    lab = data.get("lab") or {}
+    gen = lab.get("generator", "engine")
+    _check_dut_access(path, backend, dut, local_lab=backend == "local" or gen == "trex")
+    _check_external(path, dut, local_lab=backend == "local" or gen == "trex")
     if backend == "local" or gen == "trex":
         CpuLayout.parse(data.get("cpus"), f"lab config {path}: cpus")
-    mr = data.get("max_rate_pps")
-    if mr is not None and (not isinstance(mr, (int, float)) or mr <= 0):
-        _fail(path, f"max_rate_pps {mr!r} must be a positive number")
     return LabConfig(name=str(data.get("name") or path.stem), path=str(path), backend=backend,
                      description=str(data.get("description") or ""),
                      trex_server=data.get("trex_server"), ports=dict(ports),
-                     port_speed_bps=float(speed), max_rate_pps=mr,
+                     port_speed_bps=float(speed), max_rate_pps=data.get("max_rate_pps"),
                      cpu_shared_with_generator=bool(data.get("cpu_shared_with_generator", False)),
                      cpus=data.get("cpus"),
-                     lab=dict(data.get("lab") or {}), dut=dict(data.get("dut") or {}),
+                     lab=dict(lab), dut=dict(dut),
                      thresholds=dict(th), measured=data.get("measured"),
                      trex=dict(data.get("trex") or {}))

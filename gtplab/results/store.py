@@ -9,7 +9,9 @@
     RESULTS_DIR/flamegraphs/case-<id>.svg   with `sweep --flamegraph` (flamegraph_path)
     RESULTS_DIR/.gtplab-sweep.lock          while a sweep writes the directory (claim)
 
-docs/results.md describes every field. Writing goes through a temporary file and rename (run.json,
+docs/results.md describes every field. ending() says how a run ended, also a run killed before it
+could say so itself (SIGKILL, out of memory, a reboot): its run.json has no end record, nothing
+holds its claim, and cases.jsonl counts the cases that finished. Writing goes through a temporary file and rename (run.json,
 cases.csv) or a single appended line (cases.jsonl), so a crash never leaves a half-written result.
 One sweep writes a directory: it claims it first (claim(): an flock held for the run, released on
 exit and by the kernel when the owner dies), and every line of cases.jsonl carries its run's uuid
@@ -225,13 +227,25 @@ def contents(results_dir: str | os.PathLike) -> list[str]:
     return sorted(p.name for p in Path(results_dir).iterdir() if p.name != LOCK_FILE)
 
 
+MAX_RUN_BYTES = 16 << 20        # run.json: its spec, layout and notes take a few kB
+MAX_LINE_BYTES = 16 << 20       # one line of cases.jsonl: a case and its trials take some 10-100 kB
+
+
 def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
+    """run.json, checked; at most MAX_RUN_BYTES of it are read, whatever the file is."""
     path = Path(results_dir) / RUN_FILE
     try:
-        run = json.loads(path.read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_RUN_BYTES + 1)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file (not a gtplab results directory?)") from None
-    except json.JSONDecodeError as e:
+    except OSError as e:
+        raise ResultsError(f"{path}: {e.strerror or e}") from None
+    if len(raw) > MAX_RUN_BYTES:
+        raise ResultsError(f"{path}: larger than {MAX_RUN_BYTES >> 20} MiB: not a run.json")
+    try:
+        run = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ResultsError(f"{path}: not JSON: {e}") from None
     if not isinstance(run, dict):
         raise ResultsError(f"{path}: not a JSON object")
@@ -241,49 +255,128 @@ def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
     return run
 
 
+def _lines(path: Path):
+    """(line number, bytes, the line parsed as JSON or the error) of cases.jsonl, one line at a time:
+    the memory is one line, and a line over MAX_LINE_BYTES (a binary, /dev/zero) is an error naming
+    it, read no further. A line without its newline is the last one."""
+    with open(path, "rb") as f:
+        n = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            n += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise ResultsError(f"{path}:{n}: longer than {MAX_LINE_BYTES >> 20} MiB: not a case")
+            try:
+                parsed: Any = json.loads(raw) if raw.strip() else None
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                parsed = e
+            yield n, raw, parsed
+
+
 def torn_last_line(results_dir: str | os.PathLike) -> int | None:
     """The line number of a torn last line of cases.jsonl (a run killed while writing it), or None."""
     path = Path(results_dir) / CASES_FILE
+    last = None
     try:
-        text = path.read_text()
-    except OSError:
+        for n, raw, parsed in _lines(path):
+            last = (n, raw, parsed)
+    except (OSError, ResultsError):
         return None
-    if not text or text.endswith("\n"):
+    if last is None or last[1].endswith(b"\n") or not isinstance(last[2], ValueError):
         return None
-    lines = text.splitlines()
-    try:
-        json.loads(lines[-1])
-        return None
-    except json.JSONDecodeError:
-        return len(lines)
+    return last[0]
 
 
 def read_cases(results_dir: str | os.PathLike, run_uuid: str | None = None) -> list[dict[str, Any]]:
     """Every case of cases.jsonl. A torn last line (no newline, not JSON: the writer was killed in
     the middle of it) is left out, and torn_last_line() says which; any other bad line is an error.
     With run_uuid (run.json's), a line of another run (its `run_uuid` differs) is an error naming
-    both; a line without one (written before run ids) is read as the directory's."""
+    both; a line without one (written before run ids) is read as the directory's. Read a line at a
+    time (_lines: none longer than MAX_LINE_BYTES)."""
     path = Path(results_dir) / CASES_FILE
     cases = []
     try:
-        lines = path.read_text().splitlines()
+        for n, raw, case in _lines(path):
+            if case is None:
+                continue
+            if isinstance(case, ValueError):
+                if not raw.endswith(b"\n"):
+                    continue                    # torn: the last line, without its newline
+                raise ResultsError(f"{path}:{n}: not JSON: {case}")
+            if not isinstance(case, dict):
+                raise ResultsError(f"{path}:{n}: not a JSON object")
+            for k in ("case_id", "direction", "frame_size"):
+                if k not in case:
+                    raise ResultsError(f"{path}:{n}: missing {k}")
+            if run_uuid is not None and case.get("run_uuid", run_uuid) != run_uuid:
+                raise ResultsError(f"{path}:{n}: a case of run {case['run_uuid']}, not of this directory's run "
+                                   f"{run_uuid} (run.json): two runs wrote this file")
+            cases.append(case)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
-    torn = torn_last_line(results_dir)
-    for n, line in enumerate(lines, 1):
-        if not line.strip() or n == torn:
-            continue
-        try:
-            case = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}:{n}: not JSON: {e}") from None
-        if not isinstance(case, dict):
-            raise ResultsError(f"{path}:{n}: not a JSON object")
-        for k in ("case_id", "direction", "frame_size"):
-            if k not in case:
-                raise ResultsError(f"{path}:{n}: missing {k}")
-        if run_uuid is not None and case.get("run_uuid", run_uuid) != run_uuid:
-            raise ResultsError(f"{path}:{n}: a case of run {case['run_uuid']}, not of this directory's run "
-                               f"{run_uuid} (run.json): two runs wrote this file")
-        cases.append(case)
+    except OSError as e:
+        raise ResultsError(f"{path}: {e.strerror or e}") from None
     return cases
+
+
+# ------------------------------------------------------------------------------------------ how a run ended
+
+ENDINGS = ("finished", "interrupted", "stopped", "killed", "running", "unknown")
+
+
+def claimed(results_dir: str | os.PathLike) -> bool:
+    """Whether a live process holds the claim on results_dir (a sweep writing it now). A dead
+    owner's lock is gone with its process, whatever file it left."""
+    try:
+        fd = os.open(Path(results_dir) / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)            # and with it the shared lock, if we got it
+    return False
+
+
+def ending(results_dir: str | os.PathLike, run: dict[str, Any] | None = None,
+           cases: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """How the run of results_dir ended: {"how", "done", "planned", "cut_short"}.
+
+    how: finished, interrupted (SIGINT/SIGTERM), stopped (an error) as run.json says; running
+    while a process holds the directory's claim; killed when run.json has no end record and nobody
+    holds the claim (the sweep writes one whatever happens, unless it is killed: SIGKILL, out of
+    memory, a reboot); unknown for a run.json without cases_planned (written by hand, or before
+    runs said how they ended). done: the cases that finished, counted in cases.jsonl (the source
+    of truth: a killed run's run.json never got its cases_done). cut_short: "cut short: N of M
+    cases" for a run that did not end normally (interrupted, stopped, killed), else None."""
+    d = Path(results_dir)
+    if run is None:
+        run = read_run(d)
+    if cases is None:
+        try:
+            cases = read_cases(d, run.get("uuid"))
+        except ResultsError:
+            cases = None
+    done = len(cases) if cases is not None else run.get("cases_done")
+    planned = run.get("cases_planned")
+    if run.get("finished"):
+        how = "finished"
+    elif run.get("interrupted"):
+        how = "interrupted"
+    elif run.get("stopped"):
+        how = "stopped"
+    elif claimed(d):
+        how = "running"
+    elif "cases_planned" in run:
+        how = "killed"
+    else:
+        how = "unknown"
+    cut = (f"cut short: {done if done is not None else '?'} of {planned if planned is not None else '?'} cases"
+           if how in ("interrupted", "stopped", "killed") else None)
+    return {"how": how, "done": done, "planned": planned, "cut_short": cut}

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import resource
 import socket
 import struct
+import subprocess
 import tempfile
 import threading
 import time
@@ -260,3 +262,45 @@ def test_churn_under_load():
         live = {a.local_teid(i) for i in range(UNTOUCHED)} | {
             a.local_teid(i) for t in range(TICKS, TICKS + LIVE) for i in block(t)}
         assert set(listed) == live
+
+
+# ---- what a FILE can make `session load` use (issue 35, item 5) ---------------------------------
+
+def _max_rss_kb(argv: list[str], stdin=None, timeout: float = 20) -> tuple[subprocess.CompletedProcess, int]:
+    """Run argv under /usr/bin/time (its peak resident set, kB), with 1 GiB of address space at most:
+    an unbounded reader fails fast with ENOMEM instead of taking the machine's memory."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    cp = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", *argv], stdin=stdin, capture_output=True,
+                        text=True, timeout=timeout, preexec_fn=limit)
+    rss = [int(ln.split("=")[1]) for ln in cp.stderr.splitlines() if ln.startswith("maxrss_kb=")]
+    return cp, rss[-1] if rss else -1
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/time", os.X_OK), reason="/usr/bin/time (package time) not installed")
+def test_session_load_reads_any_file_with_bounded_memory(tmp_path):
+    """`pgwu session load /dev/zero` grew to 1.9 GB in 8 s (the whole file first, then the lines).
+    It streams now: a line over 4096 bytes or with a NUL stops it at once, named by its number,
+    exit 2, whatever follows; `session unload` reads the same way. (The FILE is read before the
+    tables are opened: no pgwu needs to be loaded.)"""
+    from gtplab.dut.dataplane import pgwu_binary
+    pgwu = [str(pgwu_binary()), "-d", str(tmp_path / "no-pgwu-here")]
+    t0 = time.monotonic()
+    cp, rss = _max_rss_kb(pgwu + ["session", "load", "/dev/zero"])
+    assert cp.returncode == 2, cp.stderr
+    assert "/dev/zero:1: binary data (a NUL byte): not a bearer file" in cp.stderr and "nothing loaded" in cp.stderr
+    assert 0 < rss < 64 * 1024, rss
+    assert time.monotonic() - t0 < 10
+    with open("/dev/zero", "rb") as zero:
+        cp, rss = _max_rss_kb(pgwu + ["session", "unload", "-"], stdin=zero)
+    assert cp.returncode == 2 and "<stdin>:1: binary data" in cp.stderr and 0 < rss < 64 * 1024, (cp.stderr, rss)
+    # 200,000 good lines, then one endless line: the error names its line; the memory is the
+    # bearers parsed (28 B each) and one read buffer, not the file
+    f = tmp_path / "long.txt"
+    with open(f, "w") as out:
+        out.write("".join(f"{i + 1} 10.{64 + (i >> 16)}.{(i >> 8) & 255}.{(i & 255) or 1} 192.0.2.1 {i + 1}\n"
+                          for i in range(200_000)))
+        out.write("7 " + "9" * (8 << 20) + "\n")
+    cp, rss = _max_rss_kb(pgwu + ["session", "load", str(f)])
+    assert cp.returncode == 2 and f"{f}:200001: longer than 4096 bytes: not a bearer file" in cp.stderr, cp.stderr
+    assert 0 < rss < 64 * 1024, rss

@@ -175,3 +175,86 @@ def test_interrupted_run_keeps_its_partial_pcap_and_says_where_it_stopped(tmp_pa
     saved = json.loads((rdir / "run.json").read_text())
     assert saved["interrupted"]["signal"] == "SIGTERM" and saved["interrupted"]["case"] == "uplink-128"
     assert "finished" not in saved and saved["cases_done"] == 0
+
+
+# ---- a run cut short says so (issue 35, item 6) ---------------------------------------------------
+
+def _planned(d: Path, planned: int, **end) -> None:
+    run = json.loads((d / "run.json").read_text())
+    run.update(cases_planned=planned, **end)
+    (d / "run.json").write_text(json.dumps(run))
+
+
+def _top(index) -> str:
+    page = Path(index).read_text()
+    return page[: page.index("<h2 id='measurement'>")]
+
+
+def test_a_killed_run_reads_cut_short_in_the_report_and_in_gtplab_report(tmp_path):
+    """A sweep killed by SIGKILL (or the OOM killer, or a reboot) writes no end record: its run.json
+    says only what it planned. ending() counts what finished in cases.jsonl; the report's top and
+    `gtplab report` say "cut short: N of M cases" (before: "cases 3", no word that it was cut)."""
+    cases = sweep_cases()[:3]
+    d = write_results(tmp_path / "r", cases)
+    _planned(d, 14)
+    top = _top(report.build_report(d))
+    assert "A: cut short: 3 of 14 cases; this run ended without saying how</b> (killed" in top
+    assert "<td>3 <b>(cut short: 3 of 14 cases)</b></td>" in top
+    p = subprocess.run(GTPLAB + ["report", str(d), "-o", str(tmp_path / "rep")], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"gtplab report: {d}: cut short: 3 of 14 cases (the run was killed)" in p.stderr.splitlines()
+    end = results.ending(d)
+    assert end == {"how": "killed", "done": 3, "planned": 14, "cut_short": "cut short: 3 of 14 cases"}
+    # a torn last line is not a finished case: 3 still
+    _tear(d)
+    assert results.ending(d)["cut_short"] == "cut short: 3 of 14 cases"
+
+
+@pytest.mark.parametrize("end, how, cut", [
+    ({"finished": "2026-01-02T03:09:00+00:00"}, "finished", None),
+    ({"interrupted": {"signal": "SIGINT", "case": "x"}}, "interrupted", "cut short: 3 of 14 cases"),
+    ({"stopped": {"why": "Couldn't write case x: No space left on device", "case": "x"}}, "stopped",
+     "cut short: 3 of 14 cases"),
+])
+def test_every_ending_but_a_normal_one_reads_cut_short(tmp_path, end, how, cut):
+    d = write_results(tmp_path / "r", sweep_cases()[:3])
+    _planned(d, 14, **end)
+    top = _top(report.build_report(d))
+    assert ("cut short" in top) == (cut is not None) and (cut is None or f"A: {cut}; this run" in top)
+    assert results.ending(d) == {"how": how, "done": 3, "planned": 14, "cut_short": cut}
+
+
+def test_a_run_still_being_written_or_of_an_older_format_is_not_called_cut(tmp_path):
+    d = write_results(tmp_path / "r", sweep_cases()[:3])
+    assert "cut short" not in _top(report.build_report(d))
+    assert results.ending(d)["how"] == "unknown"          # no cases_planned: nothing to say it against
+    _planned(d, 14)
+    with results.claim(d, {"pid": os.getpid(), "run_uuid": "x"}):
+        assert "A: still running</b>: 3 of 14 cases so far" in _top(report.build_report(d))
+        assert results.ending(d) == {"how": "running", "done": 3, "planned": 14, "cut_short": None}
+    assert results.ending(d)["how"] == "killed"            # the claim's owner is gone
+
+
+def test_results_files_are_read_with_bounded_memory(tmp_path):
+    """Issue 35 item 5: run.json and cases.jsonl are read a bounded piece at a time, whatever they
+    are: /dev/zero in their place is one error naming the file (and the line), not all the memory."""
+    import resource
+    d = write_results(tmp_path / "r", sweep_cases()[:2])
+    (d / "cases.jsonl").rename(d / "cases.ok")
+    (d / "cases.jsonl").symlink_to("/dev/zero")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(results.ResultsError, match=r"cases.jsonl:1: longer than 16 MiB: not a case"):
+        results.read_cases(d)
+    assert results.torn_last_line(d) is None
+    (d / "run.json").rename(d / "run.ok")
+    (d / "run.json").symlink_to("/dev/zero")
+    with pytest.raises(results.ResultsError, match=r"run.json: larger than 16 MiB: not a run.json"):
+        results.read_run(d)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 128 * 1024     # kB
+    # the same files, whole again, read as before (the torn-line and run-id checks are above)
+    for name in ("cases.jsonl", "run.json"):
+        (d / name).unlink()
+    (d / "cases.ok").rename(d / "cases.jsonl")
+    (d / "run.ok").rename(d / "run.json")
+    assert len(results.read_cases(d)) == 2 and results.read_run(d)["lab"] == "veth-lab"

@@ -99,3 +99,48 @@ def test_bad_pushgateway_url_builds_nothing(tmp_path):
         except (OSError, ValueError):
             pass
     assert mine == [] and not (tmp_path / "r").exists()
+
+
+def test_a_sigkilled_sweep_reads_cut_short(tmp_path):
+    """Issue 35 item 6: SIGKILL after the first case (nothing of the sweep runs after it: no end
+    record, no teardown). The report and `gtplab report` say "cut short: 1 of N cases", counted from
+    cases.jsonl; before, the report said "cases 1" and run.json had no cases_done."""
+    from gtplab.results import store as results
+    out = tmp_path / "run"
+    log = open(tmp_path / "sweep.log", "w+")
+    p = subprocess.Popen(GTPLAB + ["sweep", "--no-scale", "--sizes", "128,256", "--directions", "uplink",
+                                   "--rate-mode", "fixed", "--rate", "20kpps", "--duration", "0.5", "--out", str(out)],
+                         cwd=REPO, stderr=log, stdout=log, text=True)
+    run = None
+    try:
+        deadline = time.monotonic() + 300
+        jsonl = out / "cases.jsonl"
+        # the first case is in cases.jsonl (appended and fsynced as it ends): kill at once
+        while time.monotonic() < deadline and p.poll() is None:
+            if jsonl.exists() and jsonl.read_text().count("\n") >= 1:
+                break
+            time.sleep(0.05)
+        p.kill()
+        p.wait(timeout=30)
+        log.seek(0)
+        assert jsonl.exists() and jsonl.read_text().count("\n") == 1, log.read()
+        run = json.loads((out / "run.json").read_text())
+        planned = run["cases_planned"]
+        assert planned >= 2 and not {"finished", "interrupted", "stopped", "cases_done"} & set(run), run
+        rep = subprocess.run(GTPLAB + ["report", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert rep.returncode == 0, rep.stderr
+        page = (out / "report" / "index.html").read_text()
+        assert f"A: cut short: 1 of {planned} cases; this run ended without saying how" in page
+        assert f"gtplab report: {out}: cut short: 1 of {planned} cases (the run was killed)" in rep.stderr
+        assert results.ending(out) == {"how": "killed", "done": 1, "planned": planned,
+                                       "cut_short": f"cut short: 1 of {planned} cases"}
+    finally:
+        if p.poll() is None:
+            p.kill()
+        log.close()
+        # what the killed sweep could not do itself: its lab down (and the DUT CPUs' idle states back)
+        name = (run or {}).get("lab_name")
+        if name:
+            subprocess.run(GTPLAB + ["lab", "down", "--name", name], cwd=REPO, capture_output=True, timeout=120)
+    # (its idle states are the lab's to restore, with other labs on the machine: not compared here)
+    assert run and lab_left(run["lab_name"]) == []
