@@ -10,12 +10,15 @@ trials as its Measurer, and what a case may claim from the result.
 The controller (gtplab.measure.mlrsearch) is pure; this module is the part that meets the lab:
 
 - The Measurer. A trial's loss ratio is the generator's (tx - rx) / tx, and a generator that sent
-  less than 97 % of load x duration has its shortfall counted as loss (TrialOutput.from_counts,
-  RFC 9971 4.9.1), so a trial the generator could not send at the load asked is never taken as
-  low-loss at that load. A trial is disturbed when the runner says the host disturbed it: its
-  `host` record (gtplab.observe.host, measured by Runner.trial around the trial's traffic) has
-  `disturbed` true, and that is TrialOutput.disturbed; a runner without a CPU layout (a remote DUT
-  or generator) measures nothing and disturbs no trial. Disturbed trials are kept and counted in the
+  less than load x duration by more than half the narrowest goal width (mlr.shortfall_allowance:
+  1 % with the default goals, whose width is 2 %) has its shortfall counted as loss
+  (TrialOutput.from_counts, RFC 9971 4.9.1), so a trial the generator could not send at the load
+  asked is never taken as low-loss at that load, and no Lower Bound is more than half the goal
+  width above what the generator offered there (docs/mlrsearch.md, "Generator shortfall"). A
+  trial is disturbed when the runner says the host disturbed it: its `host` record
+  (gtplab.observe.host, measured by Runner.trial around the trial's traffic) has `disturbed` true,
+  and that is TrialOutput.disturbed; a runner without a CPU layout (a remote DUT or generator)
+  measures nothing and disturbs no trial. Disturbed trials are kept and counted in the
   budget, and by default (`disturbed: exclude`) not classified: their load is measured again.
 - Max load (RFC 9971 4.6.8.1): the spec's, else the lab config's max_rate_pps capped at the line
   rate of the frame size, else what the generator reaches flat out in one short trial (the old
@@ -23,10 +26,10 @@ The controller (gtplab.measure.mlrsearch) is pure; this module is the part that 
 - The limit of a case, per goal and for the case (the first goal's): "dut" when the trials at the
   relevant upper bound lost packets at the DUT; "generator (transmit)" / "generator (receive)"
   when every loss there was the generator's own (it could not send the load, or its receive side
-  lost them; trial_side: a trial the generator sent short whose DUT lost no more of what it was
-  sent than the goal's loss ratio is high-loss for the goal only through the shortfall, so the
-  generator's, e.g. PDR0.5's upper bound at a trial sent 19 % short that lost 0.4 % at the DUT's
-  ring), and when max load is a lower bound (the old "generator-bound": the DUT's rate is
+  lost them; trial_side: a trial whose shortfall counted as loss and whose DUT lost no more of what
+  it was sent than the goal's loss ratio is high-loss for the goal only through the shortfall, so
+  the generator's, e.g. PDR0.5's upper bound at a trial sent 19 % short that lost 0.4 % at the
+  DUT's ring), and when max load is a lower bound (the old "generator-bound": the DUT's rate is
   above what the generator offered); "max load" when a max load the spec set is a lower bound;
   and "host busy" when most trial time was disturbed (SearchResult.host_busy): then the case says
   so with the figures and claims nothing, never "limit: DUT". Only a DUT-limited goal has a claim.
@@ -47,7 +50,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gtplab.errors import UserError
 from gtplab.measure import mlrsearch as mlr
-from gtplab.measure.runner import GENERATOR_BOUND_RATIO
 from gtplab.rates import wire_rates
 
 # trial(load pps or None for flat out, seconds) -> a trial dict as Runner.trial returns it
@@ -68,10 +70,20 @@ def is_disturbed(t: dict) -> bool:
     return bool((t.get("host") or {}).get("disturbed"))
 
 
-def trial_output(t: dict, load: float, duration: float) -> mlr.TrialOutput:
-    """RFC 9971's Trial Output of a trial dict measured at `load` pps for `duration` s."""
+def trial_output(t: dict, load: float, duration: float,
+                 shortfall: float = mlr.DEFAULT_SHORTFALL) -> mlr.TrialOutput:
+    """RFC 9971's Trial Output of a trial dict measured at `load` pps for `duration` s; a generator
+    shortfall above `shortfall` (the search's mlr.shortfall_allowance) counts as loss."""
     return mlr.TrialOutput.from_counts(int(t["tx_packets"]), int(t["rx_packets"]), intended=load * duration,
-                                       offered_load=t.get("offered_pps"), disturbed=is_disturbed(t), info=t)
+                                       shortfall=shortfall, offered_load=t.get("offered_pps"),
+                                       disturbed=is_disturbed(t), info=t)
+
+
+def sent_short(t: dict, load: float, duration: float, allowance: float) -> bool:
+    """The generator sent less than (1 - allowance) of load x duration: the trial's shortfall is
+    counted as loss (trial_output)."""
+    intended = load * duration
+    return intended > 0 and int(t["tx_packets"]) < (1.0 - allowance) * intended
 
 
 PROBE_TRIES = 2               # flat-out trials at most, while the host disturbs them (a busy host: ~0.6 s each)
@@ -140,19 +152,22 @@ def run(trial: TrialFn, goals: Iterable[mlr.SearchGoal], *, min_load: float, max
     """One MLRsearch of `goals` between min_load (at most max load) and max load, each trial run by
     trial(load, duration)."""
     goals = mlr.check_goals(goals)
+    allowance = mlr.shortfall_allowance(goals)
     dicts: list[dict] = []
 
     def measure(load: float, duration: float) -> mlr.TrialOutput:
         t = trial(load, duration)
         t["phase"] = "search"
         dicts.append(t)
-        return trial_output(t, load, duration)
+        return trial_output(t, load, duration, allowance)
 
     res = mlr.search(measure, goals, min_load=min(min_load, max_load.pps), max_load=max_load.pps,
                      time_budget=time_budget, max_trials=max_trials, disturbed=disturbed, on_trial=on_trial)
     for t, tr in zip(dicts, res.trials):
         t["search"] = {"load": tr.load, "duration": tr.duration, "loss_ratio": tr.loss_ratio,
-                       "disturbed": tr.disturbed, "high_loss": {g.code: tr.high_loss(g) for g in goals}}
+                       "disturbed": tr.disturbed, "high_loss": {g.code: tr.high_loss(g) for g in goals},
+                       "shortfall_forgiven": tr.shortfall,
+                       "short": sent_short(t, tr.load, tr.duration, allowance)}
     return CaseSearch(res, max_load, dicts)
 
 
@@ -160,11 +175,13 @@ def run(trial: TrialFn, goals: Iterable[mlr.SearchGoal], *, min_load: float, max
 
 def trial_side(t: dict, goal: mlr.SearchGoal) -> str:
     """Which side made a high-loss trial high-loss for `goal`: the runner's limit, except that a
-    trial the generator sent short (generator_bound) whose DUT lost no more of what it was sent than
-    the goal's loss ratio (tx - rx, less the generator's own receive-ring and transmit-full losses)
-    exceeded the goal only by the shortfall counted as loss: "generator (transmit)"."""
-    lim = t.get("limit") or "dut"
-    if lim != "dut" or not t.get("generator_bound"):
+    trial whose shortfall was counted as loss (the search's `short`; the runner's generator_bound in
+    a record written before it) whose DUT lost no more of what it was sent than the goal's loss ratio
+    (tx - rx, less the generator's own receive-ring and transmit-full losses) exceeded the goal only
+    by the shortfall: "generator (transmit)"."""
+    short = (t.get("search") or {}).get("short", t.get("generator_bound"))
+    lim = t.get("limit") or ("generator (transmit)" if short else "dut")
+    if lim != "dut" or not short:
         return lim
     tx = t.get("tx_packets") or 0
     gen_rx = (t.get("loss") or {}).get("generator_ingress_ring") or 0
@@ -233,12 +250,12 @@ def disturbance(cs: CaseSearch) -> dict[str, Any]:
 
 
 def shortfall(cs: CaseSearch) -> dict[str, Any]:
-    """How often the generator sent less than the load asked (below GENERATOR_BOUND_RATIO of it, as
-    the runner's generator_bound says): such a trial's shortfall is loss (trial_output). The trials,
-    the short ones, and the median share of the load the short ones sent."""
-    short = [t for t in cs.trials if t.get("generator_bound")]
+    """How often the generator sent less than the load asked by more than the search forgives
+    (mlr.shortfall_allowance, `allowance`): such a trial's shortfall is loss (trial_output). The
+    trials, the short ones, and the median share of the load the short ones sent."""
+    short = [t for t in cs.trials if t["search"].get("short")]
     shares = sorted(t["offered_pps"] / t["search"]["load"] for t in short if t.get("offered_pps") is not None)
-    return {"trials": len(cs.trials), "short": len(short),
+    return {"trials": len(cs.trials), "short": len(short), "allowance": cs.result.shortfall_allowance,
             "median_share": shares[len(shares) // 2] if shares else None}
 
 
@@ -278,31 +295,35 @@ def verdict(cs: CaseSearch, frame_size: int | None = None) -> Verdict:
         lim = HOST_BUSY if res.host_busy else goal_limit(g, cs)
         claimed = g.lower if lim == "dut" else None
         goals[g.code] = {
-            "lower_pps": g.lower, "upper_pps": g.upper, "conditional_pps": g.conditional_throughput,
-            "regular": g.regular, "irregular": g.irregular, "limit": lim, "claimed_pps": claimed,
+            "rfc_code": g.goal.rfc_code, "lower_pps": g.lower, "upper_pps": g.upper,
+            "conditional_pps": g.conditional_throughput, "regular": g.regular, "irregular": g.irregular,
+            "limit": lim, "claimed_pps": claimed,
             "claimed": wire_rates(claimed, frame_size) if frame_size else None, "goal": g.goal.as_dict()}
         if g.irregular:
-            notes.append(f"{g.code}: irregular ({g.irregular}); lower bound {_mpps(g.lower)} Mpps, upper bound "
-                         f"{_mpps(g.upper)} Mpps")
+            notes.append(f"{g.goal.label}: irregular ({g.irregular}); lower bound {_mpps(g.lower)} Mpps, "
+                         f"upper bound {_mpps(g.upper)} Mpps")
     first = res.goals[0]
     lim = goals[first.code]["limit"]
     if res.host_busy:
         notes.append(host_busy_text(dist) + "; no result is claimed (the DUT's limit was not measured)")
     elif lim in GENERATOR_LIMITS or lim == "max load":
-        notes.append(f"{first.code}: {lim} set the result: the DUT's is at least {_mpps(first.upper or first.lower)} "
-                     f"Mpps, max load {_mpps(cs.max_load.pps)} Mpps ({cs.max_load.describe()})")
+        notes.append(f"{first.goal.label}: {lim} set the result: the DUT's is at least "
+                     f"{_mpps(first.upper or first.lower)} Mpps, max load {_mpps(cs.max_load.pps)} Mpps "
+                     f"({cs.max_load.describe()})")
     if short["short"]:
-        notes.append(f"the generator sent less than {GENERATOR_BOUND_RATIO:.0%} of the load asked in {short['short']} "
-                     f"of {short['trials']} trials (those sent {short['median_share']:.0%} of it, median): their "
-                     "shortfall counts as loss (RFC 9971 4.9.1); a generator whose CPU other tasks take falls short")
+        notes.append(f"the generator sent less than {1 - short['allowance']:.0%} of the load asked in "
+                     f"{short['short']} of {short['trials']} trials (those sent {short['median_share']:.1%} of it, "
+                     "median): their shortfall counts as loss (RFC 9971 4.9.1; up to half the goal width is "
+                     "forgiven); a generator whose CPU other tasks take falls short")
     if res.disturbed_trials and not res.host_busy:
         why = "; ".join(list(dist["reasons"])[:3])
         notes.append(f"{res.disturbed_trials} of {len(res.trials)} trials disturbed by the host "
                      f"({'excluded from' if res.disturbed_policy == 'exclude' else 'counted in'} the search)"
                      + (f": {why}" if why else ""))
-    status = (f"MLRsearch {res.stop}: " + ", ".join(
-        f"{g.code} {'regular' if g.regular else 'irregular (' + IRREGULAR_SHORT.get(g.irregular, g.irregular) + ')'}"
-        for g in res.goals))
+    status = f"MLRsearch {res.stop}: " + ", ".join(
+        f"{g.goal.label} "
+        + ("regular" if g.regular else f"irregular ({IRREGULAR_SHORT.get(g.irregular, g.irregular)})")
+        for g in res.goals)
     return Verdict(goals, lim, goals[first.code]["claimed_pps"], first.code, status, notes, dist, short)
 
 
@@ -350,13 +371,14 @@ def latency_points(trial: TrialFn, cs: CaseSearch, v: Verdict, percents: Iterabl
     trial dicts); with no PDR (the goal has no lower bound) no trial runs and the record says why."""
     g = latency_goal(cs.goals)
     gv = v.goals[g.code]
-    rec: dict[str, Any] = {"goal": g.code, "pdr_pps": gv["lower_pps"], "pdr_regular": gv["regular"],
-                           "pdr_limit": gv["limit"], "duration_s": duration, "points": {}, "note": None}
+    rec: dict[str, Any] = {"goal": g.code, "rfc_code": g.rfc_code, "pdr_pps": gv["lower_pps"],
+                           "pdr_regular": gv["regular"], "pdr_limit": gv["limit"], "duration_s": duration,
+                           "points": {}, "note": None}
     if gv["lower_pps"] is None:
-        rec["note"] = f"no latency loads: {g.code} has no lower bound ({gv['irregular']})"
+        rec["note"] = f"no latency loads: {g.label} has no lower bound ({gv['irregular']})"
         return rec, []
     if not gv["regular"] or gv["limit"] != "dut":
-        rec["note"] = (f"the loads are shares of {g.code}'s lower bound, which is not a regular DUT-limited "
+        rec["note"] = (f"the loads are shares of {g.label}'s lower bound, which is not a regular DUT-limited "
                        f"result ({gv['irregular'] or gv['limit']})")
     trials = []
     for key, load in latency_loads(gv["lower_pps"], percents, idle).items():

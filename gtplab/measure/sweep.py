@@ -214,7 +214,8 @@ def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Pr
                      f"{sum(search.is_disturbed(t) for t in top.probes)}")
     best = search.recorded_trial(cs)
     extra: dict[str, Any] = {
-        "goal": v.claim_goal, "goals": v.goals, "limit": v.limit,
+        "goal": v.claim_goal, "goal_rfc_code": v.goals[v.claim_goal]["rfc_code"], "goals": v.goals,
+        "limit": v.limit,
         "generator_bound": v.limit in search.GENERATOR_LIMITS or v.limit == "max load",
         "ndr_pps": v.claim, "ndr": wire_rates(v.claim, p.actual_size),
         "search": {**cs.result.as_dict(trials=False), "max_load_source": top.source,
@@ -234,10 +235,18 @@ def _search_case(trial, p, spec: dict, cfg, prep, notes: list[str], progress: Pr
     return trials, best, v.status, extra
 
 
+def _goal_name(code: str, g: dict) -> str:
+    """A goal's short name with RFC 9971's dense code beside it, 'NDR [0.5f1d0l50e]' (mlr.label); from
+    the goal's attributes for a record written before the code was stored."""
+    return mlr.label(code, g.get("rfc_code") or mlr.dense_code(g.get("goal")))
+
+
 def _goal_text(code: str, g: dict) -> str:
-    """One goal of a case's result line: 'NDR 0.412 Mpps (upper 0.420, cond. 0.412)', irregular marked."""
+    """One goal of a case's result line: 'NDR [0.5f1d0l50e] 0.412 Mpps (upper 0.420, cond. 0.412)',
+    irregular marked."""
     def m(x):
         return "none" if x is None else f"{x / 1e6:.3f}"
+    code = _goal_name(code, g)
     if g["irregular"] == mlr.IRREGULAR_MAX_LOAD:
         return f"{code} >= {m(g['lower_pps'])} Mpps (irregular: max load is a lower bound)"
     if g["lower_pps"] is None:
@@ -260,20 +269,21 @@ def case_summary(rec: dict) -> str:
     n = len([t for t in rec["trials"] if t.get("phase") == "search"])
     line = "; ".join(_goal_text(code, g) for code, g in goals.items())
     lim = rec.get("limit")
+    claim = _goal_name(rec["goal"], goals.get(rec["goal"]) or {}) if rec.get("goal") else None
     if lim == search.HOST_BUSY:
         line += f"; limit: {search.host_busy_text(d)}; nothing claimed"
     elif lim == "dut" and rec.get("ndr_pps"):
         r = rec["ndr"]
-        line += f"; {rec['goal']} = {r['gbps_l1']:.2f} Gb/s L1 ({r['gbps_l2']:.2f} L2); limit: DUT"
+        line += f"; {claim} = {r['gbps_l1']:.2f} Gb/s L1 ({r['gbps_l2']:.2f} L2); limit: DUT"
     elif lim == "dut":
         why = (goals.get(rec["goal"]) or {}).get("irregular")
-        line += (f"; limit: DUT, no {rec['goal']} "
+        line += (f"; limit: DUT, no {claim} "
                  + ("above min load" if why == mlr.IRREGULAR_MIN_LOAD else "found within the budget"))
     elif lim:
         sh = (rec.get("search") or {}).get("generator_short") or {}
         why = (f" (it sent less than the load asked in {sh['short']} of {sh['trials']} trials, "
-               f"{sh['median_share']:.0%} of it)" if lim == "generator (transmit)" and sh.get("short") else "")
-        line += f"; limit: {lim}{why}, no {rec['goal']} claimed"
+               f"{sh['median_share']:.1%} of it)" if lim == "generator (transmit)" and sh.get("short") else "")
+        line += f"; limit: {lim}{why}, no {claim} claimed"
     else:
         line += f"; limit: not found ({rec['status']})"
     line += f"; {n} trials" + (f" ({d['disturbed']} disturbed)" if d.get("disturbed") else "") + cpu
@@ -282,7 +292,8 @@ def case_summary(rec: dict) -> str:
     if pts:
         p99 = "/".join("-" if (pt.get("latency_us") or {}).get("p99") is None else f"{pt['latency_us']['p99']:.0f}"
                        for pt in pts.values())
-        line += f"; latency p99 at {'/'.join(pts)} % of {lat['goal']}: {p99} us"
+        lat_goal = {"rfc_code": lat.get("rfc_code"), "goal": (goals.get(lat["goal"]) or {}).get("goal")}
+        line += f"; latency p99 at {'/'.join(pts)} % of {_goal_name(lat['goal'], lat_goal)}: {p99} us"
     return line
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from gtplab.goalcode import dense_code, label
 from gtplab.results import store as results
 
 DIRECTIONS = ("uplink", "downlink")
@@ -129,6 +130,42 @@ def goal_codes(runs: Iterable[Run]) -> list[str]:
                 if code not in out:
                     out.append(code)
     return out
+
+
+def goal_rfc_code(g: dict[str, Any] | None) -> str | None:
+    """RFC 9971's dense code of one goal result of a case (case["goals"][code]): its rfc_code, else
+    computed from its goal's attributes (results written before the code was stored), else None."""
+    if not g:
+        return None
+    return g.get("rfc_code") or dense_code(g.get("goal"))
+
+
+def case_goal_label(c: dict[str, Any], code: str | None = None) -> str:
+    """A case's goal (its claim's, c["goal"], when code is None) named with its dense code beside it:
+    'NDR [0.5f1d0l50e]'; the bare code when the case does not say what it stands for."""
+    code = code if code is not None else c.get("goal")
+    if not code:
+        return ""
+    rfc = goal_rfc_code((c.get("goals") or {}).get(code))
+    if rfc is None and code == c.get("goal"):
+        rfc = c.get("goal_rfc_code")
+    return label(code, rfc)
+
+
+def goal_labels(runs: Iterable[Run]) -> dict[str, str]:
+    """Per goal code of the runs (goal_codes), its name with the dense code beside it: 'NDR
+    [0.5f1d0l50e]'. A code that stood for different goals in different cases (an older default,
+    say) lists every dense code it had: 'NDR [1f2d0l50e | 0.5f1d0l50e]', so runs that named
+    different things alike are not read as the same."""
+    seen: dict[str, list[str]] = {}
+    for r in runs:
+        for c in r.cases:
+            for code, g in (c.get("goals") or {}).items():
+                rfc = goal_rfc_code(g)
+                codes = seen.setdefault(code, [])
+                if rfc and rfc not in codes:
+                    codes.append(rfc)
+    return {code: label(code, " | ".join(rfcs)) for code, rfcs in seen.items()}
 
 
 def latency_loads(runs: Iterable[Run]) -> list[str]:
@@ -307,7 +344,7 @@ def limit_text(c: dict[str, Any]) -> str:
                 f"({(d.get('disturbed_share') or 0):.0%} of the trial time): {reasons}; nothing claimed, "
                 "the DUT's limit was not measured")
     if c.get("rate_mode") in ("ndr", "pdr", "search"):
-        what = c.get("goal") or c["rate_mode"].upper()
+        what = case_goal_label(c) or c["rate_mode"].upper()
         if c.get("ndr_pps"):
             return "DUT: loss began at the DUT above this rate"
         if lim == "max load":
@@ -316,7 +353,7 @@ def limit_text(c: dict[str, Any]) -> str:
             return (f"{lim or 'generator (transmit)'}: no {what} claimed, the "
                     "DUT's is higher than the generator could show")
         if lim == "dut":
-            g = (c.get("goals") or {}).get(what) or {}
+            g = (c.get("goals") or {}).get(c.get("goal")) or {}
             return f"DUT: no {what} found ({g.get('irregular') or c.get('status', '')})"
         return "no result: " + str(c.get("status", ""))
     return {"dut": "DUT (it lost packets)", "generator (transmit)": "generator: sent less than asked",

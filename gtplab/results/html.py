@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gtplab.goalcode import dense_code
+from gtplab.goalcode import label as mlr_label
 from gtplab.results import store as results
-from gtplab.results.analysis import (CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, dut_label, limit_text,
-                                     value)
+from gtplab.results.analysis import (CHANGE_METRICS, SCALE_TARGET, Change, Regression, Run, case_goal_label,
+                                     dut_label, goal_labels, goal_rfc_code, limit_text, value)
 from gtplab.results.layout import layout_text
 
 
@@ -53,6 +55,8 @@ CASE_COLUMNS = (
 
 
 def _cell(c: dict[str, Any], key: str, scale: float) -> str:
+    if key == "goal":           # the claim's goal, its dense code beside it (RFC 9971 appendix C)
+        return html.escape(case_goal_label(c)) if c.get("goal") else _fmt(None)
     if "." in key or scale != 1.0:
         return _fmt(value(c, key), scale)
     return _fmt(c.get(key))
@@ -63,7 +67,8 @@ def _cases_table(r: Run, out_dir: Path, codes: list[str] = ()) -> str:
     relevant lower bound; the flame graph."""
     cols = list(CASE_COLUMNS)
     at = cols.index(("limit", "limit", 1.0)) + 1
-    cols[at:at] = [(f"goals.{code}.lower_pps", f"{code} lower Mpps", 1e-6) for code in codes]
+    names = goal_labels([r])
+    cols[at:at] = [(f"goals.{code}.lower_pps", f"{names.get(code, code)} lower Mpps", 1e-6) for code in codes]
     head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in cols) + "<th>flame graph</th>"
     rows = []
     for c in r.cases:
@@ -139,7 +144,7 @@ def _limits_table(r: Run) -> str:
     rows = []
     for c in r.cases:
         d = c.get("dut") or {}
-        goal = c.get("goal") or (c.get("rate_mode") or "").upper()
+        goal = case_goal_label(c) or (c.get("rate_mode") or "").upper()
         rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{html.escape(goal)}</td>"
                     f"<td>{_fmt(value(c, 'ndr.mpps'))}</td>"
                     f"<td>{_fmt(value(c, 'ndr.gbps_l1'))}</td><td>{_fmt(value(c, 'ndr.gbps_l2'))}</td>"
@@ -158,9 +163,12 @@ GOAL_ATTRS = (("loss_ratio", "goal loss ratio", 100.0, "%"), ("exceed_ratio", "g
 
 
 def goals_table(goals: list[dict[str, Any]]) -> str:
-    """Every attribute of every goal (RFC 9971 4.9.3: the report states them all)."""
-    head = "<th>goal</th>" + "".join(f"<th>{t}</th>" for _, t, _, _ in GOAL_ATTRS)
-    rows = "".join("<tr><td>" + html.escape(str(g.get("code"))) + "</td>" + "".join(
+    """Every attribute of every goal (RFC 9971 4.9.3: the report states them all), its code and RFC
+    9971's dense code (appendix C: final s, sum s, loss %, exceed %), computed from the attributes
+    for results written before the code was stored."""
+    head = "<th>goal</th><th>dense code</th>" + "".join(f"<th>{t}</th>" for _, t, _, _ in GOAL_ATTRS)
+    rows = "".join("<tr><td>" + html.escape(str(g.get("code"))) + "</td><td>"
+                   + html.escape(dense_code(g) or "n/a") + "</td>" + "".join(
         f"<td>{_fmt(g.get(k), scale, 6)} {unit}</td>" for k, _, scale, unit in GOAL_ATTRS) + "</tr>" for g in goals)
     return f"<table><tr>{head}</tr>{rows}</table>"
 
@@ -177,7 +185,8 @@ def search_results_table(r: Run, codes: list[str]) -> str:
             if g is None:
                 continue
             reg = "regular" if g.get("regular") else f"<b>irregular</b>: {html.escape(str(g.get('irregular')))}"
-            rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{html.escape(code)}</td>"
+            name = case_goal_label(c, code)
+            rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{html.escape(name)}</td>"
                         f"<td>{_fmt(g.get('lower_pps'), 1e-6)}</td><td>{_fmt(g.get('upper_pps'), 1e-6)}</td>"
                         f"<td>{_fmt(g.get('conditional_pps'), 1e-6)}</td><td>{reg}</td>"
                         f"<td>{html.escape(str(g.get('limit')))}</td><td>{_fmt(g.get('claimed_pps'), 1e-6)}</td>"
@@ -203,8 +212,10 @@ def latency_table(r: Run, loads: list[str]) -> str:
             f"<td>{_fmt(value(c, f'latency_pdr.points.{k}.load_pps'), 1e-6)}</td>"
             + "".join(f"<td>{_fmt(value(c, f'latency_pdr.points.{k}.latency_us.{st}'), 1.0)}</td>"
                       for st in ("p50", "p99", "max")) for k in loads)
+        name = mlr_label(str(lat.get("goal")), lat.get("rfc_code")
+                         or goal_rfc_code((c.get("goals") or {}).get(lat.get("goal"))))
         rows.append(f"<tr><td>{html.escape(c['case_id'])}</td><td>{_fmt(lat.get('pdr_pps'), 1e-6)} "
-                    f"({html.escape(str(lat.get('goal')))})</td>{cells}<td>{html.escape(lat.get('note') or '')}</td></tr>")
+                    f"({html.escape(name)})</td>{cells}<td>{html.escape(lat.get('note') or '')}</td></tr>")
     return f"<table><tr>{head}</tr>" + "".join(rows) + "</table>"
 
 
@@ -288,6 +299,12 @@ def rx_path_html(r: Run) -> str:
             "(gtplab.measure.rxpath).</p>" + "".join(out))
 
 
+def _cut_cell(r: Run) -> str:
+    """The run table's cases cell, after the count: a run cut short says it there too."""
+    cut = results.ending(r.path, r.run, r.cases)["cut_short"]
+    return f" <b>({html.escape(cut)})</b>" if cut else ""
+
+
 def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: str) -> None:
     title = "gtplab report: " + " vs ".join(
         (f"{html.escape(dut_label(r.run))} (" if len(runs) > 1 else "") + html.escape(str(r.run.get("lab", "")))
@@ -300,17 +317,27 @@ def _write_html(path: Path, runs: list[Run], sections: list[Section], tables: st
         parts.append(f"<tr><td>{r.label}</td><td>{html.escape(dut_label(r.run))}</td>"
                      f"<td>{html.escape(str(r.path))}</td>" + "".join(
             f"<td>{html.escape(str(r.run.get(k)))}</td>" for k in results.RUN_FIELDS)
-            + f"<td>{len(r.cases)}</td></tr>")
+            + f"<td>{len(r.cases)}{_cut_cell(r)}</td></tr>")
     parts.append("</table>")
     for r in runs:
+        # a run that did not end normally says so first, whoever cut it (results.ending)
+        end = results.ending(r.path, r.run, r.cases)
+        cut = html.escape(str(end["cut_short"]))
         intr = r.run.get("interrupted")
         if intr:
-            parts.append(f'<p class="note"><b>{r.label}: this run was interrupted</b> ({html.escape(str(intr.get("signal")))}'
+            parts.append(f'<p class="note"><b>{r.label}: {cut}; this run was interrupted</b> ({html.escape(str(intr.get("signal")))}'
                          f' during case {html.escape(str(intr.get("case")))}): {len(r.cases)} of '
                          f'{html.escape(str(r.run.get("cases_planned")))} cases finished, shown below.</p>')
         elif r.run.get("stopped"):
-            parts.append(f'<p class="note"><b>{r.label}: this run stopped early</b>: '
+            parts.append(f'<p class="note"><b>{r.label}: {cut}; this run stopped early</b>: '
                          f'{html.escape(str(r.run["stopped"]))}</p>')
+        elif end["how"] == "killed":
+            parts.append(f'<p class="note"><b>{r.label}: {cut}; this run ended without saying how</b> (killed: '
+                         "SIGKILL, out of memory or a reboot; run.json has no end record and no process holds "
+                         f"its directory): the {len(r.cases)} cases that finished are shown below.</p>")
+        elif end["how"] == "running":
+            parts.append(f'<p class="note"><b>{r.label}: still running</b>: {len(r.cases)} of '
+                         f'{html.escape(str(end["planned"]))} cases so far, shown below.</p>')
         torn = results.torn_last_line(r.path)
         if torn:
             parts.append(f'<p class="note">{r.label}: line {torn} of cases.jsonl is torn (the run was killed '

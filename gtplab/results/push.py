@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
+from gtplab.goalcode import dense_code
 from gtplab.results import store as results
 from gtplab.errors import UserError
 from gtplab.kernel.sched import live_stat
@@ -96,10 +97,10 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
         (g.labels(**labels) if labels else g).set(v)
 
     info = Gauge("gtplab_case_info", "Constant 1; the case's other parameters as labels",
-                 ["flow_mode", "rate_mode", "lab", "host", "goal", "limit"], registry=reg)
+                 ["flow_mode", "rate_mode", "lab", "host", "goal", "goal_rfc_code", "limit"], registry=reg)
     info.labels(flow_mode=str(case.get("flow_mode", "")), rate_mode=str(case.get("rate_mode", "")),
                 lab=str(run.get("lab", "")), host=str(run.get("host", "")), goal=str(case.get("goal") or ""),
-                limit=str(case.get("limit") or "")).set(1)
+                goal_rfc_code=_claim_rfc_code(case), limit=str(case.get("limit") or "")).set(1)
     gauge("gtplab_case_bearers", "Bearers (sessions) installed on the DUT", case.get("bearers"))
     gauge("gtplab_case_duration_seconds", "Traffic duration of the case", case.get("duration_s"))
     gauge("gtplab_case_offered_packets_per_second", "Offered load", case.get("offered_pps"))
@@ -162,24 +163,40 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
     return reg
 
 
+def _rfc_code(g: dict[str, Any] | None) -> str:
+    """RFC 9971's dense code of a case's goal result ('0.5f1d0l50e'): stored, else computed from the
+    goal's attributes (results written before it was stored), else ""."""
+    return str((g or {}).get("rfc_code") or dense_code((g or {}).get("goal")) or "")
+
+
+def _claim_rfc_code(case: dict[str, Any]) -> str:
+    """The dense code of the case's claim goal (its `goal`), "" for a case without one."""
+    if not case.get("goal"):
+        return ""
+    return _rfc_code((case.get("goals") or {}).get(case["goal"])) or str(case.get("goal_rfc_code") or "")
+
+
 def search_gauges(gauge: Callable[..., None], case: dict[str, Any]) -> None:
-    """A searched case (MLRsearch): per goal, with its code as the label `goal`, the relevant bounds,
-    the conditional throughput, the claim, whether the result is regular, and which side set it (as
-    a label of gtplab_case_goal_info); the search's trials and those the host disturbed; latency at
-    the shares of the PDR (label load_percent, "0" idle)."""
+    """A searched case (MLRsearch): per goal, with its code as the label `goal` and RFC 9971's dense
+    code beside it as `rfc_code` (what "NDR" stands for: 0.5f1d0l50e is 0.5 s trials summed to 1 s,
+    not RFC 2544's 60 s), the relevant bounds, the conditional throughput, the claim, whether the
+    result is regular, and which side set it (as a label of gtplab_case_goal_info); the search's
+    trials and those the host disturbed; latency at the shares of the PDR (label load_percent, "0"
+    idle)."""
     for code, g in (case.get("goals") or {}).items():
+        lb = {"goal": code, "rfc_code": _rfc_code(g)}
         gauge("gtplab_case_goal_lower_bound_packets_per_second", "Relevant lower bound of the goal (RFC 9971 "
-              "4.8.2): the result", g.get("lower_pps"), goal=code)
+              "4.8.2): the result", g.get("lower_pps"), **lb)
         gauge("gtplab_case_goal_upper_bound_packets_per_second", "Relevant upper bound of the goal (RFC 9971 4.8.1)",
-              g.get("upper_pps"), goal=code)
+              g.get("upper_pps"), **lb)
         gauge("gtplab_case_goal_conditional_throughput_packets_per_second", "Conditional throughput of the goal "
-              "(RFC 9971 4.8.3): the forwarding rate at its lower bound", g.get("conditional_pps"), goal=code)
+              "(RFC 9971 4.8.3): the forwarding rate at its lower bound", g.get("conditional_pps"), **lb)
         gauge("gtplab_case_goal_claimed_packets_per_second", "The goal's lower bound when the DUT set it (not "
-              "the generator, not a busy host)", g.get("claimed_pps"), goal=code)
+              "the generator, not a busy host)", g.get("claimed_pps"), **lb)
         gauge("gtplab_case_goal_regular", "1 when the goal's result is regular (RFC 9971 4.8.4), else 0",
-              1.0 if g.get("regular") else 0.0, goal=code)
+              1.0 if g.get("regular") else 0.0, **lb)
         gauge("gtplab_case_goal_info", "Constant 1; the goal's limit and why its result is irregular, as labels",
-              1.0, goal=code, limit=str(g.get("limit") or ""), irregular=str(g.get("irregular") or ""))
+              1.0, **lb, limit=str(g.get("limit") or ""), irregular=str(g.get("irregular") or ""))
     d = case.get("disturbance") or {}
     if case.get("goals"):
         gauge("gtplab_case_search_trials", "Trials of the case's search", d.get("trials"))

@@ -31,6 +31,7 @@ import html
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -38,9 +39,9 @@ from typing import Any
 
 from gtplab.errors import UserError
 from gtplab.results import store as results
-from gtplab.results.analysis import (VARIANT_DIMS, Run, changes, dim_label, dut_label, forwarder, goal_codes,
-                                     latency_loads, load, reference_ratios, reference_subset, regressions,
-                                     scale_ratios, side_by_side, varying_dims)
+from gtplab.results.analysis import (VARIANT_DIMS, Run, case_goal_label, changes, dim_label, dut_label, forwarder,
+                                     goal_codes, goal_labels, latency_loads, load, reference_ratios, reference_subset,
+                                     regressions, scale_ratios, side_by_side, varying_dims)
 from gtplab.results.html import (Section, _cases_table, _change_table, _ratio_table, _regression_table,
                                  _scale_table, _side_table, _write_html, goals_table, latency_table,
                                  search_results_table)
@@ -119,14 +120,16 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
         sections.append(s)
 
     codes = goal_codes(runs)
+    names = goal_labels(runs)           # 'NDR [0.5f1d0l50e]': the dense code beside every short name
     if codes:
         s = Section("search", "Search results per goal (MLRsearch, RFC 9971)", search_text(runs))
         s.extra = goals_table(run_goals(runs)) + "".join(
             (f"<h3>{r.label}</h3>" if len(runs) > 1 else "") + search_results_table(r, codes) for r in runs)
-        s.notes += [f"{r.label}: {c['case_id']}: {g}: irregular ({v['irregular']})" for r in runs for c in r.cases
-                    for g, v in (c.get("goals") or {}).items() if v.get("irregular")][:40]
+        s.notes += [f"{r.label}: {c['case_id']}: {case_goal_label(c, g)}: irregular ({v['irregular']})"
+                    for r in runs for c in r.cases for g, v in (c.get("goals") or {}).items()
+                    if v.get("irregular")][:40]
         plot(s, "search.png", series_plot(tmp / "search.png", "Search results per goal", cols, [
-            Panel(f"{code}: relevant bounds", "Mpps",
+            Panel(f"{names.get(code, code)}: relevant bounds", "Mpps",
                   [(f"goals.{code}.lower_pps", 1e-6, " lower bound (the result)", "-"),
                    (f"goals.{code}.upper_pps", 1e-6, " upper bound", ":"),
                    (f"goals.{code}.conditional_pps", 1e-6, " conditional throughput", "--")]) for code in codes],
@@ -281,6 +284,7 @@ def _build(runs: list[Run], tmp: Path, final: Path) -> None:
     tables += (f"<p>{fg} flame graph(s) from <code>gtplab sweep --flamegraph</code> are linked in the table.</p>"
                if fg else "<p>No flame graphs (run <code>gtplab sweep --flamegraph</code> to record them).</p>")
     summary["goals"] = codes
+    summary["goal_labels"] = names
     summary["plots"] = plots
     summary["notes"] = [n for s in sections for n in s.notes]
     _write_html(tmp / "index.html", runs, sections, tables)
@@ -303,6 +307,10 @@ def search_text(runs: list[Run]) -> str:
     policies = sorted({str(((r.run.get("spec") or {}).get("search") or {}).get("disturbed", "exclude"))
                        for r in runs})
     durations = sorted({g.get("final_trial_duration") for g in run_goals(runs) if g.get("final_trial_duration")})
+    # the shortfall forgiven: what the runs' searches say (results before it was recorded forgave 3 %)
+    shares = sorted({float((c.get("search") or {}).get("shortfall_allowance", 0.03))
+                     for r in runs for c in r.cases if c.get("goals")})
+    allowance = " / ".join(f"{a * 100:.3g} %" for a in shares) or "n/a"
     return (
         "MLRsearch (RFC 9971) per case, every goal from one set of trials. Per goal: the <b>relevant lower "
         "bound</b> (the result: the largest load classified Lower Bound below the smallest Upper Bound), the "
@@ -313,8 +321,10 @@ def search_text(runs: list[Run]) -> str:
         "Deviations from RFC 2544's trial (RFC 9971 4.4.3): trials of "
         + ", ".join(f"{d:g} s" for d in durations)
         + " instead of 60 s; no 2 s wait and no learning phase between trials (the bearers are installed "
-        "once per case); a generator that sent more than 3 % less than the load asked has the shortfall "
-        "counted as loss (RFC 9971 4.9.1); trials the host disturbed are kept and reported, and "
+        "once per case); the Trial Loss Ratio is of the frames the generator sent, not of those intended "
+        "(RFC 9971 4.5.5's default), when it sent at most " + allowance + " less than the load asked (half "
+        "the narrowest goal width: no lower bound is more than that above the load offered there); a larger "
+        "shortfall is counted as loss (RFC 9971 4.9.1); trials the host disturbed are kept and reported, and "
         + (" / ".join("excluded from Load Classification (measured again)" if p == "exclude" else
                       "classified like any other" for p in policies))
         + ". A case whose trial time was mostly disturbed says \"host busy\" and claims nothing.")
@@ -329,6 +339,10 @@ def do_report(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     except OSError as e:
         raise UserError(f"couldn't write the report: {e}") from None
+    for d in [args.results_dir, *(args.other_dirs or [])]:
+        end = results.ending(d)
+        if end["cut_short"]:          # said where a run is read, not only at the top of the page
+            print(f"gtplab report: {d}: {end['cut_short']} (the run was {end['how']})", file=sys.stderr)
     print(index)
     return 0
 

@@ -180,6 +180,27 @@ def test_goal_codes():
     assert mlr.ndr(duration_sum=2).code == "0.5f2d0l50e" and mlr.pdr(exceed_ratio=0.2).code == "0.5f1d0.5l20e"
 
 
+def test_every_goal_has_its_dense_code_beside_its_short_name():
+    """Issue 31 item 5: "NDR" alone reads as RFC 2544's 60 s throughput; the default NDR is 0.5 s
+    trials summed to 1 s. The dense code (RFC 9971 appendix C) goes beside every short name."""
+    assert [g.rfc_code for g in mlr.DEFAULT_GOALS] == ["0.5f1d0l50e", "0.5f1d0.5l50e"]
+    assert [g.label for g in mlr.DEFAULT_GOALS] == ["NDR [0.5f1d0l50e]", "PDR0.5 [0.5f1d0.5l50e]"]
+    assert mlr.rfc2544().label == "RFC2544 [60f60d0l0e]"
+    assert RFC_GOALS["TST009"].label == "60f120d0l50e"          # named by its dense code: once
+    assert str(mlr.ndr()).startswith("NDR [0.5f1d0l50e] (loss 0 %")
+    d = mlr.pdr().as_dict()
+    assert d["code"] == "PDR0.5" and d["rfc_code"] == "0.5f1d0.5l50e"
+    spec = {k: v for k, v in d.items() if k != "code"}            # (the sweep's spec checks the code)
+    assert mlr.goal_from_spec(spec) == mlr.pdr()                   # as_dict() reads back
+    with pytest.raises(mlr.GoalError, match="rfc_code '0.5f1d0l50e' does not match"):
+        mlr.goal_from_spec({**spec, "rfc_code": "0.5f1d0l50e"})
+    # a goal record without the code (results written before it was stored): computed; none without
+    # the attributes
+    del d["rfc_code"]
+    assert mlr.dense_code(d) == "0.5f1d0.5l50e" and mlr.dense_code({"code": "NDR"}) is None
+    assert mlr.dense_code(None) is None and mlr.label("NDR", None) == "NDR"
+
+
 def test_defaults_and_presets():
     g = mlr.ndr()
     assert (g.loss_ratio, g.exceed_ratio, g.final_trial_duration, g.duration_sum, g.width,
@@ -263,10 +284,17 @@ def test_controller_input_validation(kw, msg):
 def test_trial_output_from_counts():
     assert TrialOutput.from_counts(1000, 990).loss_ratio == pytest.approx(0.01)
     assert TrialOutput.from_counts(1000, 1003).loss_ratio == 0.0          # duplicates are no gain
-    # within 3 % of the intended count: the generator's own count is what was expected
-    assert TrialOutput.from_counts(980, 980, intended=1000).loss_ratio == 0.0
-    # a generator that could not keep up: its shortfall is loss (RFC 9971 4.9.1)
+    # within half the default goals' width (1 %) of the intended count: the generator's own count is
+    # what was expected, and the output says what was forgiven
+    out = TrialOutput.from_counts(995, 995, intended=1000)
+    assert out.loss_ratio == 0.0 and out.shortfall == pytest.approx(0.005)
+    # more than that: the shortfall is loss (RFC 9971 4.9.1), none forgiven (the old rule forgave 3 %)
+    out = TrialOutput.from_counts(980, 980, intended=1000)
+    assert out.loss_ratio == pytest.approx(0.02) and out.shortfall == 0.0
     assert TrialOutput.from_counts(800, 800, intended=1000).loss_ratio == pytest.approx(0.2)
+    # the measurer may forgive less (or, the controller then undoing it, more)
+    assert TrialOutput.from_counts(995, 995, intended=1000, shortfall=0.001).loss_ratio == pytest.approx(0.005)
+    assert TrialOutput.from_counts(980, 980, intended=1000, shortfall=0.03).shortfall == pytest.approx(0.02)
     out = TrialOutput.from_counts(10, 10, disturbed=True, info={"x": 1}, effective_duration=0.4)
     assert out.disturbed and out.info == {"x": 1} and out.effective_duration == 0.4
     with pytest.raises(ValueError, match="no packets expected"):
@@ -275,6 +303,69 @@ def test_trial_output_from_counts():
         TrialOutput(1.5)
     with pytest.raises(ValueError, match="effective_duration must be positive"):
         TrialOutput(0.0, effective_duration=0)
+    with pytest.raises(ValueError, match="shortfall must be within 0..1"):
+        TrialOutput(0.0, shortfall=-0.1)
+
+
+# ------------------------------------------------------------------------------------ generator shortfall
+
+def test_shortfall_allowance_is_half_the_narrowest_goal_width():
+    assert mlr.shortfall_allowance(mlr.DEFAULT_GOALS) == pytest.approx(0.01) == mlr.DEFAULT_SHORTFALL
+    assert mlr.shortfall_allowance([mlr.ndr(), mlr.pdr(width=0.005)]) == pytest.approx(0.0025)
+    assert mlr.Controller(min_load=MIN, max_load=MAX).shortfall_allowance == pytest.approx(0.01)
+
+
+def test_the_controller_counts_a_shortfall_beyond_half_the_width_as_loss():
+    """Whatever a measurer forgave: a trial sent 2.5 % short that lost nothing of what was sent is
+    high-loss for NDR at the load asked (2.5 % of the intended frames never reached the DUT); sent
+    0.5 % short it is low-loss, as the measurer said."""
+    c = mlr.Controller(min_load=MIN, max_load=MAX)
+    ti = c.next_trial()
+    t = c.record(ti, TrialOutput(0.0, shortfall=0.025))
+    assert t.loss_ratio == pytest.approx(0.025) and t.forwarding_rate == pytest.approx(MAX * 0.975)
+    assert t.high_loss(mlr.ndr()) and t.shortfall == 0.0
+    ti = c.next_trial()
+    t = c.record(ti, TrialOutput(0.001, shortfall=0.03))
+    assert t.loss_ratio == pytest.approx(1 - 0.999 * 0.97)
+    ti = c.next_trial()
+    t = c.record(ti, TrialOutput(0.0, shortfall=0.005))
+    assert t.loss_ratio == 0.0 and t.shortfall == 0.005 and not t.high_loss(mlr.ndr())
+
+
+def paced(capacity: float, share: float, forgive: float | None = None):
+    """A DUT that forwards `capacity` frames/s of what it is sent, behind a generator that sends only
+    `share` of every load asked (a pacing deficit), measured from counts as search.trial_output
+    does; `forgive`: the shortfall the measurer forgives (None: from_counts' default)."""
+    def measure(load: float, duration: float) -> TrialOutput:
+        intended = load * duration
+        sent = round(share * intended)
+        received = min(sent, round(capacity * duration))
+        kw = {} if forgive is None else {"shortfall": forgive}
+        return TrialOutput.from_counts(sent, received, intended=intended, offered_load=share * load, **kw)
+    return measure
+
+
+@pytest.mark.parametrize("forgive", [None, 0.03], ids=["default", "measurer-forgives-3%"])
+def test_no_goal_claims_more_than_half_its_width_above_what_the_generator_offered(forgive):
+    """Issue 31 item 5: the old 3 % forgiveness let a generator that sends 2.5 % short make a load
+    a Lower Bound when what reached the DUT was within its capacity: NDR claimed at C / 0.975, 2.6 %
+    above any load the DUT was offered, more than the 2 % the search claims as its precision. Now
+    no goal's lower bound is above the load offered there by more than half its width, nor above
+    the goal's true bound for what reaches the DUT by more than that, even when the measurer
+    forgives 3 % itself."""
+    for share in (0.975, 0.985, 0.995, 1.0):
+        res = search(paced(C, share, forgive))
+        for r in res.goals:
+            half = r.goal.width / 2
+            if r.lower is not None:
+                assert r.lower <= true_bound(r.goal) / (1 - half) * (1 + 1e-9), (share, r)
+                at = [t for t in res.trials if t.load == r.lower and not t.high_loss(r.goal)]
+                assert at and all(t.offered_load >= (1 - half) * r.lower * (1 - 1e-9) for t in at), (share, r)
+        if share >= 1 - mlr.DEFAULT_SHORTFALL:      # a deficit within the allowance: found as usual
+            assert all(r.regular and le(r.lower, true_bound(r.goal, C / share)) and true_bound(r.goal, C / share)
+                       < r.upper for r in res.goals), share
+        else:       # every trial lost the deficit: nothing is a Lower Bound, down to min load
+            assert all(r.lower is None and r.irregular == mlr.IRREGULAR_MIN_LOAD for r in res.goals), share
 
 
 # ------------------------------------------------------------------------------------ searches
@@ -625,3 +716,257 @@ def test_result_as_dict_is_json():
     assert res["PDR0.5"] is res.goals[1] and res[mlr.ndr()] is res.goals[0]
     with pytest.raises(KeyError):
         res["RFC2544"]
+
+
+# ------------------------------------------------------------------------------------ FD.io CSIT's MLRsearch
+# The reference implementation RFC 9971 names (PyPI MLRsearch 1.2.1, its [PyPI-MLRsearch]), a test-only
+# dependency (pyproject.toml's test extra, installed by setup.sh). RFC 9971 5.5: implementations that
+# classify any set of trial results the same way give comparable results whatever loads they chose.
+# So the same trial sets go through both classifications (every load's class, the relevant bounds,
+# the conditional throughput must be equal), and both searches run on the same simulated DUTs (their
+# results must be within each other's goal width: the loads they chose differ).
+
+def csit():
+    return pytest.importorskip("MLRsearch", reason="FD.io CSIT's MLRsearch is the test extra: "
+                                                   "pip install -e '.[test]' (setup.sh does)")
+
+
+def csit_goal(g: SearchGoal):
+    """The same goal for CSIT's controller (its extra attributes: fail_fast off, so that min load as
+    an upper bound is an irregular result there too, as here)."""
+    return csit().SearchGoal(loss_ratio=g.loss_ratio, exceed_ratio=g.exceed_ratio, relative_width=g.width,
+                             initial_trial_duration=g.initial_trial_duration,
+                             final_trial_duration=g.final_trial_duration, duration_sum=g.duration_sum,
+                             fail_fast=False)
+
+
+# goals the comparisons use: the defaults, the RFC 2544 preset, appendix C's four, and a narrow one
+CSIT_GOALS = (mlr.ndr(), mlr.pdr(), mlr.rfc2544(), *RFC_GOALS.values(),
+              mlr.pdr(0.001, exceed_ratio=0.2, width=0.005, final_trial_duration=1, duration_sum=3,
+                      initial_trial_duration=0.25))
+CSIT_GOALS = tuple(dict.fromkeys(CSIT_GOALS))        # the RFC2544 preset is appendix C's RFC2544
+
+
+def random_trial_set(rng: random.Random, loads: list[float], durations: list[float], allowance: float):
+    """Trials as a measurer would count them: [(load, duration, intended, sent, received)]. Losses
+    from none to all, many near the goals' loss ratios; some trials the generator sent short, within
+    the shortfall allowance (forgiven) or beyond it (counted as loss)."""
+    out = []
+    for load in rng.sample(loads, rng.randint(1, min(6, len(loads)))):
+        for _ in range(rng.randint(1, 5)):
+            d = rng.choice(durations)
+            intended = round(load * d)
+            short = rng.choice([0.0, 0.0, 0.0, allowance / 2, allowance * 1.5, 0.3])
+            sent = round(intended * (1 - short))
+            loss = rng.choice([0.0, 0.0, 0.0, 1 / sent, 0.0009, 0.001, 0.0011, 0.004, 0.0049, 0.005, 0.0051,
+                               0.006, 0.02, 0.3, 1.0, rng.uniform(0, 0.01)])
+            out.append((load, d, intended, sent, sent - round(sent * loss)))
+    return out
+
+
+def both_classifications(trial_set, goals, rounding, allowance):
+    """The trial set through gtplab (what Controller.record keeps, then logic.py) and through CSIT
+    (its MeasurementDatabase, as its controller fills it). The measurer's one decision, which
+    shortfall it forgives (RFC 9971 4.9.1), is made once, as search.trial_output makes it, and both
+    get its answer: gtplab the loss ratio, CSIT the count the measurer expected (intended_count).
+    Returns per goal ((classes, lower, upper, conditional throughput) gtplab's, CSIT's)."""
+    M = csit()
+    from MLRsearch.discrete_load import DiscreteLoad
+    from MLRsearch.discrete_result import DiscreteResult
+    from MLRsearch.measurement_database import MeasurementDatabase
+    from MLRsearch.search_goal_tuple import SearchGoalTuple
+    from MLRsearch.target_scaling import TargetScaling
+
+    cgoals = [csit_goal(g) for g in goals]
+    scaling = TargetScaling(goals=SearchGoalTuple(cgoals), rounding=rounding)
+    db = MeasurementDatabase(scaling.targets)
+    to_load = DiscreteLoad.float_conver(rounding=rounding)
+    ours = []
+    for load, d, intended, sent, received in trial_set:
+        out = TrialOutput.from_counts(sent, received, intended=intended, shortfall=allowance)
+        t = Trial.of(TrialInput(load, d), out.with_shortfall_counted(allowance))
+        ours.append(t)
+        expected = intended if sent < (1 - allowance) * intended else sent
+        res = M.MeasurementResult(intended_duration=d, intended_load=load, offered_count=sent,
+                                  forwarding_count=received, intended_count=expected)
+        assert res.loss_ratio == t.loss_ratio       # the same trial output, counted both ways
+        db.add(DiscreteResult.with_load(result=res, load=to_load(load)))
+    groups = mlr.by_load(ours)
+    out = {}
+    for g, cg in zip(goals, cgoals):
+        b = mlr.relevant_bounds(groups, g)
+        ct = mlr.conditional_throughput(groups[b.lower], g, b.lower) if b.lower is not None else None
+        mine = ({ld: c for ld, c in b.classes.items()}, b.lower, b.upper, ct)
+        target = scaling.goal_to_final_target[cg]
+        classes = {}
+        for stats in db.load_to_stats.values():
+            opt, pes = stats.estimates(target)
+            classes[float(stats)] = L if opt and pes else U if not opt and not pes else N
+        rb = db.get_relevant_bounds(target)
+        gr = M.GoalResult.from_bounds(rb)
+        theirs = (classes, float(rb.clo) if rb.clo else None, float(rb.chi) if rb.chi else None,
+                  float(gr.conditional_throughput) if gr.relevant_lower_bound else None)
+        out[g] = (mine, theirs)
+    return out
+
+
+def test_csit_classifies_rfc_9971_appendix_c_as_gtplab_does():
+    """Appendix C's six points through both: every goal's class equal at every point, including the
+    "20% exceed" goal at points 5 and 6 where the RFC's tables print Lower Bound and both
+    implementations (with the RFC's section 6.1 and appendix A) say Upper Bound."""
+    from MLRsearch.load_rounding import LoadRounding
+    goals = tuple(RFC_GOALS.values())
+    rounding = LoadRounding(min_load=MIN, max_load=MAX, float_goals=[g.width for g in goals])
+    load = rounding.int2float(rounding.max_int_load // 2)
+    for point in sorted(RFC_TABLES):
+        ts = [(load, d, round(load * d), round(load * d), round(load * d) - round(round(load * d) * loss))
+              for p in RFC_POINTS[:point] for n, d, loss in p for _ in range(n)]
+        for g, (mine, theirs) in both_classifications(ts, goals, rounding, 0.0).items():
+            assert mine[0] == theirs[0], (point, g.code)
+        assert [mine[0][load] for mine, _ in both_classifications(ts, goals, rounding, 0.0).values()] == [
+            row[4] for row in RFC_TABLES[point]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_csit_and_gtplab_classify_the_same_trial_sets_alike(seed):
+    """500 random trial sets per seed (1-6 loads, 1-5 trials each, short and full-length trials,
+    losses around every goal's loss ratio, generator shortfalls within and beyond the allowance),
+    through both classifications, for every goal of CSIT_GOALS: each load's class, the relevant
+    lower and upper bounds and the conditional throughput are equal."""
+    csit()
+    from MLRsearch.load_rounding import LoadRounding
+    rng = random.Random(seed)
+    rounding = LoadRounding(min_load=MIN, max_load=MAX, float_goals=[g.width for g in CSIT_GOALS])
+    loads = [rounding.int2float(rng.randint(0, rounding.max_int_load)) for _ in range(12)]
+    durations = sorted({d for g in CSIT_GOALS for d in (g.initial_trial_duration, g.final_trial_duration)}
+                       | {0.5, 1.0, 2.0})
+    allowance = mlr.shortfall_allowance(CSIT_GOALS)
+    counted = {L: 0, U: 0, N: 0}
+    for _ in range(500):
+        ts = random_trial_set(rng, loads, durations, allowance)
+        for g, (mine, theirs) in both_classifications(ts, CSIT_GOALS, rounding, allowance).items():
+            assert mine[0] == theirs[0], (g.code, ts)
+            assert mine[1:3] == theirs[1:3], (g.code, ts)
+            if mine[3] is None:
+                assert theirs[3] is None
+            else:
+                assert mine[3] == pytest.approx(theirs[3], rel=1e-12), (g.code, ts)
+            for c in mine[0].values():
+                counted[c] += 1
+    assert min(counted.values()) > 500, counted            # every class was seen, many times
+
+
+# the simulated DUTs both searches run on: deterministic loss models, as functions of the load and of
+# how many times that load was measured before (so that a noisy DUT is the same DUT for both searches,
+# whatever loads they choose and in which order)
+
+def dut_hard(r: float):
+    return lambda load, k: max(0.0, 1.0 - r / load)
+
+
+def dut_step(r: float, jump: float = 0.05):
+    return lambda load, k: jump if load > r else 0.0
+
+
+def dut_ramp(r: float, slope: float = 0.2):
+    return lambda load, k: min(1.0, max(0.0, slope * (load - r) / r))
+
+
+def dut_noisy(r: float, seed: int, p_bad: float = 0.1, bad: float = 0.02, jitter: float = 0.005):
+    def loss(load: float, k: int) -> float:
+        rng = random.Random(f"{seed}:{load:.9e}:{k}")
+        x = max(0.0, 0.2 * (1.0 - r * (1 + rng.uniform(-jitter, jitter)) / load))
+        return max(x, bad) if rng.random() < p_bad else x
+    return loss
+
+
+def counting(loss_fn):
+    """(load, duration) -> (intended, sent, received) frames for a loss model."""
+    seen: dict[float, int] = {}
+
+    def trial(load: float, duration: float) -> tuple[int, int, int]:
+        k = seen[load] = seen.get(load, -1) + 1
+        intended = round(load * duration)
+        return intended, intended, intended - round(intended * loss_fn(load, k))
+    return trial
+
+
+def both_searches(loss_fn, goals=mlr.DEFAULT_GOALS):
+    """gtplab's search and CSIT's on the same DUT, no budget: {code: ((lower, upper, conditional)
+    gtplab's, CSIT's)}, and each one's trials as (load, loss ratio)."""
+    M = csit()
+    ours = counting(loss_fn)
+
+    def measure(load, duration):
+        intended, sent, received = ours(load, duration)
+        return TrialOutput.from_counts(sent, received, intended=intended)
+    res = search(measure, goals)
+
+    class Measurer(M.AbstractMeasurer):
+        log: list[tuple[float, float]] = []
+        trial = staticmethod(counting(loss_fn))
+
+        def measure(self, intended_duration, intended_load):
+            intended, sent, received = self.trial(intended_load, intended_duration)
+            out = M.MeasurementResult(intended_duration=intended_duration, intended_load=intended_load,
+                                      offered_count=sent, forwarding_count=received, intended_count=intended)
+            self.log.append((intended_load, out.loss_ratio))
+            return out
+
+    cfg = M.Config()
+    cfg.goals = [csit_goal(g) for g in goals]
+    cfg.max_load, cfg.min_load = MAX, MIN
+    cfg.warmup_duration = None
+    cfg.search_duration_max = 600.0
+    theirs = M.MultipleLossRatioSearch(config=cfg).search(measurer=Measurer(), debug=lambda msg: None)
+    out = {}
+    for g, cg in zip(goals, cfg.goals):
+        r, t = res[g], theirs[cg]
+        out[g.code] = ((r.lower, r.upper, r.conditional_throughput),
+                       tuple(float(x) if x else None for x in (t.relevant_lower_bound, t.relevant_upper_bound,
+                                                                t.conditional_throughput)))
+    return out, [(t.load, t.loss_ratio) for t in res.trials], Measurer.log
+
+
+def within_width(a: float, b: float, width: float) -> bool:
+    return abs(a - b) <= width * max(a, b) * (1 + 1e-9)
+
+
+DETERMINISTIC_DUTS = {**{f"hard {r:g}": dut_hard(r) for r in (2.3e4, 3e5, 1e6, 1.7e6)},
+                      **{f"step {r:g}": dut_step(r) for r in (3e5, 1e6)},
+                      **{f"ramp {r:g}": dut_ramp(r) for r in (3e5, 1e6)}}
+
+
+@pytest.mark.parametrize("dut", list(DETERMINISTIC_DUTS))
+def test_csit_and_gtplab_searches_end_within_each_others_width(dut):
+    """A hard limit, a step of 5 % loss, a linear ramp of loss: both searches' relevant lower bounds
+    and conditional throughputs are within the goal width of each other, for both default goals."""
+    out, _, _ = both_searches(DETERMINISTIC_DUTS[dut])
+    for g in mlr.DEFAULT_GOALS:
+        (lo, up, ct), (clo, cup, cct) = out[g.code]
+        assert None not in (lo, up, ct, clo, cup, cct), (g.code, out[g.code])
+        assert within_width(lo, clo, g.width) and within_width(ct, cct, g.width), (g.code, out[g.code])
+
+
+def test_csit_and_gtplab_searches_on_noisy_duts_agree_but_for_the_noise():
+    """A noisy DUT (capacity 1 Mpps +-0.5 % from trial to trial, one trial in ten loses 2 % whatever
+    the load; fixed seeds). The searches choose different loads, so the noise hits them differently:
+    a load measured twice with both trials bad (one chance in a hundred) is an Upper Bound, of the
+    goal's own definition, for the search that measured it only. Over 30 DUTs: 57 of the 60 goal
+    results within each other's width (docs/mlrsearch.md has the figures); every other one is
+    exactly that: the lower result's upper bound is a load below where the noiseless DUT would
+    exceed the goal, and all its trials were the bad ones."""
+    near, apart = 0, []
+    for seed in range(30):
+        out, ours, theirs = both_searches(dut_noisy(1e6, seed))
+        for g in mlr.DEFAULT_GOALS:
+            (lo, up, _), (clo, cup, _) = out[g.code]
+            if within_width(lo, clo, g.width):
+                near += 1
+                continue
+            apart.append((seed, g.code, lo / clo - 1))
+            low_up, log = (up, ours) if lo < clo else (cup, theirs)
+            at = [loss for load, loss in log if load == low_up]
+            noiseless = 0.2 * (1 - 1e6 * 1.005 / low_up)         # the most the capacity's jitter loses
+            assert noiseless <= g.loss_ratio and len(at) >= 2 and all(x >= 0.0199 for x in at), (seed, g.code, at)
+    assert near >= 56, apart

@@ -465,20 +465,23 @@ def test_report_of_a_searched_run_states_goals_bounds_latency_and_host_busy(tmp_
     assert "Search results per goal (MLRsearch, RFC 9971)" in text
     assert "Deviations from RFC 2544's trial (RFC 9971 4.4.3): trials of 0.5 s instead of 60 s" in text
     assert "excluded from Load Classification (measured again)" in text
-    # every goal attribute, both goals
-    assert "NDR 0 % 50 % 0.5 s 1 s 2 % 0.5 s" in text and "PDR0.5 0.5 % 50 % 0.5 s 1 s 2 % 0.5 s" in text
+    assert "when it sent at most 1 % less than the load asked" in text       # the shortfall forgiven
+    # every goal attribute, both goals, each with RFC 9971's dense code beside its short name
+    assert "NDR 0.5f1d0l50e 0 % 50 % 0.5 s 1 s 2 % 0.5 s" in text
+    assert "PDR0.5 0.5f1d0.5l50e 0.5 % 50 % 0.5 s 1 s 2 % 0.5 s" in text
     first, *others = results.read_cases(d)
     assert first["limit"] == "host busy"
-    assert re.search(rf"{first['case_id']} NDR – – – [\d.]+ host busy: \d+ of \d+ trials disturbed \(\d+% of the trial "
+    assert re.search(rf"{first['case_id']} NDR \[0.5f1d0l50e\] – – – [\d.]+ host busy: \d+ of \d+ trials disturbed \(\d+% of the trial "
                      r"time\): other tasks took 40 % of DUT CPU 1; nothing claimed", text), text[:3000]
     for c in others:
         assert c["limit"] == "dut"
         g = c["goals"]["PDR0.5"]
-        assert f"{c['case_id']} PDR0.5 {g['lower_pps'] / 1e6:.4g} {g['upper_pps'] / 1e6:.4g}" in text
+        assert f"{c['case_id']} PDR0.5 [0.5f1d0.5l50e] {g['lower_pps'] / 1e6:.4g} {g['upper_pps'] / 1e6:.4g}" in text
     assert "Latency at 0, 10, 50 and 90 % of the PDR" in text and "idle: load Mpps" in text
     summary = json.loads((index.parent / "summary.json").read_text())
     assert summary["goals"] == ["NDR", "PDR0.5"]
-    assert "NDR lower Mpps" in text and "PDR0.5 lower Mpps" in text      # the table of all cases
+    assert summary["goal_labels"] == {"NDR": "NDR [0.5f1d0l50e]", "PDR0.5": "PDR0.5 [0.5f1d0.5l50e]"}
+    assert "NDR [0.5f1d0l50e] lower Mpps" in text and "PDR0.5 [0.5f1d0.5l50e] lower Mpps" in text  # all cases
 
 
 

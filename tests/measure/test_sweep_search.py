@@ -57,7 +57,7 @@ def test_finds_a_hard_limit_within_the_goal_width_for_both_goals():
         assert g["conditional_pps"] == pytest.approx(g["lower_pps"])   # no loss at the lower bound
     assert rec["limit"] == "dut" and rec["ndr_pps"] == rec["goals"]["NDR"]["lower_pps"]
     assert rec["search"]["stop"] == "done" and rec["search"]["max_load_source"] == "generator"
-    assert rec["status"] == "MLRsearch done: NDR regular, PDR0.5 regular"
+    assert rec["status"] == "MLRsearch done: NDR [0.5f1d0l50e] regular, PDR0.5 [0.5f1d0.5l50e] regular"
 
 
 def test_pdr_takes_a_small_loss_that_ndr_does_not():
@@ -97,8 +97,8 @@ def test_no_loss_at_max_load_is_the_generators_limit_and_claims_nothing():
         assert g["irregular"] == mlr.IRREGULAR_MAX_LOAD and g["lower_pps"] == pytest.approx(1e6)
     assert rec["limit"] == "generator (transmit)" and rec["generator_bound"] and rec["ndr_pps"] is None
     line = sweep.case_summary(rec)
-    assert "NDR >= 1.000 Mpps (irregular: max load is a lower bound)" in line
-    assert "limit: generator (transmit), no NDR claimed" in line and "limit: DUT" not in line
+    assert "NDR [0.5f1d0l50e] >= 1.000 Mpps (irregular: max load is a lower bound)" in line
+    assert "limit: generator (transmit), no NDR [0.5f1d0l50e] claimed" in line and "limit: DUT" not in line
 
 
 def test_loss_that_is_the_generators_own_is_not_the_duts():
@@ -116,27 +116,30 @@ def test_loss_that_is_the_generators_own_is_not_the_duts():
 def test_a_load_the_generator_could_not_send_is_never_the_duts_rate():
     """The generator reaches 1 Mpps flat out, but only 450 kpps when paced; the DUT forwards 500 kpps.
     A trial asked 600 kpps that sent 450 must not count as 600 passing (the old search's "counts at
-    the rate it achieved"): its shortfall is loss (RFC 9971 4.9.1), and the loss is the generator's."""
+    the rate it achieved"): its shortfall is loss (RFC 9971 4.9.1), and the loss is the generator's.
+    Forgiven is a shortfall of at most half the goal width (1 %), no more (issue 31 item 5)."""
     fr = FakeRunner(capacity=500e3, gen_max=lambda n, pps: 1e6 if pps is None else 450e3)
     rec = case(fr)
-    short = [t for t in searched(rec) if t["offered_pps"] < 0.97 * t["search"]["load"]]
-    assert short and all(t["search"]["loss_ratio"] > 0 and t["loss_ratio"] == 0 for t in short)
+    assert rec["search"]["shortfall_allowance"] == pytest.approx(0.01)
+    short = [t for t in searched(rec) if t["offered_pps"] < 0.99 * t["search"]["load"]]
+    assert short and all(t["search"]["loss_ratio"] > 0 and t["loss_ratio"] == 0 and t["search"]["short"]
+                         for t in short)
     ndr = rec["goals"]["NDR"]
-    assert ndr["lower_pps"] <= 450e3 / 0.97 and ndr["upper_pps"] > 450e3
+    assert ndr["lower_pps"] <= 450e3 / 0.99 and ndr["upper_pps"] > 450e3
     assert rec["limit"] == "generator (transmit)" and rec["ndr_pps"] is None
     # the case says how often and by how much the generator fell short
     sh = rec["search"]["generator_short"]
-    assert sh["short"] == len(short) and sh["median_share"] < 0.97
-    assert any(n.startswith(f"the generator sent less than 97% of the load asked in {sh['short']} of") for n in rec["notes"])
+    assert sh["short"] == len(short) and sh["median_share"] < 0.99 and sh["allowance"] == pytest.approx(0.01)
+    assert any(n.startswith(f"the generator sent less than 99% of the load asked in {sh['short']} of") for n in rec["notes"])
     assert f"limit: generator (transmit) (it sent less than the load asked in {sh['short']} of" in sweep.case_summary(rec)
 
 
 def test_a_goal_exceeded_only_through_the_generators_shortfall_is_the_generators():
     """The generator paces at most 450 kpps (1 Mpps flat out); above 400 kpps the DUT loses 0.1 % of
     what it is sent. NDR (0 %): the DUT's loss sets it, the DUT's limit. PDR0.5: the DUT's 0.1 % is
-    within it, and what makes the trials above 464 kpps high-loss is the load the generator did not
-    send (counted as loss): that bound is the generator's, not the DUT's, though the runner's trial
-    limit says "dut" (the DUT lost packets in them)."""
+    within it, and what makes the trials above 455 kpps high-loss is the load the generator did not
+    send (counted as loss beyond the 1 % forgiven): that bound is the generator's, not the DUT's,
+    though the runner's trial limit says "dut" (the DUT lost packets in them)."""
     def gen(n, pps):
         return 1e6 if pps is None else 450e3
 
@@ -146,11 +149,26 @@ def test_a_goal_exceeded_only_through_the_generators_shortfall_is_the_generators
     rec = case(fr, time_budget=30)
     ndr, pdr = rec["goals"]["NDR"], rec["goals"]["PDR0.5"]
     assert ndr["limit"] == "dut" and ndr["upper_pps"] is not None and ndr["upper_pps"] > 400e3
-    assert pdr["upper_pps"] is not None and pdr["upper_pps"] > 450e3 / 0.97
+    assert pdr["upper_pps"] is not None and pdr["upper_pps"] > 450e3 / 0.99
     at_upper = [t for t in searched(rec) if t["search"]["load"] == pdr["upper_pps"]
                 and t["search"]["high_loss"]["PDR0.5"]]
-    assert at_upper and all(t["limit"] == "dut" and t["generator_bound"] for t in at_upper)
+    assert at_upper and all(t["limit"] == "dut" and t["search"]["short"] for t in at_upper)
     assert pdr["limit"] == "generator (transmit)" and pdr["claimed_pps"] is None
+
+
+def test_a_generator_pacing_short_by_more_than_half_the_width_makes_no_claim():
+    """Issue 31 item 5. A generator that sends 2.5 % less than every load asked (no DUT loss below 400
+    kpps of what it is sent): with the old 3 % forgiveness the NDR was claimed at ~410 kpps, a load
+    the DUT was never offered, 2.5 % above its capacity (more than the 2 % width the result claims).
+    Now every trial of it lost the 2.5 % and nothing is claimed: the generator's limit. Short by 0.5 %
+    (within the 1 % forgiven), the DUT's NDR is claimed, within half a width of its capacity."""
+    rec = case(FakeRunner(capacity=400e3, gen_max=lambda n, pps: 1e6 if pps is None else 0.975 * pps), min_load=50e3)
+    for g in rec["goals"].values():
+        assert g["lower_pps"] is None or g["lower_pps"] <= 400e3 / 0.99, g
+    assert rec["ndr_pps"] is None and rec["limit"] == "generator (transmit)"
+    assert "no NDR [0.5f1d0l50e] claimed" in sweep.case_summary(rec)
+    rec = case(FakeRunner(capacity=400e3, gen_max=lambda n, pps: 1e6 if pps is None else 0.995 * pps))
+    assert rec["limit"] == "dut" and 400e3 * 0.98 < rec["ndr_pps"] <= 400e3 / 0.995 * (1 + 1e-9)
 
 
 def test_min_load_an_upper_bound_claims_nothing():
@@ -160,7 +178,7 @@ def test_min_load_an_upper_bound_claims_nothing():
         assert g["irregular"] == mlr.IRREGULAR_MIN_LOAD and g["lower_pps"] is None
         assert g["upper_pps"] == pytest.approx(20e3)
     assert rec["limit"] == "dut" and rec["ndr_pps"] is None
-    assert "NDR none (irregular: min load is an upper bound" in sweep.case_summary(rec)
+    assert "NDR [0.5f1d0l50e] none (irregular: min load is an upper bound" in sweep.case_summary(rec)
     assert rec["latency_pdr"]["points"] == {} and "no lower bound" in rec["latency_pdr"]["note"]
     assert all(t["phase"] != "latency" for t in rec["trials"])
 
@@ -324,7 +342,8 @@ def test_latency_at_0_10_50_90_percent_of_the_pdr():
     rec = case(fr, size=512)
     lat = rec["latency_pdr"]
     pdr = rec["goals"]["PDR0.5"]["lower_pps"]
-    assert lat["goal"] == "PDR0.5" and lat["pdr_pps"] == pdr and lat["note"] is None and lat["duration_s"] == 0.2
+    assert lat["goal"] == "PDR0.5" and lat["rfc_code"] == "0.5f1d0.5l50e"
+    assert lat["pdr_pps"] == pdr and lat["note"] is None and lat["duration_s"] == 0.2
     loads = {k: v["load_pps"] for k, v in lat["points"].items()}
     assert loads == pytest.approx({"0": 10e3, "10": 0.1 * pdr, "50": 0.5 * pdr, "90": 0.9 * pdr})
     lt = [t for t in rec["trials"] if t["phase"] == "latency"]
@@ -334,7 +353,7 @@ def test_latency_at_0_10_50_90_percent_of_the_pdr():
     assert p99 == sorted(p99) and len(set(p99)) == 4          # each point its own trial's latency
     assert all(p["conservation_ok"] and not p["disturbed"] for p in lat["points"].values())
     line = sweep.case_summary(rec)
-    assert re.search(r"latency p99 at 0/10/50/90 % of PDR0.5: \d+/\d+/\d+/\d+ us", line), line
+    assert re.search(r"latency p99 at 0/10/50/90 % of PDR0.5 \[0.5f1d0.5l50e\]: \d+/\d+/\d+/\d+ us", line), line
 
 
 def test_latency_idle_load_stays_below_the_10_percent_point_and_loads_are_configurable():
@@ -359,6 +378,98 @@ def test_the_rfc2544_preset_searches_with_short_trials_first():
     durations = [t["search"]["duration"] for t in searched(rec)]
     assert durations[0] == 1.0 and durations[-1] == 60.0 and rec["goal"] == "RFC2544"
     assert rec["duration_s"] == 60.0          # the recorded trial is a full-length one
+
+
+# ------------------------------------------------------------------------------------------ dense codes
+# Issue 31 item 5: "NDR" alone reads as RFC 2544's 60 s throughput; the default NDR is 0.5 s trials
+# summed to 1 s. Every place a result is named carries RFC 9971's dense code beside the short name.
+
+def strip_codes(rec: dict) -> dict:
+    """A case record as written before the dense codes and the shortfall allowance were stored
+    (their goal attributes kept)."""
+    import copy
+    old = copy.deepcopy(rec)
+    old.pop("goal_rfc_code", None)
+    old["search"].pop("shortfall_allowance", None)
+    old["search"]["generator_short"].pop("allowance", None)
+    for g in old["goals"].values():
+        g.pop("rfc_code", None)
+        g["goal"].pop("rfc_code", None)
+    (old.get("latency_pdr") or {}).pop("rfc_code", None)
+    return old
+
+
+def test_every_result_names_its_goal_with_the_dense_code_beside_it(tmp_path):
+    """The result line, the case record (and so cases.csv's columns), the report and the Pushgateway
+    labels: 'NDR [0.5f1d0l50e]', rfc_code '0.5f1d0l50e', the label rfc_code beside goal; metric names
+    and the `goal` label as they were (dashboards/ select on them)."""
+    from gtplab.results import push, report, store
+    rec = case(FakeRunner(capacity=400e3, gen_max=1e6), goals=["ndr", "pdr", {"preset": "ndr", "duration_sum": 2}])
+    want = {"NDR": "0.5f1d0l50e", "PDR0.5": "0.5f1d0.5l50e", "0.5f2d0l50e": "0.5f2d0l50e"}
+    assert {c: g["rfc_code"] for c, g in rec["goals"].items()} == want
+    assert all(g["goal"]["rfc_code"] == want[c] for c, g in rec["goals"].items())
+    assert rec["goal"] == "NDR" and rec["goal_rfc_code"] == "0.5f1d0l50e"
+    line = sweep.case_summary(rec)
+    for name in ("NDR [0.5f1d0l50e] 0.", "PDR0.5 [0.5f1d0.5l50e] 0.", "; 0.5f2d0l50e 0.",
+                 "NDR [0.5f1d0l50e] = ", "% of PDR0.5 [0.5f1d0.5l50e]: "):
+        assert name in line, (name, line)
+    assert "[0.5f2d0l50e]" not in line              # a goal named by its dense code is not named twice
+    assert rec["status"].startswith("MLRsearch done: NDR [0.5f1d0l50e] regular")
+    # cases.csv: a column of the dense code beside each goal's numbers
+    d = tmp_path / "r"
+    run = {"uuid": "3f2c9a1e-0000-4000-8000-00000000c0de", "started": "2026-01-02T03:04:05+00:00",
+           "backend": "local", "lab": "embedded", "host": "h", "spec": {}}
+    store.write_run(d, run)
+    store.append_case(d, {**rec, "run_uuid": run["uuid"]})
+    import csv
+    (row,) = list(csv.DictReader((d / store.CSV_FILE).open()))
+    assert row["goals.NDR.rfc_code"] == "0.5f1d0l50e" and row["goals.PDR0.5.rfc_code"] == "0.5f1d0.5l50e"
+    assert row["goal_rfc_code"] == "0.5f1d0l50e" and row["goals.NDR.lower_pps"]       # the old columns stay
+    # the report: the tables and the summary
+    index = report.build_report(d)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", index.read_text()))
+    assert "NDR [0.5f1d0l50e] lower Mpps" in text and "PDR0.5 0.5f1d0.5l50e 0.5 %" in text
+    # Pushgateway: the label rfc_code beside goal on every goal metric, goal_rfc_code beside goal on
+    # the case's info
+    reg = push.case_registry(run, rec, now=0.0)
+    samples = [s for m in reg.collect() for s in m.samples]
+    goal_samples = [s for s in samples if s.name.startswith("gtplab_case_goal_")]
+    assert goal_samples and all(s.labels["rfc_code"] == want[s.labels["goal"]] for s in goal_samples)
+    (info,) = [s for s in samples if s.name == "gtplab_case_info"]
+    assert info.labels["goal"] == "NDR" and info.labels["goal_rfc_code"] == "0.5f1d0l50e"
+
+
+def test_results_written_before_the_dense_codes_still_load_and_name_them(tmp_path):
+    """A case record without rfc_code (written before it was stored) gets the same names, computed
+    from the goal attributes it always kept; one without those either keeps the bare code."""
+    from gtplab.results import push, report, store
+    rec = case(FakeRunner(capacity=400e3, gen_max=1e6))
+    old = strip_codes(rec)
+    assert sweep.case_summary(old) == sweep.case_summary(rec)
+    bare = strip_codes(rec)
+    for g in bare["goals"].values():
+        del g["goal"]
+    assert sweep.case_summary(bare).startswith("NDR 0.")
+    d = tmp_path / "r"
+    run = {"uuid": "3f2c9a1e-0000-4000-8000-0000000001d0", "started": "2026-01-02T03:04:05+00:00",
+           "backend": "local", "lab": "embedded", "host": "h", "spec": {}}
+    store.write_run(d, run)
+    store.append_case(d, {**old, "run_uuid": run["uuid"]})
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", report.build_report(d).read_text()))
+    assert "NDR [0.5f1d0l50e] lower Mpps" in text and "NDR 0.5f1d0l50e 0 %" in text
+    # results of the old rule: the report says the 3 % it forgave
+    assert "when it sent at most 3 % less than the load asked" in text
+    samples = [s for m in push.case_registry(run, old, now=0.0).collect() for s in m.samples]
+    assert all(s.labels["rfc_code"] for s in samples if s.name.startswith("gtplab_case_goal_"))
+    samples = [s for m in push.case_registry(run, bare, now=0.0).collect() for s in m.samples]
+    assert all(s.labels["rfc_code"] == "" for s in samples if s.name.startswith("gtplab_case_goal_"))
+
+
+def test_a_goal_spec_may_state_its_dense_code_and_it_must_match():
+    rec = case(FakeRunner(capacity=400e3, gen_max=1e6), goals=[{"preset": "ndr", "rfc_code": "0.5f1d0l50e"}])
+    assert list(rec["goals"]) == ["NDR"]
+    with pytest.raises(UserError, match="rfc_code '60f60d0l0e' does not match"):
+        case(FakeRunner(), goals=[{"preset": "ndr", "rfc_code": "60f60d0l0e"}])
 
 
 def test_the_recorded_trial_is_at_the_claimed_rate():

@@ -143,7 +143,8 @@ def test_search_defaults_and_overrides():
     sr = s["search"]
     assert [g["code"] for g in sr["goals"]] == ["NDR", "PDR0.5"]
     assert sr["goals"][1] == {"code": "PDR0.5", "loss_ratio": 0.005, "exceed_ratio": 0.5, "final_trial_duration": 0.5,
-                              "duration_sum": 1.0, "width": 0.02, "initial_trial_duration": 0.5}
+                              "duration_sum": 1.0, "width": 0.02, "initial_trial_duration": 0.5,
+                              "rfc_code": "0.5f1d0.5l50e"}
     assert (sr["min_load"], sr["max_load"], sr["time_budget"], sr["max_trials"], sr["disturbed"], sr["latency_at"],
             sr["latency_duration"]) == (10e3, None, None, None, "exclude", [0, 10, 50, 90], 0.25)
     assert json.loads(json.dumps(s)) == s and plan.validate(s) == s

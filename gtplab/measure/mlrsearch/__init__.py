@@ -6,7 +6,8 @@ takes trial results in and gives the next trial out, with no I/O (docs/mlrsearch
     for r in result.goals:            # NDR, PDR0.5
         print(r.code, r.lower, r.conditional_throughput, r.irregular)
 
-goal.py        SearchGoal, its code, the presets (ndr, pdr, rfc2544) and the defaults
+goal.py        SearchGoal, its code and dense code, the presets (ndr, pdr, rfc2544), the defaults,
+               the generator shortfall a trial may leave out (shortfall_allowance)
 logic.py       what RFC 9971 prescribes: trials, Load Classification, relevant bounds, conditional
                throughput
 controller.py  what it leaves to the implementation: phases, load selection, budget, disturbed
@@ -15,9 +16,10 @@ controller.py  what it leaves to the implementation: phases, load selection, bud
 
 from gtplab.measure.mlrsearch.goal import (DEFAULT_DURATION_SUM, DEFAULT_EXCEED_RATIO,
                                            DEFAULT_FINAL_TRIAL_DURATION, DEFAULT_GOALS,
-                                           DEFAULT_INITIAL_TRIAL_DURATION, DEFAULT_LOSS_RATIO, DEFAULT_WIDTH,
-                                           PDR_LOSS_RATIO, PRESETS, GoalError, SearchGoal, check_goals,
-                                           goal_from_spec, ndr, pdr, rfc2544)
+                                           DEFAULT_INITIAL_TRIAL_DURATION, DEFAULT_LOSS_RATIO, DEFAULT_SHORTFALL,
+                                           DEFAULT_WIDTH, PDR_LOSS_RATIO, PRESETS, GoalError, SearchGoal,
+                                           check_goals, dense_code, goal_from_spec, label, ndr, pdr, rfc2544,
+                                           shortfall_allowance)
 from gtplab.measure.mlrsearch.logic import (Bound, Bounds, LoadStats, Trial, TrialInput, TrialOutput, by_load,
                                             classify, conditional_throughput, load_stats, relevant_bounds)
 from gtplab.measure.mlrsearch.controller import (DEFAULT_TIME_BUDGET, DEFAULT_TRIAL_OVERHEAD,
@@ -27,8 +29,9 @@ from gtplab.measure.mlrsearch.controller import (DEFAULT_TIME_BUDGET, DEFAULT_TR
 
 __all__ = [
     "DEFAULT_DURATION_SUM", "DEFAULT_EXCEED_RATIO", "DEFAULT_FINAL_TRIAL_DURATION", "DEFAULT_GOALS",
-    "DEFAULT_INITIAL_TRIAL_DURATION", "DEFAULT_LOSS_RATIO", "DEFAULT_WIDTH", "PDR_LOSS_RATIO", "PRESETS",
-    "GoalError", "SearchGoal", "check_goals", "goal_from_spec", "ndr", "pdr", "rfc2544",
+    "DEFAULT_INITIAL_TRIAL_DURATION", "DEFAULT_LOSS_RATIO", "DEFAULT_SHORTFALL", "DEFAULT_WIDTH", "PDR_LOSS_RATIO",
+    "PRESETS", "GoalError", "SearchGoal", "check_goals", "dense_code", "goal_from_spec", "label", "ndr", "pdr",
+    "rfc2544", "shortfall_allowance",
     "Bound", "Bounds", "LoadStats", "Trial", "TrialInput", "TrialOutput", "by_load", "classify",
     "conditional_throughput", "load_stats", "relevant_bounds",
     "DEFAULT_TIME_BUDGET", "DEFAULT_TRIAL_OVERHEAD", "DISTURBED_POLICIES", "IRREGULAR_BUDGET",

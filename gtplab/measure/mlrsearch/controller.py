@@ -54,6 +54,10 @@ Load selection is the implementation's freedom (RFC 9971 4.1.3, 5.5); this one:
   Undecided and is measured again (rule 1). "count" classifies them like any other trial.
   RFC 9971 knows no disturbed trials: excluding them is a deviation the test report must state
   (RFC 9971 4.4.3: a deviation from the RFC 2544 trial "MUST be described explicitly").
+- Generator shortfall (TrialOutput.shortfall): a measurer may leave out of the loss ratio a
+  shortfall of up to half the narrowest goal width (goal.shortfall_allowance); the controller counts
+  a larger one as loss (TrialOutput.with_shortfall_counted), so no Lower Bound sits more than half
+  a width above the load the generator offered there, whatever the measurer forgave.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gtplab.measure.mlrsearch.goal import (DEFAULT_FINAL_TRIAL_DURATION, DEFAULT_GOALS, GoalError, SearchGoal,
-                                           check_goals, scaled)
+                                           check_goals, scaled, shortfall_allowance)
 from gtplab.measure.mlrsearch.logic import (Bound, Bounds, Trial, TrialInput, TrialOutput, by_load, classify,
                                             conditional_throughput, relevant_bounds)
 
@@ -319,6 +323,7 @@ class SearchResult:
     max_load: float
     search_time: float                      # sum of effective durations + overhead per trial
     disturbed_policy: str = "exclude"
+    shortfall_allowance: float | None = None  # the generator shortfall a trial could leave out of its loss
 
     def __getitem__(self, key: str | SearchGoal) -> GoalResult:
         for r in self.goals:
@@ -347,7 +352,7 @@ class SearchResult:
             "min_load": self.min_load, "max_load": self.max_load, "search_time_s": self.search_time,
             "trial_count": len(self.trials), "disturbed_trials": self.disturbed_trials,
             "disturbed_share": self.disturbed_share, "disturbed_policy": self.disturbed_policy,
-            "host_busy": self.host_busy}
+            "host_busy": self.host_busy, "shortfall_allowance": self.shortfall_allowance}
         if trials:
             d["trials"] = [t.as_dict() for t in self.trials]
         return d
@@ -385,6 +390,7 @@ class Controller:
         if disturbed not in DISTURBED_POLICIES:
             raise GoalError(f"disturbed: one of {', '.join(DISTURBED_POLICIES)}, got {disturbed!r}")
         self.disturbed = disturbed
+        self.shortfall_allowance = shortfall_allowance(self.goals)
         self._targets = {g: phases(g) for g in self.goals}
         self.trials: list[Trial] = []
         self.spent = 0.0
@@ -433,7 +439,7 @@ class Controller:
             raise ValueError(f"record({ti}): the trial asked for is {self._pending}")
         if not isinstance(out, TrialOutput):
             raise TypeError(f"the measurer must return a TrialOutput, got {type(out).__name__}")
-        t = Trial.of(ti, out)
+        t = Trial.of(ti, out.with_shortfall_counted(self.shortfall_allowance))
         self.trials.append(t)
         self.spent += t.effective_duration + self.trial_overhead
         self._pending = None
@@ -452,7 +458,7 @@ class Controller:
             st = phase_state(g, groups, self.min_load, self.max_load)
             results.append(goal_result(st, groups))
         return SearchResult(tuple(results), tuple(self.trials), self._stop or "unfinished",
-                            self.min_load, self.max_load, self.spent, self.disturbed)
+                            self.min_load, self.max_load, self.spent, self.disturbed, self.shortfall_allowance)
 
 
 def search(measure: Callable[[float, float], TrialOutput], goals: Iterable[SearchGoal] = DEFAULT_GOALS, *,

@@ -45,6 +45,19 @@ Each goal has a code, a short label for result lines, CSV columns and Pushgatewa
 The code names what the number means (how loss is judged and over how long), not how precisely or
 how quickly it was found: width and initial trial duration are left out of it, and every result
 record carries the whole goal beside its code. One search takes each code once.
+
+A short name hides what it stands for: "NDR" alone reads as RFC 2544's 60 s throughput, while the
+default NDR is 0.5 s trials summed to 1 s with one in two allowed to lose. So every place a result
+is named (result lines, CSV columns, the report, Pushgateway labels) carries the dense code beside
+the short name: `label` is 'NDR [0.5f1d0l50e]', `rfc_code` the dense code alone (for every goal,
+the named ones too), and dense_code() computes it from a result record's goal attributes (results
+written before the code was stored).
+
+Precision. The search claims that a goal's value lies within the goal width of its bounds, so a
+Lower Bound must have been offered (nearly) the load it is reported at: a measurer may forgive a
+generator's shortfall (count what it sent, not what it was asked to send) only up to
+shortfall_allowance(goals), half the narrowest goal width; the controller counts any larger one as
+loss (docs/mlrsearch.md, "Generator shortfall").
 """
 
 from __future__ import annotations
@@ -54,6 +67,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
 from gtplab.errors import UserError
+from gtplab.goalcode import dense as _dense, dense_code, label, pct as _pct  # noqa: F401  (dense_code, label: here too)
 
 DEFAULT_LOSS_RATIO = 0.0
 DEFAULT_EXCEED_RATIO = 0.5
@@ -62,15 +76,13 @@ DEFAULT_DURATION_SUM = 1.0
 DEFAULT_WIDTH = 0.02
 DEFAULT_INITIAL_TRIAL_DURATION = 0.5
 PDR_LOSS_RATIO = 0.005        # the PDR of FD.io CSIT and of issue 26: 0.5 %
+# the generator shortfall a measurer may forgive with the default goals (shortfall_allowance): half
+# their width, 1 %, what the lab's generator keeps to when it can reach the load (runner.py)
+DEFAULT_SHORTFALL = DEFAULT_WIDTH / 2
 
 
 class GoalError(UserError, ValueError):
     """A search goal (or a set of goals) that RFC 9971 does not allow, or that one search cannot take."""
-
-
-def _pct(ratio: float) -> str:
-    """A ratio as a short percentage: 0.005 -> '0.5', 0 -> '0', 0.5 -> '50'."""
-    return f"{ratio * 100:.6g}"
 
 
 @dataclass(frozen=True)
@@ -110,8 +122,12 @@ class SearchGoal:
     @property
     def rfc_code(self) -> str:
         """RFC 9971 appendix C's dense code of the four required attributes: '1f2d0.5l50e'."""
-        return (f"{self.final_trial_duration:g}f{self.duration_sum:g}d"
-                f"{_pct(self.loss_ratio)}l{_pct(self.exceed_ratio)}e")
+        return _dense(self.final_trial_duration, self.duration_sum, self.loss_ratio, self.exceed_ratio)
+
+    @property
+    def label(self) -> str:
+        """The code with the dense code beside it, how results name the goal: 'NDR [0.5f1d0l50e]'."""
+        return label(self.code, self.rfc_code)
 
     @property
     def code(self) -> str:
@@ -124,11 +140,12 @@ class SearchGoal:
         return self.rfc_code
 
     def as_dict(self) -> dict[str, Any]:
-        """Every attribute (RFC 9971 4.9.3: the report states all goal attributes) and the code."""
-        return {"code": self.code, **asdict(self)}
+        """Every attribute (RFC 9971 4.9.3: the report states all goal attributes), the code and the
+        dense code."""
+        return {"code": self.code, "rfc_code": self.rfc_code, **asdict(self)}
 
     def __str__(self) -> str:
-        return (f"{self.code} (loss {_pct(self.loss_ratio)} %, exceed {_pct(self.exceed_ratio)} %, "
+        return (f"{self.label} (loss {_pct(self.loss_ratio)} %, exceed {_pct(self.exceed_ratio)} %, "
                 f"final {self.final_trial_duration:g} s, sum {self.duration_sum:g} s, "
                 f"width {_pct(self.width)} %, initial {self.initial_trial_duration:g} s)")
 
@@ -163,7 +180,8 @@ _KEYS = tuple(f.name for f in fields(SearchGoal))
 def goal_from_spec(spec: str | Mapping[str, Any] | SearchGoal) -> SearchGoal:
     """A goal from a sweep spec entry: a preset name ('ndr', 'pdr', 'rfc2544'), or a mapping with an
     optional 'preset' and any SearchGoal attribute overriding it ({'preset': 'pdr', 'loss_ratio':
-    0.001}). Unknown names and keys are a GoalError."""
+    0.001}), and optionally its 'rfc_code' (as as_dict() gives it back), which must match the
+    attributes. Unknown names and keys are a GoalError."""
     if isinstance(spec, SearchGoal):
         return spec
     if isinstance(spec, str):
@@ -172,15 +190,18 @@ def goal_from_spec(spec: str | Mapping[str, Any] | SearchGoal) -> SearchGoal:
         raise GoalError(f"search goal: a preset name or a mapping, got {spec!r}")
     attrs = dict(spec)
     preset = attrs.pop("preset", None)
+    rfc_code = attrs.pop("rfc_code", None)
     unknown = sorted(set(attrs) - set(_KEYS))
     if unknown:
         raise GoalError(f"search goal: unknown key(s) {', '.join(map(str, unknown))} "
-                        f"(known: preset, {', '.join(_KEYS)})")
-    if preset is None:
-        return SearchGoal(**attrs)
-    if preset not in PRESETS:
+                        f"(known: preset, rfc_code, {', '.join(_KEYS)})")
+    if preset is not None and preset not in PRESETS:
         raise GoalError(f"search goal: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
-    return PRESETS[preset](**attrs)
+    goal = SearchGoal(**attrs) if preset is None else PRESETS[preset](**attrs)
+    if rfc_code is not None and rfc_code != goal.rfc_code:
+        raise GoalError(f"search goal: rfc_code {rfc_code!r} does not match the goal's attributes "
+                        f"({goal.rfc_code}: {goal})")
+    return goal
 
 
 def check_goals(goals) -> tuple[SearchGoal, ...]:
@@ -199,6 +220,14 @@ def check_goals(goals) -> tuple[SearchGoal, ...]:
                             f"goals that differ only in width or initial trial duration cannot share a search")
         seen[g.code] = g
     return goals
+
+
+def shortfall_allowance(goals) -> float:
+    """The largest generator shortfall (share of Trial Load x Trial Duration not sent) a trial's loss
+    ratio may leave out for these goals: half the narrowest goal width. A Lower Bound L was then
+    offered at least (1 - width / 2) x L, so the value a search reports is within half its width of
+    a load the DUT was shown to carry without exceeding the goal (docs/mlrsearch.md)."""
+    return min(g.width for g in check_goals(goals)) / 2.0
 
 
 def scaled(goal: SearchGoal, **attrs: float) -> SearchGoal:

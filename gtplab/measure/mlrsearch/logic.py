@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from gtplab.measure.mlrsearch.goal import SearchGoal
+from gtplab.measure.mlrsearch.goal import DEFAULT_SHORTFALL, SearchGoal
 
 EPS = 1e-9
 
@@ -50,6 +50,10 @@ class TrialOutput:
     forwarding_rate     Trial Forwarding Rate (4.5.7); None: load x (1 - loss_ratio). Informative:
                         the RFC computes conditional throughput from the load and the loss ratio
     offered_load        what the generator achieved (informative: RFC 2285 3.5.2; not used here)
+    shortfall           the share of the intended frames (Trial Load x Trial Duration) the generator
+                        did not send and loss_ratio leaves out (from_counts: a shortfall it forgave).
+                        The controller counts a shortfall above goal.shortfall_allowance (half the
+                        narrowest goal width) as loss: with_shortfall_counted()
     disturbed           the measurer saw the host disturb the trial (issue 26 item 2: CPU time taken
                         from the DUT or generator, steal, run-queue wait beyond a threshold). The
                         controller keeps the trial and reports it, and by default does not classify
@@ -63,35 +67,56 @@ class TrialOutput:
     offered_load: float | None = None
     disturbed: bool = False
     info: Any = field(default=None, compare=False)
+    shortfall: float = 0.0
 
     def __post_init__(self) -> None:
         lr = self.loss_ratio
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0.0 <= lr <= 1.0:
             raise ValueError(f"trial output: loss_ratio must be within 0..1 (RFC 9971 4.5.5, 4.5.6), got {lr!r}")
+        sf = self.shortfall
+        if isinstance(sf, bool) or not isinstance(sf, (int, float)) or not 0.0 <= sf <= 1.0:
+            raise ValueError(f"trial output: shortfall must be within 0..1, got {sf!r}")
         ed = self.effective_duration
         if ed is not None and (isinstance(ed, bool) or not isinstance(ed, (int, float)) or not ed > 0):
             raise ValueError(f"trial output: effective_duration must be positive seconds, got {ed!r}")
 
     @classmethod
     def from_counts(cls, sent: int, received: int, *, intended: float | None = None,
-                    shortfall: float = 0.03, **kw: Any) -> "TrialOutput":
+                    shortfall: float = DEFAULT_SHORTFALL, **kw: Any) -> "TrialOutput":
         """A trial output from packet counts: loss = (expected - received) / expected.
 
         expected is what the generator sent; but when the generator sent less than (1 - shortfall) of
         the `intended` count (Trial Load x Trial Duration), the intended count is expected instead, so
         a generator that cannot keep up shows as loss, as RFC 9971 4.9.1 recommends ("turn any severe
         deviation between the Intended Load and the Offered Load into the increased Trial Loss
-        Ratio"). Received beyond expected (duplicates) counts as no loss."""
+        Ratio"). A smaller shortfall is forgiven and said in the output's `shortfall`. `shortfall`
+        should be goal.shortfall_allowance(goals) (the default: that of the default goals, 1 %); the
+        controller counts any larger forgiven shortfall as loss anyway. Received beyond expected
+        (duplicates) counts as no loss."""
         if sent < 0 or received < 0:
             raise ValueError(f"trial output: negative packet counts (sent {sent}, received {received})")
         expected = float(sent)
-        if intended is not None and intended > 0 and sent < (1.0 - shortfall) * intended:
-            expected = float(intended)
+        forgiven = 0.0
+        if intended is not None and intended > 0:
+            if sent < (1.0 - shortfall) * intended:
+                expected = float(intended)
+            else:
+                forgiven = max(0.0, 1.0 - sent / intended)
         if expected <= 0:
             raise ValueError("trial output: no packets expected (a load that sends no frame in the trial "
                              "has no loss ratio: RFC 9971 4.6.8.2 asks for a min load that sends some)")
         loss = min(1.0, max(0.0, (expected - received) / expected))
-        return cls(loss_ratio=loss, **kw)
+        return cls(loss_ratio=loss, shortfall=forgiven, **kw)
+
+    def with_shortfall_counted(self, allowance: float) -> "TrialOutput":
+        """This output, its shortfall counted as loss when it is above `allowance`: the loss ratio of
+        what was received against the intended count, 1 - (1 - loss) x (1 - shortfall) (RFC 9971
+        4.5.5: the frames "expected to be forwarded" are by default those intended). A forwarding
+        rate the measurer gave is the frames received either way and is kept."""
+        if self.shortfall <= allowance * (1 + 1e-9):
+            return self
+        loss = min(1.0, 1.0 - (1.0 - self.loss_ratio) * (1.0 - self.shortfall))
+        return replace(self, loss_ratio=loss, shortfall=0.0)
 
 
 @dataclass(frozen=True)
@@ -105,6 +130,7 @@ class Trial:
     disturbed: bool = False
     offered_load: float | None = None
     info: Any = field(default=None, compare=False, repr=False)
+    shortfall: float = 0.0           # the generator shortfall the loss ratio leaves out (forgiven)
 
     @classmethod
     def of(cls, ti: TrialInput, out: TrialOutput) -> "Trial":
@@ -112,7 +138,8 @@ class Trial:
                    effective_duration=float(out.effective_duration or ti.duration),
                    forwarding_rate=(float(out.forwarding_rate) if out.forwarding_rate is not None
                                     else ti.load * (1.0 - out.loss_ratio)),
-                   disturbed=bool(out.disturbed), offered_load=out.offered_load, info=out.info)
+                   disturbed=bool(out.disturbed), offered_load=out.offered_load, info=out.info,
+                   shortfall=float(out.shortfall))
 
     def high_loss(self, goal: SearchGoal) -> bool:
         """High-Loss Trial (4.7.1.1): loss above the goal loss ratio (exactly: a ratio of packet
@@ -126,7 +153,7 @@ class Trial:
     def as_dict(self) -> dict[str, Any]:
         return {"load": self.load, "duration": self.duration, "loss_ratio": self.loss_ratio,
                 "effective_duration": self.effective_duration, "forwarding_rate": self.forwarding_rate,
-                "offered_load": self.offered_load, "disturbed": self.disturbed}
+                "offered_load": self.offered_load, "disturbed": self.disturbed, "shortfall": self.shortfall}
 
 
 class Bound(enum.Enum):
