@@ -9,6 +9,7 @@ of what it checks but the Protocols' implementations."""
 from __future__ import annotations
 
 import ast
+import re
 import typing
 from collections import defaultdict
 from pathlib import Path
@@ -124,6 +125,58 @@ def test_no_import_cycle_between_subpackages_or_modules():
              if (src == "gtplab.errors" and dst != src)
              or (src == "gtplab.rates" and dst not in (src, "gtplab.errors"))]
     assert not below, "\n".join(below)
+
+
+DOC = REPO / "docs" / "architecture.md"
+
+
+def doc_ranks() -> dict[str, int]:
+    """{layer: rank} from the numbered list between <!-- ranks --> and <!-- /ranks --> in
+    docs/architecture.md (1 is the top)."""
+    text = DOC.read_text()
+    body = re.search(r"<!-- ranks -->(.*?)<!-- /ranks -->", text, re.S)
+    assert body, "docs/architecture.md has no <!-- ranks --> list"
+    out: dict[str, int] = {}
+    for rank, names in re.findall(r"^(\d+)\. (.+)$", body.group(1), re.M):
+        for name in re.findall(r"`([^`]+)`", names):
+            assert name not in out, f"{name} is given two ranks in docs/architecture.md"
+            out[name] = int(rank)
+    return out
+
+
+def test_every_import_goes_down_the_ranks_the_architecture_page_draws():
+    """An import between layers goes to a lower rank of docs/architecture.md's list: never up, never
+    sideways within a rank; every layer of the package has a rank."""
+    ranks = doc_ranks()
+    found = imports()
+    layers = {layer(m) for src, dst, _ in found for m in (src, dst)}
+    assert not layers - set(ranks), f"layers without a rank in docs/architecture.md: {sorted(layers - set(ranks))}"
+    bad = sorted({f"{at}: {src} ({layer(src)}, rank {ranks[layer(src)]}) imports {dst} "
+                  f"({layer(dst)}, rank {ranks[layer(dst)]})"
+                  for src, dst, at in found
+                  if layer(src) != layer(dst) and ranks[layer(src)] >= ranks[layer(dst)]})
+    assert not bad, "imports against the ranks of docs/architecture.md:\n" + "\n".join(bad)
+
+
+def test_the_architecture_page_names_every_module():
+    """Each module of the package is named in its subpackage's row of the table (its path below
+    the subpackage, `mlrsearch/goal.py`, or its file name; `fwd.*` names fwd.py), and each top-level
+    module has its own row."""
+    rows = dict(re.findall(r"^\| \[`gtplab/([^`]+?)/?`\]\([^)]*\) \|(.*)$", DOC.read_text(), re.M))
+    missing = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts == ("__init__.py",) or (len(rel.parts) == 2 and rel.name == "__init__.py"):
+            continue
+        if len(rel.parts) == 1:
+            if rel.name not in rows:
+                missing.append(f"{rel} (no row)")
+            continue
+        row = rows.get(rel.parts[0], "")
+        inner = "/".join(rel.parts[1:])
+        if not any(f"`{n}`" in row or f"{n}" in row for n in (inner, rel.name, f"{path.stem}.*")):
+            missing.append(str(rel))
+    assert not missing, "modules docs/architecture.md does not name: " + ", ".join(missing)
 
 
 def _members(proto: type) -> set[str]:
