@@ -8,8 +8,11 @@
 
 Each kind builds the lab its config describes, runs, tears it down, and writes a results directory
 (-o, default results/upftest-<kind>-<uuid>): run.json, cases.jsonl, report.md, report/index.html;
-with --push URL every case goes to the Pushgateway (job gtplab_upftest). Exit 0 when every case
-passes, 1 when one fails or is not supported (the UPF's Cause says why). docs/upftests.md.
+with --push URL every case goes to the Pushgateway (job gtplab_upftest). Exit 0 when no case fails
+and none is not supported (every case passed, or some were "not decided": a premise of theirs, the
+load offered as asked, the handover's switch while the traffic ran ..., did not hold, which says
+nothing against the UPF; the summary line and run.json count them, run again on a quieter host to
+decide them), 1 when one fails or is not supported (the UPF's Cause says why). docs/upftests.md.
 
 Whatever ends the run, what it measured is kept: run.json is written before the lab is built
 (status "running", the command, the lab config, the kind, the cases planned) and each case is
@@ -213,10 +216,10 @@ def _run(args) -> int:
     s = record.summary(cases)
     for c in cases:
         if c["verdict"] not in ("pass", "measured"):
-            print(f"  {c['case_id']}: {c['verdict']}: {c.get('why', '')}", file=sys.stderr)
-    print(f"gtplab upftest {args.kind}: {run['upf']}: {s['verdict']} ({s['counts']['pass']} pass, "
-          f"{s['counts']['fail']} fail, {s['counts']['not supported']} not supported"
-          + (f", {s['counts']['measured']} measured" if s['counts']['measured'] else "") + ")")
+            why = c.get("why", "")          # a not decided case's why starts with "not decided: "
+            print(f"  {c['case_id']}: " + (why if why.startswith(c["verdict"]) else f"{c['verdict']}: {why}"),
+                  file=sys.stderr)
+    print(f"gtplab upftest {args.kind}: {run['upf']}: {s['verdict']} ({record.counts_text(s['counts'])})")
     print(f"results: {out}")
     if args.push:
         try:
@@ -224,7 +227,8 @@ def _run(args) -> int:
         except Exception as e:          # noqa: BLE001 -- the results are written; one line says what failed
             print(f"gtplab upftest: push to {args.push} failed: {e}", file=sys.stderr)
             return 1
-    return 0 if s["verdict"] == "pass" else 1
+    # "not decided" is no failure of the UPF: exit 0 with the cases counted apart (module doc)
+    return 0 if s["verdict"] in ("pass", "not decided") else 1
 
 
 def add_parser(subparsers) -> None:

@@ -8,12 +8,18 @@ criteria.handover checks per session: exactly one End Marker on the old tunnel, 
 after the last G-PDU on the old path; every downlink packet (the engine's per-stream sequence
 number) on exactly one path, none lost, none twice; the switch time (Update FAR sent -> first
 packet on the new path) and the gap (last old -> first new) measured.
+
+Premises (criteria.handover; "not decided" when one fails): the traffic ran before the Update FAR
+was sent and still ran 0.1 s after it was answered (on a loaded host the Update can be answered
+after the traffic ended: every packet then goes on the old path and says nothing of the switch),
+and the capture lost nothing.
 """
 
 from __future__ import annotations
 
 import time
 
+from gtplab.traffic.engine.capture import capture_clock_ns
 from gtplab.upftests import criteria as C
 from gtplab.upftests.harness import Unsupported, Upf
 
@@ -41,10 +47,21 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
         return [{"case_id": "handover", "kind": "handover", "verdict": "not supported", "why": str(e),
                  "cause": e.cause}]
     total = int(pps * duration * len(sessions)) + 10_000
-    ports = upf.start([upf.dl_stream(s, size, pps) for s in sessions], duration=duration)
+    # the capture first: started after the traffic it can miss the first packets (once, on a loaded
+    # host, 6 of 14,901 "on neither path" on both sessions alike: most likely those; each case now
+    # lists its first missing sequence numbers, missing_seqs); the engine's capture is apart from
+    # its streams, so it takes nothing from before them
     cap = upf.client.start_capture(rx_ports=[0], limit=total)["id"]
-    time.sleep(SWITCH_AT_S)
-    targets, t_req, errors = {}, {}, {}
+    ports = upf.start([upf.dl_stream(s, size, pps) for s in sessions], duration=duration)
+    # when the generator started (its port's start, else now), on the capture's clock; the switch
+    # SWITCH_AT_S after it (not after this process got round to sleeping: on a loaded host that
+    # came 2.3 s late once, after the traffic had ended)
+    now_mono, now_cap = time.monotonic(), capture_clock_ns()
+    t_port = upf.port_start(ports[0])
+    t_start = now_cap if t_port is None else now_cap - int((now_mono - t_port) * 1e9)
+    t_end = t_start + int(duration * 1e9)
+    time.sleep(max(0.0, (t_port if t_port is not None else now_mono) + SWITCH_AT_S - time.monotonic()))
+    targets, t_req, t_ans, errors = {}, {}, {}, {}
     for s in sessions:
         new = (a.sgw(s.index + 8), s.rules.gnb_teid + 0x1000)
         try:
@@ -52,7 +69,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
             targets[s.index] = new
         except Unsupported as e:
             errors[s.index] = e
-        t_req[s.index] = upf.sent_ns
+        t_req[s.index], t_ans[s.index] = upf.sent_ns, upf.answered_ns
     upf.wait(ports)
     # the capture stops once the generator's flow counters have every packet back (or LATE_S has
     # passed): a UPF that holds a few packets over the switch (Open5GS: 4-7 of 15,000 arrived more
@@ -76,15 +93,13 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
             continue
         tx, rx = end.get(s.pg_dl, (0, 0))
         c = C.handover(recs, s.pg_dl, tx, (s.rules.gnb, s.rules.gnb_teid), targets[s.index], s.rules.qfi,
-                       t_req[s.index])
+                       t_req[s.index], t_answer_ns=t_ans[s.index], traffic_start_ns=t_start, traffic_end_ns=t_end,
+                       capture_lost=lost_capture)
         c.update(case_id=cid, kind="handover", session=s.index, qfi=s.rules.qfi, frame_size=size,
                  direction="downlink", criterion="1 End Marker on the old tunnel after its last G-PDU (with PSC "
                  "if QFI), every packet on exactly one path",
                  offered_pps=pps, rx_packets=rx, captured=len(recs), capture_lost=lost_capture,
                  old=f"{s.rules.gnb}/{s.rules.gnb_teid:#x}", new=f"{targets[s.index][0]}/{targets[s.index][1]:#x}")
-        if lost_capture:
-            c["verdict"] = "fail"
-            c["why"] = (c.get("why", "") + f"; the capture lost {lost_capture} frames (not decided)").lstrip("; ")
         cases.append(c)
     for s in sessions:
         upf.delete(s)

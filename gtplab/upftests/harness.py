@@ -234,13 +234,15 @@ class Upf:
         return s
 
     def modify(self, s: TestSession, what: str = "session modification", **kw) -> m.Scanned:
-        """Session Modification (rules.modification's kw); sent_ns: when the request left, on the
-        capture's clock (built first: Scapy takes milliseconds)."""
+        """Session Modification (rules.modification's kw); sent_ns / answered_ns: when the request
+        left / its answer was read, on the capture's clock (built first: Scapy takes milliseconds)."""
         seq = self.node.next_seq()
         data = R.modification(seq, s.up_seid, **kw)
         with self.node.lock:            # not held by the node's idle thread between now and the send
             self.sent_ns = capture_clock_ns()
+            self.answered_ns = None
             r = self._request(data, seq, what, s)
+            self.answered_ns = capture_clock_ns()
         s.usage += R.usage_reports(r.raw, time.time())
         return r
 

@@ -18,7 +18,14 @@ bursts more than PHASE_MIN_S apart the two readings are taken half-way between t
 bursts and the window is a whole number of its periods (readings every READ_STEP_S around both
 ends): a window cut in mid-burst would count a burst or not by chance. A closed gate drops every
 packet. Isolation (criteria.isolation): the last session at 2 x its MBR delivers the same rate
-(+-1 %) with the other sessions at 2 x theirs as alone (a first trial with it alone). The burst that
+(+-1 %) with the other sessions at 2 x theirs as alone (a first trial with it alone).
+
+Premises (criteria.policing; "not decided" when one fails, never pass or fail): the load offered
+as asked (above the MBR the window's offered rate within 5 % of it; at or below, the trial's
+packets within 5 % and a burst) and reaching the policer: the packets each trial lost before it
+(the DUT's receive ring, a socket UPF's receive buffer or TUN queue: criteria.PRE_POLICER_PLACES)
+may not explain a case's verdict. The burst tolerance leaves out trials not decided; isolation
+is not decided when either of its trials is not. The burst that
 actually left back to back is each case's max_burst (the engine's tx_max_burst: a port's streams
 take turns, so even B = 1 leaves a few frames back to back when several share a port).
 """
@@ -184,7 +191,10 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
         # the burst the criterion holds the UPF to is what left back to back: B, or more when the
         # generator was held up and caught up (max_burst)
         sent = max(b, max_burst.get(pg) or 0)
-        c = C.policing(f, mbr, tx, rx, delivered, offered_bps=offered, burst_bytes=sent * l3)
+        before, before_at = C.lost_before_policer(where, d, upf.lab.ports[port].ifname)
+        c = C.policing(f, mbr, tx, rx, delivered, offered_bps=offered, burst_bytes=sent * l3,
+                       asked_packets=pps * duration, burst_packets=b, lost_before=before, lost_before_at=before_at,
+                       window_s=win, l3_bytes=l3)
         tag = f"b{b}" if burst != MIN else "bmin"
         c.update(case_id=f"policing-s{s.index}-{d}-{size}-x{f:g}-{tag}", kind="policing", session=s.index,
                  direction=d, frame_size=size, l3_bytes=l3, window_s=round(win, 3), mbr_mbps=mbr / 1e6,
@@ -192,7 +202,7 @@ def _trial(upf: Upf, sessions, size: int, f: float, duration: float, burst) -> l
                  burst_period_ms=round(period * 1e3, 3), max_burst=max_burst.get(pg))
         if where_words:
             c["loss_where"] = {"trial_lost": trial_lost, **where}
-            if c.get("verdict") == "fail" and tx > rx:
+            if c.get("verdict") in ("fail", C.NOT_DECIDED) and tx > rx:
                 c["why"] = f"{c.get('why', '')}; {where_words}"
         cases.append(c)
     return cases
@@ -205,7 +215,7 @@ def _tolerance(cases: list[dict], size: int) -> list[dict]:
                          if c.get("frame_size") == size and c.get("burst") is not None)
     for sess, d in keys:
         trials = [dict(burst_bytes=c["burst"] * c["l3_bytes"], burst_packets=c["burst"], tx_packets=c["tx_packets"],
-                       rx_packets=c["rx_packets"], max_burst=c.get("max_burst"))
+                       rx_packets=c["rx_packets"], max_burst=c.get("max_burst"), decided=C.premises_held(c))
                   for c in cases if c.get("session") == sess and c["direction"] == d and c.get("frame_size") == size
                   and c.get("burst") is not None and c["factor"] <= C.NO_LOSS_FACTOR]
         if not trials:
@@ -227,7 +237,9 @@ def _isolation(alone: dict, cases: list[dict], index: int, size: int, burst: int
                          and c.get("burst") == burst and c.get("burst_role") == "swept"), None)
         if together is None:
             continue
-        c = C.isolation(a["delivered_bps"], together["delivered_bps"], a["offered_bps"])
+        c = C.isolation(a["delivered_bps"], together["delivered_bps"], a["offered_bps"],
+                        alone_decided=C.premises_held(a), together_decided=C.premises_held(together),
+                        mbr_bps=a["mbr_bps"])
         c.update(case_id=f"policing-isolation-s{index}-{d}", kind="policing", session=index, direction=d,
                  frame_size=size, mbr_bps=a["mbr_bps"], factor=ISOLATION_FACTOR, burst=burst)
         out.append(c)
@@ -240,13 +252,16 @@ def _gate(upf: Upf, size: int) -> list[dict]:
     except Unsupported as e:
         return [{"case_id": "policing-gate", "kind": "policing", "verdict": "not supported", "why": str(e),
                  "cause": e.cause}]
+    snap = upf.loss_snapshot()
     ports = upf.start([upf.ul_stream(s, size, GATE_PPS), upf.dl_stream(s, size, GATE_PPS)], duration=1.0)
     upf.wait(ports)
     end = upf.flow()
+    where = upf.loss_delta(snap, upf.loss_snapshot())
     out = []
-    for pg, d in ((s.pg_ul, "uplink"), (s.pg_dl, "downlink")):
+    for pg, d, port in ((s.pg_ul, "uplink", 0), (s.pg_dl, "downlink", 1)):
         tx, rx = end.get(pg, (0, 0))
-        c = C.policing(0.0, 0.0, tx, rx, None, gate_open=False)
+        before, before_at = C.lost_before_policer(where, d, upf.lab.ports[port].ifname)
+        c = C.policing(0.0, 0.0, tx, rx, None, gate_open=False, lost_before=before, lost_before_at=before_at)
         c.update(case_id=f"policing-gate-{d}", kind="policing", session=s.index, direction=d, frame_size=size,
                  dropped_packets=tx - rx)
         out.append(c)

@@ -26,20 +26,32 @@ from gtplab.results import store
 
 JOB = "gtplab_upftest"
 # "measured": a figure without a criterion (policing: the loss of a burst larger than the required
-# tolerance); it counts neither for nor against the kind's verdict
-VERDICTS = ("pass", "fail", "not supported", "measured")
+# tolerance); it counts neither for nor against the kind's verdict. "not decided": a premise of the
+# case did not hold (criteria.decide: the load not offered as asked, the handover's switch after the
+# traffic ...), so neither pass nor fail; counted apart
+VERDICTS = ("pass", "fail", "not supported", "not decided", "measured")
 FIGURES = ("delivered_bps", "alone_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "burst",
-           "burst_bytes", "max_burst", "tolerance_bytes", "tolerance_ms", "first_lost_bytes", "missing", "duplicates",
-           "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p99_ms", "rate_per_s")
+           "burst_bytes", "max_burst", "lost_before_policer", "tolerance_bytes", "tolerance_ms", "first_lost_bytes",
+           "missing", "duplicates", "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p99_ms", "rate_per_s")
 
 
 def summary(cases: list[dict]) -> dict:
-    """A kind's verdict: "not supported" if any case is, else "fail" if any fails, else "pass";
-    with counts."""
+    """A kind's verdict: "not supported" if any case is and none passes, else "fail" if any fails
+    or is not supported, else "not decided" if any case is (its premises did not hold: what passed
+    is not the whole kind), else "pass" (a case passed); with counts."""
     n = {v: sum(1 for c in cases if c.get("verdict") == v) for v in VERDICTS}
     verdict = ("not supported" if n["not supported"] and not n["pass"] else
-               "fail" if n["fail"] or n["not supported"] else "pass" if n["pass"] else "fail")
+               "fail" if n["fail"] or n["not supported"] else "not decided" if n["not decided"] else
+               "pass" if n["pass"] else "fail")
     return {"verdict": verdict, "counts": n, "cases": len(cases)}
+
+
+def counts_text(counts: dict) -> str:
+    """'3 pass, 1 fail, 0 not supported, 2 not decided, 4 measured' (the last two when nonzero)."""
+    return (f"{counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
+            f"{counts.get('not supported', 0)} not supported"
+            + (f", {counts['not decided']} not decided" if counts.get("not decided") else "")
+            + (f", {counts['measured']} measured" if counts.get("measured") else ""))
 
 
 def write(results_dir: Path, run: dict, cases: list[dict]) -> None:
@@ -236,6 +248,8 @@ def markdown(run: dict, cases: list[dict]) -> str:
              f"lab config {run['lab_config']}, {run['started']}, command `{run.get('command', '')}`", "",
              f"**{s['verdict']}**: {s['counts']['pass']} pass, {s['counts']['fail']} fail, "
              f"{s['counts']['not supported']} not supported"
+             + (f", {s['counts']['not decided']} not decided (a premise did not hold)"
+                if s['counts'].get('not decided') else "")
              + (f", {s['counts']['measured']} measured (no criterion)" if s['counts'].get('measured') else "")
              + f" of {s['cases']} cases", ""]
     if ending_text(run):
@@ -254,7 +268,7 @@ def page(run: dict, cases: list[dict]) -> str:
     s = run["summary"]
     return (f"<!doctype html><meta charset='utf-8'><title>gtplab upftest {html.escape(run['test'])}</title>"
             "<style>td,th{border:1px solid #ccc;padding:2px 6px}.fail{background:#fdd}.pass{background:#dfd}"
-            ".not-supported{background:#eee}</style>"
+            ".not-supported{background:#eee}.not-decided{background:#ffd}</style>"
             f"<h1>gtplab upftest {html.escape(run['test'])}: {html.escape(run['upf'])}</h1>"
             f"<p>{html.escape(run['lab_config'])}, {html.escape(run['started'])}: <b>{s['verdict']}</b> "
             f"({s['counts']})</p>"
@@ -265,9 +279,14 @@ def page(run: dict, cases: list[dict]) -> str:
 
 def registry(run: dict, case: dict) -> CollectorRegistry:
     """One case's gauges: gtplab_upftest_case_pass (1 pass, 0 fail, -1 not supported; none for a
-    "measured" case, which has no criterion) and its figures (gtplab_upftest_case_value{figure=...})."""
+    "measured" case, which has no criterion, nor for a "not decided" one, which has
+    gtplab_upftest_case_not_decided 1 instead: it is neither a pass nor a fail) and its figures
+    (gtplab_upftest_case_value{figure=...})."""
     reg = CollectorRegistry()
-    if case.get("verdict") != "measured":
+    if case.get("verdict") == "not decided":
+        Gauge("gtplab_upftest_case_not_decided", "1: a premise of the case did not hold, no verdict",
+              ["upf", "test"], registry=reg).labels(upf=run["upf"], test=run["test"]).set(1)
+    elif case.get("verdict") != "measured":
         v = {"pass": 1, "fail": 0}.get(case.get("verdict"), -1)
         Gauge("gtplab_upftest_case_pass", "1 pass, 0 fail, -1 not supported (the UPF rejected it)",
               ["upf", "test"], registry=reg).labels(upf=run["upf"], test=run["test"]).set(v)
@@ -328,9 +347,12 @@ def table(dirs: list[str]) -> str:
             bad.append((d, problem))
             continue
         s = r.get("summary") or summary(cases)
-        fails = [c for c in cases if c.get("verdict") not in ("pass", "measured")]
+        # what did not pass: the failures first, then what was not decided (with why)
+        fails = sorted((c for c in cases if c.get("verdict") not in ("pass", "measured")),
+                       key=lambda c: c.get("verdict") == "not decided")
         why = "; ".join(f"{c['case_id']}: {c.get('why', '')}" for c in fails[:2])
         measured = s["counts"].get("measured", 0)
+        undecided = s["counts"].get("not decided", 0)
         tol = [c for c in cases if c.get("tolerance_bytes") is not None]
         extra = ""
         if tol:       # policing: the UPF's burst tolerance over its sessions and directions
@@ -341,7 +363,8 @@ def table(dirs: list[str]) -> str:
         if ended:
             verdict = f"**{ended}**" + (f" ({s['counts']['pass']} pass)" if cases else "")
         else:
-            verdict = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases'] - measured} pass"
+            verdict = (f"**{s['verdict']}** ({s['counts']['pass']}/{s['cases'] - measured - undecided} pass"
+                       + (f", {undecided} not decided" if undecided else "")
                        + (f", {measured} measured" if measured else "") + ")")
         if problem:
             why = (f"{why}; " if why else "") + f"cases not read: {problem}"

@@ -59,8 +59,8 @@ class _Kind:
     """A test kind that finishes n cases, checking at each what is already on disk, then ends as told:
     "return", "sigint", "sigterm", "error"."""
 
-    def __init__(self, n: int, then: str = "return", out: Path | None = None):
-        self.n, self.then, self.out, self.seen = n, then, out, []
+    def __init__(self, n: int, then: str = "return", out: Path | None = None, verdicts: tuple = ()):
+        self.n, self.then, self.out, self.seen, self.verdicts = n, then, out, [], verdicts
 
     @staticmethod
     def planned(**_):
@@ -73,7 +73,9 @@ class _Kind:
                 run = json.loads((self.out / "run.json").read_text())
                 lines = (self.out / "cases.jsonl").read_text().splitlines() if i else []
                 self.seen.append((run["status"], len(lines)))
-            cases.append({"case_id": f"usage-c{i}", "kind": "usage", "verdict": "pass"})
+            v = self.verdicts[i] if i < len(self.verdicts) else "pass"
+            cases.append({"case_id": f"usage-c{i}", "kind": "usage", "verdict": v,
+                          **({"why": f"not decided: premise of c{i}"} if v == "not decided" else {})})
         if self.then == "sigint":
             raise KeyboardInterrupt
         if self.then == "sigterm":
@@ -121,6 +123,24 @@ def test_run_json_is_written_at_the_start_and_each_case_as_it_finishes(tmp_path,
     assert [c["case_id"] for c in cases] == ["usage-c0", "usage-c1", "usage-c2"]
     assert all(c["run_uuid"] == run["uuid"] for c in cases)
     assert fake_lab.closed and not list(out.glob(".gtplab-*"))
+
+
+@pytest.mark.parametrize("verdicts,code,verdict", [
+    (("pass", "not decided", "pass"), 0, "not decided"),     # no failure of the UPF: exit 0, counted apart
+    (("pass", "not decided", "fail"), 1, "fail"),
+    (("pass", "pass", "pass"), 0, "pass"),
+])
+def test_not_decided_cases_are_counted_apart_and_do_not_fail_the_run(tmp_path, monkeypatch, fake_lab, capsys,
+                                                                       verdicts, code, verdict):
+    out = tmp_path / "r"
+    assert _upftest(monkeypatch, _Kind(3, verdicts=verdicts), "-o", str(out)) == code
+    run = _run(out)
+    assert run["summary"]["verdict"] == verdict
+    assert run["summary"]["counts"]["not decided"] == verdicts.count("not decided")
+    o = capsys.readouterr()
+    if "not decided" in verdicts:
+        assert f": {verdict} (" in o.out and "1 not decided)" in o.out, o
+        assert "  usage-c1: not decided: premise of c1\n" in o.err, o
 
 
 def test_ctrl_c_marks_the_run_interrupted_after_the_cases_it_finished(tmp_path, monkeypatch, fake_lab, capsys):

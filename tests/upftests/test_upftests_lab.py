@@ -1,9 +1,12 @@
 """Each UPF behaviour test kind run briefly in the namespace lab: against the PGW-U (embedded-pfcp,
-its agent `pgwu pfcp`) and against eUPF (embedded-eupf; skipped, with the reason, when its runtime
-is absent). What is asserted is what holds whatever the UPF enforces: every case is decided from
-what was measured (its figures recomputed give its verdict), a rejection is "not supported" with the
-UPF's Cause, never a timeout; and, for the PGW-U, what it does today (it answers the rules; until
-its enforcement lands, policing above the MBR and End Markers fail, with figures)."""
+its agent `pgwu pfcp`), eUPF (embedded-eupf) and Open5GS (embedded-open5gs; each skipped, with the
+reason, when its runtime is absent). What is asserted is what each UPF is known to do (issue 31
+item 3; docs/upftests.md's verdict table): the PGW-U's policing within the MBR band and nothing lost
+below it, its End Marker and lossless switch, its usage reports equal to the generator's counts;
+the known failures of the others with their figures. Never the criterion function recomputed on
+the case's own figures (that would pass whatever the function says). Every case states its
+premises; a case the host could not decide ("not decided": the load not offered as asked, the
+switch after the traffic ...) skips the test as undecided, with why, rather than assert on it."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from gtplab.lab import topology
 from gtplab.upftests import criteria as C
 from gtplab.upftests import handover, n4, policing, usage
 from gtplab.upftests.harness import Upf
+from tests.conftest import UNDECIDED
 from tests.lib import REPO
 from tests.lib import external_upf as X
 from tests.lib.lab import leftovers
@@ -41,95 +45,178 @@ def _open(name):
     return Upf.open(cfg)
 
 
+def _premises_stated(cases):
+    """Every case states its premises, each with a name, whether it held and its figures; a "not
+    decided" one says which failed, in its why; a pass or a fail is on premises that all held (a
+    "measured" one, without a criterion, may have any)."""
+    for c in cases:
+        if c["verdict"] == "not supported":
+            continue
+        # (an idle N4 batch has none: nothing ran beside it)
+        assert "premises" in c and all({"name", "held", "figures"} <= set(p) for p in c["premises"]), c
+        assert c["premises"] or c["case_id"].endswith("-idle"), c
+        if c["verdict"] == "not decided":
+            failed = [p for p in c["premises"] if not p["held"]]
+            assert failed and c["why"].startswith("not decided: ") and all(p["why"] in c["why"] for p in failed), c
+        elif c["verdict"] in ("pass", "fail"):
+            assert all(p["held"] for p in c["premises"]), c
+
+
+def _decided(cases):
+    """The cases decided (what is known is asserted on these); _undecided() at the test's end."""
+    return [c for c in cases if c["verdict"] != C.NOT_DECIDED]
+
+
+def _brief(c):
+    """What an assertion on a case shows: its verdict, burst, loss, where, why and premises."""
+    keys = ("case_id", "verdict", "burst", "max_burst", "burst_bytes", "tx_packets", "rx_packets", "delivered_bps",
+            "mbr_bps", "lost_before_policer", "loss_where", "why")
+    return {**{k: c.get(k) for k in keys}, "premises": [(p["name"], p["held"]) for p in c.get("premises", ())]}
+
+
+def _undecided(cases):
+    """Skips the test as undecided (with their whys) when a case was "not decided": what was
+    decided has been asserted, the rest this host could not say."""
+    nd = [c for c in cases if c["verdict"] == C.NOT_DECIDED]
+    if nd:
+        pytest.skip(f"{UNDECIDED} {len(nd)} case(s) not decided on this host: "
+                    + "; ".join(f"{c['case_id']}: {c['why']}" for c in nd[:3]))
+
+
 @pytest.mark.parametrize("name", _configs())
-def test_policing_cases_are_decided_from_their_figures(name):
+def test_policing_outcomes(name):
     with _open(name) as upf:
         lab = upf.lab.name
-        cases = policing.run(upf, factors=(0.5, 2.0), mbrs_mbps=(2, 4), duration=2.0, bursts=(1, 32))
+        # 3 s trials: a window of 1.8 s (2 s gave 0.8 s, whose +-1 % moved the PGW-U's isolation
+        # by 1.2 % on a loaded host)
+        cases = policing.run(upf, factors=(0.5, 2.0), mbrs_mbps=(2, 4), duration=3.0, bursts=(1, 32))
     assert leftovers(lab) == []
     if any(c["verdict"] == "not supported" for c in cases):
         assert all("cause" in c and "rejected with cause" in c["why"] for c in cases if c["verdict"] == "not supported")
         return
+    _premises_stated(cases)
     rates = [c for c in cases if c.get("factor") and not c["case_id"].startswith("policing-isolation")]
     # sessions x directions x (loads x bursts + the minimum burst at the load below the MBR)
     assert len(rates) == 2 * 2 * (2 * 2 + 1)
     for c in rates:
-        again = C.policing(c["factor"], c["mbr_bps"], c["tx_packets"], c["rx_packets"], c["delivered_bps"],
-                           offered_bps=c["offered_bps"], burst_bytes=c["burst_bytes"])
-        assert again["verdict"] == c["verdict"], c
         assert c["tx_packets"] > 0
         # what left back to back: at least the burst asked for (the engine's own count)
-        assert c["max_burst"] >= c["burst"], c
+        assert c["max_burst"] >= c["burst"], _brief(c)
         assert c["burst_bytes"] == max(c["burst"], c["max_burst"]) * c["l3_bytes"]
-    assert {c["burst"] for c in rates if c["burst_role"] == "swept"} == {1, 32}
-    # a case that lost packets says where its trial's went (the DUT's receive ring, the UPF's drops)
-    for c in rates:
+        # a case that lost packets says where its trial's went (the DUT's receive ring, the UPF's drops)
         if c["tx_packets"] > c["rx_packets"]:
-            assert c["loss_where"]["trial_lost"] >= c["tx_packets"] - c["rx_packets"], c
-    if name == "embedded-pfcp":     # what the PGW-U's policer drops above the MBR is its own drop_mbr
-        assert all(c["loss_where"]["upf_drops_by_reason"].get("drop_mbr", 0) > 0
-                   for c in rates if c["factor"] == 2.0)
-    if name == "embedded-open5gs":  # Open5GS 8f25f3b enforces no MBR: far more than it is delivered
-        assert all(c["verdict"] == "fail" and c["delivered_bps"] > 1.25 * c["mbr_bps"]
-                   for c in rates if c["factor"] == 2.0), [(c["case_id"], c["verdict"], c.get("why"), c["delivered_bps"], c["mbr_bps"]) for c in rates]
+            assert c["loss_where"]["trial_lost"] >= c["tx_packets"] - c["rx_packets"], _brief(c)
+    assert {c["burst"] for c in rates if c["burst_role"] == "swept"} == {1, 32}
     assert {c["burst"] for c in rates if c["burst_role"] == "minimum"} == \
         {policing.min_burst_packets(c["l3_bytes"]) for c in rates}
     tol = [c for c in cases if c["case_id"].startswith("policing-burst-tolerance")]
-    assert len(tol) == 2 * 2
-    for c in tol:
-        mine = [r for r in rates if r["session"] == c["session"] and r["direction"] == c["direction"]
-                and r["factor"] <= C.NO_LOSS_FACTOR]
-        again = C.burst_tolerance([{"burst_bytes": r["burst"] * r["l3_bytes"], "burst_packets": r["burst"],
-                                    "tx_packets": r["tx_packets"], "rx_packets": r["rx_packets"],
-                                    "max_burst": r["max_burst"]} for r in mine], c["mbr_bps"])
-        assert again["verdict"] == c["verdict"] and again["tolerance_bytes"] == c["tolerance_bytes"], c
     gate = [c for c in cases if c["case_id"].startswith("policing-gate")]
-    assert len(gate) == 2 and all(c["tx_packets"] > 0 for c in gate)
-    if name == "embedded-open5gs":  # nor a closed gate: every packet passes it
-        assert all(c["verdict"] == "fail" and c["rx_packets"] == c["tx_packets"] for c in gate), gate
     iso = [c for c in cases if c["case_id"].startswith("policing-isolation")]
-    assert len(iso) == 2
-    for c in iso:
-        assert C.isolation(c["alone_bps"], c["delivered_bps"], c["alone_offered_bps"])["verdict"] == c["verdict"]
+    assert len(tol) == 2 * 2 and len(gate) == 2 and len(iso) == 2
+    assert all(c["tx_packets"] > 0 for c in gate)
+    below = [c for c in rates if c["factor"] == 0.5]
+    above = [c for c in rates if c["factor"] == 2.0]
+    if name == "embedded-open5gs":
+        # Open5GS 8f25f3b enforces no MBR: at 2 x far more than it is delivered; nor a closed gate;
+        # and its sessions, never policed, say nothing of isolation (not decided, not a fail)
+        for c in _decided(above):
+            assert c["verdict"] == "fail" and c["delivered_bps"] > 1.25 * c["mbr_bps"], _brief(c)
+        assert all(c["verdict"] == "fail" and c["rx_packets"] == c["tx_packets"] for c in _decided(gate)), gate
+        assert all(c["verdict"] == C.NOT_DECIDED and "not policed alone" in c["why"] for c in iso), iso
+        return _undecided(above + gate)
+    if name == "embedded-eupf":
+        # eUPF a8d774a polices the whole frame: at 2 x it delivers less than the MBR (smooth 0.90 x
+        # uplink, 0.97 x downlink; bursts less still), a fail where the band holds it to +-1 % (what
+        # left back to back fits a 15,000-octet bucket); a closed gate drops everything
+        for c in _decided(above):
+            assert c["delivered_bps"] < 0.99 * c["mbr_bps"], _brief(c)
+            assert c["verdict"] == "fail" or c["burst_bytes"] / c["factor"] > C.MIN_BURST_BYTES, _brief(c)
+        assert all(c["verdict"] == "pass" and c["rx_packets"] == 0 for c in _decided(gate)), gate
+        return _undecided(above + gate)
+    # the PGW-U: nothing lost below the MBR (bursts up to 32 frames, 15,808 octets, and the minimum
+    # burst; a larger one left back to back is measured), its policer's drops its own (drop_mbr), delivered within +-1 % of the MBR at 2 x, the
+    # 15,000-octet burst taken, each session held to its MBR beside the others, a closed gate closed
+    for c in _decided(below):
+        # what left back to back (max_burst: more when the generator was held up and caught up, 60
+        # frames for a burst of 30 once) up to 15,808 octets, the largest it is known to take here
+        assert c["verdict"] in ("pass", "measured"), _brief(c)
+        assert c["rx_packets"] == c["tx_packets"] or c["burst_bytes"] > 15_808, _brief(c)
+    for c in _decided(above):
+        # at most MBR + 1 %, and at least MBR - 1 % while what left back to back (max_burst: more than
+        # asked when the generator was held up) fits a 15,000-octet bucket at the MBR: its band
+        err = c["delivered_bps"] / c["mbr_bps"] - 1
+        assert c["verdict"] == "pass" and err <= 0.01, _brief(c)
+        assert err >= -0.01 or c["burst_bytes"] / c["factor"] > C.MIN_BURST_BYTES, _brief(c)
+        assert c["loss_where"]["upf_drops_by_reason"].get("drop_mbr", 0) > 0, _brief(c)
+    for c in _decided(tol):
+        assert c["verdict"] == "pass" and c["tolerance_bytes"] >= 14_000, _brief(c)
+    assert all(c["verdict"] == "pass" for c in _decided(iso)), iso
+    assert all(c["verdict"] == "pass" and c["rx_packets"] == 0 for c in _decided(gate)), gate
+    _undecided(rates + tol + iso + gate)
 
 
 @pytest.mark.parametrize("name", _configs())
-def test_handover_accounts_for_every_downlink_packet(name):
+def test_handover_outcomes(name):
     with _open(name) as upf:
-        cases = handover.run(upf, pps=2000, duration=2.0)
+        # 3 s, the switch at 1.5 s: on a loaded host 2 s left the Update after the traffic (not decided)
+        cases = handover.run(upf, pps=2000, duration=3.0)
     assert [c["case_id"] for c in cases] == ["handover-s0-noqfi", "handover-s1-qfi"] or \
         all(c["verdict"] == "not supported" for c in cases)
+    if cases[0]["verdict"] == "not supported":
+        return
+    _premises_stated(cases)
     for c in cases:
-        if c["verdict"] == "not supported":
-            continue
         assert c["received_unique"] + c["missing"] == c["tx_packets"] > 0
-        assert c["switch_ms"] is not None or "no packet on the new path" in c["why"]
-        if name == "embedded-pfcp":
-            # the PGW-U switches the path without loss or duplicates (its End Marker: branch upf-enforce)
-            assert c["missing"] == 0 and c["duplicates"] == 0, c
+        sw = next(p for p in c["premises"] if p["name"] == "switch while the traffic ran")["figures"]
+        assert sw["update_answered_at"] is not None and sw["update_answered_at"] >= 0, c
+    if name == "embedded-eupf":
+        # eUPF a8d774a switches the path but sends no End Marker
+        assert all(c["verdict"] == "fail" and c["end_markers_old"] == 0 for c in _decided(cases)), cases
+        return _undecided(cases)
+    # the PGW-U and Open5GS 8f25f3b: the new path used, nothing lost or doubled, one End Marker on
+    # each old tunnel after its last G-PDU, with the PDU Session Container on the QFI session
+    for c in _decided(cases):
+        assert c["verdict"] == "pass", c
+        assert (c["missing"], c["duplicates"], c["end_markers_old"], c["end_markers_new"]) == (0, 0, 1, 0), c
+        assert c["switch_ms"] is not None and c["old_after_end_marker"] == 0, c
+        assert c["end_marker_psc_qfi"] == (handover.QFI if c["case_id"].endswith("-qfi") else None), c
+    _undecided(cases)
 
 
 @pytest.mark.parametrize("name", _configs())
-def test_usage_reports_are_compared_with_the_generator(name):
+def test_usage_outcomes(name):
     with _open(name) as upf:
         cases = usage.run(upf, duration=2.5)
     ids = {c["case_id"] for c in cases}
     assert {"usage-deletion", "usage-periodic", "usage-quota", "usage-dropped"} <= ids
-    dele = next(c for c in cases if c["case_id"] == "usage-deletion")
-    if dele["verdict"] != "not supported":
-        assert dele["generator"]["ul_packets"] > 0 and dele["reports"], dele
-        if name == "embedded-pfcp":
-            assert dele["verdict"] == "pass", dele          # its report at deletion is exact today
+    if any(c["verdict"] == "not supported" for c in cases):
+        return
+    _premises_stated(cases)
+    got = {c["case_id"]: (c["verdict"], c.get("why", "")) for c in _decided(cases)}
     if name == "embedded-open5gs":
         # Open5GS 8f25f3b: its reports at deletion and at the volume threshold, and of dropped
         # traffic, hold; it answers no Query URR, sends no periodic or time-threshold report and
         # does not stop traffic at the quota
-        got = {c["case_id"]: (c["verdict"], c.get("why", "")) for c in cases}
-        assert {k: v[0] for k, v in got.items()} == {
-            "usage-deletion": "pass", "usage-query": "fail", "usage-periodic": "fail", "usage-volth": "pass",
-            "usage-quota": "fail", "usage-timth": "fail", "usage-dropped": "pass"}, got
-        assert "no Usage Report in the answer to Query URR" in got["usage-query"][1]
-        assert "quota" in got["usage-quota"][1] and "no report" in got["usage-timth"][1]
+        known = {"usage-deletion": "pass", "usage-query": "fail", "usage-periodic": "fail", "usage-volth": "pass",
+                 "usage-quota": "fail", "usage-timth": "fail", "usage-dropped": "pass"}
+        assert {k: v[0] for k, v in got.items()} == {k: v for k, v in known.items() if k in got}, got
+        for k, words in (("usage-query", "no Usage Report in the answer to Query URR"), ("usage-quota", "quota"),
+                         ("usage-timth", "no report")):
+            assert k not in got or words in got[k][1], got
+        return _undecided(cases)
+    if name == "embedded-eupf":
+        # eUPF a8d774a: the first session's URR counts every session's traffic, the others 0
+        assert all(v[0] == "fail" for v in got.values()), got
+        return _undecided(cases)
+    # the PGW-U: every kind of report right; the reports of each session but quota add up to the
+    # generator's counts exactly, in octets and packets, both ways
+    assert all(v[0] == "pass" for v in got.values()), got
+    for c in _decided(cases):
+        if c["case_id"] != "usage-quota":
+            assert c["reported"] == c["generator"] and c["generator"]["ul_packets"] > 0, c
+    drop = next(c for c in cases if c["case_id"] == "usage-dropped")
+    assert drop["reported"]["dl_bytes"] == 0 and drop["dropped_dl_packets"] > 0, drop
+    _undecided(cases)
 
 
 def test_n4_and_the_command_line_write_results(tmp_path):
@@ -142,13 +229,17 @@ def test_n4_and_the_command_line_write_results(tmp_path):
         p = subprocess.run([GTPLAB, "upftest", "handover", "--lab-config", "embedded-pfcp", "-o", str(out),
                             "--push", stack.gateway], capture_output=True, text=True, timeout=300)
         assert p.returncode in (0, 1), p.stderr
+        run = json.loads((out / "run.json").read_text())
+        n = run["summary"]["counts"]
         d = {k: v for k, v in dashboards().items() if k == "upftests.json"}
         want = [e for w, e in panel_queries(d) if "policing" not in e and "n4" not in e]
         assert len(want) == 3
         fails = [e for e in want if e.endswith("< 1")]
         assert len(fails) == 1
-        if p.returncode == 0:       # every case passed: the panel of cases that did not pass stays empty
+        if p.returncode == 0:       # nothing failed: the panel of cases that did not pass stays empty
             want = [e for e in want if e not in fails]
+        if not n["pass"] + n["fail"]:   # no case decided (a loaded host): no verdict, maybe no switch pushed
+            want = []
         deadline, empty = time.monotonic() + 30, want
         while empty and time.monotonic() < deadline:
             empty = [e for e in want if not prom_query(stack.prometheus, e)]
@@ -156,20 +247,27 @@ def test_n4_and_the_command_line_write_results(tmp_path):
         assert not empty, f"upftests.json panel queries without data after a real push: {empty}"
         if p.returncode == 0:       # checked once the other panels have the pushed data
             assert prom_query(stack.prometheus, fails[0]) == [], fails
-    run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "upftest" and run["test"] == "handover" and run["upf"] == "PGW-U"
     assert (out / "report.md").read_text().count("| handover-s") == 2 and (out / "report/index.html").is_file()
-    assert ("pass" if p.returncode == 0 else "fail") == run["summary"]["verdict"]
+    # exit 0 when nothing failed: every case passed, or some were not decided (counted apart)
+    assert run["summary"]["verdict"] in (("pass", "not decided") if p.returncode == 0 else ("fail", "not supported"))
+    assert n["pass"] + n["fail"] + n["not decided"] == 2 and n["fail"] == 0, (run["summary"], p.stderr)
     t = subprocess.run([GTPLAB, "upftest", "table", str(out)], capture_output=True, text=True, timeout=60)
     assert t.returncode == 0 and "| PGW-U |" in t.stdout
     with _open("embedded-pfcp") as upf:
         cases = n4.run(upf, load_pps=20_000, soak_s=4)
     lat = [c for c in cases if c["case_id"] != "n4-churn-soak"]
     assert len(lat) == 6 and all(c["p50_ms"] is not None and c["p99_ms"] >= c["p50_ms"] for c in lat)
+    _premises_stated(cases)
     soak = cases[-1]
     assert soak["cycles"] >= 2 and soak["untouched_tx"] > 0
     # the PGW-U's bearer table holds the 4 untouched sessions after each cycle, none at the end
     assert soak["upf_sessions"]["untouched"] == 4 and soak["upf_sessions"]["after"] == 0, soak
+    # the PGW-U accepts every request, idle and loaded, and its untouched sessions forward everything
+    assert all(c["verdict"] == "pass" and c["errors"] == 0 for c in _decided(lat)), lat
+    assert soak["verdict"] in ("pass", C.NOT_DECIDED), soak
+    assert not any(u or d for u, d in soak["untouched_lost"].values()), soak
+    _undecided(cases)
 
 
 def _upftest_until(out, first: str, *args):
