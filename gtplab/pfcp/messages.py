@@ -67,6 +67,14 @@ IE_URR_ID = 81
 IE_RECOVERY_TIME_STAMP = 96
 IE_NODE_REPORT_TYPE = 101         # Node Report Request: which report (8.2.69)
 IE_UR_SEQN = 104
+IE_USAGE_REPORT_TRIGGER = 63
+IE_DURATION_MEASUREMENT = 67
+IE_START_TIME, IE_END_TIME = 75, 76
+# Usage Report Trigger (8.2.41) bits from octet 5 bit 1 on: 3 octets from Release 16 (2 before)
+URR_TRIGGERS = ("PERIO", "VOLTH", "TIMTH", "QUHTI", "START", "STOPT", "DROTH", "IMMER",
+                "VOLQU", "TIMQU", "LIUSA", "TERMR", "MONIT", "ENVCL", "MACAR", "EVETH",
+                "EVEQU", "TEBUR", "IPMJL", "QUVTI", "EMRRE", "UPINT")     # octet 7: Release 16+
+NTP_UNIX_OFFSET = 2208988800            # 8.2.75/76 (Start/End Time): NTP seconds, from 1900
 _GROUPED = {IE_CREATED_PDR, IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SRR}
 
 CAUSE_ACCEPTED = 1
@@ -450,6 +458,85 @@ def _need(v0, v1, n, what, where):
         raise PfcpMalformed(f"{where}: {what} IE of {v1 - v0} bytes, needs {n}")
 
 
+@dataclass
+class Usage:
+    """One Usage Report (8.2.44 Volume Measurement with packet counts, 8.2.45 Duration, 8.2.75/76
+    Start/End Time), as any reader of gtplab's takes it."""
+    urr: int
+    seqn: int | None = None
+    triggers: list[str] = field(default_factory=list)
+    volume: tuple = (None, None, None)          # (total, UL, DL) octets
+    packets: tuple = (None, None, None)         # (total, UL, DL) packets
+    duration: int | None = None                 # s
+    start: float | None = None                  # Start Time, Unix seconds (the UPF's clock)
+    end: float | None = None                    # End Time, Unix seconds
+    at: float | None = None                     # when the message carrying it arrived (time.time())
+    where: str = ""                             # "report" | "modification" | "deletion"
+
+    def as_dict(self) -> dict:
+        return {"urr": self.urr, "seqn": self.seqn, "triggers": self.triggers, "volume": list(self.volume),
+                "packets": list(self.packets), "duration": self.duration, "start": self.start,
+                "end": self.end, "at": self.at, "where": self.where}
+
+
+def usage_report(buf: bytes, v0: int, v1: int, where: str) -> Usage:
+    """The Usage Report IE whose value is buf[v0:v1] (the one decoder: scan() and the UPF tests);
+    PfcpMalformed on a short or missing field."""
+    where += " Usage Report"
+    u = Usage(urr=-1)
+    for t, w0, w1 in _ies(buf, v0, v1, where):
+        if t == IE_URR_ID:
+            _need(w0, w1, 4, "URR ID", where)
+            u.urr = struct.unpack_from("!I", buf, w0)[0]
+        elif t == IE_UR_SEQN:
+            _need(w0, w1, 4, "UR-SEQN", where)
+            u.seqn = struct.unpack_from("!I", buf, w0)[0]
+        elif t == IE_USAGE_REPORT_TRIGGER:
+            _need(w0, w1, 1, "Usage Report Trigger", where)
+            bits = int.from_bytes(buf[w0:min(w1, w0 + 3)].ljust(3, b"\0"), "little")
+            u.triggers = [URR_TRIGGERS[b] if b < len(URR_TRIGGERS) else f"bit {b + 1}"
+                          for b in range(24) if bits >> b & 1]
+        elif t == IE_VOLUME_MEASUREMENT:
+            _need(w0, w1, 1, "Volume Measurement", where)
+            fl, pos, got = buf[w0], w0 + 1, []
+            for bit in (1, 2, 4, 8, 16, 32):    # TOVOL ULVOL DLVOL TONOP ULNOP DLNOP, in this order
+                if fl & bit:
+                    _need(w0, w1, pos + 8 - w0, "Volume Measurement", where)
+                    got.append(struct.unpack_from("!Q", buf, pos)[0])
+                    pos += 8
+                else:
+                    got.append(None)
+            u.volume, u.packets = tuple(got[:3]), tuple(got[3:])
+        elif t == IE_DURATION_MEASUREMENT:
+            _need(w0, w1, 4, "Duration Measurement", where)
+            u.duration = struct.unpack_from("!I", buf, w0)[0]
+        elif t in (IE_START_TIME, IE_END_TIME):
+            _need(w0, w1, 4, "Start/End Time", where)
+            v = float(struct.unpack_from("!I", buf, w0)[0] - NTP_UNIX_OFFSET)
+            if t == IE_START_TIME:
+                u.start = v
+            else:
+                u.end = v
+    if u.urr < 0:
+        raise PfcpMalformed(f"{where}: without a URR ID")
+    return u
+
+
+def usage_reports(buf: bytes, at: float | None = None) -> list[Usage]:
+    """Every Usage Report in a PFCP message (Session Report Request, Modification or Deletion
+    Response), in order, each with the time its message arrived and which message it was."""
+    mtype, _, _, start = parse_header(buf)
+    where = message_name(mtype)
+    kind = {SESS_REPORT_REQ: "report", SESS_MOD_RSP: "modification", SESS_DEL_RSP: "deletion"}.get(mtype, "")
+    out = []
+    for t, v0, v1 in _ies(buf, start, len(buf), where):
+        if t in (IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SRR):
+            u = usage_report(buf, v0, v1, where)
+            u.at, u.where = at, kind
+            out.append(u)
+    return out
+
+
 def scan(buf: bytes) -> Scanned:
     """What the control plane reads from a message (see module doc)."""
     mtype, seq, seid, start = parse_header(buf)
@@ -501,23 +588,6 @@ def scan(buf: bytes) -> Scanned:
             if fteid is not None:
                 s.fteids[pdr] = fteid
         elif t in (IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SRR):
-            urr, vol = None, (None, None, None)
-            for t2, w0, w1 in _ies(buf, v0, v1, where + " Usage Report"):
-                if t2 == IE_URR_ID:
-                    _need(w0, w1, 4, "URR ID", where)
-                    urr = struct.unpack_from("!I", buf, w0)[0]
-                elif t2 == IE_VOLUME_MEASUREMENT:
-                    _need(w0, w1, 1, "Volume Measurement", where)
-                    fl, pos, got = buf[w0], w0 + 1, []
-                    for bit in (1, 2, 4):          # TOVOL, ULVOL, DLVOL, in this order (8.2.44)
-                        if fl & bit:
-                            _need(w0, w1, pos + 8 - w0, "Volume Measurement", where)
-                            got.append(struct.unpack_from("!Q", buf, pos)[0])
-                            pos += 8
-                        else:
-                            got.append(None)
-                    vol = tuple(got)
-            if urr is None:
-                raise PfcpMalformed(f"{where}: Usage Report without a URR ID")
-            s.usage[urr] = vol
+            u = usage_report(buf, v0, v1, where)
+            s.usage[u.urr] = u.volume
     return s
