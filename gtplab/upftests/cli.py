@@ -36,7 +36,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gtplab.errors import ResultsWriteError, Terminated, UserError
+from gtplab.lab import claims
 from gtplab.lab import config as labconfig
+from gtplab.lab.cpu import CpuLayout, cpu_text
 from gtplab.measure.sweep import _sigterm
 from gtplab.results import store
 from gtplab.results.push import check_gateway_url
@@ -173,6 +175,7 @@ def _run(args) -> int:
         check_gateway_url(args.push)
     cfg = labconfig.load(args.lab_config)
     Upf.check_config(cfg)
+    _cpu_options(cfg, args)
     rid = str(uuid.uuid4())
     out = Path(args.output or f"results/upftest-{args.kind}-{rid[:8]}")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -202,8 +205,16 @@ def _run(args) -> int:
                                       file=sys.stderr, flush=True)
         with _ending(rec):
             with Upf.open(cfg, args.lab) as upf:
-                rec.update(lab=upf.lab.name)
-                upf.on_case = rec.case
+                rec.update(lab=upf.lab.name, share_cpus=bool(cfg.lab.get("share_cpus")),
+                           cpu_layout={"generator": upf.lab.cpus.generator, "dut": upf.lab.cpus.dut}
+                           if upf.lab.cpus else None,
+                           cpus_shared_with=[claims.holder_text(h) for h in upf.lab.shared_with()])
+
+                def on_case(c, lab=upf.lab):
+                    # whoever else held the lab's CPUs as the case ended: its figures are the host's too
+                    c.setdefault("cpus_shared_with", [claims.holder_text(h) for h in lab.shared_with()])
+                    rec.case(c)
+                upf.on_case = on_case
                 try:
                     cases = kind.run(upf, **kw)
                 except Unsupported as e:        # a rejection outside what the kind handles itself
@@ -231,6 +242,21 @@ def _run(args) -> int:
     return 0 if s["verdict"] in ("pass", "not decided") else 1
 
 
+def _cpu_options(cfg, args) -> None:
+    """--share-cpus, --generator-cpus, --dut-cpus into the lab config the lab is built from (as the
+    sweep and `gtplab lab up` take them); UserError for CPUs this host has not, before anything is built."""
+    if args.share_cpus:
+        cfg.lab["share_cpus"] = True
+    if args.generator_cpus is not None or args.dut_cpus is not None:
+        if args.lab:
+            raise UserError("--generator-cpus/--dut-cpus lay out a lab this run builds; --lab NAME runs on "
+                            "that lab's CPUs")
+        base = cfg.cpu_layout()
+        cfg.cpus = {"generator": args.generator_cpus or cpu_text(base.generator),
+                    "dut": args.dut_cpus or cpu_text(base.dut)}
+        CpuLayout.parse(cfg.cpus, "--generator-cpus/--dut-cpus")
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("upftest", help="UPF behaviour tests over PFCP: policing, usage, handover, n4",
                               description=__doc__.split("\n\n")[0])
@@ -245,4 +271,13 @@ def add_parser(subparsers) -> None:
                    help="policing: burst sizes in frames back to back, same average rate (default 1,8,32,128; "
                         "a burst of 15,000 octets is always added below the MBR)")
     p.add_argument("--push", metavar="URL", help="push every case to this Pushgateway")
+    p.add_argument("--share-cpus", action="store_true",
+                   help="run on CPUs another lab holds, and say so in run.json and every case (default: "
+                        "refused, naming that lab; also lab config lab.share_cpus, $GTPLAB_SHARE_CPUS=1)")
+    p.add_argument("--generator-cpus", metavar="CPUS",
+                   help="CPUs of the generator, e.g. 0 or 0-1 (default: the lab config's cpus, else the "
+                        "first half of this host's CPUs)")
+    p.add_argument("--dut-cpus", metavar="CPUS",
+                   help="CPUs of the DUT's receive NAPI threads (default: the lab config's cpus, else the "
+                        "second half)")
     p.set_defaults(func=_run)

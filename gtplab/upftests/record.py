@@ -242,6 +242,18 @@ def _fig(c: dict) -> str:
     return ", ".join(parts)
 
 
+def sharing_text(run: dict, cases: list[dict]) -> str:
+    """Who else ran on the lab's CPUs: "" when nobody did (or the run predates the record)."""
+    who = list(dict.fromkeys(list(run.get("cpus_shared_with") or [])
+                             + [h for c in cases for h in c.get("cpus_shared_with") or []]))
+    if not who:
+        return ""
+    n = sum(1 for c in cases if c.get("cpus_shared_with"))
+    return (f"CPUs shared with {'; '.join(who)}"
+            + (f" during {n} of {len(cases)} cases" if cases else "")
+            + ": their figures are this host's as much as the UPF's")
+
+
 def markdown(run: dict, cases: list[dict]) -> str:
     s = run["summary"]
     lines = [f"# gtplab upftest {run['test']}: {run['upf']}", "",
@@ -254,6 +266,8 @@ def markdown(run: dict, cases: list[dict]) -> str:
              + f" of {s['cases']} cases", ""]
     if ending_text(run):
         lines += [f"**{ending_text(run)}**", ""]
+    if sharing_text(run, cases):
+        lines += [f"**{sharing_text(run, cases)}**", ""]
     lines += ["| case | verdict | criterion | figures | why |", "|---|---|---|---|---|"]
     for c in cases:
         lines.append(f"| {c['case_id']} | {c['verdict']} | {c.get('criterion', '')} | {_fig(c)} | "
@@ -271,8 +285,9 @@ def page(run: dict, cases: list[dict]) -> str:
             ".not-supported{background:#eee}.not-decided{background:#ffd}</style>"
             f"<h1>gtplab upftest {html.escape(run['test'])}: {html.escape(run['upf'])}</h1>"
             f"<p>{html.escape(run['lab_config'])}, {html.escape(run['started'])}: <b>{s['verdict']}</b> "
-            f"({s['counts']})</p>"
+            f"({html.escape(counts_text(s['counts']))})</p>"
             + (f"<p><b>{html.escape(ending_text(run))}</b></p>" if ending_text(run) else "")
+            + (f"<p><b>{html.escape(sharing_text(run, cases))}</b></p>" if sharing_text(run, cases) else "")
             + f"<table><tr><th>case</th><th>verdict</th><th>criterion</th><th>figures</th>"
             f"<th>why</th></tr>{rows}</table><pre>{html.escape(json.dumps(run, indent=1))}</pre>")
 
@@ -368,6 +383,9 @@ def table(dirs: list[str]) -> str:
                        + (f", {measured} measured" if measured else "") + ")")
         if problem:
             why = (f"{why}; " if why else "") + f"cases not read: {problem}"
+        shared = sharing_text(r, cases)
+        if shared:
+            extra += f"; {shared.split(':')[0]}"
         cell[(r["upf"], r["test"])] = verdict + extra + (f": {why}" if why else "")
     lines = ["| UPF | " + " | ".join(kinds) + " |", "|---" * (len(kinds) + 1) + "|"]
     for u in upfs:

@@ -34,7 +34,8 @@ class _Lab:
     """Upf.open's stand-in: no lab, the cases a fake kind adds, close() recorded (the teardown)."""
 
     def __init__(self, on_close=None):
-        self.lab = SimpleNamespace(name="fake-lab")
+        self.shared: list[dict] = []        # the other labs on its CPUs (gtplab.lab.claims.holders)
+        self.lab = SimpleNamespace(name="fake-lab", cpus=None, shared_with=lambda: list(self.shared))
         self.on_case = None
         self.closed = False
         self.on_close = on_close
@@ -94,6 +95,7 @@ def fake_lab(monkeypatch):
 
     def open_(cls, cfg, lab_name=None):
         opened.append(cfg.name)
+        lab.cfg = cfg
         return lab
     monkeypatch.setattr(Upf, "open", classmethod(open_))
     lab.opened = opened
@@ -213,7 +215,7 @@ def _harness_on(fake: FakeUpf) -> Upf:
     u.pcfg = SimpleNamespace(n3="10.201.0.1")
     u.prov = SimpleNamespace(close=node.close, warnings=[], cfg=u.pcfg, node=node)
     u.be = SimpleNamespace(close=lambda: None)
-    u.lab = SimpleNamespace(name="fake-lab", addressing=SimpleNamespace(
+    u.lab = SimpleNamespace(name="fake-lab", cpus=None, shared_with=list, addressing=SimpleNamespace(
         ue=lambda i: f"10.64.0.{i + 1}", local_teid=lambda i: i + 1, sgw=lambda i: "10.201.0.16",
         sgw_teid=lambda i: 0x100 + i))
     return u
@@ -393,3 +395,38 @@ def test_lab_teardown_stops_a_pgwu_agent_left_on_its_pin_dir(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_cpus_shared_with_another_lab_are_recorded_and_reported(tmp_path, monkeypatch, fake_lab, capsys):
+    """--share-cpus and the CPU layout reach the lab config the lab is built from; who else held the
+    lab's CPUs is in run.json, on each case it overlapped, in report.md and in `upftest table`."""
+    other = {"lab": "sweep01", "pid": 4242, "cpus": [1]}
+
+    class Sharing(_Kind):
+        def run(self, upf, **kw):
+            cases = upf.cases()
+            cases.append({"case_id": "usage-c0", "kind": "usage", "verdict": "pass"})
+            fake_lab.shared.append(other)       # the other lab came while the run went on
+            cases.append({"case_id": "usage-c1", "kind": "usage", "verdict": "pass"})
+            return cases
+    out = tmp_path / "r"
+    assert _upftest(monkeypatch, Sharing(2), "-o", str(out), "--share-cpus", "--generator-cpus", "0",
+                    "--dut-cpus", "1") == 0
+    assert fake_lab.cfg.lab["share_cpus"] is True
+    assert fake_lab.cfg.cpus == {"generator": "0", "dut": "1"}
+    run, cases = _run(out), store.read_cases(out)
+    assert run["share_cpus"] is True and run["cpus_shared_with"] == []
+    assert [c["cpus_shared_with"] for c in cases] == [[], ["lab sweep01 (pid 4242) on CPU(s) 1"]]
+    shared = "CPUs shared with lab sweep01 (pid 4242) on CPU(s) 1 during 1 of 2 cases"
+    assert shared in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert gcli.main(["upftest", "table", str(out)]) == 0
+    assert "CPUs shared with lab sweep01" in capsys.readouterr().out
+
+
+def test_cpus_this_host_has_not_are_one_line_before_anything(tmp_path, monkeypatch, fake_lab, capsys):
+    out = tmp_path / "r"
+    assert _upftest(monkeypatch, _Kind(1), "-o", str(out), "--generator-cpus", "64") == 2
+    err = capsys.readouterr().err
+    assert "CPU(s) 64 not available here" in err and len(err.strip().splitlines()) == 1
+    assert not fake_lab.opened and not out.exists()
