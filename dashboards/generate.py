@@ -351,6 +351,10 @@ def upftests():
                   [Query(UPFTEST_FIG.format(test="n4", figure="p99_ms"), instant=True)], w=12),
                 P("table", "Cases that did not pass", [Query("gtplab_upftest_case_pass < 1", instant=True)],
                   w=12, description="0: failed, -1: not supported (the UPF rejected the rules)"),
+                P("table", "Cases not decided (a premise did not hold: no verdict either way)",
+                  [Query("gtplab_upftest_case_not_decided == 1", instant=True)], w=12,
+                  description="the case's premises (docs/upftests.md, Premises) and why are in its results "
+                              "directory's cases.jsonl and report.md"),
             ]),
         ])
 
