@@ -32,6 +32,8 @@
 				 * or an association response with a 255-octet FQDN */
 #define MAX_ASSOC PFCP_MAX_PEERS
 #define LOG_INTERVAL_MS 60000	/* rate-limited stderr lines: one per peer (or kind) per minute */
+#define RTS_AHEAD_MAX_S 60	/* a CP's Recovery Time Stamp further ahead of our clock is not acted
+				 * on: kept in force, it would make the CP's real restart "older" */
 
 /* One stderr line per interval for a kind of event (of a peer, or of all): pass() says whether
  * this one may be logged and how many were held back since the last line. */
@@ -40,8 +42,10 @@ struct ratelimit {
 	__u32 held;
 };
 
-/* A CP's association (pfcp_node.c). The slot outlives a release (state released) so the peer's
- * counters stay in pfcp_peers; it is reused for the same Node ID, or when every slot is taken. */
+/* A CP's association (pfcp_node.c): its Node ID and the address and port its Association Setup
+ * Request came from; one per Node ID and one per address and port. The slot outlives a release
+ * (state released) so the peer's counters stay in pfcp_peers; it is reused for the same Node ID,
+ * or when every slot is taken. */
 struct assoc {
 	bool used;		/* associated */
 	bool seen;		/* the slot holds a peer (associated or released) */
@@ -50,7 +54,8 @@ struct assoc {
 	__u32 seen_rts;		/* the last one it sent, in force or not */
 	__u32 sessions;
 	struct sockaddr_in peer;	/* where its Association Setup Request came from: the
-					 * address its session requests must come from */
+					 * address and port its session requests, releases and
+					 * heartbeats must come from */
 	__u64 since_ms;		/* when it was set up or released (slot reuse: oldest first) */
 	/* path supervision (--heartbeat): our Heartbeat Request in flight, intervals unanswered */
 	bool hb_wait;
@@ -170,7 +175,7 @@ struct pfcp_agent {
 	__u64 rc_key[2];	/* SipHash key of the cache's request digests (random) */
 	__u64 rc_window_ms;	/* how long an answer serves retransmissions: T1 x (N1 + 1) */
 	struct sess_index ue_idx;	/* UE address -> session */
-	struct sess_index fseid_idx;	/* CP F-SEID (SEID, IPv4) -> session */
+	struct sess_index fseid_idx;	/* (association, CP F-SEID SEID and IPv4) -> session */
 	__u32 hb_interval;	/* seconds between our Heartbeat Requests, 0: none */
 	__u32 seq;		/* sequence number of our last request */
 	enum pfcp_restart_policy restart_policy;
@@ -201,7 +206,7 @@ static inline void stat_set(struct pfcp_agent *a, __u32 i, __u64 v)
 
 /* pfcp_node.c: the association with this Node ID (or -1); the associations gauge; the handlers
  * of the node messages; our Heartbeat Requests, every --heartbeat seconds; whether a message from
- * this peer may act on association ai's sessions (its address); a rate-limited line may be
+ * this peer may act for association ai (its address and port); a rate-limited line may be
  * written now (*held: lines held back since the last); an association's record in pfcp_peers. */
 int assoc_find(struct pfcp_agent *a, const struct pfcp_node_id *id);
 void assoc_count(struct pfcp_agent *a);
@@ -221,20 +226,21 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 
-/* pfcp_session.c: the session with this UE address / CP F-SEID (or NULL); a new session
- * indexed by both; the session with this UP SEID (or NULL); a session and the bearer halves it
- * owns deleted (0 or -errno; *b: their last usage, *rules: its rules, each when not NULL); an
- * association's
- * sessions deleted (how many); a free TEID for an F-TEID with CHOOSE (network order, 0: none);
- * the owner tag of a new session; a session's record written to (or removed from)
- * pfcp_sessions and pfcp_rules (at the end of the batch: sess_publish_flush); the rules gauges. */
+/* pfcp_session.c: the session with this UE address / CP F-SEID in association ai (or NULL); a
+ * new session indexed by both; the session with this UP SEID (or NULL); a session and the bearer
+ * halves it owns deleted (0 or -errno; *b: their last usage, *rules: its rules, each when not
+ * NULL); an association's sessions deleted (how many), or published again (its CP's address or
+ * port changed); a free TEID for an F-TEID with CHOOSE (network order, 0: none); the owner tag of
+ * a new session; a session's record written to (or removed from) pfcp_sessions and pfcp_rules (at
+ * the end of the batch: sess_publish_flush); the rules gauges. */
 struct sess *ue_find(struct pfcp_agent *a, __u32 ue);
-struct sess *fseid_find(struct pfcp_agent *a, __u64 seid, __u32 addr);
+struct sess *fseid_find(struct pfcp_agent *a, int ai, __u64 seid, __u32 addr);
 void sess_index_add(struct pfcp_agent *a, __u32 idx);
 struct sess *sess_find(struct pfcp_agent *a, __u64 seid);
 int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b,
 		struct sess_rules **rules);
 __u32 assoc_drop_sessions(struct pfcp_agent *a, int ai);
+void assoc_republish(struct pfcp_agent *a, int ai);
 __u32 teid_alloc(struct pfcp_agent *a);
 __u32 owner_tag(__u32 gen);
 void sess_publish(struct pfcp_agent *a, const struct sess *s);

@@ -4,9 +4,19 @@
  * release, heartbeats (answered, and ours to each CP with --heartbeat: path supervision), what a
  * CP's newer Recovery Time Stamp means (--restart-policy), and who may speak for an association.
  *
- * An association is bound to its Node ID and to the address its Association Setup Request came
- * from: session requests, updates and releases for it are taken from that address only, and a
- * setup naming the Node ID from another address is refused (Cause 64) unless --allow-cp-move.
+ * A peer is its association: the Node ID and the address and port its Association Setup Request
+ * came from (one association per Node ID, one per address and port). Its session requests,
+ * updates, releases and heartbeats are taken from that address and port only: anything else on
+ * its address (another port, associated or not, another Node ID) is another peer, whose
+ * heartbeats are answered and never a restart. A setup naming the Node ID:
+ *   from its address and port     the association set up again (the stamp decides, below)
+ *   from its address, another     the CP came back on a new socket: a new association replaces
+ *   port                          the old one, as at a restart, whatever the stamp (sessions
+ *                                 deleted unless --restart-policy keep: never handed to the new
+ *                                 port of a CP that did not restart)
+ *   from another address          refused (Cause 64) unless --allow-cp-move
+ * A setup for a new Node ID from the address and port of an association ends that association
+ * (as a release): an address and port speak for one Node ID.
  *
  * A CP restart (TS 29.244 6.2.2 and 6.2.6, restoration in TS 23.007 19A / TS 23.527 4): a
  * Recovery Time Stamp newer than the one in force (an older one is counted and ignored, as
@@ -18,13 +28,22 @@
  *   keep      a restart (as on-setup) deletes nothing
  * Every restart drops the CP's cached answers (pfcp_rcache.c). stderr gets at most one line per
  * peer and kind of event a minute (LOG_INTERVAL_MS), saying how many were held back.
+ *
+ * A Recovery Time Stamp more than RTS_AHEAD_MAX_S ahead of our clock is not the time the CP
+ * started: in force it would make the CP's real restart look older, and be ignored. In a heartbeat
+ * it is ignored (answered, counted, logged); an Association Setup Request carrying one is
+ * refused, 69 with Offending IE Recovery Time Stamp (nothing changes).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/socket.h>
 #include "pfcp_agent.h"
+
+#define NTP_UNIX_OFFSET 2208988800ULL
 
 
 static bool node_id_eq(const struct pfcp_node_id *a, const struct pfcp_node_id *b)
@@ -89,26 +108,30 @@ void assoc_count(struct pfcp_agent *a)
 	stat_set(a, PFCP_STAT_ASSOCIATIONS, n);
 }
 
-bool assoc_owns(const struct pfcp_agent *a, int ai, const struct sockaddr_in *peer)
+static bool same_peer(const struct sockaddr_in *x, const struct sockaddr_in *y)
 {
-	return ai >= 0 && ai < MAX_ASSOC && a->assoc[ai].used &&
-	       a->assoc[ai].peer.sin_addr.s_addr == peer->sin_addr.s_addr;
+	return x->sin_addr.s_addr == y->sin_addr.s_addr && x->sin_port == y->sin_port;
 }
 
-/* The association a heartbeat from peer belongs to: the one set up from that address and port,
- * else the only one set up from that address; -1 when none (or several) */
+bool assoc_owns(const struct pfcp_agent *a, int ai, const struct sockaddr_in *peer)
+{
+	return ai >= 0 && ai < MAX_ASSOC && a->assoc[ai].used && same_peer(&a->assoc[ai].peer, peer);
+}
+
+/* The association set up from peer's address and port (at most one), or -1: the address alone
+ * names none (another socket there is another peer) */
 static int assoc_by_peer(struct pfcp_agent *a, const struct sockaddr_in *peer)
 {
-	int found = -1;
-
-	for (int i = 0; i < MAX_ASSOC; i++) {
-		if (!a->assoc[i].used || a->assoc[i].peer.sin_addr.s_addr != peer->sin_addr.s_addr)
-			continue;
-		if (a->assoc[i].peer.sin_port == peer->sin_port)
+	for (int i = 0; i < MAX_ASSOC; i++)
+		if (a->assoc[i].used && same_peer(&a->assoc[i].peer, peer))
 			return i;
-		found = found == -1 ? i : -2;
-	}
-	return found >= 0 ? found : -1;
+	return -1;
+}
+
+/* How many seconds rts (NTP seconds, modulo 2^32 like the IE) is ahead of our clock; <= 0: not */
+static __s32 rts_ahead(__u32 rts)
+{
+	return (__s32)(rts - (__u32)(time(NULL) + NTP_UNIX_OFFSET));
 }
 
 /* The slot for a new association with this Node ID: its own released slot, else a free one,
@@ -158,6 +181,36 @@ static void peer_reset(struct pfcp_agent *a, int ai)
 }
 
 /*
+ * Associated CP ai restarted (its Recovery Time Stamp is now rts; via: what said so): nothing it
+ * sent before is its request any more, and its sessions are deleted unless --restart-policy keep.
+ */
+static void cp_restarted(struct pfcp_agent *a, int ai, __u32 rts, const char *via)
+{
+	struct assoc *as = &a->assoc[ai];
+	struct pfcp_peer_rec dummy = {}, *pr = a->peers ? &a->peers[ai] : &dummy;
+	char addr[16], node[PFCP_NODE_ID_MAX], more[64];
+	__u32 held, n = 0, old = as->rts;
+
+	inet_ntop(AF_INET, &as->peer.sin_addr, addr, sizeof(addr));
+	node_id_str(&as->id, node, sizeof(node));
+	rcache_flush_peer(a, &as->peer);
+	if (a->restart_policy != PFCP_RESTART_KEEP)
+		n = assoc_drop_sessions(a, ai);
+	as->rts = as->seen_rts = rts;
+	pr->restarts++;
+	pr->restart_deleted += n;
+	stat_add(a, PFCP_STAT_RESTARTS, 1);
+	stat_add(a, PFCP_STAT_RESTART_DELETED, n);
+	if (ratelimit_pass(a, &as->rl_restart, &held))
+		fprintf(stderr, "pgwu pfcp: CP %s (%s) restarted (recovery time stamp %u -> %u, in "
+			"%s): %s %u sessions (--restart-policy %s)%s\n", addr, node, old, rts, via,
+			a->restart_policy == PFCP_RESTART_KEEP ? "kept its" : "deleted its",
+			a->restart_policy == PFCP_RESTART_KEEP ? as->sessions : n,
+			pfcp_restart_policy_names[a->restart_policy], held_str(held, more, sizeof(more)));
+	peer_publish(a, ai);
+}
+
+/*
  * A Recovery Time Stamp from associated CP ai: in a heartbeat, or (by_setup) in its Association
  * Setup Request. The restart policy (top of this file) decides whether a newer one is a restart
  * and what a restart deletes.
@@ -168,12 +221,23 @@ static void check_peer_rts(struct pfcp_agent *a, int ai, __u32 rts, bool by_setu
 	struct pfcp_peer_rec dummy = {}, *pr = a->peers ? &a->peers[ai] : &dummy;
 	char addr[16], node[PFCP_NODE_ID_MAX], more[64];
 	const char *via = by_setup ? "an association setup request" : "a heartbeat";
-	__u32 held, n = 0, old = as->rts;
+	__u32 held, old = as->rts;
+	__s32 ahead;
 
 	if (rts == as->rts)
 		return;
 	inet_ntop(AF_INET, &as->peer.sin_addr, addr, sizeof(addr));
 	node_id_str(&as->id, node, sizeof(node));
+	ahead = rts_ahead(rts);
+	if (ahead > RTS_AHEAD_MAX_S) {
+		/* not when the CP started: in force, it would hide its real restart */
+		stat_add(a, PFCP_STAT_RTS_FUTURE, 1);
+		if (ratelimit_pass(a, &as->rl_restart, &held))
+			fprintf(stderr, "pgwu pfcp: CP %s (%s) sent a recovery time stamp %d s ahead of "
+				"our clock (%u; at most %d s) in %s: ignored%s\n", addr, node, ahead, rts,
+				RTS_AHEAD_MAX_S, via, held_str(held, more, sizeof(more)));
+		return;
+	}
 	if ((__s32)(rts - as->rts) < 0) {
 		/* an older start than the one in force: a stale or confused sender, not a restart */
 		pr->rts_older++;
@@ -195,22 +259,7 @@ static void check_peer_rts(struct pfcp_agent *a, int ai, __u32 rts, bool by_setu
 				held_str(held, more, sizeof(more)));
 		return;
 	}
-	/* the CP restarted: nothing it sent before is its request any more */
-	rcache_flush_peer(a, &as->peer);
-	if (a->restart_policy != PFCP_RESTART_KEEP)
-		n = assoc_drop_sessions(a, ai);
-	as->rts = rts;
-	pr->restarts++;
-	pr->restart_deleted += n;
-	stat_add(a, PFCP_STAT_RESTARTS, 1);
-	stat_add(a, PFCP_STAT_RESTART_DELETED, n);
-	if (ratelimit_pass(a, &as->rl_restart, &held))
-		fprintf(stderr, "pgwu pfcp: CP %s (%s) restarted (recovery time stamp %u -> %u, in "
-			"%s): %s %u sessions (--restart-policy %s)%s\n", addr, node, old, rts, via,
-			a->restart_policy == PFCP_RESTART_KEEP ? "kept its" : "deleted its",
-			a->restart_policy == PFCP_RESTART_KEEP ? as->sessions : n,
-			pfcp_restart_policy_names[a->restart_policy], held_str(held, more, sizeof(more)));
-	peer_publish(a, ai);
+	cp_restarted(a, ai, rts, via);
 }
 
 void on_heartbeat(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
@@ -243,31 +292,71 @@ void on_heartbeat_resp(struct pfcp_agent *a, const struct pfcp_msg *m)
 	}
 }
 
+/* Association ai ends (a release, or its address and port now speak for another Node ID): its
+ * sessions deleted (TS 29.244 6.2.8), its cached answers dropped. -EBUSY when a session could not
+ * be deleted (the association stays). */
+static int assoc_end(struct pfcp_agent *a, int ai)
+{
+	struct assoc *as = &a->assoc[ai];
+
+	assoc_drop_sessions(a, ai);
+	if (as->sessions)
+		return -EBUSY;
+	rcache_flush_peer(a, &as->peer);
+	as->used = false;
+	as->hb_wait = false;
+	as->since_ms = a->now_ms;
+	assoc_count(a);
+	peer_publish(a, ai);
+	return 0;
+}
+
 /*
- * Association Setup Request (6.2.6.2.2). A new Node ID gets a slot. A Node ID already associated
- * from the same address sets the association up again: its Recovery Time Stamp says whether
- * the CP restarted (check_peer_rts); with the same one its sessions are kept (it did not
- * restart, they are still its own; 6.2.6.2.2 of Release 16 deletes them unless the request
- * lists them for retention). From another address it is refused (64) and logged: another node
- * claiming the Node ID must not take the association and its sessions over, unless
- * --allow-cp-move says the CP may move (the association then follows it, sessions and all).
+ * Association Setup Request (6.2.6.2.2). A Recovery Time Stamp too far ahead of our clock is
+ * refused (69). A new Node ID gets a slot. A Node ID already associated:
+ *  - from the same address and port sets the association up again: its Recovery Time Stamp says
+ *    whether the CP restarted (check_peer_rts); with the same one its sessions are kept (it did
+ *    not restart, they are still its own; 6.2.6.2.2 of Release 16 deletes them unless the request
+ *    lists them for retention);
+ *  - from the same address and another port is the CP on a new socket: it restarted (whatever its
+ *    stamp, which is then the one in force), and the association moves to that port. Its sessions
+ *    are deleted unless --restart-policy keep: another socket on the CP's host that names the Node
+ *    ID never gets the sessions;
+ *  - from another address is refused (64) and logged: another node claiming the Node ID must not
+ *    take the association and its sessions over, unless --allow-cp-move says the CP may move (the
+ *    association then follows it, sessions and all).
+ * An accepted setup from the address and port of another Node ID's association ends that one:
+ * one association per address and port.
  */
 void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	char node[PFCP_NODE_ID_MAX], from[16], at[16], more[64];
 	__u32 held;
-	int ai = -1;
+	bool rehomed = false;	/* the association moved to this address or port */
+	__s32 ahead;
+	int ai = -1, other;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
 		goto out;
+	node_id_str(&m->node_id, node, sizeof(node));
+	inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from));
+	ahead = rts_ahead(m->recovery_ts);
+	if (ahead > RTS_AHEAD_MAX_S) {
+		reject(&r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_RECOVERY_TIME_STAMP);
+		stat_add(a, PFCP_STAT_RTS_FUTURE, 1);
+		if (ratelimit_pass(a, &a->rl_node_id, &held))
+			fprintf(stderr, "pgwu pfcp: refused an association setup from %s:%u for Node ID "
+				"%s: its recovery time stamp is %d s ahead of our clock (at most %d s; "
+				"are both clocks set?)%s\n", from, ntohs(a->peer->sin_port), node, ahead,
+				RTS_AHEAD_MAX_S, held_str(held, more, sizeof(more)));
+		goto out;
+	}
 	ai = assoc_find(a, &m->node_id);
 	if (ai >= 0) {
 		struct assoc *as = &a->assoc[ai];
 		bool moved = as->peer.sin_addr.s_addr != a->peer->sin_addr.s_addr;
 
-		node_id_str(&m->node_id, node, sizeof(node));
-		inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from));
 		inet_ntop(AF_INET, &as->peer.sin_addr, at, sizeof(at));
 		if (moved && !a->allow_cp_move) {
 			reject(&r, PFCP_CAUSE_REJECTED, 0);
@@ -276,15 +365,47 @@ void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_
 				fprintf(stderr, "pgwu pfcp: refused an association setup from %s for Node "
 					"ID %s: associated from %s (--allow-cp-move lets a CP move)%s\n",
 					from, node, at, held_str(held, more, sizeof(more)));
+			ai = -1;
 			goto out;
 		}
+	}
+	other = assoc_by_peer(a, a->peer);
+	if (other >= 0 && other != ai) {
+		char was[PFCP_NODE_ID_MAX];
+
+		if (ratelimit_pass(a, &a->rl_node_id, &held))
+			fprintf(stderr, "pgwu pfcp: association setup from %s:%u for Node ID %s: ends "
+				"the association of Node ID %s from there, and its %u sessions%s\n", from,
+				ntohs(a->peer->sin_port), node,
+				node_id_str(&a->assoc[other].id, was, sizeof(was)),
+				a->assoc[other].sessions, held_str(held, more, sizeof(more)));
+		if (assoc_end(a, other)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			ai = -1;
+			goto out;
+		}
+	}
+	if (ai >= 0) {
+		struct assoc *as = &a->assoc[ai];
+		bool moved = as->peer.sin_addr.s_addr != a->peer->sin_addr.s_addr;
+		bool new_port = !moved && as->peer.sin_port != a->peer->sin_port;
+
+		rehomed = moved || new_port;
 		if (moved) {
 			stat_add(a, PFCP_STAT_CP_MOVED, 1);
 			fprintf(stderr, "pgwu pfcp: CP %s moved from %s to %s (--allow-cp-move): its %u "
 				"sessions follow it\n", node, at, from, as->sessions);
 			rcache_flush_peer(a, &as->peer);
 		}
-		check_peer_rts(a, ai, m->recovery_ts, true);
+		if (new_port) {
+			struct pfcp_peer_rec dummy = {}, *pr = a->peers ? &a->peers[ai] : &dummy;
+
+			if ((__s32)(m->recovery_ts - as->rts) > 0 && m->recovery_ts != as->seen_rts)
+				pr->rts_changes++;
+			cp_restarted(a, ai, m->recovery_ts, "an association setup request from a new port");
+		} else {
+			check_peer_rts(a, ai, m->recovery_ts, true);
+		}
 	} else {
 		ai = assoc_slot(a, &m->node_id);
 		if (ai < 0) {
@@ -305,6 +426,8 @@ void on_assoc_setup(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_
 	a->assoc[ai].hb_missed = 0;
 	assoc_count(a);
 	peer_publish(a, ai);
+	if (rehomed)
+		assoc_republish(a, ai);	/* the sessions' records name where their CP is */
 out:
 	pfcp_w_hdr(w, PFCP_ASSOC_SETUP_RESP, false, 0, m->h.seq);
 	pfcp_w_node_id(w, &a->node_id);
@@ -318,8 +441,8 @@ out:
 	stat_add(a, PFCP_STAT_TX(PFCP_ASSOC_SETUP_RESP, r.cause), 1);
 }
 
-/* Association Update / Release Request: only from the association's address (another sender
- * naming its Node ID is answered as one without an association, 72). A release deletes the
+/* Association Update / Release Request: only from the association's address and port (another
+ * sender naming its Node ID is answered as one without an association, 72). A release deletes the
  * association's sessions (6.2.8) and its cached answers. */
 void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
 			     struct pfcp_w *w)
@@ -334,21 +457,10 @@ void on_assoc_update_release(struct pfcp_agent *a, const struct pfcp_msg *m,
 			stat_add(a, PFCP_STAT_NOT_OWNER, 1);
 			ai = -1;
 		}
-		if (ai < 0) {
+		if (ai < 0)
 			reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
-		} else if (m->h.type == PFCP_ASSOC_RELEASE_REQ) {
-			assoc_drop_sessions(a, ai);
-			if (a->assoc[ai].sessions) {
-				reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
-			} else {
-				rcache_flush_peer(a, &a->assoc[ai].peer);
-				a->assoc[ai].used = false;
-				a->assoc[ai].hb_wait = false;
-				a->assoc[ai].since_ms = a->now_ms;
-			}
-			assoc_count(a);
-			peer_publish(a, ai);
-		}
+		else if (m->h.type == PFCP_ASSOC_RELEASE_REQ && assoc_end(a, ai))
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 	}
 	pfcp_w_hdr(w, type, false, 0, m->h.seq);
 	pfcp_w_node_id(w, &a->node_id);

@@ -21,7 +21,8 @@
  * Two open-addressing indexes over the session table, linear probing, deletion by shifting the
  * entries that follow back (no tombstones): every session's UE address (a UE is never given to
  * two sessions, also while one of them has no downlink half in dl_bearers), and every session's
- * CP F-SEID (SEID and IPv4 address: it names one session at the CP, TS 29.244 5.6.2).
+ * CP F-SEID (SEID and IPv4 address: it names one session at the CP, TS 29.244 5.6.2) within its
+ * association: two CPs on one address (two associations) allocate their SEIDs apart.
  */
 static __u32 mix(__u64 k)
 {
@@ -36,7 +37,7 @@ static __u32 ue_home(const struct pfcp_agent *a, const struct sess *s)
 
 static __u32 fseid_home(const struct pfcp_agent *a, const struct sess *s)
 {
-	return mix(s->cp_seid ^ (__u64)s->cp_addr << 17) & a->fseid_idx.mask;
+	return mix(s->cp_seid ^ (__u64)s->cp_addr << 17 ^ (__u64)s->assoc << 49) & a->fseid_idx.mask;
 }
 
 static void idx_insert(struct pfcp_agent *a, struct sess_index *x, __u32 home, __u32 idx)
@@ -95,15 +96,15 @@ struct sess *ue_find(struct pfcp_agent *a, __u32 ue)
 	return NULL;
 }
 
-struct sess *fseid_find(struct pfcp_agent *a, __u64 seid, __u32 addr)
+struct sess *fseid_find(struct pfcp_agent *a, int ai, __u64 seid, __u32 addr)
 {
-	const struct sess probe = { .cp_seid = seid, .cp_addr = addr };
+	const struct sess probe = { .cp_seid = seid, .cp_addr = addr, .assoc = ai };
 
 	for (__u32 i = fseid_home(a, &probe); a->fseid_idx.tab[i];
 	     i = (i + 1) & a->fseid_idx.mask) {
 		const struct sess *s = &a->sess[a->fseid_idx.tab[i] - 1];
 
-		if (s->cp_seid == seid && s->cp_addr == addr)
+		if (s->cp_seid == seid && s->cp_addr == addr && s->assoc == ai)
 			return &a->sess[a->fseid_idx.tab[i] - 1];
 	}
 	return NULL;
@@ -326,6 +327,15 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 		qos_remove(a, s->teid);	/* after the halves that pointed at it */
 	sess_free(a, s, rules);
 	return 0;
+}
+
+void assoc_republish(struct pfcp_agent *a, int ai)
+{
+	for (__u32 i = 0, n = a->assoc[ai].sessions; i < a->max_sess && n; i++)
+		if ((a->sess[i].flags & S_USED) && a->sess[i].assoc == ai) {
+			sess_publish(a, &a->sess[i]);
+			n--;
+		}
 }
 
 __u32 assoc_drop_sessions(struct pfcp_agent *a, int ai)

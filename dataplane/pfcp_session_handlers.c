@@ -5,8 +5,10 @@
  * Each request is validated into a plan (everything it would change, rules included), and only
  * then applied; a rejected request leaves every table, and the session, as they were.
  *
- * A session belongs to the association that created it: modification and deletion are taken
- * only from that association's address; from any other sender the session does not exist (65).
+ * A session belongs to the association that created it: modification (Query URR included) and
+ * deletion are taken only from that association's address and port (pfcp_node.c assoc_owns); from
+ * any other sender, associated or not, the session does not exist (65), so nobody learns which
+ * UP SEIDs are live. An establishment names its association by Node ID: from another sender, 72.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -405,10 +407,11 @@ static void log_not_owner(struct pfcp_agent *a, const char *what, __u64 seid)
 
 	stat_add(a, PFCP_STAT_NOT_OWNER, 1);
 	if (ratelimit_pass(a, &a->rl_not_owner, &held))
-		fprintf(stderr, "pgwu pfcp: %s for session 0x%llx from %s, not its CP's address: "
-			"answered as unknown (%u more since the last line)\n", what,
+		fprintf(stderr, "pgwu pfcp: %s for session 0x%llx from %s:%u, not its association's "
+			"address and port: answered as unknown (%u more since the last line)\n", what,
 			(unsigned long long)seid,
-			inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from)) ? from : "?", held);
+			inet_ntop(AF_INET, &a->peer->sin_addr, from, sizeof(from)) ? from : "?",
+			ntohs(a->peer->sin_port), held);
 }
 
 void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
@@ -441,9 +444,9 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_NO_ASSOCIATION, 0);
 		goto out;
 	}
-	if (fseid_find(a, m->fseid.seid, m->fseid.v4 ? m->fseid.ipv4 : 0)) {
-		/* a CP F-SEID names one session (5.6.2): a second would make every answer and
-		 * report carrying it ambiguous */
+	if (fseid_find(a, ai, m->fseid.seid, m->fseid.v4 ? m->fseid.ipv4 : 0)) {
+		/* a CP F-SEID names one session of its CP (5.6.2): a second would make every
+		 * answer and report carrying it ambiguous */
 		reject(&r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_FSEID);
 		goto out;
 	}

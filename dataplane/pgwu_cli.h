@@ -173,6 +173,8 @@ extern const char *const pfcp_restart_policy_names[];	/* pgwu_fmt.c, NULL-termin
 #define PFCP_STAT_END_MARKER_ERRORS 18	/* ... that could not be sent */
 #define PFCP_STAT_REPORTS 19		/* Session Report Requests sent (usage reports) */
 #define PFCP_STAT_REPORTS_UNANSWERED 20	/* ... given up after N1 retransmissions */
+#define PFCP_STAT_RTS_FUTURE 21	/* Recovery Time Stamps too far ahead of our clock: not acted
+					 * on (heartbeats), refused (association setups) */
 #define PFCP_STAT_RX(type) (256 + (type))
 #define PFCP_STAT_TX(type, cause) (512 + (type) * 256 + (cause))
 #define PFCP_STAT_N (512 + 256 * 256)

@@ -240,12 +240,16 @@ static void render_pfcp(FILE *f)
 	fprintf(f, "pgwu_pfcp_rules{kind=\"urr\"} %llu\n", (unsigned long long)st[PFCP_STAT_URRS]);
 	metric_head(f, "pgwu_pfcp_refused_total", "counter",
 		    "PFCP requests refused for who sent them: a session or association request not "
-		    "from its CP's address (not_owner), an association setup for a Node ID "
-		    "associated from another address (node_id_taken).");
+		    "from its association's address and port (not_owner), an association setup for "
+		    "a Node ID associated from another address (node_id_taken), a Recovery Time "
+		    "Stamp too far ahead of our clock (future_recovery_time_stamp: a heartbeat's "
+		    "ignored, an association setup refused).");
 	fprintf(f, "pgwu_pfcp_refused_total{reason=\"not_owner\"} %llu\n",
 		(unsigned long long)st[PFCP_STAT_NOT_OWNER]);
 	fprintf(f, "pgwu_pfcp_refused_total{reason=\"node_id_taken\"} %llu\n",
 		(unsigned long long)st[PFCP_STAT_NODE_ID_TAKEN]);
+	fprintf(f, "pgwu_pfcp_refused_total{reason=\"future_recovery_time_stamp\"} %llu\n",
+		(unsigned long long)st[PFCP_STAT_RTS_FUTURE]);
 	metric_head(f, "pgwu_pfcp_cp_moves_total", "counter",
 		    "Associations that moved to another address (--allow-cp-move).");
 	fprintf(f, "pgwu_pfcp_cp_moves_total %llu\n", (unsigned long long)st[PFCP_STAT_CP_MOVED]);
