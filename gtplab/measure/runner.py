@@ -237,16 +237,39 @@ class Runner:
             self.client.wait_on_traffic(ports=ports, timeout=max(30.0, 3 * duration + 10))
             time.sleep(0.1)
 
+    # how long the counters may take to hold still after the generator stopped: a vCPU stall on a busy
+    # host holds frames in the DUT's ring for tens of ms (docs/lab.md); 20 ms without a change is still
+    SETTLE_STEP_S = 0.02
+    SETTLE_MAX_S = 2.0
+
     def _settled_stats(self, rx: int) -> dict:
-        """Stats once the receive counter stops moving (frames in flight have arrived)."""
-        st = self.client.get_stats()
-        for _ in range(20):
-            time.sleep(0.02)
-            st2 = self.client.get_stats()
-            if st2[rx]["ipackets"] == st[rx]["ipackets"]:
+        """Stats once the frames in flight have arrived: the generator's receive counter and the
+        DUT's own counters both unchanged over SETTLE_STEP_S (the generator's alone may hold still
+        while a stalled DUT CPU still holds frames it then forwards: read after them, the DUT would
+        count more than the generator got). self.settled records whether they held still within
+        SETTLE_MAX_S and how long it took."""
+        t0 = time.monotonic()
+        st, cnt = self.client.get_stats(), self._dut_counts()
+        while time.monotonic() - t0 < self.SETTLE_MAX_S:
+            time.sleep(self.SETTLE_STEP_S)
+            st2, cnt2 = self.client.get_stats(), self._dut_counts()
+            if st2[rx]["ipackets"] == st[rx]["ipackets"] and cnt2 == cnt:
+                self.settled = {"settled": True, "s": round(time.monotonic() - t0, 3)}
                 return st2
-            st = st2
+            st, cnt = st2, cnt2
+        self.settled = {"settled": False, "s": round(time.monotonic() - t0, 3)}
         return st
+
+    def _dut_counts(self):
+        """The DUT's counters for settling: an XDP DUT's maps, read cheaply here (None for the socket
+        path, whose counters settle themselves when read, and for a DUT read over the network or not
+        at all: the generator's counter alone decides)."""
+        if getattr(self.dut, "kind", None) != "local" or getattr(self.dut, "sock", None) is not None:
+            return None
+        try:
+            return self.dut.counters()
+        except Exception:       # noqa: BLE001 -- settling must not fail a trial; the read after it will say
+            return None
 
     def trial(self, prep: Prepared, rate_pps: float | None, duration: float,
               capture: str | None = None, capture_limit: int = 64) -> dict[str, Any]:
@@ -292,6 +315,7 @@ class Runner:
             self._trex_rates(st, tx, rx, measured)
         res = self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
                            (prog0, prog1), (cpu0, cpu1), capture)
+        res["settle"] = dict(getattr(self, "settled", None) or {})
         if gen_cpu:
             res["generator_cpu"] = gen_cpu
         lay = self.dut.layout()

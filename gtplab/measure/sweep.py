@@ -98,7 +98,7 @@ CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bp
              "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
 TRIAL_KEYS = ("phase", "rate_asked", "rate_asked_pps", "duration_s", "offered_pps", "rx_pps", "tx_packets",
               "rx_packets", "loss_ratio", "generator_bound", "limit", "loss", "conservation", "search",
-              "latency_point", "latency_us", "host", "rx_path")
+              "latency_point", "latency_us", "host", "rx_path", "settle")
 
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
