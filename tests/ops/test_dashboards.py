@@ -259,6 +259,23 @@ def test_pgwu_panel_queries_return_data(pushed_stack, pgwu_exporter):
 
 
 @pytest.mark.lab
+def _unbalanced_trials(rdir: Path) -> str:
+    """The trials whose conservation failed, with their errors and whether the counters had settled:
+    what to look at when the sweep exits 1 on "unexplained packet counts"."""
+    out = []
+    try:
+        for line in (rdir / "cases.jsonl").read_text().splitlines():
+            c = json.loads(line)
+            for t in c.get("trials") or []:
+                cons = t.get("conservation") or {}
+                if cons and not cons.get("ok"):
+                    out.append(f"{c.get('case_id')} {t.get('phase')} {t.get('rate_asked')}: {cons.get('errors')} "
+                               f"places {cons.get('places')} settle {t.get('settle')} host {t.get('host')}")
+    except (OSError, ValueError) as e:
+        out.append(f"(cases not read: {e})")
+    return "\nunbalanced trials:\n" + "\n".join(out) if out else ""
+
+
 def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
     """A real short `gtplab sweep` on the embedded lab, pushing to the local stack while Prometheus
     scrapes the lab DUT's `pgwu metrics` and node-exporter: every panel query and variable selector of
@@ -293,7 +310,7 @@ def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
                 seen |= {q for q in queries - seen if prom_query(stack.prometheus, q[1])}
                 time.sleep(0.5)
             out, err = proc.communicate()
-            assert proc.returncode == 0, err[-3000:]
+            assert proc.returncode == 0, err[-3000:] + _unbalanced_trials(rdir)
             missing = queries - seen
             missing = [f"{w}: {e}" for w, e in missing]
             # what is not live must (also) be there after the sweep
