@@ -25,7 +25,9 @@
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <linux/types.h>
-#include "pgwu_cli.h"
+#include "pgwu_maps.h"
+#include "pgwu_bearers.h"
+#include "pfcp_shared.h"
 #include "pfcp_msg.h"
 
 #define RESP_MAX 1024		/* our largest answer: a deletion with 8 usage reports (~680 octets)

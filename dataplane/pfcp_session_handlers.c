@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
+#include "pgwu_params.h"	/* addr_unusable: the check `pgwu session add` makes */
 #include "pfcp_agent.h"
 
 /* ---- what the PGW-U can do with a rule ---- */

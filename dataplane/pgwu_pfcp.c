@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <bpf/bpf.h>
+#include "pgwu_cli.h"
 #include "pfcp_agent.h"
 
 #define BATCH 64
