@@ -1,7 +1,9 @@
-"""The bpf(2) syscall from Python, with ctypes: pinned objects, maps, BPF_PROG_TEST_RUN, prog info.
-
-Only what gtplab needs, with no dependency beyond the C library. Every call raises OSError with the
-errno and a message naming what failed. Layouts follow include/uapi/linux/bpf.h.
+"""The bpf(2) commands from Python, through libbpf's own calls (bpf.h: bpf_obj_get, bpf_map_*,
+bpf_prog_load, bpf_prog_test_run_opts, ...) with ctypes: pinned objects, maps, BPF_PROG_TEST_RUN,
+prog info. No hand-laid bpf_attr and no syscall number: libbpf lays them out for the running
+kernel. Only what gtplab needs. Every call raises OSError with the errno and a message naming what
+failed. The opts structs follow libbpf 1.1's bpf.h (sz first, LIBBPF_OPTS); the info structs
+include/uapi/linux/bpf.h.
 
 Used by gtplab.dut (the PGW-U's pinned maps), gtplab.lab.topology (the generator's XDP_PASS
 program), gtplab.traffic.engine (its maps), tests and bench/.
@@ -15,10 +17,50 @@ import errno
 import ipaddress
 import os
 import struct
+from pathlib import Path
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.syscall.restype = ctypes.c_long
-_NR_bpf = 321  # x86_64
+_libbpf = None
+
+
+def _lib():
+    """libbpf.so.1 (libbpf1, a dependency of libbpf-dev) with the bpf.h calls declared; loaded once,
+    shared with gtplab.kernel.libbpf. Its calls return -errno (and set errno) on failure."""
+    global _libbpf
+    if _libbpf is None:
+        lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
+        vp, i, u32, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_char_p
+        for name, args in (("bpf_obj_get", [cp]), ("bpf_obj_pin", [i, cp]), ("bpf_prog_get_fd_by_id", [u32]),
+                           ("bpf_prog_load", [i, cp, cp, vp, ctypes.c_size_t, vp]),
+                           ("bpf_map_lookup_elem", [i, vp, vp]), ("bpf_map_update_elem", [i, vp, vp, ctypes.c_uint64]),
+                           ("bpf_map_delete_elem", [i, vp]), ("bpf_map_get_next_key", [i, vp, vp]),
+                           ("bpf_map_lookup_batch", [i, vp, vp, vp, vp, vp, vp]),
+                           ("bpf_obj_get_info_by_fd", [i, vp, vp]), ("bpf_link_update", [i, i, vp]),
+                           ("bpf_enable_stats", [i]), ("bpf_prog_test_run_opts", [i, vp])):
+            f = getattr(lib, name)
+            f.argtypes, f.restype = args, ctypes.c_int
+        # BPF objects (libbpf.h): also what gtplab.kernel.libbpf.BpfObject uses
+        lib.bpf_object__open_file.restype = vp
+        lib.bpf_object__open_file.argtypes = [cp, vp]
+        lib.bpf_object__load.argtypes = [vp]
+        lib.bpf_object__close.argtypes = [vp]
+        lib.bpf_object__find_program_by_name.restype = vp
+        lib.bpf_object__find_program_by_name.argtypes = [vp, cp]
+        lib.bpf_object__find_map_by_name.restype = vp
+        lib.bpf_object__find_map_by_name.argtypes = [vp, cp]
+        lib.bpf_map__set_initial_value.argtypes = [vp, vp, ctypes.c_size_t]
+        lib.bpf_program__fd.argtypes = [vp]
+        lib.bpf_map__fd.argtypes = [vp]
+        _libbpf = lib
+    return _libbpf
+
+
+def _check(ret: int, what: str) -> int:
+    """ret of a libbpf call, or OSError(errno, "Couldn't <what>: ...")."""
+    if ret < 0:
+        err = -ret if ret < -1 else (ctypes.get_errno() or -ret)
+        raise OSError(err, f"Couldn't {what}: {os.strerror(err)}")
+    return ret
+
 
 BPF_MAP_LOOKUP_ELEM = 1
 BPF_MAP_UPDATE_ELEM = 2
@@ -51,63 +93,46 @@ BPF_MAP_TYPE_LRU_PERCPU_HASH = 10
 _PERCPU_TYPES = {BPF_MAP_TYPE_PERCPU_HASH, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_LRU_PERCPU_HASH}
 
 
-def _bpf(cmd: int, attr: ctypes.Structure, what: str) -> int:
-    ret = _libc.syscall(_NR_bpf, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
-    if ret < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"Couldn't {what}: {os.strerror(err)}")
-    return ret
+class _Opts(ctypes.Structure):
+    """A libbpf opts struct (LIBBPF_OPTS): sz, the struct's size, set on creation."""
+
+    def __init__(self, **kw):
+        super().__init__(sz=ctypes.sizeof(self), **kw)
 
 
-class _ObjGet(ctypes.Structure):
-    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32),
-                ("file_flags", ctypes.c_uint32), ("path_fd", ctypes.c_int32)]
+class _ProgLoadOpts(_Opts):
+    _fields_ = [("sz", ctypes.c_size_t), ("attempts", ctypes.c_int), ("expected_attach_type", ctypes.c_uint32),
+                ("prog_btf_fd", ctypes.c_uint32), ("prog_flags", ctypes.c_uint32),
+                ("prog_ifindex", ctypes.c_uint32), ("kern_version", ctypes.c_uint32),
+                ("attach_btf_id", ctypes.c_uint32), ("attach_prog_fd", ctypes.c_uint32),
+                ("attach_btf_obj_fd", ctypes.c_uint32), ("fd_array", ctypes.c_void_p),
+                ("func_info", ctypes.c_void_p), ("func_info_cnt", ctypes.c_uint32),
+                ("func_info_rec_size", ctypes.c_uint32), ("line_info", ctypes.c_void_p),
+                ("line_info_cnt", ctypes.c_uint32), ("line_info_rec_size", ctypes.c_uint32),
+                ("log_level", ctypes.c_uint32), ("log_size", ctypes.c_uint32), ("log_buf", ctypes.c_void_p)]
 
 
-class _GetById(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("next_id", ctypes.c_uint32), ("open_flags", ctypes.c_uint32)]
+class _BatchOpts(_Opts):
+    _fields_ = [("sz", ctypes.c_size_t), ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
 
 
-class _MapElem(ctypes.Structure):
-    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
-                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+class _LinkUpdateOpts(_Opts):
+    _fields_ = [("sz", ctypes.c_size_t), ("flags", ctypes.c_uint32), ("old_prog_fd", ctypes.c_uint32)]
 
 
-class _TestRun(ctypes.Structure):
-    _fields_ = [("prog_fd", ctypes.c_uint32), ("retval", ctypes.c_uint32),
+class _TestRunOpts(_Opts):
+    """struct bpf_test_run_opts (libbpf 1.1's bpf.h)."""
+    _fields_ = [("sz", ctypes.c_size_t), ("data_in", ctypes.c_void_p), ("data_out", ctypes.c_void_p),
                 ("data_size_in", ctypes.c_uint32), ("data_size_out", ctypes.c_uint32),
-                ("data_in", ctypes.c_uint64), ("data_out", ctypes.c_uint64),
-                ("repeat", ctypes.c_uint32), ("duration", ctypes.c_uint32),
+                ("ctx_in", ctypes.c_void_p), ("ctx_out", ctypes.c_void_p),
                 ("ctx_size_in", ctypes.c_uint32), ("ctx_size_out", ctypes.c_uint32),
-                ("ctx_in", ctypes.c_uint64), ("ctx_out", ctypes.c_uint64),
+                ("retval", ctypes.c_uint32), ("repeat", ctypes.c_int), ("duration", ctypes.c_uint32),
                 ("flags", ctypes.c_uint32), ("cpu", ctypes.c_uint32), ("batch_size", ctypes.c_uint32)]
 
 
-class _ProgLoad(ctypes.Structure):
-    _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32), ("insns", ctypes.c_uint64),
-                ("license", ctypes.c_uint64), ("log_level", ctypes.c_uint32), ("log_size", ctypes.c_uint32),
-                ("log_buf", ctypes.c_uint64), ("kern_version", ctypes.c_uint32),
-                ("prog_flags", ctypes.c_uint32), ("prog_name", ctypes.c_char * 16),
-                ("prog_ifindex", ctypes.c_uint32), ("expected_attach_type", ctypes.c_uint32)]
-
-
-class _Batch(ctypes.Structure):
-    _fields_ = [("in_batch", ctypes.c_uint64), ("out_batch", ctypes.c_uint64), ("keys", ctypes.c_uint64),
-                ("values", ctypes.c_uint64), ("count", ctypes.c_uint32), ("map_fd", ctypes.c_uint32),
-                ("elem_flags", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
-
-
-class _InfoByFd(ctypes.Structure):
-    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
-
-
-class _LinkUpdate(ctypes.Structure):
-    _fields_ = [("link_fd", ctypes.c_uint32), ("new_prog_fd", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("old_prog_fd", ctypes.c_uint32)]
-
-
-class _EnableStats(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_uint32)]
+def test_run_opts(fd: int, opts: _TestRunOpts, what: str) -> None:
+    """bpf_prog_test_run_opts(fd, opts); OSError naming what on failure."""
+    _check(_lib().bpf_prog_test_run_opts(fd, ctypes.byref(opts)), what)
 
 
 class MapInfo(ctypes.Structure):
@@ -161,21 +186,18 @@ def possible_cpus() -> int:
 
 def obj_get(path: str) -> int:
     """Open a pinned map, program or link; returns a new fd."""
-    p = ctypes.create_string_buffer(os.fsencode(path))
-    attr = _ObjGet(pathname=ctypes.addressof(p))
-    return _bpf(BPF_OBJ_GET, attr, f"open pinned object {path}")
+    return _check(_lib().bpf_obj_get(os.fsencode(path)), f"open pinned object {path}")
 
 
 def prog_get_fd_by_id(prog_id: int) -> int:
     """Open a loaded program by its id (e.g. the XDP program `ip link` shows on an interface, which
     another process loaded); returns a new fd."""
-    return _bpf(BPF_PROG_GET_FD_BY_ID, _GetById(id=prog_id), f"open program id {prog_id}")
+    return _check(_lib().bpf_prog_get_fd_by_id(prog_id), f"open program id {prog_id}")
 
 
 def obj_pin(fd: int, path: str) -> None:
     """Pin a map, program or link at path (on bpffs; the directory must exist)."""
-    p = ctypes.create_string_buffer(os.fsencode(path))
-    _bpf(BPF_OBJ_PIN, _ObjGet(pathname=ctypes.addressof(p), bpf_fd=fd), f"pin object at {path}")
+    _check(_lib().bpf_obj_pin(fd, os.fsencode(path)), f"pin object at {path}")
 
 
 def prog_load(prog_type: int, insns: bytes, name: str, license: str = "GPL") -> int:
@@ -184,13 +206,11 @@ def prog_load(prog_type: int, insns: bytes, name: str, license: str = "GPL") -> 
     For the few programs too small to deserve a C file (e.g. `return XDP_PASS`); everything else is
     built with clang and loaded with libbpf."""
     ib = ctypes.create_string_buffer(bytes(insns), len(insns))
-    lic = ctypes.create_string_buffer(license.encode())
     log = ctypes.create_string_buffer(4096)
-    attr = _ProgLoad(prog_type=prog_type, insn_cnt=len(insns) // 8, insns=ctypes.addressof(ib),
-                     license=ctypes.addressof(lic), log_level=1, log_size=len(log),
-                     log_buf=ctypes.addressof(log), prog_name=name.encode()[:15])
+    opts = _ProgLoadOpts(log_level=1, log_size=len(log), log_buf=ctypes.addressof(log))
     try:
-        return _bpf(BPF_PROG_LOAD, attr, f"load program {name}")
+        return _check(_lib().bpf_prog_load(prog_type, name.encode()[:15], license.encode(), ib, len(insns) // 8,
+                                           ctypes.byref(opts)), f"load program {name}")
     except OSError as e:
         msg = log.value.decode(errors="replace").strip()
         raise OSError(e.errno, f"{e.strerror}{': ' + msg if msg else ''}") from None
@@ -204,63 +224,73 @@ def xdp_verdict_prog(verdict: int, name: str | None = None) -> "Prog":
     return Prog(prog_load(BPF_PROG_TYPE_XDP, insns, name), name)
 
 
+# built by gtplab/dut/Makefile (setup.sh builds it)
+TC_DROP_DST_OBJ = Path(__file__).resolve().parents[1] / "dut" / "tc_drop_dst.bpf.o"
+
+
+def object_prog(path: Path, prog: str, rodata: bytes | None = None) -> int:
+    """Load the BPF object file at path with libbpf (its .rodata set to rodata first, whole) and
+    return a new fd of its program prog; the object itself is closed (the program keeps what it
+    uses). For one-program objects loaded where gtplab.kernel.libbpf is not at hand."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is not built (run: make -C {path.parent})")
+    lib = _lib()
+    obj = lib.bpf_object__open_file(os.fsencode(path), None)
+    if not obj:
+        err = ctypes.get_errno()
+        raise OSError(err, f"Couldn't open {path}: {os.strerror(err)}")
+    try:
+        if rodata is not None:
+            m = lib.bpf_object__find_map_by_name(obj, b".rodata")
+            if not m:
+                raise OSError(errno.ENOENT, f"Couldn't find .rodata in {path.name}")
+            buf = ctypes.create_string_buffer(rodata, len(rodata))
+            _check(lib.bpf_map__set_initial_value(m, buf, len(rodata)), f"set .rodata of {path.name}")
+        _check(lib.bpf_object__load(obj), f"load {path.name} (verifier log above)")
+        p = lib.bpf_object__find_program_by_name(obj, prog.encode())
+        if not p:
+            raise OSError(errno.ENOENT, f"Couldn't find program {prog} in {path.name}")
+        return os.dup(_check(lib.bpf_program__fd(p), f"get the fd of {prog}"))
+    finally:
+        lib.bpf_object__close(obj)
+
+
 def tc_drop_dst_prog(prefix: str, name: str = "tc_drop_dst") -> "Prog":
     """A tc program (SCHED_CLS, for tcx ingress: skb->data at the Ethernet header, any VLAN tag
     already taken off) that drops IPv4 packets to the prefix ("10.64.0.0/12": TC_ACT_SHOT) and lets
     everything else go on (TC_ACT_OK). The socket-path lab puts it on SGi: `pgwu socket`'s packet
-    socket, a tap, has its copy by then, and the kernel's own stack never sees those packets."""
+    socket, a tap, has its copy by then, and the kernel's own stack never sees those packets.
+    The program is gtplab/dut/tc_drop_dst.bpf.c, the prefix in its rodata (network byte order);
+    name is what this returns as Prog.name (the kernel's name is the C function's)."""
     net = ipaddress.ip_network(prefix, strict=True)
-
-    def le(a) -> int:
-        """the address as the program loads it: 4 octets in network order, a host-order s32 here"""
-        return struct.unpack("=i", a.packed)[0]
-
-    def ins(op, dst=0, src=0, off=0, imm=0):
-        return struct.pack("<BBhi", op, dst | src << 4, off, imm)
-    insns = b"".join([
-        ins(0x61, 2, 1, 76),            # r2 = skb->data
-        ins(0x61, 3, 1, 80),            # r3 = skb->data_end
-        ins(0xbf, 4, 2),                # r4 = r2
-        ins(0x07, 4, 0, 0, 34),         # r4 += 14 + 20
-        ins(0x2d, 4, 3, 7),             # if r4 > r3 goto ok
-        ins(0x69, 5, 2, 12),            # r5 = *(u16 *)(r2 + 12): the EtherType
-        ins(0x55, 5, 0, 5, 0x0008),     # if r5 != htons(ETH_P_IP) goto ok
-        ins(0x61, 5, 2, 30),            # r5 = *(u32 *)(r2 + 30): the destination
-        ins(0x54, 5, 0, 0, le(net.netmask)),    # w5 &= mask
-        ins(0x56, 5, 0, 2, le(net.network_address)),  # if w5 != prefix goto ok
-        ins(0xb7, 0, 0, 0, 2),          # r0 = TC_ACT_SHOT
-        ins(0x95),                      # exit
-        ins(0xb7, 0, 0, 0, 0),          # ok: r0 = TC_ACT_OK
-        ins(0x95),
-    ])
-    return Prog(prog_load(BPF_PROG_TYPE_SCHED_CLS, insns, name), name)
+    rodata = net.network_address.packed + net.netmask.packed
+    return Prog(object_prog(TC_DROP_DST_OBJ, "tc_drop_dst", rodata), name)
 
 
 def enable_stats() -> int:
     """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): run time is counted while the returned fd is open."""
-    return _bpf(BPF_ENABLE_STATS, _EnableStats(type=0), "enable BPF run-time stats")
+    return _check(_lib().bpf_enable_stats(0), "enable BPF run-time stats")
 
 
 def link_update(link_fd: int, new_prog_fd: int, old_prog_fd: int | None = None) -> None:
     """Swap the program of a link (BPF_LINK_UPDATE) in one step; with old_prog_fd only if that is the
     program it has (BPF_F_REPLACE). An XDP link keeps its device's receive setup (veth: its NAPI
     thread is not made anew), unlike a detach and attach."""
-    attr = _LinkUpdate(link_fd=link_fd, new_prog_fd=new_prog_fd,
-                       flags=BPF_F_REPLACE if old_prog_fd is not None else 0, old_prog_fd=old_prog_fd or 0)
-    _bpf(BPF_LINK_UPDATE, attr, "update a link's program")
+    opts = _LinkUpdateOpts(flags=BPF_F_REPLACE if old_prog_fd is not None else 0, old_prog_fd=old_prog_fd or 0)
+    _check(_lib().bpf_link_update(link_fd, new_prog_fd, ctypes.byref(opts)), "update a link's program")
 
 
 def map_info(fd: int) -> MapInfo:
     info = MapInfo()
-    attr = _InfoByFd(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
-    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "read map info")
+    n = ctypes.c_uint32(ctypes.sizeof(info))
+    _check(_lib().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(n)), "read map info")
     return info
 
 
 def prog_info(fd: int) -> ProgInfo:
     info = ProgInfo()
-    attr = _InfoByFd(bpf_fd=fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info))
-    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr, "read program info")
+    n = ctypes.c_uint32(ctypes.sizeof(info))
+    _check(_lib().bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(n)), "read program info")
     return info
 
 
@@ -308,9 +338,8 @@ class Map(_BpfObject):
         """The value, or None when the key is absent."""
         k = ctypes.create_string_buffer(bytes(key), self.key_size)
         v = self._vbuf()
-        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v))
         try:
-            _bpf(BPF_MAP_LOOKUP_ELEM, attr, f"look up in {self.name}")
+            _check(_lib().bpf_map_lookup_elem(self.fd, k, v), f"look up in {self.name}")
         except OSError as e:
             if e.errno == errno.ENOENT:
                 return None
@@ -329,14 +358,12 @@ class Map(_BpfObject):
             v = ctypes.create_string_buffer(raw, len(raw))
         else:
             v = ctypes.create_string_buffer(bytes(value), self.value_size)
-        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v), flags=flags)
-        _bpf(BPF_MAP_UPDATE_ELEM, attr, f"update {self.name}")
+        _check(_lib().bpf_map_update_elem(self.fd, k, v, flags), f"update {self.name}")
 
     def delete(self, key: bytes) -> bool:
         k = ctypes.create_string_buffer(bytes(key), self.key_size)
-        attr = _MapElem(map_fd=self.fd, key=ctypes.addressof(k))
         try:
-            _bpf(BPF_MAP_DELETE_ELEM, attr, f"delete from {self.name}")
+            _check(_lib().bpf_map_delete_elem(self.fd, k), f"delete from {self.name}")
         except OSError as e:
             if e.errno == errno.ENOENT:
                 return False
@@ -353,23 +380,22 @@ class Map(_BpfObject):
         vsize = self._stride * self.ncpus if self.percpu else self.value_size
         vals = ctypes.create_string_buffer(vsize * n)
         out_batch = ctypes.create_string_buffer(max(self.key_size, 8))
-        attr = _Batch(in_batch=0, out_batch=ctypes.addressof(out_batch), keys=ctypes.addressof(keys),
-                      values=ctypes.addressof(vals), count=n, map_fd=self.fd)
+        count = ctypes.c_uint32(n)
         try:
-            _bpf(BPF_MAP_LOOKUP_BATCH, attr, f"batch-read {self.name}")
+            _check(_lib().bpf_map_lookup_batch(self.fd, None, out_batch, keys, vals, ctypes.byref(count),
+                                               ctypes.byref(_BatchOpts())), f"batch-read {self.name}")
         except OSError as e:
             if e.errno != errno.ENOENT:
                 raise
-        return keys.raw[:attr.count * self.key_size], vals.raw[:attr.count * vsize], attr.count
+        return keys.raw[:count.value * self.key_size], vals.raw[:count.value * vsize], count.value
 
     def keys(self):
         k = None
         nxt = ctypes.create_string_buffer(self.key_size)
         while True:
             kb = ctypes.create_string_buffer(k, self.key_size) if k is not None else None
-            attr = _MapElem(map_fd=self.fd, key=_addr(kb), value=ctypes.addressof(nxt))
             try:
-                _bpf(BPF_MAP_GET_NEXT_KEY, attr, f"iterate {self.name}")
+                _check(_lib().bpf_map_get_next_key(self.fd, kb, nxt), f"iterate {self.name}")
             except OSError as e:
                 if e.errno == errno.ENOENT:
                     return
@@ -426,12 +452,12 @@ class Prog(_BpfObject):
             ctx = XdpMd(data=0, data_end=len(data), ingress_ifindex=ingress_ifindex,
                         rx_queue_index=rx_queue_index)
             ctx_out = XdpMd()
-        attr = _TestRun(prog_fd=self.fd, data_size_in=len(data), data_in=ctypes.addressof(din),
+        attr = _TestRunOpts(data_size_in=len(data), data_in=ctypes.addressof(din),
                         data_out=_addr(dout), data_size_out=0 if live else out_size,
                         repeat=repeat, flags=flags, batch_size=batch_size,
                         ctx_in=_addr(ctx), ctx_size_in=ctypes.sizeof(XdpMd) if ctx else 0,
                         ctx_out=_addr(ctx_out), ctx_size_out=ctypes.sizeof(XdpMd) if ctx_out else 0)
-        _bpf(BPF_PROG_TEST_RUN, attr, f"test-run {self.name}")
+        test_run_opts(self.fd, attr, f"test-run {self.name}")
         out = b"" if live else dout.raw[:attr.data_size_out]
         return TestRunResult(attr.retval, out, attr.duration, ctx_out)
 

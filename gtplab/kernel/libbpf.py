@@ -6,7 +6,7 @@ forwarder (gtplab.dut.fwd: fwd.bpf.o).
 - BpfObject loads a BPF object file (e.g. trafficgen.bpf.o) with libbpf (through ctypes, libbpf1 is a
   dependency of libbpf-dev) and hands out program and map fds. Nothing is pinned: the fds live in
   this process and the kernel frees everything when the object is closed or the process exits.
-- xdp_link attaches a program with BPF_LINK_CREATE; closing the link fd detaches it, so an
+- xdp_link attaches a program with BPF_LINK_CREATE (libbpf's bpf_link_create); closing the link fd detaches it, so an
   attachment never outlives the process that made it (unless the link is pinned). tcx_ingress_link
   does the same for tc ingress.
 - in_netns runs a function in a thread that has entered a named network namespace (setns(2)
@@ -24,8 +24,6 @@ from pathlib import Path
 
 from gtplab.kernel import bpf, netns
 
-BPF_RAW_TRACEPOINT_OPEN = 17
-BPF_LINK_CREATE = 28
 BPF_XDP = 37
 BPF_TCX_INGRESS = 46
 XDP_FLAGS_SKB_MODE = 1 << 1
@@ -37,18 +35,9 @@ _libbpf = None
 def _lib():
     global _libbpf
     if _libbpf is None:
-        lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
-        vp = ctypes.c_void_p
-        lib.bpf_object__open_file.restype = vp
-        lib.bpf_object__open_file.argtypes = [ctypes.c_char_p, vp]
-        lib.bpf_object__load.argtypes = [vp]
-        lib.bpf_object__close.argtypes = [vp]
-        lib.bpf_object__find_program_by_name.restype = vp
-        lib.bpf_object__find_program_by_name.argtypes = [vp, ctypes.c_char_p]
-        lib.bpf_object__find_map_by_name.restype = vp
-        lib.bpf_object__find_map_by_name.argtypes = [vp, ctypes.c_char_p]
-        lib.bpf_program__fd.argtypes = [vp]
-        lib.bpf_map__fd.argtypes = [vp]
+        lib = bpf._lib()        # the one handle: bpf.h and the object calls are declared there
+        lib.bpf_link_create.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        lib.bpf_raw_tracepoint_open.argtypes = [ctypes.c_char_p, ctypes.c_int]
         _libbpf = lib
     return _libbpf
 
@@ -93,35 +82,30 @@ class BpfObject:
             self.maps.clear()
 
 
-class _LinkCreate(ctypes.Structure):
-    _fields_ = [("prog_fd", ctypes.c_uint32), ("target_ifindex", ctypes.c_uint32),
-                ("attach_type", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("_rest", ctypes.c_uint8 * 48)]
-
-
 def xdp_link(prog_fd: int, ifindex: int, mode: str = "native") -> int:
     """Attach an XDP program to ifindex of the calling thread's netns; returns the link fd."""
     flags = XDP_FLAGS_DRV_MODE if mode == "native" else XDP_FLAGS_SKB_MODE
-    attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_XDP, flags=flags)
-    return bpf._bpf(BPF_LINK_CREATE, attr, f"attach XDP to ifindex {ifindex}")
+    opts = _LinkCreateOpts(flags=flags)
+    return bpf._check(_lib().bpf_link_create(prog_fd, ifindex, BPF_XDP, ctypes.byref(opts)),
+                      f"attach XDP to ifindex {ifindex}")
 
 
 def tcx_ingress_link(prog_fd: int, ifindex: int) -> int:
     """Attach a SCHED_CLS program to ifindex's tc ingress (tcx) in the calling thread's netns;
     returns the link fd (closing it, or unpinning it, detaches the program)."""
-    attr = _LinkCreate(prog_fd=prog_fd, target_ifindex=ifindex, attach_type=BPF_TCX_INGRESS)
-    return bpf._bpf(BPF_LINK_CREATE, attr, f"attach tcx ingress to ifindex {ifindex}")
+    return bpf._check(_lib().bpf_link_create(prog_fd, ifindex, BPF_TCX_INGRESS, None),
+                      f"attach tcx ingress to ifindex {ifindex}")
 
 
-class _RawTpOpen(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_uint64), ("prog_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32),
-                ("cookie", ctypes.c_uint64)]
+class _LinkCreateOpts(bpf._Opts):
+    """struct bpf_link_create_opts (libbpf 1.1) up to flags: libbpf reads no further than sz."""
+    _fields_ = [("sz", ctypes.c_size_t), ("flags", ctypes.c_uint32)]
 
 
 def tp_btf_link(prog_fd: int, what: str = "a BTF tracepoint") -> int:
     """Attach a tp_btf program (its tracepoint is in the program: name 0) with
     BPF_RAW_TRACEPOINT_OPEN; returns the fd (closing it detaches the program)."""
-    return bpf._bpf(BPF_RAW_TRACEPOINT_OPEN, _RawTpOpen(name=0, prog_fd=prog_fd), f"attach to {what}")
+    return bpf._check(_lib().bpf_raw_tracepoint_open(None, prog_fd), f"attach to {what}")
 
 
 # the engine's threads run inside the generator's namespace (see gtplab/kernel/netns.py)
@@ -154,22 +138,23 @@ class LiveRunner:
         buf = meta + frame
         self._din = ctypes.create_string_buffer(buf, len(buf))
         self._ctx = bpf.XdpMd(data=len(meta), data_end=len(buf), ingress_ifindex=ifindex)
-        self._attr = bpf._TestRun(prog_fd=prog_fd, data_size_in=len(buf),
+        self._fd = prog_fd
+        self._attr = bpf._TestRunOpts(data_size_in=len(buf),
                                   data_in=ctypes.addressof(self._din), repeat=1,
                                   ctx_in=ctypes.addressof(self._ctx),
                                   ctx_size_in=ctypes.sizeof(self._ctx),
                                   flags=bpf.BPF_F_TEST_XDP_LIVE_FRAMES, batch_size=batch_size)
         self._ref = ctypes.byref(self._attr)
-        self._size = ctypes.sizeof(self._attr)
+        self._run = _lib().bpf_prog_test_run_opts
 
     def run(self, n: int) -> None:
         """Run the program n times (n frames, minus any it drops)."""
         self._attr.repeat = n
         if self._cur is not None:
             self._cur.update(b"\0\0\0\0", self._cur_val)
-        if bpf._libc.syscall(bpf._NR_bpf, bpf.BPF_PROG_TEST_RUN, self._ref, self._size) < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"Couldn't run the transmit program: {os.strerror(err)}")
+        ret = self._run(self._fd, self._ref)
+        if ret < 0:
+            bpf._check(ret, "run the transmit program")
 
 
 def run_once(prog_fd: int, frame: bytes, slot: int) -> tuple[int, bytes]:
@@ -180,9 +165,9 @@ def run_once(prog_fd: int, frame: bytes, slot: int) -> tuple[int, bytes]:
     din = ctypes.create_string_buffer(buf, len(buf))
     dout = ctypes.create_string_buffer(len(buf) + 256)
     ctx = bpf.XdpMd(data=len(meta), data_end=len(buf))
-    attr = bpf._TestRun(prog_fd=prog_fd, data_size_in=len(buf), data_in=ctypes.addressof(din),
+    attr = bpf._TestRunOpts(data_size_in=len(buf), data_in=ctypes.addressof(din),
                         data_out=ctypes.addressof(dout), data_size_out=len(dout), repeat=1,
                         ctx_in=ctypes.addressof(ctx), ctx_size_in=ctypes.sizeof(ctx))
-    bpf._bpf(bpf.BPF_PROG_TEST_RUN, attr, "test-run tg_tx")
+    bpf.test_run_opts(prog_fd, attr, "test-run tg_tx")
     out = dout.raw[:attr.data_size_out]
     return attr.retval, out[len(meta):]   # data_out starts at data_meta
