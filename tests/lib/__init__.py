@@ -16,9 +16,11 @@ dataplane/fuzz/ put the repository's top on sys.path to do the same):
     monitor_stack.py  a local Prometheus stack and Pushgateway, for the monitor and dashboard tests
     trex_server.py    a real TRex server in a namespace of its own (the `trex_server` fixture)
 
-REPO is the repository's top.
+REPO is the repository's top. UNDECIDED begins the reason of a skip that says the test could not decide
+its property on this host (the figures follow).
 """
 
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+UNDECIDED = "undecided:"

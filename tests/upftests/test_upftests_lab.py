@@ -24,7 +24,7 @@ from gtplab.lab import topology
 from gtplab.upftests import criteria as C
 from gtplab.upftests import handover, n4, policing, usage
 from gtplab.upftests.harness import Upf
-from tests.conftest import UNDECIDED
+from tests.lib import UNDECIDED
 from tests.lib import REPO
 from tests.lib import external_upf as X
 from tests.lib.lab import leftovers
