@@ -51,14 +51,30 @@ class MetricsDut(ScrapedDut):
             print(f"gtplab: load the bearers on the DUT yourself: pgwu session flush && pgwu session load {path}"
                   " (or set dut.ssh in the lab config)", file=sys.stderr)
             return
+        ssh_cmd, scp_cmd, target = ssh_commands(ssh)
         pgwu = self.cfg.dut.get("pgwu", "pgwu")
         pin = self.cfg.dut.get("pin_dir")
         base = [pgwu] + (["-d", pin] if pin else [])
         remote = f"/tmp/gtplab-bearers-{os.getpid()}.txt"
-        for argv in (["scp", "-q", path, f"{ssh}:{remote}"],
-                     ["ssh", ssh, " ".join(base + ["session", "flush"])],
-                     ["ssh", ssh, " ".join(base + ["session", "load", remote])]):
+        for argv in (scp_cmd + ["-q", path, f"{target}:{remote}"],
+                     ssh_cmd + [target, " ".join(base + ["session", "flush"])],
+                     ssh_cmd + [target, " ".join(base + ["session", "load", remote])]):
             p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             if p.returncode:
-                raise UserError(f"Couldn't install the bearers on {ssh} ({' '.join(argv[:2])}): "
+                raise UserError(f"Couldn't install the bearers on {target} ({' '.join(argv[:2])}): "
                                 f"{p.stderr.strip()[-200:]}")
+
+
+def ssh_commands(ssh) -> tuple[list[str], list[str], str]:
+    """(ssh argv, scp argv, target) for dut.ssh: "user@host", or a mapping {host, user, port, key,
+    options} (options: extra ssh/scp arguments, e.g. ["-o", "StrictHostKeyChecking=no"]). The argv
+    lists end before the target: ssh's port flag is -p, scp's -P."""
+    if isinstance(ssh, str):
+        return ["ssh"], ["scp"], ssh
+    opts = [str(o) for o in ssh.get("options") or []]
+    if ssh.get("key"):
+        opts = ["-i", str(ssh["key"])] + opts
+    port = ssh.get("port")
+    target = f"{ssh['user']}@{ssh['host']}" if ssh.get("user") else str(ssh["host"])
+    return (["ssh"] + (["-p", str(port)] if port else []) + opts,
+            ["scp"] + (["-P", str(port)] if port else []) + opts, target)

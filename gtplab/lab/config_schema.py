@@ -127,7 +127,15 @@ EXTERNAL = _obj({
 DUT = _obj({
     "mode": _enum(DUT_MODES, " (the reference forwarder is fwd)"),
     "name": {"type": ["string", "number", "null"], "x-error": "{path} {value} must be a name (a string)"},
-    "metrics_url": _str(null=True), "node_exporter_url": _str(null=True), "ssh": _str(null=True),
+    "metrics_url": _str(null=True), "node_exporter_url": _str(null=True),
+    # "user@host", or {host, user, port, key, options: ["-o", "K=V", ...]} (gtplab.dut.metrics.ssh_commands)
+    "ssh": {"anyOf": [_NULL, {"type": "string", "minLength": 1},
+                      _obj({"host": {"type": "string", "minLength": 1}, "user": _str(null=True),
+                            "port": _int(1, 65535, "a TCP port (1..65535)", null=True),
+                            "key": _str(null=True),
+                            "options": {"type": ["array", "null"], "items": {"type": "string"}}},
+                           null=False, required=["host"])],
+            "x-error": "{path} must be user@host or {{host, user, port, key, options: [ssh options]}}"},
     "pgwu": _str(null=True), "pin_dir": _str(null=True),
     "provision": _enum(prov.PROVISION),
     "counters": _enum(prov.COUNTERS),

@@ -435,16 +435,17 @@ def test_pgwu_unit_attaches_and_exports(tmp_path):
 
 # ---- the trex role's install path, on this machine with a release served from loopback ----------
 
-def _fake_trex_release(path: Path, version: str) -> None:
-    """A tarball laid out like a TRex release (<version>/t-rex-64, dpdk_nic_bind.py). Not TRex: only
-    the role's download/unpack/link/config/unit steps are tested with it."""
+def _fake_trex_release(path: Path, version: str, top: str | None = None) -> None:
+    """A tarball laid out like a TRex release (<version>/t-rex-64, dpdk_nic_bind.py), or with another
+    top folder (the runtime tarball of ../shared/trex has scripts/). Not TRex: only the role's
+    download/unpack/link/config/unit steps are tested with it."""
     import tarfile
     import io
     with tarfile.open(path, "w:gz") as tar:
         for name, body in (("t-rex-64", "#!/bin/sh\necho fake t-rex-64 \"$@\"\n"),
                            ("dpdk_nic_bind.py", "#!/usr/bin/env python3\n")):
             data = body.encode()
-            info = tarfile.TarInfo(f"{version}/{name}")
+            info = tarfile.TarInfo(f"{top or version}/{name}")
             info.size, info.mode = len(data), 0o755
             tar.addfile(info, io.BytesIO(data))
 
@@ -459,7 +460,7 @@ def test_trex_role_installs_release(tmp_path):
     www = tmp_path / "www"
     www.mkdir()
     _fake_trex_release(www / "v9.01.tar.gz", "v9.01")
-    _fake_trex_release(tmp_path / "local-v9.02.tar.gz", "v9.02")
+    _fake_trex_release(tmp_path / "local-v9.02.tar.gz", "v9.02", top="scripts")   # as shipped: scripts/
     handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(www), **kw)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -491,13 +492,16 @@ def test_trex_role_installs_release(tmp_path):
         server.server_close()
     assert _recap(runs[0])["changed"] >= 4, runs[0][-3000:]   # download, unpack, link, cfg, unit
     assert _recap(runs[1])["changed"] == 0, f"2nd run changed: {_changed_tasks(runs[1])}"
-    # The local tarball of another version: copied, unpacked, current moved to it.
+    # The local tarball of another version, laid out as the runtime tarball (top folder scripts/, the
+    # old role failed at 'Point current at this release'): copied, unpacked, current moved to it.
     assert os.readlink(root / "opt/trex/current") == str(root / "opt/trex/v9.02")
+    assert (root / "opt/trex/v9.02/t-rex-64").stat().st_mode & 0o111
     assert (root / "opt/trex/v9.02.tar.gz").read_bytes() == (tmp_path / "local-v9.02.tar.gz").read_bytes()
     cfg = yaml.safe_load((root / "trex_cfg.yaml").read_text())[0]
     assert cfg["interfaces"] == ["0000:00:1f.0", "0000:00:1f.1"]
     unit = (root / "trex.service").read_text()
     assert f"ExecStart={root}/opt/trex/current/t-rex-64 -i -c 2 --cfg {root}/trex_cfg.yaml --iom 0" in unit
+    assert "Environment=PYTHON3=/usr/bin/python3" in unit
     if Path("/proc/1/comm").read_text().strip() != "systemd":
         assert "trex.service is installed but not started" in runs[1]
 
@@ -540,3 +544,124 @@ def test_dut_sport_entropy_off_rendered(tmp_path):
     env = dict(line.split("=", 1) for line in (tmp_path / host / "etc/default/pgwu").read_text().splitlines()
                if line and not line.startswith("#"))
     assert "--csum on --sport-entropy off" in env["PGWU_LOAD_ARGS"], env["PGWU_LOAD_ARGS"]
+
+
+# ---- issue 34: roles that fail when the host is not working ---------------------------------------
+
+def _local_lab_inventory(path: Path, **group_vars: dict) -> Path:
+    """An inventory of three hosts (monitoring, dut, trex), all this machine over connection local,
+    without become (the tests run as root or fail before anything needs it)."""
+    groups = {}
+    for group in ("monitoring", "dut", "trex"):
+        host = {"ansible_connection": "local", "ansible_become": False,
+                "ansible_python_interpreter": sys.executable}
+        groups[group] = {"hosts": {f"gtplab-test-{group}": host}, "vars": group_vars.get(group, {})}
+    path.write_text(yaml.safe_dump({"all": {"children": groups}}))
+    return path
+
+
+def test_site_plays_independent(tmp_path):
+    """A failing play does not end the run: with each role's variables refused, all three plays run
+    (the old site.yml stopped after the monitoring play: 'NO MORE HOSTS LEFT'), every host is reported
+    failed with what failed, and the run fails. Each role checks its variables before touching the host."""
+    inv = _local_lab_inventory(tmp_path / "hosts.yml",
+                               monitoring={"monitoring_prometheus_listen": "nowhere"},
+                               dut={"dut_xdp_mode": "bogus"},
+                               trex={"trex_ports": [{"pci": "0000:3b:00.0", "ip": "10.201.0.2", "gw": "10.201.0.1"}]})
+    cp = _playbook("-i", str(inv), "site.yml", timeout=300)
+    out = cp.stdout
+    assert cp.returncode != 0, out[-3000:]
+    assert "monitoring_prometheus_listen and monitoring_pushgateway_listen must be" in out, out[-4000:]
+    assert "Set both dut_access_if and dut_sgi_if" in out, out[-4000:]
+    assert "trex_ports must list an even number" in out, out[-4000:]
+    recap = dict(re.findall(r"^(gtplab-test-\w+)\s+:\s+(.*)$", out, re.M))
+    assert set(recap) == {"gtplab-test-monitoring", "gtplab-test-dut", "gtplab-test-trex"}, out[-2000:]
+    for host, line in recap.items():
+        assert re.search(r"failed=1\b", line) and re.search(r"rescued=1\b", line), f"{host}: {line}"
+    assert re.search(r"fatal: \[gtplab-test-dut\].*dut: Check the DUT variables", out), out[-3000:]
+
+
+def test_grafana_unreachable_skipped_with_message(tmp_path):
+    """Grafana's repository unreachable: Grafana is skipped with a message saying so and how to get it,
+    and the run goes on (the old role failed the play at 'Install Grafana'). Check mode: nothing on this
+    machine changes; the probe runs for real. monitoring_grafana_required: true makes it an error."""
+    common = ["tests/grafana.yml", "--check",
+              "-e", "monitoring_grafana_repo_url=http://127.0.0.1:9"]
+    cp = _playbook(*common, timeout=180)
+    assert cp.returncode == 0, cp.stdout[-4000:]
+    assert "Grafana is SKIPPED on localhost" in cp.stdout, cp.stdout[-3000:]
+    assert "monitoring_grafana_deb" in cp.stdout
+    assert re.search(r"TASK \[monitoring : Install Grafana\] \*+\nskipping", cp.stdout), cp.stdout[-3000:]
+    cp = _playbook(*common, "-e", "monitoring_grafana_required=true", timeout=180)
+    assert cp.returncode != 0 and "Grafana is SKIPPED on localhost" in cp.stdout, cp.stdout[-3000:]
+
+
+@pytest.mark.lab     # the roles install their files owned by root: rendering them needs root
+def test_dut_n6_gateway_and_peer_neighbours_rendered(tmp_path):
+    """The N6 gateway's MAC (TRex's SGi port in dest_mac mode answers no ARP for it) and further
+    neighbours are role variables: gtplab-dut-setup adds them as permanent entries."""
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "-e", f"render_dir={tmp_path}", "-e", json.dumps({
+        "dut_pdn_gateway_mac": "02:00:00:00:0B:02",
+        "dut_neighbours": [{"addr": "10.201.0.9", "mac": "02:00:00:00:0a:09", "side": "access"},
+                           {"addr": "10.202.0.9", "mac": "02:00:00:00:0b:09", "side": "sgi"}]}))
+    assert cp.returncode == 0, f"render.yml failed:\n{cp.stdout[-4000:]}{cp.stderr[-2000:]}"
+    (host,) = _hosts()["dut"]["hosts"]
+    script = tmp_path / host / "usr/local/sbin/gtplab-dut-setup"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert 'neigh 10.202.0.2 02:00:00:00:0b:02 "$SGI_IF"' in text, text[-1500:]
+    assert 'neigh 10.201.0.9 02:00:00:00:0a:09 "$ACCESS_IF"' in text
+    assert 'neigh 10.202.0.9 02:00:00:00:0b:09 "$SGI_IF"' in text
+
+
+@pytest.mark.lab     # the roles install their files owned by root: rendering them needs root
+def test_trex_af_packet_ports_rendered(tmp_path):
+    """af_packet ports (kernel interfaces through DPDK's af_packet PMD: veths, containers) beside PCI
+    ones; low_end for one-core hosts (the old role refused any port without a PCI id)."""
+    extra = {"trex_ports": [{"af_packet": "eth1", "dest_mac": "02:00:00:00:0a:01"},
+                            {"af_packet": "eth2", "dest_mac": "02:00:00:00:0b:01"}],
+             "trex_low_end": True, "trex_low_end_core": 1}
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "trex",
+                   "-e", f"render_dir={tmp_path}", "-e", json.dumps(extra), timeout=120)
+    assert cp.returncode == 0, cp.stdout[-4000:]
+    (host,) = _hosts()["trex"]["hosts"]
+    cfg = yaml.safe_load((tmp_path / host / "trex_cfg.yaml").read_text())[0]
+    assert cfg["interfaces"] == [
+        f"--vdev=net_af_packet{i},iface=eth{i + 1},blocksz=4096,framesz=4096,framecnt=4096" for i in (0, 1)]
+    assert cfg["low_end"] is True and cfg["low_end_core"] == 1 and "platform" not in cfg
+    assert cfg["port_info"][1] == {"dest_mac": "02:00:00:00:0b:01"}
+    # a port naming both kinds, or neither, is refused
+    bad = {"trex_ports": [{"af_packet": "eth1", "pci": "0000:3b:00.0", "ip": "1.1.1.1", "gw": "1.1.1.2"},
+                          {"af_packet": "eth2", "ip": "1.1.1.2", "gw": "1.1.1.1"}], "trex_low_end": True}
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "trex",
+                   "-e", f"render_dir={tmp_path}/bad", "-e", json.dumps(bad), timeout=120)
+    assert cp.returncode != 0 and "trex_ports must list an even number" in cp.stdout
+
+
+def test_trex_packages_have_distutils():
+    """TRex v3.08's start scripts import distutils.util: without python3-distutils trex.service
+    crash-loops on Debian 12 ('No module named distutils.util')."""
+    defaults = yaml.safe_load((ANSIBLE / "roles/trex/defaults/main.yml").read_text())
+    assert "python3-distutils" in defaults["trex_packages"]
+
+
+def test_trex_rpc_check_fails_without_trex(tmp_path):
+    """After starting trex.service the role asks TRex for its version over RPC: nothing answering on the
+    port (a crash loop) fails the play with the port and the time waited (the old role had no check:
+    failed=0 with TRex dead). Uses the client of the runtime tarball, when it is there."""
+    from gtplab.lab import trex_server
+    try:
+        tdir = trex_server.resolve()
+    except trex_server.TrexUnavailable as e:
+        pytest.skip(f"no TRex runtime: {e}")
+    root = tmp_path / "opt"
+    root.mkdir()
+    (root / "current").symlink_to(tdir)
+    with __import__("socket").socket() as s:     # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cp = _playbook("tests/trex_check.yml", "-e", json.dumps({
+        "trex_install_root": str(root), "trex_rpc_port": port, "trex_check_timeout": 5,
+        "trex_check_systemd": False}), timeout=180)
+    assert cp.returncode != 0, cp.stdout[-3000:]
+    assert f"TRex does not answer RPC on 127.0.0.1:{port} after 5 s" in cp.stdout, cp.stdout[-3000:]

@@ -1,0 +1,37 @@
+"""The real lab on one machine (issue 34.B): tools/multihost/lab.py builds three nspawn container hosts
+(monitoring, dut, trex), runs ansible/site.yml against them, then `gtplab sweep --backend trex` through
+the TRex host against the DUT host (uplink and downlink, 128 B, 20 kpps x 3 s), each case pushed to the
+monitoring host's Pushgateway and read back from its Prometheus, and removes everything. Deselected by
+`./setup.sh test` (marker multihost): minutes, root, debootstrap and systemd-nspawn, the Debian archive."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.lib import REPO
+
+pytestmark = pytest.mark.multihost
+
+
+@pytest.mark.timeout(3600)
+def test_site_yml_on_three_container_hosts():
+    if os.geteuid() != 0:
+        pytest.skip("builds containers, a bridge and veths: needs root")
+    for tool in ("debootstrap", "systemd-nspawn"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed (apt-get install debootstrap systemd-container)")
+    cp = subprocess.run([sys.executable, str(REPO / "tools/multihost/lab.py"), "run"],
+                        capture_output=True, text=True, timeout=3500)
+    out = cp.stdout + cp.stderr
+    print(out[-4000:])                           # times and results, with -s
+    assert cp.returncode == 0, out[-6000:]
+    assert "site.yml rc=0" in out, out[-6000:]
+    assert "sweep rc=0" in out and "Prometheus on the monitoring host has 2 case series" in out, out[-6000:]
+    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    tag = next(line.split()[-2] for line in out.splitlines() if line.endswith(" removed"))
+    assert tag not in leftovers

@@ -1,0 +1,402 @@
+#!/usr/bin/env python3
+"""The real lab on one machine (issue 34.B): three systemd-nspawn container hosts (monitoring, dut,
+trex; this machine is the Ansible controller), provisioned by ansible/site.yml.
+
+    sudo .venv/bin/python tools/multihost/lab.py run [--keep] [--no-sweep]
+
+- Root filesystems: debootstrap minbase (systemd, openssh, python3) once, cached in
+  /var/cache/gtplab-multihost/<release>-<hash>/ and copied per host for each run.
+- A management bridge `gtplmh-<hex>-br` (a /24 picked from 10.0.0.0/8 that no host route uses),
+  each container on it through `--network-bridge`; the controller is the bridge's .1.
+- The hosts reach only the Debian archive, through a small HTTP proxy on the bridge address
+  (ArchiveProxy: GET/HEAD for deb.debian.org and security.debian.org, nothing else).
+- Data veths trex eth1 <-> dut eth1 (access) and trex eth2 <-> dut eth2 (SGi), moved into the
+  containers after boot (`--network-interface` needs udev). Fixed MACs, so the inventory can name them.
+- The DUT gets a bpffs instance of its own at /sys/fs/bpf and the bpf/perf_event_open syscalls; the
+  TRex host /sys/module read-only (DPDK's EAL reads it).
+- Everything is named gtplmh-<hex>-*, and removed at the end, also on failure, Ctrl-C and SIGTERM.
+
+Then `gtplab sweep --backend trex` (a lab config written for these hosts, dut.ssh with the run's key)
+through the TRex host against the DUT host, each case pushed to the monitoring host's Pushgateway
+and queried back from its Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.server
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("GTPLAB_MULTIHOST_CACHE", "/var/cache/gtplab-multihost"))
+STATE = Path("/var/lib/gtplab-multihost")
+RELEASE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "ca-certificates"]
+ARCHIVE_HOSTS = {"deb.debian.org", "security.debian.org"}
+HOSTS = ("monitoring", "dut", "trex")
+MACS = {"trex1": "02:6d:68:00:0a:01", "dut1": "02:6d:68:00:0a:02",    # access (N3/S1-U)
+        "trex2": "02:6d:68:00:0b:01", "dut2": "02:6d:68:00:0b:02"}    # SGi (N6)
+TREX_TARBALL = REPO.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    cp = subprocess.run(list(argv), text=True, capture_output=True, **kw)
+    if check and cp.returncode:
+        raise RuntimeError(f"{' '.join(argv)}: exit {cp.returncode}: {cp.stderr.strip()[-1000:]}")
+    return cp
+
+
+# ---- the Debian-archive-only proxy ------------------------------------------------------------------
+
+class ArchiveProxy(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+class _ProxyHandler(http.server.BaseHTTPRequestHandler):
+    def _forward(self, head: bool) -> None:
+        url = self.path
+        host = urllib.request.urlparse(url).hostname or ""
+        if not url.startswith("http://") or host not in ARCHIVE_HOSTS:
+            self.send_error(403, f"gtplab-multihost proxy: only {', '.join(sorted(ARCHIVE_HOSTS))}")
+            return
+        req = urllib.request.Request(url, method="HEAD" if head else "GET")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("connection", "transfer-encoding"):
+                        self.send_header(k, v)
+                self.end_headers()
+                if not head:
+                    shutil.copyfileobj(r, self.wfile, 1 << 16)
+        except urllib.error.HTTPError as e:
+            self.send_error(e.code, str(e.reason))
+        except OSError as e:
+            self.send_error(502, str(e))
+
+    def do_GET(self):  # noqa: N802
+        self._forward(False)
+
+    def do_HEAD(self):  # noqa: N802
+        self._forward(True)
+
+    def log_message(self, *a):
+        pass
+
+
+# ---- root filesystems ------------------------------------------------------------------------------
+
+def base_rootfs() -> Path:
+    """The cached debootstrap tree (built once: ~2.5 min, ~330 MB)."""
+    key = hashlib.sha256(" ".join([RELEASE, MIRROR] + PACKAGES).encode()).hexdigest()[:12]
+    base = CACHE / f"{RELEASE}-{key}"
+    if (base / ".gtplab-complete").exists():
+        return base
+    tmp = CACHE / f".{base.name}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"debootstrap {RELEASE} into {base} (once; cached)")
+    t0 = time.monotonic()
+    cp = sh("debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", RELEASE, str(tmp), MIRROR,
+            check=False)
+    if cp.returncode:
+        shutil.rmtree(tmp, ignore_errors=True)
+        sys.exit(f"debootstrap failed:\n{cp.stdout[-2000:]}{cp.stderr[-2000:]}")
+    (tmp / "etc/machine-id").write_text("")           # each boot makes its own
+    (tmp / ".gtplab-complete").write_text(f"{time.monotonic() - t0:.0f} s\n")
+    tmp.rename(base)
+    log(f"debootstrap done in {time.monotonic() - t0:.0f} s")
+    return base
+
+
+# ---- the lab -------------------------------------------------------------------------------------
+
+class Lab:
+    def __init__(self, keep: bool = False):
+        self.tag = f"gtplmh-{secrets.token_hex(2)}"     # + "-br", "-t1": interface names <= 15
+        self.dir = STATE / self.tag
+        self.keep = keep
+        self.bridge = f"{self.tag}-br"
+        self.net = self._free_net()
+        self.gw = str(self.net.network_address + 1)
+        self.addr = {h: str(self.net.network_address + 10 + i) for i, h in enumerate(HOSTS)}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.leaders: dict[str, int] = {}
+        self.proxy: ArchiveProxy | None = None
+        self.bpffs = self.dir / "bpffs"
+        self.times: dict[str, float] = {}
+
+    @staticmethod
+    def _free_net() -> ipaddress.IPv4Network:
+        used = []
+        for line in sh("ip", "-4", "route", "show", "table", "all").stdout.splitlines() + \
+                sh("ip", "-4", "-o", "addr").stdout.split():
+            word = line.split()[0] if line.split() else ""
+            try:
+                used.append(ipaddress.ip_network(word, strict=False))
+            except ValueError:
+                pass
+        for _ in range(200):
+            net = ipaddress.ip_network(f"10.{secrets.randbelow(50) + 200}.{secrets.randbelow(256)}.0/24")
+            if net.subnet_of(ipaddress.ip_network("10.200.0.0/14")):     # the lab's own data ranges
+                continue
+            if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
+                return net
+        sys.exit("no free /24 in 10.200.0.0/11 for the management bridge")
+
+    # -- up --
+    def up(self) -> None:
+        t0 = time.monotonic()
+        base = base_rootfs()
+        self.times["rootfs_cache"] = time.monotonic() - t0
+        self.dir.mkdir(parents=True)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.dir / "id"))
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.gw}/{self.net.prefixlen}", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        self.proxy = ArchiveProxy((self.gw, 0), _ProxyHandler)
+        threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
+        t1 = time.monotonic()
+        for host in HOSTS:
+            self._make_root(base, host)
+        self.times["copy_roots"] = time.monotonic() - t1
+        self.bpffs.mkdir()
+        sh("mount", "-t", "bpf", "bpf", str(self.bpffs))            # a bpffs instance of the DUT's own
+        t1 = time.monotonic()
+        for host in HOSTS:
+            self._boot(host)
+        for host in HOSTS:
+            self._net(host)
+        self._data_links()
+        for host in HOSTS:
+            self._wait_ssh(host)
+        self.times["boot"] = time.monotonic() - t1
+        log(f"hosts up: {self.addr} (bridge {self.bridge}, proxy {self.gw}:{self.proxy.server_port})")
+
+    def _make_root(self, base: Path, host: str) -> None:
+        root = self.dir / host
+        sh("cp", "-a", "--reflink=auto", str(base), str(root))
+        (root / "etc/hostname").write_text(f"{host}\n")
+        (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {host}\n")
+        ssh = root / "root/.ssh"
+        ssh.mkdir(mode=0o700, exist_ok=True)
+        (ssh / "authorized_keys").write_text((self.dir / "id.pub").read_text())
+        (root / "etc/apt/apt.conf.d/90gtplab-proxy").write_text(
+            f'Acquire::http::Proxy "http://{self.gw}:{self.proxy.server_port}";\n')
+        # the console getty has no console here
+        for unit in ("console-getty.service", "getty@tty1.service"):
+            (root / "etc/systemd/system" / unit).unlink(missing_ok=True)
+            (root / "etc/systemd/system" / unit).symlink_to("/dev/null")
+
+    def _boot(self, host: str) -> None:
+        argv = ["systemd-nspawn", "--quiet", "--keep-unit", "--register=no", "--boot", "--console=passive",
+                "-D", str(self.dir / host), "-M", f"{self.tag}-{host[:3]}", f"--network-bridge={self.bridge}",
+                "--capability=CAP_IPC_LOCK,CAP_BPF,CAP_PERFMON,CAP_NET_ADMIN,CAP_SYS_RESOURCE"]
+        if host == "dut":
+            argv += [f"--bind={self.bpffs}:/sys/fs/bpf", "--system-call-filter=bpf perf_event_open"]
+        if host == "trex":
+            argv += ["--bind-ro=/sys/module", "--system-call-filter=perf_event_open"]
+        out = open(self.dir / f"{host}.console", "w")
+        self.procs[host] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+    def _leader(self, host: str, timeout: float = 30) -> int:
+        deadline = time.monotonic() + timeout
+        parent = self.procs[host].pid
+        while time.monotonic() < deadline:
+            if self.procs[host].poll() is not None:
+                sys.exit(f"{host}: systemd-nspawn exited: {(self.dir / f'{host}.console').read_text()[-2000:]}")
+            for pid in sh("ps", "-o", "pid=", "--ppid", str(parent), check=False).stdout.split():
+                try:        # nspawn's transient outer child may be gone between ps and here
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "systemd":
+                        return int(pid)
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        sys.exit(f"{host}: no container init after {timeout} s")
+
+    def _nsip(self, host: str, *args: str) -> None:
+        sh("nsenter", "-t", str(self.leaders[host]), "-n", "ip", *args)
+
+    def _net(self, host: str) -> None:
+        self.leaders[host] = self._leader(host)
+        deadline = time.monotonic() + 20
+        while sh("nsenter", "-t", str(self.leaders[host]), "-n", "ip", "link", "show", "host0",
+                 check=False).returncode and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self._nsip(host, "addr", "add", f"{self.addr[host]}/{self.net.prefixlen}", "dev", "host0")
+        self._nsip(host, "link", "set", "host0", "up")
+        self._nsip(host, "route", "add", "default", "via", self.gw)
+
+    def _data_links(self) -> None:
+        for side in ("1", "2"):
+            a, b = f"{self.tag}-t{side}", f"{self.tag}-d{side}"
+            sh("ip", "link", "add", a, "mtu", "3200", "address", MACS[f"trex{side}"], "type", "veth",
+               "peer", "name", b, "mtu", "3200", "address", MACS[f"dut{side}"])
+            for dev, host in ((a, "trex"), (b, "dut")):
+                sh("ip", "link", "set", dev, "netns", str(self.leaders[host]))
+                self._nsip(host, "link", "set", dev, "name", f"eth{side}")
+                self._nsip(host, "link", "set", f"eth{side}", "up")
+
+    def ssh_argv(self, host: str) -> list[str]:
+        return ["ssh", "-i", str(self.dir / "id"), "-o", "StrictHostKeyChecking=no", "-o",
+                "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=3",
+                f"root@{self.addr[host]}"]
+
+    def _wait_ssh(self, host: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sh(*self.ssh_argv(host), "true", check=False).returncode == 0:
+                return
+            time.sleep(1)
+        sys.exit(f"{host}: no ssh after {timeout} s")
+
+    # -- ansible --
+    def inventory(self) -> Path:
+        common = {"ansible_user": "root", "ansible_ssh_private_key_file": str(self.dir / "id"),
+                  "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+                  "ansible_python_interpreter": "/usr/bin/python3"}
+        inv = {"all": {"vars": common, "children": {
+            "monitoring": {"hosts": {"mon1": {"ansible_host": self.addr["monitoring"]}},
+                           "vars": {"monitoring_grafana_repo_timeout": 5}},
+            "dut": {"hosts": {"dut1": {"ansible_host": self.addr["dut"]}}, "vars": {
+                "dut_access_if": "eth1", "dut_sgi_if": "eth2", "dut_xdp_mode": "generic",
+                "dut_max_bearers": 65536, "dut_sgw_mac": MACS["trex1"], "dut_pdn_gateway_mac": MACS["trex2"],
+                "dut_sysctls": {"net.ipv4.ip_forward": 1, "net.ipv4.conf.all.rp_filter": 0,
+                                "net.ipv4.conf.default.rp_filter": 0}}},
+            "trex": {"hosts": {"trex1": {"ansible_host": self.addr["trex"]}}, "vars": {
+                "trex_version": "v3.08", "trex_tarball": str(TREX_TARBALL), "trex_hugepages": "",
+                "trex_low_end": True, "trex_low_end_core": 0, "trex_extra_args": "--iom 0 --no-scapy-server",
+                "trex_ports": [{"af_packet": "eth1", "dest_mac": MACS["dut1"]},
+                               {"af_packet": "eth2", "dest_mac": MACS["dut2"]}]}},
+        }}}
+        path = self.dir / "hosts.yml"
+        path.write_text(json.dumps(inv, indent=1))
+        return path
+
+    def site(self) -> int:
+        t0 = time.monotonic()
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible/ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        with open(self.dir / "site.log", "w") as out:
+            rc = subprocess.run([str(REPO / ".venv/bin/ansible-playbook"), "-i", str(self.inventory()), "site.yml"],
+                                cwd=REPO / "ansible", env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        self.times["site_yml"] = time.monotonic() - t0
+        text = (self.dir / "site.log").read_text()
+        log("site.yml rc=%d in %.0f s\n%s" % (rc, self.times["site_yml"], text[text.rfind("PLAY RECAP"):]))
+        return rc
+
+    # -- the sweep through the TRex host against the DUT host, results into the monitoring host --
+    def sweep(self) -> int:
+        mon, dut, trex = self.addr["monitoring"], self.addr["dut"], self.addr["trex"]
+        cfg = {"name": self.tag, "description": "tools/multihost: nspawn hosts, af_packet TRex, generic-XDP pgwu",
+               "backend": "trex", "trex_server": f"{trex}:4501", "ports": {"access": 0, "sgi": 1},
+               "port_speed_bps": 1e9, "max_rate_pps": 100000, "cpu_shared_with_generator": True,
+               "dut": {"metrics_url": f"http://{dut}:9464/metrics", "node_exporter_url": f"http://{dut}:9100/metrics",
+                       "ssh": {"host": dut, "user": "root", "key": str(self.dir / "id"),
+                               "options": ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                                           "-o", "LogLevel=ERROR"]},
+                       "pgwu": "/usr/local/sbin/pgwu", "pin_dir": "/sys/fs/bpf/pgwu"}}
+        (self.dir / "lab.json").write_text(json.dumps(cfg, indent=1))
+        out = self.dir / "results"
+        t0 = time.monotonic()
+        with open(self.dir / "sweep.log", "w") as f:
+            rc = subprocess.run([str(REPO / ".venv/bin/gtplab"), "sweep", "--lab-config", str(self.dir / "lab.json"),
+                                 "--pushgateway", f"http://{mon}:9091", "--out", str(out), "--sizes", "128",
+                                 "--directions", "uplink,downlink", "--flow-modes", "single", "--flows", "16", "--bearers", "16",
+                                 "--checksum", "on", "--rate-mode", "fixed", "--rate", "20000", "--duration", "3",
+                                 "--no-latency", "--no-scale"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
+        self.times["sweep"] = time.monotonic() - t0
+        log(f"sweep rc={rc} in {self.times['sweep']:.0f} s: {(self.dir / 'sweep.log').read_text()[-1500:]}")
+        # pushed per case to the Pushgateway, scraped by Prometheus (honor_labels): query it back
+        deadline, series = time.monotonic() + 30, []
+        while time.monotonic() < deadline and not series:
+            q = urllib.parse.quote('gtplab_case_offered_packets_per_second{job="gtplab_sweep"}')
+            with urllib.request.urlopen(f"http://{mon}:9090/api/v1/query?query={q}", timeout=10) as r:
+                series = json.load(r)["data"]["result"]
+            time.sleep(2)
+        log(f"Prometheus on the monitoring host has {len(series)} case series: "
+            + ", ".join(f"{x['metric'].get('direction')}={x['value'][1]}" for x in series))
+        return rc if series else (rc or 1)
+
+    # -- down --
+    def down(self) -> None:
+        # the containers' init processes, found before nspawn goes: an nspawn stopped while its
+        # container still boots can leave the init (and its pid namespace) behind
+        inits = set(self.leaders.values())
+        for p in self.procs.values():
+            inits.update(int(x) for x in sh("ps", "-o", "pid=", "--ppid", str(p.pid), check=False).stdout.split())
+        for host, p in self.procs.items():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)      # nspawn: powers the container off
+        for host, p in self.procs.items():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+        time.sleep(1)
+        for pid in inits:               # PID 1 of a pid namespace: SIGKILL ends the namespace
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "systemd":
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.proxy:
+            self.proxy.shutdown()
+            self.proxy.server_close()
+        for side in ("1", "2"):
+            sh("ip", "link", "del", f"{self.tag}-t{side}", check=False)
+        sh("ip", "link", "del", self.bridge, check=False)
+        sh("umount", str(self.bpffs), check=False)
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        log(f"{self.tag} removed" + (f" (kept {self.dir})" if self.keep else ""))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=["run", "cache"])
+    ap.add_argument("--keep", action="store_true", help="keep the run's directory (logs, roots) after")
+    ap.add_argument("--no-sweep", action="store_true", help="only build the hosts and run site.yml")
+    args = ap.parse_args()
+    if os.geteuid():
+        sys.exit("needs root")
+    if args.command == "cache":
+        print(base_rootfs())
+        return 0
+    lab = Lab(keep=args.keep)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    t0 = time.monotonic()
+    try:
+        lab.up()
+        rc = lab.site()
+        if rc == 0 and not args.no_sweep:
+            rc = lab.sweep()
+    finally:
+        lab.down()
+        lab.times["total"] = time.monotonic() - t0
+        log("times: " + json.dumps({k: round(v) for k, v in lab.times.items()}))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
