@@ -11,7 +11,7 @@ import sys
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import UserError
 from gtplab.lab import config as labconfig
-from gtplab.lab.cpu import CpuLayout, cpu_text
+from gtplab.lab.cpu import CpuLayout, cpu_text, overridden
 from gtplab.lab.external import ExternalSpec
 from gtplab.lab.topology import (DEFAULT_MTU, DUT_MODES, GENERATORS, NAME_RE, STATE_DIR, VETH_XDP_MAX_MTU, Addressing,
                                  Lab, _owner_alive, _state_path, _write_state, lab_names, lab_status,
@@ -103,9 +103,9 @@ def _knob_args(items: list[str]) -> dict:
 def _cmd_up(args) -> int:
     a = Addressing()
     cpus = CpuLayout.default()
-    if args.generator_cpus is not None or args.dut_cpus is not None:
-        cpus = CpuLayout.parse({"generator": args.generator_cpus or cpu_text(cpus.generator),
-                                "dut": args.dut_cpus or cpu_text(cpus.dut)}, "--generator-cpus/--dut-cpus")
+    text = overridden(cpus, args.generator_cpus, args.dut_cpus)
+    if text:
+        cpus = CpuLayout.parse(text)
     cfg = None
     if args.lab_config:
         cfg = labconfig.load(args.lab_config)

@@ -78,3 +78,13 @@ def cpu_list(v: Any, where: str) -> list[int]:
 
 def cpu_text(cpus: list[int]) -> str:
     return ",".join(map(str, cpus))
+
+
+def overridden(base: CpuLayout, generator: str | None, dut: str | None) -> dict[str, str] | None:
+    """--generator-cpus/--dut-cpus over base as a layout's {generator, dut} text (None when neither
+    is given); LabError for CPUs this host has not. `gtplab lab up` and `gtplab upftest` take them so."""
+    if generator is None and dut is None:
+        return None
+    text = {"generator": generator or cpu_text(base.generator), "dut": dut or cpu_text(base.dut)}
+    CpuLayout.parse(text, "--generator-cpus/--dut-cpus")
+    return text

@@ -38,7 +38,7 @@ from pathlib import Path
 from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import claims
 from gtplab.lab import config as labconfig
-from gtplab.lab.cpu import CpuLayout, cpu_text
+from gtplab.lab.cpu import overridden
 from gtplab.measure.sweep import _sigterm
 from gtplab.results import store
 from gtplab.results.push import check_gateway_url
@@ -251,10 +251,7 @@ def _cpu_options(cfg, args) -> None:
         if args.lab:
             raise UserError("--generator-cpus/--dut-cpus lay out a lab this run builds; --lab NAME runs on "
                             "that lab's CPUs")
-        base = cfg.cpu_layout()
-        cfg.cpus = {"generator": args.generator_cpus or cpu_text(base.generator),
-                    "dut": args.dut_cpus or cpu_text(base.dut)}
-        CpuLayout.parse(cfg.cpus, "--generator-cpus/--dut-cpus")
+        cfg.cpus = overridden(cfg.cpu_layout(), args.generator_cpus, args.dut_cpus)
 
 
 def add_parser(subparsers) -> None:
