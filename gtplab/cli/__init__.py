@@ -45,7 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        # building the parser imports every command's module (scapy, the lab, the engine): a second or
+        # so, during which Ctrl-C is one line too, not a traceback from inside an import
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("gtplab: interrupted", file=sys.stderr)
+        return 130
     try:
         return int(args.func(args) or 0)
     except UserError as e:

@@ -23,6 +23,7 @@ their dut.pfcp section with gtplab.pfcp.provision: pfcp/ stays below lab/ (docs/
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -36,6 +37,7 @@ from gtplab.gtpu import bearers as gb
 from gtplab.lab import config as labconfig
 from gtplab.lab.topology import Lab
 from gtplab.pfcp import provision as prov
+from gtplab.results.store import check_writable
 
 
 def _config(args) -> prov.PfcpConfig:
@@ -46,7 +48,7 @@ def _config(args) -> prov.PfcpConfig:
         d = dict(cfg.dut["pfcp"])
         where = f"lab config {cfg.path}"
     else:
-        d, where = ({"upf": prov.LAB} if args.lab else {}), "gtplab pfcp"
+        d, where = ({"upf": prov.LAB} if args.lab else {}), "the command line"
     for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi", "release_wait"):
         v = getattr(args, key)
         if v is not None:
@@ -63,7 +65,25 @@ def _config(args) -> prov.PfcpConfig:
     return prov.parse_config(d, where)
 
 
+MAX_DURATION_S = 30 * 86400      # longer is a typo (and 1e11 s overflows the platform's time_t)
+
+
+def _check_args(args) -> None:
+    """What the command line alone decides, checked before the UPF is asked anything: --duration,
+    the profile's tunables (the bearer file), a writable -o."""
+    if not (math.isfinite(args.duration) and 0 <= args.duration <= MAX_DURATION_S):
+        raise UserError(f"--duration {args.duration}: seconds, 0 (until Ctrl-C) .. {MAX_DURATION_S}")
+    for key in prov.NUMBERS:
+        v = getattr(args, key, None)
+        if v is not None:
+            prov.check_number(key, v, f"--{key.replace('_', '-')}")
+    gb.profile_args(args.profile, gb.tunable_argv(args.tunables))
+    if args.output:
+        check_writable(args.output, "the bearer file")
+
+
 def _run(args) -> int:
+    _check_args(args)
     cfg, netns = _config(args), None
     if args.lab:
         cfg, netns = in_lab(cfg, Lab.open(args.lab))

@@ -30,6 +30,7 @@ from gtplab.conformance import cases as C
 from gtplab.conformance import departs
 from gtplab.errors import Terminated, UserError
 from gtplab.lab import config as labconfig
+from gtplab.results.store import check_writable
 
 RUN_FILE, CASES_FILE = "run.json", "cases.jsonl"
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +78,7 @@ def _outdir(o: str | None, key: str, rid: str) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"-o {out}: {e.strerror or e}") from None
+    check_writable(out, "-o", directory=True)       # a full file system: refused before the lab
     return out
 
 

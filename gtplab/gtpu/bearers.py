@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gtplab.errors import UserError
+from gtplab.errors import ResultsWriteError, UserError
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
 
@@ -76,14 +76,20 @@ def write_bearer_file(profile: str, tunables, output: str, csum: str = "default"
     if out.is_dir():
         raise UserError(f"{output} is a directory")
     if not out.parent.is_dir():
-        raise UserError(f"directory {out.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        raise UserError(f"{output}: directory {out.parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as e:             # read-only, full: one line (exit 3), not a traceback
+        raise ResultsWriteError(f"Couldn't write the bearer file {output}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(head)
             f.writelines(common.bearer_lines(args, csum))
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+    except OSError as e:
+        os.unlink(tmp)
+        raise ResultsWriteError(f"Couldn't write the bearer file {output}: {e.strerror or e}") from None
     except BaseException:
         os.unlink(tmp)
         raise

@@ -144,8 +144,8 @@ def _percent(v) -> float | None:
     return None
 
 
-def _fail(path, msg: str):
-    raise UserError(f"lab config {path}: {msg}")
+def _fail(path, msg: str, what: str = "lab config"):
+    raise UserError(f"{what} {path}: {msg}")
 
 
 def _check_external(path, dut: dict, local_lab: bool) -> None:
@@ -222,92 +222,94 @@ def resolve(name_or_path: str | None = None) -> Path:
     return cand
 
 
-def _read(path: Path) -> Any:
+def read_yaml(path: Path, what: str = "lab config") -> Any:
     """The YAML of a lab config, read as data: at most MAX_BYTES, no duplicate key, no alias (a lab
     config has no use for them, and they let a small file expand into a huge one), no
-    nesting deeper than MAX_DEPTH, every number finite. UserError naming the line or the key path."""
+    nesting deeper than MAX_DEPTH, every number finite. UserError naming the line or the key path,
+    prefixed `<what> <path>:` (the sweep spec is read the same way: gtplab.measure.plan)."""
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as e:
-        _fail(path, e.strerror or str(e))
+        _fail(path, e.strerror or str(e), what)
     if len(raw) > MAX_BYTES:
-        _fail(path, f"larger than {MAX_BYTES >> 10} KiB: not a lab config")
+        _fail(path, f"larger than {MAX_BYTES >> 10} KiB: not a {what}", what)
     try:
         text = raw.decode()
     except UnicodeDecodeError:
-        _fail(path, "not a text (YAML) file")
+        _fail(path, "not a text (YAML) file", what)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
-        _fail(path, f"not YAML: {str(e).splitlines()[0]}")
+        _fail(path, f"not YAML: {str(e).splitlines()[0]}", what)
     except RecursionError:
-        _fail(path, f"nested deeper than {MAX_DEPTH} levels: not a lab config")
-    _check_nodes(path, node, set())
+        _fail(path, f"nested deeper than {MAX_DEPTH} levels: not a {what}", what)
+    _check_nodes(path, node, set(), what=what)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        _fail(path, f"not YAML: {str(e).splitlines()[0]}")
-    _check_finite(path, data, "")
+        _fail(path, f"not YAML: {str(e).splitlines()[0]}", what)
+    _check_finite(path, data, "", what)
     return data
 
 
-def _check_nodes(path: Path, node, visited: set[int], where: str = "", depth: int = 0) -> None:
+def _check_nodes(path: Path, node, visited: set[int], where: str = "", depth: int = 0,
+                 what: str = "lab config") -> None:
     """Duplicate keys, aliases and depth, on the YAML's nodes (where the lines are known). An alias
     is the node it names, met a second time."""
     if node is None:
         return
     line = node.start_mark.line + 1
     if depth > MAX_DEPTH:
-        _fail(path, f"line {line}: nested deeper than {MAX_DEPTH} levels: not a lab config")
+        _fail(path, f"line {line}: nested deeper than {MAX_DEPTH} levels: not a {what}", what)
     if id(node) in visited:
         _fail(path, f"{where or 'the file'}: an alias of line {line}: YAML aliases (*, <<) are not read "
-                    "in a lab config: write the value out")
+                    f"in a {what}: write the value out", what)
     visited.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
         for k, v in node.value:
-            _check_nodes(path, k, visited, where, depth + 1)
+            _check_nodes(path, k, visited, where, depth + 1, what)
             kpath = where               # a mapping or list as a key: YAML itself refuses it, below
             if isinstance(k, yaml.ScalarNode):
                 if k.tag == "tag:yaml.org,2002:merge":
                     _fail(path, f"line {k.start_mark.line + 1}: {where or 'the file'}: YAML merge keys (<<) are "
-                                "not read in a lab config: write the keys out")
+                                f"not read in a {what}: write the keys out", what)
                 key = (k.tag, k.value)  # 1518 and "1518" are two keys
                 kpath = f"{where}.{k.value}" if where else str(k.value)
                 if key in seen:
                     _fail(path, f"line {k.start_mark.line + 1}: {kpath} is given twice (first on line {seen[key]}): "
-                                "YAML would keep the last silently; give it once")
+                                "YAML would keep the last silently; give it once", what)
                 seen[key] = k.start_mark.line + 1
-            _check_nodes(path, v, visited, kpath, depth + 1)
+            _check_nodes(path, v, visited, kpath, depth + 1, what)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
-            _check_nodes(path, v, visited, f"{where}[{i}]", depth + 1)
+            _check_nodes(path, v, visited, f"{where}[{i}]", depth + 1, what)
 
 
-def _check_finite(path: Path, v: Any, where: str) -> None:
+def _check_finite(path: Path, v: Any, where: str, what: str = "lab config") -> None:
     """Every float of the config finite: YAML reads .nan, .inf and 1.0e999 as numbers, which pass
     every comparison a range check makes (a NaN timer made the PFCP node spin, an infinite wait
     overflowed)."""
     if isinstance(v, float) and not math.isfinite(v):
-        _fail(path, f"{where or 'the file'} {show(v)}: not a finite number")
+        _fail(path, f"{where or 'the file'} {show(v)}: not a finite number", what)
     if isinstance(v, dict):
         for k, x in v.items():
-            _check_finite(path, x, f"{where}.{k}" if where else str(k))
+            _check_finite(path, x, f"{where}.{k}" if where else str(k), what)
     elif isinstance(v, list):
         for i, x in enumerate(v):
-            _check_finite(path, x, f"{where}[{i}]")
+            _check_finite(path, x, f"{where}[{i}]", what)
 
 
 def load(name_or_path: str | None = None) -> LabConfig:
     """Read and check a lab config; UserError (one line) on anything wrong. Nothing is built here:
     every command that takes --lab-config calls this first, so a bad config costs nothing.
 
-    Three passes: the YAML as data (_read: size, duplicate keys, anchors, finite numbers), the
+    Three passes: the YAML as data (read_yaml: size, duplicate keys, anchors, finite numbers), the
     schema (gtplab/lab/config_schema.py: every key, its type and range, unknown keys), then what
     one key means for another (below, and the parsers of dut.pfcp, dut.external, ...)."""
     path = resolve(name_or_path)
-    data = _read(path)
+    data = read_yaml(path)
     problem = validate(data)
     if problem:
         _fail(path, problem)

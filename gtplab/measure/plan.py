@@ -19,6 +19,7 @@ import yaml
 
 from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
+from gtplab.lab.config import read_yaml
 from gtplab.measure import mlrsearch as mlr
 from gtplab.rates import RateError, parse_mult
 
@@ -177,8 +178,8 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     if isinstance(rate, bool):
         bad(f"rate {rate!r}")
     if isinstance(rate, (int, float)):
-        if rate <= 0:
-            bad(f"rate {rate}: must be positive (packets per second)")
+        if not math.isfinite(rate) or rate <= 0:
+            bad(f"rate {rate}: must be positive and finite (packets per second)")
     else:
         try:
             parse_mult(rate)
@@ -314,39 +315,43 @@ def _scale(sc, bad):
 
 
 def load_spec(path: str | None) -> dict[str, Any]:
+    """The sweep spec, read as strictly as a lab config (gtplab.lab.config.read_yaml: text, size,
+    duplicate keys, aliases, finite numbers; one UserError line), then validated."""
     p = Path(path) if path else DEFAULT_SPEC
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise UserError(f"sweep spec {p}: no such file") from None
-    except yaml.YAMLError as e:
-        raise UserError(f"sweep spec {p}: not YAML: {str(e).splitlines()[0]}") from None
+    if not p.exists():
+        raise UserError(f"sweep spec {p}: no such file")
+    data = read_yaml(p, "sweep spec")
     return validate(data if data is not None else {}, f"sweep spec {p}")
 
 
-def _csv(text: str, conv=str) -> list:
+def _csv(text: str, conv=str, flag: str = "") -> list:
+    """A comma-separated option's values; UserError naming the option (flag) when one does not convert."""
     try:
         return [conv(x.strip()) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UserError(f"bad list {text!r}") from None
+        raise UserError(f"{flag} {text!r}: bad list" if flag else f"bad list {text!r}") from None
+
+
+def _empty(flag: str, key: str):
+    raise UserError(f"{flag} '': no values ({key} must not be empty)")
 
 
 def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
     """CLI options over the spec file; validated again as a whole."""
     s = dict(spec)
-    # "" is a value (an empty list, refused by validate), not "use the spec's"
+    # "" is a value (an empty list, refused), not "use the spec's"
     if args.sizes is not None:
-        s["frame_sizes"] = _csv(args.sizes, int)
+        s["frame_sizes"] = _csv(args.sizes, int, "--sizes") or _empty("--sizes", "frame_sizes")
     if args.directions is not None:
-        s["directions"] = _csv(args.directions)
+        s["directions"] = _csv(args.directions, str, "--directions") or _empty("--directions", "directions")
     if args.flow_modes is not None:
-        s["flow_modes"] = _csv(args.flow_modes)
+        s["flow_modes"] = _csv(args.flow_modes, str, "--flow-modes") or _empty("--flow-modes", "flow_modes")
     if args.flows is not None:
         s["flows"] = args.flows
     if args.bearers is not None:
         s["bearers"] = args.bearers
     if args.checksum is not None:
-        s["checksum"] = _csv(args.checksum)
+        s["checksum"] = _csv(args.checksum, str, "--checksum") or _empty("--checksum", "checksum")
     if args.rate_mode:
         s["rate_mode"] = args.rate_mode
     if args.rate is not None:

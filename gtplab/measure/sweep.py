@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import datetime
 import errno
+import ipaddress
 import os
 import platform
 import signal
@@ -459,6 +460,25 @@ def _check_flamegraph(kind: str) -> None:
     flamegraph.check_available()
 
 
+def _check_endpoints(args: argparse.Namespace) -> None:
+    """--trex-server HOST[:PORT] and --pgwu-metrics IPV4:PORT, checked before anything is built (a bad
+    --pgwu-metrics failed only once the lab was up; a bad --trex-server not at all on a local backend)."""
+    def port_ok(p: str) -> bool:
+        return p.isdigit() and 0 < int(p) < 65536
+    if args.trex_server is not None:
+        host, sep, port = args.trex_server.rpartition(":") if ":" in args.trex_server else (args.trex_server, "", "")
+        if not host or (sep and not port_ok(port)):
+            raise UserError(f"--trex-server {args.trex_server!r}: want HOST[:PORT]")
+    if args.pgwu_metrics is not None:
+        host, _, port = args.pgwu_metrics.rpartition(":")
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            host = ""
+        if not host or not port_ok(port):
+            raise UserError(f"--pgwu-metrics {args.pgwu_metrics!r}: want IPV4:PORT, e.g. 127.0.0.1:9464")
+
+
 def _gateway(url: str | None) -> str | None:
     """The Pushgateway (--pushgateway, else $GTPLAB_PUSHGATEWAY), checked before anything is built: a
     bad URL must not leak a lab later."""
@@ -643,6 +663,7 @@ def do_sweep(args: argparse.Namespace) -> int:
     cfg = labconfig.load(args.lab_config)
     if getattr(args, "share_cpus", False):
         cfg.lab["share_cpus"] = True
+    _check_endpoints(args)
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     run_uuid = str(uuidlib.uuid4())

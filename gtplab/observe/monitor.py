@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -34,6 +36,7 @@ import yaml
 from gtplab.errors import UserError
 from gtplab.kernel.sched import live_stat
 from gtplab.results.push import clear_stale_live_groups
+from gtplab.results.store import check_writable
 
 DEFAULT_STATE_DIR = "/run/gtplab/monitor"
 DEFAULT_DATA_DIR = "/var/lib/gtplab/monitor"
@@ -296,13 +299,25 @@ def _clear_stale_sweeps(gateway_url: str) -> None:
         print(f"removed the stale 'sweep running' group of run {key.get('uuid', '?')} (its sweep is gone)")
 
 
+_RETENTION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")     # Prometheus' duration form, e.g. 30d, 1w2d
+
+
 def do_up(args: argparse.Namespace) -> int:
+    """Everything checked before anything starts (a bad --retention would stop Prometheus only at
+    its start, after the gateway), then up."""
     for t in args.pgwu_target:
         host, _, port = t.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise UserError(f"--pgwu-target {t!r}: want HOST:PORT")
-    if not args.scrape_interval[:-1].isdigit() or args.scrape_interval[-1] not in "sm":
-        raise UserError(f"--scrape-interval {args.scrape_interval!r}: want e.g. 2s")
+    iv = args.scrape_interval
+    if not iv[:-1].isdigit() or iv[-1:] not in ("s", "m") or int(iv[:-1]) == 0:
+        raise UserError(f"--scrape-interval {iv!r}: want e.g. 2s (seconds or minutes, > 0)")
+    if not _RETENTION.match(args.retention) or not any(c in "123456789" for c in args.retention):
+        raise UserError(f"--retention {args.retention!r}: want a duration > 0, e.g. 30d, 12h, 1w")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise UserError(f"--timeout {args.timeout}: seconds, > 0 and at most 3600")
+    check_writable(args.state_dir, "the monitor's state directory", directory=True)
+    check_writable(args.data_dir, "the monitor's data directory", directory=True)
     s = Settings(state_dir=os.path.abspath(args.state_dir), data_dir=os.path.abspath(args.data_dir),
                  listen_address=args.listen_address, prometheus_port=args.prometheus_port,
                  pushgateway_port=args.pushgateway_port, node_exporter_port=args.node_exporter_port,

@@ -37,6 +37,7 @@ profile takes its TEIDs from that file (--teid-file), so the traffic uses what t
 
 from __future__ import annotations
 
+import math
 import dataclasses
 import ipaddress
 import os
@@ -91,6 +92,21 @@ def _ipv4(v, where: str) -> str:
         raise UserError(f"{where}: {v!r} is not an IPv4 address") from None
 
 
+# dut.pfcp's numbers: (lowest, highest, type); the ranges of a lab config's (gtplab/lab/config_schema.py),
+# for `gtplab pfcp`'s options too. A NaN or an infinity passes every `<` test, and a timer of 1e300 s
+# overflows select(): finite and at most the highest.
+NUMBERS = {"window": (1, 65536, int), "n1": (0, 100, int), "t1": (0.001, 3600, (int, float)),
+           "heartbeat": (0, 3600, (int, float)), "release_wait": (0.001, 3600, (int, float))}
+
+
+def check_number(key: str, v, what: str):
+    """v as dut.pfcp.<key> (NUMBERS), or UserError `<what> <v> must be ...`."""
+    lo, hi, kind = NUMBERS[key]
+    if isinstance(v, bool) or not isinstance(v, kind) or not math.isfinite(v) or not lo <= v <= hi:
+        raise UserError(f"{what} {v!r} must be a number >= {lo} (at most {hi})")
+    return v
+
+
 def parse_config(d, where: str) -> PfcpConfig:
     """dut.pfcp of a lab config, checked (UserError naming the key)."""
     if not isinstance(d, dict):
@@ -139,13 +155,9 @@ def parse_config(d, where: str) -> PfcpConfig:
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536):
         raise UserError(f"{where}: dut.pfcp.listen_port {port!r} must be a UDP port, 0..65535 (0: any free one)")
     nums = {}
-    for k, lo, kind in (("window", 1, int), ("n1", 0, int), ("t1", 0.001, (int, float)),
-                        ("heartbeat", 0, (int, float)), ("release_wait", 0.001, (int, float))):
+    for k in NUMBERS:
         if k in d:
-            v = d[k]
-            if isinstance(v, bool) or not isinstance(v, kind) or v < lo:
-                raise UserError(f"{where}: dut.pfcp.{k} {v!r} must be a number >= {lo}")
-            nums[k] = v
+            nums[k] = check_number(k, d[k], f"{where}: dut.pfcp.{k}")
     return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3") if "n3" in d else None,
                       n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6") if "n6" in d else None,
                       local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,

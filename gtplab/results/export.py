@@ -9,8 +9,10 @@ Wide format is one row per timestamp and one column per series, named `QUERY{lab
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import math
 import os
 import re
 import sys
@@ -20,7 +22,8 @@ import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 
-from gtplab.errors import UserError
+from gtplab.errors import ResultsWriteError, UserError
+from gtplab.results import store
 
 DEFAULT_PROMETHEUS = "http://127.0.0.1:19090"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
@@ -52,9 +55,13 @@ def parse_time(text: str, now: float | None = None) -> float:
     if t.startswith("now-"):
         return now - parse_duration(t[4:])
     try:
-        return float(t)
+        v = float(t)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(v):
+            raise UserError(f"{text!r} is not a time (want now, now-1h, Unix seconds or ISO 8601)")
+        return v
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
@@ -118,16 +125,28 @@ def write_wide(out, results: dict[str, list[dict]]) -> int:
     return len(stamps)
 
 
+def _option(flag: str, value: str, parse):
+    """parse(value), its UserError naming the option."""
+    try:
+        return parse(value)
+    except UserError as e:
+        raise UserError(f"{flag} {value!r}: {e}") from None
+
+
 def do_export(args: argparse.Namespace) -> int:
     now = time.time()
-    end = parse_time(args.end, now)
-    start = parse_time(args.start, now)
-    step = parse_duration(args.step)
-    parse_duration(args.rate_window)
+    end = _option("--end", args.end, lambda v: parse_time(v, now))
+    start = _option("--start", args.start, lambda v: parse_time(v, now))
+    step = _option("--step", args.step, parse_duration)
+    window = _option("--rate-window", args.rate_window, parse_duration)
     if start >= end:
         raise UserError(f"--start ({args.start}) must be before --end ({args.end})")
     if step <= 0:
-        raise UserError("--step must be > 0")
+        raise UserError(f"--step {args.step!r} must be > 0")
+    if window <= 0:
+        raise UserError(f"--rate-window {args.rate_window!r} must be > 0")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise UserError(f"--timeout {args.timeout}: seconds, > 0 and at most 3600")
     queries: dict[str, str] = {}
     for q in args.query:
         name, sep, expr = q.partition("=")
@@ -136,15 +155,23 @@ def do_export(args: argparse.Namespace) -> int:
         queries[name] = expr
     if not queries:
         queries = default_queries(args.rate_window)
-    results = {name: query_range(args.prometheus, expr, start, end, step) for name, expr in queries.items()}
+    if args.output != "-":          # before Prometheus is asked: a read-only or full -o costs no query
+        store.check_writable(args.output, "the export")
+    results = {name: query_range(args.prometheus, expr, start, end, step, args.timeout)
+               for name, expr in queries.items()}
     write = write_wide if args.format == "wide" else write_long
     if args.output == "-":
         rows = write(sys.stdout, results)
     else:
         tmp = f"{args.output}.tmp{os.getpid()}"
-        with open(tmp, "w", newline="") as f:
-            rows = write(f, results)
-        os.replace(tmp, args.output)
+        try:
+            with open(tmp, "w", newline="") as f:
+                rows = write(f, results)
+            os.replace(tmp, args.output)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise ResultsWriteError(f"Couldn't write the export {args.output}: {e.strerror or e}") from None
     nseries = sum(len(r) for r in results.values())
     print(f"exported {nseries} series, {rows} rows ({args.format}) to {args.output}", file=sys.stderr)
     return 0
@@ -163,5 +190,7 @@ def add_parser(sub) -> None:
     p.add_argument("--query", action="append", default=[], metavar="NAME=PROMQL",
                    help="export this query instead of the defaults (CPU per core, XDP counters, results); repeatable")
     p.add_argument("--format", choices=("long", "wide"), default="long", help="(default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
+                   help="seconds to wait for each query's answer (default: %(default)s)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.csv", help="output file, - for stdout")
     p.set_defaults(func=do_export)

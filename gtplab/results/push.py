@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import socket
@@ -515,18 +516,23 @@ class Pusher:
 
 
 def push_results_dir(results_dir: str, gateway_url: str, timeout: float = 5.0) -> tuple[int, int, str | None]:
-    """Push every case of a results directory: (pushed, failed, first error or None)."""
+    """Push every case of a results directory: (pushed, failed, first error or None). A gateway that
+    does not answer at all (refused, timed out: not an HTTP error) is not asked again for the
+    remaining cases, which count as failed: a hanging gateway costs one timeout, not one per case."""
     run = results.read_run(results_dir)
     cases = results.read_cases(results_dir, run.get("uuid"))
     pushed = failed = 0
     first_error = None
-    for case in cases:
+    for i, case in enumerate(cases):
         try:
             _push(gateway_url, run, case, timeout)
             pushed += 1
         except OSError as e:
             failed += 1
             first_error = first_error or _reason(e)
+            if not isinstance(e, urllib.error.HTTPError):
+                failed += len(cases) - i - 1
+                break
     return pushed, failed, first_error
 
 
@@ -544,6 +550,8 @@ def check_gateway_url(url: str) -> str:
 
 def do_push(args: argparse.Namespace) -> int:
     check_gateway_url(args.gateway)
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= 3600):
+        raise UserError(f"--timeout {args.timeout}: seconds, > 0 and at most 3600")
     try:
         for key in clear_stale_live_groups(args.gateway, args.timeout):
             print(f"gtplab push: removed the stale 'sweep running' group of run {key.get('uuid', '?')} "
@@ -561,7 +569,7 @@ def do_push(args: argparse.Namespace) -> int:
     total = pushed + failed
     print(f"pushed {pushed} of {total} case(s) from {args.results_dir} to {args.gateway}")
     if failed:
-        print(f"gtplab push: {failed} case(s) not pushed: {err}; nothing is lost, try again later",
+        print(f"gtplab push: {failed} case(s) not pushed to {args.gateway}: {err}; nothing is lost, try again later",
               file=sys.stderr)
         return 1
     return 0

@@ -337,8 +337,9 @@ def do_report(args: argparse.Namespace) -> int:
         index = build_report(args.results_dir, args.other_dirs or None, args.out)
     except results.ResultsError as e:
         raise UserError(str(e)) from None
-    except OSError as e:
-        raise UserError(f"couldn't write the report: {e}") from None
+    except OSError as e:            # the report directory, named: e.filename may be only its parent
+        where = args.out or f"in {args.results_dir}"
+        raise UserError(f"couldn't write the report {where}: {e.strerror or e}") from None
     for d in [args.results_dir, *(args.other_dirs or [])]:
         end = results.ending(d)
         if end["cut_short"]:          # said where a run is read, not only at the top of the page

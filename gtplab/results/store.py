@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from gtplab.errors import ResultsWriteError
+
 RUN_FILE = "run.json"
 CASES_FILE = "cases.jsonl"
 CSV_FILE = "cases.csv"
@@ -89,6 +91,32 @@ def _write_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def check_writable(path: str | os.PathLike, what: str, directory: bool = False) -> None:
+    """Before anything is built, sent or queried: can `path` be written (a file, or with directory=True
+    a directory, made here if missing)? A byte is written and removed beside it, so a path under a file,
+    a read-only and a full file system are refused now, not after the run: ResultsWriteError (exit 3),
+    one line naming `what` and the path."""
+    p = Path(path)
+    try:
+        if directory:
+            p.mkdir(parents=True, exist_ok=True)
+            d = p
+        elif p.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+        else:
+            d = p.parent
+        probe = d / f".gtplab-write-test-{os.getpid()}"
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0")
+                f.flush()
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+    except OSError as e:
+        raise ResultsWriteError(f"Couldn't write {what} {path}: {e.strerror or e}") from None
 
 
 def write_run(results_dir: str | os.PathLike, run: dict[str, Any]) -> None:
