@@ -133,9 +133,15 @@ class Bearer:
     sgw: int                      # SGW GTP-U address (int): downlink outer destination
     sgw_teid: int                 # SGW TEID: downlink outer TEID
     teid: int | None = None       # local (uplink) TEID; None = CHOOSE
+    ue6: int | None = None        # UE IPv6 /64 prefix (its upper 64 bits): an IPv4v6 session
 
     def label(self) -> str:
         return f"bearer {self.index} (UE {ip(self.ue)})"
+
+
+def ip6_prefix(upper64: int) -> str:
+    """The /64 prefix of its upper 64 bits: 'fd47:7470:0:1::/64'."""
+    return str(ipaddress.IPv6Network((upper64 << 64, 64)))
 
 
 @dataclass
@@ -237,7 +243,7 @@ def session_rules(b: Bearer, o: SessionOptions) -> R.Session:
     return R.Session(ue=ip(b.ue), teid=None if o.choose or b.teid is None else b.teid, n3=o.n3_addr,
                      gnb=ip(b.sgw), gnb_teid=b.sgw_teid, mbr_kbps=o.mbr_kbps, qer=o.qer, qfi=o.qfi,
                      urr=R.UrrSpec() if o.urr else None, access_instance=o.access_instance,
-                     core_instance=o.core_instance)
+                     core_instance=o.core_instance, ue6=None if b.ue6 is None else ip6_prefix(b.ue6))
 
 
 def session_establishment_request(seq: int, node_id: str, cp_addr: str, cp_seid: int, b: Bearer,
@@ -366,15 +372,18 @@ class Template:
         return bytes(out)
 
 
-def establishment_template(node_id: str, cp_addr: str, o: SessionOptions) -> Template:
-    """Per session: seq, cp_seid, ue, sgw, sgw_teid, and teid unless the UPF chooses it."""
+def establishment_template(node_id: str, cp_addr: str, o: SessionOptions, ue6: bool = False) -> Template:
+    """Per session: seq, cp_seid, ue, sgw, sgw_teid, teid unless the UPF chooses it, and with ue6
+    the UE's IPv6 /64 prefix (upper 64 bits: an IPv4v6 session)."""
 
-    def build(seq, cp_seid, ue, sgw, sgw_teid, teid=None):
-        b = Bearer(index=0, ue=ue, sgw=sgw, sgw_teid=sgw_teid, teid=None if o.choose else teid)
+    def build(seq, cp_seid, ue, sgw, sgw_teid, teid=None, ue6=None):
+        b = Bearer(index=0, ue=ue, sgw=sgw, sgw_teid=sgw_teid, teid=None if o.choose else teid, ue6=ue6)
         return session_establishment_request(seq, node_id, cp_addr, cp_seid, b, o)
     sizes = {"seq": 3, "cp_seid": 8, "ue": 4, "sgw": 4, "sgw_teid": 4}
     if not o.choose:
         sizes["teid"] = 4
+    if ue6:
+        sizes["ue6"] = 8
     return Template(build, sizes)
 
 

@@ -171,8 +171,9 @@ def parse_config(d, where: str) -> PfcpConfig:
 
 
 def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
-    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...]`), index = line
-    order. The options are not read: over PFCP every session carries dut.pfcp.qfi."""
+    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...] [ue6=PREFIX/64]`),
+    index = line order. ue6 makes the session IPv4v6 (the UE's /64 prefix beside its IPv4 address);
+    the other options are not read: over PFCP every session carries dut.pfcp.qfi."""
     out = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         line = line.split("#", 1)[0].split()
@@ -183,7 +184,17 @@ def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
                 ipaddress.IPv4Address(line[2]), int(line[3], 0)
         except (ValueError, IndexError):
             raise UserError(f"bearer file {path}:{n}: expected TEID UE_ADDR SGW_ADDR SGW_TEID") from None
-        out.append(m.Bearer(len(out), int(ue), int(sgw), sgw_teid, None if choose else teid))
+        ue6 = None
+        for opt in line[4:]:
+            if opt.startswith("ue6="):
+                try:
+                    net = ipaddress.IPv6Network(opt[4:], strict=True)
+                except ValueError:
+                    net = None
+                if net is None or net.prefixlen != 64:
+                    raise UserError(f"bearer file {path}:{n}: {opt}: the UE's IPv6 prefix is a /64 (ue6=fd47:7470::/64)")
+                ue6 = int(net.network_address) >> 64
+        out.append(m.Bearer(len(out), int(ue), int(sgw), sgw_teid, None if choose else teid, ue6))
     return out
 
 
@@ -195,12 +206,13 @@ def write_bearer_file(sessions: list[Session], path: str, upf: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(f"# bearers provisioned over PFCP on {upf}: TEID = the uplink F-TEID in force\n"
-                    "# TEID UE_ADDR SGW_ADDR SGW_TEID  # F-TEID address, CP SEID, UP SEID\n")
+                    "# TEID UE_ADDR SGW_ADDR SGW_TEID [ue6=PREFIX/64]  # F-TEID address, CP SEID, UP SEID\n")
             for s in sessions:
                 b = s.bearer
                 f.write(f"{s.teid:#010x} {m.ip(b.ue)} {m.ip(s.sgw if s.sgw is not None else b.sgw)} "
                         f"{(s.sgw_teid if s.sgw_teid is not None else b.sgw_teid):#010x}"
-                        f"  # {s.n3_addr} {s.cp_seid:#x} {s.up_seid:#x}\n")
+                        + (f" ue6={m.ip6_prefix(b.ue6)}" if b.ue6 is not None else "")
+                        + f"  # {s.n3_addr} {s.cp_seid:#x} {s.up_seid:#x}\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
     except BaseException:

@@ -21,19 +21,36 @@ tshark.
 
 A session (one bearer; ids fixed):
     PDR 1 uplink    PDI {Access, N3 3GPP Access, F-TEID (given, or CHOOSE), [Network Instance],
-                    UE IP (source), [QFI]}, Outer Header Removal GTP-U/UDP/IPv4, FAR 1, [URR 1], [QER 1]
+                    UE IP (source), [QFI]}, Outer Header Removal, FAR 1, [URR 1], [QER 1]
     PDR 2 downlink  PDI {Core, N6, [Network Instance], UE IP (destination)}, FAR 2, [URR 1], [QER 1]
     FAR 1           FORW to Core (N6), [Network Instance]
     FAR 2           FORW to Access (N3 3GPP Access), [Network Instance], Outer Header Creation
-                    GTP-U/UDP/IPv4 (gNB/SGW TEID and address)
+                    GTP-U/UDP/IPv4 or GTP-U/UDP/IPv6 (the gNB/SGW's TEID and address)
     URR 1           Measurement Method VOLUM (+ DURAT), the Reporting Triggers of a UrrSpec (none:
                     reported at deletion)
     QER 1           Gate Status UL/DL, [MBR UL/DL kbit/s], [QFI]
-    PDN Type        IPv4
+    PDN Type        IPv4 (1), IPv6 (2) or IPv4v6 (3), from the UE's addresses
+and, for each Pdr of Session.pdrs (k = 0, 1, ...), a PDR 3+k of its direction with its SDF filters
+and precedence, its own FAR 3+k (forward as its direction's default FAR does, or drop) and, when it
+asks for them, its own QER 2+k and URR 2+k.
+
+IPv6 (TS 29.244 8.2.62, 8.2.3, 8.2.56, 8.2.64): the UE's /64 prefix is the UE IP Address's IPv6
+address with V6 set and no IPv6 Prefix Length (IP6PL unset: the default /64 applies), beside the
+IPv4 address (V4) of an IPv4v6 session; an N3 address of IPv6 makes the F-TEID V6 (CHOOSE with
+V6), the Outer Header Creation GTP-U/UDP/IPv6 and the default Outer Header Removal GTP-U/UDP/IPv6
+(1); Session.ohr sets another (0, 1, or 6 = GTP-U/UDP/IP, as Open5GS's SMF sends it).
+
+SDF filters (8.2.5): a Flow Description is an IPFilterRule (TS 29.212 5.4.2, RFC 6733 4.3) written
+in the downlink form for both directions, `permit out PROTO from REMOTE [PORTS] to assigned [PORTS]`
+("assigned": the UE's address), as SMFs send it; the UP function applies it reversed to uplink
+packets. ToS/Traffic Class with its mask, the Security Parameter Index and the Flow Label are the
+filter's other fields (TTC, SPI, FL).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 
 from scapy.contrib import pfcp as sp
@@ -46,6 +63,11 @@ IF_N3_3GPP_ACCESS = 11
 IF_N6 = 17
 # PDN Type values (8.2.79): 0 is reserved
 PDN_IPV4, PDN_IPV6, PDN_IPV4V6 = 1, 2, 3
+
+# Outer Header Removal descriptions (8.2.64)
+OHR_GTPU_UDP_IPV4, OHR_GTPU_UDP_IPV6, OHR_GTPU_UDP_IP = 0, 1, 6
+OHR_ALLOWED = (OHR_GTPU_UDP_IPV4, OHR_GTPU_UDP_IPV6, OHR_GTPU_UDP_IP)
+PRECEDENCE_DEFAULT = 100          # the session's two default PDRs; a Pdr of lower value comes first
 
 # Apply Action (8.2.26), octet 5 from bit 1 up; octet 6 (Rel-16) carries EDRT BDPN DDPN FSSM MBSU
 APPLY_DROP, APPLY_FORW, APPLY_BUFF, APPLY_NOCP, APPLY_DUPL = 1, 2, 4, 8, 16
@@ -98,11 +120,92 @@ class UrrSpec:
                 "periodic_reporting": int(self.period is not None)}
 
 
+_PORTS = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?$")
+
+
+def flow_description(proto: str | int = "ip", remote: str = "any", remote_ports: str = "",
+                     ue_ports: str = "") -> str:
+    """An IPFilterRule (TS 29.212 5.4.2) in the downlink form SMFs send for both directions:
+    'permit out 17 from 198.51.100.0/24 1000-2000 to assigned 5000'. proto 'ip' or 0..255; remote
+    'any' or an IPv4/IPv6 address or prefix; ports '' (any), 'N' or 'N-M'. ValueError otherwise."""
+    if proto != "ip":
+        if isinstance(proto, bool) or not str(proto).isdigit() or not 0 <= int(proto) <= 255:
+            raise ValueError(f"protocol {proto!r}: 'ip' or a protocol number 0..255")
+        proto = str(int(proto))
+    if remote != "any":
+        try:
+            remote = str(ipaddress.ip_network(remote, strict=True))
+        except ValueError as e:
+            raise ValueError(f"remote {remote!r}: 'any' or an address or prefix ({e})") from None
+        if remote.endswith(("/32", "/128")):
+            remote = remote.rsplit("/", 1)[0]
+    for what, ports in (("remote ports", remote_ports), ("UE ports", ue_ports)):
+        if ports:
+            mt = _PORTS.match(ports)
+            lo, hi = (int(mt.group(1)), int(mt.group(2) or mt.group(1))) if mt else (1, 0)
+            if not mt or not lo <= hi <= 0xFFFF:
+                raise ValueError(f"{what} {ports!r}: a port N or a range N-M within 0..65535")
+    return " ".join(x for x in ("permit out", proto, "from", remote, remote_ports, "to assigned", ue_ports) if x)
+
+
+@dataclass(frozen=True)
+class SdfFilter:
+    """One SDF Filter (8.2.5): any of a Flow Description, ToS/Traffic Class (value, mask), a
+    Security Parameter Index, a Flow Label (20 bits)."""
+    flow: str | None = None
+    tos: tuple[int, int] | None = None
+    spi: int | None = None
+    flow_label: int | None = None
+
+    def __post_init__(self):
+        if self.flow is None and self.tos is None and self.spi is None and self.flow_label is None:
+            raise ValueError("an SDF filter with no field matches everything: leave it out instead")
+        if self.tos is not None and not all(0 <= v <= 255 for v in self.tos):
+            raise ValueError(f"tos {self.tos!r}: (value, mask), each 0..255")
+        if self.spi is not None and not 0 <= self.spi <= 0xFFFFFFFF:
+            raise ValueError(f"spi {self.spi!r}: 32 bits")
+        if self.flow_label is not None and not 0 <= self.flow_label <= 0xFFFFF:
+            raise ValueError(f"flow_label {self.flow_label!r}: 20 bits")
+
+
+@dataclass(frozen=True)
+class Pdr:
+    """A PDR beyond a session's two defaults: its direction, precedence (lower first; the defaults
+    have PRECEDENCE_DEFAULT), SDF filters (none: all the session's packets of that direction), its
+    own FAR (forward as the direction's default FAR does, or drop), and its own QER (gate, MBR) and
+    URR when given."""
+    uplink: bool
+    precedence: int
+    sdf: tuple[SdfFilter, ...] = ()
+    forward: bool = True
+    mbr_kbps: tuple[int, int] | None = None
+    gate: tuple[bool, bool] = (True, True)
+    urr: UrrSpec | None = None
+
+    def __post_init__(self):
+        if isinstance(self.precedence, bool) or not 0 <= self.precedence <= 0xFFFFFFFF:
+            raise ValueError(f"precedence {self.precedence!r}: 0..2^32-1")
+
+    @property
+    def has_qer(self) -> bool:
+        return self.mbr_kbps is not None or self.gate != (True, True)
+
+
+def _family(addr: str | None, what: str) -> int | None:
+    if not addr:
+        return None
+    try:
+        return ipaddress.ip_address(addr).version
+    except ValueError:
+        raise ValueError(f"{what} {addr!r}: not an IPv4 or IPv6 address") from None
+
+
 @dataclass
 class Session:
-    """One session's rules. Addresses are dotted IPv4 strings. teid None: the UPF chooses the
-    uplink F-TEID (CHOOSE, 8.2.3)."""
-    ue: str                                     # UE IPv4 address
+    """One session's rules. teid None: the UPF chooses the uplink F-TEID (CHOOSE, 8.2.3). ue is the
+    UE's IPv4 address, ue6 its IPv6 /64 prefix ('fd47:7470::/64'); at least one. n3 and gnb are
+    IPv4 or IPv6 addresses (GTP-U over IPv6 with IPv6 ones)."""
+    ue: str | None                              # UE IPv4 address
     teid: int | None                            # uplink F-TEID; None = CHOOSE
     n3: str                                     # the UPF's N3 address (with a given F-TEID)
     gnb: str                                    # downlink outer destination (gNB / SGW)
@@ -114,11 +217,33 @@ class Session:
     urr: UrrSpec | None = None
     access_instance: str = ""                   # Network Instance of the N3 side (some UPFs need it)
     core_instance: str = ""                     # Network Instance of the N6 side
+    ue6: str | None = None                      # UE IPv6 /64 prefix
+    ohr: int | None = None                      # Outer Header Removal; None: by the N3 address's family
+    pdrs: tuple[Pdr, ...] = ()                  # PDRs beyond the two defaults (SDF filters, precedence)
 
     def __post_init__(self):
         if self.qfi is not None and (isinstance(self.qfi, bool) or not isinstance(self.qfi, int)
                                      or not 0 <= self.qfi <= QFI_MAX):
             raise ValueError(f"qfi {self.qfi!r}: a QFI is 0..{QFI_MAX} (TS 38.415, 6 bits)")
+        if not self.ue and not self.ue6:
+            raise ValueError("a session needs a UE IPv4 address, an IPv6 prefix or both")
+        if _family(self.ue, "ue") not in (None, 4):
+            raise ValueError(f"ue {self.ue!r}: the UE's IPv4 address (its IPv6 prefix is ue6)")
+        if self.ue6:
+            try:
+                net = ipaddress.IPv6Network(self.ue6, strict=True)
+            except ValueError as e:
+                raise ValueError(f"ue6 {self.ue6!r}: an IPv6 /64 prefix ({e})") from None
+            if net.prefixlen != 64:
+                raise ValueError(f"ue6 {self.ue6!r}: an IPv6 /64 prefix (TS 23.501 5.8.2.2.2), not /{net.prefixlen}")
+        self.n3_family = _family(self.n3, "n3") or 4
+        _family(self.gnb, "gnb")
+        if self.ohr is not None and self.ohr not in OHR_ALLOWED:
+            raise ValueError(f"ohr {self.ohr!r}: Outer Header Removal {OHR_ALLOWED} (GTP-U/UDP/IPv4, /IPv6, /IP)")
+
+    @property
+    def pdn_type(self) -> int:
+        return PDN_IPV4V6 if self.ue and self.ue6 else PDN_IPV6 if self.ue6 else PDN_IPV4
 
     @property
     def has_qer(self) -> bool:
@@ -155,7 +280,39 @@ def _ni(name: str):
 
 
 def outer_header_creation(teid: int, addr: str):
+    """GTP-U/UDP/IPv4 or GTP-U/UDP/IPv6 (8.2.56), by the address's family."""
+    if _family(addr, "outer header address") == 6:
+        return sp.IE_OuterHeaderCreation(GTPUUDPIPV6=1, TEID=teid, ipv6=addr)
     return sp.IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=teid, ipv4=addr)
+
+
+def outer_header_removal(s: Session):
+    ohr = s.ohr if s.ohr is not None else (OHR_GTPU_UDP_IPV6 if s.n3_family == 6 else OHR_GTPU_UDP_IPV4)
+    return sp.IE_OuterHeaderRemoval(header=ohr)
+
+
+def ue_ip_address(s: Session, destination: bool):
+    """UE IP Address (8.2.62): V4 with the IPv4 address, V6 with the /64 prefix (no IP6PL: /64);
+    S/D 1 in a downlink PDI (the address is the destination)."""
+    kw = {"SD": int(destination)}
+    if s.ue:
+        kw.update(V4=1, ipv4=s.ue)
+    if s.ue6:
+        kw.update(V6=1, ipv6=str(ipaddress.IPv6Network(s.ue6).network_address))
+    return sp.IE_UE_IP_Address(**kw)
+
+
+def sdf_filter(f: SdfFilter):
+    kw = {}
+    if f.flow is not None:
+        kw.update(FD=1, flow_description=f.flow.encode(), flow_description_length=len(f.flow.encode()))
+    if f.tos is not None:
+        kw.update(TTC=1, tos_traffic_class=f.tos[0], tos_traffic_mask=f.tos[1])
+    if f.spi is not None:
+        kw.update(SPI=1, security_parameter_index=f.spi)
+    if f.flow_label is not None:
+        kw.update(FL=1, flow_label=f.flow_label)
+    return sp.IE_SDF_Filter(**kw)
 
 
 def _gate(open_: bool) -> str:
@@ -163,22 +320,27 @@ def _gate(open_: bool) -> str:
 
 
 def fteid(s: Session):
+    v6 = s.n3_family == 6
     if s.teid is None:
-        return sp.IE_FTEID(CH=1, V4=1)
-    return sp.IE_FTEID(V4=1, TEID=s.teid, ipv4=s.n3)
+        return sp.IE_FTEID(CH=1, V6=1) if v6 else sp.IE_FTEID(CH=1, V4=1)
+    return sp.IE_FTEID(V6=1, TEID=s.teid, ipv6=s.n3) if v6 else sp.IE_FTEID(V4=1, TEID=s.teid, ipv4=s.n3)
 
 
-def create_qer(s: Session):
-    q = [sp.IE_QER_Id(id=QER_ID), sp.IE_GateStatus(ul=_gate(s.gate[0]), dl=_gate(s.gate[1]))]
-    if s.mbr_kbps is not None:
-        q.append(sp.IE_MBR(ul=s.mbr_kbps[0], dl=s.mbr_kbps[1]))
-    if s.qfi is not None:
-        q.append(sp.IE_QFI(QFI=s.qfi))
+def _qer(qer_id: int, gate: tuple[bool, bool], mbr_kbps, qfi):
+    q = [sp.IE_QER_Id(id=qer_id), sp.IE_GateStatus(ul=_gate(gate[0]), dl=_gate(gate[1]))]
+    if mbr_kbps is not None:
+        q.append(sp.IE_MBR(ul=mbr_kbps[0], dl=mbr_kbps[1]))
+    if qfi is not None:
+        q.append(sp.IE_QFI(QFI=qfi))
     return sp.IE_CreateQER(IE_list=q)
 
 
-def create_urr(u: UrrSpec):
-    ies = [sp.IE_URR_Id(id=URR_ID),
+def create_qer(s: Session):
+    return _qer(QER_ID, s.gate, s.mbr_kbps, s.qfi)
+
+
+def create_urr(u: UrrSpec, urr_id: int = URR_ID):
+    ies = [sp.IE_URR_Id(id=urr_id),
            sp.IE_MeasurementMethod(VOLUM=1, DURAT=int(u.time_threshold is not None)),
            reporting_triggers(u)]
     if u.period is not None:
@@ -213,34 +375,59 @@ def establishment_ies(node_id_ie, cp_addr: str, cp_seid: int, s: Session) -> lis
     ies = [
         node_id_ie,
         sp.IE_FSEID(v4=1, seid=cp_seid, ipv4=cp_addr),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=PDR_UL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Access"), fteid(s)]
-                      + _ni(s.access_instance)
-                      + [sp.IE_UE_IP_Address(V4=1, SD=0, ipv4=s.ue)] + qfi
-                      + [interface_type(IF_N3_3GPP_ACCESS)]),
-            sp.IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
-            sp.IE_FAR_Id(id=FAR_UL)] + refs),
-        sp.IE_CreatePDR(IE_list=[
-            sp.IE_PDR_Id(id=PDR_DL), sp.IE_Precedence(precedence=100),
-            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="Core")]
-                      + _ni(s.core_instance)
-                      + [sp.IE_UE_IP_Address(V4=1, SD=1, ipv4=s.ue), interface_type(IF_N6)]),
-            sp.IE_FAR_Id(id=FAR_DL)] + refs),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=FAR_UL), apply_action(APPLY_FORW),
-            sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Core"),
-                                                interface_type(IF_N6)] + _ni(s.core_instance))]),
-        sp.IE_CreateFAR(IE_list=[
-            sp.IE_FAR_Id(id=FAR_DL), apply_action(APPLY_FORW),
-            access_forwarding(s.gnb_teid, s.gnb, s.access_instance)]),
+        _create_pdr(s, PDR_UL, True, PRECEDENCE_DEFAULT, (), FAR_UL, refs, qfi),
+        _create_pdr(s, PDR_DL, False, PRECEDENCE_DEFAULT, (), FAR_DL, refs, qfi),
+        _create_far(s, FAR_UL, True, True),
+        _create_far(s, FAR_DL, False, True),
     ]
+    extra_urrs, extra_qers = [], []
+    for k, p in enumerate(s.pdrs):
+        own = ([sp.IE_URR_Id(id=URR_ID + 1 + k)] if p.urr is not None else []) \
+            + ([sp.IE_QER_Id(id=QER_ID + 1 + k)] if p.has_qer else [])
+        ies.insert(4 + k, _create_pdr(s, PDR_DL + 1 + k, p.uplink, p.precedence, p.sdf, FAR_DL + 1 + k, own,
+                                          qfi))
+        ies.append(_create_far(s, FAR_DL + 1 + k, p.uplink, p.forward))
+        if p.urr is not None:
+            extra_urrs.append(create_urr(p.urr, URR_ID + 1 + k))
+        if p.has_qer:
+            extra_qers.append(_qer(QER_ID + 1 + k, p.gate, p.mbr_kbps, None))
     if s.urr is not None:
         ies.append(create_urr(s.urr))
+    ies += extra_urrs
     if s.has_qer:
         ies.append(create_qer(s))
-    ies.append(pdn_type(PDN_IPV4))
+    ies += extra_qers
+    ies.append(pdn_type(s.pdn_type))
     return ies
+
+
+def _create_pdr(s: Session, pdr_id: int, uplink: bool, precedence: int, sdf, far_id: int, refs: list, qfi: list):
+    """Create PDR (7.5.2.2): uplink PDI {Access, F-TEID, UE IP (source), [QFI], N3 3GPP Access} with
+    Outer Header Removal; downlink PDI {Core, UE IP (destination), N6}; the SDF filters in the PDI."""
+    if uplink:
+        pdi = ([sp.IE_SourceInterface(interface="Access"), fteid(s)] + _ni(s.access_instance)
+               + [ue_ip_address(s, False)] + [sdf_filter(f) for f in sdf] + qfi
+               + [interface_type(IF_N3_3GPP_ACCESS)])
+        tail = [outer_header_removal(s), sp.IE_FAR_Id(id=far_id)]
+    else:
+        pdi = ([sp.IE_SourceInterface(interface="Core")] + _ni(s.core_instance)
+               + [ue_ip_address(s, True)] + [sdf_filter(f) for f in sdf] + [interface_type(IF_N6)])
+        tail = [sp.IE_FAR_Id(id=far_id)]
+    return sp.IE_CreatePDR(IE_list=[sp.IE_PDR_Id(id=pdr_id), sp.IE_Precedence(precedence=precedence),
+                                    sp.IE_PDI(IE_list=pdi)] + tail + refs)
+
+
+def _create_far(s: Session, far_id: int, uplink: bool, forward: bool):
+    """Create FAR (7.5.2.3): FORW to Core (N6) for uplink, to Access with the outer header for
+    downlink; DROP, without Forwarding Parameters, when not forward."""
+    if not forward:
+        return sp.IE_CreateFAR(IE_list=[sp.IE_FAR_Id(id=far_id), apply_action(APPLY_DROP)])
+    if uplink:
+        fp = sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Core"),
+                                                 interface_type(IF_N6)] + _ni(s.core_instance))
+    else:
+        fp = access_forwarding(s.gnb_teid, s.gnb, s.access_instance)
+    return sp.IE_CreateFAR(IE_list=[sp.IE_FAR_Id(id=far_id), apply_action(APPLY_FORW), fp])
 
 
 def modification_ies(*, handover: tuple[str, int] | None = None, end_marker: bool = False,

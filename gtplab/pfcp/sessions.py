@@ -53,6 +53,8 @@ class Sessions:
         self._by_cp: dict[int, Session] = {}
         self._seid_base = ((os.getpid() & 0xFFFF) << 40) | ((int(time.time()) & 0xFF) << 32)
         self._est = m.establishment_template(node.node_id, node.addr, opts)
+        self._est6: m.Template | None = None          # IPv4v6 sessions' template, when the first comes
+        self._opts = opts
         self._mod = m.modification_template(opts.access_instance)
         self._del = m.deletion_template()
         self.reestablished = 0
@@ -117,8 +119,14 @@ class Sessions:
             self._by_cp[s.cp_seid] = s
         s.up_seid = None
         seq = self.node.next_seq()
-        data = self._est.render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
-                                teid=b.teid or 0)
+        if b.ue6 is None:
+            data = self._est.render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
+                                    teid=b.teid or 0)
+        else:                   # an IPv4v6 session: the template with the UE's /64 prefix, made once
+            if self._est6 is None:
+                self._est6 = m.establishment_template(self.node.node_id, self.node.addr, self._opts, ue6=True)
+            data = self._est6.render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
+                                     teid=b.teid or 0, ue6=b.ue6)
         return seq, data, s
 
     def _check(self, s: Session, r: m.Scanned, what: str) -> None:
