@@ -73,6 +73,13 @@ def scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], fl
         raise ScrapeError(f"{url} did not answer Prometheus text ({e})") from None
 
 
+def same_metric(sample: str, selector: str) -> bool:
+    """A sample's name as prometheus_client's parser gives it against a selector's: the parser names a
+    counter family's samples NAME_total whether the text wrote `NAME` or `NAME_total` (eUPF writes
+    `upf_xdp_drop` under `# TYPE upf_xdp_drop counter`), so a selector may name either."""
+    return sample == selector or sample == selector + "_total"
+
+
 def _match(selector: str) -> tuple[str, dict[str, str]]:
     """A selector `name` or `name{label="value",...}` as (name, wanted labels), read by the same
     parser as the samples (a selector is a sample line without its value)."""
@@ -163,7 +170,7 @@ class PrometheusDut(ScrapedDut):
         if term not in self.sel:
             return None
         return int(sum(v for name, want in self.sel[term] for n, lb, v in rows
-                       if n == name and all(lb.get(k) == x for k, x in want.items())))
+                       if same_metric(n, name) and all(lb.get(k) == x for k, x in want.items())))
 
     def counters(self) -> dict[tuple[str, str], int]:
         try:

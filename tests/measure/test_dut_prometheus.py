@@ -70,3 +70,18 @@ def test_a_malformed_selector_is_refused_in_the_lab_config(sel):
     from gtplab.errors import UserError
     with pytest.raises(UserError, match="use name or name"):
         prometheus.parse_prometheus({"url": "http://h:1/m", "metrics": {"fwd": sel}}, "lab config t")
+
+
+def test_a_counter_written_without_total_is_summed_by_the_name_its_text_gives(endpoint):
+    """prometheus_client's parser names a counter's samples NAME_total even when the text writes NAME
+    (eUPF a8d774a: `# TYPE upf_xdp_drop counter` then `upf_xdp_drop{...} 5`): a selector naming
+    upf_xdp_drop still counts them (it summed 0 before, silently)."""
+    from types import SimpleNamespace
+    text, url = endpoint
+    text["body"] = ("# TYPE upf_xdp_drop counter\nupf_xdp_drop{iface=\"n3\"} 5\nupf_xdp_drop{iface=\"n6\"} 2\n"
+                    "# TYPE upf_xdp_redirect_total counter\nupf_xdp_redirect_total 40\n"
+                    "# TYPE upf_rx gauge\nupf_rx 50\n")
+    cfg = SimpleNamespace(path="t", dut={"prometheus": {"url": url, "metrics": {
+        "fwd": "upf_xdp_redirect", "drop": ["upf_xdp_drop", 'upf_xdp_drop_total{iface="n6"}'], "rx": "upf_rx"}}})
+    d = prometheus.PrometheusDut(cfg)
+    assert d.counters() == {("upf_fwd", "tx"): 40, ("upf", "drop"): 9, ("upf_unaccounted", "other"): 1}
