@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * pgwu_sock_batch.c: a worker's loop in `pgwu socket` (pgwu_sock.c): a batch read (recvmmsg, or
+ * recvfrom with --batch 1; a UDP GRO datagram cut back into its G-PDUs), each packet handed to its
+ * path (pgwu_sock_packet.c), and the packets it queued sent (sendmmsg, or sendto): each counted
+ * once the kernel has taken it or refused it, a refused one by why (or sent again through the
+ * socket that fragments, or answered with Fragmentation Needed).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include "pgwu_sock_int.h"
+#include "gtpu.h"
+
+/* ---- sending ---- */
+
+/* The kernel refused packet i: why, as a reason (*verdict XDP_TX when it was answered); a downlink
+ * packet without DF over the access MTU goes again through the socket that fragments (the kernel's
+ * IP output fragments it), one with DF is answered with Fragmentation Needed. */
+static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
+{
+	const struct txmeta *t = &w->tmeta[i];
+
+	*verdict = XDP_DROP;
+	if (err == EMSGSIZE && t->reason == PGWU_R_DL_FWD) {
+		struct iphdr *oip = w->tiov[i].iov_base;
+		char cbuf[CMSG_SPACE(sizeof(int))] = {};
+		struct iovec iov = { (__u8 *)oip + 20, w->tiov[i].iov_len - 20 };
+		struct msghdr mh = { .msg_name = &w->tto[i], .msg_namelen = sizeof(w->tto[i]),
+				     .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		int tos = oip->tos;
+
+		if (t->df) {
+			/* RFC 1191: the MTU the packet can have before encapsulation; the quote is
+			 * the packet as it arrived (its TTL not yet decremented) */
+			__u32 encap = w->tiov[i].iov_len - t->usage_bytes, q;
+			__u8 *inner = (__u8 *)oip + encap, quote[68];
+			struct iphdr *qi = (void *)quote;
+			int mtu = route_mtu(oip->daddr);
+
+			q = (inner[0] & 0xf) * 4 + 8;
+			if (q > t->usage_bytes)
+				q = t->usage_bytes;
+			memcpy(quote, inner, q);
+			qi->ttl++;
+			qi->check = 0;
+			qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
+			if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
+				*verdict = XDP_TX;
+			return PGWU_R_DROP_FRAG_NEEDED;
+		}
+		if (w->frag < 0) {
+			/* a raw UDP socket "connected" to an address nothing comes from: it
+			 * receives nothing (raw sockets get a copy of every datagram of their
+			 * protocol otherwise); the kernel writes the IP header and fragments */
+			struct sockaddr_in none = { .sin_family = AF_INET,
+						    .sin_addr.s_addr = htonl(0x7f000002) };
+			struct sockaddr_in me = { .sin_family = AF_INET,
+						  .sin_addr.s_addr = oip->saddr };
+			int off = IP_PMTUDISC_DONT, ttl = OUTER_TTL, one = 1;
+
+			w->frag = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+			if (w->frag < 0 || bind(w->frag, (struct sockaddr *)&me, sizeof(me)) ||
+			    connect(w->frag, (struct sockaddr *)&none, sizeof(none)) ||
+			    setsockopt(w->frag, IPPROTO_IP, IP_MTU_DISCOVER, &off, sizeof(off)) ||
+			    setsockopt(w->frag, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) ||
+			    setsockopt(w->frag, IPPROTO_IP, IP_RECVERR, &one, sizeof(one))) {
+				if (w->frag >= 0)
+					close(w->frag);
+				w->frag = -1;
+				return PGWU_SR_DROP_SEND;
+			}
+		}
+		c->cmsg_level = IPPROTO_IP;
+		c->cmsg_type = IP_TOS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &tos, sizeof(int));
+		CTR(w, PGWU_SC_TX_CALLS)++;
+		if (sendmsg(w->frag, &mh, 0) >= 0) {
+			*verdict = XDP_REDIRECT;
+			return PGWU_R_DL_FWD;
+		}
+		err = errno;
+	}
+	switch (err) {
+	case ENOBUFS:
+	case EAGAIN:
+		return PGWU_SR_DROP_TX_FULL;
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+	case ENETDOWN:
+		return PGWU_R_DROP_NO_ROUTE;
+	default:
+		return PGWU_SR_DROP_SEND;
+	}
+}
+
+static void tx_done(struct worker *w, int i, __u32 reason, __u32 verdict)
+{
+	const struct txmeta *t = &w->tmeta[i];
+
+	if (reason != t->reason) {
+		count(w, reason, verdict, t->rx_bytes);
+		return;
+	}
+	count(w, reason, XDP_REDIRECT, t->rx_bytes);
+	if (t->usage) {
+		__atomic_fetch_add(&t->usage[0], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&t->usage[1], t->usage_bytes, __ATOMIC_RELAXED);
+	}
+}
+
+/* Send what is queued: sendmmsg (sendto with --batch 1); a refused packet is counted, skipped. */
+void tx_flush(struct worker *w)
+{
+	int i = 0, r;
+
+	while (i < w->ntx) {
+		CTR(w, PGWU_SC_TX_CALLS)++;
+		if (w->batch == 1)
+			r = sendto(w->raw, w->tiov[i].iov_base, w->tiov[i].iov_len, 0,
+				   (struct sockaddr *)&w->tto[i], sizeof(w->tto[i])) < 0 ? -1 : 1;
+		else
+			r = sendmmsg(w->raw, w->tmsg + i, w->ntx - i, 0);
+		if (r > 0) {
+			for (int j = i; j < i + r; j++)
+				tx_done(w, j, w->tmeta[j].reason, XDP_REDIRECT);
+			i += r;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		{
+			__u32 verdict, reason = tx_refused(w, i, errno, &verdict);
+
+			tx_done(w, i, reason, verdict);
+		}
+		i++;
+	}
+	w->ntx = 0;
+}
+
+/* ---- the workers' loop ---- */
+
+/* The GRO segment size of datagram i (UDP_GRO cmsg), 0 when it carries one G-PDU. */
+static int gso_size(struct msghdr *h)
+{
+	struct cmsghdr *c;
+	int v;
+
+	for (c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
+		if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+			memcpy(&v, CMSG_DATA(c), sizeof(v));
+			return v;
+		}
+	return 0;
+}
+
+/* Read one batch; returns datagrams read, 0 on the receive timeout, -errno on an error. */
+static int rx_batch(struct worker *w)
+{
+	int n;
+
+	for (int i = 0; i < w->batch; i++) {
+		w->msgs[i].msg_hdr.msg_namelen = sizeof(w->from[i]);
+		w->msgs[i].msg_hdr.msg_controllen = S.k.gro ? sizeof(w->cmsg[i]) : 0;
+		w->msgs[i].msg_hdr.msg_flags = 0;
+	}
+	if (w->batch == 1) {
+		/* recvfrom, the classic loop (recvmsg for the GRO cmsg) */
+		struct msghdr *h = &w->msgs[0].msg_hdr;
+		ssize_t r;
+
+		if (S.k.gro)
+			r = recvmsg(w->rx, h, 0);
+		else
+			r = recvfrom(w->rx, w->iov[0].iov_base, w->buf_len, MSG_TRUNC,
+				     w->dir == UL ? (struct sockaddr *)&w->from[0] : NULL,
+				     w->dir == UL ? &h->msg_namelen : NULL);
+		if (r >= 0 && !S.k.gro && r > w->buf_len)
+			h->msg_flags |= MSG_TRUNC;
+		w->msgs[0].msg_len = r;
+		n = r < 0 ? -1 : 1;
+	} else {
+		n = recvmmsg(w->rx, w->msgs, w->batch, MSG_WAITFORONE, NULL);
+	}
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+	return n;
+}
+
+void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+
+	worker_setup(w);
+	while (!stop) {
+		int n;
+
+		cfg_sync(w);
+		n = rx_batch(w);
+		if (n <= 0) {
+			if (n < 0) {
+				fprintf(stderr, "worker %d: Couldn't receive: %s\n", w->id, strerror(-n));
+				usleep(TICK_MS * 1000);
+			}
+			CTR(w, PGWU_SC_RX_EMPTY)++;
+			continue;
+		}
+		CTR(w, PGWU_SC_RX_CALLS)++;
+		for (int i = 0; i < n; i++) {
+			struct msghdr *h = &w->msgs[i].msg_hdr;
+			__u8 *buf = w->iov[i].iov_base;
+			__u32 len = w->msgs[i].msg_len;
+
+			if (h->msg_flags & MSG_TRUNC) {
+				CTR(w, PGWU_SC_RX_PACKETS)++;
+				count(w, PGWU_SR_DROP_TRUNC, XDP_DROP, len);
+				continue;
+			}
+			if (w->dir == DL) {
+				dl_one(w, buf, len);
+				continue;
+			}
+			int seg = S.k.gro ? gso_size(h) : 0;
+
+			if (!seg || (__u32)seg >= len) {
+				ul_one(w, buf, len, &w->from[i]);
+				continue;
+			}
+			CTR(w, PGWU_SC_GRO_DATAGRAMS)++;
+			for (__u32 off = 0; off < len; off += seg) {
+				__u32 n = len - off < (__u32)seg ? len - off : (__u32)seg;
+
+				ul_one(w, buf + off, n, &w->from[i]);
+			}
+		}
+		tx_flush(w);
+	}
+	return NULL;
+}
