@@ -45,24 +45,45 @@ class MetricsDut(ScrapedDut):
         return {"cpus": sum(v for n, lb, v in rows if n == "node_cpu_seconds_total"
                             and lb.get("mode") not in ("idle", "iowait", "steal"))}
 
+    def _pgwu(self) -> list[str]:
+        pin = self.cfg.dut.get("pin_dir")
+        return [self.cfg.dut.get("pgwu", "pgwu")] + (["-d", pin] if pin else [])
+
     def install_bearers(self, path: str) -> None:
+        """The case's bearers on the DUT host over ssh: its bearer table flushed, then loaded from a
+        copy of the file (removed once loaded). close() flushes them again: the host is left with
+        no bearer of the run (a control plane provisioning it next finds its UEs free)."""
         ssh = self.cfg.dut.get("ssh")
         if not ssh:
             print(f"gtplab: load the bearers on the DUT yourself: pgwu session flush && pgwu session load {path}"
                   " (or set dut.ssh in the lab config)", file=sys.stderr)
             return
         ssh_cmd, scp_cmd, target = ssh_commands(ssh)
-        pgwu = self.cfg.dut.get("pgwu", "pgwu")
-        pin = self.cfg.dut.get("pin_dir")
-        base = [pgwu] + (["-d", pin] if pin else [])
+        base = " ".join(self._pgwu())
         remote = f"/tmp/gtplab-bearers-{os.getpid()}.txt"
+        self._installed = True
         for argv in (scp_cmd + ["-q", path, f"{target}:{remote}"],
-                     ssh_cmd + [target, " ".join(base + ["session", "flush"])],
-                     ssh_cmd + [target, " ".join(base + ["session", "load", remote])]):
+                     ssh_cmd + [target, f"{base} session flush"],
+                     ssh_cmd + [target, f"{base} session load {remote}; rc=$?; rm -f {remote}; exit $rc"]):
             p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             if p.returncode:
                 raise UserError(f"Couldn't install the bearers on {target} ({' '.join(argv[:2])}): "
                                 f"{p.stderr.strip()[-200:]}")
+
+    def close(self) -> None:
+        if not getattr(self, "_installed", False):
+            return
+        self._installed = False
+        ssh_cmd, _, target = ssh_commands(self.cfg.dut["ssh"])
+        try:
+            p = subprocess.run(ssh_cmd + [target, " ".join(self._pgwu() + ["session", "flush"])],
+                               capture_output=True, text=True, timeout=60)
+            err = p.stderr.strip()[-200:] if p.returncode else ""
+        except (OSError, subprocess.TimeoutExpired) as e:
+            err = str(e)
+        if err:
+            print(f"gtplab: warning: the run's bearers are still on {target} (pgwu session flush: {err})",
+                  file=sys.stderr)
 
 
 def ssh_commands(ssh) -> tuple[list[str], list[str], str]:

@@ -58,3 +58,28 @@ def test_install_bearers_uses_user_key_port_options(tmp_path, monkeypatch):
     for call, cmd in zip(calls[1:], ("session flush", "session load")):
         assert call[:8] == ["ssh", "-p", "2222", "-i", "/k/id", "-o", "BatchMode=yes", "root@10.9.0.3"]
         assert call[8].startswith(f"pgwu -d /p {cmd}")
+
+
+def test_the_dut_host_is_left_without_the_runs_bearers(tmp_path, monkeypatch):
+    """The copy of the bearer file is removed once loaded, and close() flushes the bearers it loaded
+    (a control plane provisioning the host next finds the UEs free: the multihost lab's PFCP sweep
+    after an ssh one was refused 73, UE in use); nothing is flushed by a DUT that loaded nothing."""
+    log = tmp_path / "argv.jsonl"
+    for tool in ("ssh", "scp"):
+        f = tmp_path / tool
+        f.write_text(f"#!/usr/bin/env python3\nimport json, sys\n"
+                     f"open({str(log)!r}, 'a').write(json.dumps([{tool!r}] + sys.argv[1:]) + '\\n')\n")
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    cfg = SimpleNamespace(path="lab.yaml", dut={"metrics_url": "http://x/metrics", "ssh": "root@dut", "pin_dir": "/p"})
+    MetricsDut(cfg).close()
+    assert not log.exists()
+    d = MetricsDut(cfg)
+    d.install_bearers("/tmp/b.txt")
+    d.close()
+    d.close()
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    remote = calls[0][-1].split(":", 1)[1]
+    assert [c[-1] for c in calls[1:]] == ["pgwu -d /p session flush",
+                                          f"pgwu -d /p session load {remote}; rc=$?; rm -f {remote}; exit $rc",
+                                          "pgwu -d /p session flush"]

@@ -1,7 +1,8 @@
 """The real lab on one machine (issue 34.B): tools/multihost/lab.py builds three nspawn container hosts
 (monitoring, dut, trex), runs ansible/site.yml against them, then `gtplab sweep --backend trex` through
 the TRex host against the DUT host (uplink and downlink, 128 B, 20 kpps x 3 s), each case pushed to the
-monitoring host's Pushgateway and read back from its Prometheus, and removes everything. Deselected by
+monitoring host's Pushgateway and read back from its Prometheus, then the same sweep with its sessions
+over PFCP to the DUT host's `pgwu pfcp` on the management network, and removes everything. Deselected by
 `./setup.sh test` (marker multihost): minutes, root, debootstrap and systemd-nspawn, the Debian archive."""
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def test_site_yml_on_three_container_hosts():
     assert cp.returncode == 0, out[-6000:]
     assert "site.yml rc=0" in out, out[-6000:]
     assert "sweep rc=0" in out and "Prometheus on the monitoring host has 2 case series" in out, out[-6000:]
+    # the same sweep with its sessions over N4 to the DUT host's pgwu pfcp (management network)
+    assert "sweep_pfcp rc=0" in out and "PFCP over the management network: 2 cases, not all forwarded: none" in out, \
+        out[-6000:]
     leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     tag = next(line.split()[-2] for line in out.splitlines() if line.endswith(" removed"))
     assert tag not in leftovers

@@ -18,7 +18,10 @@ trex; this machine is the Ansible controller), provisioned by ansible/site.yml.
 
 Then `gtplab sweep --backend trex` (a lab config written for these hosts, dut.ssh with the run's key)
 through the TRex host against the DUT host, each case pushed to the monitoring host's Pushgateway
-and queried back from its Prometheus.
+and queried back from its Prometheus; then the same sweep with its sessions over PFCP: the DUT host
+runs `pgwu pfcp` (the dut role's pgwu-pfcp.service, dut_pfcp: true) on its management address, and
+gtplab, on the controller, is its control plane over the management network (N4), as an SMF on
+another host is.
 """
 
 from __future__ import annotations
@@ -282,7 +285,8 @@ class Lab:
                 "dut_access_if": "eth1", "dut_sgi_if": "eth2", "dut_xdp_mode": "generic",
                 "dut_max_bearers": 65536, "dut_sgw_mac": MACS["trex1"], "dut_pdn_gateway_mac": MACS["trex2"],
                 "dut_sysctls": {"net.ipv4.ip_forward": 1, "net.ipv4.conf.all.rp_filter": 0,
-                                "net.ipv4.conf.default.rp_filter": 0}}},
+                                "net.ipv4.conf.default.rp_filter": 0},
+                "dut_pfcp": True, "dut_pfcp_listen": f"{self.addr['dut']}:8805"}},
             "trex": {"hosts": {"trex1": {"ansible_host": self.addr["trex"]}}, "vars": {
                 "trex_version": "v3.08", "trex_tarball": str(TREX_TARBALL), "trex_hugepages": "",
                 "trex_low_end": True, "trex_low_end_core": 0, "trex_extra_args": "--iom 0 --no-scapy-server",
@@ -305,8 +309,8 @@ class Lab:
         return rc
 
     # -- the sweep through the TRex host against the DUT host, results into the monitoring host --
-    def sweep(self) -> int:
-        mon, dut, trex = self.addr["monitoring"], self.addr["dut"], self.addr["trex"]
+    def lab_config(self, pfcp: bool = False) -> dict:
+        dut, trex = self.addr["dut"], self.addr["trex"]
         cfg = {"name": self.tag, "description": "tools/multihost: nspawn hosts, af_packet TRex, generic-XDP pgwu",
                "backend": "trex", "trex_server": f"{trex}:4501", "ports": {"access": 0, "sgi": 1},
                "port_speed_bps": 1e9, "max_rate_pps": 100000, "cpu_shared_with_generator": True,
@@ -315,17 +319,46 @@ class Lab:
                                "options": ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                                            "-o", "LogLevel=ERROR"]},
                        "pgwu": "/usr/local/sbin/pgwu", "pin_dir": "/sys/fs/bpf/pgwu"}}
-        (self.dir / "lab.json").write_text(json.dumps(cfg, indent=1))
-        out = self.dir / "results"
+        if pfcp:
+            # gtplab as the DUT host's control plane over the management network: the DUT host's
+            # pgwu pfcp listens on its management address (dut_pfcp_listen); gtplab's node on the
+            # bridge address, on a port of its own (CI's labs and others may hold 8805 here)
+            cfg["dut"].update(provision="pfcp", pfcp={
+                "upf": f"{dut}:8805", "local": self.gw, "node_id": self.gw, "listen_port": 0,
+                "n3": "10.201.0.1", "n6": "10.202.0.1", "release_wait": 1})
+        return cfg
+
+    def _run_sweep(self, name: str, cfg: dict, push: bool) -> tuple[int, Path]:
+        (self.dir / f"{name}.json").write_text(json.dumps(cfg, indent=1))
+        out = self.dir / f"results-{name}"
         t0 = time.monotonic()
-        with open(self.dir / "sweep.log", "w") as f:
-            rc = subprocess.run([str(REPO / ".venv/bin/gtplab"), "sweep", "--lab-config", str(self.dir / "lab.json"),
-                                 "--pushgateway", f"http://{mon}:9091", "--out", str(out), "--sizes", "128",
+        with open(self.dir / f"{name}.log", "w") as f:
+            rc = subprocess.run([str(REPO / ".venv/bin/gtplab"), "sweep", "--lab-config", str(self.dir / f"{name}.json"),
+                                 *(["--pushgateway", f"http://{self.addr['monitoring']}:9091"] if push else []),
+                                 "--out", str(out), "--sizes", "128",
                                  "--directions", "uplink,downlink", "--flow-modes", "single", "--flows", "16", "--bearers", "16",
                                  "--checksum", "on", "--rate-mode", "fixed", "--rate", "20000", "--duration", "3",
                                  "--no-latency", "--no-scale"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
-        self.times["sweep"] = time.monotonic() - t0
-        log(f"sweep rc={rc} in {self.times['sweep']:.0f} s: {(self.dir / 'sweep.log').read_text()[-1500:]}")
+        self.times[name] = time.monotonic() - t0
+        log(f"{name} rc={rc} in {self.times[name]:.0f} s: {(self.dir / f'{name}.log').read_text()[-1500:]}")
+        return rc, out
+
+    def sweep_pfcp(self) -> int:
+        """The sweep again, its 16 sessions established over N4 with the DUT host's pgwu pfcp: every
+        case forwarded all it was sent, and each was provisioned over PFCP (the results' bearers-pfcp
+        file: the F-TEIDs the agent holds)."""
+        rc, out = self._run_sweep("sweep_pfcp", self.lab_config(pfcp=True), push=False)
+        cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()] if rc == 0 else []
+        lost = {c.get("case_id"): (c.get("tx_packets"), c.get("rx_packets")) for c in cases
+                if not c.get("tx_packets") or c.get("rx_packets") != c.get("tx_packets")}
+        provisioned = sorted(x.name for x in out.glob("bearers-pfcp*.txt")) if out.is_dir() else []
+        log(f"PFCP over the management network: {len(cases)} cases, not all forwarded: {lost or 'none'}, "
+            f"sessions files {provisioned}")
+        return rc or (1 if lost or not cases or not provisioned else 0)
+
+    def sweep(self) -> int:
+        mon = self.addr["monitoring"]
+        rc, out = self._run_sweep("sweep", self.lab_config(), push=True)
         # pushed per case to the Pushgateway, scraped by Prometheus (honor_labels): query it back
         deadline, series = time.monotonic() + 30, []
         while time.monotonic() < deadline and not series:
@@ -391,6 +424,7 @@ def main() -> int:
         rc = lab.site()
         if rc == 0 and not args.no_sweep:
             rc = lab.sweep()
+            rc = lab.sweep_pfcp() or rc
     finally:
         lab.down()
         lab.times["total"] = time.monotonic() - t0
