@@ -5,6 +5,7 @@ and the bearer file the PGW-U loads for it cannot drift apart:
 
     bearer i:  UE = ue_base + i          local TEID = teid_base + i   (uplink, SGW -> PGW-U)
                SGW = sgw_base + i % sgws  SGW TEID  = sgw_teid_base + i (downlink, PGW-U -> SGW)
+               --ip 6 / 4v6: UE /64 = fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i (ue6_prefix)
 
 Frame sizes are sizes on the wire including the 4-byte Ethernet FCS, as TRex counts them: a
 profile asked for `size=1424` builds a 1420-byte packet and the NIC (or the embedded engine's
@@ -32,6 +33,8 @@ GTPU_PORT = 2152         # TS 29.281 section 4.4.2
 ETH_LEN = 14
 VLAN_LEN = 4
 IPV4_LEN = 20
+IPV6_LEN = 40            # fixed header, no extension headers (RFC 8200 section 3)
+IP_LEN = {4: 20, 6: 40}
 UDP_LEN = 8
 GTPU_LEN = 8             # mandatory part, no sequence number / N-PDU / extension headers
 L4_LEN = {"udp": 8, "tcp": 20}
@@ -39,6 +42,14 @@ STATS_PAYLOAD = 16       # per-stream stats need the last 16 payload bytes: TRex
                          # the embedded engine's trailer (docs/engine.md) for stats and latency
 
 PROFILES = ("uplink", "downlink")
+IP_FAMILIES = ("4", "6", "4v6")     # --ip: the user packets' address family (4v6: one stream of each)
+
+# IPv6 user traffic (issue 32): UE i has the /64 prefix fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i
+# (i >> 16, i & 0xffff); the N6 servers are hosts of fd47:7471::/64, picked like the IPv4 PDN
+# addresses (uplink: server 1 + i % sgws, downlink: 1 .. pdn_addrs). Never fd00::/64 (the host's).
+UE6_PREFIX_HI = 0xFD477470          # the first 32 bits of every UE prefix: fd47:7470::/32
+SERVER6_PREFIX = "fd47:7471::"      # the servers' /64
+UE6_IID = 1                         # interface identifier of a UE's address in its /64 (base)
 
 # Defaults from the lab addressing contract (BRIEF.md); every one is a tunable.
 DEFAULT_UE_BASE = "10.64.0.1"
@@ -71,17 +82,28 @@ class ProfileError(ValueError):
     """Tunables that cannot make a valid profile (one line, says what is allowed)."""
 
 
-def header_len(profile: str, l4: str = "udp", vlans: int = 0) -> int:
-    """Bytes of headers in a frame of `profile`, FCS excluded (the payload follows them)."""
+def _families(ip) -> tuple[int, ...]:
+    """--ip as the families of its streams: "4" -> (4,), "6" -> (6,), "4v6" -> (4, 6)."""
+    ip = str(ip)
+    if ip not in IP_FAMILIES:
+        raise ProfileError(f"--ip {ip!r}: one of {', '.join(IP_FAMILIES)}")
+    return (4, 6) if ip == "4v6" else (int(ip),)
+
+
+def header_len(profile: str, l4: str = "udp", vlans: int = 0, ip=4) -> int:
+    """Bytes of headers in a frame of `profile`, FCS excluded (the payload follows them); ip is
+    the user packet's family (4 or 6; "4v6": the larger, IPv6's)."""
+    inner = IP_LEN[max(_families(ip))]
     if profile == "uplink":
-        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + IPV4_LEN + L4_LEN[l4]
-    return ETH_LEN + (VLAN_LEN if vlans else 0) + IPV4_LEN + L4_LEN[l4]
+        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + inner + L4_LEN[l4]
+    return ETH_LEN + (VLAN_LEN if vlans else 0) + inner + L4_LEN[l4]
 
 
-def min_frame_size(profile: str, l4: str = "udp", vlans: int = 0) -> int:
+def min_frame_size(profile: str, l4: str = "udp", vlans: int = 0, ip=4) -> int:
     """Smallest frame size (FCS included) the profile can build: 82 for uplink with inner UDP,
-    94 with inner TCP; 64 for downlink."""
-    return max(MIN_FRAME, header_len(profile, l4, vlans) + FCS_LEN)
+    94 with inner TCP; 64 for downlink. Inner IPv6 (ip 6 or 4v6): uplink 14 + 20 + 8 + 8 outer,
+    + 40 IPv6 + 8 UDP = 98 bytes, 102 with the FCS (TCP 114); downlink 14 + 40 + 8 + FCS = 66 (TCP 78)."""
+    return max(MIN_FRAME, header_len(profile, l4, vlans, ip) + FCS_LEN)
 
 
 def frame_size_for_ip_len(profile: str, ip_len: int, vlans: int = 0) -> int:
@@ -184,6 +206,11 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
     g.add_argument("--imix", type=_bool, nargs="?", const=True, default=False,
                    help="one stream per IMIX_TABLE row (7:4:1 of 46/576/1500-byte user packets) "
                         "instead of one --size stream")
+    g.add_argument("--ip", choices=IP_FAMILIES, default="4",
+                   help="address family of the user packets: 4 (IPv4), 6 (IPv6: UE i in "
+                        "fd47:7470:XXXX:YYYY::/64 with XXXX:YYYY = i, servers in fd47:7471::/64) or "
+                        "4v6 (two streams per size at equal rates, one IPv4 and one IPv6, each "
+                        "through every bearer)")
     g.add_argument("--l4", choices=("udp", "tcp"), default="udp",
                    help="transport of the user packet" + (" (inside the tunnel)" if up else ""))
     g.add_argument("--sport", type=_int, default=1025, help="user packet's L4 source port")
@@ -357,30 +384,46 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
         if not 0 <= getattr(args, name) <= 0xFFFF:
             raise ProfileError(f"--{name} {getattr(args, name)} out of range 0..65535")
 
+    args.families = _families(args.ip)
+    if 6 in args.families:
+        if args.imix:
+            raise ProfileError(f"--imix with --ip {args.ip}: the IMIX rows are IPv4 packet lengths "
+                               "(46 bytes is below an IPv6/UDP packet); use --ip 4 or --size")
+        if up and getattr(args, "outer_udp_csum", "zero") == "valid" and args.flows > 1 and (
+                args.order == "random" or args.flows > 65535 or args.teids):
+            raise ProfileError(f"--outer-udp-csum valid with --ip {args.ip} needs --order seq, "
+                               "--flows <= 65535 and no --teid-file (the outer checksums of the "
+                               "IPv6 stream are a value list in step with the bearer)")
     # frame sizes: one stream per row
-    lo = min_frame_size(profile, args.l4, args.vlans)
+    lo = min_frame_size(profile, args.l4, args.vlans, args.ip)
     if args.imix:
         if args.size is not None:
             raise ProfileError("--imix and --size exclude each other (IMIX sizes come from IMIX_TABLE)")
         args.streams = [dict(size=frame_size_for_ip_len(profile, r["ip_len"], args.vlans),
                              pps=r["pps"], isg=r["isg"]) for r in IMIX_TABLE]
     else:
-        size = DEFAULT_SIZE[profile] if args.size is None else args.size
+        # the default: at least the minimum (a downlink IPv6 frame needs 66 bytes)
+        size = max(DEFAULT_SIZE[profile], lo) if args.size is None else args.size
         if size < lo:
             if up and args.clamp:
                 print(f"gtpu_uplink.py: size {size} is below the uplink minimum {lo} "
-                      f"(GTP-U + inner IPv4/{args.l4.upper()} headers + FCS); sending {lo}-byte frames",
+                      f"(GTP-U + inner IPv{max(args.families)}/{args.l4.upper()} headers + FCS); "
+                      f"sending {lo}-byte frames",
                       file=sys.stderr)
                 size = lo
             else:
                 raise ProfileError(
-                    f"size {size} is too small: the smallest {profile} frame with inner IPv4/"
-                    f"{args.l4.upper()} is {lo} bytes (FCS included); use --size >= {lo}"
-                    + (" or --clamp" if up else ""))
+                    f"size {size} is too small: the smallest {profile} frame with inner "
+                    f"IPv{max(args.families)}/{args.l4.upper()} is {lo} bytes (FCS included"
+                    + ("; IPv6 G-PDU: 14 Ethernet + 20 IPv4 + 8 UDP + 8 GTP-U + 40 IPv6 + "
+                       f"{L4_LEN[args.l4]} {args.l4.upper()}" if up and 6 in args.families else "")
+                    + f"); use --size >= {lo}" + (" or --clamp" if up else ""))
         args.size = size
-        args.streams = [dict(size=size, pps=1, isg=0.0)]
+        # 4v6: one stream per family, same size and rate (rows 4 then 6)
+        args.streams = [dict(size=size, pps=1, isg=0.0, ip=f) for f in args.families]
     for s in args.streams:
-        s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans)
+        s.setdefault("ip", 4)
+        s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans, s["ip"])
         if args.stats != "none" and s["payload"] < STATS_PAYLOAD:
             raise ProfileError(f"--stats {args.stats} needs {STATS_PAYLOAD} bytes of payload; a "
                                f"{s['size']}-byte {profile} frame has {s['payload']}: use --size >= "
@@ -432,13 +475,32 @@ def ip(n: int) -> str:
     return f"{n >> 24}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
 
 
+def ue6_prefix(i: int) -> str:
+    """The /64 of bearer i's UE: fd47:7470:XXXX:YYYY::/64 with XXXX:YYYY = i (hex, no leading 0s)."""
+    return f"fd47:7470:{i >> 16:x}:{i & 0xFFFF:x}::/64"
+
+
+def ue6_addr(i: int, iid: int = UE6_IID) -> str:
+    """Bearer i's UE IPv6 address: its /64 and the 64-bit interface identifier iid."""
+    return (f"fd47:7470:{i >> 16:x}:{i & 0xFFFF:x}:{iid >> 48 & 0xFFFF:x}:{iid >> 32 & 0xFFFF:x}:"
+            f"{iid >> 16 & 0xFFFF:x}:{iid & 0xFFFF:x}")
+
+
+def server6_addr(n: int) -> str:
+    """Host n of the servers' fd47:7471::/64 (n >= 1; the low 32 bits)."""
+    return f"fd47:7471::{n >> 16 & 0xFFFF:x}:{n & 0xFFFF:x}"
+
+
 def bearer_lines(args: argparse.Namespace, csum: str = "default"):
     """Lines of the pgwu bulk bearer file (`pgwu session load FILE`) for bearers 0..bearers-1:
-    `TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off]`."""
+    `TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off] [ue6=PREFIX/64]`; ue6= (the UE's IPv6 /64,
+    ue6_prefix) only with --ip 6 or 4v6. Every bearer keeps its IPv4 UE address."""
     tail = "" if csum == "default" else f" csum={csum}"
+    v6 = str(getattr(args, "ip", "4")) != "4"
     for i in range(args.bearers):
         teid, ue, sgw, sgw_teid = bearer(args, i)
-        yield f"{teid:#010x} {ip(ue)} {ip(sgw)} {sgw_teid:#010x}{tail}\n"
+        six = f" ue6=fd47:7470:{i >> 16:x}:{i & 0xFFFF:x}::/64" if v6 else ""   # ue6_prefix(i), inlined
+        yield f"{teid:#010x} {ip(ue)} {ip(sgw)} {sgw_teid:#010x}{tail}{six}\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,11 +526,12 @@ def payload(n: int) -> bytes:
 
 
 def make_streams(stl, args: argparse.Namespace, build) -> list:
-    """One STLStream per args.streams row. build(size, payload_len) returns (scapy packet, list of
-    field-engine instructions); stl is the trex.stl.api module of the calling profile."""
+    """One STLStream per args.streams row. build(size, payload_len, ip) returns (scapy packet,
+    list of field-engine instructions) for a user packet of family ip (4 or 6); stl is the
+    trex.stl.api module of the calling profile."""
     streams = []
     for n, row in enumerate(args.streams):
-        pkt, instructions = build(row["size"], row["payload"])
+        pkt, instructions = build(row["size"], row["payload"], row["ip"])
         if len(pkt) != row["size"] - FCS_LEN:
             raise ProfileError(f"internal: built {len(pkt)} bytes for a {row['size']}-byte frame")
         vm = stl.STLScVmRaw(instructions) if instructions else None
@@ -478,7 +541,8 @@ def make_streams(stl, args: argparse.Namespace, build) -> list:
         elif args.stats == "latency":
             flow_stats = stl.STLFlowLatencyStats(pg_id=args.pg_id + n)
         streams.append(stl.STLStream(
-            name=f"{args.profile}_{row['size']}" + (f"_imix{n}" if args.imix else ""),
+            name=f"{args.profile}_{row['size']}" + (f"_imix{n}" if args.imix else "")
+            + ("_ip6" if row["ip"] == 6 else ""),
             packet=stl.STLPktBuilder(pkt=pkt, vm=vm),
             mode=stl.STLTXCont(pps=row["pps"]),
             isg=row["isg"],

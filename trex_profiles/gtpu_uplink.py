@@ -32,6 +32,9 @@ Field engine (multi mode):
   (pseudo header) and the inner destination +k, which the inner L4 checksum turns into -k; the inner
   IPv4 header always sums to 0. The sum over the outer UDP datagram never changes.
 
+--ip 6 (issue 32): the user packet is IPv6 (fd47:7470:XXXX:YYYY::/64 of bearer i -> a server of
+fd47:7471::/64), gtpu_uplink6 below; --ip 4v6 sends one IPv4 and one IPv6 stream (docs/profiles.md).
+
 Tunables: `-t --help`, or docs/profiles.md. Load it from the directory it lives in (it imports
 gtpu_common.py next to it).
 """
@@ -50,6 +53,7 @@ from trex.stl.api import (  # noqa: E402
 import trex.stl.api as stl  # noqa: E402
 from scapy.contrib.gtp import GTP_U_Header  # noqa: E402
 from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
+from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import Raw  # noqa: E402
 
@@ -187,12 +191,119 @@ class GtpuUplink(object):
             vm.append(STLVmFixChecksumHw(l3_offset="IP:1", l4_offset=inner_l4, l4_type=l4_type))
         return vm
 
+    # ---- inner IPv6 (--ip 6 / 4v6) ------------------------------------------------------------
+    # Offsets: outer Ether 0, IPv4 14, UDP 34, GTP-U 42, IPv6 50 (src 58, dst 74), L4 90, payload
+    # 98 (UDP) / 110 (TCP). Bearer i's UE is fd47:7470:XXXX:YYYY:(N-1-i):0:1 (its /64 = i; the
+    # interface identifier's upper 32 bits count down as the prefix counts up), the server
+    # fd47:7471::(1 + k) with k = i % sgws, the source port sport + (P-1-k) (P = the SGW period).
+    # Every write is answered inside the inner UDP/TCP checksum's own coverage (prefix +i, IID -i;
+    # server +k, port -k), so the inner checksum of bearer 0, computed by Scapy, is right for every
+    # packet with no fix instruction, on any port (RFC 8200 8.1: mandatory over IPv6, never 0).
+    V6_L3 = 50
+    V6_SRC_PREFIX = V6_L3 + 8 + 4       # the 32 bits XXXX:YYYY of the UE's /64
+    V6_SRC_IID_HI = V6_L3 + 8 + 8       # upper 32 bits of the UE's interface identifier
+    V6_DST_LO = V6_L3 + 24 + 12         # low 32 bits of the server's address
+    V6_SPORT = V6_L3 + 40
+
+    def packet6(self, a, payload_len):
+        """Bearer 0's IPv6 G-PDU, every checksum valid (outer UDP: 0 unless --outer-udp-csum valid)."""
+        teid, _, sgw, _ = common.bearer(a, 0)
+        multi = a.flows > 1 and a.order == "seq"
+        iid = ((a.flows - 1) << 32 | common.UE6_IID) if multi else common.UE6_IID
+        sport = a.sport + (a.sgw_period - 1 if multi else 0)
+        if a.l4 == "udp":
+            l4 = UDP(sport=sport, dport=a.dport)
+        else:
+            l4 = TCP(sport=sport, dport=a.dport, flags="A", seq=1, ack=1)
+        outer_udp = UDP(sport=common.GTPU_PORT, dport=common.GTPU_PORT)
+        if a.outer_udp_csum == "zero":
+            outer_udp.chksum = 0
+        pkt = (Ether(src=common.SRC_MAC, dst=common.DST_MAC)
+               / IP(src=common.ip(sgw), dst=common.ip(a.pgw_addr), ttl=64)
+               / outer_udp
+               / GTP_U_Header(gtp_type=255, teid=teid)
+               / IPv6(src=common.ue6_addr(0, iid), dst=common.server6_addr(1), hlim=64)
+               / l4
+               / Raw(common.payload(payload_len)))
+        return pkt.__class__(bytes(pkt))
+
+    def outer_csums6(self, a):
+        """Outer UDP checksum of bearer i's IPv6 packet: the inner datagram's sum never changes
+        (see packet6), the TEID (+i) and the outer source (+k) do: the base packet's checksum less
+        their ones'-complement difference, one per bearer (a value list in step with "bearer")."""
+        def fold(x):
+            return ((x >> 16) + (x & 0xFFFF)) % 0xFFFF
+        c0 = self._base[UDP].chksum
+        out = []
+        for i in range(a.flows):
+            teid, _, sgw, _ = common.bearer(a, i)
+            t0, _, s0, _ = common.bearer(a, 0)
+            delta = (fold(teid) - fold(t0) + fold(sgw) - fold(s0)) % 0xFFFF
+            c = (c0 - delta) % 0xFFFF
+            out.append(c if c else 0xFFFF)
+        return out
+
+    def instructions6(self, a, hw):
+        """Field-engine program of the IPv6 stream. hw: STLVmFixChecksumHw at the inner IPv6
+        header last (--checksum hw, --stats latency: TRex's latency header changes the payload,
+        --order random: nothing can answer a random index)."""
+        inner_l4 = "UDP:1" if a.l4 == "udp" else "TCP"
+        l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
+        vm = []
+        if a.flows > 1 and a.order == "random":
+            vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
+                                op="random"),
+                   STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
+                                  add_val=common.s32(a.teid_base)),
+                   STLVmWrFlowVar(fv_name="bearer", pkt_offset=self.V6_SRC_PREFIX)]
+            if a.sgw_period > 1:
+                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset="IP.src", pkt_cast_size=4,
+                                          mask=a.sgw_period - 1, shift=0),
+                       STLVmFixIpv4(offset="IP")]
+            hw = True
+        elif a.flows > 1:
+            vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4, op="inc"),
+                   STLVmFlowVar(name="bearer_c", min_value=0, max_value=a.flows - 1,
+                                init_value=a.flows - 1, size=4, op="dec")]
+            if a.sgw_period > 1:
+                vm += [STLVmFlowVar(name="sgw", min_value=0, max_value=a.sgw_period - 1, size=4,
+                                    op="inc"),
+                       STLVmFlowVar(name="sgw_c", min_value=0, max_value=a.sgw_period - 1,
+                                    init_value=a.sgw_period - 1, size=2, op="dec")]
+            if a.teids:
+                vm += [STLVmFlowVar(name="teid", value_list=a.teids[:a.flows], size=4, op="inc"),
+                       STLVmWrFlowVar(fv_name="teid", pkt_offset="GTP_U_Header.teid")]
+            else:
+                vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
+                                         add_val=common.s32(a.teid_base)))
+            vm += [STLVmWrFlowVar(fv_name="bearer", pkt_offset=self.V6_SRC_PREFIX),
+                   STLVmWrFlowVar(fv_name="bearer_c", pkt_offset=self.V6_SRC_IID_HI)]
+            if a.sgw_period > 1:
+                vm += [STLVmWrFlowVar(fv_name="sgw", pkt_offset="IP.src",
+                                      add_val=common.s32(a.sgw_base)),
+                       STLVmWrFlowVar(fv_name="sgw", pkt_offset=self.V6_DST_LO, add_val=1),
+                       STLVmWrFlowVar(fv_name="sgw_c", pkt_offset=self.V6_SPORT,
+                                      add_val=a.sport),
+                       STLVmFixIpv4(offset="IP")]
+            if a.outer_udp_csum == "valid":
+                vm += [STLVmFlowVar(name="ocsum", value_list=self.outer_csums6(a), size=2, op="inc"),
+                       STLVmWrFlowVar(fv_name="ocsum", pkt_offset="UDP.chksum")]
+        if hw or (a.stats == "latency"):
+            vm.append(STLVmFixChecksumHw(l3_offset="IPv6", l4_offset=inner_l4, l4_type=l4_type))
+        return vm
+
     def get_streams(self, direction=0, tunables=(), **kwargs):
         """direction is ignored: this profile always is the access side's traffic (use it on
         port 0, as `start -f gtpu_uplink.py -p 0 -t size=1424`)."""
         a = self.args = common.parse(self.profile, tunables, kwargs)
+        if 6 in a.families and a.sport + a.sgw_period - 1 > 0xFFFF:
+            raise common.ProfileError(f"--sport {a.sport}: the IPv6 stream uses sport .. sport + "
+                                      f"{a.sgw_period - 1}, above 65535")
 
-        def build(size, plen):
+        def build(size, plen, ip=4):
+            if ip == 6:
+                self._base = self.packet6(a, plen)
+                return self._base, self.instructions6(a, a.checksum == "hw")
             sw = common.sw_checksum(a, plen)
             self._base = self.sw_packet(a, plen) if sw else self.packet(a, plen)
             return self._base, self.instructions(a, sw)

@@ -5,7 +5,8 @@
 
 The tunables are parsed by the profiles' own parser (trex_profiles/gtpu_common.py), so the same
 `-t` string gives the same bearers in the profile and in the file: bearer i has TEID teid_base + i,
-UE ue_base + i, SGW sgw_base + i % sgws and SGW TEID sgw_teid_base + i.
+UE ue_base + i, SGW sgw_base + i % sgws and SGW TEID sgw_teid_base + i; with --ip 6 or 4v6 also the
+UE's IPv6 /64 at the end of the line (ue6=fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i).
 
 Used by `gtplab bearers`, gtplab.measure (the bearers of each case) and the profile tests.
 """
@@ -67,7 +68,8 @@ def write_bearer_file(profile: str, tunables, output: str, csum: str = "default"
     head = (f"# pgwu bearer file: gtplab bearers --profile {profile}"
             + (f" -t '{' '.join(argv)}'" if argv else "") + "\n"
             f"# {args.bearers} bearers; the profile sends to the first {args.flows}\n"
-            "# TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off]\n")
+            "# TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off]"
+            + (" [ue6=PREFIX/64]" if str(getattr(args, "ip", "4")) != "4" else "") + "\n")
     if output == "-":
         sys.stdout.write(head)
         sys.stdout.writelines(common.bearer_lines(args, csum))

@@ -94,6 +94,14 @@ class Addressing:
     gen_sgi: str = "10.202.0.2"
     ue_pool: str = "10.64.0.0/12"       # UE i = first + 1 + i
     pdn_net: str = "198.18.0.0/15"      # routed on the DUT via gen_sgi
+    # IPv6 user traffic (issue 32): UE i has fd47:7470:XXXX:YYYY::/64 (XXXX:YYYY = i), the N6 servers
+    # are hosts of fd47:7471::/64, routed on the DUT via gen_sgi6 (a permanent neighbour: the
+    # generator's N6 MAC), on the N6 link fd47:7472::/64. Never fd00::/64 (this host's eth0).
+    ue6_range: str = "fd47:7470::/32"
+    pdn6_net: str = "fd47:7471::/64"
+    sgi6_net: str = "fd47:7472::/64"
+    dut_sgi6: str = "fd47:7472::1"
+    gen_sgi6: str = "fd47:7472::2"     # never configured on the generator: the neighbour entry's name
     local_teid_base: int = 0x00010000
     sgw_teid_base: int = 0x80000000
     n4_net: str = "10.203.0.0/29"      # an external UPF's N4 link (gtplab/lab/external.py): room
@@ -433,6 +441,7 @@ class Lab:
         if p.returncode:
             raise LabError(f"Couldn't add SGW neighbours and the PDN route: {p.stderr.strip()}")
         _run(["ip", "netns", "exec", d, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding")
+        self._build_ipv6_n6()
         for j in range(0, len(self.park_ifnames), 2):
             # never up, never carries a frame: only holds an XDP program (Engine: LocalClient(park=))
             _run(["ip", "-n", g, "link", "add", self.park_ifnames[j], "type", "veth", "peer", "name",
@@ -468,6 +477,35 @@ class Lab:
         self.apply_cpu_layout()
         if self.generator == "trex":
             self._start_trex()
+
+    def _build_ipv6_n6(self) -> None:
+        """What the PGW-U's bpf_fib_lookup(AF_INET6) needs for the IPv6 servers (issue 32), and no
+        more: IPv6 stays disabled everywhere but on the DUT's N6 (SGi) port, which gets the address
+        dut_sgi6 (nodad), a route to pdn6_net via gen_sgi6 and a permanent neighbour gen_sgi6 -> the
+        generator's N6 MAC, as the IPv4 path has for 198.18.0.0/15. No link-local address
+        (addr_gen_mode 1), no DAD, no router solicitations, no autoconf, accept_ra 0; the kernel
+        forwards no IPv6 (all.forwarding 0: a frame the PGW-U passes to it is dropped, never routed
+        out of the lab). bpf_fib_lookup wants forwarding on the ingress device only: on the access
+        port, where IPv6 stays disabled (whatever the kernel would send there is discarded). What the
+        kernel still sends: 2 to 4 MLDv2 reports for dut_sgi6's solicited-node group, within
+        milliseconds of the address being added at build, none after (docs/lab.md). The generator needs nothing: its XDP program counts
+        every frame that reaches its port."""
+        a, d = self.addressing, self.dut_ns
+        acc, sgi = self.ports
+        # the MLD reports' intervals 0: the few the address's group join sends leave at once, at build
+        knobs = {"addr_gen_mode": 1, "accept_ra": 0, "autoconf": 0, "accept_dad": 0,
+                 "router_solicitations": 0, "forwarding": 0, "mldv1_unsolicited_report_interval": 0,
+                 "mldv2_unsolicited_report_interval": 0, "disable_ipv6": 0}
+        _run(["ip", "netns", "exec", d, "sysctl", "-qw"]
+             + [f"net.ipv6.conf.{sgi.dut_ifname}.{k}={v}" for k, v in knobs.items()]
+             + [f"net.ipv6.conf.{acc.dut_ifname}.forwarding=1"], "IPv6 on the DUT's N6 port")
+        batch = (f"addr replace {a.dut_sgi6}/{ipaddress.ip_network(a.sgi6_net).prefixlen} dev "
+                 f"{sgi.dut_ifname} nodad\n"
+                 f"neigh replace {a.gen_sgi6} lladdr {sgi.mac} nud permanent dev {sgi.dut_ifname}\n"
+                 f"route replace {a.pdn6_net} via {a.gen_sgi6} dev {sgi.dut_ifname}\n")
+        p = subprocess.run(["ip", "-n", d, "-batch", "-"], input=batch, capture_output=True, text=True)
+        if p.returncode:
+            raise LabError(f"Couldn't add the IPv6 N6 address, neighbour and server route: {p.stderr.strip()}")
 
     def _start_reassembler(self) -> None:
         """`pgwu reassemble --daemon` in the DUT netns: G-PDUs that arrive in outer fragments are

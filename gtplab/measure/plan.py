@@ -41,6 +41,9 @@ RATE_MODES = ("fixed", "search")
 UNDERSIZE = ("clamp", "skip", "error")
 
 
+IP_FAMILIES = ("4", "6", "4v6")   # the user packets' address family (the profiles' --ip, issue 32)
+
+
 # the search (rate mode search: MLRsearch, RFC 9971; docs/sweep.md, docs/mlrsearch.md)
 SEARCH_KEYS = {"goals", "min_load", "max_load", "time_budget", "max_trials", "disturbed", "latency_at",
                "latency_duration"}
@@ -50,7 +53,7 @@ SEARCH_DEFAULTS = {"goals": ["ndr", "pdr"], "min_load": 10e3, "max_load": None, 
 
 
 SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
-             "rate", "duration", "search", "latency", "pcap_limit", "undersize", "scale"}
+             "rate", "duration", "search", "latency", "pcap_limit", "undersize", "scale", "ip"}
 # keys and values of the binary search the sweep ran before MLRsearch: refused with what replaced them
 _OLD = {"ndr": "the `ndr` section (loss_tolerance, pdr_loss_tolerance, resolution, max_trials) is gone: the "
                "search is MLRsearch (RFC 9971) now, its keys are under `search` (goals, min_load, max_load, "
@@ -80,10 +83,11 @@ class CaseParams:
     latency: bool = True
     case_id: str = ""
     order: str = "seq"                    # seq | random: the order the traffic hits the bearers
+    ip: str = "4"                         # 4 | 6 | 4v6: the user packets' address family
 
     @property
     def actual_size(self) -> int:
-        return max(self.frame_size, common().min_frame_size(self.direction))
+        return max(self.frame_size, common().min_frame_size(self.direction, ip=self.ip))
 
     @property
     def n_bearers(self) -> int:
@@ -94,7 +98,7 @@ class CaseParams:
         c = common()
         size = self.actual_size
         stats = "none"
-        if self.latency and size - c.FCS_LEN - c.header_len(self.direction) >= c.STATS_PAYLOAD:
+        if self.latency and size - c.FCS_LEN - c.header_len(self.direction, ip=self.ip) >= c.STATS_PAYLOAD:
             stats = "latency"
         t: dict[str, Any] = {"size": size, "flow_mode": self.flow_mode, "bearers": self.n_bearers,
                              "sgws": SGWS, "stats": stats}
@@ -104,11 +108,25 @@ class CaseParams:
                 t["order"] = self.order
         if self.direction == "uplink":
             t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
+        if self.ip != "4":
+            t["ip"] = self.ip             # only then: an IPv4 case's tunables stay as they were
         return t
 
 
 def _list(v):
     return v if isinstance(v, list) else [v]
+
+
+def _ip(v) -> str:
+    """An address family of the spec's `ip` (YAML reads 4 and 6 as integers)."""
+    if isinstance(v, bool) or str(v) not in IP_FAMILIES:
+        raise ValueError(v)
+    return str(v)
+
+
+def ip_suffix(ip: str) -> str:
+    """What a case id carries for its address family: nothing for IPv4 (the ids stay as they were)."""
+    return "" if str(ip) == "4" else f"-ip{ip}"
 
 
 def _csum(v) -> str:
@@ -167,6 +185,12 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         bad(f"checksum {e.args[0]!r}: on or off")
     if not s["checksum"]:
         bad("checksum: an empty list (give on, off or both)")
+    try:
+        s["ip"] = [_ip(v) for v in _list(s.get("ip", ["4"]))]
+    except ValueError as e:
+        bad(f"ip {e.args[0]!r}: a list of {', '.join(IP_FAMILIES)} (the user packets' address family)")
+    if not s["ip"] or len(set(s["ip"])) != len(s["ip"]):
+        bad(f"ip {s['ip']!r}: a non-empty list of distinct {', '.join(IP_FAMILIES)}")
     rm = s.get("rate_mode", "fixed")
     if rm in ("ndr", "pdr"):
         bad(f"rate_mode {rm}: NDR and PDR are goals of one search now (MLRsearch, RFC 9971): rate_mode search, "
@@ -205,10 +229,13 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     s["undersize"] = us
     if us == "error":
         for dr in dirs:
-            lo = c.min_frame_size(dr)
-            small = [x for x in sizes if x < lo]
-            if small:
-                bad(f"frame size(s) {small} below the {dr} minimum {lo} (undersize: error; use clamp or skip)")
+            for ip in s["ip"]:
+                lo = c.min_frame_size(dr, ip=ip)
+                small = [x for x in sizes if x < lo]
+                if small:
+                    bad(f"frame size(s) {small} below the {dr} minimum {lo}"
+                        + (f" with IPv{ip} user packets" if ip != "4" else "")
+                        + " (undersize: error; use clamp or skip)")
     s["scale"] = _scale(s.get("scale"), bad)
     return s
 
@@ -352,6 +379,8 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
         s["bearers"] = args.bearers
     if args.checksum is not None:
         s["checksum"] = _csv(args.checksum, str, "--checksum") or _empty("--checksum", "checksum")
+    if getattr(args, "ip", None) is not None:
+        s["ip"] = _csv(args.ip, str, "--ip") or _empty("--ip", "ip")
     if args.rate_mode:
         s["rate_mode"] = args.rate_mode
     if args.rate is not None:
@@ -443,23 +472,30 @@ def plan(spec: dict) -> tuple[list, list[dict]]:
     """(cases, skipped): CaseParams for every combination, in run order (direction, then size)."""
     c = common()
     cases, skipped = [], []
+    ips = spec.get("ip") or ["4"]
     for d in spec["directions"]:
-        lo = c.min_frame_size(d)
         for fm in spec["flow_modes"]:
             flows = 1 if fm == "single" else spec["flows"]
             for cs in spec["checksum"]:
-                for size in spec["frame_sizes"]:
-                    if size < lo and spec["undersize"] == "skip":
-                        skipped.append({"direction": d, "frame_size": size,
-                                        "note": f"below the {d} minimum {lo}: skipped"})
-                        continue
-                    cid = f"{d}-{size}-{fm}{flows}-csum{cs}-{spec['rate_mode']}"
-                    cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
-                                            bearers=spec["bearers"] if fm == "multi" else None,
-                                            checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
-                                            duration=spec["duration"], latency=spec["latency"],
-                                            case_id=cid))
+                for ip in ips:
+                    lo = c.min_frame_size(d, ip=ip)
+                    for size in spec["frame_sizes"]:
+                        if size < lo and spec["undersize"] == "skip":
+                            skipped.append({"direction": d, "frame_size": size,
+                                            **({"ip": ip} if ip != "4" else {}),
+                                            "note": f"below the {d} minimum {lo}"
+                                                    + (f" with IPv{ip} user packets" if ip != "4" else "")
+                                                    + ": skipped"})
+                            continue
+                        cid = f"{d}-{size}-{fm}{flows}-csum{cs}{ip_suffix(ip)}-{spec['rate_mode']}"
+                        cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
+                                                bearers=spec["bearers"] if fm == "multi" else None,
+                                                checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
+                                                duration=spec["duration"], latency=spec["latency"],
+                                                case_id=cid, ip=ip))
     # the scale cases last, after every grid case: both directions use the same million bearers
+    # (IPv4 user packets whatever `ip` says: an IPv6 stream in random order cannot keep the outer UDP
+    # checksum valid, docs/profiles.md)
     # (loaded once), and no grid case runs while the kernel frees them after a flush (RCU callbacks
     # on the DUT's CPU: a grid case right after one measured 3 times the DUT CPU per packet)
     sc = spec.get("scale")

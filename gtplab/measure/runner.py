@@ -159,7 +159,7 @@ class Runner:
     def install_bearers(self, p: CaseParams, tunables: dict) -> None:
         """The bearers of the profile's tunables, through `gtplab bearers`' writer and `pgwu session
         load` (only when they differ from what is installed)."""
-        key = (p.n_bearers, SGWS, p.checksum)
+        key = (p.n_bearers, SGWS, p.checksum, p.ip)    # ip 6/4v6: the lines carry ue6=
         if key == self._bearers_key:
             return
         path = os.path.join(self._tmp.name, "bearers.txt")

@@ -111,7 +111,9 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     notes = []
     if p.actual_size != p.frame_size:
         notes.append(f"requested {p.frame_size} B is below the {p.direction} minimum "
-                     f"{c.min_frame_size(p.direction)} B (GTP-U + inner IPv4/UDP + FCS): ran {p.actual_size} B")
+                     f"{c.min_frame_size(p.direction, ip=p.ip)} B ("
+                     + ("GTP-U + " if p.direction == "uplink" else "")
+                     + f"inner IPv{'4' if p.ip == '4' else '6'}/UDP + FCS): ran {p.actual_size} B")
     if p.latency and not prep.latency:
         notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
                      f"{c.STATS_PAYLOAD} payload bytes for the latency trailer")
@@ -159,7 +161,7 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     rec: dict[str, Any] = {
         "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
         "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
-        "order": p.order,
+        "order": p.order, "ip": p.ip,
         "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
         "duration_s": best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
         "rate_asked": best["rate_asked"],
@@ -581,11 +583,11 @@ class _Sweep:
                 self.pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
             order = " in random order" if p.order == "random" else ""
             progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
-                                   f"csum {p.checksum} {p.rate_mode}")
+                                   f"csum {p.checksum} IPv{p.ip} {p.rate_mode}")
             if self.pusher:
                 self.pusher.case_started({"case_id": p.case_id, "direction": p.direction,
                                           "frame_size": p.actual_size, "flows": p.flows,
-                                          "checksum": p.checksum}, index=i - 1, total=len(cases))
+                                          "checksum": p.checksum, "ip": p.ip}, index=i - 1, total=len(cases))
             with (self.profiler.case(p.case_id) if self.profiler else contextlib.nullcontext()):
                 try:
                     rec = run_case(runner, p, spec, cfg, self.pcap_dir, progress)
@@ -764,6 +766,9 @@ def add_parser(subparsers) -> None:
     g.add_argument("--flows", type=int, help="flows (bearers the traffic cycles through) in multi mode")
     g.add_argument("--bearers", type=int, help="bearers installed on the DUT (>= flows)")
     g.add_argument("--checksum", metavar="on,off", help="outer UDP checksum modes")
+    g.add_argument("--ip", metavar="4,6,4v6",
+                   help="address families of the user packets: 4 (default), 6 (IPv6 UEs, fd47:7470:i::/64), "
+                        "4v6 (an IPv4 and an IPv6 stream per case); one case each (docs/sweep.md)")
     g.add_argument("--rate-mode", choices=RATE_MODES,
                    help="fixed: one trial at --rate; search: MLRsearch (RFC 9971) of the goals")
     g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")

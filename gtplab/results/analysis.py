@@ -25,7 +25,7 @@ from gtplab.results import store as results
 
 DIRECTIONS = ("uplink", "downlink")
 # case parameters besides direction and frame size; a plot series is one combination of those that vary
-VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode", "order")
+VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode", "order", "ip")
 NUMERIC_FIELDS = ("duration_s", "offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps",
                   "rx_bps_l1", "rx_bps_l2", "tx_packets", "rx_packets", "loss_ratio", "flows", "bearers")
 LATENCY_STATS = ("min", "avg", "p50", "p99", "max")
@@ -79,6 +79,9 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
         if cid in seen:
             raise bad(f"case_id {cid!r} already on line {seen[cid]}")
         seen[cid] = n
+        c.setdefault("ip", "4")             # the user packets' family: IPv4 before issue 32
+        if str(c["ip"]) not in ("4", "6", "4v6"):
+            raise bad(f"ip is {c['ip']!r}, not 4, 6 or 4v6")
         if c["direction"] not in DIRECTIONS:
             raise bad(f"direction is {c['direction']!r}, not uplink or downlink")
         fs = c["frame_size"]
@@ -193,6 +196,8 @@ def dim_label(dim: str, v: Any) -> str:
         return f"{v} bearers"
     if dim == "checksum":
         return f"checksum {v}"
+    if dim == "ip":
+        return f"IPv{v}"
     if dim == "flow_mode":
         return f"{v} flow" if v in ("single", "multi") else f"flow_mode {v}"
     return f"{dim} {v}"
@@ -442,7 +447,7 @@ def scale_ratios(r: Run) -> list[dict[str, Any]]:
     the same direction, frame size and checksum in sequential order (the grid's `flows`): NDR
     ratio, and the DUT's CPU and XDP ns per packet of both."""
     grid = {(c["direction"], c["frame_size"], c.get("checksum")): c for c in r.cases
-            if c.get("flow_mode") == "multi" and c.get("order", "seq") == "seq"}
+            if c.get("flow_mode") == "multi" and c.get("order", "seq") == "seq" and str(c.get("ip") or "4") == "4"}
     out = []
     for c in r.cases:
         if c.get("order", "seq") != "random":

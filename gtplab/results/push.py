@@ -1,7 +1,8 @@
 """Sweep results to the Prometheus Pushgateway: `gtplab push RESULTS_DIR`, and the API the sweep calls.
 
 One push per case, grouping key {job="gtplab_sweep", action, uuid, case_id, frame_size, direction,
-flows, checksum, backend}: a case's metrics replace only that case's earlier push, never another
+flows, checksum, ip, backend} (ip: the user packets' address family, 4, 6 or 4v6; "4" for results
+written before it existed): a case's metrics replace only that case's earlier push, never another
 case's. Every value is a gauge in base units (seconds, bits, ratios); docs/monitoring.md lists them.
 
 The sweep keeps its results on disk (gtplab/results/store.py) whatever happens here; a Pusher only pushes.
@@ -63,6 +64,7 @@ def grouping_key(run: dict[str, Any], case: dict[str, Any]) -> dict[str, str]:
         "direction": str(case["direction"]),
         "flows": str(case.get("flows", "")),
         "checksum": str(case.get("checksum", "")),
+        "ip": str(case.get("ip") or "4"),
         "backend": str(run.get("backend", "")),
     }
 
@@ -432,7 +434,7 @@ class Pusher:
         self._clear_stale()
         reg = CollectorRegistry()
         key = grouping_key(self.run, case)
-        labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum")}
+        labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum", "ip")}
         g = Gauge("gtplab_sweep_running_case_info", "Constant 1; the case running now as labels",
                   list(labels), registry=reg)
         g.labels(**labels).set(1)

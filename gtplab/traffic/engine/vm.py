@@ -223,7 +223,7 @@ def _inner_l4_checksums(frame: bytes) -> list[walk.L4Checksum]:
     """(checksum offset, L4 start, is_udp) of every UDP/TCP header in an Ethernet/VLAN/IPv4
     (/UDP 2152/GTP-U/IPv4)* frame, outermost first (gtplab.gtpu.walk). Used to keep L4 checksums
     right when the trailer is written; an unparsable frame simply yields what was found so far."""
-    return walk.l4_checksums(frame)
+    return walk.l4_checksums(frame, ipv6=True)
 
 
 def _payload_start(frame: bytes) -> int:
@@ -481,9 +481,14 @@ def _compile_vm(cs: CompiledStream, vm: dict, where: str) -> None:
             l2 = _u(_need(ins, "l2_len", w), w, "l2_len", 16)
             l3 = _u(_need(ins, "l3_len", w), w, "l3_len", 16)
             l4t = _need(ins, "l4_type", w)
-            if l2 + 20 > len(frame) or frame[l2] >> 4 != 4:
-                raise EngineError(f"{w}: no IPv4 header at l2_len {l2} (IPv6 is not supported)")
-            if l3 < 20 or l3 > 60:
+            # an IPv6 header (issue 32): no header checksum, the L4 one over the IPv6 pseudo
+            # header (RFC 8200 8.1); size 6 tells tg_tx (struct tg_insn)
+            v6 = l2 + 40 <= len(frame) and frame[l2] >> 4 == 6
+            if not v6 and (l2 + 20 > len(frame) or frame[l2] >> 4 != 4):
+                raise EngineError(f"{w}: no IPv4 or IPv6 header at l2_len {l2}")
+            if v6 and l3 != 40:
+                raise EngineError(f"{w}: l3_len {l3}: an IPv6 header without extension headers (40)")
+            if not v6 and (l3 < 20 or l3 > 60):
                 raise EngineError(f"{w}: l3_len {l3} is not an IPv4 header length")
             if l4t == L4_TYPE_UDP:
                 flags, need = F_L4_UDP, 8
@@ -495,7 +500,7 @@ def _compile_vm(cs: CompiledStream, vm: dict, where: str) -> None:
                 raise EngineError(f"{w}: l4_type {l4t} (supported: 11 UDP, 13 TCP, 17 IP)")
             if l2 + l3 + need > len(frame):
                 raise EngineError(f"{w}: L4 header past the end of the packet")
-            out.append(Insn(OP_FIX_HW, offset=l2, arg=l3, flags=flags))
+            out.append(Insn(OP_FIX_HW, offset=l2, arg=l3, flags=flags, size=6 if v6 else 0))
         elif t == "trim_pkt_size":
             v = var_of(ins, w)
             if v.size != 2:
@@ -549,7 +554,7 @@ def _changed_bytes(ins: Insn, length: int | None) -> set[int] | None:
     if ins.op == OP_FIX_IPV4:
         return rng(ins.offset + 10, 2)
     if ins.op == OP_FIX_HW:
-        out = rng(ins.offset + 10, 2)
+        out = set() if ins.size == 6 else rng(ins.offset + 10, 2)
         if ins.flags & (F_L4_UDP | F_L4_TCP):
             out |= rng(ins.offset + ins.arg + (6 if ins.flags & F_L4_UDP else 16), 2)
         return out
@@ -598,7 +603,8 @@ def _plan_checksums(prog: list[Insn], frame: bytes) -> None:
         if ins.op in (OP_FIX_IPV4, OP_FIX_HW) and changed is not None:
             sums = _checksum_ranges(ins, frame)
             l3 = ins.offset
-            if sums is not None and not changed & {l3, l3 + 2, l3 + 3}:
+            guard = {l3 + 4, l3 + 5} if ins.size == 6 else {l3, l3 + 2, l3 + 3}   # the lengths
+            if sums is not None and not changed & guard:
                 bases, pieces = [], {}
                 for k, (cover, own, const) in enumerate(sums):
                     mine = (changed & cover) - {own, own + 1}
@@ -621,6 +627,8 @@ def _checksum_ranges(ins: Insn, frame: bytes):
     then L4 with the pseudo header), from the template; None if they are not fixed by the
     template or do not start at even offsets."""
     l3 = ins.offset
+    if ins.size == 6:
+        return _checksum_ranges6(ins, frame)
     if l3 & 1 or l3 + 20 > len(frame) or frame[l3] >> 4 != 4:
         return None
     ihl = (frame[l3] & 0xF) * 4
@@ -636,4 +644,23 @@ def _checksum_ranges(ins: Insn, frame: bytes):
         proto = 17 if ins.flags & F_L4_UDP else 6
         cover = set(range(l3 + 12, l3 + 20)) | set(range(l4, l3 + tot))
         out.append((cover, own, proto + (tot - ins.arg)))
+    return out
+
+
+def _checksum_ranges6(ins: Insn, frame: bytes):
+    """_checksum_ranges of a fix_checksum_hw at an IPv6 header: no header sum (an empty first
+    range, base[0] 0, which tg_tx does not store), the L4 sum over the IPv6 pseudo header (source,
+    destination, upper-layer length, next header: RFC 8200 8.1) and the L4 bytes."""
+    l3 = ins.offset
+    if l3 & 1 or l3 + 40 > len(frame) or ins.arg != 40:
+        return None
+    out = [(set(), -2, 0)]
+    if ins.flags & (F_L4_UDP | F_L4_TCP):
+        end = l3 + 40 + int.from_bytes(frame[l3 + 4:l3 + 6], "big")
+        l4 = l3 + ins.arg
+        own = l4 + (6 if ins.flags & F_L4_UDP else 16)
+        if end > len(frame) or own + 2 > end:
+            return None
+        proto = 17 if ins.flags & F_L4_UDP else 6
+        out.append((set(range(l3 + 8, l3 + 40)) | set(range(l4, end)), own, proto + (end - l4)))
     return out

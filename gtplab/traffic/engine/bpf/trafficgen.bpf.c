@@ -421,8 +421,11 @@ static __always_inline int fix_incr(struct xdp_md *ctx, struct tg_insn *in, int 
 		if (in->piece[i].sums & 2)
 			sum[1] += x;
 	}
-	/* the IPv4 checksum field is not in the L4 sum (the pseudo header has only the addresses) */
-	if (store(ctx, in->offset + 10, (__u16)~csum_fold16(sum[0]), 2, 1) < 0)
+	/*
+	 * the IPv4 checksum field is not in the L4 sum (the pseudo header has only the addresses);
+	 * an IPv6 header (fix_checksum_hw, size 6) has no checksum of its own
+	 */
+	if (in->size != 6 && store(ctx, in->offset + 10, (__u16)~csum_fold16(sum[0]), 2, 1) < 0)
 		return -1;
 	if (!is_hw || !(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
 		return 0;
@@ -490,11 +493,52 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
 	return store(ctx, csum_off, i, 2, 0);
 }
 
+/*
+ * fix_checksum_hw at an IPv6 header (size 6, l3_len 40: no extension headers):
+ * the UDP/TCP checksum over the IPv6 pseudo header (source, destination,
+ * upper-layer length from the payload length, next header; RFC 8200 8.1),
+ * UDP's 0 sent as 0xffff (a zero UDP checksum is not allowed over IPv6).
+ */
+static __always_inline int fix_hw6_full(struct xdp_md *ctx, struct tg_insn *in)
+{
+	__u32 l3 = in->offset, l4 = in->offset + in->arg, csum_off, l4len, i;
+	__u32 ph[10];
+	__u64 plen, proto;
+	__s64 sum;
+	int s;
+
+	if (!(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
+		return 0;
+	if (load(ctx, l3 + 4, &plen, 2, 1) < 0 || plen + 40 < in->arg)
+		return -1;
+	l4len = plen + 40 - in->arg;
+	proto = (in->flags & TG_F_L4_UDP) ? 17 : 6;
+	csum_off = l4 + ((in->flags & TG_F_L4_UDP) ? 6 : 16);
+	if (bpf_xdp_load_bytes(ctx, l3 + 8, ph, 32) < 0)
+		return -1;
+	ph[8] = bpf_htonl(l4len);
+	ph[9] = bpf_htonl((__u32)proto);
+	if (store(ctx, csum_off, 0, 2, 0) < 0)
+		return -1;
+	sum = bpf_csum_diff(NULL, 0, (__be32 *)ph, 40, 0);
+	if (sum < 0)
+		return -1;
+	s = tg_csum(ctx, l4, l4len, (__u32)sum);
+	if (s == -1)
+		return -1;
+	i = (__u16)~csum_fold16((__u32)s);
+	if (proto == 17 && i == 0)
+		i = 0xffff;
+	return store(ctx, csum_off, i, 2, 0);
+}
+
 /* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw: incremental (TG_F_INCR) or full sums. */
 static __always_inline int fix(struct xdp_md *ctx, struct tg_insn *in, struct tg_pkt *pk, int is_hw)
 {
 	if (pk->restored && (in->flags & TG_F_INCR))
 		return fix_incr(ctx, in, is_hw);
+	if (is_hw && in->size == 6)
+		return fix_hw6_full(ctx, in);
 	return is_hw ? fix_hw_full(ctx, in) : fix_ipv4(ctx, in->offset);
 }
 

@@ -113,7 +113,7 @@ struct tg_piece {
 struct tg_insn {
 	__u8 op;
 	__u8 var;	/* variable index */
-	__u8 size;	/* variable size 1/2/4/8 (write_mask: pkt_cast_size) */
+	__u8 size;	/* variable size 1/2/4/8 (write_mask: pkt_cast_size; fix_checksum_hw: 6 at an IPv6 header) */
 	__u8 flags;	/* TG_F_* */
 	__u16 offset;	/* packet offset; fix_checksum_hw: l2_len */
 	__u16 arg;	/* list length; fix_checksum_hw: l3_len; write_mask: var size; trailer: L4 start */
