@@ -390,10 +390,10 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
             raise ProfileError(f"--imix with --ip {args.ip}: the IMIX rows are IPv4 packet lengths "
                                "(46 bytes is below an IPv6/UDP packet); use --ip 4 or --size")
         if up and getattr(args, "outer_udp_csum", "zero") == "valid" and args.flows > 1 and (
-                args.order == "random" or args.flows > 65535 or args.teids):
-            raise ProfileError(f"--outer-udp-csum valid with --ip {args.ip} needs --order seq, "
-                               "--flows <= 65535 and no --teid-file (the outer checksums of the "
-                               "IPv6 stream are a value list in step with the bearer)")
+                args.order == "random" or args.flows > 65535):
+            raise ProfileError(f"--outer-udp-csum valid with --ip {args.ip} needs --order seq and "
+                               "--flows <= 65535 (the outer checksums of the IPv6 stream are a value "
+                               "list in step with the bearer, --teid-file's TEIDs included)")
     # frame sizes: one stream per row
     lo = min_frame_size(profile, args.l4, args.vlans, args.ip)
     if args.imix:

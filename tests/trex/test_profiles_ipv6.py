@@ -225,3 +225,44 @@ def test_4v6_streams_and_stats(trex):
 def test_ip4_is_the_default_and_unchanged(trex):
     for prof, t in (("uplink", argv(size=256, flows=16, outer_udp_csum="valid")), ("downlink", argv(size=64))):
         assert trex.streams(prof, t) == trex.streams(prof, t + argv(ip=4))
+
+
+def test_uplink_ipv6_with_the_teids_a_upf_chose(trex, tmp_path):
+    """--teid-file (a UPF that chose its F-TEIDs: CHOOSE, as Open5GS does) with the outer UDP
+    checksum valid: every IPv6 packet of two cycles on 1, 2 and 3 cores carries bearer i's TEID from
+    the file, its /64, and valid outer and inner checksums (refused before: no IPv6 sweep of a UPF
+    that chooses TEIDs could run with the checksum on)."""
+    import random
+    rnd = random.Random(5)
+    teids = [rnd.randrange(1, 1 << 32) for _ in range(20)] + [0xFFFFFFFF, 1]
+    flows = 20
+    f = tmp_path / "teids.txt"
+    f.write_text("".join(f"{t:#010x} 10.64.0.{1 + i} 10.201.0.{16 + i % 4} {0x80000000 + i:#010x}\n"
+                         for i, t in enumerate(teids)))
+    tunables = argv(ip=6, size=256, flows=flows, sgws=4, bearers=len(teids), outer_udp_csum="valid",
+                    teid_file=str(f))
+    a = params("uplink", tunables)
+    s = _ip6_stream(trex.streams("uplink", tunables))
+    ins, base = s["vm"]["instructions"], binary(s)
+    for cores in (1, 2, 3):
+        seen = set()
+        for core in range(cores):
+            for k, pkt in enumerate(run_program(base, ins, 2 * flows, core, cores)):
+                p = Ether(pkt)
+                ip6 = p[GTP_U_Header].payload
+                i = ue_index(ip6.src)
+                assert 0 <= i < flows and p[GTP_U_Header].teid == teids[i], (cores, core, k)
+                assert outer_ok(p) and l4_ok(ip6), (cores, core, k)
+                seen.add(i)
+        assert seen == set(range(flows))
+    assert a.teids[:flows] == teids[:flows]
+
+
+def test_a_refused_profile_is_its_reason_on_one_line(trex):
+    """The TRex worker answers a profile's own refusal (ProfileError) with its reason as one line,
+    not TRex's summary with the traceback's text (what a sweep printed as its error)."""
+    with pytest.raises(LoadError) as e:
+        trex.streams("uplink", argv(ip=6, order="random", flows=8, sgws=4, outer_udp_csum="valid"))
+    msg = str(e.value)
+    assert "\n" not in msg and "Traceback" not in msg, msg
+    assert msg.startswith("ProfileError: --outer-udp-csum valid with --ip 6 needs --order seq"), msg

@@ -45,8 +45,14 @@ class Worker:
         return self.client
 
     def _profile(self, path, direction, port_id, tunables):
-        prof = self.api.STLProfile.load(path, direction=direction, port_id=port_id,
-                                        tunables=_tunable_argv(tunables))
+        try:
+            prof = self.api.STLProfile.load(path, direction=direction, port_id=port_id,
+                                            tunables=_tunable_argv(tunables))
+        except Exception as e:
+            # TRex wraps the profile's own error (ProfileError: bad tunables) in a summary with the
+            # traceback's text: the caller gets its last line, the reason, as one line
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            raise ProfileRefused(lines[-1] if lines else type(e).__name__) from None
         if prof is None:
             raise RuntimeError(f"profile {path} returned no streams (help requested?)")
         return prof
@@ -122,6 +128,10 @@ class Worker:
                "start_capture", "stop_capture")
 
 
+class ProfileRefused(Exception):
+    """A profile that did not load: its reason (a ProfileError's message) as one line."""
+
+
 def main() -> int:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # whatever TRex prints must not corrupt the answers
@@ -139,6 +149,8 @@ def main() -> int:
                 raise ValueError(f"unknown method {method!r}")
             result = getattr(worker, method)(**req.get("params", {}))
             answer = {"id": rid, "result": result}
+        except ProfileRefused as e:     # the profile's reason, one line: no traceback
+            answer = {"id": rid, "error": str(e), "type": type(e).__name__}
         except Exception as e:  # reported to the caller, who raises it
             traceback.print_exc(file=sys.stderr)
             answer = {"id": rid, "error": str(e).strip() or type(e).__name__, "type": type(e).__name__}
