@@ -8,6 +8,9 @@ network namespace, where every packet it loses is counted somewhere:
                                         Udp (InDatagrams RcvbufErrors MemErrors InCsumErrors InErrors
                                         NoPorts OutDatagrams SndbufErrors)
     its /proc/net/netstat                IpExt InNoRoutes InTruncatedPkts, TcpExt IPReversePathFilter
+    its /proc/net/snmp6                  Ip6 (the same drops of IPv6 user packets: InHdrErrors
+                                        InTooBigErrors InNoRoutes InAddrErrors InUnknownProtos
+                                        InTruncatedPkts InDiscards OutDiscards OutNoRoutes FragFails)
     its /proc/net/dev                    every device's rx/tx packets and drops (the data veths, TUN)
     its /proc/net/udp                    the drops and queue of the sockets on port 2152 (N3)
     ethtool -S of the DUT veths          rx_queue_N_drops (passed by the lab's XDP_PASS, then dropped)
@@ -28,6 +31,10 @@ named place, per direction:
                          ip_in_addr_errors, ip_in_no_routes, ip_in_unknown_protos, ip_in_discards,
                          ip_in_truncated, ip_rp_filter, ip_frag_fails; uplink ip_out_discards
                          (forwarding); downlink ip_out_no_routes (the UPF's UDP sends)
+    ip6_*                the IPv6 layer's drops of inner IPv6 packets (forwarded from or to the
+                         TUN device): ip6_in_hdr_errors (hop limit expired too), ip6_in_too_big,
+                         ip6_in_no_routes, ip6_in_addr_errors (also: not forwarding), ...,
+                         ip6_in_discards, ip6_frag_fails; uplink ip6_out_discards, ip6_out_no_routes
     udp_*                the UDP receive side: udp_rcvbuf (RcvbufErrors: the N3 socket's buffer was
                          full, the UPF read too slowly), udp_mem, udp_in_csum, udp_in_other (the
                          rest of InErrors), udp_no_ports (no socket on the port)
@@ -80,6 +87,10 @@ IP_PLACES = (("ip_in_hdr_errors", "Ip", "InHdrErrors"), ("ip_in_addr_errors", "I
              ("ip_in_no_routes", "IpExt", "InNoRoutes"), ("ip_in_unknown_protos", "Ip", "InUnknownProtos"),
              ("ip_in_discards", "Ip", "InDiscards"), ("ip_in_truncated", "IpExt", "InTruncatedPkts"),
              ("ip_rp_filter", "TcpExt", "IPReversePathFilter"), ("ip_frag_fails", "Ip", "FragFails"))
+IP6_PLACES = (("ip6_in_hdr_errors", "InHdrErrors"), ("ip6_in_too_big", "InTooBigErrors"),
+              ("ip6_in_no_routes", "InNoRoutes"), ("ip6_in_addr_errors", "InAddrErrors"),
+              ("ip6_in_unknown_protos", "InUnknownProtos"), ("ip6_in_truncated", "InTruncatedPkts"),
+              ("ip6_in_discards", "InDiscards"), ("ip6_frag_fails", "FragFails"))
 UDP_PLACES = (("udp_rcvbuf", "RcvbufErrors"), ("udp_mem", "MemErrors"), ("udp_in_csum", "InCsumErrors"),
               ("udp_no_ports", "NoPorts"))
 _RQ_DROPS = re.compile(r"rx_queue_\d+_drops$")
@@ -99,7 +110,7 @@ def tun_devices(netns: str | None) -> list[str]:
 def parse(texts: dict[str, str], port: int = GTPU_PORT) -> dict:
     """One snapshot from the texts of a namespace's /proc/net files (rxstats.read_own_netns)."""
     snmp = rxstats.snmp(texts["snmp"])
-    mib = {"Ip": snmp.get("Ip", {}), "Udp": snmp.get("Udp", {})}
+    mib = {"Ip": snmp.get("Ip", {}), "Udp": snmp.get("Udp", {}), "Ip6": rxstats.snmp6(texts.get("snmp6", ""))}
     if "netstat" in texts:
         ns = rxstats.snmp(texts["netstat"])
         for table, names in NETSTAT.items():
@@ -125,6 +136,7 @@ def flat(snap: dict) -> dict[tuple[str, str], int]:
     UDP places, both veths' rx drops, the TUN devices' drops both ways."""
     m = snap["mib"]
     out = {(name, "drop"): m.get(t, {}).get(c, 0) for name, t, c in IP_PLACES}
+    out.update({(name, "drop"): m.get("Ip6", {}).get(c, 0) for name, c in IP6_PLACES})
     out.update({(name, "drop"): m["Udp"].get(c, 0) for name, c in UDP_PLACES})
     out[("veth_rx_dropped", "drop")] = sum(_eth(snap, i, _RQ_DROPS) for i in snap.get("ports", []))
     tun = snap.get("tun", [])
@@ -157,7 +169,7 @@ class KernelPath:
 
     def read(self) -> dict:
         """One snapshot, as it is now."""
-        snap = parse(self._dut.call(rxstats.read_own_netns), self.port)
+        snap = parse(self._dut.call(rxstats.read_own_netns, ("snmp", "netstat", "dev", "udp", "snmp6")), self.port)
         snap["ports"] = list(self.ports)
         snap["tun"] = tun_devices(self.netns)
         snap["ethtool"] = {i: {k: v for k, v in self.ethtool(i).items() if any(r.match(k) for r in ETHTOOL_KEEP)}
@@ -218,6 +230,8 @@ def places(before: dict, after: dict, direction: str) -> dict:
         p[name] = mib(table, counter)
     for name, counter in UDP_PLACES:
         p[name] = mib("Udp", counter)
+    for name, counter in IP6_PLACES:
+        p[name] = mib("Ip6", counter)
     p["udp_in_other"] = mib("Udp", "InErrors") - mib("Udp", "RcvbufErrors") - mib("Udp", "MemErrors") \
         - mib("Udp", "InCsumErrors")
     detail = {"ingress": ingress, "egress": egress, "tun": tun, "dut_rx": dut_rx,
@@ -233,6 +247,8 @@ def places(before: dict, after: dict, direction: str) -> dict:
         p["upf_process"] = reads - writes
         p["tun_rx_dropped"] = dev(tun, "rx_dropped")
         p["ip_out_discards"] = mib("Ip", "OutDiscards")
+        p["ip6_out_discards"] = mib("Ip6", "OutDiscards")
+        p["ip6_out_no_routes"] = mib("Ip6", "OutNoRoutes")
         detail.update(n4_datagrams=n4_in, n3_reads=reads, tun_writes=writes)
     else:
         n4_out = cp("InDatagrams") + cp("InErrors") + cp("NoPorts")    # the UPF's PFCP to gtplab

@@ -94,14 +94,33 @@ def udp_sockets(text: str, port: int) -> list[dict[str, int]]:
     return out
 
 
+OPTIONAL_FILES = ("snmp6",)      # absent on a kernel booted with IPv6 off: left out, not an error
+
+
 def read_own_netns(files: tuple[str, ...] = ("snmp", "netstat", "dev", "udp")) -> dict[str, str]:
     """The texts of /proc/net/FILE as the calling thread's network namespace shows them
     (/proc/thread-self/net: /proc/net is the process's, whichever namespace a thread joined); for
     a gtplab.kernel.netns.Worker's call, so a snapshot costs no process."""
     out = {}
     for name in files:
-        with open(f"/proc/thread-self/net/{name}") as f:
-            out[name] = f.read()
+        try:
+            with open(f"/proc/thread-self/net/{name}") as f:
+                out[name] = f.read()
+        except FileNotFoundError:
+            if name not in OPTIONAL_FILES:
+                raise
+    return out
+
+
+def snmp6(text: str) -> dict[str, int]:
+    """The text of /proc/net/snmp6 (one `Ip6InReceives  123` per line) as {"InReceives": 123, ...}
+    for its Ip6 lines."""
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        v = v.strip()
+        if k.startswith("Ip6") and v.isdigit():
+            out[k[3:]] = int(v)
     return out
 
 

@@ -19,7 +19,7 @@ from gtplab.lab import config as labconfig
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
 from gtplab.traffic import backend
-from tests.lib import REPO
+from tests.lib import REPO, UNDECIDED
 from tests.lib import external_upf as X
 from tests.lib.lab import leftovers
 
@@ -36,6 +36,7 @@ def test_the_trex_lab_config_runs_the_same_open5gs():
 
 @pytest.mark.lab
 @pytest.mark.open5gs
+@pytest.mark.timing        # no loss at 2 kpps: a rate
 def test_open5gs_provisioned_over_pfcp_forwards_every_packet_both_ways():
     """It says FTUP, so gtplab asks it to choose the uplink F-TEIDs (CHOOSE) and the uplink sends
     the ones it chose; a trial each way at 2 kpps (a fraction of what it forwards on one CPU) is
@@ -55,7 +56,7 @@ def test_open5gs_provisioned_over_pfcp_forwards_every_packet_both_ways():
                 c = t["conservation"]
                 assert c["ok"], c["errors"]
                 if t["host"]["disturbed"] and t["rx_packets"] < t["tx_packets"]:
-                    pytest.skip(f"host busy during the {direction} trial ({'; '.join(t['host']['reasons'])}): "
+                    pytest.skip(f"{UNDECIDED} host busy during the {direction} trial ({'; '.join(t['host']['reasons'])}): "
                                 f"{t['tx_packets'] - t['rx_packets']} of {t['tx_packets']} lost, undecidable")
                 assert t["rx_packets"] == t["tx_packets"] > 900, (direction, t["tx_packets"], t["rx_packets"])
     finally:
@@ -98,3 +99,34 @@ def test_ndr_sweep_through_open5gs_runs_to_the_end_every_trial_balanced(tmp_path
             assert lost == loss["dut_ingress_ring"] + loss["dut_dropped"] + loss["generator_ingress_ring"], t
             assert loss["dut_dropped"] == sum(cons["places"].values()) and "unexplained" not in cons["places"], cons
     assert leftovers(run["lab_name"]) == []
+
+
+def test_ipv6_ues_through_open5gs_both_ways_packet_for_packet(tmp_path):
+    """`gtplab sweep --lab-config embedded-open5gs --ip 6,4v6` (issue 32): IPv4v6 sessions (the UE's
+    /64 in the UE IP Address beside its IPv4 address; Open5GS takes them once its session list has
+    the lab's IPv6 UE range), and at a rate it keeps up with every IPv6 packet forwarded both ways,
+    every trial balanced (its loss, if any, on a named counter: the IPv6 layer's places too)."""
+    X.lab_config("embedded-open5gs")
+    out = tmp_path / "run"
+    p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-open5gs", "--ip", "6,4v6", "--sizes", "256",
+                        "--directions", "uplink,downlink", "--flows", "64", "--rate-mode", "fixed", "--rate", "2000",
+                        "--duration", "1", "--no-scale", "--no-latency", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    cases = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
+    assert sorted((c["direction"], c["ip"]) for c in cases) == [("downlink", "4v6"), ("downlink", "6"),
+                                                                 ("uplink", "4v6"), ("uplink", "6")]
+    for c in cases:
+        cons = c["conservation"]
+        assert cons["ok"] and "unexplained" not in (cons.get("places") or {}), (c["case_id"], cons)
+        lost = c["tx_packets"] - c["rx_packets"]
+        places = cons.get("places") or {}
+        # only a stalled UPF thread (its socket's buffer, its TUN queue) or the lab's rings may lose
+        # packets at 2 kpps on a busy host: then this host cannot decide; any other place fails
+        busy = {"udp_rcvbuf", "tun_tx_dropped", "veth_rx_dropped"}
+        assert set(places) <= busy, (c["case_id"], places)
+        if lost:
+            pytest.skip(f"{UNDECIDED} {c['case_id']}: {lost} of {c['tx_packets']} lost at 2 kpps on this host, "
+                        f"at {places} and the rings (a stalled UPF thread, not IPv6's)")
+    bearers = (out / "bearers-pfcp.txt").read_text() if (out / "bearers-pfcp.txt").exists() else ""
+    assert " ue6=fd47:7470:" in bearers, bearers[:500]
