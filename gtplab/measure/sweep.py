@@ -185,7 +185,34 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
     if not rec["conservation_ok"]:
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
         rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
+    rec["premises"] = case_premises(rec, trials)
+    rec["decided"] = all(x["held"] for x in rec["premises"])
     return rec
+
+
+def case_premises(rec: dict, trials: list[dict]) -> list[dict]:
+    """What a case's result rests on, each with whether it held and its figures (issue 31.4): every
+    packet of every trial located (conservation), the host leaving the lab's CPUs alone (no "host
+    busy"), the DUT's counters read (not the generator's side only), the generator sending the load
+    asked (not generator-bound). `decided` is false when one failed: a host-busy or generator-bound
+    case claims nothing, an unbalanced one fails the sweep, a generator-only one says so in notes."""
+    d = rec.get("disturbance") or {}
+    bad = [t for t in trials if not t["conservation"]["ok"]]
+    gen_only = sum(t["conservation"].get("scope", "").startswith("generator only") for t in trials)
+    disturbed = d.get("disturbed") if d else sum(bool((t.get("host") or {}).get("disturbed")) for t in trials)
+    sh = (rec.get("search") or {}).get("generator_short") or {}
+    offered = ([t.get("offered_pps") for t in trials if t.get("offered_pps")] or [None])[-1]
+    return [
+        {"premise": "every packet located", "held": not bad,
+         "figures": f"{len(bad)} of {len(trials)} trials unbalanced"},
+        {"premise": "the DUT's counters read", "held": not gen_only,
+         "figures": f"{gen_only} of {len(trials)} trials on the generator's side only"},
+        {"premise": "the host left the lab's CPUs alone", "held": rec.get("limit") != search.HOST_BUSY,
+         "figures": f"{disturbed or 0} of {d.get('trials', len(trials))} trials disturbed"},
+        {"premise": "the generator sent the load asked", "held": not rec.get("generator_bound"),
+         "figures": (f"short in {sh.get('short')} of {sh.get('trials')} trials" if sh.get("short") else
+                     f"limit {rec.get('limit') or 'none'}, last offered {offered or 0:.0f} pps")},
+    ]
 
 
 def rx_path_of(best: dict, trials: list[dict]) -> dict | None:

@@ -449,3 +449,25 @@ def test_case_costs_holds_bpf_stats_for_its_one_trial_only():
     assert c["bpf_stats_ns_per_packet"] == 100.0 and c["above_reference_ns_per_packet"] is None
     assert [t["bpf_stats"] for t in c["trials"]] == [False, True]
     assert any("no reference forwarder" in n for n in c["notes"]) and not c["disturbed"]
+
+
+def test_a_case_states_its_premises_and_is_decided_only_when_all_held():
+    """Issue 31.4: a sweep case lists what its result rests on with figures; decided only when every
+    premise held (a host-busy, generator-bound, unbalanced or generator-only case claims nothing)."""
+    from gtplab.measure.sweep import case_premises
+
+    def trial(ok=True, scope="generator and DUT", disturbed=False, offered=1000.0):
+        return {"conservation": {"ok": ok, "scope": scope}, "host": {"disturbed": disturbed}, "offered_pps": offered}
+
+    def held(rec, trials):
+        return {x["premise"]: x["held"] for x in case_premises(rec, trials)}
+
+    good = held({"limit": "dut"}, [trial(), trial()])
+    assert all(good.values()) and len(good) == 4
+    assert held({"limit": "dut"}, [trial(), trial(ok=False)])["every packet located"] is False
+    assert held({"limit": "dut"}, [trial(scope="generator only (dut.counters: none)")])["the DUT's counters read"] is False
+    busy = case_premises({"limit": "host busy", "disturbance": {"disturbed": 3, "trials": 4}}, [trial()] * 4)
+    assert busy[2] == {"premise": "the host left the lab's CPUs alone", "held": False, "figures": "3 of 4 trials disturbed"}
+    gen = case_premises({"limit": "generator (transmit)", "generator_bound": True,
+                         "search": {"generator_short": {"short": 2, "trials": 5}}}, [trial()])
+    assert gen[3] == {"premise": "the generator sent the load asked", "held": False, "figures": "short in 2 of 5 trials"}
