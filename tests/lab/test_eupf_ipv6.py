@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.lib import REPO
 from tests.lib import eupf as E
 from tests.lib.lab import leftovers
+
+pytestmark = pytest.mark.lab
 
 GTPLAB = str(REPO / ".venv/bin/gtplab")
 

@@ -77,11 +77,14 @@ def test_the_open5gs_lab_config_renders_its_setup_and_config():
     v = {k: "x" for k in external.PLACEHOLDERS} | {"n3": "10.201.0.1", "n4": "10.203.0.1", "ue_pool": "10.64.0.0/12",
                                                   "workdir": "/w", "mtu": "3200"} | s.vars
     assert [external.render(c, v) for c in s.setup] == [
-        "ip tuntap add name ogstun mode tun", "ip link set ogstun mtu 3200 up", "ip route replace 10.64.0.0/12 dev ogstun"]
+        "ip tuntap add name ogstun mode tun", "ip link set ogstun mtu 3200 up", "ip route replace 10.64.0.0/12 dev ogstun",
+        "sysctl -qw net.ipv6.conf.ogstun.disable_ipv6=0", "sysctl -qw net.ipv6.conf.all.forwarding=1",
+        "ip -6 route replace fd47:7470::/32 dev ogstun"]
     upf = yaml.safe_load(external.render(s.config, v))
     assert upf["upf"]["pfcp"]["server"] == [{"address": "10.203.0.1"}]
     assert upf["upf"]["gtpu"]["server"] == [{"address": "10.201.0.1"}]
-    assert upf["upf"]["session"] == [{"subnet": "10.64.0.0/12", "gateway": "10.79.255.254", "dev": "ogstun"}]
+    assert upf["upf"]["session"] == [{"subnet": "10.64.0.0/12", "gateway": "10.79.255.254", "dev": "ogstun"},
+                                     {"subnet": "fd47:7470::/32", "gateway": "fd47:7470:ffff:ffff::1", "dev": "ogstun"}]
     assert upf["global"]["max"]["ue"] == cfg.max_bearers and upf["logger"]["file"]["path"].startswith("/w/")
 
 
