@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import time
 
 import pytest
 
 from gtplab.dut.dataplane import Dataplane
+from tests.lib import UNDECIDED
+from tests.lib.cpus import SuiteCpus, others_on_cpus
 from tests.lib.pgwu import pgwu as _pgwu
 from tests.lib.trex_server import TrexServer, TrexUnavailable
 
@@ -61,14 +64,87 @@ def trex_server():
 # ---- end of TRex server block ---------------------------------------------------------------------
 
 
-# ---- CPU claims (gtplab/lab/claims.py) -------------------------------------------------------------
+# ---- CPU claims (gtplab/lab/claims.py) and timing tests (tests/lib/cpus.py) ------------------------
 # Several developers run this suite at once on one machine, and every lab test builds its lab on the
 # same CPUs (0 and 1 on two CPUs): the suite's labs ask to share CPUs with other labs rather than be
-# refused (a lab that shares says so in its layout and in every trial). No test times anything
-# (docs/testing.md), so sharing changes no result. tests/lab/test_claims.py tests the refusal with a
-# claims directory of its own. Set GTPLAB_SHARE_CPUS=0 to have the suite's labs refuse instead.
+# refused (a lab that shares says so in its layout and in every trial). Sharing changes no result of
+# a test that times nothing. A test that times, rates or periods something is marked `timing`
+# (docs/testing.md) and has the CPUs to itself: it takes the suite lock alone, waiting for the
+# other runs' lab and bpf modules (which hold it shared, from their first lab or bpf test to the
+# module's end: their labs, PGW-Us and agents keep CPUs busy) and
+# for the labs made outside the suite's runs (their CPU claims), and its own labs claim their CPUs
+# without sharing.
+# A wait longer than TIMING_WAIT_S skips the test as undecided, with whom it waited for.
+# tests/lab/test_claims.py tests the refusal with a claims directory of its own. Set
+# GTPLAB_SHARE_CPUS=0 to have every lab of the suite refuse instead.
 os.environ.setdefault("GTPLAB_SHARE_CPUS", "1")
-# ---- end of CPU claims block -----------------------------------------------------------------------
+
+TIMING_WAIT_S = float(os.environ.get("GTPLAB_TIMING_WAIT_S", "300"))
+_suite_cpus = SuiteCpus()
+_share_env = pytest.StashKey[str | None]()
+
+
+def _cpu_mode(item) -> str | None:
+    if item.get_closest_marker("timing"):
+        return "exclusive"
+    return "shared" if item.get_closest_marker("lab") or item.get_closest_marker("bpf") else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    mode = _cpu_mode(item)
+    if mode is None or _suite_cpus.mode == mode:
+        return
+    t0 = time.monotonic()
+    if getattr(_suite_cpus, mode)(TIMING_WAIT_S) is None:
+        pytest.skip(f"{UNDECIDED} {item.name}: the suite lock {_suite_cpus.path} was not free for "
+                    f"{TIMING_WAIT_S:.0f} s " + ("(other runs' lab and bpf modules held it)" if mode == "exclusive" else
+                       "(another run's timing test held it)"))
+    if mode == "shared":
+        return
+    others = others_on_cpus()
+    while others and time.monotonic() - t0 < TIMING_WAIT_S:
+        time.sleep(1)
+        others = others_on_cpus()
+    if others:
+        _suite_cpus.release()
+        from gtplab.lab.claims import holder_text
+        pytest.skip(f"{UNDECIDED} {item.name}: other labs held this machine's CPUs for {TIMING_WAIT_S:.0f} s: "
+                    + "; ".join(map(holder_text, others)))
+    item.stash[_share_env] = os.environ.get("GTPLAB_SHARE_CPUS")
+    os.environ["GTPLAB_SHARE_CPUS"] = "0"             # the labs it builds claim their CPUs alone
+    item.user_properties.append(("cpus", f"alone (waited {time.monotonic() - t0:.1f} s)"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:            # after the item's fixtures, the module's too when it was the module's last
+        if _share_env in item.stash:
+            old = item.stash[_share_env]
+            if old is None:
+                os.environ.pop("GTPLAB_SHARE_CPUS", None)
+            else:
+                os.environ["GTPLAB_SHARE_CPUS"] = old
+        module_ends = nextitem is None or getattr(nextitem, "module", None) is not item.module
+        if _suite_cpus.mode == "exclusive" or (_suite_cpus.mode == "shared" and module_ends):
+            _suite_cpus.release()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """The tests that could not decide (skips whose reason begins with UNDECIDED), counted on a line
+    of their own right above the final line (after -ra's short summary, which gives each reason)."""
+    try:
+        return (yield)
+    finally:
+        def reason(r):
+            lr = r.longrepr
+            return (lr[2] if isinstance(lr, tuple) else str(lr)).removeprefix("Skipped: ")
+        n = sum(reason(r).startswith(UNDECIDED) for r in terminalreporter.stats.get("skipped", []))
+        terminalreporter.write_line(f"undecided: {n} (tests skipped because this host could not decide "
+                                    f"their property; reasons above, in the skips)")
 
 
 # ---- the host the suite ran on ---------------------------------------------------------------------

@@ -22,7 +22,7 @@ from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import (QOS_CTL_SET, QOS_CTL_TAKE_ALL, QOS_CTL_TAKE_CROSSING, QOS_DL_CLOSED, QOS_EXHAUSTED,
                                   QOS_KEEP_QUOTA, QOS_MICRO, QOS_QUOTA, QOS_QUOTA_DL, QOS_QUOTA_UL, QOS_UL_CLOSED,
                                   QOS_VOLTH, QOS_VOLTH_CROSSED, QOS_VOLTH_DL, QOS_VOLTH_UL, Police, Qos, Volth)
-from tests.dataplane.test_dataplane import BASE_CONFIG
+from tests.lib.pgwu_config import BASE_CONFIG
 from tests.lib import oracle as O
 
 TEID, UE, SGW, SGW_TEID = P.TEID_UL, P.UE_ADDR, P.SGW_ADDR, P.TEID_DL

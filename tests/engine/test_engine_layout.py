@@ -9,7 +9,9 @@ does not carry are read from trafficgen.h itself."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import struct
 import subprocess
 from functools import lru_cache
@@ -29,7 +31,11 @@ def btf() -> dict[int, dict]:
     """The object's BTF types by id (bpftool -j btf dump file)."""
     if not BPF_OBJ.exists():
         pytest.fail(f"{BPF_OBJ} not built: run make -C {BPF_OBJ.parent}")
-    out = subprocess.run(["bpftool", "-j", "btf", "dump", "file", str(BPF_OBJ)],
+    # bpftool is in /usr/sbin, off an unprivileged user's PATH; reading a file's BTF needs no privilege
+    tool = shutil.which("bpftool", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"]))
+    if tool is None:
+        pytest.fail("bpftool not found (on PATH or in /usr/sbin): setup.sh installs it")
+    out = subprocess.run([tool, "-j", "btf", "dump", "file", str(BPF_OBJ)],
                          capture_output=True, text=True, check=True).stdout
     return {t["id"]: t for t in json.loads(out)["types"]}
 

@@ -566,6 +566,7 @@ def _runs(verdicts):
 
 
 @pytest.mark.parametrize("burst", [1, 8, 32])
+@pytest.mark.bpf
 def test_paced_bursts_leave_back_to_back_at_the_average_rate(obj, burst):
     """A paced stream with burst B sends B frames in consecutive runs when a burst is due and
     nothing until the next (B / rate later): every run of frames sent is a whole number of bursts
@@ -606,6 +607,7 @@ def test_paced_bursts_leave_back_to_back_at_the_average_rate(obj, burst):
     assert p[PACE_MAX_RUN] == max(runs) and p[4] == 0
 
 
+@pytest.mark.bpf
 def test_paced_bursts_skip_whole_bursts_when_late(obj):
     """A stream far behind its time (a held-up transmitter) skips whole bursts, counted in frames,
     and then sends one burst of B, not what it missed."""
@@ -640,6 +642,7 @@ def test_late_limit_keeps_catch_up_within_max_burst():
     assert late_q8(128_000, 128) == 64_000 and late_q8(256_000, 256) == 128_000
 
 
+@pytest.mark.bpf
 def test_one_call_serves_the_paced_stream_due_first(obj):
     """cur_slot TG_ANY_PACED: each run sends the next frame of whichever stream in map paced is due
     first, in its own length, a burst once begun finished first; so two streams interleave by

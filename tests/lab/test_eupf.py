@@ -24,7 +24,7 @@ from gtplab.measure import conservation
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
 from gtplab.traffic import backend
-from tests.lib import REPO
+from tests.lib import REPO, UNDECIDED
 from tests.lib import eupf as E
 from tests.lib.lab import leftovers
 
@@ -96,6 +96,7 @@ def _burst(lab, client, dut, teids: list[int], copies: int = 4) -> conservation.
     return conservation.DutDelta.from_counters(c0, dut.counters())
 
 
+@pytest.mark.timing        # eUPF's heartbeat period (5 s) against HOLD_S
 def test_gtplab_pfcp_holds_eupf_sessions_past_its_heartbeat_timeout_and_exits_0(tmp_path):
     """`gtplab pfcp --lab` against eUPF with its defaults (heartbeats every 5 s, the association and
     its sessions dropped after 3 unanswered): gtplab's node answers them on 8805 of its N4 address,
@@ -108,7 +109,7 @@ def test_gtplab_pfcp_holds_eupf_sessions_past_its_heartbeat_timeout_and_exits_0(
     client = dut = proc = None
     try:
         out = tmp_path / "provisioned.txt"
-        hb0 = E.metric(lab, 'upf_pfcp_rx{message_name="Heartbeat Response"}')
+        hb0 = E.metric(lab, 'upf_pfcp_rx{message_name="Heartbeat Response"}', default=0)   # none before the first
         t0 = time.monotonic()
         proc = subprocess.Popen([GTPLAB, "pfcp", "--lab", lab.name, "--lab-config", "embedded-eupf",
                                  "-t", "flows=8,sgws=4", "-o", str(out), "--duration", str(HOLD_S)],
@@ -147,29 +148,40 @@ def test_gtplab_pfcp_holds_eupf_sessions_past_its_heartbeat_timeout_and_exits_0(
         lab.down()
 
 
-def test_ndr_sweep_through_eupf_every_trial_balances(tmp_path):
-    """`gtplab sweep --lab-config embedded-eupf` (what docs/lab.md tells a new user): exit 0, a
-    report, and in every trial, lossy ones included, every packet accounted for: the generator's
-    tx is the DUT's ingress count plus the ring losses in, eUPF's verdicts add up to what it received
-    and agree with the kernel's count of them, what it forwarded is what came back plus the ring
-    losses out. So each trial's loss is exactly its ring and drop counters, and the ring losses are
-    read at all (with eUPF's counters alone they were not, issue 22). The sessions were deleted
-    (a failed deletion fails the run) and the association ended (a warning: eUPF ignores it)."""
-    cfg = E.lab_config()
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def eupf_sweep(tmp_path_factory):
+    """`gtplab sweep --lab-config embedded-eupf` (what docs/lab.md tells a new user), 2 sizes x 2
+    directions: (its results directory, run.json, the case records)."""
+    E.lab_config()              # skips, with the reason, without eUPF's runtime
+    out = tmp_path_factory.mktemp("eupf-sweep") / "run"
     p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-eupf", "--sizes", "64,1424", "--flows", "64",
                         "--max-trials", "4", "--no-scale", "--no-latency", "--pcap-limit", "8",
                         "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "CONSERVATION FAILED" not in p.stderr and (out / "report" / "index.html").is_file()
+    assert "CONSERVATION FAILED" not in p.stderr
     run = json.loads((out / "run.json").read_text())
+    cases = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
+    return out, run, cases
+
+
+# both timing: the sweep they share is a search, made by whichever of them runs first
+@pytest.mark.timing
+def test_ndr_sweep_through_eupf_every_trial_balances(eupf_sweep):
+    """The sweep exits 0 with a report, and in every trial, lossy ones included, every packet is
+    accounted for: the generator's tx is the DUT's ingress count plus the ring losses in, eUPF's
+    verdicts add up to what it received and agree with the kernel's count of them, what it forwarded
+    is what came back plus the ring losses out. So each trial's loss is exactly its ring and drop
+    counters, and the ring losses are read at all (with eUPF's counters alone they were not, issue
+    22). The sessions were deleted (a failed deletion fails the run) and the association ended (a
+    warning: eUPF ignores it)."""
+    out, run, cases = eupf_sweep
+    assert (out / "report" / "index.html").is_file()
     assert run["dut_mode"] == "external" and run["dut_counters"] == "eupf" and run["finished"]
     assert run["conservation_failures"] == 0 and run["cases_done"] == 4
     assert any(n.startswith("PFCP warning:") and "association release request" in n for n in run["notes"])
     assert run["pfcp_bearer_file"] == "bearers-pfcp.txt"
     lay = run["cpu_layout"]
     assert lay["honoured"] and lay["upf"]["cpus"] == lay["dut"], lay
-    cases = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == 4 and all(c["conservation_ok"] for c in cases)
     for c in cases:
         for t in c["trials"]:
@@ -181,13 +193,28 @@ def test_ndr_sweep_through_eupf_every_trial_balances(tmp_path):
         d = c["dut"]
         assert d["cpu_source"].startswith("DUT receive NAPI threads") and d["ns_per_packet"] > 0
         assert d["process_cpu_seconds"] is not None
-        # a result of the DUT, or the generator's limit, or a host that disturbed most of the search
-        # (the suite's labs share CPUs), or a search whose budget ran out before any goal had a
-        # bound (said so, nothing claimed): never a rate the search did not find
-        irregular = "the budget ran out" in c["status"] and c["ndr_pps"] is None
-        assert c["ndr_pps"] or c["generator_bound"] or c["limit"] == "host busy" or irregular, \
-            (c["status"], c["notes"])
     assert leftovers(run["lab_name"]) == []
+
+
+@pytest.mark.timing
+def test_ndr_sweep_through_eupf_finds_each_cases_limit(eupf_sweep):
+    """Every case's search ends with a result: the DUT's NDR, or the generator's limit. A case the
+    host disturbed (limit "host busy", or a budget run out on trials excluded as disturbed: nothing
+    claimed either way) decides nothing: the test is then skipped as undecided, with those cases'
+    figures, unless another case failed. A budget run out on undisturbed trials fails."""
+    _, _, cases = eupf_sweep
+    undecided = []
+    for c in cases:
+        d = c.get("disturbance") or {}
+        irregular = "the budget ran out" in c["status"] and c["ndr_pps"] is None
+        if c["ndr_pps"] is None and not c["generator_bound"] and (
+                c["limit"] == "host busy" or (irregular and d.get("disturbed"))):
+            undecided.append(f"{c['case_id']}: {d.get('disturbed')} trials disturbed "
+                             f"({100 * (d.get('disturbed_share') or 0):.0f}% of the trial time), limit {c['limit']}")
+            continue
+        assert c["ndr_pps"] or c["generator_bound"], (c["status"], c["notes"], d)
+    if undecided:
+        pytest.skip(f"{UNDECIDED} {len(undecided)} of {len(cases)} cases: " + "; ".join(undecided))
 
 
 @pytest.mark.trex

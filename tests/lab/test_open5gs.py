@@ -101,6 +101,9 @@ def test_ndr_sweep_through_open5gs_runs_to_the_end_every_trial_balanced(tmp_path
     assert leftovers(run["lab_name"]) == []
 
 
+@pytest.mark.lab           # a sweep in the namespace lab: it had no marker, so it ran, and failed, as a unit test
+@pytest.mark.open5gs
+@pytest.mark.timing        # no loss at 2 kpps: a rate
 def test_ipv6_ues_through_open5gs_both_ways_packet_for_packet(tmp_path):
     """`gtplab sweep --lab-config embedded-open5gs --ip 6,4v6` (issue 32): IPv4v6 sessions (the UE's
     /64 in the UE IP Address beside its IPv4 address; Open5GS takes them once its session list has

@@ -15,9 +15,15 @@ dataplane/fuzz/ put the repository's top on sys.path to do the same):
     gtpu_peer.py      a GTP-U peer on a UDP socket (a script, run in a namespace)
     monitor_stack.py  a local Prometheus stack and Pushgateway, for the monitor and dashboard tests
     trex_server.py    a real TRex server in a namespace of its own (the `trex_server` fixture)
+    pfcp_agent.py     `pgwu pfcp` on a pin dir and the helpers that read its answers (tests/pfcp/conftest.py's
+                      fixtures run it)
+    pfcp_smf.py       the harness of test_pfcp_agent_smf.py and test_pfcp_peers.py: CPs at any loopback address,
+                      the agent, the readers of its answers, tables and metrics (tests/pfcp/conftest.py's `lab`)
+    pgwu_config.py    the PGW-U's config for BPF_PROG_TEST_RUN (static next hops that never send)
+    cpus.py           the suite lock that gives a `timing` test the machine's CPUs (tests/conftest.py)
 
 REPO is the repository's top. UNDECIDED begins the reason of a skip that says the test could not decide
-its property on this host (the figures follow).
+its property on this host (the figures follow); tests/conftest.py counts them at the end of a run.
 """
 
 from pathlib import Path

@@ -19,6 +19,7 @@ from gtplab.measure import mlrsearch as mlr
 from gtplab.measure import search
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
+from tests.lib import UNDECIDED
 
 pytestmark = pytest.mark.lab
 
@@ -62,6 +63,7 @@ def test_layout_puts_the_dut_on_its_own_cpu(runner):
 
 
 @BOTH
+@pytest.mark.timing        # loss at the generator's maximum needs the DUT's CPU to itself
 def test_overload_loses_packets_at_the_dut_and_every_one_is_counted(runner):
     prep = runner.prepare(CaseParams("uplink", 64, flows=1024, latency=False))
     with runner.dut.bpf_stats():
@@ -83,6 +85,7 @@ def test_overload_loses_packets_at_the_dut_and_every_one_is_counted(runner):
 
 # the PGW-Us only: the reference forwarder may outrun the generator (its result is then the generator's)
 @pytest.mark.parametrize("runner", ["pgwu", "socket"], indirect=True)
+@pytest.mark.timing        # a rate search
 def test_search_ends_below_the_offered_rate(runner):
     from gtplab.dut.sock import SocketKnobs
     lab = runner.backend.lab
@@ -107,9 +110,12 @@ def test_search_ends_below_the_offered_rate(runner):
         assert t["conservation"]["ok"], t["conservation"]["errors"]
     g = v.goals[goal.code]
     if cs.result.host_busy:
+        # the search's contract on a busy host holds, but whether it ends below the offered rate is
+        # not decided here: counted as undecided, with the search's figures
         assert v.limit == g["limit"] == "host busy" and v.claim is None and g["claimed_pps"] is None, v.status
-        assert any(n.startswith("host busy:") for n in v.notes), v.notes
-        return
+        busy = [n for n in v.notes if n.startswith("host busy:")]
+        assert busy, v.notes
+        pytest.skip(f"{UNDECIDED} the search was mostly disturbed ({busy[0]}; max load {top.pps:.0f} pps)")
     counted = [t for t in cs.trials if cs.counted(t)]
     assert counted[0]["search"]["load"] == top.pps and counted[0]["search"]["high_loss"][goal.code], v.status
     assert g["lower_pps"] is not None and g["lower_pps"] < top.pps, v.status

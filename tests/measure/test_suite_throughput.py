@@ -95,12 +95,14 @@ def _check(kind, direction, size, best, trials, status):
 
 
 @pytest.mark.parametrize("direction,size", SHORT, ids=[f"{d}-{s}" for d, s in SHORT])
+@pytest.mark.timing        # a rate search against the lab config's thresholds
 def test_ndr_above_threshold(runner, direction, size):
     best, trials, status = search(runner, direction, size, 0.0, duration=0.3, max_trials=4)
     _check("ndr_pps", direction, size, best, trials, status)
 
 
 @pytest.mark.parametrize("direction,size", SHORT[::3], ids=[f"{d}-{s}" for d, s in SHORT[::3]])
+@pytest.mark.timing        # a rate search against the lab config's thresholds
 def test_pdr_above_threshold(runner, direction, size):
     best, trials, status = search(runner, direction, size, CFG.pdr_loss, duration=0.3, max_trials=4)
     _check("pdr_pps", direction, size, best, trials, status)
@@ -134,6 +136,7 @@ def test_drops_are_accounted_for(runner):
 
 
 @pytest.mark.long
+@pytest.mark.timing
 @pytest.mark.parametrize("direction", ["uplink", "downlink"])
 @pytest.mark.parametrize("size", LONG_SIZES)
 def test_ndr_full_sweep(runner, direction, size):

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,6 +51,10 @@ def _env() -> dict[str, str]:
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["ANSIBLE_CONFIG"] = str(ANSIBLE / "ansible.cfg")
+    if os.getuid() != 0:        # a user whose home is not writable (nobody: /nonexistent) has its tmp dirs here
+        tmp = os.path.join(tempfile.gettempdir(), f"gtplab-ansible-{os.getuid()}")
+        env.setdefault("ANSIBLE_REMOTE_TMP", tmp)
+        env.setdefault("ANSIBLE_LOCAL_TEMP", tmp)
     return env
 
 
@@ -654,6 +659,8 @@ def test_trex_rpc_check_fails_without_trex(tmp_path):
         tdir = trex_server.resolve()
     except trex_server.TrexUnavailable as e:
         pytest.skip(f"no TRex runtime: {e}")
+    except PermissionError as e:               # the cache is root's: a user who may not read it has none
+        pytest.skip(f"no TRex runtime this user may read: {e}")
     root = tmp_path / "opt"
     root.mkdir()
     (root / "current").symlink_to(tdir)

@@ -258,7 +258,6 @@ def test_pgwu_panel_queries_return_data(pushed_stack, pgwu_exporter):
     assert not empty, "pgwu panel queries without data:\n" + "\n".join(empty)
 
 
-@pytest.mark.lab
 def _unbalanced_trials(rdir: Path) -> str:
     """The trials whose conservation failed, with their errors and whether the counters had settled:
     what to look at when the sweep exits 1 on "unexplained packet counts"."""
@@ -276,6 +275,7 @@ def _unbalanced_trials(rdir: Path) -> str:
     return "\nunbalanced trials:\n" + "\n".join(out) if out else ""
 
 
+@pytest.mark.lab           # a real sweep: namespaces, veths, XDP (its marker had slipped onto the helper above)
 def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
     """A real short `gtplab sweep` on the embedded lab, pushing to the local stack while Prometheus
     scrapes the lab DUT's `pgwu metrics` and node-exporter: every panel query and variable selector of

@@ -33,154 +33,15 @@ from scapy.packet import Raw
 
 from tests.lib import pfcp_msgs as M
 from gtplab.gtpu import packets as P
-from gtplab.dut.dataplane import Config, Dataplane, Nexthop, pgwu_binary
+from gtplab.dut.dataplane import Dataplane
+from tests.lib.pfcp_agent import (PGWU, UE, Agent, cause, created_teid, failed_rule, forwarding_config, ie, ies,
+                                    offending, tables, up_seid)
 from tests.lib.pgwu import pgwu
 from tests.lib import REPO
 
 pytestmark = pytest.mark.bpf     # each test has a loaded PGW-U and its agent
 
-PGWU = str(pgwu_binary())
-UE = "10.45.0.7"
 NTP_OFFSET = 2208988800
-
-
-def tables(pin_dir: str) -> list[dict]:
-    return json.loads(pgwu(pin_dir, "session", "list", "--json").stdout)["bearers"]
-
-
-def _seq_of(b: bytes) -> int | None:
-    """The sequence number in a PFCP header, None when the bytes are too short for one."""
-    off = 12 if len(b) >= 1 and b[0] & 1 else 4
-    return int.from_bytes(b[off:off + 3], "big") if len(b) >= off + 4 else None
-
-
-class Agent:
-    """A running `pgwu pfcp` and a client socket talking to it."""
-
-    def __init__(self, pin_dir: str, *extra: str):
-        self.pin_dir = pin_dir
-        self.proc = subprocess.Popen([PGWU, "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"listening on ([\d.]+):(\d+)", line)
-        assert m, f"agent did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
-        self.addr = (m.group(1), int(m.group(2)))
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(2)
-        self.log: list[bytes] = []      # every datagram both ways, for the tshark check
-
-    def send(self, pkt) -> None:
-        b = bytes(pkt)
-        self.log.append(("req", b))
-        self.sock.sendto(b, self.addr)
-
-    def recv_raw(self, timeout: float = 2) -> bytes:
-        self.sock.settimeout(timeout)
-        b = self.sock.recv(65535)
-        self.log.append(("resp", b))
-        return b
-
-    def req(self, pkt) -> PFCP:
-        """Send a request and return the answer with its sequence number (a late answer to an
-        earlier request, on a loaded machine, is skipped)."""
-        b = bytes(pkt)
-        self.send(Raw(b))
-        want = _seq_of(b)
-        deadline = time.monotonic() + 2
-        while True:
-            r = self.recv_raw(max(0.01, deadline - time.monotonic()))
-            if want is None or _seq_of(r) in (want, None):
-                return PFCP(r)
-
-    def no_answer(self, pkt, wait: float = 0.3) -> None:
-        self.send(pkt)
-        with pytest.raises(socket.timeout):
-            self.recv_raw(wait)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.sock.close()
-        return self.proc.stdout.read() + self.proc.stderr.read()
-
-
-@pytest.fixture
-def pin_dir():
-    if not os.access(PGWU, os.X_OK):
-        pytest.fail(f"{PGWU} is not built: run `make -C dataplane` first")
-    d = f"/sys/fs/bpf/gtplab-pfcp-{secrets.token_hex(4)}"
-    try:
-        pgwu(d, "load", "--max-bearers", "64", "--local-addr", M.GTPU_ADDR, "--ue-pool", "10.45.0.0/16",
-             "--no-fib-cache")
-        yield d
-    finally:
-        if os.path.exists(d):
-            pgwu(d, "unload", check=False)
-        if os.path.isdir(d):
-            shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def agent(pin_dir):
-    a = Agent(pin_dir)
-    try:
-        yield a
-    finally:
-        a.stop()
-
-
-@pytest.fixture
-def assoc(agent):
-    r = agent.req(M.assoc_setup(seq=1))
-    assert cause(r) == 1
-    return agent
-
-
-def ies(resp) -> list:
-    return list(resp.payload.IE_list)
-
-
-def ie(resp, cls):
-    found = [i for i in ies(resp) if isinstance(i, cls)]
-    return found[0] if found else None
-
-
-def cause(resp) -> int:
-    c = [i for i in ies(resp) if i.ietype == 19]
-    assert c, f"no Cause in {resp.summary()}"
-    return c[0].cause
-
-
-def offending(resp) -> int | None:
-    o = [i for i in ies(resp) if i.ietype == 40]
-    return o[0].type if o else None
-
-
-def failed_rule(resp) -> bytes | None:
-    f = [i for i in ies(resp) if i.ietype == 114]
-    return bytes(f[0])[4:] if f else None
-
-
-def up_seid(resp) -> int:
-    return ie(resp, IE_FSEID).seid
-
-
-def created_teid(resp) -> int | None:
-    for i in ies(resp):
-        if i.ietype == 8:
-            for sub in i.IE_list:
-                if isinstance(sub, IE_FTEID):
-                    return sub.TEID
-    return None
 
 
 # ---- node procedures -----------------------------------------------------------------------------
@@ -325,7 +186,7 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
 
     # real packets through the programs (BPF_PROG_TEST_RUN): the session forwards both ways
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         for _ in range(3):
             up = dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200)))
             assert up.verdict == "redirect", up
@@ -351,13 +212,6 @@ def test_modification_moves_the_downlink_and_deletion_reports_usage(assoc, pin_d
     assert (ulp, dlp, totp) == (3, 1, 4)
     assert tables(pin_dir) == []
     assert cause(assoc.req(M.delete(6, seid))) == 65                 # gone
-
-
-def _forwarding_config(dp):
-    dp.set_config(Config(local_addr=M.GTPU_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL,
-                         egress_vlan=(0, 0), restart_counter=0,
-                         nexthop=(Nexthop(1001, P.PGW_ACCESS_MAC, "02:00:00:00:01:99"),
-                                  Nexthop(1002, P.PGW_SGI_MAC, "02:00:00:00:02:02"))))
 
 
 def _psc_qfi(frame: bytes) -> int | None:
@@ -396,7 +250,7 @@ def test_session_qfi_checks_uplink_and_marks_downlink(assoc, pin_dir):
     human = pgwu(pin_dir, "session", "get", "--teid", str(teid)).stdout
     assert re.search(rf"^{teid}\s+{re.escape(UE)}\s+{re.escape(M.SGW_ADDR)}\s+256\s+default\s+9\s", human, re.M), human
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         before = dp.stats().get(("drop_qfi_mismatch", "drop"), (0, 0))[0]
         assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "drop", "ul psc 7": "drop",
                                            "ul psc 9": "redirect", "dl": ("redirect", 9)}
@@ -430,7 +284,7 @@ def test_session_qfi_halves_are_set_apart(assoc, pin_dir):
     seid, teid = up_seid(r), created_teid(r)
     assert [(b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)] == [(None, 5)]
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert _qfi_verdicts(dp, teid) == {"ul no psc": "drop", "ul psc 5": "redirect", "ul psc 7": "drop",
                                            "ul psc 9": "drop", "dl": ("redirect", None)}
     assert cause(assoc.req(M.delete(3, seid))) == 1
@@ -454,7 +308,7 @@ def test_session_qfi_halves_are_set_apart(assoc, pin_dir):
     got = {b["ue"]: (b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)}
     assert got == {ue2: (9, None), ue3: (None, None)}
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert _qfi_verdicts(dp, teid2, ue2) == {"ul no psc": "redirect", "ul psc 5": "redirect",
                                                  "ul psc 7": "redirect", "ul psc 9": "redirect",
                                                  "dl": ("redirect", 9)}
@@ -473,7 +327,7 @@ def test_session_qfi_reaches_a_downlink_added_later(assoc, pin_dir):
     assert cause(assoc.req(M.modify_dl(4, seid, sgw=M.SGW_ADDR2, sgw_teid=0x321))) == 1
     assert [(b["qfi"], b["ul_qfi"]) for b in tables(pin_dir)] == [(11, 9)]
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert _qfi_verdicts(dp, teid)["dl"] == ("redirect", 11)
 
 
@@ -497,7 +351,7 @@ def test_buffering_downlink_far_then_forwarding(assoc, pin_dir):
     assert (cause(r), offending(r)) == (67, 84)
     assert tables(pin_dir) == before
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300))).verdict == "drop"
         assert dp.run_access(bytes(P.gpdu(teid=teid, ue=UE, size=200))).verdict == "redirect"
 

@@ -24,10 +24,9 @@ from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from gtplab.kernel.netns import Worker
 from tests.lib import pfcp_msgs as M
-from tests.pfcp.test_pfcp_agent import (PGWU, UE, Agent, _forwarding_config, cause, created_teid, pin_dir,  # noqa: F401
-                                        up_seid)
+from tests.lib.pfcp_agent import PGWU, UE, Agent, cause, created_teid, forwarding_config, up_seid
 
-pytestmark = pytest.mark.bpf
+pytestmark = pytest.mark.lab     # a network namespace and a veth pair of its own (and a loaded PGW-U)
 
 ETH_P_ALL = 3
 
@@ -35,7 +34,7 @@ ETH_P_ALL = 3
 class NsAgent(Agent):
     """`pgwu pfcp` in netns ns, and a client socket made there."""
 
-    def __init__(self, pin_dir: str, ns: str, worker: Worker):  # noqa: F811  (not the fixture)
+    def __init__(self, pin_dir: str, ns: str, worker: Worker):
         self.pin_dir = pin_dir
         self.proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "--", PGWU, "-d", pin_dir, "pfcp",
                                       "--listen", "127.0.0.1:0"],
@@ -55,7 +54,7 @@ class NsAgent(Agent):
 
 
 @pytest.fixture
-def lab(pin_dir):  # noqa: F811
+def lab(pin_dir):
     """(agent, capture socket on em0) in a fresh netns gtplab-em-<id>."""
     ns = f"gtplab-em-{secrets.token_hex(4)}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -136,7 +135,7 @@ def check_end_marker(ip: bytes, sgw: str, teid: int, qfi: int | None) -> None:
 
 
 @pytest.mark.parametrize("qfi", [None, 9])
-def test_path_switch_with_sndem_sends_exactly_one_end_marker_on_the_old_tunnel(lab, pin_dir, qfi):  # noqa: F811
+def test_path_switch_with_sndem_sends_exactly_one_end_marker_on_the_old_tunnel(lab, pin_dir, qfi):
     """An Update FAR to SGW2/TEID 0x200 with SNDEM: exactly one End Marker, to the old SGW with the old
     TEID 0x100 (with the container carrying the QFI for a QFI bearer), none on the new tunnel; the
     downlink's next G-PDU goes to the new tunnel."""
@@ -150,7 +149,7 @@ def test_path_switch_with_sndem_sends_exactly_one_end_marker_on_the_old_tunnel(l
     assert len(sent) == 1, f"{len(sent)} GTP-U packets sent: {[s.hex() for s in sent]}"
     check_end_marker(sent[0], M.SGW_ADDR, 0x100, qfi)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         down = dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=300)))
         assert down.verdict == "redirect"
         assert socket.inet_ntoa(down.data[30:34]) == M.SGW_ADDR2

@@ -15,8 +15,7 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import B_QOS, QOS_DL_CLOSED, QOS_MICRO, QOS_UL_CLOSED, Dataplane
 from tests.lib import pfcp_msgs as M
-from tests.pfcp.test_pfcp_agent import (UE, Agent, _forwarding_config, cause, created_teid, pin_dir,  # noqa: F401
-                                        tables, up_seid)
+from tests.lib.pfcp_agent import UE, Agent, cause, created_teid, forwarding_config, tables, up_seid
 
 pytestmark = pytest.mark.bpf
 
@@ -24,7 +23,7 @@ BURST_MS = 1000          # --mbr-burst-ms: buckets one second deep, so a burst t
 
 
 @pytest.fixture
-def assoc(pin_dir):      # noqa: F811
+def assoc(pin_dir):
     a = Agent(pin_dir, "--mbr-burst-ms", str(BURST_MS))
     try:
         assert cause(a.req(M.assoc_setup(seq=1))) == 1
@@ -48,13 +47,13 @@ def run(dp, direction: str, teid: int, tpdu: int = 1000) -> str:
     return dp.run_sgi(bytes(P.downlink_ip(ue=UE, size=tpdu + 14 + 4))).verdict
 
 
-def test_qer_gate_closed_drops_its_direction_until_opened(assoc, pin_dir):  # noqa: F811
+def test_qer_gate_closed_drops_its_direction_until_opened(assoc, pin_dir):
     """A QER with the uplink gate closed (8.2.7): uplink G-PDUs are dropped (drop_gate_closed) and not
     counted in the bearer's usage, downlink ones forwarded; an Update QER closing downlink and opening
     uplink turns that round; deleting the session removes the entry."""
     seid, teid = establish_qer(assoc, 2, gate_ul=1)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         q = dp.qos(teid)
         assert q is not None and q.flags & (QOS_UL_CLOSED | QOS_DL_CLOSED) == QOS_UL_CLOSED
         assert dp.ul_bearer(teid).flags & B_QOS and dp.dl_bearer(UE).flags & B_QOS
@@ -72,14 +71,14 @@ def test_qer_gate_closed_drops_its_direction_until_opened(assoc, pin_dir):  # no
         assert dp.qos(teid) is None
 
 
-def test_qer_mbr_polices_each_direction_at_its_rate(assoc, pin_dir):  # noqa: F811
+def test_qer_mbr_polices_each_direction_at_its_rate(assoc, pin_dir):
     """A QER with MBR 80 kbit/s uplink and 160 kbit/s downlink: the entry holds one bucket per direction
     at that rate (kbit/s, 1000 bit/s each), --mbr-burst-ms deep; a burst of 1000-octet T-PDUs
     delivers each direction its bucket (10,000 and 20,000 octets) and what its rate adds in the time
     the burst took, no more; the rest is counted drop_mbr and not in the bearer's usage."""
     seid, teid = establish_qer(assoc, 2, mbr_kbps=80, mbr_dl_kbps=160)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         q = dp.qos(teid)
         for pol, kbps in ((q.ul, 80), (q.dl, 160)):
             depth_octets = kbps * BURST_MS // 8
@@ -107,7 +106,7 @@ def test_qer_mbr_polices_each_direction_at_its_rate(assoc, pin_dir):  # noqa: F8
         assert (after.credit, after.last_ns) == (before.credit, before.last_ns)
 
 
-def test_session_without_qer_or_urr_is_not_looked_up(assoc, pin_dir):  # noqa: F811
+def test_session_without_qer_or_urr_is_not_looked_up(assoc, pin_dir):
     """A session with no QER and no URR gets no qos entry and no B_QOS: its packets never touch the map."""
     r = assoc.req(M.establish(2, 0x10, UE))
     assert cause(r) == 1

@@ -11,7 +11,8 @@ session is still there and forwards to its SGW (BPF_PROG_TEST_RUN). Run against 
 GTPLAB_PGWU=/path/to/pgwu (the agent before the fix fails every attack test here).
 
 Loopback only: every socket is on 127.0.0.1 (the CP's address) unless it says otherwise. The harness
-(one PGW-U per test, the agents and CPs stopped and closed at the end) is test_pfcp_agent_smf.py's.
+(one PGW-U per test, the agents and CPs stopped and closed at the end) is test_pfcp_agent_smf.py's:
+tests/lib/pfcp_smf.py and the `lab` fixture of tests/pfcp/conftest.py.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import pytest
 from gtplab.dut.dataplane import Dataplane
 from gtplab.gtpu import packets as P
 from tests.lib import pfcp_msgs as M
-from tests.pfcp.test_pfcp_agent_smf import (cause, created_teid, dl_teid, forwarding_config,  # noqa: F401
-                                            heartbeat, ies, lab, metric, metrics, offending, pin_dir,
-                                            session_json, tables, up_seid)
+from tests.lib.pfcp_smf import (cause, created_teid, dl_teid, forwarding_config, heartbeat, ies, metric, metrics,
+                                offending, session_json, tables, up_seid)
 
 pytestmark = pytest.mark.bpf     # each test has a loaded PGW-U and its agent
 

@@ -24,15 +24,14 @@ from scapy.contrib.pfcp import PFCP
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from tests.lib import pfcp_msgs as M
-from tests.pfcp.test_pfcp_agent import (UE, _forwarding_config, agent, assoc, cause, created_teid, pin_dir,  # noqa: F401
-                                        up_seid)
+from tests.lib.pfcp_agent import UE, cause, created_teid, forwarding_config, up_seid
 
 pytestmark = pytest.mark.bpf
 
 CP_SEID = 0x30
 
 
-def establish(assoc, durat: bool = False, **params) -> tuple[int, int]:  # noqa: F811
+def establish(assoc, durat: bool = False, **params) -> tuple[int, int]:
     ies = [M.node_id(), M.IE_FSEID(v4=1, seid=CP_SEID, ipv4=M.CP_ADDR), M.ul_pdr(None, UE, urr=True),
            M.dl_pdr(UE, urr=True), M.ul_far(), M.dl_far(), M.create_urr(durat=durat, **params)]
     r = assoc.req(M.establish(2, CP_SEID, UE, ies=ies))
@@ -68,7 +67,7 @@ PERIO, VOLTH, TIMTH, IMMER = 0x01 << 16, 0x02 << 16, 0x04 << 16, 0x80 << 16     
 VOLQU, TERMR = 0x01 << 8, 0x08 << 8
 
 
-def next_report(assoc, timeout: float) -> dict | None:  # noqa: F811
+def next_report(assoc, timeout: float) -> dict | None:
     """The next Session Report Request (its one Usage Report, checked to be for our session with
     Report Type USAR), or None after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -101,21 +100,21 @@ def agent_held(agent):
         os.kill(agent.proc.pid, signal.SIGCONT)
 
 
-def final_report(assoc, seid: int, seq: int) -> dict:  # noqa: F811
+def final_report(assoc, seid: int, seq: int) -> dict:
     r = assoc.req(M.delete(seq, seid))
     assert cause(r) == 1
     [ur] = [i for i in r.payload.IE_list if i.ietype == 79]
     return usage_report(ur)
 
 
-def test_volume_threshold_reported_once_crossed_then_rearmed(assoc, pin_dir):  # noqa: F811
+def test_volume_threshold_reported_once_crossed_then_rearmed(assoc, pin_dir):
     """Volume threshold 5000 octets total: 4 uplink T-PDUs of 1000 octets report nothing; the fifth
     (downlink) crosses it: one Session Report Request, VOLTH, 5000/4000/1000 octets, 5/4/1 packets,
     UR-SEQN 0. The measurement restarts there: 3 more are not reported, and the deletion's report
     carries just those (UR-SEQN 1)."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 4) == ["redirect"] * 4
         assert next_report(assoc, 0.5) is None
         assert send(dp, teid, "dl", 1) == ["redirect"]
@@ -129,7 +128,7 @@ def test_volume_threshold_reported_once_crossed_then_rearmed(assoc, pin_dir):  #
     assert (fin["seqn"], fin["trigger"], fin["volume"]) == (1, TERMR, (3000, 3000, 0, 3, 3, 0))
 
 
-def test_volume_threshold_report_is_the_usage_at_the_crossing_packet(assoc, pin_dir):  # noqa: F811
+def test_volume_threshold_report_is_the_usage_at_the_crossing_packet(assoc, pin_dir):
     """The data path records the usage at the packet that reaches the threshold, so the report carries
     exactly that however late the agent looks: 7 T-PDUs of 1000 octets (UL UL DL UL DL UL UL) while the
     agent is held, threshold 5000 total: the VOLTH report says 5000 octets, 3000 UL and 2000 DL, 5
@@ -137,7 +136,7 @@ def test_volume_threshold_report_is_the_usage_at_the_crossing_packet(assoc, pin_
     after it are the next measurement's (the deletion's report); the reports add up to what was sent."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         with agent_held(assoc):
             for d in ("ul", "ul", "dl", "ul", "dl", "ul", "ul"):
                 assert send(dp, teid, d, 1) == ["redirect"]
@@ -150,14 +149,14 @@ def test_volume_threshold_report_is_the_usage_at_the_crossing_packet(assoc, pin_
     assert (fin["seqn"], fin["volume"]) == (1, (2000, 2000, 0, 2, 2, 0))
 
 
-def test_volume_threshold_reached_twice_before_the_agent_looks_is_reported_late_not_lost(assoc, pin_dir):  # noqa: F811
+def test_volume_threshold_reached_twice_before_the_agent_looks_is_reported_late_not_lost(assoc, pin_dir):
     """The data path looks for one crossing at a time: 12 T-PDUs of 1000 octets while the agent is held,
     threshold 5000: the first crossing is reported exactly (5 packets), the second, reached while the
     first waited, as soon as the first is taken, with everything since (7 packets: late, not lost);
     the deletion's report has nothing left; the three add up to the 12."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         with agent_held(assoc):
             assert send(dp, teid, "ul", 12) == ["redirect"] * 12
         reps = [next_report(assoc, 3), next_report(assoc, 3)]
@@ -168,14 +167,14 @@ def test_volume_threshold_reached_twice_before_the_agent_looks_is_reported_late_
     assert fin["volume"] == (0, 0, 0, 0, 0, 0)
 
 
-def test_volume_threshold_counts_from_the_last_report_of_any_kind(assoc, pin_dir):  # noqa: F811
+def test_volume_threshold_counts_from_the_last_report_of_any_kind(assoc, pin_dir):
     """A Query URR's report restarts the measurement the threshold applies to (TS 29.244 5.2.2.3.1:
     each report carries the usage since the last): 2 T-PDUs of 1500 octets, queried (3000, IMMER);
     then 6 of 1000 while the agent is held, threshold 5000: reached at the fifth after the query
     (5 packets, 5000), not at the second (where the count since the establishment reaches it)."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 2, tpdu=1500) == ["redirect"] * 2
         r = assoc.req(M.query_urr(3, seid))
         [ur] = [i for i in r.payload.IE_list if i.ietype == 78]
@@ -189,13 +188,13 @@ def test_volume_threshold_counts_from_the_last_report_of_any_kind(assoc, pin_dir
     assert (fin["seqn"], fin["volume"]) == (2, (1000, 1000, 0, 1, 1, 0))
 
 
-def test_update_urr_keeps_the_threshold_count(assoc, pin_dir):  # noqa: F811
+def test_update_urr_keeps_the_threshold_count(assoc, pin_dir):
     """An Update URR that lowers the threshold to 4000 after 3 T-PDUs of 1000 keeps what was counted
     (the entry is rewritten in one step, qos_ctl SET; a URR the data path did not measure before
     starts from its usage since its last report): the fourth reaches it, 4 packets, 4000."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 3) == ["redirect"] * 3
         assert cause(assoc.req(M.modify_urr(3, seid, vol_thresh=4000))) == 1
         assert next_report(assoc, 0.5) is None
@@ -205,13 +204,13 @@ def test_update_urr_keeps_the_threshold_count(assoc, pin_dir):  # noqa: F811
     final_report(assoc, seid, 4)
 
 
-def test_a_crossing_not_reported_yet_goes_out_before_the_deletion(assoc, pin_dir):  # noqa: F811
+def test_a_crossing_not_reported_yet_goes_out_before_the_deletion(assoc, pin_dir):
     """Threshold 5000, 6 T-PDUs of 1000 and the deletion request all while the agent is held: once
     released, the VOLTH report (5000, 5 packets) comes before the Session Deletion Response, whose
     report has the sixth."""
     seid, teid = establish(assoc, vol_thresh=5000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         with agent_held(assoc):
             assert send(dp, teid, "ul", 6) == ["redirect"] * 6
             assoc.send(M.delete(90, seid))
@@ -227,13 +226,13 @@ def test_a_crossing_not_reported_yet_goes_out_before_the_deletion(assoc, pin_dir
     assert (usage_report(ur)["trigger"], usage_report(ur)["volume"]) == (TERMR, (1000, 1000, 0, 1, 1, 0))
 
 
-def test_volume_quota_enforced_then_reported_and_renewed(assoc, pin_dir):  # noqa: F811
+def test_volume_quota_enforced_then_reported_and_renewed(assoc, pin_dir):
     """Volume quota 3000 octets: of 5 uplink T-PDUs of 1000 octets, 3 are forwarded and 2 dropped
     (drop_quota, as the URR has no FAR for quota action: TS 29.244 5.2.2.2); a Session Report Request
     with VOLQU reports the 3 (not the dropped ones). An Update URR with a new quota forwards again."""
     seid, teid = establish(assoc, vol_quota=3000)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 5) == ["redirect"] * 3 + ["drop"] * 2
         assert dp.stats()[("drop_quota", "drop")][0] == 2
         rep = next_report(assoc, 3)
@@ -248,13 +247,14 @@ def test_volume_quota_enforced_then_reported_and_renewed(assoc, pin_dir):  # noq
     assert fin["volume"] == (0, 0, 0, 0, 0, 0)
 
 
-def test_periodic_reports_carry_each_period_usage(assoc, pin_dir):  # noqa: F811
+@pytest.mark.timing        # a 1 s measurement period: the packets sent between its reports fall in one period
+def test_periodic_reports_carry_each_period_usage(assoc, pin_dir):
     """Measurement Period 1 s: reports come with PERIO and consecutive UR-SEQNs; their volumes add up
     to what was forwarded, each reporting only its own period's."""
     seid, teid = establish(assoc, period=1)
     reps = []
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 2) == ["redirect"] * 2
         reps.append(next_report(assoc, 3))
         assert send(dp, teid, "dl", 1, tpdu=500) == ["redirect"]
@@ -271,13 +271,14 @@ def test_periodic_reports_carry_each_period_usage(assoc, pin_dir):  # noqa: F811
     assert fin["seqn"] >= 3
 
 
-def test_time_threshold_counts_from_the_first_packet(assoc, pin_dir):  # noqa: F811
+@pytest.mark.timing        # a 1 s time threshold: reported 0.8 s (the agent's poll) to 4 s after the packet
+def test_time_threshold_counts_from_the_first_packet(assoc, pin_dir):
     """Time Threshold 1 s on a URR measuring duration: it is traffic duration (TS 29.244 8.2.14), so
     no report while nothing flows; once a packet went through, a report with TIMTH 1 s later."""
     seid, teid = establish(assoc, durat=True, time_thresh=1)
     assert next_report(assoc, 1.6) is None, "a time threshold reported with no traffic at all"
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         assert send(dp, teid, "ul", 1) == ["redirect"]
         t = time.monotonic()
         rep = next_report(assoc, 4)
@@ -287,13 +288,13 @@ def test_time_threshold_counts_from_the_first_packet(assoc, pin_dir):  # noqa: F
     final_report(assoc, seid, 3)
 
 
-def test_query_urr_answered_with_the_usage_since_the_last_report(assoc, pin_dir):  # noqa: F811
+def test_query_urr_answered_with_the_usage_since_the_last_report(assoc, pin_dir):
     """A modification with Query URR gets a Usage Report (78, IMMER) in its response with the usage so
     far; the next query (QAURR this time) reports only what came after; an unknown URR ID is a rule
     failure naming it."""
     seid, teid = establish(assoc)
     with Dataplane(pin_dir) as dp:
-        _forwarding_config(dp)
+        forwarding_config(dp)
         send(dp, teid, "ul", 2)
         send(dp, teid, "dl", 1, tpdu=700)
         r = assoc.req(M.query_urr(3, seid))
