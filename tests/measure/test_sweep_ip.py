@@ -23,7 +23,7 @@ from gtplab.errors import UserError
 from gtplab.measure import plan
 from gtplab.results import push
 from gtplab.results import store as results
-from tests.lib import REPO
+from tests.lib import REPO, UNDECIDED
 
 
 def _spec(**kw):
@@ -124,8 +124,17 @@ def test_ipv6_sweep_through_the_reference_forwarder(tmp_path):
     with open(out / "cases.csv") as f:
         assert [r["ip"] for r in csv.DictReader(f)] == ["6", "4v6", "6", "4v6"]
     assert "<th>IP</th>" in (out / "report" / "index.html").read_text()
+    undecided = []
     for c in cases:
-        assert c["conservation_ok"] and c["tx_packets"] > 0 and c["loss_ratio"] == 0, c["conservation"]
+        k = c["conservation"]
+        assert c["conservation_ok"] and c["tx_packets"] > 0, k
+        lost = c["tx_packets"] - c["rx_packets"]
+        # at 20 kpps the forwarder loses nothing of its own: a loss is in the veths' rings (a stalled
+        # vCPU on a busy host: this host cannot decide), never at the DUT
+        assert k["drops"] == 0 and lost == (k.get("link_in_lost") or 0) + (k.get("link_out_lost") or 0), k
+        if lost:
+            undecided.append(f"{c['case_id']}: {lost} of {c['tx_packets']} lost in the rings "
+                             f"(in {k.get('link_in_lost')}, out {k.get('link_out_lost')})")
         assert c["tunables"]["ip"] == c["ip"]
         frames = [Ether(raw(p)) for p in rdpcap(str(out / c["pcap"]))]
         assert len(frames) == 128
@@ -139,3 +148,5 @@ def test_ipv6_sweep_through_the_reference_forwarder(tmp_path):
         ue = {int(ipaddress.IPv6Address(x.src if c["direction"] == "uplink" else x.dst)) >> 64 for x in v6}
         assert ue <= {0xFD47747000000000 | i for i in range(64)} and len(ue) >= len(v6) // 2
         assert all(_l4_ok(x) for x in v6)
+    if undecided:
+        pytest.skip(f"{UNDECIDED} no-loss at 20 kpps: " + "; ".join(undecided))
