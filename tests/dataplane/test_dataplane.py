@@ -949,7 +949,12 @@ def test_reasons_parsed_from_header():
 
 def _btf_structs() -> dict[str, dict]:
     """{struct: {"size": n, "members": {name: byte offset}}} from the object's BTF (bpftool)."""
-    out = subprocess.run(["bpftool", "btf", "dump", "file", str(PGWU_OBJ), "format", "raw"],
+    import shutil
+    # bpftool is in /usr/sbin, off an unprivileged user's PATH; reading a file's BTF needs no privilege
+    tool = shutil.which("bpftool", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin"]))
+    if tool is None:
+        pytest.fail("bpftool not found (on PATH or in /usr/sbin): setup.sh installs it")
+    out = subprocess.run([tool, "btf", "dump", "file", str(PGWU_OBJ), "format", "raw"],
                          capture_output=True, text=True, check=True).stdout
     structs: dict[str, dict] = {}
     cur = None
