@@ -35,9 +35,12 @@ def endpoint(monkeypatch):
     """eUPF's metrics endpoint answering EXPOSITION; the URLs asked, in order."""
     asked = []
 
+    class Answer(io.BytesIO):           # what urlopen returns: a body with headers (no Content-Length)
+        headers: dict = {}
+
     def urlopen(url, timeout=None):
         asked.append(url)
-        return io.BytesIO(EXPOSITION)
+        return Answer(EXPOSITION)
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     return asked
