@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from gtplab.cli import build_parser
-from tests.lib import REPO
+from tests.lib import REPO, UNDECIDED
 from tests.lib.synthetic_results import sweep_cases, write_results
 
 GTPLAB = str(REPO / ".venv/bin/gtplab")
@@ -174,16 +174,9 @@ def _bad_values(path: tuple[str, ...], a: argparse.Action) -> list[tuple[str, st
     return []
 
 
-# Bad inputs refused wrongly by gtplab/upftests/cli.py (another engineer's file as this was written).
-_LAB = "upftests/cli.py: --lab is looked up only after the run's first line is printed and -o is made (two lines)"
-_EMPTY = "upftests/cli.py: an empty list is taken as the default: the whole run starts instead of a refusal"
-_PUSH = ("upftests/cli.py: --push is not checked before the lab is built: the run starts, and a refusing or "
-         "hanging gateway fails it only after every case (exit 1)")
-UPFTESTS_XFAIL: dict[str, str] = {
-    "upftest: --lab nonexistent": _LAB, "upftest: --lab bad-name": _LAB,
-    "upftest: --sizes ": _EMPTY, "upftest: --bursts ": _EMPTY,
-    "upftest: --push refused": _PUSH, "upftest: --push hanging": _PUSH,
-}
+# Bad inputs refused wrongly by gtplab/upftests/cli.py (case id: why): none since issue 35's fixes
+# (--lab looked up, --sizes ''/--bursts '' refused, --push probed, all before anything is built).
+UPFTESTS_XFAIL: dict[str, str] = {}
 
 
 def _fill(p: argparse.ArgumentParser, path: tuple[str, ...], under_test: argparse.Action | None, value: str):
@@ -398,6 +391,11 @@ def test_sigint_while_importing(delay):
     _, err = proc.communicate(timeout=30)
     if proc.returncode == 0:
         pytest.skip(f"{delay} s: the command was done before SIGINT")
+    if proc.returncode == -signal.SIGINT or ("Traceback" in err and "gtplab" not in err):
+        # on a loaded host the signal can land in the interpreter's own start-up (site, encodings),
+        # before any of gtplab's code runs: Python's, not gtplab's, and this host cannot decide
+        pytest.skip(f"{UNDECIDED} SIGINT after {delay} s arrived in Python's start-up, before gtplab's code "
+                    f"(exit {proc.returncode}, last line {err.strip().splitlines()[-1] if err.strip() else 'none'!r})")
     assert "Traceback" not in err, err
     assert proc.returncode == 130, err
     assert err.strip() == "gtplab: interrupted", err

@@ -14,6 +14,7 @@ import contextlib
 from gtplab.errors import UserError
 
 PROM_TERMS = ("rx", "fwd", "drop")
+SCRAPE_MAX_BYTES = 16 << 20     # an exposition of a UPF is some kB to a few MB; more is not one (gtplab.bounded)
 
 
 def _is_selector(sel: str) -> bool:
@@ -64,9 +65,8 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
 def scrape(url: str, timeout: float = 5.0) -> list[tuple[str, dict[str, str], float]]:
     """(name, labels, value) of every sample of a Prometheus text exposition, with or without labels
     (OSError if the endpoint does not answer or does not answer Prometheus text)."""
-    import urllib.request
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        text = r.read().decode(errors="replace")
+    from gtplab.bounded import http_get
+    text = http_get(url, SCRAPE_MAX_BYTES, timeout, error=ScrapeError).decode(errors="replace")
     try:
         return _samples(text)
     except ValueError as e:

@@ -28,12 +28,12 @@ import sys
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import datetime
 from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
+from gtplab.bounded import http_get
 from gtplab.goalcode import dense_code
 from gtplab.results import store as results
 from gtplab.errors import UserError
@@ -277,11 +277,23 @@ def owner_alive(owner: dict[str, str]) -> bool | None:
     return start is not None and start == owner.get("pid_start")
 
 
+# What the gateway's answers may take (gtplab.bounded): its status is a few kB; its metrics are every
+# group it holds (a sweep case some 10 kB), so a gateway of thousands of cases stays under the bound
+GATEWAY_STATUS_MAX_BYTES = 1 << 20
+GATEWAY_METRICS_MAX_BYTES = 64 << 20
+
+
+def _gateway_json(gateway_url: str, path: str, limit: int, timeout: float) -> Any:
+    """The JSON of one of the gateway's API answers, at most `limit` bytes within `timeout` s (OSError
+    when it does not answer or answers more or longer, ValueError when it is not JSON)."""
+    url = gateway_url.rstrip("/") + path
+    return json.loads(http_get(url, limit, timeout, what=f"pushgateway {url}"))
+
+
 def live_groups(gateway_url: str, timeout: float = 5.0) -> list[dict[str, Any]]:
     """The gateway's "sweep running" groups: [{"labels": grouping key with job, "owner": labels or
     None, "pushed": push time}] (OSError, ValueError if the gateway does not answer sensibly)."""
-    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/metrics", timeout=timeout) as r:
-        body = json.load(r)
+    body = _gateway_json(gateway_url, "/api/v1/metrics", GATEWAY_METRICS_MAX_BYTES, timeout)
     out = []
     for g in body.get("data") or []:
         labels = g.get("labels") or {}
@@ -348,8 +360,7 @@ def go_duration(text: str) -> float | None:
 
 def gateway_start_time(gateway_url: str, timeout: float = 5.0) -> str:
     """When the gateway process started (its /api/v1/status): changes when it was restarted."""
-    with urllib.request.urlopen(gateway_url.rstrip("/") + "/api/v1/status", timeout=timeout) as r:
-        return str(json.load(r)["data"]["start_time"])
+    return str(_gateway_json(gateway_url, "/api/v1/status", GATEWAY_STATUS_MAX_BYTES, timeout)["data"]["start_time"])
 
 
 class Pusher:
@@ -464,9 +475,8 @@ class Pusher:
         if not self.sent:
             return
         try:
-            with urllib.request.urlopen(self.gateway_url.rstrip("/") + "/api/v1/status",
-                                        timeout=self.timeout) as r:
-                flags = json.load(r)["data"]["flags"]
+            flags = _gateway_json(self.gateway_url, "/api/v1/status", GATEWAY_STATUS_MAX_BYTES,
+                                  self.timeout)["data"]["flags"]
         except (urllib.error.HTTPError, ValueError, KeyError, TypeError):
             return      # it answers, without the status API: nothing to wait for
         except Exception:

@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import threading
+import urllib.error
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,11 +42,26 @@ from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import overridden
 from gtplab.measure.sweep import _sigterm
 from gtplab.results import store
-from gtplab.results.push import check_gateway_url
+from gtplab.results.push import _reason, check_gateway_url, gateway_start_time
+from gtplab.traffic import backend
 from gtplab.upftests import handover, n4, policing, record, usage
 from gtplab.upftests.harness import Unsupported, Upf
 
 KINDS = {"policing": policing, "handover": handover, "usage": usage, "n4": n4}
+PUSH_PROBE_TIMEOUT_S = 2.0      # the sweep's Pusher's timeout: a gateway that answers does so in ms
+
+
+def _probe_gateway(url: str) -> None:
+    """--push URL answers, asked before anything is built the way the sweep's Pusher first asks it
+    (its /api/v1/status, gateway_start_time; an HTTP error is an answer): UserError in one line if it
+    refuses or does not answer within PUSH_PROBE_TIMEOUT_S."""
+    check_gateway_url(url)
+    try:
+        gateway_start_time(url, PUSH_PROBE_TIMEOUT_S)
+    except urllib.error.HTTPError:
+        return
+    except Exception as e:          # noqa: BLE001 -- refused, timed out, not a gateway: one line
+        raise UserError(f"--push {url}: the Pushgateway does not answer ({_reason(e)}); nothing was built") from None
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -165,17 +181,20 @@ def _run(args) -> int:
         raise UserError(f"{args.kind} takes no directories (-o DIR for its results)")
     kw = {}
     if args.kind == "policing":
-        if args.sizes:
+        if args.sizes is not None:      # '' is no list of sizes, not the default
             kw["sizes"] = _sizes(args.sizes)
-        if args.bursts:
+        if args.bursts is not None:
             kw["bursts"] = _bursts(args.bursts)
-    elif args.sizes or args.bursts:
+    elif args.sizes is not None or args.bursts is not None:
         raise UserError(f"--sizes and --bursts are policing's; {args.kind} has its own")
-    if args.push:
-        check_gateway_url(args.push)
+    if args.push is not None:
+        _probe_gateway(args.push)
     cfg = labconfig.load(args.lab_config)
     Upf.check_config(cfg)
     _cpu_options(cfg, args)
+    # --lab looked up (and what else the lab's setup can check: backend.choose builds nothing) before
+    # the run's first line and -o; Upf.open looks it up again to use it
+    backend.choose(cfg, kind="local", lab=args.lab)
     rid = str(uuid.uuid4())
     out = Path(args.output or f"results/upftest-{args.kind}-{rid[:8]}")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -39,6 +39,10 @@ OFFERED_TOLERANCE = 0.05
 # started at least this long before it was sent: a switch that came as the traffic ended says
 # nothing of the path switch (the UPF had nothing left to send on the new path).
 SWITCH_MARGIN_S = 0.1
+# the handover's per-packet record kept in its case (seq_series, for the report's plot): per path at
+# most this many (time, sequence number) points, evenly spaced, plus the packets nearest the switch
+SERIES_POINTS = 400
+SERIES_SWITCH_POINTS = 25
 # Where a packet is lost on its way to a UPF's policer, per direction: the DUT's receive ring (the
 # generator veth's XDP transmit errors, on the port the direction enters by) and, for a UPF on the
 # kernel's path (counters kernelpath, gtplab/dut/kernelpath.py), its namespace's receive side:
@@ -352,6 +356,7 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
     seen: dict[int, int] = {}
     last_old = first_new = None
     last_any = None
+    on_path: dict[str, list[tuple[int, int]]] = {"old": [], "new": []}     # (ns, seq) per path
     markers = []          # (position, ns, classified)
     old_after_marker = 0
     elsewhere = 0
@@ -368,6 +373,8 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
             continue
         seen[c["seq"]] = seen.get(c["seq"], 0) + 1
         last_any = ns if last_any is None else max(last_any, ns)
+        if path in (old, new):
+            on_path["old" if path == old else "new"].append((ns, c["seq"]))
         if path == old:
             last_old = (i, ns)
             if any(p == old for _, _, _, p in markers):
@@ -409,8 +416,35 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
     out["verdict"] = "fail" if why else "pass"
     if why:
         out["why"] = "; ".join(why)
+    out["seq_series"] = seq_series(on_path, [ns for _, ns, _, p in markers if p == old],
+                                   [ns for _, ns, _, p in markers if p == new], t_request_ns)
     return decide(out, _handover_premises(t_request_ns, t_answer_ns, traffic_start_ns, traffic_end_ns, last_any,
                                           first_new, last_old, capture_lost))
+
+
+def _downsample(pts: list, n: int, keep_first: int = 0, keep_last: int = 0) -> list:
+    """At most n evenly spaced of pts (first and last kept), plus its first keep_first and last
+    keep_last, in order."""
+    if len(pts) <= n + keep_first + keep_last:
+        return list(pts)
+    idx = {round(k * (len(pts) - 1) / (n - 1)) for k in range(n)}
+    idx |= set(range(keep_first)) | set(range(len(pts) - keep_last, len(pts)))
+    return [pts[i] for i in sorted(idx)]
+
+
+def seq_series(on_path: dict[str, list[tuple[int, int]]], markers_old: list[int], markers_new: list[int],
+               t_request_ns: int) -> dict:
+    """The handover's packets as the report plots them, bounded: per path ("old", "new") at most
+    SERIES_POINTS (+ SERIES_SWITCH_POINTS next to the switch) [s from the Update's send, sequence
+    number], in arrival order, with how many packets each path had; the End Markers' times."""
+    def s(ns):
+        return round((ns - t_request_ns) / 1e9, 6)
+    near = {"old": (0, SERIES_SWITCH_POINTS), "new": (SERIES_SWITCH_POINTS, 0)}
+    return {"clock": "s from the Update FAR's send",
+            **{p: [[s(ns), q] for ns, q in _downsample(on_path[p], SERIES_POINTS, *near[p])] for p in ("old", "new")},
+            "packets": {p: len(on_path[p]) for p in ("old", "new")},
+            "end_markers_old_at": [s(ns) for ns in markers_old[:10]],
+            "end_markers_new_at": [s(ns) for ns in markers_new[:10]]}
 
 
 def _handover_premises(t_req, t_ans, t_start, t_end, last_any, first_new, last_old, capture_lost) -> list[dict]:

@@ -22,9 +22,9 @@ import json
 import os
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass, field
 
+from gtplab.bounded import http_get
 from gtplab.dut.external import ExternalDut
 from gtplab.dut.local import LocalDut
 from gtplab.dut.pfcp import EmbeddedAgent, in_lab, provisioner
@@ -46,9 +46,11 @@ GTPU_OUTER = 20 + 8 + 8           # IPv4 + UDP + GTP-U header (no extension)
 PSC_EXT = 8                       # the optional-fields word + a 4-byte PDU Session Container
 
 
+API_MAX_BYTES = 16 << 20          # eUPF's REST API: its session list, some 100 B a session (gtplab.bounded)
+
+
 def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return r.read().decode()
+    return http_get(url, API_MAX_BYTES, 5.0, what=f"UPF API {url}").decode()
 
 
 class Unsupported(Exception):

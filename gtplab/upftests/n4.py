@@ -86,7 +86,8 @@ def _batch(upf: Upf, indices: list[int]) -> dict:
                 node.pump(node.timers.t1 / 4)
         dt = time.monotonic() - t0
         out[name] = {"requests": len(lat) + len([b for b in bad if "cause" not in b]),
-                     "p50_ms": C.percentile(lat, 0.5), "p99_ms": C.percentile(lat, 0.99),
+                     "p50_ms": C.percentile(lat, 0.5), "p90_ms": C.percentile(lat, 0.9),
+                     "p99_ms": C.percentile(lat, 0.99), "max_ms": max(lat) if lat else None,
                      "rate_per_s": len(lat) / dt if dt > 0 else None, "rejected": bad[:5], "errors": len(bad)}
 
     def est(seq, i):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import html
-import json
 import os
 import re
 import sys
@@ -32,7 +31,8 @@ JOB = "gtplab_upftest"
 VERDICTS = ("pass", "fail", "not supported", "not decided", "measured")
 FIGURES = ("delivered_bps", "alone_bps", "mbr_bps", "offered_bps", "error_ratio", "lost_packets", "burst",
            "burst_bytes", "max_burst", "lost_before_policer", "tolerance_bytes", "tolerance_ms", "first_lost_bytes",
-           "missing", "duplicates", "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p99_ms", "rate_per_s")
+           "missing", "duplicates", "end_markers_old", "switch_ms", "gap_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+           "rate_per_s")
 
 
 def summary(cases: list[dict]) -> dict:
@@ -62,10 +62,27 @@ def write(results_dir: Path, run: dict, cases: list[dict]) -> None:
         c.setdefault("frame_size", 0)
         c.setdefault("criterion", "")
         store.append_case(results_dir, c)
+    write_report(results_dir, run, cases)
+
+
+def write_report(results_dir: Path, run: dict, cases: list[dict]) -> None:
+    """report.md, and report/index.html with the kind's plot (gtplab.upftests.plots: report/<kind>.svg;
+    a plot that cannot be drawn is a note on the page, never a lost report)."""
     (results_dir / "report.md").write_text(markdown(run, cases))
     rep = results_dir / "report"
     rep.mkdir(exist_ok=True)
-    (rep / "index.html").write_text(page(run, cases))
+    from gtplab.upftests import plots
+    name, note = f"{run.get('test')}.svg", ""
+    draw = plots.PLOTS.get(run.get("test"))
+    try:
+        drawn = bool(draw) and draw(rep / name, cases)
+    except Exception as e:          # noqa: BLE001 -- the report goes on without its plot, saying why
+        drawn, note = False, f"plot not drawn: {type(e).__name__}: {e}"
+    if not drawn:
+        with contextlib.suppress(OSError):
+            (rep / name).unlink()
+        note = note or ("no plot: no case has figures to draw yet" if draw else "")
+    (rep / "index.html").write_text(page(run, cases, name if drawn else None, note))
 
 
 # how a run ended (run.json's status): running until it ends; complete (every case run); interrupted
@@ -182,10 +199,7 @@ class Recorder:
             (self.rdir / RESERVE).unlink()
         try:
             self._write_run()
-            (self.rdir / "report.md").write_text(markdown(self.run, self.cases))
-            rep = self.rdir / "report"
-            rep.mkdir(exist_ok=True)
-            (rep / "index.html").write_text(page(self.run, self.cases))
+            write_report(self.rdir, self.run, self.cases)
         except (OSError, ResultsWriteError) as e:
             print(f"gtplab upftest: results of {self.rdir} not completed: {e}", file=sys.stderr, flush=True)
 
@@ -254,6 +268,34 @@ def sharing_text(run: dict, cases: list[dict]) -> str:
             + ": their figures are this host's as much as the UPF's")
 
 
+def summary_words(run: dict, cases: list[dict]) -> str:
+    """The run's verdict in a sentence: "Pass: all 108 decided cases passed; 24 more were measured
+    (figures, no criterion)." / "Fail: 80 of 108 decided cases failed, 28 passed; ..." """
+    s = summary(cases)
+    n = s["counts"]
+    decided = n["pass"] + n["fail"] + n["not supported"]
+    v = s["verdict"]
+    if not cases:
+        out = "No case finished"
+    elif v == "pass":
+        out = f"Pass: {'the' if n['pass'] == 1 else 'all'} {n['pass']} decided case{'s' * (n['pass'] != 1)} passed"
+    elif v == "not supported":
+        out = (f"Not supported: the UPF rejected what {n['not supported']} of {decided} decided cases asked for "
+               "(its Cause in each case's why); none passed")
+    elif v == "fail":
+        out = (f"Fail: {n['fail']} of {decided} decided cases failed"
+               + (f", {n['not supported']} not supported" if n["not supported"] else "")
+               + f", {n['pass']} passed")
+    else:
+        out = f"Not decided: {n['pass']} decided case{'s' * (n['pass'] != 1)} passed"
+    if n.get("not decided"):
+        out += (f"; {n['not decided']} not decided (a premise did not hold, which says nothing against the UPF: "
+                "run again on a quieter host)")
+    if n.get("measured"):
+        out += f"; {n['measured']} more measured (figures, no criterion)"
+    return out + "."
+
+
 def markdown(run: dict, cases: list[dict]) -> str:
     s = run["summary"]
     lines = [f"# gtplab upftest {run['test']}: {run['upf']}", "",
@@ -263,7 +305,7 @@ def markdown(run: dict, cases: list[dict]) -> str:
              + (f", {s['counts']['not decided']} not decided (a premise did not hold)"
                 if s['counts'].get('not decided') else "")
              + (f", {s['counts']['measured']} measured (no criterion)" if s['counts'].get('measured') else "")
-             + f" of {s['cases']} cases", ""]
+             + f" of {s['cases']} cases", "", summary_words(run, cases), ""]
     if ending_text(run):
         lines += [f"**{ending_text(run)}**", ""]
     if sharing_text(run, cases):
@@ -275,21 +317,72 @@ def markdown(run: dict, cases: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def page(run: dict, cases: list[dict]) -> str:
+RUN_FACTS = (("upf", "UPF"), ("lab_config", "lab config"), ("command", "command"), ("started", "started"),
+             ("ended", "ended"), ("elapsed_s", "took (s)"), ("status", "status"), ("cases_planned", "cases planned"),
+             ("cases_done", "cases done"), ("lab", "lab"), ("cpu_layout", "CPUs"), ("host", "host"), ("uuid", "run"))
+
+
+def _facts(run: dict) -> str:
+    def text(k, v):
+        if k == "cpu_layout" and isinstance(v, dict):
+            return "; ".join(f"{who} {','.join(map(str, cpus or []))}" for who, cpus in v.items())
+        return str(v)
+    rows = "".join(f"<tr><th>{label}</th><td>{html.escape(text(k, run[k]))}</td></tr>"
+                   for k, label in RUN_FACTS if run.get(k) not in (None, "", []))
+    return f"<table class='facts'>{rows}</table><p>Everything else: <a href='../run.json'>run.json</a>, " \
+           "<a href='../cases.jsonl'>cases.jsonl</a>.</p>"
+
+
+PLOT_TEXT = {
+    "policing": "Each session and direction: the rate delivered against the load offered, one line per burst "
+                "size (frames back to back at the same average rate), the MBR as the black line with its "
+                "±1 % band in grey; the dotted diagonal is delivered = offered. Below each: above the MBR, "
+                "delivered / MBR − 1 in %: inside the band passes.",
+    "handover": "Each session: every downlink packet's sequence number against its arrival time, blue on the "
+                "old path, orange on the new (downsampled to a few hundred points a path, the packets next to "
+                "the switch all kept); the Update FAR's send (black) and answer (dashed), the End Marker on the "
+                "old tunnel (red). A clean switch: blue ends, red, orange starts, no sequence number missing.",
+    "usage": "Each session: its usage reports in order of arrival (labelled by trigger), their UL and DL octets "
+             "added up, against the generator's count (dashed) and the threshold or quota (dotted).",
+    "n4": "Each procedure: the time from request to answer, p50 / p90 / p99 / max over the batch, with the "
+          "data plane idle and under load.",
+}
+
+
+def _verdict_html(run: dict, cases: list[dict]) -> str:
+    """The summary in words, its verdict in bold ("<b>Fail</b>: 80 of 108 ..."); a run that did not
+    complete says so first (run.json's verdict: interrupted, error)."""
+    head, _, rest = summary_words(run, cases).partition(": ")
+    v = (run.get("summary") or {}).get("verdict")
+    cut = f"<b>{html.escape(str(v))}</b>; the cases that finished: " if v in ("interrupted", "error", "running") else ""
+    return f"<p class='verdict'>{cut}<b>{html.escape(head)}</b>" + (f": {html.escape(rest)}" if rest else "") + "</p>"
+
+
+def page(run: dict, cases: list[dict], plot: str | None = None, plot_note: str = "") -> str:
     rows = "".join(f"<tr class='{html.escape(c['verdict'].replace(' ', '-'))}'><td>{html.escape(c['case_id'])}</td>"
                    f"<td>{html.escape(c['verdict'])}</td><td>{html.escape(c.get('criterion', ''))}</td>"
                    f"<td>{html.escape(_fig(c))}</td><td>{html.escape(c.get('why', ''))}</td></tr>" for c in cases)
     s = run["summary"]
+    figure = ""
+    if plot:
+        figure = (f"<h2>{html.escape(run['test'])}</h2><p>{html.escape(PLOT_TEXT.get(run['test'], ''))}</p>"
+                  f"<p><a href='{html.escape(plot)}'><img src='{html.escape(plot)}' alt='{html.escape(run['test'])} "
+                  "plot' style='max-width:100%'></a></p>")
+    elif plot_note:
+        figure = f"<p class='note'>{html.escape(plot_note)}</p>"
     return (f"<!doctype html><meta charset='utf-8'><title>gtplab upftest {html.escape(run['test'])}</title>"
-            "<style>td,th{border:1px solid #ccc;padding:2px 6px}.fail{background:#fdd}.pass{background:#dfd}"
-            ".not-supported{background:#eee}.not-decided{background:#ffd}</style>"
+            "<style>body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"
+            "font-size:0.85em}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}"
+            ".fail{background:#fdd}.pass{background:#dfd}.not-supported{background:#eee}"
+            ".not-decided{background:#ffd}.facts th{background:#f4f4f4}.verdict{font-size:1.15em}"
+            ".note{color:#555}</style>"
             f"<h1>gtplab upftest {html.escape(run['test'])}: {html.escape(run['upf'])}</h1>"
-            f"<p>{html.escape(run['lab_config'])}, {html.escape(run['started'])}: <b>{s['verdict']}</b> "
-            f"({html.escape(counts_text(s['counts']))})</p>"
+            + _verdict_html(run, cases)
             + (f"<p><b>{html.escape(ending_text(run))}</b></p>" if ending_text(run) else "")
             + (f"<p><b>{html.escape(sharing_text(run, cases))}</b></p>" if sharing_text(run, cases) else "")
-            + f"<table><tr><th>case</th><th>verdict</th><th>criterion</th><th>figures</th>"
-            f"<th>why</th></tr>{rows}</table><pre>{html.escape(json.dumps(run, indent=1))}</pre>")
+            + _facts(run) + figure
+            + "<h2>Cases</h2><table><tr><th>case</th><th>verdict</th><th>criterion</th><th>figures</th>"
+            f"<th>why</th></tr>{rows}</table>")
 
 
 def registry(run: dict, case: dict) -> CollectorRegistry:
