@@ -1,5 +1,5 @@
-"""tg_tx run with BPF_PROG_TEST_RUN on a compiled stream, as tests/engine/test_engine_vm.py runs it (the
-same code, here so that tests/engine/test_engine_ipv6.py imports no test module): the stream loaded
+"""tg_tx run with BPF_PROG_TEST_RUN on a compiled stream, for tests/engine/test_engine_vm.py and
+tests/engine/test_engine_ipv6.py: the stream loaded
 into a slot with its template, each output frame fed back in as a recycled live frame."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """TRex's side of the profile tests, shared: the profiles' stream JSON from TRex's own client library in a
 subprocess (TrexWorker), tunables as argparse lists (argv), and a small reference implementation of
 TRex's field engine (run_program: modular inc/dec, value lists, split_to_cores phases, write /
-write-mask, IPv4 fix, the hardware checksum fix of an IPv4 header). The same code as
-tests/trex/test_profiles.py's, here so that tests/trex/test_profiles_ipv6.py imports no test module."""
+write-mask, IPv4 fix, the hardware checksum fix of an IPv4 header). Used by tests/trex/test_profiles.py
+and tests/trex/test_profiles_ipv6.py."""
 
 from __future__ import annotations
 
