@@ -12,12 +12,13 @@ import ipaddress
 import pytest
 from scapy.all import IP, TCP, UDP, Ether, raw
 from scapy.contrib.gtp import GTP_U_Header
-from scapy.layers.inet6 import IPv6, in6_chksum
+from scapy.layers.inet6 import IPv6
 
 from gtplab.gtpu import walk
 from gtplab.kernel import libbpf as kernel
 from gtplab.traffic.engine import compile_stream, load_profile_streams, vm
 from gtplab.traffic.engine.port import BPF_OBJ
+from tests.lib.streams import ipv6_l4_ok as l4_csum_ok
 from tests.lib.tg_run import full_sums, run
 
 UP, DOWN = "trex_profiles/gtpu_uplink.py", "trex_profiles/gtpu_downlink.py"
@@ -29,19 +30,6 @@ def obj():
     o = kernel.BpfObject(BPF_OBJ)
     yield o
     o.close()
-
-
-def l4_csum_ok(ip6) -> bool:
-    """The UDP/TCP checksum of the layer after ip6, recomputed over the IPv6 pseudo header."""
-    l4 = ip6.payload
-    nh, pos = (17, 6) if isinstance(l4, UDP) else (6, 16)
-    b = bytearray(raw(l4))
-    got = int.from_bytes(b[pos:pos + 2], "big")
-    b[pos:pos + 2] = b"\0\0"
-    want = in6_chksum(nh, ip6, bytes(b))
-    if nh == 17 and want == 0:
-        want = 0xFFFF
-    return got == want and got != 0
 
 
 def prefix_index(addr: str) -> int:

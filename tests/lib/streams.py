@@ -120,3 +120,18 @@ PROFILE = textwrap.dedent('''
     def register():
         return Prof()
 ''')
+
+
+def ipv6_l4_ok(ip6) -> bool:
+    """The UDP/TCP checksum of the layer after an IPv6 header (Scapy), recomputed over the IPv6
+    pseudo header: right, and never 0 (RFC 8200 8.1: a UDP checksum over IPv6 is mandatory)."""
+    from scapy.layers.inet6 import in6_chksum
+    l4 = ip6.payload
+    nh, pos = (17, 6) if isinstance(l4, UDP) else (6, 16)
+    b = bytearray(raw(l4))
+    got = int.from_bytes(b[pos:pos + 2], "big")
+    b[pos:pos + 2] = b"\0\0"
+    want = in6_chksum(nh, ip6, bytes(b))
+    if nh == 17 and want == 0:
+        want = 0xFFFF
+    return got == want and got != 0

@@ -16,13 +16,14 @@ import sys
 import pytest
 from scapy.all import Ether, raw, rdpcap
 from scapy.contrib.gtp import GTP_U_Header
-from scapy.layers.inet6 import IPv6, in6_chksum
+from scapy.layers.inet6 import IPv6
 from scapy.layers.inet import UDP
 
 from gtplab.errors import UserError
 from gtplab.measure import plan
 from gtplab.results import push
 from gtplab.results import store as results
+from tests.lib.streams import ipv6_l4_ok as _l4_ok
 from tests.lib import REPO, UNDECIDED
 
 
@@ -95,14 +96,6 @@ def test_pushgateway_label_ip():
     case = {"direction": "uplink", "case_id": "x", "frame_size": 128, "flows": 4, "checksum": "on"}
     assert push.grouping_key(run, {**case, "ip": "6"})["ip"] == "6"
     assert push.grouping_key(run, case)["ip"] == "4"             # results written before issue 32
-
-
-def _l4_ok(ip6) -> bool:
-    u = ip6[UDP]
-    b = bytearray(raw(u))
-    got = int.from_bytes(b[6:8], "big")
-    b[6:8] = b"\0\0"
-    return got != 0 and got == (in6_chksum(17, ip6, bytes(b)) or 0xFFFF)
 
 
 @pytest.mark.lab

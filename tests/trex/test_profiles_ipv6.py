@@ -17,10 +17,11 @@ import pytest
 from scapy.all import Ether, raw
 from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, TCP, UDP
-from scapy.layers.inet6 import IPv6, in6_chksum
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q
 
 from gtplab.cli import main as gtplab_main
+from tests.lib.streams import ipv6_l4_ok as l4_ok
 from tests.lib.trex_ref import LoadError, TrexWorker, argv, binary, common, params, run_program
 
 BEARER6_LINE = re.compile(r"^0x[0-9a-f]{8} (\d+\.){3}\d+ (\d+\.){3}\d+ 0x[0-9a-f]{8}( csum=(on|off))?"
@@ -34,19 +35,6 @@ def trex():
         yield w
     finally:
         w.close()
-
-
-def l4_ok(ip6) -> bool:
-    """The UDP/TCP checksum after ip6, recomputed over the IPv6 pseudo header; never 0."""
-    l4 = ip6.payload
-    nh, pos = (17, 6) if isinstance(l4, UDP) else (6, 16)
-    b = bytearray(raw(l4))
-    got = int.from_bytes(b[pos:pos + 2], "big")
-    b[pos:pos + 2] = b"\0\0"
-    want = in6_chksum(nh, ip6, bytes(b))
-    if nh == 17 and want == 0:
-        want = 0xFFFF
-    return got == want and got != 0
 
 
 def outer_ok(p) -> bool:
