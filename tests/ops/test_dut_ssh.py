@@ -41,7 +41,9 @@ def test_ssh_commands():
     assert scp == ["scp", "-P", "2222", "-i", "/k/id", "-o", "BatchMode=yes"]
 
 
-def test_install_bearers_uses_user_key_port_options(tmp_path, monkeypatch):
+@pytest.fixture
+def fake_ssh(tmp_path, monkeypatch):
+    """ssh and scp on PATH that record their argv, one JSON list per line, in the file returned."""
     log = tmp_path / "argv.jsonl"
     for tool in ("ssh", "scp"):
         f = tmp_path / tool
@@ -49,6 +51,11 @@ def test_install_bearers_uses_user_key_port_options(tmp_path, monkeypatch):
                      f"open({str(log)!r}, 'a').write(json.dumps([{tool!r}] + sys.argv[1:]) + '\\n')\n")
         f.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return log
+
+
+def test_install_bearers_uses_user_key_port_options(fake_ssh):
+    log = fake_ssh
     ssh = {"host": "10.9.0.3", "user": "root", "port": 2222, "key": "/k/id", "options": ["-o", "BatchMode=yes"]}
     cfg = SimpleNamespace(path="lab.yaml", dut={"metrics_url": "http://x/metrics", "ssh": ssh, "pin_dir": "/p"})
     MetricsDut(cfg).install_bearers("/tmp/b.txt")
@@ -60,17 +67,11 @@ def test_install_bearers_uses_user_key_port_options(tmp_path, monkeypatch):
         assert call[8].startswith(f"pgwu -d /p {cmd}")
 
 
-def test_the_dut_host_is_left_without_the_runs_bearers(tmp_path, monkeypatch):
+def test_the_dut_host_is_left_without_the_runs_bearers(fake_ssh):
     """The copy of the bearer file is removed once loaded, and close() flushes the bearers it loaded
     (a control plane provisioning the host next finds the UEs free: the multihost lab's PFCP sweep
     after an ssh one was refused 73, UE in use); nothing is flushed by a DUT that loaded nothing."""
-    log = tmp_path / "argv.jsonl"
-    for tool in ("ssh", "scp"):
-        f = tmp_path / tool
-        f.write_text(f"#!/usr/bin/env python3\nimport json, sys\n"
-                     f"open({str(log)!r}, 'a').write(json.dumps([{tool!r}] + sys.argv[1:]) + '\\n')\n")
-        f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    log = fake_ssh
     cfg = SimpleNamespace(path="lab.yaml", dut={"metrics_url": "http://x/metrics", "ssh": "root@dut", "pin_dir": "/p"})
     MetricsDut(cfg).close()
     assert not log.exists()
