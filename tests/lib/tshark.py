@@ -1,5 +1,6 @@
-"""tshark's own checksum validation of a capture: an independent check of every IPv4/UDP/TCP checksum
-(tests/trex/test_trex.py, tests/trex/test_trex_lab.py).
+"""tshark as an independent reader: its checksum validation of a capture, every IPv4/UDP/TCP checksum
+(tests/trex/test_trex.py, tests/trex/test_trex_lab.py), and its PFCP dissector's verdict on the
+messages gtplab builds (tests/pfcp/test_pfcp_rules.py, test_pfcp_rules_v6.py).
 """
 
 from __future__ import annotations
@@ -24,3 +25,21 @@ def tshark_checksums(pcap: Path) -> Counter:
             for st in filter(None, col.split(",")):
                 out[(field, names.get(st, st))] += 1
     return out
+
+
+PFCP_BAD = ("Malformed", "Expert Info", "not dissected", "Reserved (", "Unknown (")
+
+
+def pfcp_decoded_cleanly(pcap: Path, names: list[str]) -> list[str]:
+    """tshark's verbose decode of a pcap of PFCP messages, one text per frame (in the order of names,
+    which name the frames in failures), asserting that none is malformed, none has an expert
+    error or warning, and none shows a reserved or unknown value."""
+    verbose = subprocess.run(["tshark", "-r", str(pcap), "-V", "-Y", "pfcp"], capture_output=True, text=True,
+                             check=True, timeout=120).stdout
+    frames = verbose.split("\nFrame ")
+    assert len(frames) == len(names)
+    for n, text in zip(names, frames):
+        for bad in PFCP_BAD:
+            assert bad not in text, f"{n}: tshark says {bad!r}:\n" + text[max(0, text.find(bad) - 1500):
+                                                                          text.find(bad) + 200]
+    return frames
