@@ -49,15 +49,6 @@ PDN_BASE = int(ipaddress.IPv4Address("198.18.0.1"))
 # TRex's client library in a subprocess
 
 
-@pytest.fixture(scope="module")
-def trex():
-    w = TrexWorker()
-    try:
-        yield w
-    finally:
-        w.close()
-
-
 def ipv4_ok(b: bytes, off: int) -> bool:
     ihl = (b[off] & 15) * 4
     return fold(b[off:off + ihl]) == 0xFFFF

@@ -28,15 +28,6 @@ BEARER6_LINE = re.compile(r"^0x[0-9a-f]{8} (\d+\.){3}\d+ (\d+\.){3}\d+ 0x[0-9a-f
                           r" ue6=fd47:7470:[0-9a-f]{1,4}:[0-9a-f]{1,4}::/64$")
 
 
-@pytest.fixture(scope="module")
-def trex():
-    w = TrexWorker()
-    try:
-        yield w
-    finally:
-        w.close()
-
-
 def outer_ok(p) -> bool:
     q = p.copy()
     q[UDP].chksum = None
