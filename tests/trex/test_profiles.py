@@ -46,7 +46,7 @@ PDN_BASE = int(ipaddress.IPv4Address("198.18.0.1"))
 
 
 # ---------------------------------------------------------------------------------------------
-# TRex's client library in a subprocess
+# Independent checks: checksums, offsets
 
 
 def ipv4_ok(b: bytes, off: int) -> bool:
