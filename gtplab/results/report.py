@@ -35,7 +35,7 @@ import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from gtplab.errors import UserError
 from gtplab.results import store as results
@@ -332,7 +332,37 @@ def search_text(runs: list[Run]) -> str:
 
 # --- CLI --------------------------------------------------------------------------------------------
 
+# run kinds whose report another layer writes, by run.json's "kind": kind -> writer(results_dir) ->
+# the page's path (gtplab.upftests registers "upftest" when its command is added to the parser)
+REPORT_WRITERS: dict[str, Callable[[str], Path]] = {}
+
+
+def _other_kind(d: str) -> str | None:
+    """run.json's kind when another layer writes that kind's report, else None (a sweep, or no run)."""
+    try:
+        kind = results.read_run(d).get("kind")
+    except (results.ResultsError, OSError):
+        return None
+    return kind if kind in REPORT_WRITERS else None
+
+
 def do_report(args: argparse.Namespace) -> int:
+    kind = _other_kind(args.results_dir) if not args.other_dirs else None
+    if kind:                        # an upftest run: its own report, written again from its records
+        if args.out:
+            raise UserError(f"{args.results_dir}: the report of a gtplab {kind} run is written in the run's own "
+                            "directory; drop -o")
+        try:
+            index = REPORT_WRITERS[kind](args.results_dir)
+        except results.ResultsError as e:
+            raise UserError(str(e)) from None
+        except OSError as e:
+            raise UserError(f"couldn't write the report in {args.results_dir}: {e.strerror or e}") from None
+        end = results.ending(args.results_dir)
+        if end["cut_short"]:
+            print(f"gtplab report: {args.results_dir}: {end['cut_short']} (the run was {end['how']})", file=sys.stderr)
+        print(index)
+        return 0
     try:
         index = build_report(args.results_dir, args.other_dirs or None, args.out)
     except results.ResultsError as e:

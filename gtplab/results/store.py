@@ -393,11 +393,11 @@ def ending(results_dir: str | os.PathLike, run: dict[str, Any] | None = None,
             cases = None
     done = len(cases) if cases is not None else run.get("cases_done")
     planned = run.get("cases_planned")
-    if run.get("finished"):
+    if run.get("finished") or run.get("status") == "complete":     # a sweep's end record; an upftest's status
         how = "finished"
     elif run.get("interrupted"):
         how = "interrupted"
-    elif run.get("stopped"):
+    elif run.get("stopped") or run.get("status") == "error":
         how = "stopped"
     elif claimed(d):
         how = "running"

@@ -41,6 +41,7 @@ from gtplab.lab import claims
 from gtplab.lab import config as labconfig
 from gtplab.lab.cpu import overridden
 from gtplab.measure.sweep import _sigterm
+from gtplab.results import report as results_report
 from gtplab.results import store
 from gtplab.results.push import _reason, check_gateway_url, gateway_start_time
 from gtplab.traffic import backend
@@ -274,6 +275,7 @@ def _cpu_options(cfg, args) -> None:
 
 
 def add_parser(subparsers) -> None:
+    results_report.REPORT_WRITERS["upftest"] = record.rewrite_report     # `gtplab report DIR` of a run
     p = subparsers.add_parser("upftest", help="UPF behaviour tests over PFCP: policing, usage, handover, n4",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("kind", choices=sorted(KINDS) + ["table"], help="the test kind, or `table` of finished runs")

@@ -85,6 +85,23 @@ def write_report(results_dir: Path, run: dict, cases: list[dict]) -> None:
     (rep / "index.html").write_text(page(run, cases, name if drawn else None, note))
 
 
+def rewrite_report(results_dir: str | os.PathLike) -> Path:
+    """report.md and report/index.html again from the run's records (`gtplab report DIR` of an
+    upftest run): a run killed before it wrote them (SIGKILL, out of memory, a reboot) gets them,
+    saying it was cut short and after how many of its planned cases. Returns the page's path."""
+    d = Path(results_dir)
+    run = store.read_run(d)
+    if run.get("status") == "running" and _writer_alive(d):
+        raise store.ResultsError(f"{d}: the upftest run is still running (pid {run.get('pid', '?')}); "
+                                 "it writes its report when it ends")
+    cases = store.read_cases(d, run.get("uuid"))
+    run = dict(run, summary=summary(cases))
+    if run.get("status") != "complete":     # as Recorder.end says it: the finished cases are not the kind's verdict
+        run["summary"]["verdict"] = run["status"] if run.get("status") in ("interrupted", "error") else "cut short"
+    write_report(d, run, cases)
+    return d / "report" / "index.html"
+
+
 # how a run ended (run.json's status): running until it ends; complete (every case run); interrupted
 # (SIGINT/SIGTERM, with the signal); error (with the error's text and, for an N4 failure, the exchange)
 STATUSES = ("running", "complete", "interrupted", "error")
@@ -354,7 +371,7 @@ def _verdict_html(run: dict, cases: list[dict]) -> str:
     complete says so first (run.json's verdict: interrupted, error)."""
     head, _, rest = summary_words(run, cases).partition(": ")
     v = (run.get("summary") or {}).get("verdict")
-    cut = f"<b>{html.escape(str(v))}</b>; the cases that finished: " if v in ("interrupted", "error", "running") else ""
+    cut = f"<b>{html.escape(str(v))}</b>; the cases that finished: " if v in ("interrupted", "error", "running", "cut short") else ""
     return f"<p class='verdict'>{cut}<b>{html.escape(head)}</b>" + (f": {html.escape(rest)}" if rest else "") + "</p>"
 
 

@@ -310,6 +310,31 @@ def test_table_shows_runs_that_did_not_complete_and_directories_without_run_json
                                      "answer": "no answer"}
 
 
+def test_gtplab_report_of_a_killed_upftest_run_writes_its_report_saying_it_was_cut(tmp_path, capsys):
+    """A SIGKILLed run never wrote report.md: `gtplab report DIR` writes it from its records, cut short
+    after the cases it finished; a complete run's is not called cut short; -o is one line."""
+    killed = _recorded(tmp_path / "killed", "running", 2, test="policing")
+    done = _recorded(tmp_path / "ok", "complete", PLANNED)
+    (done / "report.md").unlink()
+    assert not (killed / "report.md").exists()
+    assert gcli.main(["report", str(killed)]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == str(killed / "report" / "index.html")
+    assert err.strip() == f"gtplab report: {killed}: cut short: 2 of {PLANNED} cases (the run was killed)"
+    md = (killed / "report.md").read_text()
+    assert f"**cut short**: 2 pass, 0 fail, 0 not supported of 2 cases" in md, md
+    assert f"**cut short (no end recorded) after 2 of {PLANNED} cases**" in md, md
+    assert "cut short" in (killed / "report" / "index.html").read_text()
+    assert gcli.main(["report", str(done)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.strip() == str(done / "report" / "index.html")
+    assert "**pass**" in (done / "report.md").read_text() and "cut short" not in (done / "report.md").read_text()
+    assert gcli.main(["report", str(done), "-o", str(tmp_path / "elsewhere")]) == 2
+    assert capsys.readouterr().err.strip() == (f"gtplab report: {done}: the report of a gtplab upftest run is "
+                                               "written in the run's own directory; drop -o")
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_table_of_a_directory_that_does_not_exist_is_one_line(tmp_path, capsys):
     assert gcli.main(["upftest", "table", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
