@@ -78,6 +78,18 @@ class Prepared:
 
 # ------------------------------------------------------------------------------------------ runner
 
+def _cost_difference(a: float | None, b: float | None, what: str, notes: list[str]) -> float | None:
+    """a - b, two trials' CPU ns/packet: None when either is missing, or when it is below zero, which
+    no cost can be: the two trials' spread was larger than the difference (a note gives the figures)."""
+    if a is None or b is None:
+        return None
+    if a < b:
+        notes.append(f"{what}: {a:.1f} - {b:.1f} = {a - b:.1f} ns/packet, below zero: the trials' spread is "
+                     "larger than the difference, which is not measured")
+        return None
+    return a - b
+
+
 class Runner:
     """Prepares cases (bearers, streams) and runs trials on a connected backend."""
 
@@ -369,9 +381,11 @@ class Runner:
         d, r, s = cpu(base), cpu(trials.get("reference", {})), cpu(trials["dut_bpf_stats"])
         out.update({
             "dut_cpu_ns_per_packet": d, "reference_cpu_ns_per_packet": r,
-            "above_reference_ns_per_packet": d - r if d is not None and r is not None else None,
+            "above_reference_ns_per_packet": _cost_difference(d, r, "the DUT's CPU ns/packet above the reference "
+                                                              "forwarder's", out["notes"]),
             "xdp_ns_per_packet": trials["dut_bpf_stats"]["dut"]["ns_per_packet"],
-            "bpf_stats_ns_per_packet": s - d if s is not None and d is not None else None,
+            "bpf_stats_ns_per_packet": _cost_difference(s, d, "bpf_stats's cost (the DUT's CPU ns/packet with it "
+                                                        "less without)", out["notes"]),
             "trials": [{"what": k, "offered_pps": t["offered_pps"], "loss_ratio": t["loss_ratio"],
                         "cpu_ns_per_packet": cpu(t), "ns_per_packet": t["dut"]["ns_per_packet"],
                         "bpf_stats": t["dut"].get("bpf_stats"), "host": t.get("host")} for k, t in trials.items()],

@@ -451,6 +451,25 @@ def test_case_costs_holds_bpf_stats_for_its_one_trial_only():
     assert any("no reference forwarder" in n for n in c["notes"]) and not c["disturbed"]
 
 
+@pytest.mark.parametrize("dut,ref,stats", [(1000.0, 1200.0, 900.0), (1000.0, 800.0, 1100.0)],
+                         ids=["below-zero", "above-zero"])
+def test_a_cost_difference_below_zero_is_not_reported_as_a_cost(dut, ref, stats):
+    """Two trials' CPU ns/packet apart: a DUT cheaper than the reference forwarder, or bpf_stats that
+    made it cheaper, is the trials' spread, not a cost: None, with a note giving the figures."""
+    from gtplab.measure.runner import _cost_difference
+    notes: list[str] = []
+    above, bpf = _cost_difference(dut, ref, "above", notes), _cost_difference(stats, dut, "bpf_stats", notes)
+    if dut < ref:
+        assert above is None and bpf is None, (above, bpf)
+        assert notes == ["above: 1000.0 - 1200.0 = -200.0 ns/packet, below zero: the trials' spread is larger "
+                         "than the difference, which is not measured",
+                         "bpf_stats: 900.0 - 1000.0 = -100.0 ns/packet, below zero: the trials' spread is larger "
+                         "than the difference, which is not measured"], notes
+    else:
+        assert (above, bpf, notes) == (200.0, 100.0, [])
+    assert _cost_difference(None, ref, "x", notes) is None
+
+
 def test_a_case_states_its_premises_and_is_decided_only_when_all_held():
     """Issue 31.4: a sweep case lists what its result rests on with figures; decided only when every
     premise held (a host-busy, generator-bound, unbalanced or generator-only case claims nothing)."""
