@@ -271,17 +271,24 @@ def n4_plot(path: Path, cases: list[dict]) -> bool:
                 continue
             xs = [i + (j - 0.5) * w for i, _ in enumerate(PERCENTILES)]
             ys = [c.get(k) or 0 for k, _ in PERCENTILES]
-            for bar, (_, name) in zip(ax.bar(xs, ys, w, color=COND_COLORS[cond]), PERCENTILES):
-                bar.set_gid(_gid(f"latency {ph} {cond} {name}"))
+            # a case whose premise did not hold (the load not offered as asked): drawn, hatched and pale,
+            # never read as the UPF's latency at that load
+            undecided = c.get("verdict") == "not decided"
+            for bar, (_, name) in zip(ax.bar(xs, ys, w, color=COND_COLORS[cond], alpha=0.4 if undecided else 1.0,
+                                             hatch="//" if undecided else None, edgecolor="black" if undecided else None),
+                                      PERCENTILES):
+                bar.set_gid(_gid(f"latency {ph} {cond} {name}" + (" not decided" if undecided else "")))
             for x, (k, _) in zip(xs, PERCENTILES):
                 if c.get(k) is None:
                     ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7)
         loaded = next((x for x in n4 if x["phase"] == ph and x["condition"] == "loaded"), {})
         ax.set_xticks(range(len(PERCENTILES)))
         ax.set_xticklabels([n for _, n in PERCENTILES])
-        ax.set_title(f"{ph}" + (f" (loaded: {loaded['load_pps'] / 1e6:.2f} Mpps)" if loaded.get("load_pps") else ""),
-                     fontsize=10)
+        ax.set_title(f"{ph}" + (f" (loaded: {loaded['load_pps'] / 1e6:.2f} Mpps asked"
+                                + ("; not decided: hatched" if loaded.get("verdict") == "not decided" else "") + ")"
+                                if loaded.get("load_pps") else ""), fontsize=10)
         ax.set_ylabel("request → answer (ms)")
+        ax.tick_params(labelleft=True)          # one scale for all, read on every panel
         ax.grid(True, axis="y", alpha=0.3)
     _legend(fig, {"idle": COND_COLORS["idle"], "loaded (data plane under load)": COND_COLORS["loaded"]})
     fig.suptitle("N4: latency percentiles per procedure, idle and loaded")

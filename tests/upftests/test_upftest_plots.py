@@ -160,6 +160,24 @@ def test_n4_plot_has_idle_and_loaded_per_procedure(tmp_path):
                 assert height(f"latency-{ph}-{cond}-{p}") == pytest.approx(i * k * unit, rel=0.01), (ph, cond, p)
 
 
+def test_n4_plot_marks_a_case_whose_premise_did_not_hold(tmp_path):
+    """A loaded case "not decided" (the generator did not offer the load asked) is drawn apart: its bars
+    hatched, its panel's title saying so; the decided ones are not."""
+    cases = n4_cases()
+    for c in cases:
+        if c["case_id"] == "n4-deletion-loaded":
+            c["verdict"] = "not decided"
+    svg = tmp_path / "n4.svg"
+    assert plots.n4_plot(svg, cases)
+    g = _groups(svg)
+    assert {k for k in g if k.endswith("-not-decided")} == {f"latency-deletion-loaded-{p}-not-decided"
+                                                            for p in ("p50", "p90", "p99", "max")}
+    text = svg.read_text()
+    assert "deletion (loaded: 1.26 Mpps asked; not decided: hatched)" in text
+    assert "establishment (loaded: 1.26 Mpps asked)" in text
+    assert 'id="hatch' in text or "<pattern" in text         # matplotlib's hatch is an SVG pattern
+
+
 def test_nothing_to_draw_writes_nothing(tmp_path):
     for kind, f in plots.PLOTS.items():
         assert not f(tmp_path / f"{kind}.svg", [{"case_id": "x", "kind": kind, "verdict": "not supported"}])
