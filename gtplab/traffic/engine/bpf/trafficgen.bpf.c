@@ -451,6 +451,32 @@ static __always_inline int fix_ipv4(struct xdp_md *ctx, __u32 off)
 }
 
 /*
+ * The UDP/TCP checksum at csum_off: zeroed, then the one's complement sum of the pseudo header ph
+ * (ph_len bytes, a constant once inlined: 12 for IPv4, 40 for IPv6) and the l4len bytes at l4,
+ * folded; a UDP sum of 0 is sent as 0xffff (0 means "no checksum", not allowed over IPv6).
+ */
+static __always_inline int l4_csum(struct xdp_md *ctx, __u32 l4, __u32 l4len, __u32 csum_off, void *ph,
+				   __u32 ph_len, int udp)
+{
+	__s64 sum;
+	__u32 i;
+	int s;
+
+	if (store(ctx, csum_off, 0, 2, 0) < 0)
+		return -1;
+	sum = bpf_csum_diff(NULL, 0, (__be32 *)ph, ph_len, 0);
+	if (sum < 0)
+		return -1;
+	s = tg_csum(ctx, l4, l4len, (__u32)sum);
+	if (s == -1)
+		return -1;
+	i = (__u16)~csum_fold16((__u32)s);
+	if (udp && i == 0)
+		i = 0xffff;
+	return store(ctx, csum_off, i, 2, 0);
+}
+
+/*
  * fix_checksum_hw: what a NIC does with l2_len/l3_len and the L4 type: the IPv4
  * header checksum, then the UDP/TCP checksum over the IPv4 pseudo header and
  * the L4 bytes (length from the IPv4 total length, as the NIC takes it).
@@ -460,9 +486,7 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
 	__u32 l3 = in->offset, l4 = in->offset + in->arg, csum_off;
 	__u8 ph[12];
 	__u64 tot, proto;
-	__u32 l4len, i;
-	__s64 sum;
-	int s;
+	__u32 l4len;
 
 	if (fix_ipv4(ctx, l3) < 0)
 		return -1;
@@ -479,18 +503,7 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
 	ph[9] = proto;
 	ph[10] = l4len >> 8;
 	ph[11] = l4len & 0xff;
-	if (store(ctx, csum_off, 0, 2, 0) < 0)
-		return -1;
-	sum = bpf_csum_diff(NULL, 0, (__be32 *)ph, 12, 0);
-	if (sum < 0)
-		return -1;
-	s = tg_csum(ctx, l4, l4len, (__u32)sum);
-	if (s == -1)
-		return -1;
-	i = (__u16)~csum_fold16((__u32)s);
-	if (proto == 17 && i == 0)
-		i = 0xffff;
-	return store(ctx, csum_off, i, 2, 0);
+	return l4_csum(ctx, l4, l4len, csum_off, ph, 12, proto == 17);
 }
 
 /*
@@ -501,11 +514,9 @@ static __always_inline int fix_hw_full(struct xdp_md *ctx, struct tg_insn *in)
  */
 static __always_inline int fix_hw6_full(struct xdp_md *ctx, struct tg_insn *in)
 {
-	__u32 l3 = in->offset, l4 = in->offset + in->arg, csum_off, l4len, i;
+	__u32 l3 = in->offset, l4 = in->offset + in->arg, csum_off, l4len;
 	__u32 ph[10];
 	__u64 plen, proto;
-	__s64 sum;
-	int s;
 
 	if (!(in->flags & (TG_F_L4_UDP | TG_F_L4_TCP)))
 		return 0;
@@ -518,18 +529,7 @@ static __always_inline int fix_hw6_full(struct xdp_md *ctx, struct tg_insn *in)
 		return -1;
 	ph[8] = bpf_htonl(l4len);
 	ph[9] = bpf_htonl((__u32)proto);
-	if (store(ctx, csum_off, 0, 2, 0) < 0)
-		return -1;
-	sum = bpf_csum_diff(NULL, 0, (__be32 *)ph, 40, 0);
-	if (sum < 0)
-		return -1;
-	s = tg_csum(ctx, l4, l4len, (__u32)sum);
-	if (s == -1)
-		return -1;
-	i = (__u16)~csum_fold16((__u32)s);
-	if (proto == 17 && i == 0)
-		i = 0xffff;
-	return store(ctx, csum_off, i, 2, 0);
+	return l4_csum(ctx, l4, l4len, csum_off, ph, 40, proto == 17);
 }
 
 /* fix_checksum_ipv4 (is_hw 0) and fix_checksum_hw: incremental (TG_F_INCR) or full sums. */
