@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,6 @@
 #define MAX_LINE 4096		/* bytes of one line: 4 fields and 2 options take < 90, the rest a comment */
 #define MAX_LINE_STR "4096"
 #define READ_BUF 65536		/* bytes read at a time; > MAX_LINE, so a whole line always fits */
-#define MAX_FILE_BEARERS PGWU_MAX_MAX_BEARERS	/* no bearer table holds more (--max-bearers) */
-#define MAX_FILE_BEARERS_STR "134217728"
 
 static const __u32 csum_flags[] = { PGWU_B_CSUM_OFF, PGWU_B_CSUM_ON, 0 };	/* off on default */
 
@@ -362,7 +361,38 @@ struct bulk {
 	int nerr;
 	bool fatal;		/* not a bearer file (a line too long, binary, too many lines): exit 2 */
 	__u64 *by_teid, *by_ue;	/* e indexed by TEID and by UE (key_index) */
+	__u32 limit;		/* bearers read at most: what the bearer table holds (bulk_limit) */
+	bool limit_default;	/* no table to ask: the default capacity's */
 };
+
+/*
+ * The most bearers FILE may hold: the loaded bearer table's capacity (no file beyond it can be
+ * loaded or unloaded), else, with no PGW-U loaded to ask, the default table's. Read before FILE,
+ * so that memory stays bounded by the table whatever FILE is (an endless stream of valid lines
+ * grew to 3.6 GB in 15 s when the bound was the largest table any PGW-U can have).
+ */
+static void bulk_limit(struct bulk *bk)
+{
+	static const char *const names[] = { "ul_bearers", "dl_bearers" };
+	char path[PATH_MAX];
+
+	bk->limit = PGWU_MAX_MAX_BEARERS;
+	for (size_t i = 0; i < 2; i++) {
+		__u32 cap;
+		int fd = pin_path(path, sizeof(path), names[i]) ? -1 : bpf_obj_get(path);
+
+		if (fd < 0 || map_max_entries(fd, &cap)) {
+			if (fd >= 0)
+				close(fd);
+			bk->limit = PGWU_DEFAULT_MAX_BEARERS;
+			bk->limit_default = true;
+			return;
+		}
+		close(fd);
+		if (cap < bk->limit)
+			bk->limit = cap;
+	}
+}
 
 static void file_err(struct bulk *bk, __u32 line, const char *fmt, const char *a, const char *b)
 {
@@ -449,9 +479,13 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 			 nf == 1 ? "" : "s");
 		return 0;
 	}
-	if (bk->n == MAX_FILE_BEARERS) {
-		file_err(bk, line, "more than %s bearers: more than a bearer table holds%s",
-			 MAX_FILE_BEARERS_STR, "");
+	if (bk->n == bk->limit) {
+		char n[16];
+
+		snprintf(n, sizeof(n), "%u", bk->limit);
+		file_err(bk, line, "more than %s bearers: more than the bearer table holds%s", n,
+			 bk->limit_default ? " (the default capacity: no PGW-U is loaded to give its own)"
+					   : " (its capacity)");
 		bk->fatal = true;
 		return 0;
 	}
@@ -527,7 +561,7 @@ static int take_line(struct bulk *bk, char *s, char *nl, __u32 line)
 /*
  * Read FILE line by line to its end, whatever it is: a regular file, a pipe, a FIFO, /dev/stdin, a
  * socket; "-" is standard input. The memory is one buffer of READ_BUF bytes, whatever FILE holds,
- * plus the bearers parsed (at most MAX_FILE_BEARERS): a line that does not end within MAX_LINE
+ * plus the bearers parsed (at most bk->limit, bulk_limit): a line that does not end within MAX_LINE
  * bytes, or holds a NUL, stops the reading (/dev/zero, a binary, a file of one endless line).
  * Returns 0 or -errno (a read error, said here); bk->nerr counts FILE's errors.
  */
@@ -657,6 +691,7 @@ static int bulk_open(struct bulk *bk, const char *path, struct pgwu_maps *m)
 {
 	int err;
 
+	bulk_limit(bk);
 	err = parse_stream(bk, path);
 	if (err || bk->nerr)
 		return err;

@@ -304,3 +304,15 @@ def test_session_load_reads_any_file_with_bounded_memory(tmp_path):
     cp, rss = _max_rss_kb(pgwu + ["session", "load", str(f)])
     assert cp.returncode == 2 and f"{f}:200001: longer than 4096 bytes: not a bearer file" in cp.stderr, cp.stderr
     assert 0 < rss < 64 * 1024, rss
+    # good lines without end, no PGW-U loaded to give its table's capacity: the default table's
+    # (1,048,576 bearers, 28 B each) bounds what is read; the largest table's grew to 3.6 GB in 15 s
+    yes = subprocess.Popen(["yes", "10 10.64.0.1 192.0.2.1 20"], stdout=subprocess.PIPE)
+    try:
+        cp, rss = _max_rss_kb(pgwu + ["session", "load", "-"], stdin=yes.stdout)
+    finally:
+        yes.kill()
+        yes.wait()
+    assert cp.returncode == 2, cp.stderr
+    assert ("<stdin>:1048577: more than 1048576 bearers: more than the bearer table holds (the default capacity: "
+            "no PGW-U is loaded to give its own)") in cp.stderr, cp.stderr
+    assert 0 < rss < 128 * 1024, rss

@@ -745,6 +745,24 @@ def test_session_load_stdin_bad_line_loads_nothing(loaded):
     assert bearers(loaded) == before
 
 
+def test_session_load_of_an_endless_stream_of_good_lines_stops_at_the_tables_capacity(loaded):
+    """Valid, distinct-looking lines without end (`yes`): read up to the loaded table's capacity (64
+    here), then one line naming it, exit 2, nothing loaded, the table as it was. Bounded by the
+    largest table any PGW-U can have, this grew to 3.6 GB in 15 s."""
+    before = bearers(loaded)
+    yes = subprocess.Popen(["yes", "10 10.45.1.1 192.0.2.1 20"], stdout=subprocess.PIPE)
+    try:
+        cp = subprocess.run([PGWU, "-d", loaded, "session", "load", "-"], stdin=yes.stdout,
+                            capture_output=True, text=True, timeout=60)
+    finally:
+        yes.kill()
+        yes.wait()
+    assert cp.returncode == 2, cp.stderr
+    assert cp.stderr.splitlines() == ["<stdin>:65: more than 64 bearers: more than the bearer table holds (its capacity)",
+                                      "<stdin>: nothing loaded"], cp.stderr
+    assert bearers(loaded) == before
+
+
 def test_session_load_unreadable(loaded, tmp_path):
     missing = tmp_path / "missing.txt"
     cp = pgwu(loaded, "session", "load", str(missing), check=False)
