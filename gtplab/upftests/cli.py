@@ -4,6 +4,7 @@
     gtplab upftest handover --lab-config embedded-eupf      # eUPF in the namespace lab
     gtplab upftest usage    --lab-config embedded-pfcp
     gtplab upftest n4       --lab-config embedded-eupf
+    gtplab upftest rules    --lab-config embedded-open5gs   # classification: SDF filters, precedence, OHR
     gtplab upftest table results/upftest-*                  # the verdict table of several runs
 
 Each kind builds the lab its config describes, runs, tears it down, and writes a results directory
@@ -45,10 +46,10 @@ from gtplab.results import report as results_report
 from gtplab.results import store
 from gtplab.results.push import _reason, check_gateway_url, gateway_start_time
 from gtplab.traffic import backend
-from gtplab.upftests import handover, n4, policing, record, usage
+from gtplab.upftests import classification, handover, n4, policing, record, usage
 from gtplab.upftests.harness import Unsupported, Upf
 
-KINDS = {"policing": policing, "handover": handover, "usage": usage, "n4": n4}
+KINDS = {"policing": policing, "handover": handover, "usage": usage, "n4": n4, "rules": classification}
 PUSH_PROBE_TIMEOUT_S = 2.0      # the sweep's Pusher's timeout: a gateway that answers does so in ms
 
 
@@ -276,7 +277,7 @@ def _cpu_options(cfg, args) -> None:
 
 def add_parser(subparsers) -> None:
     results_report.REPORT_WRITERS["upftest"] = record.rewrite_report     # `gtplab report DIR` of a run
-    p = subparsers.add_parser("upftest", help="UPF behaviour tests over PFCP: policing, usage, handover, n4",
+    p = subparsers.add_parser("upftest", help="UPF behaviour tests over PFCP: policing, usage, handover, n4, rules",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("kind", choices=sorted(KINDS) + ["table"], help="the test kind, or `table` of finished runs")
     p.add_argument("dirs", nargs="*", help="table: upftest results directories")

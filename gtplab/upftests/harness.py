@@ -290,17 +290,23 @@ class Upf:
                 "vm": {"instructions": []},
                 "flow_stats": {"enabled": True, "stream_id": pg, "rule_type": "stats"}}
 
-    def ul_frame(self, s: TestSession, size: int) -> bytes:
+    def ul_frame(self, s: TestSession, size: int, **l4) -> bytes:
+        """Session s's uplink G-PDU; l4: the UE's packet's sport/dport (UDP 40000 -> 5001)."""
         a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
         return bytes(packets.gpdu(r.teid, r.ue, a.pdn(s.index % 200), size=size, outer_src=r.gnb,
                                   outer_dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac,
-                                  **({"ext": ext} if ext else {})))
+                                  **({"ext": ext} if ext else {}), **l4))
 
-    def dl_frame(self, s: TestSession, size: int) -> bytes:
+    def dl_frame(self, s: TestSession, size: int, **l4) -> bytes:
+        """Session s's downlink packet on N6; l4: its sport/dport (UDP 40000 -> 5001)."""
         a, p1 = self.lab.addressing, self.lab.ports[1]
         return bytes(packets.downlink_ip(s.rules.ue, a.pdn(s.index % 200), size=size, src_mac=p1.mac,
-                                         dst_mac=p1.dut_mac))
+                                         dst_mac=p1.dut_mac, **l4))
+
+    def frame_stream(self, port: int, frame: bytes, pg: int, pps: float, total: int) -> tuple[int, dict]:
+        """(port, stream) of total copies of frame at pps, counted under pg (flow())."""
+        return port, self._stream(frame, pg, pps, total)
 
     def ul_stream(self, s: TestSession, size: int, pps: float, total: int | None = None,
                   burst: int = 1) -> tuple[int, dict]:

@@ -22,7 +22,7 @@ import pytest
 from gtplab.lab import config as labconfig
 from gtplab.lab import topology
 from gtplab.upftests import criteria as C
-from gtplab.upftests import handover, n4, policing, usage
+from gtplab.upftests import classification, handover, n4, policing, usage
 from gtplab.upftests.harness import Upf
 from tests.lib import UNDECIDED
 from tests.lib import REPO
@@ -223,6 +223,61 @@ def test_usage_outcomes(name):
             assert c["reported"] == c["generator"] and c["generator"]["ul_packets"] > 0, c
     drop = next(c for c in cases if c["case_id"] == "usage-dropped")
     assert drop["reported"]["dl_bytes"] == 0 and drop["dropped_dl_packets"] > 0, drop
+    _undecided(cases)
+
+
+# what each UPF is known to do with the classification cases (docs/upftests.md, "rules")
+RULES_KNOWN = {
+    # the PGW-U's agent: no SDF filter nor a third PDR (cause 73), nothing else changes
+    "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass",
+                      "precedence-uplink": "not supported", "precedence-downlink": "not supported",
+                      "qer": "not supported"},
+    # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
+    # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
+    # not numbers: cause 73), and every session established after that refusal has its packets
+    # dropped (drop_rules)
+    "embedded-eupf": {"ohr-0": "pass", "ohr-6": "fail", "second": "pass", "after": "fail",
+                      "precedence-uplink": "not supported", "precedence-downlink": "not supported",
+                      "qer": "not supported"},
+    # Open5GS 8f25f3b: the SDF PDRs forward, but every URR of the session reports the same downlink
+    # and no uplink, and the SDF PDR's closed gate passes its packets
+    "embedded-open5gs": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass",
+                         "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail"},
+}
+
+
+@pytest.mark.parametrize("name", _configs())
+def test_rules_outcomes(name):
+    """`gtplab upftest rules` against each UPF: its verdicts are what the UPF is known to do, each
+    with the figure that makes it (a rejection's Cause, the packets dropped and where, the URR that
+    counted another PDR's packets)."""
+    with _open(name) as upf:
+        lab = upf.lab.name
+        cases = classification.run(upf)
+    assert leftovers(lab) == []
+    assert sorted(c["case_id"] for c in cases) == sorted(f"rules-{n}" for n in classification.CASES)
+    _premises_stated(cases)
+    got = {c["case_id"][6:]: c for c in _decided(cases)}
+    known = RULES_KNOWN[name]
+    assert {k: c["verdict"] for k, c in got.items()} == {k: v for k, v in known.items() if k in got}, \
+        {k: (c["verdict"], c.get("why")) for k, c in got.items()}
+    for k, c in got.items():
+        if c["verdict"] == "not supported":
+            assert c["cause"] == 73, c
+        elif k in ("ohr-0", "ohr-6", "second", "after") and c["verdict"] == "pass":
+            assert "why" not in c, c
+    if name == "embedded-eupf":
+        if "after" in got:
+            assert got["after"]["where"]["upf_drops_by_reason"].get("drop_rules", 0) > 0, got["after"]
+        if "ohr-6" in got:
+            assert got["ohr-6"]["why"].startswith("ul: ") and " dl: " not in got["ohr-6"]["why"], got["ohr-6"]
+            assert got["ohr-6"]["where"]["upf_passed_by_reason"].get("pass_fib", 0) >= 300, got["ohr-6"]
+    if name == "embedded-open5gs":
+        for k in ("precedence-uplink", "precedence-downlink"):
+            if k in got:
+                assert "URR 2: " in got[k]["why"], got[k]
+        if "qer" in got:
+            assert "forwarded through its PDR's closed gate" in got["qer"]["why"], got["qer"]
     _undecided(cases)
 
 

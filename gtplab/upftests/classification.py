@@ -1,0 +1,259 @@
+"""Classification (issue 32 item 5): a session's packets go to the PDR their SDF filters and
+precedence say, and each PDR's URR and QER apply to its packets only; the Outer Header Removal
+forms SMFs send all decapsulate; a second session on the same UPF is independent of the first.
+
+Sessions (UE i of the lab; each stream TOTAL packets at PPS; the plain sessions' trial first, the
+SDF sessions' last, so that what a rejection does to a UPF cannot decide the plain cases):
+    precedence  the two default PDRs (precedence 100, URR 1) and, at precedence 10, an uplink and a
+                downlink PDR with the SDF filter `permit out 17 from any PORT to assigned` (UDP
+                from / to the server's port PORT), each with its own FAR and URR (2: uplink, 3:
+                downlink). Streams: the UE's UDP to PORT (matches) and to 5001 (does not), both
+                ways.
+    qer         the same SDF PDRs, with their own QER's gate closed both ways: the matching
+                streams are not forwarded, the others are.
+    ohr-0       Outer Header Removal 0 (GTP-U/UDP/IPv4) on the uplink PDR.
+    ohr-6       Outer Header Removal 6 (GTP-U/UDP/IP, as Open5GS's SMF sends it; eUPF #639).
+    second      two sessions of two UEs: both forward; the first is deleted; the second still
+                forwards (free5GC #388/#395).
+    after       a plain session established after the SDF sessions (accepted or rejected): it
+                forwards (eUPF a8d774a rejects `permit out 17 ...` with 73, protocol numbers being
+                unknown to it, and then drops every later session's packets, drop_rules).
+Criteria: precedence: each URR's reported octets and packets equal the generator's packets of the
+streams its PDR matches (received beyond the UPF) times their L3 length, per direction, and every
+stream is forwarded whole; qer: the matching streams' packets 0 received, the others whole; ohr-*,
+second and after: every stream forwarded whole. Each case keeps `where`: the UPF's counters by
+reason and the lab's ring counters over its trial, so a packet not forwarded is found.
+
+Premises ("not decided" when one fails): the generator sent every stream's packets as asked; no
+packet lost before the UPF (the veth rings: the host's, not the UPF's).
+A UPF that rejects a case's rules (a Cause other than 1) is "not supported" for that case, with its
+Cause (the PGW-U's agent answers 73 to an SDF filter or a third PDR).
+"""
+
+from __future__ import annotations
+
+import time
+
+from gtplab.pfcp import rules as PR
+from gtplab.upftests import criteria as C
+from gtplab.upftests import rules as R
+from gtplab.upftests.harness import TestSession, Unsupported, Upf, inner_len
+
+PPS = 200
+TOTAL = 400
+SIZE = 256
+PORT = 6000                     # the SDF filter's server port; the default streams use 5001 / 40000
+PRECEDENCE = 10                 # before the defaults' PRECEDENCE_DEFAULT
+PG_BASE = 1000                  # pg ids of the second stream of a session (2 per session)
+SETTLE_S = 0.5                  # after the traffic: packets still on their way
+CASES = ("ohr-0", "ohr-6", "second", "precedence-uplink", "precedence-downlink", "qer", "after")
+
+
+def planned(**_) -> int:
+    """The cases run() makes."""
+    return len(CASES)
+
+
+def _sdf_pdrs(**kw) -> tuple[PR.Pdr, PR.Pdr]:
+    sdf = (PR.SdfFilter(flow=PR.flow_description(17, "any", str(PORT))),)
+    return (PR.Pdr(uplink=True, precedence=PRECEDENCE, sdf=sdf, **kw),
+            PR.Pdr(uplink=False, precedence=PRECEDENCE, sdf=sdf, **kw))
+
+
+def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: bool) -> dict[str, tuple]:
+    """{name: (port, stream, pg)}: the default streams (ul, dl: UDP 40000 -> 5001 both ways) and, with
+    sdf, the ones the SDF filter matches (ul_sdf: the UE to PORT; dl_sdf: from PORT to the UE)."""
+    out = {"ul": upf.frame_stream(0, upf.ul_frame(s, size), s.pg_ul, pps, total) + (s.pg_ul,),
+           "dl": upf.frame_stream(1, upf.dl_frame(s, size), s.pg_dl, pps, total) + (s.pg_dl,)}
+    if sdf:
+        pg_u, pg_d = PG_BASE + 2 * s.index, PG_BASE + 2 * s.index + 1
+        out["ul_sdf"] = upf.frame_stream(0, upf.ul_frame(s, size, dport=PORT), pg_u, pps, total) + (pg_u,)
+        out["dl_sdf"] = upf.frame_stream(1, upf.dl_frame(s, size, sport=PORT, dport=40000), pg_d, pps,
+                                         total) + (pg_d,)
+    return out
+
+
+def _urr_sums(reports: list[R.Usage]) -> dict[int, dict]:
+    """{URR ID: {ul_bytes, dl_bytes, ul_packets, dl_packets}} of reports added up (each carries the
+    usage since the previous one of its URR); a figure the UPF did not report is None."""
+    out: dict[int, dict] = {}
+    for u in reports:
+        o = out.setdefault(u.urr, {"ul_bytes": 0, "dl_bytes": 0, "ul_packets": 0, "dl_packets": 0})
+        for k, v in (("ul_bytes", u.volume[1]), ("dl_bytes", u.volume[2]), ("ul_packets", u.packets[1]),
+                     ("dl_packets", u.packets[2])):
+            o[k] = None if v is None or o[k] is None else o[k] + v
+    return out
+
+
+def _premises(upf: Upf, flows: dict, streams: dict[str, tuple], total: int, where: dict) -> list[dict]:
+    tx = {name: flows.get(pg, (0, 0))[0] for name, (_, _, pg) in streams.items()}
+    out = [C.traffic_as_asked(tx, total)]
+    lost = {}
+    for d, port in (("uplink", 0), ("downlink", 1)):
+        n, at = C.lost_before_policer(where, d, upf.lab.ports[port].ifname)
+        if n:
+            lost.update({f"{d} {k}": v for k, v in at.items()})
+    out.append(C.premise("nothing lost before the UPF", not lost,
+                         "lost before the UPF (the host's): " + ", ".join(f"{k} {v}" for k, v in lost.items()),
+                         lost=lost))
+    return out
+
+
+def _whole(flows: dict, streams: dict[str, tuple], names) -> list[str]:
+    """Why each named stream was not forwarded whole (received != sent)."""
+    why = []
+    for name in names:
+        tx, rx = flows.get(streams[name][2], (0, 0))
+        if rx != tx:
+            why.append(f"{name}: {rx} of {tx} packets forwarded")
+    return why
+
+
+def _case(case_id: str, criterion: str, why: list[str], premises: list[dict], where: dict, **figures) -> dict:
+    """A case with its verdict; where: what the UPF's counters and the lab's rings said of the trial's
+    packets (Upf.loss_delta), so that a packet not forwarded is found where it went."""
+    c = {"case_id": f"rules-{case_id}", "kind": "rules", "criterion": criterion,
+         "verdict": "fail" if why else "pass", "where": where, **figures}
+    if why:
+        c["why"] = "; ".join(why)
+    return C.decide(c, premises)
+
+
+def _unsupported(names, e: Unsupported) -> list[dict]:
+    return [{"case_id": f"rules-{n}", "kind": "rules", "verdict": "not supported", "why": str(e), "cause": e.cause}
+            for n in names]
+
+
+def _trial(upf: Upf, streams: dict) -> tuple[dict, dict]:
+    """Run every stream of streams ({key: (port, stream, pg)}) at once to its end: (flows, where)."""
+    snap = upf.loss_snapshot()
+    ports = upf.start([(p, st) for p, st, _ in streams.values()])
+    upf.wait(ports)
+    time.sleep(SETTLE_S)
+    return upf.flow(), upf.loss_delta(snap, upf.loss_snapshot())
+
+
+def _establish(upf: Upf, cases, names, i: int, **kw) -> TestSession | None:
+    """Session i with kw's rules, or None with its cases "not supported" (the UPF's Cause)."""
+    try:
+        return upf.establish(upf.rules(i, **kw))
+    except Unsupported as e:
+        cases.extend(_unsupported(names, e))
+        return None
+
+
+def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> list[dict]:
+    """Three trials: the plain sessions (OHR forms, two sessions); the second of those alone after the
+    first's deletion; then the SDF sessions beside a plain one established after them. The SDF
+    sessions come last, so that a UPF that rejects them (and what that rejection does to it) cannot
+    decide the plain cases."""
+    l3 = {"uplink": inner_len(size, "uplink"), "downlink": inner_len(size, "downlink")}
+    cases = upf.cases()
+
+    def streams_of(group_sessions: dict[str, TestSession], sdf=()) -> dict:
+        return {(g, name): st for g, s in group_sessions.items()
+                for name, st in _streams(upf, s, size, pps, total, sdf=g in sdf).items()}
+
+    def of(streams: dict, group: str) -> dict[str, tuple]:
+        return {name: st for (g, name), st in streams.items() if g == group}
+
+    # 1. the plain sessions, all at once
+    plain = {g: _establish(upf, cases, names, i, **kw) for g, names, i, kw in (
+        ("ohr-0", ("ohr-0",), 60, {"ohr": PR.OHR_GTPU_UDP_IPV4}),
+        ("ohr-6", ("ohr-6",), 61, {"ohr": PR.OHR_GTPU_UDP_IP}),
+        ("first", ("second",), 62, {}))}
+    plain = {g: s for g, s in plain.items() if s is not None}
+    second = _establish(upf, cases, (), 63) if "first" in plain else None
+    if second is not None:
+        plain["second"] = second
+    if plain:
+        st1 = streams_of(plain)
+        flows, where = _trial(upf, st1)
+        for group, form in (("ohr-0", "GTP-U/UDP/IPv4"), ("ohr-6", "GTP-U/UDP/IP")):
+            if group in plain:
+                st = of(st1, group)
+                cases.append(_case(group, f"Outer Header Removal {group[4:]} ({form}): both ways forwarded whole",
+                                   _whole(flows, st, ("ul", "dl")), _premises(upf, flows, st, total, where),
+                                   where, frame_size=size))
+                upf.delete(plain[group])
+    # 2. the second session alone, after the first's deletion
+    if second is not None:
+        st0, st1b = of(st1, "first"), of(st1, "second")
+        why = [f"first session: {w}" for w in _whole(flows, st0, ("ul", "dl"))]
+        why += [f"second session: {w}" for w in _whole(flows, st1b, ("ul", "dl"))]
+        prem = _premises(upf, flows, {**{f"a_{k}": v for k, v in st0.items()},
+                                      **{f"b_{k}": v for k, v in st1b.items()}}, total, where)
+        upf.delete(plain["first"])
+        again = _streams(upf, second, size, pps, total, sdf=False)
+        flows2, where2 = _trial(upf, again)
+        prem += _premises(upf, flows2, again, total, where2)
+        why += [f"second session after the first's deletion: {w}" for w in _whole(flows2, again, ("ul", "dl"))]
+        cases.append(_case("second", "two sessions forward independently; the second still after the first's "
+                           "deletion", why, prem, {"both": where, "second alone": where2}, frame_size=size))
+        upf.delete(second)
+    elif "first" in plain:
+        upf.delete(plain["first"])
+
+    # 3. the SDF sessions (the UPF may reject them), and a plain session established after them
+    n_rep = len(upf.node.reports)
+    sdf = {g: _establish(upf, cases, names, i, **kw) for g, names, i, kw in (
+        ("precedence", ("precedence-uplink", "precedence-downlink"), 64,
+         {"urr": R.UrrSpec(), "pdrs": _sdf_pdrs(urr=R.UrrSpec())}),
+        ("qer", ("qer",), 65, {"pdrs": _sdf_pdrs(gate=(False, False))}))}
+    rejected = [g for g, s in sdf.items() if s is None]
+    sdf = {g: s for g, s in sdf.items() if s is not None}
+    after = _establish(upf, cases, ("after",), 66)
+    if after is not None:
+        sdf["after"] = after
+    if not sdf:
+        return cases
+    st3 = streams_of(sdf, sdf=("precedence", "qer"))
+    flows, where = _trial(upf, st3)
+    if "precedence" in sdf:
+        s = sdf["precedence"]
+        st = of(st3, "precedence")
+        upf.delete(s)
+        reports = upf.reports_for(s, n_rep) + s.usage
+        got = _urr_sums(reports)
+        prem = _premises(upf, flows, st, total, where)
+        # URR 1: the default PDRs (both ways); 2: the uplink SDF PDR only; 3: the downlink SDF PDR only
+        rx = {name: flows.get(st[name][2], (0, 0))[1] for name in ("ul", "dl", "ul_sdf", "dl_sdf")}
+        expect = {"uplink": {PR.URR_ID: rx["ul"], PR.URR_ID + 1: rx["ul_sdf"], PR.URR_ID + 2: 0},
+                  "downlink": {PR.URR_ID: rx["dl"], PR.URR_ID + 1: 0, PR.URR_ID + 2: rx["dl_sdf"]}}
+        for d, default, match in (("uplink", "ul", "ul_sdf"), ("downlink", "dl", "dl_sdf")):
+            x = "ul" if d == "uplink" else "dl"
+            why = _whole(flows, st, (default, match))
+            for urr, n in expect[d].items():
+                u = got.get(urr)
+                if u is None:
+                    if n:
+                        why.append(f"URR {urr}: no usage reported, {n} {d} packets matched its PDR")
+                    continue
+                if u[f"{x}_bytes"] != n * l3[d]:
+                    why.append(f"URR {urr}: {u[f'{x}_bytes']} {d} octets reported, {n} packets of "
+                               f"{l3[d]} octets ({n * l3[d]}) matched its PDR")
+                if u[f"{x}_packets"] is not None and u[f"{x}_packets"] != n:
+                    why.append(f"URR {urr}: {u[f'{x}_packets']} {d} packets reported, {n} matched its PDR")
+            cases.append(_case(f"precedence-{d}", f"the SDF PDR (precedence {PRECEDENCE}) takes UDP port {PORT} "
+                               f"before the default (precedence {PR.PRECEDENCE_DEFAULT}): each URR counts "
+                               "its PDR's packets only", why, prem, where,
+                               usage={str(k): v for k, v in got.items()}, reports=[u.as_dict() for u in reports],
+                               frame_size=size, direction=d))
+    if "qer" in sdf:
+        st = of(st3, "qer")
+        why = _whole(flows, st, ("ul", "dl"))
+        for name in ("ul_sdf", "dl_sdf"):
+            tx, rx = flows.get(st[name][2], (0, 0))
+            if rx:
+                why.append(f"{name}: {rx} of {tx} packets forwarded through its PDR's closed gate")
+        cases.append(_case("qer", "the SDF PDR's QER (gate closed) stops its packets only", why,
+                           _premises(upf, flows, st, total, where), where, frame_size=size))
+        upf.delete(sdf["qer"])
+    if after is not None:
+        st = of(st3, "after")
+        cases.append(_case("after", "a session established after the SDF sessions"
+                           + (f" (rejected: {', '.join(rejected)})" if rejected else "") + " forwards whole",
+                           _whole(flows, st, ("ul", "dl")), _premises(upf, flows, st, total, where), where,
+                           frame_size=size, rejected_before=rejected))
+        upf.delete(after)
+    return cases

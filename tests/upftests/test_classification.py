@@ -1,0 +1,198 @@
+"""`gtplab upftest rules` (gtplab/upftests/classification.py) decided on a simulated UPF: one that
+classifies as TS 29.244 says passes every case, and each way real UPFs were seen to get it wrong
+(docs/upftests.md) fails the case named after it, with the figures, never another; loss before the
+UPF makes a case "not decided". The real UPFs are in test_upftests_lab.py::test_rules_outcomes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from gtplab.pfcp import messages as m
+from gtplab.upftests import classification as K
+from gtplab.upftests import rules as R
+from gtplab.upftests.harness import Cases, Unsupported, inner_len
+from gtplab.upftests.harness import TestSession as Session
+
+
+@dataclass
+class Behaviour:
+    """How the simulated UPF departs from TS 29.244 (all False: it does not)."""
+    reject_sdf: bool = False            # cause 73 to a session with SDF PDRs (the PGW-U, eUPF)
+    drop_after_reject: bool = False     # and then drops every later session's packets (eUPF a8d774a)
+    urrs_alike: bool = False            # every URR reports the session's downlink, no uplink (Open5GS 8f25f3b)
+    gate_ignored: bool = False          # an SDF PDR's closed gate passes its packets (Open5GS 8f25f3b)
+    ring_loss: int = 0                  # packets of the first default uplink stream lost at the DUT's ring
+
+
+@dataclass
+class FakeUpf:
+    b: Behaviour
+    node: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(reports=[]))
+    lab: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(
+        ports=[SimpleNamespace(ifname="gen0"), SimpleNamespace(ifname="gen1")]))
+    rejected: bool = False
+    flows: dict = field(default_factory=dict)
+    where: dict = field(default_factory=dict)
+    counted: dict = field(default_factory=dict)     # cp_seid -> {urr: [ul_b, dl_b, ul_p, dl_p]}
+    deleted: list = field(default_factory=list)
+    _seid: int = 0
+
+    def cases(self):
+        return Cases()
+
+    def rules(self, i, **kw):
+        return R.Rules(ue=f"10.64.0.{i}", teid=1000 + i, n3="10.201.0.1", gnb="10.201.0.2", gnb_teid=2000 + i, **kw)
+
+    def establish(self, r):
+        if r.pdrs and self.b.reject_sdf:
+            self.rejected = True
+            raise Unsupported("session establishment", 73)
+        self._seid += 1
+        s = Session(self._seid, r, self._seid)
+        s.up_seid = self._seid
+        s.broken = self.rejected and self.b.drop_after_reject
+        self.counted[s.cp_seid] = {}
+        return s
+
+    def ul_frame(self, s, size, **l4):
+        return ("uplink", s, size, l4.get("dport", 5001))
+
+    def dl_frame(self, s, size, **l4):
+        return ("downlink", s, size, l4.get("sport", 40000))
+
+    def frame_stream(self, port, frame, pg, pps, total):
+        return port, {"frame": frame, "pg": pg, "total": total}
+
+    def _pdr(self, s, d, port):
+        """(URR ID or None, gate open) of the PDR the packet matches: an SDF PDR for PORT first."""
+        for k, p in enumerate(s.rules.pdrs):
+            if p.uplink == (d == "uplink") and port == K.PORT:
+                return (2 + k if p.urr else None), p.gate[0 if p.uplink else 1]
+        return (1 if s.rules.urr else None), True
+
+    def start(self, streams):
+        self.flows, self.where = {}, {}
+        lost, self.b.ring_loss = self.b.ring_loss, 0         # in the first trial only
+        for _, st in streams:
+            d, s, size, port = st["frame"]
+            urr, gate = self._pdr(s, d, port)
+            rx = 0 if s.broken or (not gate and not self.b.gate_ignored) else st["total"]
+            if lost and d == "uplink" and port == 5001:
+                rx, lost = rx - lost, 0
+                self.where = {"veth": {"gen0.rx_xdp_xmit_err": st["total"] - rx}}
+            self.flows[st["pg"]] = (st["total"], rx)
+            if urr:
+                a = self.counted[s.cp_seid].setdefault(urr, [0, 0, 0, 0])
+                k = 0 if d == "uplink" else 1
+                a[k] += rx * inner_len(size, d)
+                a[2 + k] += rx
+        return [0, 1]
+
+    def wait(self, ports):
+        pass
+
+    def flow(self):
+        return dict(self.flows)
+
+    def loss_snapshot(self):
+        return {}
+
+    def loss_delta(self, a, b):
+        return dict(self.where)
+
+    def delete(self, s):
+        self.deleted.append(s.index)
+        acc = self.counted.pop(s.cp_seid, {})
+        if self.b.urrs_alike and len(acc) > 1:      # every URR: the last one's downlink, no uplink
+            last = acc[max(acc)]
+            acc = {u: [0, last[1], 0, last[3]] for u in acc}
+        s.usage += [m.Usage(urr=u, volume=(v[0] + v[1], v[0], v[1]), packets=(v[2] + v[3], v[2], v[3]),
+                            where="deletion") for u, v in sorted(acc.items())]
+        return s.usage
+
+    def reports_for(self, s, since=0):
+        return []
+
+
+@pytest.fixture(autouse=True)
+def _no_settling(monkeypatch):
+    monkeypatch.setattr(K, "SETTLE_S", 0)
+
+
+def _run(b: Behaviour) -> tuple[dict, FakeUpf]:
+    upf = FakeUpf(b)
+    cases = K.run(upf, pps=100, total=40, size=256)
+    assert sorted(c["case_id"] for c in cases) == sorted(f"rules-{n}" for n in K.CASES)
+    assert len(cases) == K.planned()
+    return {c["case_id"][6:]: c for c in cases}, upf
+
+
+def _verdicts(got: dict) -> dict:
+    return {k: c["verdict"] for k, c in got.items()}
+
+
+def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
+    got, upf = _run(Behaviour())
+    assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
+    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7]            # every session deleted
+    u = got["precedence-uplink"]["usage"]
+    l3u, l3d = inner_len(256, "uplink"), inner_len(256, "downlink")
+    assert u == {"1": {"ul_bytes": 40 * l3u, "dl_bytes": 40 * l3d, "ul_packets": 40, "dl_packets": 40},
+                 "2": {"ul_bytes": 40 * l3u, "dl_bytes": 0, "ul_packets": 40, "dl_packets": 0},
+                 "3": {"ul_bytes": 0, "dl_bytes": 40 * l3d, "ul_packets": 0, "dl_packets": 40}}, u
+
+
+def test_urrs_that_report_each_others_packets_fail_precedence_with_the_figures():
+    """Open5GS 8f25f3b: every URR of the session reports its downlink and no uplink."""
+    got, _ = _run(Behaviour(urrs_alike=True))
+    v = _verdicts(got)
+    assert v["precedence-uplink"] == v["precedence-downlink"] == "fail", v
+    assert {k for k, x in v.items() if x != "pass"} == {"precedence-uplink", "precedence-downlink"}, v
+    assert "URR 2: 0 uplink octets reported, 40 packets of 202 octets (8080) matched its PDR" in \
+        got["precedence-uplink"]["why"], got["precedence-uplink"]["why"]
+    assert "URR 2: " in got["precedence-downlink"]["why"] and "0 packets of 238 octets (0) matched its PDR" in \
+        got["precedence-downlink"]["why"], got["precedence-downlink"]["why"]
+
+
+def test_a_closed_gate_on_the_sdf_pdr_that_passes_its_packets_fails_qer():
+    """Open5GS 8f25f3b: the SDF PDR's QER gate closed both ways, every packet forwarded."""
+    got, _ = _run(Behaviour(gate_ignored=True))
+    v = _verdicts(got)
+    assert {k for k, x in v.items() if x != "pass"} == {"qer"}, v
+    assert got["qer"]["why"] == ("ul_sdf: 40 of 40 packets forwarded through its PDR's closed gate; "
+                                 "dl_sdf: 40 of 40 packets forwarded through its PDR's closed gate")
+
+
+def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only():
+    """The PGW-U's agent (73, nothing else changes) and eUPF a8d774a (73, then every later session's
+    packets dropped): the plain cases ran before the SDF sessions were tried, so they stay decided."""
+    got, _ = _run(Behaviour(reject_sdf=True))
+    v = _verdicts(got)
+    assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass", "precedence-uplink":
+                 "not supported", "precedence-downlink": "not supported", "qer": "not supported"}, v
+    assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
+    got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
+    v = _verdicts(got)
+    assert v["after"] == "fail" and {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second"}, v
+    assert got["after"]["why"] == "ul: 0 of 40 packets forwarded; dl: 0 of 40 packets forwarded"
+    assert got["after"]["rejected_before"] == ["precedence", "qer"]
+
+
+def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():
+    """3 packets of the first trial lost at the DUT's receive ring (the host's): that trial's cases
+    (the loss is the trial's, not a stream's) are not decided, the one that lost them not a fail."""
+    got, _ = _run(Behaviour(ring_loss=3))
+    c = got["ohr-0"]
+    assert c["verdict"] == "not decided" and c["criterion_verdict"] == "fail", c
+    assert "lost before the UPF (the host's): uplink dut_receive_ring 3" in c["why"], c["why"]
+    assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"ohr-0", "ohr-6", "second"}
+    assert all(got[k]["verdict"] == "not decided" for k in ("ohr-6", "second"))
+
+
+@pytest.mark.parametrize("kind", ["rules"])
+def test_the_rules_kind_is_on_the_command_line(kind):
+    from gtplab.upftests import cli
+    assert cli.KINDS[kind] is K
