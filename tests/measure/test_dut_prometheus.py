@@ -1,32 +1,17 @@
 """The Prometheus text of a UPF read by prometheus_client's parser (issue 33): label values holding
 the characters a regex reader breaks on, and a selector with them, still match the right series."""
 
-import http.server
-import threading
-
 import pytest
 
 from gtplab.dut import prometheus
+from tests.lib.http_server import serving
 
 
 @pytest.fixture
 def endpoint():
     text = {"body": ""}
-
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = text["body"].encode()
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield text, f"http://127.0.0.1:{srv.server_port}/metrics"
-    srv.shutdown()
-    srv.server_close()
+    with serving(get=lambda path: (200, text["body"].encode())) as url:
+        yield text, f"{url}/metrics"
 
 
 EXPOSITION = """# HELP upf_packets_total Packets by interface.

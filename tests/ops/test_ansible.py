@@ -460,28 +460,24 @@ def _fake_trex_release(path: Path, version: str, top: str | None = None) -> None
 def test_trex_role_installs_release(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("runs a role on this machine: needs root")
-    import http.server
-    import threading
+    from tests.lib.http_server import serving
     www = tmp_path / "www"
     www.mkdir()
     _fake_trex_release(www / "v9.01.tar.gz", "v9.01")
     _fake_trex_release(tmp_path / "local-v9.02.tar.gz", "v9.02", top="scripts")   # as shipped: scripts/
-    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(www), **kw)  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    root = tmp_path / "root"
-    common = {
-        "trex_install_root": str(root / "opt/trex"),
-        "trex_cfg_path": str(root / "trex_cfg.yaml"),
-        "trex_systemd_dir": str(root),
-        "trex_hugepages": "",                        # leave this machine's memory alone
-        "trex_packages": ["python3", "kmod", "iproute2"],
-        "trex_node_exporter": False,
-        "trex_url": f"http://127.0.0.1:{server.server_port}/{{{{ trex_version }}}}.tar.gz",
-        "trex_ports": [{"pci": "0000:00:1f.0", "dpdk_driver": "", "ip": "10.201.0.2", "gw": "10.201.0.1"},
-                       {"pci": "0000:00:1f.1", "dpdk_driver": "", "ip": "10.202.0.2", "gw": "10.202.0.1"}],
-    }
-    try:
+    with serving(directory=str(www)) as url:
+        root = tmp_path / "root"
+        common = {
+            "trex_install_root": str(root / "opt/trex"),
+            "trex_cfg_path": str(root / "trex_cfg.yaml"),
+            "trex_systemd_dir": str(root),
+            "trex_hugepages": "",                        # leave this machine's memory alone
+            "trex_packages": ["python3", "kmod", "iproute2"],
+            "trex_node_exporter": False,
+            "trex_url": f"{url}/{{{{ trex_version }}}}.tar.gz",
+            "trex_ports": [{"pci": "0000:00:1f.0", "dpdk_driver": "", "ip": "10.201.0.2", "gw": "10.201.0.1"},
+                           {"pci": "0000:00:1f.1", "dpdk_driver": "", "ip": "10.202.0.2", "gw": "10.202.0.1"}],
+        }
         root.mkdir()
         runs = []
         for extra in ({"trex_version": "v9.01"}, {"trex_version": "v9.01"},
@@ -492,9 +488,6 @@ def test_trex_role_installs_release(tmp_path):
             if extra["trex_version"] == "v9.01" and len(runs) == 1:
                 assert os.readlink(root / "opt/trex/current") == str(root / "opt/trex/v9.01")
                 assert (root / "opt/trex/v9.01/t-rex-64").stat().st_mode & 0o111
-    finally:
-        server.shutdown()
-        server.server_close()
     assert _recap(runs[0])["changed"] >= 4, runs[0][-3000:]   # download, unpack, link, cfg, unit
     assert _recap(runs[1])["changed"] == 0, f"2nd run changed: {_changed_tasks(runs[1])}"
     # The local tarball of another version, laid out as the runtime tarball (top folder scripts/, the

@@ -441,35 +441,17 @@ def test_a_gateway_that_lost_pushes_gets_them_again(stack):
 def test_pusher_works_with_a_gateway_without_the_status_api():
     """A gateway (or a proxy in front of one) that answers 404 on /api/v1/status still gets every
     push; only the restart check is off."""
-    import http.server
-    import threading
     from gtplab.results.push import Pusher
+    from tests.lib.http_server import serving
     got = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self):
-            got.append(self.path)
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.end_headers()
-
-        def do_GET(self):
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        p = Pusher(f"http://127.0.0.1:{srv.server_address[1]}", make_run(), warn=lambda m: None)
+    def put(path, body):
+        got.append(path)
+        return 200
+    with serving(get=lambda path: (404, b""), put=put) as url:
+        p = Pusher(url, make_run(), warn=lambda m: None)
         assert p.push(make_case(0, "uplink", 64)) and p.push(make_case(1, "uplink", 128))
         assert len(got) == 2 and p.pending == []
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_gtplab_push_of_a_torn_cases_file_pushes_what_is_whole(stack, tmp_path):

@@ -585,29 +585,16 @@ def test_runner_sends_uplink_to_n3_with_the_upf_teids():
 
 
 def test_prometheus_counters_follow_the_mapping(tmp_path):
-    import http.server
-    import threading
     from types import SimpleNamespace
     from gtplab.measure import conservation
     from gtplab.dut.prometheus import PrometheusDut
+    from tests.lib.http_server import serving
     text = ['upf_xdp_redirect 100', 'upf_xdp_tx 5', 'upf_xdp_drop 7', 'upf_xdp_aborted 1',
             'upf_rx{iface="n3"} 120', 'upf_rx{iface="n6"} 999']
 
-    class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = ("\n".join(text) + "\n").encode()
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-    srv = http.server.HTTPServer(("127.0.0.1", 0), H)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
+    with serving(get=lambda path: (200, ("\n".join(text) + "\n").encode())) as url:
         cfg = SimpleNamespace(path="t", dut={"prometheus": {
-            "url": f"http://127.0.0.1:{srv.server_port}/metrics",
+            "url": f"{url}/metrics",
             "metrics": {"fwd": ["upf_xdp_redirect", "upf_xdp_tx"], "drop": ["upf_xdp_drop", "upf_xdp_aborted"],
                         "rx": 'upf_rx{iface="n3"}'}}})
         d = PrometheusDut(cfg)
@@ -616,8 +603,6 @@ def test_prometheus_counters_follow_the_mapping(tmp_path):
         text[0], text[2], text[4] = 'upf_xdp_redirect 190', 'upf_xdp_drop 17', 'upf_rx{iface="n3"} 220'
         dd = conservation.DutDelta.from_counters(before, d.counters())
         assert (dd.fwd_packets, dd.drop_packets, dd.rx_packets) == (90, 10, 100)
-    finally:
-        srv.shutdown()
 
 
 def test_no_counters_means_generator_side_only():
