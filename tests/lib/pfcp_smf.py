@@ -44,8 +44,19 @@ def session_json(pin_dir: str, teid: int) -> dict:
 
 
 def _seq_of(b: bytes) -> int | None:
+    """The sequence number in a PFCP header, None when the bytes are too short for one."""
     off = 12 if len(b) >= 1 and b[0] & 1 else 4
     return int.from_bytes(b[off:off + 3], "big") if len(b) >= off + 4 else None
+
+
+def answer_to(request: bytes, recv, within: float = 2) -> bytes:
+    """The first datagram recv(timeout) gives with request's sequence number (or none readable)
+    within `within` s: a late answer to an earlier request, on a loaded machine, is skipped."""
+    want, deadline = _seq_of(request), time.monotonic() + within
+    while True:
+        r = recv(max(0.01, deadline - time.monotonic()))
+        if want is None or _seq_of(r) in (want, None):
+            return r
 
 
 class CP:
@@ -69,11 +80,7 @@ class CP:
         """Send a request, return the answer with its sequence number (late answers skipped)."""
         b = bytes(pkt)
         self.send(b)
-        want, deadline = _seq_of(b), time.monotonic() + 2
-        while True:
-            r = self.recv(max(0.01, deadline - time.monotonic()))
-            if want is None or _seq_of(r) in (want, None):
-                return PFCP(r)
+        return PFCP(answer_to(b, self.recv))
 
     def close(self) -> None:
         self.sock.close()
@@ -101,7 +108,7 @@ class Agent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if not self.out:
+        if not getattr(self, "out", ""):      # (a subclass may not have run __init__: test_pfcp_end_marker's)
             self.out = self.proc.stdout.read() + self.proc.stderr.read()
         return self.out
 
