@@ -124,7 +124,7 @@ def test_prometheus_scrape_of_an_endless_body(server, monkeypatch, mode):
 @pytest.mark.parametrize("mode", ["oversized", "trickle"])
 @pytest.mark.parametrize("what", ["status", "metrics"])
 def test_pushgateway_answers_that_do_not_end(server, monkeypatch, mode, what):
-    from gtplab.results import push
+    from gtplab.results import gateway as push
     for name in ("GATEWAY_STATUS_MAX_BYTES", "GATEWAY_METRICS_MAX_BYTES"):
         monkeypatch.setattr(push, name, LIMIT, raising=False)
     call = {"status": lambda: push.gateway_start_time(server[mode], timeout=1.0),

@@ -14,7 +14,8 @@ the default, and this VM's: HZ 250, no IRQ time accounting):
 So a CPU's busy time is best taken as wall - idle - iowait - steal, and the lab's own share of it
 from its threads' schedstat run time (gtplab.observe.host does both).
 
-Used by gtplab.observe.host (a trial's disturbance), gtplab.lab.awake and bench/.
+Used by gtplab.observe.host (a trial's disturbance), gtplab.lab.awake, gtplab.results.gateway (whether a
+sweep's owner still runs) and bench/.
 """
 
 from __future__ import annotations
@@ -147,3 +148,13 @@ def alive(pid: int, started: int | None = None) -> bool:
     """Process pid exists (and, given `started`, is the one that started then, not a reused pid)."""
     st = start_time(pid)
     return st is not None and (started is None or st == started)
+
+
+def boot_id() -> str:
+    """This boot's id (/proc/sys/kernel/random/boot_id): with a pid and its start time, it names a
+    process across reboots. "" when it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""

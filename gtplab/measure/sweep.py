@@ -41,6 +41,7 @@ from gtplab.errors import ResultsWriteError, Terminated, UserError
 from gtplab.lab import config as labconfig
 from gtplab.measure import mlrsearch as mlr
 from gtplab.measure import search
+from gtplab.measure.caserecord import CASE_KEYS, CaseRecord
 from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
 from gtplab.measure.plan import goals as goals_of
 from gtplab.measure.runner import Runner
@@ -48,7 +49,8 @@ from gtplab.observe import flamegraph
 from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
 from gtplab.rates import line_rate_pps, mult_pps, wire_rates
 from gtplab.results import store as results
-from gtplab.results.push import Pusher, check_gateway_url
+from gtplab.results.gateway import check_gateway_url
+from gtplab.results.pusher import Pusher
 from gtplab.results.report import build_report
 from gtplab.traffic import backend
 
@@ -95,14 +97,17 @@ def _rate(pps: float | None) -> str:
 
 # ------------------------------------------------------------------------------------------ run
 
-CASE_KEYS = ("offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps", "rx_bps_l1", "rx_bps_l2",
-             "tx_packets", "rx_packets", "loss_ratio", "latency_us", "dut", "conservation")
 TRIAL_KEYS = ("phase", "rate_asked", "rate_asked_pps", "duration_s", "offered_pps", "rx_pps", "tx_packets",
               "rx_packets", "loss_ratio", "generator_bound", "limit", "loss", "conservation", "search",
               "latency_point", "latency_us", "host", "rx_path", "settle")
 
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
+    """measure_case's record as JSON data (CaseRecord.to_dict)."""
+    return measure_case(runner, p, spec, cfg, pcap_dir, progress).to_dict()
+
+
+def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> CaseRecord:
     """Run one case; returns its results record (docs/results.md plus trials, notes, conservation):
     one trial at a fixed rate, or an MLRsearch of the spec's goals (gtplab.measure.search) and the
     latency trials at shares of the PDR it found."""
@@ -158,35 +163,35 @@ def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progre
                      "accounting (cost.bpf_stats_ns_per_packet)")
     if best["dut"].get("ns_per_packet") is None:
         best["dut"] = {**best["dut"], "ns_per_packet": cost["xdp_ns_per_packet"]}
-    rec: dict[str, Any] = {
-        "case_id": p.case_id, "direction": p.direction, "frame_size": p.actual_size,
-        "requested_frame_size": p.frame_size, "flows": p.flows, "flow_mode": p.flow_mode,
-        "order": p.order, "ip": p.ip,
-        "checksum": p.checksum, "bearers": p.n_bearers, "rate_mode": p.rate_mode,
-        "duration_s": best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
-        "rate_asked": best["rate_asked"],
-        "status": status,
+    rec = CaseRecord(
+        case_id=p.case_id, direction=p.direction, frame_size=p.actual_size,
+        requested_frame_size=p.frame_size, flows=p.flows, flow_mode=p.flow_mode,
+        order=p.order, ip=p.ip,
+        checksum=p.checksum, bearers=p.n_bearers, rate_mode=p.rate_mode,
+        duration_s=best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
+        rate_asked=best["rate_asked"],
+        status=status,
         **extra,
-        "conservation_ok": all(t["conservation"]["ok"] for t in trials),
-        "trials": [{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
-        "rx_path": rx_path_of(best, trials),
-        "host": host_summary(trials),
-        "cost": cost,
-        "tunables": prep.tunables,
-        "pcap": os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
-        "notes": notes,
-        "end_timestamp": time.time(),
-    }
+        conservation_ok=all(t["conservation"]["ok"] for t in trials),
+        trials=[{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
+        rx_path=rx_path_of(best, trials),
+        host=host_summary(trials),
+        cost=cost,
+        tunables=prep.tunables,
+        pcap=os.path.relpath(pcap, pcap_dir.parent) if pcap and pcap_dir else None,
+        notes=notes,
+        end_timestamp=time.time(),
+    )
     # a searched case's verdict notes its disturbed trials (and what the search did with them, with the
     # reasons); host_notes adds those of a fixed-rate trial and the CPUs shared with another lab
-    rec["notes"] += host_notes(rec["host"] if p.rate_mode == "fixed" else {**rec["host"], "disturbed": 0})
+    rec.notes += host_notes(rec.host if p.rate_mode == "fixed" else {**rec.host, "disturbed": 0})
     if any(t["conservation"].get("scope", "").startswith("generator only") for t in trials):
-        rec["notes"].append("packet conservation on the generator's side only (dut.counters: none)")
-    if not rec["conservation_ok"]:
+        rec.notes.append("packet conservation on the generator's side only (dut.counters: none)")
+    if not rec.conservation_ok:
         bad = [t["conservation"] for t in trials if not t["conservation"]["ok"]]
-        rec["notes"].append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
-    rec["premises"] = case_premises(rec, trials)
-    rec["decided"] = all(x["held"] for x in rec["premises"])
+        rec.notes.append("packet conservation failed: " + "; ".join(e for b in bad for e in b["errors"]))
+    rec.premises = case_premises(rec.to_dict(), trials)
+    rec.decided = all(x["held"] for x in rec.premises)
     return rec
 
 
@@ -617,16 +622,17 @@ class _Sweep:
                                           "checksum": p.checksum, "ip": p.ip}, index=i - 1, total=len(cases))
             with (self.profiler.case(p.case_id) if self.profiler else contextlib.nullcontext()):
                 try:
-                    rec = run_case(runner, p, spec, cfg, self.pcap_dir, progress)
+                    record = measure_case(runner, p, spec, cfg, self.pcap_dir, progress)
                 except OSError as e:
                     if e.errno not in _WRITE_ERRNOS:
                         raise
                     # its capture could not be written into the results directory
                     raise ResultsWriteError(f"Couldn't write results of case {p.case_id} to {self.rdir}: "
                                             f"{e.strerror or e}; {self.done} case(s) before it are there") from None
-            rec["run_uuid"] = self.run["uuid"]         # every line says which run wrote it
+            record.run_uuid = self.run["uuid"]         # every line says which run wrote it
             if self.profiler:
-                rec["flamegraph"] = str(results.flamegraph_path(self.rdir, p.case_id).relative_to(self.rdir))
+                record.flamegraph = str(results.flamegraph_path(self.rdir, p.case_id).relative_to(self.rdir))
+            rec = record.to_dict()
             try:
                 results.append_case(self.rdir, rec)
             except OSError as e:
