@@ -26,6 +26,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gtplab import bounded
 from gtplab.conformance import cases as C
 from gtplab.conformance import departs
 from gtplab.errors import Terminated, UserError
@@ -171,23 +172,25 @@ def read(d: str) -> tuple[dict, list[dict]]:
     p = Path(d)
     if not p.is_dir():
         raise UserError(f"table: {d}: {'not a directory' if p.exists() else 'no such directory'}")
+    if not os.path.lexists(p / RUN_FILE):
+        raise UserError(f"table: {d}: no run.json (not a conformance run)")
+    # both files read to a bound (gtplab.bounded: run.json's, and cases.jsonl a line at a time); a
+    # FIFO, /dev/zero or a file over the bound is refused in one line
     try:
-        run_ = json.loads((p / RUN_FILE).read_text())
-    except OSError:
-        raise UserError(f"table: {d}: no run.json (not a conformance run)") from None
+        run_ = json.loads(bounded.read_file(p / RUN_FILE, bounded.RUN_JSON_BYTES, f"table: {d}/run.json", UserError))
     except ValueError:
         raise UserError(f"table: {d}/run.json: not JSON") from None
-    if run_.get("kind") != "conformance":
-        raise UserError(f"table: {d}: not a conformance run (run.json kind {run_.get('kind')!r})")
+    if not isinstance(run_, dict) or run_.get("kind") != "conformance":
+        kind = run_.get("kind") if isinstance(run_, dict) else None
+        raise UserError(f"table: {d}: not a conformance run (run.json kind {kind!r})")
     cases = []
-    try:
-        for ln in (p / CASES_FILE).read_text().splitlines():
+    if os.path.lexists(p / CASES_FILE):
+        for _, ln in bounded.read_lines(p / CASES_FILE, bounded.CASES_FILE_BYTES, bounded.CASE_LINE_BYTES,
+                                        f"table: {d}/{CASES_FILE}", UserError):
             try:
                 cases.append(json.loads(ln))
             except ValueError:
                 pass                        # a line torn by an interrupted run
-    except OSError:
-        pass
     return run_, cases
 
 

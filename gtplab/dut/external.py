@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import urllib.request
 
+from gtplab import bounded
 from gtplab.dut import PROG
 from gtplab.dut.kernelpath import KernelPath
 from gtplab.dut.kernelpath import places as kernel_path_places
@@ -31,7 +31,7 @@ from gtplab.kernel import bpf
 from gtplab.kernel.netns import Worker
 from gtplab.kernel.threads import process_cpu_ns
 
-HTTP_TIMEOUT = 5.0
+HTTP_TIMEOUT = bounded.EUPF_API_TIMEOUT
 
 
 def lab_url(template: str, lab) -> str:
@@ -45,8 +45,9 @@ def lab_url(template: str, lab) -> str:
 
 
 def http_get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT) as r:
-        return r.read().decode()
+    """The body of GET url (eUPF's REST API): at most bounded.EUPF_API_BYTES, all of it within
+    HTTP_TIMEOUT s; else OSError in one line naming the URL."""
+    return bounded.http_get(url, bounded.EUPF_API_BYTES, HTTP_TIMEOUT, what=f"eUPF API {url}").decode(errors="replace")
 
 
 class _PrometheusInLab(PrometheusDut):

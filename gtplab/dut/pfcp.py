@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from gtplab import bounded
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.errors import UserError
 from gtplab.kernel.netns import route_problem, run_in
@@ -85,7 +86,7 @@ class EmbeddedAgent:
         extra = ["--gtpu-netns", str(dut_ns)] if dut_ns.exists() and _has_option(self.pgwu, "--gtpu-netns") else []
         self.proc = subprocess.Popen([str(self.pgwu), "-d", pin_dir, "pfcp", "--listen", "127.0.0.1:0", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
+        line = self.proc.stdout.readline(4096)          # its first line: where it listens
         mt = re.search(r"listening on ([\d.]+):(\d+)", line)
         if not mt:
             self.close()
@@ -107,6 +108,12 @@ class EmbeddedAgent:
         for f in (self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 f.close()
+
+
+def _provisioned(path: str) -> str:
+    """The bearer file written from the UPF's answers, as text for the results: at most
+    bounded.BEARER_FILE_BYTES (UserError in one line beyond)."""
+    return bounded.read_file(path, bounded.BEARER_FILE_BYTES, f"provisioned bearer file {path}").decode(errors="replace")
 
 
 class PfcpDut:
@@ -160,7 +167,7 @@ class PfcpDut:
         out = str(self._dir / f"bearers-{self._n}.txt")
         self.prov.install(path, out)
         self.teid_file = out
-        self.provisioned_text = Path(out).read_text()     # kept for the results (the file goes at close)
+        self.provisioned_text = _provisioned(out)         # kept for the results (the file goes at close)
 
     def _after_restart(self) -> None:
         if not self.prov.sessions.sessions:
@@ -169,7 +176,7 @@ class PfcpDut:
         out = str(self._dir / f"bearers-{self._n}.txt")
         prov.write_bearer_file(list(self.prov.sessions.sessions.values()), out, self.prov.upf_label)
         self.teid_file = out
-        self.provisioned_text = Path(out).read_text()
+        self.provisioned_text = _provisioned(out)
 
     @property
     def warnings(self) -> list[str]:

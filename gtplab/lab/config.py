@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from gtplab import bounded
 from gtplab.dut import prometheus, upf_counters
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import UserError
@@ -36,7 +37,7 @@ from gtplab.rates import line_rate_pps
 LABS_DIR = Path(__file__).resolve().parent / "labs"
 DEFAULT_LAB = "embedded"
 DIRECTIONS = ("uplink", "downlink")
-MAX_BYTES = 1 << 20         # a lab config is a few kB: a larger file is not one (read no further)
+MAX_BYTES = bounded.LAB_CONFIG_BYTES   # a lab config is a few kB: a larger file is not one (read no further)
 MAX_DEPTH = 32              # nesting of mappings and lists (the shipped ones: 5)
 
 
@@ -213,7 +214,7 @@ def resolve(name_or_path: str | None = None) -> Path:
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") or os.sep in ref:
         if not p.is_file():
-            raise UserError(f"lab config {ref}: no such file")
+            raise UserError(f"lab config {ref}: {'not a regular file' if p.exists() else 'no such file'}")
         return p
     cand = LABS_DIR / f"{ref}.yaml"
     if not cand.is_file():
@@ -227,11 +228,12 @@ def read_yaml(path: Path, what: str = "lab config") -> Any:
     config has no use for them, and they let a small file expand into a huge one), no
     nesting deeper than MAX_DEPTH, every number finite. UserError naming the line or the key path,
     prefixed `<what> <path>:` (the sweep spec is read the same way: gtplab.measure.plan)."""
-    try:
-        with open(path, "rb") as f:
+    # a FIFO, a socket, a directory: refused by open_file, in one line (a FIFO would hang the open)
+    with bounded.open_file(path, f"{what} {path}", error=UserError) as f:
+        try:
             raw = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        _fail(path, e.strerror or str(e), what)
+        except OSError as e:
+            _fail(path, e.strerror or str(e), what)
     if len(raw) > MAX_BYTES:
         _fail(path, f"larger than {MAX_BYTES >> 10} KiB: not a {what}", what)
     try:

@@ -63,6 +63,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gtplab import bounded
 from gtplab.errors import LabError, UserError
 from gtplab.kernel.netns import route_problem as netns_route_problem
 from gtplab.kernel.sched import live_stat
@@ -342,10 +343,10 @@ def run_setup(netns: str, spec: ExternalSpec, v: dict[str, str], wd: Path) -> No
 
 
 def log_tail(ext: dict, n: int = 600) -> str:
-    try:
-        text = Path(ext.get("log") or "").read_text(errors="replace")
-    except OSError:
+    log = ext.get("log") or ""
+    if not os.path.isfile(log):
         return "(no log)"
+    text = bounded.read_tail(log)       # its end: a UPF's log may be gigabytes
     lines = [ln for ln in text.strip().splitlines() if ln.strip()][-6:]
     return (" | ".join(lines))[-n:] or "(empty log)"
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from gtplab import bounded
 from gtplab.errors import UserError
 from gtplab.kernel.sched import live_stat
 from gtplab.results.push import clear_stale_live_groups
@@ -124,11 +125,26 @@ def running_pid(state_dir: str, name: str) -> int | None:
     """The pid of OUR process `name` if it runs: the pid file's process with the recorded cmdline."""
     d = Path(state_dir) / name
     try:
-        pid = int((d / "pid").read_text())
-        want = json.loads((d / "cmdline").read_text())
+        pid = int(_state_file(d / "pid"))
+        want = _recorded_cmdline(d)
     except (FileNotFoundError, ValueError):
         return None
     return pid if _read_cmdline(pid) == want else None
+
+
+def _state_file(path: Path) -> bytes:
+    """A file of the state directory, at most bounded.STATE_FILE_BYTES (the directory is the user's:
+    --state-dir); FileNotFoundError when it is missing, UserError in one line when it is not one."""
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
+    return bounded.read_file(path, bounded.STATE_FILE_BYTES, f"monitor state file {path}")
+
+
+def _recorded_cmdline(d: Path) -> list:
+    want = json.loads(_state_file(d / "cmdline"))
+    if not isinstance(want, list):
+        raise ValueError(f"{d / 'cmdline'}: not a command line")
+    return want
 
 
 def _reap(pid: int) -> None:
@@ -145,7 +161,7 @@ def stop(state_dir: str, name: str, timeout: float = 10.0) -> bool:
     if pid is None:
         (d / "pid").unlink(missing_ok=True)
         return False
-    want = json.loads((d / "cmdline").read_text())
+    want = _recorded_cmdline(d)
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while _read_cmdline(pid) == want:
@@ -180,10 +196,7 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:
-    try:
-        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
-    except FileNotFoundError:
-        return ""
+    return " | ".join(bounded.read_tail(path).strip().splitlines()[-lines:])
 
 
 def _start(s: Settings, name: str) -> subprocess.Popen:
@@ -219,9 +232,14 @@ def _wait_ready(s: Settings, name: str, proc: subprocess.Popen, deadline: float)
 
 def load_settings(state_dir: str) -> Settings | None:
     try:
-        return Settings(**json.loads((Path(state_dir) / "monitor.json").read_text()))
+        raw = _state_file(Path(state_dir) / "monitor.json")
     except FileNotFoundError:
         return None
+    try:
+        return Settings(**json.loads(raw))
+    except (ValueError, TypeError):
+        raise UserError(f"monitor state file {Path(state_dir) / 'monitor.json'}: not the settings of "
+                        "`gtplab monitor up` (remove it, or give another --state-dir)") from None
 
 
 def up(s: Settings, timeout: float = 30.0) -> None:

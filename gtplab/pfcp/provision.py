@@ -45,6 +45,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gtplab import bounded
 from gtplab.errors import UserError, note_cleanup
 from gtplab.pfcp import messages as m
 from gtplab.pfcp.errors import PfcpError, PfcpRejected, PfcpTimeout
@@ -173,9 +174,16 @@ def parse_config(d, where: str) -> PfcpConfig:
 def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
     """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...] [ue6=PREFIX/64]`),
     index = line order. ue6 makes the session IPv4v6 (the UE's /64 prefix beside its IPv4 address);
-    the other options are not read: over PFCP every session carries dut.pfcp.qfi."""
+    the other options are not read: over PFCP every session carries dut.pfcp.qfi. Read a line at a
+    time (bounded.read_lines): at most BEARER_FILE_BYTES, BEARER_LINES lines of BEARER_LINE_BYTES
+    each; UserError in one line beyond (a binary, /dev/zero) or for a FIFO."""
     out = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    for n, raw in bounded.read_lines(path, bounded.BEARER_FILE_BYTES, bounded.BEARER_LINE_BYTES,
+                                     f"bearer file {path}", max_lines=bounded.BEARER_LINES):
+        try:
+            line = raw.decode()
+        except UnicodeDecodeError:
+            raise UserError(f"bearer file {path}:{n}: not text (a bearer file is TEID UE_ADDR SGW_ADDR SGW_TEID lines)") from None
         line = line.split("#", 1)[0].split()
         if not line:
             continue

@@ -65,7 +65,7 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
                                    "gtplab upftest; several runs side by side: gtplab upftest table DIR...")
     cases = results.read_cases(d, run.get("uuid"))
     path = d / results.CASES_FILE
-    lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    lines = [n for n, raw, _ in results._lines(path) if raw.strip()]     # a line at a time, to the store's bounds
     seen: dict[str, int] = {}
     for n, c in zip(lines, cases):
         where = f"{path}:{n}"

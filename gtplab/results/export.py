@@ -19,9 +19,9 @@ import sys
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import datetime, timezone
 
+from gtplab import bounded
 from gtplab.errors import ResultsWriteError, UserError
 from gtplab.results import store
 
@@ -77,16 +77,20 @@ def query_range(prometheus: str, expr: str, start: float, end: float, step: floa
     q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
     url = f"{prometheus.rstrip('/')}/api/v1/query_range?{q}"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            body = json.load(r)
+        body = json.loads(bounded.http_get(url, bounded.PROMETHEUS_QUERY_BYTES, timeout,
+                                           what=f"Prometheus at {prometheus}", error=UserError))
     except urllib.error.HTTPError as e:
         try:
-            msg = json.load(e).get("error", e.reason)
-        except (ValueError, AttributeError):
+            msg = json.loads(bounded.read_at_most(e, bounded.HTTP_ERROR_BODY_BYTES, "its error")).get("error", e.reason)
+        except (OSError, ValueError, AttributeError, UserError):
             msg = e.reason
         raise UserError(f"Prometheus refused {expr!r}: {msg}") from None
+    except UserError:
+        raise
     except (OSError, ValueError) as e:
         raise UserError(f"cannot query Prometheus at {prometheus}: {getattr(e, 'reason', e)}") from None
+    if not isinstance(body, dict):
+        raise UserError(f"Prometheus at {prometheus}: its answer is not a JSON object")
     if body.get("status") != "success":
         raise UserError(f"Prometheus error for {expr!r}: {body.get('error')}")
     return body["data"]["result"]

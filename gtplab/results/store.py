@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from gtplab import bounded
 from gtplab.errors import ResultsWriteError
 
 RUN_FILE = "run.json"
@@ -255,22 +256,26 @@ def contents(results_dir: str | os.PathLike) -> list[str]:
     return sorted(p.name for p in Path(results_dir).iterdir() if p.name != LOCK_FILE)
 
 
-MAX_RUN_BYTES = 16 << 20        # run.json: its spec, layout and notes take a few kB
-MAX_LINE_BYTES = 16 << 20       # one line of cases.jsonl: a case and its trials take some 10-100 kB
+MAX_RUN_BYTES = bounded.RUN_JSON_BYTES        # run.json: its spec, layout and notes take a few kB
+MAX_LINE_BYTES = bounded.CASE_LINE_BYTES      # one line of cases.jsonl: a case and its trials take some 10-100 kB
+MAX_CASES_BYTES = bounded.CASES_FILE_BYTES    # all of cases.jsonl
 
 
 def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
     """run.json, checked; at most MAX_RUN_BYTES of it are read, whatever the file is."""
     path = Path(results_dir) / RUN_FILE
+    if not os.path.lexists(path):
+        raise ResultsError(f"{path}: no such file (not a gtplab results directory?)")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_RUN_BYTES + 1)
+        with bounded.open_file(path, error=ResultsError) as f:     # a FIFO: refused, not waited on
+            try:                # a chunk at a time: no buffer of the limit's size for a file of a few kB
+                raw = bounded.read_at_most(f, MAX_RUN_BYTES, str(path))
+            except bounded.TooLarge:
+                raise ResultsError(f"{path}: larger than {MAX_RUN_BYTES >> 20} MiB: not a run.json") from None
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file (not a gtplab results directory?)") from None
     except OSError as e:
         raise ResultsError(f"{path}: {e.strerror or e}") from None
-    if len(raw) > MAX_RUN_BYTES:
-        raise ResultsError(f"{path}: larger than {MAX_RUN_BYTES >> 20} MiB: not a run.json")
     try:
         run = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -286,16 +291,22 @@ def read_run(results_dir: str | os.PathLike) -> dict[str, Any]:
 def _lines(path: Path):
     """(line number, bytes, the line parsed as JSON or the error) of cases.jsonl, one line at a time:
     the memory is one line, and a line over MAX_LINE_BYTES (a binary, /dev/zero) is an error naming
-    it, read no further. A line without its newline is the last one."""
-    with open(path, "rb") as f:
-        n = 0
+    it, read no further; so is a file over MAX_CASES_BYTES in all, and a FIFO (not waited on). A
+    line without its newline is the last one."""
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
+    with bounded.open_file(path, error=ResultsError) as f:
+        n = total = 0
         while True:
             raw = f.readline(MAX_LINE_BYTES + 1)
             if not raw:
                 return
             n += 1
+            total += len(raw)
             if len(raw) > MAX_LINE_BYTES:
                 raise ResultsError(f"{path}:{n}: longer than {MAX_LINE_BYTES >> 20} MiB: not a case")
+            if total > MAX_CASES_BYTES:
+                raise ResultsError(f"{path}: larger than {MAX_CASES_BYTES >> 20} MiB: read no further")
             try:
                 parsed: Any = json.loads(raw) if raw.strip() else None
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
