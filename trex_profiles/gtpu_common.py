@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import shlex
+import stat
 import sys
 
 # Header lengths and the GTP-U port, as gtplab/gtpu/packets.py and gtplab/gtpu/walk.py know them:
@@ -435,28 +437,42 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
 # Bearers
 
 
+TEID_LINE_MAX = 4096      # bytes of one line of a TEID file: a bearer file's take < 120
+
+
 def read_teids(path: str, bearers: int) -> list[int]:
     """The first bearers TEIDs of a TEID file: the first column of every line that is not blank or
-    a comment (so a bearer file is one), each a nonzero 32-bit number."""
+    a comment (so a bearer file is one), each a nonzero 32-bit number. Read a line at a time, up to
+    the last TEID needed: a file that is not a regular one (/dev/zero, a FIFO), a line over
+    TEID_LINE_MAX bytes or a NUL byte is refused in one line, whatever follows."""
     try:
-        with open(path) as f:
-            lines = f.readlines()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ProfileError(f"--teid-file {path}: not a regular file")
+        f = open(path, "rb")
     except OSError as e:
         raise ProfileError(f"--teid-file {path}: {e.strerror}") from None
-    teids = []
-    for n, line in enumerate(lines, 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        try:
-            t = int(line.split()[0], 0)
-        except ValueError:
-            raise ProfileError(f"--teid-file {path}:{n}: not a TEID: {line.split()[0]!r}") from None
-        if not 0 < t <= 0xFFFFFFFF:
-            raise ProfileError(f"--teid-file {path}:{n}: TEID {t:#x} is 0 or above 32 bits")
-        teids.append(t)
-        if len(teids) == bearers:
-            break
+    teids: list[int] = []
+    n = 0
+    with f:
+        while len(teids) < bearers:
+            raw = f.readline(TEID_LINE_MAX + 1)
+            if not raw:
+                break
+            n += 1
+            if len(raw) > TEID_LINE_MAX or b"\0" in raw:
+                raise ProfileError(f"--teid-file {path}:{n}: "
+                                   + ("binary data (a NUL byte)" if b"\0" in raw else
+                                      f"a line over {TEID_LINE_MAX} bytes") + ": not a TEID file")
+            line = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
+            if not line:
+                continue
+            try:
+                t = int(line.split()[0], 0)
+            except ValueError:
+                raise ProfileError(f"--teid-file {path}:{n}: not a TEID: {line.split()[0]!r}") from None
+            if not 0 < t <= 0xFFFFFFFF:
+                raise ProfileError(f"--teid-file {path}:{n}: TEID {t:#x} is 0 or above 32 bits")
+            teids.append(t)
     if len(teids) < bearers:
         raise ProfileError(f"--teid-file {path}: {len(teids)} TEIDs for {bearers} bearers")
     return teids

@@ -805,6 +805,20 @@ def test_teid_file_errors(tmp_path):
             common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
     with pytest.raises(common.ProfileError, match="No such file"):
         common.parse("uplink", ["--teid-file", str(tmp_path / "none")])
+    # bounded whatever the file is (issue 35): what is not a regular file, an endless line, a NUL
+    os.mkfifo(tmp_path / "fifo")
+    for path, msg in (("/dev/zero", "/dev/zero: not a regular file"), (str(tmp_path / "fifo"), "not a regular file")):
+        with pytest.raises(common.ProfileError, match=msg):
+            common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", path])
+    big = tmp_path / "sparse.txt"
+    with open(big, "wb") as out:
+        out.write(b"0x10\n")
+        out.truncate(2 << 30)                   # 2 GiB of NULs after one TEID
+    with pytest.raises(common.ProfileError, match=r"sparse.txt:2: binary data \(a NUL byte\): not a TEID file"):
+        common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(big)])
+    f.write_text("0x10\n" + "7" * 8192 + "\n")
+    with pytest.raises(common.ProfileError, match=r":2: a line over 4096 bytes: not a TEID file"):
+        common.parse("uplink", ["--flows", "4", "--sgws", "4", "--teid-file", str(f)])
     f.write_text("1\n2\n3\n4\n")
     with pytest.raises(common.ProfileError, match="--teid-file needs --order seq"):
         common.parse("uplink", ["--flows", "4", "--sgws", "4", "--order", "random", "--teid-file", str(f)])
