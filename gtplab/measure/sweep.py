@@ -576,6 +576,7 @@ class _Sweep:
             self.exporter = _start_exporter(self.be, pgwu_metrics)
         try:
             self.rdir.mkdir(parents=True, exist_ok=True)
+            self.run["cases_done"] = 0
             results.write_run(self.rdir, self.run)
             # room kept for the last run.json, should the disk fill up during the run
             (self.rdir / RESERVE).write_bytes(bytes(RESERVE_BYTES))
@@ -640,6 +641,12 @@ class _Sweep:
                                         f"{self.done} case(s) before it are there") from None
             self.current.clear()
             self.done += 1
+            self.run["cases_done"] = self.done      # run.json counts what finished, should the run be killed
+            try:
+                results.write_run(self.rdir, self.run)
+            except OSError as e:
+                raise ResultsWriteError(f"Couldn't write {self.rdir / results.RUN_FILE}: {e.strerror or e}; "
+                                        f"{self.done} case(s) are in its cases file") from None
             self.failed += not rec["conservation_ok"]
             # a trial measured something when packets came back, or when every one it sent is on a
             # counter (a DUT that drops them all, by reason, is measured: its loss is located)
