@@ -204,13 +204,14 @@ def gtpu(inner, *, teid: int = TEID_UL, gtp_type: int = GTP_GPDU, src: str = SGW
 def gpdu(teid: int = TEID_UL, ue: str = UE_ADDR, dst: str = PDN_ADDR, *, size: int | None = None,
          l4: str | int = "udp", ttl: int = 64, tos: int = 0, df: bool = False, inner_id: int = 1,
          inner_udp_csum: bool = True, inner: Packet | None = None, outer_src: str = SGW_ADDR,
-         outer_dst: str = PGW_ADDR, sport: int = 40000, dport: int = 5001, **kw) -> Packet:
+         outer_dst: str = PGW_ADDR, inner_sport: int = 40000, inner_dport: int = 5001, **kw) -> Packet:
     """An uplink G-PDU: SGW -> PGW-U, carrying an IPv4 packet from `ue` to `dst`.
 
     size: frame size on the wire (incl. FCS); the inner L4 payload is padded to reach it.
     inner: a ready inner packet (then size must be None). Other keywords go to gtpu() (vlan, ext, seq,
-    npdu, MACs, flags, length ...) or are the inner packet's (l4, ttl, tos, df, sport, dport). dst is the inner
-    destination; outer_src/outer_dst are the tunnel's addresses (SGW -> PGW-U).
+    npdu, MACs, flags, length, sport/dport of the outer UDP ...) or are the inner packet's (l4, ttl,
+    tos, df, inner_sport, inner_dport). dst is the inner destination; outer_src/outer_dst are the
+    tunnel's addresses (SGW -> PGW-U).
     """
     kw.update(src=outer_src, dst=outer_dst)
     if inner is not None:
@@ -220,7 +221,7 @@ def gpdu(teid: int = TEID_UL, ue: str = UE_ADDR, dst: str = PDN_ADDR, *, size: i
 
     def build(n):
         return gtpu(ip_packet(ue, dst, l4=l4, payload_len=n, ttl=ttl, tos=tos, df=df, ip_id=inner_id,
-                              udp_csum=inner_udp_csum, sport=sport, dport=dport), teid=teid, **kw)
+                              udp_csum=inner_udp_csum, sport=inner_sport, dport=inner_dport), teid=teid, **kw)
     return _fit(build, size, "gpdu")
 
 

@@ -67,7 +67,7 @@ def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: b
            "dl": upf.frame_stream(1, upf.dl_frame(s, size), s.pg_dl, pps, total) + (s.pg_dl,)}
     if sdf:
         pg_u, pg_d = PG_BASE + 2 * s.index, PG_BASE + 2 * s.index + 1
-        out["ul_sdf"] = upf.frame_stream(0, upf.ul_frame(s, size, dport=PORT), pg_u, pps, total) + (pg_u,)
+        out["ul_sdf"] = upf.frame_stream(0, upf.ul_frame(s, size, inner_dport=PORT), pg_u, pps, total) + (pg_u,)
         out["dl_sdf"] = upf.frame_stream(1, upf.dl_frame(s, size, sport=PORT, dport=40000), pg_d, pps,
                                          total) + (pg_d,)
     return out

@@ -291,7 +291,7 @@ class Upf:
                 "flow_stats": {"enabled": True, "stream_id": pg, "rule_type": "stats"}}
 
     def ul_frame(self, s: TestSession, size: int, **l4) -> bytes:
-        """Session s's uplink G-PDU; l4: the UE's packet's sport/dport (UDP 40000 -> 5001)."""
+        """Session s's uplink G-PDU; l4: the UE's packet's inner_sport/inner_dport (UDP 40000 -> 5001)."""
         a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
         return bytes(packets.gpdu(r.teid, r.ue, a.pdn(s.index % 200), size=size, outer_src=r.gnb,

@@ -58,7 +58,7 @@ class FakeUpf:
         return s
 
     def ul_frame(self, s, size, **l4):
-        return ("uplink", s, size, l4.get("dport", 5001))
+        return ("uplink", s, size, l4.get("inner_dport", 5001))
 
     def dl_frame(self, s, size, **l4):
         return ("downlink", s, size, l4.get("sport", 40000))
