@@ -1,7 +1,8 @@
 """The namespace lab with TRex as its generator (`gtplab lab up --generator trex`, docs/trex.md):
 TRex's life with the lab (also after its creator is killed), a short `gtplab sweep --backend trex`
 with exact packet conservation and TRex's own captures, and the correctness checks of
-tests/dataplane/test_suite_correctness.py run unchanged with TRex sending the packets.
+tests/lib/correctness.py (tests/dataplane/test_suite_correctness.py's) run unchanged with TRex sending
+the packets.
 
 Skipped, with the reason shown, only when there is no TRex runtime (gtplab.lab.trex_server: the
 tarball in ../shared/trex/ in CI)."""
@@ -25,7 +26,7 @@ from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, teardown
 from gtplab.lab import trex_server
 from gtplab.traffic.backend import trex_client
-from tests.dataplane import test_suite_correctness as corr
+from tests.lib import correctness as C
 from tests.lib.tshark import tshark_checksums
 from tests.lib import REPO
 
@@ -233,7 +234,7 @@ def test_sweep_backend_trex(trex_lab, tmp_path):
 # ------------------------------------------------------------------ correctness, TRex sending
 
 class TrexAsEngine:
-    """The lab's TrexClient with the few engine-client conveniences test_suite_correctness uses
+    """The lab's TrexClient with the few engine-client conveniences tests/lib/correctness.py uses
     (wait_on_traffic's rx_delay_ms, stop_capture returning the frames, streams given as the
     engine's minimal stream JSON): the checks themselves run unchanged."""
 
@@ -272,23 +273,22 @@ class TrexAsEngine:
 
 @pytest.fixture(scope="module")
 def corr_lab(trex_lab, tmp_path_factory):
-    """test_suite_correctness's `lab` fixture value (lab, client, dut), with TRex as the client."""
+    """The lab triple the checks of tests/lib/correctness.py take (lab, client, dut), TRex as the client."""
     a = trex_lab.addressing
     bf = tmp_path_factory.mktemp("bearers") / "bearers.txt"
-    bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
-                          f"csum={'on' if i in corr.CSUM_ON else 'off'}\n" for i in range(4)))
+    bf.write_text(C.bearers_text(a))
     trex_lab.pgwu("session", "flush")
     trex_lab.pgwu("session", "load", str(bf))
-    # the bearers whose outer UDP checksum the checks expect on: these, whatever test_suite_correctness's
-    # own lab (the same module, run before) provisioned last
-    saved, corr.STATE["csum_on"] = corr.STATE["csum_on"], corr.CSUM_ON
+    # the bearers whose outer UDP checksum the checks expect on: these, whatever a lab of
+    # test_suite_correctness.py (run before, in the same process) provisioned last
+    saved, C.STATE["csum_on"] = C.STATE["csum_on"], C.CSUM_ON
     client = trex_client(trex_lab)
     client.connect()
     dut = LocalDut(trex_lab)
     try:
         yield trex_lab, TrexAsEngine(client, tmp_path_factory.mktemp("caps")), dut
     finally:
-        corr.STATE["csum_on"] = saved
+        C.STATE["csum_on"] = saved
         try:
             client.reset(ports=[0, 1])
         finally:
@@ -300,9 +300,10 @@ def corr_lab(trex_lab, tmp_path_factory):
                                    "test_downlink_egress_vlan", "test_downlink_sport_fixed", "test_uplink_egress_vlan",
                                    "test_not_forwarded_and_counted_by_reason"])
 def test_correctness_with_trex_sending(corr_lab, check):
-    """tests/dataplane/test_suite_correctness.py's checks, unchanged, with TRex sending the packets and
-    capturing what the PGW-U sends back (every packet checked, packet conservation per burst)."""
-    getattr(corr, check)(corr_lab)
+    """tests/lib/correctness.py's checks (test_suite_correctness.py's tests of the same names), unchanged,
+    with TRex sending the packets and capturing what the PGW-U sends back (every packet checked, packet
+    conservation per burst)."""
+    getattr(C, check.removeprefix("test_"))(corr_lab)
 
 
 def test_sweep_refuses_a_lab_of_the_other_generator(trex_lab, tmp_path):
