@@ -341,7 +341,8 @@ def classify(frame: bytes) -> dict | None:
 
 def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, int], new: tuple[str, int],
              qfi: int | None, t_request_ns: int, t_answer_ns: int | None = None, traffic_start_ns: int | None = None,
-             traffic_end_ns: int | None = None, capture_lost: int = 0) -> dict:
+             traffic_end_ns: int | None = None, capture_lost: int = 0, host_lost: dict[str, int] | None = None,
+             upf_drops: dict[str, int] | None = None) -> dict:
     """One session's downlink across a path switch. frames: (wall ns, bytes) captured on the
     access port in arrival order; pg: its stream; tx: how many it sent; old/new: (gNB address,
     TEID); qfi: the bearer's QFI (the End Marker must carry a PDU Session Container), or None;
@@ -352,7 +353,14 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
     ran SWITCH_MARGIN_S after it was answered (the end: the generator's, or the stream's last
     packet captured if later), so every packet of that time must go on the new path; the capture
     lost nothing (capture_lost). A UPF that answered in time and sent nothing on the new path
-    fails; an Update answered as the traffic ended decides nothing."""
+    fails; an Update answered as the traffic ended decides nothing.
+
+    Missing packets are looked for on the counters: host_lost, {place: frames} the host's rings
+    refused during the run (host_losses(): a veth ring that overflowed while a vCPU stalled), and
+    upf_drops, the UPF's own drops by reason (None: not read). When missing packets are the only
+    fault, the host's rings lost at least as many and the UPF dropped none, the loss is the host's:
+    the premise "no loss at the host's rings" fails and the case is not decided, with the figures.
+    Otherwise a missing packet fails the UPF (the host's share said in the why)."""
     seen: dict[int, int] = {}
     last_old = first_new = None
     last_any = None
@@ -407,6 +415,15 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
         why.append("End Marker without the PDU Session Container (the bearer has a QFI)")
     if missing:
         why.append(f"{missing} of {tx} downlink packets on neither path")
+    host = {k: v for k, v in (host_lost or {}).items() if v}
+    dropped = None if upf_drops is None else {k: v for k, v in upf_drops.items() if v}
+    out["lost_at_host"] = host
+    out["upf_drops"] = dropped
+    at_host = bool(missing) and len(why) == 1 and sum(host.values()) >= missing and not dropped
+    if missing and not at_host and (host or dropped):
+        why[-1] += (f" ({sum(host.values())} frames lost at the host's rings {host}, "
+                    + (f"the UPF dropped {sum(dropped.values())} {dropped}" if dropped else
+                       "the UPF's drops " + ("none" if dropped is not None else "not read")) + ")")
     if dups:
         why.append(f"{dups} downlink packets on both paths (or twice)")
     if elsewhere:
@@ -418,8 +435,26 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
         out["why"] = "; ".join(why)
     out["seq_series"] = seq_series(on_path, [ns for _, ns, _, p in markers if p == old],
                                    [ns for _, ns, _, p in markers if p == new], t_request_ns)
-    return decide(out, _handover_premises(t_request_ns, t_answer_ns, traffic_start_ns, traffic_end_ns, last_any,
-                                          first_new, last_old, capture_lost))
+    ps = _handover_premises(t_request_ns, t_answer_ns, traffic_start_ns, traffic_end_ns, last_any, first_new,
+                            last_old, capture_lost)
+    places = " and ".join(f"{place} ({n} frames there in the run)" for place, n in host.items())
+    ps.append(premise("no loss at the host's rings", not at_host, f"{missing} packets lost at {places} (host)",
+                      missing=missing, lost_at_host=host, upf_drops=dropped))
+    return decide(out, ps)
+
+
+def host_losses(where: dict | None, places: dict[str, str]) -> dict[str, int] | None:
+    """{place: frames} lost at the host's rings between two snapshots, from Upf.loss_delta's veth
+    counters: places maps a counter ("<ifname>.<ethtool -S name>") to the place's words; a place
+    that lost nothing is left out. None when nothing was read."""
+    if where is None:
+        return None
+    out = {}
+    for key, place in places.items():
+        n = where.get("veth", {}).get(key, 0)
+        if n:
+            out[place] = out.get(place, 0) + n
+    return out
 
 
 def _downsample(pts: list, n: int, keep_first: int = 0, keep_last: int = 0) -> list:

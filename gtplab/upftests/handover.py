@@ -12,7 +12,10 @@ packet on the new path) and the gap (last old -> first new) measured.
 Premises (criteria.handover; "not decided" when one fails): the traffic ran before the Update FAR
 was sent and still ran 0.1 s after it was answered (on a loaded host the Update can be answered
 after the traffic ended: every packet then goes on the old path and says nothing of the switch),
-and the capture lost nothing.
+and the capture lost nothing; and packets missing are not the host's: the veth rings on the way
+(generator -> DUT on N6, DUT -> generator on N3) are read before and after the run, and when they
+refused at least the packets missing, while the UPF dropped none, the case is not decided ("N
+packets lost at <place> (host)"), never a fail of the UPF.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
     # host, 6 of 14,901 "on neither path" on both sessions alike: most likely those; each case now
     # lists its first missing sequence numbers, missing_seqs); the engine's capture is apart from
     # its streams, so it takes nothing from before them
+    p0, p1 = upf.lab.ports
+    host_places = {f"{p1.ifname}.tx_queue_0_xdp_xmit_errors": f"the DUT's N6 receive ring ({p1.dut_ifname})",
+                   f"{p0.dut_ifname}.tx_queue_0_xdp_xmit_errors": f"the generator's N3 receive ring ({p0.ifname})"}
+    snap = upf.loss_snapshot()
     cap = upf.client.start_capture(rx_ports=[0], limit=total)["id"]
     ports = upf.start([upf.dl_stream(s, size, pps) for s in sessions], duration=duration)
     # when the generator started (its port's start, else now), on the capture's clock; the switch
@@ -82,6 +89,8 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
     frames = upf.client.stop_capture(cap)
     end = upf.flow()
     lost_capture = upf.client.get_stats().get(0, {}).get("capture_lost", 0)
+    where = upf.loss_delta(snap, upf.loss_snapshot())
+    host_lost = C.host_losses(where, host_places)
     recs = [(ns, data) for ns, data, _ in frames]
     cases = upf.cases()
     for s in sessions:
@@ -94,7 +103,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
         tx, rx = end.get(s.pg_dl, (0, 0))
         c = C.handover(recs, s.pg_dl, tx, (s.rules.gnb, s.rules.gnb_teid), targets[s.index], s.rules.qfi,
                        t_req[s.index], t_answer_ns=t_ans[s.index], traffic_start_ns=t_start, traffic_end_ns=t_end,
-                       capture_lost=lost_capture)
+                       capture_lost=lost_capture, host_lost=host_lost, upf_drops=where.get("upf_drops_by_reason"))
         c.update(case_id=cid, kind="handover", session=s.index, qfi=s.rules.qfi, frame_size=size,
                  direction="downlink", criterion="1 End Marker on the old tunnel after its last G-PDU (with PSC "
                  "if QFI), every packet on exactly one path",

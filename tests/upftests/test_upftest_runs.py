@@ -394,6 +394,7 @@ def test_a_results_directory_that_cannot_be_written_is_one_line(tmp_path, monkey
 
 # -- the lab's teardown ends a `pgwu pfcp` agent left on its pins ---------------------------------------
 
+@pytest.mark.lab                        # teardown releases the lab's CPU claims (/run/gtplab, root's)
 def test_lab_teardown_stops_a_pgwu_agent_left_on_its_pin_dir(tmp_path):
     """An owner killed before its teardown (SIGKILL) leaves the agent it started (`pgwu -d PIN pfcp
     --listen 127.0.0.1:0`, in the host's namespace, outside the lab's); `gtplab lab down` ends it,
