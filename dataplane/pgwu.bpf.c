@@ -10,6 +10,7 @@
  */
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_tracing.h>
@@ -306,6 +307,8 @@ struct l3 {
 	struct ethhdr *eth;
 	struct vlan_hdr *tag;		/* NULL: untagged */
 	struct iphdr *ip;
+	struct ipv6hdr *ip6;		/* set (reason PASS_NOT_IPV4) when the frame is IPv6 with
+					 * a whole fixed header: xdp_sgi takes it (sgi_ipv6) */
 	__u32 ihl_len;
 	__u32 tot_len;
 };
@@ -322,6 +325,7 @@ static __always_inline __u32 prologue(struct xdp_md *ctx, int side, struct l3 *h
 	int proto;
 
 	*action = XDP_DROP;
+	h->ip6 = NULL;
 	h->cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!h->cfg)
 		return PGWU_R_DROP_NOT_CONFIGURED;
@@ -329,6 +333,10 @@ static __always_inline __u32 prologue(struct xdp_md *ctx, int side, struct l3 *h
 	if (proto < 0)
 		return PGWU_R_DROP_TRUNC_ETH;
 	if (proto != ETH_P_IP_BE) {
+		struct ipv6hdr *i6 = cur.pos;
+
+		if (proto == ETH_P_IPV6_BE && (void *)(i6 + 1) <= data_end)
+			h->ip6 = i6;
 		*action = XDP_PASS;
 		return PGWU_R_PASS_NOT_IPV4;
 	}
@@ -958,6 +966,204 @@ out:
 	return action;
 }
 
+/*
+ * IPv6 on SGi (the UE's /64 in dl6_bearers, maps.h): the same downlink as IPv4's, in a program of
+ * its own (xdp_sgi6, tail-called by xdp_sgi): in xdp_sgi, even as a function, its stack and the
+ * IPv4 path's came to 608 bytes, over the verifier's 512, and the IPv4 path stays as it was. Inside the IPv4 tunnel: GTP-U/UDP/IPv4
+ * (gtpu_encap_write) around the IPv6 packet, outer TOS the Traffic Class. Returns the reason; the
+ * verdict in *action. in_l2: 14, or 18 with an 802.1Q tag.
+ *  - fe80::/10 and multicast destinations, and Neighbor Discovery (ICMPv6 133-137: the kernel
+ *    resolves its own neighbours on SGi) go to the kernel: PASS_NOT_UE, as IPv4 outside the pool.
+ *  - a /64 with no bearer: DROP_UNKNOWN_UE (no IPv6 pool to tell a UE address from another one).
+ *  - hop limit <= 1: DROP_TTL_EXPIRED, dropped (no ICMPv6 Time Exceeded yet): passing it would
+ *    leave the error to the kernel, which has no route to the UE prefixes and would answer
+ *    Destination Unreachable instead, or nothing.
+ *  - the outer header has no DF: the inner sender learns no tunnel MTU (no ICMPv6 Packet Too
+ *    Big here), so an encapsulated packet over the access MTU goes to the kernel, which fragments
+ *    the outer IPv4 (PASS_FIB_OTHER, as an IPv4 packet without DF; RFC 4213 3.2).
+ */
+static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cfg, __u32 in_l2,
+				      __u32 *action)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
+	struct pgwu_dl_bearer *b;
+	struct gtpu_encap e;
+	struct nexthop nh;
+	struct iphdr *oip;
+	__u32 tot_len, out_l2, csum_on, pass, mtu = 0, encap, zero = 0, reason, l2 = in_l2 == 18 ? 18 : 14;
+	__u32 s0, d0, l4 = 0;
+	__u64 prefix, isum = 0;
+	__u8 qfi, tc, nexthdr, *d8;
+	__be16 sport;
+	int err;
+
+	*action = XDP_DROP;
+	if ((void *)(ip6 + 1) > data_end)
+		return PGWU_R_DROP_BAD_IP_DL;
+	if (ip6->version != 6)
+		return PGWU_R_DROP_BAD_IP_DL;
+	tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	if ((void *)ip6 + tot_len > data_end)
+		return PGWU_R_DROP_BAD_IP_DL;
+	d8 = ip6->daddr.in6_u.u6_addr8;
+	nexthdr = ip6->nexthdr;
+	if (d8[0] == 0xff || (d8[0] == 0xfe && (d8[1] & 0xc0) == 0x80)) {
+		*action = XDP_PASS;
+		return PGWU_R_PASS_NOT_UE;
+	}
+	if (nexthdr == IPPROTO_ICMPV6) {
+		__u8 *t = (void *)(ip6 + 1);
+
+		if ((void *)(t + 1) <= data_end && *t >= 133 && *t <= 137) {
+			*action = XDP_PASS;
+			return PGWU_R_PASS_NOT_UE;
+		}
+	}
+	__builtin_memcpy(&prefix, d8, 8);
+	b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	if (!b)
+		return PGWU_R_DROP_UNKNOWN_UE;
+	if (ip6->hop_limit <= 1)
+		return PGWU_R_DROP_TTL_EXPIRED;
+
+	tc = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	/* the flow's outer source port: pgwu_sport_of over the addresses folded to a word each */
+	s0 = ip6->saddr.in6_u.u6_addr32[0] ^ ip6->saddr.in6_u.u6_addr32[1] ^
+	     ip6->saddr.in6_u.u6_addr32[2] ^ ip6->saddr.in6_u.u6_addr32[3];
+	d0 = ip6->daddr.in6_u.u6_addr32[0] ^ ip6->daddr.in6_u.u6_addr32[1] ^
+	     ip6->daddr.in6_u.u6_addr32[2] ^ ip6->daddr.in6_u.u6_addr32[3];
+	if (nexthdr == IPPROTO_TCP || nexthdr == IPPROTO_UDP) {
+		__u32 *ports = (void *)(ip6 + 1);
+
+		if (tot_len >= sizeof(*ip6) + 4 && (void *)(ports + 1) <= data_end)
+			l4 = *ports;
+	}
+	sport = cfg->flags & PGWU_CFG_SPORT_FIXED ? GTPU_PORT_BE :
+		bpf_htons(pgwu_sport_of(s0, d0, l4, nexthdr));
+	qfi = gtpu_dl_qfi(b->flags);
+	encap = gtpu_encap_len(qfi);
+	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tc,
+				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
+	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
+	if (reason && !pass)
+		return reason;
+	if (b->flags & PGWU_B_QOS) {
+		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len, !pass);
+
+		if (qr)
+			return qr;
+	}
+	if (pass) {
+		__builtin_memcpy(nh.dmac, eth->h_dest, 6);
+		__builtin_memcpy(nh.smac, eth->h_source, 6);
+		out_l2 = 14;
+	} else {
+		out_l2 = cfg->egress_vlan[PGWU_SIDE_ACCESS] ? 18 : 14;
+	}
+
+	/* an IP hop on SGi: the hop limit goes down before the packet enters the tunnel */
+	ip6->hop_limit--;
+	csum_on = gtpu_dl_csum_on(b->flags, cfg->flags);
+	if (csum_on) {
+		/* the inner packet's sum: its fixed header, then the payload's from its own checksum
+		 * where that covers it (TCP, UDP with one, ICMPv6: each sums to the negated pseudo
+		 * header, RFC 8200 8.1), else summed */
+		const csum_word *w = (void *)ip6;
+		__u32 plen = tot_len - sizeof(*ip6);
+		int i, trusted = 0;
+
+		if ((void *)(w + 10) > data_end)
+			return PGWU_R_DROP_BAD_IP_DL;
+		for (i = 0; i < 10; i++)
+			isum += w[i];
+		if (nexthdr == IPPROTO_TCP && plen >= 20)
+			trusted = 1;
+		else if (nexthdr == IPPROTO_ICMPV6 && plen >= 4)
+			trusted = 1;
+		else if (nexthdr == IPPROTO_UDP && plen >= 8) {
+			struct udphdr *u = (void *)(ip6 + 1);
+
+			trusted = (void *)(u + 1) <= data_end && u->check;
+		}
+		if (trusted) {
+			__u64 pseudo = bpf_htons((__u16)plen) + bpf_htons(nexthdr);
+
+			for (i = 2; i < 10; i++)
+				pseudo += w[i];
+			isum += csum_neg(pseudo);
+		} else {
+			isum += csum_bytes(ctx, l2 + sizeof(*ip6), plen, &err);
+			if (err)
+				return PGWU_R_DROP_BAD_IP_DL;
+		}
+	}
+
+	if (trim_to(ctx, l2 + tot_len) || bpf_xdp_adjust_head(ctx, (int)l2 - (int)(out_l2 + encap)))
+		return PGWU_R_DROP_ADJUST;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + GTPU_ENCAP_LEN + 8 > data_end)
+		return PGWU_R_DROP_ADJUST;
+	write_eth(data, nh.dmac, nh.smac, pass ? 0 : cfg->egress_vlan[PGWU_SIDE_ACCESS]);
+	oip = data + (out_l2 == 18 ? 18 : 14);
+	e.saddr = cfg->local_addr;
+	e.daddr = b->sgw_addr;
+	e.teid = b->sgw_teid;
+	e.sport = sport;
+	e.inner_len = tot_len;
+	e.tos = tc;
+	e.df = 0;
+	e.qfi = qfi;
+	{
+		__u32 *id = bpf_map_lookup_elem(&ip_id, &zero);
+
+		e.id = id ? bpf_htons((__u16)__sync_fetch_and_add(id, 1)) : 0;
+	}
+	if (!gtpu_encap_write(oip, data_end, &e) ||
+	    (csum_on && !gtpu_encap_csum(oip, data_end, qfi, isum)))
+		return PGWU_R_DROP_ADJUST;
+	if (pass) {
+		*action = XDP_PASS;
+		return reason;
+	}
+	__sync_fetch_and_add(&b->packets, 1);
+	__sync_fetch_and_add(&b->bytes, tot_len);
+	*action = forward(ctx, nh.ifindex);
+	return PGWU_R_DL_FWD;
+}
+
+/* xdp_sgi's IPv6 frames (sgi_ipv6). Counted here, with the frame's length as received. */
+SEC("xdp")
+int xdp_sgi6(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct cursor cur = { .pos = data, .end = data_end };
+	__u32 rx_len = data_end - data, action = XDP_DROP, reason, zero = 0;
+	struct pgwu_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct vlan_hdr *tag;
+	struct ethhdr *eth;
+	int proto;
+
+	if (!cfg) {
+		reason = PGWU_R_DROP_NOT_CONFIGURED;
+		goto out;
+	}
+	proto = parse_eth(&cur, &eth, &tag);
+	if (proto != ETH_P_IPV6_BE) {	/* only xdp_sgi's IPv6 frames get here */
+		action = XDP_PASS;
+		reason = PGWU_R_PASS_NOT_IPV4;
+		goto out;
+	}
+	reason = sgi_ipv6(ctx, cfg, tag ? 18 : 14, &action);
+out:
+	count(reason, action, rx_len);
+	return action;
+}
+
 SEC("xdp")
 int xdp_sgi(struct xdp_md *ctx)
 {
@@ -980,6 +1186,8 @@ int xdp_sgi(struct xdp_md *ctx)
 	int err;
 
 	reason = prologue(ctx, PGWU_SIDE_SGI, &h, &action);
+	if (reason == PGWU_R_PASS_NOT_IPV4 && h.ip6)
+		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_SGI6);	/* not back unless it is missing */
 	if (reason)
 		goto out;
 	cfg = h.cfg;

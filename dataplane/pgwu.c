@@ -176,6 +176,9 @@ static const struct opt session_add_options[] = {
 	  .help = "5G N3 QoS flow (0..63): downlink G-PDUs get a PDU Session Container with "
 		  "it, uplink ones without an UL one carrying it are dropped (TS 38.415; "
 		  "default: none)" },
+	{ .name = "ue6", .type = OPT_STR, .off = offsetof(struct session_opts, ue6),
+	  .metavar = "PREFIX/64", .help = "the UE's IPv6 /64 (IPv6 inside the IPv4 tunnel: "
+	  "downlink to any address in it, uplink only from it; default: none)" },
 	OPT_END
 };
 
@@ -201,7 +204,7 @@ static const struct opt session_load_options[] = {
 	{ .type = OPT_STR, .off = offsetof(struct session_opts, file), .metavar = "FILE",
 	  .required = true,
 	  .help = "one bearer a line: TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] "
-		  "[qfi=0..63]" },
+		  "[qfi=0..63] [ue6=PREFIX/64]" },
 	OPT_END
 };
 

@@ -41,6 +41,88 @@ int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bear
 	return 0;
 }
 
+int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct pgwu_dl_bearer *dl)
+{
+	int err = bpf_map_update_elem(m->ul6, &teid, &ue6, BPF_NOEXIST);
+
+	if (err)
+		return err;
+	if (dl) {
+		err = bpf_map_update_elem(m->dl6, &ue6, dl, BPF_NOEXIST);
+		if (err) {
+			bpf_map_delete_elem(m->ul6, &teid);
+			return err == -EEXIST ? -EADDRINUSE : err;
+		}
+	}
+	return 0;
+}
+
+/* The /64 of the uplink half teid and its IPv6 downlink half (when it is that bearer's). */
+int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid)
+{
+	struct pgwu_dl_bearer d;
+	__u64 ue6;
+
+	if (bpf_map_lookup_elem(m->ul6, &teid, &ue6))
+		return 0;
+	if (!bpf_map_lookup_elem(m->dl6, &ue6, &d) && d.local_teid == teid &&
+	    bpf_map_delete_elem(m->dl6, &ue6) && errno != ENOENT)
+		return -errno;
+	if (bpf_map_delete_elem(m->ul6, &teid) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int parse_prefix64(const char *s, __u64 *ue6, const char **err)
+{
+	const char *slash = strchr(s, '/');
+	struct in6_addr a;
+	char buf[INET6_ADDRSTRLEN];
+	size_t n;
+
+	if (!slash) {
+		*err = "no prefix length (expected PREFIX/64)";
+		return -1;
+	}
+	if (strcmp(slash + 1, "64")) {
+		*err = "not a /64 (a bearer's IPv6 prefix is a /64, TS 23.401 5.3.1.2.2)";
+		return -1;
+	}
+	n = slash - s;
+	if (n == 0 || n >= sizeof(buf)) {
+		*err = "bad IPv6 prefix";
+		return -1;
+	}
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	if (inet_pton(AF_INET6, buf, &a) != 1) {
+		*err = "bad IPv6 prefix";
+		return -1;
+	}
+	if (a.s6_addr[8] | a.s6_addr[9] | a.s6_addr[10] | a.s6_addr[11] | a.s6_addr[12] |
+	    a.s6_addr[13] | a.s6_addr[14] | a.s6_addr[15]) {
+		*err = "host bits set after the /64";
+		return -1;
+	}
+	if (a.s6_addr[0] == 0xff || (a.s6_addr[0] == 0xfe && (a.s6_addr[1] & 0xc0) == 0x80) ||
+	    !memcmp(a.s6_addr, (__u8[8]){ 0 }, 8)) {
+		*err = "not a unicast prefix (multicast, link-local or ::/64)";
+		return -1;
+	}
+	memcpy(ue6, a.s6_addr, 8);
+	return 0;
+}
+
+const char *prefix64_str(__u64 ue6, char *buf)
+{
+	struct in6_addr a = {};
+
+	memcpy(a.s6_addr, &ue6, 8);
+	inet_ntop(AF_INET6, &a, buf, INET6_ADDRSTRLEN);
+	strcat(buf, "/64");
+	return buf;
+}
+
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl)
 {
 	if (has_dl)
@@ -51,6 +133,8 @@ int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, 
 		return -errno;
 	if (has_ul && bpf_map_delete_elem(m->ul, &teid) && errno != ENOENT)
 		return -errno;
+	if (has_ul)
+		return bearer_remove_v6(m, teid);
 	return 0;
 }
 
@@ -207,6 +291,15 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 		b->flags = dl.flags;
 		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
 		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
+	}
+	if (b->has_ul && !bpf_map_lookup_elem(m->ul6, &teid, &b->ue6)) {
+		b->has_ue6 = true;
+		if (!bpf_map_lookup_elem(m->dl6, &b->ue6, &dl) && dl.local_teid == teid) {
+			b->dl6_packets = dl.packets;
+			b->dl6_bytes = dl.bytes;
+			b->dl_packets += dl.packets;
+			b->dl_bytes += dl.bytes;
+		}
 	}
 	return 0;
 }

@@ -33,6 +33,20 @@
  */
 int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 ul_flags,
 	       const struct pgwu_dl_bearer *dl);
+/*
+ * IPv6 (dl6_bearers, ul6_prefix; maps.h): the /64 ue6 (network order, its 8 octets) of the bearer
+ * whose uplink half is teid, added after its IPv4 halves. bearer_add_v6: the prefix for uplink
+ * anti-spoofing and, with dl, the IPv6 downlink half (dl as bearer_add's, local_teid teid); all or
+ * nothing: -EEXIST (the TEID has a /64 already), -EADDRINUSE (the /64 is another bearer's),
+ * -E2BIG, -errno. bearer_remove of an uplink half removes its /64 too (both maps).
+ */
+int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct pgwu_dl_bearer *dl);
+int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid);
+/* "PREFIX/64" (or "PREFIX::/64") to the /64's 8 octets in network order; 0, or -1 with why in
+ * *err (one line, for a bad option). */
+int parse_prefix64(const char *s, __u64 *ue6, const char **err);
+/* The /64 as "a:b:c:d::/64" in buf (at least 48 octets). */
+const char *prefix64_str(__u64 ue6, char *buf);
 int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl);
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl);
 int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid);

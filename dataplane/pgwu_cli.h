@@ -79,6 +79,7 @@ struct session_opts {
 	struct opt_u32 qfi;		/* 5G N3 QoS flow, 0..63; not set: none */
 	struct opt_flag json;
 	struct opt_str file;
+	struct opt_str ue6;		/* the UE's IPv6 /64 */
 };
 
 struct stats_opts {

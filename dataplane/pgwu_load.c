@@ -141,6 +141,10 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.dl_bearers, max_bearers);
 	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.dl6_bearers, max_bearers);
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.ul6_prefix, max_bearers);
+	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.qos, max_bearers);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.ul_slots, pgwu_slots_for(max_bearers));
@@ -232,6 +236,7 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 		__u64 k = round_up_u64(bpf_map__key_size(map), 8);
 
 		if (!strcmp(name, "ul_bearers") || !strcmp(name, "dl_bearers") ||
+		    !strcmp(name, "dl6_bearers") || !strcmp(name, "ul6_prefix") ||
 		    !strcmp(name, "qos"))
 			n = max_bearers;
 		else if (!strcmp(name, "ul_slots") || !strcmp(name, "dl_slots"))
@@ -242,8 +247,11 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 		case BPF_MAP_TYPE_LRU_HASH:	/* always preallocated (htab_map_mem_usage) */
 			p->buckets += pow2_at_least(n) * HTAB_BUCKET_SIZE;
 			/* a qos entry exists only for a PFCP session with QERs or URRs: not a
-			 * bearer's cost (HTAB_ELEM_HDR + 8 + 96 + 8 = 160 bytes more for those) */
-			if (!strcmp(name, "qos"))
+			 * bearer's cost (HTAB_ELEM_HDR + 8 + 96 + 8 = 160 bytes more for those);
+			 * nor are the IPv6 maps' entries, made only for a bearer with a /64
+			 * (dl6_bearers 104 + ul6_prefix 72 = 176 bytes more for those) */
+			if (!strcmp(name, "qos") || !strcmp(name, "dl6_bearers") ||
+			    !strcmp(name, "ul6_prefix"))
 				break;
 			if (bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)
 				p->per_bearer += HTAB_ELEM_HDR + k + v + LLIST_NODE_SIZE;

@@ -79,8 +79,8 @@ int maps_open(struct pgwu_maps *m)
 {
 	/* config first: when nothing is loaded, its "not loaded" is the one message */
 	static const char *const names[] = { "config", "ul_bearers", "dl_bearers", "stats",
-					     "fib_gen" };
-	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen };
+					     "fib_gen", "dl6_bearers", "ul6_prefix" };
+	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen, &m->dl6, &m->ul6 };
 	size_t i;
 
 	m->lock = -1;
@@ -257,7 +257,7 @@ void maps_close(struct pgwu_maps *m)
 		close(m->lock);
 	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
-		       &m->dl_slots_fd };
+		       &m->dl_slots_fd, &m->dl6, &m->ul6 };
 
 	if (m->ul_slots)
 		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));
@@ -481,6 +481,51 @@ static void dl_slot_add(const struct pgwu_maps *m, __u32 ue, struct bearer *x)
 	}
 }
 
+/* The IPv6 /64 of the bearers that have one (ul6_prefix), and their IPv6 downlink usage: read
+ * by prefix, so the cost is the IPv6 bearers', not the table's. t is sorted by TEID. */
+static int bearers_read_v6(const struct pgwu_maps *m, struct bearer_table *t)
+{
+	__u32 *keys = NULL;
+	__u64 *vals = NULL;
+	size_t n = 0;
+	int err;
+
+	err = map_dump(m->ul6, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	if (err)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		__u32 teid = ntohl(keys[i]);
+		size_t lo = 0, hi = t->n;
+		struct pgwu_dl_bearer d;
+
+		while (lo < hi) {	/* the first bearer with this TEID */
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (t->b[mid].teid < teid)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < t->n && t->b[lo].teid == teid; lo++) {
+			struct bearer *x = &t->b[lo];
+
+			if (!x->has_ul)
+				continue;
+			x->has_ue6 = true;
+			x->ue6 = vals[i];
+			if (!bpf_map_lookup_elem(m->dl6, &vals[i], &d) && d.local_teid == keys[i]) {
+				x->dl6_packets = d.packets;
+				x->dl6_bytes = d.bytes;
+				x->dl_packets += d.packets;
+				x->dl_bytes += d.bytes;
+			}
+		}
+	}
+	free(keys);
+	free(vals);
+	return 0;
+}
+
 int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 {
 	struct pgwu_ul_bearer *ulv = NULL;
@@ -584,6 +629,7 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 	t->n = n;
 	t->n_ul = n_ul;
 	t->n_dl = n_dl;
+	err = bearers_read_v6(m, t);
 out:
 	if (err == -ENOMEM)
 		fprintf(stderr, "Couldn't read the bearer tables: %s\n", strerror(ENOMEM));

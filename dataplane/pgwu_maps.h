@@ -33,6 +33,8 @@ struct pgwu_maps {
 	struct pgwu_ul_slot *ul_slots;
 	struct pgwu_dl_slot *dl_slots;
 	__u32 nslots;
+	int dl6;	/* dl6_bearers: UE /64 -> downlink half (IPv6) */
+	int ul6;	/* ul6_prefix: local TEID -> UE /64 */
 };
 
 /* The slot holding this bearer (key network order), or NULL. */
@@ -65,6 +67,9 @@ struct bearer {
 	__u32 flags;		/* PGWU_B_* of the downlink half */
 	__u32 ul_flags;		/* PGWU_B_QFI and the QFI of the uplink half */
 	bool has_ul, has_dl;	/* false: a half-installed bearer (only while pgwu writes it) */
+	bool has_ue6;		/* ue6 is the bearer's IPv6 /64 (ul6_prefix) */
+	__u64 ue6;		/* the /64, its 8 octets in network order (dl6_bearers' key) */
+	__u64 dl6_packets, dl6_bytes;	/* downlink IPv6 usage (dl6_bearers), also in dl_* */
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;
 };
 struct bearer_table {

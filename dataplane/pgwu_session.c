@@ -49,10 +49,16 @@ void bearer_print_row(FILE *f, const struct bearer *b)
 		snprintf(dlp, sizeof(dlp), "%llu", (unsigned long long)b->dl_packets);
 		snprintf(dlb, sizeof(dlb), "%llu", (unsigned long long)b->dl_bytes);
 	}
-	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s\n", b->teid,
+	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s", b->teid,
 		ip_str(b->ue, ue), b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
 		b->has_dl ? bearer_csum_str(b->flags) : "-", bearer_qfi_str(b, qfi), ulp, ulb, dlp,
 		dlb);
+	if (b->has_ue6) {	/* a trailing column, only on the rows that have one */
+		char p6[INET6_ADDRSTRLEN + 4];
+
+		fprintf(f, " ue6=%s", prefix64_str(b->ue6, p6));
+	}
+	fprintf(f, "\n");
 }
 
 /* "qfi": the downlink half's (what downlink G-PDUs are marked with), "ul_qfi": the uplink
@@ -91,6 +97,13 @@ static void print_json(FILE *f, const struct bearer *b, bool with_pfcp, const st
 			(unsigned long long)b->ul_packets, (unsigned long long)b->ul_bytes);
 	else
 		fprintf(f, "\"uplink\": null, ");
+	if (b->has_ue6) {
+		char p6[INET6_ADDRSTRLEN + 4];
+
+		fprintf(f, "\"ue6\": \"%s\", \"downlink6\": {\"packets\": %llu, \"bytes\": %llu}, ",
+			prefix64_str(b->ue6, p6), (unsigned long long)b->dl6_packets,
+			(unsigned long long)b->dl6_bytes);
+	}	/* without one: no such keys (the IPv4-only bearer's object as it always was) */
 	if (b->has_dl)
 		fprintf(f, "\"downlink\": {\"packets\": %llu, \"bytes\": %llu}}",
 			(unsigned long long)b->dl_packets, (unsigned long long)b->dl_bytes);
@@ -129,7 +142,9 @@ int do_session_add(const void *cfg)
 		.flags = csum_flags[o->csum.v] | qfi,
 	}, old_dl;
 	char a[16], b[16];
+	const char *why = NULL;
 	struct pgwu_maps m;
+	__u64 ue6 = 0;
 	int err;
 
 	if (addr_unusable(ue)) {
@@ -141,10 +156,29 @@ int do_session_add(const void *cfg)
 			addr_unusable(o->sgw.addr));
 		return -EUSAGE;
 	}
+	if (o->ue6.set && parse_prefix64(o->ue6.s, &ue6, &why)) {
+		fprintf(stderr, "--ue6 '%s': %s\n", o->ue6.s, why);
+		return -EUSAGE;
+	}
 	err = maps_open_locked(&m);
 	if (err)
 		return err;
 	err = bearer_add(&m, teid, ue, qfi, &dl);
+	if (!err && o->ue6.set) {
+		err = bearer_add_v6(&m, teid, ue6, &dl);
+		if (err == -EADDRINUSE && !bpf_map_lookup_elem(m.dl6, &ue6, &old_dl))
+			fprintf(stderr, "IPv6 prefix %s already has a bearer (TEID %u)\n", o->ue6.s,
+				ntohl(old_dl.local_teid));
+		else if (err == -E2BIG)
+			full_msg(m.dl6);
+		else if (err)
+			fprintf(stderr, "Couldn't add the bearer's IPv6 prefix: %s\n", strerror(-err));
+		if (err) {
+			bearer_remove(&m, teid, ue, true, true);	/* all or nothing */
+			maps_close(&m);
+			return err;
+		}
+	}
 	if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
 		fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
 			ip_str(old_ul.ue_addr, a));
@@ -155,12 +189,18 @@ int do_session_add(const void *cfg)
 		full_msg(m.ul);
 	else if (err)
 		fprintf(stderr, "Couldn't add the bearer: %s\n", strerror(-err));
-	else if (o->qfi.set)
-		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u QFI %u\n", o->teid.v,
-		       ip_str(ue, a), ip_str(o->sgw.addr, b), o->sgw_teid.v, o->qfi.v);
-	else
-		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u\n", o->teid.v, ip_str(ue, a),
+	else {
+		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u", o->teid.v, ip_str(ue, a),
 		       ip_str(o->sgw.addr, b), o->sgw_teid.v);
+		if (o->qfi.set)
+			printf(" QFI %u", o->qfi.v);
+		if (o->ue6.set) {
+			char p6[INET6_ADDRSTRLEN + 4];
+
+			printf(" UE6 %s", prefix64_str(ue6, p6));
+		}
+		printf("\n");
+	}
 	maps_close(&m);
 	return err;
 }
@@ -310,6 +350,28 @@ static int delete_keys(int fd, const __u32 *keys, size_t n)
 static int flush_both(int ul_fd, const __u32 *ul_keys, size_t n_ul, int dl_fd,
 		      const __u32 *dl_keys, size_t n_dl);
 
+/* Every IPv6 /64 (dl6_bearers, ul6_prefix): the downlink halves first, as for IPv4. */
+static int flush_v6(const struct pgwu_maps *m)
+{
+	void *k6 = NULL, *v6 = NULL, *kt = NULL, *vt = NULL;
+	size_t n6 = 0, nt = 0;
+	int err;
+
+	err = map_dump(m->dl6, sizeof(__u64), sizeof(struct pgwu_dl_bearer), &k6, &v6, &n6);
+	if (!err)
+		err = map_dump(m->ul6, sizeof(__u32), sizeof(__u64), &kt, &vt, &nt);
+	for (size_t i = 0; !err && i < n6; i++)
+		if (bpf_map_delete_elem(m->dl6, (__u64 *)k6 + i) && errno != ENOENT)
+			err = -errno;
+	if (!err)
+		err = delete_keys(m->ul6, kt, nt);
+	free(k6);
+	free(v6);
+	free(kt);
+	free(vt);
+	return err;
+}
+
 int do_session_flush(const void *cfg)
 {
 	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
@@ -327,7 +389,9 @@ int do_session_flush(const void *cfg)
 	if (err)
 		goto out;
 	slots_clear_all(&m);
-	err = flush_both(m.ul, ul_keys, n_ul, m.dl, dl_keys, n_dl);
+	err = flush_v6(&m);
+	if (!err)
+		err = flush_both(m.ul, ul_keys, n_ul, m.dl, dl_keys, n_dl);
 	if (err) {
 		fprintf(stderr, "Couldn't flush the bearer tables: %s\n", strerror(-err));
 		goto out;
@@ -352,6 +416,8 @@ struct file_bearer {
 	__u32 flags;		/* downlink: csum= and qfi= */
 	__u32 ul_flags;		/* uplink: qfi= */
 	__u32 line;
+	bool has_ue6;		/* ue6= */
+	__u64 ue6;		/* the /64, network order (dl6_bearers' key) */
 };
 
 struct bulk {
@@ -408,24 +474,35 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-#define LINE_FORMAT "TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] [qfi=0..63]"
-#define MAX_FIELDS 6	/* 4 fields and each option once */
+#define LINE_FORMAT "TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] [qfi=0..63] " \
+	"[ue6=PREFIX/64]"
+#define MAX_FIELDS 7	/* 4 fields and each option once */
 
 /* The options after the 4 fields, in any order, each at most once; false after reporting. */
 static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, int nf, __u32 line)
 {
 	static const char *const names[] = { "csum=off", "csum=on", "csum=default" };
 	bool has_csum = false, has_qfi = false;
+	const char *why;
 	__u32 q;
 
 	for (int k = 4; k < nf; k++) {
 		bool csum = !strncmp(f[k], "csum=", 5), qfi = !strncmp(f[k], "qfi=", 4);
+		bool ue6 = !strncmp(f[k], "ue6=", 4);
 		int i;
 
-		if ((csum && has_csum) || (qfi && has_qfi)) {
+		if ((csum && has_csum) || (qfi && has_qfi) || (ue6 && e->has_ue6)) {
 			file_err(bk, line, "'%s': a second %s option (each at most once)", f[k],
-				 csum ? "csum=" : "qfi=");
+				 csum ? "csum=" : qfi ? "qfi=" : "ue6=");
 			return false;
+		}
+		if (ue6) {
+			if (parse_prefix64(f[k] + 4, &e->ue6, &why)) {
+				file_err(bk, line, "bad ue6= '%s': %s", f[k] + 4, why);
+				return false;
+			}
+			e->has_ue6 = true;
+			continue;
 		}
 		if (qfi) {
 			if (parse_u32(f[k] + 4, &q) || q > PGWU_QFI_MAX) {
@@ -442,7 +519,7 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 				break;
 		if (i == 3) {
 			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, "
-				 "csum=default or qfi=0..63)%s", f[k], "");
+				 "csum=default, qfi=0..63 or ue6=PREFIX/64)%s", f[k], "");
 			return false;
 		}
 		e->flags |= csum_flags[i];
@@ -502,6 +579,8 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	e->line = line;
 	e->flags = 0;
 	e->ul_flags = 0;
+	e->has_ue6 = false;
+	e->ue6 = 0;
 	if (parse_teid(f[0], &e->teid)) {
 		file_err(bk, line, "bad TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[0], "");
 		return 0;
@@ -842,6 +921,10 @@ static int flush_both(int ul_fd, const __u32 *ul_keys, size_t n_ul, int dl_fd,
 	return insert_both(&ju, &jd);
 }
 
+static void check_v6(struct bulk *bk, const struct pgwu_maps *m);
+static int load_v6(const struct bulk *bk, const struct pgwu_maps *m, const __u32 *k_ul,
+		   const struct pgwu_dl_bearer *v_dl);
+
 int do_session_load(const void *cfg)
 {
 	const struct session_opts *o = cfg;
@@ -851,7 +934,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1 };
 	struct insert_job ju, jd;
 	int err;
 
@@ -874,6 +957,7 @@ int do_session_load(const void *cfg)
 		goto out;
 	check_installed(&bk, bk.by_teid, ul_keys, n_ul, false);
 	check_installed(&bk, bk.by_ue, dl_keys, n_dl, true);
+	check_v6(&bk, &m);
 	if (bk.nerr)
 		goto bad_file;
 	cap = cap_ul < cap_dl ? cap_ul : cap_dl;
@@ -917,6 +1001,19 @@ int do_session_load(const void *cfg)
 	err = insert_both(&ju, &jd);
 	done_ul = ju.done;
 	done_dl = jd.done;
+	if (!err) {
+		err = load_v6(&bk, &m, k_ul, v_dl);
+		if (err) {
+			int uerr = delete_keys(m.dl, k_dl, done_dl);
+
+			if (!uerr)
+				uerr = delete_keys(m.ul, k_ul, done_ul);
+			if (!uerr)
+				fprintf(stderr, "Removed what this call had inserted; the tables are as "
+					"they were\n");
+			goto out;
+		}
+	}
 	if (err) {
 		size_t at = ju.err ? done_ul : done_dl;
 		const struct file_bearer *e = &bk.e[at < bk.n ? at : bk.n - 1];
@@ -961,6 +1058,70 @@ out:
 	return err;
 }
 
+/* ue6= of FILE: no /64 twice in it, none installed already (reported as a bad FILE). */
+static int cmp_u64_hi(const void *a, const void *b)
+{
+	const __u64 *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void check_v6(struct bulk *bk, const struct pgwu_maps *m)
+{
+	__u64 (*a)[2] = malloc((bk->n + 1) * sizeof(*a));
+	struct pgwu_dl_bearer d;
+	char p6[INET6_ADDRSTRLEN + 4], ln[16];
+	size_t n = 0;
+
+	if (!a) {
+		bk->nerr++;
+		bk->fatal = true;
+		return;
+	}
+	for (size_t i = 0; i < bk->n; i++) {
+		if (!bk->e[i].has_ue6)
+			continue;
+		a[n][0] = bk->e[i].ue6;
+		a[n++][1] = i;
+		if (!bpf_map_lookup_elem(m->dl6, &bk->e[i].ue6, &d))
+			file_err(bk, bk->e[i].line, "IPv6 prefix %s already has a bearer (installed)%s",
+				 prefix64_str(bk->e[i].ue6, p6), "");
+	}
+	qsort(a, n, sizeof(*a), cmp_u64_hi);
+	for (size_t i = 1; i < n; i++)
+		if (a[i][0] == a[i - 1][0]) {
+			snprintf(ln, sizeof(ln), "%u", bk->e[a[i - 1][1]].line);
+			file_err(bk, bk->e[a[i][1]].line, "duplicate IPv6 prefix %s (also on line %s)",
+				 prefix64_str(a[i][0], p6), ln);
+		}
+	free(a);
+}
+
+/* The /64s of the bearers just inserted; on failure they are removed again (the caller then
+ * removes the IPv4 halves). Returns 0 or -errno (printed). */
+static int load_v6(const struct bulk *bk, const struct pgwu_maps *m, const __u32 *k_ul,
+		   const struct pgwu_dl_bearer *v_dl)
+{
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < bk->n; i++) {
+		if (!bk->e[i].has_ue6)
+			continue;
+		err = bearer_add_v6(m, k_ul[i], bk->e[i].ue6, &v_dl[i]);
+		if (err) {
+			fprintf(stderr, "Couldn't insert the IPv6 prefix of %s:%u (TEID %u): %s\n",
+				bk->file, bk->e[i].line, bk->e[i].teid, strerror(-err));
+			break;
+		}
+	}
+	if (err)
+		while (i-- > 0)
+			if (bk->e[i].has_ue6)
+				bearer_remove_v6(m, k_ul[i]);
+	return err;
+}
+
 /* ---- session unload FILE ---- */
 
 /*
@@ -974,7 +1135,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1 };
 	char k[16];
 	int err;
 
@@ -1009,6 +1170,7 @@ int do_session_unload(const void *cfg)
 	for (size_t i = 0; i < bk.n; i++) {
 		slot_dl_clear(&m, k_dl[i]);
 		slot_ul_clear(&m, k_ul[i]);
+		bearer_remove_v6(&m, k_ul[i]);	/* its /64, whether the line names it or not */
 	}
 	err = flush_both(m.ul, k_ul, bk.n, m.dl, k_dl, bk.n);
 	if (err) {

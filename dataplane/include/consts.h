@@ -43,6 +43,7 @@
 #define ETH_P_IP_BE	0x0008	/* htons(ETH_P_IP), a constant for switch cases */
 #define ETH_P_8021Q_BE	0x0081
 #define ETH_P_8021AD_BE	0xA888
+#define ETH_P_IPV6_BE	0xDD86	/* htons(ETH_P_IPV6) */
 
 #define GTPU_PORT_BE	0x6808	/* htons(2152) */
 

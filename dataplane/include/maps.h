@@ -27,6 +27,45 @@ struct {
 	__type(value, struct pgwu_dl_bearer);
 } dl_bearers SEC(".maps");
 
+/*
+ * IPv6 (the UE's /64, TS 23.401 5.3.1.2.2: one /64 per PDN connection). Written by pgwu (session
+ * add --ue6, load ue6=) and `pgwu pfcp`, beside the bearer's IPv4 halves; no slot index (the IPv4
+ * fast path is not touched). dl6_bearers: key the /64, the first 8 octets of the address as they
+ * are in the packet (network order), value a downlink half as dl_bearers' (its own usage
+ * counters). Read by xdp_sgi, which adds to the usage counters.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_MAX_BEARERS);
+	__type(key, __u64);			/* UE /64 prefix */
+	__type(value, struct pgwu_dl_bearer);
+} dl6_bearers SEC(".maps");
+
+/* ul6_prefix: key the local TEID, value the bearer's /64 (as dl6_bearers' key): the prefix an
+ * IPv6 G-PDU's inner source must be in (anti-spoofing). Written by pgwu, read by xdp_access. A
+ * bearer without one takes no IPv6. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_MAX_BEARERS);
+	__type(key, __u32);			/* local TEID */
+	__type(value, __u64);			/* UE /64 prefix */
+} ul6_prefix SEC(".maps");
+
+/* The programs the XDP programs tail-call (PGWU_PROG_*), set statically in pgwu.bpf.c (libbpf
+ * fills it at load). xdp_sgi hands its IPv6 frames to xdp_sgi6. */
+#define PGWU_PROG_SGI6 0
+int xdp_sgi6(struct xdp_md *ctx);
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, int(struct xdp_md *));
+} sgi_progs SEC(".maps") = {
+	.values = { [PGWU_PROG_SGI6] = (void *)&xdp_sgi6 },
+};
+
 /* Written by pgwu (through mmap); read by xdp_access / xdp_sgi, which add to the usage counters.
  * Sized at load time (a power of two >= the capacity). See struct pgwu_ul_slot in pgwu.h. */
 struct {

@@ -24,17 +24,11 @@ from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import (PGWU_DIR, PGWU_H, PGWU_OBJ, REASON, REASONS, STRUCT_SIZES, VERDICTS, Config, Nexthop,
                                   parse_reasons, usual_verdicts)
 from tests.lib import oracle as O
+from tests.lib.pgwu_config import (BASE_CONFIG, NH_ACCESS, NH_ACCESS_IF, NH_SGI, NH_SGI_IF,  # noqa: F401
+                                   ROUTER_SGI_MAC, cfg_of)
 
-NH_ACCESS_IF = 1001  # static next hops: never-existing ifindexes (test runs do not send)
-NH_SGI_IF = 1002
 LO_IF = 1
-ROUTER_SGI_MAC = "02:00:00:00:02:02"
 SGW_MAC = P.SGW_MAC
-NH_ACCESS = Nexthop(NH_ACCESS_IF, P.PGW_ACCESS_MAC, "02:00:00:00:01:99")  # out of access: to the SGW's router
-NH_SGI = Nexthop(NH_SGI_IF, P.PGW_SGI_MAC, ROUTER_SGI_MAC)
-
-BASE_CONFIG = Config(local_addr=P.PGW_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL, egress_vlan=(0, 0),
-                     restart_counter=0, nexthop=(NH_ACCESS, NH_SGI))
 
 # (local TEID, UE, SGW, SGW TEID, per-bearer csum)
 UE_DEF, UE_ON, UE_OFF = P.UE_ADDR, "10.45.0.3", "10.45.0.4"
@@ -100,11 +94,6 @@ def dl_expect(frame: bytes, cfg: Config, ue: str, csum: bool, ip_id: int = 0) ->
                             vlan=cfg.egress_vlan[0] or None, local=cfg.local_addr, sgw=sgw, teid=teid,
                             csum=csum, ip_id=ip_id,
                             sport=O.sport_of_flow(ip) if cfg.sport_entropy else O.GTPU_PORT, qfi=QFI_OF.get(ue))
-
-
-def cfg_of(changes: dict) -> Config:
-    from dataclasses import replace
-    return replace(BASE_CONFIG, **changes)
 
 
 def ul_fwd(name, pkt, cfg=None, teid=TEID_DEF, verdict="redirect", **kw):
@@ -631,7 +620,8 @@ drop("dl tot_len > frame", "sgi", with_ip(_d, 14, tot_len=len(_d) - 13), "drop_b
 drop("dl tot_len < IHL*4", "sgi", with_ip(_d, 14, tot_len=16), "drop_bad_ip_dl")
 drop("dl IHL 15 > frame", "sgi", with_ip(_d[:14 + 50], 14, ver_ihl=0x4F, tot_len=50), "drop_bad_ip_dl")
 untouched("sgi ARP", "sgi", P.arp_request(src="198.51.100.1", target="198.51.100.2"), "pass_not_ipv4")
-untouched("sgi IPv6", "sgi", P.ipv6_packet(), "pass_not_ipv4")
+# IPv6 on SGi goes to xdp_sgi6 (test_dataplane_ipv6.py): 2001:db8::1's /64 has no bearer
+drop("sgi IPv6", "sgi", P.ipv6_packet(), "drop_unknown_ue")
 _dq = bytes(P.downlink_ip(size=128, vlan=10))
 untouched("sgi QinQ", "sgi", _dq[:12] + b"\x88\xa8" + _dq[14:], "pass_not_ipv4")
 untouched("sgi double 802.1Q", "sgi", _dq[:12] + b"\x81\x00\x00\x0b" + _dq[12:], "pass_not_ipv4")

@@ -14,6 +14,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -195,8 +196,9 @@ def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir, record_property):
                   r"nothing loaded; the largest capacity that fits now is \d+", cp.stderr)
     assert m, cp.stderr
     full, at_load, buckets, counters = (float(x) for x in m.groups())
-    # three hash tables of 2^27 buckets of 16 B (6144 MiB: the bearers' two and qos) and the small maps' few MiB
-    assert 6144 <= buckets < 6148 and counters < 64, cp.stderr
+    # five hash tables of 2^27 buckets of 16 B (10240 MiB: the bearers' two, qos, and the IPv6 /64s'
+    # dl6_bearers and ul6_prefix) and the small maps' few MiB
+    assert 10240 <= buckets < 10244 and counters < 64, cp.stderr
     assert at_load == pytest.approx(buckets + 12288 + counters, abs=0.2)
     assert full == pytest.approx(at_load + 184 * 134217728 / 2**20, abs=0.2)
     record_property("refusal_s", round(took, 3))
@@ -416,7 +418,7 @@ BAD_LINES = [
     ("0x1ffffffff 10.45.1.10 192.0.2.1 1", "bad TEID '0x1ffffffff'"),
     ("10 10.45.1.10 192.0.2.1 x1", "bad SGW TEID 'x1'"),
     ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
-    ("10 10.45.1.10 192.0.2.1 1 csum=on qfi=1 extra", "got 7 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on qfi=1 ue6=fd00:1::/64 extra", "got 8 fields"),
     ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "bad option 'extra'"),
     ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
     ("10 10.45.1.10 192.0.2.1 1 qfi=64", "bad QFI '64' (qfi=0..63)"),
@@ -1288,3 +1290,93 @@ def test_reassemble_registers_and_the_kernel_unregisters_it(pin_dir, netns):
         p.send_signal(signal.SIGTERM)
         rc = p.wait(timeout=10)
     assert rc == 0 and reasm_slot(pin_dir) == 0
+
+
+# ---- IPv6 inside the tunnel: a bearer's UE /64 (--ue6, ue6=) -------------------------------------
+
+def _v6_maps(pin_dir: str) -> tuple[dict, dict]:
+    """(ul6_prefix {TEID: prefix bytes}, dl6_bearers {prefix bytes: local TEID}) as pinned."""
+    with bpf.Map.pinned(f"{pin_dir}/ul6_prefix") as u, bpf.Map.pinned(f"{pin_dir}/dl6_bearers") as d:
+        ul = {struct.unpack("!I", k)[0]: u.lookup(k) for k in u.keys()}
+        dl = {k: struct.unpack_from("!I", d.lookup(k), 8)[0] for k in d.keys()}
+    return ul, dl
+
+
+def _p64(s: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6, s)[:8]
+
+
+def test_session_ue6_add_show_del(loaded):
+    """--ue6 writes the /64 for uplink anti-spoofing (ul6_prefix[TEID]) and the IPv6 downlink half
+    (dl6_bearers[/64], the IPv4 half's value); list/get show it; del removes both."""
+    cp = add(loaded, 1, "10.45.0.1", "192.0.2.1", 5, "--ue6", "fd47:7470:0:1::/64")
+    assert cp.returncode == 0 and "UE6 fd47:7470:0:1::/64" in cp.stdout
+    assert add(loaded, 2, "10.45.0.2", "192.0.2.1", 6).returncode == 0
+    ul, dl = _v6_maps(loaded)
+    assert ul == {1: _p64("fd47:7470:0:1::")} and dl == {_p64("fd47:7470:0:1::"): 1}
+    with bpf.Map.pinned(f"{loaded}/dl6_bearers") as d6, bpf.Map.pinned(f"{loaded}/dl_bearers") as d4:
+        assert d6.lookup(_p64("fd47:7470:0:1::")) == d4.lookup(bytes([10, 45, 0, 1]))
+    assert [(b["teid"], b.get("ue6")) for b in bearers(loaded)] == [(1, "fd47:7470:0:1::/64"), (2, None)]
+    assert json.loads(ok(loaded, "session", "get", "--teid", "1", "--json"))["downlink6"] == {"packets": 0, "bytes": 0}
+    assert re.search(r"^1\s.*\s0\s+ue6=fd47:7470:0:1::/64$", ok(loaded, "session", "list"), re.M)
+    ok(loaded, "session", "del", "--teid", "1")
+    assert _v6_maps(loaded) == ({}, {})
+
+
+BAD_UE6 = [
+    ("fd47:7470:0:2::/48", "not a /64"),
+    ("fd47:7470:0:2::/128", "not a /64"),
+    ("fd47:7470:0:2::", "no prefix length"),
+    ("fd47:7470:0:2::1/64", "host bits set after the /64"),
+    ("fd47:7470:0:zz::/64", "bad IPv6 prefix"),
+    ("10.45.0.0/64", "bad IPv6 prefix"),
+    ("ff02::/64", "not a unicast prefix"),
+    ("fe80::/64", "not a unicast prefix"),
+]
+
+
+@pytest.mark.parametrize("ue6,msg", BAD_UE6, ids=[u for u, _ in BAD_UE6])
+def test_session_add_bad_ue6_one_line_exit_2(loaded, ue6, msg):
+    cp = add(loaded, 3, "10.45.0.3", "192.0.2.1", 5, "--ue6", ue6)
+    assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and msg in cp.stderr, cp.stderr
+    assert bearers(loaded) == [] and _v6_maps(loaded) == ({}, {})
+
+
+def test_session_add_ue6_in_use_changes_nothing(loaded):
+    assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 5, "--ue6", "fd47:7470:0:1::/64").returncode == 0
+    before = bearers(loaded), _v6_maps(loaded)
+    cp = add(loaded, 2, "10.45.0.2", "192.0.2.1", 5, "--ue6", "fd47:7470:0:1::/64")
+    assert cp.returncode == 1 and "IPv6 prefix fd47:7470:0:1::/64 already has a bearer (TEID 1)" in cp.stderr
+    assert (bearers(loaded), _v6_maps(loaded)) == before     # the IPv4 halves undone too
+
+
+def test_session_load_ue6_and_flush(loaded, tmp_path):
+    """ue6= as gtplab's bearer files write it (gtplab/pfcp/provision.py); unload and flush remove it."""
+    f = tmp_path / "b.txt"
+    f.write_text("1 10.45.0.1 192.0.2.1 100 ue6=fd47:7470:0:1::/64\n2 10.45.0.2 192.0.2.1 200\n"
+                 "3 10.45.0.3 192.0.2.1 300 qfi=9 ue6=fd47:7470:0:3::/64 csum=on\n")
+    assert "loaded 3 bearers" in ok(loaded, "session", "load", str(f))
+    assert [(b["teid"], b.get("ue6")) for b in bearers(loaded)] == [
+        (1, "fd47:7470:0:1::/64"), (2, None), (3, "fd47:7470:0:3::/64")]
+    ok(loaded, "session", "unload", str(f))
+    assert bearers(loaded) == [] and _v6_maps(loaded) == ({}, {})
+    ok(loaded, "session", "load", str(f))
+    assert "flushed 3 bearers" in ok(loaded, "session", "flush")
+    assert _v6_maps(loaded) == ({}, {})
+
+
+@pytest.mark.parametrize("lines,msg", [
+    (["1 10.45.1.1 192.0.2.1 1 ue6=fd47:7470:0:1::/60"], ":1: bad ue6= 'fd47:7470:0:1::/60': not a /64"),
+    (["1 10.45.1.1 192.0.2.1 1 ue6=fd47::/64 ue6=fd48::/64"], "a second ue6= option"),
+    (["1 10.45.1.1 192.0.2.1 1 ue6=fd47::/64", "2 10.45.1.2 192.0.2.1 1 ue6=fd47::/64"],
+     ":2: duplicate IPv6 prefix fd47::/64 (also on line 1)"),
+    (["1 10.45.1.1 192.0.2.1 1 ue6=fd47:7470:0:9::/64"], ":1: IPv6 prefix fd47:7470:0:9::/64 already has a bearer"),
+])
+def test_session_load_bad_ue6_loads_nothing(loaded, tmp_path, lines, msg):
+    assert add(loaded, 9, "10.45.0.9", "192.0.2.1", 5, "--ue6", "fd47:7470:0:9::/64").returncode == 0
+    before = bearers(loaded), _v6_maps(loaded)
+    f = tmp_path / "b.txt"
+    f.write_text("\n".join(lines) + "\n")
+    cp = pgwu(loaded, "session", "load", str(f), check=False)
+    assert cp.returncode == 1 and msg in cp.stderr and "nothing loaded" in cp.stderr, cp.stderr
+    assert (bearers(loaded), _v6_maps(loaded)) == before

@@ -3,7 +3,9 @@
     BASE_CONFIG   the local address P.PGW_ADDR, checksums on, no FIB cache, the UE pool P.UE_POOL, no
                   VLAN, static next hops on ifindexes that never exist (NH_ACCESS, NH_SGI)
 
-tests/dataplane/test_dataplane.py keeps a copy of its own (to be replaced by this one); test_qos.py uses it.
+    cfg_of(changes)  BASE_CONFIG with changes
+
+test_dataplane.py, test_dataplane_ipv6.py and test_qos.py use it.
 """
 
 from __future__ import annotations
@@ -19,3 +21,9 @@ NH_SGI = Nexthop(NH_SGI_IF, P.PGW_SGI_MAC, ROUTER_SGI_MAC)
 
 BASE_CONFIG = Config(local_addr=P.PGW_ADDR, csum=True, fib_cache=False, ue_pool=P.UE_POOL, egress_vlan=(0, 0),
                      restart_counter=0, nexthop=(NH_ACCESS, NH_SGI))
+
+
+def cfg_of(changes: dict) -> Config:
+    """BASE_CONFIG with changes (Config's fields)."""
+    from dataclasses import replace
+    return replace(BASE_CONFIG, **changes)
