@@ -18,60 +18,23 @@ import subprocess
 import threading
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.lib import REPO
+from tests.lib.http_server import hostile
 
 GTPLAB = str(REPO / ".venv/bin/gtplab")
 LIMIT = 1 << 20               # the bound each reader is given here
 OVERSIZE = 48 << 20           # what the "oversized" server sends at most: 48 x the bound
 PEAK = 4 * LIMIT              # a bounded reader holds the bound and a chunk or two (decode, join)
-CHUNK = b"\0" * (64 << 10)
 
 
 @pytest.fixture
 def server():
-    """{mode: base URL} of a local HTTP server per mode; stopped (connections closed) at the end."""
-    stop = threading.Event()
-
-    class H(BaseHTTPRequestHandler):
-        def do_GET(self):       # noqa: N802 -- http.server's name
-            mode = self.server.mode
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json" if "api" in self.path else "text/plain")
-            self.end_headers()
-            sent = 0
-            try:
-                while not stop.is_set():
-                    if mode == "oversized":
-                        if sent >= OVERSIZE:
-                            return
-                        self.wfile.write(CHUNK)
-                        sent += len(CHUNK)
-                    else:
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                        time.sleep(0.05)
-            except OSError:
-                return          # the reader hung up: what a bounded one does
-
-        def log_message(self, *a):
-            pass
-
-    servers = {}
-    for mode in ("oversized", "trickle"):
-        s = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        s.daemon_threads = True
-        s.mode = mode
-        threading.Thread(target=s.serve_forever, daemon=True).start()
-        servers[mode] = s
-    yield {m: f"http://127.0.0.1:{s.server_address[1]}" for m, s in servers.items()}
-    stop.set()
-    for s in servers.values():
-        s.shutdown()
-        s.server_close()
+    """{mode: base URL}: tests/lib/http_server.hostile's servers (oversized capped at OVERSIZE)."""
+    with hostile(OVERSIZE, ("oversized", "trickle")) as urls:
+        yield urls
 
 
 def _bounded(call, seconds: float) -> tuple[BaseException | None, float, int]:

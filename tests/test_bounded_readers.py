@@ -16,22 +16,20 @@ import os
 import resource
 import signal
 import subprocess
-import threading
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from gtplab import bounded
 from tests.lib import REPO
+from tests.lib.http_server import hostile
 
 GTPLAB = str(REPO / ".venv/bin/gtplab")
 LIMIT = 1 << 20               # the bound a reader is given here, where one is patched in
 MEM = 1 << 30                 # the child's address space above its start: an unbounded reader hits it
 PEAK = 8 * LIMIT              # Python memory a bounded reader may hold while reading (a chunk, a line, a tail)
 OVERSIZE = 48 << 20           # what the "oversized" server sends at most
-CHUNK = b"\0" * (64 << 10)
 
 
 # ---- running a reader: a child with a memory cap and a deadline ------------------------------------
@@ -114,57 +112,11 @@ def sparse(tmp_path):
 
 # ---- an HTTP server whose answers do not end ----------------------------------------------------------
 
-MODES = ("oversized", "trickle", "stall", "error-oversized")
-
-
 @pytest.fixture
 def server():
-    """{mode: base URL}: oversized (far more than LIMIT, as fast as loopback goes, capped at OVERSIZE),
-    trickle (a byte every 50 ms for ever), stall (a few bytes, then nothing, the connection open),
-    error-oversized (a 400 whose body is oversized)."""
-    stop = threading.Event()
-
-    class H(BaseHTTPRequestHandler):
-        def do_GET(self):       # noqa: N802 -- http.server's name
-            mode = self.server.mode
-            self.send_response(400 if mode == "error-oversized" else 200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            sent = 0
-            try:
-                if mode == "stall":
-                    self.wfile.write(b'{"status": ')
-                    self.wfile.flush()
-                    stop.wait(60)
-                    return
-                while not stop.is_set():
-                    if mode in ("oversized", "error-oversized"):
-                        if sent >= OVERSIZE:
-                            return
-                        self.wfile.write(CHUNK)
-                        sent += len(CHUNK)
-                    else:
-                        self.wfile.write(b" ")
-                        self.wfile.flush()
-                        time.sleep(0.05)
-            except OSError:
-                return
-
-        def log_message(self, *a):
-            pass
-
-    servers = {}
-    for mode in MODES:
-        s = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        s.daemon_threads = True
-        s.mode = mode
-        threading.Thread(target=s.serve_forever, daemon=True).start()
-        servers[mode] = s
-    yield {m: f"http://127.0.0.1:{s.server_address[1]}" for m, s in servers.items()}
-    stop.set()
-    for s in servers.values():
-        s.shutdown()
-        s.server_close()
+    """{mode: base URL}: tests/lib/http_server.hostile's servers (oversized capped at OVERSIZE)."""
+    with hostile(OVERSIZE) as urls:
+        yield urls
 
 
 # ---- gtplab.dut.external.http_get: eUPF's REST API --------------------------------------------------

@@ -295,23 +295,12 @@ def _lines(path: Path):
     line without its newline is the last one."""
     if not os.path.lexists(path):
         raise FileNotFoundError(path)
-    with bounded.open_file(path, error=ResultsError) as f:
-        n = total = 0
-        while True:
-            raw = f.readline(MAX_LINE_BYTES + 1)
-            if not raw:
-                return
-            n += 1
-            total += len(raw)
-            if len(raw) > MAX_LINE_BYTES:
-                raise ResultsError(f"{path}:{n}: longer than {MAX_LINE_BYTES >> 20} MiB: not a case")
-            if total > MAX_CASES_BYTES:
-                raise ResultsError(f"{path}: larger than {MAX_CASES_BYTES >> 20} MiB: read no further")
-            try:
-                parsed: Any = json.loads(raw) if raw.strip() else None
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                parsed = e
-            yield n, raw, parsed
+    for n, raw in bounded.read_lines(path, MAX_CASES_BYTES, MAX_LINE_BYTES, error=ResultsError):
+        try:
+            parsed: Any = json.loads(raw) if raw.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            parsed = e
+        yield n, raw, parsed
 
 
 def torn_last_line(results_dir: str | os.PathLike) -> int | None:

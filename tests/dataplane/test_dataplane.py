@@ -25,7 +25,7 @@ from gtplab.dut.dataplane import (PGWU_DIR, PGWU_H, PGWU_OBJ, REASON, REASONS, S
                                   parse_reasons, usual_verdicts)
 from tests.lib import oracle as O
 from tests.lib.pgwu_config import (BASE_CONFIG, NH_ACCESS, NH_ACCESS_IF, NH_SGI, NH_SGI_IF,  # noqa: F401
-                                   ROUTER_SGI_MAC, cfg_of)
+                                   ROUTER_SGI_MAC, cfg_of, stats_delta)
 
 LO_IF = 1
 SGW_MAC = P.SGW_MAC
@@ -664,14 +664,6 @@ def usage_now(dp) -> dict:
         out[("ul", teid)] = (u.packets, u.bytes)
         out[("dl", ue)] = (d.packets, d.bytes)
     return out
-
-
-def stats_delta(before, after) -> dict:
-    d = {}
-    for i, ((p0, b0), (p1, b1)) in enumerate(zip(before, after)):
-        if (p1, b1) != (p0, b0):
-            d[(REASONS[i // 5], VERDICTS[i % 5])] = (p1 - p0, b1 - b0)
-    return d
 
 
 def run_row(dp, r: Row):

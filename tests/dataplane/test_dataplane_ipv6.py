@@ -26,7 +26,7 @@ from gtplab.dut.dataplane import REASONS, VERDICTS, DlBearer, B_QFI, B_QFI_SHIFT
 from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
 from tests.lib import oracle as O
-from tests.lib.pgwu_config import BASE_CONFIG, NH_ACCESS, NH_SGI, cfg_of
+from tests.lib.pgwu_config import BASE_CONFIG, NH_ACCESS, NH_SGI, cfg_of, stats_delta
 
 pytestmark = pytest.mark.bpf
 
@@ -84,14 +84,6 @@ def usage_all(dp) -> dict:
         out[("dl", ue)] = (d.packets, d.bytes)
         out[("dl6", pfx)] = dl6_usage(dp, pfx)
     return out
-
-
-def stats_delta(before, after) -> dict:
-    d = {}
-    for i, ((p0, b0), (p1, b1)) in enumerate(zip(before, after)):
-        if (p1, b1) != (p0, b0):
-            d[(REASONS[i // 5], VERDICTS[i % 5])] = (p1 - p0, b1 - b0)
-    return d
 
 
 def run(dp, prog: str, frame: bytes):

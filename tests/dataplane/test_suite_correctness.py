@@ -3,24 +3,8 @@
 One namespace lab per module (gtplab.lab.topology.Lab: generator + XDP PGW-U, always torn down). Packets come
 from gtplab/gtpu/packets.py with the lab's addresses and are sent by the embedded engine as hand-built
 TRex stream JSON (raw bytes, no field engine, single bursts); the engine captures on the receiving
-port. For each packet the test computes the expected output itself:
-- uplink (decap): Ether(gen port 1 <- DUT SGi) / the inner packet with TTL-1 and a valid header
-  checksum, byte for byte;
-- downlink (encap): outer IPv4 PGW -> the bearer's SGW, UDP from the inner flow's port (TS 29.281
-  4.4.2.0, tests/lib/oracle.py sport_of_flow; 2152 with `pgwu config --sport-entropy off`) to 2152, GTP-U
-  G-PDU with the bearer's SGW TEID, every length, the outer UDP checksum valid (bearer csum on) or 0 (off), the inner packet
-  with TTL-1 byte for byte; VLAN tags in and out;
-- QFI (5G N3, TS 38.415): bearer QFI_BEARER carries QFI 9; its downlink G-PDUs carry E, the
-  optional fields and a DL PDU Session Container with it (byte for byte, tests/lib/oracle.py); its
-  uplink G-PDUs are forwarded with an UL PSC carrying it, and without one, with another QFI or with
-  a DL PSC are counted drop_qfi_mismatch;
-- outer fragments (the lab runs `pgwu reassemble`): an uplink G-PDU in outer IPv4 fragments leaves
-  SGi as one inner packet, TTL-1, byte for byte; a downlink packet without DF too big for the
-  access MTU once encapsulated leaves in outer fragments that Scapy reassembles into the G-PDU;
-- nothing else arrives, nothing comes back, and packet conservation holds for every burst, with
-  what the DUT's kernel sent for packets passed to it (reassembled G-PDUs the reassembler
-  forwarded, outer fragments the kernel made) counted with the forwarded ones;
-- unknown TEIDs, unknown UEs and spoofed sources are not forwarded and are counted by reason.
+port. For each packet the check computes the expected output itself: what is checked, packet by
+packet, is listed in tests/lib/correctness.py's docstring.
 
 The same packets go through eUPF (`eupf`: an external UPF in the lab, gtplab/lab/external.py,
 provisioned over PFCP as the lab config embedded-eupf says; skipped, with the reason, when its

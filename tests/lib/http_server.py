@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 # what a handler returns: (status, body) for a GET, a status for a PUT
@@ -52,3 +53,61 @@ def serving(get: Get | None = None, put: Put | None = None, directory: str | Non
         srv.shutdown()
         srv.server_close()
         t.join(timeout=5)
+
+
+HOSTILE_MODES = ("oversized", "trickle", "stall", "error-oversized")
+
+
+@contextlib.contextmanager
+def hostile(oversize: int, modes=HOSTILE_MODES) -> Iterator[dict[str, str]]:
+    """{mode: base URL} of servers whose answers a bounded reader must cut: oversized (oversize
+    octets of NULs, as fast as loopback goes), trickle (a byte every 50 ms for ever), stall (a few
+    bytes, then nothing, the connection open), error-oversized (a 400 whose body is oversized).
+    Stopped, their connections closed, after the block."""
+    stop = threading.Event()
+    chunk = b"\0" * (64 << 10)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):           # noqa: N802 -- http.server's name
+            mode = self.server.mode
+            self.send_response(400 if mode == "error-oversized" else 200)
+            self.send_header("Content-Type", "application/json" if mode != "trickle" or "api" in self.path
+                             else "text/plain")
+            self.end_headers()
+            sent = 0
+            try:
+                if mode == "stall":
+                    self.wfile.write(b'{"status": ')
+                    self.wfile.flush()
+                    stop.wait(60)
+                    return
+                while not stop.is_set():
+                    if mode in ("oversized", "error-oversized"):
+                        if sent >= oversize:
+                            return
+                        self.wfile.write(chunk)
+                        sent += len(chunk)
+                    else:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.05)
+            except OSError:
+                return              # the reader hung up: what a bounded one does
+
+        def log_message(self, *a):
+            pass
+
+    servers = {}
+    try:
+        for mode in modes:
+            s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            s.daemon_threads = True
+            s.mode = mode
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            servers[mode] = s
+        yield {m: f"http://127.0.0.1:{s.server_address[1]}" for m, s in servers.items()}
+    finally:
+        stop.set()
+        for s in servers.values():
+            s.shutdown()
+            s.server_close()

@@ -4,13 +4,14 @@
                   VLAN, static next hops on ifindexes that never exist (NH_ACCESS, NH_SGI)
 
     cfg_of(changes)  BASE_CONFIG with changes
+    stats_delta(a, b) what moved in the stats map between two reads: {(reason, verdict): (packets, bytes)}
 
 test_dataplane.py, test_dataplane_ipv6.py and test_qos.py use it.
 """
 
 from __future__ import annotations
 
-from gtplab.dut.dataplane import Config, Nexthop
+from gtplab.dut.dataplane import REASONS, VERDICTS, Config, Nexthop
 from gtplab.gtpu import packets as P
 
 NH_ACCESS_IF = 1001              # static next hops: never-existing ifindexes (test runs do not send)
@@ -27,3 +28,13 @@ def cfg_of(changes: dict) -> Config:
     """BASE_CONFIG with changes (Config's fields)."""
     from dataclasses import replace
     return replace(BASE_CONFIG, **changes)
+
+
+def stats_delta(before, after) -> dict:
+    """{(reason, verdict): (packets, bytes)} of the stats map's counters (one (packets, bytes) per
+    reason x verdict, in that order) that moved from before to after."""
+    d = {}
+    for i, ((p0, b0), (p1, b1)) in enumerate(zip(before, after)):
+        if (p1, b1) != (p0, b0):
+            d[(REASONS[i // len(VERDICTS)], VERDICTS[i % len(VERDICTS)])] = (p1 - p0, b1 - b0)
+    return d

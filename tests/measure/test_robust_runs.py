@@ -244,7 +244,7 @@ def test_results_files_are_read_with_bounded_memory(tmp_path):
     (d / "cases.jsonl").rename(d / "cases.ok")
     (d / "cases.jsonl").symlink_to("/dev/zero")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with pytest.raises(results.ResultsError, match=r"cases.jsonl:1: longer than 16 MiB: not a case"):
+    with pytest.raises(results.ResultsError, match=r"cases.jsonl:1: a line longer than 16 MiB: read no further"):
         results.read_cases(d)
     assert results.torn_last_line(d) is None
     (d / "run.json").rename(d / "run.ok")
