@@ -25,7 +25,8 @@ second and after: every stream forwarded whole. Each case keeps `where`: the UPF
 reason and the lab's ring counters over its trial, so a packet not forwarded is found.
 
 Premises ("not decided" when one fails): the generator sent every stream's packets as asked; no
-packet lost before the UPF (the veth rings: the host's, not the UPF's).
+packet lost where the UPF's rules never saw it (the DUT's veth receive ring, a socket UPF's receive
+buffers: criteria.PRE_POLICER_PLACES), which says nothing of how it classifies.
 A UPF that rejects a case's rules (a Cause other than 1) is "not supported" for that case, with its
 Cause (the PGW-U's agent answers 73 to an SDF filter or a third PDR).
 """
@@ -93,8 +94,10 @@ def _premises(upf: Upf, flows: dict, streams: dict[str, tuple], total: int, wher
         n, at = C.lost_before_policer(where, d, upf.lab.ports[port].ifname)
         if n:
             lost.update({f"{d} {k}": v for k, v in at.items()})
-    out.append(C.premise("nothing lost before the UPF", not lost,
-                         "lost before the UPF (the host's): " + ", ".join(f"{k} {v}" for k, v in lost.items()),
+    # lost where the UPF's rules never saw them (the DUT's receive ring, its sockets' buffers): says
+    # nothing of how it classifies
+    out.append(C.premise("nothing lost before the UPF's rules", not lost,
+                         "lost before the UPF's rules: " + ", ".join(f"{k} {v}" for k, v in lost.items()),
                          lost=lost))
     return out
 

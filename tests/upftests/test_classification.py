@@ -187,7 +187,7 @@ def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():
     got, _ = _run(Behaviour(ring_loss=3))
     c = got["ohr-0"]
     assert c["verdict"] == "not decided" and c["criterion_verdict"] == "fail", c
-    assert "lost before the UPF (the host's): uplink dut_receive_ring 3" in c["why"], c["why"]
+    assert "lost before the UPF's rules: uplink dut_receive_ring 3" in c["why"], c["why"]
     assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"ohr-0", "ohr-6", "second"}
     assert all(got[k]["verdict"] == "not decided" for k in ("ohr-6", "second"))
 
