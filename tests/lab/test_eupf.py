@@ -155,7 +155,7 @@ def eupf_sweep(tmp_path_factory):
     E.lab_config()              # skips, with the reason, without eUPF's runtime
     out = tmp_path_factory.mktemp("eupf-sweep") / "run"
     p = subprocess.run([GTPLAB, "sweep", "--lab-config", "embedded-eupf", "--sizes", "64,1424", "--flows", "64",
-                        "--max-trials", "4", "--no-scale", "--no-latency", "--pcap-limit", "8",
+                        "--max-trials", "10", "--no-scale", "--no-latency", "--pcap-limit", "8",
                         "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "CONSERVATION FAILED" not in p.stderr
