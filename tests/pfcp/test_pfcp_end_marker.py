@@ -11,6 +11,7 @@ namespace too. Namespace, pins and agent are removed afterwards, also on failure
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import socket
@@ -57,9 +58,11 @@ class NsAgent(Agent):
 def lab(pin_dir):
     """(agent, capture socket on em0) in a fresh netns gtplab-em-<id>."""
     ns = f"gtplab-em-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    worker = agent = cap = None
-    try:
+    # undone in reverse, each step whatever the one before did (a stop() that raised left the
+    # namespace behind: five gtplab-em-* once)
+    with contextlib.ExitStack() as undo:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+        undo.callback(subprocess.run, ["ip", "netns", "del", ns], check=False)
         for cmd in (["link", "set", "lo", "up"], ["link", "add", "em0", "type", "veth", "peer", "name", "em1"],
                     ["addr", "add", f"{M.GTPU_ADDR}/24", "dev", "em0"], ["link", "set", "em0", "up"],
                     ["link", "set", "em1", "up"],
@@ -67,23 +70,18 @@ def lab(pin_dir):
                     ["neigh", "add", M.SGW_ADDR2, "lladdr", "02:00:00:00:0e:02", "dev", "em0", "nud", "permanent"]):
             subprocess.run(["ip", "-n", ns, *cmd], check=True)
         worker = Worker(ns)
+        undo.callback(worker.close)
 
         def capture():
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             s.bind(("em0", 0))
             return s
         cap = worker.call(capture)
+        undo.callback(cap.close)
         agent = NsAgent(pin_dir, ns, worker)
+        undo.callback(agent.stop)
         assert cause(agent.req(M.assoc_setup(seq=1))) == 1
         yield agent, cap
-    finally:
-        if agent is not None:
-            agent.stop()
-        if cap is not None:
-            cap.close()
-        if worker is not None:
-            worker.close()
-        subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def gtpu_sent(cap, wait: float) -> list[bytes]:
