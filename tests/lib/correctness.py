@@ -46,6 +46,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
 from gtplab.conformance import departs as departs_data
+from gtplab.conformance import oracle as conformance_oracle
 from gtplab.conformance.cases import downlink_frames, qfi_downlink_frames, qfi_uplink, uplink_frames
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
@@ -193,21 +194,9 @@ def send(lab_t, tx: int, frames: list[bytes], returned: list | None = None, *, c
     return got, dd, st
 
 
-def _ipv4_csum(hdr: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def ttl_minus_one(ip: bytes) -> bytes:
-    """The IPv4 packet as a router forwards it: TTL-1, header checksum recomputed."""
-    b = bytearray(ip)
-    ihl = (b[0] & 0x0F) * 4
-    b[8] -= 1
-    b[10:12] = b"\0\0"
-    b[10:12] = struct.pack("!H", _ipv4_csum(bytes(b[:ihl])))
-    return bytes(b)
+# the IPv4 header checksum and a router's TTL-1 are the conformance oracle's (gtplab/conformance/oracle.py)
+_ipv4_csum = conformance_oracle.csum16
+ttl_minus_one = conformance_oracle.ttl_dec
 
 
 def _show(frame: bytes) -> str:
