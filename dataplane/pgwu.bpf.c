@@ -698,31 +698,22 @@ int xdp_access(struct xdp_md *ctx)
 			pe->restart_counter = rc;
 			pe->has_recovery = has_rc;
 		}
-		reason = PGWU_R_SIG_ECHO_RESPONSE;
-		goto out;
+		break;
 	}
 	case GTP_ERROR_IND: {
-		/* TS 29.281 7.3.1: TEID Data I (TV, 4 octets), GTP-U Peer Address (TLV) */
-		__u8 *ie = p;
+		__be32 teid, addr;
 
-		if ((void *)(ie + 12) <= ip_end && (void *)(ie + 12) <= data_end &&
-		    ie[0] == GTP_IE_TEID_DATA_I && ie[5] == GTP_IE_PEER_ADDR && ie[6] == 0 &&
-		    ie[7] == 4)
-			sig_count(*(__be32 *)(ie + 1), *(__be32 *)(ie + 8), GTP_ERROR_IND, peer);
-		else if ((void *)(ie + 5) <= ip_end && (void *)(ie + 5) <= data_end &&
-			 ie[0] == GTP_IE_TEID_DATA_I)
-			sig_count(*(__be32 *)(ie + 1), peer, GTP_ERROR_IND, peer);
-		reason = PGWU_R_SIG_ERROR_IND;
-		goto out;
+		if (gtpu_err_ind_ies(p, ip_end, data_end, peer, &teid, &addr))
+			sig_count(teid, addr, GTP_ERROR_IND, peer);
+		break;
 	}
 	case GTP_END_MARKER:
 		sig_count(gtp->teid, peer, GTP_END_MARKER, peer);
-		reason = PGWU_R_SIG_END_MARKER;
-		goto out;
-	case GTP_SUPP_EXT_NOTIF:
-		reason = PGWU_R_SIG_SUPP_EXT_NOTIF;
-		goto out;
+		break;
 	}
+	reason = gtpu_sig_reason(gtp->type);
+	if (reason)
+		goto out;
 
 	b = NULL;
 	{

@@ -335,25 +335,21 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	switch (m.gtp->type) {
 	case GTP_ECHO_RSP:
 		peer_echo_response(peer, m.seq, m.p, end);
-		count(w, PGWU_R_SIG_ECHO_RESPONSE, XDP_DROP, n);
-		return;
+		break;
 	case GTP_ERROR_IND: {
-		const __u8 *p = m.p;
+		__be32 teid, addr;
 
-		if (p + 12 <= end && p[0] == GTP_IE_TEID_DATA_I && p[5] == GTP_IE_PEER_ADDR &&
-		    p[6] == 0 && p[7] == 4)
-			sig_count(*(__be32 *)(p + 1), *(__be32 *)(p + 8), GTP_ERROR_IND, peer);
-		else if (p + 5 <= end && p[0] == GTP_IE_TEID_DATA_I)
-			sig_count(*(__be32 *)(p + 1), peer, GTP_ERROR_IND, peer);
-		count(w, PGWU_R_SIG_ERROR_IND, XDP_DROP, n);
-		return;
+		if (gtpu_err_ind_ies(m.p, end, end, peer, &teid, &addr))
+			sig_count(teid, addr, GTP_ERROR_IND, peer);
+		break;
 	}
 	case GTP_END_MARKER:
 		sig_count(m.gtp->teid, peer, GTP_END_MARKER, peer);
-		count(w, PGWU_R_SIG_END_MARKER, XDP_DROP, n);
-		return;
-	case GTP_SUPP_EXT_NOTIF:
-		count(w, PGWU_R_SIG_SUPP_EXT_NOTIF, XDP_DROP, n);
+		break;
+	}
+	reason = gtpu_sig_reason(m.gtp->type);
+	if (reason) {
+		count(w, reason, XDP_DROP, n);
 		return;
 	}
 	if (ul_bearer(w, m.gtp->teid, &b, &t.usage)) {

@@ -77,21 +77,53 @@ static __always_inline void gtpu_ext_list_ie(__u8 *ie)
 	GTPU_EXT_KNOWN(GTPU_EXT_PUT_)
 }
 
-/* TS 29.281 7.1: the message types both paths take past the header check (Echo Request is
- * answered at once; the others are walked and then handled or counted); any other is
- * PGWU_R_DROP_GTP_UNKNOWN_MSG. */
+/* TS 29.281 7.1: the message types this PGW-U takes past the header check, the one list; any other
+ * is PGWU_R_DROP_GTP_UNKNOWN_MSG. With each, the reason both paths count a consumed signalling
+ * message under (0: not consumed there: an Echo Request is answered, a G-PDU forwarded). */
+#define GTPU_MSG_KNOWN(X)						\
+	X(GTP_ECHO_REQ, 0)						\
+	X(GTP_ECHO_RSP, PGWU_R_SIG_ECHO_RESPONSE)			\
+	X(GTP_ERROR_IND, PGWU_R_SIG_ERROR_IND)				\
+	X(GTP_SUPP_EXT_NOTIF, PGWU_R_SIG_SUPP_EXT_NOTIF)		\
+	X(GTP_END_MARKER, PGWU_R_SIG_END_MARKER)			\
+	X(GTP_GPDU, 0)
+
+#define GTPU_MSG_CASE_(type, reason) case type:
+#define GTPU_MSG_SIG_(type, reason) case type: return reason;
+
 static __always_inline int gtpu_msg_handled(__u8 type)
 {
 	switch (type) {
-	case GTP_ECHO_REQ:
-	case GTP_ECHO_RSP:
-	case GTP_ERROR_IND:
-	case GTP_END_MARKER:
-	case GTP_SUPP_EXT_NOTIF:
-	case GTP_GPDU:
+	GTPU_MSG_KNOWN(GTPU_MSG_CASE_)
 		return 1;
 	}
 	return 0;
+}
+
+/* The reason a signalling message of this type is counted under once consumed; 0 for the types
+ * that are not consumed (Echo Request, G-PDU) and for unknown ones. */
+static __always_inline __u32 gtpu_sig_reason(__u8 type)
+{
+	switch (type) {
+	GTPU_MSG_KNOWN(GTPU_MSG_SIG_)
+	}
+	return 0;
+}
+
+/* TS 29.281 7.3.1: an Error Indication's IEs at p: TEID Data I (TV, 4 octets), then GTP-U Peer
+ * Address (TLV). Returns 0 without TEID Data I; else 1 with *teid and *addr, the Peer Address when
+ * it is an IPv4 one, else the sender's (peer). Every load is checked against end and bound. */
+static __always_inline int gtpu_err_ind_ies(const __u8 *p, const void *end, const void *bound,
+					    __be32 peer, __be32 *teid, __be32 *addr)
+{
+	if ((const void *)(p + 5) > end || (const void *)(p + 5) > bound || p[0] != GTP_IE_TEID_DATA_I)
+		return 0;
+	__builtin_memcpy(teid, p + 1, 4);
+	*addr = peer;
+	if ((const void *)(p + 12) <= end && (const void *)(p + 12) <= bound &&
+	    p[5] == GTP_IE_PEER_ADDR && p[6] == 0 && p[7] == 4)
+		__builtin_memcpy(addr, p + 8, 4);
+	return 1;
 }
 
 /* TS 29.281 5.1: the header at pos (a UDP payload of udp_len - 8 octets) and its optional fields:
