@@ -53,6 +53,23 @@ def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
             "vm": {"instructions": []}, "flow_stats": {"enabled": False}}
 
 
+def transmit(c, tx: int, frames: list[bytes], copies: int, spaced_us: float = 0.0,
+             rx_delay_ms: int = 150) -> Got:
+    """Every frame `copies` times from port tx of the generator client c (a single burst each at
+    2000 pps; frame k from k * spaced_us on, else all at once), capturing the other port and port tx
+    meanwhile: what the DUT forwarded (fwd) and what came back to the sender (back). The conformance
+    runner's send and the suite's (tests/lib/correctness.py) both send so."""
+    rx = 1 - tx
+    c.reset()
+    c.add_streams([_stream(f, copies, k * spaced_us) for k, f in enumerate(frames)], ports=[tx])
+    cap = c.start_capture([rx], 10000)
+    cap_back = c.start_capture([tx], 10000)
+    c.start(ports=[tx])
+    c.wait_on_traffic(ports=[tx], timeout=30, rx_delay_ms=rx_delay_ms)
+    return Got(fwd=[f for _, f, _ in c.stop_capture(cap["id"])],
+               back=[f for _, f, _ in c.stop_capture(cap_back["id"])])
+
+
 def ttl_free(frame: bytes) -> bytes:
     """The frame with its outer IPv4 TTL and header checksum zeroed (after id_free): for packets a
     kernel may have forwarded once more (the outer fragments of downlink-too-big)."""
@@ -191,16 +208,7 @@ class Run:
     def send(self, tx: int, frames: list[bytes], copies: int, spaced_us: float) -> Got:
         """Every frame `copies` times from port tx (frame k from k * spaced_us on); what the other port
         and port tx received meanwhile."""
-        c, rx = self.client, 1 - tx
-        c.reset()
-        c.add_streams([_stream(f, copies, k * spaced_us) for k, f in enumerate(frames)], ports=[tx])
-        cap = c.start_capture([rx], 10000)
-        cap_back = c.start_capture([tx], 10000)
-        c.start(ports=[tx])
-        c.wait_on_traffic(ports=[tx], timeout=30, rx_delay_ms=150)
-        got = [f for _, f, _ in c.stop_capture(cap["id"])]
-        back = [f for _, f, _ in c.stop_capture(cap_back["id"])]
-        return Got(fwd=got, back=back)
+        return transmit(self.client, tx, frames, copies, spaced_us)
 
     def _counters(self):
         try:

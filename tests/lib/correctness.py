@@ -36,7 +36,6 @@ bearers_text() writes the bearers the checks expect.
 
 from __future__ import annotations
 
-import base64
 import collections
 import struct
 import subprocess
@@ -48,6 +47,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from gtplab.conformance import departs as departs_data
 from gtplab.conformance import oracle as conformance_oracle
 from gtplab.conformance.cases import downlink_frames, qfi_downlink_frames, qfi_uplink, uplink_frames
+from gtplab.conformance.runner import transmit
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
 from tests.lib import oracle as O
@@ -121,13 +121,6 @@ def id_free(frame: bytes) -> bytes:
     return bytes(b)
 
 
-def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
-    return {"mode": {"type": "single_burst", "total_pkts": n, "rate": {"type": "pps", "value": 2000}},
-            "isg": isg_us,
-            "packet": {"binary": base64.b64encode(bytes(frame)).decode(), "meta": ""},
-            "vm": {"instructions": []}, "flow_stats": {"enabled": False}}
-
-
 SNMP_IP = ("ReasmReqds", "ReasmOKs", "ReasmFails", "FragOKs", "FragCreates", "FragFails", "InAddrErrors",
            "InHdrErrors", "InDiscards", "ForwDatagrams", "OutNoRoutes", "InDelivers")
 
@@ -156,15 +149,9 @@ def send(lab_t, tx: int, frames: list[bytes], returned: list | None = None, *, c
     when it is None, none may come back."""
     lab, c, dut = lab_t
     rx = 1 - tx
-    c.reset()
-    c.add_streams([_stream(f, copies, k * spaced_us) for k, f in enumerate(frames)], ports=[tx])
     cnt0, link0, k0 = dut.counters(), dut.link(), kernel_counts(lab)
-    cap = c.start_capture([rx], 10000)
-    cap_back = c.start_capture([tx], 10000)
-    c.start(ports=[tx])
-    c.wait_on_traffic(ports=[tx], timeout=30, rx_delay_ms=100)
-    got = [f for _, f, _ in c.stop_capture(cap["id"])]
-    back = [f for _, f, _ in c.stop_capture(cap_back["id"])]
+    sent = transmit(c, tx, frames, copies, spaced_us, rx_delay_ms=100)
+    got, back = sent.fwd, sent.back
     st = c.get_stats()
     cnt1, link1, k1 = dut.counters(), dut.link(), kernel_counts(lab)
     kd = {k: k1[k] - k0[k] for k in k0}

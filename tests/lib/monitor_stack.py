@@ -15,6 +15,7 @@ import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from gtplab.kernel.sched import live_stat
 from tests.lib import REPO
 
 DASHBOARD_DIR = REPO / "dashboards"
@@ -87,11 +88,8 @@ def running_stack(base: Path, pgwu_port: int | None = None):
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
+    """pid runs (not gone, not a zombie): gtplab.kernel.sched's reading of /proc/PID/stat."""
+    return live_stat(pid) is not None
 
 
 # ---- results written from the contract (docs/results.md), not with gtplab.results.store -----------------
