@@ -22,6 +22,7 @@
 #include "gtpu.h"
 
 #define AF_INET 2
+#define AF_INET6 10
 
 struct nexthop {
 	__u32 ifindex;
@@ -249,9 +250,11 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	return 0;
 }
 
-/* Ethernet header (+ 802.1Q tag when vid != 0) at the start of the frame; the caller has checked
- * that 18 bytes are there. Returns its length. */
-static __always_inline __u32 write_eth(void *data, const __u8 *dmac, const __u8 *smac, __u16 vid)
+/* Ethernet header (+ 802.1Q tag when vid != 0) at the start of the frame, for an IP packet of
+ * EtherType proto (network order); the caller has checked that 18 bytes are there. Returns its
+ * length. */
+static __always_inline __u32 write_eth_proto(void *data, const __u8 *dmac, const __u8 *smac,
+					     __u16 vid, __be16 proto)
 {
 	struct ethhdr *eth = data;
 
@@ -262,11 +265,16 @@ static __always_inline __u32 write_eth(void *data, const __u8 *dmac, const __u8 
 
 		eth->h_proto = ETH_P_8021Q_BE;
 		v->tci = bpf_htons(vid & 0x0fff);
-		v->encap_proto = ETH_P_IP_BE;
+		v->encap_proto = proto;
 		return sizeof(*eth) + sizeof(*v);
 	}
-	eth->h_proto = ETH_P_IP_BE;
+	eth->h_proto = proto;
 	return sizeof(*eth);
+}
+
+static __always_inline __u32 write_eth(void *data, const __u8 *dmac, const __u8 *smac, __u16 vid)
+{
+	return write_eth_proto(data, dmac, smac, vid, ETH_P_IP_BE);
 }
 
 /* Cut the frame to len bytes (Ethernet padding after an IP packet) */
@@ -739,6 +747,21 @@ int xdp_access(struct xdp_md *ctx)
 		goto out;
 
 	inner_len = ip_end - p;
+	if (p < ip_end && p + 1 <= data_end && (*(__u8 *)p >> 4) == 6) {
+		/* an IPv6 T-PDU: xdp_access6 (a tail call: its stack and this one's would be over
+		 * the verifier's 512 bytes), which takes over from here with what is known */
+		struct pgwu_ul6_handoff *ho = bpf_map_lookup_elem(&ul6_handoff, &zero);
+
+		if (ho) {
+			ho->teid = gtp->teid;
+			ho->flags = b->flags;
+			ho->inner_off = p - data;
+			ho->inner_len = inner_len;
+			__builtin_memcpy(ho->orig_mac, orig_mac, 12);
+			bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_ACCESS6);
+		}
+		/* not there: as before it existed (drop_inner_not_ipv4 below) */
+	}
 	reason = gpdu_inner_check(p, ip_end, data_end, !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK),
 				  b->ue_addr, &iip);
 	if (reason == PGWU_R_DROP_TTL_EXPIRED) {
@@ -1150,6 +1173,209 @@ int xdp_sgi6(struct xdp_md *ctx)
 		goto out;
 	}
 	reason = sgi_ipv6(ctx, cfg, tag ? 18 : 14, &action);
+out:
+	count(reason, action, rx_len);
+	return action;
+}
+
+/*
+ * The next hop of an IPv6 packet leaving through `side`: the static one when configured, else
+ * bpf_fib_lookup(AF_INET6), every packet (fib_cache holds IPv4 destinations only). Returns 0 with
+ * *nh set, or the reason for not forwarding, as resolve_nexthop.
+ */
+static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct pgwu_config *cfg,
+					      int side, const struct ipv6hdr *ip6, __u8 proto,
+					      __u16 tot_len, struct nexthop *nh)
+{
+	const struct pgwu_nexthop *st = &cfg->nexthop[side];
+	struct bpf_fib_lookup p = {};
+	int rc;
+
+	if (st->ifindex) {
+		nh->ifindex = st->ifindex;
+		__builtin_memcpy(nh->smac, st->smac, 6);
+		__builtin_memcpy(nh->dmac, st->dmac, 6);
+		return 0;
+	}
+	p.family = AF_INET6;
+	p.flowinfo = *(const __be32 *)ip6 & bpf_htonl(0x0fffffff);	/* class and flow label */
+	p.l4_protocol = proto;
+	p.tot_len = tot_len;
+	__builtin_memcpy(p.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(p.ipv6_dst, &ip6->daddr, 16);
+	p.ifindex = ctx->ingress_ifindex;
+	rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		break;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return PGWU_R_PASS_NO_NEIGH;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		return PGWU_R_DROP_NO_ROUTE;
+	default:	/* NOT_FWDED (local), FRAG_NEEDED (the kernel sends Packet Too Big), ... */
+		return PGWU_R_PASS_FIB_OTHER;
+	}
+	nh->ifindex = p.ifindex;
+	__builtin_memcpy(nh->smac, p.smac, 6);
+	__builtin_memcpy(nh->dmac, p.dmac, 6);
+	return 0;
+}
+
+/*
+ * The IPv6 T-PDU's upper-layer protocol, for the route lookup (policy rules may select by it):
+ * the next header after the extension headers RFC 8200 4.1 lets precede it, walked no further
+ * than the packet (end) and the frame (bound), PGWU_MAX_EXT_HDRS at most, and not past a
+ * Fragment header (what follows it is the fragmentable part, in the first fragment only).
+ * Nothing in them changes what is done with the packet. Returns the protocol, or -1 when a
+ * Hop-by-Hop Options header is truncated (the kernel drops those too, RFC 8200 4.3); another
+ * truncated header ends the walk at its own type (a router does not read it).
+ */
+static __always_inline int ipv6_upper_proto(struct ipv6hdr *ip6, void *end, void *bound)
+{
+	__u8 nexthdr = ip6->nexthdr, *h = (void *)(ip6 + 1);
+	int i;
+
+	for (i = 0; i < PGWU_MAX_EXT_HDRS; i++) {
+		if (nexthdr == IPPROTO_FRAGMENT) {
+			if ((void *)(h + 8) > end || (void *)(h + 8) > bound)
+				return nexthdr;
+			return h[0];
+		}
+		if (nexthdr != IPPROTO_HOPOPTS && nexthdr != IPPROTO_ROUTING &&
+		    nexthdr != IPPROTO_DSTOPTS)
+			return nexthdr;
+		/* (Hdr Ext Len + 1) x 8 octets, the first two being next header and that length */
+		if ((void *)(h + 2) > end || (void *)(h + 2) > bound ||
+		    (void *)h + ((__u32)h[1] + 1) * 8 > end)
+			return nexthdr == IPPROTO_HOPOPTS ? -1 : nexthdr;
+		nexthdr = h[0];
+		h += ((__u32)h[1] + 1) * 8;
+	}
+	return nexthdr;
+}
+
+/*
+ * xdp_access's G-PDUs with an IPv6 T-PDU (tail-called once the outer headers, the TEID's bearer
+ * and its QFI have been checked, ul6_handoff). The IPv4 uplink's steps on an IPv6 packet: a bearer
+ * without a /64 takes none (drop_inner_not_ipv4, as before IPv6 existed); the T-PDU must be one
+ * whole IPv6 packet (drop_inner_bad); its source in the bearer's /64 (drop_spoofed); hop limit > 1
+ * (drop_ttl_expired, dropped: no ICMPv6 Time Exceeded yet); then the route (bpf_fib_lookup
+ * AF_INET6, or the static SGi next hop; no neighbour or anything the kernel must do: the
+ * decapsulated packet goes to it, pass_no_neigh / pass_fib_other), the bearer's gate, MBR and
+ * quota, the hop limit down by one, the outer headers removed, and the usage counted in
+ * ul6_prefix's entry. Counted here, with the frame's length as received.
+ */
+SEC("xdp")
+int xdp_access6(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 rx_len = data_end - data, action = XDP_DROP, reason, zero = 0;
+	__u32 off, inner_len, out_l2;
+	struct pgwu_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct pgwu_ul6_handoff *ho = bpf_map_lookup_elem(&ul6_handoff, &zero);
+	struct pgwu_ul6 *u6;
+	struct ipv6hdr *ip6;
+	struct nexthop nh;
+	__u8 orig_mac[12];
+	__be32 teid;
+	__u64 src64;
+	int proto;
+
+	if (!cfg || !ho) {
+		reason = PGWU_R_DROP_NOT_CONFIGURED;
+		goto out;
+	}
+	teid = ho->teid;
+	off = ho->inner_off;
+	inner_len = ho->inner_len;
+	__builtin_memcpy(orig_mac, ho->orig_mac, 12);
+	/* the offset is xdp_access's, of this frame: bounded again for the verifier, which takes a
+	 * packet pointer as checked only when its offset and the access stay under 64 KiB */
+	if (off > 0x3fff || off + inner_len > rx_len) {
+		reason = PGWU_R_DROP_INNER_BAD;
+		goto out;
+	}
+	u6 = bpf_map_lookup_elem(&ul6_prefix, &teid);
+	if (!u6) {
+		reason = PGWU_R_DROP_INNER_NOT_IPV4;	/* an IPv4-only bearer */
+		goto out;
+	}
+	ip6 = data + off;
+	if ((void *)(ip6 + 1) > data_end) {
+		reason = PGWU_R_DROP_INNER_BAD;
+		goto out;
+	}
+	if (inner_len < sizeof(*ip6) || sizeof(*ip6) + bpf_ntohs(ip6->payload_len) != inner_len) {
+		reason = PGWU_R_DROP_INNER_BAD;
+		goto out;
+	}
+	__builtin_memcpy(&src64, &ip6->saddr, 8);
+	if (src64 != u6->prefix) {
+		reason = PGWU_R_DROP_SPOOFED;
+		goto out;
+	}
+	if (ip6->hop_limit <= 1) {
+		reason = PGWU_R_DROP_TTL_EXPIRED;
+		goto out;
+	}
+	proto = ipv6_upper_proto(ip6, (void *)ip6 + inner_len, data_end);
+	if (proto < 0) {
+		reason = PGWU_R_DROP_INNER_BAD;
+		goto out;
+	}
+
+	reason = resolve_nexthop6(ctx, cfg, PGWU_SIDE_SGI, ip6, proto, inner_len, &nh);
+	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER)
+		out_l2 = sizeof(struct ethhdr);	/* for the kernel: addressed as received */
+	else if (reason)
+		goto out;
+	else
+		out_l2 = cfg->egress_vlan[PGWU_SIDE_SGI] ? 18 : 14;
+	if (ho->flags & PGWU_B_QOS) {
+		__u32 qr = qos_apply(teid, PGWU_PFCP_UPLINK, inner_len, !reason);
+
+		if (qr) {
+			reason = qr;
+			action = XDP_DROP;
+			goto out;
+		}
+	}
+
+	/* Decapsulate: the frame starts out_l2 octets before the T-PDU and ends with it. All packet
+	 * pointers are invalid after this. */
+	if (bpf_xdp_adjust_head(ctx, (int)off - (int)out_l2) || trim_to(ctx, out_l2 + inner_len)) {
+		reason = PGWU_R_DROP_ADJUST;
+		goto out;
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 > data_end) {		/* out_l2 + 40 octets at least */
+		reason = PGWU_R_DROP_ADJUST;
+		goto out;
+	}
+	if (reason) {
+		struct ethhdr *e = data;
+
+		__builtin_memcpy(e->h_dest, orig_mac, 12);
+		e->h_proto = ETH_P_IPV6_BE;
+		action = XDP_PASS;
+		goto out;
+	}
+	write_eth_proto(data, nh.dmac, nh.smac, cfg->egress_vlan[PGWU_SIDE_SGI], ETH_P_IPV6_BE);
+	ip6 = data + out_l2;
+	if ((void *)(ip6 + 1) > data_end) {
+		reason = PGWU_R_DROP_ADJUST;
+		goto out;
+	}
+	ip6->hop_limit--;
+	__sync_fetch_and_add(&u6->packets, 1);
+	__sync_fetch_and_add(&u6->bytes, inner_len);
+	action = forward(ctx, nh.ifindex);
+	reason = PGWU_R_UL_FWD;
 out:
 	count(reason, action, rx_len);
 	return action;

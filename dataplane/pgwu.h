@@ -56,11 +56,14 @@ enum pgwu_reason {
 	PGWU_R_DROP_UNKNOWN_TEID,	/* DROP, or TX when answered with an Error Indication (TS
 					 * 29.281 7.3.1, rate-limited per peer): G-PDU for a TEID with
 					 * no bearer */
-	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, IPv6, other) */
-	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 header truncated or invalid */
-	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address */
+	PGWU_R_DROP_INNER_NOT_IPV4,	/* DROP: G-PDU payload is not IPv4 (empty, other), or is IPv6
+					 * for a bearer without a /64 (ul6_prefix) */
+	PGWU_R_DROP_INNER_BAD,		/* DROP: inner IPv4 (or IPv6) header truncated or invalid */
+	PGWU_R_DROP_SPOOFED,		/* DROP: inner source is not the bearer's UE address (IPv6:
+					 * not in its /64) */
 	PGWU_R_DROP_TTL_EXPIRED,	/* DROP, or TX when answered with ICMP Time Exceeded (rate-
-					 * limited per sender): TTL <= 1 (uplink inner, downlink) */
+					 * limited per sender): TTL <= 1 (uplink inner, downlink), IPv6
+					 * hop limit <= 1 (dropped, not answered yet) */
 	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
 	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
@@ -161,6 +164,17 @@ static inline __u32 pgwu_owner_of(__u32 flags)
 struct pgwu_ul_bearer {
 	__u32 ue_addr;		/* anti-spoofing: inner source must be this */
 	__u32 flags;		/* PGWU_B_QFI and the QFI, else 0 */
+	__u64 packets;
+	__u64 bytes;
+};
+
+/*
+ * ul6_prefix: key __u32 local TEID (network order), value below: the bearer's IPv6 /64 (uplink
+ * anti-spoofing) and the usage of its IPv6 uplink, counted by xdp_access6 with atomic adds (bytes:
+ * the inner IPv6 packet's length, header included), beside the IPv4 half's (pgwu_ul_bearer).
+ */
+struct pgwu_ul6 {
+	__u64 prefix;		/* the /64: the address's first 8 octets as on the wire */
 	__u64 packets;
 	__u64 bytes;
 };

@@ -43,7 +43,8 @@ int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bear
 
 int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct pgwu_dl_bearer *dl)
 {
-	int err = bpf_map_update_elem(m->ul6, &teid, &ue6, BPF_NOEXIST);
+	struct pgwu_ul6 u6 = { .prefix = ue6 };
+	int err = bpf_map_update_elem(m->ul6, &teid, &u6, BPF_NOEXIST);
 
 	if (err)
 		return err;
@@ -61,12 +62,12 @@ int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct
 int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid)
 {
 	struct pgwu_dl_bearer d;
-	__u64 ue6;
+	struct pgwu_ul6 u6;
 
-	if (bpf_map_lookup_elem(m->ul6, &teid, &ue6))
+	if (bpf_map_lookup_elem(m->ul6, &teid, &u6))
 		return 0;
-	if (!bpf_map_lookup_elem(m->dl6, &ue6, &d) && d.local_teid == teid &&
-	    bpf_map_delete_elem(m->dl6, &ue6) && errno != ENOENT)
+	if (!bpf_map_lookup_elem(m->dl6, &u6.prefix, &d) && d.local_teid == teid &&
+	    bpf_map_delete_elem(m->dl6, &u6.prefix) && errno != ENOENT)
 		return -errno;
 	if (bpf_map_delete_elem(m->ul6, &teid) && errno != ENOENT)
 		return -errno;
@@ -257,6 +258,7 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 {
 	struct pgwu_ul_bearer ul;
 	struct pgwu_dl_bearer dl;
+	struct pgwu_ul6 u6;
 
 	memset(b, 0, sizeof(*b));
 	if (by_teid) {
@@ -292,8 +294,13 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);
 		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
 	}
-	if (b->has_ul && !bpf_map_lookup_elem(m->ul6, &teid, &b->ue6)) {
+	if (b->has_ul && !bpf_map_lookup_elem(m->ul6, &teid, &u6)) {
 		b->has_ue6 = true;
+		b->ue6 = u6.prefix;
+		b->ul6_packets = u6.packets;
+		b->ul6_bytes = u6.bytes;
+		b->ul_packets += u6.packets;
+		b->ul_bytes += u6.bytes;
 		if (!bpf_map_lookup_elem(m->dl6, &b->ue6, &dl) && dl.local_teid == teid) {
 			b->dl6_packets = dl.packets;
 			b->dl6_bytes = dl.bytes;

@@ -249,7 +249,7 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 			/* a qos entry exists only for a PFCP session with QERs or URRs: not a
 			 * bearer's cost (HTAB_ELEM_HDR + 8 + 96 + 8 = 160 bytes more for those);
 			 * nor are the IPv6 maps' entries, made only for a bearer with a /64
-			 * (dl6_bearers 104 + ul6_prefix 72 = 176 bytes more for those) */
+			 * (dl6_bearers 104 + ul6_prefix 88 = 192 bytes more for those) */
 			if (!strcmp(name, "qos") || !strcmp(name, "dl6_bearers") ||
 			    !strcmp(name, "ul6_prefix"))
 				break;

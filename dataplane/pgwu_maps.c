@@ -481,12 +481,12 @@ static void dl_slot_add(const struct pgwu_maps *m, __u32 ue, struct bearer *x)
 	}
 }
 
-/* The IPv6 /64 of the bearers that have one (ul6_prefix), and their IPv6 downlink usage: read
+/* The IPv6 /64 of the bearers that have one (ul6_prefix), and their IPv6 usage both ways: read
  * by prefix, so the cost is the IPv6 bearers', not the table's. t is sorted by TEID. */
 static int bearers_read_v6(const struct pgwu_maps *m, struct bearer_table *t)
 {
 	__u32 *keys = NULL;
-	__u64 *vals = NULL;
+	struct pgwu_ul6 *vals = NULL;
 	size_t n = 0;
 	int err;
 
@@ -512,8 +512,13 @@ static int bearers_read_v6(const struct pgwu_maps *m, struct bearer_table *t)
 			if (!x->has_ul)
 				continue;
 			x->has_ue6 = true;
-			x->ue6 = vals[i];
-			if (!bpf_map_lookup_elem(m->dl6, &vals[i], &d) && d.local_teid == keys[i]) {
+			x->ue6 = vals[i].prefix;
+			x->ul6_packets = vals[i].packets;
+			x->ul6_bytes = vals[i].bytes;
+			x->ul_packets += vals[i].packets;
+			x->ul_bytes += vals[i].bytes;
+			if (!bpf_map_lookup_elem(m->dl6, &vals[i].prefix, &d) &&
+			    d.local_teid == keys[i]) {
 				x->dl6_packets = d.packets;
 				x->dl6_bytes = d.bytes;
 				x->dl_packets += d.packets;

@@ -70,6 +70,7 @@ struct bearer {
 	bool has_ue6;		/* ue6 is the bearer's IPv6 /64 (ul6_prefix) */
 	__u64 ue6;		/* the /64, its 8 octets in network order (dl6_bearers' key) */
 	__u64 dl6_packets, dl6_bytes;	/* downlink IPv6 usage (dl6_bearers), also in dl_* */
+	__u64 ul6_packets, ul6_bytes;	/* uplink IPv6 usage (ul6_prefix), also in ul_* */
 	__u64 ul_packets, ul_bytes, dl_packets, dl_bytes;
 };
 struct bearer_table {

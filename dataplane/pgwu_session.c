@@ -100,8 +100,10 @@ static void print_json(FILE *f, const struct bearer *b, bool with_pfcp, const st
 	if (b->has_ue6) {
 		char p6[INET6_ADDRSTRLEN + 4];
 
-		fprintf(f, "\"ue6\": \"%s\", \"downlink6\": {\"packets\": %llu, \"bytes\": %llu}, ",
-			prefix64_str(b->ue6, p6), (unsigned long long)b->dl6_packets,
+		fprintf(f, "\"ue6\": \"%s\", \"uplink6\": {\"packets\": %llu, \"bytes\": %llu}, "
+			"\"downlink6\": {\"packets\": %llu, \"bytes\": %llu}, ",
+			prefix64_str(b->ue6, p6), (unsigned long long)b->ul6_packets,
+			(unsigned long long)b->ul6_bytes, (unsigned long long)b->dl6_packets,
 			(unsigned long long)b->dl6_bytes);
 	}	/* without one: no such keys (the IPv4-only bearer's object as it always was) */
 	if (b->has_dl)
@@ -359,7 +361,7 @@ static int flush_v6(const struct pgwu_maps *m)
 
 	err = map_dump(m->dl6, sizeof(__u64), sizeof(struct pgwu_dl_bearer), &k6, &v6, &n6);
 	if (!err)
-		err = map_dump(m->ul6, sizeof(__u32), sizeof(__u64), &kt, &vt, &nt);
+		err = map_dump(m->ul6, sizeof(__u32), sizeof(struct pgwu_ul6), &kt, &vt, &nt);
 	for (size_t i = 0; !err && i < n6; i++)
 		if (bpf_map_delete_elem(m->dl6, (__u64 *)k6 + i) && errno != ENOENT)
 			err = -errno;

@@ -43,28 +43,54 @@ struct {
 } dl6_bearers SEC(".maps");
 
 /* ul6_prefix: key the local TEID, value the bearer's /64 (as dl6_bearers' key): the prefix an
- * IPv6 G-PDU's inner source must be in (anti-spoofing). Written by pgwu, read by xdp_access. A
+ * IPv6 G-PDU's inner source must be in (anti-spoofing), and the IPv6 uplink's usage counters
+ * (struct pgwu_ul6). Written by pgwu, read by xdp_access6, which adds to the usage counters. A
  * bearer without one takes no IPv6. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, PGWU_MAX_BEARERS);
 	__type(key, __u32);			/* local TEID */
-	__type(value, __u64);			/* UE /64 prefix */
+	__type(value, struct pgwu_ul6);
 } ul6_prefix SEC(".maps");
 
 /* The programs the XDP programs tail-call (PGWU_PROG_*), set statically in pgwu.bpf.c (libbpf
- * fills it at load). xdp_sgi hands its IPv6 frames to xdp_sgi6. */
+ * fills it at load). xdp_sgi hands its IPv6 frames to xdp_sgi6, xdp_access its G-PDUs with an
+ * IPv6 T-PDU to xdp_access6. */
 #define PGWU_PROG_SGI6 0
+#define PGWU_PROG_ACCESS6 1
 int xdp_sgi6(struct xdp_md *ctx);
+int xdp_access6(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } sgi_progs SEC(".maps") = {
-	.values = { [PGWU_PROG_SGI6] = (void *)&xdp_sgi6 },
+	.values = { [PGWU_PROG_SGI6] = (void *)&xdp_sgi6,
+		    [PGWU_PROG_ACCESS6] = (void *)&xdp_access6 },
 };
+
+/*
+ * Written by xdp_access just before it tail-calls xdp_access6, read by xdp_access6 in the same
+ * run on the same CPU (a tail call does not return, nor migrate, nor let another packet in
+ * between): what xdp_access found of the G-PDU, so xdp_access6 does not parse it again. A
+ * scratch slot, no state across packets.
+ */
+struct pgwu_ul6_handoff {
+	__u32 teid;		/* the bearer's local TEID, network order */
+	__u32 flags;		/* its uplink half's flags (PGWU_B_QOS) */
+	__u32 inner_off;	/* the T-PDU's offset from the frame's start */
+	__u32 inner_len;	/* its length: up to the end of the outer IP datagram */
+	__u8 orig_mac[12];	/* the received frame's destination then source MAC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pgwu_ul6_handoff);
+} ul6_handoff SEC(".maps");
 
 /* Written by pgwu (through mmap); read by xdp_access / xdp_sgi, which add to the usage counters.
  * Sized at load time (a power of two >= the capacity). See struct pgwu_ul_slot in pgwu.h. */

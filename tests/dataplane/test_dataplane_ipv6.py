@@ -12,21 +12,31 @@ Static next hops (config.nexthop) on interface indexes that do not exist, as in 
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import socket
 import struct
+import subprocess
 
 import pytest
 from scapy.layers.inet import IP, UDP, TCP
-from scapy.layers.inet6 import IPv6, ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop
+from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt,
+                                 IPv6ExtHdrRouting, IPv6ExtHdrFragment, PadN)
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from gtplab.dut.dataplane import REASONS, VERDICTS, DlBearer, B_QFI, B_QFI_SHIFT, B_CSUM_OFF
+from gtplab.dut.dataplane import (REASONS, VERDICTS, DlBearer, B_QFI, B_QFI_SHIFT, B_CSUM_OFF, Nexthop, Qos,
+                                  QOS_QUOTA,
+                                  QOS_QUOTA_UL, QOS_UL_CLOSED)
 from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
+from gtplab.lab.topology import run_in_netns
 from tests.lib import oracle as O
+from tests.lib.pgwu import pgwu
 from tests.lib.pgwu_config import BASE_CONFIG, NH_ACCESS, NH_SGI, cfg_of, stats_delta
+
+LO_IF = socket.if_nametoindex("lo")
 
 pytestmark = pytest.mark.bpf
 
@@ -60,7 +70,7 @@ def dp6(dataplane):
             dp.add_bearer(teid, ue, sgw, steid, qfi=qfi)
             flags = 0 if qfi is None else B_QFI | qfi << B_QFI_SHIFT
             maps["dl6_bearers"].update(p64(pfx), DlBearer(sgw, steid, teid, flags).pack())
-            maps["ul6_prefix"].update(struct.pack("!I", teid), p64(pfx))
+            maps["ul6_prefix"].update(struct.pack("!I", teid), p64(pfx) + bytes(16))   # struct pgwu_ul6
         dp.reset_stats()
         dp.maps6 = maps
         yield dp
@@ -76,6 +86,12 @@ def dl6_usage(dp, pfx: str) -> tuple[int, int]:
     return b.packets, b.bytes
 
 
+def ul6_usage(dp, teid: int) -> tuple[int, int]:
+    """(packets, bytes) of the TEID's IPv6 uplink (struct pgwu_ul6: prefix, packets, bytes)."""
+    _, packets, nbytes = struct.unpack("=8sQQ", dp.maps6["ul6_prefix"].lookup(struct.pack("!I", teid)))
+    return packets, nbytes
+
+
 def usage_all(dp) -> dict:
     out = {}
     for teid, ue, pfx, *_ in BEARERS6:
@@ -83,6 +99,7 @@ def usage_all(dp) -> dict:
         out[("ul", teid)] = (u.packets, u.bytes)
         out[("dl", ue)] = (d.packets, d.bytes)
         out[("dl6", pfx)] = dl6_usage(dp, pfx)
+        out[("ul6", teid)] = ul6_usage(dp, teid)
     return out
 
 
@@ -258,3 +275,346 @@ def test_dl6_ipv4_path_unchanged(dp6):
     res, counted, moved = run(dp6, "sgi", f)
     assert counted == {("dl_fwd", "redirect"): (1, len(f))}
     assert moved == {("dl", B1[1]): (1, len(f) - 14)}
+
+
+# ---- uplink: xdp_access hands G-PDUs with an IPv6 T-PDU to xdp_access6 ------------------------------
+# The spec (docs/ipv6.md "Uplink"): the outer checks, the TEID's bearer and its QFI as for IPv4; a
+# bearer without a /64 takes no IPv6 (drop_inner_not_ipv4); the T-PDU one whole IPv6 packet
+# (drop_inner_bad); its source in the bearer's /64 (drop_spoofed); hop limit > 1 (drop_ttl_expired);
+# then out to the SGi next hop with the hop limit one less and the outer headers gone, counted in the
+# TEID's ul6_prefix entry (uplink6).
+B3 = (0x0000_0900, "10.45.0.9", None, "192.0.2.9", 0x9999_0003, None)     # IPv4 only: no /64
+
+
+def ul6_inner(src: str = UE6_1, dst: str = SERVER6, *, hlim: int = 64, tc: int = 0, payload=None,
+              size: int | None = None) -> bytes:
+    """The IPv6 packet a UE sends (the T-PDU); size: its length, padded with UDP payload."""
+    body = payload if payload is not None else UDP(sport=50000, dport=5001) / Raw(b"\x6b" * 24)
+    pkt = IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=0x54321) / body
+    if size is not None and len(pkt) < size:
+        pkt = IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=0x54321) / (body / Raw(b"\xa5" * (size - len(pkt))))
+    return bytes(pkt)
+
+
+def ul6_frame(inner: bytes, bearer=B1, **kw) -> bytes:
+    """The G-PDU an SGW sends for `bearer` (its local TEID; the UL PDU Session Container of its QFI
+    unless ext is given) carrying `inner`; other keywords go to gtplab.gtpu.packets.gtpu()."""
+    teid, qfi = bearer[0], bearer[5]
+    if qfi is not None and "ext" not in kw:
+        kw["ext"] = [P.pdu_session_container(qfi)]
+    return bytes(P.gtpu(inner, teid=teid, **kw))
+
+
+def ul6_expected(inner: bytes, *, vlan: int | None = None) -> bytes:
+    """Ethernet from the SGi next hop's MACs (EtherType IPv6, the egress VLAN if any), then the
+    T-PDU as sent, its hop limit one less: nothing of the tunnel left."""
+    out = bytearray(inner)
+    out[7] -= 1
+    eth = Ether(src=NH_SGI.smac, dst=NH_SGI.dmac, type=0x86DD if vlan is None else 0x8100)
+    if vlan is not None:
+        return bytes(eth / Dot1Q(vlan=vlan, type=0x86DD)) + bytes(out)
+    return bytes(eth) + bytes(out)
+
+
+def check_ul6_forwarded(dp, frame: bytes, inner: bytes, bearer=B1, *, vlan: int | None = None):
+    res, counted, moved = run(dp, "access", frame)
+    assert (res.verdict, counted) == ("redirect", {("ul_fwd", "redirect"): (1, len(frame))}), (
+        res.verdict, counted, O.describe("input", frame))
+    want = ul6_expected(inner, vlan=vlan)
+    assert res.data == want, O.mismatch_report(want, res.data)
+    assert moved == {("ul6", bearer[0]): (1, len(inner))}, moved
+    return res.data
+
+
+UL6_FORWARDED = [
+    # (name, bearer, inner kwargs, gtpu kwargs)
+    ("udp", B1, dict(), dict()),
+    ("udp-qfi-psc", B2, dict(src=UE6_2), dict()),
+    ("tcp", B1, dict(payload=TCP(sport=50000, dport=443, flags="S") / Raw(b"t" * 60)), dict()),
+    ("icmpv6-echo", B1, dict(payload=ICMPv6EchoRequest(id=1, seq=2, data=b"ping" * 8)), dict()),
+    ("hop-limit-2", B1, dict(hlim=2), dict()),
+    ("hop-limit-255", B1, dict(hlim=255), dict()),
+    ("traffic-class-kept", B1, dict(tc=0xB8), dict()),
+    ("gtp-seq-and-ext-chain", B2, dict(src=UE6_2), dict(seq=0x1234, ext=[
+        P.pdu_session_container(9), P.ext_header(P.EXT_UDP_PORT, b"\x08\x68")])),
+    ("vlan-in", B1, dict(), dict(vlan=100)),
+    ("header-only", B1, dict(payload=Raw(b"")), dict()),
+    ("1500-octets", B1, dict(size=1500), dict()),
+    ("3000-octets", B2, dict(src=UE6_2, size=3000), dict()),
+    # extension headers: walked to the upper-layer protocol, passed on untouched
+    ("hop-by-hop", B1, dict(payload=IPv6ExtHdrHopByHop() / UDP(sport=1, dport=2) / Raw(b"h" * 20)), dict()),
+    ("hop-by-hop-long-then-dest-opts", B1, dict(
+        payload=IPv6ExtHdrHopByHop(options=[PadN(optdata=b"\0" * 20)]) / IPv6ExtHdrDestOpt()
+        / TCP(sport=1, dport=2) / Raw(b"d" * 9)), dict()),
+    ("routing-header", B1, dict(payload=IPv6ExtHdrRouting(addresses=["fd47:7471::1"]) / UDP() / Raw(b"r")), dict()),
+    ("first-fragment", B1, dict(payload=IPv6ExtHdrFragment(id=7, m=1, offset=0) / UDP(sport=1, dport=2)
+                                / Raw(b"f" * 32)), dict()),
+    ("later-fragment", B1, dict(payload=IPv6ExtHdrFragment(id=7, m=0, offset=5, nh=17) / Raw(b"g" * 16)), dict()),
+    ("fragment-header-alone", B1, dict(payload=IPv6ExtHdrFragment(id=8, m=1, offset=0, nh=59)), dict()),
+    ("nine-extension-headers", B1, dict(payload=IPv6ExtHdrHopByHop() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt()
+                                        / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt()
+                                        / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt() / IPv6ExtHdrDestOpt()
+                                        / UDP() / Raw(b"n")), dict()),
+]
+
+
+@pytest.mark.parametrize("name,bearer,ikw,gkw", UL6_FORWARDED, ids=[r[0] for r in UL6_FORWARDED])
+def test_ul6_forwarded(dp6, name, bearer, ikw, gkw):
+    inner = ul6_inner(**ikw)
+    check_ul6_forwarded(dp6, ul6_frame(inner, bearer, **gkw), inner, bearer)
+
+
+def test_ul6_egress_vlan(dp6):
+    dp6.set_config(cfg_of({"egress_vlan": (0, 300)}))
+    inner = ul6_inner()
+    check_ul6_forwarded(dp6, ul6_frame(inner, vlan=12), inner, vlan=300)
+
+
+def test_ul6_ethernet_padding_cut(dp6):
+    """A G-PDU padded past its IP datagram: only the T-PDU comes out."""
+    inner = ul6_inner(payload=Raw(b""))
+    f = ul6_frame(inner)
+    check_ul6_forwarded(dp6, f + b"\0" * 12, inner)
+
+
+def test_ul6_tx_when_egress_is_ingress(dp6):
+    """The SGi next hop out of the interface the G-PDU came in on: XDP_TX, as IPv4's."""
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop(LO_IF, NH_SGI.smac, NH_SGI.dmac))}))
+    inner = ul6_inner()
+    f = ul6_frame(inner)
+    s0 = dp6.stats_array()
+    res = dp6.run_access(f, ingress_ifindex=LO_IF)
+    assert (res.verdict, stats_delta(s0, dp6.stats_array())) == ("tx", {("ul_fwd", "tx"): (1, len(f))})
+    assert res.data == ul6_expected(inner)
+
+
+def test_ul6_counts_accumulate_and_session_get_shows_them(dp6):
+    """Each forwarded packet adds to the TEID's uplink6 (not the IPv4 half's own counters), and
+    `pgwu session get --json` shows it as uplink6 and within uplink."""
+    inners = [ul6_inner(size=n) for n in (60, 100, 1000, 1400, 41)]
+    for i in inners:
+        assert dp6.run_access(ul6_frame(i)).verdict == "redirect"
+    want = (len(inners), sum(len(i) for i in inners))
+    assert ul6_usage(dp6, B1[0]) == want
+    assert (dp6.ul_bearer(B1[0]).packets, dp6.ul_bearer(B1[0]).bytes) == (0, 0)
+    v4 = bytes(P.gpdu(teid=B1[0], ue=B1[1], size=200))
+    assert dp6.run_access(v4).verdict == "redirect"
+    v4_len = len(O.gpdu_inner(v4))
+    got = json.loads(pgwu(dp6.pin_dir, "session", "get", "--teid", str(B1[0]), "--json").stdout)
+    assert got["uplink6"] == {"packets": want[0], "bytes": want[1]}
+    assert got["uplink"] == {"packets": want[0] + 1, "bytes": want[1] + v4_len}
+
+
+UL6_DROPPED = [
+    # (name, bearer, inner kwargs, gtpu kwargs, reason)
+    ("spoofed-other-bearers-64", B1, dict(src=UE6_2), dict(), "drop_spoofed"),
+    ("spoofed-next-64", B1, dict(src="fd47:7470:0:3::10"), dict(), "drop_spoofed"),
+    ("spoofed-link-local", B1, dict(src="fe80::10"), dict(), "drop_spoofed"),
+    ("spoofed-unspecified", B1, dict(src="::"), dict(), "drop_spoofed"),
+    ("hop-limit-1", B1, dict(hlim=1), dict(), "drop_ttl_expired"),
+    ("hop-limit-0", B1, dict(hlim=0), dict(), "drop_ttl_expired"),
+    ("qfi-bearer-without-psc", B2, dict(src=UE6_2), dict(ext=[]), "drop_qfi_mismatch"),
+    ("qfi-bearer-wrong-qfi", B2, dict(src=UE6_2), dict(ext=[P.pdu_session_container(10)]), "drop_qfi_mismatch"),
+]
+
+
+@pytest.mark.parametrize("name,bearer,ikw,gkw,reason", UL6_DROPPED, ids=[r[0] for r in UL6_DROPPED])
+def test_ul6_dropped(dp6, name, bearer, ikw, gkw, reason):
+    f = ul6_frame(ul6_inner(**ikw), bearer, **gkw)
+    res, counted, moved = run(dp6, "access", f)
+    assert (res.verdict, counted, moved) == ("drop", {(reason, "drop"): (1, len(f))}, {}), (res.verdict, counted)
+
+
+def test_ul6_teid_without_64_drops_ipv6(dp6):
+    """A bearer without a /64 takes no IPv6 (drop_inner_not_ipv4, as before the IPv6 uplink), even
+    from a source in another bearer's /64; its IPv4 still goes."""
+    teid, ue, _, sgw, steid, _ = B3
+    dp6.add_bearer(teid, ue, sgw, steid)
+    for src in (UE6_1, "fd47:7470:0:9::1"):
+        f = ul6_frame(ul6_inner(src=src), B3)
+        res, counted, moved = run(dp6, "access", f)
+        assert (res.verdict, counted, moved) == ("drop", {("drop_inner_not_ipv4", "drop"): (1, len(f))}, {})
+    assert dp6.run_access(bytes(P.gpdu(teid=teid, ue=ue, size=128))).verdict == "redirect"
+
+
+def test_ul6_unknown_teid(dp6):
+    f = bytes(P.gtpu(ul6_inner(), teid=0xDEAD_0006))
+    dp6.set_config(cfg_of({"err_ind": False}))
+    res, counted, moved = run(dp6, "access", f)
+    assert (res.verdict, counted, moved) == ("drop", {("drop_unknown_teid", "drop"): (1, len(f))}, {})
+
+
+def _bad_inner(kind: str) -> bytes:
+    i = bytearray(ul6_inner())
+    if kind == "payload-length-past-the-t-pdu":
+        i[4:6] = struct.pack("!H", len(i) - 40 + 1)
+    elif kind == "payload-length-short-of-the-t-pdu":
+        i[4:6] = struct.pack("!H", len(i) - 40 - 1)
+    elif kind == "shorter-than-the-fixed-header":
+        i = i[:39]
+    elif kind == "hop-by-hop-past-the-packet":
+        # a Hop-by-Hop header claiming (255 + 1) x 8 octets in a packet of far fewer
+        j = bytearray(ul6_inner(payload=IPv6ExtHdrHopByHop() / UDP() / Raw(b"x" * 8)))
+        j[41] = 255
+        return bytes(j)
+    elif kind == "hop-by-hop-cut-after-its-first-octet":
+        j = bytearray(ul6_inner(payload=Raw(b"\x11")))
+        j[6] = 0                                            # next header: Hop-by-Hop, one octet of it
+        return bytes(j)
+    return bytes(i)
+
+
+UL6_BAD = ["payload-length-past-the-t-pdu", "payload-length-short-of-the-t-pdu", "shorter-than-the-fixed-header",
+           "hop-by-hop-past-the-packet", "hop-by-hop-cut-after-its-first-octet"]
+
+
+@pytest.mark.parametrize("kind", UL6_BAD)
+def test_ul6_inner_bad(dp6, kind):
+    """The T-PDU must be one whole IPv6 packet; a Hop-by-Hop header that runs past it is dropped (as the
+    kernel drops it), never read past the frame: drop_inner_bad."""
+    f = ul6_frame(_bad_inner(kind))
+    res, counted, moved = run(dp6, "access", f)
+    assert (res.verdict, counted, moved) == ("drop", {("drop_inner_bad", "drop"): (1, len(f))}, {})
+
+
+def test_ul6_truncated_routing_header_ends_the_walk(dp6):
+    """A Routing header that runs past the packet is not read (a router does not process it): the
+    packet is forwarded, untouched but its hop limit."""
+    i = bytearray(ul6_inner(payload=IPv6ExtHdrRouting(addresses=["fd47:7471::1"]) / UDP() / Raw(b"r")))
+    i[41] = 200
+    check_ul6_forwarded(dp6, ul6_frame(bytes(i)), bytes(i))
+
+
+def test_ul6_counters_balance(dp6):
+    """A mix of uplink IPv6 (forwarded, spoofed, expired, no /64, bad) and IPv4: every frame counted
+    once in stats; the forwarded IPv6 bytes are exactly the usage's, the IPv4 ones the IPv4 half's."""
+    teid, ue, _, sgw, steid, _ = B3
+    dp6.add_bearer(teid, ue, sgw, steid)
+    dp6.reset_stats()
+    fwd6 = [ul6_inner(size=n) for n in (48, 333, 1280)]
+    fwd6_b2 = [ul6_inner(src=UE6_2, size=n) for n in (64, 900)]
+    frames = ([ul6_frame(i) for i in fwd6] + [ul6_frame(i, B2) for i in fwd6_b2]
+              + [ul6_frame(ul6_inner(src=UE6_2)), ul6_frame(ul6_inner(hlim=1)), ul6_frame(ul6_inner(), B3),
+                 ul6_frame(_bad_inner("payload-length-past-the-t-pdu"))]
+              + [bytes(P.gpdu(teid=B1[0], ue=B1[1], size=300))])
+    for f in frames:
+        dp6.run_access(f)
+    st = dp6.stats()
+    assert sum(p for p, _ in st.values()) == len(frames)
+    assert sum(b for _, b in st.values()) == sum(len(f) for f in frames)
+    assert st[("ul_fwd", "redirect")] == (6, sum(len(f) for f in frames[:5]) + len(frames[-1]))
+    assert ul6_usage(dp6, B1[0]) == (3, sum(map(len, fwd6)))
+    assert ul6_usage(dp6, B2[0]) == (2, sum(map(len, fwd6_b2)))
+    assert (dp6.ul_bearer(B1[0]).packets, dp6.ul_bearer(B1[0]).bytes) == (1, len(O.gpdu_inner(frames[-1])))
+    assert {k: v[0] for k, v in st.items() if k[0] != "ul_fwd"} == {
+        ("drop_spoofed", "drop"): 1, ("drop_ttl_expired", "drop"): 1, ("drop_inner_not_ipv4", "drop"): 1,
+        ("drop_inner_bad", "drop"): 1}
+
+
+def test_ul6_qos_gate_and_quota(dp6):
+    """The bearer's qos entry applies to its IPv6 uplink as to its IPv4: a closed uplink gate drops
+    (drop_gate_closed); a quota is charged the T-PDU, and refuses the packet that does not fit
+    (drop_quota); only forwarded packets are counted."""
+    teid, ue, _, sgw, steid, _ = B1
+    dp6.clear_map("qos")
+    dp6.set_qos(teid, Qos(flags=QOS_UL_CLOSED))
+    dp6.del_bearer(teid, ue)                  # re-added with B_QOS (slot and hash entry both)
+    dp6.add_bearer(teid, ue, sgw, steid, qos=True)
+    try:
+        inner = ul6_inner(size=100)
+        f = ul6_frame(inner)
+        res, counted, moved = run(dp6, "access", f)
+        assert (res.verdict, counted, moved) == ("drop", {("drop_gate_closed", "drop"): (1, len(f))}, {})
+        dp6.set_qos(teid, Qos(flags=QOS_QUOTA | QOS_QUOTA_UL, quota_left=150))
+        check_ul6_forwarded(dp6, f, inner)
+        assert dp6.qos(teid).quota_left == 50
+        res, counted, moved = run(dp6, "access", f)
+        assert (res.verdict, counted, moved) == ("drop", {("drop_quota", "drop"): (1, len(f))}, {})
+    finally:
+        dp6.clear_map("qos")
+
+
+# ---- uplink through the kernel's FIB (bpf_fib_lookup AF_INET6), in a namespace of our own -----------
+# As tests/dataplane/test_dataplane_fib.py does for IPv4: a unique netns with an access veth (a0) and
+# an SGi veth (s0, fd47:7471::1/64), IPv6 forwarding on, permanent neighbours, a prefix via a router,
+# a blackhole; the program runs with BPF_PROG_TEST_RUN from a thread in that netns, ingress a0.
+N6_NEAR, N6_NEAR_MAC = "fd47:7471::10", "02:aa:00:00:06:10"
+N6_ROUTER, N6_ROUTER_MAC = "fd47:7471::fe", "02:aa:00:00:06:fe"
+N6_FAR = "fd47:7472::20"                  # fd47:7472::/48 via the router
+N6_NONEIGH = "fd47:7471::20"              # on the link, no neighbour entry
+N6_BLACKHOLE = "fd47:7473::1"
+
+
+def _ip(ns, *args):
+    return subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True, check=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def ns6():
+    name = f"gtplab-v6ul-{secrets.token_hex(4)}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=30)
+    try:
+        _ip(name, "link", "add", "a0", "type", "veth", "peer", "name", "a1")
+        _ip(name, "link", "add", "s0", "type", "veth", "peer", "name", "s1")
+        for d in ("lo", "a0", "a1", "s0", "s1"):
+            _ip(name, "link", "set", d, "up")
+        _ip(name, "addr", "add", "192.0.2.1/24", "dev", "a0")
+        _ip(name, "-6", "addr", "add", "fd47:7471::1/64", "dev", "s0", "nodad")
+        subprocess.run(["nsenter", f"--net=/run/netns/{name}", "--", "sysctl", "-qw",
+                        "net.ipv6.conf.all.forwarding=1"], check=True, timeout=30)
+        _ip(name, "-6", "neigh", "add", N6_NEAR, "lladdr", N6_NEAR_MAC, "dev", "s0", "nud", "permanent")
+        _ip(name, "-6", "neigh", "add", N6_ROUTER, "lladdr", N6_ROUTER_MAC, "dev", "s0", "nud", "permanent")
+        _ip(name, "-6", "route", "add", "fd47:7472::/48", "via", N6_ROUTER, "dev", "s0")
+        _ip(name, "-6", "route", "add", "blackhole", f"{N6_BLACKHOLE}/128")
+        links = {d: json.loads(_ip(name, "-j", "link", "show", "dev", d).stdout)[0] for d in ("a0", "s0")}
+        yield name, {d: (j["ifindex"], j["address"]) for d, j in links.items()}
+    finally:
+        subprocess.run(["ip", "netns", "del", name], timeout=30)
+
+
+def fib_run(dp, ns, frame, ifindex):
+    s0 = dp.stats_array()
+    res = run_in_netns(ns, dp.run_access, frame, ingress_ifindex=ifindex)
+    return res, stats_delta(s0, dp.stats_array())
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("dst,mac", [(N6_NEAR, N6_NEAR_MAC), (N6_FAR, N6_ROUTER_MAC)], ids=["neighbour", "via-router"])
+def test_ul6_fib_next_hop(dp6, ns6, dst, mac):
+    """Without a static next hop the route and the neighbour come from the kernel: the frame goes
+    out of s0 (REDIRECT to its ifindex) from s0's MAC to the neighbour's (or the router's)."""
+    ns, devs = ns6
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop())}))
+    inner = ul6_inner(dst=dst)
+    f = ul6_frame(inner)
+    res, counted = fib_run(dp6, ns, f, devs["a0"][0])
+    assert (res.verdict, counted) == ("redirect", {("ul_fwd", "redirect"): (1, len(f))})
+    out = bytearray(inner)
+    out[7] -= 1
+    want = bytes(Ether(src=devs["s0"][1], dst=mac, type=0x86DD)) + bytes(out)
+    assert res.data == want, O.mismatch_report(want, res.data)
+    assert ul6_usage(dp6, B1[0]) == (1, len(inner))
+
+
+@pytest.mark.lab
+def test_ul6_fib_no_neigh_passes_decapsulated(dp6, ns6):
+    """No neighbour yet: the kernel gets the decapsulated packet (pass_no_neigh), in a frame
+    addressed as the G-PDU was, EtherType IPv6, hop limit untouched (the kernel forwards it), and
+    no usage counted."""
+    ns, devs = ns6
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop())}))
+    inner = ul6_inner(dst=N6_NONEIGH)
+    f = ul6_frame(inner, vlan=7)
+    res, counted = fib_run(dp6, ns, f, devs["a0"][0])
+    assert (res.verdict, counted) == ("pass", {("pass_no_neigh", "pass"): (1, len(f))})
+    assert res.data == f[:12] + b"\x86\xdd" + inner
+    assert ul6_usage(dp6, B1[0]) == (0, 0)
+
+
+@pytest.mark.lab
+def test_ul6_fib_blackhole_drops(dp6, ns6):
+    ns, devs = ns6
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop())}))
+    f = ul6_frame(ul6_inner(dst=N6_BLACKHOLE))
+    res, counted = fib_run(dp6, ns, f, devs["a0"][0])
+    assert (res.verdict, counted) == ("drop", {("drop_no_route", "drop"): (1, len(f))})

@@ -1297,7 +1297,7 @@ def test_reassemble_registers_and_the_kernel_unregisters_it(pin_dir, netns):
 def _v6_maps(pin_dir: str) -> tuple[dict, dict]:
     """(ul6_prefix {TEID: prefix bytes}, dl6_bearers {prefix bytes: local TEID}) as pinned."""
     with bpf.Map.pinned(f"{pin_dir}/ul6_prefix") as u, bpf.Map.pinned(f"{pin_dir}/dl6_bearers") as d:
-        ul = {struct.unpack("!I", k)[0]: u.lookup(k) for k in u.keys()}
+        ul = {struct.unpack("!I", k)[0]: u.lookup(k)[:8] for k in u.keys()}   # struct pgwu_ul6: prefix first
         dl = {k: struct.unpack_from("!I", d.lookup(k), 8)[0] for k in d.keys()}
     return ul, dl
 
@@ -1317,7 +1317,8 @@ def test_session_ue6_add_show_del(loaded):
     with bpf.Map.pinned(f"{loaded}/dl6_bearers") as d6, bpf.Map.pinned(f"{loaded}/dl_bearers") as d4:
         assert d6.lookup(_p64("fd47:7470:0:1::")) == d4.lookup(bytes([10, 45, 0, 1]))
     assert [(b["teid"], b.get("ue6")) for b in bearers(loaded)] == [(1, "fd47:7470:0:1::/64"), (2, None)]
-    assert json.loads(ok(loaded, "session", "get", "--teid", "1", "--json"))["downlink6"] == {"packets": 0, "bytes": 0}
+    got = json.loads(ok(loaded, "session", "get", "--teid", "1", "--json"))
+    assert (got["uplink6"], got["downlink6"]) == ({"packets": 0, "bytes": 0}, {"packets": 0, "bytes": 0})
     assert re.search(r"^1\s.*\s0\s+ue6=fd47:7470:0:1::/64$", ok(loaded, "session", "list"), re.M)
     ok(loaded, "session", "del", "--teid", "1")
     assert _v6_maps(loaded) == ({}, {})
