@@ -16,19 +16,23 @@ over PFCP there is none: on), and bearer QFI_BEARER a 5G N3 QoS flow with QFI (T
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import socket
 import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from scapy.layers.inet import ICMP, IP, IPerror, UDP, fragment
+from scapy.layers.inet import ICMP, IP, TCP, IPerror, UDP, fragment
+from scapy.layers.inet6 import ICMPv6EchoRequest, IPerror6, IPv6
 from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Raw
 
 from gtplab.conformance import departs
 from gtplab.conformance import oracle as O
 from gtplab.conformance.judge import Expect, Like
 from gtplab.gtpu import packets
+from gtplab.gtpu.bearers import load_common
 
 N_EACH = 3          # copies of each packet (one single-burst stream per packet)
 QFI_BEARER = 4      # the 5G N3 bearer
@@ -50,12 +54,28 @@ class Ctx:
     mtu_sgi: int = 0
     upf: str = "pgwu"                                # departs.DEPARTS row
     upf_started: float | None = None                 # time.time() the lab started an external UPF
+    ipv6: bool = False                               # bearers IPV6_BEARERS have their UE's /64
 
     def upf_age(self) -> float | None:
         return None if self.upf_started is None else time.time() - self.upf_started
 
     def teid(self, i: int) -> int:
         return self.teids.get(i, self.addressing.local_teid(i))
+
+
+def ue6(i: int) -> str:
+    """Bearer i's UE IPv6 address: its /64 (fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i, as the sweep's
+    bearer files give it) and interface identifier 1 (trex_profiles/gtpu_common.py: one definition)."""
+    return load_common().ue6_addr(i)
+
+
+def ue6_prefix(i: int) -> str:
+    return load_common().ue6_prefix(i)
+
+
+def server6(n: int) -> str:
+    """Server n (>= 1) of the lab's N6 IPv6 prefix fd47:7471::/64."""
+    return load_common().server6_addr(n)
 
 
 def _teid(lab, teid=None):
@@ -93,6 +113,57 @@ def downlink_frames(lab):
         packets.downlink_ip(a.ue(0), a.pdn(4), 128, l4="icmp", **kw),
         packets.downlink_ip(a.ue(2), a.pdn(5), 200, udp_csum=False, **kw),     # inner UDP checksum 0
         packets.downlink_ip(a.ue(1), a.pdn(6), 256, vlan=42, **kw),            # tagged on SGi
+    ]
+
+
+IPV6_BEARERS = (0, 1, 2, 3)     # the bearers provisioned IPv4v6 (their /64: ue6_prefix)
+
+
+def ipv6_packet(src: str, dst: str, *, l4: str = "udp", payload_len: int = 0, hlim: int = 64, tc: int = 0,
+                fl: int = 0, sport: int = 40000, dport: int = 5001):
+    """An IPv6 packet as a UE or a server sends it (no Ethernet): UDP, TCP or an ICMPv6 Echo Request,
+    its checksum over the IPv6 pseudo header (never 0, RFC 8200 8.1)."""
+    ip = IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=fl)
+    data = Raw(bytes((k * 7 + 3) & 0xFF for k in range(payload_len)))
+    if l4 == "udp":
+        return ip / UDP(sport=sport, dport=dport) / data
+    if l4 == "tcp":
+        return ip / TCP(sport=sport, dport=dport, flags="A", seq=1000, ack=2000, window=8192) / data
+    if l4 == "icmp":
+        return ip / ICMPv6EchoRequest(id=0x4242, seq=1) / data
+    raise ValueError(f"unknown l4 {l4!r}: use udp, tcp or icmp")
+
+
+def uplink6_frames(lab, teid=None):
+    """G-PDUs of the IPv4v6 bearers carrying IPv6 packets from their UEs' /64s to N6 servers."""
+    a, p0, t = lab.addressing, lab.ports[0], _teid(lab, teid)
+    kw = dict(dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+
+    def g6(i, srv, size, src=None, **ipkw):
+        return packets._fit(lambda n: packets.gtpu(ipv6_packet(src or ue6(i), server6(srv), payload_len=n, **ipkw),
+                                                   teid=t(i), src=a.sgw(i), **kw), size, "uplink6")
+    return [
+        g6(0, 1, 128),
+        g6(1, 2, 1518, tc=0xB8, fl=0x12345),
+        g6(2, 3, 300, l4="tcp", hlim=2),
+        g6(3, 4, 200, l4="icmp"),
+        g6(0, 5, 128, src=ue6(1)),                       # [4]: bearer 0's tunnel, bearer 1's /64
+    ]
+
+
+def downlink6_frames(lab):
+    """IPv6 packets from N6 servers to the IPv4v6 bearers' UEs; [4]: to a /64 no session has."""
+    a, p1 = lab.addressing, lab.ports[1]
+
+    def d6(i, srv, size, **ipkw):
+        return packets._fit(lambda n: Ether(src=p1.mac, dst=p1.dut_mac)
+                            / ipv6_packet(server6(srv), ue6(i), payload_len=n, **ipkw), size, "downlink6")
+    return [
+        d6(0, 1, 80),
+        d6(1, 2, 1518, tc=0xB8, fl=0x54321),
+        d6(2, 3, 300, l4="tcp", hlim=2),
+        d6(3, 4, 128, l4="icmp"),
+        d6(500, 5, 128),
     ]
 
 
@@ -139,14 +210,23 @@ def _ttl(d: dict):
 def decap(ctx: Ctx, frame: bytes, d: dict, vlan: int | None = None) -> bytes:
     """An uplink G-PDU's inner packet as it leaves N6: untagged (or with the egress tag), TTL-1."""
     p1 = ctx.ports[1]
+    inner = O.gpdu_inner(frame)
+    et = O.ethertype(inner)
     eth = Ether(dst=p1.mac, src=p1.dut_mac)
-    eth = eth / Dot1Q(vlan=vlan, prio=0, type=0x0800) if vlan else Ether(dst=p1.mac, src=p1.dut_mac, type=0x0800)
-    return bytes(eth) + _ttl(d)(O.gpdu_inner(frame))
+    eth = eth / Dot1Q(vlan=vlan, prio=0, type=et) if vlan else Ether(dst=p1.mac, src=p1.dut_mac, type=et)
+    return bytes(eth) + _ttl(d)(inner)
 
 
 def bearer_of(ctx: Ctx, frame) -> int:
-    """The bearer of a downlink packet: UE i is the lab's pool + 1 + i."""
-    ue = Ether(bytes(frame))[IP].dst
+    """The bearer of a downlink packet: UE i is the lab's pool + 1 + i (IPv6: ue6(i))."""
+    e = Ether(bytes(frame))
+    if IPv6 in e:
+        ue = ipaddress.IPv6Address(e[IPv6].dst)
+        for i in IPV6_BEARERS:
+            if ipaddress.IPv6Address(ue6(i)) == ue:
+                return i
+        raise ValueError(f"no bearer for UE {ue}")
+    ue = e[IP].dst
     for i in list(range(4)) + [QFI_BEARER]:
         if ctx.addressing.ue(i) == ue:
             return i
@@ -225,6 +305,24 @@ def kernel_icmp(port, *, src: str, dst: str, kind: tuple[int, int], quoted: byte
         except Exception:
             return False
     return Like(f"ICMP {kind[0]}/{kind[1]} from the DUT's kernel, {src} -> {dst}, quoting the packet sent", test)
+
+
+def kernel_icmp6(port, *, src: str, dst: str, kind: tuple[int, int], quoted: bytes) -> Like:
+    """An ICMPv6 error of the DUT's kernel (type, code = kind): src -> dst, back to port's generator
+    side, quoting the start of the packet it answers (RFC 4443 2.4: as much as fits in 1280)."""
+    def test(frame: bytes) -> bool:
+        try:
+            e = Ether(frame)
+            if (e.dst, e.src) != (port.mac, port.dut_mac) or IPv6 not in e or IPerror6 not in e:
+                return False
+            icmp = bytes(e[IPv6].payload)
+            return (ipaddress.ip_address(e[IPv6].src) == ipaddress.ip_address(src)
+                    and ipaddress.ip_address(e[IPv6].dst) == ipaddress.ip_address(dst)
+                    and e[IPv6].nh == 58 and (icmp[0], icmp[1]) == kind
+                    and bytes(e[IPerror6])[:48] == quoted[:48])
+        except Exception:
+            return False
+    return Like(f"ICMPv6 {kind[0]}/{kind[1]} from the DUT's kernel, {src} -> {dst}, quoting the packet sent", test)
 
 
 # ------------------------------------------------------------------------------------------ cases
@@ -534,6 +632,28 @@ def _dl_ttl1_out(ctx, frames, d):
     return Expect(back=[(O.time_exceeded_dl_expected(bytes(f), ctx.addressing.dut_access), N_EACH) for f in frames])
 
 
+def _ul6_out(ctx, frames, d):
+    # a UPF that does not forward IPv6 (departs.py "ipv6"): passed to its kernel, which routes no
+    # IPv6 from N3: nothing
+    return Expect() if d.get("ipv6") else _ul_decap(ctx, frames, d)
+
+
+def _dl6_kernel(ctx, frames, kind) -> Expect:
+    """What comes back of IPv6 packets a UPF passed to its kernel: its ICMPv6 error of kind, from
+    the DUT's N6 address to each sender."""
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return Expect(back=[(kernel_icmp6(p1, src=a.dut_sgi6, dst=Ether(bytes(f))[IPv6].src, kind=kind,
+                                      quoted=bytes(Ether(bytes(f))[IPv6])), N_EACH) for f in frames])
+
+
+def _dl6_out(ctx, frames, d):
+    return _dl6_kernel(ctx, frames, d["ipv6"][1]) if d.get("ipv6") else _dl_encap(ctx, frames, d)
+
+
+def _unknown_ue6_out(ctx, frames, d):
+    return _dl6_kernel(ctx, frames, d["ipv6"][1]) if d.get("ipv6") else Expect()
+
+
 CASES: list[Case] = [
     # ---- uplink (N3 -> N6): G-PDUs decapsulated
     Case("uplink-gpdu", "TS 29.281 5.1 (G-PDU); RFC 1812 5.3.1 (TTL-1)",
@@ -607,6 +727,22 @@ CASES: list[Case] = [
     Case("downlink-ttl-expired", "RFC 1812 5.3.1, 4.3.2.3; RFC 792",
          "an IP packet with TTL 1: not forwarded, ICMP Time Exceeded back to its sender", 1, _dl_ttl1,
          _dl_ttl1_out, uses=ENCAP_FACTS + ("ttl_expired",)),
+    # ---- IPv6 UEs (IPv4v6 sessions: each bearer's /64 beside its IPv4 address; GTP-U over IPv4)
+    Case("uplink-gpdu-ipv6", "TS 29.281 5.1; TS 23.401 5.3.1.2.2 (a /64 per UE); RFC 8200 3 (hop limit-1)",
+         "G-PDUs of IPv4v6 bearers carrying IPv6 UDP, TCP (hop limit 2) and ICMPv6 of 128-1518 B, one with a "
+         "traffic class and flow label: the inner packet on N6, hop limit-1, byte for byte", 0,
+         lambda ctx: uplink6_frames(ctx)[:4], _ul6_out, uses=("ipv6", "inner_ttl"), needs=("ipv6",)),
+    Case("spoofed-source-ipv6", "TS 29.244 5.2.1 (PDI: UE IP address, its IPv6 prefix)",
+         "a G-PDU of bearer 0 from an address of bearer 1's /64: not forwarded", 0,
+         lambda ctx: uplink6_frames(ctx)[4:5], lambda ctx, frames, d: Expect(), needs=("ipv6",)),
+    Case("downlink-gpdu-ipv6", "TS 29.281 5.1, 4.4.2.0; RFC 8200 3 (hop limit-1); RFC 2983",
+         "IPv6 packets of 80-1518 B to the UEs of IPv4v6 bearers (UDP, TCP with hop limit 2, ICMPv6, one with "
+         "a traffic class): a G-PDU each to the bearer's peer and TEID, the traffic class as the outer TOS, "
+         "the inner packet hop limit-1 byte for byte", 1, lambda ctx: downlink6_frames(ctx)[:4], _dl6_out,
+         uses=("ipv6",) + ENCAP_FACTS, needs=("ipv6",), id_free=True),
+    Case("downlink-unknown-ue-ipv6", "TS 29.244 5.2.1 (no PDR matches)",
+         "an IPv6 packet to a /64 no session has: not forwarded", 1, lambda ctx: downlink6_frames(ctx)[4:5],
+         _unknown_ue6_out, uses=("ipv6",), needs=("ipv6",)),
     # ---- the PGW-U's own knobs (`pgwu config`)
     Case("downlink-sport-fixed", "TS 29.281 4.4.2.0 (pgwu config --sport-entropy off)",
          "with source-port entropy off, every G-PDU from UDP port 2152", 1,

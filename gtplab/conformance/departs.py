@@ -81,6 +81,13 @@ DEPARTS: dict[str, dict[str, Departure]] = {
             "no Recovery IE, no UDP checksum",
             "the Echo Response carries no Recovery IE (mandatory in TS 29.281 7.2.2, restart counter 0) and "
             "UDP checksum 0"),
+        "ipv6": Departure(
+            ("pass", (1, 0)),
+            "IPv6 user packets are not forwarded (eUPF's issue #293: the PDRs of IPv6 UEs are not applied), "
+            "though it accepts IPv4v6 sessions: an uplink G-PDU with an IPv6 T-PDU is passed to the kernel "
+            "(pass_fib), which routes no IPv6 from N3; a downlink IPv6 packet, for a session's /64 or not, is "
+            "passed to the kernel (pass_no_match), which has no route to the UE prefixes: ICMPv6 Destination "
+            "Unreachable 1/0 from the N6 address"),
         "end_marker": Departure(
             ("pass_no_match", (3, 3)),
             "an End Marker (TS 29.281 7.3.2) is not taken as GTP-U signalling: passed to the kernel, which "

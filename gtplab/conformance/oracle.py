@@ -74,27 +74,41 @@ def gtp_header_chain_len(gtp: bytes) -> int:
     return n
 
 
+def ip_len(ip: bytes) -> int:
+    """The length an IPv4 (total length) or IPv6 (40 + payload length) packet says it has."""
+    if ip[0] >> 4 == 6:
+        return 40 + struct.unpack("!H", ip[4:6])[0]
+    return struct.unpack("!H", ip[2:4])[0]
+
+
 def gpdu_inner(frame: bytes) -> bytes:
-    """The T-PDU (inner IPv4 packet, exactly its tot_len) of a valid G-PDU frame."""
+    """The T-PDU (inner IPv4 or IPv6 packet, exactly its length) of a valid G-PDU frame."""
     l2, _ = l2_split(frame)
     ihl = (frame[l2] & 0xF) * 4
     gtp = frame[l2 + ihl + 8:]
     start = gtp_header_chain_len(gtp)
     inner = gtp[start:]
-    tot = struct.unpack("!H", inner[2:4])[0]
-    return inner[:tot]
+    return inner[:ip_len(inner)]
 
 
 def ip_payload(frame: bytes) -> bytes:
-    """The IPv4 packet (exactly tot_len bytes) of an Ethernet frame."""
+    """The IPv4 or IPv6 packet (exactly its length) of an Ethernet frame."""
     l2, _ = l2_split(frame)
-    tot = struct.unpack("!H", frame[l2 + 2:l2 + 4])[0]
-    return frame[l2:l2 + tot]
+    return frame[l2:l2 + ip_len(frame[l2:])]
+
+
+def ethertype(ip: bytes) -> int:
+    """The EtherType of an IP packet: 0x86DD for IPv6, else 0x0800."""
+    return 0x86DD if ip[0] >> 4 == 6 else 0x0800
 
 
 def ttl_dec(ip: bytes) -> bytes:
-    """The IPv4 packet with TTL - 1 and a freshly computed header checksum."""
+    """The IPv4 packet with TTL - 1 and a freshly computed header checksum; an IPv6 packet with its
+    hop limit - 1 (no header checksum, RFC 8200 3)."""
     b = bytearray(ip)
+    if b[0] >> 4 == 6:
+        b[7] -= 1
+        return bytes(b)
     ihl = (b[0] & 0xF) * 4
     b[8] -= 1
     b[10:12] = b"\0\0"
@@ -138,12 +152,33 @@ def sport_of_flow(ip: bytes) -> int:
     pgwu.h): 49152 + the low 14 bits of murmur3_32 over the inner source and destination addresses
     and, for unfragmented TCP/UDP, the 4 octets of ports (else 4 zero octets), seeded with the
     protocol: the octets as they are in the packet, which is the words the x86 program loads."""
+    if ip[0] >> 4 == 6:
+        return sport_of_flow6(ip)
     ihl = (ip[0] & 0xF) * 4
     proto = ip[9]
     frag = struct.unpack("!H", ip[6:8])[0] & 0x3FFF
     tot = struct.unpack("!H", ip[2:4])[0]
     l4 = ip[ihl:ihl + 4] if proto in (6, 17) and not frag and tot >= ihl + 4 else bytes(4)
     return 0xC000 | (murmur3_32(ip[12:20] + l4, proto) & 0x3FFF)
+
+
+def sport_of_flow6(ip: bytes) -> int:
+    """sport_of_flow of an IPv6 packet (the PGW-U's xdp_sgi6): each address folded to one word (the
+    XOR of its four 4-octet words, as they are in the packet), then as IPv4's with the Next Header
+    as the protocol and, for TCP and UDP, their 4 octets of ports (no extension header walked)."""
+    def fold(a: bytes) -> bytes:
+        w = bytes(4)
+        for k in range(0, 16, 4):
+            w = bytes(x ^ y for x, y in zip(w, a[k:k + 4]))
+        return w
+    proto, plen = ip[6], struct.unpack("!H", ip[4:6])[0]
+    l4 = ip[40:44] if proto in (6, 17) and plen >= 4 else bytes(4)
+    return 0xC000 | (murmur3_32(fold(ip[8:24]) + fold(ip[24:40]) + l4, proto) & 0x3FFF)
+
+
+def traffic_class(ip: bytes) -> int:
+    """An IPv4 packet's TOS, an IPv6 packet's Traffic Class."""
+    return ((ip[0] & 0xF) << 4 | ip[1] >> 4) if ip[0] >> 4 == 6 else ip[1]
 
 
 def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local: str, sgw: str,
@@ -153,8 +188,8 @@ def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, loc
     if sport is None:
         sport = sport_of_flow(ip)
     inner = ttl_dec(ip)
-    tos = ip[1]
-    df = bool(ip[6] & 0x40)
+    tos = traffic_class(ip)
+    df = ip[0] >> 4 == 4 and bool(ip[6] & 0x40)    # an IPv6 packet's tunnel: DF clear
     eth = Ether(dst=dmac, src=smac)
     if vlan:
         eth = eth / Dot1Q(vlan=vlan, prio=0)

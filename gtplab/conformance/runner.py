@@ -47,6 +47,12 @@ from gtplab.traffic.backend import engine_client
 SECOND_N4 = "10.203.0.3"        # the QFI session's association, beside gtplab's N4 address
 
 
+def _ue6(i: int) -> str:
+    """The bearer file's IPv6 option of bearer i: the IPv4v6 bearers carry their UE's /64."""
+    return f" ue6={C.ue6_prefix(i)}" if i in C.IPV6_BEARERS else ""
+
+
+
 def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
     return {"mode": {"type": "single_burst", "total_pkts": n, "rate": {"type": "pps", "value": 2000}},
             "isg": isg_us, "packet": {"binary": base64.b64encode(bytes(frame)).decode(), "meta": ""},
@@ -158,15 +164,17 @@ class Run:
         bf = Path(self._tmp.name) / "bearers.txt"
         if cfg.provision != "pfcp":
             bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
-                                  f"csum={'on' if i in (0, 1) else 'off'}\n" for i in range(4)))
+                                  f"csum={'on' if i in (0, 1) else 'off'}{_ue6(i)}\n" for i in range(4)))
             bq = bf.with_name("bearers-qfi.txt")
             bq.write_text(f"{a.local_teid(q):#x} {a.ue(q)} {a.sgw(q)} {a.sgw_teid(q):#x} csum=on qfi={C.QFI}\n")
             lab.pgwu("session", "load", str(bf))
             lab.pgwu("session", "load", str(bq))
             ctx.csum_on = frozenset((0, 1, q))
             ctx.qfi = ctx.first_qer_qfi = C.QFI
+            ctx.ipv6 = True
             return ctx
-        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n" for i in range(4)))
+        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}{_ue6(i)}\n"
+                              for i in range(4)))
         pc, ns = in_lab(provision.parse_config(cfg.dut["pfcp"], f"lab config {cfg.path}"), lab)
         upf = None
         if pc.upf == provision.EMBEDDED:
@@ -184,6 +192,7 @@ class Run:
         got = self.prov.install(str(bf), str(bf.with_suffix(".provisioned")))
         ctx.teids = {s.bearer.index: s.teid for s in got if s.teid is not None}
         ctx.csum_on = frozenset(range(5))                 # PFCP has no per-bearer checksum flag
+        ctx.ipv6 = True                                   # the sessions are IPv4v6 (UE IP Address V4 and V6)
         try:
             if ns is not None:
                 subprocess.run(["ip", "-n", ns, "addr", "add", f"{SECOND_N4}/{a.prefixlen('n4')}", "dev",
@@ -227,6 +236,10 @@ class Run:
         rec = {"case": case.name, "clause": case.clause, "direction": "uplink" if case.tx == 0 else "downlink"}
         if "qfi" in case.needs and self.ctx.qfi is None:
             return {**rec, "result": "not supported", "why": self.ctx.qfi_why or "no QFI session"}
+        if "ipv6" in case.needs and self.lab.dut_mode == "socket":
+            return {**rec, "result": "not supported", "why": "the PGW-U's socket path has no IPv6 yet"}
+        if "ipv6" in case.needs and not self.ctx.ipv6:
+            return {**rec, "result": "not supported", "why": "no IPv4v6 sessions"}
         if "pgwu" in case.needs and self.lab.dut_mode not in ("pgwu", "socket"):
             return {**rec, "result": "not supported", "why": "a knob of the PGW-U's own (pgwu config " +
                     " ".join(case.config[0]) + ")"}
@@ -236,6 +249,8 @@ class Run:
         frames = [bytes(f) for f in case.frames(self.ctx)]
         facts = departs.facts(self.upf)
         keys = [k for k in case.uses if k in facts]
+        if "ipv6" in keys:              # a UPF that forwards no IPv6: how it would forward is moot
+            keys = ["ipv6"]
         spec = case.expect(self.ctx, frames, {})
         departing = case.expect(self.ctx, frames, {k: facts[k] for k in keys}) if keys else None
         c0 = self._counters()

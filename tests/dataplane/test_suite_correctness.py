@@ -159,6 +159,12 @@ def pgwu_lab(request, tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------- the checks, on each lab
 
+@pytest.mark.parametrize("lab", ["pgwu", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)], indirect=True)
+def test_ipv6_ues_every_packet_both_ways(lab):
+    # the socket path has no IPv6 yet (docs/ipv6.md)
+    C.ipv6_every_packet(lab)
+
+
 def test_uplink_decap_every_packet(lab):
     C.uplink_decap_every_packet(lab)
 

@@ -42,11 +42,13 @@ import subprocess
 
 from scapy.contrib.gtp import GTP_U_Header
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 
 from gtplab.conformance import departs as departs_data
 from gtplab.conformance import oracle as conformance_oracle
-from gtplab.conformance.cases import downlink_frames, qfi_downlink_frames, qfi_uplink, uplink_frames
+from gtplab.conformance.cases import (IPV6_BEARERS, downlink6_frames, downlink_frames, qfi_downlink_frames,
+                                      qfi_uplink, ue6_prefix, uplink6_frames, uplink_frames)
 from gtplab.conformance.runner import transmit
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
@@ -76,7 +78,8 @@ def bearers_text(a, csum: bool = True) -> str:
     with csum, CSUM_ON's with the outer UDP checksum on and the others off (without: no csum= field,
     for a UPF provisioned over PFCP, which has no such flag)."""
     return "".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}"
-                   + (f" csum={'on' if i in CSUM_ON else 'off'}" if csum else "") + "\n" for i in range(4))
+                   + (f" csum={'on' if i in CSUM_ON else 'off'}" if csum else "")
+                   + (f" ue6={ue6_prefix(i)}" if i in IPV6_BEARERS else "") + "\n" for i in range(4))
 
 
 def departs() -> dict:
@@ -451,6 +454,101 @@ def check_not_forwarded_as_departs(lab, d: dict, unknown_teid, spoofed, unknown_
     for b in back:
         icmp_from_kernel(b, smac=p1.dut_mac, dmac=p1.mac, src=a.dut_sgi, dst=a.pdn(0), kind=kind,
                          quoted=bytes(unknown_ue[IP]))
+
+
+# ---------------------------------------------------------------------------------------- IPv6 UEs
+# Bearers 0-3 are IPv4v6: each has its UE's /64 (ue6_prefix) beside its IPv4 address. The packets are
+# gtplab conformance's (uplink6_frames, downlink6_frames): IPv6 UDP, TCP with hop limit 2 and ICMPv6,
+# one with a traffic class and flow label.
+
+def _l4_csum_ok6(ip6: bytes) -> bool:
+    """The UDP/TCP/ICMPv6 checksum of an IPv6 packet (no extension header) is right and not 0."""
+    nh, plen = ip6[6], struct.unpack("!H", ip6[4:6])[0]
+    l4 = ip6[40:40 + plen]
+    off = {17: 6, 6: 16, 58: 2}[nh]
+    if l4[off:off + 2] == b"\0\0":
+        return False
+    pseudo = ip6[8:40] + struct.pack("!IxxxB", plen, nh)
+    return conformance_oracle.csum16(pseudo + l4) == 0
+
+
+def ipv6_every_packet(lab):
+    """IPv6 through the IPv4v6 bearers, packet by packet. Uplink: each inner packet on N6 with hop
+    limit-1, byte for byte, its L4 checksum over the IPv6 pseudo header still right; a packet from
+    another bearer's /64 dropped as drop_spoofed. Downlink: each in its bearer's G-PDU, outer IPv4
+    local -> the bearer's SGW with the traffic class as TOS, DF clear, UDP from the flow's port
+    (sport_of_flow6) with the bearer's checksum choice, the inner packet hop limit-1 byte for byte; a
+    /64 without a session dropped as drop_unknown_ue. Conservation holds for every send. A UPF that
+    forwards no IPv6 (departs "ipv6") is held to exactly that: nothing forwarded, each packet passed
+    to its kernel, the kernel's ICMPv6 error back for the downlink ones."""
+    lab_o = lab[0]
+    a, p0, p1 = lab_o.addressing, lab_o.ports[0], lab_o.ports[1]
+    d = departs()
+    ul, dl = uplink6_frames(lab_o), downlink6_frames(lab_o)
+    if d.get("ipv6"):
+        _reason, kind = d["ipv6"]
+        got, dd, st = send(lab, 0, [bytes(f) for f in ul])
+        assert got == [] and dd.fwd_packets == 0 and not dd.drops_by_reason, dd
+        assert sum(dd.passed_by_reason.values()) == N_EACH * len(ul), dd.passed_by_reason
+        back: list = []
+        got, dd, st = send(lab, 1, [bytes(f) for f in dl], returned=back)
+        assert got == [] and dd.fwd_packets == 0 and not dd.drops_by_reason, dd
+        assert sum(dd.passed_by_reason.values()) == N_EACH * len(dl), dd.passed_by_reason
+        want = collections.Counter({bytes(f[IPv6])[:48]: N_EACH for f in dl})
+        seen = collections.Counter()
+        for b in back:
+            e = Ether(b)
+            assert (e.dst, e.src) == (p1.mac, p1.dut_mac) and IPv6 in e and e[IPv6].nh == 58, _show(b)
+            icmp = bytes(e[IPv6].payload)
+            assert (icmp[0], icmp[1]) == tuple(kind) and e[IPv6].src == a.dut_sgi6, _show(b)
+            seen[icmp[8:56]] += 1
+        assert seen == want, (seen, want)
+        return
+
+    # uplink
+    expected = collections.Counter()
+    for f in ul[:4]:
+        inner = O.gpdu_inner(bytes(f))
+        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x86DD)) + conformance_oracle.ttl_dec(inner)] += N_EACH
+    got, dd, st = send(lab, 0, [bytes(f) for f in ul[:4]])
+    assert dd.fwd_packets == N_EACH * 4 and not dd.drops_by_reason and not dd.passed_by_reason, dd
+    unexpected = [g for g in got if g not in expected]
+    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
+        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
+    assert collections.Counter(got) == expected
+    for g in got:                       # the same facts once more, through Scapy's eyes
+        e = Ether(g)
+        assert e.type == 0x86DD and e[IPv6].hlim in (63, 1), _show(g)
+        assert _l4_csum_ok6(bytes(e[IPv6])), "inner L4 checksum over the IPv6 pseudo header: " + _show(g)
+    got, dd, st = send(lab, 0, [bytes(ul[4])])
+    assert got == [] and dd.fwd_packets == 0 and dd.drops_by_reason == {"drop_spoofed": N_EACH}, dd
+
+    # downlink
+    got, dd, st = send(lab, 1, [bytes(f) for f in dl[:4]])
+    assert dd.fwd_packets == N_EACH * 4 and not dd.drops_by_reason and not dd.passed_by_reason, dd
+    want = collections.Counter()
+    for k, f in enumerate(dl[:4]):
+        ip6 = bytes(f[IPv6])
+        want[id_free(O.encap_expected(ip6, smac=p0.dut_mac, dmac=p0.mac, vlan=None, local=a.dut_access,
+                                      sgw=a.sgw(k), teid=a.sgw_teid(k), csum=k in STATE["csum_on"],
+                                      ip_id=0))] += N_EACH
+    norm = [id_free(g) for g in got]
+    unexpected = [g for g in norm if g not in want]
+    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
+        "\nexpected one of:\n" + "\n".join(_show(w) for w in want)
+    assert collections.Counter(norm) == want
+    for g in got:
+        e = Ether(g)
+        assert O.ip_hdr_ok(g[14:34]) and not e[IP].flags.DF, "outer IPv4 header: " + _show(g)
+        k = next(i for i in IPV6_BEARERS if e[IP].dst == a.sgw(i))
+        inner = conformance_oracle.gpdu_inner(g)
+        assert e[IP].tos == conformance_oracle.traffic_class(inner) and _l4_csum_ok6(inner), _show(g)
+        assert e[UDP].sport == conformance_oracle.sport_of_flow6(inner), _show(g)
+        assert (e[UDP].chksum != 0) == (k in STATE["csum_on"]), _show(g)
+        if e[UDP].chksum:
+            assert O.outer_udp_ok(g), "outer UDP checksum: " + _show(g)
+    got, dd, st = send(lab, 1, [bytes(dl[4])])
+    assert got == [] and dd.fwd_packets == 0 and dd.drops_by_reason == {"drop_unknown_ue": N_EACH}, dd
 
 
 # ---------------------------------------------------------------------------------------- QFI (5G N3)
