@@ -73,9 +73,22 @@ MODE_NAMES = {SAME: "same bearer", SEQ: "sequential", RANDOM: "random order"}
 UL_TEID_OFF = 14 + 20 + 8 + 4        # outer Ethernet, IPv4, UDP, GTP flags/type/length
 UL_UE_OFF = 14 + 20 + 8 + 8 + 12     # inner IPv4 source
 DL_UE_OFF = 14 + 16                  # IPv4 destination
+# IPv6 (docs/ipv6.md): bearer i's /64 is fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = UE_BASE + i, so the
+# wrapper's 4-octet UE write lands in the /64 of the inner source (uplink) or destination (downlink)
+UE6_HI = bytes.fromhex("fd477470")
+UL6_UE_OFF = 14 + 20 + 8 + 8 + 8 + 4  # inner IPv6 source, octets 4-7
+DL6_UE_OFF = 14 + 24 + 4             # IPv6 destination, octets 4-7
+PDN6 = "fd47:7472::1"                # via the SGi gateway
+SGI6_GW = "fd47:7471::2"
 UL_MIN_SIZE = 82                     # Ethernet+IPv4+UDP+GTP-U + inner IPv4+UDP, with FCS
 SEED = 13
 PROBE_N = 1 << 20                    # bench_probe's array
+
+
+def ue6_of(i: int) -> str:
+    """bearer i's /64 (without the length)"""
+    import ipaddress
+    return str(ipaddress.IPv6Address(UE6_HI + struct.pack("!I", UE_BASE + i) + bytes(8)))
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -103,14 +116,16 @@ class Cell:
     bearers the wrapper writes into the frame (how many, in which order)."""
 
     def __init__(self, key, prog, frame: bytes, ingress: str, dp=None, config=None, path=None,
-                 nbearers: int = 0, mode: int = SAME, order_off: int = 0, teid_off: int = 0, ue_off: int = 0):
+                 nbearers: int = 0, mode: int = SAME, order_off: int = 0, teid_off: int = 0, ue_off: int = 0,
+                 ipv6: bool = False):
         self.key, self.prog, self.frame, self.ingress = key, prog, frame, ingress
         self.dp, self.config, self.path = dp, config or {}, path   # path: (reason, verdict) or None
         self.n, self.mode, self.order_off = nbearers, mode, order_off
         self.teid_off, self.ue_off = teid_off, ue_off
         # the uplink's inner source is covered by the inner header checksum, which the data plane
-        # checks (RFC 1812 5.2.2): the wrapper updates it with the address
-        self.ck_off = ue_off - 2 if ue_off == UL_UE_OFF else 0
+        # checks (RFC 1812 5.2.2): the wrapper updates it with the address. IPv6 has none (and its
+        # /64 is at the same offset: UL6_UE_OFF == UL_UE_OFF)
+        self.ck_off = ue_off - 2 if ue_off == UL_UE_OFF and not ipv6 else 0
         self.restore = min(RESTORE_MAX, len(frame) & ~7)
         self.pos = 0        # where in the order the next run starts: runs continue the order
         # what the wrapper does for this cell (pool_wrappers): the same bytes restored, the same
@@ -163,7 +178,9 @@ def pool_wrappers(cells) -> None:
 class Bench:
     def __init__(self, args, tables: list[int]):
         self.args = args
-        uid = secrets.token_hex(3)
+        # GTPLAB_RUN_TAG: a word in the names, so a run can be told from others on a shared host
+        tag = os.environ.get("GTPLAB_RUN_TAG", "")
+        uid = (f"{tag}-" if tag.isalnum() else "") + secrets.token_hex(3)
         self.ns = f"gtplab-bench-{uid}"
         self.pins = {n: f"/sys/fs/bpf/gtplab-bench-{uid}-{n}" for n in tables}
         self.wrap_pin = f"/sys/fs/bpf/gtplab-benchw-{uid}"
@@ -189,6 +206,11 @@ class Bench:
         sh("ip", "-n", ns, "neigh", "add", SGI_GW, "lladdr", GW_MAC, "dev", "sgi0", "nud", "permanent")
         sh("ip", "-n", ns, "route", "add", "198.18.0.0/15", "via", SGI_GW)
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        # IPv6 on SGi: the uplink's bpf_fib_lookup(AF_INET6) resolves PDN6 through SGI6_GW
+        sh("ip", "-n", ns, "-6", "addr", "add", "fd47:7471::1/64", "dev", "sgi0", "nodad")
+        sh("ip", "-n", ns, "-6", "neigh", "add", SGI6_GW, "lladdr", GW_MAC, "dev", "sgi0", "nud", "permanent")
+        sh("ip", "-n", ns, "-6", "route", "add", "fd47:7472::/48", "via", SGI6_GW, "dev", "sgi0")
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
         self.ifindex = {n: int(sh("ip", "-n", ns, "-o", "link", "show", n).stdout.split(":")[0])
                         for n in ("acc0", "sgi0")}
         self.worker = Worker(ns)   # one thread in the netns for every test run
@@ -297,6 +319,32 @@ def build_uplink(size: int) -> bytes:
     return f
 
 
+def build_uplink6(size: int) -> bytes:
+    """The uplink G-PDU of bearer 0 carrying IPv6/UDP from its /64 to PDN6, size octets with FCS."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.packet import Raw
+    inner = IPv6(src=ue6_of(0).replace("::", "::10"), dst=PDN6, hlim=64) / UDP(sport=40000, dport=5001)
+    pad = max(size, UL_MIN_SIZE + 20) - 4 - (14 + 20 + 8 + 8) - len(inner)
+    f = bytes(P.gtpu(inner / Raw(b"\x5a" * pad), teid=TEID_BASE, src=SGW, dst=LOCAL, src_mac=SGW_MAC,
+                     dst_mac="02:00:00:00:01:01"))
+    assert f[UL6_UE_OFF - 4:UL6_UE_OFF + 4] == UE6_HI + struct.pack("!I", UE_BASE), "the /64 is not where the wrapper writes"
+    return f
+
+
+def build_downlink6(size: int) -> bytes:
+    """An IPv6/UDP packet from PDN6 to bearer 0's /64, size octets with FCS."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+    pkt = Ether(src=GW_MAC, dst="02:00:00:00:02:01") / IPv6(src=PDN6, dst=ue6_of(0).replace("::", "::10"), hlim=64) / UDP(
+        sport=5001, dport=40000)
+    f = bytes(pkt / Raw(b"\xa5" * (size - 4 - len(pkt))))
+    assert f[DL6_UE_OFF - 4:DL6_UE_OFF + 4] == UE6_HI + struct.pack("!I", UE_BASE)
+    return f
+
+
 def build_downlink(size: int, udp_csum: bool = True) -> bytes:
     f = bytes(P.downlink_ip(ue=int2ip(UE_BASE), src=PDN, size=size, src_mac=GW_MAC, dst_mac="02:00:00:00:02:01",
                             udp_csum=udp_csum))
@@ -327,8 +375,12 @@ def lab_crosscheck(sizes: list[int]) -> list[str]:
 
 
 def bearer_file(path: str, n: int) -> None:
+    """n bearers, each with its IPv4 address and its /64 (ue6_of)"""
     with open(path, "w") as f:
-        f.write("".join(f"{TEID_BASE + i} {int2ip(UE_BASE + i)} {SGW} {SGW_TEID_BASE + i}\n" for i in range(n)))
+        for i in range(n):
+            u = struct.pack("!I", UE_BASE + i).hex()
+            f.write(f"{TEID_BASE + i} {int2ip(UE_BASE + i)} {SGW} {SGW_TEID_BASE + i} "
+                    f"ue6=fd47:7470:{u[:4]}:{u[4:]}::/64\n")
 
 
 def main() -> int:
@@ -363,7 +415,7 @@ def main() -> int:
     try:
         b.setup()
         sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(TEID_BASE), "--ue", int2ip(UE_BASE),
-           "--sgw", SGW, "--sgw-teid", str(SGW_TEID_BASE))
+           "--sgw", SGW, "--sgw-teid", str(SGW_TEID_BASE), "--ue6", ue6_of(0) + "/64")
         load_s = {}
         for n in tables:
             with tempfile.NamedTemporaryFile("w", suffix=".bearers", delete=False) as tf:
@@ -380,7 +432,10 @@ def main() -> int:
         fib = dict(csum=False, fib_cache=True, inner_csum_check=True, sport_entropy=True,
                    nexthop=b.dps[1].get_config().nexthop)
         rows = [("uplink decap", "xdp_access", "acc0", "ul_fwd", "redirect", False),
-                ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False)]
+                ("downlink encap, csum off", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False),
+                ("uplink decap, IPv6", "xdp_access", "acc0", "ul_fwd", "redirect", False),
+                ("downlink encap, csum off, IPv6", "xdp_sgi", "sgi0", "dl_fwd", "redirect", False)]
+        v6_of = {"uplink decap": "uplink decap, IPv6", "downlink encap, csum off": "downlink encap, csum off, IPv6"}
         cells: dict = {}
 
         def add(key, *a, **kw):
@@ -401,11 +456,18 @@ def main() -> int:
         add("inner csum off", b.dps[1].progs["xdp_access"], ulf, "acc0", dp=b.dps[1],
             config=dict(fib, inner_csum_check=False), path=("ul_fwd", "redirect"), nbearers=1,
             teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
+        # the IPv4 uplink without the route cache: a bpf_fib_lookup every packet, as the IPv6 uplink
+        add("ul no fib cache", b.dps[1].progs["xdp_access"], ulf, "acc0", dp=b.dps[1],
+            config=dict(fib, fib_cache=False), path=("ul_fwd", "redirect"), nbearers=1,
+            teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
         for mode in (SAME, SEQ, RANDOM):
             add(("probe_hash", mode), b.probe_hash, ulf, "acc0", nbearers=big, mode=mode,
                 order_off=b.order_offs[big], teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
         for name, prog, ing, reason, verdict, csum in rows:
-            if prog == "xdp_access":
+            if name.endswith("IPv6"):
+                f, kw = ((build_uplink6(size), dict(teid_off=UL_TEID_OFF, ue_off=UL6_UE_OFF, ipv6=True))
+                         if prog == "xdp_access" else (build_downlink6(size), dict(ue_off=DL6_UE_OFF, ipv6=True)))
+            elif prog == "xdp_access":
                 f, kw = build_uplink(size), dict(teid_off=UL_TEID_OFF, ue_off=UL_UE_OFF)
             else:
                 f, kw = dl, dict(ue_off=DL_UE_OFF)
@@ -458,6 +520,19 @@ def main() -> int:
                 if not seq.failure and not rnd.failure:
                     summary.append(f"{name}: {big:,} bearers sequential {seq.ns() / one.ns():.2f}x (target <= 1.25), "
                                    f"random {rnd.ns() / one.ns():.2f}x (target <= 2.0)")
+        # IPv6 against IPv4: the same bearers, the same rounds; the ratio of the least runs and the
+        # spread of the per-round ratios (issue 32 item 3: IPv6 within 1.15x of IPv4)
+        lines += ["", f"IPv6 / IPv4, same run, same bearers ({big:,} installed; 1 bearer alone in the first row):", "",
+                  "| direction | bearers | order | IPv4 ns | IPv6 ns | IPv6 / IPv4 (25th-75th pct of rounds) |",
+                  "|---|---:|---|---:|---:|---:|"]
+        for name4, name6 in v6_of.items():
+            for n, mode in [(1, SAME)] + [(big, m) for m in (SAME, SEQ, RANDOM)]:
+                c4, c6 = cells[(name4, n, mode)], cells[(name6, n, mode)]
+                lines.append(f"| {name4.split(' ')[0]} | {n:,} | {MODE_NAMES[mode]} | {c4.shown()} ({c4.spread()}) | "
+                             f"{c6.shown()} ({c6.spread()}) | {ratio(c6, c4)} |")
+                if n == big and mode == RANDOM and not c4.failure and not c6.failure:
+                    summary.append(f"IPv6 / IPv4, {name4.split(',')[0]}, {big:,} bearers random: "
+                                   f"{c6.ns() / c4.ns():.2f} (target <= 1.15)")
         fl = cells["floor"]
         ps, pr = cells[("probe", SAME)], cells[("probe", RANDOM)]
         pq = cells[("probe", SEQ)]
@@ -473,13 +548,17 @@ def main() -> int:
                      f"{sfix.shown()} | {sfix.spread()} |")
         icoff = cells["inner csum off"]
         lines.append(f"| uplink decap, inner IPv4 checksum check off, 1 bearer | {icoff.shown()} | {icoff.spread()} |")
+        nfc = cells["ul no fib cache"]
+        lines.append(f"| uplink decap, IPv4, no route cache (bpf_fib_lookup every packet, as IPv6's), 1 bearer | "
+                     f"{nfc.shown()} | {nfc.spread()} |")
         hs, hq, hr = (cells[("probe_hash", m)] for m in (SAME, SEQ, RANDOM))
         lines += [f"| the data plane's TEID hash lookup alone, {big:,} bearers, same bearer | {hs.shown()} | {hs.spread()} |",
                   f"| the same, sequential TEIDs | {hq.shown()} | {hq.spread()} |",
                   f"| the same, random order | {hr.shown()} | {hr.spread()} |"]
         for k in kinds:
             mode = MODE_NAMES[k.mode]
-            what = ("floor/probe" if k.prog in (b.macswap, b.probe, b.probe_hash) else k.key[0]).split(",")[0]
+            what = ("floor/probe" if k.prog in (b.macswap, b.probe, b.probe_hash)
+                    else k.key[0].replace(", csum off", ""))
             lines.append(f"| wrapper alone (restore, {mode}{', ' + format(k.n, ',') if k.mode == RANDOM else ''}), "
                          f"{what}, subtracted | {k.wrapper_min:.1f} | |")
         for n in tables:

@@ -28,12 +28,21 @@ def test_pgwu_bench_small_run(tmp_path):
                         capture_output=True, text=True, timeout=300)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-3000:]
     out = md.read_text()
-    # per direction: 1 bearer, then 2 tables x (same, sequential, random): 7 data plane cells,
-    # the checksum-on cell, the source-port-2152 cell and the inner-checksum-check-off cell: every
-    # iteration of each of their 2 rounds path-checked
+    # per direction and IP version: 1 bearer, then 2 tables x (same, sequential, random): 7 data
+    # plane cells; the checksum-on cell, the source-port-2152 cell, the inner-checksum-check-off cell
+    # and the uplink-without-route-cache cell: every iteration of each of their 2 rounds path-checked
     m = re.search(r"Path check: ([\d,]+) iterations .*; (\d+) cells failed", out)
     assert m, out
-    assert int(m.group(1).replace(",", "")) == (2 * 7 + 3) * 2 * 500 and m.group(2) == "0", out
+    assert int(m.group(1).replace(",", "")) == (4 * 7 + 4) * 2 * 500 and m.group(2) == "0", out
+    # IPv6 against IPv4 (issue 32 item 3): both directions, 1 bearer and the biggest table's 3 orders
+    v6 = [ln for ln in out.splitlines() if re.match(r"\| (uplink|downlink) \| [\d,]+ \| (same bearer|"
+                                                    r"sequential|random order) \|", ln)]
+    assert len(v6) == 2 * 4, out
+    for ln in v6:
+        cols = [c.strip() for c in ln.strip("|").split("|")]
+        assert re.fullmatch(r"\*\*-?\d+\.\d\d\*\* \(-?\d+\.\d\d--?\d+\.\d\d\)", cols[5]), ln
+    assert re.search(r"IPv6 / IPv4, uplink decap, 2,000 bearers random: \d+\.\d\d", out), out
+    assert re.search(r"\| uplink decap, IPv4, no route cache .*, 1 bearer \| \d+\.\d \|", out), out
     assert re.search(r"\| uplink decap, inner IPv4 checksum check off, 1 bearer \| \d+\.\d \|", out), out
     assert re.search(r"\| downlink encap, csum off, outer source port 2152 \(sport entropy off\), 1 bearer "
                      r"\| \d+\.\d \|", out), out
