@@ -26,6 +26,7 @@ from gtplab.kernel import bpf, netns
 
 BPF_XDP = 37
 BPF_TCX_INGRESS = 46
+BPF_TCX_EGRESS = 47
 XDP_FLAGS_SKB_MODE = 1 << 1
 XDP_FLAGS_DRV_MODE = 1 << 2
 
@@ -95,6 +96,13 @@ def tcx_ingress_link(prog_fd: int, ifindex: int) -> int:
     returns the link fd (closing it, or unpinning it, detaches the program)."""
     return bpf._check(_lib().bpf_link_create(prog_fd, ifindex, BPF_TCX_INGRESS, None),
                       f"attach tcx ingress to ifindex {ifindex}")
+
+
+def tcx_egress_link(prog_fd: int, ifindex: int) -> int:
+    """Attach a SCHED_CLS program to ifindex's tc egress (tcx) in the calling thread's netns;
+    returns the link fd (closing it detaches the program)."""
+    return bpf._check(_lib().bpf_link_create(prog_fd, ifindex, BPF_TCX_EGRESS, None),
+                      f"attach tcx egress to ifindex {ifindex}")
 
 
 class _LinkCreateOpts(bpf._Opts):

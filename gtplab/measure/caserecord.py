@@ -67,6 +67,9 @@ class CaseRecord:
     latency_pdr: dict = ABSENT
     # every trial, and what the case's result rests on
     conservation_ok: bool
+    # frames of its trials that were not the test's, by place and kind, summed over the trials
+    # (gtplab/measure/conservation.py, Background); only where the generator counts them (the engine)
+    background: dict = ABSENT
     trials: list[dict]
     rx_path: dict | None
     host: dict

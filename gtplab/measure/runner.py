@@ -122,6 +122,9 @@ class Runner:
         # optional: a function returning the generator's CPU seconds so far (bench/trex_vs_engine.py);
         # read right before the traffic starts and right after it stopped
         self.generator_cpu: Callable[[], float] | None = None
+        # optional: called once a trial's traffic has started (tests put background frames on the
+        # links then: tests/measure/test_background.py)
+        self.on_start: Callable[[], None] | None = None
 
     def close(self) -> None:
         try:
@@ -306,6 +309,8 @@ class Runner:
                 measured = self._trex_run(tx, mult, duration)
             else:
                 c.start(ports=[tx], mult=mult, duration=duration, force=True)
+                if self.on_start:
+                    self.on_start()
                 self._wait([tx], duration)
             h1 = self.host.snapshot() if self.host else None
             gen_cpu = {"cpu_s": gcpu() - g0, "wall_s": time.monotonic() - w0} if gcpu else None
@@ -410,6 +415,8 @@ class Runner:
         c = self.client
         t0 = time.monotonic()
         c.start(ports=[tx], mult=mult, duration=-1, force=True)
+        if self.on_start:
+            self.on_start()
         samples = []
         try:
             while True:
@@ -463,17 +470,20 @@ class Runner:
             # frames that reached TRex's port (kernel count) but not TRex: dropped by its af_packet
             # socket's ring, the generator's own receive loss like a veth ring overflow
             ld["lost_out"] += max(0, ld["gen_port_rx"] - st[rx]["ipackets"])
+        bg = background(st, tx, rx)
         # dut.counters kernelpath: a UPF on the kernel's path, balanced on its namespace's counters
         path = getattr(self.dut, "path_places", None) if cnt[0] is not None else None
         path = path(cnt[0], cnt[1], p.direction) if path else None
         if cnt[0] is None:                       # dut.counters: none: the links' losses only
             dd = conservation.DutDelta(0, 0)
             cons = conservation.generator_only(st[tx]["opackets"], st[rx]["ipackets"],
-                                               ld["lost_in"] if ld else None, ld["lost_out"] if ld else None)
+                                               ld["lost_in"] if ld else None, ld["lost_out"] if ld else None,
+                                               background=bg)
         elif path is not None:
             cons, dd = conservation.check_places(path, st[tx]["opackets"], st[rx]["ipackets"],
                                                  link_in_lost=ld["lost_in"] if ld else None,
-                                                 link_out_lost=ld["lost_out"] if ld else None)
+                                                 link_out_lost=ld["lost_out"] if ld else None,
+                                                 background=bg)
             if ld:
                 ld["lost_out"] += path["lost_out"]     # the egress veth refused the stack's sends
         else:
@@ -481,11 +491,14 @@ class Runner:
             cons = conservation.check(st[tx]["opackets"], st[rx]["ipackets"], dd,
                                       dut_rx=ld["dut_rx"] if ld else None,
                                       link_in_lost=ld["lost_in"] if ld else None,
-                                      link_out_lost=ld["lost_out"] if ld else None)
-        if ld and ld["other_side_rx"]:
+                                      link_out_lost=ld["lost_out"] if ld else None, background=bg)
+        # the DUT's other port receives only background during a one-direction trial (the
+        # generator side's kernel answering the DUT's ARP ...), counted where it left
+        stray = (ld["other_side_rx"] - (bg.n_other if bg else 0)) if ld else 0
+        if stray:
             cons.ok = False
-            cons.errors.append(f"{ld['other_side_rx']} packets arrived on the DUT's other port during an "
-                               f"{p.direction} trial (not attributable)")
+            cons.errors.append(f"{stray:+d} packets on the DUT's other port during an {p.direction} trial "
+                               f"beside the background sent to it (not attributable)")
         cross = getattr(self.dut, "cross_check", None)
         if cross is not None and cnt[0] is not None and link[0] is not None:
             # a UPF's own verdict counts against the kernel's count of them (gtplab.dut.external)
@@ -509,7 +522,7 @@ class Runner:
             cpus_s = round(cpu[1]["cpus"] - cpu[0]["cpus"], 4)
             if cpu_s is None:
                 cpu_s = cpus_s
-        tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"]
+        tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"] - (bg.n_gen_rx if bg else 0)
         offered = st[tx]["tx_pps"]
         # where the packets that did not come back were lost, and so which side set the result
         # the socket path's drop_tx_full: the kernel refused to send because the egress ring was
@@ -567,6 +580,17 @@ class Runner:
             "streams": stream_stats(st),
             "rate_measured": st.get("measured"),
         }
+
+
+def background(st: dict, tx: int, rx: int) -> conservation.Background | None:
+    """The trial's frames that are not the test's, by kind, from the generator's stats (the
+    embedded engine's: `background` received, `background_out` sent by the port's stack; None
+    from TRex, whose port counters count every frame and whose flow stats only its latency stream)."""
+    if "background" not in st[rx]:
+        return None
+    return conservation.Background(gen_rx=dict(st[rx]["background"]),
+                                   to_dut_in=dict(st[tx].get("background_out") or {}),
+                                   to_dut_other=dict(st[rx].get("background_out") or {}))
 
 
 def no_l4_checksums(stream: dict) -> None:

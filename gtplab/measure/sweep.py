@@ -173,6 +173,7 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
         status=status,
         **extra,
         conservation_ok=all(t["conservation"]["ok"] for t in trials),
+        **background_of(trials),
         trials=[{k: t[k] for k in TRIAL_KEYS if k in t} for t in trials],
         rx_path=rx_path_of(best, trials),
         host=host_summary(trials),
@@ -193,6 +194,21 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     rec.premises = case_premises(rec.to_dict(), trials)
     rec.decided = all(x["held"] for x in rec.premises)
     return rec
+
+
+def background_of(trials: list[dict]) -> dict:
+    """{"background": {place: {kind: frames}}} summed over the trials that measured it (the
+    engine's: frames that were not the test's, conservation.Background), {} when none did."""
+    seen = [b for t in trials if (b := (t.get("conservation") or {}).get("background")) is not None]
+    if not seen:
+        return {}
+    out: dict = {}
+    for b in seen:
+        for place, kinds in b.items():
+            d = out.setdefault(place, {})
+            for k, n in (kinds or {}).items():
+                d[k] = d.get(k, 0) + n
+    return {"background": out}
 
 
 def case_premises(rec: dict, trials: list[dict]) -> list[dict]:

@@ -90,6 +90,11 @@ class LocalClient:
                 spec = p.spec
                 p.link_fd = kernel.in_netns(
                     spec.netns, lambda s=spec, fd=rx: kernel.xdp_link(fd, kernel.ifindex(s.ifname), s.mode))
+                # what the port's network stack sends (its kernel's ARP and ND, packet sockets), by
+                # kind: the background frames the DUT receives beside the test's (stats.py)
+                out = p.obj.prog_fd("tg_bg_out")
+                p.bg_out_fd = kernel.in_netns(
+                    spec.netns, lambda s=spec, fd=out: kernel.tcx_egress_link(fd, kernel.ifindex(s.ifname)))
                 p.ring = RingReader(p.obj.map("cap_ring").fd, _RING_SIZE)
             for p in self.ports.values():
                 p.tx_objs = [kernel.BpfObject(BPF_OBJ) for _ in range(self.workers - 1)]
@@ -125,6 +130,9 @@ class LocalClient:
             if p.link_fd >= 0:
                 os.close(p.link_fd)
                 p.link_fd = -1
+            if p.bg_out_fd >= 0:
+                os.close(p.bg_out_fd)
+                p.bg_out_fd = -1
             for fd in p.park_fds:
                 os.close(fd)
             p.park_fds = []

@@ -73,6 +73,7 @@ class Port:
         self.obj: kernel.BpfObject | None = None     # receive program, and worker 0's transmit
         self.tx_objs: list[kernel.BpfObject] = []   # one per extra sending thread (worker 1..)
         self.link_fd = -1
+        self.bg_out_fd = -1                         # tg_bg_out on the port's tc egress
         self.park_fds: list[int] = []
         self.streams: dict[int, Stream] = {}
         self.threads: list[threading.Thread] = []

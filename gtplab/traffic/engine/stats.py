@@ -20,6 +20,17 @@ from gtplab.traffic.engine.vm import STATE_TX_OFF
 
 _FLOW_HDR = struct.Struct("<QQIIQQQQQQQQ")     # struct tg_flow without hist
 _LAT_BUCKETS = 256
+# enum tg_bg, in its order: what a frame that is not a stream's is (trafficgen.h)
+BG_KINDS = ("arp", "lldp", "nd", "icmp6", "ipv6", "ipv4", "udp", "other")
+_BG_OFF = 32                                    # struct tg_port_stats: bg[] after 4 counters
+
+
+def background(rx_bg: dict[str, int], all_marked: bool) -> dict[str, int]:
+    """The frames a port received that are not the test's, by kind (only kinds seen), from its
+    counts of frames without a known stream trailer (rx_bg, by BG_KINDS). IPv4/IPv6 UDP without a
+    trailer ("udp") is background only when every stream carries a trailer (all_marked); else it may
+    be the test's own frames (a stream without flow stats) and is counted as the test's."""
+    return {k: v for k, v in rx_bg.items() if v and (k != "udp" or all_marked)}
 
 
 class Stats:
@@ -73,8 +84,13 @@ class Stats:
             rx_p = sum(struct.unpack_from("<Q", c, 0)[0] for c in rx)
             rx_b = sum(struct.unpack_from("<Q", c, 8)[0] for c in rx)
             lost = sum(struct.unpack_from("<Q", c, 24)[0] for c in rx)
+            bg = {k: sum(struct.unpack_from("<Q", c, _BG_OFF + 8 * i)[0] for c in rx)
+                  for i, k in enumerate(BG_KINDS)}
+            out = p.obj.map("bg_out").lookup(b"\0\0\0\0")
+            bg_out = {k: sum(struct.unpack_from("<Q", c, 8 * i)[0] for c in out) for i, k in enumerate(BG_KINDS)}
             raw["port"][pid] = {"opackets": tx_p, "obytes": tx_b, "ipackets": rx_p,
-                                "ibytes": rx_b + FCS_LEN * rx_p, "cap_lost": lost, "tx_skipped": skipped}
+                                "ibytes": rx_b + FCS_LEN * rx_p, "cap_lost": lost, "tx_skipped": skipped,
+                                "bg": bg, "bg_out": bg_out}
             for k, v in p.obj.map("rx_flow").items():
                 pg = struct.unpack("<I", k)[0]
                 f = _FLOW_HDR.unpack_from(v, 0)
@@ -98,6 +114,8 @@ class Stats:
         out: dict = {}
         total = {k: 0 for k in ("opackets", "ipackets", "obytes", "ibytes", "oerrors", "ierrors",
                                 "tx_pps", "rx_pps", "tx_bps", "rx_bps", "tx_bps_L1", "rx_bps_L1")}
+        streams = [s for p in self.ports.values() for s in p.streams.values()]
+        all_marked = bool(streams) and all(s.cs.pg_id is not None for s in streams)
         for pid in sel:
             p = self.ports[pid]
             r, b = raw["port"][pid], base["port"].get(pid, {})
@@ -109,6 +127,12 @@ class Stats:
             # how it sent (paced in the kernel, or as fast as it goes; run calls, largest call)
             d["tx_skipped"] = r["tx_skipped"] - b.get("tx_skipped", 0)
             d["pacing"] = {"paced": p.paced, "calls": p.calls, "max_call_frames": p.max_call}
+            # engine only: frames received that are not the test's, by kind (ipackets counts them:
+            # TRex's meaning, every frame on the port), and frames the port's network stack sent
+            # (its kernel's ARP and ND, packet sockets: never the engine's own), by kind
+            bb, bo = b.get("bg", {}), b.get("bg_out", {})
+            d["background"] = background({k: r["bg"][k] - bb.get(k, 0) for k in BG_KINDS}, all_marked)
+            d["background_out"] = {k: n for k in BG_KINDS if (n := r["bg_out"][k] - bo.get(k, 0))}
             d["tx_pps"] = d["opackets"] / secs if secs else 0.0
             d["rx_pps"] = d["ipackets"] / rsecs if rsecs else 0.0
             d["tx_bps"] = d["obytes"] * 8 / secs if secs else 0.0

@@ -141,6 +141,15 @@ struct {
 	__type(value, struct tg_flow);
 } rx_flow SEC(".maps");
 
+/* Frames the port's network stack sent (the generator host's kernel, anything
+ * on a packet socket), by kind: written by tg_bg_out, read by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tg_bg_out);
+} bg_out SEC(".maps");
+
 /* Capture budget: user space sets the number of frames to copy; tg_rx counts it down. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -988,7 +997,53 @@ static __always_inline __u32 lat_bucket(__u64 ns)
 	return b < TG_LAT_BUCKETS ? b : TG_LAT_BUCKETS - 1;
 }
 
-static __always_inline void count_flow(struct tg_trailer *t, __u32 len, struct tg_port_stats *ps)
+/*
+ * What a frame is (enum tg_bg), from its first TG_BG_HDR bytes h (n of them
+ * valid): Ethernet, then ARP / LLDP / IPv4 protocol / IPv6 next header, one
+ * hop-by-hop header skipped (MLD comes behind one), then the ICMPv6 type.
+ */
+#define TG_BG_HDR 72		/* Ethernet 14 + IPv6 40 + hop-by-hop up to 16 + ICMPv6 type */
+static __always_inline __u32 tg_classify(const __u8 *h, __u32 n)
+{
+	__u16 proto;
+	__u32 off = 14 + 40;
+	__u8 nh;
+
+	if (n < 14)
+		return TG_BG_OTHER;
+	proto = ((__u16)h[12] << 8) | h[13];
+	if (proto == ETH_P_ARP)
+		return TG_BG_ARP;
+	if (proto == 0x88cc)
+		return TG_BG_LLDP;
+	if (proto == ETH_P_IP) {
+		if (n < 14 + 20)
+			return TG_BG_IPV4;
+		return h[14 + 9] == 17 ? TG_BG_UDP : TG_BG_IPV4;
+	}
+	if (proto != ETH_P_IPV6)
+		return TG_BG_OTHER;
+	if (n < 14 + 40)
+		return TG_BG_IPV6;
+	nh = h[14 + 6];
+	if (nh == 0) {		/* hop-by-hop: its next header, its length in 8-byte units after the first 8 */
+		if (n < off + 2)
+			return TG_BG_IPV6;
+		nh = h[off];
+		off += 8 + 8 * (__u32)h[off + 1];
+	}
+	if (nh == 17)
+		return TG_BG_UDP;
+	if (nh != 58)
+		return TG_BG_IPV6;
+	if (off >= n || off >= TG_BG_HDR)
+		return TG_BG_ICMP6;
+	nh = h[off];		/* the ICMPv6 type */
+	return nh >= 133 && nh <= 137 ? TG_BG_ND : TG_BG_ICMP6;
+}
+
+/* Returns 1 when the trailer is a known stream's (counted), 0 otherwise. */
+static __always_inline int count_flow(struct tg_trailer *t, __u32 len, struct tg_port_stats *ps)
 {
 	struct tg_flow *f;
 	__u32 key = t->pg_id;
@@ -996,7 +1051,7 @@ static __always_inline void count_flow(struct tg_trailer *t, __u32 len, struct t
 
 	f = bpf_map_lookup_elem(&rx_flow, &key);
 	if (!f)
-		return;
+		return 0;
 	if (ps)
 		ps->trailer++;
 	__sync_fetch_and_add(&f->packets, 1);
@@ -1025,6 +1080,7 @@ static __always_inline void count_flow(struct tg_trailer *t, __u32 len, struct t
 	f->lat_sum += lat;
 	f->lat_cnt++;
 	f->hist[lat_bucket(lat) & (TG_LAT_BUCKETS - 1)]++;
+	return 1;
 }
 
 static __always_inline void capture(struct xdp_md *ctx, __u32 len, struct tg_port_stats *ps)
@@ -1063,23 +1119,62 @@ int tg_rx(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	struct tg_trailer t;
 	__u32 zero = 0, len = end - data;
-	int verdict = XDP_DROP;
+	int verdict = XDP_DROP, stream = 0;
 
 	ps = bpf_map_lookup_elem(&rx_port, &zero);
 	if (ps) {
 		ps->packets++;
 		ps->bytes += len;
 	}
-	if ((void *)(eth + 1) > end)
+	if ((void *)(eth + 1) > end) {
+		if (ps)
+			ps->bg[TG_BG_OTHER]++;	/* shorter than an Ethernet header */
 		goto out;
+	}
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
 		verdict = XDP_PASS;
 	if (len >= sizeof(*eth) + TG_TRAILER_LEN && len <= TG_MAX_FRAME) {
 		if (bpf_xdp_load_bytes(ctx, len - TG_TRAILER_LEN, &t, sizeof(t)) == 0 &&
 		    t.magic == TG_TRAILER_MAGIC)
-			count_flow(&t, len, ps);
+			stream = count_flow(&t, len, ps);
+	}
+	if (!stream && ps) {
+		__u8 h[TG_BG_HDR] = {};
+		__u32 n = len > TG_BG_HDR ? TG_BG_HDR : len;
+
+		opaque(n);
+		if (n > 0 && n <= TG_BG_HDR && bpf_xdp_load_bytes(ctx, 0, h, n) == 0)
+			ps->bg[tg_classify(h, n) & (TG_BG_MAX - 1)]++;
+		else
+			ps->bg[TG_BG_OTHER]++;
 	}
 	capture(ctx, len, ps);
 out:
 	return verdict;
+}
+
+/*
+ * tcx egress of a generator port: counts, by kind, what the port's network
+ * stack sends (the kernel's ARP replies and neighbour discovery, anything on a
+ * packet socket). The engine's own frames go out through XDP and never pass
+ * here. Always lets the frame go.
+ */
+#define TG_TCX_NEXT (-1)	/* TCX_NEXT (uapi 6.6): the next program, then the stack */
+SEC("tc")
+int tg_bg_out(struct __sk_buff *skb)
+{
+	struct tg_bg_out *o;
+	__u32 zero = 0, len = skb->len;
+	__u8 h[TG_BG_HDR] = {};
+	__u32 n = len > TG_BG_HDR ? TG_BG_HDR : len;
+
+	o = bpf_map_lookup_elem(&bg_out, &zero);
+	if (!o)
+		return TG_TCX_NEXT;
+	opaque(n);
+	if (n > 0 && n <= TG_BG_HDR && bpf_skb_load_bytes(skb, 0, h, n) == 0)
+		o->bg[tg_classify(h, n) & (TG_BG_MAX - 1)]++;
+	else
+		o->bg[TG_BG_OTHER]++;
+	return TG_TCX_NEXT;
 }

@@ -216,11 +216,38 @@ struct tg_state {
 	__u32 pad;
 };
 
+/*
+ * What a frame that is not a stream's is (tg_classify): the test's frames are
+ * known by their stream's trailer; every other frame on a port is counted by
+ * kind, in this order (names in gtplab/traffic/engine/stats.py, BG_KINDS).
+ * TG_BG_UDP is IPv4/IPv6 UDP without a known trailer: a stray datagram when
+ * every stream carries a trailer, else possibly the test's own (user space
+ * decides, docs/engine.md "Background frames").
+ */
+enum tg_bg {
+	TG_BG_ARP = 0,		/* ethertype 0x0806 */
+	TG_BG_LLDP,		/* ethertype 0x88cc */
+	TG_BG_ND,		/* ICMPv6 133..137: RS, RA, NS, NA, redirect */
+	TG_BG_ICMP6,		/* other ICMPv6 (MLD, echo, errors), also after a hop-by-hop header */
+	TG_BG_IPV6,		/* other IPv6 (not UDP, not ICMPv6) */
+	TG_BG_IPV4,		/* IPv4 that is not UDP (ICMP, IGMP, TCP ...) */
+	TG_BG_UDP,		/* IPv4/IPv6 UDP without a known trailer */
+	TG_BG_OTHER,		/* any other ethertype, or a frame too short to tell */
+	TG_BG_MAX,		/* 8: a power of two, the index mask the verifier sees */
+};
+
 struct tg_port_stats {
 	__u64 packets;
 	__u64 bytes;		/* frame bytes without FCS */
 	__u64 trailer;		/* frames that carried a known trailer */
 	__u64 cap_lost;		/* capture records the ring buffer had no room for */
+	__u64 bg[TG_BG_MAX];	/* frames without a known trailer, by kind (enum tg_bg) */
+};
+
+/* Frames sent out of a port by its network stack (not by tg_tx, whose frames
+ * go out through XDP and never pass tc), by kind: tg_bg_out counts them. */
+struct tg_bg_out {
+	__u64 bg[TG_BG_MAX];
 };
 
 /* Per flow-stats id, on each receive port. */
