@@ -24,7 +24,9 @@ Python API:
         c = backend.engine_client(lab) # gtplab.traffic.engine.LocalClient on ports 0 and 1
 
 Used by gtplab.traffic.backend (which builds the generator's client from a lab's ports and
-namespaces), gtplab.lab.cli (`gtplab lab`), tests and bench/. The lab imports nothing of traffic/.
+namespaces), gtplab.lab.cli (`gtplab lab`), tests and bench/; what only tests and bench/ do with a
+lab (bearers of the addressing contract, AF_PACKET frames, the DUT's counters) is tests/lib/lab.py.
+The lab imports nothing of traffic/.
 The CPU layout is gtplab.lab.cpu. Over 600 lines because the Lab class is one unit (~400 lines):
 up() records every name before it creates it and builds in an order that down() and a crash-time
 teardown() undo; splitting it would spread that contract over files.
@@ -42,17 +44,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
+from gtplab.kernel.netns import run_in as run_in_netns
 
 from gtplab.dut import fwd
-from gtplab.dut.dataplane import REASONS, pgwu_binary
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
@@ -76,7 +77,6 @@ VETH_XDP_MAX_MTU = 3506
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
 DUT_MODES = ("pgwu", "socket", "fwd", "external", "drop", "pass", "tx", "none")
 GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
-ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
 XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
 
@@ -596,9 +596,6 @@ class Lab:
         st = self.state.get("socket")
         return SocketKnobs.parse(st["knobs"]) if st else None
 
-    def reassembler_pid(self) -> int | None:
-        return (self.state.get("reassembler") or {}).get("pid")
-
     def _start_trex(self) -> None:
         """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
         the lab's), low_end on the first generator CPU and confined to the generator CPUs, its ports
@@ -798,63 +795,6 @@ class Lab:
 
     def pgwu_json(self, *args: str) -> Any:
         return json.loads(self.pgwu(*args, "--json"))
-
-    def add_bearer(self, i: int, **overrides) -> dict:
-        """Install bearer i of the addressing contract; returns its fields."""
-        b = {**self.addressing.bearer(i), **overrides}
-        self.pgwu("session", "add", "--teid", str(b["teid"]), "--ue", b["ue"], "--sgw", b["sgw"],
-                  "--sgw-teid", str(b["sgw_teid"]))
-        return b
-
-    def load_bearers(self, n: int, sgws: int | None = None) -> None:
-        """Install bearers 0..n-1 of the addressing contract in one `pgwu session load` (all or
-        nothing). sgws: how many SGWs they spread over (default: the addressing's, 64); give the
-        profile's --sgws when downlink packets must go to the SGW addresses the profile assumes."""
-        a = self.addressing if sgws is None else Addressing(**{**asdict(self.addressing), "sgws": sgws})
-        with tempfile.NamedTemporaryFile("w", prefix=f"gtplab-{self.name}-", suffix=".bearers") as f:
-            f.write(f"# lab {self.name}: bearers 0..{n - 1}\n")
-            for i in range(n):
-                f.write(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n")
-            f.flush()
-            self.pgwu("session", "load", f.name, timeout=600)
-
-    def run_in(self, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
-        """fn(*args, **kwargs) inside the "gen" or "dut" namespace (see run_in_netns)."""
-        return run_in_netns(self.gen_ns if where == "gen" else self.dut_ns, fn, *args, **kwargs)
-
-    def packet_socket(self, port_id: int, timeout: float = 1.0) -> socket.socket:
-        """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
-        socket keeps its netns, so it can be used from any thread afterwards)."""
-        ifname = self.ports[port_id].ifname
-
-        def make():
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind((ifname, ETH_P_ALL))
-            s.settimeout(timeout)
-            return s
-        return self.run_in("gen", make)
-
-    def send_frames(self, port_id: int, frames: list[bytes]) -> None:
-        """Send frames (bytes without FCS) out of generator port port_id with AF_PACKET: slow, for
-        functional tests; the engine is the way to send many."""
-        with self.packet_socket(port_id) as s:
-            for f in frames:
-                s.send(bytes(f))
-
-    def dut_counters(self) -> dict[str, int]:
-        """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
-        contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
-        names = [r.upper() for r in REASONS]
-        out: dict[str, int] = {}
-        with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
-            for k, per_cpu in m.items():
-                idx = bpf.u32(k)
-                pkts = sum(bpf.u64(v) for v in per_cpu)
-                if pkts:
-                    r, v = divmod(idx, len(bpf.XDP_VERDICTS))
-                    rname = names[r] if r < len(names) else str(r)
-                    out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
-        return out
 
     def links(self) -> list[dict]:
         """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""

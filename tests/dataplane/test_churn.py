@@ -40,6 +40,8 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Addressing, Lab
 
+from tests.lib.lab import dut_counters, load_bearers, packet_socket
+
 pytestmark = pytest.mark.lab
 
 UNTOUCHED = 256          # bearers 0..255: never touched by the churn
@@ -73,7 +75,7 @@ def test_churn_under_load():
         a = Addressing(**{**asdict(lab.addressing), "sgws": SGWS})
         ue0 = int(ipaddress.ip_address(a.ue(0)))
         acc, sgi = lab.ports[0], lab.ports[1]
-        lab.load_bearers(UNTOUCHED, sgws=SGWS)
+        load_bearers(lab, UNTOUCHED, sgws=SGWS)
         files = {}
         for k in range(BLOCKS):
             files[k] = os.path.join(tmp, f"block{k}.bearers")
@@ -112,7 +114,7 @@ def test_churn_under_load():
                   "dl": {i: dl_frame(i) for i in [*range(UNTOUCHED), *ring]}}
 
         def sock(port):
-            s = lab.packet_socket(port.port_id, timeout=0.2)
+            s = packet_socket(lab, port.port_id, timeout=0.2)
             s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
             return s
 
@@ -171,7 +173,7 @@ def test_churn_under_load():
             finally:
                 churn_done.set()
 
-        before = lab.dut_counters()
+        before = dut_counters(lab)
         receivers = [threading.Thread(target=receive, args=(p,), daemon=True) for p in (0, 1)]
         for r in receivers:
             r.start()
@@ -209,7 +211,7 @@ def test_churn_under_load():
             # the last frames arrive: wait until the receivers have what the DUT forwarded
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                dut = lab.dut_counters()
+                dut = dut_counters(lab)
                 fwd_ul = dut.get("UL_FWD/redirect", 0) - before.get("UL_FWD/redirect", 0)
                 fwd_dl = dut.get("DL_FWD/redirect", 0) - before.get("DL_FWD/redirect", 0)
                 if sum(got["ul"].values()) >= fwd_ul and sum(got["dl"].values()) >= fwd_dl:

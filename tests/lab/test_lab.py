@@ -20,7 +20,8 @@ from gtplab.lab import awake
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
 from gtplab.traffic.backend import engine_client
-from tests.lib.lab import leftovers, wait_for
+from tests.lib.lab import (add_bearer, dut_counters, leftovers, load_bearers, packet_socket, run_in, send_frames,
+                           wait_for)
 from tests.lib import REPO
 
 pytestmark = pytest.mark.lab
@@ -91,25 +92,25 @@ def recv_matching(sock, match, count, timeout=3.0) -> list[bytes]:
 def test_traffic_both_directions(pgwu_lab):
     lab, a = pgwu_lab, pgwu_lab.addressing
     acc, sgi = lab.ports
-    b = lab.add_bearer(0)
+    b = add_bearer(lab, 0)
     n = 5
     inner = IP(src=b["ue"], dst=a.pdn(7), ttl=64, id=1) / UDP(sport=4000, dport=5000) / (b"u" * 100)
     ul = (Ether(src=acc.mac, dst=acc.dut_mac) / IP(src=b["sgw"], dst=a.dut_access, id=2)
           / UDP(sport=2152, dport=2152) / GTP_U_Header(teid=b["teid"], gtp_type=255) / inner)
     dl = (Ether(src=sgi.mac, dst=sgi.dut_mac) / IP(src=a.pdn(7), dst=b["ue"], ttl=64, id=3)
           / UDP(sport=5000, dport=4000) / (b"d" * 100))
-    before = lab.dut_counters()
+    before = dut_counters(lab)
 
-    with lab.packet_socket(1) as rx1:
-        lab.send_frames(0, [bytes(ul)] * n)
+    with packet_socket(lab, 1) as rx1:
+        send_frames(lab, 0, [bytes(ul)] * n)
         got = recv_matching(rx1, lambda e: IP in e and e[IP].dst == a.pdn(7) and UDP in e, n)
     assert len(got) == n, f"{len(got)}/{n} uplink packets came out decapsulated on port 1"
     e = Ether(got[0])
     assert e.dst == sgi.mac and e.src == sgi.dut_mac
     assert GTP_U_Header not in e and e[IP].src == b["ue"] and bytes(e[UDP].payload) == b"u" * 100
 
-    with lab.packet_socket(0) as rx0:
-        lab.send_frames(1, [bytes(dl)] * n)
+    with packet_socket(lab, 0) as rx0:
+        send_frames(lab, 1, [bytes(dl)] * n)
         got = recv_matching(rx0, lambda e: GTP_U_Header in e, n)
     assert len(got) == n, f"{len(got)}/{n} downlink packets came out encapsulated on port 0"
     e = Ether(got[0])
@@ -119,7 +120,7 @@ def test_traffic_both_directions(pgwu_lab):
     e_in = e[GTP_U_Header].payload
     assert e_in[IP].dst == b["ue"] and bytes(e_in[UDP].payload) == b"d" * 100
 
-    after = lab.dut_counters()
+    after = dut_counters(lab)
     for key in ("UL_FWD/redirect", "DL_FWD/redirect"):
         assert after.get(key, 0) - before.get(key, 0) == n, (key, before, after)
     # and pgwu's own report parses
@@ -134,9 +135,9 @@ def test_two_labs_do_not_collide():
         assert not mine & theirs
         # same addresses, separate namespaces: both carry traffic on their own
         for lab in (one, two):
-            with lab.packet_socket(0) as rx:
+            with packet_socket(lab, 0) as rx:
                 frame = Ether(src=lab.ports[0].dut_mac, dst=lab.ports[0].mac) / IP(dst="10.201.0.2") / UDP()
-                lab.run_in("dut", _send_raw, lab.ports[0].dut_ifname, bytes(frame))
+                run_in(lab, "dut", _send_raw, lab.ports[0].dut_ifname, bytes(frame))
                 assert recv_matching(rx, lambda e: UDP in e, 1)
         # a name in use is refused and the lab that has it is untouched
         with pytest.raises(LabError, match="exists already"):
@@ -232,7 +233,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
     lab = pgwu_lab
     flows = 16
     lab.pgwu("session", "flush")  # bearer 0 may be there from the test above
-    lab.load_bearers(flows, sgws=4)
+    load_bearers(lab, flows, sgws=4)
     profiles = REPO / "trex_profiles"
     c = engine_client(lab)
     try:
@@ -243,7 +244,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
                                      (1, 0, "gtpu_downlink.py", "DL_FWD/redirect")):
             c.reset(ports=[0, 1])
             c.load_profile(str(profiles / prof), ports=[tx], tunables={"flows": flows, "sgws": 4, "size": 256})
-            before = lab.dut_counters().get(reason, 0)
+            before = dut_counters(lab).get(reason, 0)
             c.clear_stats()
             c.start(ports=[tx], mult="2000pps", duration=1)
             c.wait_on_traffic(ports=[tx], timeout=30)
@@ -251,7 +252,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
                           what=f"{prof}: port {rx} receiving what port {tx} sent")
             sent = st[tx]["opackets"]
             assert 1500 <= sent <= 2500, st[tx]
-            dut = lab.dut_counters()
+            dut = dut_counters(lab)
             assert st[rx]["ipackets"] == sent, (prof, st[rx]["ipackets"], sent, dut)
             assert dut.get(reason, 0) - before == sent, (prof, before, dut)
     finally:

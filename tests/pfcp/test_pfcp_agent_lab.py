@@ -8,8 +8,8 @@ veths, a generator namespace on the other ends): sessions set up over PFCP forwa
 - A control plane that restarts (same address and port, a new Recovery Time Stamp, sequence numbers
   from 1) gets its new sessions installed: they forward both ways, its old ones no longer do.
 
-Frames are sent and captured with AF_PACKET sockets on the generator's ports (Lab.send_frames,
-Lab.packet_socket); the agent runs in the host namespace on 127.0.0.1 (it only writes the pinned
+Frames are sent and captured with AF_PACKET sockets on the generator's ports (send_frames and
+packet_socket of tests/lib/lab.py); the agent runs in the host namespace on 127.0.0.1 (it only writes the pinned
 maps). The lab, the agent and the sockets are removed afterwards, also on failure.
 """
 
@@ -29,6 +29,7 @@ from scapy.layers.l2 import Ether
 
 from tests.lib import pfcp_msgs as M
 from tests.lib import pfcp_smf_msgs as S
+from tests.lib.lab import dut_counters, packet_socket, send_frames
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.gtpu import packets as P
 
@@ -106,8 +107,8 @@ def capture(lab, port: int, frames: list[bytes], send_port: int, match, want: in
     """Send frames out of generator port send_port, return the frames generator port `port` received
     that match: until `want` arrived (then `quiet` s more, so extra ones show), at most `timeout`."""
     got = []
-    with lab.packet_socket(port, timeout=0.05) as s:
-        lab.send_frames(send_port, frames)
+    with packet_socket(lab, port, timeout=0.05) as s:
+        send_frames(lab, send_port, frames)
         deadline, done_at = time.monotonic() + timeout, None
         while time.monotonic() < deadline and (done_at is None or time.monotonic() - done_at < quiet):
             try:
@@ -159,10 +160,10 @@ def test_smf_shaped_session_forwards_both_ways(lab, agent):
         got = uplink(lab, teid, ue, mark, n, qfi=S.QFI)
         assert len(got) == n, f"{len(got)}/{n} uplink G-PDUs came out on SGi"
         assert GTP_U_Header not in got[0] and got[0][IP].dst == a.pdn(1)
-        before = lab.dut_counters()
+        before = dut_counters(lab)
         dmark = b"SMF-DL-" + secrets.token_hex(4).encode()
         assert downlink(lab, ue, dmark, 3) == [], "the DROP FAR forwarded"
-        drops = {k: v - before.get(k, 0) for k, v in lab.dut_counters().items() if "unknown_ue" in k.lower()}
+        drops = {k: v - before.get(k, 0) for k, v in dut_counters(lab).items() if "unknown_ue" in k.lower()}
         assert sum(drops.values()) == 3, drops
 
         r = cp.req(S.modify_forward(3, seid, sgw=a.sgw(0), sgw_teid=a.sgw_teid(0)))
