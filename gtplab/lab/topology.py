@@ -42,7 +42,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -798,25 +797,6 @@ class Lab:
 
     def pgwu_json(self, *args: str) -> Any:
         return json.loads(self.pgwu(*args, "--json"))
-
-    def add_bearer(self, i: int, **overrides) -> dict:
-        """Install bearer i of the addressing contract; returns its fields."""
-        b = {**self.addressing.bearer(i), **overrides}
-        self.pgwu("session", "add", "--teid", str(b["teid"]), "--ue", b["ue"], "--sgw", b["sgw"],
-                  "--sgw-teid", str(b["sgw_teid"]))
-        return b
-
-    def load_bearers(self, n: int, sgws: int | None = None) -> None:
-        """Install bearers 0..n-1 of the addressing contract in one `pgwu session load` (all or
-        nothing). sgws: how many SGWs they spread over (default: the addressing's, 64); give the
-        profile's --sgws when downlink packets must go to the SGW addresses the profile assumes."""
-        a = self.addressing if sgws is None else Addressing(**{**asdict(self.addressing), "sgws": sgws})
-        with tempfile.NamedTemporaryFile("w", prefix=f"gtplab-{self.name}-", suffix=".bearers") as f:
-            f.write(f"# lab {self.name}: bearers 0..{n - 1}\n")
-            for i in range(n):
-                f.write(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n")
-            f.flush()
-            self.pgwu("session", "load", f.name, timeout=600)
 
     def run_in(self, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
         """fn(*args, **kwargs) inside the "gen" or "dut" namespace (see run_in_netns)."""

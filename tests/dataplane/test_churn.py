@@ -40,6 +40,8 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Addressing, Lab
 
+from tests.lib.lab import load_bearers
+
 pytestmark = pytest.mark.lab
 
 UNTOUCHED = 256          # bearers 0..255: never touched by the churn
@@ -73,7 +75,7 @@ def test_churn_under_load():
         a = Addressing(**{**asdict(lab.addressing), "sgws": SGWS})
         ue0 = int(ipaddress.ip_address(a.ue(0)))
         acc, sgi = lab.ports[0], lab.ports[1]
-        lab.load_bearers(UNTOUCHED, sgws=SGWS)
+        load_bearers(lab, UNTOUCHED, sgws=SGWS)
         files = {}
         for k in range(BLOCKS):
             files[k] = os.path.join(tmp, f"block{k}.bearers")

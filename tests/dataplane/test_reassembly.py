@@ -28,7 +28,7 @@ from scapy.contrib.gtp import GTP_U_Header
 from gtplab.lab.topology import Lab
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.kernel.sched import live_stat
-from tests.lib.lab import leftovers, wait_for
+from tests.lib.lab import add_bearer, leftovers, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -41,8 +41,8 @@ def lab():
         a = lab.addressing
         # bearer 0 sends downlink to the TEID of bearer 1, so that what the PGW-U encapsulates for
         # bearer 0 is, sent back to it, an uplink G-PDU of bearer 1 (inner source: UE 1)
-        lab.add_bearer(0, sgw_teid=a.local_teid(1))
-        lab.add_bearer(1)
+        add_bearer(lab, 0, sgw_teid=a.local_teid(1))
+        add_bearer(lab, 1)
         # uplink packets to UE 0 (the encap test's inner destination) leave through SGi
         subprocess.run(["ip", "-n", lab.dut_ns, "route", "add", f"{a.ue(0)}/32", "via", a.gen_sgi,
                         "dev", lab.ports[1].dut_ifname], check=True)

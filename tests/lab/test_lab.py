@@ -20,7 +20,7 @@ from gtplab.lab import awake
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
 from gtplab.traffic.backend import engine_client
-from tests.lib.lab import leftovers, wait_for
+from tests.lib.lab import add_bearer, leftovers, load_bearers, wait_for
 from tests.lib import REPO
 
 pytestmark = pytest.mark.lab
@@ -91,7 +91,7 @@ def recv_matching(sock, match, count, timeout=3.0) -> list[bytes]:
 def test_traffic_both_directions(pgwu_lab):
     lab, a = pgwu_lab, pgwu_lab.addressing
     acc, sgi = lab.ports
-    b = lab.add_bearer(0)
+    b = add_bearer(lab, 0)
     n = 5
     inner = IP(src=b["ue"], dst=a.pdn(7), ttl=64, id=1) / UDP(sport=4000, dport=5000) / (b"u" * 100)
     ul = (Ether(src=acc.mac, dst=acc.dut_mac) / IP(src=b["sgw"], dst=a.dut_access, id=2)
@@ -232,7 +232,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
     lab = pgwu_lab
     flows = 16
     lab.pgwu("session", "flush")  # bearer 0 may be there from the test above
-    lab.load_bearers(flows, sgws=4)
+    load_bearers(lab, flows, sgws=4)
     profiles = REPO / "trex_profiles"
     c = engine_client(lab)
     try:

@@ -21,6 +21,8 @@ from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import Runner
 from gtplab.rates import line_rate_pps
 
+from tests.lib.lab import load_bearers
+
 CFG = labconfig.load(os.environ.get("GTPLAB_LAB_CONFIG"))
 pytestmark = [pytest.mark.lab] + ([pytest.mark.trex] if CFG.backend == "trex" else [])
 
@@ -118,7 +120,7 @@ def test_drops_are_accounted_for(runner):
     runner._bearers_key = None
     lab = runner.backend.lab
     lab.pgwu("session", "flush")
-    lab.load_bearers(4, sgws=4)
+    load_bearers(lab, 4, sgws=4)
     try:
         t = runner.trial(prep, 20000, 0.5)
     finally:
