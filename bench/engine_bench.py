@@ -57,6 +57,7 @@ from gtplab.traffic.trex.client import TrexClient  # noqa: E402  (stream JSON fr
 from gtplab.lab.topology import Lab, NETNS_DIR  # noqa: E402
 from gtplab.traffic.backend import engine_client  # noqa: E402
 from tables import print_table  # noqa: E402  (bench/tables.py)
+from tests.lib.lab import run_in  # noqa: E402
 
 UPLINK = REPO / "trex_profiles" / "gtpu_uplink.py"
 PG_ID = 10
@@ -164,7 +165,7 @@ def run_raw(lab: Lab, size: int, duration: float, parked: bool, batch: int = 256
             if link >= 0:
                 os.close(link)
             prog.close()
-    return lab.run_in("gen", body)
+    return run_in(lab, "gen", body)
 
 
 def run_scapy(lab: Lab, size: int, flows: int, duration: float, prebuilt: bool) -> dict:

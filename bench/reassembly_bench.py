@@ -30,7 +30,7 @@ from scapy.contrib.gtp import GTP_U_Header  # noqa: E402
 from gtplab.kernel import bpf  # noqa: E402
 from gtplab.kernel.sched import proc_stat  # noqa: E402
 from gtplab.lab.topology import Lab  # noqa: E402
-from tests.lib.lab import add_bearer  # noqa: E402
+from tests.lib.lab import add_bearer, send_frames  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -82,7 +82,7 @@ def main() -> None:
         m = bpf.Map.pinned(os.path.join(lab.pin_dir, "reasm_stats"))
         r0 = reasm(lab)
         d0, t0 = proc_cpu_s(pid), time.monotonic()
-        lab.send_frames(0, frag_frames)
+        send_frames(lab, 0, frag_frames)
         t1 = wait_forwarded(m, r0["forwarded"] + n)
         r1 = reasm(lab)
         d1 = proc_cpu_s(pid)
@@ -99,7 +99,7 @@ def main() -> None:
             os.kill(pid, signal.SIGSTOP)
             try:
                 f0 = forwarded(m)
-                lab.send_frames(0, bf)
+                send_frames(lab, 0, bf)
                 time.sleep(0.5)     # the kernel reassembles them onto the stopped reader's socket
             finally:
                 os.kill(pid, signal.SIGCONT)

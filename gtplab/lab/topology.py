@@ -46,9 +46,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from gtplab.kernel.netns import run_in as run_in_netns  # noqa: F401  (the lab's API: tests and bench use it)
+from gtplab.kernel.netns import run_in as run_in_netns
 
 from gtplab.dut import fwd
 from gtplab.dut.dataplane import REASONS, pgwu_binary
@@ -75,7 +75,6 @@ VETH_XDP_MAX_MTU = 3506
 NAME_RE = re.compile(r"^[a-z0-9]{1,10}$")  # "g" + name + "p0" must fit IFNAMSIZ-1 = 15
 DUT_MODES = ("pgwu", "socket", "fwd", "external", "drop", "pass", "tx", "none")
 GENERATORS = ("engine", "trex")   # the embedded BPF engine, or a TRex server on the generator veths
-ETH_P_ALL = 0x0003
 NAPI_RT_PRIORITY = 50     # SCHED_FIFO priority of the lab's NAPI kthreads (threaded IRQs run at 50)
 XDP_MODES = {0: None, 1: "native", 2: "generic", 3: "offload", 4: "multi"}
 
@@ -797,29 +796,6 @@ class Lab:
 
     def pgwu_json(self, *args: str) -> Any:
         return json.loads(self.pgwu(*args, "--json"))
-
-    def run_in(self, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
-        """fn(*args, **kwargs) inside the "gen" or "dut" namespace (see run_in_netns)."""
-        return run_in_netns(self.gen_ns if where == "gen" else self.dut_ns, fn, *args, **kwargs)
-
-    def packet_socket(self, port_id: int, timeout: float = 1.0) -> socket.socket:
-        """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
-        socket keeps its netns, so it can be used from any thread afterwards)."""
-        ifname = self.ports[port_id].ifname
-
-        def make():
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind((ifname, ETH_P_ALL))
-            s.settimeout(timeout)
-            return s
-        return self.run_in("gen", make)
-
-    def send_frames(self, port_id: int, frames: list[bytes]) -> None:
-        """Send frames (bytes without FCS) out of generator port port_id with AF_PACKET: slow, for
-        functional tests; the engine is the way to send many."""
-        with self.packet_socket(port_id) as s:
-            for f in frames:
-                s.send(bytes(f))
 
     def dut_counters(self) -> dict[str, int]:
         """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the

@@ -40,7 +40,7 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Addressing, Lab
 
-from tests.lib.lab import load_bearers
+from tests.lib.lab import load_bearers, packet_socket
 
 pytestmark = pytest.mark.lab
 
@@ -114,7 +114,7 @@ def test_churn_under_load():
                   "dl": {i: dl_frame(i) for i in [*range(UNTOUCHED), *ring]}}
 
         def sock(port):
-            s = lab.packet_socket(port.port_id, timeout=0.2)
+            s = packet_socket(lab, port.port_id, timeout=0.2)
             s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
             return s
 

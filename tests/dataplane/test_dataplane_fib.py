@@ -3,7 +3,7 @@
 A unique netns holds two veth pairs: a0-a1 (access: GTP-U address 192.0.2.1/24) and s0-s1 (SGi:
 198.51.100.1/24), forwarding on, permanent neighbours, a routed prefix, blackhole/unreachable/
 prohibit routes and an MTU-locked route. The programs run with BPF_PROG_TEST_RUN and ingress_ifindex
-of a0/s0, from a thread that joined the netns (gtplab.lab.topology.run_in_netns), so the lookup sees its
+of a0/s0, from a thread that joined the netns (gtplab.kernel.netns.run_in), so the lookup sees its
 routes. Checked: the resolved next hop (MACs, egress: TX when it is the ingress device, and the
 cache entry's ifindex), PASS_NO_NEIGH / PASS_FIB_OTHER with the packet the spec says, DROP_NO_ROUTE,
 and that the cache follows neighbour and route changes (fib_gen).
@@ -22,7 +22,7 @@ import pytest
 
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Config, Nexthop, VERDICTS, REASONS
-from gtplab.lab.topology import run_in_netns
+from gtplab.kernel.netns import run_in as run_in_netns
 from tests.lib import oracle as O
 from tests.lib.pgwu import pgwu
 

@@ -28,7 +28,7 @@ from scapy.contrib.gtp import GTP_U_Header
 from gtplab.lab.topology import Lab
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.kernel.sched import live_stat
-from tests.lib.lab import add_bearer, leftovers, wait_for
+from tests.lib.lab import add_bearer, leftovers, packet_socket, send_frames, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -85,7 +85,7 @@ def capture(lab, port: int, send, match, quiet: float = 0.5, timeout: float = 5.
     """Run send() with a packet socket on generator port `port`; return the received frames that
     match, waiting until `quiet` seconds passed with nothing new (at most `timeout`)."""
     got: list[bytes] = []
-    with lab.packet_socket(port, timeout=0.05) as s:
+    with packet_socket(lab, port, timeout=0.05) as s:
         send()
         deadline = time.monotonic() + timeout
         last = time.monotonic()
@@ -128,7 +128,7 @@ def test_uplink_fragments_reassembled_then_dropped_without_reassembler(lab):
     frs = fragment(gpdu(lab, a.local_teid(1), inner), fragsize=400)
     assert len(frs) == 3
     c0, r0 = lab.dut_counters(), reasm(lab)
-    got = capture(lab, 1, lambda: lab.send_frames(0, frames_of(lab, frs)), has(b"FRAG-UL-1"))
+    got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-UL-1"))
     assert [raw(Ether(f)[IP]) for f in got] == [expected_out(inner)]
     wait_for(lambda: reasm(lab)["forwarded"] == r0["forwarded"] + 1, 5, "forwarded counted")
     assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": 3}
@@ -140,7 +140,7 @@ def test_uplink_fragments_reassembled_then_dropped_without_reassembler(lab):
     wait_for(lambda: not alive(pid), 5, "pgwu reassemble to exit")
     assert reasm(lab)["pid"] == 0
     c0, r0 = lab.dut_counters(), reasm(lab)
-    got = capture(lab, 1, lambda: lab.send_frames(0, frames_of(lab, frs)), has(b"FRAG-UL-1"), quiet=1.0)
+    got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-UL-1"), quiet=1.0)
     assert got == []
     assert delta(c0, lab.dut_counters()) == {"DROP_OUTER_FRAG/drop": 3}
     assert delta(r0, reasm(lab)) == {}
@@ -164,7 +164,7 @@ def test_encap_and_receive_agree(lab):
         return IP in e and e[IP].src == a.dut_access and e[IP].proto == 17 and \
             (e[IP].flags.MF or e[IP].frag > 0)
     c0 = lab.dut_counters()
-    frs = capture(lab, 0, lambda: lab.send_frames(1, [frame]), outer_frag)
+    frs = capture(lab, 0, lambda: send_frames(lab, 1, [frame]), outer_frag)
     assert len(frs) >= 2 and all(len(f) <= MTU + 14 for f in frs), [Ether(f).summary() for f in frs]
     assert delta(c0, lab.dut_counters()) == {"PASS_FIB_OTHER/pass": 1}
     first = Ether(frs[0])
@@ -178,7 +178,7 @@ def test_encap_and_receive_agree(lab):
         ip.chksum = None
         back.append(raw(Ether(src=acc.mac, dst=acc.dut_mac) / ip))
     c0, r0 = lab.dut_counters(), reasm(lab)
-    got = capture(lab, 1, lambda: lab.send_frames(0, back), has(b"FRAG-DL-1"))
+    got = capture(lab, 1, lambda: send_frames(lab, 0, back), has(b"FRAG-DL-1"))
     # two IP hops inside the PGW-U: downlink (xdp_sgi) and uplink (pgwu reassemble)
     assert [raw(Ether(f)[IP]) for f in got] == [expected_out(dl, hops=2)]
     assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": len(frs)}
@@ -210,7 +210,7 @@ def test_bad_datagrams_counted_not_forwarded(lab, i):
     frs = fragment(pkt, fragsize=400)
     assert len(frs) >= 2
     c0, r0 = lab.dut_counters(), reasm(lab)
-    got = capture(lab, 1, lambda: lab.send_frames(0, frames_of(lab, frs)), has(b"FRAG-BAD"), quiet=0.3)
+    got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-BAD"), quiet=0.3)
     wait_for(lambda: reasm(lab)["received"] == r0["received"] + 1, 5, "the datagram read")
     assert got == []
     assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": len(frs)}
@@ -226,7 +226,7 @@ def test_gtpu_from_the_sgi_side_is_not_taken(lab):
         GTP_U_Header(teid=a.local_teid(1), gtp_type=255) / inner_pkt(lab, b"FRAG-SGI")
     frame = raw(Ether(src=sgi.mac, dst=sgi.dut_mac) / pkt)
     r0 = reasm(lab)
-    got = capture(lab, 1, lambda: lab.send_frames(1, [frame]), has(b"FRAG-SGI"), quiet=0.3)
+    got = capture(lab, 1, lambda: send_frames(lab, 1, [frame]), has(b"FRAG-SGI"), quiet=0.3)
     wait_for(lambda: reasm(lab)["received"] == r0["received"] + 1, 5, "the datagram read")
     assert got == []
     assert delta(r0, reasm(lab)) == {"received": 1, "drop_not_access": 1}

@@ -46,6 +46,7 @@ from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
+from tests.lib.lab import packet_socket, run_in, send_frames
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -98,7 +99,7 @@ def dut(request, lab):
 
 
 def _sockets(lab):
-    socks = [lab.packet_socket(i, timeout=0.2) for i in (0, 1)]
+    socks = [packet_socket(lab, i, timeout=0.2) for i in (0, 1)]
     for s in socks:
         s.setblocking(False)
         s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)     # a burst of 1000 frames
@@ -137,7 +138,7 @@ def send(dut_t, port: int, frames: list[bytes]) -> tuple[list[list[bytes]], cons
     socks = _sockets(lab)
     try:
         cnt0, link0 = d.counters(), d.link()
-        lab.send_frames(port, frames)
+        send_frames(lab, port, frames)
         got = _drain(socks, time.monotonic() + 5)
         cnt1, link1 = d.counters(), d.link()
     finally:
@@ -506,7 +507,7 @@ def test_stats_and_metrics_in_the_xdp_paths_names(lab):
                          stdout=subprocess.PIPE, text=True)
     try:
         port = int(m.stdout.readline().rsplit(":", 1)[1].split("/")[0])
-        text = lab.run_in("dut", lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        text = run_in(lab, "dut", lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
                           .read().decode())
     finally:
         m.terminate()
@@ -613,7 +614,7 @@ def _sent_while_stopped(lab, d, port, frames, ahead=False):
         os.kill(lab.socket_pid(), signal.SIGSTOP)
         try:
             with _AheadOfNapi(lab) if ahead else contextlib.nullcontext():
-                lab.send_frames(port, frames)
+                send_frames(lab, port, frames)
         finally:
             os.kill(lab.socket_pid(), signal.SIGCONT)
         got = _drain(socks, time.monotonic() + 5)

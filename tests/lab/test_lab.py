@@ -20,7 +20,7 @@ from gtplab.lab import awake
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
 from gtplab.traffic.backend import engine_client
-from tests.lib.lab import add_bearer, leftovers, load_bearers, wait_for
+from tests.lib.lab import add_bearer, leftovers, load_bearers, packet_socket, run_in, send_frames, wait_for
 from tests.lib import REPO
 
 pytestmark = pytest.mark.lab
@@ -100,16 +100,16 @@ def test_traffic_both_directions(pgwu_lab):
           / UDP(sport=5000, dport=4000) / (b"d" * 100))
     before = lab.dut_counters()
 
-    with lab.packet_socket(1) as rx1:
-        lab.send_frames(0, [bytes(ul)] * n)
+    with packet_socket(lab, 1) as rx1:
+        send_frames(lab, 0, [bytes(ul)] * n)
         got = recv_matching(rx1, lambda e: IP in e and e[IP].dst == a.pdn(7) and UDP in e, n)
     assert len(got) == n, f"{len(got)}/{n} uplink packets came out decapsulated on port 1"
     e = Ether(got[0])
     assert e.dst == sgi.mac and e.src == sgi.dut_mac
     assert GTP_U_Header not in e and e[IP].src == b["ue"] and bytes(e[UDP].payload) == b"u" * 100
 
-    with lab.packet_socket(0) as rx0:
-        lab.send_frames(1, [bytes(dl)] * n)
+    with packet_socket(lab, 0) as rx0:
+        send_frames(lab, 1, [bytes(dl)] * n)
         got = recv_matching(rx0, lambda e: GTP_U_Header in e, n)
     assert len(got) == n, f"{len(got)}/{n} downlink packets came out encapsulated on port 0"
     e = Ether(got[0])
@@ -134,9 +134,9 @@ def test_two_labs_do_not_collide():
         assert not mine & theirs
         # same addresses, separate namespaces: both carry traffic on their own
         for lab in (one, two):
-            with lab.packet_socket(0) as rx:
+            with packet_socket(lab, 0) as rx:
                 frame = Ether(src=lab.ports[0].dut_mac, dst=lab.ports[0].mac) / IP(dst="10.201.0.2") / UDP()
-                lab.run_in("dut", _send_raw, lab.ports[0].dut_ifname, bytes(frame))
+                run_in(lab, "dut", _send_raw, lab.ports[0].dut_ifname, bytes(frame))
                 assert recv_matching(rx, lambda e: UDP in e, 1)
         # a name in use is refused and the lab that has it is untouched
         with pytest.raises(LabError, match="exists already"):

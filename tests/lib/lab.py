@@ -1,18 +1,25 @@
 """The namespace lab in tests: what a lab left on the machine, polling with a deadline (no fixed
 sleeps), and the harness functions on a gtplab.lab.topology.Lab that only tests and bench/ use
-(bearers of the addressing contract). Used by tests/lab/, tests/engine/test_backend.py,
+(bearers of the addressing contract, a function run in one of its namespaces, AF_PACKET frames on
+its generator ports). Used by tests/lab/, tests/engine/test_backend.py,
 tests/dataplane/, tests/measure/, tests/pfcp/, tests/lib/correctness.py and bench/.
 """
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
+from typing import Any, Callable
+
+from gtplab.kernel.netns import run_in as run_in_netns
 from gtplab.lab.topology import STATE_DIR, Addressing, Lab
+
+ETH_P_ALL = 0x0003      # every protocol, for an AF_PACKET socket (linux/if_ether.h)
 
 
 def leftovers(name: str) -> list[str]:
@@ -60,3 +67,29 @@ def load_bearers(lab: Lab, n: int, sgws: int | None = None) -> None:
             f.write(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n")
         f.flush()
         lab.pgwu("session", "load", f.name, timeout=600)
+
+
+def run_in(lab: Lab, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    """fn(*args, **kwargs) inside the lab's "gen" or "dut" namespace (gtplab.kernel.netns.run_in)."""
+    return run_in_netns(lab.gen_ns if where == "gen" else lab.dut_ns, fn, *args, **kwargs)
+
+
+def packet_socket(lab: Lab, port_id: int, timeout: float = 1.0) -> socket.socket:
+    """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
+    socket keeps its netns, so it can be used from any thread afterwards)."""
+    ifname = lab.ports[port_id].ifname
+
+    def make():
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        s.bind((ifname, ETH_P_ALL))
+        s.settimeout(timeout)
+        return s
+    return run_in(lab, "gen", make)
+
+
+def send_frames(lab: Lab, port_id: int, frames: list[bytes]) -> None:
+    """Send frames (bytes without FCS) out of generator port port_id with AF_PACKET: slow, for
+    functional tests; the engine is the way to send many."""
+    with packet_socket(lab, port_id) as s:
+        for f in frames:
+            s.send(bytes(f))

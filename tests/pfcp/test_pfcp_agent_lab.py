@@ -8,8 +8,8 @@ veths, a generator namespace on the other ends): sessions set up over PFCP forwa
 - A control plane that restarts (same address and port, a new Recovery Time Stamp, sequence numbers
   from 1) gets its new sessions installed: they forward both ways, its old ones no longer do.
 
-Frames are sent and captured with AF_PACKET sockets on the generator's ports (Lab.send_frames,
-Lab.packet_socket); the agent runs in the host namespace on 127.0.0.1 (it only writes the pinned
+Frames are sent and captured with AF_PACKET sockets on the generator's ports (send_frames and
+packet_socket of tests/lib/lab.py); the agent runs in the host namespace on 127.0.0.1 (it only writes the pinned
 maps). The lab, the agent and the sockets are removed afterwards, also on failure.
 """
 
@@ -29,6 +29,7 @@ from scapy.layers.l2 import Ether
 
 from tests.lib import pfcp_msgs as M
 from tests.lib import pfcp_smf_msgs as S
+from tests.lib.lab import packet_socket, send_frames
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.gtpu import packets as P
 
@@ -106,8 +107,8 @@ def capture(lab, port: int, frames: list[bytes], send_port: int, match, want: in
     """Send frames out of generator port send_port, return the frames generator port `port` received
     that match: until `want` arrived (then `quiet` s more, so extra ones show), at most `timeout`."""
     got = []
-    with lab.packet_socket(port, timeout=0.05) as s:
-        lab.send_frames(send_port, frames)
+    with packet_socket(lab, port, timeout=0.05) as s:
+        send_frames(lab, send_port, frames)
         deadline, done_at = time.monotonic() + timeout, None
         while time.monotonic() < deadline and (done_at is None or time.monotonic() - done_at < quiet):
             try:
