@@ -30,7 +30,7 @@ from scapy.contrib.gtp import GTP_U_Header  # noqa: E402
 from gtplab.kernel import bpf  # noqa: E402
 from gtplab.kernel.sched import proc_stat  # noqa: E402
 from gtplab.lab.topology import Lab  # noqa: E402
-from tests.lib.lab import add_bearer, send_frames  # noqa: E402
+from tests.lib.lab import add_bearer, reassembler_pid, send_frames  # noqa: E402
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -72,7 +72,7 @@ def main() -> None:
     burst = int(sys.argv[2]) if len(sys.argv) > 2 else 1500
     with Lab.up(mtu=1500) as lab:
         add_bearer(lab, 0)
-        pid = lab.reassembler_pid()
+        pid = reassembler_pid(lab)
         assert pid, lab.state.get("reassembler")
         frag_frames = frames(lab, n, 1480, True)
         whole_frames = frames(lab, n, 1464, False)

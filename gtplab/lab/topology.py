@@ -24,7 +24,9 @@ Python API:
         c = backend.engine_client(lab) # gtplab.traffic.engine.LocalClient on ports 0 and 1
 
 Used by gtplab.traffic.backend (which builds the generator's client from a lab's ports and
-namespaces), gtplab.lab.cli (`gtplab lab`), tests and bench/. The lab imports nothing of traffic/.
+namespaces), gtplab.lab.cli (`gtplab lab`), tests and bench/; what only tests and bench/ do with a
+lab (bearers of the addressing contract, AF_PACKET frames, the DUT's counters) is tests/lib/lab.py.
+The lab imports nothing of traffic/.
 The CPU layout is gtplab.lab.cpu. Over 600 lines because the Lab class is one unit (~400 lines):
 up() records every name before it creates it and builds in an order that down() and a crash-time
 teardown() undo; splitting it would spread that contract over files.
@@ -51,7 +53,7 @@ from typing import Any
 from gtplab.kernel.netns import run_in as run_in_netns
 
 from gtplab.dut import fwd
-from gtplab.dut.dataplane import REASONS, pgwu_binary
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.dut.sock import SocketKnobs
 from gtplab.errors import LabError, UserError
 from gtplab.kernel import bpf
@@ -594,9 +596,6 @@ class Lab:
         st = self.state.get("socket")
         return SocketKnobs.parse(st["knobs"]) if st else None
 
-    def reassembler_pid(self) -> int | None:
-        return (self.state.get("reassembler") or {}).get("pid")
-
     def _start_trex(self) -> None:
         """TRex in the generator namespace, DPDK af_packet on ports 0 and 1 (TRex's port numbers are
         the lab's), low_end on the first generator CPU and confined to the generator CPUs, its ports
@@ -796,21 +795,6 @@ class Lab:
 
     def pgwu_json(self, *args: str) -> Any:
         return json.loads(self.pgwu(*args, "--json"))
-
-    def dut_counters(self) -> dict[str, int]:
-        """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
-        contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
-        names = [r.upper() for r in REASONS]
-        out: dict[str, int] = {}
-        with bpf.Map.pinned(os.path.join(self.pin_dir, "stats")) as m:
-            for k, per_cpu in m.items():
-                idx = bpf.u32(k)
-                pkts = sum(bpf.u64(v) for v in per_cpu)
-                if pkts:
-                    r, v = divmod(idx, len(bpf.XDP_VERDICTS))
-                    rname = names[r] if r < len(names) else str(r)
-                    out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
-        return out
 
     def links(self) -> list[dict]:
         """`ip -d -j link` of the lab's veths in both namespaces (empty for a namespace that is gone)."""

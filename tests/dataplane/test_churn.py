@@ -40,7 +40,7 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Addressing, Lab
 
-from tests.lib.lab import load_bearers, packet_socket
+from tests.lib.lab import dut_counters, load_bearers, packet_socket
 
 pytestmark = pytest.mark.lab
 
@@ -173,7 +173,7 @@ def test_churn_under_load():
             finally:
                 churn_done.set()
 
-        before = lab.dut_counters()
+        before = dut_counters(lab)
         receivers = [threading.Thread(target=receive, args=(p,), daemon=True) for p in (0, 1)]
         for r in receivers:
             r.start()
@@ -211,7 +211,7 @@ def test_churn_under_load():
             # the last frames arrive: wait until the receivers have what the DUT forwarded
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                dut = lab.dut_counters()
+                dut = dut_counters(lab)
                 fwd_ul = dut.get("UL_FWD/redirect", 0) - before.get("UL_FWD/redirect", 0)
                 fwd_dl = dut.get("DL_FWD/redirect", 0) - before.get("DL_FWD/redirect", 0)
                 if sum(got["ul"].values()) >= fwd_ul and sum(got["dl"].values()) >= fwd_dl:

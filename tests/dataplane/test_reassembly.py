@@ -28,7 +28,7 @@ from scapy.contrib.gtp import GTP_U_Header
 from gtplab.lab.topology import Lab
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.kernel.sched import live_stat
-from tests.lib.lab import add_bearer, leftovers, packet_socket, send_frames, wait_for
+from tests.lib.lab import add_bearer, dut_counters, leftovers, packet_socket, reassembler_pid, send_frames, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -47,7 +47,7 @@ def lab():
         subprocess.run(["ip", "-n", lab.dut_ns, "route", "add", f"{a.ue(0)}/32", "via", a.gen_sgi,
                         "dev", lab.ports[1].dut_ifname], check=True)
         yield lab
-        pid = lab.reassembler_pid()
+        pid = reassembler_pid(lab)
     assert leftovers(lab.name) == []
     # stopped with the lab (teardown kills what runs in the DUT netns)
     assert pid
@@ -121,17 +121,17 @@ def delta(before: dict, after: dict) -> dict:
 
 def test_uplink_fragments_reassembled_then_dropped_without_reassembler(lab):
     a = lab.addressing
-    pid = lab.reassembler_pid()
+    pid = reassembler_pid(lab)
     assert pid, f"the lab did not start pgwu reassemble: {lab.state.get('reassembler')}"
     assert reasm(lab)["pid"] > 0
     inner = inner_pkt(lab, b"FRAG-UL-1")
     frs = fragment(gpdu(lab, a.local_teid(1), inner), fragsize=400)
     assert len(frs) == 3
-    c0, r0 = lab.dut_counters(), reasm(lab)
+    c0, r0 = dut_counters(lab), reasm(lab)
     got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-UL-1"))
     assert [raw(Ether(f)[IP]) for f in got] == [expected_out(inner)]
     wait_for(lambda: reasm(lab)["forwarded"] == r0["forwarded"] + 1, 5, "forwarded counted")
-    assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": 3}
+    assert delta(c0, dut_counters(lab)) == {"PASS_OUTER_FRAG/pass": 3}
     d = delta(r0, reasm(lab))
     assert d == {"received": 1, "forwarded": 1}, d
 
@@ -139,15 +139,15 @@ def test_uplink_fragments_reassembled_then_dropped_without_reassembler(lab):
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not alive(pid), 5, "pgwu reassemble to exit")
     assert reasm(lab)["pid"] == 0
-    c0, r0 = lab.dut_counters(), reasm(lab)
+    c0, r0 = dut_counters(lab), reasm(lab)
     got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-UL-1"), quiet=1.0)
     assert got == []
-    assert delta(c0, lab.dut_counters()) == {"DROP_OUTER_FRAG/drop": 3}
+    assert delta(c0, dut_counters(lab)) == {"DROP_OUTER_FRAG/drop": 3}
     assert delta(r0, reasm(lab)) == {}
 
     # and back, for the other tests
     lab._start_reassembler()
-    assert lab.reassembler_pid() and reasm(lab)["pid"] > 0
+    assert reassembler_pid(lab) and reasm(lab)["pid"] > 0
 
 
 def test_encap_and_receive_agree(lab):
@@ -163,10 +163,10 @@ def test_encap_and_receive_agree(lab):
         e = Ether(f)
         return IP in e and e[IP].src == a.dut_access and e[IP].proto == 17 and \
             (e[IP].flags.MF or e[IP].frag > 0)
-    c0 = lab.dut_counters()
+    c0 = dut_counters(lab)
     frs = capture(lab, 0, lambda: send_frames(lab, 1, [frame]), outer_frag)
     assert len(frs) >= 2 and all(len(f) <= MTU + 14 for f in frs), [Ether(f).summary() for f in frs]
-    assert delta(c0, lab.dut_counters()) == {"PASS_FIB_OTHER/pass": 1}
+    assert delta(c0, dut_counters(lab)) == {"PASS_FIB_OTHER/pass": 1}
     first = Ether(frs[0])
     assert first[IP].frag == 0 and first[GTP_U_Header].teid == a.local_teid(1)
 
@@ -177,11 +177,11 @@ def test_encap_and_receive_agree(lab):
         ip.src, ip.dst = ip.dst, ip.src
         ip.chksum = None
         back.append(raw(Ether(src=acc.mac, dst=acc.dut_mac) / ip))
-    c0, r0 = lab.dut_counters(), reasm(lab)
+    c0, r0 = dut_counters(lab), reasm(lab)
     got = capture(lab, 1, lambda: send_frames(lab, 0, back), has(b"FRAG-DL-1"))
     # two IP hops inside the PGW-U: downlink (xdp_sgi) and uplink (pgwu reassemble)
     assert [raw(Ether(f)[IP]) for f in got] == [expected_out(dl, hops=2)]
-    assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": len(frs)}
+    assert delta(c0, dut_counters(lab)) == {"PASS_OUTER_FRAG/pass": len(frs)}
     wait_for(lambda: reasm(lab)["forwarded"] == r0["forwarded"] + 1, 5, "forwarded counted")
 
 
@@ -209,11 +209,11 @@ def test_bad_datagrams_counted_not_forwarded(lab, i):
     reason, pkt = bad_cases(lab)[i]
     frs = fragment(pkt, fragsize=400)
     assert len(frs) >= 2
-    c0, r0 = lab.dut_counters(), reasm(lab)
+    c0, r0 = dut_counters(lab), reasm(lab)
     got = capture(lab, 1, lambda: send_frames(lab, 0, frames_of(lab, frs)), has(b"FRAG-BAD"), quiet=0.3)
     wait_for(lambda: reasm(lab)["received"] == r0["received"] + 1, 5, "the datagram read")
     assert got == []
-    assert delta(c0, lab.dut_counters()) == {"PASS_OUTER_FRAG/pass": len(frs)}
+    assert delta(c0, dut_counters(lab)) == {"PASS_OUTER_FRAG/pass": len(frs)}
     assert delta(r0, reasm(lab)) == {"received": 1, reason: 1}
 
 

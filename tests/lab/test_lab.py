@@ -20,7 +20,8 @@ from gtplab.lab import awake
 from gtplab.lab import topology as labmod
 from gtplab.lab.topology import Lab, LabError
 from gtplab.traffic.backend import engine_client
-from tests.lib.lab import add_bearer, leftovers, load_bearers, packet_socket, run_in, send_frames, wait_for
+from tests.lib.lab import (add_bearer, dut_counters, leftovers, load_bearers, packet_socket, run_in, send_frames,
+                           wait_for)
 from tests.lib import REPO
 
 pytestmark = pytest.mark.lab
@@ -98,7 +99,7 @@ def test_traffic_both_directions(pgwu_lab):
           / UDP(sport=2152, dport=2152) / GTP_U_Header(teid=b["teid"], gtp_type=255) / inner)
     dl = (Ether(src=sgi.mac, dst=sgi.dut_mac) / IP(src=a.pdn(7), dst=b["ue"], ttl=64, id=3)
           / UDP(sport=5000, dport=4000) / (b"d" * 100))
-    before = lab.dut_counters()
+    before = dut_counters(lab)
 
     with packet_socket(lab, 1) as rx1:
         send_frames(lab, 0, [bytes(ul)] * n)
@@ -119,7 +120,7 @@ def test_traffic_both_directions(pgwu_lab):
     e_in = e[GTP_U_Header].payload
     assert e_in[IP].dst == b["ue"] and bytes(e_in[UDP].payload) == b"d" * 100
 
-    after = lab.dut_counters()
+    after = dut_counters(lab)
     for key in ("UL_FWD/redirect", "DL_FWD/redirect"):
         assert after.get(key, 0) - before.get(key, 0) == n, (key, before, after)
     # and pgwu's own report parses
@@ -243,7 +244,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
                                      (1, 0, "gtpu_downlink.py", "DL_FWD/redirect")):
             c.reset(ports=[0, 1])
             c.load_profile(str(profiles / prof), ports=[tx], tunables={"flows": flows, "sgws": 4, "size": 256})
-            before = lab.dut_counters().get(reason, 0)
+            before = dut_counters(lab).get(reason, 0)
             c.clear_stats()
             c.start(ports=[tx], mult="2000pps", duration=1)
             c.wait_on_traffic(ports=[tx], timeout=30)
@@ -251,7 +252,7 @@ def test_engine_traffic_through_pgwu(pgwu_lab):
                           what=f"{prof}: port {rx} receiving what port {tx} sent")
             sent = st[tx]["opackets"]
             assert 1500 <= sent <= 2500, st[tx]
-            dut = lab.dut_counters()
+            dut = dut_counters(lab)
             assert st[rx]["ipackets"] == sent, (prof, st[rx]["ipackets"], sent, dut)
             assert dut.get(reason, 0) - before == sent, (prof, before, dut)
     finally:

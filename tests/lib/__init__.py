@@ -4,7 +4,8 @@ dataplane/fuzz/ put the repository's top on sys.path to do the same):
     oracle.py         an independent model of the PGW-U (expected output frames, the flow hash): on
                       purpose it shares no code with gtplab or the data plane
     pgwu.py           pgwu(): runs the PGW-U's own tool on a pin dir
-    lab.py            what a namespace lab left behind; polling with a deadline
+    lab.py            what a namespace lab left behind; polling with a deadline; the harness on a Lab
+                      (bearers, run_in, AF_PACKET frames, the DUT's counters, the reassembler's pid)
     streams.py        named test packets, TRex stream JSON, TRex's field semantics, a tiny profile
     tshark.py         tshark's checksum verdicts on a capture
     synthetic_results.py   results directories written by hand, with a known cost model

@@ -51,7 +51,7 @@ from gtplab.conformance.cases import downlink_frames, qfi_downlink_frames, qfi_u
 from gtplab.gtpu import packets
 from gtplab.measure import conservation
 from tests.lib import oracle as O
-from tests.lib.lab import wait_for
+from tests.lib.lab import reassembler_pid, wait_for
 
 N_EACH = 3          # copies of each packet (one single-burst stream per packet)
 CSUM_ON = (0, 1)    # bearers with the outer UDP checksum on; 2, 3 have it off
@@ -566,7 +566,7 @@ def uplink_outer_fragments_reassembled_and_forwarded(lab):
         check_outer_fragments_as_departs(lab, departs())
         return
     sock = socket_path(lab)
-    assert sock or lab_o.reassembler_pid(), f"the lab did not start pgwu reassemble: {lab_o.state.get('reassembler')}"
+    assert sock or reassembler_pid(lab_o), f"the lab did not start pgwu reassemble: {lab_o.state.get('reassembler')}"
     frames, expected = [], collections.Counter()
     for c in range(N_EACH):
         g = packets.gpdu(a.local_teid(1), a.ue(1), a.pdn(8), size=1400, inner_id=0x100 + c, outer_id=0x5000 + c,

@@ -1,21 +1,25 @@
 """The namespace lab in tests: what a lab left on the machine, polling with a deadline (no fixed
-sleeps), and the harness functions on a gtplab.lab.topology.Lab that only tests and bench/ use
-(bearers of the addressing contract, a function run in one of its namespaces, AF_PACKET frames on
-its generator ports). Used by tests/lab/, tests/engine/test_backend.py,
-tests/dataplane/, tests/measure/, tests/pfcp/, tests/lib/correctness.py and bench/.
+sleeps), and the harness on a gtplab.lab.topology.Lab that only tests and bench/ use, as functions
+that take the lab: bearers of the addressing contract (add_bearer, load_bearers), a function run in
+one of its namespaces (run_in), AF_PACKET frames on its generator ports (packet_socket, send_frames),
+the DUT's counters (dut_counters) and the pid of its `pgwu reassemble` (reassembler_pid).
+Used by tests/lab/, tests/engine/test_backend.py, tests/dataplane/, tests/measure/, tests/pfcp/,
+tests/lib/correctness.py and bench/.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-
 from typing import Any, Callable
 
+from gtplab.dut.dataplane import REASONS
+from gtplab.kernel import bpf
 from gtplab.kernel.netns import run_in as run_in_netns
 from gtplab.lab.topology import STATE_DIR, Addressing, Lab
 
@@ -93,3 +97,24 @@ def send_frames(lab: Lab, port_id: int, frames: list[bytes]) -> None:
     with packet_socket(lab, port_id) as s:
         for f in frames:
             s.send(bytes(f))
+
+
+def dut_counters(lab: Lab) -> dict[str, int]:
+    """Packets per "<REASON>/<verdict>" summed over CPUs, read from the pinned stats map (the
+    contract: index reason * 5 + verdict, value struct pgwu_counter {packets, bytes} per CPU)."""
+    names = [r.upper() for r in REASONS]
+    out: dict[str, int] = {}
+    with bpf.Map.pinned(os.path.join(lab.pin_dir, "stats")) as m:
+        for k, per_cpu in m.items():
+            idx = bpf.u32(k)
+            pkts = sum(bpf.u64(v) for v in per_cpu)
+            if pkts:
+                r, v = divmod(idx, len(bpf.XDP_VERDICTS))
+                rname = names[r] if r < len(names) else str(r)
+                out[f"{rname}/{bpf.XDP_VERDICTS[v]}"] = pkts
+    return out
+
+
+def reassembler_pid(lab: Lab) -> int | None:
+    """The pid of the lab's `pgwu reassemble` (started with a pgwu lab), as its state file has it."""
+    return (lab.state.get("reassembler") or {}).get("pid")

@@ -29,7 +29,7 @@ from scapy.layers.l2 import Ether
 
 from tests.lib import pfcp_msgs as M
 from tests.lib import pfcp_smf_msgs as S
-from tests.lib.lab import packet_socket, send_frames
+from tests.lib.lab import dut_counters, packet_socket, send_frames
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.gtpu import packets as P
 
@@ -160,10 +160,10 @@ def test_smf_shaped_session_forwards_both_ways(lab, agent):
         got = uplink(lab, teid, ue, mark, n, qfi=S.QFI)
         assert len(got) == n, f"{len(got)}/{n} uplink G-PDUs came out on SGi"
         assert GTP_U_Header not in got[0] and got[0][IP].dst == a.pdn(1)
-        before = lab.dut_counters()
+        before = dut_counters(lab)
         dmark = b"SMF-DL-" + secrets.token_hex(4).encode()
         assert downlink(lab, ue, dmark, 3) == [], "the DROP FAR forwarded"
-        drops = {k: v - before.get(k, 0) for k, v in lab.dut_counters().items() if "unknown_ue" in k.lower()}
+        drops = {k: v - before.get(k, 0) for k, v in dut_counters(lab).items() if "unknown_ue" in k.lower()}
         assert sum(drops.values()) == 3, drops
 
         r = cp.req(S.modify_forward(3, seid, sgw=a.sgw(0), sgw_teid=a.sgw_teid(0)))
