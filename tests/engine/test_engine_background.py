@@ -36,7 +36,7 @@ ROWS = [
     ("IPv4 UDP with an unknown stream's trailer", raw(E / IP(dst="10.0.0.1") / UDP(dport=9)
                                                      / Raw(b"x" * 20 + TRAILER.pack(0x4C47, 99, 0, 0))), "udp"),
     ("VLAN-tagged IPv4", raw(E / Dot1Q(vlan=5) / IP(dst="10.0.0.1") / UDP()), "other"),
-    ("truncated IPv4", raw(E)[:14].replace(b"\x90\x00", b"\x08\x00")[:12] + b"\x08\x00" + b"\x45", "ipv4"),
+    ("truncated IPv4", raw(E)[:12] + b"\x08\x00\x45", "ipv4"),      # ethertype IPv4, 1 byte of header
 ]
 
 
