@@ -96,7 +96,8 @@ struct sess_rules {
 struct sess {
 	__u64 up_seid, cp_seid;
 	__u32 cp_addr;		/* the CP F-SEID's IPv4 address (network order; 0: IPv6 only) */
-	__u32 teid, ue, sgw, sgw_teid;	/* network order */
+	__u32 teid, ue, sgw, sgw_teid;	/* network order; ue 0: an IPv6-only session */
+	__u64 ue6;		/* the UE's /64 (has_ue6): its 8 octets in network order */
 	__u32 ul_far, dl_far;
 	__u32 dl_flags;		/* the downlink half's PGWU_B_QFI and QFI (5G N3), or 0; kept
 				 * while the downlink FAR buffers, for the half it installs */
@@ -115,6 +116,8 @@ struct sess {
 				 * (a non-forwarding FAR's placeholder, e.g. TEID 0 / 0.0.0.0) */
 	bool dl_dst_ok;		/* the downlink FAR's Destination Interface is Access (or none) */
 	bool watched;		/* in the agent's usage watch list (pfcp_usage.c) */
+	bool has_ue6;		/* the UE IP Address had V6: the bearer has ue6 (ul6_prefix, and
+				 * dl6_bearers while dl_on) */
 };
 
 /* What an answer says (pfcp_answer.c): its Cause, and why a request was refused */
@@ -176,7 +179,8 @@ struct pfcp_agent {
 	struct rcache_ent *rcache;
 	__u64 rc_key[2];	/* SipHash key of the cache's request digests (random) */
 	__u64 rc_window_ms;	/* how long an answer serves retransmissions: T1 x (N1 + 1) */
-	struct sess_index ue_idx;	/* UE address -> session */
+	struct sess_index ue_idx;	/* UE IPv4 address -> session (those with one) */
+	struct sess_index ue6_idx;	/* UE /64 -> session (those with one) */
 	struct sess_index fseid_idx;	/* (association, CP F-SEID SEID and IPv4) -> session */
 	__u32 hb_interval;	/* seconds between our Heartbeat Requests, 0: none */
 	__u32 seq;		/* sequence number of our last request */
@@ -228,7 +232,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);
 
-/* pfcp_session.c: the session with this UE address / CP F-SEID in association ai (or NULL); a
+/* pfcp_session.c: the session with this UE IPv4 address / UE /64 / CP F-SEID in association ai (or NULL); a
  * new session indexed by both; the session with this UP SEID (or NULL); a session and the bearer
  * halves it owns deleted (0 or -errno; *b: their last usage, *rules: its rules, each when not
  * NULL); an association's sessions deleted (how many), or published again (its CP's address or
@@ -236,6 +240,7 @@ void on_sess_del(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
  * a new session; a session's record written to (or removed from) pfcp_sessions and pfcp_rules (at
  * the end of the batch: sess_publish_flush); the rules gauges. */
 struct sess *ue_find(struct pfcp_agent *a, __u32 ue);
+struct sess *ue6_find(struct pfcp_agent *a, __u64 ue6);
 struct sess *fseid_find(struct pfcp_agent *a, int ai, __u64 seid, __u32 addr);
 void sess_index_add(struct pfcp_agent *a, __u32 idx);
 struct sess *sess_find(struct pfcp_agent *a, __u64 seid);

@@ -238,6 +238,8 @@ static int dec_fteid(const struct pfcp_ie *ie, struct pfcp_fteid *f)
 
 static int dec_ue_ip(const struct pfcp_ie *ie, struct pfcp_ue_ip *u)
 {
+	size_t off = 1;
+
 	memset(u, 0, sizeof(*u));
 	if (ie->len < 1)
 		return -EINVAL;
@@ -246,13 +248,30 @@ static int dec_ue_ip(const struct pfcp_ie *ie, struct pfcp_ue_ip *u)
 	u->sd = ie->v[0] & 0x04;
 	u->chv4 = ie->v[0] & 0x10;
 	u->chv6 = ie->v[0] & 0x20;
+	u->ipv6d = ie->v[0] & 0x08;
+	u->ipv6pl = ie->v[0] & 0x40;
 	if (u->v4 && !u->chv4) {
-		if (ie->len < 5)
+		if (ie->len < off + 4)
 			return -EINVAL;
-		u->ipv4 = rdn32(ie->v + 1);
+		u->ipv4 = rdn32(ie->v + off);
+		off += 4;
 	}
-	if (u->v6 && !u->chv6 && ie->len < 1 + (u->v4 && !u->chv4 ? 4 : 0) + 16)
-		return -EINVAL;
+	if (u->v6 && !u->chv6) {
+		if (ie->len < off + 16)
+			return -EINVAL;
+		memcpy(u->ipv6, ie->v + off, 16);
+		off += 16;
+	}
+	if (u->ipv6d) {
+		if (ie->len < off + 1)
+			return -EINVAL;
+		u->pd_bits = ie->v[off++];
+	}
+	if (u->ipv6pl) {
+		if (ie->len < off + 1)
+			return -EINVAL;
+		u->plen = ie->v[off++];
+	}
 	return 0;
 }
 

@@ -235,9 +235,15 @@ struct pfcp_fteid {
 	__u8 choose_id;
 };
 
+/* UE IP Address (8.2.62): octet 5 flags, [IPv4], [IPv6], [IPv6 Prefix Delegation Bits if
+ * IPv6D], [IPv6 Prefix Length if IPv6PL] */
 struct pfcp_ue_ip {
 	bool v4, v6, sd, chv4, chv6;	/* CHV4/CHV6: the UP is asked to allocate it */
+	bool ipv6d, ipv6pl;	/* the two optional octets are there */
+	__u8 pd_bits;		/* IPv6D: bits of prefix delegation, relative to /64 (/60: 4) */
+	__u8 plen;		/* IPv6PL: the IPv6 prefix length */
 	__u32 ipv4;
+	__u8 ipv6[16];
 };
 
 struct pfcp_ohc {

@@ -18,9 +18,10 @@
 #define TEID_TRIES 65536
 
 /*
- * Two open-addressing indexes over the session table, linear probing, deletion by shifting the
- * entries that follow back (no tombstones): every session's UE address (a UE is never given to
- * two sessions, also while one of them has no downlink half in dl_bearers), and every session's
+ * Three open-addressing indexes over the session table, linear probing, deletion by shifting the
+ * entries that follow back (no tombstones): every session's UE IPv4 address and every session's
+ * UE /64, for those that have one (a UE address or /64 is never given to two sessions, also while
+ * one of them has no downlink half in dl_bearers / dl6_bearers), and every session's
  * CP F-SEID (SEID and IPv4 address: it names one session at the CP, TS 29.244 5.6.2) within its
  * association: two CPs on one address (two associations) allocate their SEIDs apart.
  */
@@ -33,6 +34,11 @@ static __u32 mix(__u64 k)
 static __u32 ue_home(const struct pfcp_agent *a, const struct sess *s)
 {
 	return mix(s->ue) & a->ue_idx.mask;
+}
+
+static __u32 ue6_home(const struct pfcp_agent *a, const struct sess *s)
+{
+	return mix(s->ue6) & a->ue6_idx.mask;
 }
 
 static __u32 fseid_home(const struct pfcp_agent *a, const struct sess *s)
@@ -74,15 +80,17 @@ int sess_index_alloc(struct pfcp_agent *a)
 {
 	__u32 n = pgwu_slots_for(a->max_sess) * 2;
 
-	a->ue_idx.mask = a->fseid_idx.mask = n - 1;
+	a->ue_idx.mask = a->ue6_idx.mask = a->fseid_idx.mask = n - 1;
 	a->ue_idx.tab = calloc(n, sizeof(__u32));
+	a->ue6_idx.tab = calloc(n, sizeof(__u32));
 	a->fseid_idx.tab = calloc(n, sizeof(__u32));
-	return a->ue_idx.tab && a->fseid_idx.tab ? 0 : -ENOMEM;
+	return a->ue_idx.tab && a->ue6_idx.tab && a->fseid_idx.tab ? 0 : -ENOMEM;
 }
 
 void sess_index_free(struct pfcp_agent *a)
 {
 	free(a->ue_idx.tab);
+	free(a->ue6_idx.tab);
 	free(a->fseid_idx.tab);
 }
 
@@ -93,6 +101,19 @@ struct sess *ue_find(struct pfcp_agent *a, __u32 ue)
 	for (__u32 i = ue_home(a, &probe); a->ue_idx.tab[i]; i = (i + 1) & a->ue_idx.mask)
 		if (a->sess[a->ue_idx.tab[i] - 1].ue == ue)
 			return &a->sess[a->ue_idx.tab[i] - 1];
+	return NULL;
+}
+
+struct sess *ue6_find(struct pfcp_agent *a, __u64 ue6)
+{
+	const struct sess probe = { .ue6 = ue6 };
+
+	for (__u32 i = ue6_home(a, &probe); a->ue6_idx.tab[i]; i = (i + 1) & a->ue6_idx.mask) {
+		const struct sess *s = &a->sess[a->ue6_idx.tab[i] - 1];
+
+		if (s->has_ue6 && s->ue6 == ue6)
+			return &a->sess[a->ue6_idx.tab[i] - 1];
+	}
 	return NULL;
 }
 
@@ -112,7 +133,10 @@ struct sess *fseid_find(struct pfcp_agent *a, int ai, __u64 seid, __u32 addr)
 
 void sess_index_add(struct pfcp_agent *a, __u32 idx)
 {
-	idx_insert(a, &a->ue_idx, ue_home(a, &a->sess[idx]), idx);
+	if (a->sess[idx].ue)
+		idx_insert(a, &a->ue_idx, ue_home(a, &a->sess[idx]), idx);
+	if (a->sess[idx].has_ue6)
+		idx_insert(a, &a->ue6_idx, ue6_home(a, &a->sess[idx]), idx);
 	idx_insert(a, &a->fseid_idx, fseid_home(a, &a->sess[idx]), idx);
 }
 
@@ -276,7 +300,10 @@ static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **
 
 	sess_unpublish(a, s);
 	a->assoc[s->assoc].sessions--;
-	idx_remove(a, &a->ue_idx, idx, ue_home);
+	if (s->ue)
+		idx_remove(a, &a->ue_idx, idx, ue_home);
+	if (s->has_ue6)
+		idx_remove(a, &a->ue6_idx, idx, ue6_home);
 	idx_remove(a, &a->fseid_idx, idx, fseid_home);
 	if (s->r) {
 		a->n_qer -= s->r->n_qer;
@@ -299,12 +326,25 @@ static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **
  * its rules in *rules (the caller frees them), when those are not NULL. */
 int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct sess_rules **rules)
 {
-	int err, kept = 0;
+	__u64 p6 = 0, b6 = 0;
+	int err = 0, kept = 0, kept6 = 0;
 
-	err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, true, s->dl_on, &kept, b);
+	/* the IPv6 downlink half first, while it is still found by its /64 and owner (the uplink
+	 * half's removal takes ul6_prefix, and a dl6_bearers entry of its TEID, with it) */
+	if (s->has_ue6 && s->dl_on) {
+		err = bearer_remove_dl6_owned(&a->m, s->ue6, s->teid, s->owner, &p6, &b6);
+		kept6 = err == -EPERM || err == -ENOENT;
+		err = kept6 ? 0 : err;
+	}
+	if (!err)
+		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, true, s->dl_on && s->ue,
+					  &kept, b);
+	kept += kept6;
 	if (b) {
-		b->dl_packets += s->dl_packets;
-		b->dl_bytes += s->dl_bytes;
+		b->dl_packets += s->dl_packets + p6;
+		b->dl_bytes += s->dl_bytes + b6;
+		b->dl6_packets = p6;
+		b->dl6_bytes = b6;
 	}
 	if (err) {
 		fprintf(stderr, "Couldn't delete the bearer of session 0x%llx: %s\n",

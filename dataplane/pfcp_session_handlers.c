@@ -47,10 +47,29 @@ static bool pdi_all(const struct pfcp_pdr *p, __u32 ue)
 		return false;
 	if (!p->n_sdf || p->sdf_all)
 		return true;
-	for (int i = 0; i < p->n_sdf_host; i++)
+	for (int i = 0; ue && i < p->n_sdf_host; i++)	/* ue 0: IPv6 only, no IPv4 host */
 		if (p->sdf_host[i] == ue)
 			return true;
 	return false;
+}
+
+/*
+ * The /64 of a UE IP Address's IPv6 half (8.2.62), in *ue6 (its 8 octets as on the wire): the
+ * prefix is a /64 (no IPv6D, or 0 delegation bits; no IPv6PL, or 64: TS 23.401 5.3.1.2.2, one /64
+ * per PDN connection, the one thing a bearer's dl6_bearers key holds) and a unicast one (not
+ * multicast, link-local or ::/64). The address's bits after the /64 are the UE's, not looked at.
+ */
+static bool ue6_ok(const struct pfcp_ue_ip *u, __u64 *ue6)
+{
+	const __u8 *x = u->ipv6;
+
+	if (!u->v6 || u->chv6 || (u->ipv6d && u->pd_bits) || (u->ipv6pl && u->plen != 64))
+		return false;
+	if (x[0] == 0xff || (x[0] == 0xfe && (x[1] & 0xc0) == 0x80) ||
+	    !memcmp(x, (__u8[8]){ 0 }, 8))
+		return false;
+	memcpy(ue6, x, 8);
+	return true;
 }
 
 static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
@@ -207,7 +226,9 @@ static void pdr_links(struct pgwu_pfcp_pdr *l, const struct pfcp_pdr *p)
 struct plan {
 	const struct pfcp_pdr *ul, *dl;
 	const struct pfcp_far *ul_far, *dl_far;
-	__u32 ue;
+	__u32 ue;		/* the UE's IPv4 address, 0: none (an IPv6-only session) */
+	bool has_ue6;		/* the UE IP Address had V6: its /64 in ue6 */
+	__u64 ue6;
 	bool dl_fwd;		/* the downlink FAR forwards (else it buffers or drops: no downlink half) */
 	bool dl_sgw_ok;		/* its Outer Header Creation is usable (ohc_ok) */
 	__u32 ul_flags;		/* the uplink PDR's PDI QFI: what uplink G-PDUs must carry */
@@ -311,12 +332,14 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 	if (!p->ul->fteid.v4 || (!p->ul->fteid.ch && !p->ul->fteid.teid) ||
 	    (!p->ul->fteid.ch && a->local_addr && p->ul->fteid.ipv4 != a->local_addr) ||
 	    (p->ul->ohr != PFCP_OHR_GTPU_UDP_IPV4 && p->ul->ohr != PFCP_OHR_GTPU_UDP_IP) ||
-	    (p->ul->has_ue_ip && (!p->ul->ue_ip.v4 || p->ul->ue_ip.chv4)) ||
+	    (p->ul->has_ue_ip && ((!p->ul->ue_ip.v4 && !p->ul->ue_ip.v6) || p->ul->ue_ip.chv4 ||
+				  p->ul->ue_ip.chv6)) ||
 	    p->ul->n_qfi > 1 ||	/* a list of QFIs: the data plane checks one */
 	    !refs_ok(p->ul, m))
 		goto bad_ul;
 
-	/* downlink PDR: Core, the UE's IPv4 address (a host: addr_unusable), no F-TEID */
+	/* downlink PDR: Core, the UE's IPv4 address (a host: addr_unusable) and/or its IPv6 /64
+	 * (ue6_ok), no F-TEID */
 	if (!p->dl->has_ue_ip) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_UE_IP_ADDRESS);
 		return false;
@@ -325,12 +348,23 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
 		return false;
 	}
-	if (!p->dl->ue_ip.v4 || p->dl->ue_ip.chv4 || addr_unusable(p->dl->ue_ip.ipv4) ||
+	if ((!p->dl->ue_ip.v4 && !p->dl->ue_ip.v6) || p->dl->ue_ip.chv4 || p->dl->ue_ip.chv6 ||
+	    (p->dl->ue_ip.v4 && addr_unusable(p->dl->ue_ip.ipv4)) ||
+	    (p->dl->ue_ip.v6 && !ue6_ok(&p->dl->ue_ip, &p->ue6)) ||
 	    p->dl->has_fteid || !refs_ok(p->dl, m))
 		goto bad_dl;
-	if (p->ul->has_ue_ip && p->ul->ue_ip.ipv4 != p->dl->ue_ip.ipv4)
-		goto bad_dl;
-	p->ue = p->dl->ue_ip.ipv4;
+	p->ue = p->dl->ue_ip.v4 ? p->dl->ue_ip.ipv4 : 0;
+	p->has_ue6 = p->dl->ue_ip.v6;
+	if (p->ul->has_ue_ip) {
+		/* the uplink PDR's UE IP Address, if any, names the downlink's (each half it has) */
+		__u64 ul6;
+
+		if (p->ul->ue_ip.v6 && !ue6_ok(&p->ul->ue_ip, &ul6))
+			goto bad_ul;
+		if ((p->ul->ue_ip.v4 && (!p->ue || p->ul->ue_ip.ipv4 != p->ue)) ||
+		    (p->ul->ue_ip.v6 && (!p->has_ue6 || ul6 != p->ue6)))
+			goto bad_dl;
+	}
 	/* SDF filters: a bearer carries all of the UE's traffic, so a PDR must match all of it */
 	if (!pdi_all(p->ul, p->ue))
 		goto bad_ul;
@@ -457,8 +491,12 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
 		goto out;
 	}
-	/* the UE must be free: in this agent's sessions (some have no downlink half) and the table */
-	if (ue_find(a, p.ue) || (!p.dl_fwd && !bpf_map_lookup_elem(a->m.dl, &p.ue, &old_dl))) {
+	/* the UE must be free: in this agent's sessions (some have no downlink half) and the table;
+	 * its IPv4 address and its /64 alike */
+	if ((p.ue && (ue_find(a, p.ue) ||
+		      (!p.dl_fwd && !bpf_map_lookup_elem(a->m.dl, &p.ue, &old_dl)))) ||
+	    (p.has_ue6 && (ue6_find(a, p.ue6) ||
+			   (!p.dl_fwd && !bpf_map_lookup_elem(a->m.dl6, &p.ue6, &old_dl))))) {
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
 		goto out;
 	}
@@ -491,12 +529,19 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	dl.local_teid = teid;
 	dl.flags = p.dl_flags | qflag | owner << PGWU_B_OWNER_SHIFT;
 	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | qflag | owner << PGWU_B_OWNER_SHIFT,
-			 p.dl_fwd ? &dl : NULL);
+			 p.dl_fwd && p.ue ? &dl : NULL);
+	if (!err && p.has_ue6) {
+		/* the /64: uplink anti-spoofing, and the IPv6 downlink half while the FAR forwards;
+		 * all or nothing with the IPv4 halves */
+		err = bearer_add_v6(&a->m, teid, p.ue6, p.dl_fwd ? &dl : NULL);
+		if (err)
+			bearer_remove(&a->m, teid, p.ue, true, p.dl_fwd && p.ue);
+	}
 	if (err && qflag)
 		qos_remove(a, teid);
 	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
-	else if (err == -EADDRINUSE)	/* the UE address has a bearer */
+	else if (err == -EADDRINUSE)	/* the UE address or /64 has a bearer */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
 	else if (err == -E2BIG)
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
@@ -513,6 +558,8 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	s->cp_addr = m->fseid.v4 ? m->fseid.ipv4 : 0;
 	s->teid = teid;
 	s->ue = p.ue;
+	s->has_ue6 = p.has_ue6;
+	s->ue6 = p.has_ue6 ? p.ue6 : 0;
 	s->owner = owner;
 	s->has_sgw = p.dl_sgw_ok;
 	s->ohc_placeholder = p.dl_far->has_ohc && !p.dl_sgw_ok;
@@ -708,6 +755,63 @@ bad_far:
 	return false;
 }
 
+/*
+ * The session's downlink halves (the IPv4 one of its UE address, the IPv6 one of its /64, each it
+ * has) as one: moved to another SGW F-TEID or marking, added, removed. Both or neither: when the
+ * second write fails, the first is undone (-errno of the one that failed).
+ */
+static int dl_set(struct pfcp_agent *a, struct sess *s, __u32 sgw, __u32 sgw_teid, __u32 flags)
+{
+	__u32 own = s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0);
+	int err = 0;
+
+	if (s->ue)
+		err = bearer_set_dl_owned(&a->m, s->ue, s->teid, s->owner, sgw, sgw_teid, flags);
+	if (!err && s->has_ue6) {
+		err = bearer_set_dl6_owned(&a->m, s->ue6, s->teid, s->owner, sgw, sgw_teid, flags);
+		if (err && s->ue)
+			bearer_set_dl_owned(&a->m, s->ue, s->teid, s->owner, s->sgw, s->sgw_teid,
+					    s->dl_flags | own);
+	}
+	return err;
+}
+
+static int dl_add(struct pfcp_agent *a, struct sess *s, const struct pgwu_dl_bearer *dl)
+{
+	int err = 0, kept;
+
+	if (s->ue)
+		err = bearer_add_dl(&a->m, s->ue, dl);
+	if (!err && s->has_ue6) {
+		err = bearer_add_dl6(&a->m, s->ue6, dl);
+		if (err && s->ue)
+			bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &kept, NULL);
+	}
+	return err;
+}
+
+static int dl_remove(struct pfcp_agent *a, struct sess *s, int *kept, __u64 *packets,
+		     __u64 *bytes)
+{
+	struct bearer b = {};
+	int err = 0, k = 0;
+
+	if (s->has_ue6) {
+		err = bearer_remove_dl6_owned(&a->m, s->ue6, s->teid, s->owner, packets, bytes);
+		if (err == -EPERM || err == -ENOENT) {
+			(*kept)++;
+			err = 0;
+		}
+	}
+	if (!err && s->ue) {
+		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &k, &b);
+		*kept += k;
+		*packets += b.dl_packets;
+		*bytes += b.dl_bytes;
+	}
+	return err;
+}
+
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
@@ -755,11 +859,11 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		em_qfi = pgwu_qfi_of(s->dl_flags);
 	}
 
-	/* everything checked: the one table change (the downlink half), then the session */
+	/* everything checked: the one table change (the downlink halves: IPv4, IPv6), then the
+	 * session */
 	if (p.fwd && s->dl_on &&
 	    (p.sgw != s->sgw || p.sgw_teid != s->sgw_teid || p.dl_flags != s->dl_flags)) {
-		err = bearer_set_dl_owned(&a->m, s->ue, s->teid, s->owner, p.sgw, p.sgw_teid,
-					  p.dl_flags | own);
+		err = dl_set(a, s, p.sgw, p.sgw_teid, p.dl_flags | own);
 		if (err == -EPERM || err == -ENOENT)	/* the UE's downlink is someone else's now */
 			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, s->dl_far);
 		else if (err)
@@ -768,7 +872,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		struct pgwu_dl_bearer dl = { .sgw_addr = p.sgw, .sgw_teid = p.sgw_teid,
 					     .local_teid = s->teid, .flags = p.dl_flags | own };
 
-		err = bearer_add_dl(&a->m, s->ue, &dl);
+		err = dl_add(a, s, &dl);
 		if (err == -EADDRINUSE)
 			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, s->dl_far);
 		else if (err == -E2BIG)
@@ -776,15 +880,15 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		else if (err)
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 	} else if (!p.fwd && s->dl_on) {
-		struct bearer b;
+		__u64 packets = 0, bytes = 0;
 		int kept = 0;
 
-		err = bearer_remove_owned(&a->m, s->teid, s->ue, s->owner, false, true, &kept, &b);
+		err = dl_remove(a, s, &kept, &packets, &bytes);
 		if (err) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 		} else {
-			s->dl_packets += b.dl_packets;	/* kept for the final report */
-			s->dl_bytes += b.dl_bytes;
+			s->dl_packets += packets;	/* kept for the final report */
+			s->dl_bytes += bytes;
 			stat_add(a, PFCP_STAT_HALVES_KEPT, kept);
 		}
 	}

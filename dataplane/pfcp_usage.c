@@ -57,7 +57,8 @@ static void urr_dirs(const struct sess_rules *r, __u32 id, bool *ul, bool *dl)
 				*(d == PGWU_PFCP_UPLINK ? ul : dl) = true;
 }
 
-/* The session's bearer usage now, with what its removed downlink halves counted */
+/* The session's bearer usage now (IPv4 and IPv6, each direction), with what its removed
+ * downlink halves counted */
 static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer *b)
 {
 	int err = bearer_get(&a->m, s->teid, s->ue, true, b);
@@ -65,8 +66,10 @@ static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer 
 	if (err)
 		return err;
 	if (!b->has_dl) {
-		b->dl_packets = 0;
-		b->dl_bytes = 0;
+		/* no IPv4 downlink half (buffering, or an IPv6-only session): its IPv6 one's only
+		 * (bearer_get adds dl6_bearers' usage to dl_*, 0 when there is none) */
+		b->dl_packets = b->dl6_packets;
+		b->dl_bytes = b->dl6_bytes;
 	}
 	b->dl_packets += s->dl_packets;
 	b->dl_bytes += s->dl_bytes;

@@ -124,6 +124,56 @@ const char *prefix64_str(__u64 ue6, char *buf)
 	return buf;
 }
 
+int bearer_add_dl6(const struct pgwu_maps *m, __u64 ue6, const struct pgwu_dl_bearer *dl)
+{
+	int err = bpf_map_update_elem(m->dl6, &ue6, dl, BPF_NOEXIST);
+
+	return err == -EEXIST ? -EADDRINUSE : err;
+}
+
+/* The IPv6 downlink half of ue6, when it is owner's and joins local TEID teid: in *dl, 0; -EPERM
+ * (another's), -ENOENT (none). */
+static int dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
+		     struct pgwu_dl_bearer *dl)
+{
+	if (bpf_map_lookup_elem(m->dl6, &ue6, dl))
+		return -ENOENT;
+	if (dl->local_teid != teid || pgwu_owner_of(dl->flags) != owner)
+		return -EPERM;
+	return 0;
+}
+
+int bearer_set_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
+			 __u32 sgw, __u32 sgw_teid, __u32 flags)
+{
+	struct pgwu_dl_bearer dl;
+	int err = dl6_owned(m, ue6, teid, owner, &dl);
+
+	if (err)
+		return err;
+	/* no slot to empty (dl6_bearers has none): the entry is replaced with its counters as read;
+	 * what the packet path adds between the lookup and the update is lost, as in set_dl */
+	dl.sgw_addr = sgw;
+	dl.sgw_teid = sgw_teid;
+	dl.flags = flags;
+	return bpf_map_update_elem(m->dl6, &ue6, &dl, BPF_EXIST);
+}
+
+int bearer_remove_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
+			    __u64 *packets, __u64 *bytes)
+{
+	struct pgwu_dl_bearer dl;
+	int err = dl6_owned(m, ue6, teid, owner, &dl);
+
+	if (err)
+		return err;
+	*packets = dl.packets;	/* read just before it goes */
+	*bytes = dl.bytes;
+	if (bpf_map_delete_elem(m->dl6, &ue6) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl)
 {
 	if (has_dl)

@@ -47,6 +47,18 @@ int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid);
 int parse_prefix64(const char *s, __u64 *ue6, const char **err);
 /* The /64 as "a:b:c:d::/64" in buf (at least 48 octets). */
 const char *prefix64_str(__u64 ue6, char *buf);
+/*
+ * The IPv6 downlink half alone, for the PFCP agent (its downlink FAR starts or stops forwarding,
+ * or moves): bearer_add_dl6: -EADDRINUSE (the /64 has one), -E2BIG, -errno. The *_owned ones touch
+ * the half of ue6 only when its owner tag is owner and its local TEID teid (else -EPERM; -ENOENT:
+ * none): bearer_set_dl6_owned: a new SGW address, TEID and flags (usage counters kept);
+ * bearer_remove_dl6_owned: removed, its usage just before in *packets, *bytes.
+ */
+int bearer_add_dl6(const struct pgwu_maps *m, __u64 ue6, const struct pgwu_dl_bearer *dl);
+int bearer_set_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
+			 __u32 sgw, __u32 sgw_teid, __u32 flags);
+int bearer_remove_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
+			    __u64 *packets, __u64 *bytes);
 int bearer_add_dl(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_bearer *dl);
 int bearer_remove(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool has_ul, bool has_dl);
 int bearer_set_dl(const struct pgwu_maps *m, __u32 ue, __u32 sgw, __u32 sgw_teid);

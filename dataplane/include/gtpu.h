@@ -238,7 +238,7 @@ static __always_inline __u32 gpdu_inner_check(void *p, void *end, void *bound, i
 		return PGWU_R_DROP_INNER_BAD;
 	if (check_csum && csum_fold16(ipv4_hdr_sum(iip, iip->ihl, bound)) != 0xffff)
 		return PGWU_R_DROP_INNER_CSUM;
-	if (iip->saddr != ue)
+	if (iip->saddr != ue || !ue)	/* ue 0: an IPv6-only bearer takes no IPv4 */
 		return PGWU_R_DROP_SPOOFED;
 	if (iip->ttl <= 1)
 		return PGWU_R_DROP_TTL_EXPIRED;

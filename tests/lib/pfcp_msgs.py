@@ -231,4 +231,19 @@ def corpus() -> dict[str, bytes]:
         "establish_qfi": bytes(establish(10, 0x15, ue, qfi=9)),
         "modify_qer_qfi": bytes(modify_qer(11, 0x100000001, qfi=7)),
         "delete": bytes(delete(7, 0x100000001)),
+        # IPv6 UEs (8.2.62): V4+V6, and V6 alone with IPv6D (0 bits) and IPv6PL (64), the octets after
+        # the address the decoder reads (tests/pfcp/test_pfcp_agent_v6.py sends these forms)
+        "establish_ipv4v6": bytes(establish(16, 0x16, ue, ies=[
+            node_id(), IE_FSEID(v4=1, seid=0x16, ipv4=CP_ADDR), ul_pdr(None, None),
+            IE_CreatePDR(IE_list=[IE_PDR_Id(id=DL_PDR), IE_Precedence(precedence=100), IE_PDI(IE_list=[
+                IE_SourceInterface(interface=1),
+                IE_UE_IP_Address(V4=1, V6=1, SD=1, ipv4=ue, ipv6="fd47:7470:0:7::1")]), IE_FAR_Id(id=DL_FAR)]),
+            ul_far(), dl_far()])),
+        "establish_ipv6_pd_pl": bytes(establish(17, 0x17, ue, ies=[
+            node_id(), IE_FSEID(v4=1, seid=0x17, ipv4=CP_ADDR), ul_pdr(None, None),
+            IE_CreatePDR(IE_list=[IE_PDR_Id(id=DL_PDR), IE_Precedence(precedence=100), IE_PDI(IE_list=[
+                IE_SourceInterface(interface=1),
+                IE_UE_IP_Address(V6=1, SD=1, spare=0b01001, ipv6="fd47:7470:0:8::1", extra_data=b"\x00\x40")]),
+                IE_FAR_Id(id=DL_FAR)]),
+            ul_far(), dl_far()])),
     }
