@@ -1,8 +1,9 @@
 """IPv6 inside the IPv4 tunnel in the XDP PGW-U (issue 32 item 3), tested in place with BPF_PROG_TEST_RUN.
 
 A bearer's UE /64 lives in two maps beside the IPv4 halves (dataplane/include/maps.h): dl6_bearers
-(/64 -> downlink half, the dl_bearers value) and ul6_prefix (local TEID -> /64). xdp_sgi hands IPv6
-frames to xdp_sgi6 (a tail call). Each test builds its frame with Scapy, runs it, and checks packet by
+(/64 -> downlink half, the dl_bearers value) and ul6_prefix (local TEID -> /64 and the IPv6 uplink's
+usage). xdp_sgi hands IPv6 frames to xdp_sgi6, xdp_access G-PDUs with an IPv6 T-PDU to xdp_access6
+(tail calls); the uplink (`ul6` tests) also runs with the kernel's FIB in a namespace of its own. Each test builds its frame with Scapy, runs it, and checks packet by
 packet: the verdict, exactly one (reason, verdict) counted with the frame's length, the output frame
 against one built here independently (outer IPv4/UDP/GTP-U, TEID, the inner packet unchanged but its
 hop limit), and the bearers' usage counters.
