@@ -757,8 +757,10 @@ bad_far:
 
 /*
  * The session's downlink halves (the IPv4 one of its UE address, the IPv6 one of its /64, each it
- * has) as one: moved to another SGW F-TEID or marking, added, removed. Both or neither: when the
- * second write fails, the first is undone (-errno of the one that failed).
+ * has) as one: moved to another SGW F-TEID or marking, added, removed. dl_set and dl_add: both or
+ * neither (when the second write fails, the first is undone; -errno of the one that failed).
+ * dl_remove: the IPv6 half first, then the IPv4 one; a half another owner has now is left in place
+ * (*kept), the usage of those removed adds to *packets, *bytes.
  */
 static int dl_set(struct pfcp_agent *a, struct sess *s, __u32 sgw, __u32 sgw_teid, __u32 flags)
 {

@@ -4,6 +4,7 @@
     Agent(pin_dir, *extra)    a running `pgwu pfcp` on 127.0.0.1 and a client socket: req(), send(),
                               recv_raw(), no_answer(), stop()
     cause(resp), up_seid(resp), created_teid(resp), offending(resp), failed_rule(resp), ie(resp, cls)
+    usage_report(ie)          a Usage Report IE (78, 79, 80) as a dict
     tables(pin_dir)           the bearer tables (`pgwu session list --json`)
     forwarding_config(dp)     a config under which the programs forward a PFCP-provisioned bearer
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 
 import pytest
 from scapy.contrib.pfcp import PFCP
@@ -81,3 +83,19 @@ def ie(resp, cls):
 def failed_rule(resp) -> bytes | None:
     f = [i for i in ies(resp) if i.ietype == 114]
     return bytes(f[0])[4:] if f else None
+
+
+def usage_report(ie) -> dict:
+    """A Usage Report IE (78, 79 or 80) as {urr, seqn, trigger (octets 5-7 as int), volume (octets
+    total/ul/dl, packets total/ul/dl) or None, duration or None, start, end}."""
+    sub = {x.ietype: bytes(x)[4:] for x in ie.IE_list}
+    vol = None
+    if 66 in sub:
+        v = sub[66]
+        assert v[0] & 0x3F == 0x3F, f"volume flags {v[0]:#x}"
+        vol = struct.unpack("!6Q", v[1:49])
+    return {"urr": struct.unpack("!I", sub[81])[0], "seqn": struct.unpack("!I", sub[104])[0],
+            "trigger": int.from_bytes(sub[63][:3], "big"), "volume": vol,
+            "duration": struct.unpack("!I", sub[67])[0] if 67 in sub else None,
+            "start": struct.unpack("!I", sub[75])[0] if 75 in sub else None,
+            "end": struct.unpack("!I", sub[76])[0]}

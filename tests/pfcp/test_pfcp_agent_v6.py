@@ -26,11 +26,10 @@ from gtplab.dut.dataplane import Dataplane, DlBearer
 from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import cause, created_teid, failed_rule, tables, up_seid
+from tests.lib.pfcp_agent import cause, created_teid, failed_rule, tables, up_seid, usage_report
 from tests.lib.pfcp_smf import forwarding_config
 from tests.lib.pgwu import pgwu
 from tests.lib.pgwu_config import stats_delta
-from tests.pfcp.test_pfcp_usage import usage_report
 
 pytestmark = pytest.mark.bpf
 

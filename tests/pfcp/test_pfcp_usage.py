@@ -24,7 +24,7 @@ from scapy.contrib.pfcp import PFCP
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import UE, cause, created_teid, forwarding_config, up_seid
+from tests.lib.pfcp_agent import UE, cause, created_teid, forwarding_config, up_seid, usage_report
 
 pytestmark = pytest.mark.bpf
 
@@ -45,22 +45,6 @@ def send(dp, teid: int, direction: str, n: int, tpdu: int = 1000) -> list[str]:
         return [dp.run_access(f).verdict for _ in range(n)]
     f = bytes(P.downlink_ip(ue=UE, size=tpdu + 14 + 4))
     return [dp.run_sgi(f).verdict for _ in range(n)]
-
-
-def usage_report(ie) -> dict:
-    """A Usage Report IE (78, 79 or 80) as {urr, seqn, trigger (octets 5-7 as int), volume (octets
-    total/ul/dl, packets total/ul/dl) or None, duration or None, start, end}."""
-    sub = {x.ietype: bytes(x)[4:] for x in ie.IE_list}
-    vol = None
-    if 66 in sub:
-        v = sub[66]
-        assert v[0] & 0x3F == 0x3F, f"volume flags {v[0]:#x}"
-        vol = struct.unpack("!6Q", v[1:49])
-    return {"urr": struct.unpack("!I", sub[81])[0], "seqn": struct.unpack("!I", sub[104])[0],
-            "trigger": int.from_bytes(sub[63][:3], "big"), "volume": vol,
-            "duration": struct.unpack("!I", sub[67])[0] if 67 in sub else None,
-            "start": struct.unpack("!I", sub[75])[0] if 75 in sub else None,
-            "end": struct.unpack("!I", sub[76])[0]}
 
 
 PERIO, VOLTH, TIMTH, IMMER = 0x01 << 16, 0x02 << 16, 0x04 << 16, 0x80 << 16     # Usage Report Trigger (8.2.41)
