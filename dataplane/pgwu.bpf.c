@@ -167,6 +167,27 @@ static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
  * for packets no longer than one the lookup's MTU check passed. The generation is read before the
  * lookup, so a change racing with it leaves a slot that is already stale.
  */
+/* What a bpf_fib_lookup result means for the packet: 0 (SUCCESS: forward it), pass_no_neigh (the
+ * kernel resolves the neighbour), drop_no_route (blackhole, unreachable, prohibit, forwarding off
+ * on the ingress), pass_fib_other (anything else the kernel must do: local, over the MTU, ...).
+ * Both families' lookups (resolve_nexthop, resolve_nexthop6). */
+static __always_inline __u32 fib_reason(int rc)
+{
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		return 0;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return PGWU_R_PASS_NO_NEIGH;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		return PGWU_R_DROP_NO_ROUTE;
+	default:	/* NOT_FWDED (local), FRAG_NEEDED, UNSUPP_LWT, ... */
+		return PGWU_R_PASS_FIB_OTHER;
+	}
+}
+
 static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					     int side, __u32 src, __u32 dst, __u8 tos, __u8 proto,
 					     __u16 tot_len, struct nexthop *nh, __u32 *mtu)
@@ -176,6 +197,7 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	struct bpf_fib_lookup p = {};
 	__u32 zero = 0, one = 1, two = 2, idx, ksrc = 0;
 	__u64 gen = 0;
+	__u32 reason;
 	int rc;
 
 	if (st->ifindex) {
@@ -215,22 +237,11 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	p.ipv4_dst = dst;
 	p.ifindex = ctx->ingress_ifindex;
 	rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
-	switch (rc) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		break;
-	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		return PGWU_R_PASS_NO_NEIGH;
-	case BPF_FIB_LKUP_RET_BLACKHOLE:
-	case BPF_FIB_LKUP_RET_UNREACHABLE:
-	case BPF_FIB_LKUP_RET_PROHIBIT:
-	case BPF_FIB_LKUP_RET_FWD_DISABLED:
-		return PGWU_R_DROP_NO_ROUTE;
-	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
 		*mtu = p.mtu_result;	/* the egress MTU the packet is over */
-		return PGWU_R_PASS_FIB_OTHER;
-	default:	/* NOT_FWDED (local), FRAG_NEEDED, UNSUPP_LWT, ... */
-		return PGWU_R_PASS_FIB_OTHER;
-	}
+	reason = fib_reason(rc);
+	if (reason)
+		return reason;
 	nh->ifindex = p.ifindex;
 	__builtin_memcpy(nh->smac, p.smac, 6);
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
@@ -1189,6 +1200,7 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
 	struct bpf_fib_lookup p = {};
+	__u32 reason;
 	int rc;
 
 	if (st->ifindex) {
@@ -1205,19 +1217,9 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 	__builtin_memcpy(p.ipv6_dst, &ip6->daddr, 16);
 	p.ifindex = ctx->ingress_ifindex;
 	rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
-	switch (rc) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		break;
-	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		return PGWU_R_PASS_NO_NEIGH;
-	case BPF_FIB_LKUP_RET_BLACKHOLE:
-	case BPF_FIB_LKUP_RET_UNREACHABLE:
-	case BPF_FIB_LKUP_RET_PROHIBIT:
-	case BPF_FIB_LKUP_RET_FWD_DISABLED:
-		return PGWU_R_DROP_NO_ROUTE;
-	default:	/* NOT_FWDED (local), FRAG_NEEDED (the kernel sends Packet Too Big), ... */
-		return PGWU_R_PASS_FIB_OTHER;
-	}
+	reason = fib_reason(rc);	/* FRAG_NEEDED: the kernel sends Packet Too Big */
+	if (reason)
+		return reason;
 	nh->ifindex = p.ifindex;
 	__builtin_memcpy(nh->smac, p.smac, 6);
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
