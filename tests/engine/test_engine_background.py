@@ -10,7 +10,8 @@ import struct
 
 import pytest
 from scapy.all import ARP, ICMP, IP, TCP, UDP, Dot1Q, Ether, IPv6, Raw, raw
-from scapy.layers.inet6 import ICMPv6EchoRequest, ICMPv6MLReport2, ICMPv6ND_NA, ICMPv6ND_RA, IPv6ExtHdrHopByHop
+from scapy.layers.inet6 import (ICMPv6DestUnreach, ICMPv6EchoRequest, ICMPv6MLReport2, ICMPv6ND_NA, ICMPv6ND_RA,
+                               ICMPv6TimeExceeded, IPv6ExtHdrHopByHop)
 
 from gtplab.kernel import bpf
 from gtplab.kernel import libbpf as kernel
@@ -91,3 +92,53 @@ def test_a_frame_with_a_known_streams_trailer_is_the_streams_not_background(obj)
     assert _bg(obj, "rx_port", 32) == before
     flow = obj.map("rx_flow").lookup(struct.pack("<I", 10))
     assert struct.unpack_from("<Q", flow, 0)[0] >= 1
+
+
+def _streams_packet(ipv6: bool) -> bytes:
+    """A packet of the known stream (pg_id 10) as sent, its trailer at the end."""
+    body = UDP(sport=40000, dport=5001) / Raw(b"x" * 60 + TRAILER.pack(0x4C47, 10, 0, 0))
+    return raw((IPv6(src="fd47:7471::1", dst="fd47:7470::1") if ipv6 else IP(src="198.18.0.1", dst="10.64.0.1"))
+               / body)
+
+
+# ICMP errors a kernel sends about a stream's packet: they quote it whole (RFC 1812 4.3.2.3: up to 576
+# octets; RFC 4443 2.4: up to 1280), so the last octets of the frame are the stream's trailer
+QUOTING = [
+    ("ICMPv6 destination unreachable quoting a stream's packet",
+     raw(E / IPv6(src="fd47:7472::1", dst="fd47:7471::1") / ICMPv6DestUnreach(code=0) / _streams_packet(True)),
+     "icmp6"),
+    ("ICMPv6 time exceeded quoting a stream's packet",
+     raw(E / IPv6(src="fd47:7472::1", dst="fd47:7471::1") / ICMPv6TimeExceeded() / _streams_packet(True)), "icmp6"),
+    ("ICMP port unreachable quoting a stream's packet",
+     raw(E / IP(src="10.202.0.1", dst="198.18.0.1") / ICMP(type=3, code=3) / _streams_packet(False)), "ipv4"),
+    ("ICMP time exceeded quoting a stream's packet",
+     raw(E / IP(src="10.202.0.1", dst="198.18.0.1") / ICMP(type=11) / _streams_packet(False)), "ipv4"),
+]
+
+
+@pytest.mark.bpf
+@pytest.mark.parametrize("what,frame,kind", QUOTING, ids=[r[0] for r in QUOTING])
+def test_an_icmp_error_quoting_a_streams_packet_is_background_not_the_stream(obj, what, frame, kind):
+    """The trailer at the end of an ICMP error is the quoted packet's: the error is counted under its
+    kind, never as a packet of the stream (eUPF passed IPv6 packets to its kernel, whose ICMPv6
+    errors were counted as 25 of 400 packets forwarded before)."""
+    flow0 = struct.unpack_from("<Q", obj.map("rx_flow").lookup(struct.pack("<I", 10)), 0)[0]
+    before = _bg(obj, "rx_port", 32)
+    _run(obj, "tg_rx", frame)
+    got = {k: n - before[k] for k, n in _bg(obj, "rx_port", 32).items() if n != before[k]}
+    assert got == {kind: 1}, (what, got)
+    assert struct.unpack_from("<Q", obj.map("rx_flow").lookup(struct.pack("<I", 10)), 0)[0] == flow0, what
+
+
+@pytest.mark.bpf
+@pytest.mark.parametrize("echo", ["ICMPv6 echo request", "ICMP echo request"])
+def test_an_icmp_echo_of_a_stream_is_the_streams(obj, echo):
+    """Only errors quote: an echo request with the stream's trailer is the stream's packet."""
+    tail = Raw(b"x" * 40 + TRAILER.pack(0x4C47, 10, 0, 0))
+    frame = raw(E / IPv6(dst="fd47:7471::1") / ICMPv6EchoRequest() / tail) if "v6" in echo else \
+        raw(E / IP(dst="198.18.0.1") / ICMP(type=8) / tail)
+    flow0 = struct.unpack_from("<Q", obj.map("rx_flow").lookup(struct.pack("<I", 10)), 0)[0]
+    before = _bg(obj, "rx_port", 32)
+    _run(obj, "tg_rx", frame)
+    assert _bg(obj, "rx_port", 32) == before
+    assert struct.unpack_from("<Q", obj.map("rx_flow").lookup(struct.pack("<I", 10)), 0)[0] == flow0 + 1

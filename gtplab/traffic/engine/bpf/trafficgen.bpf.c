@@ -1042,6 +1042,44 @@ static __always_inline __u32 tg_classify(const __u8 *h, __u32 n)
 	return nh >= 133 && nh <= 137 ? TG_BG_ND : TG_BG_ICMP6;
 }
 
+/*
+ * 1 when the frame is an ICMP or ICMPv6 error (IPv4 types 3, 4, 5, 11, 12;
+ * ICMPv6 types below 128), which quotes the packet it answers: a kernel quotes
+ * as much as fits in 576 (IPv4) or 1280 (IPv6) octets, the sent packet's
+ * trailer included, so the trailer at the end of such a frame is the quoted
+ * packet's, not this frame's stream's. Untagged frames, no IPv6 extension
+ * header before the ICMPv6 one (a kernel's error has none).
+ */
+static __always_inline int tg_icmp_error(void *data, void *end)
+{
+	struct ethhdr *eth = data;
+	__u8 *type;
+
+	if ((void *)(eth + 1) > end)
+		return 0;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end || ip->protocol != 1)
+			return 0;
+		type = (__u8 *)ip + ip->ihl * 4;
+		if ((void *)(type + 1) > end)
+			return 0;
+		return *type == 3 || *type == 4 || *type == 5 || *type == 11 || *type == 12;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		__u8 *ip6 = (void *)(eth + 1);	/* IPv6: next header at 6, 40 octets */
+
+		if ((void *)(ip6 + 40) > end || ip6[6] != 58)
+			return 0;
+		type = ip6 + 40;
+		if ((void *)(type + 1) > end)
+			return 0;
+		return *type < 128;
+	}
+	return 0;
+}
+
 /* Returns 1 when the trailer is a known stream's (counted), 0 otherwise. */
 static __always_inline int count_flow(struct tg_trailer *t, __u32 len, struct tg_port_stats *ps)
 {
@@ -1133,7 +1171,7 @@ int tg_rx(struct xdp_md *ctx)
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
 		verdict = XDP_PASS;
-	if (len >= sizeof(*eth) + TG_TRAILER_LEN && len <= TG_MAX_FRAME) {
+	if (len >= sizeof(*eth) + TG_TRAILER_LEN && len <= TG_MAX_FRAME && !tg_icmp_error(data, end)) {
 		if (bpf_xdp_load_bytes(ctx, len - TG_TRAILER_LEN, &t, sizeof(t)) == 0 &&
 		    t.magic == TG_TRAILER_MAGIC)
 			stream = count_flow(&t, len, ps);
