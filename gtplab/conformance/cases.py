@@ -23,10 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from scapy.layers.inet import ICMP, IP, TCP, IPerror, UDP, fragment
-from scapy.layers.inet6 import ICMPv6EchoRequest, IPerror6, IPv6
+from scapy.layers.inet import ICMP, IP, IPerror, UDP, fragment
+from scapy.layers.inet6 import IPerror6, IPv6
 from scapy.layers.l2 import Dot1Q, Ether
-from scapy.packet import Raw
 
 from gtplab.conformance import departs
 from gtplab.conformance import oracle as O
@@ -119,29 +118,13 @@ def downlink_frames(lab):
 IPV6_BEARERS = (0, 1, 2, 3)     # the bearers provisioned IPv4v6 (their /64: ue6_prefix)
 
 
-def ipv6_packet(src: str, dst: str, *, l4: str = "udp", payload_len: int = 0, hlim: int = 64, tc: int = 0,
-                fl: int = 0, sport: int = 40000, dport: int = 5001):
-    """An IPv6 packet as a UE or a server sends it (no Ethernet): UDP, TCP or an ICMPv6 Echo Request,
-    its checksum over the IPv6 pseudo header (never 0, RFC 8200 8.1)."""
-    ip = IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=fl)
-    data = Raw(bytes((k * 7 + 3) & 0xFF for k in range(payload_len)))
-    if l4 == "udp":
-        return ip / UDP(sport=sport, dport=dport) / data
-    if l4 == "tcp":
-        return ip / TCP(sport=sport, dport=dport, flags="A", seq=1000, ack=2000, window=8192) / data
-    if l4 == "icmp":
-        return ip / ICMPv6EchoRequest(id=0x4242, seq=1) / data
-    raise ValueError(f"unknown l4 {l4!r}: use udp, tcp or icmp")
-
-
 def uplink6_frames(lab, teid=None):
     """G-PDUs of the IPv4v6 bearers carrying IPv6 packets from their UEs' /64s to N6 servers."""
     a, p0, t = lab.addressing, lab.ports[0], _teid(lab, teid)
-    kw = dict(dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
 
     def g6(i, srv, size, src=None, **ipkw):
-        return packets._fit(lambda n: packets.gtpu(ipv6_packet(src or ue6(i), server6(srv), payload_len=n, **ipkw),
-                                                   teid=t(i), src=a.sgw(i), **kw), size, "uplink6")
+        return packets.gpdu6(t(i), src or ue6(i), server6(srv), size=size, outer_src=a.sgw(i),
+                             outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, **ipkw)
     return [
         g6(0, 1, 128),
         g6(1, 2, 1518, tc=0xB8, fl=0x12345),
@@ -156,8 +139,7 @@ def downlink6_frames(lab):
     a, p1 = lab.addressing, lab.ports[1]
 
     def d6(i, srv, size, **ipkw):
-        return packets._fit(lambda n: Ether(src=p1.mac, dst=p1.dut_mac)
-                            / ipv6_packet(server6(srv), ue6(i), payload_len=n, **ipkw), size, "downlink6")
+        return packets.downlink_ip6(ue6(i), server6(srv), size, src_mac=p1.mac, dst_mac=p1.dut_mac, **ipkw)
     return [
         d6(0, 1, 80),
         d6(1, 2, 1518, tc=0xB8, fl=0x54321),

@@ -24,7 +24,7 @@ import struct
 
 from scapy.contrib.gtp import (GTP_U_Header, GTPEchoResponse, GTPPDUSessionContainer, IE_Recovery)
 from scapy.layers.inet import ICMP, IP, TCP, UDP
-from scapy.layers.inet6 import IPv6
+from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 from scapy.fields import ByteField, StrLenField, XByteField
@@ -238,6 +238,39 @@ def downlink_ip(ue: str = UE_ADDR, src: str = PDN_ADDR, size: int | None = None,
     if "payload" in ipkw and size is not None:
         raise ValueError("downlink_ip: give either payload or size, not both")
     return _fit(build, size, "downlink_ip")
+
+
+def ip6_packet(src: str, dst: str, *, l4: str = "udp", payload_len: int = 0, hlim: int = 64, tc: int = 0,
+               fl: int = 0, sport: int = 40000, dport: int = 5001) -> Packet:
+    """An IPv6 packet as a UE or a server sends it (no Ethernet): UDP, TCP or an ICMPv6 Echo Request,
+    its checksum over the IPv6 pseudo header (never 0, RFC 8200 8.1); payload_len filler octets."""
+    ip = IPv6(src=src, dst=dst, hlim=hlim, tc=tc, fl=fl)
+    data = Raw(bytes((k * 7 + 3) & 0xFF for k in range(payload_len)))
+    if l4 == "udp":
+        return ip / UDP(sport=sport, dport=dport) / data
+    if l4 == "tcp":
+        return ip / TCP(sport=sport, dport=dport, flags="A", seq=1000, ack=2000, window=8192) / data
+    if l4 == "icmp":
+        return ip / ICMPv6EchoRequest(id=0x4242, seq=1) / data
+    raise ValueError(f"unknown l4 {l4!r}: use udp, tcp or icmp")
+
+
+def gpdu6(teid: int, ue: str, dst: str, *, size: int | None = None, outer_src: str = SGW_ADDR,
+          outer_dst: str = PGW_ADDR, l4: str = "udp", hlim: int = 64, tc: int = 0, fl: int = 0,
+          inner_sport: int = 40000, inner_dport: int = 5001, **kw) -> Packet:
+    """An uplink G-PDU carrying an IPv6 packet from `ue` to `dst` (GTP-U over IPv4, as gpdu()); size
+    the frame on the wire; kw go to gtpu() (MACs, ext, seq ...)."""
+    kw.update(src=outer_src, dst=outer_dst)
+    return _fit(lambda n: gtpu(ip6_packet(ue, dst, l4=l4, payload_len=n, hlim=hlim, tc=tc, fl=fl,
+                                          sport=inner_sport, dport=inner_dport), teid=teid, **kw), size, "gpdu6")
+
+
+def downlink_ip6(ue: str, src: str, size: int | None = None, *, src_mac: str = ROUTER_SGI_MAC,
+                 dst_mac: str = PGW_SGI_MAC, vlan: int | None = None, **ipkw) -> Packet:
+    """A downlink IPv6 packet as it arrives on N6: Ethernet [/802.1Q] / IPv6(src -> ue) / l4; ipkw go
+    to ip6_packet() (l4, hlim, tc, fl, sport, dport)."""
+    return _fit(lambda n: _l2(src_mac, dst_mac, vlan) / ip6_packet(src, ue, payload_len=n, **ipkw), size,
+                "downlink_ip6")
 
 
 def echo_request(seq: int | None = 0, *, recovery: int | None = None, extra: bytes = b"", **kw) -> Packet:

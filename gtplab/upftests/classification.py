@@ -15,13 +15,15 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
     ohr-6       Outer Header Removal 6 (GTP-U/UDP/IP, as Open5GS's SMF sends it; eUPF #639).
     second      two sessions of two UEs: both forward; the first is deleted; the second still
                 forwards (free5GC #388/#395).
+    ipv6        an IPv4v6 session (UE IP Address V4 and V6: the UE's address and its /64): its
+                IPv4 and its IPv6 packets both forward, both ways (eUPF #293).
     after       a plain session established after the SDF sessions (accepted or rejected): it
                 forwards (eUPF a8d774a rejects `permit out 17 ...` with 73, protocol numbers being
                 unknown to it, and then drops every later session's packets, drop_rules).
 Criteria: precedence: each URR's reported octets and packets equal the generator's packets of the
 streams its PDR matches (received beyond the UPF) times their L3 length, per direction, and every
 stream is forwarded whole; qer: the matching streams' packets 0 received, the others whole; ohr-*,
-second and after: every stream forwarded whole. Each case keeps `where`: the UPF's counters by
+second, ipv6 and after: every stream forwarded whole. Each case keeps `where`: the UPF's counters by
 reason and the lab's ring counters over its trial, so a packet not forwarded is found.
 
 Premises ("not decided" when one fails): the generator sent every stream's packets as asked; no
@@ -45,9 +47,11 @@ TOTAL = 400
 SIZE = 256
 PORT = 6000                     # the SDF filter's server port; the default streams use 5001 / 40000
 PRECEDENCE = 10                 # before the defaults' PRECEDENCE_DEFAULT
+IPV6_PREFIX = "fd47:7470:0:43::/64"     # session 67's UE /64 (the sweep's bearer 67's: fd47:7470:XXXX:YYYY, i = 0x43)
 PG_BASE = 1000                  # pg ids of the second stream of a session (2 per session)
 SETTLE_S = 0.5                  # after the traffic: packets still on their way
-CASES = ("ohr-0", "ohr-6", "second", "precedence-uplink", "precedence-downlink", "qer", "after")
+PG6_BASE = 1100                 # pg ids of the IPv6 streams of a session (2 per session)
+CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "qer", "after")
 
 
 def planned(**_) -> int:
@@ -61,11 +65,17 @@ def _sdf_pdrs(**kw) -> tuple[PR.Pdr, PR.Pdr]:
             PR.Pdr(uplink=False, precedence=PRECEDENCE, sdf=sdf, **kw))
 
 
-def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: bool) -> dict[str, tuple]:
-    """{name: (port, stream, pg)}: the default streams (ul, dl: UDP 40000 -> 5001 both ways) and, with
-    sdf, the ones the SDF filter matches (ul_sdf: the UE to PORT; dl_sdf: from PORT to the UE)."""
+def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: bool,
+             v6: bool = False) -> dict[str, tuple]:
+    """{name: (port, stream, pg)}: the default streams (ul, dl: UDP 40000 -> 5001 both ways); with
+    sdf, the ones the SDF filter matches (ul_sdf: the UE to PORT; dl_sdf: from PORT to the UE); with
+    v6, the same as ul and dl in IPv6 (ul6, dl6: from and to the UE's address in its /64)."""
     out = {"ul": upf.frame_stream(0, upf.ul_frame(s, size), s.pg_ul, pps, total) + (s.pg_ul,),
            "dl": upf.frame_stream(1, upf.dl_frame(s, size), s.pg_dl, pps, total) + (s.pg_dl,)}
+    if v6:
+        pg_u, pg_d = PG6_BASE + 2 * s.index, PG6_BASE + 2 * s.index + 1
+        out["ul6"] = upf.frame_stream(0, upf.ul6_frame(s, size), pg_u, pps, total) + (pg_u,)
+        out["dl6"] = upf.frame_stream(1, upf.dl6_frame(s, size), pg_d, pps, total) + (pg_d,)
     if sdf:
         pg_u, pg_d = PG_BASE + 2 * s.index, PG_BASE + 2 * s.index + 1
         out["ul_sdf"] = upf.frame_stream(0, upf.ul_frame(s, size, inner_dport=PORT), pg_u, pps, total) + (pg_u,)
@@ -155,7 +165,7 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
 
     def streams_of(group_sessions: dict[str, TestSession], sdf=()) -> dict:
         return {(g, name): st for g, s in group_sessions.items()
-                for name, st in _streams(upf, s, size, pps, total, sdf=g in sdf).items()}
+                for name, st in _streams(upf, s, size, pps, total, sdf=g in sdf, v6=g == "ipv6").items()}
 
     def of(streams: dict, group: str) -> dict[str, tuple]:
         return {name: st for (g, name), st in streams.items() if g == group}
@@ -164,7 +174,8 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
     plain = {g: _establish(upf, cases, names, i, **kw) for g, names, i, kw in (
         ("ohr-0", ("ohr-0",), 60, {"ohr": PR.OHR_GTPU_UDP_IPV4}),
         ("ohr-6", ("ohr-6",), 61, {"ohr": PR.OHR_GTPU_UDP_IP}),
-        ("first", ("second",), 62, {}))}
+        ("first", ("second",), 62, {}),
+        ("ipv6", ("ipv6",), 67, {"ue6": IPV6_PREFIX}))}
     plain = {g: s for g, s in plain.items() if s is not None}
     second = _establish(upf, cases, (), 63) if "first" in plain else None
     if second is not None:
@@ -179,6 +190,12 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
                                    _whole(flows, st, ("ul", "dl")), _premises(upf, flows, st, total, where),
                                    where, frame_size=size))
                 upf.delete(plain[group])
+        if "ipv6" in plain:
+            st = of(st1, "ipv6")
+            cases.append(_case("ipv6", "an IPv4v6 session: its IPv4 and its IPv6 packets forwarded whole, both ways",
+                               _whole(flows, st, ("ul", "dl", "ul6", "dl6")), _premises(upf, flows, st, total, where),
+                               where, frame_size=size, ue6=plain["ipv6"].rules.ue6))
+            upf.delete(plain["ipv6"])
     # 2. the second session alone, after the first's deletion
     if second is not None:
         st0, st1b = of(st1, "first"), of(st1, "second")

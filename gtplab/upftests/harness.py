@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import ipaddress
 import json
 import os
 import subprocess
@@ -98,6 +99,16 @@ class TestSession:
     @property
     def pg_dl(self) -> int:
         return 2 * self.index + 1
+
+
+def _ue6_addr(prefix: str) -> str:
+    """The UE's IPv6 address the tests use in its /64: interface identifier 1."""
+    return str(ipaddress.IPv6Network(prefix).network_address + 1)
+
+
+def _server6(a, i: int) -> str:
+    """Server 1 + i % 200 of the lab's N6 IPv6 prefix (pdn6_net), as a.pdn(i % 200) is for IPv4."""
+    return str(ipaddress.IPv6Network(a.pdn6_net).network_address + 1 + i % 200)
 
 
 def inner_len(frame_size: int, direction: str, qfi: bool = False) -> int:
@@ -303,6 +314,21 @@ class Upf:
         a, p1 = self.lab.addressing, self.lab.ports[1]
         return bytes(packets.downlink_ip(s.rules.ue, a.pdn(s.index % 200), size=size, src_mac=p1.mac,
                                          dst_mac=p1.dut_mac, **l4))
+
+    def ul6_frame(self, s: TestSession, size: int) -> bytes:
+        """Session s's uplink G-PDU carrying an IPv6 packet: from its UE's address ::1 in its /64
+        (rules.ue6) to a server of the lab's N6 IPv6 prefix (UDP 40000 -> 5001)."""
+        a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
+        ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
+        return bytes(packets.gpdu6(r.teid, _ue6_addr(r.ue6), _server6(a, s.index), size=size, outer_src=r.gnb,
+                                   outer_dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac,
+                                   **({"ext": ext} if ext else {})))
+
+    def dl6_frame(self, s: TestSession, size: int) -> bytes:
+        """Session s's downlink IPv6 packet on N6, to its UE's address ::1 in its /64."""
+        a, p1 = self.lab.addressing, self.lab.ports[1]
+        return bytes(packets.downlink_ip6(_ue6_addr(s.rules.ue6), _server6(a, s.index), size, src_mac=p1.mac,
+                                          dst_mac=p1.dut_mac))
 
     def frame_stream(self, port: int, frame: bytes, pg: int, pps: float, total: int) -> tuple[int, dict]:
         """(port, stream) of total copies of frame at pps, counted under pg (flow())."""

@@ -25,6 +25,7 @@ class Behaviour:
     urrs_alike: bool = False            # every URR reports the session's downlink, no uplink (Open5GS 8f25f3b)
     gate_ignored: bool = False          # an SDF PDR's closed gate passes its packets (Open5GS 8f25f3b)
     ring_loss: int = 0                  # packets of the first default uplink stream lost at the DUT's ring
+    no_ipv6: bool = False               # accepts IPv4v6 sessions, forwards none of their IPv6 (eUPF a8d774a)
 
 
 @dataclass
@@ -58,10 +59,18 @@ class FakeUpf:
         return s
 
     def ul_frame(self, s, size, **l4):
-        return ("uplink", s, size, l4.get("inner_dport", 5001))
+        return ("uplink", s, size, l4.get("inner_dport", 5001), 4)
 
     def dl_frame(self, s, size, **l4):
-        return ("downlink", s, size, l4.get("sport", 40000))
+        return ("downlink", s, size, l4.get("sport", 40000), 4)
+
+    def ul6_frame(self, s, size):
+        assert s.rules.ue6, "an IPv6 frame of a session without a /64"
+        return ("uplink", s, size, 5001, 6)
+
+    def dl6_frame(self, s, size):
+        assert s.rules.ue6, "an IPv6 frame of a session without a /64"
+        return ("downlink", s, size, 40000, 6)
 
     def frame_stream(self, port, frame, pg, pps, total):
         return port, {"frame": frame, "pg": pg, "total": total}
@@ -77,9 +86,11 @@ class FakeUpf:
         self.flows, self.where = {}, {}
         lost, self.b.ring_loss = self.b.ring_loss, 0         # in the first trial only
         for _, st in streams:
-            d, s, size, port = st["frame"]
+            d, s, size, port, family = st["frame"]
             urr, gate = self._pdr(s, d, port)
             rx = 0 if s.broken or (not gate and not self.b.gate_ignored) else st["total"]
+            if family == 6 and self.b.no_ipv6:
+                rx = 0
             if lost and d == "uplink" and port == 5001:
                 rx, lost = rx - lost, 0
                 self.where = {"veth": {"gen0.rx_xdp_xmit_err": st["total"] - rx}}
@@ -137,7 +148,7 @@ def _verdicts(got: dict) -> dict:
 def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
     got, upf = _run(Behaviour())
     assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
-    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7]            # every session deleted
+    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7, 8]         # every session deleted
     u = got["precedence-uplink"]["usage"]
     l3u, l3d = inner_len(256, "uplink"), inner_len(256, "downlink")
     assert u == {"1": {"ul_bytes": 40 * l3u, "dl_bytes": 40 * l3d, "ul_packets": 40, "dl_packets": 40},
@@ -171,14 +182,23 @@ def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only()
     packets dropped): the plain cases ran before the SDF sessions were tried, so they stay decided."""
     got, _ = _run(Behaviour(reject_sdf=True))
     v = _verdicts(got)
-    assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass", "precedence-uplink":
+    assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass", "precedence-uplink":
                  "not supported", "precedence-downlink": "not supported", "qer": "not supported"}, v
     assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
     got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
     v = _verdicts(got)
-    assert v["after"] == "fail" and {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second"}, v
+    assert v["after"] == "fail" and {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second", "ipv6"}, v
     assert got["after"]["why"] == "ul: 0 of 40 packets forwarded; dl: 0 of 40 packets forwarded"
     assert got["after"]["rejected_before"] == ["precedence", "qer"]
+
+
+def test_a_upf_that_forwards_no_ipv6_of_an_ipv4v6_session_fails_ipv6_only():
+    """eUPF a8d774a: the IPv4v6 session accepted, its IPv4 packets forwarded, its IPv6 ones not."""
+    got, _ = _run(Behaviour(no_ipv6=True))
+    v = _verdicts(got)
+    assert {k for k, x in v.items() if x != "pass"} == {"ipv6"}, v
+    assert got["ipv6"]["why"] == "ul6: 0 of 40 packets forwarded; dl6: 0 of 40 packets forwarded", got["ipv6"]
+    assert got["ipv6"]["ue6"] == K.IPV6_PREFIX
 
 
 def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():
@@ -188,8 +208,8 @@ def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():
     c = got["ohr-0"]
     assert c["verdict"] == "not decided" and c["criterion_verdict"] == "fail", c
     assert "lost before the UPF's rules: uplink dut_receive_ring 3" in c["why"], c["why"]
-    assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"ohr-0", "ohr-6", "second"}
-    assert all(got[k]["verdict"] == "not decided" for k in ("ohr-6", "second"))
+    assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"ohr-0", "ohr-6", "second", "ipv6"}
+    assert all(got[k]["verdict"] == "not decided" for k in ("ohr-6", "second", "ipv6"))
 
 
 @pytest.mark.parametrize("kind", ["rules"])

@@ -229,19 +229,20 @@ def test_usage_outcomes(name):
 # what each UPF is known to do with the classification cases (docs/upftests.md, "rules")
 RULES_KNOWN = {
     # the PGW-U's agent: no SDF filter nor a third PDR (cause 73), nothing else changes
-    "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass",
+    # (an IPv4v6 session: the agent installs its /64, both families forward)
+    "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
                       "precedence-uplink": "not supported", "precedence-downlink": "not supported",
                       "qer": "not supported"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
     # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
     # not numbers: cause 73), and every session established after that refusal has its packets
-    # dropped (drop_rules)
-    "embedded-eupf": {"ohr-0": "pass", "ohr-6": "fail", "second": "pass", "after": "fail",
+    # dropped (drop_rules); an IPv4v6 session accepted, its IPv6 packets passed to the kernel (eUPF #293)
+    "embedded-eupf": {"ohr-0": "pass", "ohr-6": "fail", "second": "pass", "ipv6": "fail", "after": "fail",
                       "precedence-uplink": "not supported", "precedence-downlink": "not supported",
                       "qer": "not supported"},
     # Open5GS 8f25f3b: the SDF PDRs forward, but every URR of the session reports the same downlink
     # and no uplink, and the SDF PDR's closed gate passes its packets
-    "embedded-open5gs": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "after": "pass",
+    "embedded-open5gs": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
                          "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail"},
 }
 
@@ -264,9 +265,11 @@ def test_rules_outcomes(name):
     for k, c in got.items():
         if c["verdict"] == "not supported":
             assert c["cause"] == 73, c
-        elif k in ("ohr-0", "ohr-6", "second", "after") and c["verdict"] == "pass":
+        elif k in ("ohr-0", "ohr-6", "second", "ipv6", "after") and c["verdict"] == "pass":
             assert "why" not in c, c
     if name == "embedded-eupf":
+        if "ipv6" in got:       # its IPv4 packets forwarded, its IPv6 ones not
+            assert got["ipv6"]["why"].startswith("ul6: 0 of ") and "; dl6: 0 of " in got["ipv6"]["why"], got["ipv6"]
         if "after" in got:
             assert got["after"]["where"]["upf_drops_by_reason"].get("drop_rules", 0) > 0, got["after"]
         if "ohr-6" in got:
