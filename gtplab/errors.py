@@ -7,6 +7,8 @@ lab, the measurement) depend on it and never on the CLI.
 
 from __future__ import annotations
 
+import os
+
 
 class UserError(Exception):
     """Bad input or a failed precondition: printed as one line, exit status 2, no traceback."""
@@ -20,6 +22,24 @@ class Terminated(BaseException):
 class ResultsWriteError(UserError):
     """Results could not be written (read-only, not a directory, disk full): exit status 3."""
     exit_code = 3
+
+
+class NotBuilt(UserError, FileNotFoundError):
+    """A file ./setup.sh builds (a BPF object, dataplane/pgwu) is missing: one line naming it and how
+    to build it, exit status 2 like any missing component (TRex's runtime: TrexUnavailable). Also a
+    FileNotFoundError, so that what goes on without an optional object (the socket path's drop probe,
+    gtplab.dut.sockdrop) still does."""
+
+    def __init__(self, path: str | os.PathLike, how: str | None = None):
+        how = how or f"run ./setup.sh (or make -C {os.path.dirname(os.fspath(path))})"
+        super().__init__(f"{os.fspath(path)} is not built: {how}")
+
+
+def require_built(*paths: str | os.PathLike) -> None:
+    """NotBuilt for the first of paths that does not exist."""
+    for p in paths:
+        if not os.path.exists(p):
+            raise NotBuilt(p)
 
 
 class LabError(UserError):

@@ -15,6 +15,7 @@ The cases run concurrently, once, in a module fixture (each still its own test i
 argument is a valid, harmless baseline (ports nothing listens on, outputs in a temporary directory,
 a lab config that builds nothing when refused), so the refusal can only come from the bad value.
 Also: `pgwu` (dataplane/pgwu) with bad numeric options, and SIGINT while gtplab is still importing.
+A file ./setup.sh builds missing from the tree is not an option value: tests/test_cli_not_built.py.
 """
 
 from __future__ import annotations

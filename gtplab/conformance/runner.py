@@ -42,7 +42,7 @@ from gtplab.measure.conservation import DutDelta
 from gtplab.pfcp import messages as pm
 from gtplab.pfcp import provision
 from gtplab.pfcp.errors import PfcpError
-from gtplab.traffic.backend import engine_client
+from gtplab.traffic.backend import engine_client, require_built_for
 
 SECOND_N4 = "10.203.0.3"        # the QFI session's association, beside gtplab's N4 address
 
@@ -106,6 +106,7 @@ def check_config(cfg) -> None:
     if cfg.dut_mode == "external" and (cfg.provision != "pfcp" or not cfg.dut.get("pfcp")):
         raise UserError(f"lab config {cfg.path}: an external UPF is provisioned over PFCP (dut.provision: pfcp, "
                         "dut.pfcp)")
+    require_built_for(cfg.dut_mode, "engine", cfg.socket_knobs if cfg.dut_mode == "socket" else None)
 
 
 class Run:

@@ -12,6 +12,7 @@ import os
 import struct
 from pathlib import Path
 
+from gtplab.errors import require_built
 from gtplab.kernel import bpf
 from gtplab.kernel.libbpf import BpfObject
 
@@ -27,8 +28,7 @@ def _mac(text: str) -> bytes:
 
 def load(pin_dir: str) -> str:
     """Load fwd.bpf.o and pin its program and maps in pin_dir; returns the program's pin path."""
-    if not FWD_OBJ.exists():
-        raise FileNotFoundError(f"{FWD_OBJ} is not built (run: make -C {FWD_OBJ.parent})")
+    require_built(FWD_OBJ)
     os.makedirs(pin_dir, exist_ok=True)
     obj = BpfObject(FWD_OBJ)
     try:

@@ -19,6 +19,8 @@ import os
 import struct
 from pathlib import Path
 
+from gtplab.errors import require_built
+
 _libbpf = None
 
 
@@ -232,8 +234,7 @@ def object_prog(path: Path, prog: str, rodata: bytes | None = None) -> int:
     """Load the BPF object file at path with libbpf (its .rodata set to rodata first, whole) and
     return a new fd of its program prog; the object itself is closed (the program keeps what it
     uses). For one-program objects loaded where gtplab.kernel.libbpf is not at hand."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is not built (run: make -C {path.parent})")
+    require_built(path)
     lib = _lib()
     obj = lib.bpf_object__open_file(os.fsencode(path), None)
     if not obj:

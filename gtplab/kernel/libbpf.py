@@ -22,6 +22,7 @@ import os
 import socket
 from pathlib import Path
 
+from gtplab.errors import require_built
 from gtplab.kernel import bpf, netns
 
 BPF_XDP = 37
@@ -47,8 +48,7 @@ class BpfObject:
     """One loaded copy of a BPF object file (trafficgen.bpf.o: programs tg_tx, tg_rx and their own maps)."""
 
     def __init__(self, path: Path):
-        if not path.exists():
-            raise FileNotFoundError(f"{path} is not built (run: make -C {path.parent})")
+        require_built(path)
         lib = _lib()
         self._obj = lib.bpf_object__open_file(os.fsencode(path), None)
         if not self._obj:

@@ -52,10 +52,10 @@ from typing import Any
 
 from gtplab.kernel.netns import run_in as run_in_netns
 
-from gtplab.dut import fwd
-from gtplab.dut.dataplane import pgwu_binary
+from gtplab.dut import fwd, sockdrop
+from gtplab.dut.dataplane import PGWU_DIR, pgwu_binary
 from gtplab.dut.sock import SocketKnobs
-from gtplab.errors import LabError, UserError
+from gtplab.errors import LabError, NotBuilt, UserError, require_built
 from gtplab.kernel import bpf
 from gtplab.kernel.sched import live_stat
 from gtplab.kernel.libbpf import tcx_ingress_link
@@ -175,6 +175,28 @@ def _in_netns(ns: str) -> list[str]:
 def _alive(pid: int) -> bool:
     """pid is a process that has not exited (a zombie has)."""
     return live_stat(pid) is not None
+
+
+def require_lab_built(dut: str, knobs: SocketKnobs | dict | None = None) -> None:
+    """NotBuilt (one line, exit 2) for the first file ./setup.sh builds that a lab of this DUT mode
+    and socket knobs would load or run and that is missing: the PGW-U's program (its BPF object is
+    in it, as a skeleton: dataplane/pgwu.bpf.o is not needed at run time), the socket path's tc
+    program and, with the gro knob, its drop probe, the reference forwarder. Checked before anything
+    is built, so that nothing is left to undo. The traffic engine's object is the generator's
+    (gtplab.traffic.backend.require_built_for): a lab runs without it."""
+    pgwu = pgwu_binary()
+    if dut in ("pgwu", "socket") and not os.access(pgwu, os.X_OK):
+        if pgwu != PGWU_DIR / "pgwu":      # $GTPLAB_PGWU names another program
+            raise NotBuilt(pgwu, "$GTPLAB_PGWU names it: build it there, or unset GTPLAB_PGWU")
+        raise NotBuilt(pgwu)
+    need = []
+    if dut == "socket":
+        need.append(bpf.TC_DROP_DST_OBJ)
+        if SocketKnobs.parse(knobs, "socket_knobs").gro:
+            need.append(sockdrop.OBJ)
+    if dut == "fwd":
+        need.append(fwd.FWD_OBJ)
+    require_built(*need)
 
 
 def _is_pgwu(pid: int) -> bool:
@@ -300,12 +322,11 @@ class Lab:
             raise LabError(f"MTU {mtu} out of range: 1280..{VETH_XDP_MAX_MTU} (veth native XDP limit)")
         if os.geteuid() != 0:
             raise LabError("must run as root (network namespaces, veth, XDP)")
-        if dut == "pgwu" and not os.access(pgwu_binary(), os.X_OK):
-            raise LabError(f"{pgwu_binary()} is missing: build it with `make -C dataplane`")
         if dut == "external" and external_spec is None:
             raise LabError("DUT mode external needs the UPF's description (a lab config's dut.external)")
         a = addressing or Addressing()
         knobs = SocketKnobs.parse(socket_knobs, "socket_knobs")
+        require_lab_built(dut, knobs)       # before anything is reserved or built
         share = claims.share_from_env() if share_cpus is None else bool(share_cpus)
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state = cls._reserve(name, a, dut, mtu, cpus or CpuLayout.default(), generator, trex_dir, external_spec)

@@ -24,10 +24,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gtplab.errors import LabError, UserError
+from gtplab.errors import LabError, UserError, require_built
 from gtplab.lab import external
-from gtplab.lab.topology import DEFAULT_MTU, Lab
+from gtplab.lab.topology import DEFAULT_MTU, Lab, require_lab_built
 from gtplab.traffic.engine import LocalClient, PortSpec
+from gtplab.traffic.engine.port import BPF_OBJ as ENGINE_OBJ
 from gtplab.traffic.trex.client import TrexClient, parse_server
 
 
@@ -188,6 +189,15 @@ def _check_upf_running(lab: Lab) -> None:
                         f"(`gtplab lab status --name {lab.name}`: its N3, N6, N4)")
 
 
+def require_built_for(dut: str, generator: str, knobs=None) -> None:
+    """NotBuilt (one line, exit 2) for a missing file ./setup.sh builds that a lab of this DUT mode
+    (topology.require_lab_built) or the engine as its generator would need: checked with the other
+    inputs, before a command prints its first line or makes its results directory."""
+    require_lab_built(dut, knobs)
+    if generator == "engine":
+        require_built(ENGINE_OBJ)
+
+
 def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None = None,
            server: str | None = None) -> Setup:
     """The generator and lab for a lab config (gtplab.lab.config.LabConfig) and the command line's
@@ -212,6 +222,8 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
                 raise UserError(f"lab {lab} generates with the {setup.lab.generator}: "
                                 + ("make one with `gtplab lab up --generator trex`" if kind == "trex"
                                    else "use --backend trex"))
+            if want == "engine":
+                require_built(ENGINE_OBJ)
         else:
             mode = dut or cfg.dut_mode
             setup.lab_kwargs = {"mtu": int(cfg.lab.get("mtu", DEFAULT_MTU)), "cpus": cfg.cpu_layout(),
@@ -230,6 +242,7 @@ def choose(cfg, kind: str | None = None, lab: str | None = None, dut: str | None
                                     "then run this with --lab NAME")
             if kind == "trex":
                 setup.lab_kwargs.update(generator="trex", trex_runtime=cfg.trex_runtime())
+            require_built_for(mode, setup.lab_kwargs.get("generator", "engine"), setup.lab_kwargs.get("socket_knobs"))
     elif dut:
         raise UserError("--dut chooses what the embedded lab attaches; a real lab's DUT is what it is")
     return setup

@@ -40,7 +40,7 @@ import pytest
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Addressing, Lab
 
-from tests.lib.lab import dut_counters, load_bearers, packet_socket
+from tests.lib.lab import bearer_lines, dut_counters, load_bearers, packet_socket
 
 pytestmark = pytest.mark.lab
 
@@ -61,10 +61,6 @@ PACKET_OUTGOING = 4
 SO_RCVBUFFORCE = 33
 
 
-def bearer_lines(a: Addressing, indices) -> str:
-    return "".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n" for i in indices)
-
-
 def block(k: int) -> range:
     k %= BLOCKS
     return range(CH0 + k * BLOCK, CH0 + (k + 1) * BLOCK)
@@ -79,7 +75,7 @@ def test_churn_under_load():
         files = {}
         for k in range(BLOCKS):
             files[k] = os.path.join(tmp, f"block{k}.bearers")
-            Path(files[k]).write_text(bearer_lines(a, block(k)))
+            Path(files[k]).write_text("".join(bearer_lines(a, block(k))))
         for k in range(LIVE):
             lab.pgwu("session", "load", files[k])
 

@@ -46,7 +46,7 @@ from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
-from tests.lib.lab import packet_socket, run_in, send_frames
+from tests.lib.lab import bearer_lines, packet_socket, run_in, send_frames
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -738,12 +738,9 @@ def test_a_million_bearers_served():
     lab = Lab.up(dut="socket", socket_knobs={"rcvbuf": 16 << 20})     # 1000 packets at once
     try:
         a = lab.addressing
-        ue0 = struct.unpack("!I", O.ip4(a.ue(0)))[0]
-        sgws = [a.sgw(k) for k in range(a.sgws)]
         path = f"/tmp/gtplab-sock-{lab.name}-1m.bearers"
-        with open(path, "w") as f:          # the lab's addressing, written fast (as load_bearers would)
-            f.writelines(f"{a.local_teid(i):#x} {socket.inet_ntoa(struct.pack('!I', ue0 + i))} "
-                         f"{sgws[i % a.sgws]} {a.sgw_teid(i):#x}\n" for i in range(n))
+        with open(path, "w") as f:          # the lab's addressing
+            f.writelines(bearer_lines(a, range(n)))
         t0 = time.monotonic()
         lab.pgwu("session", "load", path, timeout=600)
         load_s = time.monotonic() - t0

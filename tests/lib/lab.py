@@ -1,7 +1,8 @@
 """The namespace lab in tests: what a lab left on the machine, polling with a deadline (no fixed
 sleeps), and the harness on a gtplab.lab.topology.Lab that only tests and bench/ use, as functions
-that take the lab: bearers of the addressing contract (add_bearer, load_bearers), a function run in
-one of its namespaces (run_in), AF_PACKET frames on its generator ports (packet_socket, send_frames),
+that take the lab: bearers of the addressing contract (add_bearer, load_bearers; bearer_lines, the
+bearer-file lines of any bearers), a function run in one of its namespaces (run_in), AF_PACKET frames
+on its generator ports (packet_socket, send_frames; af_packet_socket on any interface),
 the DUT's counters (dut_counters) and the pid of its `pgwu reassemble` (reassembler_pid).
 Used by tests/lab/, tests/engine/test_backend.py, tests/dataplane/, tests/measure/, tests/pfcp/,
 tests/lib/correctness.py and bench/.
@@ -9,6 +10,7 @@ tests/lib/correctness.py and bench/.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import subprocess
@@ -16,7 +18,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 from gtplab.dut.dataplane import REASONS
 from gtplab.kernel import bpf
@@ -60,6 +62,18 @@ def add_bearer(lab: Lab, i: int, **overrides) -> dict:
     return b
 
 
+def bearer_lines(a: Addressing, indices: Iterable[int]) -> Iterator[str]:
+    """The lines of bearers `indices` of addressing a in the PGW-U's bearer-file format, as
+    `pgwu session load` reads them: `TEID UE_ADDR SGW_ADDR SGW_TEID`, TEIDs in hex (the tests' one
+    writer of that format). The addresses are a.ue(i) and a.sgw(i), computed as integers: a million
+    lines in a few seconds."""
+    ue1 = int(ipaddress.ip_network(a.ue_pool).network_address) + 1
+    sgws = [a.sgw(k) for k in range(a.sgws)]
+    for i in indices:
+        yield (f"{a.local_teid(i):#x} {socket.inet_ntoa((ue1 + i).to_bytes(4, 'big'))} {sgws[i % a.sgws]} "
+               f"{a.sgw_teid(i):#x}\n")
+
+
 def load_bearers(lab: Lab, n: int, sgws: int | None = None) -> None:
     """Install bearers 0..n-1 of the addressing contract in one `pgwu session load` (all or
     nothing). sgws: how many SGWs they spread over (default: the addressing's, 64); give the
@@ -67,8 +81,7 @@ def load_bearers(lab: Lab, n: int, sgws: int | None = None) -> None:
     a = lab.addressing if sgws is None else Addressing(**{**asdict(lab.addressing), "sgws": sgws})
     with tempfile.NamedTemporaryFile("w", prefix=f"gtplab-{lab.name}-", suffix=".bearers") as f:
         f.write(f"# lab {lab.name}: bearers 0..{n - 1}\n")
-        for i in range(n):
-            f.write(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}\n")
+        f.writelines(bearer_lines(a, range(n)))
         f.flush()
         lab.pgwu("session", "load", f.name, timeout=600)
 
@@ -78,17 +91,20 @@ def run_in(lab: Lab, where: str, fn: Callable[..., Any], *args, **kwargs) -> Any
     return run_in_netns(lab.gen_ns if where == "gen" else lab.dut_ns, fn, *args, **kwargs)
 
 
-def packet_socket(lab: Lab, port_id: int, timeout: float = 1.0) -> socket.socket:
-    """A raw AF_PACKET socket bound to generator port port_id (made inside the generator netns; a
-    socket keeps its netns, so it can be used from any thread afterwards)."""
-    ifname = lab.ports[port_id].ifname
+def af_packet_socket(ifname: str, timeout: float | None = 1.0) -> socket.socket:
+    """A raw AF_PACKET socket of every protocol (ETH_P_ALL) bound to ifname, made in the calling
+    thread's netns: call it in the namespace (run_in, a gtplab.kernel.netns.Worker); a socket keeps
+    its netns, so it can be used from any thread afterwards. timeout None: blocking."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    s.bind((ifname, ETH_P_ALL))
+    s.settimeout(timeout)
+    return s
 
-    def make():
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        s.bind((ifname, ETH_P_ALL))
-        s.settimeout(timeout)
-        return s
-    return run_in(lab, "gen", make)
+
+def packet_socket(lab: Lab, port_id: int, timeout: float = 1.0) -> socket.socket:
+    """A raw AF_PACKET socket bound to generator port port_id (af_packet_socket, made inside the
+    generator netns)."""
+    return run_in(lab, "gen", af_packet_socket, lab.ports[port_id].ifname, timeout)
 
 
 def send_frames(lab: Lab, port_id: int, frames: list[bytes]) -> None:

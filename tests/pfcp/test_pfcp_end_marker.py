@@ -25,12 +25,10 @@ from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from gtplab.kernel.netns import Worker
 from tests.lib import pfcp_msgs as M
+from tests.lib.lab import af_packet_socket
 from tests.lib.pfcp_agent import PGWU, UE, Agent, cause, created_teid, forwarding_config, up_seid
 
 pytestmark = pytest.mark.lab     # a network namespace and a veth pair of its own (and a loaded PGW-U)
-
-ETH_P_ALL = 3
-
 
 class NsAgent(Agent):
     """`pgwu pfcp` in netns ns, and a client socket made there."""
@@ -72,11 +70,7 @@ def lab(pin_dir):
         worker = Worker(ns)
         undo.callback(worker.close)
 
-        def capture():
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            s.bind(("em0", 0))
-            return s
-        cap = worker.call(capture)
+        cap = worker.call(af_packet_socket, "em0", None)
         undo.callback(cap.close)
         agent = NsAgent(pin_dir, ns, worker)
         undo.callback(agent.stop)
