@@ -574,6 +574,92 @@ static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 s
 	return 0;
 }
 
+/*
+ * An ICMPv6 error (RFC 4443: Time Exceeded 3/0), its IPv6 header at off_ip6 from ctx->data:
+ * src -> dst (class and flow label 0, hop limit OUTER_TTL), then the ICMPv6 header with its
+ * checksum over the pseudo header (RFC 8200 8.1); the invoking packet's first q octets are already
+ * in place after it. src and dst must not point into the packet. Returns 0, or -1 when the bytes
+ * aren't there (only if the caller's lengths were wrong).
+ */
+static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const __u8 *src,
+				       const __u8 *dst, __u32 q, __u8 type, __u8 code)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = data + (off_ip6 & 0xff);
+	struct icmp_te *ic = (void *)(ip6 + 1);
+	const csum_word *w;
+	__u64 sum = 0;
+	int err, i;
+
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(8 + q);
+	ip6->nexthdr = IPPROTO_ICMPV6;
+	ip6->hop_limit = OUTER_TTL;
+	__builtin_memcpy(&ip6->saddr, src, 16);
+	__builtin_memcpy(&ip6->daddr, dst, 16);
+	ic->type = type;
+	ic->code = code;
+	ic->check = 0;
+	ic->unused = 0;
+	w = (void *)&ip6->saddr;
+	for (i = 0; i < 8; i++)
+		sum += w[i];
+	/* the pseudo header's length and next header, the ICMPv6 header's type and code */
+	sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6) + bpf_htons(((__u16)type << 8) | code);
+	sum += csum_bytes(ctx, (off_ip6 & 0xff) + 48, q, &err);
+	if (err)
+		return -1;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	ic = data + (off_ip6 & 0xff) + 40;
+	if ((void *)(ic + 1) > data_end)
+		return -1;
+	ic->check = csum_finish(sum);
+	return 0;
+}
+
+/* The invoking packet's bytes an ICMPv6 error quotes: as many as fit without the error exceeding
+ * the IPv6 minimum MTU (RFC 4443 2.4(c)): 1280 - 40 (IPv6) - 8 (ICMPv6) */
+#define ICMP6_QUOTE_MAX 1232
+
+/*
+ * Whether an ICMPv6 error may answer the IPv6 packet at ip6 (RFC 4443 2.4(e)): not to the
+ * unspecified, loopback or a multicast source, nor about an ICMPv6 error message (types below
+ * 128; an extension header before it is not walked). Returns 1 when it may.
+ */
+static __always_inline int icmp6_may_answer(const struct ipv6hdr *ip6, const void *data_end)
+{
+	const __u8 *s = ip6->saddr.in6_u.u6_addr8;
+	const __u32 *s32 = ip6->saddr.in6_u.u6_addr32;
+
+	if (s[0] == 0xff)
+		return 0;
+	if (!s32[0] && !s32[1] && !s32[2] && (!s32[3] || s32[3] == bpf_htonl(1)))
+		return 0;
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		const __u8 *t = (const void *)(ip6 + 1);
+
+		if ((const void *)(t + 1) > data_end || *t < 128)
+			return 0;
+	}
+	return 1;
+}
+
+/* An address folded to the 32 bits reply_budget is keyed by (a UE's /64, an SGi sender) */
+static __always_inline __be32 addr6_fold(const __u32 *a, int words)
+{
+	return words == 2 ? a[0] ^ a[1] : a[0] ^ a[1] ^ a[2] ^ a[3];
+}
+
+static __always_inline int addr6_unset(const __u8 *a)
+{
+	const __u32 *w = (const void *)a;
+
+	return !(w[0] | w[1] | w[2] | w[3]);
+}
+
 static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 {
 	struct pgwu_sig_key k = { .teid = teid, .addr = addr, .type = type };
@@ -769,6 +855,8 @@ int xdp_access(struct xdp_md *ctx)
 			ho->inner_off = p - data;
 			ho->inner_len = inner_len;
 			__builtin_memcpy(ho->orig_mac, orig_mac, 12);
+			ho->peer = peer;
+			ho->vid = tag ? bpf_ntohs(tag->tci) & 0x0fff : 0;
 			bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_ACCESS6);
 		}
 		/* not there: as before it existed (drop_inner_not_ipv4 below) */
@@ -992,6 +1080,146 @@ out:
 }
 
 /*
+ * RFC 4443 3.3: Time Exceeded to the sender of a downlink IPv6 packet whose hop limit expired,
+ * out of the SGi interface it came in on, as the IPv4 downlink's (xdp_sgi icmp_reply): Ethernet
+ * (addresses swapped, the received VLAN id) / IPv6 local_addr6 -> sender / ICMPv6 3/0 / the
+ * packet, as much as fits in 1280 octets. None without local_addr6 or with err-ind off, nor where
+ * RFC 4443 2.4(e) forbids one (icmp6_may_answer). Rate-limited per sender (its address folded to
+ * 32 bits, in reply_budget with the IPv4 peers). Returns the verdict.
+ */
+static __always_inline __u32 sgi6_time_exceeded(struct xdp_md *ctx, const struct pgwu_config *cfg,
+						__u32 in_l2, __u32 tot_len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct vlan_hdr *tag = (void *)(eth + 1);
+	struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
+	__u8 src[16], me[16], macs[12];
+	__u32 q = tot_len, l2, off;
+	__u16 vid;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6))
+		return XDP_DROP;
+	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
+		return XDP_DROP;
+	vid = in_l2 == 18 ? bpf_ntohs(tag->tci) & 0x0fff : 0;	/* a priority tag (VID 0) is dropped */
+	if (!reply_allowed(addr6_fold(ip6->saddr.in6_u.u6_addr32, 4))) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(src, &ip6->saddr, 16);
+	__builtin_memcpy(me, cfg->local_addr6, 16);
+	__builtin_memcpy(macs, eth->h_dest, 12);
+	if (q > ICMP6_QUOTE_MAX)
+		q = ICMP6_QUOTE_MAX;
+	l2 = vid ? 18 : 14;
+	if (bpf_xdp_adjust_head(ctx, (int)in_l2 - (int)(l2 + 48)) || trim_to(ctx, l2 + 48 + q))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 48 > data_end)
+		return XDP_DROP;
+	off = write_eth_proto(data, macs + 6, macs, vid, ETH_P_IPV6_BE);
+	if (icmp6_error(ctx, off, me, src, q, 3, 0))
+		return XDP_DROP;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return XDP_TX;
+}
+
+/*
+ * RFC 4443 3.3: Time Exceeded to the UE whose uplink IPv6 packet's hop limit expired, through its
+ * tunnel, as the IPv4 uplink's (xdp_access ttl_expired): Ethernet back to the sender of the G-PDU
+ * (its VLAN id) / IPv4 local -> SGW / UDP 2152 -> 2152, checksum 0 / GTP-U G-PDU with the SGW's
+ * TEID, and the PDU Session Container of a bearer with a QFI (x = 8 octets) / IPv6 local_addr6 ->
+ * UE / ICMPv6 3/0 / the packet, as much as fits in 1280 octets. The SGW and its TEID are the /64's
+ * downlink half (dl6_bearers). None without local_addr6, with err-ind off, from a martian SGW, or
+ * where RFC 4443 2.4(e) forbids one. Rate-limited per UE /64. The T-PDU (inner_len octets at
+ * off) has been checked whole. Returns the verdict.
+ */
+static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct pgwu_config *cfg,
+					       const struct pgwu_ul6_handoff *ho,
+					       const struct pgwu_ul6 *u6, __u32 off, __u32 inner_len)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = data + (off & 0x3fff);
+	struct pgwu_dl_bearer *dl;
+	struct iphdr *oip;
+	struct udphdr *ou;
+	struct gtpu_hdr *og;
+	__u8 ue[16], me[16], mac[12], qfi;
+	__u32 q = inner_len, x, l2, o;
+	__be32 sgw, steid;
+	__u64 prefix = u6->prefix;
+	__u16 vid = ho->vid & 0x0fff;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
+	    martian_src(ho->peer, cfg))
+		return XDP_DROP;
+	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
+		return XDP_DROP;
+	dl = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	if (!dl)
+		return XDP_DROP;
+	sgw = dl->sgw_addr;
+	steid = dl->sgw_teid;
+	x = dl->flags & PGWU_B_QFI ? 8 : 0;
+	qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & 0x3f;
+	if (!reply_allowed(addr6_fold((const __u32 *)&prefix, 2))) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		return XDP_DROP;
+	}
+	__builtin_memcpy(ue, &ip6->saddr, 16);
+	__builtin_memcpy(me, cfg->local_addr6, 16);
+	__builtin_memcpy(mac, ho->orig_mac, 12);
+	if (q > ICMP6_QUOTE_MAX)
+		q = ICMP6_QUOTE_MAX;
+	l2 = vid ? 18 : 14;
+	/* the expired packet goes to l2 + 84: outer IPv4, UDP, GTP-U, IPv6, ICMPv6 before it */
+	if (bpf_xdp_adjust_head(ctx, (int)off - (int)(l2 + 84 + x)) || trim_to(ctx, l2 + 84 + x + q))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 84 + 8 > data_end)	/* the quoted header alone is 40 */
+		return XDP_DROP;
+	o = write_eth(data, mac + 6, mac, vid);
+	oip = data + (o == 18 ? 18 : 14);
+	ou = (void *)(oip + 1);
+	og = (void *)(ou + 1);
+	if ((void *)(og + 1) > data_end)
+		return XDP_DROP;
+	ipv4_own_hdr(oip, cfg->local_addr, sgw, IPPROTO_UDP, 84 + x + q, data_end);
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = bpf_htons(64 + x + q);
+	ou->check = 0;
+	og->flags = 0x30;
+	og->type = GTP_GPDU;
+	og->length = bpf_htons(48 + x + q);
+	og->teid = steid;
+	if (x) {
+		__u8 *e = (void *)(og + 1);
+
+		if ((void *)(e + 8) > data_end)
+			return XDP_DROP;
+		og->flags = 0x30 | GTP_FLAG_E;
+		e[0] = 0;
+		e[1] = 0;
+		e[2] = 0;
+		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		e[4] = 1;
+		e[5] = 0;	/* DL PDU SESSION INFORMATION */
+		e[6] = qfi;
+		e[7] = 0;
+	}
+	if (icmp6_error(ctx, o + 36 + x, me, ue, q, 3, 0))
+		return XDP_DROP;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return XDP_TX;
+}
+
+/*
  * IPv6 on SGi (the UE's /64 in dl6_bearers, maps.h): the same downlink as IPv4's, in a program of
  * its own (xdp_sgi6, tail-called by xdp_sgi): in xdp_sgi, even as a function, its stack and the
  * IPv4 path's came to 608 bytes, over the verifier's 512, and the IPv4 path stays as it was. Inside the IPv4 tunnel: GTP-U/UDP/IPv4
@@ -1051,8 +1279,10 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
 	if (!b)
 		return PGWU_R_DROP_UNKNOWN_UE;
-	if (ip6->hop_limit <= 1)
+	if (ip6->hop_limit <= 1) {
+		*action = sgi6_time_exceeded(ctx, cfg, in_l2, tot_len);
 		return PGWU_R_DROP_TTL_EXPIRED;
+	}
 
 	tc = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 	/* the flow's outer source port: pgwu_sport_of over the addresses folded to a word each */
@@ -1322,6 +1552,7 @@ int xdp_access6(struct xdp_md *ctx)
 	}
 	if (ip6->hop_limit <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
+		action = ul6_time_exceeded(ctx, cfg, ho, u6, off, inner_len);
 		goto out;
 	}
 	proto = ipv6_upper_proto(ip6, (void *)ip6 + inner_len, data_end);

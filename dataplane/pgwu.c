@@ -92,6 +92,9 @@ static const struct opt load_options[] = {
 	  .help = "capacity of each bearer table (default 1048576)" },
 	{ .name = "local-addr", .type = OPT_ADDR, .off = offsetof(struct load_opts, local_addr),
 	  .metavar = "A", .help = "this gateway's GTP-U address (default none)" },
+	{ .name = "local-addr6", .type = OPT_ADDR6, .off = offsetof(struct load_opts, local_addr6),
+	  .metavar = "A6", .help = "this gateway's N6 (SGi) IPv6 address, the source of its ICMPv6 "
+	  "errors (default none: no ICMPv6 errors)" },
 	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct load_opts, ue_pool),
 	  .metavar = "A/LEN", .help = "UE address pool (default 0.0.0.0/0: every address)" },
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct load_opts, csum),
@@ -124,6 +127,8 @@ static const struct opt attach_options[] = {
 static const struct opt config_options[] = {
 	{ .name = "local-addr", .type = OPT_ADDR, .off = offsetof(struct config_opts, local_addr),
 	  .metavar = "A", .help = "this gateway's GTP-U address" },
+	{ .name = "local-addr6", .type = OPT_ADDR6, .off = offsetof(struct config_opts, local_addr6),
+	  .metavar = "A6", .help = "this gateway's N6 (SGi) IPv6 address (source of ICMPv6 errors; :: none)" },
 	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct config_opts, ue_pool),
 	  .metavar = "A/LEN", .help = "UE address pool" },
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct config_opts, csum),

@@ -297,6 +297,8 @@ struct pgwu_config {
 	__u8 restart_counter;		/* Recovery IE value in Echo Responses (TS 29.281: 0) */
 	__u8 pad[3];
 	struct pgwu_nexthop nexthop[PGWU_SIDE_MAX];	/* [side we send out of] */
+	__u8 local_addr6[16];		/* this gateway's N6 (SGi) IPv6 address: the source of its
+					 * ICMPv6 errors; all zero = none (no ICMPv6 errors) */
 };
 
 /*

@@ -35,6 +35,7 @@ extern bool verbose;
 struct load_opts {
 	struct opt_u32 max_bearers;
 	struct opt_addr local_addr;
+	struct opt_addr6 local_addr6;
 	struct opt_prefix ue_pool;
 	struct opt_enum csum;		/* 0 off, 1 on */
 	struct opt_enum sport_entropy;	/* 0 off (2152), 1 on */
@@ -59,6 +60,7 @@ struct reasm_opts {
 
 struct config_opts {
 	struct opt_addr local_addr;
+	struct opt_addr6 local_addr6;
 	struct opt_prefix ue_pool;
 	struct opt_enum csum;
 	struct opt_enum fib_cache;

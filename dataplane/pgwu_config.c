@@ -3,6 +3,7 @@
  * pgwu_config.c: `pgwu config`, the running configuration (the config map) shown, or set then
  * shown, with what goes with it: the XDP attachments, the route cache's watcher, the next hops.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -116,7 +117,7 @@ static bool fib_by_src(void)
 static void config_print(const struct pgwu_config *c, bool json)
 {
 	__u64 watcher = fib_watcher();
-	char attached[8][IF_NAMESIZE], a[16], m[16], buf[128];
+	char attached[8][IF_NAMESIZE], a[16], m[16], buf[128], a6[INET6_ADDRSTRLEN];
 	int n = list_attached(attached, 8), len = mask_len(c->ue_pool_mask);
 
 	if (len >= 0)
@@ -125,6 +126,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 		ip_str(c->ue_pool_mask, m);
 	if (!json) {
 		printf("%-18s %s\n", "local address", ip_str(c->local_addr, a));
+		printf("%-18s %s\n", "local IPv6 address", inet_ntop(AF_INET6, c->local_addr6, a6, sizeof(a6)));
 		printf("%-18s %s/%s\n", "UE pool", ip_str(c->ue_pool_addr, a), m);
 		printf("%-18s %s\n", "checksum", c->flags & PGWU_CFG_CSUM ? "on" : "off");
 		if (!(c->flags & PGWU_CFG_FIB_CACHE))
@@ -165,6 +167,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 		return;
 	}
 	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
+	printf("\"local_addr6\": \"%s\", ", inet_ntop(AF_INET6, c->local_addr6, a6, sizeof(a6)));
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
 	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
 	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", "
@@ -221,6 +224,8 @@ int do_config(const void *cfg)
 		goto out;
 	if (o->local_addr.set)
 		c.local_addr = o->local_addr.addr;
+	if (o->local_addr6.set)
+		memcpy(c.local_addr6, o->local_addr6.addr, 16);
 	if (o->ue_pool.set) {
 		c.ue_pool_addr = o->ue_pool.addr;
 		c.ue_pool_mask = o->ue_pool.mask;
@@ -270,7 +275,7 @@ int do_config(const void *cfg)
 		}
 		memcpy(nh->dmac, o->nexthop.dmac[s], 6);
 	}
-	if (o->local_addr.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
+	if (o->local_addr.set || o->local_addr6.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
 	    o->nexthop.set || o->vlan.set || o->err_ind.set || o->inner_csum_check.set ||
 	    o->sport_entropy.set) {
 		err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);

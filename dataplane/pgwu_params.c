@@ -178,6 +178,10 @@ static int parse_value(const struct opt *o, void *dst, char **args, int nargs, c
 		if (parse_addr(args[0], &((struct opt_addr *)dst)->addr))
 			return usage_err(what, "expected an IPv4 address (a.b.c.d)", args[0]);
 		break;
+	case OPT_ADDR6:
+		if (inet_pton(AF_INET6, args[0], ((struct opt_addr6 *)dst)->addr) != 1)
+			return usage_err(what, "expected an IPv6 address", args[0]);
+		break;
 	case OPT_PREFIX: {
 		struct opt_prefix *p = dst;
 

@@ -28,12 +28,14 @@ enum opt_type {
 	OPT_ENUM,	/* struct opt_enum, one of opt->choices (index) */
 	OPT_NEXTHOP,	/* struct opt_nexthop: SIDE IFNAME DSTMAC | SIDE fib; repeatable */
 	OPT_VLAN,	/* struct opt_vlan: SIDE ID; repeatable */
+	OPT_ADDR6,	/* struct opt_addr6, an IPv6 address, network byte order */
 };
 
 struct opt_flag { bool set; };
 struct opt_str { bool set; const char *s; };
 struct opt_u32 { bool set; __u32 v; };
 struct opt_addr { bool set; __u32 addr; };
+struct opt_addr6 { bool set; __u8 addr[16]; };
 struct opt_prefix { bool set; __u32 addr; __u32 mask; };
 struct opt_enum { bool set; int v; };
 struct opt_nexthop {

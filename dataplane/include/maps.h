@@ -83,6 +83,9 @@ struct pgwu_ul6_handoff {
 	__u32 inner_off;	/* the T-PDU's offset from the frame's start */
 	__u32 inner_len;	/* its length: up to the end of the outer IP datagram */
 	__u8 orig_mac[12];	/* the received frame's destination then source MAC */
+	__u32 peer;		/* the outer source (the SGW), network order */
+	__u16 vid;		/* the received VLAN id, 0: none */
+	__u8 pad[2];
 };
 
 struct {

@@ -636,6 +636,64 @@ def _unknown_ue6_out(ctx, frames, d):
     return _dl6_kernel(ctx, frames, d["ipv6"][1]) if d.get("ipv6") else Expect()
 
 
+def _ul6_hlim1(ctx):
+    a, p0 = ctx.addressing, ctx.ports[0]
+    return [packets._fit(lambda n: packets.gtpu(ipv6_packet(ue6(1), server6(10), payload_len=n, hlim=1),
+                                                teid=ctx.teid(1), src=a.sgw(1), dst=a.dut_access, src_mac=p0.mac,
+                                                dst_mac=p0.dut_mac), 128, "uplink6")]
+
+
+def _kernel_icmp6_like(expected: bytes, what: str, tunnelled: bool) -> Like:
+    """expected (the PGW-U's ICMPv6 error) as the DUT's kernel sends it (departs.py "ttl_expired": the
+    kernel's): its own flow label (RFC 6437), else the same octets; tunnelled, in a G-PDU whose outer
+    IPv4 id and DF are the sender's kernel's, its header checksum right, its UDP checksum right or 0."""
+    def norm(frame: bytes) -> bytes | None:
+        try:
+            e = Ether(frame)
+            if IPv6 not in e:
+                return None
+            if tunnelled:
+                if IP not in e or UDP not in e or not O.ip_hdr_ok(bytes(e[IP])[:20]):
+                    return None
+                if e[UDP].chksum and not O.outer_udp_ok(frame):
+                    return None
+                e[IP].id, e[IP].flags, e[IP].chksum, e[UDP].chksum = 0, 0, None, 0
+            e[IPv6].fl = 0
+            return bytes(e)
+        except Exception:
+            return None
+    want = norm(expected)
+    assert want is not None
+    return Like(f"{what}, the kernel's flow label: {Ether(expected).command()}", lambda g: norm(g) == want)
+
+
+def _ul6_hlim1_out(ctx, frames, d):
+    # a UPF that forwards no IPv6 (departs.py "ipv6"): its kernel routes no IPv6 from N3: nothing
+    if d.get("ipv6"):
+        return Expect()
+    a = ctx.addressing
+    want = [O.time_exceeded6_ul_expected(bytes(f), a.dut_access, a.dut_sgi6, a.sgw(1), a.sgw_teid(1)) for f in frames]
+    if d.get("ttl_expired") == "the kernel's":
+        # the kernel's ICMPv6, routed to the UE through the UPF's TUN device and tunnelled by it
+        return Expect(back=[(_kernel_icmp6_like(w, "the kernel's ICMPv6 3/0 in a G-PDU", True), N_EACH)
+                            for w in want])
+    return Expect(back=[(w, N_EACH) for w in want])
+
+
+def _dl6_hlim1(ctx):
+    a, p1 = ctx.addressing, ctx.ports[1]
+    return [packets._fit(lambda n: Ether(src=p1.mac, dst=p1.dut_mac)
+                         / ipv6_packet(server6(12), ue6(0), payload_len=n, hlim=1), 128, "downlink6")]
+
+
+def _dl6_hlim1_out(ctx, frames, d):
+    if d.get("ipv6"):
+        return _dl6_kernel(ctx, frames, d["ipv6"][1])
+    want = [O.time_exceeded6_dl_expected(bytes(f), ctx.addressing.dut_sgi6) for f in frames]
+    if d.get("ttl_expired") == "the kernel's":
+        return Expect(back=[(_kernel_icmp6_like(w, "the kernel's ICMPv6 3/0", False), N_EACH) for w in want])
+    return Expect(back=[(w, N_EACH) for w in want])
+
 CASES: list[Case] = [
     # ---- uplink (N3 -> N6): G-PDUs decapsulated
     Case("uplink-gpdu", "TS 29.281 5.1 (G-PDU); RFC 1812 5.3.1 (TTL-1)",
@@ -725,6 +783,14 @@ CASES: list[Case] = [
     Case("downlink-unknown-ue-ipv6", "TS 29.244 5.2.1 (no PDR matches)",
          "an IPv6 packet to a /64 no session has: not forwarded", 1, lambda ctx: downlink6_frames(ctx)[4:5],
          _unknown_ue6_out, uses=("ipv6",), needs=("ipv6",)),
+    Case("uplink-hop-limit-expired-ipv6", "RFC 4443 3.3, 2.4(c); RFC 8200 3",
+         "a G-PDU of an IPv4v6 bearer whose inner IPv6 hop limit is 1: not forwarded, ICMPv6 Time Exceeded "
+         "(3/0) from the N6 address to the UE in its bearer's tunnel", 0, _ul6_hlim1, _ul6_hlim1_out,
+         uses=("ipv6", "ttl_expired"), needs=("ipv6",)),
+    Case("downlink-hop-limit-expired-ipv6", "RFC 4443 3.3, 2.4(c); RFC 8200 3",
+         "an IPv6 packet with hop limit 1 to the UE of an IPv4v6 bearer: not forwarded, ICMPv6 Time "
+         "Exceeded (3/0) from the N6 address back to its sender", 1, _dl6_hlim1, _dl6_hlim1_out,
+         uses=("ipv6", "ttl_expired"), needs=("ipv6",)),
     # ---- the PGW-U's own knobs (`pgwu config`)
     Case("downlink-sport-fixed", "TS 29.281 4.4.2.0 (pgwu config --sport-entropy off)",
          "with source-port entropy off, every G-PDU from UDP port 2152", 1,

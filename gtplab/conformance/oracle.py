@@ -14,6 +14,7 @@ import struct
 
 from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
 from scapy.layers.inet import ICMP, IP, UDP
+from scapy.layers.inet6 import ICMPv6TimeExceeded, IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
@@ -288,6 +289,37 @@ def time_exceeded_ul_expected(frame: bytes, local: str, sgw: str, sgw_teid: int,
     back to the sender of the G-PDU."""
     inner = gpdu_inner(frame)
     icmp = bytes(_time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner))
+    return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
+                 / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
+                 / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))
+
+
+# RFC 4443 2.4(c): an ICMPv6 error quotes as much of the invoking packet as fits in the IPv6 minimum
+# MTU, 1280 octets: 1280 - 40 (IPv6) - 8 (ICMPv6)
+ICMP6_QUOTE_MAX = 1232
+
+
+def _time_exceeded6(local6: str, dst: str, expired: bytes):
+    """IPv6 local6 -> dst (class and flow label 0, hop limit 64) / ICMPv6 Time Exceeded, hop limit
+    exceeded in transit (3/0, RFC 4443 3.3) quoting the expired packet, ICMP6_QUOTE_MAX octets at most;
+    the checksum Scapy's, over the pseudo header."""
+    return (IPv6(tc=0, fl=0, hlim=64, src=local6, dst=dst) / ICMPv6TimeExceeded(code=0)
+            / Raw(expired[:ICMP6_QUOTE_MAX]))
+
+
+def time_exceeded6_dl_expected(frame: bytes, local6: str) -> bytes:
+    """Downlink IPv6 packet whose hop limit expired: ICMPv6 Time Exceeded from the PGW-U's N6 address
+    to its sender, back out of SGi (the received VLAN id kept)."""
+    ip = ip_payload(frame)
+    return bytes(_reply_eth(frame) / _time_exceeded6(local6, socket.inet_ntop(socket.AF_INET6, ip[8:24]), ip))
+
+
+def time_exceeded6_ul_expected(frame: bytes, local: str, local6: str, sgw: str, sgw_teid: int,
+                               qfi: int | None = None) -> bytes:
+    """Uplink IPv6 T-PDU whose hop limit expired: ICMPv6 Time Exceeded from the PGW-U's N6 address to
+    the UE, in a G-PDU to the bearer's SGW, as the IPv4 one (time_exceeded_ul_expected)."""
+    inner = gpdu_inner(frame)
+    icmp = bytes(_time_exceeded6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner))
     return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
                  / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
                  / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))

@@ -189,9 +189,10 @@ class Config:
     err_ind: bool = True              # answer (Error Indication, Supported Ext. Headers Notification)
     inner_csum_check: bool = True     # drop uplink inner IPv4 with a bad header checksum
     sport_entropy: bool = True        # downlink outer UDP source port from the inner flow; False: 2152
+    local_addr6: str = "::"           # N6 IPv6 address, the source of ICMPv6 errors; "::" none
 
-    # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2]
-    FMT = "=4sI4s4sHHB3x16s16s"
+    # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2] local_addr6
+    FMT = "=4sI4s4sHHB3x16s16s16s"
     SIZE = struct.calcsize(FMT)
 
     def pack(self) -> bytes:
@@ -202,15 +203,17 @@ class Config:
                  | (0 if self.sport_entropy else CFG_SPORT_FIXED))
         return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
                            net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
-                           self.nexthop[0].pack(), self.nexthop[1].pack())
+                           self.nexthop[0].pack(), self.nexthop[1].pack(),
+                           ipaddress.IPv6Address(self.local_addr6).packed)
 
     @classmethod
     def unpack(cls, b: bytes) -> "Config":
-        la, flags, pa, pm, v0, v1, rc, n0, n1 = struct.unpack(cls.FMT, b[:cls.SIZE])
+        la, flags, pa, pm, v0, v1, rc, n0, n1, la6 = struct.unpack(cls.FMT, b[:cls.SIZE])
         plen = bin(int.from_bytes(pm, "big")).count("1")
         return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
                    (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)), not flags & CFG_NO_ERR_IND,
-                   not flags & CFG_NO_INNER_CSUM_CHECK, not flags & CFG_SPORT_FIXED)
+                   not flags & CFG_NO_INNER_CSUM_CHECK, not flags & CFG_SPORT_FIXED,
+                   str(ipaddress.IPv6Address(la6)))
 
 
 @dataclass

@@ -469,7 +469,9 @@ class Lab:
                   self.park_ifnames[j + 1]], f"create spare veth {self.park_ifnames[j]}")
 
         if self.dut_mode == "pgwu":
-            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            # --local-addr6: the N6 address, the source of the PGW-U's ICMPv6 errors (docs/ipv6.md)
+            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--ue-pool", a.ue_pool,
+                      *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
         elif self.dut_mode == "socket":

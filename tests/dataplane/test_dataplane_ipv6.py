@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 from scapy.layers.inet import IP, UDP, TCP
-from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt,
+from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6TimeExceeded, ICMPv6DestUnreach, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt,
                                  IPv6ExtHdrRouting, IPv6ExtHdrFragment, PadN)
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
@@ -424,6 +424,125 @@ def test_ul6_dropped(dp6, name, bearer, ikw, gkw, reason):
     f = ul6_frame(ul6_inner(**ikw), bearer, **gkw)
     res, counted, moved = run(dp6, "access", f)
     assert (res.verdict, counted, moved) == ("drop", {(reason, "drop"): (1, len(f))}, {}), (res.verdict, counted)
+
+
+
+# ---- hop limit expired: ICMPv6 Time Exceeded (RFC 4443 3.3) -------------------------------------------
+LOCAL6 = "fd47:7472::1"              # the PGW-U's N6 address (config local_addr6; the lab's dut_sgi6)
+TE6_CFG = {"local_addr6": LOCAL6}
+REPLY_BURST6 = 10                    # PGWU_REPLY_BURST (test_dataplane.py checks it against consts.h)
+
+
+def check_time_exceeded6(dp, prog: str, frame: bytes, want: bytes):
+    """One frame whose hop limit expired: answered (tx) with exactly `want`, counted drop_ttl_expired/tx
+    with the frame's length, one icmp_time_exceeded_sent event, no usage moved."""
+    dp.clear_map("reply_budget")
+    dp.reset_stats()
+    res, counted, moved = run(dp, prog, frame)
+    assert (res.verdict, counted, moved) == ("tx", {("drop_ttl_expired", "tx"): (1, len(frame))}, {}), (
+        res.verdict, counted, moved, O.describe("input", frame))
+    assert res.data == want, O.mismatch_report(want, res.data)
+    ev = dp.events()
+    assert ev["icmp_time_exceeded_sent"] == 1 and ev["icmp_rate_limited"] == 0, ev
+    return res.data
+
+
+TE6_DL = [
+    # (name, frame kwargs)
+    ("hop-limit-1", dict(dst=UE6_1, hlim=1)),
+    ("hop-limit-0", dict(dst=UE6_1, hlim=0)),
+    ("vlan-kept", dict(dst=UE6_2, hlim=1, vlan=120)),
+    ("priority-tag-dropped", dict(dst=UE6_1, hlim=1, vlan=0)),
+    ("echo-request-answered", dict(dst=UE6_1, hlim=1, payload=ICMPv6EchoRequest(id=7, seq=1, data=b"x" * 40))),
+    ("quote-fills-1280", dict(dst=UE6_1, hlim=1, size=1514)),
+    ("quote-exactly-1232", dict(dst=UE6_1, hlim=1, size=14 + 1232)),
+]
+
+
+@pytest.mark.parametrize("name,kw", TE6_DL, ids=[r[0] for r in TE6_DL])
+def test_dl6_hop_limit_expired_time_exceeded(dp6, name, kw):
+    """A downlink IPv6 packet whose hop limit expired: ICMPv6 Time Exceeded (3/0) from the N6 address to
+    its sender, back out of SGi, the packet quoted up to 1280 octets of error (oracle, Scapy)."""
+    dp6.set_config(cfg_of(TE6_CFG))
+    f = dl6_frame(**kw)
+    out = check_time_exceeded6(dp6, "sgi", f, O.time_exceeded6_dl_expected(f, LOCAL6))
+    ip6 = Ether(out)[IPv6]
+    assert ip6.plen + 40 <= 1280 and ip6[ICMPv6TimeExceeded].type == 3
+    if name == "quote-fills-1280":
+        assert ip6.plen + 40 == 1280
+
+
+TE6_UL = [
+    # (name, bearer, inner kwargs, gtpu kwargs)
+    ("hop-limit-1", B1, dict(hlim=1), dict()),
+    ("hop-limit-0", B1, dict(hlim=0), dict()),
+    ("qfi-bearer-gets-its-psc", B2, dict(src=UE6_2, hlim=1), dict()),
+    ("vlan-kept", B1, dict(hlim=1), dict(vlan=130)),
+    ("quote-fills-1280", B1, dict(hlim=1, size=1400), dict()),
+]
+
+
+@pytest.mark.parametrize("name,bearer,ikw,gkw", TE6_UL, ids=[r[0] for r in TE6_UL])
+def test_ul6_hop_limit_expired_time_exceeded(dp6, name, bearer, ikw, gkw):
+    """An uplink IPv6 T-PDU whose hop limit expired: ICMPv6 Time Exceeded from the N6 address to the UE,
+    in a G-PDU of its bearer to the SGW (the /64's downlink half: SGW TEID, PDU Session Container of a
+    QFI bearer), back to the sender of the G-PDU (oracle, Scapy)."""
+    dp6.set_config(cfg_of(TE6_CFG))
+    f = ul6_frame(ul6_inner(**ikw), bearer, **gkw)
+    want = O.time_exceeded6_ul_expected(f, P.PGW_ADDR, LOCAL6, bearer[3], bearer[4], bearer[5])
+    out = check_time_exceeded6(dp6, "access", f, want)
+    ip6 = IPv6(O.gpdu_inner(out))
+    assert ip6.dst == ikw.get("src", UE6_1) and ip6.plen + 40 <= 1280
+
+
+TE6_SILENT = [
+    # (name, prog, config changes, frame): expired, dropped, no error sent
+    ("dl-no-local-addr6", "sgi", {}, lambda: dl6_frame(UE6_1, hlim=1)),
+    ("ul-no-local-addr6", "access", {}, lambda: ul6_frame(ul6_inner(hlim=1))),
+    ("dl-err-ind-off", "sgi", {**TE6_CFG, "err_ind": False}, lambda: dl6_frame(UE6_1, hlim=1)),
+    ("ul-err-ind-off", "access", {**TE6_CFG, "err_ind": False}, lambda: ul6_frame(ul6_inner(hlim=1))),
+    ("dl-about-an-icmpv6-error", "sgi", TE6_CFG,
+     lambda: dl6_frame(UE6_1, hlim=1, payload=ICMPv6DestUnreach(code=1) / Raw(b"\0" * 48))),
+    ("ul-about-an-icmpv6-error", "access", TE6_CFG,
+     lambda: ul6_frame(ul6_inner(hlim=1, payload=ICMPv6TimeExceeded() / Raw(b"\0" * 48)))),
+    ("dl-multicast-source", "sgi", TE6_CFG, lambda: dl6_frame(UE6_1, src="ff0e::1", hlim=1)),
+    ("dl-unspecified-source", "sgi", TE6_CFG, lambda: dl6_frame(UE6_1, src="::", hlim=1)),
+    ("dl-loopback-source", "sgi", TE6_CFG, lambda: dl6_frame(UE6_1, src="::1", hlim=1)),
+]
+
+
+@pytest.mark.parametrize("name,prog,cfg,make", TE6_SILENT, ids=[r[0] for r in TE6_SILENT])
+def test_hop_limit_expired_without_error(dp6, name, prog, cfg, make):
+    """No ICMPv6 error without an N6 address, with replies off (err-ind off), or where RFC 4443 2.4(e)
+    forbids one: the packet is dropped, counted drop_ttl_expired/drop, no event."""
+    dp6.set_config(cfg_of(cfg))
+    dp6.clear_map("reply_budget")
+    f = make()
+    res, counted, moved = run(dp6, prog, f)
+    assert (res.verdict, counted, moved) == ("drop", {("drop_ttl_expired", "drop"): (1, len(f))}, {}), (
+        res.verdict, counted)
+    assert dp6.events()["icmp_time_exceeded_sent"] == 0
+
+
+@pytest.mark.parametrize("prog", ["sgi", "access"])
+def test_hop_limit_expired_rate_limited(dp6, prog):
+    """ICMPv6 Time Exceeded share the IPv4 replies' budget (PGWU_REPLY_BURST per peer, then
+    PGWU_REPLY_RATE a second): per sender downlink, per UE /64 uplink; the rest are dropped
+    (icmp_rate_limited). Another sender / /64 still gets its own."""
+    dp6.set_config(cfg_of(TE6_CFG))
+    dp6.clear_map("reply_budget")
+    if prog == "sgi":
+        f, other = dl6_frame(UE6_1, hlim=1), dl6_frame(UE6_1, src="fd47:7471::99", hlim=1)
+    else:
+        f, other = ul6_frame(ul6_inner(hlim=1)), ul6_frame(ul6_inner(src=UE6_2, hlim=1), B2)
+    n = REPLY_BURST6 + 5
+    verdicts = [run(dp6, prog, f)[0].verdict for _ in range(n)]
+    assert verdicts[:REPLY_BURST6] == ["tx"] * REPLY_BURST6, verdicts
+    assert "drop" in verdicts, verdicts
+    ev = dp6.events()
+    assert (ev["icmp_time_exceeded_sent"], ev["icmp_rate_limited"]) == (
+        verdicts.count("tx"), verdicts.count("drop")), ev
+    assert run(dp6, prog, other)[0].verdict == "tx"
 
 
 def test_ul6_teid_without_64_drops_ipv6(dp6):

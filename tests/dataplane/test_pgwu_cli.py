@@ -253,7 +253,9 @@ def test_help_and_usage_errors():
     for args, msg in ((["frobnicate"], "Unknown command"), (["session", "frob"], "Unknown command"),
                       (["stats", "--bogus"], "Unknown option --bogus"),
                       (["session", "add", "--teid", "1"], "Missing required option"),
-                      (["load", "--csum", "maybe"], "Invalid --csum"), ([], "Missing command")):
+                      (["load", "--csum", "maybe"], "Invalid --csum"), ([], "Missing command"),
+                      (["config", "--local-addr6", "10.0.0.1"], "Invalid --local-addr6"),
+                      (["load", "--local-addr6", "fd00::1::2"], "Invalid --local-addr6")):
         cp = pgwu(None, *args, check=False)
         assert cp.returncode == 2, args
         assert msg in cp.stderr, (args, cp.stderr)
@@ -795,6 +797,20 @@ def test_attach_missing_interface_attaches_nothing(pin_dir):
 
 
 # ---- config -------------------------------------------------------------------------------------
+
+def test_local_addr6_load_and_config(pin_dir):
+    """--local-addr6 (the N6 address ICMPv6 errors come from): set at load, shown, changed by config,
+    cleared with ::, each time in the config map's local_addr6."""
+    ok(pin_dir, "load", "--max-bearers", "64", "--local-addr", "192.0.2.10", "--local-addr6", "fd47:7472::1")
+    assert json.loads(ok(pin_dir, "config", "--json"))["local_addr6"] == "fd47:7472::1"
+    with Dataplane(pin_dir) as dp:
+        assert dp.get_config().local_addr6 == "fd47:7472::1"
+    assert "fd47:7472::1" in ok(pin_dir, "config")
+    for a6 in ("2001:db8::7", "::"):
+        assert json.loads(ok(pin_dir, "config", "--json", "--local-addr6", a6))["local_addr6"] == a6
+        with Dataplane(pin_dir) as dp:
+            assert dp.get_config().local_addr6 == a6
+
 
 def test_config_set_and_show(loaded):
     lo_index = socket_if_index("lo")
