@@ -430,6 +430,45 @@ static __always_inline void ipv4_own_hdr(struct iphdr *ip, __be32 src, __be32 ds
 	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
 }
 
+/* The tunnel of an error the PGW-U sends a UE (ICMP or ICMPv6 Time Exceeded of an uplink packet) at
+ * oip: outer IPv4 local -> sgw (ipv4_own_hdr), UDP 2152 -> 2152 without a checksum, a G-PDU header
+ * to steid with, when x (8), a DL PDU Session Container of QFI qfi, for n octets of inner packet.
+ * -1 when the frame is too short for it. */
+static __always_inline int reply_tunnel_hdr(struct iphdr *oip, const void *data_end, __be32 local, __be32 sgw,
+					    __be32 steid, __u32 n, __u32 x, __u8 qfi)
+{
+	struct udphdr *ou = (void *)(oip + 1);
+	struct gtpu_hdr *og = (void *)(ou + 1);
+
+	if ((void *)(og + 1) > data_end)
+		return -1;
+	ipv4_own_hdr(oip, local, sgw, IPPROTO_UDP, 36 + x + n, data_end);
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = bpf_htons(16 + x + n);
+	ou->check = 0;
+	og->flags = 0x30;
+	og->type = GTP_GPDU;
+	og->length = bpf_htons(x + n);
+	og->teid = steid;
+	if (x) {
+		__u8 *e = (void *)(og + 1);
+
+		if ((void *)(e + 8) > data_end)
+			return -1;
+		og->flags = 0x30 | GTP_FLAG_E;
+		e[0] = 0;
+		e[1] = 0;
+		e[2] = 0;
+		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		e[4] = 1;
+		e[5] = 0;	/* DL PDU SESSION INFORMATION */
+		e[6] = qfi;
+		e[7] = 0;
+	}
+	return 0;
+}
+
 /*
  * Turn the frame into a GTP-U message back to the sender of the one received (TS 29.281 5.1, 7.2,
  * 7.3): Ethernet with the addresses swapped (orig_mac: the received dst then src) and the received
@@ -991,8 +1030,6 @@ ttl_expired: {
 	__u32 l2 = vid ? 18 : 14, q = iihl_len + 8, off, x;	/* a priority tag (VID 0) is dropped */
 	__u8 qfi;
 	struct iphdr *oip;
-	struct udphdr *ou;
-	struct gtpu_hdr *og;
 
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
 		goto out;
@@ -1020,34 +1057,8 @@ ttl_expired: {
 		goto out;
 	off = write_eth(data, orig_mac + 6, orig_mac, vid);
 	oip = data + (off == 18 ? 18 : 14);
-	ou = (void *)(oip + 1);
-	og = (void *)(ou + 1);
-	if ((void *)(og + 1) > data_end)
+	if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, sgw, steid, 28 + q, x, qfi))
 		goto out;
-	ipv4_own_hdr(oip, cfg->local_addr, sgw, IPPROTO_UDP, 64 + x + q, data_end);
-	ou->source = GTPU_PORT_BE;
-	ou->dest = GTPU_PORT_BE;
-	ou->len = bpf_htons(44 + x + q);
-	ou->check = 0;
-	og->flags = 0x30;
-	og->type = GTP_GPDU;
-	og->length = bpf_htons(28 + x + q);
-	og->teid = steid;
-	if (x) {
-		__u8 *e = (void *)(og + 1);
-
-		if ((void *)(e + 8) > data_end)
-			goto out;
-		og->flags = 0x30 | GTP_FLAG_E;
-		e[0] = 0;
-		e[1] = 0;
-		e[2] = 0;
-		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
-		e[4] = 1;
-		e[5] = 0;	/* DL PDU SESSION INFORMATION */
-		e[6] = qfi;
-		e[7] = 0;
-	}
 	if (icmp_error(ctx, off + 36 + x, cfg->local_addr, ue, q, 11, 0, 0))
 		goto out;
 	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
@@ -1146,8 +1157,6 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
 	struct ipv6hdr *ip6 = data + (off & 0x3fff);
 	struct pgwu_dl_bearer *dl;
 	struct iphdr *oip;
-	struct udphdr *ou;
-	struct gtpu_hdr *og;
 	__u8 ue[16], me[16], mac[12], qfi;
 	__u32 q = inner_len, x, l2, o;
 	__be32 sgw, steid;
@@ -1185,34 +1194,8 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
 		return XDP_DROP;
 	o = write_eth(data, mac + 6, mac, vid);
 	oip = data + (o == 18 ? 18 : 14);
-	ou = (void *)(oip + 1);
-	og = (void *)(ou + 1);
-	if ((void *)(og + 1) > data_end)
+	if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, sgw, steid, 48 + q, x, qfi))
 		return XDP_DROP;
-	ipv4_own_hdr(oip, cfg->local_addr, sgw, IPPROTO_UDP, 84 + x + q, data_end);
-	ou->source = GTPU_PORT_BE;
-	ou->dest = GTPU_PORT_BE;
-	ou->len = bpf_htons(64 + x + q);
-	ou->check = 0;
-	og->flags = 0x30;
-	og->type = GTP_GPDU;
-	og->length = bpf_htons(48 + x + q);
-	og->teid = steid;
-	if (x) {
-		__u8 *e = (void *)(og + 1);
-
-		if ((void *)(e + 8) > data_end)
-			return XDP_DROP;
-		og->flags = 0x30 | GTP_FLAG_E;
-		e[0] = 0;
-		e[1] = 0;
-		e[2] = 0;
-		e[3] = GTP_EXT_PDU_SESSION_CONTAINER;
-		e[4] = 1;
-		e[5] = 0;	/* DL PDU SESSION INFORMATION */
-		e[6] = qfi;
-		e[7] = 0;
-	}
 	if (icmp6_error(ctx, o + 36 + x, me, ue, q, 3, 0))
 		return XDP_DROP;
 	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
