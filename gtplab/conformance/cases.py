@@ -638,9 +638,8 @@ def _unknown_ue6_out(ctx, frames, d):
 
 def _ul6_hlim1(ctx):
     a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets._fit(lambda n: packets.gtpu(ipv6_packet(ue6(1), server6(10), payload_len=n, hlim=1),
-                                                teid=ctx.teid(1), src=a.sgw(1), dst=a.dut_access, src_mac=p0.mac,
-                                                dst_mac=p0.dut_mac), 128, "uplink6")]
+    return [packets.gpdu6(ctx.teid(1), ue6(1), server6(10), size=128, hlim=1, outer_src=a.sgw(1),
+                          outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _kernel_icmp6_like(expected: bytes, what: str, tunnelled: bool) -> Like:
@@ -682,8 +681,7 @@ def _ul6_hlim1_out(ctx, frames, d):
 
 def _dl6_hlim1(ctx):
     a, p1 = ctx.addressing, ctx.ports[1]
-    return [packets._fit(lambda n: Ether(src=p1.mac, dst=p1.dut_mac)
-                         / ipv6_packet(server6(12), ue6(0), payload_len=n, hlim=1), 128, "downlink6")]
+    return [packets.downlink_ip6(ue6(0), server6(12), 128, hlim=1, src_mac=p1.mac, dst_mac=p1.dut_mac)]
 
 
 def _dl6_hlim1_out(ctx, frames, d):
