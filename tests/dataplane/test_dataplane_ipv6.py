@@ -741,3 +741,41 @@ def test_ul6_cache_longer_packet_looked_up_again(dp6, ns6, watch6):
         assert (res.verdict, sorted(counted)) == ("redirect", [("ul_fwd", "redirect")])
     finally:
         _ip(ns, "-6", "route", "del", f"{N6_MTU}/128")
+
+
+def _by_src(dp) -> bool:
+    v = dp.maps["fib_gen"].lookup(struct.pack("=I", 2))
+    return bool(v and struct.unpack("=Q", v)[0])
+
+
+@pytest.mark.lab
+def test_ul6_cache_follows_source_policy_rules(dp6, ns6, watch6):
+    """`ip -6 rule from B2's /64 lookup 100` sends B2's UE's traffic to N6_FAR via N6_ROUTER2, B1's
+    via N6_ROUTER. With the cache on, B1's next hop must not be reused for B2: the IPv6 rule's
+    addition keys the caches by source (fib_gen[2]), its removal unkeys them (pgwu watch)."""
+    ns, devs = ns6
+    a0 = devs["a0"][0]
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop()), "fib_cache": True}))
+    dp6.flush_fib_cache()
+    f1 = ul6_frame(ul6_inner(src=UE6_1, dst=N6_FAR), B1)
+    f2 = ul6_frame(ul6_inner(src=UE6_2, dst=N6_FAR), B2)
+    mac = P.mac_bytes
+    _ip(ns, "-6", "neigh", "replace", N6_ROUTER2, "lladdr", N6_ROUTER2_MAC, "dev", "s0", "nud", "permanent")
+    assert _poll(lambda: not _by_src(dp6)), "no policy rule, yet the cache is keyed by source"
+    _ip(ns, "-6", "route", "add", "fd47:7472::/48", "via", N6_ROUTER2, "dev", "s0", "table", "100")
+    _ip(ns, "-6", "rule", "add", "from", "fd47:7470:0:2::/64", "lookup", "100", "prio", "100")
+    try:
+        assert _by_src(dp6), "an IPv6 policy rule was added, the cache is still keyed by destination only"
+        time.sleep(0.6)      # three of pgwu watch's 200 ms rule dumps: they must keep it keyed
+        assert _by_src(dp6), "pgwu watch's dump of the rules unkeyed the cache while an IPv6 rule exists"
+        for _ in range(3):   # after the first, from the cache
+            assert fib_run(dp6, ns, f1, a0)[0].data[:6] == mac(N6_ROUTER_MAC)
+            assert fib_run(dp6, ns, f2, a0)[0].data[:6] == mac(N6_ROUTER2_MAC), \
+                "B1's cached next hop served B2, whose source selects another route"
+    finally:
+        subprocess.run(["ip", "-n", ns, "-6", "rule", "del", "from", "fd47:7470:0:2::/64", "lookup", "100",
+                        "prio", "100"], capture_output=True, timeout=30)
+        subprocess.run(["ip", "-n", ns, "-6", "route", "del", "fd47:7472::/48", "table", "100"],
+                       capture_output=True, timeout=30)
+    assert _poll(lambda: not _by_src(dp6)), "the IPv6 rule is gone, the cache is still keyed by source"
+    assert _poll(lambda: fib_run(dp6, ns, f2, a0)[0].data[:6] == mac(N6_ROUTER_MAC))
