@@ -1403,16 +1403,20 @@ out:
 }
 
 /*
- * The next hop of an IPv6 packet leaving through `side`: the static one when configured, else
- * bpf_fib_lookup(AF_INET6), every packet (fib_cache holds IPv4 destinations only). Returns 0 with
- * *nh set, or the reason for not forwarding, as resolve_nexthop.
+ * The next hop of an IPv6 packet leaving through `side`: the static one when configured, else the
+ * kernel's FIB through fib6_cache, under resolve_nexthop's rules (fib_gen unchanged, a live
+ * `pgwu watch`, same ingress, source in the key when policy rules exist, no longer than a packet
+ * the lookup's MTU check passed). Returns 0 with *nh set, or the reason for not forwarding.
  */
 static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					      int side, const struct ipv6hdr *ip6, __u8 proto,
 					      __u16 tot_len, struct nexthop *nh)
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
+	struct pgwu_fib6_slot *slot = NULL;
 	struct bpf_fib_lookup p = {};
+	__u32 zero = 0, one = 1, two = 2, idx, dst[4], ksrc[4] = {};
+	__u64 gen = 0;
 	__u32 reason;
 	int rc;
 
@@ -1422,12 +1426,37 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 		__builtin_memcpy(nh->dmac, st->dmac, 6);
 		return 0;
 	}
+	__builtin_memcpy(dst, &ip6->daddr, 16);
+	if (cfg->flags & PGWU_CFG_FIB_CACHE) {
+		__u64 *g = bpf_map_lookup_elem(&fib_gen, &zero);
+		__u64 *hb = bpf_map_lookup_elem(&fib_gen, &one);
+		__u64 *pol = bpf_map_lookup_elem(&fib_gen, &two);
+
+		if (g && hb && pol && *(volatile __u64 *)hb) {
+			gen = *(volatile __u64 *)g;
+			if (*(volatile __u64 *)pol & PGWU_FIB_BY_SRC)
+				__builtin_memcpy(ksrc, &ip6->saddr, 16);
+			idx = pgwu_fib6_slot_of(dst, ctx->ingress_ifindex, ksrc);
+			slot = bpf_map_lookup_elem(&fib6_cache, &idx);
+		}
+		if (slot && slot->key.dst[0] == dst[0] && slot->key.dst[1] == dst[1] &&
+		    slot->key.dst[2] == dst[2] && slot->key.dst[3] == dst[3] &&
+		    slot->key.src[0] == ksrc[0] && slot->key.src[1] == ksrc[1] &&
+		    slot->key.src[2] == ksrc[2] && slot->key.src[3] == ksrc[3] &&
+		    slot->key.ifindex == ctx->ingress_ifindex && slot->e.gen == gen &&
+		    tot_len <= slot->e.max_len) {
+			nh->ifindex = slot->e.ifindex;
+			__builtin_memcpy(nh->smac, slot->e.smac, 6);
+			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
+			return 0;
+		}
+	}
 	p.family = AF_INET6;
 	p.flowinfo = *(const __be32 *)ip6 & bpf_htonl(0x0fffffff);	/* class and flow label */
 	p.l4_protocol = proto;
 	p.tot_len = tot_len;
 	__builtin_memcpy(p.ipv6_src, &ip6->saddr, 16);
-	__builtin_memcpy(p.ipv6_dst, &ip6->daddr, 16);
+	__builtin_memcpy(p.ipv6_dst, dst, 16);
 	p.ifindex = ctx->ingress_ifindex;
 	rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
 	reason = fib_reason(rc);	/* FRAG_NEEDED: the kernel sends Packet Too Big */
@@ -1436,6 +1465,22 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 	nh->ifindex = p.ifindex;
 	__builtin_memcpy(nh->smac, p.smac, 6);
 	__builtin_memcpy(nh->dmac, p.dmac, 6);
+	if (slot) {	/* per CPU: no other writer */
+		if (slot->key.dst[0] != dst[0] || slot->key.dst[1] != dst[1] ||
+		    slot->key.dst[2] != dst[2] || slot->key.dst[3] != dst[3] ||
+		    slot->key.src[0] != ksrc[0] || slot->key.src[1] != ksrc[1] ||
+		    slot->key.src[2] != ksrc[2] || slot->key.src[3] != ksrc[3] ||
+		    slot->key.ifindex != ctx->ingress_ifindex || slot->e.gen != gen ||
+		    slot->e.ifindex != p.ifindex || slot->e.max_len < tot_len)
+			slot->e.max_len = tot_len;
+		__builtin_memcpy(slot->key.dst, dst, 16);
+		__builtin_memcpy(slot->key.src, ksrc, 16);
+		slot->key.ifindex = ctx->ingress_ifindex;
+		slot->e.gen = gen;
+		slot->e.ifindex = p.ifindex;
+		__builtin_memcpy(slot->e.smac, p.smac, 6);
+		__builtin_memcpy(slot->e.dmac, p.dmac, 6);
+	}
 	return 0;
 }
 
@@ -1998,10 +2043,10 @@ int nl_fib_gen(struct __sk_buff *skb)
 	__u32 two = 2;
 	__u64 *pol;
 
-	/* an IPv4 policy rule added: the route may depend on the source from now on; marked before
-	 * the generation moves, so no entry keyed without the source survives the change */
+	/* an IPv4 or IPv6 policy rule added: the route may depend on the source from now on; marked
+	 * before the generation moves, so no entry keyed without the source survives the change */
 	if (!bpf_skb_load_bytes(skb, 0, &h, sizeof(h)) && h.type == 32 /* RTM_NEWRULE */ &&
-	    h.family == AF_INET) {
+	    (h.family == AF_INET || h.family == AF_INET6)) {
 		pol = bpf_map_lookup_elem(&fib_gen, &two);
 		if (pol)
 			*pol = PGWU_FIB_BY_SRC;

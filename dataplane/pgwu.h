@@ -375,6 +375,31 @@ struct pgwu_fib_slot {
 };
 
 /*
+ * fib6_cache: fib_cache for IPv6 destinations, same rules (gen, ingress ifindex, source when
+ * fib_gen[2] is set, max_len: the largest IPv6 tot_len, header included, the MTU check passed).
+ * Slot pgwu_fib6_slot_of(dst, ifindex, src or ::).
+ */
+struct pgwu_fib6_key {
+	__u32 dst[4];
+	__u32 src[4];		/* source address when fib_gen[2] is set (policy rules), else :: */
+	__u32 ifindex;		/* ingress interface the lookup was made for */
+	__u32 pad;
+};
+
+struct pgwu_fib6_slot {
+	struct pgwu_fib6_key key;
+	struct pgwu_fib_entry e;
+};
+
+static inline __u32 pgwu_fib6_slot_of(const __u32 *dst, __u32 ifindex, const __u32 *src)
+{
+	__u32 d = dst[0] ^ dst[1] ^ (dst[2] * 0x85ebca6bU) ^ (dst[3] * 0xc2b2ae35U);
+	__u32 s = src[0] ^ src[1] ^ src[2] ^ src[3];
+
+	return pgwu_fib_slot_of(d, ifindex, s);
+}
+
+/*
  * reply_budget: LRU hash, key __u32 peer address (network order), value __u64: the GCRA
  * "theoretical arrival time" in ns of bpf_ktime_get_ns. A reply to a peer is allowed when
  * now >= tat - PGWU_REPLY_BURST * interval; then tat = max(tat, now) + interval. So each peer gets

@@ -65,7 +65,8 @@ static int open_rtnl(int prog_fd)
 {
 	static const unsigned int groups[] = {
 		RTNLGRP_LINK, RTNLGRP_NEIGH, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV4_ROUTE,
-		RTNLGRP_IPV4_RULE, RTNLGRP_NEXTHOP,
+		RTNLGRP_IPV4_RULE, RTNLGRP_NEXTHOP, RTNLGRP_IPV6_IFADDR, RTNLGRP_IPV6_ROUTE,
+		RTNLGRP_IPV6_RULE,
 	};
 	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	unsigned int i;
@@ -90,11 +91,12 @@ fail:
 }
 
 /*
- * Does this namespace have an IPv4 policy rule besides the three every namespace starts with
- * (0 local, 32766 main, 32767 default)? With one, a route can depend on the source address and the
- * route cache must be keyed by it (fib_gen[2]). Returns 1, 0, or -errno.
+ * Does this namespace have a policy rule of `family` (AF_INET, AF_INET6) besides those every
+ * namespace starts with (0 local, 32766 main, and IPv4's 32767 default)? With one, a route can
+ * depend on the source address and both route caches must be keyed by it (fib_gen[2]).
+ * Returns 1, 0, or -errno.
  */
-static int ipv4_policy_rules(void)
+static int policy_rules(unsigned char family)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -102,7 +104,7 @@ static int ipv4_policy_rules(void)
 	} req = {
 		.nh = { .nlmsg_len = sizeof(req), .nlmsg_type = RTM_GETRULE,
 			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.frh = { .family = AF_INET },
+		.frh = { .family = family },
 	};
 	static char buf[32768];
 	int sock, found = 0, done = 0, err = 0;
@@ -167,7 +169,9 @@ static void policy_refresh(int gen_fd)
 
 	bpf_map_lookup_elem(gen_fd, &zero, &g0);
 	bpf_map_lookup_elem(gen_fd, &two, &cur);
-	r = ipv4_policy_rules();
+	r = policy_rules(AF_INET);
+	if (r == 0)
+		r = policy_rules(AF_INET6);
 	if (r < 0)
 		r = 1;			/* can't tell: keyed by source is always right */
 	want = r ? PGWU_FIB_BY_SRC : 0;

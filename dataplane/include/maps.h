@@ -180,6 +180,14 @@ struct {
 	__type(value, struct pgwu_fib_slot);
 } fib_cache SEC(".maps");
 
+/* fib_cache's IPv6 twin (resolve_nexthop6). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PGWU_FIB_CACHE_SIZE);
+	__type(key, __u32);
+	__type(value, struct pgwu_fib6_slot);
+} fib6_cache SEC(".maps");
+
 /* [0] generation: incremented by the fib_gen_* and nl_fib_gen programs whenever the kernel's
  * routes, addresses, links or neighbours change; read by the XDP programs: a cache entry made under
  * an older generation is stale. [1] (PGWU_REG_WATCH) the tgid of the live `pgwu watch`

@@ -346,7 +346,7 @@ class RunResult:
         return VERDICTS[self.retval] if self.retval < VERDICT_MAX else f"retval {self.retval}"
 
 
-MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
+MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib6_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
         "events", "reply_budget", "peers", "sig_rx", "qos")
 PEER_FMT = "=QQQIHHBB6x"    # struct pgwu_peer
 SIG_KEY_FMT = "=4s4sB3x"     # struct pgwu_sig_key

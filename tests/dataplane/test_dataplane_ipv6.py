@@ -19,6 +19,7 @@ import secrets
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 from scapy.layers.inet import IP, UDP, TCP
@@ -738,3 +739,162 @@ def test_ul6_fib_blackhole_drops(dp6, ns6):
     f = ul6_frame(ul6_inner(dst=N6_BLACKHOLE))
     res, counted = fib_run(dp6, ns, f, devs["a0"][0])
     assert (res.verdict, counted) == ("drop", {("drop_no_route", "drop"): (1, len(f))})
+
+
+# ---- the IPv6 route cache (fib6_cache), under `pgwu watch` -----------------------------------------
+# As test_dataplane_fib.py's cache tests for IPv4: a change of route or neighbour is seen by the next
+# packet (pgwu watch bumps fib_gen before the change returns... within a poll), a packet longer than
+# any the cached lookup's MTU check passed is looked up again.
+N6_ROUTER2, N6_ROUTER2_MAC = "fd47:7471::fd", "02:aa:00:00:06:fd"
+N6_MTU = "fd47:7474::1"                   # route with mtu lock 1300
+
+
+def _watcher(dp) -> int:
+    v = dp.maps["fib_gen"].lookup(struct.pack("=I", 1))
+    return struct.unpack("=Q", v)[0] if v is not None else 0
+
+
+@pytest.fixture
+def watch6(ns6, pgwu_pin_dir, dataplane):
+    """`pgwu watch` in ns6 (the cache is trusted only while it is registered), stopped after."""
+    from gtplab.dut.dataplane import pgwu_binary
+    proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns6[0]}", "--", str(pgwu_binary()), "-d", pgwu_pin_dir,
+                             "watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 5
+        while not _watcher(dataplane):
+            if proc.poll() is not None:
+                pytest.fail(f"pgwu watch exited ({proc.returncode}): {proc.stderr.read().strip()}")
+            if time.monotonic() > deadline:
+                pytest.fail("pgwu watch runs but did not register itself in fib_gen[1]")
+            time.sleep(0.02)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def fib6_cached(dp, dst: str, ingress: int) -> list[tuple[int, bytes]]:
+    """(egress ifindex, dmac) of every CPU's fib6_cache slot keyed (dst, ingress, ::), any slot."""
+    want = socket.inet_pton(socket.AF_INET6, dst)
+    found = []
+    m = dp.maps["fib6_cache"]
+    for k in m.keys():
+        for cpu in m.lookup(k) or []:
+            kdst, ksrc, kif, gen, eg, smac, dmac = struct.unpack_from("=16s16sI4xQI6s6s", cpu)
+            if kdst == want and kif == ingress and ksrc == bytes(16) and eg:
+                found.append((eg, dmac))
+    return found
+
+
+def _poll(f, timeout=3.0):
+    end = time.monotonic() + timeout
+    while True:
+        r = f()
+        if r or time.monotonic() > end:
+            return r
+        time.sleep(0.02)
+
+
+@pytest.mark.lab
+def test_ul6_cache_follows_kernel_changes(dp6, ns6, watch6):
+    """With the route cache on: the first lookup is cached (fib6_cache holds it), and a neighbour's
+    new MAC, its removal, a route's new gateway and a blackhole are each seen by the packets that
+    follow (never the stale next hop)."""
+    ns, devs = ns6
+    a0 = devs["a0"][0]
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop()), "fib_cache": True}))
+    dp6.flush_fib_cache()
+    near, far = ul6_frame(ul6_inner(dst=N6_NEAR)), ul6_frame(ul6_inner(dst=N6_FAR))
+
+    def out(f):
+        res, counted = fib_run(dp6, ns, f, a0)
+        return res.verdict, sorted(counted), res.data[:6]
+
+    mac = P.mac_bytes
+    try:
+        assert out(near) == ("redirect", [("ul_fwd", "redirect")], mac(N6_NEAR_MAC))
+        assert fib6_cached(dp6, N6_NEAR, a0) == [(devs["s0"][0], mac(N6_NEAR_MAC))], \
+            "fib cache on, but the IPv6 lookup was not cached"
+        _ip(ns, "-6", "neigh", "replace", N6_NEAR, "lladdr", "02:aa:00:00:06:11", "dev", "s0", "nud", "permanent")
+        assert _poll(lambda: out(near)[2] == mac("02:aa:00:00:06:11")), "neighbour MAC change not followed"
+        _ip(ns, "-6", "neigh", "del", N6_NEAR, "dev", "s0")
+        assert _poll(lambda: out(near)[1] == [("pass_no_neigh", "pass")]), "neighbour delete not followed"
+
+        assert out(far)[2] == mac(N6_ROUTER_MAC)
+        _ip(ns, "-6", "neigh", "replace", N6_ROUTER2, "lladdr", N6_ROUTER2_MAC, "dev", "s0", "nud", "permanent")
+        _ip(ns, "-6", "route", "replace", "fd47:7472::/48", "via", N6_ROUTER2, "dev", "s0")
+        assert _poll(lambda: out(far)[2] == mac(N6_ROUTER2_MAC)), "route change not followed"
+        _ip(ns, "-6", "route", "replace", "blackhole", "fd47:7472::/48")
+        assert _poll(lambda: out(far)[:2] == ("drop", [("drop_no_route", "drop")])), "blackhole not followed"
+    finally:
+        _ip(ns, "-6", "neigh", "replace", N6_NEAR, "lladdr", N6_NEAR_MAC, "dev", "s0", "nud", "permanent")
+        _ip(ns, "-6", "route", "replace", "fd47:7472::/48", "via", N6_ROUTER, "dev", "s0")
+
+
+@pytest.mark.lab
+def test_ul6_cache_longer_packet_looked_up_again(dp6, ns6, watch6):
+    """A cached next hop serves only packets no longer than one the lookup's MTU check passed: after
+    a 200-octet packet to a route of MTU 1300 is cached, a 1400-octet one is not forwarded (the kernel
+    gets it, pass_fib_other: Packet Too Big), and a 1300-octet one still is."""
+    ns, devs = ns6
+    a0 = devs["a0"][0]
+    _ip(ns, "-6", "route", "replace", f"{N6_MTU}/128", "via", N6_ROUTER, "dev", "s0", "mtu", "lock", "1300")
+    try:
+        dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop()), "fib_cache": True}))
+        dp6.flush_fib_cache()
+        small = ul6_frame(ul6_inner(dst=N6_MTU, size=200))
+        res, counted = fib_run(dp6, ns, small, a0)
+        assert (res.verdict, sorted(counted)) == ("redirect", [("ul_fwd", "redirect")])
+        assert fib6_cached(dp6, N6_MTU, a0), "fib cache on, but the IPv6 lookup was not cached"
+        big = ul6_frame(ul6_inner(dst=N6_MTU, size=1400))
+        res, counted = fib_run(dp6, ns, big, a0)
+        assert (res.verdict, sorted(counted)) == ("pass", [("pass_fib_other", "pass")]), \
+            "a packet over the route's MTU was served from the cache"
+        res, counted = fib_run(dp6, ns, ul6_frame(ul6_inner(dst=N6_MTU, size=1300)), a0)
+        assert (res.verdict, sorted(counted)) == ("redirect", [("ul_fwd", "redirect")])
+    finally:
+        _ip(ns, "-6", "route", "del", f"{N6_MTU}/128")
+
+
+def _by_src(dp) -> bool:
+    v = dp.maps["fib_gen"].lookup(struct.pack("=I", 2))
+    return bool(v and struct.unpack("=Q", v)[0])
+
+
+@pytest.mark.lab
+def test_ul6_cache_follows_source_policy_rules(dp6, ns6, watch6):
+    """`ip -6 rule from B2's /64 lookup 100` sends B2's UE's traffic to N6_FAR via N6_ROUTER2, B1's
+    via N6_ROUTER. With the cache on, B1's next hop must not be reused for B2: the IPv6 rule's
+    addition keys the caches by source (fib_gen[2]), its removal unkeys them (pgwu watch)."""
+    ns, devs = ns6
+    a0 = devs["a0"][0]
+    dp6.set_config(cfg_of({"nexthop": (NH_ACCESS, Nexthop()), "fib_cache": True}))
+    dp6.flush_fib_cache()
+    f1 = ul6_frame(ul6_inner(src=UE6_1, dst=N6_FAR), B1)
+    f2 = ul6_frame(ul6_inner(src=UE6_2, dst=N6_FAR), B2)
+    mac = P.mac_bytes
+    _ip(ns, "-6", "neigh", "replace", N6_ROUTER2, "lladdr", N6_ROUTER2_MAC, "dev", "s0", "nud", "permanent")
+    assert _poll(lambda: not _by_src(dp6)), "no policy rule, yet the cache is keyed by source"
+    _ip(ns, "-6", "route", "add", "fd47:7472::/48", "via", N6_ROUTER2, "dev", "s0", "table", "100")
+    _ip(ns, "-6", "rule", "add", "from", "fd47:7470:0:2::/64", "lookup", "100", "prio", "100")
+    try:
+        assert _by_src(dp6), "an IPv6 policy rule was added, the cache is still keyed by destination only"
+        time.sleep(0.6)      # three of pgwu watch's 200 ms rule dumps: they must keep it keyed
+        assert _by_src(dp6), "pgwu watch's dump of the rules unkeyed the cache while an IPv6 rule exists"
+        for _ in range(3):   # after the first, from the cache
+            assert fib_run(dp6, ns, f1, a0)[0].data[:6] == mac(N6_ROUTER_MAC)
+            assert fib_run(dp6, ns, f2, a0)[0].data[:6] == mac(N6_ROUTER2_MAC), \
+                "B1's cached next hop served B2, whose source selects another route"
+    finally:
+        subprocess.run(["ip", "-n", ns, "-6", "rule", "del", "from", "fd47:7470:0:2::/64", "lookup", "100",
+                        "prio", "100"], capture_output=True, timeout=30)
+        subprocess.run(["ip", "-n", ns, "-6", "route", "del", "fd47:7472::/48", "table", "100"],
+                       capture_output=True, timeout=30)
+    assert _poll(lambda: not _by_src(dp6)), "the IPv6 rule is gone, the cache is still keyed by source"
+    assert _poll(lambda: fib_run(dp6, ns, f2, a0)[0].data[:6] == mac(N6_ROUTER_MAC))
