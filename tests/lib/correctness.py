@@ -193,6 +193,15 @@ def _show(frame: bytes) -> str:
     return Ether(frame).command()
 
 
+def assert_frames(got: list[bytes], expected: collections.Counter) -> None:
+    """got is exactly expected ({frame: times}): the first frame that is none of them shown beside
+    every one expected, then the counts."""
+    unexpected = [g for g in got if g not in expected]
+    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
+        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
+    assert collections.Counter(got) == expected
+
+
 # ---------------------------------------------------------------------------------------- uplink
 
 def uplink_decap_every_packet(lab):
@@ -227,10 +236,7 @@ def uplink_decap_every_packet(lab):
     got, dd, st = send(lab, 0, [bytes(f) for f in frames])
     assert dd.fwd_packets == N_EACH * (len(frames) - len(passed)) and not dd.drops_by_reason
     assert dd.passed_by_reason == ({d["vlan"]: N_EACH * len(passed)} if passed else {})
-    unexpected = [g for g in got if g not in expected]
-    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
-        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
-    assert collections.Counter(got) == expected
+    assert_frames(got, expected)
     for g in got:                      # the same facts once more, through Scapy's eyes
         e = Ether(g)
         assert e.type == 0x0800 and Dot1Q not in e
@@ -302,10 +308,7 @@ def check_encap_as_departs(lab_o, frames, got, d: dict, qfi: int | None = None) 
         i = int(f[IP].dst.split(".")[-1]) - 1
         want[eupf_encap(d, ip, smac=p0.dut_mac, dmac=p0.mac, local=a.dut_access, sgw=a.sgw(i),
                         teid=a.sgw_teid(i), qfi=qfi)] += N_EACH
-    unexpected = [g for g in got if g not in want]
-    assert not unexpected, ("unexpected frame(s), e.g. " + _show(unexpected[0]) + "\nexpected one of:\n"
-                            + "\n".join(_show(w) for w in want))
-    assert collections.Counter(got) == want
+    assert_frames(got, want)
     for g in got:
         assert O.ip_hdr_ok(g[14:34]), "outer IPv4 checksum: " + _show(g)
 
@@ -469,7 +472,7 @@ def _l4_csum_ok6(ip6: bytes) -> bool:
     if l4[off:off + 2] == b"\0\0":
         return False
     pseudo = ip6[8:40] + struct.pack("!IxxxB", plen, nh)
-    return conformance_oracle.csum16(pseudo + l4) == 0
+    return O.csum16(pseudo + l4) == 0
 
 
 def ipv6_every_packet(lab):
@@ -509,13 +512,10 @@ def ipv6_every_packet(lab):
     expected = collections.Counter()
     for f in ul[:4]:
         inner = O.gpdu_inner(bytes(f))
-        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x86DD)) + conformance_oracle.ttl_dec(inner)] += N_EACH
+        expected[bytes(Ether(dst=p1.mac, src=p1.dut_mac, type=0x86DD)) + O.ttl_dec(inner)] += N_EACH
     got, dd, st = send(lab, 0, [bytes(f) for f in ul[:4]])
     assert dd.fwd_packets == N_EACH * 4 and not dd.drops_by_reason and not dd.passed_by_reason, dd
-    unexpected = [g for g in got if g not in expected]
-    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
-        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
-    assert collections.Counter(got) == expected
+    assert_frames(got, expected)
     for g in got:                       # the same facts once more, through Scapy's eyes
         e = Ether(g)
         assert e.type == 0x86DD and e[IPv6].hlim in (63, 1), _show(g)
@@ -533,17 +533,14 @@ def ipv6_every_packet(lab):
                                       sgw=a.sgw(k), teid=a.sgw_teid(k), csum=k in STATE["csum_on"],
                                       ip_id=0))] += N_EACH
     norm = [id_free(g) for g in got]
-    unexpected = [g for g in norm if g not in want]
-    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
-        "\nexpected one of:\n" + "\n".join(_show(w) for w in want)
-    assert collections.Counter(norm) == want
+    assert_frames(norm, want)
     for g in got:
         e = Ether(g)
         assert O.ip_hdr_ok(g[14:34]) and not e[IP].flags.DF, "outer IPv4 header: " + _show(g)
         k = next(i for i in IPV6_BEARERS if e[IP].dst == a.sgw(i))
-        inner = conformance_oracle.gpdu_inner(g)
-        assert e[IP].tos == conformance_oracle.traffic_class(inner) and _l4_csum_ok6(inner), _show(g)
-        assert e[UDP].sport == conformance_oracle.sport_of_flow6(inner), _show(g)
+        inner = O.gpdu_inner(g)
+        assert e[IP].tos == O.traffic_class(inner) and _l4_csum_ok6(inner), _show(g)
+        assert e[UDP].sport == O.sport_of_flow6(inner), _show(g)
         assert (e[UDP].chksum != 0) == (k in STATE["csum_on"]), _show(g)
         if e[UDP].chksum:
             assert O.outer_udp_ok(g), "outer UDP checksum: " + _show(g)
@@ -607,9 +604,7 @@ def qfi_uplink_with_its_psc_forwarded(lab):
     got, dd, st = send(lab, 0, [bytes(f) for f in frames])
     assert dd.fwd_packets == N_EACH * (len(frames) - len(aborted)) and not dd.passed_by_reason
     assert dd.drops_by_reason == ({"aborted": N_EACH * len(aborted)} if aborted else {})
-    unexpected = [g for g in got if g not in expected]
-    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0])
-    assert collections.Counter(got) == expected
+    assert_frames(got, expected)
 
 
 def qfi_uplink_without_its_qfi_not_forwarded_and_counted(lab):
@@ -671,10 +666,7 @@ def uplink_outer_fragments_reassembled_and_forwarded(lab):
         assert dd.fwd_packets == 0 and dd.passed_by_reason == {"pass_outer_frag": len(frames)}
         assert (k["reasm_received"], k["reasm_forwarded"]) == (N_EACH, N_EACH), k
     assert (k["ReasmReqds"], k["ReasmOKs"], k["ReasmFails"]) == (len(frames), N_EACH, 0), k
-    unexpected = [g for g in got if g not in expected]
-    assert not unexpected, "unexpected frame(s), e.g. " + _show(unexpected[0]) + \
-        "\nexpected one of:\n" + "\n".join(_show(e) for e in expected)
-    assert collections.Counter(got) == expected
+    assert_frames(got, expected)
 
 
 def check_outer_fragments_as_departs(lab, d: dict) -> None:
