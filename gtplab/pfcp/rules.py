@@ -31,7 +31,8 @@ A session (one bearer; ids fixed):
     QER 1           Gate Status UL/DL, [MBR UL/DL kbit/s], [QFI]
     PDN Type        IPv4 (1), IPv6 (2) or IPv4v6 (3), from the UE's addresses
 and, for each Pdr of Session.pdrs (k = 0, 1, ...), a PDR 3+k of its direction with its SDF filters
-and precedence, its own FAR 3+k (forward as its direction's default FAR does, or drop) and, when it
+and precedence, its own FAR 3+k (forward as its direction's default FAR does, to the CP function in a
+GTP-U tunnel (Destination Interface CP-function, Pdr.to_cp), or drop) and, when it
 asks for them, its own QER 2+k and URR 2+k.
 
 IPv6 (TS 29.244 8.2.62, 8.2.3, 8.2.56, 8.2.64): the UE's /64 prefix is the UE IP Address's IPv6
@@ -173,7 +174,10 @@ class Pdr:
     """A PDR beyond a session's two defaults: its direction, precedence (lower first; the defaults
     have PRECEDENCE_DEFAULT), SDF filters (none: all the session's packets of that direction), its
     own FAR (forward as the direction's default FAR does, or drop), and its own QER (gate, MBR) and
-    URR when given."""
+    URR when given. to_cp (address, TEID): an uplink PDR whose FAR forwards to the CP function
+    (Destination Interface CP-function, 8.2.24) in a GTP-U tunnel to that address and TEID (Outer
+    Header Creation), as SMFs send Router Solicitations to themselves (Open5GS's SMF: `permit out 58
+    from ff02::2/128 to assigned`, its GTP-U address and the session's index)."""
     uplink: bool
     precedence: int
     sdf: tuple[SdfFilter, ...] = ()
@@ -181,10 +185,13 @@ class Pdr:
     mbr_kbps: tuple[int, int] | None = None
     gate: tuple[bool, bool] = (True, True)
     urr: UrrSpec | None = None
+    to_cp: tuple[str, int] | None = None
 
     def __post_init__(self):
         if isinstance(self.precedence, bool) or not 0 <= self.precedence <= 0xFFFFFFFF:
             raise ValueError(f"precedence {self.precedence!r}: 0..2^32-1")
+        if self.to_cp is not None and (not self.uplink or not self.forward):
+            raise ValueError("to_cp: an uplink PDR that forwards")
 
     @property
     def has_qer(self) -> bool:
@@ -386,7 +393,7 @@ def establishment_ies(node_id_ie, cp_addr: str, cp_seid: int, s: Session) -> lis
             + ([sp.IE_QER_Id(id=QER_ID + 1 + k)] if p.has_qer else [])
         ies.insert(4 + k, _create_pdr(s, PDR_DL + 1 + k, p.uplink, p.precedence, p.sdf, FAR_DL + 1 + k, own,
                                           qfi))
-        ies.append(_create_far(s, FAR_DL + 1 + k, p.uplink, p.forward))
+        ies.append(_create_far(s, FAR_DL + 1 + k, p.uplink, p.forward, p.to_cp))
         if p.urr is not None:
             extra_urrs.append(create_urr(p.urr, URR_ID + 1 + k))
         if p.has_qer:
@@ -417,12 +424,16 @@ def _create_pdr(s: Session, pdr_id: int, uplink: bool, precedence: int, sdf, far
                                     sp.IE_PDI(IE_list=pdi)] + tail + refs)
 
 
-def _create_far(s: Session, far_id: int, uplink: bool, forward: bool):
+def _create_far(s: Session, far_id: int, uplink: bool, forward: bool, to_cp: tuple[str, int] | None = None):
     """Create FAR (7.5.2.3): FORW to Core (N6) for uplink, to Access with the outer header for
-    downlink; DROP, without Forwarding Parameters, when not forward."""
+    downlink, to the CP function in a GTP-U tunnel with to_cp (address, TEID); DROP, without
+    Forwarding Parameters, when not forward."""
     if not forward:
         return sp.IE_CreateFAR(IE_list=[sp.IE_FAR_Id(id=far_id), apply_action(APPLY_DROP)])
-    if uplink:
+    if to_cp is not None:
+        fp = sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="CP-function"),
+                                                 outer_header_creation(to_cp[1], to_cp[0])])
+    elif uplink:
         fp = sp.IE_ForwardingParameters(IE_list=[sp.IE_DestinationInterface(interface="Core"),
                                                  interface_type(IF_N6)] + _ni(s.core_instance))
     else:

@@ -143,6 +143,37 @@ def test_sdf_filter_fields_octet_by_octet():
     assert icmp6.endswith(b"permit out 58 from fd47:7471::1 to assigned")
 
 
+UP2CP = R.Session(ue=UE4, ue6=UE6, teid=0x10, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=0x20, qfi=9, pdrs=(
+    R.Pdr(uplink=True, precedence=10, sdf=(R.SdfFilter(flow="permit out 58 from ff02::2/128 to assigned"),),
+          to_cp=("10.201.0.16", 0xC0DE0044)),))
+
+
+def test_a_pdr_to_the_cp_function_forwards_in_a_tunnel_to_its_address():
+    """Router Solicitations to the SMF (Open5GS's SMF's UP2CP PDR): the extra uplink PDR's FAR forwards
+    (Apply Action FORW) to Destination Interface CP-function (3, 8.2.24) with Outer Header Creation
+    GTP-U/UDP/IPv4 to the given address and TEID; its PDI is the default uplink PDR's (F-TEID, QFI)
+    with the ICMPv6 filter."""
+    msg = est(UP2CP)
+    p3 = pdrs(msg)[2]
+    assert struct.unpack("!I", raw_ies(p3, 29)[0])[0] == 10
+    [pdi] = raw_ies(p3, 2)
+    assert raw_ies(pdi, 20) == [b"\x00"] and raw_ies(pdi, 124) == [b"\x09"]           # Access, QFI 9
+    assert raw_ies(pdi, 23)[0].endswith(b"permit out 58 from ff02::2/128 to assigned")
+    fars = {struct.unpack("!I", raw_ies(f, 108)[0])[0]: f for f in raw_ies(body(msg), 3)}
+    assert raw_ies(fars[3], 44) == [b"\x02\x00"]                                        # FORW
+    [fp] = raw_ies(fars[3], 4)
+    assert raw_ies(fp, 42) == [b"\x03"]                                                  # CP-function
+    assert raw_ies(fp, 84) == [b"\x01\x00" + struct.pack("!I", 0xC0DE0044)
+                               + ipaddress.IPv4Address("10.201.0.16").packed]            # OHC GTP-U/UDP/IPv4
+    assert raw_ies(fp, 160) == []                                                         # no 3GPP Interface Type
+
+
+@pytest.mark.parametrize("kw", [{"uplink": False}, {"uplink": True, "forward": False}])
+def test_a_cp_function_pdr_is_an_uplink_one_that_forwards(kw):
+    with pytest.raises(ValueError, match="to_cp: an uplink PDR that forwards"):
+        R.Pdr(precedence=10, to_cp=("10.0.0.1", 1), **kw)
+
+
 def test_an_ipv4_session_is_built_as_before_the_ipv6_fields():
     """The sweep's and upftests' IPv4 sessions: the octets of a fixed session (as built before IPv6
     and SDF filters joined the builder)."""
@@ -165,7 +196,8 @@ def test_catalogue_of_ipv6_and_sdf_sessions_decodes_cleanly_in_tshark(tmp_path):
     assert shutil.which("tshark"), "tshark is needed (setup.sh installs it)"
     msgs = {"v6": est(V6), "v4v6": est(V4V6), "sdf": est(SDF),
             "v6 choose": est(R.Session(ue=None, ue6=UE6, teid=None, n3=N3_6, gnb=GNB_6, gnb_teid=1)),
-            "ohr 6": est(R.Session(ue=UE4, teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, ohr=6))}
+            "ohr 6": est(R.Session(ue=UE4, teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, ohr=6)),
+            "cp": est(UP2CP)}
     names = sorted(msgs)
     for n in names:
         assert R.fixed_length_errors(msgs[n]) == [], n
@@ -176,6 +208,7 @@ def test_catalogue_of_ipv6_and_sdf_sessions_decodes_cleanly_in_tshark(tmp_path):
     assert "PDN Type: IPv4V6 (3)" in frames[names.index("v4v6")]
     assert "permit out 17 from 198.51.100.0/24 1000-2000 to assigned 5000" in frames[names.index("sdf")]
     assert "GTP-U/UDP/IP (6)" in frames[names.index("ohr 6")]
+    assert "Interface: CP- Function (3)" in frames[names.index("cp")]
 
 
 @pytest.mark.parametrize("kw,msg", [
