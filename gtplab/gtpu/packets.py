@@ -24,7 +24,7 @@ import struct
 
 from scapy.contrib.gtp import (GTP_U_Header, GTPEchoResponse, GTPPDUSessionContainer, IE_Recovery)
 from scapy.layers.inet import ICMP, IP, TCP, UDP
-from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6
+from scapy.layers.inet6 import ICMPv6EchoRequest, ICMPv6ND_RS, IPv6
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 from scapy.fields import ByteField, StrLenField, XByteField
@@ -253,6 +253,12 @@ def ip6_packet(src: str, dst: str, *, l4: str = "udp", payload_len: int = 0, hli
     if l4 == "icmp":
         return ip / ICMPv6EchoRequest(id=0x4242, seq=1) / data
     raise ValueError(f"unknown l4 {l4!r}: use udp, tcp or icmp")
+
+
+def router_solicitation6(src: str, *, hlim: int = 255) -> Packet:
+    """An ICMPv6 Router Solicitation (RFC 4861 4.1: type 133, code 0, reserved 0) from src to
+    all-routers ff02::2, without options, its checksum over the IPv6 pseudo header."""
+    return IPv6(src=src, dst="ff02::2", hlim=hlim) / ICMPv6ND_RS()
 
 
 def gpdu6(teid: int, ue: str, dst: str, *, size: int | None = None, outer_src: str = SGW_ADDR,

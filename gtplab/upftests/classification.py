@@ -17,13 +17,24 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
                 forwards (free5GC #388/#395).
     ipv6        an IPv4v6 session (UE IP Address V4 and V6: the UE's address and its /64): its
                 IPv4 and its IPv6 packets both forward, both ways (eUPF #293).
+    cp-function an IPv4v6 session with QFI 9 and, at precedence 10, Open5GS's SMF's UP2CP PDR: the
+                uplink filter `permit out 58 from ff02::2/128 to assigned` (ICMPv6 to all-routers:
+                Router Solicitations) whose FAR forwards to the CP function in a GTP-U tunnel (the
+                lab's stand-in for the SMF's N4-u address: the gNB address of the session, TEID
+                CP_TEID + i). Its own trial: the UE's IPv6 UDP both ways beside RS_TOTAL Router
+                Solicitations from its link-local address, everything the UPF sends on N3 and N6
+                captured (Open5GS #4702: the ICMPv6 filter took all traffic; #4804: its Router
+                Advertisements carried no PDU Session Container).
     after       a plain session established after the SDF sessions (accepted or rejected): it
                 forwards (eUPF a8d774a rejects `permit out 17 ...` with 73, protocol numbers being
                 unknown to it, and then drops every later session's packets, drop_rules).
 Criteria: precedence: each URR's reported octets and packets equal the generator's packets of the
 streams its PDR matches (received beyond the UPF) times their L3 length, per direction, and every
 stream is forwarded whole; qer: the matching streams' packets 0 received, the others whole; ohr-*,
-second, ipv6 and after: every stream forwarded whole. Each case keeps `where`: the UPF's counters by
+second, ipv6 and after: every stream forwarded whole; cp-function: the IPv6 UDP streams forwarded
+whole (the CP function's PDR takes nothing else), no Router Solicitation on N6 (the default PDR
+does not take them), and every one either in the CP function's tunnel or answered by the UPF with a
+Router Advertisement to the UE in its tunnel, with the PDU Session Container of its QFI. Each case keeps `where`: the UPF's counters by
 reason and the lab's ring counters over its trial, so a packet not forwarded is found.
 
 Premises ("not decided" when one fails): the generator sent every stream's packets as asked; no
@@ -51,7 +62,15 @@ IPV6_PREFIX = "fd47:7470:0:43::/64"     # session 67's UE /64 (the sweep's beare
 PG_BASE = 1000                  # pg ids of the second stream of a session (2 per session)
 SETTLE_S = 0.5                  # after the traffic: packets still on their way
 PG6_BASE = 1100                 # pg ids of the IPv6 streams of a session (2 per session)
-CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "qer", "after")
+CP_PREFIX = "fd47:7470:0:44::/64"         # session 68's UE /64
+CP_QFI = 9
+CP_TEID = 0xC0DE0000            # + the session's index: the CP function's tunnel (the FAR's Outer Header Creation)
+CP_FLOW = "permit out 58 from ff02::2/128 to assigned"   # Open5GS's SMF's UP2CP filter, as it sends it
+RS_TOTAL = 40                   # Router Solicitations sent (a UE sends 3: RFC 4861 10; these many at RS_PPS)
+RS_PPS = 20
+ICMPV6_RS, ICMPV6_RA = 133, 134
+CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "qer", "cp-function",
+         "after")
 
 
 def planned(**_) -> int:
@@ -82,6 +101,52 @@ def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: b
         out["dl_sdf"] = upf.frame_stream(1, upf.dl_frame(s, size, sport=PORT, dport=40000), pg_d, pps,
                                          total) + (pg_d,)
     return out
+
+
+def _icmp6_type(frame: bytes, ip6: int | None) -> int | None:
+    """The ICMPv6 type of the IPv6 packet at offset ip6 of frame when its next header is ICMPv6 (no
+    extension header), else None."""
+    if ip6 is None or len(frame) < ip6 + 41 or frame[ip6] >> 4 != 6 or frame[ip6 + 6] != 58:
+        return None
+    return frame[ip6 + 40]
+
+
+def rs_fates(n3: list[bytes], n6: list[bytes], gnb_teid: int, cp_teid: int, qfi: int | None) -> dict:
+    """Where the Router Solicitations went, from the frames the UPF sent on N3 (n3) and N6 (n6):
+    on_n6 (an untagged IPv6 frame with an ICMPv6 133), to_cp (a G-PDU with TEID cp_teid carrying one),
+    ra (a G-PDU to the UE's tunnel, gnb_teid, carrying a Router Advertisement) and ra_without_psc
+    (of those, without a PDU Session Container of QFI qfi, when the session has one)."""
+    out = {"on_n6": 0, "to_cp": 0, "ra": 0, "ra_without_psc": 0}
+    for f in n6:
+        if f[12:14] == b"\x86\xdd" and _icmp6_type(f, 14) == ICMPV6_RS:
+            out["on_n6"] += 1
+    for f in n3:
+        c = C.classify(f)
+        if c is None:
+            continue
+        t = _icmp6_type(f, c["inner"])
+        if c["teid"] == cp_teid and t == ICMPV6_RS:
+            out["to_cp"] += 1
+        elif c["teid"] == gnb_teid and t == ICMPV6_RA:
+            out["ra"] += 1
+            if qfi is not None and c["psc_qfi"] != qfi:
+                out["ra_without_psc"] += 1
+    return out
+
+
+def rs_why(fates: dict, sent: int, qfi: int | None, cp_teid: int) -> list[str]:
+    """Why the Router Solicitations' fates fail the cp-function case (rs_fates; sent of them)."""
+    why = []
+    if fates["on_n6"]:
+        why.append(f"{fates['on_n6']} of {sent} Router Solicitations forwarded on N6: the default PDR took "
+                   "ICMPv6 the CP function's PDR should")
+    if not fates["ra"] and fates["to_cp"] != sent:
+        why.append(f"{fates['to_cp']} of {sent} Router Solicitations in the CP function's tunnel (TEID "
+                   f"{cp_teid:#x}), none answered with a Router Advertisement")
+    if fates["ra_without_psc"]:
+        why.append(f"{fates['ra_without_psc']} of {fates['ra']} Router Advertisements without the PDU Session "
+                   f"Container of QFI {qfi} (the UE's QoS flow: Open5GS #4804)")
+    return why
 
 
 def _urr_sums(reports: list[R.Usage]) -> dict[int, dict]:
@@ -222,10 +287,18 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
         ("qer", ("qer",), 65, {"pdrs": _sdf_pdrs(gate=(False, False))}))}
     rejected = [g for g, s in sdf.items() if s is None]
     sdf = {g: s for g, s in sdf.items() if s is not None}
+    cp_teid = CP_TEID + 68
+    cp = _establish(upf, cases, ("cp-function",), 68, ue6=CP_PREFIX, qfi=CP_QFI, pdrs=(
+        PR.Pdr(uplink=True, precedence=PRECEDENCE, sdf=(PR.SdfFilter(flow=CP_FLOW),),
+               to_cp=(upf.rules(68).gnb, cp_teid)),))
+    if cp is None:
+        rejected.append("cp-function")
     after = _establish(upf, cases, ("after",), 66)
     if after is not None:
         sdf["after"] = after
     if not sdf:
+        if cp is not None:
+            cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
         return cases
     st3 = streams_of(sdf, sdf=("precedence", "qer"))
     flows, where = _trial(upf, st3)
@@ -276,4 +349,39 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
                            _whole(flows, st, ("ul", "dl")), _premises(upf, flows, st, total, where), where,
                            frame_size=size, rejected_before=rejected))
         upf.delete(after)
+    if cp is not None:
+        cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
     return cases
+
+
+def _cp_function(upf: Upf, s: TestSession, cp_teid: int, size: int, pps: float, total: int) -> dict:
+    """The cp-function case's own trial: the session's IPv6 UDP both ways and RS_TOTAL Router
+    Solicitations, everything the UPF sends on N3 and N6 captured (the Solicitations carry no flow
+    stats: the engine's trailer would overwrite their last octets and not fix an ICMPv6 checksum)."""
+    st = {k: v for k, v in _streams(upf, s, size, pps, total, sdf=False, v6=True).items() if k in ("ul6", "dl6")}
+    rs = upf.frame_stream(0, upf.rs_frame(s), None, RS_PPS, RS_TOTAL)
+    limit = 2 * (total + RS_TOTAL)
+    caps = [upf.client.start_capture(rx_ports=[p], limit=limit)["id"] for p in (0, 1)]
+    snap = upf.loss_snapshot()
+    ports = upf.start([(p, x) for p, x, _ in st.values()] + [rs])
+    upf.wait(ports)
+    time.sleep(SETTLE_S)
+    flows, where = upf.flow(), upf.loss_delta(snap, upf.loss_snapshot())
+    stats = upf.client.get_stats()
+    n3, n6 = ([data for _, data, _ in upf.client.stop_capture(c)] for c in caps)
+    rs_sent = stats.get(0, {}).get("opackets", 0) - flows.get(st["ul6"][2], (0, 0))[0]
+    lost = {p: stats.get(p, {}).get("capture_lost", 0) for p in (0, 1)}
+    fates = rs_fates(n3, n6, s.rules.gnb_teid, cp_teid, s.rules.qfi)
+    prem = _premises(upf, flows, st, total, where)
+    prem.append(C.premise("Router Solicitations sent as asked", rs_sent == RS_TOTAL,
+                          f"{rs_sent} of {RS_TOTAL} Router Solicitations sent", rs_sent=rs_sent))
+    prem.append(C.premise("capture complete", not any(lost.values()),
+                          "the capture lost " + ", ".join(f"{n} frames on port {p}" for p, n in lost.items() if n),
+                          capture_lost=lost))
+    why = _whole(flows, st, ("ul6", "dl6")) + rs_why(fates, rs_sent, s.rules.qfi, cp_teid)
+    upf.delete(s)
+    return _case("cp-function", f"ICMPv6 to the CP function ({CP_FLOW}, precedence {PRECEDENCE}): the UE's other "
+                 "IPv6 packets forwarded whole, no Router Solicitation on N6, each in the CP function's tunnel "
+                 "or answered with a Router Advertisement carrying the PDU Session Container",
+                 why, prem, where, frame_size=size, qfi=s.rules.qfi, ue6=s.rules.ue6, rs_sent=rs_sent,
+                 router_solicitations=fates, cp_teid=cp_teid)

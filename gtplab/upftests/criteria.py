@@ -305,7 +305,8 @@ def isolation(alone_bps: float | None, together_bps: float | None, alone_offered
 
 def classify(frame: bytes) -> dict | None:
     """A GTP-U frame as seen on N3 (Ethernet/IPv4/UDP 2152/GTP-U): {dst, teid, type, psc_qfi,
-    pg, seq}; None for anything else. pg/seq: the engine's trailer of a G-PDU."""
+    pg, seq, inner}; None for anything else. pg/seq: the engine's trailer of a G-PDU; inner: the
+    offset of its T-PDU (None when its extension headers could not be walked)."""
     if len(frame) < 14 + 20 + 8 + 8 or frame[12:14] != b"\x08\x00":
         return None
     ihl = (frame[14] & 0x0F) * 4
@@ -317,8 +318,8 @@ def classify(frame: bytes) -> dict | None:
     g = u + 8
     flags, mtype, _, teid = struct.unpack_from("!BBHI", frame, g)
     dst = ".".join(str(b) for b in frame[30:34])
-    out = {"dst": dst, "teid": teid, "type": mtype, "psc_qfi": None, "pg": None, "seq": None}
-    pos = g + 8
+    out = {"dst": dst, "teid": teid, "type": mtype, "psc_qfi": None, "pg": None, "seq": None, "inner": None}
+    pos, nxt = g + 8, 0
     if flags & 0x07:
         if pos + 4 > len(frame):
             return out
@@ -332,6 +333,8 @@ def classify(frame: bytes) -> dict | None:
                 out["psc_qfi"] = frame[pos + 2] & 0x3F
             nxt = frame[pos + n - 1]
             pos += n
+    if mtype == P.GTP_GPDU and not nxt:
+        out["inner"] = pos
     if mtype == P.GTP_GPDU and len(frame) >= pos + 16:
         magic, pg, seq = struct.unpack_from("<HHI", frame, len(frame) - 16)
         if magic == TRAILER_MAGIC:

@@ -330,9 +330,24 @@ class Upf:
         return bytes(packets.downlink_ip6(_ue6_addr(s.rules.ue6), _server6(a, s.index), size, src_mac=p1.mac,
                                           dst_mac=p1.dut_mac))
 
-    def frame_stream(self, port: int, frame: bytes, pg: int, pps: float, total: int) -> tuple[int, dict]:
-        """(port, stream) of total copies of frame at pps, counted under pg (flow())."""
-        return port, self._stream(frame, pg, pps, total)
+    def rs_frame(self, s: TestSession) -> bytes:
+        """Session s's uplink G-PDU carrying a Router Solicitation (RFC 4861 6.3.7) as a UE sends it
+        on a PDU session: from its link-local address (interface identifier 1) to all-routers
+        ff02::2, hop limit 255, no Source Link-Layer Address option (the link has none); the
+        PDU Session Container with the session's QFI, as its other uplink G-PDUs."""
+        a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
+        ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
+        return bytes(packets.gtpu(packets.router_solicitation6("fe80::1"), teid=r.teid, src=r.gnb,
+                                  dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac, **({"ext": ext} if ext else {})))
+
+    def frame_stream(self, port: int, frame: bytes, pg: int | None, pps: float, total: int) -> tuple[int, dict]:
+        """(port, stream) of total copies of frame at pps, counted under pg (flow()); pg None: no flow
+        stats (the engine's trailer would overwrite the frame's last 16 octets, and it keeps only UDP
+        and TCP checksums right)."""
+        st = self._stream(frame, pg or 0, pps, total)
+        if pg is None:
+            del st["flow_stats"]
+        return port, st
 
     def ul_stream(self, s: TestSession, size: int, pps: float, total: int | None = None,
                   burst: int = 1) -> tuple[int, dict]:

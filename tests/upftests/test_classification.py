@@ -10,6 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from scapy.layers.inet6 import ICMPv6ND_RA, IPv6
+from scapy.layers.l2 import Ether
+
+from gtplab.gtpu import packets as P
 from gtplab.pfcp import messages as m
 from gtplab.upftests import classification as K
 from gtplab.upftests import rules as R
@@ -26,6 +30,10 @@ class Behaviour:
     gate_ignored: bool = False          # an SDF PDR's closed gate passes its packets (Open5GS 8f25f3b)
     ring_loss: int = 0                  # packets of the first default uplink stream lost at the DUT's ring
     no_ipv6: bool = False               # accepts IPv4v6 sessions, forwards none of their IPv6 (eUPF a8d774a)
+    rs: str = "cp"                      # a Router Solicitation matching the CP function's PDR: "cp" in its
+                                        # tunnel, "ra" answered (with the PSC), "ra_no_psc" answered without
+                                        # it (Open5GS #4804), "n6" forwarded on N6, "drop" neither
+    icmp_takes_all: bool = False        # the CP function's PDR takes all the UE's IPv6 (Open5GS #4702)
 
 
 @dataclass
@@ -72,8 +80,39 @@ class FakeUpf:
         assert s.rules.ue6, "an IPv6 frame of a session without a /64"
         return ("downlink", s, size, 40000, 6)
 
+    def rs_frame(self, s):
+        return ("rs", s)
+
     def frame_stream(self, port, frame, pg, pps, total):
-        return port, {"frame": frame, "pg": pg, "total": total}
+        return port, {"frame": frame, "pg": pg, "total": total, "port": port}
+
+    # the engine's capture and port counters, for the cp-function trial
+    @property
+    def client(self):
+        return self
+
+    def start_capture(self, rx_ports, limit):
+        return {"id": rx_ports[0]}
+
+    def stop_capture(self, cid):
+        return [(0, f, len(f)) for f in self.captured[cid]]
+
+    def get_stats(self):
+        return {p: {"opackets": n, "capture_lost": 0} for p, n in self.sent.items()}
+
+    def _rs_fate(self, s, n):
+        """What the UPF sends for n Router Solicitations of session s: {port: [frames]}."""
+        r, cp = s.rules, s.rules.pdrs[0].to_cp
+        rs = P.router_solicitation6("fe80::1")
+        if self.b.rs == "cp":
+            return {0: [bytes(P.gtpu(rs, teid=cp[1], src=r.n3, dst=cp[0]))] * n}
+        if self.b.rs in ("ra", "ra_no_psc"):
+            ext = [P.pdu_session_container(r.qfi, uplink=False)] if self.b.rs == "ra" else ()
+            ra = IPv6(src="fe80::2", dst="fe80::1", hlim=255) / ICMPv6ND_RA()
+            return {0: [bytes(P.gtpu(ra, teid=r.gnb_teid, src=r.n3, dst=r.gnb, ext=ext))] * n}
+        if self.b.rs == "n6":
+            return {1: [bytes(Ether() / rs)] * n}
+        return {}
 
     def _pdr(self, s, d, port):
         """(URR ID or None, gate open) of the PDR the packet matches: an SDF PDR for PORT first."""
@@ -84,12 +123,19 @@ class FakeUpf:
 
     def start(self, streams):
         self.flows, self.where = {}, {}
+        self.sent, self.captured = {0: 0, 1: 0}, {0: [], 1: []}
         lost, self.b.ring_loss = self.b.ring_loss, 0         # in the first trial only
         for _, st in streams:
+            self.sent[st["port"]] += st["total"]
+            if st["frame"][0] == "rs":
+                for p, frames in self._rs_fate(st["frame"][1], st["total"]).items():
+                    self.captured[p] += frames
+                continue
             d, s, size, port, family = st["frame"]
             urr, gate = self._pdr(s, d, port)
             rx = 0 if s.broken or (not gate and not self.b.gate_ignored) else st["total"]
-            if family == 6 and self.b.no_ipv6:
+            if family == 6 and (self.b.no_ipv6 or (self.b.icmp_takes_all and d == "uplink" and s.rules.pdrs
+                                                   and s.rules.pdrs[0].to_cp)):
                 rx = 0
             if lost and d == "uplink" and port == 5001:
                 rx, lost = rx - lost, 0
@@ -148,7 +194,9 @@ def _verdicts(got: dict) -> dict:
 def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
     got, upf = _run(Behaviour())
     assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
-    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7, 8]         # every session deleted
+    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7, 8, 9]      # every session deleted
+    assert got["cp-function"]["router_solicitations"] == {"on_n6": 0, "to_cp": K.RS_TOTAL, "ra": 0,
+                                                          "ra_without_psc": 0}
     u = got["precedence-uplink"]["usage"]
     l3u, l3d = inner_len(256, "uplink"), inner_len(256, "downlink")
     assert u == {"1": {"ul_bytes": 40 * l3u, "dl_bytes": 40 * l3d, "ul_packets": 40, "dl_packets": 40},
@@ -183,22 +231,49 @@ def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only()
     got, _ = _run(Behaviour(reject_sdf=True))
     v = _verdicts(got)
     assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass", "precedence-uplink":
-                 "not supported", "precedence-downlink": "not supported", "qer": "not supported"}, v
+                 "not supported", "precedence-downlink": "not supported", "qer": "not supported",
+                 "cp-function": "not supported"}, v
     assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
     got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
     v = _verdicts(got)
     assert v["after"] == "fail" and {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second", "ipv6"}, v
     assert got["after"]["why"] == "ul: 0 of 40 packets forwarded; dl: 0 of 40 packets forwarded"
-    assert got["after"]["rejected_before"] == ["precedence", "qer"]
+    assert got["after"]["rejected_before"] == ["precedence", "qer", "cp-function"]
 
 
 def test_a_upf_that_forwards_no_ipv6_of_an_ipv4v6_session_fails_ipv6_only():
     """eUPF a8d774a: the IPv4v6 session accepted, its IPv4 packets forwarded, its IPv6 ones not."""
     got, _ = _run(Behaviour(no_ipv6=True))
     v = _verdicts(got)
-    assert {k for k, x in v.items() if x != "pass"} == {"ipv6"}, v
+    assert {k for k, x in v.items() if x != "pass"} == {"ipv6", "cp-function"}, v      # both send IPv6
     assert got["ipv6"]["why"] == "ul6: 0 of 40 packets forwarded; dl6: 0 of 40 packets forwarded", got["ipv6"]
     assert got["ipv6"]["ue6"] == K.IPV6_PREFIX
+
+
+@pytest.mark.parametrize("rs,why", [
+    ("ra", None),                       # answered by the UPF itself, with the PSC: as good as the CP function's
+    ("ra_no_psc", f"{K.RS_TOTAL} of {K.RS_TOTAL} Router Advertisements without the PDU Session Container of QFI 9"),
+    ("n6", f"{K.RS_TOTAL} of {K.RS_TOTAL} Router Solicitations forwarded on N6: the default PDR took ICMPv6"),
+    ("drop", f"0 of {K.RS_TOTAL} Router Solicitations in the CP function's tunnel (TEID 0xc0de0044), none answered"),
+])
+def test_router_solicitations_not_given_to_the_cp_function_fail_cp_function_only(rs, why):
+    """Open5GS #4804 (Router Advertisements without the PDU Session Container) and the ways a UPF can
+    miss the CP function's PDR: each fails cp-function, with the figures, and no other case."""
+    got, _ = _run(Behaviour(rs=rs))
+    v = _verdicts(got)
+    if why is None:
+        assert v == {n: "pass" for n in K.CASES}, got["cp-function"].get("why")
+        assert got["cp-function"]["router_solicitations"]["ra"] == K.RS_TOTAL
+        return
+    assert {k for k, x in v.items() if x != "pass"} == {"cp-function"}, v
+    assert got["cp-function"]["why"].startswith(why), got["cp-function"]["why"]
+
+
+def test_an_icmpv6_filter_that_takes_all_the_ues_ipv6_fails_cp_function():
+    """Open5GS #4702: the CP function's ICMPv6 filter matched all the UE's traffic."""
+    got, _ = _run(Behaviour(icmp_takes_all=True))
+    assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"cp-function"}
+    assert got["cp-function"]["why"] == "ul6: 0 of 40 packets forwarded", got["cp-function"]["why"]
 
 
 def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():

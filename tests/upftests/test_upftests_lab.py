@@ -232,18 +232,22 @@ RULES_KNOWN = {
     # (an IPv4v6 session: the agent installs its /64, both families forward)
     "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
                       "precedence-uplink": "not supported", "precedence-downlink": "not supported",
-                      "qer": "not supported"},
+                      "qer": "not supported", "cp-function": "not supported"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
     # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
     # not numbers: cause 73), and every session established after that refusal has its packets
-    # dropped (drop_rules); an IPv4v6 session accepted, its IPv6 packets passed to the kernel (eUPF #293)
+    # dropped (drop_rules); an IPv4v6 session accepted, its IPv6 packets passed to the kernel (eUPF #293),
+    # also the cp-function session's (accepted: `permit out 58 ...`) and its Router Solicitations
     "embedded-eupf": {"ohr-0": "pass", "ohr-6": "fail", "second": "pass", "ipv6": "fail", "after": "fail",
                       "precedence-uplink": "not supported", "precedence-downlink": "not supported",
-                      "qer": "not supported"},
+                      "qer": "not supported", "cp-function": "fail"},
     # Open5GS 8f25f3b: the SDF PDRs forward, but every URR of the session reports the same downlink
-    # and no uplink, and the SDF PDR's closed gate passes its packets
+    # and no uplink, and the SDF PDR's closed gate passes its packets; the Router Solicitations match the
+    # CP function's PDR but are dropped as "Source IP-6 Spoofing" (its log): a link-local source must
+    # have the interface identifier of the UE IP Address's IPv6 address, 0 in a /64's
     "embedded-open5gs": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
-                         "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail"},
+                         "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail",
+                         "cp-function": "fail"},
 }
 
 
@@ -272,6 +276,8 @@ def test_rules_outcomes(name):
             assert got["ipv6"]["why"].startswith("ul6: 0 of ") and "; dl6: 0 of " in got["ipv6"]["why"], got["ipv6"]
         if "after" in got:
             assert got["after"]["where"]["upf_drops_by_reason"].get("drop_rules", 0) > 0, got["after"]
+        if "cp-function" in got:      # its IPv6 and the Solicitations passed to the kernel
+            assert got["cp-function"]["where"]["upf_passed_by_reason"].get("pass_fib", 0) >= 400, got["cp-function"]
         if "ohr-6" in got:
             assert got["ohr-6"]["why"].startswith("ul: ") and " dl: " not in got["ohr-6"]["why"], got["ohr-6"]
             assert got["ohr-6"]["where"]["upf_passed_by_reason"].get("pass_fib", 0) >= 300, got["ohr-6"]
@@ -281,6 +287,9 @@ def test_rules_outcomes(name):
                 assert "URR 2: " in got[k]["why"], got[k]
         if "qer" in got:
             assert "forwarded through its PDR's closed gate" in got["qer"]["why"], got["qer"]
+        if "cp-function" in got:      # its other IPv6 forwarded; the Solicitations neither on N6 nor to the CP
+            assert got["cp-function"]["why"].startswith("0 of 40 Router Solicitations in the CP function's tunnel"), \
+                got["cp-function"]
     _undecided(cases)
 
 
