@@ -33,7 +33,8 @@ A session (one bearer; ids fixed):
 and, for each Pdr of Session.pdrs (k = 0, 1, ...), a PDR 3+k of its direction with its SDF filters
 and precedence, its own FAR 3+k (forward as its direction's default FAR does, to the CP function in a
 GTP-U tunnel (Destination Interface CP-function, Pdr.to_cp), or drop) and, when it
-asks for them, its own QER 2+k and URR 2+k.
+asks for them, its own QER 2+k and URR 2+k (or, with Pdr.urr_of = j, PDR 3+j's URR 2+j: one URR for
+both directions of a service data flow).
 
 IPv6 (TS 29.244 8.2.62, 8.2.3, 8.2.56, 8.2.64): the UE's /64 prefix is the UE IP Address's IPv6
 address with V6 set and no IPv6 Prefix Length (IP6PL unset: the default /64 applies), beside the
@@ -186,10 +187,14 @@ class Pdr:
     gate: tuple[bool, bool] = (True, True)
     urr: UrrSpec | None = None
     to_cp: tuple[str, int] | None = None
+    urr_of: int | None = None           # instead of a URR of its own: the URR of Session.pdrs[urr_of]
+                                        # (one URR for both directions of a service data flow)
 
     def __post_init__(self):
         if isinstance(self.precedence, bool) or not 0 <= self.precedence <= 0xFFFFFFFF:
             raise ValueError(f"precedence {self.precedence!r}: 0..2^32-1")
+        if self.urr_of is not None and self.urr is not None:
+            raise ValueError("urr_of: a PDR has its own URR or another's, not both")
         if self.to_cp is not None and (not self.uplink or not self.forward):
             raise ValueError("to_cp: an uplink PDR that forwards")
 
@@ -247,6 +252,10 @@ class Session:
         _family(self.gnb, "gnb")
         if self.ohr is not None and self.ohr not in OHR_ALLOWED:
             raise ValueError(f"ohr {self.ohr!r}: Outer Header Removal {OHR_ALLOWED} (GTP-U/UDP/IPv4, /IPv6, /IP)")
+        for k, p in enumerate(self.pdrs):
+            if p.urr_of is not None and not (0 <= p.urr_of < len(self.pdrs) and self.pdrs[p.urr_of].urr is not None):
+                raise ValueError(f"pdrs[{k}].urr_of {p.urr_of!r}: the index of another of the session's PDRs "
+                                 "with a URR of its own")
 
     @property
     def pdn_type(self) -> int:
@@ -389,7 +398,8 @@ def establishment_ies(node_id_ie, cp_addr: str, cp_seid: int, s: Session) -> lis
     ]
     extra_urrs, extra_qers = [], []
     for k, p in enumerate(s.pdrs):
-        own = ([sp.IE_URR_Id(id=URR_ID + 1 + k)] if p.urr is not None else []) \
+        own = ([sp.IE_URR_Id(id=URR_ID + 1 + k)] if p.urr is not None else
+               [sp.IE_URR_Id(id=URR_ID + 1 + p.urr_of)] if p.urr_of is not None else []) \
             + ([sp.IE_QER_Id(id=QER_ID + 1 + k)] if p.has_qer else [])
         ies.insert(4 + k, _create_pdr(s, PDR_DL + 1 + k, p.uplink, p.precedence, p.sdf, FAR_DL + 1 + k, own,
                                           qfi))

@@ -17,6 +17,13 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
                 forwards (free5GC #388/#395).
     ipv6        an IPv4v6 session (UE IP Address V4 and V6: the UE's address and its /64): its
                 IPv4 and its IPv6 packets both forward, both ways (eUPF #293).
+    fields      an IPv4v6 session with, each way, four SDF PDRs with their own FAR (and a URR per
+                filter, both ways: fields_urr): precedence
+                10 the server's address and a port range (`permit out 17 from SERVER 6000-6010 to
+                assigned`), 20 a ToS/Traffic Class (0xb8/0xfc: EF), 30 an IPv6 server address
+                (another server of the lab's prefix), 40 an IPv6 Flow Label (0x12345). Streams: one
+                for each, one matching both 10 and 20 (precedence decides: 10), and the defaults' IPv4
+                and IPv6 ones that match none.
     cp-function an IPv4v6 session with QFI 9 and, at precedence 10, Open5GS's SMF's UP2CP PDR: the
                 uplink filter `permit out 58 from ff02::2/128 to assigned` (ICMPv6 to all-routers:
                 Router Solicitations) whose FAR forwards to the CP function in a GTP-U tunnel (the
@@ -30,7 +37,8 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
                 unknown to it, and then drops every later session's packets, drop_rules).
 Criteria: precedence: each URR's reported octets and packets equal the generator's packets of the
 streams its PDR matches (received beyond the UPF) times their L3 length, per direction, and every
-stream is forwarded whole; qer: the matching streams' packets 0 received, the others whole; ohr-*,
+stream is forwarded whole; fields: the same per direction for its five PDRs; qer: the matching
+streams' packets 0 received, the others whole; ohr-*,
 second, ipv6 and after: every stream forwarded whole; cp-function: the IPv6 UDP streams forwarded
 whole (the CP function's PDR takes nothing else), no Router Solicitation on N6 (the default PDR
 does not take them), and every one either in the CP function's tunnel or answered by the UPF with a
@@ -49,6 +57,7 @@ from __future__ import annotations
 import time
 
 from gtplab.pfcp import rules as PR
+from gtplab.pfcp.errors import PfcpTimeout
 from gtplab.upftests import criteria as C
 from gtplab.upftests import rules as R
 from gtplab.upftests.harness import TestSession, Unsupported, Upf, inner_len
@@ -62,6 +71,19 @@ IPV6_PREFIX = "fd47:7470:0:43::/64"     # session 67's UE /64 (the sweep's beare
 PG_BASE = 1000                  # pg ids of the second stream of a session (2 per session)
 SETTLE_S = 0.5                  # after the traffic: packets still on their way
 PG6_BASE = 1100                 # pg ids of the IPv6 streams of a session (2 per session)
+PG_FIELDS_BASE = 1300           # pg ids of the fields session's streams (2 per FIELD_STREAMS)
+FIELDS_PREFIX = "fd47:7470:0:45::/64"     # session 69's UE /64
+RANGE = "6000-6010"             # the fields session's port range; its streams use 6005
+RANGE_PORT = 6005
+EF = (0xB8, 0xFC)               # ToS / Traffic Class (value, mask): DSCP 46
+FLOW_LABEL = 0x12345
+# the fields session's SDF PDRs: (name, precedence), each once per direction, in the order of their
+# Create PDRs; tos before range, out of precedence order (the order of IEs in a message means nothing:
+# precedence decides which of two matching PDRs takes a packet, 29.244 5.2.1)
+FIELDS = (("tos", 20), ("range", 10), ("addr6", 30), ("flow_label", 40))
+# its streams: name -> (family, the PDR they match: one of FIELDS' names, or None for the defaults)
+FIELD_STREAMS = {"plain": (4, None), "plain6": (6, None), "range": (4, "range"), "tos": (4, "tos"),
+                 "range_tos": (4, "range"), "addr6": (6, "addr6"), "flow_label": (6, "flow_label")}
 CP_PREFIX = "fd47:7470:0:44::/64"         # session 68's UE /64
 CP_QFI = 9
 CP_TEID = 0xC0DE0000            # + the session's index: the CP function's tunnel (the FAR's Outer Header Creation)
@@ -69,8 +91,8 @@ CP_FLOW = "permit out 58 from ff02::2/128 to assigned"   # Open5GS's SMF's UP2CP
 RS_TOTAL = 40                   # Router Solicitations sent (a UE sends 3: RFC 4861 10; these many at RS_PPS)
 RS_PPS = 20
 ICMPV6_RS, ICMPV6_RA = 133, 134
-CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "qer", "cp-function",
-         "after")
+CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "fields-uplink",
+         "fields-downlink", "qer", "cp-function", "after")
 
 
 def planned(**_) -> int:
@@ -101,6 +123,70 @@ def _streams(upf: Upf, s: TestSession, size: int, pps: float, total: int, sdf: b
         out["dl_sdf"] = upf.frame_stream(1, upf.dl_frame(s, size, sport=PORT, dport=40000), pg_d, pps,
                                          total) + (pg_d,)
     return out
+
+
+def _fields_pdrs(upf: Upf, i: int) -> tuple[PR.Pdr, ...]:
+    """The fields session's SDF PDRs (FIELDS, each way, uplink first), each with its own FAR and URR:
+    URR ID URR_ID + 1 + k for the k-th (fields_urr)."""
+    sdf = {"range": PR.SdfFilter(flow=PR.flow_description(17, upf.server(i), RANGE)),
+           "tos": PR.SdfFilter(tos=EF),
+           "addr6": PR.SdfFilter(flow=PR.flow_description(17, upf.server6(i + 1))),
+           "flow_label": PR.SdfFilter(flow_label=FLOW_LABEL)}
+    pdrs = []
+    for name, prec in FIELDS:
+        pdrs += [PR.Pdr(uplink=True, precedence=prec, sdf=(sdf[name],), urr=R.UrrSpec()),
+                 PR.Pdr(uplink=False, precedence=prec, sdf=(sdf[name],), urr_of=len(pdrs))]
+    return tuple(pdrs)
+
+
+def fields_urr(name: str | None) -> int:
+    """The URR ID of the fields session's PDRs name (None: the defaults'), one URR for both
+    directions (5 in the session: Open5GS 8f25f3b accepts a session of 9 URRs, one per PDR, and then
+    cannot build its Session Deletion Response, `No TLV length - [Packet Rate Status]`, and never
+    answers it)."""
+    if name is None:
+        return PR.URR_ID
+    return PR.URR_ID + 1 + 2 * [n for n, _ in FIELDS].index(name)
+
+
+def _field_streams(upf: Upf, s: TestSession, size: int, pps: float, total: int) -> dict[str, tuple]:
+    """{name: (port, stream, pg)} of the fields session: FIELD_STREAMS each way (ul_NAME, dl_NAME)."""
+    out, pg = {}, PG_FIELDS_BASE
+    for name in FIELD_STREAMS:
+        for d in ("ul", "dl"):
+            up = d == "ul"
+            if name == "plain":
+                f = upf.ul_frame(s, size) if up else upf.dl_frame(s, size)
+            elif name in ("range", "tos", "range_tos"):
+                port = RANGE_PORT if name != "tos" else 5001
+                tos = EF[0] if name != "range" else 0
+                f = (upf.ul_frame(s, size, inner_dport=port, tos=tos) if up else
+                     upf.dl_frame(s, size, sport=port, dport=40000, tos=tos))
+            else:
+                kw = {"server": s.index + 1} if name == "addr6" else {"fl": FLOW_LABEL} if name == "flow_label" else {}
+                f = upf.ul6_frame(s, size, **kw) if up else upf.dl6_frame(s, size, **kw)
+            out[f"{d}_{name}"] = upf.frame_stream(0 if up else 1, f, pg, pps, total) + (pg,)
+            pg += 1
+    return out
+
+
+def _urr_why(got: dict[int, dict], expect: dict[int, int], direction: str, l3: int) -> list[str]:
+    """Why the URRs' sums (got, _urr_sums) are not expect ({URR ID: packets matched of l3 octets})
+    in direction."""
+    x = "ul" if direction == "uplink" else "dl"
+    why = []
+    for urr, n in expect.items():
+        u = got.get(urr)
+        if u is None:
+            if n:
+                why.append(f"URR {urr}: no usage reported, {n} {direction} packets matched its PDR")
+            continue
+        if u[f"{x}_bytes"] != n * l3:
+            why.append(f"URR {urr}: {u[f'{x}_bytes']} {direction} octets reported, {n} packets of "
+                       f"{l3} octets ({n * l3}) matched its PDR")
+        if u[f"{x}_packets"] is not None and u[f"{x}_packets"] != n:
+            why.append(f"URR {urr}: {u[f'{x}_packets']} {direction} packets reported, {n} matched its PDR")
+    return why
 
 
 def _icmp6_type(frame: bytes, ip6: int | None) -> int | None:
@@ -212,11 +298,25 @@ def _trial(upf: Upf, streams: dict) -> tuple[dict, dict]:
 
 
 def _establish(upf: Upf, cases, names, i: int, **kw) -> TestSession | None:
-    """Session i with kw's rules, or None with its cases "not supported" (the UPF's Cause)."""
+    """Session i with kw's rules (UE, TEID, gNB and N6 server i), or None with its cases "not
+    supported" (the UPF's Cause)."""
     try:
-        return upf.establish(upf.rules(i, **kw))
+        return upf.establish(upf.rules(i, **kw), index=i)
     except Unsupported as e:
         cases.extend(_unsupported(names, e))
+        return None
+    except PfcpTimeout as e:        # a UPF must answer, if only to reject (29.244 7.2.2.4)
+        x = getattr(e, "exchange", None) or {}
+        n_ok = upf.established
+        # the N4 path worked: the UPF answered this run's earlier establishments
+        prem = [C.premise("N4 answered before", n_ok > 0, "no establishment of this run was answered",
+                          sessions_established=n_ok)]
+        for n in names:
+            cases.append(C.decide({"case_id": f"rules-{n}", "kind": "rules", "verdict": "fail", "exchange": x,
+                                   "criterion": "the Session Establishment Request answered",
+                                   "why": f"no answer to the {x.get('message', 'session establishment request')} "
+                                          f"after {x.get('sends', '?')} sends: the session's rules were neither "
+                                          "taken nor refused"}, prem))
         return None
 
 
@@ -299,6 +399,7 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
     if not sdf:
         if cp is not None:
             cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
+        _fields(upf, cases, size, pps, total, l3)
         return cases
     st3 = streams_of(sdf, sdf=("precedence", "qer"))
     flows, where = _trial(upf, st3)
@@ -314,19 +415,7 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
         expect = {"uplink": {PR.URR_ID: rx["ul"], PR.URR_ID + 1: rx["ul_sdf"], PR.URR_ID + 2: 0},
                   "downlink": {PR.URR_ID: rx["dl"], PR.URR_ID + 1: 0, PR.URR_ID + 2: rx["dl_sdf"]}}
         for d, default, match in (("uplink", "ul", "ul_sdf"), ("downlink", "dl", "dl_sdf")):
-            x = "ul" if d == "uplink" else "dl"
-            why = _whole(flows, st, (default, match))
-            for urr, n in expect[d].items():
-                u = got.get(urr)
-                if u is None:
-                    if n:
-                        why.append(f"URR {urr}: no usage reported, {n} {d} packets matched its PDR")
-                    continue
-                if u[f"{x}_bytes"] != n * l3[d]:
-                    why.append(f"URR {urr}: {u[f'{x}_bytes']} {d} octets reported, {n} packets of "
-                               f"{l3[d]} octets ({n * l3[d]}) matched its PDR")
-                if u[f"{x}_packets"] is not None and u[f"{x}_packets"] != n:
-                    why.append(f"URR {urr}: {u[f'{x}_packets']} {d} packets reported, {n} matched its PDR")
+            why = _whole(flows, st, (default, match)) + _urr_why(got, expect[d], d, l3[d])
             cases.append(_case(f"precedence-{d}", f"the SDF PDR (precedence {PRECEDENCE}) takes UDP port {PORT} "
                                f"before the default (precedence {PR.PRECEDENCE_DEFAULT}): each URR counts "
                                "its PDR's packets only", why, prem, where,
@@ -351,7 +440,36 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
         upf.delete(after)
     if cp is not None:
         cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
+    _fields(upf, cases, size, pps, total, l3)
     return cases
+
+
+def _fields(upf: Upf, cases, size: int, pps: float, total: int, l3: dict) -> None:
+    """The fields session, established last (eUPF a8d774a cannot decode its request and never
+    answers it) and in its own trial (its 14 streams beside the SDF trial's overflowed Open5GS's N3
+    socket buffer): the fields-uplink and fields-downlink cases."""
+    n_rep = len(upf.node.reports)
+    s = _establish(upf, cases, ("fields-uplink", "fields-downlink"), 69, ue6=FIELDS_PREFIX, urr=R.UrrSpec(),
+                   pdrs=_fields_pdrs(upf, 69))
+    if s is None:
+        return
+    st = _field_streams(upf, s, size, pps, total)
+    flows, where = _trial(upf, st)
+    upf.delete(s)
+    reports = upf.reports_for(s, n_rep) + s.usage
+    got = _urr_sums(reports)
+    prem = _premises(upf, flows, st, total, where)
+    for d, x in (("uplink", "ul"), ("downlink", "dl")):
+        expect = {fields_urr(n): 0 for n in [None] + [n for n, _ in FIELDS]}
+        for name, (_, pdr) in FIELD_STREAMS.items():
+            expect[fields_urr(pdr)] += flows.get(st[f"{x}_{name}"][2], (0, 0))[1]
+        why = _whole(flows, st, [f"{x}_{n}" for n in FIELD_STREAMS]) + _urr_why(got, expect, d, l3[d])
+        cases.append(_case(f"fields-{d}", "each SDF filter field (address and port range, ToS/Traffic Class, "
+                           "IPv6 address, Flow Label) takes its packets to its PDR, by precedence: each URR "
+                           "counts its PDR's packets only", why, prem, where,
+                           usage={str(k): v for k, v in got.items()},
+                           expected_packets={str(k): v for k, v in expect.items()},
+                           reports=[u.as_dict() for u in reports], frame_size=size, direction=d))
 
 
 def _cp_function(upf: Upf, s: TestSession, cp_teid: int, size: int, pps: float, total: int) -> dict:

@@ -132,6 +132,7 @@ class Upf:
         self.agent = None
         self.prov = None
         self.sessions: dict[int, TestSession] = {}
+        self.established = 0                            # sessions this run established (answered)
         self._by_cp: dict[int, TestSession] = {}
         self._next = 0
         self._closed, self._warnings = False, []
@@ -244,6 +245,7 @@ class Upf:
             raise PfcpError(f"UE {r.ue}: session establishment response without UP F-SEID")
         s.up_seid = got.up_seid
         self.sessions[i] = s
+        self.established += 1
         return s
 
     def modify(self, s: TestSession, what: str = "session modification", **kw) -> m.Scanned:
@@ -303,32 +305,42 @@ class Upf:
 
     def ul_frame(self, s: TestSession, size: int, **l4) -> bytes:
         """Session s's uplink G-PDU; l4: the UE's packet's inner_sport/inner_dport (UDP 40000 -> 5001)."""
-        a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
+        p0, r = self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
-        return bytes(packets.gpdu(r.teid, r.ue, a.pdn(s.index % 200), size=size, outer_src=r.gnb,
+        return bytes(packets.gpdu(r.teid, r.ue, self.server(s.index), size=size, outer_src=r.gnb,
                                   outer_dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac,
                                   **({"ext": ext} if ext else {}), **l4))
 
     def dl_frame(self, s: TestSession, size: int, **l4) -> bytes:
         """Session s's downlink packet on N6; l4: its sport/dport (UDP 40000 -> 5001)."""
-        a, p1 = self.lab.addressing, self.lab.ports[1]
-        return bytes(packets.downlink_ip(s.rules.ue, a.pdn(s.index % 200), size=size, src_mac=p1.mac,
+        p1 = self.lab.ports[1]
+        return bytes(packets.downlink_ip(s.rules.ue, self.server(s.index), size=size, src_mac=p1.mac,
                                          dst_mac=p1.dut_mac, **l4))
 
-    def ul6_frame(self, s: TestSession, size: int) -> bytes:
-        """Session s's uplink G-PDU carrying an IPv6 packet: from its UE's address ::1 in its /64
-        (rules.ue6) to a server of the lab's N6 IPv6 prefix (UDP 40000 -> 5001)."""
-        a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
-        ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
-        return bytes(packets.gpdu6(r.teid, _ue6_addr(r.ue6), _server6(a, s.index), size=size, outer_src=r.gnb,
-                                   outer_dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac,
-                                   **({"ext": ext} if ext else {})))
+    def server(self, i: int) -> str:
+        """Server i % 200 of the lab's N6 IPv4 servers (session i's: what ul_frame sends to)."""
+        return self.lab.addressing.pdn(i % 200)
 
-    def dl6_frame(self, s: TestSession, size: int) -> bytes:
-        """Session s's downlink IPv6 packet on N6, to its UE's address ::1 in its /64."""
-        a, p1 = self.lab.addressing, self.lab.ports[1]
-        return bytes(packets.downlink_ip6(_ue6_addr(s.rules.ue6), _server6(a, s.index), size, src_mac=p1.mac,
-                                          dst_mac=p1.dut_mac))
+    def server6(self, i: int) -> str:
+        """Server i % 200 of the lab's N6 IPv6 prefix (session i's, as ul6_frame sends to)."""
+        return _server6(self.lab.addressing, i)
+
+    def ul6_frame(self, s: TestSession, size: int, server: int | None = None, **kw) -> bytes:
+        """Session s's uplink G-PDU carrying an IPv6 packet: from its UE's address ::1 in its /64
+        (rules.ue6) to a server of the lab's N6 IPv6 prefix (server6(server), default the session's
+        index; UDP 40000 -> 5001); kw: the packet's tc, fl, inner_sport, inner_dport."""
+        p0, r = self.lab.ports[0], s.rules
+        ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
+        return bytes(packets.gpdu6(r.teid, _ue6_addr(r.ue6), self.server6(s.index if server is None else server),
+                                   size=size, outer_src=r.gnb, outer_dst=self.pcfg.n3, src_mac=p0.mac,
+                                   dst_mac=p0.dut_mac, **({"ext": ext} if ext else {}), **kw))
+
+    def dl6_frame(self, s: TestSession, size: int, server: int | None = None, **kw) -> bytes:
+        """Session s's downlink IPv6 packet on N6, to its UE's address ::1 in its /64 from
+        server6(server) (default the session's index); kw: tc, fl, sport, dport."""
+        p1 = self.lab.ports[1]
+        return bytes(packets.downlink_ip6(_ue6_addr(s.rules.ue6), self.server6(s.index if server is None else server),
+                                          size, src_mac=p1.mac, dst_mac=p1.dut_mac, **kw))
 
     def rs_frame(self, s: TestSession) -> bytes:
         """Session s's uplink G-PDU carrying a Router Solicitation (RFC 4861 6.3.7) as a UE sends it

@@ -8,6 +8,7 @@ ValueError naming the field."""
 from __future__ import annotations
 
 import ipaddress
+import re
 import shutil
 import struct
 
@@ -166,6 +167,31 @@ def test_a_pdr_to_the_cp_function_forwards_in_a_tunnel_to_its_address():
     assert raw_ies(fp, 84) == [b"\x01\x00" + struct.pack("!I", 0xC0DE0044)
                                + ipaddress.IPv4Address("10.201.0.16").packed]            # OHC GTP-U/UDP/IPv4
     assert raw_ies(fp, 160) == []                                                         # no 3GPP Interface Type
+
+
+def test_a_pdr_can_share_another_pdrs_urr():
+    """One URR for both directions of a service data flow: the downlink PDR names the uplink one's
+    URR 2 and no URR 3 is created."""
+    f = (R.SdfFilter(tos=(0xB8, 0xFC)),)
+    s = R.Session(ue=UE4, teid=0x10, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=0x20, pdrs=(
+        R.Pdr(uplink=True, precedence=10, sdf=f, urr=R.UrrSpec()),
+        R.Pdr(uplink=False, precedence=10, sdf=f, urr_of=0)))
+    msg = est(s)
+    assert [[struct.unpack("!I", x)[0] for x in raw_ies(p, 81)] for p in pdrs(msg)] == [[], [], [2], [2]]
+    assert [struct.unpack("!I", raw_ies(u, 81)[0])[0] for u in raw_ies(body(msg), 6)] == [2]
+
+
+@pytest.mark.parametrize("pdrs,msg", [
+    ((R.Pdr(uplink=True, precedence=1, urr_of=0),), "pdrs[0].urr_of 0: the index of another"),
+    ((R.Pdr(uplink=True, precedence=1), R.Pdr(uplink=False, precedence=1, urr_of=0)), "pdrs[1].urr_of 0"),
+    ((R.Pdr(uplink=True, precedence=1, urr=R.UrrSpec()), R.Pdr(uplink=False, precedence=1, urr_of=2)),
+     "pdrs[1].urr_of 2"),
+])
+def test_a_shared_urr_must_be_another_pdrs_own(pdrs, msg):
+    with pytest.raises(ValueError, match=re.escape(msg)):
+        R.Session(ue=UE4, teid=1, n3="10.201.0.1", gnb="10.201.0.16", gnb_teid=2, pdrs=pdrs)
+    with pytest.raises(ValueError, match="not both"):
+        R.Pdr(uplink=True, precedence=1, urr=R.UrrSpec(), urr_of=0)
 
 
 @pytest.mark.parametrize("kw", [{"uplink": False}, {"uplink": True, "forward": False}])

@@ -15,6 +15,7 @@ from scapy.layers.l2 import Ether
 
 from gtplab.gtpu import packets as P
 from gtplab.pfcp import messages as m
+from gtplab.pfcp.errors import PfcpTimeout
 from gtplab.upftests import classification as K
 from gtplab.upftests import rules as R
 from gtplab.upftests.harness import Cases, Unsupported, inner_len
@@ -34,6 +35,42 @@ class Behaviour:
                                         # tunnel, "ra" answered (with the PSC), "ra_no_psc" answered without
                                         # it (Open5GS #4804), "n6" forwarded on N6, "drop" neither
     icmp_takes_all: bool = False        # the CP function's PDR takes all the UE's IPv6 (Open5GS #4702)
+    ignore_precedence: bool = False     # the first SDF PDR given that matches, not the lowest precedence
+    silent_on: tuple = ()               # session indexes whose establishment it never answers (eUPF a8d774a:
+                                        # the fields session's request it cannot decode)
+
+
+@dataclass
+class Frame:
+    d: str
+    s: object
+    size: int
+    family: int
+    server: str
+    port: int
+    tos: int = 0
+    fl: int = 0
+
+
+def _matches(x, f: Frame) -> bool:
+    """SDF filter x (gtplab.pfcp.rules.SdfFilter; flow descriptions as its flow_description makes them)
+    against frame f, every field given (UDP only: the simulated streams are)."""
+    if x.tos is not None and f.tos & x.tos[1] != x.tos[0]:
+        return False
+    if x.flow_label is not None and (f.family != 6 or f.fl != x.flow_label):
+        return False
+    if x.spi is not None:
+        return False
+    if x.flow:
+        t = x.flow.split()
+        proto, remote, rest = t[2], t[4], t[5:]
+        if proto not in ("ip", "17") or (remote != "any" and remote.split("/")[0] != f.server):
+            return False
+        if rest[0] != "to":
+            lo, _, hi = rest[0].partition("-")
+            if not int(lo) <= f.port <= int(hi or lo):
+                return False
+    return True
 
 
 @dataclass
@@ -55,30 +92,48 @@ class FakeUpf:
     def rules(self, i, **kw):
         return R.Rules(ue=f"10.64.0.{i}", teid=1000 + i, n3="10.201.0.1", gnb="10.201.0.2", gnb_teid=2000 + i, **kw)
 
-    def establish(self, r):
+    @property
+    def established(self):
+        return self._seid
+
+    def establish(self, r, index):
+        if index in self.b.silent_on:
+            e = PfcpTimeout("no answer")
+            e.exchange = {"message": "session establishment request", "seq": 9, "sends": 4, "answer": "no answer"}
+            raise e
         if r.pdrs and self.b.reject_sdf:
             self.rejected = True
             raise Unsupported("session establishment", 73)
         self._seid += 1
-        s = Session(self._seid, r, self._seid)
+        s = Session(index, r, self._seid)
         s.up_seid = self._seid
         s.broken = self.rejected and self.b.drop_after_reject
         self.counted[s.cp_seid] = {}
         return s
 
+    # a frame is what the simulated UPF classifies by: direction, session, size, family, the server's
+    # address and port (uplink: destination, downlink: source), ToS / Traffic Class, Flow Label
+    def server(self, i):
+        return f"198.51.100.{i % 200}"
+
+    def server6(self, i):
+        return f"fd47:7471::{i % 200 + 1:x}"
+
     def ul_frame(self, s, size, **l4):
-        return ("uplink", s, size, l4.get("inner_dport", 5001), 4)
+        return Frame("uplink", s, size, 4, self.server(s.index), l4.get("inner_dport", 5001), l4.get("tos", 0))
 
     def dl_frame(self, s, size, **l4):
-        return ("downlink", s, size, l4.get("sport", 40000), 4)
+        return Frame("downlink", s, size, 4, self.server(s.index), l4.get("sport", 40000), l4.get("tos", 0))
 
-    def ul6_frame(self, s, size):
+    def ul6_frame(self, s, size, server=None, **kw):
         assert s.rules.ue6, "an IPv6 frame of a session without a /64"
-        return ("uplink", s, size, 5001, 6)
+        return Frame("uplink", s, size, 6, self.server6(s.index if server is None else server), 5001,
+                     kw.get("tc", 0), kw.get("fl", 0))
 
-    def dl6_frame(self, s, size):
+    def dl6_frame(self, s, size, server=None, **kw):
         assert s.rules.ue6, "an IPv6 frame of a session without a /64"
-        return ("downlink", s, size, 40000, 6)
+        return Frame("downlink", s, size, 6, self.server6(s.index if server is None else server), 40000,
+                     kw.get("tc", 0), kw.get("fl", 0))
 
     def rs_frame(self, s):
         return ("rs", s)
@@ -114,11 +169,15 @@ class FakeUpf:
             return {1: [bytes(Ether() / rs)] * n}
         return {}
 
-    def _pdr(self, s, d, port):
-        """(URR ID or None, gate open) of the PDR the packet matches: an SDF PDR for PORT first."""
-        for k, p in enumerate(s.rules.pdrs):
-            if p.uplink == (d == "uplink") and port == K.PORT:
-                return (2 + k if p.urr else None), p.gate[0 if p.uplink else 1]
+    def _pdr(self, s, f):
+        """(URR ID or None, gate open) of the PDR the packet matches: the SDF PDRs by precedence, the
+        defaults' after them (self.b.ignore_precedence: in the order they were given)."""
+        pdrs = list(enumerate(s.rules.pdrs))
+        if not self.b.ignore_precedence:
+            pdrs.sort(key=lambda kp: kp[1].precedence)
+        for k, p in pdrs:
+            if p.uplink == (f.d == "uplink") and any(_matches(x, f) for x in p.sdf):
+                return (2 + k if p.urr else 2 + p.urr_of if p.urr_of is not None else None), p.gate[0 if p.uplink else 1]
         return (1 if s.rules.urr else None), True
 
     def start(self, streams):
@@ -127,12 +186,13 @@ class FakeUpf:
         lost, self.b.ring_loss = self.b.ring_loss, 0         # in the first trial only
         for _, st in streams:
             self.sent[st["port"]] += st["total"]
-            if st["frame"][0] == "rs":
+            if isinstance(st["frame"], tuple):
                 for p, frames in self._rs_fate(st["frame"][1], st["total"]).items():
                     self.captured[p] += frames
                 continue
-            d, s, size, port, family = st["frame"]
-            urr, gate = self._pdr(s, d, port)
+            f = st["frame"]
+            d, s, size, port, family = f.d, f.s, f.size, f.port, f.family
+            urr, gate = self._pdr(s, f)
             rx = 0 if s.broken or (not gate and not self.b.gate_ignored) else st["total"]
             if family == 6 and (self.b.no_ipv6 or (self.b.icmp_takes_all and d == "uplink" and s.rules.pdrs
                                                    and s.rules.pdrs[0].to_cp)):
@@ -194,7 +254,7 @@ def _verdicts(got: dict) -> dict:
 def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
     got, upf = _run(Behaviour())
     assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
-    assert sorted(upf.deleted) == [1, 2, 3, 4, 5, 6, 7, 8, 9]      # every session deleted
+    assert sorted(upf.deleted) == list(range(60, 70))              # every session deleted
     assert got["cp-function"]["router_solicitations"] == {"on_n6": 0, "to_cp": K.RS_TOTAL, "ra": 0,
                                                           "ra_without_psc": 0}
     u = got["precedence-uplink"]["usage"]
@@ -209,7 +269,8 @@ def test_urrs_that_report_each_others_packets_fail_precedence_with_the_figures()
     got, _ = _run(Behaviour(urrs_alike=True))
     v = _verdicts(got)
     assert v["precedence-uplink"] == v["precedence-downlink"] == "fail", v
-    assert {k for k, x in v.items() if x != "pass"} == {"precedence-uplink", "precedence-downlink"}, v
+    assert {k for k, x in v.items() if x != "pass"} == {"precedence-uplink", "precedence-downlink",
+                                                         "fields-uplink", "fields-downlink"}, v
     assert "URR 2: 0 uplink octets reported, 40 packets of 202 octets (8080) matched its PDR" in \
         got["precedence-uplink"]["why"], got["precedence-uplink"]["why"]
     assert "URR 2: " in got["precedence-downlink"]["why"] and "0 packets of 238 octets (0) matched its PDR" in \
@@ -232,7 +293,7 @@ def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only()
     v = _verdicts(got)
     assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass", "precedence-uplink":
                  "not supported", "precedence-downlink": "not supported", "qer": "not supported",
-                 "cp-function": "not supported"}, v
+                 "fields-uplink": "not supported", "fields-downlink": "not supported", "cp-function": "not supported"}, v
     assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
     got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
     v = _verdicts(got)
@@ -245,9 +306,41 @@ def test_a_upf_that_forwards_no_ipv6_of_an_ipv4v6_session_fails_ipv6_only():
     """eUPF a8d774a: the IPv4v6 session accepted, its IPv4 packets forwarded, its IPv6 ones not."""
     got, _ = _run(Behaviour(no_ipv6=True))
     v = _verdicts(got)
-    assert {k for k, x in v.items() if x != "pass"} == {"ipv6", "cp-function"}, v      # both send IPv6
+    assert {k for k, x in v.items() if x != "pass"} == {"ipv6", "cp-function", "fields-uplink", "fields-downlink"}, v
     assert got["ipv6"]["why"] == "ul6: 0 of 40 packets forwarded; dl6: 0 of 40 packets forwarded", got["ipv6"]
     assert got["ipv6"]["ue6"] == K.IPV6_PREFIX
+
+
+def test_a_upf_that_takes_the_first_matching_pdr_not_the_lowest_precedence_fails_fields():
+    """The fields session lists its ToS PDR (precedence 20) before its address-and-port one (10): a
+    packet matching both must go to the second; a UPF that takes the first it finds fails, both ways,
+    with the URRs' figures."""
+    got, _ = _run(Behaviour(ignore_precedence=True))
+    v = _verdicts(got)
+    assert {k for k, x in v.items() if x != "pass"} == {"fields-uplink", "fields-downlink"}, v
+    up, tos, rng = K.fields_urr(None), K.fields_urr("tos"), K.fields_urr("range")
+    assert (tos, rng) == (2, 4)
+    assert got["fields-uplink"]["why"] == (
+        "URR 2: 16160 uplink octets reported, 40 packets of 202 octets (8080) matched its PDR; "
+        "URR 2: 80 uplink packets reported, 40 matched its PDR; "
+        "URR 4: 8080 uplink octets reported, 80 packets of 202 octets (16160) matched its PDR; "
+        "URR 4: 40 uplink packets reported, 80 matched its PDR"), got["fields-uplink"]["why"]
+    assert got["fields-downlink"]["expected_packets"][str(K.fields_urr("range"))] == 80
+    assert up == 1
+
+
+def test_a_session_establishment_never_answered_fails_its_cases_and_the_run_goes_on():
+    """eUPF a8d774a cannot decode the fields session's request and never answers it: both fields cases
+    fail with the exchange; the fields session comes last, so every other case is decided."""
+    got, _ = _run(Behaviour(silent_on=(69,)))
+    v = _verdicts(got)
+    assert {k for k, x in v.items() if x != "pass"} == {"fields-uplink", "fields-downlink"}, v
+    assert got["fields-uplink"]["why"] == ("no answer to the session establishment request after 4 sends: the "
+                                           "session's rules were neither taken nor refused")
+    assert got["fields-downlink"]["exchange"]["answer"] == "no answer"
+    # a UPF that answers nothing at all: its N4 path is in doubt, not its rules
+    got, _ = _run(Behaviour(silent_on=tuple(range(60, 70))))
+    assert set(_verdicts(got).values()) == {"not decided"}, _verdicts(got)
 
 
 @pytest.mark.parametrize("rs,why", [
