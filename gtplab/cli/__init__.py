@@ -19,36 +19,51 @@ import sys
 
 from gtplab.errors import Terminated, UserError
 
-# modules under gtplab/, each providing add_parser(subparsers); the order is the order of `gtplab -h`
-COMMANDS: list[str] = [
-    "observe.monitor",
-    "results.push",
-    "results.export",
-    "lab.cli",
-    "gtpu.bearers",
-    "results.report",
-    "measure.sweep",
-    "cli.pfcp",
-    "upftests.cli",
-    "conformance.cli",
-]
+# command -> the module under gtplab/ providing add_parser(subparsers), which adds that command; the
+# order is the order of `gtplab -h`
+COMMANDS: dict[str, str] = {
+    "monitor": "observe.monitor",
+    "push": "results.push",
+    "export": "results.export",
+    "lab": "lab.cli",
+    "bearers": "gtpu.bearers",
+    "report": "results.report",
+    "sweep": "measure.sweep",
+    "pfcp": "cli.pfcp",
+    "upftest": "upftests.cli",
+    "conformance": "conformance.cli",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; only: just that command's parser (its module alone imported), else all."""
     p = argparse.ArgumentParser(prog="gtplab", description=__doc__.splitlines()[0])
     p.add_argument("-v", "--verbose", action="store_true", help="more output, tracebacks on errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS:
-        importlib.import_module(f"gtplab.{name}").add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f"gtplab.{module}").add_parser(sub)
     return p
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command argv names when it names one of COMMANDS (after the top-level options, none of
+    which takes a value), else None."""
+    for a in argv:
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+        if a in ("-h", "--help"):
+            return None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        # building the parser imports every command's module (scapy, the lab, the engine): a second or
-        # so, during which Ctrl-C is one line too, not a traceback from inside an import
-        args = build_parser().parse_args(argv)
+        # the command's module only (a report needs neither scapy nor the lab: 0.3 s, not 1-2 s); all
+        # of them for `gtplab -h` or a command that is not one. Ctrl-C during the imports is one line
+        # too, not a traceback from inside an import
+        args = build_parser(_command_of(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     except KeyboardInterrupt:
         print("gtplab: interrupted", file=sys.stderr)
         return 130
