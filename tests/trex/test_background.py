@@ -22,7 +22,7 @@ from scapy.layers.inet6 import (ICMPv6EchoRequest, ICMPv6MLReport2, ICMPv6ND_NA,
 
 from gtplab.measure import conservation, runner
 from gtplab.traffic.trex import background as B
-from tests.measure.test_background import background_frames, lldp
+from tests.lib.background import background_frames, lldp
 
 RECORDED = json.loads((Path(__file__).parent / "data/trex_trial_background.json").read_text())
 A, Z = "02:00:00:00:00:01", "02:00:00:00:00:02"

@@ -377,7 +377,7 @@ def test_trex_conservation_is_exact_with_background_frames(trex_lab, direction):
     from gtplab.measure.plan import CaseParams
     from gtplab.measure.runner import Runner
     from gtplab.traffic.backend import Backend
-    from tests.measure.test_background import background_frames, packet_socket
+    from tests.lib.background import background_frames, packet_socket
     be = Backend.open("trex", lab=trex_lab)
     try:
         with Runner(be, labconfig.load("embedded-trex")) as r:
