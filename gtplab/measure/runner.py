@@ -304,7 +304,7 @@ class Runner:
         rx0 = self.dut.rx_path()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
         bgcap = self._trex_background_start(prep)
-        measured = None
+        measured, ran = None, False
         gcpu = self.generator_cpu
         g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
         h0 = self.host.snapshot() if self.host else None
@@ -321,10 +321,15 @@ class Runner:
             st = self._settled_stats(rx)
             if measured is not None and link0 is not None:
                 st = self._trex_caught_up(st, rx, p.direction, link0)
+            ran = True
         finally:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
-            bg = self._trex_background_fetch(bgcap, tx, rx)
+            try:            # the capture is stopped also when the trial failed; its error then wins
+                bg = self._trex_background_fetch(bgcap, tx, rx)
+            except TrexError:
+                if ran:
+                    raise
         if bg is not None:
             # what arrived while the capture stopped is in TRex's counters once they settle again
             st = self._settled_stats(rx)
