@@ -27,7 +27,8 @@ balance as a loss or as "unexplained" (Background; docs/lab.md, "Background fram
 The DUT's own counters cannot tell a background frame from a test frame it passed to its kernel
 (pass_not_ipv4 counts ARP, IPv6 and LLDP alike; pass_not_gtpu / pass_not_ue a stray datagram as a
 test packet the DUT passes): the balance takes the background the generator side sent, by kind,
-counted where it leaves (gtplab.traffic.engine: tc egress of each generator port). The DUT
+counted where it leaves (gtplab.traffic.engine: tc egress of each generator port; TRex: its
+capture of the frames that are not the test's, gtplab.traffic.trex.background). The DUT
 kernel's own frames (its ARP replies ...) never pass the DUT's program: the generator counts them
 as background received.
 
@@ -85,8 +86,9 @@ class Background:
     """The frames of a trial that are not the test's, by kind (gtplab.traffic.engine.stats.BG_KINDS):
     gen_rx, received by the generator's receiving port; to_dut_in, sent by the generator side into
     the DUT's ingress port; to_dut_other, into the DUT's other port (an ARP reply of the generator's
-    kernel ...). None: not measured (TRex counts every frame on its port; the generator's counts
-    are then taken as the test's)."""
+    kernel ...). The engine counts them itself; TRex from a filtered capture of the trial
+    (gtplab.traffic.trex.background). None: not measured (the generator's counts are then taken as
+    the test's)."""
     gen_rx: dict[str, int] | None = None
     to_dut_in: dict[str, int] | None = None
     to_dut_other: dict[str, int] | None = None

@@ -45,6 +45,7 @@ from gtplab.measure.plan import SGWS, CaseParams, common
 from gtplab.observe.host import HostMonitor
 from gtplab.pfcp.provision import packets_per_bearer, usage_differences
 from gtplab.rates import L1_OVERHEAD
+from gtplab.traffic.trex import background as trex_background
 from gtplab.traffic.trex.client import TrexClient, TrexError
 
 PROFILES_DIR = Path(__file__).resolve().parents[2] / "trex_profiles"
@@ -125,6 +126,8 @@ class Runner:
         # optional: called once a trial's traffic has started (tests put background frames on the
         # links then: tests/measure/test_background.py)
         self.on_start: Callable[[], None] | None = None
+        self._trex_macs: dict | None = None        # TRex: each port's own MAC (background frames)
+        self.background_unmeasured: str | None = None   # TRex refused the background capture: why
 
     def close(self) -> None:
         try:
@@ -300,7 +303,8 @@ class Runner:
         cnt0, link0, prog0, cpu0 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         rx0 = self.dut.rx_path()
         cap = c.start_capture(rx_ports=[rx], limit=capture_limit) if capture else None
-        measured = None
+        bgcap = self._trex_background_start(prep)
+        measured, ran = None, False
         gcpu = self.generator_cpu
         g0, w0 = (gcpu(), time.monotonic()) if gcpu else (None, None)
         h0 = self.host.snapshot() if self.host else None
@@ -317,9 +321,19 @@ class Runner:
             st = self._settled_stats(rx)
             if measured is not None and link0 is not None:
                 st = self._trex_caught_up(st, rx, p.direction, link0)
+            ran = True
         finally:
             if cap:
                 c.stop_capture(cap["id"], output=capture)
+            try:            # the capture is stopped also when the trial failed; its error then wins
+                bg = self._trex_background_fetch(bgcap, tx, rx)
+            except TrexError:
+                if ran:
+                    raise
+        if bg is not None:
+            # what arrived while the capture stopped is in TRex's counters once they settle again
+            st = self._settled_stats(rx)
+            trex_background_into(st, tx, rx, bg)
         cnt1, link1, prog1, cpu1 = self.dut.counters(), self.dut.link(), self.dut.prog_stats(), self.dut.cpu_seconds()
         rx1 = self.dut.rx_path()
         if measured is None and getattr(self.dut, "mode", None) == "socket":
@@ -327,7 +341,8 @@ class Runner:
             # generator's counters first held still; its own counters are read once it is idle
             # (LocalDut.counters): what it forwarded has arrived by now
             st = self._settled_stats(rx)
-        self._count_volume(p, st[tx]["opackets"], st[rx]["ipackets"])
+        self._count_volume(p, st[tx]["opackets"],
+                           st[rx]["ipackets"] - sum((st[rx].get("background") or {}).values()))
         if measured is not None:
             self._trex_rates(st, tx, rx, measured)
         res = self._result(prep, mult, rate_pps, duration, st, (cnt0, cnt1), (link0, link1),
@@ -436,6 +451,29 @@ class Runner:
         rate = (ob - oa) / (tb - ta) if tb > ta and ob > oa else (ob / tb if tb > 0 else 0.0)
         return {"tx_pps": rate, "elapsed_s": tb, "samples": len(samples)}
 
+    def _trex_background_start(self, prep: Prepared) -> dict | None:
+        """TRex: a capture of every frame on both ports that is not the test's (gtplab/traffic/trex/
+        background.py), for the trial's background by kind; None for the engine, which counts it
+        itself. A TRex that cannot capture with a filter leaves the background unmeasured (as before)."""
+        if self.backend.kind != "trex":
+            return None
+        p, tx, rx = prep.params, prep.tx_port, prep.rx_port
+        try:
+            if self._trex_macs is None:
+                self._trex_macs = self.client.port_macs()
+            dport = prep.tunables.get("dport", trex_background.DEFAULT_DPORT)
+            return self.client.background_start([tx, rx], trex_background.capture_filter(p.direction, dport),
+                                                limit=trex_background.CAPTURE_LIMIT,
+                                                snaplen=trex_background.CAPTURE_SNAPLEN)
+        except TrexError as e:
+            self.background_unmeasured = str(e)
+            return None
+
+    def _trex_background_fetch(self, bgcap: dict | None, tx: int, rx: int) -> dict | None:
+        if bgcap is None:
+            return None
+        return trex_background.count(self.client.background_fetch(bgcap["id"]), tx, rx, self._trex_macs)
+
     def _trex_caught_up(self, st: dict, rx: int, direction: str, link0: dict, timeout: float = 2.0) -> dict:
         """TRex's counters lag (it refreshes them periodically: two equal readings 20 ms apart were
         seen 5024 packets short once): read them until TRex has counted every frame that reached its
@@ -499,6 +537,9 @@ class Runner:
             cons.ok = False
             cons.errors.append(f"{stray:+d} packets on the DUT's other port during an {p.direction} trial "
                                f"beside the background sent to it (not attributable)")
+        if st.get("background_errors"):          # TRex's background capture overflowed
+            cons.ok = False
+            cons.errors += st["background_errors"]
         cross = getattr(self.dut, "cross_check", None)
         if cross is not None and cnt[0] is not None and link[0] is not None:
             # a UPF's own verdict counts against the kernel's count of them (gtplab.dut.external)
@@ -582,10 +623,22 @@ class Runner:
         }
 
 
+def trex_background_into(st: dict, tx: int, rx: int, bg: dict) -> None:
+    """A TRex trial's background (gtplab.traffic.trex.background.count) into its stats, in the
+    engine's keys (background() reads them): received by the receiving port; sent by the
+    generator host's stack out of each port."""
+    st[rx]["background"] = dict(bg["gen_rx"])
+    st[tx]["background_out"] = dict(bg["to_dut_in"])
+    st[rx]["background_out"] = dict(bg["to_dut_other"])
+    st["background_errors"] = list(bg["errors"])
+    if bg["tx_port_rx"]:
+        st[tx]["background_rx"] = dict(bg["tx_port_rx"])
+
+
 def background(st: dict, tx: int, rx: int) -> conservation.Background | None:
-    """The trial's frames that are not the test's, by kind, from the generator's stats (the
-    embedded engine's: `background` received, `background_out` sent by the port's stack; None
-    from TRex, whose port counters count every frame and whose flow stats only its latency stream)."""
+    """The trial's frames that are not the test's, by kind, from the generator's stats: the
+    embedded engine's, `background` received, `background_out` sent by the port's stack; TRex's,
+    the same keys from its background capture (trex_background_into); None when not measured."""
     if "background" not in st[rx]:
         return None
     return conservation.Background(gen_rx=dict(st[rx]["background"]),

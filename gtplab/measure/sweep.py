@@ -196,6 +196,22 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     return rec
 
 
+TRIAL_HOOK_TIMEOUT_S = 30.0
+
+
+def trial_hook(cmd: str):
+    """--on-trial-start: Runner.on_start running cmd (a shell command) to its end."""
+    def run() -> None:
+        try:
+            cp = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=TRIAL_HOOK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"--on-trial-start: {cmd!r} still running after {TRIAL_HOOK_TIMEOUT_S:.0f} s") from None
+        if cp.returncode:
+            last = (cp.stderr.strip().splitlines() or [""])[-1]
+            raise UserError(f"--on-trial-start: {cmd!r} exited {cp.returncode}: {last}")
+    return run
+
+
 def background_of(trials: list[dict]) -> dict:
     """{"background": {place: {kind: frames}}} summed over the trials that measured it (the
     engine's: frames that were not the test's, conservation.Background), {} when none did."""
@@ -739,6 +755,8 @@ def do_sweep(args: argparse.Namespace) -> int:
         with sw.ending():
             sw.start(args.pgwu_metrics, gw, args.flamegraph)
             with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
+                if args.on_trial_start:
+                    runner.on_start = trial_hook(args.on_trial_start)
                 cases = sw.after_association(runner, cases, cfg)
                 sw.run_cases(runner, cases, spec, cfg)
             sw.note_dut(runner)
@@ -842,4 +860,8 @@ def add_parser(subparsers) -> None:
     g.add_argument("--no-latency", action="store_true", help="no latency stream")
     g.add_argument("--no-scale", action="store_true",
                    help="leave out the spec's scale cases (many bearers in random order, one per direction)")
+    g.add_argument("--on-trial-start", metavar="CMD",
+                   help="a shell command run once each trial's traffic has started (background frames on "
+                        "the links, a capture elsewhere); the trial's traffic runs until it has ended "
+                        f"(at most {TRIAL_HOOK_TIMEOUT_S:.0f} s); a non-zero exit stops the sweep")
     p.set_defaults(func=do_sweep)

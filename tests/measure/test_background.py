@@ -15,66 +15,27 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import struct
 
 import pytest
-from scapy.all import ARP, IP, UDP, Ether, IPv6, Raw, raw
-from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6ND_RS
+from scapy.all import IP, UDP, Ether, Raw, raw
 
-from gtplab.kernel import netns
 from gtplab.lab import config as labconfig
 from gtplab.measure import conservation
 from gtplab.measure.conservation import Background, DutDelta
 from gtplab.measure.plan import CaseParams
 from gtplab.measure.runner import PG_ID, Runner
+from tests.lib.background import background_frames, packet_socket
 
 CFG = labconfig.load("embedded")
 TRAILER = struct.Struct("<HHIQ")        # struct tg_trailer: magic, pg_id, seq, ts_ns
 TRAILER_MAGIC = 0x4C47
 
 
-# ------------------------------------------------------------------------------- the frames, once
-
-def lldp(src: str) -> bytes:
-    """An LLDPDU (IEEE 802.1AB): chassis ID (MAC), port ID (name), TTL 120, end."""
-    def tlv(t, v):
-        return struct.pack("!H", t << 9 | len(v)) + v
-    body = (tlv(1, b"\x04" + bytes.fromhex(src.replace(":", ""))) + tlv(2, b"\x05bg34")
-            + tlv(3, struct.pack("!H", 120)) + tlv(0, b""))
-    return raw(Ether(dst="01:80:c2:00:00:0e", src=src, type=0x88CC) / Raw(body))
-
-
-def background_frames(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str) -> dict[str, list[bytes]]:
-    """Background from one end of a link, by the kind the generator counts it as: an ARP request
-    for the other end, an IPv6 router and a neighbour solicitation, an LLDPDU, a UDP datagram to
-    the other end's discard port."""
-    return {
-        "arp": [raw(Ether(dst="ff:ff:ff:ff:ff:ff", src=src_mac) / ARP(op=1, hwsrc=src_mac, psrc=src_ip,
-                                                                       pdst=dst_ip))],
-        "nd": [raw(Ether(dst="33:33:00:00:00:02", src=src_mac) / IPv6(src="fe80::b634", dst="ff02::2")
-                   / ICMPv6ND_RS()),
-               raw(Ether(dst="33:33:ff:00:00:99", src=src_mac) / IPv6(src="fe80::b634", dst="ff02::1:ff00:99")
-                   / ICMPv6ND_NS(tgt="fe80::99"))],
-        "lldp": [lldp(src_mac)],
-        "udp": [raw(Ether(dst=dst_mac, src=src_mac) / IP(src=src_ip, dst=dst_ip) / UDP(sport=40000, dport=9)
-                    / Raw(b"bg34 stray datagram"))],
-    }
-
-
 def stream_lookalike(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, pg_id: int) -> bytes:
     """A datagram ending in the stream's trailer: the generator takes it for one of the test's."""
     return raw(Ether(dst=dst_mac, src=src_mac) / IP(src=src_ip, dst=dst_ip) / UDP(sport=40000, dport=9)
                / Raw(b"\0" * 32 + TRAILER.pack(TRAILER_MAGIC, pg_id, 0, 0)))
-
-
-def packet_socket(ns: str, ifname: str) -> socket.socket:
-    """A packet socket on ifname in netns ns (a socket stays in the netns it was made in)."""
-    def make():
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        s.bind((ifname, 0))
-        return s
-    return netns.run_in(ns, make)
 
 
 # --------------------------------------------------------------------------------- no lab: the sums

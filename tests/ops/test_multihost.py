@@ -2,12 +2,15 @@
 (monitoring, dut, trex), runs ansible/site.yml against them, then `gtplab sweep --backend trex` through
 the TRex host against the DUT host (uplink and downlink, 128 B, 20 kpps x 3 s), each case pushed to the
 monitoring host's Pushgateway and read back from its Prometheus, then the same sweep with its sessions
-over PFCP to the DUT host's `pgwu pfcp` on the management network, and removes everything. Deselected by
+over PFCP to the DUT host's `pgwu pfcp` on the management network, both with background frames written
+on the data links from both hosts in every trial (tools/multihost/background.py, the sweep's
+--on-trial-start), conservation exact with them counted by kind, and removes everything. Deselected by
 `./setup.sh test` (marker multihost): minutes, root, debootstrap and systemd-nspawn, the Debian archive."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +39,11 @@ def test_site_yml_on_three_container_hosts():
     # the same sweep with its sessions over N4 to the DUT host's pgwu pfcp (management network)
     assert "sweep_pfcp rc=0" in out and "PFCP over the management network: 2 cases, not all forwarded: none" in out, \
         out[-6000:]
+    # background frames (ARP, ND, LLDP, a stray datagram) written on both data links from both hosts
+    # in the middle of every trial of both sweeps: conservation exact, each kind counted where it went
+    for sweep in ("sweep", "sweep_pfcp"):
+        assert re.search(rf"\] {sweep} background written in \d+ trials; of the cases' 2 recorded trials, "
+                         r"exact with it, each kind counted: 2;", out), out[-6000:]
     leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     tag = next(line.split()[-2] for line in out.splitlines() if line.endswith(" removed"))
     assert tag not in leftovers

@@ -363,3 +363,57 @@ def test_trex_latency_stream_beside_the_traffic(trex_lab, tmp_path):
     st = tshark_checksums(Path(pcap))
     assert st[("ip", "bad")] == st[("udp", "bad")] == 0, st
     assert st[("udp", "none")] >= 20, st          # the latency stream's frames are among them
+
+
+@pytest.mark.parametrize("direction", ["uplink", "downlink"])
+def test_trex_conservation_is_exact_with_background_frames(trex_lab, direction):
+    """Frames that are not the test's on both links while a TRex trial runs (ARP, IPv6 router and
+    neighbour solicitations, LLDP, a stray datagram; tests/measure/test_background.py's): from the
+    generator host's side into the DUT's ingress port (TRex's af_packet port sees them leave), and
+    from the DUT's side onto TRex's receiving port. TRex's port counters count every one of them;
+    its background capture (gtplab/traffic/trex/background.py) counts them apart by kind, so the
+    balance is exact and the trial's rx is the test's frames only."""
+    from gtplab.lab import config as labconfig
+    from gtplab.measure.plan import CaseParams
+    from gtplab.measure.runner import Runner
+    from gtplab.traffic.backend import Backend
+    from tests.lib.background import background_frames, packet_socket
+    be = Backend.open("trex", lab=trex_lab)
+    try:
+        with Runner(be, labconfig.load("embedded-trex")) as r:
+            prep = r.prepare(CaseParams(direction=direction, frame_size=256, flows=8))
+            tx, rx = r.ports(direction)
+            gin, gout = trex_lab.ports[tx], trex_lab.ports[rx]
+            to_dut = background_frames(gin.mac, gin.dut_mac, gin.addr, gin.dut_addr)
+            to_gen = background_frames(gout.dut_mac, gout.mac, gout.dut_addr, gout.addr)
+            s_gen, s_dut = packet_socket(trex_lab.gen_ns, gin.ifname), packet_socket(trex_lab.dut_ns, gout.dut_ifname)
+
+            def send():
+                time.sleep(0.3)
+                for kinds, s in ((to_dut, s_gen), (to_gen, s_dut)):
+                    for frames in kinds.values():
+                        for f in frames:
+                            s.send(f)
+            r.on_start = send
+            try:
+                t = r.trial(prep, 5000, 1.0)
+            finally:
+                s_gen.close()
+                s_dut.close()
+    finally:
+        be.close()
+    c = t["conservation"]
+    assert c["ok"], c["errors"]
+    bg = c["background"]
+    # TRex received what the DUT's side sent it, and what its own host's stack answered out of the
+    # receiving port (the ARP reply; an ICMP port unreachable for the datagram): those went into
+    # the DUT's other port, and TRex counted them too
+    sent_back = bg["to_dut_other_port"]
+    assert sent_back.get("arp") == 1 and set(sent_back) <= {"arp", "ipv4"}, bg
+    n = {k: len(v) + sent_back.get(k, 0) for k, v in to_gen.items()}
+    n.update({k: v for k, v in sent_back.items() if k not in n})
+    assert bg["generator_rx"] == n, bg
+    assert bg["to_dut_ingress"] == {k: len(v) for k, v in to_dut.items()}, bg
+    # the DUT passed every background frame it got to its kernel, and nothing of the test's
+    assert sum(t["dut"]["passed_by_reason"].values()) == c["dut_background"] > 0, (t["dut"], c)
+    assert t["rx_packets"] == c["gen_rx"] > 0 and t["tx_packets"] == c["gen_tx"], c

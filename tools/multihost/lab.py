@@ -328,6 +328,56 @@ class Lab:
                 "n3": "10.201.0.1", "n6": "10.202.0.1", "release_wait": 1})
         return cfg
 
+    def background_hook(self, name: str) -> str:
+        """The sweep's --on-trial-start: tools/multihost/background.py writes background frames on
+        both data links from both ends (the DUT host's and the TRex host's stacks, through packet
+        sockets) in the middle of every trial; what it sent goes to <name>-background.jsonl."""
+        links = []
+        for side, (dut_ip, peer_ip) in (("1", ("10.201.0.1", "10.201.0.250")), ("2", ("10.202.0.1", "10.202.0.2"))):
+            links.append({"host": "dut", "ifname": f"eth{side}", "src_mac": MACS[f"dut{side}"],
+                          "dst_mac": MACS[f"trex{side}"], "src_ip": dut_ip, "dst_ip": peer_ip})
+            links.append({"host": "trex", "ifname": f"eth{side}", "src_mac": MACS[f"trex{side}"],
+                          "dst_mac": MACS[f"dut{side}"], "src_ip": peer_ip, "dst_ip": dut_ip})
+        spec = self.dir / f"{name}-background.json"
+        spec.write_text(json.dumps({"ssh": {h: self.ssh_argv(h) for h in ("dut", "trex")}, "links": links}))
+        return (f"{sys.executable} {REPO / 'tools/multihost/background.py'} {spec} "
+                f">> {self.dir / f'{name}-background.jsonl'}")
+
+    def background_check(self, name: str, out: Path) -> tuple[bool, str]:
+        """The hook wrote the same frames in every trial of the sweep (its log: one line per trial,
+        the cases' cost trials included). Every trial the cases record has its conservation exact
+        with the background counted by kind, each kind the TRex host sent into the DUT counted
+        there (to_dut_ingress, to_dut_other_port) and each kind the DUT host sent counted as
+        received by TRex (generator_rx)."""
+        log_file = self.dir / f"{name}-background.jsonl"
+        sent = [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()] if log_file.exists() else []
+        cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()] \
+            if (out / "cases.jsonl").exists() else []
+        trials = [(c["direction"], t) for c in cases for t in c.get("trials") or []]
+        bad, sums, exact = [], {}, 0
+        if not sent or len(sent) < len(trials) or not trials:
+            bad.append(f"{len(trials)} recorded trials, background written in {len(sent)}")
+        for direction, t in trials if sent else []:
+            cons = t["conservation"]
+            bg = cons.get("background")
+            tx, rx = ("eth1", "eth2") if direction == "uplink" else ("eth2", "eth1")
+            want = {"to_dut_ingress": sent[0]["trex"][tx], "to_dut_other_port": sent[0]["trex"][rx],
+                    "generator_rx": sent[0]["dut"][rx]}
+            if not cons["ok"] or bg is None:
+                bad.append(f"{direction}: ok {cons['ok']}, background {bg}, errors {cons['errors']}")
+                continue
+            short = {place: {k: (n, (bg[place] or {}).get(k, 0)) for k, n in kinds.items()
+                             if (bg[place] or {}).get(k, 0) < n} for place, kinds in want.items()}
+            short = {k: v for k, v in short.items() if v}
+            if short:
+                bad.append(f"{direction}: sent, counted {short}")
+            else:
+                exact += 1
+            sums[direction] = {**bg, "dut_background": cons.get("dut_background")}
+        return not bad, (f"background written in {len(sent)} trials; of the cases' {len(trials)} recorded "
+                         f"trials, exact with it, each kind counted: {exact}; counted {json.dumps(sums)}"
+                         + (f"; FAILED: {bad}" if bad else ""))
+
     def _run_sweep(self, name: str, cfg: dict, push: bool) -> tuple[int, Path]:
         (self.dir / f"{name}.json").write_text(json.dumps(cfg, indent=1))
         out = self.dir / f"results-{name}"
@@ -338,10 +388,13 @@ class Lab:
                                  "--out", str(out), "--sizes", "128",
                                  "--directions", "uplink,downlink", "--flow-modes", "single", "--flows", "16", "--bearers", "16",
                                  "--checksum", "on", "--rate-mode", "fixed", "--rate", "20000", "--duration", "3",
-                                 "--no-latency", "--no-scale"], cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
+                                 "--no-latency", "--no-scale", "--on-trial-start", self.background_hook(name)],
+                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
         self.times[name] = time.monotonic() - t0
         log(f"{name} rc={rc} in {self.times[name]:.0f} s: {(self.dir / f'{name}.log').read_text()[-1500:]}")
-        return rc, out
+        ok, msg = self.background_check(name, out)
+        log(f"{name} {msg}")
+        return (rc or (0 if ok else 1)), out
 
     def sweep_pfcp(self) -> int:
         """The sweep again, its 16 sessions established over N4 with the DUT host's pgwu pfcp: every

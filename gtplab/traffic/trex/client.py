@@ -144,4 +144,15 @@ class TrexClient:
         return self.call("stop_capture", capture_id=capture_id,
                          output=os.path.abspath(output) if output else None)
 
+    # gtplab's own (worker.py): the trial's background frames (gtplab/traffic/trex/background.py)
+
+    def background_start(self, ports, bpf_filter: str, limit: int = 1000, snaplen: int = 0) -> dict:
+        return self.call("background_start", ports=list(ports), bpf_filter=bpf_filter, limit=limit,
+                         snaplen=snaplen)
+
+    def background_fetch(self, capture_id: int) -> dict:
+        return self.call("background_fetch", capture_id=capture_id)
+
+    def port_macs(self) -> dict:
+        return self.call("port_macs")
 

@@ -123,7 +123,30 @@ class Worker:
         r = self._c().stop_capture(capture_id, output=output)
         return None if output else r
 
-    METHODS = ("version", "profile_streams", "connect", "disconnect", "reset", "add_streams",
+    def background_start(self, ports, bpf_filter, limit=1000, snaplen=0):
+        """A capture of the frames matching bpf_filter received on ports (the trial's background,
+        gtplab/traffic/trex/background.py): {"id"}."""
+        r = self._c().start_capture(rx_ports=list(ports), limit=limit, bpf_filter=bpf_filter, snaplen=snaplen)
+        return {"id": r["id"]}
+
+    def background_fetch(self, capture_id):
+        """Stop the capture, return its status (matched, count, limit) and its frames, base64."""
+        import base64
+        status = self._c().get_capture_status().get(capture_id)
+        pkts = []
+        self._c().stop_capture(capture_id, output=pkts)
+        return {"status": status, "pkts": [{"port": p["port"], "origin": p["origin"],
+                                            "binary": base64.b64encode(p["binary"]).decode()} for p in pkts]}
+
+    def port_macs(self):
+        """{port: its own source MAC} (TRex's layer-2 config of each port)."""
+        out = {}
+        for p in self._c().get_all_ports():
+            attr = self._c().get_port_attr(p)
+            out[p] = attr.get("src_mac")
+        return out
+
+    METHODS = ("background_start", "background_fetch", "port_macs", "version", "profile_streams", "connect", "disconnect", "reset", "add_streams",
                "load_profile", "start", "stop", "wait_on_traffic", "get_stats", "get_xstats", "clear_stats",
                "start_capture", "stop_capture")
 
