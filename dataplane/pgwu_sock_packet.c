@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * pgwu_sock_packet.c: one packet through `pgwu socket` (pgwu_sock.c): an uplink GTP-U message
- * (ul_one: checked as xdp_access checks it, include/gtpu.h), a downlink IPv4 packet (dl_one:
- * encapsulated as xdp_sgi encapsulates it), the replies both send (Echo Response, Error
- * Indication, Supported Extension Headers Notification, ICMP), the signalling recorded as
+ * (ul_one: checked as xdp_access checks it, include/gtpu.h; an IPv6 T-PDU as xdp_access6 takes
+ * it, ul6_one), a downlink IPv4 or IPv6 packet (dl_one, dl6_one: encapsulated as xdp_sgi and
+ * xdp_sgi6 encapsulate it), the replies both send (Echo Response, Error Indication, Supported
+ * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded), the signalling recorded as
  * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
  * which times that lookup against the hash map's system call. What it forwards it queues
  * (tx_add, pgwu_sock_batch.c sends the batch).
