@@ -130,10 +130,13 @@ static void worker_free(struct worker *w)
 		close(w->raw);
 	if (w->frag >= 0)
 		close(w->frag);
+	if (w->raw6 >= 0)
+		close(w->raw6);
 	free(w->bufs);
 	free(w->msgs);
 	free(w->iov);
 	free(w->from);
+	free(w->ll);
 	free(w->cmsg);
 	free(w);
 }
@@ -149,7 +152,7 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 	w->id = i;
 	w->dir = dir;
 	w->rx = rx;
-	w->raw = w->frag = -1;
+	w->raw = w->frag = w->raw6 = -1;
 	w->st = pgwu_sock_block(S.st, dir, i);
 	w->cfg = S.cfg;
 	w->cfg_seq = S.cfg_seq;
@@ -160,8 +163,9 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 	w->msgs = calloc(w->batch, sizeof(*w->msgs));
 	w->iov = calloc(w->batch, sizeof(*w->iov));
 	w->from = calloc(w->batch, sizeof(*w->from));
+	w->ll = calloc(w->batch, sizeof(*w->ll));
 	w->cmsg = calloc(w->batch, sizeof(*w->cmsg));
-	if (!w->bufs || !w->msgs || !w->iov || !w->from || !w->cmsg)
+	if (!w->bufs || !w->msgs || !w->iov || !w->from || !w->ll || !w->cmsg)
 		goto fail;
 	for (int j = 0; j < w->batch; j++) {
 		struct msghdr *h = &w->msgs[j].msg_hdr;
@@ -170,11 +174,12 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 		w->iov[j].iov_len = w->buf_len;
 		h->msg_iov = &w->iov[j];
 		h->msg_iovlen = 1;
-		h->msg_name = dir == UL ? &w->from[j] : NULL;
+		h->msg_name = dir == UL ? (void *)&w->from[j] : (void *)&w->ll[j];
 		h->msg_control = w->cmsg[j];
 	}
 	for (int j = 0; j < TX_MAX; j++) {
 		w->tto[j].sin_family = AF_INET;
+		w->tto6[j].sin6_family = AF_INET6;
 		w->tmsg[j].msg_hdr.msg_name = &w->tto[j];
 		w->tmsg[j].msg_hdr.msg_namelen = sizeof(w->tto[j]);
 		w->tmsg[j].msg_hdr.msg_iov = &w->tiov[j];
@@ -182,6 +187,9 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 	}
 	w->raw = raw_open();
 	if (w->raw < 0)
+		goto fail;
+	w->raw6 = raw6_open();
+	if (w->raw6 < 0)
 		goto fail;
 	return w;
 fail:

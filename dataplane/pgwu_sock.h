@@ -46,7 +46,7 @@ enum pgwu_sock_counter {
 	PGWU_SC_TX_CALLS,	/* send system calls */
 	PGWU_SC_GRO_DATAGRAMS,	/* datagrams read that carried several G-PDUs (UDP GRO) */
 	PGWU_SC_HASH_LOOKUPS,	/* bearers looked up in the hash maps (a system call: their slot in
-				 * the direct index holds another key) */
+				 * the direct index holds another key; every IPv6 /64 lookup) */
 	PGWU_SC_SOCK_DROPS,	/* packets the kernel dropped at this thread's socket: its receive
 				 * buffer was full (sk_drops of SO_MEMINFO; a packet socket's
 				 * PACKET_STATISTICS drops). Read every tick by the main thread */

@@ -114,18 +114,24 @@ static void tx_done(struct worker *w, int i, __u32 reason, __u32 verdict)
 	}
 }
 
-/* Send what is queued: sendmmsg (sendto with --batch 1); a refused packet is counted, skipped. */
+/* Send what is queued: sendmmsg (sendto with --batch 1), each run of IPv4 packets through raw and
+ * of IPv6 ones through raw6; a refused packet is counted, skipped. */
 void tx_flush(struct worker *w)
 {
 	int i = 0, r;
 
 	while (i < w->ntx) {
+		int v6 = w->tmeta[i].v6, fd = v6 ? w->raw6 : w->raw, run = 1;
+
+		while (i + run < w->ntx && (int)w->tmeta[i + run].v6 == v6)
+			run++;
 		CTR(w, PGWU_SC_TX_CALLS)++;
 		if (w->batch == 1)
-			r = sendto(w->raw, w->tiov[i].iov_base, w->tiov[i].iov_len, 0,
-				   (struct sockaddr *)&w->tto[i], sizeof(w->tto[i])) < 0 ? -1 : 1;
+			r = sendto(fd, w->tiov[i].iov_base, w->tiov[i].iov_len, 0,
+				   w->tmsg[i].msg_hdr.msg_name, w->tmsg[i].msg_hdr.msg_namelen) < 0 ?
+				   -1 : 1;
 		else
-			r = sendmmsg(w->raw, w->tmsg + i, w->ntx - i, 0);
+			r = sendmmsg(fd, w->tmsg + i, run, 0);
 		if (r > 0) {
 			for (int j = i; j < i + r; j++)
 				tx_done(w, j, w->tmeta[j].reason, XDP_REDIRECT);
@@ -166,7 +172,7 @@ static int rx_batch(struct worker *w)
 	int n;
 
 	for (int i = 0; i < w->batch; i++) {
-		w->msgs[i].msg_hdr.msg_namelen = sizeof(w->from[i]);
+		w->msgs[i].msg_hdr.msg_namelen = w->dir == UL ? sizeof(w->from[i]) : sizeof(w->ll[i]);
 		w->msgs[i].msg_hdr.msg_controllen = S.k.gro ? sizeof(w->cmsg[i]) : 0;
 		w->msgs[i].msg_hdr.msg_flags = 0;
 	}
@@ -179,8 +185,7 @@ static int rx_batch(struct worker *w)
 			r = recvmsg(w->rx, h, 0);
 		else
 			r = recvfrom(w->rx, w->iov[0].iov_base, w->buf_len, MSG_TRUNC,
-				     w->dir == UL ? (struct sockaddr *)&w->from[0] : NULL,
-				     w->dir == UL ? &h->msg_namelen : NULL);
+				     h->msg_name, &h->msg_namelen);
 		if (r >= 0 && !S.k.gro && r > w->buf_len)
 			h->msg_flags |= MSG_TRUNC;
 		w->msgs[0].msg_len = r;
@@ -223,7 +228,7 @@ void *worker_run(void *arg)
 				continue;
 			}
 			if (w->dir == DL) {
-				dl_one(w, buf, len);
+				dl_one(w, buf, len, w->ll[i].sll_protocol);
 				continue;
 			}
 			int seg = S.k.gro ? gso_size(h) : 0;
@@ -240,6 +245,7 @@ void *worker_run(void *arg)
 			}
 		}
 		tx_flush(w);
+		usage6_flush(w);
 	}
 	return NULL;
 }

@@ -15,11 +15,13 @@
 #define PGWU_SOCK_INT_H
 
 #include <pthread.h>
+#include <string.h>
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <linux/if_packet.h>
 #include "pgwu_cli.h"
 #include "pgwu_sock.h"
 
@@ -31,6 +33,7 @@
 #define TX_MAX 1024		/* packets a worker queues before it sends them */
 #define BUDGET_SLOTS 1024	/* peers a worker remembers for its reply budget */
 #define MAX_BATCH 1024
+#define USAGE6_SLOTS 256	/* IPv6 bearers a worker adds usage to between two flushes */
 
 #ifndef SOL_UDP
 #define SOL_UDP 17
@@ -53,7 +56,17 @@ struct txmeta {
 	__u32 rx_bytes;		/* as read: counted with its fate */
 	__u32 usage_bytes;	/* the bearer's usage: the inner packet's length */
 	__u32 df;		/* downlink: the inner packet had DF (EMSGSIZE: drop_frag_needed) */
-	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed */
+	__u32 v6;		/* an IPv6 packet to send as is (uplink): raw6, tto6 */
+	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed;
+				 * an IPv6 bearer's: its entry in the worker's usage6 */
+};
+
+/* The usage of an IPv6 bearer (the hash maps ul6_prefix, dl6_bearers: no slot to add to through
+ * mmap) counted by a worker since its last flush (usage6_flush: after every batch). */
+struct usage6 {
+	__u64 key;		/* ul6_prefix: the TEID; dl6_bearers: the /64 */
+	__u64 packets, bytes;
+	__u32 used;
 };
 
 struct budget {
@@ -66,7 +79,8 @@ struct worker {
 	enum dir dir;
 	pthread_t th;
 	int rx;			/* UDP socket (uplink) or packet socket (downlink); maybe shared */
-	int raw;		/* IPPROTO_RAW: everything this worker sends */
+	int raw;		/* IPPROTO_RAW: everything this worker sends over IPv4 */
+	int raw6;		/* AF_INET6 IPPROTO_RAW (the header as is): IPv6 it sends on SGi */
 	int frag;		/* downlink without DF over the access MTU: a raw UDP socket the
 				 * kernel fragments for (opened on first use), -1 */
 	__u64 *st;		/* its block in sock_stats */
@@ -77,15 +91,19 @@ struct worker {
 	__u8 *bufs;
 	struct mmsghdr *msgs;
 	struct iovec *iov;
-	struct sockaddr_in *from;
+	struct sockaddr_in *from;	/* uplink: the G-PDUs' senders */
+	struct sockaddr_ll *ll;		/* downlink: the packets' link-layer info (EtherType) */
 	char (*cmsg)[CMSG_SPACE(sizeof(int))];
 	/* send */
 	struct mmsghdr tmsg[TX_MAX];
 	struct iovec tiov[TX_MAX];
 	struct sockaddr_in tto[TX_MAX];
+	struct sockaddr_in6 tto6[TX_MAX];
 	struct txmeta tmeta[TX_MAX];
 	int ntx;
 	struct budget budget[BUDGET_SLOTS];
+	struct usage6 usage6[USAGE6_SLOTS];
+	int nusage6;
 };
 
 struct sock_knobs {
@@ -152,7 +170,8 @@ void worker_setup(struct worker *w);
 
 /* pgwu_sock_packet.c */
 void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from);
-void dl_one(struct worker *w, __u8 *p, __u32 n);
+void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto);
+void usage6_flush(struct worker *w);
 int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu);
 int route_mtu(__be32 dst);
 int measure_lookups(__u32 n, bool json);
@@ -166,6 +185,7 @@ extern const char *const fanout_names[];
 int udp_open(void);
 int packet_open(void);
 int raw_open(void);
+int raw6_open(void);
 int xdp_check(void);
 int gro_check(void);
 
@@ -188,7 +208,28 @@ static inline void tx_add(struct worker *w, void *pkt, __u32 len, __be32 to, con
 	w->tiov[i].iov_base = pkt;
 	w->tiov[i].iov_len = len;
 	w->tto[i].sin_addr.s_addr = to;
+	w->tmsg[i].msg_hdr.msg_name = &w->tto[i];
+	w->tmsg[i].msg_hdr.msg_namelen = sizeof(w->tto[i]);
 	w->tmeta[i] = *meta;
+	w->tmeta[i].v6 = 0;
+}
+
+/* Queue an IPv6 packet (its header as is) to its destination, sent through raw6. */
+static inline void tx_add6(struct worker *w, void *pkt, __u32 len, const __u8 *to,
+			   const struct txmeta *meta)
+{
+	int i;
+
+	if (w->ntx == TX_MAX)
+		tx_flush(w);
+	i = w->ntx++;
+	w->tiov[i].iov_base = pkt;
+	w->tiov[i].iov_len = len;
+	memcpy(&w->tto6[i].sin6_addr, to, 16);
+	w->tmsg[i].msg_hdr.msg_name = &w->tto6[i];
+	w->tmsg[i].msg_hdr.msg_namelen = sizeof(w->tto6[i]);
+	w->tmeta[i] = *meta;
+	w->tmeta[i].v6 = 1;
 }
 
 #endif /* PGWU_SOCK_INT_H */

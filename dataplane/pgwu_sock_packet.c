@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * pgwu_sock_packet.c: one packet through `pgwu socket` (pgwu_sock.c): an uplink GTP-U message
- * (ul_one: checked as xdp_access checks it, include/gtpu.h), a downlink IPv4 packet (dl_one:
- * encapsulated as xdp_sgi encapsulates it), the replies both send (Echo Response, Error
- * Indication, Supported Extension Headers Notification, ICMP), the signalling recorded as
+ * (ul_one: checked as xdp_access checks it, include/gtpu.h; an IPv6 T-PDU as xdp_access6 takes
+ * it, ul6_one), a downlink IPv4 or IPv6 packet (dl_one, dl6_one: encapsulated as xdp_sgi and
+ * xdp_sgi6 encapsulate it), the replies both send (Echo Response, Error Indication, Supported
+ * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded), the signalling recorded as
  * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
  * which times that lookup against the hash map's system call. What it forwards it queues
  * (tx_add, pgwu_sock_batch.c sends the batch).
@@ -13,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf.h>
 #include "pgwu_sock_int.h"
 #include "gtpu.h"
@@ -58,6 +62,92 @@ static int dl_bearer(struct worker *w, __be32 ue, struct pgwu_dl_bearer *b, __u6
 	*usage = NULL;
 	CTR(w, PGWU_SC_HASH_LOOKUPS)++;
 	return bpf_map_lookup_elem(S.m.dl, &ue, b) ? -ENOENT : 0;
+}
+
+/* IPv6 bearers (ul6_prefix, dl6_bearers: hash maps, no slot index): a system call each, counted
+ * as hash_lookups. 0 or -ENOENT. */
+static int ul6_bearer(struct worker *w, __be32 teid, struct pgwu_ul6 *u6)
+{
+	CTR(w, PGWU_SC_HASH_LOOKUPS)++;
+	return S.m.ul6 < 0 || bpf_map_lookup_elem(S.m.ul6, &teid, u6) ? -ENOENT : 0;
+}
+
+static int dl6_bearer(struct worker *w, __u64 prefix, struct pgwu_dl_bearer *b)
+{
+	CTR(w, PGWU_SC_HASH_LOOKUPS)++;
+	return S.m.dl6 < 0 || bpf_map_lookup_elem(S.m.dl6, &prefix, b) ? -ENOENT : 0;
+}
+
+/*
+ * The IPv6 usage a worker counts, added to the bearers' hash entries after each batch
+ * (usage6_flush): uplink workers' to ul6_prefix (keyed by TEID), downlink workers' to dl6_bearers
+ * (by /64). A hash entry cannot be added to through mmap, so each flush is a read, an add and a
+ * write (BPF_EXIST: a bearer removed meanwhile takes nothing), one worker at a time (usage6_lock)
+ * so that two never lose each other's packets. The counters wait for the batch, never longer.
+ */
+static pthread_mutex_t usage6_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void usage6_flush(struct worker *w)
+{
+	int fd = w->dir == UL ? S.m.ul6 : S.m.dl6;
+
+	if (!w->nusage6)
+		return;
+	pthread_mutex_lock(&usage6_lock);
+	for (int i = 0; i < USAGE6_SLOTS; i++) {
+		struct usage6 *u = &w->usage6[i];
+
+		if (!u->used)
+			continue;
+		if (u->packets && fd >= 0) {
+			if (w->dir == UL) {
+				__be32 teid = (__be32)u->key;
+				struct pgwu_ul6 v;
+
+				if (!bpf_map_lookup_elem(fd, &teid, &v)) {
+					v.packets += u->packets;
+					v.bytes += u->bytes;
+					bpf_map_update_elem(fd, &teid, &v, BPF_EXIST);
+				}
+			} else {
+				struct pgwu_dl_bearer v;
+
+				if (!bpf_map_lookup_elem(fd, &u->key, &v)) {
+					v.packets += u->packets;
+					v.bytes += u->bytes;
+					bpf_map_update_elem(fd, &u->key, &v, BPF_EXIST);
+				}
+			}
+		}
+		memset(u, 0, sizeof(*u));
+	}
+	w->nusage6 = 0;
+	pthread_mutex_unlock(&usage6_lock);
+}
+
+/* The usage counters {packets, bytes} of IPv6 bearer key in this worker's table (open addressing);
+ * a full table is flushed first, with what is queued to send (whose counters point into it). */
+static __u64 *usage6_of(struct worker *w, __u64 key)
+{
+	__u32 h = (__u32)((key ^ key >> 32) * 0x9e3779b1U) >> 24;
+
+	if (w->nusage6 >= USAGE6_SLOTS / 2) {
+		tx_flush(w);
+		usage6_flush(w);
+	}
+	for (__u32 i = 0; i < USAGE6_SLOTS; i++) {
+		struct usage6 *u = &w->usage6[(h + i) & (USAGE6_SLOTS - 1)];
+
+		if (u->used && u->key == key)
+			return &u->packets;
+		if (!u->used) {
+			u->used = 1;
+			u->key = key;
+			w->nusage6++;
+			return &u->packets;
+		}
+	}
+	return NULL;	/* never: the table is at most half full */
 }
 
 /* ---- replies (TS 29.281 7.2.2, 7.3.1, 7.2.3), as xdp_access builds them ---- */
@@ -242,6 +332,168 @@ int route_mtu(__be32 dst)
 	return mtu;
 }
 
+/* ---- ICMPv6 (RFC 4443), as xdp_sgi6 and xdp_access6 build it ---- */
+
+/* The invoking packet's octets an ICMPv6 error quotes: as many as keep it within the IPv6 minimum
+ * MTU (RFC 4443 2.4(c)): 1280 - 40 - 8, as ICMP6_QUOTE_MAX in pgwu.bpf.c. */
+#define ICMP6_QUOTE_MAX 1232
+
+/* Whether an ICMPv6 error may answer ip6 (n octets there; RFC 4443 2.4(e)): not to the
+ * unspecified, loopback or a multicast source, nor about an ICMPv6 error (type < 128 right after
+ * the fixed header; an extension header before it is not walked), as icmp6_may_answer. */
+static int icmp6_may_answer(const struct ipv6hdr *ip6, __u32 n)
+{
+	const __u8 *s = ip6->saddr.s6_addr;
+	static const __u8 zero[15];
+
+	if (s[0] == 0xff)
+		return 0;
+	if (!memcmp(s, zero, 15) && (s[15] == 0 || s[15] == 1))
+		return 0;
+	if (ip6->nexthdr == IPPROTO_ICMPV6 && (n < sizeof(*ip6) + 1 || ((const __u8 *)(ip6 + 1))[0] < 128))
+		return 0;
+	return 1;
+}
+
+/* An address's words folded to the 32 bits the reply budget is keyed by, as addr6_fold. */
+static __be32 addr6_fold(const void *a, int words)
+{
+	__u32 w[4];
+
+	memcpy(w, a, words * 4);
+	return words == 2 ? w[0] ^ w[1] : w[0] ^ w[1] ^ w[2] ^ w[3];
+}
+
+static int addr6_unset(const __u8 *a)
+{
+	static const __u8 zero[16];
+
+	return !memcmp(a, zero, 16);
+}
+
+/* An ICMPv6 error (Time Exceeded 3/0) src -> dst quoting q octets of the packet at qp, as
+ * icmp6_error writes it: IPv6 class and flow label 0, hop limit 64, the checksum over the pseudo
+ * header (RFC 8200 8.1). Writes at buf; returns its length (48 + q). */
+static __u32 icmp6_build(__u8 *buf, const __u8 *src, const __u8 *dst, __u8 type, __u8 code,
+			 const __u8 *qp, __u32 q)
+{
+	struct ipv6hdr *ip6 = (void *)buf;
+	__u8 *ic = buf + sizeof(*ip6);
+	__u64 sum;
+	__u16 check;
+
+	memset(buf, 0, 48);
+	ip6->version = 6;
+	ip6->payload_len = htons(8 + q);
+	ip6->nexthdr = IPPROTO_ICMPV6;
+	ip6->hop_limit = OUTER_TTL;
+	memcpy(&ip6->saddr, src, 16);
+	memcpy(&ip6->daddr, dst, 16);
+	ic[0] = type;
+	ic[1] = code;
+	memcpy(ic + 8, qp, q);
+	sum = csum_buf(&ip6->saddr, 32) + htons(8 + q) + htons(IPPROTO_ICMPV6) + csum_buf(ic, 8 + q);
+	check = csum_finish(sum);
+	memcpy(ic + 2, &check, 2);
+	return 48 + q;
+}
+
+static int raw6_send(struct worker *w, const void *buf, __u32 len, const __u8 *to)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6 };
+
+	memcpy(&a.sin6_addr, to, 16);
+	CTR(w, PGWU_SC_TX_CALLS)++;
+	return sendto(w->raw6, buf, len, 0, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+}
+
+/* RFC 4443 3.3: Time Exceeded to the sender of downlink IPv6 packet ip6 (tot_len octets, n read),
+ * from local_addr6 out of SGi (the kernel routes it), as xdp_sgi6 answers: none without
+ * local_addr6, with replies off, or where RFC 4443 2.4(e) forbids one; rate-limited per sender
+ * (folded to 32 bits). 0 when sent. */
+static int dl6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n)
+{
+	const struct pgwu_config *cfg = &w->cfg;
+	__u8 buf[48 + ICMP6_QUOTE_MAX];
+	__u32 q = tot_len < ICMP6_QUOTE_MAX ? tot_len : ICMP6_QUOTE_MAX;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
+	    !icmp6_may_answer(ip6, n))
+		return -1;
+	if (!reply_allowed(w, addr6_fold(&ip6->saddr, 4))) {
+		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
+		return -1;
+	}
+	if (raw6_send(w, buf, icmp6_build(buf, cfg->local_addr6, ip6->saddr.s6_addr, 3, 0,
+					  (const __u8 *)ip6, q), ip6->saddr.s6_addr))
+		return -1;
+	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return 0;
+}
+
+/* RFC 4443 3.3: Time Exceeded to the UE whose uplink IPv6 packet ip6 (inner_len octets, checked
+ * whole) expired, inside a G-PDU of its bearer, as xdp_access6 answers: to the SGW and TEID of
+ * the /64's downlink half (dl6_bearers), UDP 2152 -> 2152 checksum 0, its PDU Session Container
+ * when it has a QFI. None without local_addr6, with replies off, from a martian SGW, or where RFC
+ * 4443 2.4(e) forbids one; rate-limited per UE /64. 0 when sent. */
+static int ul6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len,
+			     __u64 prefix, __be32 peer)
+{
+	const struct pgwu_config *cfg = &w->cfg;
+	__u8 buf[44 + 48 + ICMP6_QUOTE_MAX];
+	__u32 q = inner_len < ICMP6_QUOTE_MAX ? inner_len : ICMP6_QUOTE_MAX, n;
+	struct pgwu_dl_bearer dl;
+	struct gtpu_encap e;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
+	    martian(peer, cfg) || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl))
+		return -1;
+	if (!reply_allowed(w, addr6_fold(&prefix, 2))) {
+		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
+		return -1;
+	}
+	e.qfi = gtpu_dl_qfi(dl.flags);
+	n = icmp6_build(buf + gtpu_encap_len(e.qfi), cfg->local_addr6, ip6->saddr.s6_addr, 3, 0,
+			(const __u8 *)ip6, q);
+	e.saddr = cfg->local_addr;
+	e.daddr = dl.sgw_addr;
+	e.teid = dl.sgw_teid;
+	e.sport = GTPU_PORT_BE;
+	e.id = 0;
+	e.inner_len = n;
+	e.tos = 0;
+	e.df = 0;
+	if (!gtpu_encap_write((void *)buf, buf + gtpu_encap_len(e.qfi) + n, &e) ||
+	    raw_send(w, buf, gtpu_encap_len(e.qfi) + n, dl.sgw_addr))
+		return -1;
+	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return 0;
+}
+
+/*
+ * The IPv6 T-PDU's upper-layer protocol walk, as ipv6_upper_proto in pgwu.bpf.c: Hop-by-Hop,
+ * Routing and Destination Options headers, PGWU_MAX_EXT_HDRS at most, not past a Fragment header
+ * nor the packet. The socket path does not route by the protocol (the kernel routes the raw
+ * socket's packets), so only its one verdict matters: -1 for a Hop-by-Hop Options header that runs
+ * past the packet (the kernel drops those too, RFC 8200 4.3), else 0.
+ */
+static int ipv6_ext_ok(const struct ipv6hdr *ip6, const __u8 *end)
+{
+	__u8 nexthdr = ip6->nexthdr;
+	const __u8 *h = (const __u8 *)(ip6 + 1);
+
+	for (int i = 0; i < PGWU_MAX_EXT_HDRS; i++) {
+		if (nexthdr != IPPROTO_HOPOPTS && nexthdr != IPPROTO_ROUTING &&
+		    nexthdr != IPPROTO_DSTOPTS)
+			return 0;
+		if (h + 2 > end || h + ((__u32)h[1] + 1) * 8 > end)
+			return nexthdr == IPPROTO_HOPOPTS ? -1 : 0;
+		nexthdr = h[0];
+		h += ((__u32)h[1] + 1) * 8;
+	}
+	return 0;
+}
+
 /* ---- signalling, recorded as xdp_access records it (system calls: signalling is rare) ---- */
 
 static void peer_echo_response(__be32 peer, __be16 seq, const __u8 *ie, const __u8 *end)
@@ -278,6 +530,45 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 }
 
 /* ---- uplink: one GTP-U message (a UDP payload of n octets) from `from` ---- */
+
+/*
+ * An IPv6 T-PDU (p to end) of bearer teid, whose G-PDU checks have passed, as xdp_access6 takes
+ * it: a TEID without a /64 takes none (drop_inner_not_ipv4); one whole IPv6 packet
+ * (drop_inner_bad); its source in the TEID's /64 (drop_spoofed); hop limit > 1 (drop_ttl_expired,
+ * answered through the tunnel); a Hop-by-Hop header within it (drop_inner_bad); then the hop
+ * limit down by one and the packet sent through raw6 (the kernel routes it: no route is
+ * drop_no_route, over the SGi MTU drop_send). Returns the reason when it is not queued (*verdict
+ * XDP_TX when answered), 0 when it is.
+ */
+static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __be32 peer,
+		     struct txmeta *t, __u32 *verdict)
+{
+	struct ipv6hdr *ip6 = (void *)p;
+	__u32 inner_len = end - p;
+	struct pgwu_ul6 u6;
+	__u64 src64;
+
+	*verdict = XDP_DROP;
+	if (ul6_bearer(w, teid, &u6))
+		return PGWU_R_DROP_INNER_NOT_IPV4;	/* an IPv4-only bearer */
+	if (inner_len < sizeof(*ip6) || sizeof(*ip6) + ntohs(ip6->payload_len) != inner_len)
+		return PGWU_R_DROP_INNER_BAD;
+	memcpy(&src64, &ip6->saddr, 8);
+	if (src64 != u6.prefix)
+		return PGWU_R_DROP_SPOOFED;
+	if (ip6->hop_limit <= 1) {
+		if (!ul6_time_exceeded(w, ip6, inner_len, u6.prefix, peer))
+			*verdict = XDP_TX;
+		return PGWU_R_DROP_TTL_EXPIRED;
+	}
+	if (ipv6_ext_ok(ip6, end))
+		return PGWU_R_DROP_INNER_BAD;
+	ip6->hop_limit--;
+	t->usage = usage6_of(w, teid);
+	t->usage_bytes = inner_len;
+	tx_add6(w, ip6, inner_len, ip6->daddr.s6_addr, t);
+	return 0;
+}
 
 void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from)
 {
@@ -376,6 +667,14 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 		return;
 	}
 	reason = gpdu_qfi_check(b.flags, m.psc);
+	if (!reason && (__u8 *)m.p < end && (*(__u8 *)m.p >> 4) == 6) {
+		__u32 verdict;
+
+		reason = ul6_one(w, m.p, end, m.gtp->teid, peer, &t, &verdict);
+		if (reason)
+			count(w, reason, verdict, n);
+		return;
+	}
 	if (!reason)
 		reason = gpdu_inner_check(m.p, end, end,
 					  !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK), b.ue_addr, &iip);
@@ -393,9 +692,101 @@ drop:
 	count(w, reason, XDP_DROP, n);
 }
 
-/* ---- downlink: one IPv4 packet of n octets at p, HEADROOM free before it ---- */
+/* ---- downlink: one IP packet of n octets at p, HEADROOM free before it ---- */
 
-void dl_one(struct worker *w, __u8 *p, __u32 n)
+/*
+ * An IPv6 packet on SGi, as xdp_sgi6 takes it: link-local and multicast destinations and Neighbor
+ * Discovery are the kernel's (pass_not_ue); a /64 without a bearer is drop_unknown_ue; hop limit
+ * <= 1 is drop_ttl_expired, answered with Time Exceeded; else the hop limit goes down by one and
+ * the packet is encapsulated as an IPv4 one is (gtpu.h), the Traffic Class as the outer TOS, the
+ * outer source port from its flow (pgwu_sport_of over the addresses folded to a word each), no
+ * DF (the kernel fragments the outer packet over the access MTU), the usage added to the /64's
+ * dl6_bearers entry.
+ */
+static void dl6_one(struct worker *w, __u8 *p, __u32 n)
+{
+	const struct pgwu_config *cfg = &w->cfg;
+	struct ipv6hdr *ip6 = (void *)p;
+	struct txmeta t = { .reason = PGWU_R_DL_FWD, .rx_bytes = n };
+	struct pgwu_dl_bearer b;
+	struct gtpu_encap e;
+	struct iphdr *oip;
+	__u32 tot_len, plen, reason = PGWU_R_DROP_BAD_IP_DL, encap, s0, d0, l4 = 0, w32[8];
+	const __u8 *d8 = ip6->daddr.s6_addr;
+	__u64 prefix, isum = 0;
+	__u8 nexthdr;
+	int csum_on;
+
+	if (n < sizeof(*ip6) || ip6->version != 6)
+		goto drop;
+	plen = ntohs(ip6->payload_len);
+	tot_len = sizeof(*ip6) + plen;
+	if (tot_len > n)
+		goto drop;
+	nexthdr = ip6->nexthdr;
+	if (d8[0] == 0xff || (d8[0] == 0xfe && (d8[1] & 0xc0) == 0x80) ||
+	    (nexthdr == IPPROTO_ICMPV6 && n > sizeof(*ip6) && p[40] >= 133 && p[40] <= 137)) {
+		count(w, PGWU_R_PASS_NOT_UE, XDP_PASS, n);
+		return;
+	}
+	memcpy(&prefix, d8, 8);
+	reason = PGWU_R_DROP_UNKNOWN_UE;
+	if (dl6_bearer(w, prefix, &b))
+		goto drop;
+	reason = PGWU_R_DROP_TTL_EXPIRED;
+	if (ip6->hop_limit <= 1) {
+		if (dl6_time_exceeded(w, ip6, tot_len, n))
+			goto drop;
+		count(w, reason, XDP_TX, n);
+		return;
+	}
+	memcpy(w32, &ip6->saddr, 32);
+	s0 = w32[0] ^ w32[1] ^ w32[2] ^ w32[3];
+	d0 = w32[4] ^ w32[5] ^ w32[6] ^ w32[7];
+	if ((nexthdr == IPPROTO_TCP || nexthdr == IPPROTO_UDP) && tot_len >= sizeof(*ip6) + 4)
+		memcpy(&l4, p + sizeof(*ip6), 4);
+	e.sport = cfg->flags & PGWU_CFG_SPORT_FIXED ? GTPU_PORT_BE :
+		  htons(pgwu_sport_of(s0, d0, l4, nexthdr));
+	e.qfi = gtpu_dl_qfi(b.flags);
+	e.saddr = cfg->local_addr;
+	e.daddr = b.sgw_addr;
+	e.teid = b.sgw_teid;
+	e.id = 0;			/* the kernel picks the id of a packet without DF */
+	e.inner_len = tot_len;
+	e.tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	e.df = 0;
+	encap = gtpu_encap_len(e.qfi);
+	/* an IP hop on SGi: the hop limit goes down before the packet enters the tunnel */
+	ip6->hop_limit--;
+	csum_on = gtpu_dl_csum_on(b.flags, cfg->flags);
+	if (csum_on) {
+		/* the inner packet's sum, as xdp_sgi6's: its fixed header, then the payload's from
+		 * its own checksum where that covers it (TCP, UDP with one, ICMPv6: each sums to the
+		 * negated pseudo header, RFC 8200 8.1), else summed */
+		int trusted = (nexthdr == IPPROTO_TCP && plen >= 20) ||
+			      (nexthdr == IPPROTO_ICMPV6 && plen >= 4) ||
+			      (nexthdr == IPPROTO_UDP && plen >= 8 && (p[46] | p[47]));
+
+		isum = csum_buf(ip6, sizeof(*ip6));
+		if (trusted)
+			isum += csum_neg(htons((__u16)plen) + htons(nexthdr) + csum_buf(&ip6->saddr, 32));
+		else
+			isum += csum_buf(p + sizeof(*ip6), plen);
+	}
+	oip = (void *)(p - encap);
+	reason = PGWU_R_DROP_ADJUST;	/* never: HEADROOM holds the outer headers */
+	if (!gtpu_encap_write(oip, p + tot_len, &e) ||
+	    (csum_on && !gtpu_encap_csum(oip, p + tot_len, e.qfi, isum)))
+		goto drop;
+	t.usage = usage6_of(w, prefix);
+	t.usage_bytes = tot_len;
+	tx_add(w, oip, encap + tot_len, b.sgw_addr, &t);
+	return;
+drop:
+	count(w, reason, XDP_DROP, n);
+}
+
+void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto)
 {
 	const struct pgwu_config *cfg = &w->cfg;
 	struct iphdr *ip = (void *)p, *oip;
@@ -407,6 +798,10 @@ void dl_one(struct worker *w, __u8 *p, __u32 n)
 	int csum_on;
 
 	CTR(w, PGWU_SC_RX_PACKETS)++;
+	if (proto == htons(ETH_P_IPV6)) {	/* xdp_sgi hands these to xdp_sgi6 */
+		dl6_one(w, p, n);
+		return;
+	}
 	/* xdp_sgi's prologue: an IPv4 header whose IHL and total length fit in what was read */
 	if (n < sizeof(*ip) || ip->version != 4 || ip->ihl < 5)
 		goto drop;

@@ -91,21 +91,22 @@ int udp_open(void)
  * The downlink socket: SOCK_DGRAM (from the IP header on) bound to SGi for every protocol, so it is
  * a tap, served before tc ingress (ptype_all): tc can then take UE-pool packets away from the
  * kernel's own IP stack, which sees them otherwise (ETH_P_IP sockets are served beside ip_rcv,
- * after tc). A classic BPF filter keeps incoming IPv4 only.
+ * after tc). A classic BPF filter keeps incoming IPv4 and IPv6 only.
  */
 int packet_open(void)
 {
-	/* IPv4, and not a packet this host sends (a fanout group's hook ignores the sockets'
-	 * PACKET_IGNORE_OUTGOING; PACKET_FANOUT_FLAG_IGNORE_OUTGOING is 6.4+) */
-	struct sock_filter ipv4_in[] = {
+	/* IPv4 and IPv6, and not a packet this host sends (a fanout group's hook ignores the
+	 * sockets' PACKET_IGNORE_OUTGOING; PACKET_FANOUT_FLAG_IGNORE_OUTGOING is 6.4+) */
+	struct sock_filter ip_in[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 3, 0),
 		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, SKF_AD_OFF + SKF_AD_PROTOCOL),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, 0),
 		BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
 	};
-	struct sock_fprog prog = { .len = 6, .filter = ipv4_in };
+	struct sock_fprog prog = { .len = 7, .filter = ip_in };
 	struct sockaddr_ll ll = { .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
 				  .sll_ifindex = S.sgi_ifindex };
 	int fd, err, one = 1;
@@ -145,6 +146,25 @@ int raw_open(void)
 	     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &S.k.sndbuf, sizeof(int)))) {
 		err = -errno;
 		fprintf(stderr, "Couldn't open the raw socket that sends: %s\n", strerror(-err));
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* The socket IPv6 is sent through on SGi (the uplink's decapsulated packets, the downlink's ICMPv6
+ * errors): AF_INET6 IPPROTO_RAW, which sends the IPv6 header as given (IPV6_HDRINCL is implied);
+ * IPV6_RECVERR for the same reason as raw_open's IP_RECVERR. */
+int raw6_open(void)
+{
+	int fd = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW), err, one = 1;
+
+	if (fd < 0 || setsockopt(fd, IPPROTO_IPV6, IPV6_RECVERR, &one, sizeof(one)) ||
+	    (S.k.sndbuf && setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &S.k.sndbuf, sizeof(int)) &&
+	     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &S.k.sndbuf, sizeof(int)))) {
+		err = -errno;
+		fprintf(stderr, "Couldn't open the raw IPv6 socket that sends: %s\n", strerror(-err));
 		if (fd >= 0)
 			close(fd);
 		return err;

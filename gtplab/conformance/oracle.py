@@ -54,11 +54,12 @@ def l2_split(frame: bytes) -> tuple[int, int | None]:
     return 14, None
 
 
-def l2_header(dmac: bytes, smac: bytes, vlan: int | None) -> bytes:
-    """Ethernet [+ 802.1Q, PCP 0 DEI 0] header for an IPv4 payload."""
+def l2_header(dmac: bytes, smac: bytes, vlan: int | None, etype: int = 0x0800) -> bytes:
+    """Ethernet [+ 802.1Q, PCP 0 DEI 0] header for an IPv4 payload (etype: another one's)."""
+    et = struct.pack("!H", etype)
     if vlan:
-        return dmac + smac + b"\x81\x00" + struct.pack("!H", vlan & 0xFFF) + b"\x08\x00"
-    return dmac + smac + b"\x08\x00"
+        return dmac + smac + b"\x81\x00" + struct.pack("!H", vlan & 0xFFF) + et
+    return dmac + smac + et
 
 
 def gtp_header_chain_len(gtp: bytes) -> int:
@@ -118,8 +119,8 @@ def ttl_dec(ip: bytes) -> bytes:
 
 
 def decap_expected(inner: bytes, smac: bytes, dmac: bytes, vlan: int | None) -> bytes:
-    """Uplink output (spec xdp_access step 13)."""
-    return l2_header(dmac, smac, vlan) + ttl_dec(inner)
+    """Uplink output (spec xdp_access step 13): the inner IPv4 or IPv6 packet, its EtherType."""
+    return l2_header(dmac, smac, vlan, ethertype(inner)) + ttl_dec(inner)
 
 
 def murmur3_32(data: bytes, seed: int = 0) -> int:

@@ -237,8 +237,6 @@ class Run:
         rec = {"case": case.name, "clause": case.clause, "direction": "uplink" if case.tx == 0 else "downlink"}
         if "qfi" in case.needs and self.ctx.qfi is None:
             return {**rec, "result": "not supported", "why": self.ctx.qfi_why or "no QFI session"}
-        if "ipv6" in case.needs and self.lab.dut_mode == "socket":
-            return {**rec, "result": "not supported", "why": "the PGW-U's socket path has no IPv6 yet"}
         if "ipv6" in case.needs and not self.ctx.ipv6:
             return {**rec, "result": "not supported", "why": "no IPv4v6 sessions"}
         if "pgwu" in case.needs and self.lab.dut_mode not in ("pgwu", "socket"):

@@ -256,15 +256,23 @@ def object_prog(path: Path, prog: str, rodata: bytes | None = None) -> int:
         lib.bpf_object__close(obj)
 
 
-def tc_drop_dst_prog(prefix: str, name: str = "tc_drop_dst") -> "Prog":
+def tc_drop_dst_prog(prefix: str, name: str = "tc_drop_dst", prefix6: str | None = None) -> "Prog":
     """A tc program (SCHED_CLS, for tcx ingress: skb->data at the Ethernet header, any VLAN tag
-    already taken off) that drops IPv4 packets to the prefix ("10.64.0.0/12": TC_ACT_SHOT) and lets
-    everything else go on (TC_ACT_OK). The socket-path lab puts it on SGi: `pgwu socket`'s packet
-    socket, a tap, has its copy by then, and the kernel's own stack never sees those packets.
-    The program is gtplab/dut/tc_drop_dst.bpf.c, the prefix in its rodata (network byte order);
+    already taken off) that drops IPv4 packets to the prefix ("10.64.0.0/12": TC_ACT_SHOT), and with
+    prefix6 (at most a /64: "fd47:7470::/32") IPv6 packets to that one, and lets everything else go
+    on (TC_ACT_OK). The socket-path lab puts it on SGi: `pgwu socket`'s packet socket, a tap, has
+    its copy by then, and the kernel's own stack never sees those packets.
+    The program is gtplab/dut/tc_drop_dst.bpf.c, the prefixes in its rodata (network byte order);
     name is what this returns as Prog.name (the kernel's name is the C function's)."""
     net = ipaddress.ip_network(prefix, strict=True)
     rodata = net.network_address.packed + net.netmask.packed
+    if prefix6 is None:
+        rodata += bytes(24)
+    else:
+        net6 = ipaddress.IPv6Network(prefix6, strict=True)
+        if net6.prefixlen > 64:
+            raise ValueError(f"{prefix6}: the IPv6 prefix the tc program drops is at most a /64")
+        rodata += net6.network_address.packed[:8] + net6.netmask.packed[:8] + struct.pack("=II", 1, 0)
     return Prog(object_prog(TC_DROP_DST_OBJ, "tc_drop_dst", rodata), name)
 
 

@@ -475,7 +475,8 @@ class Lab:
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
         elif self.dut_mode == "socket":
-            self.pgwu("load", "--local-addr", a.dut_access, "--ue-pool", a.ue_pool, *pgwu_load_args)
+            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--ue-pool", a.ue_pool,
+                      *pgwu_load_args)
             self._setup_socket_path()
         elif self.dut_mode == "fwd":
             self._attach_fwd()
@@ -549,13 +550,14 @@ class Lab:
         through its NAPI, which then runs threaded on the DUT CPUs, as for every other DUT: the
         kernel's receive path, GRO included, runs there); GRO off on SGi (its packet socket would
         read merged TCP segments) and on access only with the gro knob; the UE pool's packets
-        dropped at SGi's tc ingress, after the packet socket (a tap) has its copy: the kernel's own
-        stack never sees them (without a route it would answer them as unroutable, with ICMP that
-        reaches the generator; and it would count a bad header a second time)."""
+        dropped at SGi's tc ingress, after the packet socket (a tap) has its copy, and so are the
+        IPv6 packets to the UEs' range (ue6_range): the kernel's own stack never sees them (without
+        a route it would answer them as unroutable, with ICMP or ICMPv6 that reaches the generator;
+        and it would count a bad header a second time)."""
         a = self.addressing
         acc, sgi = self.ports
         self._attach_verdict_prog(self.dut_ns, [acc.dut_ifname, sgi.dut_ifname], bpf.XDP_PASS)
-        prog = bpf.tc_drop_dst_prog(a.ue_pool, "sgi_drop_pool")
+        prog = bpf.tc_drop_dst_prog(a.ue_pool, "sgi_drop_pool", prefix6=a.ue6_range)
         try:
             def attach():
                 fd = tcx_ingress_link(prog.fd, socket.if_nametoindex(sgi.dut_ifname))

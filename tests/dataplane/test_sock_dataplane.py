@@ -35,12 +35,15 @@ import urllib.request
 
 import pytest
 from scapy.layers.inet import IP, UDP, defragment
+from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6TimeExceeded, IPv6
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
 from gtplab.dut.dataplane import pgwu_binary
 from gtplab.dut import sockdrop
 from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
+from gtplab.conformance import cases as C
 from gtplab.gtpu import packets as P
 from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
@@ -59,6 +62,8 @@ N_BEARERS = 6
 # than any index the lab loads): it is in the hash map only
 COLLIDE_TEID = 0x00010000 + (1 << 22)
 COLLIDE_UE = "10.79.0.1"
+# bearers with their UE's /64 beside the IPv4 address (bearer 0 stays IPv4-only: it takes no IPv6)
+IPV6_BEARERS = (1, CSUM_OFF, QFI_BEARER)
 
 KNOBS = {
     "defaults": {},
@@ -75,6 +80,7 @@ def lab():
         a = lab.addressing
         lines = [f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}"
                  + (" csum=off" if i == CSUM_OFF else "") + (f" qfi={QFI}" if i == QFI_BEARER else "")
+                 + (f" ue6={C.ue6_prefix(i)}" if i in IPV6_BEARERS else "")
                  for i in range(N_BEARERS)]
         lines.append(f"{COLLIDE_TEID:#x} {COLLIDE_UE} {a.sgw(0)} {0x7000:#x}")
         path = f"/tmp/gtplab-sock-{lab.name}.bearers"
@@ -425,6 +431,249 @@ def test_downlink_too_big_without_df_leaves_in_outer_fragments(dut):
                             sgw=a.sgw(0), teid=a.sgw_teid(0), csum=True, ip_id=0)
     assert bytes(whole[0][UDP]) == bytes(Ether(want)[UDP])
     assert only(dd) == {"fwd": 1}
+
+
+# ------------------------------------------------------------------------------------------ IPv6
+# IPv6 UEs (docs/ipv6.md): bearers IPV6_BEARERS carry their UE's /64 (ue6= in the bearer file: the
+# pinned dl6_bearers and ul6_prefix the XDP path reads). What is forwarded, under two knob sets:
+# sendmmsg/recvmmsg and sendto/recvfrom (IPv6 leaves through a raw socket of its own, AF_INET6); what
+# is not (the replies are sendto in every knob set), under the defaults.
+
+KNOBS6 = ["defaults", "recvfrom"]
+SERVER6 = C.server6(1)
+
+
+def _ul6(lab, i, **kw):
+    a, p0 = lab.addressing, lab.ports[0]
+    base = dict(outer_src=a.sgw(i), outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+    base.update(kw)
+    teid = base.pop("teid", a.local_teid(i))
+    return bytes(P.gpdu6(teid, base.pop("ue", C.ue6(i)), base.pop("dst", SERVER6), **base))
+
+
+def _ul_inner(lab, i, inner: bytes, **kw):
+    """A G-PDU of bearer i carrying exactly these octets as its T-PDU."""
+    a, p0 = lab.addressing, lab.ports[0]
+    return bytes(P.gtpu(Raw(inner), teid=a.local_teid(i), src=a.sgw(i), dst=a.dut_access, src_mac=p0.mac,
+                        dst_mac=p0.dut_mac, **kw))
+
+
+def _dl6(lab, i, size=128, **kw):
+    p1 = lab.ports[1]
+    return bytes(P.downlink_ip6(kw.pop("ue", C.ue6(i)), kw.pop("src", SERVER6), size, src_mac=p1.mac,
+                                dst_mac=p1.dut_mac, **kw))
+
+
+def _decap6(lab, f):
+    p1 = lab.ports[1]
+    return O.decap_expected(O.gpdu_inner(f), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)
+
+
+def _encap6(lab, i, f):
+    a, p0 = lab.addressing, lab.ports[0]
+    return O.encap_expected(O.ip_payload(f), smac=P.mac_bytes(p0.dut_mac), dmac=P.mac_bytes(p0.mac), vlan=None,
+                            local=a.dut_access, sgw=a.sgw(i), teid=a.sgw_teid(i), csum=i != CSUM_OFF, ip_id=0,
+                            qfi=QFI if i == QFI_BEARER else None)
+
+
+UL6_FWD = {
+    "udp 128": dict(i=1, size=128),
+    "tcp 1400, traffic class, flow label, hop limit 2": dict(i=1, size=1400, l4="tcp", tc=0xB8, fl=0x12345, hlim=2),
+    "icmpv6 echo, bearer without the outer checksum": dict(i=CSUM_OFF, size=200, l4="icmp"),
+    "qfi bearer with its psc": dict(i=QFI_BEARER, size=300, ext=[P.pdu_session_container(qfi=QFI, uplink=True)]),
+}
+
+
+@pytest.mark.parametrize("dut", KNOBS6, indirect=True)
+@pytest.mark.parametrize("row", list(UL6_FWD))
+def test_uplink6_decap(dut, row):
+    """An IPv6 T-PDU from the bearer's /64 leaves on SGi decapsulated, hop limit - 1, nothing else
+    changed (the oracle's frame, octet for octet), and is counted ul_fwd."""
+    lab = dut[0]
+    kw = dict(UL6_FWD[row])
+    f = _ul6(lab, kw.pop("i"), **kw)
+    got, dd = send(dut, 0, [f, f])
+    want = _decap6(lab, f)
+    assert got[0] == [], [O.describe("back", g) for g in got[0]]
+    assert got[1] == [want, want], O.mismatch_report(want, got[1][0]) if got[1] else "nothing forwarded"
+    assert only(dd) == {"fwd": 2}
+
+
+def _hbh_past_the_packet(lab):
+    """A whole IPv6 packet (payload length right) whose Hop-by-Hop header says 48 octets, 8 there."""
+    ip = bytearray(bytes(IPv6(src=C.ue6(1), dst=SERVER6, nh=0, plen=8)) + bytes([17, 5, 1, 4, 0, 0, 0, 0]))
+    return _ul_inner(lab, 1, bytes(ip))
+
+
+def _payload_length_wrong(lab):
+    inner = bytearray(bytes(P.ip6_packet(C.ue6(1), SERVER6, payload_len=40)))
+    inner[4:6] = struct.pack("!H", len(inner) - 40 + 8)      # 8 octets more than the T-PDU has
+    return _ul_inner(lab, 1, bytes(inner))
+
+
+def _te6_ul(i):
+    def want(lab, f):
+        a = lab.addressing
+        return O.time_exceeded6_ul_expected(f, a.dut_access, a.dut_sgi6, a.sgw(i), a.sgw_teid(i),
+                                            qfi=QFI if i == QFI_BEARER else None)
+    return want
+
+
+UL6_DROP = {
+    "teid without a /64": (lambda lab: _ul6(lab, 0, ue="fd47:7470::1", size=128), "drop_inner_not_ipv4", None),
+    "source outside the teid's /64": (lambda lab: _ul6(lab, 1, ue=C.ue6(CSUM_OFF), size=128), "drop_spoofed", None),
+    "link-local source": (lambda lab: _ul6(lab, 1, ue="fe80::1", size=128), "drop_spoofed", None),
+    "payload length past the t-pdu": (_payload_length_wrong, "drop_inner_bad", None),
+    "hop-by-hop header past the packet": (_hbh_past_the_packet, "drop_inner_bad", None),
+    "hop limit 1, answered through the tunnel": (lambda lab: _ul6(lab, 1, hlim=1, size=128), "drop_ttl_expired",
+                                                 _te6_ul(1)),
+    "hop limit 0, 1400 octets, qfi bearer, answered with its psc":
+        (lambda lab: _ul6(lab, QFI_BEARER, hlim=0, size=1400, ext=[P.pdu_session_container(qfi=QFI, uplink=True)]),
+         "drop_ttl_expired", _te6_ul(QFI_BEARER)),
+}
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+@pytest.mark.parametrize("row", list(UL6_DROP))
+def test_uplink6_not_forwarded_counted_by_reason(dut, row):
+    lab = dut[0]
+    build, reason, reply = UL6_DROP[row]
+    f = build(lab)
+    got, dd = send(dut, 0, [f])
+    assert got[1] == [], [O.describe("forwarded", g) for g in got[1]]
+    check_reply(got[0], reply(lab, f) if reply else None)
+    assert only(dd) == {f"{reason}/drop": 1}
+
+
+@pytest.mark.parametrize("dut", KNOBS6, indirect=True)
+def test_uplink_ipv4_and_ipv6_interleaved(dut):
+    """One burst alternating IPv4 and IPv6 G-PDUs of one bearer: each family through its own raw
+    socket (runs of one family per send call), every packet forwarded, in order within its family."""
+    lab = dut[0]
+    v4 = [_ul(lab, 1, size=128, inner_sport=40000 + k) for k in range(4)]
+    v6 = [_ul6(lab, 1, size=128, inner_sport=41000 + k) for k in range(4)]
+    frames = [f for pair in zip(v4, v6) for f in pair]
+    got, dd = send(dut, 0, frames)
+    p1 = lab.ports[1]
+    want4 = [O.decap_expected(O.gpdu_inner(f), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)
+             for f in v4]
+    assert [g for g in got[1] if g[12:14] == b"\x08\x00"] == want4
+    assert [g for g in got[1] if g[12:14] == b"\x86\xdd"] == [_decap6(lab, f) for f in v6]
+    assert only(dd) == {"fwd": 8}
+
+
+DL6_FWD = {
+    "udp 128": dict(i=1, size=128),
+    "tcp 1400, traffic class 0xb8 as the outer tos": dict(i=1, size=1400, l4="tcp", tc=0xB8, fl=0xABCDE),
+    "icmpv6 echo, bearer without the outer checksum": dict(i=CSUM_OFF, size=128, l4="icmp"),
+    "qfi bearer": dict(i=QFI_BEARER, size=512),
+    "hop limit 2": dict(i=1, size=90, hlim=2),
+}
+
+
+@pytest.mark.parametrize("dut", KNOBS6, indirect=True)
+@pytest.mark.parametrize("row", list(DL6_FWD))
+def test_downlink6_encap(dut, row):
+    """An IPv6 packet to a bearer's /64 leaves to its SGW in a G-PDU (outer IPv4 without DF, the
+    traffic class as TOS, the flow's source port, the outer UDP checksum from the inner one, the
+    PDU Session Container of a QFI bearer), hop limit - 1: the oracle's frame but the outer id."""
+    lab = dut[0]
+    kw = dict(DL6_FWD[row])
+    i = kw.pop("i")
+    f = _dl6(lab, i, **kw)
+    got, dd = send(dut, 1, [f])
+    assert got[1] == [], [O.describe("back", g) for g in got[1]]
+    assert len(got[0]) == 1, "nothing forwarded"
+    want = _encap6(lab, i, f)
+    assert _id_free(got[0][0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0][0]))
+    if i != CSUM_OFF:
+        assert O.outer_udp_ok(got[0][0])
+    assert only(dd) == {"fwd": 1}
+
+
+@pytest.mark.parametrize("dut", KNOBS6, indirect=True)
+def test_downlink6_source_ports_follow_the_flows(dut):
+    lab = dut[0]
+    frames = [_dl6(lab, 1, 128, sport=40000 + k) for k in range(8)]
+    got, dd = send(dut, 1, frames)
+    ports = [Ether(g)[UDP].sport for g in got[0]]
+    assert sorted(ports) == sorted(O.sport_of_flow(O.ip_payload(f)) for f in frames)
+    assert len(set(ports)) == 8 and only(dd) == {"fwd": 8}
+
+
+def _icmp6_error_expired(lab):
+    p1 = lab.ports[1]
+    return bytes(Ether(src=p1.mac, dst=p1.dut_mac) / IPv6(src=SERVER6, dst=C.ue6(1), hlim=1)
+                 / ICMPv6TimeExceeded() / Raw(b"\0" * 48))
+
+
+def _dl6_payload_past(lab):
+    b = bytearray(_dl6(lab, 1))
+    b[14 + 4:14 + 6] = struct.pack("!H", len(b) - 14 - 40 + 8)
+    return bytes(b)
+
+
+KERNEL = "kernel"       # left to the kernel's own stack: whatever it answers on SGi is its own
+
+
+DL6_NOT_FWD = {
+    "unknown /64": (lambda lab: _dl6(lab, 0, ue="fd47:7470:0:99::1"), "drop_unknown_ue/drop", None),
+    "hop limit 1, answered": (lambda lab: _dl6(lab, 1, hlim=1), "drop_ttl_expired/drop",
+                              lambda lab, f: O.time_exceeded6_dl_expected(f, lab.addressing.dut_sgi6)),
+    "hop limit 0, 1518 octets, answered quoting 1232": (lambda lab: _dl6(lab, 1, 1518, hlim=0),
+                                                        "drop_ttl_expired/drop",
+                                                        lambda lab, f: O.time_exceeded6_dl_expected(
+                                                            f, lab.addressing.dut_sgi6)),
+    "hop limit 1, an icmpv6 error: not answered (rfc 4443 2.4(e))": (_icmp6_error_expired, "drop_ttl_expired/drop",
+                                                                    None),
+    "payload length past the packet": (_dl6_payload_past, "drop_bad_ip_dl/drop", None),
+    "link-local destination, the kernel's": (lambda lab: _dl6(lab, 1, ue="fe80::1"), "pass_not_ue/pass", KERNEL),
+    "neighbor solicitation, the kernel's": (lambda lab: bytes(Ether(src=lab.ports[1].mac, dst=lab.ports[1].dut_mac)
+                                                             / IPv6(src=SERVER6, dst=C.ue6(1), hlim=255)
+                                                             / ICMPv6ND_NS(tgt=C.ue6(1))),
+                                            "pass_not_ue/pass", KERNEL),
+}
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+@pytest.mark.parametrize("row", list(DL6_NOT_FWD))
+def test_downlink6_not_forwarded_counted_by_reason(dut, row):
+    lab = dut[0]
+    build, counted, reply = DL6_NOT_FWD[row]
+    f = build(lab)
+    got, dd = send(dut, 1, [f])
+    assert got[0] == [], [O.describe("forwarded", g) for g in got[0]]
+    want = reply(lab, f) if callable(reply) else reply
+    if want is None:
+        assert got[1] == [], [O.describe("back", g) for g in got[1]]
+    elif want is KERNEL:
+        pass
+    else:
+        assert got[1] == [want], O.mismatch_report(want, got[1][0]) if got[1] else "no Time Exceeded came back"
+    assert only(dd) == {counted: 1}
+
+
+def _usage6(lab, i):
+    b = lab.pgwu_json("session", "get", "--teid", str(lab.addressing.local_teid(i)))
+    return b["uplink6"], b["downlink6"]
+
+
+@pytest.mark.parametrize("dut", ["shared-2threads"], indirect=True)
+def test_ipv6_usage_counted_per_bearer(dut):
+    """What the socket path forwards of an IPv6 bearer is added to its usage (pgwu session get:
+    uplink6, downlink6, the inner packets' lengths), exactly, with two workers a direction adding to
+    the same hash entries; what it does not forward is not."""
+    lab = dut[0]
+    ul0, dl0 = _usage6(lab, 1)
+    ul = [_ul6(lab, 1, size=128 + 8 * k, inner_sport=42000 + k) for k in range(40)]
+    dl = [_dl6(lab, 1, 100 + 4 * k, sport=43000 + k) for k in range(30)]
+    send(dut, 0, ul + [_ul6(lab, 1, hlim=1, size=128)])
+    send(dut, 1, dl + [_dl6(lab, 1, hlim=1)])
+    ul1, dl1 = _usage6(lab, 1)
+    assert ul1["packets"] - ul0["packets"] == 40
+    assert ul1["bytes"] - ul0["bytes"] == sum(len(O.gpdu_inner(f)) for f in ul)
+    assert dl1["packets"] - dl0["packets"] == 30
+    assert dl1["bytes"] - dl0["bytes"] == sum(len(O.ip_payload(f)) for f in dl)
 
 
 # ------------------------------------------------------------------------------------------ refusals

@@ -159,9 +159,9 @@ def pgwu_lab(request, tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------- the checks, on each lab
 
-@pytest.mark.parametrize("lab", ["pgwu", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)], indirect=True)
+@pytest.mark.parametrize("lab", ["pgwu", "socket", "pfcp", pytest.param("eupf", marks=pytest.mark.eupf)],
+                         indirect=True)
 def test_ipv6_ues_every_packet_both_ways(lab):
-    # the socket path has no IPv6 yet (docs/ipv6.md)
     C.ipv6_every_packet(lab)
 
 

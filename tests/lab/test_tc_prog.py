@@ -87,3 +87,29 @@ def test_tc_drop_dst_is_a_sched_cls_program_with_the_prefix_in_rodata():
         assert (info.type, info.name, p.name) == (bpf.BPF_PROG_TYPE_SCHED_CLS, b"tc_drop_dst", "sgi_drop_pool")
     with pytest.raises(ValueError):
         bpf.tc_drop_dst_prog("10.64.0.1/12")     # host bits set: refused, as before
+
+
+UE6 = "fd47:7470::/32"
+ROWS6 = [
+    ("IPv6 to the UE range", ETH / IPv6(src="fd47:7471::1", dst="fd47:7470:0:1::1") / UDP(), TC_ACT_SHOT),
+    ("IPv6 to the range's last /64", ETH / IPv6(dst="fd47:7470:ffff:ffff:ffff::9") / UDP(), TC_ACT_SHOT),
+    ("IPv6 just above the range", ETH / IPv6(dst="fd47:7471::1") / UDP(), TC_ACT_OK),
+    ("IPv6 link-local (the kernel's neighbours)", ETH / IPv6(dst="fe80::1") / UDP(), TC_ACT_OK),
+    ("IPv6 from the range, elsewhere", ETH / IPv6(src="fd47:7470:0:1::1", dst="fd47:7471::1") / UDP(), TC_ACT_OK),
+    ("IPv4 to the pool, as before", ETH / IP(dst="10.64.0.1") / UDP(), TC_ACT_SHOT),
+    ("IPv4 outside the pool, as before", ETH / IP(dst="198.18.0.1") / UDP(), TC_ACT_OK),
+]
+
+
+@pytest.mark.parametrize("what,frame,want", ROWS6, ids=[r[0] for r in ROWS6])
+def test_tc_drop_dst_with_an_ipv6_prefix(what, frame, want):
+    """With prefix6 (the socket-path lab's UE range) IPv6 packets to it are dropped too, nothing else;
+    without it (the rows above) IPv6 is never dropped."""
+    with bpf.tc_drop_dst_prog(POOL, prefix6=UE6) as p:
+        got = p.test_run(bytes(frame))
+    assert got.retval == want, f"{what}: {frame!r}: {got.retval}, want {want}"
+
+
+def test_tc_drop_dst_ipv6_prefix_at_most_a_64():
+    with pytest.raises(ValueError):
+        bpf.tc_drop_dst_prog(POOL, prefix6="fd47:7470:0:1::/96")
