@@ -174,7 +174,7 @@ class Runner:
     def install_bearers(self, p: CaseParams, tunables: dict) -> None:
         """The bearers of the profile's tunables, through `gtplab bearers`' writer and `pgwu session
         load` (only when they differ from what is installed)."""
-        key = (p.n_bearers, SGWS, p.checksum, p.ip)    # ip 6/4v6: the lines carry ue6=
+        key = (p.n_bearers, SGWS, p.checksum, p.ip, p.n3)    # ip 6/4v6: the lines carry ue6=, n3 6 sgw6=
         if key == self._bearers_key:
             return
         path = os.path.join(self._tmp.name, "bearers.txt")
@@ -189,7 +189,7 @@ class Runner:
         if not getattr(pf, "urr", False):
             return
         c = common()
-        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (36 if p.direction == "uplink" else 0)
+        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (c.outer_len(p.n3) if p.direction == "uplink" else 0)
         k = 0 if p.direction == "uplink" else 1
         flows = p.flows if p.flow_mode == "multi" else 1
         for i, n in enumerate(packets_per_bearer(sent, flows)):
@@ -211,7 +211,12 @@ class Runner:
         pf = getattr(self.dut, "cfg", None) if getattr(self.dut, "teid_file", None) else None
         if pf is None or p.direction != "uplink":
             return tun
-        tun = dict(tun, pgw_addr=pf.n3)
+        if p.n3 == "6":
+            if not pf.n3_6:
+                raise UserError("--n3 6: dut.pfcp.n3 has no IPv6 address of the UPF (give [IPV4, IPV6]; docs/pfcp.md)")
+            tun = dict(tun, pgw_addr6=pf.n3_6)
+        if pf.n3:
+            tun = dict(tun, pgw_addr=pf.n3)
         if pf.choose:
             tun["teid_file"] = self.dut.teid_file
         return tun
