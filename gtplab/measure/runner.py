@@ -226,6 +226,10 @@ class Runner:
         tun = p.tunables()
         self.install_bearers(p, tun)
         tun = self.provisioned_tunables(p, tun)
+        if self.backend.kind == "trex" and tun["stats"] == "latency" and p.n3 == "6" and p.direction == "uplink":
+            # its latency stream's UDP checksums are zeroed (no_l4_checksums), which IPv6 does not allow
+            raise UserError("--n3 6 on TRex: its uplink latency stream cannot keep the outer UDP checksum over IPv6 "
+                            "(gtplab.measure.runner.no_l4_checksums); run it with --no-latency")
         if self.backend.kind == "trex" and tun["stats"] == "latency":
             streams = self.streams(p.direction, {**tun, "stats": "none"}, tx) + self.trex_latency_streams(
                 p.direction, tun, tx)

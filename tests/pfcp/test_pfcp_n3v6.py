@@ -17,11 +17,24 @@ from gtplab.pfcp import messages as m
 from gtplab.pfcp import provision as prov
 from gtplab.pfcp.errors import PfcpMalformed
 from gtplab.pfcp.sessions import Session
-from tests.pfcp.test_pfcp_rules_v6 import raw_ies
 
 NODE = CP = "10.0.0.1"
 N3, N3_6 = "10.201.0.1", "fd47:7473::1"
 SGW6 = int(ipaddress.IPv6Address("fd47:7473::10"))
+GROUPED = (1, 2, 3, 4, 5, 7, 11, 17, 54)     # Create PDR/PDI/FAR/URR/QER, Forwarding Parameters, ...
+
+
+def raw_ies(buf: bytes, t: int) -> list[bytes]:
+    """The value octets of every IE of type t in a PFCP message body, depth first, read from the
+    octets (not from Scapy's reading of them)."""
+    out, i = [], 0
+    while i + 4 <= len(buf):
+        typ, n = struct.unpack_from("!HH", buf, i)
+        val = buf[i + 4:i + 4 + n]
+        out += [val] if typ == t else []
+        out += raw_ies(val, t) if typ in GROUPED else []
+        i += 4 + n
+    return out
 
 
 def bearer(i=0, **kw):
