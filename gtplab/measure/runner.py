@@ -212,8 +212,6 @@ class Runner:
         if pf is None or p.direction != "uplink":
             return tun
         if p.n3 == "6":
-            if not pf.n3_6:
-                raise UserError("--n3 6: dut.pfcp.n3 has no IPv6 address of the UPF (give [IPV4, IPV6]; docs/pfcp.md)")
             tun = dict(tun, pgw_addr6=pf.n3_6)
         if pf.n3:
             tun = dict(tun, pgw_addr=pf.n3)
@@ -224,6 +222,10 @@ class Runner:
     def prepare(self, p: CaseParams) -> Prepared:
         tx, rx = self.ports(p.direction)
         tun = p.tunables()
+        pf = getattr(self.dut, "cfg", None)
+        if p.n3 == "6" and hasattr(pf, "n3_6") and not pf.n3_6:
+            # before the sessions: each would need the UPF's N3 IPv6 address (F-TEID V6)
+            raise UserError("--n3 6: dut.pfcp.n3 has no IPv6 address of the UPF (give [IPV4, IPV6]; docs/pfcp.md)")
         self.install_bearers(p, tun)
         tun = self.provisioned_tunables(p, tun)
         if self.backend.kind == "trex" and tun["stats"] == "latency" and p.n3 == "6" and p.direction == "uplink":

@@ -126,3 +126,19 @@ def test_results_without_n3_read_as_4_and_a_bad_one_is_refused(tmp_path):
     (d / "cases.jsonl").write_text("\n".join([json.dumps({**json.loads(lines[0]), "n3": "5"})] + lines[1:]) + "\n")
     with pytest.raises(ResultsError, match="n3 is .5., not 4 or 6"):
         analysis.load(d)
+
+
+def test_a_pfcp_upf_without_an_n3_ipv6_address_is_one_line_before_any_session():
+    """dut.pfcp.n3 with only an IPv4 address: a case over IPv6 stops with one line before a session
+    is asked for (each would need the UPF's IPv6 F-TEID)."""
+    from types import SimpleNamespace
+    from gtplab.measure.runner import Runner
+    from gtplab.pfcp import provision as prov
+    installed = []
+    stub = SimpleNamespace(ports=lambda d: (0, 1), install_bearers=lambda p, t: installed.append(p),
+                           dut=SimpleNamespace(cfg=prov.parse_config({"upf": "10.203.0.1", "n3": "10.201.0.1",
+                                                                     "n6": "10.202.0.1"}, "x")))
+    (c,) = plan.plan(plan.validate({"frame_sizes": [256], "directions": ["uplink"], "n3": [6]}))[0]
+    with pytest.raises(UserError, match=r"^--n3 6: dut.pfcp.n3 has no IPv6 address of the UPF"):
+        Runner.prepare(stub, c)
+    assert installed == []
