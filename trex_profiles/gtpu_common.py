@@ -6,6 +6,7 @@ and the bearer file the PGW-U loads for it cannot drift apart:
     bearer i:  UE = ue_base + i          local TEID = teid_base + i   (uplink, SGW -> PGW-U)
                SGW = sgw_base + i % sgws  SGW TEID  = sgw_teid_base + i (downlink, PGW-U -> SGW)
                --ip 6 / 4v6: UE /64 = fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i (ue6_prefix)
+               --n3 6: SGW (gNB) IPv6 = sgw6_base + i % sgws, PGW-U/UPF N3 IPv6 = pgw_addr6
 
 Frame sizes are sizes on the wire including the 4-byte Ethernet FCS, as TRex counts them: a
 profile asked for `size=1424` builds a 1420-byte packet and the NIC (or the embedded engine's
@@ -45,6 +46,7 @@ STATS_PAYLOAD = 16       # per-stream stats need the last 16 payload bytes: TRex
 
 PROFILES = ("uplink", "downlink")
 IP_FAMILIES = ("4", "6", "4v6")     # --ip: the user packets' address family (4v6: one stream of each)
+N3_FAMILIES = ("4", "6")            # --n3: the family of the tunnel's outer header (GTP-U over IPv6: issue 32)
 
 # IPv6 user traffic (issue 32): UE i has the /64 prefix fd47:7470:XXXX:YYYY::/64, XXXX:YYYY = i
 # (i >> 16, i & 0xffff); the N6 servers are hosts of fd47:7471::/64, picked like the IPv4 PDN
@@ -60,6 +62,10 @@ DEFAULT_SGW_BASE = "10.201.0.16"
 DEFAULT_SGW_TEID_BASE = 0x80000000
 DEFAULT_PGW_ADDR = "10.201.0.1"     # the PGW-U's GTP-U address (pgwu --local-addr)
 DEFAULT_PDN_BASE = "198.18.0.1"     # RFC 2544 range 198.18.0.0/15, routed on the DUT via SGi
+# N3 over IPv6 (--n3 6): the lab's N3 link fd47:7473::/64 (gtplab/lab/topology.py Addressing), the
+# DUT's N3 address ::1, SGW k = ::10 + k (on-link, as 10.201.0.16 + k: the same low bits)
+DEFAULT_PGW_ADDR6 = "fd47:7473::1"
+DEFAULT_SGW6_BASE = "fd47:7473::10"
 DEFAULT_PG_ID = {"uplink": 10, "downlink": 20}
 DEFAULT_SIZE = {"uplink": 128, "downlink": 64}
 
@@ -92,26 +98,40 @@ def _families(ip) -> tuple[int, ...]:
     return (4, 6) if ip == "4v6" else (int(ip),)
 
 
-def header_len(profile: str, l4: str = "udp", vlans: int = 0, ip=4) -> int:
+def _n3(n3) -> int:
+    """--n3 as the outer header's family, 4 or 6."""
+    if str(n3) not in N3_FAMILIES:
+        raise ProfileError(f"--n3 {n3!r}: one of {', '.join(N3_FAMILIES)}")
+    return int(n3)
+
+
+def outer_len(n3=4) -> int:
+    """Bytes of the tunnel's headers before the T-PDU: IPv4 or IPv6, UDP, GTP-U (36 or 56)."""
+    return IP_LEN[_n3(n3)] + UDP_LEN + GTPU_LEN
+
+
+def header_len(profile: str, l4: str = "udp", vlans: int = 0, ip=4, n3=4) -> int:
     """Bytes of headers in a frame of `profile`, FCS excluded (the payload follows them); ip is
-    the user packet's family (4 or 6; "4v6": the larger, IPv6's)."""
+    the user packet's family (4 or 6; "4v6": the larger, IPv6's), n3 the uplink's outer one."""
     inner = IP_LEN[max(_families(ip))]
     if profile == "uplink":
-        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + inner + L4_LEN[l4]
+        return ETH_LEN + outer_len(n3) + inner + L4_LEN[l4]
     return ETH_LEN + (VLAN_LEN if vlans else 0) + inner + L4_LEN[l4]
 
 
-def min_frame_size(profile: str, l4: str = "udp", vlans: int = 0, ip=4) -> int:
+def min_frame_size(profile: str, l4: str = "udp", vlans: int = 0, ip=4, n3=4) -> int:
     """Smallest frame size (FCS included) the profile can build: 82 for uplink with inner UDP,
     94 with inner TCP; 64 for downlink. Inner IPv6 (ip 6 or 4v6): uplink 14 + 20 + 8 + 8 outer,
-    + 40 IPv6 + 8 UDP = 98 bytes, 102 with the FCS (TCP 114); downlink 14 + 40 + 8 + FCS = 66 (TCP 78)."""
-    return max(MIN_FRAME, header_len(profile, l4, vlans, ip) + FCS_LEN)
+    + 40 IPv6 + 8 UDP = 98 bytes, 102 with the FCS (TCP 114); downlink 14 + 40 + 8 + FCS = 66 (TCP 78).
+    GTP-U over IPv6 (n3 6, uplink): 20 more, 102 with inner IPv4/UDP (114 TCP), 122 with inner
+    IPv6/UDP (134 TCP); the downlink frames the generator sends are not tunnelled."""
+    return max(MIN_FRAME, header_len(profile, l4, vlans, ip, n3) + FCS_LEN)
 
 
-def frame_size_for_ip_len(profile: str, ip_len: int, vlans: int = 0) -> int:
+def frame_size_for_ip_len(profile: str, ip_len: int, vlans: int = 0, n3=4) -> int:
     """Frame size (FCS included) that carries a user IPv4 packet of ip_len bytes."""
     if profile == "uplink":
-        return ETH_LEN + IPV4_LEN + UDP_LEN + GTPU_LEN + ip_len + FCS_LEN
+        return ETH_LEN + outer_len(n3) + ip_len + FCS_LEN
     return max(MIN_FRAME, ETH_LEN + (VLAN_LEN if vlans else 0) + ip_len + FCS_LEN)
 
 
@@ -172,6 +192,14 @@ def _addr(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an IPv4 address: {text!r}") from None
 
 
+def _addr6(text: str) -> str:
+    """An IPv6 address (compressed form)."""
+    try:
+        return str(ipaddress.IPv6Address(str(text)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an IPv6 address: {text!r}") from None
+
+
 def _bool(text: str) -> bool:
     t = str(text).lower()
     if t in ("1", "true", "yes", "on"):
@@ -213,6 +241,12 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
                         "fd47:7470:XXXX:YYYY::/64 with XXXX:YYYY = i, servers in fd47:7471::/64) or "
                         "4v6 (two streams per size at equal rates, one IPv4 and one IPv6, each "
                         "through every bearer)")
+    g.add_argument("--n3", choices=N3_FAMILIES, default="4",
+                   help="family of the tunnel's outer header (GTP-U over IPv4 or IPv6): "
+                        + ("the uplink G-PDUs' outer IPv6 from sgw6_base + i %% sgws to pgw_addr6, "
+                           "the outer UDP checksum computed (RFC 8200 8.1)" if up else
+                           "the DUT's downlink G-PDUs go to the SGWs' IPv6 addresses (bearer file "
+                           "sgw6=); the frames sent here are the same"))
     g.add_argument("--l4", choices=("udp", "tcp"), default="udp",
                    help="transport of the user packet" + (" (inside the tunnel)" if up else ""))
     g.add_argument("--sport", type=_int, default=1025, help="user packet's L4 source port")
@@ -265,9 +299,13 @@ def build_parser(profile: str) -> argparse.ArgumentParser:
     g.add_argument("--pdn-base", type=_addr, default=DEFAULT_PDN_BASE,
                    help=("first PDN address: the user packet's destination is pdn_base + i %% sgws"
                          if up else "first PDN address: sources are pdn_base .. + pdn_addrs - 1"))
+    g.add_argument("--sgw6-base", type=_addr6, default=DEFAULT_SGW6_BASE,
+                   help="IPv6 address of SGW 0 with --n3 6 (SGW k: + k in the low 32 bits)")
     if up:
         g.add_argument("--pgw-addr", type=_addr, default=DEFAULT_PGW_ADDR,
                        help="the PGW-U's GTP-U address (outer destination)")
+        g.add_argument("--pgw-addr6", type=_addr6, default=DEFAULT_PGW_ADDR6,
+                       help="the PGW-U's (UPF's) GTP-U IPv6 address, the outer destination with --n3 6")
     else:
         g.add_argument("--pdn-addrs", type=_positive, default=256,
                        help="number of PDN source addresses (multi mode)")
@@ -387,6 +425,23 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
             raise ProfileError(f"--{name} {getattr(args, name)} out of range 0..65535")
 
     args.families = _families(args.ip)
+    args.n3 = _n3(args.n3)
+    sgw6_lo = int(ipaddress.IPv6Address(args.sgw6_base)) & 0xFFFFFFFF
+    args.sgw6_lo = sgw6_lo
+    if args.n3 == 6:
+        if sgw6_lo + min(args.sgws, args.bearers) - 1 > 0xFFFFFFFF:
+            raise ProfileError(f"--sgw6-base {args.sgw6_base} + {args.sgws} SGWs overflows its low 32 bits")
+        if up and getattr(args, "outer_udp_csum", "zero") != "valid":
+            # RFC 8200 8.1: a zero UDP checksum over IPv6 is discarded; RFC 6935/6936's exception is
+            # for a tunnel whose ends both opt in per port, which GTP-U (TS 29.281) does not do
+            raise ProfileError("--outer-udp-csum zero with --n3 6: a UDP checksum is mandatory over IPv6 "
+                               "(RFC 8200 8.1; the RFC 6935/6936 zero-checksum opt-out is not GTP-U's): "
+                               "use --outer-udp-csum valid")
+        if up and args.order == "random" and args.flows > 1:
+            # the SGW's masked write (+k in the pseudo header) has nothing to answer it: the inner
+            # destination stays pdn_base in random order (docs/profiles.md)
+            raise ProfileError("--order random with --n3 6: the outer UDP checksum (mandatory over IPv6) "
+                               "is kept valid only in sequential order; use --order seq")
     if 6 in args.families:
         if args.imix:
             raise ProfileError(f"--imix with --ip {args.ip}: the IMIX rows are IPv4 packet lengths "
@@ -397,11 +452,11 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
                                "--flows <= 65535 (the outer checksums of the IPv6 stream are a value "
                                "list in step with the bearer, --teid-file's TEIDs included)")
     # frame sizes: one stream per row
-    lo = min_frame_size(profile, args.l4, args.vlans, args.ip)
+    lo = min_frame_size(profile, args.l4, args.vlans, args.ip, args.n3 if up else 4)
     if args.imix:
         if args.size is not None:
             raise ProfileError("--imix and --size exclude each other (IMIX sizes come from IMIX_TABLE)")
-        args.streams = [dict(size=frame_size_for_ip_len(profile, r["ip_len"], args.vlans),
+        args.streams = [dict(size=frame_size_for_ip_len(profile, r["ip_len"], args.vlans, args.n3),
                              pps=r["pps"], isg=r["isg"]) for r in IMIX_TABLE]
     else:
         # the default: at least the minimum (a downlink IPv6 frame needs 66 bytes)
@@ -417,15 +472,19 @@ def parse(profile: str, tunables=(), kwargs=None) -> argparse.Namespace:
                 raise ProfileError(
                     f"size {size} is too small: the smallest {profile} frame with inner "
                     f"IPv{max(args.families)}/{args.l4.upper()} is {lo} bytes (FCS included"
-                    + ("; IPv6 G-PDU: 14 Ethernet + 20 IPv4 + 8 UDP + 8 GTP-U + 40 IPv6 + "
-                       f"{L4_LEN[args.l4]} {args.l4.upper()}" if up and 6 in args.families else "")
+                    + (f"; IPv{max(args.families)} G-PDU" + (" over IPv6" if args.n3 == 6 else "")
+                       + f": 14 Ethernet + {IP_LEN[args.n3]} IPv{args.n3} + 8 UDP + 8 GTP-U + "
+                       f"{IP_LEN[max(args.families)]} IPv{max(args.families)} + "
+                       f"{L4_LEN[args.l4]} {args.l4.upper()}" if up and (6 in args.families or args.n3 == 6)
+                       else "")
                     + f"); use --size >= {lo}" + (" or --clamp" if up else ""))
         args.size = size
         # 4v6: one stream per family, same size and rate (rows 4 then 6)
         args.streams = [dict(size=size, pps=1, isg=0.0, ip=f) for f in args.families]
     for s in args.streams:
         s.setdefault("ip", 4)
-        s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans, s["ip"])
+        s["payload"] = s["size"] - FCS_LEN - header_len(profile, args.l4, args.vlans, s["ip"],
+                                                        args.n3 if up else 4)
         if args.stats != "none" and s["payload"] < STATS_PAYLOAD:
             raise ProfileError(f"--stats {args.stats} needs {STATS_PAYLOAD} bytes of payload; a "
                                f"{s['size']}-byte {profile} frame has {s['payload']}: use --size >= "
@@ -478,6 +537,12 @@ def read_teids(path: str, bearers: int) -> list[int]:
     return teids
 
 
+def sgw6_addr(args: argparse.Namespace, i: int) -> str:
+    """Bearer i's SGW (gNB) IPv6 address with --n3 6: sgw6_base + i % sgws, in its low 32 bits."""
+    hi = int(ipaddress.IPv6Address(args.sgw6_base)) >> 32 << 32
+    return str(ipaddress.IPv6Address(hi | (args.sgw6_lo + i % args.sgws)))
+
+
 def bearer(args: argparse.Namespace, i: int) -> tuple[int, int, int, int]:
     """(local TEID, UE address, SGW address, SGW TEID) of bearer i, addresses as integers; the
     local TEID from --teid-file when given."""
@@ -509,14 +574,17 @@ def server6_addr(n: int) -> str:
 
 def bearer_lines(args: argparse.Namespace, csum: str = "default"):
     """Lines of the pgwu bulk bearer file (`pgwu session load FILE`) for bearers 0..bearers-1:
-    `TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off] [ue6=PREFIX/64]`; ue6= (the UE's IPv6 /64,
-    ue6_prefix) only with --ip 6 or 4v6. Every bearer keeps its IPv4 UE address."""
+    `TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off] [ue6=PREFIX/64] [sgw6=ADDR]`; ue6= (the UE's IPv6
+    /64, ue6_prefix) only with --ip 6 or 4v6, sgw6= (the SGW's IPv6 address, sgw6_addr: the
+    downlink's outer destination over PFCP) only with --n3 6. Every bearer keeps its IPv4 UE and SGW."""
     tail = "" if csum == "default" else f" csum={csum}"
     v6 = str(getattr(args, "ip", "4")) != "4"
+    n3v6 = getattr(args, "n3", 4) == 6
+    sgw6 = [f" sgw6={sgw6_addr(args, k)}" for k in range(min(args.sgws, args.bearers))] if n3v6 else None
     for i in range(args.bearers):
         teid, ue, sgw, sgw_teid = bearer(args, i)
         six = f" ue6=fd47:7470:{i >> 16:x}:{i & 0xFFFF:x}::/64" if v6 else ""   # ue6_prefix(i), inlined
-        yield f"{teid:#010x} {ip(ue)} {ip(sgw)} {sgw_teid:#010x}{tail}{six}\n"
+        yield f"{teid:#010x} {ip(ue)} {ip(sgw)} {sgw_teid:#010x}{tail}{six}{sgw6[i % args.sgws] if sgw6 else ''}\n"
 
 
 # ---------------------------------------------------------------------------------------------

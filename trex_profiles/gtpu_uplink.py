@@ -32,6 +32,13 @@ Field engine (multi mode):
   (pseudo header) and the inner destination +k, which the inner L4 checksum turns into -k; the inner
   IPv4 header always sums to 0. The sum over the outer UDP datagram never changes.
 
+--n3 6 (issue 32, GTP-U over IPv6): the outer header is IPv6, sgw6_base + i % sgws -> pgw_addr6,
+hop limit 64, and the outer UDP checksum is always valid (mandatory over IPv6, RFC 8200 8.1; --outer-udp-csum
+zero is refused): computed by Scapy over the IPv6 pseudo header for the base packet and kept by the
+same construction as over IPv4 (the outer source's +k in its low 32 bits, as the IPv4 source's). Every
+offset behind the outer header moves by 20 bytes; the field engine writes the outer source's low 32
+bits (offset 34) where it wrote the IPv4 source, and there is no outer header checksum to fix.
+
 --ip 6 (issue 32): the user packet is IPv6 (fd47:7470:XXXX:YYYY::/64 of bearer i -> a server of
 fd47:7471::/64), gtpu_uplink6 below; --ip 4v6 sends one IPv4 and one IPv6 stream (docs/profiles.md).
 
@@ -64,6 +71,20 @@ class GtpuUplink(object):
     def __init__(self):
         self.args = None
 
+    def outer(self, a):
+        """The tunnel's outer IP header of bearer 0: IPv4 (--n3 4) or IPv6 (--n3 6)."""
+        _, _, sgw, _ = common.bearer(a, 0)
+        if a.n3 == 6:
+            return IPv6(src=common.sgw6_addr(a, 0), dst=a.pgw_addr6, hlim=64)
+        return IP(src=common.ip(sgw), dst=common.ip(a.pgw_addr), ttl=64)
+
+    def names(self, a):
+        """(inner IPv4 layer, inner IPv6 layer, outer source's low 32 bits, shift of every offset
+        behind the outer header) as the field engine's instructions address them."""
+        if a.n3 == 6:
+            return "IP", "IPv6:1", common.ETH_LEN + 8 + 12, common.IPV6_LEN - common.IPV4_LEN
+        return "IP:1", "IPv6", "IP.src", 0
+
     def packet(self, a, payload_len, l4_csum=None, comp=None):
         """Bearer 0's packet, every checksum valid (outer UDP: 0 unless --outer-udp-csum valid).
         comp: the value of the compensation word (first 4 payload bytes, software checksum);
@@ -82,7 +103,7 @@ class GtpuUplink(object):
         if comp is not None:
             data = comp.to_bytes(common.COMP_LEN, "big") + data[common.COMP_LEN:]
         return (Ether(src=common.SRC_MAC, dst=common.DST_MAC)
-                / IP(src=common.ip(sgw), dst=common.ip(a.pgw_addr), ttl=64)
+                / self.outer(a)
                 / outer_udp
                 / GTP_U_Header(gtp_type=255, teid=teid)
                 / IP(src=common.ip(ue), dst=common.ip(a.pdn_base), ttl=64)
@@ -121,6 +142,9 @@ class GtpuUplink(object):
         sw: keep the inner checksums valid by construction instead of STLVmFixChecksumHw."""
         inner_l4 = "UDP:1" if a.l4 == "udp" else "TCP"
         l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
+        inner, _, outer_src, shift = self.names(a)
+        sgw_add = common.s32(a.sgw6_lo if a.n3 == 6 else a.sgw_base)
+        fix_outer = [STLVmFixIpv4(offset="IP")] if a.n3 == 4 else []
         vm = []
         if a.flows > 1 and a.order == "random":
             # a random bearer per packet: the SGW (i % sgws) is the low bits of i (parse() checked
@@ -130,13 +154,12 @@ class GtpuUplink(object):
             vm += [
                 STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
                                add_val=common.s32(a.teid_base)),
-                STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP:1.src",
+                STLVmWrFlowVar(fv_name="bearer", pkt_offset=inner + ".src",
                                add_val=common.s32(a.ue_base)),
             ]
             if a.sgw_period > 1:
-                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset="IP.src", pkt_cast_size=4,
-                                          mask=a.sgw_period - 1, shift=0),
-                       STLVmFixIpv4(offset="IP")]
+                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset=outer_src, pkt_cast_size=4,
+                                          mask=a.sgw_period - 1, shift=0)] + fix_outer
         elif a.flows > 1:
             vm.append(STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
                                    op="inc"))
@@ -164,18 +187,16 @@ class GtpuUplink(object):
             else:
                 vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset="GTP_U_Header.teid",
                                          add_val=common.s32(a.teid_base)))
-            vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset="IP:1.src",
+            vm.append(STLVmWrFlowVar(fv_name="bearer", pkt_offset=inner + ".src",
                                      add_val=common.s32(a.ue_base)))
             if a.sgw_period > 1:
                 vm += [
-                    STLVmWrFlowVar(fv_name="sgw", pkt_offset="IP.src",
-                                   add_val=common.s32(a.sgw_base)),
-                    STLVmWrFlowVar(fv_name="sgw", pkt_offset="IP:1.dst",
+                    STLVmWrFlowVar(fv_name="sgw", pkt_offset=outer_src, add_val=sgw_add),
+                    STLVmWrFlowVar(fv_name="sgw", pkt_offset=inner + ".dst",
                                    add_val=common.s32(a.pdn_base)),
-                    STLVmFixIpv4(offset="IP"),
-                ]
+                ] + fix_outer
             if sw:
-                comp_off = 78 if a.l4 == "udp" else 90
+                comp_off = (78 if a.l4 == "udp" else 90) + shift
                 d = int.from_bytes(bytes(self._base)[comp_off:comp_off + 4], "big") - (a.flows - 1)
                 # word = d + N-1-i: cancels the +i of the inner source
                 vm.append(STLVmWrFlowVar(fv_name="bearer_c", pkt_offset=comp_off,
@@ -184,16 +205,16 @@ class GtpuUplink(object):
                     # checksum = 0xfffe - k: cancels the +k of the inner destination
                     vm.append(STLVmWrFlowVar(fv_name="sgw_c", pkt_offset=inner_l4 + ".chksum",
                                              add_val=0xFFFE - (a.sgw_period - 1)))
-                vm.append(STLVmFixIpv4(offset="IP:1"))
+                vm.append(STLVmFixIpv4(offset=inner))
                 return vm
         if vm or a.stats == "latency":
             # after the writes (and after TRex's latency header, which lands in the payload)
-            vm.append(STLVmFixChecksumHw(l3_offset="IP:1", l4_offset=inner_l4, l4_type=l4_type))
+            vm.append(STLVmFixChecksumHw(l3_offset=inner, l4_offset=inner_l4, l4_type=l4_type))
         return vm
 
     # ---- inner IPv6 (--ip 6 / 4v6) ------------------------------------------------------------
     # Offsets: outer Ether 0, IPv4 14, UDP 34, GTP-U 42, IPv6 50 (src 58, dst 74), L4 90, payload
-    # 98 (UDP) / 110 (TCP). Bearer i's UE is fd47:7470:XXXX:YYYY:(N-1-i):0:1 (its /64 = i; the
+    # 98 (UDP) / 110 (TCP); with --n3 6 (outer IPv6 14, UDP 54, GTP-U 62) each 20 more (set_offsets6). Bearer i's UE is fd47:7470:XXXX:YYYY:(N-1-i):0:1 (its /64 = i; the
     # interface identifier's upper 32 bits count down as the prefix counts up), the server
     # fd47:7471::(1 + k) with k = i % sgws, the source port sport + (P-1-k) (P = the SGW period).
     # Every write is answered inside the inner UDP/TCP checksum's own coverage (prefix +i, IID -i;
@@ -204,6 +225,14 @@ class GtpuUplink(object):
     V6_SRC_IID_HI = V6_L3 + 8 + 8       # upper 32 bits of the UE's interface identifier
     V6_DST_LO = V6_L3 + 24 + 12         # low 32 bits of the server's address
     V6_SPORT = V6_L3 + 40
+
+    def set_offsets6(self, a):
+        """The inner IPv6 header's offsets for the outer header of --n3."""
+        self.V6_L3 = 50 + self.names(a)[3]
+        self.V6_SRC_PREFIX = self.V6_L3 + 8 + 4
+        self.V6_SRC_IID_HI = self.V6_L3 + 8 + 8
+        self.V6_DST_LO = self.V6_L3 + 24 + 12
+        self.V6_SPORT = self.V6_L3 + 40
 
     def packet6(self, a, payload_len):
         """Bearer 0's IPv6 G-PDU, every checksum valid (outer UDP: 0 unless --outer-udp-csum valid)."""
@@ -219,7 +248,7 @@ class GtpuUplink(object):
         if a.outer_udp_csum == "zero":
             outer_udp.chksum = 0
         pkt = (Ether(src=common.SRC_MAC, dst=common.DST_MAC)
-               / IP(src=common.ip(sgw), dst=common.ip(a.pgw_addr), ttl=64)
+               / self.outer(a)
                / outer_udp
                / GTP_U_Header(gtp_type=255, teid=teid)
                / IPv6(src=common.ue6_addr(0, iid), dst=common.server6_addr(1), hlim=64)
@@ -238,6 +267,8 @@ class GtpuUplink(object):
         for i in range(a.flows):
             teid, _, sgw, _ = common.bearer(a, i)
             t0, _, s0, _ = common.bearer(a, 0)
+            if a.n3 == 6:        # the outer IPv6 source's low 32 bits, in the pseudo header
+                sgw, s0 = a.sgw6_lo + i % a.sgws, a.sgw6_lo
             delta = (fold(teid) - fold(t0) + fold(sgw) - fold(s0)) % 0xFFFF
             c = (c0 - delta) % 0xFFFF
             out.append(c if c else 0xFFFF)
@@ -249,6 +280,9 @@ class GtpuUplink(object):
         --order random: nothing can answer a random index)."""
         inner_l4 = "UDP:1" if a.l4 == "udp" else "TCP"
         l4_type = CTRexVmInsFixHwCs.L4_TYPE_UDP if a.l4 == "udp" else CTRexVmInsFixHwCs.L4_TYPE_TCP
+        _, inner6, outer_src, _ = self.names(a)
+        sgw_add = common.s32(a.sgw6_lo if a.n3 == 6 else a.sgw_base)
+        fix_outer = [STLVmFixIpv4(offset="IP")] if a.n3 == 4 else []
         vm = []
         if a.flows > 1 and a.order == "random":
             vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4,
@@ -257,9 +291,8 @@ class GtpuUplink(object):
                                   add_val=common.s32(a.teid_base)),
                    STLVmWrFlowVar(fv_name="bearer", pkt_offset=self.V6_SRC_PREFIX)]
             if a.sgw_period > 1:
-                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset="IP.src", pkt_cast_size=4,
-                                          mask=a.sgw_period - 1, shift=0),
-                       STLVmFixIpv4(offset="IP")]
+                vm += [STLVmWrMaskFlowVar(fv_name="bearer", pkt_offset=outer_src, pkt_cast_size=4,
+                                          mask=a.sgw_period - 1, shift=0)] + fix_outer
             hw = True
         elif a.flows > 1:
             vm += [STLVmFlowVar(name="bearer", min_value=0, max_value=a.flows - 1, size=4, op="inc"),
@@ -279,23 +312,22 @@ class GtpuUplink(object):
             vm += [STLVmWrFlowVar(fv_name="bearer", pkt_offset=self.V6_SRC_PREFIX),
                    STLVmWrFlowVar(fv_name="bearer_c", pkt_offset=self.V6_SRC_IID_HI)]
             if a.sgw_period > 1:
-                vm += [STLVmWrFlowVar(fv_name="sgw", pkt_offset="IP.src",
-                                      add_val=common.s32(a.sgw_base)),
+                vm += [STLVmWrFlowVar(fv_name="sgw", pkt_offset=outer_src, add_val=sgw_add),
                        STLVmWrFlowVar(fv_name="sgw", pkt_offset=self.V6_DST_LO, add_val=1),
                        STLVmWrFlowVar(fv_name="sgw_c", pkt_offset=self.V6_SPORT,
-                                      add_val=a.sport),
-                       STLVmFixIpv4(offset="IP")]
+                                      add_val=a.sport)] + fix_outer
             if a.outer_udp_csum == "valid":
                 vm += [STLVmFlowVar(name="ocsum", value_list=self.outer_csums6(a), size=2, op="inc"),
                        STLVmWrFlowVar(fv_name="ocsum", pkt_offset="UDP.chksum")]
         if hw or (a.stats == "latency"):
-            vm.append(STLVmFixChecksumHw(l3_offset="IPv6", l4_offset=inner_l4, l4_type=l4_type))
+            vm.append(STLVmFixChecksumHw(l3_offset=inner6, l4_offset=inner_l4, l4_type=l4_type))
         return vm
 
     def get_streams(self, direction=0, tunables=(), **kwargs):
         """direction is ignored: this profile always is the access side's traffic (use it on
         port 0, as `start -f gtpu_uplink.py -p 0 -t size=1424`)."""
         a = self.args = common.parse(self.profile, tunables, kwargs)
+        self.set_offsets6(a)
         if 6 in a.families and a.sport + a.sgw_period - 1 > 0xFFFF:
             raise common.ProfileError(f"--sport {a.sport}: the IPv6 stream uses sport .. sport + "
                                       f"{a.sgw_period - 1}, above 65535")

@@ -52,7 +52,7 @@ def _config(args) -> prov.PfcpConfig:
     for key in ("upf", "n3", "n6", "node_id", "local", "listen_port", "window", "qfi", "release_wait"):
         v = getattr(args, key)
         if v is not None:
-            d[key] = v
+            d[key] = v.split(",") if key == "n3" and "," in v else v
     if args.choose is not None:
         d["choose"] = args.choose
     if args.urr:
@@ -145,7 +145,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lab", metavar="NAME", help="a namespace lab running an external UPF: the node runs in "
                    "its control-plane namespace, the addresses are the lab's (upf: lab)")
     p.add_argument("--upf", metavar="HOST[:PORT]", help="the UPF's N4 address (overrides the lab config)")
-    p.add_argument("--n3", metavar="IPV4", help="the UPF's N3 GTP-U address")
+    p.add_argument("--n3", metavar="ADDR[,ADDR6]",
+                   help="the UPF's N3 GTP-U address: IPv4, IPv6 (GTP-U over IPv6: bearer lines with sgw6=) or one of each")
     p.add_argument("--n6", metavar="IPV4", help="the UPF's N6 address")
     p.add_argument("--node-id", dest="node_id", metavar="IPV4|FQDN", help="our Node ID")
     p.add_argument("--local", metavar="IPV4", help="our N4 address (default: the one the route to the UPF picks)")

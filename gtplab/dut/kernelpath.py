@@ -11,8 +11,10 @@ network namespace, where every packet it loses is counted somewhere:
     its /proc/net/snmp6                  Ip6 (the same drops of IPv6 user packets: InHdrErrors
                                         InTooBigErrors InNoRoutes InAddrErrors InUnknownProtos
                                         InTruncatedPkts InDiscards OutDiscards OutNoRoutes FragFails)
+                                        Udp6: added to Udp's (GTP-U over IPv6, sweep --n3 6: the N3
+                                        socket of the UPF's IPv6 address; one place per UDP drop)
     its /proc/net/dev                    every device's rx/tx packets and drops (the data veths, TUN)
-    its /proc/net/udp                    the drops and queue of the sockets on port 2152 (N3)
+    its /proc/net/udp, udp6              the drops and queue of the sockets on port 2152 (N3)
     ethtool -S of the DUT veths          rx_queue_N_drops (passed by the lab's XDP_PASS, then dropped)
     the control plane netns's Udp        the N4 datagrams to and from the UPF (taken off the counts)
 
@@ -110,12 +112,15 @@ def tun_devices(netns: str | None) -> list[str]:
 def parse(texts: dict[str, str], port: int = GTPU_PORT) -> dict:
     """One snapshot from the texts of a namespace's /proc/net files (rxstats.read_own_netns)."""
     snmp = rxstats.snmp(texts["snmp"])
-    mib = {"Ip": snmp.get("Ip", {}), "Udp": snmp.get("Udp", {}), "Ip6": rxstats.snmp6(texts.get("snmp6", ""))}
+    udp = dict(snmp.get("Udp", {}))
+    for k, v in rxstats.snmp6(texts.get("snmp6", ""), "Udp6").items():   # N3 over IPv6: the same places
+        udp[k] = udp.get(k, 0) + v
+    mib = {"Ip": snmp.get("Ip", {}), "Udp": udp, "Ip6": rxstats.snmp6(texts.get("snmp6", ""))}
     if "netstat" in texts:
         ns = rxstats.snmp(texts["netstat"])
         for table, names in NETSTAT.items():
             mib[table] = {k: ns.get(table, {}).get(k, 0) for k in names}
-    socks = rxstats.udp_sockets(texts.get("udp", ""), port)
+    socks = rxstats.udp_sockets(texts.get("udp", ""), port) + rxstats.udp_sockets(texts.get("udp6", ""), port)
     return {"mib": mib, "dev": rxstats.net_dev(texts.get("dev", "")),
             "n3_socket": {"sockets": len(socks), "drops": sum(s["drops"] for s in socks),
                           "rx_queue": sum(s["rx_queue"] for s in socks)}}
@@ -169,7 +174,8 @@ class KernelPath:
 
     def read(self) -> dict:
         """One snapshot, as it is now."""
-        snap = parse(self._dut.call(rxstats.read_own_netns, ("snmp", "netstat", "dev", "udp", "snmp6")), self.port)
+        snap = parse(self._dut.call(rxstats.read_own_netns, ("snmp", "netstat", "dev", "udp", "snmp6", "udp6")),
+                     self.port)
         snap["ports"] = list(self.ports)
         snap["tun"] = tun_devices(self.netns)
         snap["ethtool"] = {i: {k: v for k, v in self.ethtool(i).items() if any(r.match(k) for r in ETHTOOL_KEEP)}
@@ -252,12 +258,14 @@ def places(before: dict, after: dict, direction: str) -> dict:
         detail.update(n4_datagrams=n4_in, n3_reads=reads, tun_writes=writes)
     else:
         n4_out = cp("InDatagrams") + cp("InErrors") + cp("NoPorts")    # the UPF's PFCP to gtplab
-        sends = mib("Udp", "OutDatagrams") + mib("Udp", "SndbufErrors") + mib("Ip", "OutNoRoutes") - n4_out
+        sends = mib("Udp", "OutDatagrams") + mib("Udp", "SndbufErrors") + mib("Ip", "OutNoRoutes") \
+            + mib("Ip6", "OutNoRoutes") - n4_out
         queued = dev(tun, "tx_packets")
         p["upf_process"] = queued - sends
         p["tun_tx_dropped"] = dev(tun, "tx_dropped")
         p["udp_sndbuf"] = mib("Udp", "SndbufErrors") - stack_drops
         p["ip_out_no_routes"] = mib("Ip", "OutNoRoutes")
+        p["ip6_out_no_routes"] = mib("Ip6", "OutNoRoutes")          # its sends over IPv6 (N3 over IPv6)
         detail.update(n4_datagrams=n4_out, tun_queued=queued, n3_sends=sends)
     errors = []
     udp_in_errors = p["udp_rcvbuf"] + p["udp_mem"] + p["udp_in_csum"] + p["udp_in_other"]

@@ -45,7 +45,8 @@ def in_lab(cfg: prov.PfcpConfig, lab) -> tuple[prov.PfcpConfig, str | None]:
     if why:
         raise UserError(f"dut.pfcp: N4: {why}")
     return dataclasses.replace(cfg, upf=(a.dut_n4, PFCP_PORT), local=cfg.local or a.cp_n4,
-                               n3=cfg.n3 or a.dut_access, n6=cfg.n6 or a.dut_sgi), lab.cp_ns
+                               n3=cfg.n3 or a.dut_access, n3_6=cfg.n3_6 or a.dut_access6,
+                               n6=cfg.n6 or a.dut_sgi), lab.cp_ns
 
 
 def provisioner(cfg: prov.PfcpConfig, netns: str | None, upf=None) -> prov.Provisioner:

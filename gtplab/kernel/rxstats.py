@@ -94,7 +94,7 @@ def udp_sockets(text: str, port: int) -> list[dict[str, int]]:
     return out
 
 
-OPTIONAL_FILES = ("snmp6",)      # absent on a kernel booted with IPv6 off: left out, not an error
+OPTIONAL_FILES = ("snmp6", "udp6")   # absent on a kernel booted with IPv6 off: left out, not an error
 
 
 def read_own_netns(files: tuple[str, ...] = ("snmp", "netstat", "dev", "udp")) -> dict[str, str]:
@@ -112,15 +112,15 @@ def read_own_netns(files: tuple[str, ...] = ("snmp", "netstat", "dev", "udp")) -
     return out
 
 
-def snmp6(text: str) -> dict[str, int]:
+def snmp6(text: str, table: str = "Ip6") -> dict[str, int]:
     """The text of /proc/net/snmp6 (one `Ip6InReceives  123` per line) as {"InReceives": 123, ...}
-    for its Ip6 lines."""
+    for its lines of table (Ip6, Udp6, Icmp6, ...)."""
     out = {}
     for line in text.splitlines():
         k, _, v = line.partition(" ")
         v = v.strip()
-        if k.startswith("Ip6") and v.isdigit():
-            out[k[3:]] = int(v)
+        if k.startswith(table) and v.isdigit():
+            out[k[len(table):]] = int(v)
     return out
 
 

@@ -96,7 +96,10 @@ PFCP = _obj({
     "local": _str(null=True),
     "listen_port": _int(0, 65535, "a UDP port, 0..65535 (0: any free one)", null=True),
     "node_id": _str(null=True),
-    "n3": _str(), "n6": _str(),
+    # the UPF's N3 address, IPv4 or IPv6, or one of each (GTP-U over IPv6: gtplab/pfcp/provision.py checks them)
+    "n3": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}],
+           "x-error": "{path} {value}: an IPv4 or IPv6 address, or a list of one of each"},
+    "n6": _str(),
     "choose": {"enum": ["auto", True, False], "x-error": "{path} {value} must be auto, true or false"},
     "urr": _bool(),
     "mbr_kbps": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": (1 << 40) - 1},

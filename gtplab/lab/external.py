@@ -34,8 +34,8 @@ lab's N4 can leave the machine (check_n4_route, at lab up and before the associa
         ready_timeout: 30
 
 Placeholders: {runtime} {workdir} {config} (the rendered file); the DUT's interfaces {n3_if} {n6_if}
-{n4_if}; addresses {n3} {n6} {n4} (the UPF's), {cp} (gtplab's N4 address), {n3_peer} {n6_peer} (the
-generator's ports), {n3_prefixlen} {n6_prefixlen} {n4_prefixlen}, {ue_pool} {pdn_net} {sgw_base};
+{n4_if}; addresses {n3} {n6} {n4} (the UPF's), {n3_6} (the UPF's N3 IPv6 address: GTP-U over
+IPv6), {cp} (gtplab's N4 address), {n3_peer} {n6_peer} (the generator's ports), {n3_prefixlen} {n6_prefixlen} {n4_prefixlen}, {ue_pool} {pdn_net} {sgw_base};
 {dut_cpus}; {mtu} (the lab's links'); and each of `vars`. Literal braces are doubled ({{ }}).
 
 The UPF runs as `ip netns exec <dut ns> sh -c 'mount -t bpf bpf /sys/fs/bpf && exec taskset -c
@@ -72,7 +72,7 @@ from gtplab.lab import runtime
 _KEYS = {"runtime", "runtime_env", "config_file", "config", "setup", "start", "stop", "vars", "cpus", "xdp",
          "ready_timeout"}
 CPU_CHOICES = ("dut", "generator", "all")
-PLACEHOLDERS = ("runtime", "workdir", "config", "n3_if", "n6_if", "n4_if", "n3", "n6", "n4", "cp",
+PLACEHOLDERS = ("runtime", "workdir", "config", "n3_if", "n6_if", "n4_if", "n3", "n6", "n4", "cp", "n3_6",
                 "n3_peer", "n6_peer", "n3_prefixlen", "n6_prefixlen", "n4_prefixlen", "ue_pool",
                 "pdn_net", "sgw_base", "dut_cpus", "mtu")
 STOP_GRACE = 10.0           # s between the stop (command or SIGTERM) and SIGKILL
@@ -201,7 +201,7 @@ def values(lab, ext: dict) -> dict[str, str]:
     v = {"runtime": ext.get("runtime") or "", "workdir": ext["workdir"],
          "config": str(Path(ext["workdir"]) / spec.config_file),
          "n3_if": acc.dut_ifname, "n6_if": sgi.dut_ifname, "n4_if": ext["n4"]["dut_ifname"],
-         "n3": a.dut_access, "n6": a.dut_sgi, "n4": a.dut_n4, "cp": a.cp_n4,
+         "n3": a.dut_access, "n6": a.dut_sgi, "n4": a.dut_n4, "cp": a.cp_n4, "n3_6": a.dut_access6,
          "n3_peer": a.gen_access, "n6_peer": a.gen_sgi, "n3_prefixlen": str(a.prefixlen("access")),
          "n6_prefixlen": str(a.prefixlen("sgi")), "n4_prefixlen": str(a.prefixlen("n4")),
          "ue_pool": a.ue_pool, "pdn_net": a.pdn_net, "sgw_base": a.sgw_base,

@@ -102,6 +102,13 @@ class Addressing:
     sgi6_net: str = "fd47:7472::/64"
     dut_sgi6: str = "fd47:7472::1"
     gen_sgi6: str = "fd47:7472::2"     # never configured on the generator: the neighbour entry's name
+    # N3 over IPv6 (issue 32, sweep --n3 6): the N3 link fd47:7473::/64 beside 10.201.0.0/24, the DUT's
+    # GTP-U address ::1 on its access port, SGW k = sgw6_base + k (permanent neighbours -> the
+    # generator's N3 MAC, as the IPv4 SGWs); gen_access6 is never configured on the generator either
+    access6_net: str = "fd47:7473::/64"
+    dut_access6: str = "fd47:7473::1"
+    gen_access6: str = "fd47:7473::2"
+    sgw6_base: str = "fd47:7473::10"
     local_teid_base: int = 0x00010000
     sgw_teid_base: int = 0x80000000
     n4_net: str = "10.203.0.0/29"      # an external UPF's N4 link (gtplab/lab/external.py): room
@@ -124,6 +131,10 @@ class Addressing:
 
     def pdn(self, i: int = 0) -> str:
         return str(ipaddress.ip_network(self.pdn_net).network_address + 1 + i)
+
+    def sgw6(self, i: int) -> str:
+        """The SGW (gNB) IPv6 address of bearer i (N3 over IPv6)."""
+        return str(ipaddress.ip_address(self.sgw6_base) + (i % self.sgws))
 
     def bearer(self, i: int) -> dict:
         """Bearer i as `pgwu session add` wants it."""
@@ -463,6 +474,7 @@ class Lab:
             raise LabError(f"Couldn't add SGW neighbours and the PDN route: {p.stderr.strip()}")
         _run(["ip", "netns", "exec", d, "sysctl", "-qw", "net.ipv4.ip_forward=1"], "enable forwarding")
         self._build_ipv6_n6()
+        self._build_ipv6_n3()
         for j in range(0, len(self.park_ifnames), 2):
             # never up, never carries a frame: only holds an XDP program (Engine: LocalClient(park=))
             _run(["ip", "-n", g, "link", "add", self.park_ifnames[j], "type", "veth", "peer", "name",
@@ -530,6 +542,33 @@ class Lab:
         p = subprocess.run(["ip", "-n", d, "-batch", "-"], input=batch, capture_output=True, text=True)
         if p.returncode:
             raise LabError(f"Couldn't add the IPv6 N6 address, neighbour and server route: {p.stderr.strip()}")
+
+    def _build_ipv6_n3(self) -> None:
+        """The DUT's N3 (access) port dual stack (issue 32, GTP-U over IPv6): the address dut_access6
+        (nodad) on the N3 link access6_net and a permanent neighbour for each SGW's IPv6 address
+        (sgw6_base + k, k < sgws) -> the generator's N3 MAC, as the IPv4 SGWs have: the generator's
+        XDP program answers no Neighbor Solicitation. The same quiet knobs as the N6 port (no
+        link-local address, DAD, router solicitation, autoconf; MLD report intervals 0); forwarding
+        stays on on this port (bpf_fib_lookup's ingress, _build_ipv6_n6) and off for all, so the
+        kernel routes nothing of the lab's IPv6 anywhere. What the kernel sends of its own: a few
+        MLDv2 reports at build (the address's solicited-node group; with forwarding on, the
+        all-routers groups), none after (tests/lab/test_lab_ipv6.py). The generator's port has no
+        IPv6 address (gen_access6 names nothing configured), as on N6: its XDP program counts every
+        frame, and an address would only make its kernel send MLD reports into the DUT."""
+        a, d = self.addressing, self.dut_ns
+        acc = self.ports[0]
+        knobs = {"addr_gen_mode": 1, "accept_ra": 0, "autoconf": 0, "accept_dad": 0,
+                 "router_solicitations": 0, "mldv1_unsolicited_report_interval": 0,
+                 "mldv2_unsolicited_report_interval": 0, "disable_ipv6": 0}
+        _run(["ip", "netns", "exec", d, "sysctl", "-qw"]
+             + [f"net.ipv6.conf.{acc.dut_ifname}.{k}={v}" for k, v in knobs.items()], "IPv6 on the DUT's N3 port")
+        batch = (f"addr replace {a.dut_access6}/{ipaddress.ip_network(a.access6_net).prefixlen} dev "
+                 f"{acc.dut_ifname} nodad\n"
+                 + "".join(f"neigh replace {a.sgw6(k)} lladdr {acc.mac} nud permanent dev {acc.dut_ifname}\n"
+                           for k in range(a.sgws)))
+        p = subprocess.run(["ip", "-n", d, "-batch", "-"], input=batch, capture_output=True, text=True)
+        if p.returncode:
+            raise LabError(f"Couldn't add the IPv6 N3 address and SGW neighbours: {p.stderr.strip()}")
 
     def _start_reassembler(self) -> None:
         """`pgwu reassemble --daemon` in the DUT netns: G-PDUs that arrive in outer fragments are

@@ -35,6 +35,7 @@ class CaseRecord:
     flow_mode: str
     order: str
     ip: str
+    n3: str
     checksum: str
     bearers: int
     rate_mode: str

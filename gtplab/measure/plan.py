@@ -42,6 +42,7 @@ UNDERSIZE = ("clamp", "skip", "error")
 
 
 IP_FAMILIES = ("4", "6", "4v6")   # the user packets' address family (the profiles' --ip, issue 32)
+N3_FAMILIES = ("4", "6")          # the tunnel's outer family, GTP-U over IPv4 or IPv6 (--n3, issue 32)
 
 
 # the search (rate mode search: MLRsearch, RFC 9971; docs/sweep.md, docs/mlrsearch.md)
@@ -53,7 +54,7 @@ SEARCH_DEFAULTS = {"goals": ["ndr", "pdr"], "min_load": 10e3, "max_load": None, 
 
 
 SPEC_KEYS = {"frame_sizes", "directions", "flow_modes", "flows", "bearers", "checksum", "rate_mode",
-             "rate", "duration", "search", "latency", "pcap_limit", "undersize", "scale", "ip"}
+             "rate", "duration", "search", "latency", "pcap_limit", "undersize", "scale", "ip", "n3"}
 # keys and values of the binary search the sweep ran before MLRsearch: refused with what replaced them
 _OLD = {"ndr": "the `ndr` section (loss_tolerance, pdr_loss_tolerance, resolution, max_trials) is gone: the "
                "search is MLRsearch (RFC 9971) now, its keys are under `search` (goals, min_load, max_load, "
@@ -84,10 +85,11 @@ class CaseParams:
     case_id: str = ""
     order: str = "seq"                    # seq | random: the order the traffic hits the bearers
     ip: str = "4"                         # 4 | 6 | 4v6: the user packets' address family
+    n3: str = "4"                         # 4 | 6: GTP-U over IPv4 or IPv6
 
     @property
     def actual_size(self) -> int:
-        return max(self.frame_size, common().min_frame_size(self.direction, ip=self.ip))
+        return max(self.frame_size, common().min_frame_size(self.direction, ip=self.ip, n3=self.n3))
 
     @property
     def n_bearers(self) -> int:
@@ -98,7 +100,7 @@ class CaseParams:
         c = common()
         size = self.actual_size
         stats = "none"
-        if self.latency and size - c.FCS_LEN - c.header_len(self.direction, ip=self.ip) >= c.STATS_PAYLOAD:
+        if self.latency and size - c.FCS_LEN - c.header_len(self.direction, ip=self.ip, n3=self.n3) >= c.STATS_PAYLOAD:
             stats = "latency"
         t: dict[str, Any] = {"size": size, "flow_mode": self.flow_mode, "bearers": self.n_bearers,
                              "sgws": SGWS, "stats": stats}
@@ -110,6 +112,8 @@ class CaseParams:
             t["outer_udp_csum"] = "valid" if self.checksum == "on" else "zero"
         if self.ip != "4":
             t["ip"] = self.ip             # only then: an IPv4 case's tunables stay as they were
+        if self.n3 != "4":
+            t["n3"] = self.n3             # likewise
         return t
 
 
@@ -124,9 +128,17 @@ def _ip(v) -> str:
     return str(v)
 
 
-def ip_suffix(ip: str) -> str:
-    """What a case id carries for its address family: nothing for IPv4 (the ids stay as they were)."""
-    return "" if str(ip) == "4" else f"-ip{ip}"
+def ip_suffix(ip: str, n3: str = "4") -> str:
+    """What a case id carries for its address families: nothing for IPv4 (the ids stay as they
+    were), -ip6 / -ip4v6 for the user packets', -n3v6 for GTP-U over IPv6."""
+    return ("" if str(ip) == "4" else f"-ip{ip}") + ("" if str(n3) == "4" else f"-n3v{n3}")
+
+
+def _n3(v) -> str:
+    """A family of the spec's `n3` (YAML reads 4 and 6 as integers)."""
+    if isinstance(v, bool) or str(v) not in N3_FAMILIES:
+        raise ValueError(v)
+    return str(v)
 
 
 def _csum(v) -> str:
@@ -191,6 +203,15 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
         bad(f"ip {e.args[0]!r}: a list of {', '.join(IP_FAMILIES)} (the user packets' address family)")
     if not s["ip"] or len(set(s["ip"])) != len(s["ip"]):
         bad(f"ip {s['ip']!r}: a non-empty list of distinct {', '.join(IP_FAMILIES)}")
+    try:
+        s["n3"] = [_n3(v) for v in _list(s.get("n3", ["4"]))]
+    except ValueError as e:
+        bad(f"n3 {e.args[0]!r}: a list of {', '.join(N3_FAMILIES)} (GTP-U over IPv4 or IPv6)")
+    if not s["n3"] or len(set(s["n3"])) != len(s["n3"]):
+        bad(f"n3 {s['n3']!r}: a non-empty list of distinct {', '.join(N3_FAMILIES)}")
+    if "6" in s["n3"] and "off" in s["checksum"] and "uplink" in dirs:
+        bad("checksum off with n3 6: a UDP checksum is mandatory over IPv6 (RFC 8200 8.1; the RFC "
+            "6935/6936 zero-checksum opt-out is not GTP-U's, docs/ipv6.md): checksum on")
     rm = s.get("rate_mode", "fixed")
     if rm in ("ndr", "pdr"):
         bad(f"rate_mode {rm}: NDR and PDR are goals of one search now (MLRsearch, RFC 9971): rate_mode search, "
@@ -230,12 +251,14 @@ def validate(spec: dict[str, Any], where: str = "sweep spec") -> dict[str, Any]:
     if us == "error":
         for dr in dirs:
             for ip in s["ip"]:
-                lo = c.min_frame_size(dr, ip=ip)
-                small = [x for x in sizes if x < lo]
-                if small:
-                    bad(f"frame size(s) {small} below the {dr} minimum {lo}"
-                        + (f" with IPv{ip} user packets" if ip != "4" else "")
-                        + " (undersize: error; use clamp or skip)")
+                for n3 in s["n3"]:
+                    lo = c.min_frame_size(dr, ip=ip, n3=n3)
+                    small = [x for x in sizes if x < lo]
+                    if small:
+                        bad(f"frame size(s) {small} below the {dr} minimum {lo}"
+                            + (f" with IPv{ip} user packets" if ip != "4" else "")
+                            + (" over IPv6 (GTP-U)" if n3 != "4" and dr == "uplink" else "")
+                            + " (undersize: error; use clamp or skip)")
     s["scale"] = _scale(s.get("scale"), bad)
     return s
 
@@ -381,6 +404,8 @@ def apply_overrides(spec: dict, args: argparse.Namespace) -> dict:
         s["checksum"] = _csv(args.checksum, str, "--checksum") or _empty("--checksum", "checksum")
     if getattr(args, "ip", None) is not None:
         s["ip"] = _csv(args.ip, str, "--ip") or _empty("--ip", "ip")
+    if getattr(args, "n3", None) is not None:
+        s["n3"] = _csv(args.n3, str, "--n3") or _empty("--n3", "n3")
     if args.rate_mode:
         s["rate_mode"] = args.rate_mode
     if args.rate is not None:
@@ -473,28 +498,33 @@ def plan(spec: dict) -> tuple[list, list[dict]]:
     c = common()
     cases, skipped = [], []
     ips = spec.get("ip") or ["4"]
+    n3s = spec.get("n3") or ["4"]
     for d in spec["directions"]:
         for fm in spec["flow_modes"]:
             flows = 1 if fm == "single" else spec["flows"]
             for cs in spec["checksum"]:
                 for ip in ips:
-                    lo = c.min_frame_size(d, ip=ip)
-                    for size in spec["frame_sizes"]:
-                        if size < lo and spec["undersize"] == "skip":
-                            skipped.append({"direction": d, "frame_size": size,
-                                            **({"ip": ip} if ip != "4" else {}),
-                                            "note": f"below the {d} minimum {lo}"
-                                                    + (f" with IPv{ip} user packets" if ip != "4" else "")
-                                                    + ": skipped"})
-                            continue
-                        cid = f"{d}-{size}-{fm}{flows}-csum{cs}{ip_suffix(ip)}-{spec['rate_mode']}"
-                        cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
-                                                bearers=spec["bearers"] if fm == "multi" else None,
-                                                checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
-                                                duration=spec["duration"], latency=spec["latency"],
-                                                case_id=cid, ip=ip))
+                    for n3 in n3s:
+                        lo = c.min_frame_size(d, ip=ip, n3=n3)
+                        for size in spec["frame_sizes"]:
+                            if size < lo and spec["undersize"] == "skip":
+                                skipped.append({"direction": d, "frame_size": size,
+                                                **({"ip": ip} if ip != "4" else {}),
+                                                **({"n3": n3} if n3 != "4" else {}),
+                                                "note": f"below the {d} minimum {lo}"
+                                                        + (f" with IPv{ip} user packets" if ip != "4" else "")
+                                                        + (" over IPv6 (GTP-U)" if n3 != "4" and d == "uplink"
+                                                           else "")
+                                                        + ": skipped"})
+                                continue
+                            cid = f"{d}-{size}-{fm}{flows}-csum{cs}{ip_suffix(ip, n3)}-{spec['rate_mode']}"
+                            cases.append(CaseParams(direction=d, frame_size=size, flow_mode=fm, flows=flows,
+                                                    bearers=spec["bearers"] if fm == "multi" else None,
+                                                    checksum=cs, rate_mode=spec["rate_mode"], rate=spec["rate"],
+                                                    duration=spec["duration"], latency=spec["latency"],
+                                                    case_id=cid, ip=ip, n3=n3))
     # the scale cases last, after every grid case: both directions use the same million bearers
-    # (IPv4 user packets whatever `ip` says: an IPv6 stream in random order cannot keep the outer UDP
+    # (IPv4 user packets over IPv4 whatever `ip` and `n3` say: an IPv6 stream in random order cannot keep the outer UDP
     # checksum valid, docs/profiles.md)
     # (loaded once), and no grid case runs while the kernel frees them after a flush (RCU callbacks
     # on the DUT's CPU: a grid case right after one measured 3 times the DUT CPU per packet)

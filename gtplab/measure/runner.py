@@ -177,7 +177,7 @@ class Runner:
     def install_bearers(self, p: CaseParams, tunables: dict) -> None:
         """The bearers of the profile's tunables, through `gtplab bearers`' writer and `pgwu session
         load` (only when they differ from what is installed)."""
-        key = (p.n_bearers, SGWS, p.checksum, p.ip)    # ip 6/4v6: the lines carry ue6=
+        key = (p.n_bearers, SGWS, p.checksum, p.ip, p.n3)    # ip 6/4v6: the lines carry ue6=, n3 6 sgw6=
         if key == self._bearers_key:
             return
         path = os.path.join(self._tmp.name, "bearers.txt")
@@ -192,7 +192,7 @@ class Runner:
         if not getattr(pf, "urr", False):
             return
         c = common()
-        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (36 if p.direction == "uplink" else 0)
+        ip_len = p.actual_size - c.FCS_LEN - c.ETH_LEN - (c.outer_len(p.n3) if p.direction == "uplink" else 0)
         k = 0 if p.direction == "uplink" else 1
         flows = p.flows if p.flow_mode == "multi" else 1
         for i, n in enumerate(packets_per_bearer(sent, flows)):
@@ -214,7 +214,10 @@ class Runner:
         pf = getattr(self.dut, "cfg", None) if getattr(self.dut, "teid_file", None) else None
         if pf is None or p.direction != "uplink":
             return tun
-        tun = dict(tun, pgw_addr=pf.n3)
+        if p.n3 == "6":
+            tun = dict(tun, pgw_addr6=pf.n3_6)
+        if pf.n3:
+            tun = dict(tun, pgw_addr=pf.n3)
         if pf.choose:
             tun["teid_file"] = self.dut.teid_file
         return tun
@@ -222,8 +225,16 @@ class Runner:
     def prepare(self, p: CaseParams) -> Prepared:
         tx, rx = self.ports(p.direction)
         tun = p.tunables()
+        pf = getattr(self.dut, "cfg", None)
+        if p.n3 == "6" and hasattr(pf, "n3_6") and not pf.n3_6:
+            # before the sessions: each would need the UPF's N3 IPv6 address (F-TEID V6)
+            raise UserError("--n3 6: dut.pfcp.n3 has no IPv6 address of the UPF (give [IPV4, IPV6]; docs/pfcp.md)")
         self.install_bearers(p, tun)
         tun = self.provisioned_tunables(p, tun)
+        if self.backend.kind == "trex" and tun["stats"] == "latency" and p.n3 == "6" and p.direction == "uplink":
+            # its latency stream's UDP checksums are zeroed (no_l4_checksums), which IPv6 does not allow
+            raise UserError("--n3 6 on TRex: its uplink latency stream cannot keep the outer UDP checksum over IPv6 "
+                            "(gtplab.measure.runner.no_l4_checksums); run it with --no-latency")
         if self.backend.kind == "trex" and tun["stats"] == "latency":
             streams = self.streams(p.direction, {**tun, "stats": "none"}, tx) + self.trex_latency_streams(
                 p.direction, tun, tx)

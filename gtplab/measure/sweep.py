@@ -116,8 +116,8 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     notes = []
     if p.actual_size != p.frame_size:
         notes.append(f"requested {p.frame_size} B is below the {p.direction} minimum "
-                     f"{c.min_frame_size(p.direction, ip=p.ip)} B ("
-                     + ("GTP-U + " if p.direction == "uplink" else "")
+                     f"{c.min_frame_size(p.direction, ip=p.ip, n3=p.n3)} B ("
+                     + (("GTP-U + " if p.n3 == "4" else "GTP-U over IPv6 + ") if p.direction == "uplink" else "")
                      + f"inner IPv{'4' if p.ip == '4' else '6'}/UDP + FCS): ran {p.actual_size} B")
     if p.latency and not prep.latency:
         notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
@@ -166,7 +166,7 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     rec = CaseRecord(
         case_id=p.case_id, direction=p.direction, frame_size=p.actual_size,
         requested_frame_size=p.frame_size, flows=p.flows, flow_mode=p.flow_mode,
-        order=p.order, ip=p.ip,
+        order=p.order, ip=p.ip, n3=p.n3,
         checksum=p.checksum, bearers=p.n_bearers, rate_mode=p.rate_mode,
         duration_s=best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
         rate_asked=best["rate_asked"],
@@ -507,6 +507,21 @@ def within_capacity(cases: list, skipped: list[dict], cfg) -> tuple[list, list[d
     return keep, skip
 
 
+# the DUT modes whose data plane is the PGW-U's XDP program, which takes no GTP-U over IPv6 yet
+PGWU_MODES = ("pgwu", "socket")
+
+
+def check_n3(cases: list, cfg, dut: str | None = None) -> None:
+    """GTP-U over IPv6 (a case with n3 6) needs a DUT that decapsulates it: UserError in one line
+    for the PGW-U (dut.mode pgwu or socket, or --dut), whose XDP program passes an IPv6 outer header
+    to the kernel (docs/ipv6.md, "N3 over IPv6")."""
+    mode = dut or cfg.dut_mode
+    if mode in PGWU_MODES and any(getattr(c, "n3", "4") == "6" for c in cases):
+        raise UserError(f"--n3 6: the PGW-U (dut mode {mode}) does not decapsulate GTP-U over IPv6 yet (it passes "
+                        "an IPv6 outer header to the kernel, docs/ipv6.md); run it against a UPF that does "
+                        "(--lab-config embedded-open5gs) or the reference forwarder (--dut fwd)")
+
+
 def planned_cases(spec: dict, cfg) -> tuple[list, list[dict]]:
     """(cases, skipped) of a checked spec on a lab config; UserError when no case is left."""
     cases, skipped = plan(spec)
@@ -648,11 +663,12 @@ class _Sweep:
                 self.pcap_dir / f"case-{p.case_id}-port{runner.ports(p.direction)[1]}.pcap"))
             order = " in random order" if p.order == "random" else ""
             progress.start_case(i, f"{p.direction} {p.frame_size} B {p.flow_mode} {p.flows} flows{order} "
-                                   f"csum {p.checksum} IPv{p.ip} {p.rate_mode}")
+                                   f"csum {p.checksum} IPv{p.ip}" + (f" N3 IPv{p.n3}" if p.n3 != "4" else "")
+                                   + f" {p.rate_mode}")
             if self.pusher:
                 self.pusher.case_started({"case_id": p.case_id, "direction": p.direction,
                                           "frame_size": p.actual_size, "flows": p.flows,
-                                          "checksum": p.checksum, "ip": p.ip}, index=i - 1, total=len(cases))
+                                          "checksum": p.checksum, "ip": p.ip, "n3": p.n3}, index=i - 1, total=len(cases))
             with (self.profiler.case(p.case_id) if self.profiler else contextlib.nullcontext()):
                 try:
                     record = measure_case(runner, p, spec, cfg, self.pcap_dir, progress)
@@ -740,6 +756,7 @@ def do_sweep(args: argparse.Namespace) -> int:
     _check_endpoints(args)
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
+    check_n3(cases, cfg, args.dut)
     run_uuid = str(uuidlib.uuid4())
     if args.flamegraph:
         _check_flamegraph(args.backend or cfg.backend)
@@ -843,6 +860,9 @@ def add_parser(subparsers) -> None:
     g.add_argument("--ip", metavar="4,6,4v6",
                    help="address families of the user packets: 4 (default), 6 (IPv6 UEs, fd47:7470:i::/64), "
                         "4v6 (an IPv4 and an IPv6 stream per case); one case each (docs/sweep.md)")
+    g.add_argument("--n3", metavar="4,6",
+                   help="families of the tunnel's outer header: 4 (default, GTP-U over IPv4), 6 (GTP-U over "
+                        "IPv6 on the lab's N3 fd47:7473::/64; the DUT must take it: docs/ipv6.md); one case each")
     g.add_argument("--rate-mode", choices=RATE_MODES,
                    help="fixed: one trial at --rate; search: MLRsearch (RFC 9971) of the goals")
     g.add_argument("--rate", help="fixed rate: pps or a TRex multiplier (100%%, 500kpps, 5gbps)")

@@ -134,6 +134,8 @@ class Bearer:
     sgw_teid: int                 # SGW TEID: downlink outer TEID
     teid: int | None = None       # local (uplink) TEID; None = CHOOSE
     ue6: int | None = None        # UE IPv6 /64 prefix (its upper 64 bits): an IPv4v6 session
+    sgw6: int | None = None       # SGW (gNB) IPv6 address (int): N3 over IPv6, the downlink's outer
+                                  # destination instead of sgw, and the uplink F-TEID's IPv6
 
     def label(self) -> str:
         return f"bearer {self.index} (UE {ip(self.ue)})"
@@ -148,6 +150,7 @@ def ip6_prefix(upper64: int) -> str:
 class SessionOptions:
     """What every session of a run carries beyond the mandatory rules."""
     n3_addr: str = "0.0.0.0"      # UPF's N3/S1-U address for a given F-TEID (not used with CHOOSE)
+    n3_addr6: str | None = None   # its N3 IPv6 address: a bearer with sgw6 (N3 over IPv6)
     choose: bool = False          # ask the UPF to allocate the uplink F-TEID
     urr: bool = False             # a volume-measurement URR, reported at deletion
     mbr_kbps: tuple[int, int] | None = None   # a QER: (uplink, downlink) MBR in kbit/s, gate open
@@ -240,8 +243,12 @@ def association_release_response(seq: int, node_id: str, cause: int = CAUSE_ACCE
 
 def session_rules(b: Bearer, o: SessionOptions) -> R.Session:
     """A sweep bearer's rules (gtplab/pfcp/rules.py builds them)."""
-    return R.Session(ue=ip(b.ue), teid=None if o.choose or b.teid is None else b.teid, n3=o.n3_addr,
-                     gnb=ip(b.sgw), gnb_teid=b.sgw_teid, mbr_kbps=o.mbr_kbps, qer=o.qer, qfi=o.qfi,
+    v6 = b.sgw6 is not None            # N3 over IPv6: F-TEID V6, OHC GTP-U/UDP/IPv6, OHR 1 (rules.py)
+    if v6 and not o.n3_addr6 and not o.choose:
+        raise ValueError(f"{b.label()}: N3 over IPv6 (sgw6) needs the UPF's N3 IPv6 address (dut.pfcp.n3)")
+    return R.Session(ue=ip(b.ue), teid=None if o.choose or b.teid is None else b.teid,
+                     n3=(o.n3_addr6 or "::") if v6 else o.n3_addr,
+                     gnb=str(ipaddress.IPv6Address(b.sgw6)) if v6 else ip(b.sgw), gnb_teid=b.sgw_teid, mbr_kbps=o.mbr_kbps, qer=o.qer, qfi=o.qfi,
                      urr=R.UrrSpec() if o.urr else None, access_instance=o.access_instance,
                      core_instance=o.core_instance, ue6=None if b.ue6 is None else ip6_prefix(b.ue6))
 
@@ -372,14 +379,17 @@ class Template:
         return bytes(out)
 
 
-def establishment_template(node_id: str, cp_addr: str, o: SessionOptions, ue6: bool = False) -> Template:
+def establishment_template(node_id: str, cp_addr: str, o: SessionOptions, ue6: bool = False,
+                           sgw6: bool = False) -> Template:
     """Per session: seq, cp_seid, ue, sgw, sgw_teid, teid unless the UPF chooses it, and with ue6
-    the UE's IPv6 /64 prefix (upper 64 bits: an IPv4v6 session)."""
+    the UE's IPv6 /64 prefix (upper 64 bits: an IPv4v6 session); with sgw6, N3 over IPv6: the
+    SGW's IPv6 address (16 bytes) in place of its IPv4 one."""
 
-    def build(seq, cp_seid, ue, sgw, sgw_teid, teid=None, ue6=None):
-        b = Bearer(index=0, ue=ue, sgw=sgw, sgw_teid=sgw_teid, teid=None if o.choose else teid, ue6=ue6)
+    def build(seq, cp_seid, ue, sgw_teid, sgw=0, teid=None, ue6=None, sgw6=None):
+        b = Bearer(index=0, ue=ue, sgw=sgw, sgw_teid=sgw_teid, teid=None if o.choose else teid, ue6=ue6,
+                   sgw6=sgw6)
         return session_establishment_request(seq, node_id, cp_addr, cp_seid, b, o)
-    sizes = {"seq": 3, "cp_seid": 8, "ue": 4, "sgw": 4, "sgw_teid": 4}
+    sizes = {"seq": 3, "cp_seid": 8, "ue": 4, "sgw_teid": 4, **({"sgw6": 16} if sgw6 else {"sgw": 4})}
     if not o.choose:
         sizes["teid"] = 4
     if ue6:
@@ -411,6 +421,7 @@ class Scanned:
     up_seid: int | None = None
     up_addr: str | None = None
     fteids: dict[int, tuple[int, str | None]] = field(default_factory=dict)   # PDR id -> (TEID, IPv4)
+    fteids6: dict[int, str] = field(default_factory=dict)     # PDR id -> the F-TEID's IPv6 address (V6)
     usage: dict[int, tuple[int | None, int | None, int | None]] = field(default_factory=dict)
     recovery_ts: int | None = None
     offending_ie: int | None = None
@@ -578,7 +589,7 @@ def scan(buf: bytes) -> Scanned:
             _need(v0, v1, 1, "Node Report Type", where)
             s.node_report_type = buf[v0]
         elif t == IE_CREATED_PDR:
-            pdr, fteid = None, None
+            pdr, fteid, fteid6 = None, None, None
             for t2, w0, w1 in _ies(buf, v0, v1, where + " Created PDR"):
                 if t2 == IE_PDR_ID:
                     _need(w0, w1, 2, "PDR ID", where)
@@ -588,14 +599,19 @@ def scan(buf: bytes) -> Scanned:
                     fl = buf[w0]
                     if fl & 4:
                         raise PfcpMalformed(f"{where}: Created PDR F-TEID still says CHOOSE")
-                    _need(w0, w1, 5 + (4 if fl & 1 else 0), "F-TEID", where)
+                    _need(w0, w1, 5 + (4 if fl & 1 else 0) + (16 if fl & 2 else 0), "F-TEID", where)
                     teid = struct.unpack_from("!I", buf, w0 + 1)[0]
                     addr = ip(struct.unpack_from("!I", buf, w0 + 5)[0]) if fl & 1 else None
                     fteid = (teid, addr)
+                    if fl & 2:      # V6: the IPv6 address after the IPv4 one, if any (8.2.3)
+                        a6 = w0 + 5 + (4 if fl & 1 else 0)
+                        fteid6 = str(ipaddress.IPv6Address(bytes(buf[a6:a6 + 16])))
             if pdr is None:
                 raise PfcpMalformed(f"{where}: Created PDR without a PDR ID")
             if fteid is not None:
                 s.fteids[pdr] = fteid
+            if fteid6 is not None:
+                s.fteids6[pdr] = fteid6
         elif t in (IE_USAGE_REPORT_SDR, IE_USAGE_REPORT_SMR, IE_USAGE_REPORT_SRR):
             u = usage_report(buf, v0, v1, where)
             s.usage[u.urr] = u.volume

@@ -11,7 +11,9 @@
         listen_port: 8805         # where gtplab's node listens on it (the UPF's heartbeats, reports);
                                   # 0: any free port (default 0 with upf: embedded, else 8805)
         node_id: 10.0.0.1         # our Node ID: IPv4 or FQDN (default: the local address)
-        n3: 10.201.0.1            # the UPF's N3/S1-U GTP-U address: the uplink's outer destination
+        n3: 10.201.0.1            # the UPF's N3/S1-U GTP-U address: the uplink's outer destination;
+                                  # an IPv6 one, or a list of one of each ([10.201.0.1, fd47:7473::1]),
+                                  # for GTP-U over IPv6 (sweep --n3 6: F-TEID V6, OHC GTP-U/UDP/IPv6)
         n6: 198.18.0.254          # the UPF's N6/SGi address (the downlink traffic's next hop)
         choose: auto              # auto: the UPF allocates the uplink F-TEIDs (CHOOSE) when its UP
                                   # Function Features say FTUP, else gtplab gives the profile's;
@@ -65,7 +67,7 @@ LAB = "lab"                # upf: lab -- an external UPF in the namespace lab, o
 @dataclass
 class PfcpConfig:
     upf: tuple[str, int] | str
-    n3: str | None                      # None only with upf: lab (the lab's N3 address)
+    n3: str | None                      # None only with upf: lab (the lab's N3 address), or n3 IPv6 only
     n6: str | None
     local: str | None = None
     listen_port: int | None = None      # None: 8805, or any free port with upf: embedded
@@ -79,11 +81,29 @@ class PfcpConfig:
     window: int = 256
     timers: Timers = field(default_factory=Timers)
     release_wait: float | None = None   # None: T1 x (N1 + 1), with retransmissions
+    n3_6: str | None = None             # the UPF's N3 IPv6 address (GTP-U over IPv6), if it has one
 
     def options(self) -> m.SessionOptions:
-        return m.SessionOptions(n3_addr=self.n3, choose=bool(self.choose), urr=self.urr, mbr_kbps=self.mbr_kbps,
+        return m.SessionOptions(n3_addr=self.n3 or "0.0.0.0", n3_addr6=self.n3_6, choose=bool(self.choose), urr=self.urr, mbr_kbps=self.mbr_kbps,
                                 access_instance=self.access_instance, core_instance=self.core_instance,
                                 qfi=self.qfi)
+
+
+def _n3(v, where: str) -> tuple[str | None, str | None]:
+    """dut.pfcp.n3: an IPv4 address, an IPv6 one, or a list of one of each -> (IPv4, IPv6)."""
+    vals = v if isinstance(v, list) else [v]
+    out: dict[int, str] = {}
+    for x in vals:
+        try:
+            a = ipaddress.ip_address(str(x))
+        except ValueError:
+            a = None
+        if a is None or isinstance(x, bool) or a.version in out:
+            raise UserError(f"{where}: {v!r} is not an IPv4 or IPv6 address, or a list of one of each")
+        out[a.version] = str(a)
+    if not out:
+        raise UserError(f"{where}: an empty list (give the UPF's N3 IPv4 and/or IPv6 address)")
+    return out.get(4), out.get(6)
 
 
 def _ipv4(v, where: str) -> str:
@@ -159,7 +179,8 @@ def parse_config(d, where: str) -> PfcpConfig:
     for k in NUMBERS:
         if k in d:
             nums[k] = check_number(k, d[k], f"{where}: dut.pfcp.{k}")
-    return PfcpConfig(upf=upf, n3=_ipv4(d["n3"], f"{where}: dut.pfcp.n3") if "n3" in d else None,
+    n3, n3_6 = _n3(d["n3"], f"{where}: dut.pfcp.n3") if "n3" in d else (None, None)
+    return PfcpConfig(upf=upf, n3=n3, n3_6=n3_6,
                       n6=_ipv4(d["n6"], f"{where}: dut.pfcp.n6") if "n6" in d else None,
                       local=_ipv4(d["local"], f"{where}: dut.pfcp.local") if d.get("local") else None,
                       listen_port=port, node_id=str(node_id) if node_id is not None else None,
@@ -172,8 +193,9 @@ def parse_config(d, where: str) -> PfcpConfig:
 
 
 def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
-    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...] [ue6=PREFIX/64]`),
-    index = line order. ue6 makes the session IPv4v6 (the UE's /64 prefix beside its IPv4 address);
+    """Bearers of a pgwu bearer file (`TEID UE SGW SGW_TEID [csum=...] [qfi=...] [ue6=PREFIX/64]
+    [sgw6=ADDR]`), index = line order. ue6 makes the session IPv4v6 (the UE's /64 prefix beside its
+    IPv4 address); sgw6 puts it on N3 over IPv6 (the SGW's IPv6 address, gtpu_common.sgw6_addr);
     the other options are not read: over PFCP every session carries dut.pfcp.qfi. Read a line at a
     time (bounded.read_lines): at most BEARER_FILE_BYTES, BEARER_LINES lines of BEARER_LINE_BYTES
     each; UserError in one line beyond (a binary, /dev/zero) or for a FIFO."""
@@ -192,8 +214,13 @@ def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
                 ipaddress.IPv4Address(line[2]), int(line[3], 0)
         except (ValueError, IndexError):
             raise UserError(f"bearer file {path}:{n}: expected TEID UE_ADDR SGW_ADDR SGW_TEID") from None
-        ue6 = None
+        ue6 = sgw6 = None
         for opt in line[4:]:
+            if opt.startswith("sgw6="):
+                try:
+                    sgw6 = int(ipaddress.IPv6Address(opt[5:]))
+                except ValueError:
+                    raise UserError(f"bearer file {path}:{n}: {opt}: the SGW's IPv6 address (sgw6=fd47:7473::10)") from None
             if opt.startswith("ue6="):
                 try:
                     net = ipaddress.IPv6Network(opt[4:], strict=True)
@@ -202,7 +229,7 @@ def read_bearer_file(path: str, choose: bool) -> list[m.Bearer]:
                 if net is None or net.prefixlen != 64:
                     raise UserError(f"bearer file {path}:{n}: {opt}: the UE's IPv6 prefix is a /64 (ue6=fd47:7470::/64)")
                 ue6 = int(net.network_address) >> 64
-        out.append(m.Bearer(len(out), int(ue), int(sgw), sgw_teid, None if choose else teid, ue6))
+        out.append(m.Bearer(len(out), int(ue), int(sgw), sgw_teid, None if choose else teid, ue6, sgw6))
     return out
 
 
@@ -214,12 +241,13 @@ def write_bearer_file(sessions: list[Session], path: str, upf: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(f"# bearers provisioned over PFCP on {upf}: TEID = the uplink F-TEID in force\n"
-                    "# TEID UE_ADDR SGW_ADDR SGW_TEID [ue6=PREFIX/64]  # F-TEID address, CP SEID, UP SEID\n")
+                    "# TEID UE_ADDR SGW_ADDR SGW_TEID [ue6=PREFIX/64] [sgw6=ADDR]  # F-TEID address, CP SEID, UP SEID\n")
             for s in sessions:
                 b = s.bearer
                 f.write(f"{s.teid:#010x} {m.ip(b.ue)} {m.ip(s.sgw if s.sgw is not None else b.sgw)} "
                         f"{(s.sgw_teid if s.sgw_teid is not None else b.sgw_teid):#010x}"
                         + (f" ue6={m.ip6_prefix(b.ue6)}" if b.ue6 is not None else "")
+                        + (f" sgw6={ipaddress.IPv6Address(b.sgw6)}" if b.sgw6 is not None else "")
                         + f"  # {s.n3_addr} {s.cp_seid:#x} {s.up_seid:#x}\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
@@ -244,7 +272,7 @@ class Provisioner:
         addr = upf or cfg.upf
         if addr == EMBEDDED:
             raise UserError("dut.pfcp.upf: embedded needs the lab to start the agent (gtplab/pfcp/provision.py)")
-        if addr == LAB or cfg.n3 is None or cfg.n6 is None:
+        if addr == LAB or (cfg.n3 is None and cfg.n3_6 is None) or cfg.n6 is None:
             raise UserError("dut.pfcp.upf: lab is an external UPF in the namespace lab: give the lab "
                             "(gtplab sweep --lab-config, gtplab pfcp --lab NAME)")
         # the embedded agent is on loopback, beside other tests' and runs' nodes: any free port

@@ -32,7 +32,7 @@ class Session:
     cp_seid: int
     up_seid: int | None = None
     teid: int | None = None            # the uplink F-TEID in force (given, or the UPF's choice)
-    n3_addr: str | None = None         # the F-TEID's IPv4 address (the UPF's N3 address)
+    n3_addr: str | None = None         # the F-TEID's address (the UPF's N3 address; IPv6 for N3 over IPv6)
     usage: tuple | None = None         # (total, uplink, downlink) octets of the deletion's report
     sgw: int | None = None             # downlink outer destination in force
     sgw_teid: int | None = None
@@ -53,7 +53,8 @@ class Sessions:
         self._by_cp: dict[int, Session] = {}
         self._seid_base = ((os.getpid() & 0xFFFF) << 40) | ((int(time.time()) & 0xFF) << 32)
         self._est = m.establishment_template(node.node_id, node.addr, opts)
-        self._est6: m.Template | None = None          # IPv4v6 sessions' template, when the first comes
+        self._est_more: dict[tuple[bool, bool], m.Template] = {}   # (ue6, sgw6): IPv4v6 sessions' and
+                                                                  # N3-over-IPv6 ones', when the first comes
         self._opts = opts
         self._mod = m.modification_template(opts.access_instance)
         self._del = m.deletion_template()
@@ -119,14 +120,16 @@ class Sessions:
             self._by_cp[s.cp_seid] = s
         s.up_seid = None
         seq = self.node.next_seq()
-        if b.ue6 is None:
+        if b.ue6 is None and b.sgw6 is None:
             data = self._est.render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
                                     teid=b.teid or 0)
-        else:                   # an IPv4v6 session: the template with the UE's /64 prefix, made once
-            if self._est6 is None:
-                self._est6 = m.establishment_template(self.node.node_id, self.node.addr, self._opts, ue6=True)
-            data = self._est6.render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
-                                     teid=b.teid or 0, ue6=b.ue6)
+        else:                   # IPv4v6 and/or N3 over IPv6: a template of its own, made once
+            key = (b.ue6 is not None, b.sgw6 is not None)
+            if key not in self._est_more:
+                self._est_more[key] = m.establishment_template(self.node.node_id, self.node.addr, self._opts,
+                                                               ue6=key[0], sgw6=key[1])
+            data = self._est_more[key].render(seq=seq, cp_seid=s.cp_seid, ue=b.ue, sgw=b.sgw, sgw_teid=b.sgw_teid,
+                                              teid=b.teid or 0, ue6=b.ue6 or 0, sgw6=b.sgw6 or 0)
         return seq, data, s
 
     def _check(self, s: Session, r: m.Scanned, what: str) -> None:
@@ -150,8 +153,14 @@ class Sessions:
                 raise PfcpMalformed(f"{s.label()}: the UPF was asked to CHOOSE the uplink F-TEID and "
                                     "returned no Created PDR with an F-TEID for PDR 1")
             s.teid, s.n3_addr = got
+            if s.bearer.sgw6 is not None:      # N3 over IPv6: the uplink goes to its IPv6 address
+                s.n3_addr = r.fteids6.get(m.PDR_UL)
+                if s.n3_addr is None:
+                    raise PfcpMalformed(f"{s.label()}: the UPF was asked to CHOOSE an IPv6 F-TEID (CH, V6) and "
+                                        "returned one without an IPv6 address for PDR 1")
         else:
-            s.teid, s.n3_addr = s.bearer.teid, self.opts.n3_addr
+            s.teid, s.n3_addr = s.bearer.teid, (self.opts.n3_addr6 if s.bearer.sgw6 is not None
+                                                else self.opts.n3_addr)
 
     def establish(self, bearers: Iterable[m.Bearer]) -> list[Session]:
         """A session for every bearer, or none: see the module doc."""

@@ -25,7 +25,7 @@ from gtplab.results import store as results
 
 DIRECTIONS = ("uplink", "downlink")
 # case parameters besides direction and frame size; a plot series is one combination of those that vary
-VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode", "order", "ip")
+VARIANT_DIMS = ("flow_mode", "flows", "checksum", "bearers", "rate_mode", "order", "ip", "n3")
 NUMERIC_FIELDS = ("duration_s", "offered_pps", "offered_bps_l1", "offered_bps_l2", "rx_pps",
                   "rx_bps_l1", "rx_bps_l2", "tx_packets", "rx_packets", "loss_ratio", "flows", "bearers")
 LATENCY_STATS = ("min", "avg", "p50", "p99", "max")
@@ -82,6 +82,9 @@ def load(results_dir: str | os.PathLike, label: str = "A") -> Run:
         c.setdefault("ip", "4")             # the user packets' family: IPv4 before issue 32
         if str(c["ip"]) not in ("4", "6", "4v6"):
             raise bad(f"ip is {c['ip']!r}, not 4, 6 or 4v6")
+        c.setdefault("n3", "4")             # GTP-U over IPv4 before issue 32's N3 over IPv6
+        if str(c["n3"]) not in ("4", "6"):
+            raise bad(f"n3 is {c['n3']!r}, not 4 or 6")
         if c["direction"] not in DIRECTIONS:
             raise bad(f"direction is {c['direction']!r}, not uplink or downlink")
         fs = c["frame_size"]
@@ -198,6 +201,8 @@ def dim_label(dim: str, v: Any) -> str:
         return f"checksum {v}"
     if dim == "ip":
         return f"IPv{v}"
+    if dim == "n3":
+        return f"GTP-U over IPv{v}"
     if dim == "flow_mode":
         return f"{v} flow" if v in ("single", "multi") else f"flow_mode {v}"
     return f"{dim} {v}"
@@ -447,7 +452,8 @@ def scale_ratios(r: Run) -> list[dict[str, Any]]:
     the same direction, frame size and checksum in sequential order (the grid's `flows`): NDR
     ratio, and the DUT's CPU and XDP ns per packet of both."""
     grid = {(c["direction"], c["frame_size"], c.get("checksum")): c for c in r.cases
-            if c.get("flow_mode") == "multi" and c.get("order", "seq") == "seq" and str(c.get("ip") or "4") == "4"}
+            if c.get("flow_mode") == "multi" and c.get("order", "seq") == "seq" and str(c.get("ip") or "4") == "4"
+            and str(c.get("n3") or "4") == "4"}
     out = []
     for c in r.cases:
         if c.get("order", "seq") != "random":

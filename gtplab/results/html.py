@@ -38,7 +38,7 @@ def _pct(v: float | None) -> str:
 CASE_COLUMNS = (
     ("case_id", "case", 1.0), ("direction", "dir", 1.0), ("frame_size", "frame B", 1.0),
     ("flows", "flows", 1.0), ("flow_mode", "flow mode", 1.0), ("checksum", "csum", 1.0),
-    ("ip", "IP", 1.0), ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
+    ("ip", "IP", 1.0), ("n3", "N3", 1.0), ("bearers", "bearers", 1.0), ("rate_mode", "rate", 1.0), ("duration_s", "s", 1.0),
     ("goal", "goal", 1.0), ("ndr_pps", "claim Mpps", 1e-6), ("ndr.gbps_l1", "claim Gbps L1", 1.0),
     ("ndr.gbps_l2", "claim Gbps L2", 1.0), ("limit", "limit", 1.0),
     ("offered_pps", "offered Mpps", 1e-6), ("rx_pps", "rx Mpps", 1e-6), ("rx_bps_l1", "rx Gbps L1", 1e-9),

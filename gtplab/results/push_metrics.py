@@ -1,8 +1,8 @@
 """A sweep case's results as Pushgateway metrics: the grouping key and the gauges of one push.
 
 One push per case, grouping key {job="gtplab_sweep", action, uuid, case_id, frame_size, direction,
-flows, checksum, ip, backend} (ip: the user packets' address family, 4, 6 or 4v6; "4" for results
-written before it existed): a case's metrics replace only that case's earlier push, never another
+flows, checksum, ip, n3, backend} (ip: the user packets' address family, 4, 6 or 4v6; n3: the
+tunnel's, GTP-U over IPv4 or IPv6, 4 or 6; "4" for results written before they existed): a case's metrics replace only that case's earlier push, never another
 case's. Every value is a gauge in base units (seconds, bits, ratios); docs/monitoring.md lists them.
 No I/O: gtplab.results.pusher pushes them.
 """
@@ -32,6 +32,7 @@ def grouping_key(run: dict[str, Any], case: dict[str, Any]) -> dict[str, str]:
         "flows": str(case.get("flows", "")),
         "checksum": str(case.get("checksum", "")),
         "ip": str(case.get("ip") or "4"),
+        "n3": str(case.get("n3") or "4"),
         "backend": str(run.get("backend", "")),
     }
 

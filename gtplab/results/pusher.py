@@ -124,7 +124,7 @@ class Pusher:
         self._clear_stale()
         reg = CollectorRegistry()
         key = grouping_key(self.run, case)
-        labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum", "ip")}
+        labels = {k: key[k] for k in ("action", "case_id", "frame_size", "direction", "flows", "checksum", "ip", "n3")}
         g = Gauge("gtplab_sweep_running_case_info", "Constant 1; the case running now as labels",
                   list(labels), registry=reg)
         g.labels(**labels).set(1)

@@ -74,7 +74,8 @@ def test_the_open5gs_lab_config_renders_its_setup_and_config():
     assert (s.xdp, s.runtime_env, cfg.counters, cfg.max_bearers) == (False, "GTPLAB_OPEN5GS_TARBALL", "kernelpath", 8192)
     assert s.runtime.endswith("/shared/open5gs/open5gs-8f25f3b-upf-runtime.tgz")
     assert cfg.dut["pfcp"]["choose"] is True and cfg.dut["pfcp"]["release_wait"] == 1
-    v = {k: "x" for k in external.PLACEHOLDERS} | {"n3": "10.201.0.1", "n4": "10.203.0.1", "ue_pool": "10.64.0.0/12",
+    v = {k: "x" for k in external.PLACEHOLDERS} | {"n3": "10.201.0.1", "n3_6": "fd47:7473::1", "n4": "10.203.0.1",
+                                                  "ue_pool": "10.64.0.0/12",
                                                   "workdir": "/w", "mtu": "3200"} | s.vars
     assert [external.render(c, v) for c in s.setup] == [
         "ip tuntap add name ogstun mode tun", "ip link set ogstun mtu 3200 up", "ip route replace 10.64.0.0/12 dev ogstun",
@@ -82,7 +83,8 @@ def test_the_open5gs_lab_config_renders_its_setup_and_config():
         "ip -6 route replace fd47:7470::/32 dev ogstun"]
     upf = yaml.safe_load(external.render(s.config, v))
     assert upf["upf"]["pfcp"]["server"] == [{"address": "10.203.0.1"}]
-    assert upf["upf"]["gtpu"]["server"] == [{"address": "10.201.0.1"}]
+    # one entry with both families: N3 over IPv6 (sweep --n3 6) and IPv4, one GTP-U resource (docs/ipv6.md)
+    assert upf["upf"]["gtpu"]["server"] == [{"address": ["10.201.0.1", "fd47:7473::1"]}]
     assert upf["upf"]["session"] == [{"subnet": "10.64.0.0/12", "gateway": "10.79.255.254", "dev": "ogstun"},
                                      {"subnet": "fd47:7470::/32", "gateway": "fd47:7470:ffff:ffff::1", "dev": "ogstun"}]
     assert upf["global"]["max"]["ue"] == cfg.max_bearers and upf["logger"]["file"]["path"].startswith("/w/")
