@@ -211,6 +211,8 @@ def test_bearer_without_filters_ignores_the_lists(dp, sdp):
     ("ul 10 tos 300", "tos"),
     (";".join(f"ul {i} flow permit out 17 from any {i + 1} to assigned" for i in range(33)),
      "over 32"),
+    (";".join(f"ul {i} flow permit out 17 from any 1,2,3,4,5,6,7,8 to assigned" for i in range(5)),
+     "over 32 SDF filters"),                               # 5 PDRs, 40 filters: a port counts one
 ])
 def test_bad_filter_is_one_line_exit_2(dp, sdp, spec, why):
     """Bad --filter input: exit 2, one line saying what, nothing installed."""
