@@ -4,7 +4,10 @@
 same bearer, in sequential order and in random order; and the time to bulk-load the tables.
 
     .venv/bin/python bench/pgwu_bench.py [--repeat N] [--rounds N] [--size B] [--tables 1000,65536,1000000]
-                                        [--lab] [--markdown FILE]
+                                        [--lab] [--sdf] [--markdown FILE]
+
+--sdf adds, in the same rounds, bearers with 1, 8 and 32 SDF filters a direction (`pgwu session add
+--filter`) against a bearer without, the packet matching the first filter and the last.
 
 Method (docs/benchmarks.md): BPF_PROG_TEST_RUN with `repeat` runs bench_restore
 (bench/pgwu_bench.bpf.c), which gives every iteration a fresh frame (one head adjustment and direct
@@ -352,6 +355,31 @@ def build_downlink(size: int, udp_csum: bool = True) -> bytes:
     return f
 
 
+# SDF filters (issue 32 item 4): a bearer per filter count, each PDR a filter on the protocol, the
+# remote's prefix and port (the remote's port 1000 + i for the i-th), both directions
+SDF_COUNTS = (1, 8, 32)
+SDF_TEID = 0x00020000
+SDF_UE = 0x0A408000             # 10.64.128.0 + count
+SDF_PORT = 1000
+
+
+def sdf_filter_spec(n: int) -> str:
+    """`pgwu session add --filter` for n PDRs a direction, precedence i for port SDF_PORT + i"""
+    return "; ".join(f"{d} {i + 1} flow permit out 17 from 198.18.0.0/15 {SDF_PORT + i} to assigned"
+                     for d in ("ul", "dl") for i in range(n))
+
+
+def build_sdf_uplink(size: int, teid: int, ue: int, port: int) -> bytes:
+    s = max(size, UL_MIN_SIZE)
+    return bytes(P.gpdu(teid, int2ip(ue), PDN, size=s, outer_src=SGW, outer_dst=LOCAL, src_mac=SGW_MAC,
+                        dst_mac="02:00:00:00:01:01", inner_dport=port))
+
+
+def build_sdf_downlink(size: int, ue: int, port: int) -> bytes:
+    return bytes(P.downlink_ip(ue=int2ip(ue), src=PDN, size=size, src_mac=GW_MAC, dst_mac="02:00:00:00:02:01",
+                               sport=port))
+
+
 def lab_crosscheck(sizes: list[int]) -> list[str]:
     """The DUT's ns per packet from the kernel's run-time stats while live frames cross the lab
     (what `gtplab sweep` records as dut.ns_per_packet), single flow, checksum off and on."""
@@ -393,6 +421,9 @@ def main() -> int:
     ap.add_argument("--tables", default="1000,65536,1000000",
                     help="bearer counts compared with 1 bearer (default 1000,65536,1000000)")
     ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--sdf", action="store_true",
+                    help="also SDF filters: 1, 8 and 32 filters a direction against none, the packet "
+                         "matching the first and the last (docs/benchmarks.md)")
     ap.add_argument("--lab", action="store_true",
                     help="also cross-check in the lab: a short `gtplab sweep` of live frames through veths, "
                          "with the kernel's own per-program run time (kernel.bpf_stats_enabled)")
@@ -428,6 +459,11 @@ def main() -> int:
             finally:
                 os.unlink(path)
         b.write_orders(tables + [PROBE_N])
+        if args.sdf:
+            for k in SDF_COUNTS:
+                sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(SDF_TEID + k), "--ue",
+                   int2ip(SDF_UE + k), "--sgw", SGW, "--sgw-teid", str(SGW_TEID_BASE + k), "--filter",
+                   sdf_filter_spec(k))
 
         fib = dict(csum=False, fib_cache=True, inner_csum_check=True, sport_entropy=True,
                    nexthop=b.dps[1].get_config().nexthop)
@@ -478,6 +514,17 @@ def main() -> int:
                 for mode in (SAME, SEQ, RANDOM):
                     add((name, n, mode), b.dps[n].progs[prog], f, ing, dp=b.dps[n], config=cfg,
                         path=(reason, verdict), nbearers=n, mode=mode, order_off=b.order_offs[n], **kw)
+
+        if args.sdf:
+            # none: bearer 0 (no filters), the frame carrying its TEID / UE as the filtered ones do
+            # theirs (the wrapper writes no field in any of these cells: the same work)
+            for d, prog, ing, reason in (("ul", "xdp_access", "acc0", "ul_fwd"), ("dl", "xdp_sgi", "sgi0", "dl_fwd")):
+                for k, where in [(0, "none")] + [(k, w) for k in SDF_COUNTS for w in ("first", "last")]:
+                    teid, ue = (SDF_TEID + k, SDF_UE + k) if k else (TEID_BASE, UE_BASE)
+                    port = SDF_PORT + (k - 1 if where == "last" else 0)
+                    f = (build_sdf_uplink(size, teid, ue, port) if d == "ul" else build_sdf_downlink(size, ue, port))
+                    add(("sdf", d, k, where), b.dps[1].progs[prog], f, ing, dp=b.dps[1], config=dict(fib),
+                        path=(reason, "redirect"))
 
         order = list(cells.values())
         rng = random.Random(1)
@@ -533,6 +580,20 @@ def main() -> int:
                 if n == big and mode == RANDOM and not c4.failure and not c6.failure:
                     summary.append(f"IPv6 / IPv4, {name4.split(',')[0]}, {big:,} bearers random: "
                                    f"{c6.ns() / c4.ns():.2f} (target <= 1.15)")
+        if args.sdf:
+            lines += ["", "SDF filters (issue 32 item 4), 1 bearer, same run: each PDR a filter on protocol, remote "
+                      "prefix and remote port; the packet matching the first filter or the last; ratio to the "
+                      "bearer without filters (25th-75th pct of the per-round ratios):", "",
+                      "| direction | filters | matching | ns/pkt (25th-75th pct) | ratio to none | ns over none |",
+                      "|---|---:|---|---:|---:|---:|"]
+            for d in ("ul", "dl"):
+                none = cells[("sdf", d, 0, "none")]
+                lines.append(f"| {d} | none | | {none.shown()} ({none.spread()}) | 1 | |")
+                for k in SDF_COUNTS:
+                    for w in ("first", "last"):
+                        c = cells[("sdf", d, k, w)]
+                        lines.append(f"| {d} | {k} | {w} | {c.shown()} ({c.spread()}) | {ratio(c, none)} | "
+                                     f"{c.ns() - none.ns():+.1f} |")
         fl = cells["floor"]
         ps, pr = cells[("probe", SAME)], cells[("probe", RANDOM)]
         pq = cells[("probe", SEQ)]

@@ -97,9 +97,9 @@ static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
  * is rewritten, doubles the states the verifier walks through the rest of xdp_sgi (over its
  * limit of 10^6 instructions).
  */
-static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len, int counted)
+static __always_inline __u32 qos_apply_map(void *map, __u32 key, __u32 dir, __u32 len, int counted)
 {
-	struct pgwu_qos *q = bpf_map_lookup_elem(&qos, &teid);
+	struct pgwu_qos *q = bpf_map_lookup_elem(map, &key);
 	struct pgwu_police *p;
 	__u64 now = 0, cost, el, credit = 0;
 	__u32 reason = 0, flags;
@@ -150,6 +150,14 @@ static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len, int co
 	bpf_spin_unlock(&q->lock);
 	return reason;
 }
+
+/* the bearer's entry (qos, keyed by its local TEID); sdf.h applies a PDR's (sdf_qos) */
+static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len, int counted)
+{
+	return qos_apply_map(&qos, teid, dir, len, counted);
+}
+
+#include "sdf.h"
 
 static __always_inline __u32 forward(struct xdp_md *ctx, __u32 ifindex)
 {
@@ -920,10 +928,11 @@ int xdp_access(struct xdp_md *ctx)
 	} else {
 		out_l2 = cfg->egress_vlan[PGWU_SIDE_SGI] ? 18 : 14;
 	}
-	if (b->flags & PGWU_B_QOS) {
+	if (b->flags & (PGWU_B_QOS | PGWU_B_SDF)) {
 		/* last, so that only a packet that would leave is policed and counted in quota;
 		 * one the kernel routes (PASS) leaves too */
-		__u32 qr = qos_apply(gtp->teid, PGWU_PFCP_UPLINK, inner_len, !reason);
+		__u32 qr = pdr_apply(ctx, b->flags, gtp->teid, PGWU_PFCP_UPLINK, (void *)iip - data,
+				     inner_len, !reason);
 
 		if (qr) {
 			reason = qr;
@@ -1288,8 +1297,9 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		return reason;
-	if (b->flags & PGWU_B_QOS) {
-		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len, !pass);
+	if (b->flags & (PGWU_B_QOS | PGWU_B_SDF)) {
+		__u32 qr = pdr_apply(ctx, b->flags, b->local_teid, PGWU_PFCP_DOWNLINK,
+				     (void *)ip6 - data, tot_len, !pass);
 
 		if (qr)
 			return qr;
@@ -1596,8 +1606,8 @@ int xdp_access6(struct xdp_md *ctx)
 		goto out;
 	else
 		out_l2 = cfg->egress_vlan[PGWU_SIDE_SGI] ? 18 : 14;
-	if (ho->flags & PGWU_B_QOS) {
-		__u32 qr = qos_apply(teid, PGWU_PFCP_UPLINK, inner_len, !reason);
+	if (ho->flags & (PGWU_B_QOS | PGWU_B_SDF)) {
+		__u32 qr = pdr_apply(ctx, ho->flags, teid, PGWU_PFCP_UPLINK, off, inner_len, !reason);
 
 		if (qr) {
 			reason = qr;
@@ -1719,8 +1729,9 @@ int xdp_sgi(struct xdp_md *ctx)
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		goto out;
-	if (b->flags & PGWU_B_QOS) {
-		__u32 qr = qos_apply(b->local_teid, PGWU_PFCP_DOWNLINK, tot_len, !pass);
+	if (b->flags & (PGWU_B_QOS | PGWU_B_SDF)) {
+		__u32 qr = pdr_apply(ctx, b->flags, b->local_teid, PGWU_PFCP_DOWNLINK,
+				     (void *)ip - data, tot_len, !pass);
 
 		if (qr) {
 			reason = qr;

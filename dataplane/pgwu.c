@@ -184,6 +184,11 @@ static const struct opt session_add_options[] = {
 	{ .name = "ue6", .type = OPT_STR, .off = offsetof(struct session_opts, ue6),
 	  .metavar = "PREFIX/64", .help = "the UE's IPv6 /64 (IPv6 inside the IPv4 tunnel: "
 	  "downlink to any address in it, uplink only from it; default: none)" },
+	{ .name = "filter", .type = OPT_STR, .off = offsetof(struct session_opts, filter),
+	  .metavar = "SPEC[;SPEC...]", .help = "SDF filters, a PDR each: 'ul|dl PRECEDENCE [drop] "
+	  "[gate closed] [mbr KBPS] [tos V[/M]] [flowlabel N] [spi N] [flow permit out PROTO "
+	  "from SRC [PORTS] to DST [PORTS]]' (TS 29.212 5.4.2; docs/dataplane.md; default: none, "
+	  "every packet the bearer's)" },
 	OPT_END
 };
 

@@ -92,6 +92,10 @@ enum pgwu_reason {
 					 * 8.2.8; the qos map's policer, struct pgwu_police) */
 	PGWU_R_DROP_QUOTA,		/* DROP: the bearer's volume quota is used up (TS 29.244
 					 * 5.2.2.2: without a FAR for quota action, drop) */
+	PGWU_R_DROP_NO_PDR,		/* DROP: the bearer has SDF filters (PGWU_B_SDF) in this
+					 * direction and the packet matches none of them (no PDR) */
+	PGWU_R_DROP_FAR,		/* DROP: the PDR of the filter the packet matched has a FAR
+					 * that drops (TS 29.244 8.2.26 Apply Action DROP) */
 	PGWU_REASON_MAX,
 };
 
@@ -130,6 +134,10 @@ struct pgwu_counter {
  * enforces: gate, MBR, volume quota. Without the flag the qos map is never looked at. */
 #define PGWU_B_QOS	(1U << 3)
 #define PGWU_QFI_MAX	63	/* 6 bits (TS 38.415 5.5.3.3) */
+/* Both halves: the bearer has SDF filters in this direction (sdf_lists, struct pgwu_sdf_list
+ * below): its packets are classified and take their PDR's action, QER and usage counters.
+ * Without the flag sdf_lists is never looked at (the fast path is today's). */
+#define PGWU_B_SDF	(1U << 4)
 
 /* The flags word of a QFI (0..63); the QFI of flags, or -1 when it has none. */
 static inline __u32 pgwu_qfi_flags(__u32 qfi)
@@ -223,6 +231,66 @@ struct pgwu_dl_slot {
 	__u32 state;
 	struct pgwu_dl_bearer b;
 	__u8 pad[24];		/* 64 bytes: one cache line */
+};
+
+/*
+ * SDF filters (TS 29.244 5.2.1, 8.2.5; IPFilterRule, TS 29.212 5.4.2) of a bearer with several PDRs
+ * in a direction. sdf_lists: key pgwu_sdf_key (the local TEID and the direction: one list per
+ * bearer half, for its IPv4 and its IPv6 packets both), value pgwu_sdf_list: up to PGWU_SDF_MAX
+ * filters in precedence order (the writer sorts them; a PDR with a port list has one filter per
+ * port range), each naming its PDR by a rule id, the key of sdf_pdrs (its FAR action and usage
+ * counters) and of sdf_qos (its QER's gate/MBR/quota, when PGWU_SDF_P_QOS). The first filter the
+ * packet matches wins; none: drop_no_pdr. A PDR without an SDF filter is a filter with fields 0
+ * (matches everything). Addresses are stored as the packet carries them in that direction:
+ * src is the UE's peer downlink, the UE uplink (the writer swaps the Flow Description's "from" and
+ * "to" for an uplink PDR, TS 29.212 5.4.2).
+ */
+#define PGWU_SDF_MAX		32
+#define PGWU_SDF_F_PROTO	(1U << 0)	/* proto: IPv4 protocol / IPv6 upper-layer header */
+#define PGWU_SDF_F_SRC		(1U << 1)	/* (saddr & smask) == src */
+#define PGWU_SDF_F_DST		(1U << 2)
+#define PGWU_SDF_F_SPORT	(1U << 3)	/* sport_lo <= port <= sport_hi (TCP, UDP, SCTP) */
+#define PGWU_SDF_F_DPORT	(1U << 4)
+#define PGWU_SDF_F_TOS		(1U << 5)	/* (ToS or Traffic Class & tos_mask) == tos */
+#define PGWU_SDF_F_FLOW		(1U << 6)	/* IPv6 flow label == flow_label */
+#define PGWU_SDF_F_SPI		(1U << 7)	/* ESP or AH SPI == spi */
+#define PGWU_SDF_F_V4		(1U << 8)	/* IPv4 packets only (an IPv4 address was given) */
+#define PGWU_SDF_F_V6		(1U << 9)	/* IPv6 packets only */
+
+struct pgwu_sdf_filter {
+	__u32 rule;		/* the PDR: key of sdf_pdrs and sdf_qos */
+	__u32 fields;		/* PGWU_SDF_F_* */
+	__u32 src[4], smask[4];	/* network order; IPv4: [0], the rest 0 */
+	__u32 dst[4], dmask[4];
+	__u16 sport_lo, sport_hi, dport_lo, dport_hi;	/* host order, inclusive */
+	__u32 spi;		/* network order */
+	__u32 flow_label;	/* host order, 20 bits */
+	__u8 proto, tos, tos_mask, pad;
+};
+
+struct pgwu_sdf_key {
+	__u32 teid;		/* the bearer's local TEID, network order */
+	__u32 dir;		/* PGWU_PFCP_UPLINK 0, PGWU_PFCP_DOWNLINK 1 */
+};
+
+struct pgwu_sdf_list {
+	__u32 n;		/* filters in f[], <= PGWU_SDF_MAX */
+	__u32 pad;
+	struct pgwu_sdf_filter f[PGWU_SDF_MAX];
+};
+
+/* sdf_pdrs: key __u32 rule id (chosen by the writer, unique in the map), value below. Usage:
+ * the T-PDUs forwarded by XDP (as the bearer's own counters, which count them too), atomic adds. */
+#define PGWU_SDF_P_DROP	(1U << 0)	/* the FAR drops: drop_far */
+#define PGWU_SDF_P_QOS	(1U << 1)	/* sdf_qos holds its gate/MBR/quota (struct pgwu_qos) */
+
+struct pgwu_sdf_pdr {
+	__u32 flags;		/* PGWU_SDF_P_* */
+	__u32 precedence;	/* as given (the list's order) */
+	__u16 pdr_id;		/* the PFCP PDR ID (0: set by `pgwu session add`) */
+	__u16 pad[3];
+	__u64 packets;
+	__u64 bytes;
 };
 
 /* A static next hop for one egress side; ifindex 0 = resolve with bpf_fib_lookup instead. */

@@ -82,6 +82,7 @@ struct session_opts {
 	struct opt_flag json;
 	struct opt_str file;
 	struct opt_str ue6;		/* the UE's IPv6 /64 */
+	struct opt_str filter;		/* SDF filters: PDR specs (pgwu_sdf.h sdf_parse_option) */
 };
 
 struct stats_opts {

@@ -53,13 +53,15 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_GATE_CLOSED] = "drop_gate_closed",
 	[PGWU_R_DROP_MBR] = "drop_mbr",
 	[PGWU_R_DROP_QUOTA] = "drop_quota",
+	[PGWU_R_DROP_NO_PDR] = "drop_no_pdr",
+	[PGWU_R_DROP_FAR] = "drop_far",
 };
 /* A reason added to the enum without a name here leaves a NULL slot, which the build does not
  * see: tests/dataplane/test_fmt_names.py checks every table here against its enum, index by index.
  * These asserts only catch an enum grown at its end. */
-_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 5,
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 7,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
-_Static_assert(PGWU_R_DROP_QUOTA == PGWU_REASON_MAX - 1,
+_Static_assert(PGWU_R_DROP_FAR == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
 /* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */

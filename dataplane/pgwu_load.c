@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "pgwu_cli.h"
+#include "consts.h"
 #include "pgwu.skel.h"
 
 #define MAX_PINS 64
@@ -125,6 +126,12 @@ static bool attached_at_load(const struct bpf_program *prog)
 	       !strncmp(bpf_program__name(prog), PGWU_TRACING_PREFIX, strlen(PGWU_TRACING_PREFIX));
 }
 
+/* bearer halves that may have SDF filters: the capacity, at most PGWU_SDF_LISTS (consts.h) */
+static __u32 sdf_lists_for(__u32 max_bearers)
+{
+	return max_bearers < PGWU_SDF_LISTS ? max_bearers : PGWU_SDF_LISTS;
+}
+
 static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 {
 	struct bpf_program *prog;
@@ -146,6 +153,12 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 		err = bpf_map__set_max_entries(skel->maps.ul6_prefix, max_bearers);
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.qos, max_bearers);
+	if (!err)	/* SDF filters: for some bearers only (PGWU_SDF_LISTS at most) */
+		err = bpf_map__set_max_entries(skel->maps.sdf_lists, sdf_lists_for(max_bearers));
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.sdf_pdrs, 4 * sdf_lists_for(max_bearers));
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.sdf_qos, 4 * sdf_lists_for(max_bearers));
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.ul_slots, pgwu_slots_for(max_bearers));
 	if (!err)
@@ -251,8 +264,8 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 			 * nor are the IPv6 maps' entries, made only for a bearer with a /64
 			 * (dl6_bearers 104 + ul6_prefix 88 = 192 bytes more for those) */
 			if (!strcmp(name, "qos") || !strcmp(name, "dl6_bearers") ||
-			    !strcmp(name, "ul6_prefix"))
-				break;
+			    !strcmp(name, "ul6_prefix") || !strncmp(name, "sdf_", 4))
+				break;	/* nor the SDF filters' (a list 2,960 bytes a bearer half) */
 			if (bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)
 				p->per_bearer += HTAB_ELEM_HDR + k + v + LLIST_NODE_SIZE;
 			else

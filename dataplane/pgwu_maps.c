@@ -79,8 +79,10 @@ int maps_open(struct pgwu_maps *m)
 {
 	/* config first: when nothing is loaded, its "not loaded" is the one message */
 	static const char *const names[] = { "config", "ul_bearers", "dl_bearers", "stats",
-					     "fib_gen", "dl6_bearers", "ul6_prefix" };
-	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen, &m->dl6, &m->ul6 };
+					     "fib_gen", "dl6_bearers", "ul6_prefix",
+					     "sdf_lists", "sdf_pdrs", "sdf_qos" };
+	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen, &m->dl6, &m->ul6,
+		       &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos };
 	size_t i;
 
 	m->lock = -1;
@@ -257,7 +259,7 @@ void maps_close(struct pgwu_maps *m)
 		close(m->lock);
 	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
-		       &m->dl_slots_fd, &m->dl6, &m->ul6 };
+		       &m->dl_slots_fd, &m->dl6, &m->ul6, &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos };
 
 	if (m->ul_slots)
 		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));

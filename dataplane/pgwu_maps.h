@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <linux/types.h>
 #include "pgwu.h"
+#include "pgwu_sdf.h"
 
 extern const char *pin_dir;	/* PIN_DIR: --pin-dir, $PGWU_PIN_DIR or the default (pgwu.c) */
 
@@ -35,6 +36,7 @@ struct pgwu_maps {
 	__u32 nslots;
 	int dl6;	/* dl6_bearers: UE /64 -> downlink half (IPv6) */
 	int ul6;	/* ul6_prefix: local TEID -> UE /64 */
+	struct sdf_maps sdf;	/* sdf_lists, sdf_pdrs, sdf_qos (pgwu_sdf.h) */
 };
 
 /* The slot holding this bearer (key network order), or NULL. */

@@ -147,6 +147,10 @@ int do_session_add(const void *cfg)
 	const char *why = NULL;
 	struct pgwu_maps m;
 	__u64 ue6 = 0;
+	struct {
+		struct sdf_pdr_spec p[2][SDF_MAX_PDRS];
+		int n[2];
+	} *sdf = NULL;
 	int err;
 
 	if (addr_unusable(ue)) {
@@ -162,9 +166,43 @@ int do_session_add(const void *cfg)
 		fprintf(stderr, "--ue6 '%s': %s\n", o->ue6.s, why);
 		return -EUSAGE;
 	}
+	if (o->filter.set) {
+		sdf = calloc(1, sizeof(*sdf));
+		if (!sdf)
+			return -ENOMEM;
+		if (sdf_parse_option(o->filter.s, sdf->p, sdf->n, &why)) {
+			fprintf(stderr, "--filter %s\n", why);
+			free(sdf);
+			return -EUSAGE;
+		}
+	}
 	err = maps_open_locked(&m);
-	if (err)
+	if (err) {
+		free(sdf);
 		return err;
+	}
+	/* the lists before the halves that point at them (PGWU_B_SDF) */
+	for (int d = 0; sdf && d < 2; d++) {
+		if (!sdf->n[d])
+			continue;
+		why = NULL;
+		err = sdf_install(&m.sdf, teid, d, sdf->p[d], sdf->n[d], NULL, &why);
+		if (err) {
+			if (why)
+				fprintf(stderr, "--filter: %s\n", why);
+			else
+				fprintf(stderr, "Couldn't install the SDF filters: %s\n", strerror(-err));
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
+			maps_close(&m);
+			free(sdf);
+			return why ? -EUSAGE : err;
+		}
+		if (d == PGWU_PFCP_UPLINK)
+			qfi |= PGWU_B_SDF;
+		else
+			dl.flags |= PGWU_B_SDF;
+	}
+	free(sdf);
 	err = bearer_add(&m, teid, ue, qfi, &dl);
 	if (!err && o->ue6.set) {
 		err = bearer_add_v6(&m, teid, ue6, &dl);
@@ -177,9 +215,15 @@ int do_session_add(const void *cfg)
 			fprintf(stderr, "Couldn't add the bearer's IPv6 prefix: %s\n", strerror(-err));
 		if (err) {
 			bearer_remove(&m, teid, ue, true, true);	/* all or nothing */
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
 			maps_close(&m);
 			return err;
 		}
+	}
+	if (err && (qfi & PGWU_B_SDF || dl.flags & PGWU_B_SDF) && err != -EEXIST) {
+		sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
+		sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
 	}
 	if (err == -EEXIST && !bpf_map_lookup_elem(m.ul, &teid, &old_ul))
 		fprintf(stderr, "TEID %u already has a bearer (UE %s)\n", o->teid.v,
@@ -254,6 +298,8 @@ int do_session_del(const void *cfg)
 		fprintf(stderr, "Couldn't delete the bearer: %s\n", strerror(-err));
 		goto out;
 	}
+	sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);	/* after the halves that pointed at them */
+	sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
 	printf("deleted bearer TEID %u UE %s\n", b.teid, ip_str(ue, a));
 out:
 	maps_close(&m);
@@ -398,6 +444,7 @@ int do_session_flush(const void *cfg)
 		fprintf(stderr, "Couldn't flush the bearer tables: %s\n", strerror(-err));
 		goto out;
 	}
+	sdf_flush(&m.sdf);
 	printf("flushed %zu bearers\n", n_ul > n_dl ? n_ul : n_dl);
 out:
 	free(ul_keys);
@@ -936,7 +983,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 } };
 	struct insert_job ju, jd;
 	int err;
 
@@ -1137,7 +1184,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1 };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 } };
 	char k[16];
 	int err;
 

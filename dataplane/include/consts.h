@@ -22,6 +22,13 @@
 /* Replies the PGW-U builds from a bad packet (Error Indication, Supported Extension Headers
  * Notification): at most PGWU_REPLY_BURST at once and PGWU_REPLY_RATE a second per peer, so a
  * flood can't make the gateway an amplifier; PGWU_REPLY_PEERS peers are remembered (LRU). */
+#ifndef PGWU_SDF_LISTS
+#define PGWU_SDF_LISTS 65536	/* bearer halves with SDF filters (sdf_lists); allocated per entry */
+#endif
+#ifndef PGWU_SDF_RULES
+#define PGWU_SDF_RULES 262144	/* PDRs of those (sdf_pdrs, sdf_qos): 4 a half on average */
+#endif
+
 #ifndef PGWU_REPLY_RATE
 #define PGWU_REPLY_RATE 10
 #endif

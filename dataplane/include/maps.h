@@ -239,4 +239,36 @@ struct {
 	__type(value, struct pgwu_qos);
 } qos SEC(".maps");
 
+/* SDF filters (struct pgwu_sdf_list in pgwu.h): written by pgwu (session add --filter) and
+ * `pgwu pfcp` (several PDRs in a direction) before the bearer half gets PGWU_B_SDF, removed after
+ * it has lost it; read by the four packet paths (sdf.h) for a half with PGWU_B_SDF only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_SDF_LISTS);
+	__type(key, struct pgwu_sdf_key);
+	__type(value, struct pgwu_sdf_list);
+} sdf_lists SEC(".maps");
+
+/* The PDRs the filters name: FAR action and usage counters (struct pgwu_sdf_pdr). Written by the
+ * same writers; read by sdf.h, which adds to the usage counters (atomic adds). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_SDF_RULES);
+	__type(key, __u32);			/* rule id */
+	__type(value, struct pgwu_sdf_pdr);
+} sdf_pdrs SEC(".maps");
+
+/* A PDR's QER (gate, MBR, quota), as the qos map's entries but keyed by rule id: written by the
+ * same writers (qos_ctl with PGWU_QOS_CTL_SDF for `pgwu pfcp`), read and updated under its lock
+ * by sdf.h for a PDR with PGWU_SDF_P_QOS. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_SDF_RULES);
+	__type(key, __u32);			/* rule id */
+	__type(value, struct pgwu_qos);
+} sdf_qos SEC(".maps");
+
 #endif /* PGWU_MAPS_H */
