@@ -159,7 +159,8 @@ def gtpu(inner, *, teid: int = TEID_UL, gtp_type: int = GTP_GPDU, src: str = SGW
          vlan: int | None = None, ext=(), seq: int | None = None, npdu: int | None = None, pn: bool = False,
          flags: int | None = None, length: int | None = None, outer_ttl: int = 64, outer_id: int = 0,
          outer_df: bool = False, udp_csum: bool = False) -> Packet:
-    """Ethernet [/802.1Q] / IPv4 / UDP / GTP-U [optional fields, extension headers] / inner.
+    """Ethernet [/802.1Q] / IPv4 / UDP / GTP-U [optional fields, extension headers] / inner; over IPv6
+    (hop limit outer_ttl, the UDP checksum computed whatever udp_csum says) when dst is an IPv6 address.
 
     inner: a Scapy packet or bytes (the T-PDU or message body; b"" for none).
     ext: a list of (type, layer) from ext_header() / pdu_session_container(); sets E and chains the
@@ -196,6 +197,9 @@ def gtpu(inner, *, teid: int = TEID_UL, gtp_type: int = GTP_GPDU, src: str = SGW
     body = Raw(inner) if isinstance(inner, (bytes, bytearray)) else inner
     if len(bytes(body)):
         chain = chain / body
+    if ":" in dst:                      # GTP-U over IPv6: the UDP checksum is mandatory (RFC 8200 8.1)
+        return (_l2(src_mac, dst_mac, vlan) / IPv6(src=src, dst=dst, hlim=outer_ttl) /
+                UDP(sport=sport, dport=dport) / chain)
     outer = IP(src=src, dst=dst, ttl=outer_ttl, id=outer_id, flags=2 if outer_df else 0)
     return (_l2(src_mac, dst_mac, vlan) / outer /
             UDP(sport=sport, dport=dport, chksum=None if udp_csum else 0) / chain)

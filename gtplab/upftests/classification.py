@@ -13,6 +13,9 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
                 streams are not forwarded, the others are.
     ohr-0       Outer Header Removal 0 (GTP-U/UDP/IPv4) on the uplink PDR.
     ohr-6       Outer Header Removal 6 (GTP-U/UDP/IP, as Open5GS's SMF sends it; eUPF #639).
+    ohr-1       GTP-U over IPv6 (N3 over IPv6): F-TEID V6 (the UPF's N3 IPv6 address), Outer Header
+                Creation GTP-U/UDP/IPv6 to gNB i's IPv6 address, Outer Header Removal 1. With the
+                SDF sessions (a UPF may reject it, and eUPF a8d774a breaks after a rejection).
     second      two sessions of two UEs: both forward; the first is deleted; the second still
                 forwards (free5GC #388/#395).
     ipv6        an IPv4v6 session (UE IP Address V4 and V6: the UE's address and its /64): its
@@ -92,7 +95,7 @@ RS_TOTAL = 40                   # Router Solicitations sent (a UE sends 3: RFC 4
 RS_PPS = 20
 ICMPV6_RS, ICMPV6_RA = 133, 134
 CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "fields-uplink",
-         "fields-downlink", "qer", "cp-function", "after")
+         "fields-downlink", "qer", "ohr-1", "cp-function", "after")
 
 
 def planned(**_) -> int:
@@ -300,8 +303,13 @@ def _trial(upf: Upf, streams: dict) -> tuple[dict, dict]:
 def _establish(upf: Upf, cases, names, i: int, **kw) -> TestSession | None:
     """Session i with kw's rules (UE, TEID, gNB and N6 server i), or None with its cases "not
     supported" (the UPF's Cause)."""
+    return _establish_rules(upf, cases, names, i, upf.rules(i, **kw))
+
+
+def _establish_rules(upf: Upf, cases, names, i: int, rules) -> TestSession | None:
+    """_establish with the rules given."""
     try:
-        return upf.establish(upf.rules(i, **kw), index=i)
+        return upf.establish(rules, index=i)
     except Unsupported as e:
         cases.extend(_unsupported(names, e))
         return None
@@ -385,6 +393,15 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
         ("precedence", ("precedence-uplink", "precedence-downlink"), 64,
          {"urr": R.UrrSpec(), "pdrs": _sdf_pdrs(urr=R.UrrSpec())}),
         ("qer", ("qer",), 65, {"pdrs": _sdf_pdrs(gate=(False, False))}))}
+    try:
+        r1 = upf.rules_n3v6(70, ohr=PR.OHR_GTPU_UDP_IPV6)
+    except ValueError:               # the UPF has no N3 IPv6 address
+        r1 = None
+    if r1 is None:
+        cases.append({"case_id": "rules-ohr-1", "kind": "rules", "verdict": "not supported",
+                      "why": "the UPF has no N3 IPv6 address (dut.pfcp.n3)", "cause": None})
+    else:
+        sdf["ohr-1"] = _establish_rules(upf, cases, ("ohr-1",), 70, r1)
     rejected = [g for g, s in sdf.items() if s is None]
     sdf = {g: s for g, s in sdf.items() if s is not None}
     cp_teid = CP_TEID + 68
@@ -421,6 +438,12 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
                                "its PDR's packets only", why, prem, where,
                                usage={str(k): v for k, v in got.items()}, reports=[u.as_dict() for u in reports],
                                frame_size=size, direction=d))
+    if "ohr-1" in sdf:
+        st = of(st3, "ohr-1")
+        cases.append(_case("ohr-1", "Outer Header Removal 1 (GTP-U/UDP/IPv6, N3 over IPv6): both ways forwarded "
+                           "whole", _whole(flows, st, ("ul", "dl")), _premises(upf, flows, st, total, where),
+                           where, frame_size=size, n3=sdf["ohr-1"].rules.n3, gnb=sdf["ohr-1"].rules.gnb))
+        upf.delete(sdf["ohr-1"])
     if "qer" in sdf:
         st = of(st3, "qer")
         why = _whole(flows, st, ("ul", "dl"))

@@ -201,8 +201,16 @@ class Upf:
         """Session i's rules in the lab's addressing (UE i, TEID i, gNB i), with kw (mbr_kbps, gate,
         qfi, urr, ...)."""
         a = self.lab.addressing
-        return R.Rules(ue=a.ue(i), teid=a.local_teid(i), n3=self.pcfg.n3, gnb=a.sgw(i),
-                       gnb_teid=a.sgw_teid(i), **kw)
+        return R.Rules(**{"ue": a.ue(i), "teid": a.local_teid(i), "n3": self.pcfg.n3, "gnb": a.sgw(i),
+                          "gnb_teid": a.sgw_teid(i), **kw})
+
+    def rules_n3v6(self, i: int, **kw) -> R.Rules:
+        """rules(i, kw) with GTP-U over IPv6: the UPF's N3 IPv6 address (F-TEID V6) and gNB i's
+        IPv6 address (Outer Header Creation GTP-U/UDP/IPv6). ValueError when the UPF has no N3 IPv6
+        address."""
+        if not self.pcfg.n3_6:
+            raise ValueError("no N3 IPv6 address")
+        return self.rules(i, **{"n3": self.pcfg.n3_6, "gnb": self.lab.addressing.sgw6(i), **kw})
 
     def _exchange(self, data: bytes, seq: int, ctx) -> m.Scanned:
         """node.request; a PfcpError raised carries `exchange`: the request (message name, sequence
@@ -308,7 +316,7 @@ class Upf:
         p0, r = self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
         return bytes(packets.gpdu(r.teid, r.ue, self.server(s.index), size=size, outer_src=r.gnb,
-                                  outer_dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac,
+                                  outer_dst=self._n3_of(r), src_mac=p0.mac, dst_mac=p0.dut_mac,
                                   **({"ext": ext} if ext else {}), **l4))
 
     def dl_frame(self, s: TestSession, size: int, **l4) -> bytes:
@@ -316,6 +324,10 @@ class Upf:
         p1 = self.lab.ports[1]
         return bytes(packets.downlink_ip(s.rules.ue, self.server(s.index), size=size, src_mac=p1.mac,
                                          dst_mac=p1.dut_mac, **l4))
+
+    def _n3_of(self, r: R.Rules) -> str:
+        """The UPF's N3 address a session's uplink G-PDUs go to: of its gNB's family."""
+        return self.pcfg.n3_6 if ":" in r.gnb else self.pcfg.n3
 
     def server(self, i: int) -> str:
         """Server i % 200 of the lab's N6 IPv4 servers (session i's: what ul_frame sends to)."""
@@ -332,7 +344,7 @@ class Upf:
         p0, r = self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
         return bytes(packets.gpdu6(r.teid, _ue6_addr(r.ue6), self.server6(s.index if server is None else server),
-                                   size=size, outer_src=r.gnb, outer_dst=self.pcfg.n3, src_mac=p0.mac,
+                                   size=size, outer_src=r.gnb, outer_dst=self._n3_of(r), src_mac=p0.mac,
                                    dst_mac=p0.dut_mac, **({"ext": ext} if ext else {}), **kw))
 
     def dl6_frame(self, s: TestSession, size: int, server: int | None = None, **kw) -> bytes:
@@ -350,7 +362,7 @@ class Upf:
         a, p0, r = self.lab.addressing, self.lab.ports[0], s.rules
         ext = [packets.pdu_session_container(r.qfi, uplink=True)] if r.qfi is not None else None
         return bytes(packets.gtpu(packets.router_solicitation6("fe80::1"), teid=r.teid, src=r.gnb,
-                                  dst=self.pcfg.n3, src_mac=p0.mac, dst_mac=p0.dut_mac, **({"ext": ext} if ext else {})))
+                                  dst=self._n3_of(r), src_mac=p0.mac, dst_mac=p0.dut_mac, **({"ext": ext} if ext else {})))
 
     def frame_stream(self, port: int, frame: bytes, pg: int | None, pps: float, total: int) -> tuple[int, dict]:
         """(port, stream) of total copies of frame at pps, counted under pg (flow()); pg None: no flow

@@ -36,6 +36,7 @@ class Behaviour:
                                         # it (Open5GS #4804), "n6" forwarded on N6, "drop" neither
     icmp_takes_all: bool = False        # the CP function's PDR takes all the UE's IPv6 (Open5GS #4702)
     ignore_precedence: bool = False     # the first SDF PDR given that matches, not the lowest precedence
+    no_n3v6: bool = False               # cause 73 to a session over N3 IPv6 (eUPF a8d774a)
     silent_on: tuple = ()               # session indexes whose establishment it never answers (eUPF a8d774a:
                                         # the fields session's request it cannot decode)
 
@@ -90,7 +91,11 @@ class FakeUpf:
         return Cases()
 
     def rules(self, i, **kw):
-        return R.Rules(ue=f"10.64.0.{i}", teid=1000 + i, n3="10.201.0.1", gnb="10.201.0.2", gnb_teid=2000 + i, **kw)
+        return R.Rules(**{"ue": f"10.64.0.{i}", "teid": 1000 + i, "n3": "10.201.0.1", "gnb": "10.201.0.2",
+                          "gnb_teid": 2000 + i, **kw})
+
+    def rules_n3v6(self, i, **kw):
+        return self.rules(i, n3="fd47:7473::1", gnb="fd47:7473::10", **kw)
 
     @property
     def established(self):
@@ -101,6 +106,8 @@ class FakeUpf:
             e = PfcpTimeout("no answer")
             e.exchange = {"message": "session establishment request", "seq": 9, "sends": 4, "answer": "no answer"}
             raise e
+        if ":" in r.n3 and self.b.no_n3v6:
+            raise Unsupported("session establishment", 73)
         if r.pdrs and self.b.reject_sdf:
             self.rejected = True
             raise Unsupported("session establishment", 73)
@@ -254,7 +261,7 @@ def _verdicts(got: dict) -> dict:
 def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
     got, upf = _run(Behaviour())
     assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
-    assert sorted(upf.deleted) == list(range(60, 70))              # every session deleted
+    assert sorted(upf.deleted) == list(range(60, 71))              # every session deleted
     assert got["cp-function"]["router_solicitations"] == {"on_n6": 0, "to_cp": K.RS_TOTAL, "ra": 0,
                                                           "ra_without_psc": 0}
     u = got["precedence-uplink"]["usage"]
@@ -293,13 +300,17 @@ def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only()
     v = _verdicts(got)
     assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass", "precedence-uplink":
                  "not supported", "precedence-downlink": "not supported", "qer": "not supported",
-                 "fields-uplink": "not supported", "fields-downlink": "not supported", "cp-function": "not supported"}, v
+                 "fields-uplink": "not supported", "fields-downlink": "not supported", "cp-function": "not supported",
+                 "ohr-1": "pass"}, v
     assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
     got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
     v = _verdicts(got)
-    assert v["after"] == "fail" and {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second", "ipv6"}, v
+    assert v["after"] == v["ohr-1"] == "fail" and \
+        {k for k, x in v.items() if x == "pass"} == {"ohr-0", "ohr-6", "second", "ipv6"}, v
     assert got["after"]["why"] == "ul: 0 of 40 packets forwarded; dl: 0 of 40 packets forwarded"
     assert got["after"]["rejected_before"] == ["precedence", "qer", "cp-function"]
+    got, _ = _run(Behaviour(no_n3v6=True))         # eUPF a8d774a: 73 to an F-TEID V6 session
+    assert {k for k, x in _verdicts(got).items() if x != "pass"} == {"ohr-1"} and got["ohr-1"]["cause"] == 73
 
 
 def test_a_upf_that_forwards_no_ipv6_of_an_ipv4v6_session_fails_ipv6_only():
@@ -339,7 +350,7 @@ def test_a_session_establishment_never_answered_fails_its_cases_and_the_run_goes
                                            "session's rules were neither taken nor refused")
     assert got["fields-downlink"]["exchange"]["answer"] == "no answer"
     # a UPF that answers nothing at all: its N4 path is in doubt, not its rules
-    got, _ = _run(Behaviour(silent_on=tuple(range(60, 70))))
+    got, _ = _run(Behaviour(silent_on=tuple(range(60, 71))))
     assert set(_verdicts(got).values()) == {"not decided"}, _verdicts(got)
 
 
@@ -384,3 +395,20 @@ def test_loss_before_the_upf_makes_the_case_not_decided_not_a_fail():
 def test_the_rules_kind_is_on_the_command_line(kind):
     from gtplab.upftests import cli
     assert cli.KINDS[kind] is K
+
+
+def test_a_gpdu_to_an_ipv6_n3_address_is_gtpu_over_ipv6_with_its_udp_checksum():
+    """The ohr-1 case's uplink: Ethernet / IPv6 / UDP 2152 (checksum over the IPv6 pseudo header, never
+    0: RFC 8200 8.1) / GTP-U / the UE's packet; an IPv4 N3 address keeps IPv4 and its zero checksum."""
+    from scapy.layers.inet import IP, UDP
+    f = bytes(P.gtpu(P.ip_packet("10.64.0.71", "198.18.0.7", payload_len=20), teid=0x46, src="fd47:7473::10",
+                     dst="fd47:7473::1"))
+    e = Ether(f)
+    assert e.type == 0x86DD and e[IPv6].nh == 17 and e[IPv6].dst == "fd47:7473::1"
+    sent = e[UDP].chksum
+    del e[UDP].chksum
+    assert sent != 0 and sent == Ether(bytes(e))[UDP].chksum
+    assert bytes(e[UDP].payload)[:8] == bytes.fromhex("30ff") + (len(bytes(e[UDP].payload)) - 8).to_bytes(2, "big") \
+        + (0x46).to_bytes(4, "big")
+    v4 = Ether(bytes(P.gtpu(b"x", src="10.201.0.16", dst="10.201.0.1")))
+    assert IP in v4 and v4[UDP].chksum == 0

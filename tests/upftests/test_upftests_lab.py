@@ -233,7 +233,9 @@ RULES_KNOWN = {
     "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
                       "precedence-uplink": "not supported", "precedence-downlink": "not supported",
                       "qer": "not supported", "cp-function": "not supported",
-                      "fields-uplink": "not supported", "fields-downlink": "not supported"},
+                      "fields-uplink": "not supported", "fields-downlink": "not supported",
+                      # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
+                      "ohr-1": "not supported"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
     # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
     # not numbers: cause 73), and every session established after that refusal has its packets
@@ -244,7 +246,7 @@ RULES_KNOWN = {
                       "qer": "not supported", "cp-function": "fail",
                       # the fields session's request: "Error handling PFCP message: unexpected EOF" in
                       # its log, and no answer
-                      "fields-uplink": "fail", "fields-downlink": "fail"},
+                      "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "not supported"},
     # Open5GS 8f25f3b: the SDF PDRs forward, but every URR of the session reports the same downlink
     # and no uplink, and the SDF PDR's closed gate passes its packets; the Router Solicitations match the
     # CP function's PDR but are dropped as "Source IP-6 Spoofing" (its log): a link-local source must
@@ -253,7 +255,7 @@ RULES_KNOWN = {
                          "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail",
                          "cp-function": "fail",
                          # the fields session: every stream forwarded, every URR reports 0
-                         "fields-uplink": "fail", "fields-downlink": "fail"},
+                         "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "pass"},
 }
 
 
@@ -274,8 +276,11 @@ def test_rules_outcomes(name):
         {k: (c["verdict"], c.get("why")) for k, c in got.items()}
     for k, c in got.items():
         if c["verdict"] == "not supported":     # the PGW-U's agent: 75 to the fields session's ten PDRs
-            assert c["cause"] == (75 if k.startswith("fields") and name == "embedded-pfcp" else 73), c
-        elif k in ("ohr-0", "ohr-6", "second", "ipv6", "after") and c["verdict"] == "pass":
+            if k == "ohr-1" and name == "embedded-pfcp":      # not tried: no N3 IPv6 address
+                assert c["cause"] is None and "no N3 IPv6 address" in c["why"], c
+            else:
+                assert c["cause"] == (75 if k.startswith("fields") and name == "embedded-pfcp" else 73), c
+        elif k in ("ohr-0", "ohr-6", "ohr-1", "second", "ipv6", "after") and c["verdict"] == "pass":
             assert "why" not in c, c
     if name == "embedded-eupf":
         if "ipv6" in got:       # its IPv4 packets forwarded, its IPv6 ones not
