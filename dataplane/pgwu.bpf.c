@@ -1091,6 +1091,67 @@ out:
 }
 
 /*
+ * The IPv6 halves through the slot index first, as the IPv4 ones (pgwu.h: the TEID's IPv6 uplink
+ * in the second entry of its ul_slots line, the /64's downlink half in dl6_slots), the hash maps
+ * for what it does not hold. An array lookup is inlined by the verifier where a hash lookup is a
+ * helper call and two dependent misses at 1 M bearers (bucket, element); the uplink's line is
+ * the one xdp_access has just read for the IPv4 half.
+ */
+static __always_inline struct pgwu_ul6 *ul6_find(__be32 teid)
+{
+	__u32 zero = 0, *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+	struct pgwu_ul_slot *sl;
+
+	if (mask) {
+		idx = bpf_ntohl(teid) & *mask;
+		sl = bpf_map_lookup_elem(&ul_slots, &idx);
+		if (sl && sl->state6 == PGWU_SLOT_VALID && sl->teid6 == teid)
+			return &sl->u6;
+	}
+	return bpf_map_lookup_elem(&ul6_prefix, &teid);
+}
+
+static __always_inline struct pgwu_dl_bearer *dl6_find(__u64 prefix)
+{
+	__u32 zero = 0, *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+	struct pgwu_dl6_slot *sl;
+
+	if (mask) {
+		idx = pgwu_slot6_of(prefix) & *mask;
+		sl = bpf_map_lookup_elem(&dl6_slots, &idx);
+		if (sl && sl->state == PGWU_SLOT_VALID && sl->prefix == prefix)
+			return &sl->b;
+	}
+	return bpf_map_lookup_elem(&dl6_bearers, &prefix);
+}
+
+/*
+ * The usage counters of a forwarded IPv6 packet, found again where ul6_find / dl6_find found
+ * the entry (the slot's line is still in the cache). The callers keep a copy of the entry, not
+ * the pointer: a pointer into either of two maps kept live to the end of xdp_sgi6 doubled the
+ * states the verifier walks (over its 1,000,000 instructions), a copy merges them.
+ */
+static __always_inline void ul6_count(__be32 teid, __u32 len)
+{
+	struct pgwu_ul6 *u6 = ul6_find(teid);
+
+	if (u6) {
+		__sync_fetch_and_add(&u6->packets, 1);
+		__sync_fetch_and_add(&u6->bytes, len);
+	}
+}
+
+static __always_inline void dl6_count(__u64 prefix, __u32 len)
+{
+	struct pgwu_dl_bearer *b = dl6_find(prefix);
+
+	if (b) {
+		__sync_fetch_and_add(&b->packets, 1);
+		__sync_fetch_and_add(&b->bytes, len);
+	}
+}
+
+/*
  * RFC 4443 3.3: Time Exceeded to the sender of a downlink IPv6 packet whose hop limit expired,
  * out of the SGi interface it came in on, as the IPv4 downlink's (xdp_sgi icmp_reply): Ethernet
  * (addresses swapped, the received VLAN id) / IPv6 local_addr6 -> sender / ICMPv6 3/0 / the
@@ -1168,7 +1229,7 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
 		return XDP_DROP;
 	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
 		return XDP_DROP;
-	dl = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	dl = dl6_find(prefix);
 	if (!dl)
 		return XDP_DROP;
 	sgw = dl->sgw_addr;
@@ -1225,7 +1286,7 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
-	struct pgwu_dl_bearer *b;
+	struct pgwu_dl_bearer *b, bv;
 	struct gtpu_encap e;
 	struct nexthop nh;
 	struct iphdr *oip;
@@ -1259,9 +1320,11 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		}
 	}
 	__builtin_memcpy(&prefix, d8, 8);
-	b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	b = dl6_find(prefix);
 	if (!b)
 		return PGWU_R_DROP_UNKNOWN_UE;
+	bv = *b;	/* a copy: dl6_count */
+	b = &bv;
 	if (ip6->hop_limit <= 1) {
 		*action = sgi6_time_exceeded(ctx, cfg, in_l2, tot_len);
 		return PGWU_R_DROP_TTL_EXPIRED;
@@ -1367,8 +1430,7 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		*action = XDP_PASS;
 		return reason;
 	}
-	__sync_fetch_and_add(&b->packets, 1);
-	__sync_fetch_and_add(&b->bytes, tot_len);
+	dl6_count(prefix, tot_len);
 	*action = forward(ctx, nh.ifindex);
 	return PGWU_R_DL_FWD;
 }
@@ -1537,7 +1599,7 @@ int xdp_access6(struct xdp_md *ctx)
 	__u32 off, inner_len, out_l2;
 	struct pgwu_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct pgwu_ul6_handoff *ho = bpf_map_lookup_elem(&ul6_handoff, &zero);
-	struct pgwu_ul6 *u6;
+	struct pgwu_ul6 *u6, u6v;
 	struct ipv6hdr *ip6;
 	struct nexthop nh;
 	__u8 orig_mac[12];
@@ -1559,11 +1621,13 @@ int xdp_access6(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_INNER_BAD;
 		goto out;
 	}
-	u6 = bpf_map_lookup_elem(&ul6_prefix, &teid);
+	u6 = ul6_find(teid);
 	if (!u6) {
 		reason = PGWU_R_DROP_INNER_NOT_IPV4;	/* an IPv4-only bearer */
 		goto out;
 	}
+	u6v = *u6;	/* a copy: ul6_count */
+	u6 = &u6v;
 	ip6 = data + off;
 	if ((void *)(ip6 + 1) > data_end) {
 		reason = PGWU_R_DROP_INNER_BAD;
@@ -1633,8 +1697,7 @@ int xdp_access6(struct xdp_md *ctx)
 		goto out;
 	}
 	ip6->hop_limit--;
-	__sync_fetch_and_add(&u6->packets, 1);
-	__sync_fetch_and_add(&u6->bytes, inner_len);
+	ul6_count(teid, inner_len);
 	action = forward(ctx, nh.ifindex);
 	reason = PGWU_R_UL_FWD;
 out:

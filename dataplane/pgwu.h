@@ -216,7 +216,17 @@ struct pgwu_ul_slot {
 	__u32 teid;		/* key, network order */
 	__u32 state;		/* PGWU_SLOT_VALID, written last */
 	struct pgwu_ul_bearer b;
-};				/* 32 bytes: two to a cache line */
+	/*
+	 * The same TEID's IPv6 uplink (its ul6_prefix entry) in the same cache line, so that an
+	 * IPv6 G-PDU touches one line as an IPv4 one does (xdp_access reads the line for b first):
+	 * a second entry with its own key and state, set and emptied on its own (bearer_add_v6,
+	 * bearer_remove_v6), under the same rules as the IPv4 one. Readers of the IPv4 entry look
+	 * at teid/state/b only.
+	 */
+	__u32 teid6;		/* key, network order */
+	__u32 state6;		/* PGWU_SLOT_VALID, written last */
+	struct pgwu_ul6 u6;
+};				/* 64 bytes: one cache line */
 
 struct pgwu_dl_slot {
 	__u32 ue;		/* key, network order */
@@ -224,6 +234,30 @@ struct pgwu_dl_slot {
 	struct pgwu_dl_bearer b;
 	__u8 pad[24];		/* 64 bytes: one cache line */
 };
+
+/*
+ * dl6_slots: the same index for the IPv6 downlink halves (dl6_bearers), slot
+ * pgwu_slot6_of(/64) & slot_mask[0]: the /64's octets 4-7 as a host-order number. An operator's
+ * /64s come out of a shorter pool (a /32 to a /56) in sequence, so those octets are what differs
+ * between them, and consecutive /64s get consecutive slots as consecutive IPv4 UEs do (the lab's
+ * fd47:7470:XXXX:YYYY::/64, XXXX:YYYY the bearer's number). Same rules as dl_slots: filled after
+ * the hash entry, emptied before it goes, usage = slot + hash entry, colliding keys in the hash
+ * map only.
+ */
+struct pgwu_dl6_slot {
+	__u64 prefix;		/* key: the /64's 8 octets as on the wire */
+	__u32 state;		/* PGWU_SLOT_VALID, written last */
+	__u32 pad0;
+	struct pgwu_dl_bearer b;
+	__u8 pad[16];		/* 64 bytes: one cache line */
+};
+
+static inline __u32 pgwu_slot6_of(__u64 prefix)
+{
+	const __u8 *p = (const __u8 *)&prefix;
+
+	return (__u32)p[4] << 24 | (__u32)p[5] << 16 | (__u32)p[6] << 8 | p[7];
+}
 
 /* A static next hop for one egress side; ifindex 0 = resolve with bpf_fib_lookup instead. */
 struct pgwu_nexthop {

@@ -63,35 +63,26 @@ def dp6(dataplane):
     dp = dataplane
     dp.set_config(BASE_CONFIG)
     dp.flush_bearers()
-    maps = {n: bpf.Map.pinned(os.path.join(dp.pin_dir, n)) for n in ("dl6_bearers", "ul6_prefix")}
     try:
-        for m in maps.values():
-            for k in list(m.keys()):
-                m.delete(k)
         for teid, ue, pfx, sgw, steid, qfi in BEARERS6:
             dp.add_bearer(teid, ue, sgw, steid, qfi=qfi)
             flags = 0 if qfi is None else B_QFI | qfi << B_QFI_SHIFT
-            maps["dl6_bearers"].update(p64(pfx), DlBearer(sgw, steid, teid, flags).pack())
-            maps["ul6_prefix"].update(struct.pack("!I", teid), p64(pfx) + bytes(16))   # struct pgwu_ul6
+            # in the hash maps and the slot index, as pgwu writes them (the packet path's fast way)
+            dp.add_bearer6(teid, pfx, DlBearer(sgw, steid, teid, flags))
         dp.reset_stats()
-        dp.maps6 = maps
         yield dp
     finally:
-        for m in maps.values():
-            for k in list(m.keys()):
-                m.delete(k)
-            m.close()
+        dp.flush_bearers()
 
 
 def dl6_usage(dp, pfx: str) -> tuple[int, int]:
-    b = DlBearer.unpack(dp.maps6["dl6_bearers"].lookup(p64(pfx)))
+    b = dp.dl6_bearer(pfx)
     return b.packets, b.bytes
 
 
 def ul6_usage(dp, teid: int) -> tuple[int, int]:
-    """(packets, bytes) of the TEID's IPv6 uplink (struct pgwu_ul6: prefix, packets, bytes)."""
-    _, packets, nbytes = struct.unpack("=8sQQ", dp.maps6["ul6_prefix"].lookup(struct.pack("!I", teid)))
-    return packets, nbytes
+    """(packets, bytes) of the TEID's IPv6 uplink (ul6_prefix and its slot)."""
+    return dp.ul6_usage(teid)
 
 
 def usage_all(dp) -> dict:
@@ -204,7 +195,7 @@ def test_dl6_outer_checksum_off(dp6):
 
 def test_dl6_per_bearer_checksum_off(dp6):
     _, _, pfx, sgw, steid, _ = B1
-    dp6.maps6["dl6_bearers"].update(p64(pfx), DlBearer(sgw, steid, B1[0], B_CSUM_OFF).pack())
+    dp6.set_dl6(pfx, DlBearer(sgw, steid, B1[0], B_CSUM_OFF))
     check_dl6_forwarded(dp6, dl6_frame(UE6_1), B1, csum=False)
 
 
