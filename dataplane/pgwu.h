@@ -63,7 +63,7 @@ enum pgwu_reason {
 					 * not in its /64) */
 	PGWU_R_DROP_TTL_EXPIRED,	/* DROP, or TX when answered with ICMP Time Exceeded (rate-
 					 * limited per sender): TTL <= 1 (uplink inner, downlink), IPv6
-					 * hop limit <= 1 (dropped, not answered yet) */
+					 * hop limit <= 1 (ICMPv6 Time Exceeded) */
 	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
 	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
@@ -92,6 +92,12 @@ enum pgwu_reason {
 					 * 8.2.8; the qos map's policer, struct pgwu_police) */
 	PGWU_R_DROP_QUOTA,		/* DROP: the bearer's volume quota is used up (TS 29.244
 					 * 5.2.2.2: without a FAR for quota action, drop) */
+	PGWU_R_DROP_TOO_BIG,		/* DROP, or TX when answered with ICMPv6 Packet Too Big (RFC
+					 * 4443 3.2, rate-limited per sender): an IPv6 packet over
+					 * the route's MTU: uplink the SGi route's, downlink the access
+					 * route's once encapsulated (when that leaves >= 1280 octets
+					 * for it; below, PASS_FIB_OTHER: the kernel fragments the
+					 * outer packet) */
 	PGWU_REASON_MAX,
 };
 
@@ -110,6 +116,8 @@ enum pgwu_event {
 	PGWU_EV_ICMP_FRAG_NEEDED_SENT,	/* a downlink packet with DF too big once encapsulated was
 					 * answered with Fragmentation Needed (RFC 1191) */
 	PGWU_EV_ICMP_RATE_LIMITED,	/* an ICMP error not sent: rate limit (RFC 1812 4.3.2.8) */
+	PGWU_EV_ICMP6_TOO_BIG_SENT,	/* an IPv6 packet over the MTU was answered with ICMPv6
+					 * Packet Too Big (RFC 4443 3.2) */
 	PGWU_EVENT_MAX,
 };
 

@@ -107,7 +107,8 @@ REASON = {name: i for i, name in enumerate(REASONS)}
 # enum pgwu_event: counted in the events map, not per packet (err_ind_sent ...)
 EVENTS = parse_reasons(enum="pgwu_event", prefix="PGWU_EV_", end="PGWU_EVENT_MAX")
 # reasons whose packet is turned into a reply to its sender (verdict tx) while its budget lasts
-REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_expired", "drop_frag_needed")
+REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_expired", "drop_frag_needed",
+                  "drop_too_big")
 
 
 def usual_verdicts(reason: str) -> tuple[str, ...]:
