@@ -1279,12 +1279,12 @@ static __always_inline __u32 ul6_error(struct xdp_md *ctx, const struct pgwu_con
  *  - fe80::/10 and multicast destinations, and Neighbor Discovery (ICMPv6 133-137: the kernel
  *    resolves its own neighbours on SGi) go to the kernel: PASS_NOT_UE, as IPv4 outside the pool.
  *  - a /64 with no bearer: DROP_UNKNOWN_UE (no IPv6 pool to tell a UE address from another one).
- *  - hop limit <= 1: DROP_TTL_EXPIRED, dropped (no ICMPv6 Time Exceeded yet): passing it would
- *    leave the error to the kernel, which has no route to the UE prefixes and would answer
- *    Destination Unreachable instead, or nothing.
- *  - the outer header has no DF: the inner sender learns no tunnel MTU (no ICMPv6 Packet Too
- *    Big here), so an encapsulated packet over the access MTU goes to the kernel, which fragments
- *    the outer IPv4 (PASS_FIB_OTHER, as an IPv4 packet without DF; RFC 4213 3.2).
+ *  - hop limit <= 1: DROP_TTL_EXPIRED, answered with ICMPv6 Time Exceeded (sgi6_error), never
+ *    passed: the kernel has no route to the UE prefixes.
+ *  - over the access route's MTU once encapsulated: DROP_TOO_BIG, answered with ICMPv6 Packet
+ *    Too Big (the route's MTU - the encapsulation) while that leaves >= 1280 octets; below, the
+ *    outer header has no DF and the packet goes to the kernel, which fragments the outer IPv4
+ *    (PASS_FIB_OTHER; RFC 8200 5: a link under 1280 fragments below IPv6).
  */
 static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cfg, __u32 in_l2,
 				      __u32 *action)
@@ -1603,9 +1603,10 @@ static __always_inline int ipv6_upper_proto(struct ipv6hdr *ip6, void *end, void
  * and its QFI have been checked, ul6_handoff). The IPv4 uplink's steps on an IPv6 packet: a bearer
  * without a /64 takes none (drop_inner_not_ipv4, as before IPv6 existed); the T-PDU must be one
  * whole IPv6 packet (drop_inner_bad); its source in the bearer's /64 (drop_spoofed); hop limit > 1
- * (drop_ttl_expired, dropped: no ICMPv6 Time Exceeded yet); then the route (bpf_fib_lookup
- * AF_INET6, or the static SGi next hop; no neighbour or anything the kernel must do: the
- * decapsulated packet goes to it, pass_no_neigh / pass_fib_other), the bearer's gate, MBR and
+ * (drop_ttl_expired, ICMPv6 Time Exceeded); then the route (bpf_fib_lookup AF_INET6, or the static
+ * SGi next hop; over its MTU: drop_too_big, ICMPv6 Packet Too Big; no neighbour or anything else
+ * the kernel must do: the decapsulated packet goes to it, pass_no_neigh / pass_fib_other), the
+ * bearer's gate, MBR and
  * quota, the hop limit down by one, the outer headers removed, and the usage counted in
  * ul6_prefix's entry. Counted here, with the frame's length as received.
  */
