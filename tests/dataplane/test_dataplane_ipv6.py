@@ -980,10 +980,11 @@ def test_dl6_too_big_packet_too_big(ptb6, bearer, route_mtu, ptb_mtu):
 
 
 @pytest.mark.lab
-def test_dl6_tunnel_under_1280_fragmented_by_the_kernel(ptb6):
+def test_dl6_tunnel_under_1280_passed_for_the_kernel_to_fragment(ptb6):
     """An access route that leaves the tunnel less than 1280 octets (1315 - 36 = 1279): no Packet Too
     Big below the IPv6 minimum MTU (RFC 8200 5: the link fragments below IPv6): the encapsulated packet
-    goes to the kernel (pass_fib_other), which fragments the outer IPv4 packet (its DF is clear)."""
+    goes to the kernel (pass_fib_other) with its outer DF clear, for the kernel to fragment (as IPv4's,
+    test_suite_correctness.py::test_downlink_too_big_leaves_in_outer_fragments sees it done)."""
     dp, ns, devs = ptb6
     sgw_mtu(ns, 1315)
     f = dl6_frame(B_PTB[2] + "10", size=14 + 1400)
