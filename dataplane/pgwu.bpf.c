@@ -622,14 +622,15 @@ static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 s
 }
 
 /*
- * An ICMPv6 error (RFC 4443: Time Exceeded 3/0), its IPv6 header at off_ip6 from ctx->data:
- * src -> dst (class and flow label 0, hop limit OUTER_TTL), then the ICMPv6 header with its
- * checksum over the pseudo header (RFC 8200 8.1); the invoking packet's first q octets are already
- * in place after it. src and dst must not point into the packet. Returns 0, or -1 when the bytes
- * aren't there (only if the caller's lengths were wrong).
+ * An ICMPv6 error (RFC 4443: Time Exceeded 3/0, Packet Too Big 2/0 with its MTU), its IPv6 header
+ * at off_ip6 from ctx->data: src -> dst (class and flow label 0, hop limit OUTER_TTL), then the
+ * ICMPv6 header (its second word mtu: 0 for Time Exceeded) with its checksum over the pseudo
+ * header (RFC 8200 8.1); the invoking packet's first q octets are already in place after it. src
+ * and dst must not point into the packet. Returns 0, or -1 when the bytes aren't there (only if
+ * the caller's lengths were wrong).
  */
 static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const __u8 *src,
-				       const __u8 *dst, __u32 q, __u8 type, __u8 code)
+				       const __u8 *dst, __u32 q, __u8 type, __u8 code, __u32 mtu)
 {
 	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = data + (off_ip6 & 0xff);
@@ -649,12 +650,13 @@ static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const 
 	ic->type = type;
 	ic->code = code;
 	ic->check = 0;
-	ic->unused = 0;
+	ic->unused = bpf_htonl(mtu);
 	w = (void *)&ip6->saddr;
 	for (i = 0; i < 8; i++)
 		sum += w[i];
 	/* the pseudo header's length and next header, the ICMPv6 header's type and code */
-	sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6) + bpf_htons(((__u16)type << 8) | code);
+	sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6) + bpf_htons(((__u16)type << 8) | code) +
+	       bpf_htons(mtu >> 16) + bpf_htons(mtu & 0xffff);
 	sum += csum_bytes(ctx, (off_ip6 & 0xff) + 48, q, &err);
 	if (err)
 		return -1;
@@ -670,6 +672,9 @@ static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const 
 /* The invoking packet's bytes an ICMPv6 error quotes: as many as fit without the error exceeding
  * the IPv6 minimum MTU (RFC 4443 2.4(c)): 1280 - 40 (IPv6) - 8 (ICMPv6) */
 #define ICMP6_QUOTE_MAX 1232
+/* RFC 8200 5: the smallest MTU an IPv6 link has; a tunnel that leaves less is fragmented below
+ * IPv6 (the outer IPv4 packet), not answered with Packet Too Big */
+#define ICMP6_MIN_MTU 1280
 
 /*
  * Whether an ICMPv6 error may answer the IPv6 packet at ip6 (RFC 4443 2.4(e)): not to the
@@ -1100,15 +1105,77 @@ out:
 }
 
 /*
- * RFC 4443 3.3: Time Exceeded to the sender of a downlink IPv6 packet whose hop limit expired,
- * out of the SGi interface it came in on, as the IPv4 downlink's (xdp_sgi icmp_reply): Ethernet
- * (addresses swapped, the received VLAN id) / IPv6 local_addr6 -> sender / ICMPv6 3/0 / the
- * packet, as much as fits in 1280 octets. None without local_addr6 or with err-ind off, nor where
- * RFC 4443 2.4(e) forbids one (icmp6_may_answer). Rate-limited per sender (its address folded to
- * 32 bits, in reply_budget with the IPv4 peers). Returns the verdict.
+ * The IPv6 halves through the slot index first, as the IPv4 ones (pgwu.h: the TEID's IPv6 uplink
+ * in the second entry of its ul_slots line, the /64's downlink half in dl6_slots), the hash maps
+ * for what it does not hold. An array lookup is inlined by the verifier where a hash lookup is a
+ * helper call and two dependent misses at 1 M bearers (bucket, element); the uplink's line is
+ * the one xdp_access has just read for the IPv4 half.
  */
-static __always_inline __u32 sgi6_time_exceeded(struct xdp_md *ctx, const struct pgwu_config *cfg,
-						__u32 in_l2, __u32 tot_len)
+static __always_inline struct pgwu_ul6 *ul6_find(__be32 teid)
+{
+	__u32 zero = 0, *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+	struct pgwu_ul_slot *sl;
+
+	if (mask) {
+		idx = bpf_ntohl(teid) & *mask;
+		sl = bpf_map_lookup_elem(&ul_slots, &idx);
+		if (sl && sl->state6 == PGWU_SLOT_VALID && sl->teid6 == teid)
+			return &sl->u6;
+	}
+	return bpf_map_lookup_elem(&ul6_prefix, &teid);
+}
+
+static __always_inline struct pgwu_dl_bearer *dl6_find(__u64 prefix)
+{
+	__u32 zero = 0, *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
+	struct pgwu_dl6_slot *sl;
+
+	if (mask) {
+		idx = pgwu_slot6_of(prefix) & *mask;
+		sl = bpf_map_lookup_elem(&dl6_slots, &idx);
+		if (sl && sl->state == PGWU_SLOT_VALID && sl->prefix == prefix)
+			return &sl->b;
+	}
+	return bpf_map_lookup_elem(&dl6_bearers, &prefix);
+}
+
+/*
+ * The usage counters of a forwarded IPv6 packet, found again where ul6_find / dl6_find found
+ * the entry (the slot's line is still in the cache). The callers keep a copy of the entry, not
+ * the pointer: a pointer into either of two maps kept live to the end of xdp_sgi6 doubled the
+ * states the verifier walks (over its 1,000,000 instructions), a copy merges them.
+ */
+static __always_inline void ul6_count(__be32 teid, __u32 len)
+{
+	struct pgwu_ul6 *u6 = ul6_find(teid);
+
+	if (u6) {
+		__sync_fetch_and_add(&u6->packets, 1);
+		__sync_fetch_and_add(&u6->bytes, len);
+	}
+}
+
+static __always_inline void dl6_count(__u64 prefix, __u32 len)
+{
+	struct pgwu_dl_bearer *b = dl6_find(prefix);
+
+	if (b) {
+		__sync_fetch_and_add(&b->packets, 1);
+		__sync_fetch_and_add(&b->bytes, len);
+	}
+}
+
+/*
+ * RFC 4443 3.3 / 3.2: Time Exceeded (type 3, mtu 0) to the sender of a downlink IPv6 packet whose
+ * hop limit expired, or Packet Too Big (type 2) with the MTU it can have, out of the SGi interface
+ * it came in on, as the IPv4 downlink's (xdp_sgi icmp_reply): Ethernet (addresses swapped, the
+ * received VLAN id) / IPv6 local_addr6 -> sender / ICMPv6 type/0 / the packet, as much as fits in
+ * 1280 octets. None without local_addr6 or with err-ind off, nor where RFC 4443 2.4(e) forbids one
+ * (icmp6_may_answer). Rate-limited per sender (its address folded to 32 bits, in reply_budget with
+ * the IPv4 peers). Returns the verdict.
+ */
+static __always_inline __u32 sgi6_error(struct xdp_md *ctx, const struct pgwu_config *cfg,
+					__u32 in_l2, __u32 tot_len, __u8 type, __u32 mtu)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -1141,25 +1208,26 @@ static __always_inline __u32 sgi6_time_exceeded(struct xdp_md *ctx, const struct
 	if (data + 18 + 48 > data_end)
 		return XDP_DROP;
 	off = write_eth_proto(data, macs + 6, macs, vid, ETH_P_IPV6_BE);
-	if (icmp6_error(ctx, off, me, src, q, 3, 0))
+	if (icmp6_error(ctx, off, me, src, q, type, 0, mtu))
 		return XDP_DROP;
-	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	event(type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT : PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	return XDP_TX;
 }
 
 /*
- * RFC 4443 3.3: Time Exceeded to the UE whose uplink IPv6 packet's hop limit expired, through its
- * tunnel, as the IPv4 uplink's (xdp_access ttl_expired): Ethernet back to the sender of the G-PDU
- * (its VLAN id) / IPv4 local -> SGW / UDP 2152 -> 2152, checksum 0 / GTP-U G-PDU with the SGW's
- * TEID, and the PDU Session Container of a bearer with a QFI (x = 8 octets) / IPv6 local_addr6 ->
- * UE / ICMPv6 3/0 / the packet, as much as fits in 1280 octets. The SGW and its TEID are the /64's
- * downlink half (dl6_bearers). None without local_addr6, with err-ind off, from a martian SGW, or
- * where RFC 4443 2.4(e) forbids one. Rate-limited per UE /64. The T-PDU (inner_len octets at
- * off) has been checked whole. Returns the verdict.
+ * RFC 4443 3.3 / 3.2: Time Exceeded (type 3, mtu 0) to the UE whose uplink IPv6 packet's hop limit
+ * expired, or Packet Too Big (type 2) with the SGi route's MTU, through its tunnel, as the IPv4
+ * uplink's (xdp_access ttl_expired): Ethernet back to the sender of the G-PDU (its VLAN id) / IPv4
+ * local -> SGW / UDP 2152 -> 2152, checksum 0 / GTP-U G-PDU with the SGW's TEID, and the PDU
+ * Session Container of a bearer with a QFI (x = 8 octets) / IPv6 local_addr6 -> UE / ICMPv6
+ * type/0 / the packet, as much as fits in 1280 octets. The SGW and its TEID are the /64's downlink
+ * half (dl6_bearers). None without local_addr6, with err-ind off, from a martian SGW, or where
+ * RFC 4443 2.4(e) forbids one. Rate-limited per UE /64. The T-PDU (inner_len octets at off) has
+ * been checked whole. Returns the verdict.
  */
-static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct pgwu_config *cfg,
-					       const struct pgwu_ul6_handoff *ho,
-					       const struct pgwu_ul6 *u6, __u32 off, __u32 inner_len)
+static __always_inline __u32 ul6_error(struct xdp_md *ctx, const struct pgwu_config *cfg,
+				       const struct pgwu_ul6_handoff *ho, const struct pgwu_ul6 *u6,
+				       __u32 off, __u32 inner_len, __u8 type, __u32 mtu)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -1177,7 +1245,7 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
 		return XDP_DROP;
 	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
 		return XDP_DROP;
-	dl = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	dl = dl6_find(prefix);
 	if (!dl)
 		return XDP_DROP;
 	sgw = dl->sgw_addr;
@@ -1205,9 +1273,9 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
 	oip = data + (o == 18 ? 18 : 14);
 	if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, sgw, steid, 48 + q, x, qfi))
 		return XDP_DROP;
-	if (icmp6_error(ctx, o + 36 + x, me, ue, q, 3, 0))
+	if (icmp6_error(ctx, o + 36 + x, me, ue, q, type, 0, mtu))
 		return XDP_DROP;
-	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	event(type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT : PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	return XDP_TX;
 }
 
@@ -1220,12 +1288,12 @@ static __always_inline __u32 ul6_time_exceeded(struct xdp_md *ctx, const struct 
  *  - fe80::/10 and multicast destinations, and Neighbor Discovery (ICMPv6 133-137: the kernel
  *    resolves its own neighbours on SGi) go to the kernel: PASS_NOT_UE, as IPv4 outside the pool.
  *  - a /64 with no bearer: DROP_UNKNOWN_UE (no IPv6 pool to tell a UE address from another one).
- *  - hop limit <= 1: DROP_TTL_EXPIRED, dropped (no ICMPv6 Time Exceeded yet): passing it would
- *    leave the error to the kernel, which has no route to the UE prefixes and would answer
- *    Destination Unreachable instead, or nothing.
- *  - the outer header has no DF: the inner sender learns no tunnel MTU (no ICMPv6 Packet Too
- *    Big here), so an encapsulated packet over the access MTU goes to the kernel, which fragments
- *    the outer IPv4 (PASS_FIB_OTHER, as an IPv4 packet without DF; RFC 4213 3.2).
+ *  - hop limit <= 1: DROP_TTL_EXPIRED, answered with ICMPv6 Time Exceeded (sgi6_error), never
+ *    passed: the kernel has no route to the UE prefixes.
+ *  - over the access route's MTU once encapsulated: DROP_TOO_BIG, answered with ICMPv6 Packet
+ *    Too Big (the route's MTU - the encapsulation) while that leaves >= 1280 octets; below, the
+ *    outer header has no DF and the packet goes to the kernel, which fragments the outer IPv4
+ *    (PASS_FIB_OTHER; RFC 8200 5: a link under 1280 fragments below IPv6).
  */
 static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cfg, __u32 in_l2,
 				      __u32 *action)
@@ -1234,7 +1302,7 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
-	struct pgwu_dl_bearer *b;
+	struct pgwu_dl_bearer *b, bv;
 	struct gtpu_encap e;
 	struct nexthop nh;
 	struct iphdr *oip;
@@ -1268,12 +1336,14 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		}
 	}
 	__builtin_memcpy(&prefix, d8, 8);
-	b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
+	b = dl6_find(prefix);
 	if (!b)
 		return PGWU_R_DROP_UNKNOWN_UE;
+	bv = *b;	/* a copy: dl6_count */
+	b = &bv;
 	if (ip6->hop_limit <= 1) {
-		*action = sgi6_time_exceeded(ctx, cfg, in_l2, tot_len);
-		return PGWU_R_DROP_TTL_EXPIRED;
+		reason = PGWU_R_DROP_TTL_EXPIRED;
+		goto icmp6;
 	}
 
 	tc = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
@@ -1294,6 +1364,11 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	encap = gtpu_encap_len(qfi);
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tc,
 				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
+	if (mtu >= ICMP6_MIN_MTU + encap) {
+		/* RFC 4443 3.2: too big for the tunnel, which leaves it >= 1280 octets */
+		reason = PGWU_R_DROP_TOO_BIG;
+		goto icmp6;
+	}
 	pass = reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER;
 	if (reason && !pass)
 		return reason;
@@ -1377,10 +1452,14 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		*action = XDP_PASS;
 		return reason;
 	}
-	__sync_fetch_and_add(&b->packets, 1);
-	__sync_fetch_and_add(&b->bytes, tot_len);
+	dl6_count(prefix, tot_len);
 	*action = forward(ctx, nh.ifindex);
 	return PGWU_R_DL_FWD;
+
+icmp6:	/* one inlined copy for both errors: the verifier walks it once */
+	*action = sgi6_error(ctx, cfg, in_l2, tot_len, reason == PGWU_R_DROP_TOO_BIG ? 2 : 3,
+			     reason == PGWU_R_DROP_TOO_BIG ? mtu - encap : 0);
+	return reason;
 }
 
 /* xdp_sgi's IPv6 frames (sgi_ipv6). Counted here, with the frame's length as received. */
@@ -1420,7 +1499,7 @@ out:
  */
 static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					      int side, const struct ipv6hdr *ip6, __u8 proto,
-					      __u16 tot_len, struct nexthop *nh)
+					      __u16 tot_len, struct nexthop *nh, __u32 *mtu)
 {
 	const struct pgwu_nexthop *st = &cfg->nexthop[side];
 	struct pgwu_fib6_slot *slot = NULL;
@@ -1469,7 +1548,9 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 	__builtin_memcpy(p.ipv6_dst, dst, 16);
 	p.ifindex = ctx->ingress_ifindex;
 	rc = bpf_fib_lookup(ctx, &p, sizeof(p), 0);
-	reason = fib_reason(rc);	/* FRAG_NEEDED: the kernel sends Packet Too Big */
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		*mtu = p.mtu_result;	/* the egress MTU the packet is over: Packet Too Big */
+	reason = fib_reason(rc);
 	if (reason)
 		return reason;
 	nh->ifindex = p.ifindex;
@@ -1532,9 +1613,10 @@ static __always_inline int ipv6_upper_proto(struct ipv6hdr *ip6, void *end, void
  * and its QFI have been checked, ul6_handoff). The IPv4 uplink's steps on an IPv6 packet: a bearer
  * without a /64 takes none (drop_inner_not_ipv4, as before IPv6 existed); the T-PDU must be one
  * whole IPv6 packet (drop_inner_bad); its source in the bearer's /64 (drop_spoofed); hop limit > 1
- * (drop_ttl_expired, dropped: no ICMPv6 Time Exceeded yet); then the route (bpf_fib_lookup
- * AF_INET6, or the static SGi next hop; no neighbour or anything the kernel must do: the
- * decapsulated packet goes to it, pass_no_neigh / pass_fib_other), the bearer's gate, MBR and
+ * (drop_ttl_expired, ICMPv6 Time Exceeded); then the route (bpf_fib_lookup AF_INET6, or the static
+ * SGi next hop; over its MTU: drop_too_big, ICMPv6 Packet Too Big; no neighbour or anything else
+ * the kernel must do: the decapsulated packet goes to it, pass_no_neigh / pass_fib_other), the
+ * bearer's gate, MBR and
  * quota, the hop limit down by one, the outer headers removed, and the usage counted in
  * ul6_prefix's entry. Counted here, with the frame's length as received.
  */
@@ -1544,10 +1626,10 @@ int xdp_access6(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 rx_len = data_end - data, action = XDP_DROP, reason, zero = 0;
-	__u32 off, inner_len, out_l2;
+	__u32 off, inner_len, out_l2, mtu = 0;
 	struct pgwu_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	struct pgwu_ul6_handoff *ho = bpf_map_lookup_elem(&ul6_handoff, &zero);
-	struct pgwu_ul6 *u6;
+	struct pgwu_ul6 *u6, u6v;
 	struct ipv6hdr *ip6;
 	struct nexthop nh;
 	__u8 orig_mac[12];
@@ -1569,11 +1651,13 @@ int xdp_access6(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_INNER_BAD;
 		goto out;
 	}
-	u6 = bpf_map_lookup_elem(&ul6_prefix, &teid);
+	u6 = ul6_find(teid);
 	if (!u6) {
 		reason = PGWU_R_DROP_INNER_NOT_IPV4;	/* an IPv4-only bearer */
 		goto out;
 	}
+	u6v = *u6;	/* a copy: ul6_count */
+	u6 = &u6v;
 	ip6 = data + off;
 	if ((void *)(ip6 + 1) > data_end) {
 		reason = PGWU_R_DROP_INNER_BAD;
@@ -1590,8 +1674,7 @@ int xdp_access6(struct xdp_md *ctx)
 	}
 	if (ip6->hop_limit <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
-		action = ul6_time_exceeded(ctx, cfg, ho, u6, off, inner_len);
-		goto out;
+		goto icmp6;
 	}
 	proto = ipv6_upper_proto(ip6, (void *)ip6 + inner_len, data_end);
 	if (proto < 0) {
@@ -1599,7 +1682,11 @@ int xdp_access6(struct xdp_md *ctx)
 		goto out;
 	}
 
-	reason = resolve_nexthop6(ctx, cfg, PGWU_SIDE_SGI, ip6, proto, inner_len, &nh);
+	reason = resolve_nexthop6(ctx, cfg, PGWU_SIDE_SGI, ip6, proto, inner_len, &nh, &mtu);
+	if (mtu) {	/* RFC 4443 3.2: a router does not fragment IPv6 */
+		reason = PGWU_R_DROP_TOO_BIG;
+		goto icmp6;
+	}
 	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER)
 		out_l2 = sizeof(struct ethhdr);	/* for the kernel: addressed as received */
 	else if (reason)
@@ -1643,10 +1730,13 @@ int xdp_access6(struct xdp_md *ctx)
 		goto out;
 	}
 	ip6->hop_limit--;
-	__sync_fetch_and_add(&u6->packets, 1);
-	__sync_fetch_and_add(&u6->bytes, inner_len);
+	ul6_count(teid, inner_len);
 	action = forward(ctx, nh.ifindex);
 	reason = PGWU_R_UL_FWD;
+	goto out;
+icmp6:	/* one inlined copy for both errors */
+	action = ul6_error(ctx, cfg, ho, u6, off, inner_len, reason == PGWU_R_DROP_TOO_BIG ? 2 : 3,
+			   reason == PGWU_R_DROP_TOO_BIG ? mtu : 0);
 out:
 	count(reason, action, rx_len);
 	return action;

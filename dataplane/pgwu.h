@@ -63,7 +63,7 @@ enum pgwu_reason {
 					 * not in its /64) */
 	PGWU_R_DROP_TTL_EXPIRED,	/* DROP, or TX when answered with ICMP Time Exceeded (rate-
 					 * limited per sender): TTL <= 1 (uplink inner, downlink), IPv6
-					 * hop limit <= 1 (dropped, not answered yet) */
+					 * hop limit <= 1 (ICMPv6 Time Exceeded) */
 	PGWU_R_DROP_BAD_IP_DL,		/* DROP: SGi side, IPv4 header truncated or invalid */
 	PGWU_R_DROP_UNKNOWN_UE,		/* DROP: SGi side, destination in the UE pool with no bearer */
 	PGWU_R_DROP_NO_ROUTE,		/* DROP: route lookup: blackhole, unreachable, prohibited,
@@ -96,6 +96,12 @@ enum pgwu_reason {
 					 * direction and the packet matches none of them (no PDR) */
 	PGWU_R_DROP_FAR,		/* DROP: the PDR of the filter the packet matched has a FAR
 					 * that drops (TS 29.244 8.2.26 Apply Action DROP) */
+	PGWU_R_DROP_TOO_BIG,		/* DROP, or TX when answered with ICMPv6 Packet Too Big (RFC
+					 * 4443 3.2, rate-limited per sender): an IPv6 packet over
+					 * the route's MTU: uplink the SGi route's, downlink the access
+					 * route's once encapsulated (when that leaves >= 1280 octets
+					 * for it; below, PASS_FIB_OTHER: the kernel fragments the
+					 * outer packet) */
 	PGWU_REASON_MAX,
 };
 
@@ -114,6 +120,8 @@ enum pgwu_event {
 	PGWU_EV_ICMP_FRAG_NEEDED_SENT,	/* a downlink packet with DF too big once encapsulated was
 					 * answered with Fragmentation Needed (RFC 1191) */
 	PGWU_EV_ICMP_RATE_LIMITED,	/* an ICMP error not sent: rate limit (RFC 1812 4.3.2.8) */
+	PGWU_EV_ICMP6_TOO_BIG_SENT,	/* an IPv6 packet over the MTU was answered with ICMPv6
+					 * Packet Too Big (RFC 4443 3.2) */
 	PGWU_EVENT_MAX,
 };
 
@@ -224,7 +232,17 @@ struct pgwu_ul_slot {
 	__u32 teid;		/* key, network order */
 	__u32 state;		/* PGWU_SLOT_VALID, written last */
 	struct pgwu_ul_bearer b;
-};				/* 32 bytes: two to a cache line */
+	/*
+	 * The same TEID's IPv6 uplink (its ul6_prefix entry) in the same cache line, so that an
+	 * IPv6 G-PDU touches one line as an IPv4 one does (xdp_access reads the line for b first):
+	 * a second entry with its own key and state, set and emptied on its own (bearer_add_v6,
+	 * bearer_remove_v6), under the same rules as the IPv4 one. Readers of the IPv4 entry look
+	 * at teid/state/b only.
+	 */
+	__u32 teid6;		/* key, network order */
+	__u32 state6;		/* PGWU_SLOT_VALID, written last */
+	struct pgwu_ul6 u6;
+};				/* 64 bytes: one cache line */
 
 struct pgwu_dl_slot {
 	__u32 ue;		/* key, network order */
@@ -292,6 +310,30 @@ struct pgwu_sdf_pdr {
 	__u64 packets;
 	__u64 bytes;
 };
+
+/*
+ * dl6_slots: the same index for the IPv6 downlink halves (dl6_bearers), slot
+ * pgwu_slot6_of(/64) & slot_mask[0]: the /64's octets 4-7 as a host-order number. An operator's
+ * /64s come out of a shorter pool (a /32 to a /56) in sequence, so those octets are what differs
+ * between them, and consecutive /64s get consecutive slots as consecutive IPv4 UEs do (the lab's
+ * fd47:7470:XXXX:YYYY::/64, XXXX:YYYY the bearer's number). Same rules as dl_slots: filled after
+ * the hash entry, emptied before it goes, usage = slot + hash entry, colliding keys in the hash
+ * map only.
+ */
+struct pgwu_dl6_slot {
+	__u64 prefix;		/* key: the /64's 8 octets as on the wire */
+	__u32 state;		/* PGWU_SLOT_VALID, written last */
+	__u32 pad0;
+	struct pgwu_dl_bearer b;
+	__u8 pad[16];		/* 64 bytes: one cache line */
+};
+
+static inline __u32 pgwu_slot6_of(__u64 prefix)
+{
+	const __u8 *p = (const __u8 *)&prefix;
+
+	return (__u32)p[4] << 24 | (__u32)p[5] << 16 | (__u32)p[6] << 8 | p[7];
+}
 
 /* A static next hop for one egress side; ifindex 0 = resolve with bpf_fib_lookup instead. */
 struct pgwu_nexthop {

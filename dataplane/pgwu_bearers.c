@@ -54,21 +54,27 @@ int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct
 			bpf_map_delete_elem(m->ul6, &teid);
 			return err == -EEXIST ? -EADDRINUSE : err;
 		}
+		slot_dl6_set(m, ue6, dl);
 	}
+	slot_ul6_set(m, teid, ue6);
 	return 0;
 }
 
-/* The /64 of the uplink half teid and its IPv6 downlink half (when it is that bearer's). */
+/* The /64 of the uplink half teid and its IPv6 downlink half (when it is that bearer's); their
+ * slots emptied first. */
 int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid)
 {
 	struct pgwu_dl_bearer d;
 	struct pgwu_ul6 u6;
 
+	slot_ul6_clear(m, teid);
 	if (bpf_map_lookup_elem(m->ul6, &teid, &u6))
 		return 0;
-	if (!bpf_map_lookup_elem(m->dl6, &u6.prefix, &d) && d.local_teid == teid &&
-	    bpf_map_delete_elem(m->dl6, &u6.prefix) && errno != ENOENT)
-		return -errno;
+	if (!bpf_map_lookup_elem(m->dl6, &u6.prefix, &d) && d.local_teid == teid) {
+		slot_dl6_clear(m, u6.prefix);
+		if (bpf_map_delete_elem(m->dl6, &u6.prefix) && errno != ENOENT)
+			return -errno;
+	}
 	if (bpf_map_delete_elem(m->ul6, &teid) && errno != ENOENT)
 		return -errno;
 	return 0;
@@ -128,7 +134,10 @@ int bearer_add_dl6(const struct pgwu_maps *m, __u64 ue6, const struct pgwu_dl_be
 {
 	int err = bpf_map_update_elem(m->dl6, &ue6, dl, BPF_NOEXIST);
 
-	return err == -EEXIST ? -EADDRINUSE : err;
+	if (err)
+		return err == -EEXIST ? -EADDRINUSE : err;
+	slot_dl6_set(m, ue6, dl);
+	return 0;
 }
 
 /* The IPv6 downlink half of ue6, when it is owner's and joins local TEID teid: in *dl, 0; -EPERM
@@ -146,29 +155,48 @@ static int dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 own
 int bearer_set_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
 			 __u32 sgw, __u32 sgw_teid, __u32 flags)
 {
+	struct pgwu_dl6_slot *sl;
 	struct pgwu_dl_bearer dl;
 	int err = dl6_owned(m, ue6, teid, owner, &dl);
 
 	if (err)
 		return err;
-	/* no slot to empty (dl6_bearers has none): the entry is replaced with its counters as read;
-	 * what the packet path adds between the lookup and the update is lost, as in set_dl */
+	/* as set_dl: the slot emptied and its counters folded into the entry, which is replaced
+	 * with its counters as read, then indexed again; what the packet path adds in between is
+	 * lost from the usage, nothing is misrouted */
+	sl = slot_dl6(m, ue6);
+	if (sl) {
+		__atomic_store_n(&sl->state, 0, __ATOMIC_RELEASE);
+		dl.packets += __atomic_load_n(&sl->b.packets, __ATOMIC_RELAXED);
+		dl.bytes += __atomic_load_n(&sl->b.bytes, __ATOMIC_RELAXED);
+	}
 	dl.sgw_addr = sgw;
 	dl.sgw_teid = sgw_teid;
 	dl.flags = flags;
-	return bpf_map_update_elem(m->dl6, &ue6, &dl, BPF_EXIST);
+	err = bpf_map_update_elem(m->dl6, &ue6, &dl, BPF_EXIST);
+	if (err)
+		return err;
+	slot_dl6_set(m, ue6, &dl);
+	return 0;
 }
 
 int bearer_remove_dl6_owned(const struct pgwu_maps *m, __u64 ue6, __u32 teid, __u32 owner,
 			    __u64 *packets, __u64 *bytes)
 {
 	struct pgwu_dl_bearer dl;
+	struct pgwu_dl6_slot *sl;
 	int err = dl6_owned(m, ue6, teid, owner, &dl);
 
 	if (err)
 		return err;
-	*packets = dl.packets;	/* read just before it goes */
+	sl = slot_dl6(m, ue6);
+	*packets = dl.packets;	/* read just before it goes, the slot's with it */
 	*bytes = dl.bytes;
+	if (sl) {
+		__atomic_store_n(&sl->state, 0, __ATOMIC_RELEASE);
+		*packets += __atomic_load_n(&sl->b.packets, __ATOMIC_RELAXED);
+		*bytes += __atomic_load_n(&sl->b.bytes, __ATOMIC_RELAXED);
+	}
 	if (bpf_map_delete_elem(m->dl6, &ue6) && errno != ENOENT)
 		return -errno;
 	return 0;
@@ -345,17 +373,21 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 		b->dl_bytes = dl.bytes + (sl ? sl->b.bytes : 0);
 	}
 	if (b->has_ul && !bpf_map_lookup_elem(m->ul6, &teid, &u6)) {
+		const struct pgwu_ul_slot *su = slot_ul6(m, teid);
+
 		b->has_ue6 = true;
 		b->ue6 = u6.prefix;
-		b->ul6_packets = u6.packets;
-		b->ul6_bytes = u6.bytes;
-		b->ul_packets += u6.packets;
-		b->ul_bytes += u6.bytes;
+		b->ul6_packets = u6.packets + (su ? su->u6.packets : 0);
+		b->ul6_bytes = u6.bytes + (su ? su->u6.bytes : 0);
+		b->ul_packets += b->ul6_packets;
+		b->ul_bytes += b->ul6_bytes;
 		if (!bpf_map_lookup_elem(m->dl6, &b->ue6, &dl) && dl.local_teid == teid) {
-			b->dl6_packets = dl.packets;
-			b->dl6_bytes = dl.bytes;
-			b->dl_packets += dl.packets;
-			b->dl_bytes += dl.bytes;
+			const struct pgwu_dl6_slot *sd = slot_dl6(m, b->ue6);
+
+			b->dl6_packets = dl.packets + (sd ? sd->b.packets : 0);
+			b->dl6_bytes = dl.bytes + (sd ? sd->b.bytes : 0);
+			b->dl_packets += b->dl6_packets;
+			b->dl_bytes += b->dl6_bytes;
 		}
 	}
 	return 0;

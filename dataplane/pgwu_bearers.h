@@ -38,7 +38,9 @@ int bearer_add(const struct pgwu_maps *m, __u32 teid, __u32 ue, __u32 ul_flags,
  * whose uplink half is teid, added after its IPv4 halves. bearer_add_v6: the prefix for uplink
  * anti-spoofing and, with dl, the IPv6 downlink half (dl as bearer_add's, local_teid teid); all or
  * nothing: -EEXIST (the TEID has a /64 already), -EADDRINUSE (the /64 is another bearer's),
- * -E2BIG, -errno. bearer_remove of an uplink half removes its /64 too (both maps).
+ * -E2BIG, -errno. bearer_remove of an uplink half removes its /64 too (both maps). Each entry is
+ * indexed in its slot (slot_ul6_set, slot_dl6_set) after the hash entry and emptied before it goes,
+ * as the IPv4 halves'.
  */
 int bearer_add_v6(const struct pgwu_maps *m, __u32 teid, __u64 ue6, const struct pgwu_dl_bearer *dl);
 int bearer_remove_v6(const struct pgwu_maps *m, __u32 teid);

@@ -55,13 +55,14 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_QUOTA] = "drop_quota",
 	[PGWU_R_DROP_NO_PDR] = "drop_no_pdr",
 	[PGWU_R_DROP_FAR] = "drop_far",
+	[PGWU_R_DROP_TOO_BIG] = "drop_too_big",
 };
 /* A reason added to the enum without a name here leaves a NULL slot, which the build does not
  * see: tests/dataplane/test_fmt_names.py checks every table here against its enum, index by index.
  * These asserts only catch an enum grown at its end. */
-_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 7,
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 8,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
-_Static_assert(PGWU_R_DROP_FAR == PGWU_REASON_MAX - 1,
+_Static_assert(PGWU_R_DROP_TOO_BIG == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
 /* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */
@@ -73,6 +74,7 @@ const char *const pgwu_event_names[PGWU_EVENT_MAX] = {
 	[PGWU_EV_ICMP_TIME_EXCEEDED_SENT] = "icmp_time_exceeded_sent",
 	[PGWU_EV_ICMP_FRAG_NEEDED_SENT] = "icmp_frag_needed_sent",
 	[PGWU_EV_ICMP_RATE_LIMITED] = "icmp_rate_limited",
+	[PGWU_EV_ICMP6_TOO_BIG_SENT] = "icmp6_too_big_sent",
 };
 
 /* Names of enum pgwu_reasm_stat, in its order: lower-cased without PGWU_RA_. */

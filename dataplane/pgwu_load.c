@@ -163,6 +163,8 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 		err = bpf_map__set_max_entries(skel->maps.ul_slots, pgwu_slots_for(max_bearers));
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.dl_slots, pgwu_slots_for(max_bearers));
+	if (!err)
+		err = bpf_map__set_max_entries(skel->maps.dl6_slots, pgwu_slots_for(max_bearers));
 	if (err) {
 		fprintf(stderr, "Couldn't set the bearer capacity: %s\n", strerror(-err));
 		goto out;
@@ -212,7 +214,7 @@ static int pin_one(int fd, const char *name, struct undo *u)
 
 struct mem_plan {
 	__u64 buckets;		/* hash buckets, held from load on */
-	__u64 slots;		/* the bearer index (ul_slots, dl_slots) */
+	__u64 slots;		/* the bearer index (ul_slots, dl_slots, dl6_slots) */
 	__u64 counters;		/* per-CPU counters, the route cache and the small arrays */
 	__u64 per_bearer;	/* hash elements one bearer adds (both tables) */
 	__u64 at_load, full;
@@ -252,7 +254,8 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 		    !strcmp(name, "dl6_bearers") || !strcmp(name, "ul6_prefix") ||
 		    !strcmp(name, "qos"))
 			n = max_bearers;
-		else if (!strcmp(name, "ul_slots") || !strcmp(name, "dl_slots"))
+		else if (!strcmp(name, "ul_slots") || !strcmp(name, "dl_slots") ||
+			 !strcmp(name, "dl6_slots"))
 			n = pgwu_slots_for(max_bearers);
 		p->counters += MAP_HDR_SIZE;
 		switch (bpf_map__type(map)) {

@@ -89,6 +89,8 @@ int maps_open(struct pgwu_maps *m)
 	m->ul_slots_fd = m->dl_slots_fd = -1;
 	m->ul_slots = NULL;
 	m->dl_slots = NULL;
+	m->dl6_slots_fd = -1;
+	m->dl6_slots = NULL;
 	m->nslots = 0;
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		*fds[i] = -1;
@@ -107,21 +109,25 @@ int maps_open(struct pgwu_maps *m)
 /* Map the slot index (pgwu.h); its absence is an error: every loaded pgwu has it. */
 static int slots_open(struct pgwu_maps *m)
 {
-	__u32 n_ul = 0, n_dl = 0;
-	void *a, *b;
+	__u32 n_ul = 0, n_dl = 0, n_dl6 = 0;
+	void *a, *b, *c;
 	int err;
 
 	m->ul_slots_fd = pinned_open("ul_slots");
 	m->dl_slots_fd = pinned_open("dl_slots");
-	if (m->ul_slots_fd < 0 || m->dl_slots_fd < 0) {
-		err = m->ul_slots_fd < 0 ? m->ul_slots_fd : m->dl_slots_fd;
+	m->dl6_slots_fd = pinned_open("dl6_slots");
+	if (m->ul_slots_fd < 0 || m->dl_slots_fd < 0 || m->dl6_slots_fd < 0) {
+		err = m->ul_slots_fd < 0 ? m->ul_slots_fd :
+		      m->dl_slots_fd < 0 ? m->dl_slots_fd : m->dl6_slots_fd;
 		maps_close(m);
 		return err;
 	}
 	err = map_max_entries(m->ul_slots_fd, &n_ul);
 	if (!err)
 		err = map_max_entries(m->dl_slots_fd, &n_dl);
-	if (!err && n_ul != n_dl)
+	if (!err)
+		err = map_max_entries(m->dl6_slots_fd, &n_dl6);
+	if (!err && (n_ul != n_dl || n_ul != n_dl6))
 		err = -EINVAL;
 	if (err) {
 		maps_close(m);
@@ -131,18 +137,23 @@ static int slots_open(struct pgwu_maps *m)
 		 m->ul_slots_fd, 0);
 	b = mmap(NULL, (size_t)n_dl * sizeof(struct pgwu_dl_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
 		 m->dl_slots_fd, 0);
-	if (a == MAP_FAILED || b == MAP_FAILED) {
+	c = mmap(NULL, (size_t)n_dl6 * sizeof(struct pgwu_dl6_slot), PROT_READ | PROT_WRITE,
+		 MAP_SHARED, m->dl6_slots_fd, 0);
+	if (a == MAP_FAILED || b == MAP_FAILED || c == MAP_FAILED) {
 		err = -errno;
 		fprintf(stderr, "Couldn't map the bearer index: %s\n", strerror(-err));
 		if (a != MAP_FAILED)
 			munmap(a, (size_t)n_ul * sizeof(struct pgwu_ul_slot));
 		if (b != MAP_FAILED)
 			munmap(b, (size_t)n_dl * sizeof(struct pgwu_dl_slot));
+		if (c != MAP_FAILED)
+			munmap(c, (size_t)n_dl6 * sizeof(struct pgwu_dl6_slot));
 		maps_close(m);
 		return err;
 	}
 	m->ul_slots = a;
 	m->dl_slots = b;
+	m->dl6_slots = c;
 	m->nslots = n_ul;
 	return 0;
 }
@@ -218,10 +229,85 @@ void slot_dl_clear(const struct pgwu_maps *m, __u32 ue)
 
 void slots_clear_all(const struct pgwu_maps *m)
 {
-	for (__u32 i = 0; m->ul_slots && i < m->nslots; i++)
+	for (__u32 i = 0; m->ul_slots && i < m->nslots; i++) {
 		__atomic_store_n(&m->ul_slots[i].state, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&m->ul_slots[i].state6, 0, __ATOMIC_RELEASE);
+	}
 	for (__u32 i = 0; m->dl_slots && i < m->nslots; i++)
 		__atomic_store_n(&m->dl_slots[i].state, 0, __ATOMIC_RELEASE);
+	for (__u32 i = 0; m->dl6_slots && i < m->nslots; i++)
+		__atomic_store_n(&m->dl6_slots[i].state, 0, __ATOMIC_RELEASE);
+}
+
+/* IPv6: as the IPv4 ones above */
+struct pgwu_ul_slot *slot_ul6(const struct pgwu_maps *m, __u32 teid)
+{
+	struct pgwu_ul_slot *s;
+
+	if (!m->ul_slots)
+		return NULL;
+	s = &m->ul_slots[ntohl(teid) & (m->nslots - 1)];
+	return __atomic_load_n(&s->state6, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID && s->teid6 == teid ?
+	       s : NULL;
+}
+
+struct pgwu_dl6_slot *slot_dl6(const struct pgwu_maps *m, __u64 ue6)
+{
+	struct pgwu_dl6_slot *s;
+
+	if (!m->dl6_slots)
+		return NULL;
+	s = &m->dl6_slots[pgwu_slot6_of(ue6) & (m->nslots - 1)];
+	return __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID && s->prefix == ue6 ?
+	       s : NULL;
+}
+
+void slot_ul6_set(const struct pgwu_maps *m, __u32 teid, __u64 ue6)
+{
+	struct pgwu_ul_slot *s;
+
+	if (!m->ul_slots)
+		return;
+	s = &m->ul_slots[ntohl(teid) & (m->nslots - 1)];
+	if (__atomic_load_n(&s->state6, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID)
+		return;		/* taken by another TEID: this one stays in ul6_prefix only */
+	s->teid6 = teid;
+	s->u6.prefix = ue6;
+	s->u6.packets = 0;
+	s->u6.bytes = 0;
+	__atomic_store_n(&s->state6, PGWU_SLOT_VALID, __ATOMIC_RELEASE);
+}
+
+void slot_dl6_set(const struct pgwu_maps *m, __u64 ue6, const struct pgwu_dl_bearer *v)
+{
+	struct pgwu_dl6_slot *s;
+
+	if (!m->dl6_slots)
+		return;
+	s = &m->dl6_slots[pgwu_slot6_of(ue6) & (m->nslots - 1)];
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID)
+		return;
+	s->prefix = ue6;
+	s->b = *v;
+	s->b.packets = 0;
+	s->b.bytes = 0;
+	__atomic_store_n(&s->state, PGWU_SLOT_VALID, __ATOMIC_RELEASE);
+}
+
+void slot_ul6_clear(const struct pgwu_maps *m, __u32 teid)
+{
+	struct pgwu_ul_slot *s = slot_ul6(m, teid);
+
+	if (s)
+		__atomic_store_n(&s->state6, 0, __ATOMIC_RELEASE);
+}
+
+void slot_dl6_clear(const struct pgwu_maps *m, __u64 ue6)
+{
+	struct pgwu_dl6_slot *s = slot_dl6(m, ue6);
+
+	if (s)
+		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
 }
 
 int pin_dir_lock(void)
@@ -259,14 +345,18 @@ void maps_close(struct pgwu_maps *m)
 		close(m->lock);
 	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
-		       &m->dl_slots_fd, &m->dl6, &m->ul6, &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos };
+		       &m->dl_slots_fd, &m->dl6, &m->ul6, &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos,
+		       &m->dl6_slots_fd };
 
 	if (m->ul_slots)
 		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));
 	if (m->dl_slots)
 		munmap(m->dl_slots, (size_t)m->nslots * sizeof(struct pgwu_dl_slot));
+	if (m->dl6_slots)
+		munmap(m->dl6_slots, (size_t)m->nslots * sizeof(struct pgwu_dl6_slot));
 	m->ul_slots = NULL;
 	m->dl_slots = NULL;
+	m->dl6_slots = NULL;
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -513,18 +603,22 @@ static int bearers_read_v6(const struct pgwu_maps *m, struct bearer_table *t)
 
 			if (!x->has_ul)
 				continue;
+			const struct pgwu_ul_slot *su = slot_ul6(m, keys[i]);
+
 			x->has_ue6 = true;
 			x->ue6 = vals[i].prefix;
-			x->ul6_packets = vals[i].packets;
-			x->ul6_bytes = vals[i].bytes;
-			x->ul_packets += vals[i].packets;
-			x->ul_bytes += vals[i].bytes;
+			x->ul6_packets = vals[i].packets + (su ? su->u6.packets : 0);
+			x->ul6_bytes = vals[i].bytes + (su ? su->u6.bytes : 0);
+			x->ul_packets += x->ul6_packets;
+			x->ul_bytes += x->ul6_bytes;
 			if (!bpf_map_lookup_elem(m->dl6, &vals[i].prefix, &d) &&
 			    d.local_teid == keys[i]) {
-				x->dl6_packets = d.packets;
-				x->dl6_bytes = d.bytes;
-				x->dl_packets += d.packets;
-				x->dl_bytes += d.bytes;
+				const struct pgwu_dl6_slot *sd = slot_dl6(m, vals[i].prefix);
+
+				x->dl6_packets = d.packets + (sd ? sd->b.packets : 0);
+				x->dl6_bytes = d.bytes + (sd ? sd->b.bytes : 0);
+				x->dl_packets += x->dl6_packets;
+				x->dl_bytes += x->dl6_bytes;
 			}
 		}
 	}

@@ -37,6 +37,10 @@ struct pgwu_maps {
 	int dl6;	/* dl6_bearers: UE /64 -> downlink half (IPv6) */
 	int ul6;	/* ul6_prefix: local TEID -> UE /64 */
 	struct sdf_maps sdf;	/* sdf_lists, sdf_pdrs, sdf_qos (pgwu_sdf.h) */
+	/* the IPv6 slot index (pgwu.h): dl6_slots, mmap()ed, nslots entries as the others; the
+	 * uplink's is in ul_slots (teid6, state6, u6) */
+	int dl6_slots_fd;
+	struct pgwu_dl6_slot *dl6_slots;
 };
 
 /* The slot holding this bearer (key network order), or NULL. */
@@ -48,6 +52,14 @@ void slot_dl_set(const struct pgwu_maps *m, __u32 ue, const struct pgwu_dl_beare
 void slot_ul_clear(const struct pgwu_maps *m, __u32 teid);
 void slot_dl_clear(const struct pgwu_maps *m, __u32 ue);
 void slots_clear_all(const struct pgwu_maps *m);
+/* The same for the IPv6 halves: the TEID's IPv6 uplink (ul_slots' second entry) and the /64's
+ * downlink half (dl6_slots). slot_ul6_set: the prefix, counters from 0. */
+struct pgwu_ul_slot *slot_ul6(const struct pgwu_maps *m, __u32 teid);
+struct pgwu_dl6_slot *slot_dl6(const struct pgwu_maps *m, __u64 ue6);
+void slot_ul6_set(const struct pgwu_maps *m, __u32 teid, __u64 ue6);
+void slot_dl6_set(const struct pgwu_maps *m, __u64 ue6, const struct pgwu_dl_bearer *v);
+void slot_ul6_clear(const struct pgwu_maps *m, __u32 teid);
+void slot_dl6_clear(const struct pgwu_maps *m, __u64 ue6);
 int maps_open(struct pgwu_maps *m);
 /* maps_open, then an exclusive flock on PIN_DIR: pgwu writers take turns, so a check made before
  * a write (no such TEID yet) still holds when the write happens. */

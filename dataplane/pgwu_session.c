@@ -983,7 +983,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 } };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
 	struct insert_job ju, jd;
 	int err;
 
@@ -1184,7 +1184,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 } };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
 	char k[16];
 	int err;
 

@@ -29,10 +29,11 @@ struct {
 
 /*
  * IPv6 (the UE's /64, TS 23.401 5.3.1.2.2: one /64 per PDN connection). Written by pgwu (session
- * add --ue6, load ue6=) and `pgwu pfcp`, beside the bearer's IPv4 halves; no slot index (the IPv4
- * fast path is not touched). dl6_bearers: key the /64, the first 8 octets of the address as they
- * are in the packet (network order), value a downlink half as dl_bearers' (its own usage
- * counters). Read by xdp_sgi, which adds to the usage counters.
+ * add --ue6, load ue6=) and `pgwu pfcp`, beside the bearer's IPv4 halves, with a slot index as
+ * theirs (dl6_slots, and the IPv6 half of ul_slots: pgwu.h), the hash maps holding every entry.
+ * dl6_bearers: key the /64, the first 8 octets of the address as they are in the packet (network
+ * order), value a downlink half as dl_bearers' (its own usage counters). Read by xdp_sgi6, which
+ * adds to the usage counters.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -113,7 +114,17 @@ struct {
 	__type(value, struct pgwu_dl_slot);
 } dl_slots SEC(".maps");
 
-/* Written by pgwu load: [0] = the slot arrays' size - 1. */
+/* dl_slots' IPv6 twin, keyed by the /64 (struct pgwu_dl6_slot in pgwu.h); written by pgwu as
+ * dl_slots, read by xdp_sgi6 (and ul6_time_exceeded), which add to the usage counters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pgwu_dl6_slot);
+} dl6_slots SEC(".maps");
+
+/* Written by pgwu load: [0] = the slot arrays' size - 1 (ul_slots, dl_slots, dl6_slots). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -14,7 +14,7 @@ import struct
 
 from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
 from scapy.layers.inet import ICMP, IP, UDP
-from scapy.layers.inet6 import ICMPv6TimeExceeded, IPv6
+from scapy.layers.inet6 import ICMPv6PacketTooBig, ICMPv6TimeExceeded, IPv6
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
@@ -321,6 +321,32 @@ def time_exceeded6_ul_expected(frame: bytes, local: str, local6: str, sgw: str, 
     the UE, in a G-PDU to the bearer's SGW, as the IPv4 one (time_exceeded_ul_expected)."""
     inner = gpdu_inner(frame)
     icmp = bytes(_time_exceeded6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner))
+    return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
+                 / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
+                 / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))
+
+
+def _packet_too_big6(local6: str, dst: str, big: bytes, mtu: int):
+    """IPv6 local6 -> dst (class and flow label 0, hop limit 64) / ICMPv6 Packet Too Big (2/0, RFC
+    4443 3.2) with the MTU, quoting the packet, ICMP6_QUOTE_MAX octets at most."""
+    return (IPv6(tc=0, fl=0, hlim=64, src=local6, dst=dst) / ICMPv6PacketTooBig(code=0, mtu=mtu)
+            / Raw(big[:ICMP6_QUOTE_MAX]))
+
+
+def packet_too_big6_dl_expected(frame: bytes, local6: str, mtu: int) -> bytes:
+    """Downlink IPv6 packet too big for the tunnel: ICMPv6 Packet Too Big from the PGW-U's N6 address
+    to its sender, back out of SGi, with mtu = the access route's MTU - the encapsulation (36 octets,
+    44 with a PDU Session Container): the caller's."""
+    ip = ip_payload(frame)
+    return bytes(_reply_eth(frame) / _packet_too_big6(local6, socket.inet_ntop(socket.AF_INET6, ip[8:24]), ip, mtu))
+
+
+def packet_too_big6_ul_expected(frame: bytes, local: str, local6: str, sgw: str, sgw_teid: int,
+                                qfi: int | None, mtu: int) -> bytes:
+    """Uplink IPv6 T-PDU over the SGi route's MTU: ICMPv6 Packet Too Big with that MTU from the
+    PGW-U's N6 address to the UE, in a G-PDU to the bearer's SGW, as time_exceeded6_ul_expected."""
+    inner = gpdu_inner(frame)
+    icmp = bytes(_packet_too_big6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner, mtu))
     return bytes(_reply_eth(frame) / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sgw)
                  / UDP(sport=GTPU_PORT, dport=GTPU_PORT, chksum=0)
                  / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))

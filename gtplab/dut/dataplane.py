@@ -107,7 +107,8 @@ REASON = {name: i for i, name in enumerate(REASONS)}
 # enum pgwu_event: counted in the events map, not per packet (err_ind_sent ...)
 EVENTS = parse_reasons(enum="pgwu_event", prefix="PGWU_EV_", end="PGWU_EVENT_MAX")
 # reasons whose packet is turned into a reply to its sender (verdict tx) while its budget lasts
-REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_expired", "drop_frag_needed")
+REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_expired", "drop_frag_needed",
+                  "drop_too_big")
 
 
 def usual_verdicts(reason: str) -> tuple[str, ...]:
@@ -328,7 +329,7 @@ COUNTER_SIZE = 16
 # struct name -> size, for the BTF check
 STRUCT_SIZES = {"pgwu_config": Config.SIZE, "pgwu_ul_bearer": UlBearer.SIZE, "pgwu_dl_bearer": DlBearer.SIZE,
                 "pgwu_nexthop": struct.calcsize(Nexthop.FMT), "pgwu_counter": COUNTER_SIZE,
-                "pgwu_ul_slot": 8 + UlBearer.SIZE, "pgwu_dl_slot": 64,
+                "pgwu_ul_slot": 64, "pgwu_dl_slot": 64, "pgwu_dl6_slot": 64,
                 "pgwu_peer": struct.calcsize("=QQQIHHBB6x"), "pgwu_sig_key": struct.calcsize("=4s4sB3x"),
                 "pgwu_sig_val": struct.calcsize("=QQ4s4x"), "pgwu_qos": Qos.SIZE,
                 "pgwu_police": struct.calcsize(Police.FMT), "pgwu_volth": struct.calcsize(Volth.FMT)}
@@ -347,7 +348,7 @@ class RunResult:
 
 
 MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib6_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
-        "events", "reply_budget", "peers", "sig_rx", "qos")
+        "events", "reply_budget", "peers", "sig_rx", "qos", "ul6_prefix", "dl6_bearers", "dl6_slots")
 PEER_FMT = "=QQQIHHBB6x"    # struct pgwu_peer
 SIG_KEY_FMT = "=4s4sB3x"     # struct pgwu_sig_key
 SIG_VAL_FMT = "=QQ4s4x"      # struct pgwu_sig_val
@@ -423,9 +424,12 @@ class Dataplane:
     def _slot_set(self, side: str, key: bytes, value: bytes) -> None:
         m = self.maps[f"{side}_slots"]
         idx = struct.pack("=I", struct.unpack("!I", key)[0] & (m.max_entries - 1))
-        if struct.unpack_from("=4sI", m.lookup(idx))[1] == SLOT_VALID:
+        old = m.lookup(idx)
+        if struct.unpack_from("=4sI", old)[1] == SLOT_VALID:
             return                          # taken by another key: the hash map only
-        m.update(idx, (struct.pack("=4sI", key, SLOT_VALID) + value).ljust(m.value_size, b"\0"))
+        # the rest of the line as it was (ul_slots: the TEID's IPv6 entry, pgwu's to write)
+        new = struct.pack("=4sI", key, SLOT_VALID) + value
+        m.update(idx, new + old[len(new):])
 
     def _slot_clear(self, side: str, key: bytes) -> None:
         idx, v = self._slot(side, key)
@@ -453,11 +457,99 @@ class Dataplane:
         self.maps["dl_bearers"].delete(_ip(ue))
 
     def flush_bearers(self) -> None:
+        """Every bearer, its /64s (ul6_prefix, dl6_bearers) included, slots emptied first."""
         for side in ("ul", "dl"):
             m = self.maps[f"{side}_bearers"]
             for k in list(m.keys()):
                 self._slot_clear(side, k)    # every slotted bearer is in the hash map too
                 m.delete(k)
+        for k in list(self.maps["ul6_prefix"].keys()):
+            self._slot6_clear("ul", k)
+            self.maps["ul6_prefix"].delete(k)
+        for k in list(self.maps["dl6_bearers"].keys()):
+            self._slot6_clear("dl", k)
+            self.maps["dl6_bearers"].delete(k)
+
+    # IPv6 (dataplane/pgwu.h): the TEID's /64 and IPv6 uplink usage (ul6_prefix, and the second entry
+    # of its ul_slots line: teid6, state6, struct pgwu_ul6 at offset 32), the /64's downlink half
+    # (dl6_bearers, and dl6_slots[pgwu_slot6_of(/64)]: prefix, state, pad, struct pgwu_dl_bearer).
+    def _slot6(self, side: str, key: bytes) -> tuple[bytes, bytes | None]:
+        """(slot index, the slot's line if its IPv6 entry holds key, else None)"""
+        m = self.maps["ul_slots" if side == "ul" else "dl6_slots"]
+        n = struct.unpack("!I", key[:4] if side == "ul" else key[4:8])[0]
+        idx = struct.pack("=I", n & (m.max_entries - 1))
+        v = m.lookup(idx)
+        if side == "ul":
+            k, state = struct.unpack_from("=4sI", v, 32)
+        else:
+            k, state = struct.unpack_from("=8sI", v)
+        return idx, (v if state == SLOT_VALID and k == key else None)
+
+    def _slot6_clear(self, side: str, key: bytes) -> None:
+        idx, v = self._slot6(side, key)
+        if v is not None:
+            at = 36 if side == "ul" else 8
+            self.maps["ul_slots" if side == "ul" else "dl6_slots"].update(idx, v[:at] + bytes(4) + v[at + 4:])
+
+    def add_bearer6(self, teid: int, prefix: str, dl: "DlBearer | None" = None) -> None:
+        """The /64 of the bearer whose uplink half is teid (ul6_prefix) and, with dl, its IPv6 downlink
+        half, each indexed in its slot when that is free, as pgwu's bearer_add_v6."""
+        pfx, t = socket.inet_pton(socket.AF_INET6, prefix)[:8], struct.pack("!I", teid)
+        self.maps["ul6_prefix"].update(t, pfx + bytes(16))
+        if dl is not None:
+            self.maps["dl6_bearers"].update(pfx, dl.pack())
+            m = self.maps["dl6_slots"]
+            idx = struct.pack("=I", struct.unpack("!I", pfx[4:])[0] & (m.max_entries - 1))
+            old = m.lookup(idx)
+            if struct.unpack_from("=I", old, 8)[0] != SLOT_VALID:
+                m.update(idx, pfx + struct.pack("=II", SLOT_VALID, 0) + replace(dl, packets=0, bytes=0).pack()
+                         + old[48:])
+        m = self.maps["ul_slots"]
+        idx = struct.pack("=I", teid & (m.max_entries - 1))
+        old = m.lookup(idx)
+        if struct.unpack_from("=I", old, 36)[0] != SLOT_VALID:
+            m.update(idx, old[:32] + t + struct.pack("=I", SLOT_VALID) + pfx + bytes(16))
+
+    def set_dl6(self, prefix: str, dl: "DlBearer") -> None:
+        """Rewrite the /64's downlink half (as pgwu's bearer_set_dl6_owned): its slot emptied, the
+        usage kept (dl's counters are ignored), indexed again."""
+        pfx = socket.inet_pton(socket.AF_INET6, prefix)[:8]
+        old = self.dl6_bearer(prefix)
+        self._slot6_clear("dl", pfx)
+        self.maps["dl6_bearers"].update(pfx, replace(dl, packets=old.packets, bytes=old.bytes).pack())
+        m = self.maps["dl6_slots"]
+        idx = struct.pack("=I", struct.unpack("!I", pfx[4:])[0] & (m.max_entries - 1))
+        line = m.lookup(idx)
+        if struct.unpack_from("=I", line, 8)[0] != SLOT_VALID:
+            m.update(idx, pfx + struct.pack("=II", SLOT_VALID, 0) + replace(dl, packets=0, bytes=0).pack()
+                     + line[48:])
+
+    def ul6_usage(self, teid: int) -> tuple[int, int] | None:
+        """(packets, bytes) of the TEID's IPv6 uplink: its ul6_prefix entry's and its slot's."""
+        t = struct.pack("!I", teid)
+        v = self.maps["ul6_prefix"].lookup(t)
+        if v is None:
+            return None
+        _, p, n = struct.unpack("=8sQQ", v)
+        _, sv = self._slot6("ul", t)
+        if sv is not None:
+            _, sp, sn = struct.unpack_from("=8sQQ", sv, 40)
+            p, n = p + sp, n + sn
+        return p, n
+
+    def dl6_bearer(self, prefix: str) -> "DlBearer | None":
+        """The /64's downlink half, its usage the hash entry's and its slot's."""
+        pfx = socket.inet_pton(socket.AF_INET6, prefix)[:8]
+        v = self.maps["dl6_bearers"].lookup(pfx)
+        if v is None:
+            return None
+        b = DlBearer.unpack(v)
+        _, sv = self._slot6("dl", pfx)
+        if sv is not None:
+            sb = DlBearer.unpack(sv[16:16 + DlBearer.SIZE])
+            b.packets += sb.packets
+            b.bytes += sb.bytes
+        return b
 
     def ul_bearer(self, teid: int) -> UlBearer | None:
         v = self.maps["ul_bearers"].lookup(struct.pack("!I", teid))

@@ -14,7 +14,6 @@ Static next hops (config.nexthop) on interface indexes that do not exist, as in 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import socket
 import struct
@@ -23,7 +22,7 @@ import time
 
 import pytest
 from scapy.layers.inet import IP, UDP, TCP
-from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6TimeExceeded, ICMPv6DestUnreach, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt,
+from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6PacketTooBig, ICMPv6TimeExceeded, ICMPv6DestUnreach, ICMPv6ND_NS, ICMPv6ND_NA, IPv6ExtHdrHopByHop, IPv6ExtHdrDestOpt,
                                  IPv6ExtHdrRouting, IPv6ExtHdrFragment, PadN)
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
@@ -32,7 +31,6 @@ from gtplab.dut.dataplane import (REASONS, VERDICTS, DlBearer, B_QFI, B_QFI_SHIF
                                   QOS_QUOTA,
                                   QOS_QUOTA_UL, QOS_UL_CLOSED)
 from gtplab.gtpu import packets as P
-from gtplab.kernel import bpf
 from gtplab.lab.topology import run_in_netns
 from tests.lib import oracle as O
 from tests.lib.pgwu import pgwu
@@ -63,35 +61,26 @@ def dp6(dataplane):
     dp = dataplane
     dp.set_config(BASE_CONFIG)
     dp.flush_bearers()
-    maps = {n: bpf.Map.pinned(os.path.join(dp.pin_dir, n)) for n in ("dl6_bearers", "ul6_prefix")}
     try:
-        for m in maps.values():
-            for k in list(m.keys()):
-                m.delete(k)
         for teid, ue, pfx, sgw, steid, qfi in BEARERS6:
             dp.add_bearer(teid, ue, sgw, steid, qfi=qfi)
             flags = 0 if qfi is None else B_QFI | qfi << B_QFI_SHIFT
-            maps["dl6_bearers"].update(p64(pfx), DlBearer(sgw, steid, teid, flags).pack())
-            maps["ul6_prefix"].update(struct.pack("!I", teid), p64(pfx) + bytes(16))   # struct pgwu_ul6
+            # in the hash maps and the slot index, as pgwu writes them (the packet path's fast way)
+            dp.add_bearer6(teid, pfx, DlBearer(sgw, steid, teid, flags))
         dp.reset_stats()
-        dp.maps6 = maps
         yield dp
     finally:
-        for m in maps.values():
-            for k in list(m.keys()):
-                m.delete(k)
-            m.close()
+        dp.flush_bearers()
 
 
 def dl6_usage(dp, pfx: str) -> tuple[int, int]:
-    b = DlBearer.unpack(dp.maps6["dl6_bearers"].lookup(p64(pfx)))
+    b = dp.dl6_bearer(pfx)
     return b.packets, b.bytes
 
 
 def ul6_usage(dp, teid: int) -> tuple[int, int]:
-    """(packets, bytes) of the TEID's IPv6 uplink (struct pgwu_ul6: prefix, packets, bytes)."""
-    _, packets, nbytes = struct.unpack("=8sQQ", dp.maps6["ul6_prefix"].lookup(struct.pack("!I", teid)))
-    return packets, nbytes
+    """(packets, bytes) of the TEID's IPv6 uplink (ul6_prefix and its slot)."""
+    return dp.ul6_usage(teid)
 
 
 def usage_all(dp) -> dict:
@@ -204,7 +193,7 @@ def test_dl6_outer_checksum_off(dp6):
 
 def test_dl6_per_bearer_checksum_off(dp6):
     _, _, pfx, sgw, steid, _ = B1
-    dp6.maps6["dl6_bearers"].update(p64(pfx), DlBearer(sgw, steid, B1[0], B_CSUM_OFF).pack())
+    dp6.set_dl6(pfx, DlBearer(sgw, steid, B1[0], B_CSUM_OFF))
     check_dl6_forwarded(dp6, dl6_frame(UE6_1), B1, csum=False)
 
 
@@ -840,8 +829,8 @@ def test_ul6_cache_follows_kernel_changes(dp6, ns6, watch6):
 @pytest.mark.lab
 def test_ul6_cache_longer_packet_looked_up_again(dp6, ns6, watch6):
     """A cached next hop serves only packets no longer than one the lookup's MTU check passed: after
-    a 200-octet packet to a route of MTU 1300 is cached, a 1400-octet one is not forwarded (the kernel
-    gets it, pass_fib_other: Packet Too Big), and a 1300-octet one still is."""
+    a 200-octet packet to a route of MTU 1300 is cached, a 1400-octet one is not forwarded (looked up
+    again: drop_too_big, no N6 address to answer from here), and a 1300-octet one still is."""
     ns, devs = ns6
     a0 = devs["a0"][0]
     _ip(ns, "-6", "route", "replace", f"{N6_MTU}/128", "via", N6_ROUTER, "dev", "s0", "mtu", "lock", "1300")
@@ -854,7 +843,7 @@ def test_ul6_cache_longer_packet_looked_up_again(dp6, ns6, watch6):
         assert fib6_cached(dp6, N6_MTU, a0), "fib cache on, but the IPv6 lookup was not cached"
         big = ul6_frame(ul6_inner(dst=N6_MTU, size=1400))
         res, counted = fib_run(dp6, ns, big, a0)
-        assert (res.verdict, sorted(counted)) == ("pass", [("pass_fib_other", "pass")]), \
+        assert (res.verdict, sorted(counted)) == ("drop", [("drop_too_big", "drop")]), \
             "a packet over the route's MTU was served from the cache"
         res, counted = fib_run(dp6, ns, ul6_frame(ul6_inner(dst=N6_MTU, size=1300)), a0)
         assert (res.verdict, sorted(counted)) == ("redirect", [("ul_fwd", "redirect")])
@@ -898,3 +887,123 @@ def test_ul6_cache_follows_source_policy_rules(dp6, ns6, watch6):
                        capture_output=True, timeout=30)
     assert _poll(lambda: not _by_src(dp6)), "the IPv6 rule is gone, the cache is still keyed by source"
     assert _poll(lambda: fib_run(dp6, ns, f2, a0)[0].data[:6] == mac(N6_ROUTER_MAC))
+
+
+# ---- too big: ICMPv6 Packet Too Big (RFC 4443 3.2), a route's MTU from the kernel in ns6 ------------
+# Uplink: the SGi route's MTU (N6_PTB, mtu lock 1300). Downlink: the access route's to the bearer's
+# SGW (SGW_PTB via ACC_ROUTER on a0, mtu lock set per test) less the encapsulation: 36 octets (IPv4,
+# UDP, GTP-U with its optional fields), 44 with a PDU Session Container.
+N6_PTB = "fd47:7475::1"
+SGW_PTB, ACC_ROUTER, ACC_ROUTER_MAC = "198.18.6.1", "192.0.2.254", "02:aa:00:00:04:fe"
+B_PTB = (0x0000_0900, "10.45.0.9", "fd47:7470:0:9::", SGW_PTB, 0x9999_0009, None)
+B_PTB_Q = (0x0000_0a00, "10.45.0.10", "fd47:7470:0:a::", SGW_PTB, 0xaaaa_000a, 5)
+
+
+@pytest.fixture
+def ptb6(dp6, ns6):
+    """dp6 with B_PTB and B_PTB_Q (their SGW behind a route of ns6 whose MTU a test sets), SGi through
+    the kernel, local_addr6 set; ns6 with IPv4 forwarding on (the outer route's lookup) and N6_PTB
+    via N6_ROUTER with mtu lock 1300. Routes removed after."""
+    ns, devs = ns6
+    for teid, ue, pfx, sgw, steid, qfi in (B_PTB, B_PTB_Q):
+        dp6.add_bearer(teid, ue, sgw, steid, qfi=qfi)
+        dp6.add_bearer6(teid, pfx, DlBearer(sgw, steid, teid, 0 if qfi is None else B_QFI | qfi << B_QFI_SHIFT))
+    for k in ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.forwarding=1"):
+        subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "sysctl", "-qw", k], check=True, timeout=30)
+    _ip(ns, "neigh", "replace", ACC_ROUTER, "lladdr", ACC_ROUTER_MAC, "dev", "a0", "nud", "permanent")
+    _ip(ns, "-6", "route", "replace", f"{N6_PTB}/128", "via", N6_ROUTER, "dev", "s0", "mtu", "lock", "1300")
+    dp6.set_config(cfg_of({**TE6_CFG, "nexthop": (Nexthop(), Nexthop())}))
+    dp6.clear_map("reply_budget")
+    try:
+        yield dp6, ns, devs
+    finally:
+        subprocess.run(["ip", "-n", ns, "-6", "route", "del", f"{N6_PTB}/128"], capture_output=True, timeout=30)
+        subprocess.run(["ip", "-n", ns, "route", "del", f"{SGW_PTB}/32"], capture_output=True, timeout=30)
+
+
+def sgw_mtu(ns, mtu: int) -> None:
+    _ip(ns, "route", "replace", f"{SGW_PTB}/32", "via", ACC_ROUTER, "dev", "a0", "mtu", "lock", str(mtu))
+
+
+def ptb_run(dp, ns, prog, frame, ifindex):
+    """(result, counted, icmp6_too_big_sent events) of one frame run in ns"""
+    e0 = dp.events()["icmp6_too_big_sent"]
+    s0 = dp.stats_array()
+    res = run_in_netns(ns, dp.run_sgi if prog == "sgi" else dp.run_access, frame, ingress_ifindex=ifindex)
+    return res, stats_delta(s0, dp.stats_array()), dp.events()["icmp6_too_big_sent"] - e0
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("bearer,vlan", [(B_PTB, None), (B_PTB_Q, None), (B_PTB, 140)], ids=["bearer", "qfi-bearer", "vlan"])
+def test_ul6_too_big_packet_too_big(ptb6, bearer, vlan):
+    """An uplink IPv6 T-PDU over the SGi route's MTU (1300) is not passed to the kernel (whose answer
+    has no route to the UE) nor fragmented (RFC 8200 5): ICMPv6 Packet Too Big, MTU 1300, from the N6
+    address to the UE in a G-PDU of its bearer (oracle); 1300 octets still go."""
+    dp, ns, devs = ptb6
+    src = bearer[2] + "10"
+    f = ul6_frame(ul6_inner(src=src, dst=N6_PTB, size=1400), bearer, vlan=vlan)
+    res, counted, sent = ptb_run(dp, ns, "access", f, devs["a0"][0])
+    assert (res.verdict, counted, sent) == ("tx", {("drop_too_big", "tx"): (1, len(f))}, 1), (res.verdict, counted)
+    want = O.packet_too_big6_ul_expected(f, P.PGW_ADDR, LOCAL6, bearer[3], bearer[4], bearer[5], 1300)
+    assert res.data == want, O.mismatch_report(want, res.data)
+    ip6 = IPv6(O.gpdu_inner(res.data))
+    assert ip6.plen + 40 == 1280 and ip6[ICMPv6PacketTooBig].mtu == 1300   # quoted up to the minimum MTU
+    inner = ul6_inner(src=src, dst=N6_PTB, size=1300)
+    assert len(inner) == 1300
+    res, counted, sent = ptb_run(dp, ns, "access", ul6_frame(inner, bearer), devs["a0"][0])
+    assert (res.verdict, sorted(counted), sent) == ("redirect", [("ul_fwd", "redirect")], 0)
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("bearer,route_mtu,ptb_mtu", [
+    (B_PTB, 1400, 1364), (B_PTB_Q, 1400, 1356), (B_PTB, 1316, 1280)], ids=["bearer", "qfi-bearer", "leaves-1280"])
+def test_dl6_too_big_packet_too_big(ptb6, bearer, route_mtu, ptb_mtu):
+    """A downlink IPv6 packet too big for the access route once encapsulated: ICMPv6 Packet Too Big
+    to its sender out of SGi, MTU = the route's MTU - 36 (44 with a PDU Session Container) (oracle); a
+    packet of exactly that MTU is encapsulated and forwarded, one octet more is answered."""
+    dp, ns, devs = ptb6
+    sgw_mtu(ns, route_mtu)
+    s0 = devs["s0"][0]
+    dst = bearer[2] + "10"
+    f = dl6_frame(dst, size=14 + 1400)
+    res, counted, sent = ptb_run(dp, ns, "sgi", f, s0)
+    assert (res.verdict, counted, sent) == ("tx", {("drop_too_big", "tx"): (1, len(f))}, 1), (res.verdict, counted)
+    want = O.packet_too_big6_dl_expected(f, LOCAL6, ptb_mtu)
+    assert res.data == want, O.mismatch_report(want, res.data)
+    assert Ether(res.data)[ICMPv6PacketTooBig].mtu == ptb_mtu
+    fits = dl6_frame(dst, size=14 + ptb_mtu)
+    assert len(inner6(fits)) == ptb_mtu
+    res, counted, _ = ptb_run(dp, ns, "sgi", fits, s0)
+    assert (res.verdict, sorted(counted)) == ("redirect", [("dl_fwd", "redirect")])
+    res, counted, _ = ptb_run(dp, ns, "sgi", dl6_frame(dst, size=14 + ptb_mtu + 1), s0)
+    assert (res.verdict, sorted(counted)) == ("tx", [("drop_too_big", "tx")])
+
+
+@pytest.mark.lab
+def test_dl6_tunnel_under_1280_passed_for_the_kernel_to_fragment(ptb6):
+    """An access route that leaves the tunnel less than 1280 octets (1315 - 36 = 1279): no Packet Too
+    Big below the IPv6 minimum MTU (RFC 8200 5: the link fragments below IPv6): the encapsulated packet
+    goes to the kernel (pass_fib_other) with its outer DF clear, for the kernel to fragment (as IPv4's,
+    test_suite_correctness.py::test_downlink_too_big_leaves_in_outer_fragments sees it done)."""
+    dp, ns, devs = ptb6
+    sgw_mtu(ns, 1315)
+    f = dl6_frame(B_PTB[2] + "10", size=14 + 1400)
+    res, counted, sent = ptb_run(dp, ns, "sgi", f, devs["s0"][0])
+    assert (res.verdict, counted, sent) == ("pass", {("pass_fib_other", "pass"): (1, len(f))}, 0), (res.verdict, counted)
+    outer = IP(res.data[14:])
+    assert outer.dst == SGW_PTB and not outer.flags.DF and outer.len == 1400 + 36
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("prog", ["sgi", "access"])
+def test_too_big_without_local_addr6_dropped(ptb6, prog):
+    """Without an N6 address no error is sent (as Time Exceeded): dropped, drop_too_big/drop, no event."""
+    dp, ns, devs = ptb6
+    dp.set_config(cfg_of({"nexthop": (Nexthop(), Nexthop())}))
+    sgw_mtu(ns, 1400)
+    if prog == "sgi":
+        f, ifx = dl6_frame(B_PTB[2] + "10", size=14 + 1400), devs["s0"][0]
+    else:
+        f, ifx = ul6_frame(ul6_inner(src=B_PTB[2] + "10", dst=N6_PTB, size=1400), B_PTB), devs["a0"][0]
+    res, counted, sent = ptb_run(dp, ns, prog, f, ifx)
+    assert (res.verdict, counted, sent) == ("drop", {("drop_too_big", "drop"): (1, len(f))}, 0), (res.verdict, counted)

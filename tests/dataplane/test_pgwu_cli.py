@@ -191,7 +191,7 @@ def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir, record_property):
     took = time.monotonic() - t0
     assert cp.returncode == 1, cp
     m = re.search(r"Capacity 134217728 bearers needs ([\d.]+) MiB with every bearer installed "
-                  r"\(([\d.]+) MiB at load: hash buckets ([\d.]+), bearer index 12288\.0, counters ([\d.]+); "
+                  r"\(([\d.]+) MiB at load: hash buckets ([\d.]+), bearer index 24576\.0, counters ([\d.]+); "
                   r"184 bytes a bearer\), more than this host has available \(MemAvailable [\d.]+ MiB\): "
                   r"nothing loaded; the largest capacity that fits now is \d+", cp.stderr)
     assert m, cp.stderr
@@ -200,14 +200,14 @@ def test_load_refuses_a_capacity_the_host_cannot_hold(pin_dir, record_property):
     # dl6_bearers and ul6_prefix), the SDF filters' three (9 MiB: 65,536 lists, 262,144 PDRs and
     # their QERs at most, whatever the capacity) and the small maps' few MiB
     assert 10249 <= buckets < 10253 and counters < 64, cp.stderr
-    assert at_load == pytest.approx(buckets + 12288 + counters, abs=0.2)
+    assert at_load == pytest.approx(buckets + 24576 + counters, abs=0.2)
     assert full == pytest.approx(at_load + 184 * 134217728 / 2**20, abs=0.2)
     record_property("refusal_s", round(took, 3))
     # refused before the tables are made: 0.01 s here (2026-11-28), the bound 200 x that; making them
     # first took 20 s, 10 x the bound
     assert took < 2, f"refused after {took:.2f} s: more than 2 s, as if the tables were made first"
     assert not os.path.exists(pin_dir)
-    # the same check with a small host: the default capacity (~330 MiB full) does not fit in 200 MiB
+    # the same check with a small host: the default capacity (~480 MiB full) does not fit in 200 MiB
     cp = pgwu(pin_dir, "load", env=dict(os.environ, PGWU_TEST_MEMAVAILABLE_KB=str(200 * 1024)), check=False)
     m = re.search(r"Capacity 1048576 bearers needs ([\d.]+) MiB", cp.stderr)
     assert cp.returncode == 1 and m and float(m[1]) > 200, cp.stderr
@@ -1339,6 +1339,79 @@ def test_session_ue6_add_show_del(loaded):
     assert re.search(r"^1\s.*\s0\s+ue6=fd47:7470:0:1::/64$", ok(loaded, "session", "list"), re.M)
     ok(loaded, "session", "del", "--teid", "1")
     assert _v6_maps(loaded) == ({}, {})
+
+
+def _slots6(pin_dir: str, teid: int, pfx: str) -> tuple[int | None, bytes | None]:
+    """What the IPv6 slot index holds where teid and the /64 pfx go (pgwu.h: ul_slots' second entry,
+    dl6_slots[octets 4-7 of the /64]): (its TEID, its /64), None for an empty entry."""
+    with bpf.Map.pinned(f"{pin_dir}/ul_slots") as u, bpf.Map.pinned(f"{pin_dir}/dl6_slots") as d:
+        line = u.lookup(struct.pack("=I", teid & (u.max_entries - 1)))
+        (t6,), (st6,) = struct.unpack_from("!I", line, 32), struct.unpack_from("=I", line, 36)
+        n = struct.unpack("!I", _p64(pfx)[4:])[0] & (d.max_entries - 1)
+        p6, st = struct.unpack_from("=8sI", d.lookup(struct.pack("=I", n)))
+    return (t6 if st6 == 1 else None), (p6 if st == 1 else None)
+
+
+def test_session_commands_keep_the_ipv6_slot_index_right(loaded, tmp_path):
+    """The /64s' slot index (ul_slots' IPv6 entry, dl6_slots) kept in step with ul6_prefix and
+    dl6_bearers by every pgwu writer: with 64 slots, TEID 65 and fd47:7470:0:41::/64 share bearer 1's
+    slots and stay in the hash maps. Both forward both ways and are counted (slot + hash); after
+    del, re-add without a /64 or with another one, unload and flush nothing stale is used: a stale
+    uplink entry would take an IPv6 packet the TEID has no /64 for, a stale downlink one would
+    forward to a deleted bearer."""
+    from gtplab.gtpu import packets as P
+    from gtplab.dut.dataplane import Dataplane
+    ok(loaded, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
+    ok(loaded, "config", "--nexthop", "sgi", "lo", "02:00:00:00:00:02")
+    ok(loaded, "config", "--err-ind", "off")
+    pfx1, pfx65 = "fd47:7470:0:1::", "fd47:7470:0:41::"
+    assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 0x100, "--ue6", pfx1 + "/64").returncode == 0
+    assert add(loaded, 65, "10.45.0.65", "192.0.2.1", 0x165, "--ue6", pfx65 + "/64").returncode == 0
+    assert _slots6(loaded, 1, pfx1) == (1, _p64(pfx1))         # the first in the slots, 65 not
+    with Dataplane(loaded) as dp:
+        def fwd6(teid, pfx):
+            up = dp.run_access(bytes(P.gpdu6(teid, pfx + "10", "fd47:7471::10", outer_dst="192.0.2.10", size=200)))
+            down = dp.run_sgi(bytes(P.downlink_ip6(pfx + "10", "fd47:7471::10", size=200)))
+            return up.verdict, down.verdict
+
+        def reason():
+            return [k for k, v in dp.stats().items() if v[0]]
+
+        assert fwd6(1, pfx1) == fwd6(65, pfx65) == ("tx", "tx")
+        got = {b["teid"]: b for b in bearers(loaded)}
+        assert [(got[t]["uplink6"]["packets"], got[t]["downlink6"]["packets"]) for t in (1, 65)] == [(1, 1)] * 2
+        one = json.loads(ok(loaded, "session", "get", "--teid", "1", "--json"))
+        assert (one["uplink6"]["packets"], one["downlink6"]["packets"]) == (1, 1)
+        ok(loaded, "session", "del", "--teid", "1")
+        assert _slots6(loaded, 1, pfx1) == (None, None)
+        assert fwd6(1, pfx1) == ("drop", "drop") and fwd6(65, pfx65) == ("tx", "tx")
+        assert add(loaded, 1, "10.45.0.1").returncode == 0             # no /64 now
+        dp.reset_stats()
+        assert fwd6(1, pfx1) == ("drop", "drop")
+        assert reason() == [("drop_inner_not_ipv4", "drop"), ("drop_unknown_ue", "drop")]
+        ok(loaded, "session", "del", "--teid", "1")
+        assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 0x100, "--ue6", "fd47:7470:0:2::/64").returncode == 0
+        dp.reset_stats()
+        assert fwd6(1, pfx1) == ("drop", "drop")                       # the old /64: spoofed, unknown
+        assert reason() == [("drop_spoofed", "drop"), ("drop_unknown_ue", "drop")]
+        assert fwd6(1, "fd47:7470:0:2::") == ("tx", "tx")
+        gone = tmp_path / "gone.txt"
+        gone.write_text("65 10.45.0.65 192.0.2.1 0x165\n")
+        ok(loaded, "session", "unload", str(gone))                    # 65 was in the hash maps only
+        assert fwd6(65, pfx65) == ("drop", "drop")
+        ok(loaded, "session", "flush")
+        gone.write_text(f"65 10.45.0.65 192.0.2.1 0x165 ue6={pfx65}/64\n")
+        ok(loaded, "session", "load", str(gone))                      # back, now in the free slots
+        assert _slots6(loaded, 65, pfx65) == (65, _p64(pfx65))
+        assert fwd6(65, pfx65) == ("tx", "tx")
+        assert {b["teid"]: (b["uplink6"]["packets"], b["downlink6"]["packets"]) for b in bearers(loaded)} == {65: (1, 1)}
+        ok(loaded, "session", "unload", str(gone))                    # and out of them
+        assert _slots6(loaded, 65, pfx65) == (None, None)
+        assert fwd6(65, pfx65) == ("drop", "drop")
+        ok(loaded, "session", "load", str(gone))
+        ok(loaded, "session", "flush")
+        assert _slots6(loaded, 65, pfx65) == (None, None)
+        assert fwd6(65, pfx65) == ("drop", "drop")
 
 
 BAD_UE6 = [

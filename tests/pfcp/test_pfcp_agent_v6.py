@@ -27,7 +27,7 @@ from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
 from tests.lib import pfcp_msgs as M
 from tests.lib.pfcp_agent import cause, created_teid, failed_rule, tables, up_seid, usage_report
-from tests.lib.pfcp_smf import forwarding_config
+from tests.lib.pfcp_smf import dl_teid, forwarding_config
 from tests.lib.pgwu import pgwu
 from tests.lib.pgwu_config import stats_delta
 
@@ -246,12 +246,24 @@ def test_modification_moves_stops_and_restarts_the_ipv6_downlink(assoc, pin_dir,
     r = establish6(assoc, 2, 0x10, v4=v4)
     assert cause(r) == 1
     seid, teid = up_seid(r), created_teid(r)
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert dp.run_sgi(dl6_frame()).verdict == "redirect"   # counted in its slot (dl6_slots)
     assert cause(assoc.req(M.modify_dl(3, seid, sgw=M.SGW_ADDR2, sgw_teid=0x222))) == 1
     d = maps6(pin_dir)["dl6"][p64(UE6)]
     assert (d.sgw_addr, d.sgw_teid, d.local_teid) == (M.SGW_ADDR2, 0x222, teid)
+    assert d.packets == 1                                       # the slot's usage folded in
+    with Dataplane(pin_dir) as dp:                              # the packet path sees the move
+        forwarding_config(dp)
+        res = dp.run_sgi(dl6_frame())
+        assert (res.verdict, socket.inet_ntoa(res.data[14 + 16:14 + 20]), dl_teid(res.data)) == (
+            "redirect", M.SGW_ADDR2, 0x222)
     assert cause(assoc.req(M.modify_dl_buffer(4, seid))) == 1
     m = maps6(pin_dir)
     assert m == {"dl6": {}, "ul6": {teid: p64(UE6)}}
+    with Dataplane(pin_dir) as dp:                              # and the halves' removal
+        forwarding_config(dp)
+        assert dp.run_sgi(dl6_frame()).verdict == "drop"
     [b] = tables(pin_dir)
     assert b["downlink"] is None
     assert cause(assoc.req(M.modify_dl(5, seid, sgw=M.SGW_ADDR, sgw_teid=0x333))) == 1
