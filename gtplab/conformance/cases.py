@@ -642,10 +642,14 @@ def _ul6_hlim1(ctx):
                           outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
-def _kernel_icmp6_like(expected: bytes, what: str, tunnelled: bool) -> Like:
+def _kernel_icmp6_like(expected: bytes, what: str, tunnelled: bool, sources: tuple[str, ...] = ()) -> Like:
     """expected (the PGW-U's ICMPv6 error) as the DUT's kernel sends it (departs.py "ttl_expired": the
-    kernel's): its own flow label (RFC 6437), else the same octets; tunnelled, in a G-PDU whose outer
-    IPv4 id and DF are the sender's kernel's, its header checksum right, its UDP checksum right or 0."""
+    kernel's): its own flow label (RFC 6437), else the same octets; from expected's source or any of
+    sources (the DUT's other addresses its source selection may pick), with the ICMPv6 checksum right
+    for it; tunnelled, in a G-PDU whose outer IPv4 id and DF are the sender's kernel's, its header
+    checksum right, its UDP checksum right or 0."""
+    src0 = Ether(expected)[IPv6].src
+
     def norm(frame: bytes) -> bytes | None:
         try:
             e = Ether(frame)
@@ -658,6 +662,15 @@ def _kernel_icmp6_like(expected: bytes, what: str, tunnelled: bool) -> Like:
                     return None
                 e[IP].id, e[IP].flags, e[IP].chksum, e[UDP].chksum = 0, 0, None, 0
             e[IPv6].fl = 0
+            if e[IPv6].src != src0:
+                if e[IPv6].src not in sources:
+                    return None
+                icmp = e[IPv6].payload
+                sent = icmp.cksum
+                del icmp.cksum
+                if Ether(bytes(e))[IPv6].payload.cksum != sent:     # right for the source it came from
+                    return None
+                e[IPv6].src = src0
             return bytes(e)
         except Exception:
             return None
@@ -674,8 +687,8 @@ def _ul6_hlim1_out(ctx, frames, d):
     want = [O.time_exceeded6_ul_expected(bytes(f), a.dut_access, a.dut_sgi6, a.sgw(1), a.sgw_teid(1)) for f in frames]
     if d.get("ttl_expired") == "the kernel's":
         # the kernel's ICMPv6, routed to the UE through the UPF's TUN device and tunnelled by it
-        return Expect(back=[(_kernel_icmp6_like(w, "the kernel's ICMPv6 3/0 in a G-PDU", True), N_EACH)
-                            for w in want])
+        return Expect(back=[(_kernel_icmp6_like(w, "the kernel's ICMPv6 3/0 in a G-PDU", True, (a.dut_access6,)),
+                             N_EACH) for w in want])
     return Expect(back=[(w, N_EACH) for w in want])
 
 

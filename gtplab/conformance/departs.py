@@ -138,9 +138,12 @@ DEPARTS: dict[str, dict[str, Departure]] = {
             "routing N6 <-> its TUN device decrements it): TOS 0xc0, the kernel's id, quoting the whole "
             "packet up to 576 octets (RFC 1812 4.3.2.3); downlink from the N6 address, uplink to the UE "
             "through the TUN device, so Open5GS tunnels it as any downlink packet (from 10.201.0.1, the "
-            "address the kernel picks). IPv6 likewise: the kernel's ICMPv6 Time Exceeded 3/0 from the N6 "
-            "address (fd47:7472::1), the same octets as the PGW-U's but the kernel's flow label (RFC 6437); "
-            "uplink in a G-PDU from the socket (DF, the kernel's id, a UDP checksum)"),
+            "address the kernel picks). IPv6 likewise: the kernel's ICMPv6 Time Exceeded 3/0, the same "
+            "octets as the PGW-U's but the kernel's flow label (RFC 6437); downlink from the N6 address "
+            "(fd47:7472::1), uplink from the address its source selection picks for the UE's prefix, which "
+            "only the TUN device routes and which has none of its own (RFC 6724: the N3 address "
+            "fd47:7473::1 when the lab gives it one, else the N6 address), in a G-PDU from the socket (DF, "
+            "the kernel's id, a UDP checksum)"),
     },
 }
 
