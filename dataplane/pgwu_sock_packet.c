@@ -254,6 +254,24 @@ static int raw_send(struct worker *w, const void *buf, __u32 len, __be32 to)
 	return sendto(w->raw, buf, len, 0, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
 }
 
+/* Send the ICMP or ICMPv6 Time Exceeded of n octets built at buf + the G-PDU header's length to the
+ * UE of downlink half dl, in a G-PDU of its bearer: from this gateway's GTP-U address to its SGW and
+ * TEID, UDP 2152 -> 2152 checksum 0, no DF, its PDU Session Container when it has a QFI. 0 when sent. */
+static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct pgwu_dl_bearer *dl)
+{
+	struct gtpu_encap e = {
+		.saddr = w->cfg.local_addr, .daddr = dl->sgw_addr, .teid = dl->sgw_teid,
+		.sport = GTPU_PORT_BE, .id = 0, .inner_len = n, .tos = 0, .df = 0,
+		.qfi = gtpu_dl_qfi(dl->flags),
+	};
+	__u32 len = gtpu_encap_len(e.qfi) + n;
+
+	if (!gtpu_encap_write((void *)buf, buf + len, &e) || raw_send(w, buf, len, dl->sgw_addr))
+		return -1;
+	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return 0;
+}
+
 /* RFC 1812 5.3.1: Time Exceeded to the UE whose uplink packet iip expired, through its tunnel (a
  * G-PDU to its SGW, UDP 2152 -> 2152 checksum 0, its PDU Session Container when it has a QFI), as
  * xdp_access does. Rate-limited per UE. 0 when sent. */
@@ -262,7 +280,6 @@ static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u
 	const struct pgwu_config *cfg = &w->cfg;
 	__u8 buf[44 + 28 + 68];
 	struct pgwu_dl_bearer dl;
-	struct gtpu_encap e;
 	__u32 q = iip->ihl * 4 + 8, n;
 	__u64 *usage;
 
@@ -275,22 +292,9 @@ static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u
 	}
 	if (q > (__u32)(end - (const __u8 *)iip))
 		q = end - (const __u8 *)iip;
-	e.qfi = gtpu_dl_qfi(dl.flags);
-	n = icmp_build(buf + gtpu_encap_len(e.qfi), cfg->local_addr, iip->saddr, 11, 0, 0,
-		       (const __u8 *)iip, q);
-	e.saddr = cfg->local_addr;
-	e.daddr = dl.sgw_addr;
-	e.teid = dl.sgw_teid;
-	e.sport = GTPU_PORT_BE;
-	e.id = 0;
-	e.inner_len = n;
-	e.tos = 0;
-	e.df = 0;
-	if (!gtpu_encap_write((void *)buf, buf + gtpu_encap_len(e.qfi) + n, &e) ||
-	    raw_send(w, buf, gtpu_encap_len(e.qfi) + n, dl.sgw_addr))
-		return -1;
-	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
-	return 0;
+	n = icmp_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr, iip->saddr, 11, 0,
+		       0, (const __u8 *)iip, q);
+	return tunnel_error_send(w, buf, n, &dl);
 }
 
 /* An ICMP error back to the sender of downlink packet ip (quoted as it arrived: q, qlen), as
@@ -443,7 +447,6 @@ static int ul6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 
 	__u8 buf[44 + 48 + ICMP6_QUOTE_MAX];
 	__u32 q = inner_len < ICMP6_QUOTE_MAX ? inner_len : ICMP6_QUOTE_MAX, n;
 	struct pgwu_dl_bearer dl;
-	struct gtpu_encap e;
 
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
 	    martian(peer, cfg) || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl))
@@ -452,22 +455,9 @@ static int ul6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 
 		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
 		return -1;
 	}
-	e.qfi = gtpu_dl_qfi(dl.flags);
-	n = icmp6_build(buf + gtpu_encap_len(e.qfi), cfg->local_addr6, ip6->saddr.s6_addr, 3, 0,
-			(const __u8 *)ip6, q);
-	e.saddr = cfg->local_addr;
-	e.daddr = dl.sgw_addr;
-	e.teid = dl.sgw_teid;
-	e.sport = GTPU_PORT_BE;
-	e.id = 0;
-	e.inner_len = n;
-	e.tos = 0;
-	e.df = 0;
-	if (!gtpu_encap_write((void *)buf, buf + gtpu_encap_len(e.qfi) + n, &e) ||
-	    raw_send(w, buf, gtpu_encap_len(e.qfi) + n, dl.sgw_addr))
-		return -1;
-	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
-	return 0;
+	n = icmp6_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr6, ip6->saddr.s6_addr,
+			3, 0, (const __u8 *)ip6, q);
+	return tunnel_error_send(w, buf, n, &dl);
 }
 
 /*
