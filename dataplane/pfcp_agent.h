@@ -82,12 +82,29 @@ struct urr_state {
 	bool quota_reported;	/* the quota's exhaustion was reported */
 };
 
+/*
+ * A PDR of a direction classified by SDF filters (pfcp_session_handlers.c): the direction's
+ * default PDR and each PDR with SDF filters, installed in sdf_lists / sdf_pdrs / sdf_qos
+ * (pgwu_sdf.h) under rule. Its usage is its sdf_pdrs counters (read by sdf_read; at deletion the
+ * last values, read once its halves are gone).
+ */
+struct sdf_ent {
+	__u16 pdr_id;
+	__u8 dir;		/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
+	__u32 rule;		/* key of sdf_pdrs and sdf_qos */
+	struct pgwu_pfcp_pdr links;	/* its FAR, QER IDs, URR IDs */
+	__u64 packets, bytes;
+};
+
 struct sess_rules {
 	__u8 n_qer, n_urr;
+	__u8 n_sdf;		/* entries in sdf */
+	__u8 sdf_dirs;		/* 1 << direction: that direction's halves have PGWU_B_SDF */
 	struct urr_state st[PGWU_PFCP_MAX_RULES];	/* of urr[i] */
 	struct pgwu_pfcp_pdr pdr[2];	/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
 	struct pgwu_qer *qer;		/* n_qer, in this allocation */
 	struct pgwu_urr *urr;		/* n_urr, in this allocation */
+	struct sdf_ent *sdf;		/* n_sdf, in this allocation */
 };
 
 /* A session (pfcp_session.c): its bearer, the rules it was set up with, the downlink's state */
@@ -251,6 +268,9 @@ void assoc_republish(struct pfcp_agent *a, int ai);
 __u32 teid_alloc(struct pfcp_agent *a);
 __u32 owner_tag(__u32 gen);
 void sess_publish(struct pfcp_agent *a, const struct sess *s);
+/* a session's SDF PDRs' counters (sdf_pdrs) into its struct sdf_ent; its lists and rules removed */
+void sdf_read(struct pfcp_agent *a, struct sess_rules *r);
+void sdf_drop(struct pfcp_agent *a, const struct sess *s);
 void sess_publish_flush(struct pfcp_agent *a);
 void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);

@@ -419,7 +419,8 @@ enum pfcp_sdf_kind pfcp_flow_desc_kind(const __u8 *s, size_t n, __u32 *host)
 /* SDF Filter (8.2.5): octet 5 FD TTC SPI FL BID (bits 1-5), octet 6 spare, then the Flow
  * Description (2-octet length, text), ToS Traffic Class (2), SPI (4), Flow Label (3), SDF
  * Filter ID (4), each when its flag is set. -EINVAL when a field runs past the IE. */
-static int dec_sdf(const struct pfcp_ie *ie, enum pfcp_sdf_kind *kind, __u32 *host)
+static int dec_sdf(const struct pfcp_ie *ie, enum pfcp_sdf_kind *kind, __u32 *host,
+		   struct pfcp_sdf *out)
 {
 	__u8 f;
 	size_t off = 2, fd_len = 0;
@@ -428,7 +429,7 @@ static int dec_sdf(const struct pfcp_ie *ie, enum pfcp_sdf_kind *kind, __u32 *ho
 	if (ie->len < 2)
 		return -EINVAL;
 	f = ie->v[0];
-	if (f & 0x01) {
+	if (f & PFCP_SDF_FD) {
 		if (ie->len < off + 2)
 			return -EINVAL;
 		fd_len = rd16(ie->v + off);
@@ -445,6 +446,33 @@ static int dec_sdf(const struct pfcp_ie *ie, enum pfcp_sdf_kind *kind, __u32 *ho
 		*kind = PFCP_SDF_NARROW;	/* no text (a filter named by ID), or ToS/SPI/label */
 	else
 		*kind = pfcp_flow_desc_kind(fd, fd_len, host);
+	if (out) {
+		memset(out, 0, sizeof(*out));
+		out->flags = f & 0x1f;
+		if (fd) {
+			out->fd_long = fd_len > PFCP_FD_MAX || memchr(fd, 0, fd_len);
+			if (!out->fd_long)
+				memcpy(out->fd, fd, fd_len);
+		}
+		off = 4 + fd_len;
+		if (!fd)
+			off = 2;
+		if (f & PFCP_SDF_TTC) {
+			out->tos = ie->v[off];
+			out->tos_mask = ie->v[off + 1];
+			off += 2;
+		}
+		if (f & PFCP_SDF_SPI) {
+			out->spi = rd32(ie->v + off);
+			off += 4;
+		}
+		if (f & PFCP_SDF_FL) {
+			out->fl = ((__u32)(ie->v[off] & 0x0f) << 16) | rd16(ie->v + off + 1);
+			off += 3;
+		}
+		if (f & PFCP_SDF_BID)
+			out->id = rd32(ie->v + off);
+	}
 	return 0;
 }
 
@@ -501,13 +529,13 @@ static void dec_pdi(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 			enum pfcp_sdf_kind k;
 			__u32 h = 0;
 
-			p->n_sdf++;
-			if (dec_sdf(&ie, &k, &h))
+			if (dec_sdf(&ie, &k, &h, p->n_sdf < PFCP_MAX_SDF ? &p->sdf[p->n_sdf] : NULL))
 				BAD(ie.type);
 			else if (k == PFCP_SDF_ALL)
 				p->sdf_all = true;
 			else if (k == PFCP_SDF_HOST && p->n_sdf_host < PFCP_MAX_IDS)
 				p->sdf_host[p->n_sdf_host++] = h;
+			p->n_sdf++;
 			break;
 		}
 		case PFCP_IE_APPLICATION_ID:

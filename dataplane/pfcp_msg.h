@@ -29,10 +29,14 @@
 #define PFCP_MAX_DEPTH 4	/* Create FAR > Forwarding Parameters > IE: 3 levels is the deepest used */
 #endif
 #ifndef PFCP_MAX_RULES
-#define PFCP_MAX_RULES 8	/* PDRs, FARs, URRs, QERs kept per message; one bearer needs 2/2/1/1 */
+#define PFCP_MAX_RULES 16	/* PDRs, FARs, URRs, QERs kept per message; one bearer needs 2/2/1/1,
+				 * a session with SDF PDRs (the two defaults and 4 filtered PDRs each
+				 * way, a FAR each) 10/10/5/5 */
 #endif
 #define PFCP_MAX_IDS 4		/* URR IDs / QER IDs kept per PDR, SDF host filters per PDI */
 #define PFCP_FQDN_MAX 255
+#define PFCP_MAX_SDF 4		/* SDF Filters kept per PDI (more: the PDR is refused, 73) */
+#define PFCP_FD_MAX 191		/* Flow Description octets kept (longer: the PDR is refused, 73) */
 
 /* Message types (TS 29.244 7.3) */
 enum pfcp_msg_type {
@@ -265,6 +269,23 @@ enum pfcp_sdf_kind { PFCP_SDF_ALL, PFCP_SDF_HOST, PFCP_SDF_NARROW };
 /* classify a Flow Description's text (not NUL-terminated); *host: the host of PFCP_SDF_HOST */
 enum pfcp_sdf_kind pfcp_flow_desc_kind(const __u8 *s, size_t n, __u32 *host);
 
+/* One SDF Filter (8.2.5) as received: octet 5's flags, then each field it says is there. */
+#define PFCP_SDF_FD 0x01	/* Flow Description */
+#define PFCP_SDF_TTC 0x02	/* ToS / Traffic Class and its mask */
+#define PFCP_SDF_SPI 0x04	/* Security Parameter Index */
+#define PFCP_SDF_FL 0x08	/* Flow Label */
+#define PFCP_SDF_BID 0x10	/* SDF Filter ID */
+
+struct pfcp_sdf {
+	__u8 flags;		/* PFCP_SDF_* */
+	__u8 tos, tos_mask;
+	bool fd_long;		/* the Flow Description is over PFCP_FD_MAX octets: not kept */
+	__u32 spi;		/* host order */
+	__u32 fl;		/* 20 bits */
+	__u32 id;
+	char fd[PFCP_FD_MAX + 1];	/* NUL-terminated (a NUL inside: fd_long) */
+};
+
 struct pfcp_pdr {
 	__u16 id;
 	__u32 precedence;
@@ -281,6 +302,7 @@ struct pfcp_pdr {
 	bool sdf_all;		/* one of them is PFCP_SDF_ALL */
 	int n_sdf_host;		/* PFCP_SDF_HOST ones, their hosts (network order) */
 	__u32 sdf_host[PFCP_MAX_IDS];
+	struct pfcp_sdf sdf[PFCP_MAX_SDF];	/* the first PFCP_MAX_SDF of them, as received */
 	__u16 narrow_ie;	/* a PDI IE that narrows the match in a way no SDF Filter can
 				 * widen again (Application ID, Ethernet Packet Filter): the first
 				 * one's type, 0 none */

@@ -363,10 +363,33 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
 				kept, held);
 	}
+	if (s->r && s->r->sdf_dirs) {
+		/* the halves are gone: the counters are final; the lists and rules after them */
+		sdf_read(a, s->r);
+		sdf_drop(a, s);
+	}
 	if (s->r)
 		qos_remove(a, s->teid);	/* after the halves that pointed at it */
 	sess_free(a, s, rules);
 	return 0;
+}
+
+void sdf_read(struct pfcp_agent *a, struct sess_rules *r)
+{
+	struct pgwu_sdf_pdr d;
+
+	for (int i = 0; i < r->n_sdf; i++)
+		if (!bpf_map_lookup_elem(a->m.sdf.pdrs, &r->sdf[i].rule, &d)) {
+			r->sdf[i].packets = d.packets;
+			r->sdf[i].bytes = d.bytes;
+		}
+}
+
+void sdf_drop(struct pfcp_agent *a, const struct sess *s)
+{
+	for (int d = 0; d < 2; d++)
+		if (s->r->sdf_dirs & (1U << d))
+			sdf_remove(&a->m.sdf, s->teid, d);
 }
 
 void assoc_republish(struct pfcp_agent *a, int ai)

@@ -196,17 +196,20 @@ static void urr_set(struct pgwu_urr *d, const struct pfcp_urr *u)
 }
 
 /* One allocation for a session's rules (struct sess_rules), or NULL */
-static struct sess_rules *rules_alloc(int n_qer, int n_urr)
+static struct sess_rules *rules_alloc(int n_qer, int n_urr, int n_sdf)
 {
 	struct sess_rules *r = calloc(1, sizeof(*r) + n_qer * sizeof(struct pgwu_qer) +
-				      n_urr * sizeof(struct pgwu_urr));
+				      n_urr * sizeof(struct pgwu_urr) +
+				      n_sdf * sizeof(struct sdf_ent));
 
 	if (!r)
 		return NULL;
 	r->n_qer = n_qer;
 	r->n_urr = n_urr;
+	r->n_sdf = n_sdf;
 	r->qer = (struct pgwu_qer *)(r + 1);
 	r->urr = (struct pgwu_urr *)(r->qer + n_qer);
+	r->sdf = (struct sdf_ent *)(r->urr + n_urr);
 	return r;
 }
 
@@ -234,7 +237,23 @@ struct plan {
 	__u32 ul_flags;		/* the uplink PDR's PDI QFI: what uplink G-PDUs must carry */
 	__u32 dl_flags;		/* the QFI of the QERs the downlink PDR applies: its marking */
 	struct sess_rules *r;	/* the rules to store (NULL: none), freed unless applied */
+	/* PDRs with SDF filters (beyond the two defaults), and per direction the PDRs of its
+	 * filter list (its SDF PDRs and its default, NULL when it has none) for sdf_install */
+	const struct pfcp_pdr *x[PFCP_MAX_RULES];
+	const struct pfcp_far *x_far[PFCP_MAX_RULES];
+	int n_x;
+	struct sdf_pdr_spec *spec[2];
+	int n_spec[2];
 };
+
+static void plan_free(struct plan *p)
+{
+	free(p->r);
+	free(p->spec[0]);
+	free(p->spec[1]);
+	p->r = NULL;
+	p->spec[0] = p->spec[1] = NULL;
+}
 
 /* the PDR's URR and QER references must name rules created in the same request */
 static bool refs_ok(const struct pfcp_pdr *p, const struct pfcp_msg *m)
@@ -258,23 +277,245 @@ static bool refs_ok(const struct pfcp_pdr *p, const struct pfcp_msg *m)
 	return true;
 }
 
+static const struct pfcp_pdr *pdr_by_id(const struct pfcp_msg *m, __u16 id)
+{
+	for (int i = 0; i < m->n_create_pdr; i++)
+		if (m->create_pdr[i].id == id)
+			return &m->create_pdr[i];
+	return NULL;
+}
+
+/* A PDI's SDF Filters (8.2.5) as the data path's filter specs: 0, or -1 when one cannot be (a
+ * filter given by its ID only, a Flow Description too long or that the parser refuses, more than
+ * PFCP_MAX_SDF of them) */
+static int sdf_specs(const struct pfcp_pdr *x, struct sdf_pdr_spec *sp)
+{
+	const char *why;
+
+	if (x->n_sdf > PFCP_MAX_SDF || x->n_sdf > SDF_MAX_SPECS)
+		return -1;
+	sp->n = x->n_sdf;
+	for (int i = 0; i < x->n_sdf; i++) {
+		const struct pfcp_sdf *f = &x->sdf[i];
+		struct sdf_spec *o = &sp->s[i];
+
+		if (!(f->flags & (PFCP_SDF_FD | PFCP_SDF_TTC | PFCP_SDF_SPI | PFCP_SDF_FL)))
+			return -1;	/* by its SDF Filter ID only: which filter is that? */
+		if (f->flags & PFCP_SDF_FD) {
+			if (f->fd_long || sdf_parse_flow(f->fd, &o->flow, &why))
+				return -1;
+			o->has_flow = true;
+		}
+		if (f->flags & PFCP_SDF_TTC) {
+			o->has_tos = true;
+			o->tos = f->tos;
+			o->tos_mask = f->tos_mask;
+		}
+		if (f->flags & PFCP_SDF_SPI) {
+			o->has_spi = true;
+			o->spi = f->spi;
+		}
+		if (f->flags & PFCP_SDF_FL) {
+			o->has_fl = true;
+			o->fl = f->fl;
+		}
+	}
+	return 0;
+}
+
+/* the uplink PDR x's tunnel is the default's: the same F-TEID (or both CHOOSE, with the same
+ * CHOOSE ID if any: this UP gives a session one F-TEID) */
+static bool same_tunnel(const struct pfcp_pdr *x, const struct pfcp_pdr *ul)
+{
+	const struct pfcp_fteid *a = &x->fteid, *b = &ul->fteid;
+
+	if (!x->has_fteid || x->n_fteid != 1 || a->v4 != b->v4 || a->v6 != b->v6 || a->ch != b->ch)
+		return false;
+	if (a->ch)
+		return a->chid == b->chid && (!a->chid || a->choose_id == b->choose_id);
+	return a->teid == b->teid && a->ipv4 == b->ipv4;
+}
+
+/*
+ * The PDRs with SDF filters (p->x, beyond the defaults p->ul and p->dl, which are valid): each on
+ * the default's bearer (same tunnel, UE, QFI), its FAR forwarding as its direction's default FAR
+ * does or dropping, its filters ones the data path has; then each direction's filter list (its SDF
+ * PDRs and its default, whose FAR's forwarding is the half's) as sdf_install takes it.
+ */
+static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
+		     struct reply *r)
+{
+	struct pgwu_sdf_list *l;
+	__u32 zero[SDF_MAX_PDRS] = { 0 };
+	const char *why;
+
+	(void)a;
+	for (int i = 0; i < p->n_x; i++) {
+		const struct pfcp_pdr *x = p->x[i];
+		bool ul = x->src_if == PFCP_IF_ACCESS;
+		const struct pfcp_far *f;
+		__u8 act;
+
+		if (ul ? (!same_tunnel(x, p->ul) || !x->has_ohr ||
+			  (x->ohr != PFCP_OHR_GTPU_UDP_IPV4 && x->ohr != PFCP_OHR_GTPU_UDP_IP) ||
+			  x->n_qfi > 1 || (x->n_qfi && (!p->ul->n_qfi || x->qfi != p->ul->qfi)))
+		       : x->has_fteid)
+			goto bad_pdr;
+		if (x->has_ue_ip) {
+			__u64 x6;
+
+			if ((x->ue_ip.v4 && (!p->ue || x->ue_ip.ipv4 != p->ue)) ||
+			    (x->ue_ip.v6 && (!p->has_ue6 || !ue6_ok(&x->ue_ip, &x6) ||
+					     x6 != p->ue6)) ||
+			    x->ue_ip.chv4 || x->ue_ip.chv6)
+				goto bad_pdr;
+		}
+		if (!x->has_far_id) {
+			reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
+			return false;
+		}
+		if (!refs_ok(x, m))
+			goto bad_pdr;
+		f = far_by_id(m->create_far, m->n_create_far, x->far_id);
+		if (!f)
+			goto bad_pdr;
+		p->x_far[i] = f;
+		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
+		if (act == PFCP_AA_DROP)
+			continue;
+		/* forwarding: as the default of its direction does (the bearer's one way out) */
+		if (act != PFCP_AA_FORW || !f->has_fwd)
+			goto bad_far;
+		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
+			goto bad_far;	/* e.g. to the CP function, in a tunnel */
+		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(&f->ohc) ||
+			    f->ohc.teid != p->dl_far->ohc.teid || f->ohc.ipv4 != p->dl_far->ohc.ipv4 ||
+			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
+			goto bad_far;
+		continue;
+bad_far:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
+		return false;
+bad_pdr:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+		return false;
+	}
+	/* URRs: the data path measures a threshold and a quota on the bearer's qos entry, which a
+	 * half with filters does not apply; reported on deletion, Query URR, periods, time */
+	for (int i = 0; i < m->n_create_urr; i++) {
+		const struct pfcp_urr *u = &m->create_urr[i];
+
+		if ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
+		    (u->present & (PFCP_URR_VOL_THRESH | PFCP_URR_VOL_QUOTA))) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, u->id);
+			return false;
+		}
+	}
+	l = malloc(sizeof(*l));
+	if (!l) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+		return false;
+	}
+	for (int dir = 0; dir < 2; dir++) {
+		const struct pfcp_pdr *def = dir == PGWU_PFCP_UPLINK ? p->ul : p->dl;
+		const struct pfcp_pdr *last = NULL;
+		int n = 0;
+
+		for (int i = 0; i < p->n_x; i++)
+			n += (p->x[i]->src_if == PFCP_IF_ACCESS) == (dir == PGWU_PFCP_UPLINK);
+		if (!n)
+			continue;
+		if (n + 1 > SDF_MAX_PDRS)
+			goto too_many;
+		p->spec[dir] = calloc(n + 1, sizeof(struct sdf_pdr_spec));
+		if (!p->spec[dir]) {
+			free(l);
+			reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+			return false;
+		}
+		for (int i = 0; i < p->n_x; i++) {
+			const struct pfcp_pdr *x = p->x[i];
+			struct sdf_pdr_spec *sp = &p->spec[dir][p->n_spec[dir]];
+
+			if ((x->src_if == PFCP_IF_ACCESS) != (dir == PGWU_PFCP_UPLINK))
+				continue;
+			last = x;
+			sp->precedence = x->precedence;
+			sp->pdr_id = x->id;
+			sp->drop = (p->x_far[i]->apply & 0x1f & ~PFCP_AA_NOCP) == PFCP_AA_DROP;
+			if (sdf_specs(x, sp)) {
+				free(l);
+				reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+				return false;
+			}
+			p->n_spec[dir]++;
+		}
+		/* the default: a filter that matches everything, at its precedence */
+		p->spec[dir][p->n_spec[dir]].precedence = def->precedence;
+		p->spec[dir][p->n_spec[dir]].pdr_id = def->id;
+		p->n_spec[dir]++;
+		/* the list must fit (PGWU_SDF_MAX filters: a port list or several IEs make more) */
+		why = NULL;
+		if (sdf_build_list(p->spec[dir], p->n_spec[dir], dir, zero, l, &why))
+			goto too_many;
+		continue;
+too_many:
+		free(l);
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, last ? last->id : def->id);
+		return false;
+	}
+	free(l);
+	return true;
+}
+
 static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
 		     struct reply *r)
 {
 	long marking;
 	int d;
 
+	__u32 ue0 = 0;
+
 	memset(p, 0, sizeof(*p));
-	for (int i = 0; i < m->n_create_pdr; i++) {
+	/* the UE's IPv4 address for pdi_all's host filters: the first downlink PDR's (every PDR's
+	 * UE IP Address must name the session's, checked below) */
+	for (int i = 0; i < m->n_create_pdr && !ue0; i++) {
 		const struct pfcp_pdr *x = &m->create_pdr[i];
 
-		if (x->src_if == PFCP_IF_ACCESS && !p->ul) {
-			p->ul = x;
-		} else if ((x->src_if == PFCP_IF_CORE || x->src_if == PFCP_IF_SGI_LAN) && !p->dl) {
-			p->dl = x;
-		} else {
-			/* a second PDR per direction, or another interface */
+		if (x->src_if != PFCP_IF_ACCESS && x->has_ue_ip && x->ue_ip.v4)
+			ue0 = x->ue_ip.ipv4;
+	}
+	/* per direction: the default PDR (its PDI matches all of the bearer's traffic: the
+	 * bearer's own), and PDRs with SDF filters (a filter list in the data path) */
+	for (int i = 0; i < m->n_create_pdr; i++) {
+		const struct pfcp_pdr *x = &m->create_pdr[i];
+		const struct pfcp_pdr **def;
+
+		for (int j = 0; j < i; j++)
+			if (m->create_pdr[j].id == x->id) {
+				reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+				return false;
+			}
+		if (x->src_if == PFCP_IF_ACCESS)
+			def = &p->ul;
+		else if (x->src_if == PFCP_IF_CORE || x->src_if == PFCP_IF_SGI_LAN)
+			def = &p->dl;
+		else
+			def = NULL;	/* another interface (CP-function) */
+		if (!def || x->narrow_ie || (pdi_all(x, ue0) && *def)) {
+			/* Application ID, Ethernet filter; a second PDR that matches everything */
 			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+			return false;
+		}
+		if (pdi_all(x, ue0))
+			*def = x;
+		else
+			p->x[p->n_x++] = x;
+	}
+	for (int i = 0; i < p->n_x; i++) {
+		/* SDF PDRs of a direction without a default: no bearer to hang them on */
+		if (!(p->x[i]->src_if == PFCP_IF_ACCESS ? p->ul : p->dl)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p->x[i]->id);
 			return false;
 		}
 	}
@@ -282,12 +523,15 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
 		return false;
 	}
-	if (p->dl->id == p->ul->id) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p->dl->id);
+	d = dup_id(m->create_far, m->n_create_far, sizeof(m->create_far[0]),
+		   offsetof(struct pfcp_far, id));
+	if (d >= 0) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, m->create_far[d].id);
 		return false;
 	}
-	if (m->n_create_far > 2) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, m->create_far[2].id);
+	if (m->n_create_qer > PGWU_PFCP_MAX_RULES || m->n_create_urr > PGWU_PFCP_MAX_RULES) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, m->n_create_qer > PGWU_PFCP_MAX_RULES ?
+		       PFCP_IE_CREATE_QER : PFCP_IE_CREATE_URR);
 		return false;
 	}
 	/* QERs and URRs: any number up to PFCP_MAX_RULES each (the decoder's bound), IDs unique,
@@ -406,8 +650,24 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
 	 * not used. */
 	p->ul_flags = p->ul->n_qfi ? pgwu_qfi_flags(p->ul->qfi) : 0;
-	if (m->n_create_qer || m->n_create_urr) {
-		p->r = rules_alloc(m->n_create_qer, m->n_create_urr);
+	if (p->n_x && !plan_sdf(a, m, p, r))
+		return false;
+	for (int i = 0; i < m->n_create_far; i++) {
+		/* a FAR no PDR applies: nothing this UP would do with it */
+		int k;
+
+		for (k = 0; k < m->n_create_pdr && m->create_pdr[k].far_id != m->create_far[i].id;
+		     k++)
+			;
+		if (k == m->n_create_pdr) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, m->create_far[i].id);
+			return false;
+		}
+	}
+	if (m->n_create_qer || m->n_create_urr || p->n_x) {
+		int n_sdf = p->n_spec[0] + p->n_spec[1], e = 0;
+
+		p->r = rules_alloc(m->n_create_qer, m->n_create_urr, n_sdf);
 		if (!p->r) {
 			reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
 			return false;
@@ -420,11 +680,37 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		pdr_links(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->dl);
 		marking = dl_marking(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->r->qer, p->r->n_qer);
 		if (marking < 0) {
-			free(p->r);
-			p->r = NULL;
+			plan_free(p);
 			goto bad_dl;
 		}
 		p->dl_flags = marking;
+		/* the filter lists' PDRs: their links, their QERs' gate and MBR (their direction's),
+		 * the downlink ones marking as the default does */
+		for (int dir = 0; dir < 2; dir++)
+			for (int i = 0; i < p->n_spec[dir]; i++) {
+				struct sdf_pdr_spec *sp = &p->spec[dir][i];
+				const struct pfcp_pdr *x = pdr_by_id(m, sp->pdr_id);
+				struct sdf_ent *en = &p->r->sdf[e++];
+				struct pgwu_pfcp_pdr one[2] = {};
+
+				en->pdr_id = x->id;
+				en->dir = dir;
+				pdr_links(&en->links, x);
+				one[dir] = en->links;
+				if (x->n_qer) {
+					qos_of(a, one, p->r->qer, p->r->n_qer, NULL, 0, &sp->q);
+					sp->has_qos = true;
+				}
+				if (dir == PGWU_PFCP_DOWNLINK && x != p->dl) {
+					marking = dl_marking(&en->links, p->r->qer, p->r->n_qer);
+					if (marking < 0 || (marking && marking != p->dl_flags)) {
+						plan_free(p);
+						reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR,
+							    x->id);
+						return false;
+					}
+				}
+			}
 	}
 	return true;
 bad_ul:
@@ -455,7 +741,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p = {};
-	__u32 teid = 0, idx, owner, qflag = 0;
+	__u32 teid = 0, idx, owner, qflag = 0, sflag[2] = { 0, 0 };
 	int ai = -1, err;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
@@ -520,6 +806,34 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 			goto out;
 		qflag = PGWU_B_QOS;
 	}
+	/* the filter lists, before the halves that point at them (PGWU_B_SDF) */
+	for (int dir = 0; dir < 2; dir++) {
+		__u32 rules[SDF_MAX_PDRS];
+		const char *why = NULL;
+
+		if (!p.n_spec[dir])
+			continue;
+		err = sdf_install(&a->m.sdf, teid, dir, p.spec[dir], p.n_spec[dir], rules, &why);
+		if (err) {
+			if (dir)
+				sdf_remove(&a->m.sdf, teid, PGWU_PFCP_UPLINK);
+			if (qflag)
+				qos_remove(a, teid);
+			if (why)
+				reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR,
+					    p.spec[dir][p.n_spec[dir] - 1].pdr_id);
+			else
+				reject(&r, err == -E2BIG || err == -ENOSPC ? PFCP_CAUSE_NO_RESOURCES :
+				       PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+		for (int i = 0; i < p.n_spec[dir]; i++)
+			for (int e = 0; e < p.r->n_sdf; e++)
+				if (p.r->sdf[e].pdr_id == p.spec[dir][i].pdr_id)
+					p.r->sdf[e].rule = rules[i];
+		p.r->sdf_dirs |= 1U << dir;
+		sflag[dir] = PGWU_B_SDF;
+	}
 	a->gen++;
 	if (!a->gen)
 		a->gen++;
@@ -527,8 +841,9 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
-	dl.flags = p.dl_flags | qflag | owner << PGWU_B_OWNER_SHIFT;
-	err = bearer_add(&a->m, teid, p.ue, p.ul_flags | qflag | owner << PGWU_B_OWNER_SHIFT,
+	dl.flags = p.dl_flags | qflag | sflag[1] | owner << PGWU_B_OWNER_SHIFT;
+	err = bearer_add(&a->m, teid, p.ue,
+			 p.ul_flags | qflag | sflag[0] | owner << PGWU_B_OWNER_SHIFT,
 			 p.dl_fwd && p.ue ? &dl : NULL);
 	if (!err && p.has_ue6) {
 		/* the /64: uplink anti-spoofing, and the IPv6 downlink half while the FAR forwards;
@@ -536,6 +851,11 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		err = bearer_add_v6(&a->m, teid, p.ue6, p.dl_fwd ? &dl : NULL);
 		if (err)
 			bearer_remove(&a->m, teid, p.ue, true, p.dl_fwd && p.ue);
+	}
+	if (err && p.r && p.r->sdf_dirs) {
+		for (int dir = 0; dir < 2; dir++)
+			if (p.r->sdf_dirs & (1U << dir))
+				sdf_remove(&a->m.sdf, teid, dir);
 	}
 	if (err && qflag)
 		qos_remove(a, teid);
@@ -592,7 +912,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	sess_publish(a, s);
 	usage_watch(a, s);
 out:
-	free(p.r);
+	plan_free(&p);
 	/* the CP's SEID when it was readable (TS 29.244 7.2.2.4.2), else 0 */
 	pfcp_w_hdr(w, PFCP_SESS_EST_RESP, true, m->present & PFCP_P_FSEID ? m->fseid.seid : 0,
 		   m->h.seq);
@@ -606,6 +926,15 @@ out:
 			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.ul->id);
 			pfcp_w_fteid(w, teid, a->local_addr);
 			pfcp_w_group_end(w, g);
+			/* the uplink SDF PDRs: the session's one F-TEID (same_tunnel) */
+			for (int i = 0; i < p.n_x; i++) {
+				if (p.x[i]->src_if != PFCP_IF_ACCESS)
+					continue;
+				g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
+				pfcp_w_u16(w, PFCP_IE_PDR_ID, p.x[i]->id);
+				pfcp_w_fteid(w, teid, a->local_addr);
+				pfcp_w_group_end(w, g);
+			}
 		}
 	}
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_EST_RESP, r.cause), 1);
@@ -728,7 +1057,9 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 			return false;
 		}
 		urr_set(u, &m->update_urr[i]);
-		if (!urr_method_ok(u->method)) {
+		if (!urr_method_ok(u->method) ||
+		    (s->r->sdf_dirs && ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
+					(u->flags & (PGWU_URR_VOL_THRESH | PGWU_URR_VOL_QUOTA))))) {
 			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, u->id);
 			return false;
 		}
@@ -762,9 +1093,16 @@ bad_far:
  * dl_remove: the IPv6 half first, then the IPv4 one; a half another owner has now is left in place
  * (*kept), the usage of those removed adds to *packets, *bytes.
  */
+/* the flags of the session's downlink halves besides their marking: owner, QoS, SDF filters */
+static __u32 dl_own(const struct sess *s)
+{
+	return s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0) |
+	       (s->r && (s->r->sdf_dirs & (1U << PGWU_PFCP_DOWNLINK)) ? PGWU_B_SDF : 0);
+}
+
 static int dl_set(struct pfcp_agent *a, struct sess *s, __u32 sgw, __u32 sgw_teid, __u32 flags)
 {
-	__u32 own = s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0);
+	__u32 own = dl_own(s);
 	int err = 0;
 
 	if (s->ue)
@@ -814,6 +1152,30 @@ static int dl_remove(struct pfcp_agent *a, struct sess *s, int *kept, __u64 *pac
 	return err;
 }
 
+/* The SDF PDRs' QoS entries (sdf_qos) of the QERs a modification updates, rewritten from the
+ * QERs as they will be (their policers start full again). 0 or -errno. */
+static int sdf_qos_update(struct pfcp_agent *a, const struct sess *s, const struct pfcp_msg *m,
+			  const struct pgwu_qer *qer)
+{
+	for (int e = 0; e < s->r->n_sdf; e++) {
+		const struct sdf_ent *en = &s->r->sdf[e];
+		struct pgwu_pfcp_pdr one[2] = {};
+		struct pgwu_qos q;
+		bool hit = false;
+
+		for (int i = 0; i < m->n_update_qer && !hit; i++)
+			for (int k = 0; k < en->links.n_qer; k++)
+				hit |= en->links.qer[k] == m->update_qer[i].id;
+		if (!hit)
+			continue;
+		one[en->dir] = en->links;
+		qos_of(a, one, qer, s->r->n_qer, NULL, 0, &q);
+		if (bpf_map_update_elem(a->m.sdf.qos, &en->rule, &q, BPF_EXIST))
+			return -errno;
+	}
+	return 0;
+}
+
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
@@ -832,7 +1194,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
-	own = s->owner << PGWU_B_OWNER_SHIFT | (s->r ? PGWU_B_QOS : 0);
+	own = dl_own(s);
 	if (s->r && (m->n_update_qer || m->n_update_urr)) {
 		/* the data path's gate, MBR and quota first: the one change that can fail alone */
 		struct pgwu_qos q;
@@ -847,6 +1209,10 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		if (q.flags & PGWU_QOS_VOLTH)
 			usage_since(a, s, q.th.urr_id, q.th.now);
 		if (qos_update(a, s->teid, &q, !new_quota)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+		if (sdf_qos_update(a, s, m, p.qer)) {
 			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
 			goto out;
 		}

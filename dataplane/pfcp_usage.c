@@ -73,6 +73,8 @@ static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer 
 	}
 	b->dl_packets += s->dl_packets;
 	b->dl_bytes += s->dl_bytes;
+	if (s->r && s->r->sdf_dirs)
+		sdf_read(a, s->r);
 	return 0;
 }
 
@@ -101,11 +103,37 @@ static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64
 	const struct urr_state *st = &s->r->st[u];
 	bool ul, dl;
 
-	urr_dirs(s->r, s->r->urr[u].id, &ul, &dl);
-	n[0] = ul ? since(b->ul_packets, st->ul_packets) : 0;
-	n[1] = ul ? since(b->ul_bytes, st->ul_bytes) : 0;
-	n[2] = dl ? since(b->dl_packets, st->dl_packets) : 0;
-	n[3] = dl ? since(b->dl_bytes, st->dl_bytes) : 0;
+	__u64 c[4] = { b->ul_packets, b->ul_bytes, b->dl_packets, b->dl_bytes };
+	__u32 id = s->r->urr[u].id;
+
+	urr_dirs(s->r, id, &ul, &dl);
+	/* a direction classified by SDF filters: the counters of its PDRs that link the URR (the
+	 * default PDR's included), not the bearer's, which count all of them */
+	for (int d = 0; d < 2; d++) {
+		bool any = false;
+
+		if (!(s->r->sdf_dirs & (1U << d)))
+			continue;
+		c[2 * d] = c[2 * d + 1] = 0;
+		for (int i = 0; i < s->r->n_sdf; i++) {
+			const struct sdf_ent *e = &s->r->sdf[i];
+
+			if (e->dir != d)
+				continue;
+			for (int k = 0; k < e->links.n_urr; k++)
+				if (e->links.urr[k] == id) {
+					c[2 * d] += e->packets;
+					c[2 * d + 1] += e->bytes;
+					any = true;
+					break;
+				}
+		}
+		*(d == PGWU_PFCP_UPLINK ? &ul : &dl) = any;
+	}
+	n[0] = ul ? since(c[0], st->ul_packets) : 0;
+	n[1] = ul ? since(c[1], st->ul_bytes) : 0;
+	n[2] = dl ? since(c[2], st->dl_packets) : 0;
+	n[3] = dl ? since(c[3], st->dl_bytes) : 0;
 }
 
 /* The same as a Volume Measurement: octets total, UL, DL, then packets total, UL, DL */

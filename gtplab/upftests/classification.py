@@ -52,7 +52,7 @@ Premises ("not decided" when one fails): the generator sent every stream's packe
 packet lost where the UPF's rules never saw it (the DUT's veth receive ring, a socket UPF's receive
 buffers: criteria.PRE_POLICER_PLACES), which says nothing of how it classifies.
 A UPF that rejects a case's rules (a Cause other than 1) is "not supported" for that case, with its
-Cause (the PGW-U's agent answers 73 to an SDF filter or a third PDR).
+Cause (the PGW-U's agent answers 73 to a FAR to the CP function).
 """
 
 from __future__ import annotations

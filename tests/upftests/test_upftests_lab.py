@@ -228,12 +228,13 @@ def test_usage_outcomes(name):
 
 # what each UPF is known to do with the classification cases (docs/upftests.md, "rules")
 RULES_KNOWN = {
-    # the PGW-U's agent: no SDF filter nor a third PDR (cause 73), nothing else changes
+    # the PGW-U's agent: SDF PDRs installed as the halves' filter lists, each URR its PDRs' packets
+    # exactly, the SDF PDR's closed gate its packets only; a FAR to the CP function refused (73);
     # (an IPv4v6 session: the agent installs its /64, both families forward)
     "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
-                      "precedence-uplink": "not supported", "precedence-downlink": "not supported",
-                      "qer": "not supported", "cp-function": "not supported",
-                      "fields-uplink": "not supported", "fields-downlink": "not supported",
+                      "precedence-uplink": "pass", "precedence-downlink": "pass",
+                      "qer": "pass", "cp-function": "not supported",
+                      "fields-uplink": "pass", "fields-downlink": "pass",
                       # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
                       "ohr-1": "not supported"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
@@ -275,13 +276,15 @@ def test_rules_outcomes(name):
     assert {k: c["verdict"] for k, c in got.items()} == {k: v for k, v in known.items() if k in got}, \
         {k: (c["verdict"], c.get("why")) for k, c in got.items()}
     for k, c in got.items():
-        if c["verdict"] == "not supported":     # the PGW-U's agent: 75 to the fields session's ten PDRs
+        if c["verdict"] == "not supported":     # the PGW-U's agent: 73 to the FAR to the CP function
             if k == "ohr-1" and name == "embedded-pfcp":      # not tried: no N3 IPv6 address
                 assert c["cause"] is None and "no N3 IPv6 address" in c["why"], c
             else:
-                assert c["cause"] == (75 if k.startswith("fields") and name == "embedded-pfcp" else 73), c
+                assert c["cause"] == 73, c
         elif k in ("ohr-0", "ohr-6", "ohr-1", "second", "ipv6", "after") and c["verdict"] == "pass":
             assert "why" not in c, c
+    if name == "embedded-pfcp" and "qer" in got:     # the gated PDR's packets only, by its reason
+        assert set(got["qer"]["where"]["upf_drops_by_reason"]) == {"drop_gate_closed"}, got["qer"]
     if name == "embedded-eupf":
         if "ipv6" in got:       # its IPv4 packets forwarded, its IPv6 ones not
             assert got["ipv6"]["why"].startswith("ul6: 0 of ") and "; dl6: 0 of " in got["ipv6"]["why"], got["ipv6"]
