@@ -46,19 +46,10 @@ static bool pdr_has_urr(const struct pgwu_pfcp_pdr *p, __u32 id)
 /* A bucket for kbps (0: none) and the agent's burst: full, refilled from the first packet on */
 static void police_of(const struct pfcp_agent *a, __u64 kbps, struct pgwu_police *p)
 {
-	__u64 bytes;
-
 	memset(p, 0, sizeof(*p));
 	if (!kbps || kbps >= QOS_KBPS_MAX)
 		return;
-	/* kbps x 1000 / 8 octets a second, for burst_ms: kbps x burst_ms / 8 octets */
-	bytes = kbps * a->mbr_burst_ms / 8;
-	if (bytes < PGWU_QOS_MIN_DEPTH)
-		bytes = PGWU_QOS_MIN_DEPTH;
-	p->kbps = kbps;
-	p->depth = bytes * 8 * PGWU_QOS_MICRO;
-	p->fill_ns = (p->depth + kbps - 1) / kbps;
-	p->credit = p->depth;
+	pgwu_police_init(p, kbps, a->mbr_burst_ms);
 }
 
 /* The directions whose PDRs link URR id: PGWU_QOS_VOLTH_UL / _DL */

@@ -588,6 +588,22 @@ struct pgwu_police {
 	__u64 last_ns;		/* bpf_ktime_get_ns of the last refill, 0: bucket full */
 };
 
+/* A full bucket for kbps (the MBR, > 0) holding burst_ms of it, at least PGWU_QOS_MIN_DEPTH octets:
+ * kbps x 1000 / 8 octets a second, so kbps x burst_ms / 8 octets (the agent's --mbr-burst-ms, the
+ * 100 ms of `pgwu session add --filter ... mbr`). The writers' one formula; not used in BPF. */
+static inline void pgwu_police_init(struct pgwu_police *p, __u64 kbps, __u64 burst_ms)
+{
+	__u64 bytes = kbps * burst_ms / 8;
+
+	if (bytes < PGWU_QOS_MIN_DEPTH)
+		bytes = PGWU_QOS_MIN_DEPTH;
+	p->kbps = kbps;
+	p->depth = bytes * 8 * PGWU_QOS_MICRO;
+	p->fill_ns = (p->depth + kbps - 1) / kbps;
+	p->credit = p->depth;
+	p->last_ns = 0;
+}
+
 /*
  * The volume threshold of one URR (TS 29.244 5.2.2.2.1, 8.2.13; the session's first URR with
  * VOLTH and a Volume Threshold, PGWU_QOS_VOLTH), measured where the bearer's usage counters are

@@ -495,21 +495,12 @@ static int parse_spec(char *s, struct sdf_pdr_spec p[2][SDF_MAX_PDRS], int n[2],
 			if (!strcmp(arg, "closed"))
 				x->q.flags |= dir ? PGWU_QOS_DL_CLOSED : PGWU_QOS_UL_CLOSED;
 		} else if (!strcmp(w, "mbr")) {
-			struct pgwu_police *pol = &x->q.pol[dir];
-			__u64 bytes;
-
 			if (parse_uint(arg, 100000000UL, &v) || !v) {
 				*why = "mbr: expected kbit/s, 1..100000000";
 				return -1;
 			}
 			/* as the agent's buckets (pfcp_qos.c) with a 100 ms burst */
-			bytes = (__u64)v * 100 / 8;
-			if (bytes < PGWU_QOS_MIN_DEPTH)
-				bytes = PGWU_QOS_MIN_DEPTH;
-			pol->kbps = v;
-			pol->depth = bytes * 8 * PGWU_QOS_MICRO;
-			pol->fill_ns = (pol->depth + v - 1) / v;
-			pol->credit = pol->depth;
+			pgwu_police_init(&x->q.pol[dir], v, 100);
 			x->has_qos = true;
 		} else if (!strcmp(w, "tos")) {
 			slash = strchr(arg, '/');
