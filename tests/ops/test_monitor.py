@@ -160,7 +160,8 @@ def test_push_case_grouping_key_and_values(stack):
     (group,) = gateway_groups(stack.gateway, run["uuid"]).values()
     assert group["labels"] == {
         "job": "gtplab_sweep", "action": "downlink", "uuid": run["uuid"], "case_id": case["case_id"],
-        "frame_size": "128", "direction": "downlink", "flows": "16", "checksum": "off", "ip": "4", "backend": "local"}
+        "frame_size": "128", "direction": "downlink", "flows": "16", "checksum": "off", "ip": "4", "n3": "4",
+        "backend": "local"}
     assert gateway_value(group, "gtplab_case_received_packets_per_second") == case["rx_pps"]
     assert gateway_value(group, "gtplab_case_received_bytes_per_second", layer="l1") == pytest.approx(case["rx_bps_l1"] / 8)
     assert gateway_value(group, "gtplab_case_latency_seconds", stat="p99") == pytest.approx(27e-6)
