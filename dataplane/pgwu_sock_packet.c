@@ -254,17 +254,27 @@ static int raw_send(struct worker *w, const void *buf, __u32 len, __be32 to)
 	return sendto(w->raw, buf, len, 0, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
 }
 
+/* The G-PDU header fields of a packet to downlink half b's tunnel: from this gateway's GTP-U address
+ * to its SGW and TEID, its PDU Session Container when it has a QFI, the outer IP id the kernel's. */
+static void encap_to(struct gtpu_encap *e, const struct pgwu_config *cfg, const struct pgwu_dl_bearer *b)
+{
+	e->qfi = gtpu_dl_qfi(b->flags);
+	e->saddr = cfg->local_addr;
+	e->daddr = b->sgw_addr;
+	e->teid = b->sgw_teid;
+	e->id = 0;			/* the kernel picks the id of a packet without DF */
+}
+
 /* Send the ICMP or ICMPv6 Time Exceeded of n octets built at buf + the G-PDU header's length to the
  * UE of downlink half dl, in a G-PDU of its bearer: from this gateway's GTP-U address to its SGW and
  * TEID, UDP 2152 -> 2152 checksum 0, no DF, its PDU Session Container when it has a QFI. 0 when sent. */
 static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct pgwu_dl_bearer *dl)
 {
-	struct gtpu_encap e = {
-		.saddr = w->cfg.local_addr, .daddr = dl->sgw_addr, .teid = dl->sgw_teid,
-		.sport = GTPU_PORT_BE, .id = 0, .inner_len = n, .tos = 0, .df = 0,
-		.qfi = gtpu_dl_qfi(dl->flags),
-	};
-	__u32 len = gtpu_encap_len(e.qfi) + n;
+	struct gtpu_encap e = { .sport = GTPU_PORT_BE, .inner_len = n, .tos = 0, .df = 0 };
+	__u32 len;
+
+	encap_to(&e, &w->cfg, dl);
+	len = gtpu_encap_len(e.qfi) + n;
 
 	if (!gtpu_encap_write((void *)buf, buf + len, &e) || raw_send(w, buf, len, dl->sgw_addr))
 		return -1;
@@ -737,11 +747,7 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 		memcpy(&l4, p + sizeof(*ip6), 4);
 	e.sport = cfg->flags & PGWU_CFG_SPORT_FIXED ? GTPU_PORT_BE :
 		  htons(pgwu_sport_of(s0, d0, l4, nexthdr));
-	e.qfi = gtpu_dl_qfi(b.flags);
-	e.saddr = cfg->local_addr;
-	e.daddr = b.sgw_addr;
-	e.teid = b.sgw_teid;
-	e.id = 0;			/* the kernel picks the id of a packet without DF */
+	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
 	e.tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 	e.df = 0;
@@ -814,11 +820,7 @@ void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto)
 		return;
 	}
 	e.sport = gtpu_dl_sport(ip, ihl_len, tot_len, p + tot_len, cfg->flags);
-	e.qfi = gtpu_dl_qfi(b.flags);
-	e.saddr = cfg->local_addr;
-	e.daddr = b.sgw_addr;
-	e.teid = b.sgw_teid;
-	e.id = 0;			/* the kernel picks the id of a packet without DF */
+	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
 	e.tos = ip->tos;
 	e.df = !!(ip->frag_off & htons(0x4000));
