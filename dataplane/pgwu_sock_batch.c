@@ -112,6 +112,10 @@ static void tx_done(struct worker *w, int i, __u32 reason, __u32 verdict)
 		__atomic_fetch_add(&t->usage[0], 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&t->usage[1], t->usage_bytes, __ATOMIC_RELAXED);
 	}
+	if (t->pdr_usage) {	/* the worker's own table: no other thread adds to it */
+		t->pdr_usage[0]++;
+		t->pdr_usage[1] += t->usage_bytes;
+	}
 }
 
 /* Send what is queued: sendmmsg (sendto with --batch 1), each run of IPv4 packets through raw and

@@ -8,6 +8,8 @@
  *                         (and --measure-lookups, which times it)
  *   pgwu_sock_batch.c     a worker's loop: a batch in (recvmmsg, UDP GRO), each packet to its path,
  *                         the batch out (sendmmsg) and what the kernel refused of it
+ *   pgwu_sock_sdf.c       SDF filters: a packet's PDR (include/sdf_match.h, as XDP matches), its
+ *                         FAR and gate, its usage
  *   pgwu_sock_setup.c     the sockets (UDP, packet, raw) and what must hold before they open
  *   pgwu_sock_counters.c  sock_stats (created, claimed), the kernel's counters, the per-second lines
  */
@@ -33,7 +35,8 @@
 #define TX_MAX 1024		/* packets a worker queues before it sends them */
 #define BUDGET_SLOTS 1024	/* peers a worker remembers for its reply budget */
 #define MAX_BATCH 1024
-#define USAGE6_SLOTS 256	/* IPv6 bearers a worker adds usage to between two flushes */
+#define USAGE6_SLOTS 256	/* IPv6 bearers and SDF PDRs a worker adds usage to between two
+				 * flushes */
 
 #ifndef SOL_UDP
 #define SOL_UDP 17
@@ -59,14 +62,18 @@ struct txmeta {
 	__u32 v6;		/* an IPv6 packet to send as is (uplink): raw6, tto6 */
 	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed;
 				 * an IPv6 bearer's: its entry in the worker's usage6 */
+	__u64 *pdr_usage;	/* the SDF PDR it matched: its entry in usage6; NULL: none */
 };
 
 /* The usage of an IPv6 bearer (the hash maps ul6_prefix, dl6_bearers: no slot to add to through
- * mmap) counted by a worker since its last flush (usage6_flush: after every batch). */
+ * mmap) or of an SDF PDR (sdf_pdrs, a hash map too) counted by a worker since its last flush
+ * (usage6_flush: after every batch). */
+enum usage_kind { USAGE_FREE = 0, USAGE_BEARER6, USAGE_PDR };
+
 struct usage6 {
-	__u64 key;		/* ul6_prefix: the TEID; dl6_bearers: the /64 */
+	__u64 key;		/* ul6_prefix: the TEID; dl6_bearers: the /64; sdf_pdrs: the rule id */
 	__u64 packets, bytes;
-	__u32 used;
+	__u32 used;		/* enum usage_kind */
 };
 
 struct budget {
@@ -172,9 +179,14 @@ void worker_setup(struct worker *w);
 void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from);
 void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto);
 void usage6_flush(struct worker *w);
+void usage6_room(struct worker *w);
+__u64 *usage6_of(struct worker *w, __u64 key, enum usage_kind kind);
 int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu);
 int route_mtu(__be32 dst);
 int measure_lookups(__u32 n, bool json);
+
+/* pgwu_sock_sdf.c */
+__u32 sock_pdr_apply(struct worker *w, __be32 teid, __u32 dir, void *l3, __u32 len, struct txmeta *t);
 
 /* pgwu_sock_batch.c */
 void tx_flush(struct worker *w);

@@ -51,6 +51,7 @@ static int dl_bearer(struct worker *w, __be32 ue, struct pgwu_dl_bearer *b, __u6
 	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == PGWU_SLOT_VALID && s->ue == ue) {
 		b->sgw_addr = s->b.sgw_addr;
 		b->sgw_teid = s->b.sgw_teid;
+		b->local_teid = s->b.local_teid;	/* its SDF filters' key */
 		b->flags = s->b.flags;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) == PGWU_SLOT_VALID &&
@@ -81,7 +82,7 @@ static int dl6_bearer(struct worker *w, __u64 prefix, struct pgwu_dl_bearer *b)
 /*
  * The IPv6 usage a worker counts, added to the bearers' hash entries after each batch
  * (usage6_flush): uplink workers' to ul6_prefix (keyed by TEID), downlink workers' to dl6_bearers
- * (by /64). A hash entry cannot be added to through mmap, so each flush is a read, an add and a
+ * (by /64); and the SDF PDRs', to sdf_pdrs (by rule id), either direction. A hash entry cannot be added to through mmap, so each flush is a read, an add and a
  * write (BPF_EXIST: a bearer removed meanwhile takes nothing), one worker at a time (usage6_lock)
  * so that two never lose each other's packets. The counters wait for the batch, never longer.
  */
@@ -99,7 +100,16 @@ void usage6_flush(struct worker *w)
 
 		if (!u->used)
 			continue;
-		if (u->packets && fd >= 0) {
+		if (u->used == USAGE_PDR && u->packets && S.m.sdf.pdrs >= 0) {
+			__u32 rule = (__u32)u->key;
+			struct pgwu_sdf_pdr v;
+
+			if (!bpf_map_lookup_elem(S.m.sdf.pdrs, &rule, &v)) {
+				v.packets += u->packets;
+				v.bytes += u->bytes;
+				bpf_map_update_elem(S.m.sdf.pdrs, &rule, &v, BPF_EXIST);
+			}
+		} else if (u->used == USAGE_BEARER6 && u->packets && fd >= 0) {
 			if (w->dir == UL) {
 				__be32 teid = (__be32)u->key;
 				struct pgwu_ul6 v;
@@ -125,23 +135,30 @@ void usage6_flush(struct worker *w)
 	pthread_mutex_unlock(&usage6_lock);
 }
 
-/* The usage counters {packets, bytes} of IPv6 bearer key in this worker's table (open addressing);
- * a full table is flushed first, with what is queued to send (whose counters point into it). */
-static __u64 *usage6_of(struct worker *w, __u64 key)
+/* Room in this worker's usage table for the two entries one packet may take (its IPv6 bearer's,
+ * its PDR's): a table half full is flushed first, with what is queued to send (whose counters
+ * point into it). Called before a packet takes its first entry, never between its two. */
+void usage6_room(struct worker *w)
 {
-	__u32 h = (__u32)((key ^ key >> 32) * 0x9e3779b1U) >> 24;
-
-	if (w->nusage6 >= USAGE6_SLOTS / 2) {
+	if (w->nusage6 >= USAGE6_SLOTS / 2 - 2) {
 		tx_flush(w);
 		usage6_flush(w);
 	}
+}
+
+/* The usage counters {packets, bytes} of (kind, key) in this worker's table (open addressing;
+ * usage6_room first). */
+__u64 *usage6_of(struct worker *w, __u64 key, enum usage_kind kind)
+{
+	__u32 h = (__u32)((key ^ key >> 32 ^ kind) * 0x9e3779b1U) >> 24;
+
 	for (__u32 i = 0; i < USAGE6_SLOTS; i++) {
 		struct usage6 *u = &w->usage6[(h + i) & (USAGE6_SLOTS - 1)];
 
-		if (u->used && u->key == key)
+		if (u->used == kind && u->key == key)
 			return &u->packets;
 		if (!u->used) {
-			u->used = 1;
+			u->used = kind;
 			u->key = key;
 			w->nusage6++;
 			return &u->packets;
@@ -540,7 +557,7 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
  * drop_no_route, over the SGi MTU drop_send). Returns the reason when it is not queued (*verdict
  * XDP_TX when answered), 0 when it is.
  */
-static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __be32 peer,
+static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 flags, __be32 peer,
 		     struct txmeta *t, __u32 *verdict)
 {
 	struct ipv6hdr *ip6 = (void *)p;
@@ -563,8 +580,15 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __be32 p
 	}
 	if (ipv6_ext_ok(ip6, end))
 		return PGWU_R_DROP_INNER_BAD;
+	usage6_room(w);
+	if (flags & PGWU_B_SDF) {
+		__u32 r = sock_pdr_apply(w, teid, PGWU_PFCP_UPLINK, ip6, inner_len, t);
+
+		if (r)
+			return r;
+	}
 	ip6->hop_limit--;
-	t->usage = usage6_of(w, teid);
+	t->usage = usage6_of(w, teid, USAGE_BEARER6);
 	t->usage_bytes = inner_len;
 	tx_add6(w, ip6, inner_len, ip6->daddr.s6_addr, t);
 	return 0;
@@ -670,7 +694,7 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	if (!reason && (__u8 *)m.p < end && (*(__u8 *)m.p >> 4) == 6) {
 		__u32 verdict;
 
-		reason = ul6_one(w, m.p, end, m.gtp->teid, peer, &t, &verdict);
+		reason = ul6_one(w, m.p, end, m.gtp->teid, b.flags, peer, &t, &verdict);
 		if (reason)
 			count(w, reason, verdict, n);
 		return;
@@ -684,8 +708,14 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	}
 	if (reason)
 		goto drop;
-	ipv4_decrease_ttl(iip);
 	t.usage_bytes = end - (__u8 *)iip;
+	if (b.flags & PGWU_B_SDF) {
+		usage6_room(w);
+		reason = sock_pdr_apply(w, m.gtp->teid, PGWU_PFCP_UPLINK, iip, t.usage_bytes, &t);
+		if (reason)
+			goto drop;
+	}
+	ipv4_decrease_ttl(iip);
 	tx_add(w, iip, t.usage_bytes, iip->daddr, &t);
 	return;
 drop:
@@ -740,6 +770,12 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 		count(w, reason, XDP_TX, n);
 		return;
 	}
+	usage6_room(w);
+	if (b.flags & PGWU_B_SDF) {
+		reason = sock_pdr_apply(w, b.local_teid, PGWU_PFCP_DOWNLINK, ip6, tot_len, &t);
+		if (reason)
+			goto drop;
+	}
 	memcpy(w32, &ip6->saddr, 32);
 	s0 = w32[0] ^ w32[1] ^ w32[2] ^ w32[3];
 	d0 = w32[4] ^ w32[5] ^ w32[6] ^ w32[7];
@@ -774,7 +810,7 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 	if (!gtpu_encap_write(oip, p + tot_len, &e) ||
 	    (csum_on && !gtpu_encap_csum(oip, p + tot_len, e.qfi, isum)))
 		goto drop;
-	t.usage = usage6_of(w, prefix);
+	t.usage = usage6_of(w, prefix, USAGE_BEARER6);
 	t.usage_bytes = tot_len;
 	tx_add(w, oip, encap + tot_len, b.sgw_addr, &t);
 	return;
@@ -818,6 +854,12 @@ void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto)
 			goto drop;
 		count(w, reason, XDP_TX, n);
 		return;
+	}
+	if (b.flags & PGWU_B_SDF) {
+		usage6_room(w);
+		reason = sock_pdr_apply(w, b.local_teid, PGWU_PFCP_DOWNLINK, ip, tot_len, &t);
+		if (reason)
+			goto drop;
 	}
 	e.sport = gtpu_dl_sport(ip, ihl_len, tot_len, p + tot_len, cfg->flags);
 	encap_to(&e, cfg, &b);

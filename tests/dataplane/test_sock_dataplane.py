@@ -34,8 +34,9 @@ import time
 import urllib.request
 
 import pytest
-from scapy.layers.inet import IP, UDP, defragment
-from scapy.layers.inet6 import ICMPv6ND_NS, ICMPv6TimeExceeded, IPv6
+from scapy.layers.inet import ICMP, IP, TCP, UDP, defragment
+from scapy.layers.inet6 import ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6TimeExceeded, IPv6
+from scapy.layers.ipsec import ESP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
@@ -45,6 +46,7 @@ from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
 from gtplab.conformance import cases as C
 from gtplab.gtpu import packets as P
+from gtplab.kernel import bpf
 from gtplab.kernel.threads import napi_threads
 from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
@@ -674,6 +676,170 @@ def test_ipv6_usage_counted_per_bearer(dut):
     assert ul1["bytes"] - ul0["bytes"] == sum(len(O.gpdu_inner(f)) for f in ul)
     assert dl1["packets"] - dl0["packets"] == 30
     assert dl1["bytes"] - dl0["bytes"] == sum(len(O.ip_payload(f)) for f in dl)
+
+
+# ------------------------------------------------------------------------------------------ SDF filters
+# A bearer with SDF filters (`pgwu session add --filter`, the same tables the agent writes: sdf_lists,
+# sdf_pdrs, sdf_qos) classified as test_sdf.py's XDP rows are: the first filter a packet matches names
+# its PDR, which forwards (counted in its usage once sent), drops (drop_far) or has its gate closed
+# (drop_gate_closed); no match is drop_no_pdr. Flow Descriptions are written remote -> UE.
+
+SDF_I = N_BEARERS + 1                   # the filtered bearer's addressing index (not loaded above)
+
+
+def _sdf_add(lab, spec: str) -> None:
+    a = lab.addressing
+    lab.pgwu("session", "del", "--teid", a.local_teid(SDF_I), check=False)
+    lab.pgwu("session", "add", "--teid", a.local_teid(SDF_I), "--ue", a.ue(SDF_I), "--ue6", C.ue6_prefix(SDF_I),
+             "--sgw", a.sgw(SDF_I), "--sgw-teid", a.sgw_teid(SDF_I), "--filter", spec)
+
+
+def _pdr_usage(lab) -> dict[int, tuple[int, int]]:
+    """{precedence: (packets, bytes)} of every PDR in sdf_pdrs (struct pgwu_sdf_pdr)."""
+    out = {}
+    with bpf.Map.pinned(os.path.join(lab.pin_dir, "sdf_pdrs")) as m:
+        for _, v in m.items():
+            _flags, prec, _pdr, packets, nbytes = struct.unpack("=IIH6xQQ", v)
+            out[prec] = (packets, nbytes)
+    return out
+
+
+@pytest.fixture
+def sdf(dut):
+    """The filtered bearer added with the given --filter spec; removed after."""
+    lab = dut[0]
+    yield lambda spec: _sdf_add(lab, spec)
+    lab.pgwu("session", "del", "--teid", lab.addressing.local_teid(SDF_I), check=False)
+
+
+def _sdf_ul(lab, l4, family: int = 4, **kw) -> bytes:
+    """A G-PDU of the filtered bearer: UE -> N6 server, l4 (a Scapy layer) and 40 octets."""
+    a, p0 = lab.addressing, lab.ports[0]
+    ip = IP(src=a.ue(SDF_I), dst=a.pdn(1), **kw) if family == 4 else IPv6(src=C.ue6(SDF_I), dst=SERVER6, **kw)
+    return bytes(P.gtpu(ip / l4 / Raw(b"\x5a" * 40), teid=a.local_teid(SDF_I), src=a.sgw(SDF_I),
+                        dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac))
+
+
+def _sdf_dl(lab, l4, family: int = 4) -> bytes:
+    a, p1 = lab.addressing, lab.ports[1]
+    ip = IP(src=a.pdn(1), dst=a.ue(SDF_I)) if family == 4 else IPv6(src=SERVER6, dst=C.ue6(SDF_I))
+    return bytes(Ether(src=p1.mac, dst=p1.dut_mac) / ip / l4 / Raw(b"\x5a" * 40))
+
+
+def _sdf_send(dut_t, frame: bytes) -> str:
+    """Send one frame; its one counter ("fwd" or "<reason>/drop"), checking that a forwarded one
+    left as the oracle builds it and that a dropped one left nowhere."""
+    lab = dut_t[0]
+    a, p0, p1 = lab.addressing, lab.ports[0], lab.ports[1]
+    up = Ether(frame)[IP].dst == a.dut_access if frame[12:14] == b"\x08\x00" else False
+    got, dd = send(dut_t, 0 if up else 1, [frame])
+    c = only(dd)
+    assert len(c) == 1 and sum(c.values()) == 1, c
+    what = next(iter(c))
+    if what != "fwd":
+        assert got == [[], []], [O.describe("out", g) for g in got[0] + got[1]]
+        return what
+    if up:
+        want = O.decap_expected(O.gpdu_inner(frame), smac=P.mac_bytes(p1.dut_mac), dmac=P.mac_bytes(p1.mac), vlan=None)
+        assert got == [[], [want]], O.mismatch_report(want, got[1][0]) if got[1] else "nothing forwarded"
+    else:
+        want = O.encap_expected(O.ip_payload(frame), smac=P.mac_bytes(p0.dut_mac), dmac=P.mac_bytes(p0.mac),
+                                vlan=None, local=a.dut_access, sgw=a.sgw(SDF_I), teid=a.sgw_teid(SDF_I), csum=True,
+                                ip_id=0, qfi=None)
+        assert got[1] == [] and len(got[0]) == 1, "nothing forwarded"
+        assert _id_free(got[0][0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0][0]))
+    return what
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+def test_sdf_first_match_wins_far_drop_and_no_pdr(dut, sdf):
+    """test_sdf.py's precedence row on the socket path: PDRs given out of order, 10 (UDP from remote
+    port 5000) forwards, 20 (UDP) drops (drop_far), 30 (TCP) forwards; ICMP matches none
+    (drop_no_pdr); IPv6 packets match the same filters; each forwarded packet counted in its PDR only."""
+    lab = dut[0]
+    sdf("ul 30 flow permit out 6 from any to assigned; ul 20 drop flow permit out 17 from any to assigned; "
+        "ul 10 flow permit out 17 from any 5000 to assigned")
+    u10 = [_sdf_ul(lab, UDP(sport=40000, dport=5000)), _sdf_ul(lab, UDP(sport=40000, dport=5000), 6)]
+    tcp = _sdf_ul(lab, TCP(sport=40000, dport=80))
+    assert [_sdf_send(dut, f) for f in u10] == ["fwd", "fwd"]
+    assert _sdf_send(dut, _sdf_ul(lab, UDP(sport=40000, dport=5001))) == "drop_far/drop"
+    assert _sdf_send(dut, _sdf_ul(lab, UDP(sport=40000, dport=5001), 6)) == "drop_far/drop"
+    assert _sdf_send(dut, tcp) == "fwd"
+    assert _sdf_send(dut, _sdf_ul(lab, ICMP())) == "drop_no_pdr/drop"
+    assert _sdf_send(dut, _sdf_ul(lab, ICMPv6EchoRequest(), 6)) == "drop_no_pdr/drop"
+    u = _pdr_usage(lab)
+    assert u == {10: (2, sum(len(O.gpdu_inner(f)) for f in u10)), 20: (0, 0), 30: (1, len(O.gpdu_inner(tcp)))}, u
+    # the downlink has no filters: every packet is the bearer's
+    assert _sdf_send(dut, _sdf_dl(lab, ICMP())) == "fwd"
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+def test_sdf_downlink_gate_spi_and_ipv6(dut, sdf):
+    """Downlink: a PDR with its gate closed drops its packets only (drop_gate_closed); an SPI filter
+    takes ESP with that SPI only; IPv6 packets are encapsulated as IPv4 ones; none matched:
+    drop_no_pdr; usage per PDR."""
+    lab = dut[0]
+    sdf("dl 10 gate closed flow permit out 6 from any to assigned; dl 20 spi 4096; "
+        "dl 30 flow permit out 17 from any 1000-2000 to assigned")
+    assert _sdf_send(dut, _sdf_dl(lab, TCP())) == "drop_gate_closed/drop"
+    assert _sdf_send(dut, _sdf_dl(lab, TCP(), 6)) == "drop_gate_closed/drop"
+    esp = _sdf_dl(lab, ESP(spi=4096, seq=1))
+    assert _sdf_send(dut, esp) == "fwd"
+    assert _sdf_send(dut, _sdf_dl(lab, ESP(spi=4097, seq=1))) == "drop_no_pdr/drop"
+    udp = [_sdf_dl(lab, UDP(sport=1500, dport=5000)), _sdf_dl(lab, UDP(sport=1500, dport=5000), 6)]
+    assert [_sdf_send(dut, f) for f in udp] == ["fwd", "fwd"]
+    assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=2001, dport=5000), 6)) == "drop_no_pdr/drop"
+    u = _pdr_usage(lab)
+    assert u == {10: (0, 0), 20: (1, len(O.ip_payload(esp))), 30: (2, sum(len(O.ip_payload(f)) for f in udp))}, u
+    assert _sdf_send(dut, _sdf_ul(lab, ICMP())) == "fwd"       # the uplink has no filters
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+def test_sdf_session_installed_by_the_agent(dut):
+    """`pgwu pfcp` on the socket lab's pin dir (it only writes the maps) installs a session with an
+    uplink PDR whose FAR drops UDP to port 6000 and a downlink PDR for UDP from 6000 with its own URR,
+    beside the defaults: the socket path drops the one (drop_far), forwards the rest, and the Query
+    URR's reports count what it forwarded per URR, exactly."""
+    from gtplab.pfcp import rules as R
+    from tests.lib import pfcp_msgs as M
+    from tests.lib.pfcp_agent import Agent, cause, ies, up_seid, usage_report
+
+    lab = dut[0]
+    a, k = lab.addressing, SDF_I + 1
+    flow = R.SdfFilter(flow=R.flow_description(17, "any", "6000"))
+    s = R.Session(ue=a.ue(k), teid=None, n3=a.dut_access, gnb=a.sgw(k), gnb_teid=a.sgw_teid(k), urr=R.UrrSpec(),
+                  pdrs=(R.Pdr(uplink=True, precedence=10, sdf=(flow,), forward=False),
+                        R.Pdr(uplink=False, precedence=10, sdf=(flow,), urr=R.UrrSpec())))
+    agent = Agent(lab.pin_dir)
+    try:
+        assert cause(agent.req(M.assoc_setup(seq=1))) == 1
+        r = agent.req(M.establish(2, 0x10, a.ue(k), ies=R.establishment_ies(M.node_id(), M.CP_ADDR, 0x10, s)))
+        assert cause(r) == 1
+        [teid] = {x.TEID for i in ies(r) if i.ietype == 8 for x in i.IE_list if x.ietype == 21}
+        p0, p1 = lab.ports
+
+        def ul(dport):
+            ip = IP(src=a.ue(k), dst=a.pdn(1)) / UDP(sport=40000, dport=dport) / Raw(b"\x5a" * 60)
+            return bytes(P.gtpu(ip, teid=teid, src=a.sgw(k), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac))
+
+        def dl(sport):
+            return bytes(Ether(src=p1.mac, dst=p1.dut_mac) / IP(src=a.pdn(1), dst=a.ue(k))
+                         / UDP(sport=sport, dport=40000) / Raw(b"\x5a" * 80))
+
+        _, dd = send(dut, 0, [ul(6000), ul(6000), ul(5001)])
+        assert only(dd) == {"drop_far/drop": 2, "fwd": 1}
+        got, dd = send(dut, 1, [dl(6000), dl(6000), dl(6000), dl(5001)])
+        assert only(dd) == {"fwd": 4} and len(got[0]) == 4
+        q = agent.req(M.query_urr(3, up_seid(r), all_urrs=True))
+        assert cause(q) == 1
+        vols = {u["urr"]: u["volume"] for u in (usage_report(i) for i in ies(q) if i.ietype == 78)}
+        n_ul, n_dl = len(O.gpdu_inner(ul(5001))), len(O.ip_payload(dl(6000)))
+        # URR 1 the defaults' (one packet each way), the other the downlink PDR's (three)
+        assert vols.pop(1) == (n_ul + n_dl, n_ul, n_dl, 2, 1, 1), vols
+        assert list(vols.values()) == [(3 * n_dl, 0, 3 * n_dl, 3, 0, 3)], vols
+        assert cause(agent.req(M.delete(4, up_seid(r)))) == 1
+    finally:
+        agent.stop()
 
 
 # ------------------------------------------------------------------------------------------ refusals
