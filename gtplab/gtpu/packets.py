@@ -129,12 +129,14 @@ def _l2(src_mac: str, dst_mac: str, vlan: int | None) -> Packet:
 def ip_packet(src: str, dst: str, *, l4: str | int = "udp", payload_len: int = 0, payload: bytes | None = None,
               ttl: int = 64, tos: int = 0, ip_id: int = 1, df: bool = False, mf: bool = False,
               frag: int = 0, sport: int = 40000, dport: int = 5001, udp_csum: bool = True,
-              options: bytes = b"") -> Packet:
+              options: bytes = b"", spi: int | None = None) -> Packet:
     """An IPv4 packet as a UE or a server sends it (no Ethernet).
 
     l4: "udp", "tcp", "icmp" (echo request), or an IP protocol number (payload follows the IP header).
     payload: the L4 payload bytes (default payload_len filler bytes). udp_csum=False sends UDP checksum 0.
     df/mf/frag: the DF and MF flags and the fragment offset (8-octet units). Checksums are computed.
+    spi: with a protocol number (ESP, 50), the payload starts with this Security Parameter Index and
+    sequence number 1 (RFC 4303 2.1, 2.2), the payload after them.
     """
     data = payload if payload is not None else _filler(payload_len)
     flags = (2 if df else 0) | (1 if mf else 0)
@@ -150,6 +152,8 @@ def ip_packet(src: str, dst: str, *, l4: str | int = "udp", payload_len: int = 0
         return ip / ICMP(type=8, code=0, id=0x4242, seq=1) / Raw(data)
     if isinstance(l4, int):
         ip.proto = l4
+        if spi is not None:
+            data = struct.pack("!II", spi, 1) + data
         return ip / Raw(data)
     raise ValueError(f"unknown l4 {l4!r}: use udp, tcp, icmp or a protocol number")
 
@@ -208,13 +212,14 @@ def gtpu(inner, *, teid: int = TEID_UL, gtp_type: int = GTP_GPDU, src: str = SGW
 def gpdu(teid: int = TEID_UL, ue: str = UE_ADDR, dst: str = PDN_ADDR, *, size: int | None = None,
          l4: str | int = "udp", ttl: int = 64, tos: int = 0, df: bool = False, inner_id: int = 1,
          inner_udp_csum: bool = True, inner: Packet | None = None, outer_src: str = SGW_ADDR,
-         outer_dst: str = PGW_ADDR, inner_sport: int = 40000, inner_dport: int = 5001, **kw) -> Packet:
+         outer_dst: str = PGW_ADDR, inner_sport: int = 40000, inner_dport: int = 5001,
+         spi: int | None = None, **kw) -> Packet:
     """An uplink G-PDU: SGW -> PGW-U, carrying an IPv4 packet from `ue` to `dst`.
 
     size: frame size on the wire (incl. FCS); the inner L4 payload is padded to reach it.
     inner: a ready inner packet (then size must be None). Other keywords go to gtpu() (vlan, ext, seq,
     npdu, MACs, flags, length, sport/dport of the outer UDP ...) or are the inner packet's (l4, ttl,
-    tos, df, inner_sport, inner_dport). dst is the inner destination; outer_src/outer_dst are the
+    tos, df, inner_sport, inner_dport, spi). dst is the inner destination; outer_src/outer_dst are the
     tunnel's addresses (SGW -> PGW-U).
     """
     kw.update(src=outer_src, dst=outer_dst)
@@ -225,7 +230,8 @@ def gpdu(teid: int = TEID_UL, ue: str = UE_ADDR, dst: str = PDN_ADDR, *, size: i
 
     def build(n):
         return gtpu(ip_packet(ue, dst, l4=l4, payload_len=n, ttl=ttl, tos=tos, df=df, ip_id=inner_id,
-                              udp_csum=inner_udp_csum, sport=inner_sport, dport=inner_dport), teid=teid, **kw)
+                              udp_csum=inner_udp_csum, sport=inner_sport, dport=inner_dport, spi=spi),
+                    teid=teid, **kw)
     return _fit(build, size, "gpdu")
 
 

@@ -35,12 +35,18 @@ SDF sessions' last, so that what a rejection does to a UPF cannot decide the pla
                 Solicitations from its link-local address, everything the UPF sends on N3 and N6
                 captured (Open5GS #4702: the ICMPv6 filter took all traffic; #4804: its Router
                 Advertisements carried no PDU Session Container).
+    spi         a session with, each way, an SDF PDR for IPsec ESP with one Security Parameter Index
+                (an SDF Filter with the Flow Description `permit out 50 from any to assigned` and the
+                SPI field SPI, 8.2.5) and its own URR (one for both directions). Its own trial, after
+                the cp-function one: ESP packets with that SPI (match) and with SPI_OTHER (the
+                defaults'), both ways.
     after       a plain session established after the SDF sessions (accepted or rejected): it
                 forwards (eUPF a8d774a rejects `permit out 17 ...` with 73, protocol numbers being
                 unknown to it, and then drops every later session's packets, drop_rules).
 Criteria: precedence: each URR's reported octets and packets equal the generator's packets of the
 streams its PDR matches (received beyond the UPF) times their L3 length, per direction, and every
-stream is forwarded whole; fields: the same per direction for its five PDRs; qer: the matching
+stream is forwarded whole; fields: the same per direction for its five PDRs; spi: the same for
+its two URRs, both directions in one case; qer: the matching
 streams' packets 0 received, the others whole; ohr-*,
 second, ipv6 and after: every stream forwarded whole; cp-function: the IPv6 UDP streams forwarded
 whole (the CP function's PDR takes nothing else), no Router Solicitation on N6 (the default PDR
@@ -94,8 +100,11 @@ CP_FLOW = "permit out 58 from ff02::2/128 to assigned"   # Open5GS's SMF's UP2CP
 RS_TOTAL = 40                   # Router Solicitations sent (a UE sends 3: RFC 4861 10; these many at RS_PPS)
 RS_PPS = 20
 ICMPV6_RS, ICMPV6_RA = 133, 134
+SPI, SPI_OTHER = 0x1000, 0x1001       # the spi session's SPI filter, and the SPI of its other ESP streams
+ESP = 50
+PG_SPI_BASE = 1400              # pg ids of the spi session's four streams
 CASES = ("ohr-0", "ohr-6", "second", "ipv6", "precedence-uplink", "precedence-downlink", "fields-uplink",
-         "fields-downlink", "qer", "ohr-1", "cp-function", "after")
+         "fields-downlink", "qer", "ohr-1", "cp-function", "spi", "after")
 
 
 def planned(**_) -> int:
@@ -416,6 +425,7 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
     if not sdf:
         if cp is not None:
             cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
+        _spi(upf, cases, size, pps, total)
         _fields(upf, cases, size, pps, total, l3)
         return cases
     st3 = streams_of(sdf, sdf=("precedence", "qer"))
@@ -463,8 +473,45 @@ def run(upf: Upf, pps: float = PPS, total: int = TOTAL, size: int = SIZE) -> lis
         upf.delete(after)
     if cp is not None:
         cases.append(_cp_function(upf, cp, cp_teid, size, pps, total))
+    _spi(upf, cases, size, pps, total)
     _fields(upf, cases, size, pps, total, l3)
     return cases
+
+
+def _spi(upf: Upf, cases, size: int, pps: float, total: int) -> None:
+    """The spi case, in its own trial: session 71 with an ESP SDF PDR each way (SPI), its URR
+    URR_ID + 1 for both; ESP streams with SPI (its PDR's) and SPI_OTHER (the defaults', URR_ID)."""
+    n_rep = len(upf.node.reports)
+    sdf = (PR.SdfFilter(flow=PR.flow_description(ESP, "any"), spi=SPI),)
+    s = _establish(upf, cases, ("spi",), 71, urr=R.UrrSpec(),
+                   pdrs=(PR.Pdr(uplink=True, precedence=PRECEDENCE, sdf=sdf, urr=R.UrrSpec()),
+                         PR.Pdr(uplink=False, precedence=PRECEDENCE, sdf=sdf, urr_of=0)))
+    if s is None:
+        return
+    st, pg = {}, PG_SPI_BASE
+    l3 = {"ul": inner_len(size, "uplink"), "dl": inner_len(size, "downlink")}
+    for name, spi in (("spi", SPI), ("other", SPI_OTHER)):
+        for d in ("ul", "dl"):
+            f = upf.ul_frame(s, size, l4=ESP, spi=spi) if d == "ul" else upf.dl_frame(s, size, l4=ESP, spi=spi)
+            st[f"{d}_{name}"] = upf.frame_stream(0 if d == "ul" else 1, f, pg, pps, total) + (pg,)
+            pg += 1
+    flows, where = _trial(upf, st)
+    upf.delete(s)
+    reports = upf.reports_for(s, n_rep) + s.usage
+    got = _urr_sums(reports)
+    rx = {name: flows.get(x[2], (0, 0))[1] for name, x in st.items()}
+    why = _whole(flows, st, list(st))
+    expect = {}
+    for d, x in (("uplink", "ul"), ("downlink", "dl")):
+        expect[d] = {PR.URR_ID: rx[f"{x}_other"], PR.URR_ID + 1: rx[f"{x}_spi"]}
+        why += _urr_why(got, expect[d], d, l3[x])
+    cases.append(_case("spi", f"an SDF filter with a Security Parameter Index (permit out {ESP} from any to "
+                       f"assigned, SPI {SPI:#x}) takes ESP with that SPI to its PDR, ESP with another "
+                       f"({SPI_OTHER:#x}) to the default: each URR counts its PDR's packets only, every "
+                       "stream forwarded whole", why, _premises(upf, flows, st, total, where), where,
+                       usage={str(k): v for k, v in got.items()},
+                       expected_packets={d: {str(k): v for k, v in e.items()} for d, e in expect.items()},
+                       reports=[u.as_dict() for u in reports], frame_size=size, spi=SPI))
 
 
 def _fields(upf: Upf, cases, size: int, pps: float, total: int, l3: dict) -> None:

@@ -37,6 +37,7 @@ class Behaviour:
     icmp_takes_all: bool = False        # the CP function's PDR takes all the UE's IPv6 (Open5GS #4702)
     ignore_precedence: bool = False     # the first SDF PDR given that matches, not the lowest precedence
     no_n3v6: bool = False               # cause 73 to a session over N3 IPv6 (eUPF a8d774a)
+    spi_ignored: bool = False           # an SDF filter with an SPI takes any ESP, whatever its SPI
     silent_on: tuple = ()               # session indexes whose establishment it never answers (eUPF a8d774a:
                                         # the fields session's request it cannot decode)
 
@@ -51,21 +52,23 @@ class Frame:
     port: int
     tos: int = 0
     fl: int = 0
+    proto: int = 17
+    spi: int | None = None
 
 
-def _matches(x, f: Frame) -> bool:
+def _matches(x, f: Frame, spi_ignored: bool = False) -> bool:
     """SDF filter x (gtplab.pfcp.rules.SdfFilter; flow descriptions as its flow_description makes them)
     against frame f, every field given (UDP only: the simulated streams are)."""
     if x.tos is not None and f.tos & x.tos[1] != x.tos[0]:
         return False
     if x.flow_label is not None and (f.family != 6 or f.fl != x.flow_label):
         return False
-    if x.spi is not None:
+    if x.spi is not None and (f.proto != 50 or (f.spi != x.spi and not spi_ignored)):
         return False
     if x.flow:
         t = x.flow.split()
         proto, remote, rest = t[2], t[4], t[5:]
-        if proto not in ("ip", "17") or (remote != "any" and remote.split("/")[0] != f.server):
+        if proto not in ("ip", str(f.proto)) or (remote != "any" and remote.split("/")[0] != f.server):
             return False
         if rest[0] != "to":
             lo, _, hi = rest[0].partition("-")
@@ -127,10 +130,12 @@ class FakeUpf:
         return f"fd47:7471::{i % 200 + 1:x}"
 
     def ul_frame(self, s, size, **l4):
-        return Frame("uplink", s, size, 4, self.server(s.index), l4.get("inner_dport", 5001), l4.get("tos", 0))
+        return Frame("uplink", s, size, 4, self.server(s.index), l4.get("inner_dport", 5001), l4.get("tos", 0),
+                     proto=l4.get("l4", 17), spi=l4.get("spi"))
 
     def dl_frame(self, s, size, **l4):
-        return Frame("downlink", s, size, 4, self.server(s.index), l4.get("sport", 40000), l4.get("tos", 0))
+        return Frame("downlink", s, size, 4, self.server(s.index), l4.get("sport", 40000), l4.get("tos", 0),
+                     proto=l4.get("l4", 17), spi=l4.get("spi"))
 
     def ul6_frame(self, s, size, server=None, **kw):
         assert s.rules.ue6, "an IPv6 frame of a session without a /64"
@@ -183,7 +188,7 @@ class FakeUpf:
         if not self.b.ignore_precedence:
             pdrs.sort(key=lambda kp: kp[1].precedence)
         for k, p in pdrs:
-            if p.uplink == (f.d == "uplink") and any(_matches(x, f) for x in p.sdf):
+            if p.uplink == (f.d == "uplink") and any(_matches(x, f, self.b.spi_ignored) for x in p.sdf):
                 return (2 + k if p.urr else 2 + p.urr_of if p.urr_of is not None else None), p.gate[0 if p.uplink else 1]
         return (1 if s.rules.urr else None), True
 
@@ -261,7 +266,7 @@ def _verdicts(got: dict) -> dict:
 def test_a_upf_that_classifies_as_the_specification_says_passes_every_case():
     got, upf = _run(Behaviour())
     assert _verdicts(got) == {n: "pass" for n in K.CASES}, {k: c.get("why") for k, c in got.items()}
-    assert sorted(upf.deleted) == list(range(60, 71))              # every session deleted
+    assert sorted(upf.deleted) == list(range(60, 72))              # every session deleted
     assert got["cp-function"]["router_solicitations"] == {"on_n6": 0, "to_cp": K.RS_TOTAL, "ra": 0,
                                                           "ra_without_psc": 0}
     u = got["precedence-uplink"]["usage"]
@@ -277,7 +282,7 @@ def test_urrs_that_report_each_others_packets_fail_precedence_with_the_figures()
     v = _verdicts(got)
     assert v["precedence-uplink"] == v["precedence-downlink"] == "fail", v
     assert {k for k, x in v.items() if x != "pass"} == {"precedence-uplink", "precedence-downlink",
-                                                         "fields-uplink", "fields-downlink"}, v
+                                                         "fields-uplink", "fields-downlink", "spi"}, v
     assert "URR 2: 0 uplink octets reported, 40 packets of 202 octets (8080) matched its PDR" in \
         got["precedence-uplink"]["why"], got["precedence-uplink"]["why"]
     assert "URR 2: " in got["precedence-downlink"]["why"] and "0 packets of 238 octets (0) matched its PDR" in \
@@ -301,7 +306,7 @@ def test_sdf_rejected_is_not_supported_and_a_upf_broken_by_it_fails_after_only()
     assert v == {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass", "precedence-uplink":
                  "not supported", "precedence-downlink": "not supported", "qer": "not supported",
                  "fields-uplink": "not supported", "fields-downlink": "not supported", "cp-function": "not supported",
-                 "ohr-1": "pass"}, v
+                 "spi": "not supported", "ohr-1": "pass"}, v
     assert got["qer"]["cause"] == 73 and "cause 73" in got["qer"]["why"]
     got, _ = _run(Behaviour(reject_sdf=True, drop_after_reject=True))
     v = _verdicts(got)
@@ -340,6 +345,18 @@ def test_a_upf_that_takes_the_first_matching_pdr_not_the_lowest_precedence_fails
     assert up == 1
 
 
+def test_a_upf_that_ignores_the_spi_fails_spi_only_with_the_urrs_figures():
+    """An SDF filter whose SPI is not compared takes the other SPI's ESP too: spi fails, its why
+    names the URRs' figures (the default's none, the SPI PDR's twice the matched), every other case
+    passes."""
+    got, _ = _run(Behaviour(spi_ignored=True))
+    assert _verdicts(got) == {**{n: "pass" for n in K.CASES}, "spi": "fail"}, got["spi"].get("why")
+    why = got["spi"]["why"]
+    assert "URR 1: no usage reported, 40 uplink packets matched its PDR" in why, why
+    assert "URR 1: no usage reported, 40 downlink packets matched its PDR" in why, why
+    assert "URR 2: 80 uplink packets reported, 40 matched its PDR" in why, why
+
+
 def test_a_session_establishment_never_answered_fails_its_cases_and_the_run_goes_on():
     """eUPF a8d774a cannot decode the fields session's request and never answers it: both fields cases
     fail with the exchange; the fields session comes last, so every other case is decided."""
@@ -350,7 +367,7 @@ def test_a_session_establishment_never_answered_fails_its_cases_and_the_run_goes
                                            "session's rules were neither taken nor refused")
     assert got["fields-downlink"]["exchange"]["answer"] == "no answer"
     # a UPF that answers nothing at all: its N4 path is in doubt, not its rules
-    got, _ = _run(Behaviour(silent_on=tuple(range(60, 71))))
+    got, _ = _run(Behaviour(silent_on=tuple(range(60, 72))))
     assert set(_verdicts(got).values()) == {"not decided"}, _verdicts(got)
 
 

@@ -236,7 +236,9 @@ RULES_KNOWN = {
                       "qer": "pass", "cp-function": "not supported",
                       "fields-uplink": "pass", "fields-downlink": "pass",
                       # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
-                      "ohr-1": "not supported"},
+                      "ohr-1": "not supported",
+                      # ESP with the filter's SPI to its PDR's URR, another SPI to the default's
+                      "spi": "pass"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
     # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
     # not numbers: cause 73), and every session established after that refusal has its packets
@@ -247,7 +249,9 @@ RULES_KNOWN = {
                       "qer": "not supported", "cp-function": "fail",
                       # the fields session's request: "Error handling PFCP message: unexpected EOF" in
                       # its log, and no answer
-                      "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "not supported"},
+                      "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "not supported",
+                      # `permit out 50 ...` (ESP) refused with 73, as every protocol number
+                      "spi": "not supported"},
     # Open5GS 8f25f3b: the SDF PDRs forward, but every URR of the session reports the same downlink
     # and no uplink, and the SDF PDR's closed gate passes its packets; the Router Solicitations match the
     # CP function's PDR but are dropped as "Source IP-6 Spoofing" (its log): a link-local source must
@@ -256,7 +260,10 @@ RULES_KNOWN = {
                          "precedence-uplink": "fail", "precedence-downlink": "fail", "qer": "fail",
                          "cp-function": "fail",
                          # the fields session: every stream forwarded, every URR reports 0
-                         "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "pass"},
+                         "fields-uplink": "fail", "fields-downlink": "fail", "ohr-1": "pass",
+                         # every ESP stream forwarded whole, but both URRs report all of the session's
+                         # packets (800 a direction each: the SPI PDR's and the default's alike)
+                         "spi": "fail"},
 }
 
 
@@ -308,6 +315,11 @@ def test_rules_outcomes(name):
             if k in got:              # every stream whole, every URR 0
                 assert got[k]["why"].startswith(f"URR 1: 0 {x} octets reported"), got[k]
                 assert all(not any(u.values()) for u in got[k]["usage"].values()), got[k]
+        if "spi" in got:              # forwarded whole; each URR the whole session's ESP
+            why = got["spi"]["why"]
+            assert why.startswith("URR 1: ") and "URR 2: " in why and "packets forwarded" not in why, got["spi"]
+            u = got["spi"]["usage"]
+            assert u["1"] == u["2"] and u["1"]["ul_packets"] == 2 * got["spi"]["expected_packets"]["uplink"]["2"], u
         if "cp-function" in got:      # its other IPv6 forwarded; the Solicitations neither on N6 nor to the CP
             assert got["cp-function"]["why"].startswith("0 of 40 Router Solicitations in the CP function's tunnel"), \
                 got["cp-function"]
