@@ -324,6 +324,7 @@ class Case:
     id_free: bool = False               # forwarded frames compared with a free outer id (DF clear)
     defragment: bool = False            # forwarded frames reassembled (Scapy) before comparing
     config: tuple = ()                  # `pgwu config` arguments before, and after (undo)
+    route_mtu: Callable | None = None   # (ctx) -> Route: added in the DUT's namespace for the case, removed after
 
 
 def _nothing(ctx, frames, d):
@@ -692,6 +693,75 @@ def _ul6_hlim1_out(ctx, frames, d):
     return Expect(back=[(w, N_EACH) for w in want])
 
 
+PTB_MTU = 1400                  # the MTU of the route a Packet Too Big case adds (ip route ... mtu lock)
+PTB_BEARER = 3                  # its bearer: IPv4v6, no QFI, alone on its SGW (sgw(3))
+PTB_SERVER = 20                 # server6(20): the uplink case's destination, alone on its route
+
+
+@dataclass(frozen=True)
+class Route:
+    """A route added in the DUT's namespace for one case (`ip [-6] route add DEST [via VIA] dev DEV mtu
+    lock MTU`) and removed after it: the lab's route MTU lowered for one destination."""
+    dest: str
+    dev: str
+    mtu: int
+    via: str | None = None
+
+    def args(self, verb: str) -> list[str]:
+        fam = ["-6"] if ":" in self.dest else ["-4"]
+        return fam + ["route", verb, self.dest] + (["via", self.via] if self.via else []) + \
+            ["dev", self.dev, "mtu", "lock", str(self.mtu)]
+
+
+def _ptb_ul_route(ctx) -> Route:
+    a = ctx.addressing
+    return Route(f"{server6(PTB_SERVER)}/128", ctx.ports[1].dut_ifname, PTB_MTU, via=a.gen_sgi6)
+
+
+def _ptb_dl_route(ctx) -> Route:
+    return Route(f"{ctx.addressing.sgw(PTB_BEARER)}/32", ctx.ports[0].dut_ifname, PTB_MTU)
+
+
+def _ul6_too_big(ctx):
+    """Two G-PDUs of bearer PTB_BEARER to server6(PTB_SERVER): an IPv6 packet one octet over the
+    route's MTU, then one exactly at it (gpdu6's size: the frame's, 54 octets of it outside the
+    T-PDU, FCS included)."""
+    a, p0, i = ctx.addressing, ctx.ports[0], PTB_BEARER
+    return [packets.gpdu6(ctx.teid(i), ue6(i), server6(PTB_SERVER), size=PTB_MTU + 1 + 54, outer_src=a.sgw(i),
+                          outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac),
+            packets.gpdu6(ctx.teid(i), ue6(i), server6(PTB_SERVER), size=PTB_MTU + 54, outer_src=a.sgw(i),
+                          outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+
+
+def _ul6_too_big_out(ctx, frames, d):
+    if d.get("ipv6"):                   # its kernel routes no IPv6 from N3: nothing either way
+        return Expect()
+    a, (big, fits) = ctx.addressing, frames
+    want = O.packet_too_big6_ul_expected(bytes(big), a.dut_access, a.dut_sgi6, a.sgw(PTB_BEARER),
+                                         a.sgw_teid(PTB_BEARER), None, PTB_MTU)
+    if d.get("packet_too_big") == "the kernel's":
+        back = _kernel_icmp6_like(want, "the kernel's ICMPv6 2/0 in a G-PDU", True, (a.dut_access6,))
+    else:
+        back = want
+    return Expect(fwd=_ul_decap(ctx, [fits], d).fwd, back=[(back, N_EACH)])
+
+
+def _dl6_too_big(ctx):
+    """Two IPv6 packets to bearer PTB_BEARER's UE: one octet more than the tunnel leaves (the route's
+    MTU less 36), then exactly that (downlink_ip6's size: the frame's, 18 octets of it not IPv6)."""
+    p1, i = ctx.ports[1], PTB_BEARER
+    return [packets.downlink_ip6(ue6(i), server6(13), PTB_MTU - 36 + 1 + 18, src_mac=p1.mac, dst_mac=p1.dut_mac),
+            packets.downlink_ip6(ue6(i), server6(13), PTB_MTU - 36 + 18, src_mac=p1.mac, dst_mac=p1.dut_mac)]
+
+
+def _dl6_too_big_out(ctx, frames, d):
+    if d.get("ipv6"):
+        return _dl6_kernel(ctx, frames, d["ipv6"][1])
+    big, fits = frames
+    return Expect(fwd=_dl_encap(ctx, [fits], d).fwd,
+                  back=[(O.packet_too_big6_dl_expected(bytes(big), ctx.addressing.dut_sgi6, PTB_MTU - 36), N_EACH)])
+
+
 def _dl6_hlim1(ctx):
     a, p1 = ctx.addressing, ctx.ports[1]
     return [packets.downlink_ip6(ue6(0), server6(12), 128, hlim=1, src_mac=p1.mac, dst_mac=p1.dut_mac)]
@@ -802,6 +872,17 @@ CASES: list[Case] = [
          "an IPv6 packet with hop limit 1 to the UE of an IPv4v6 bearer: not forwarded, ICMPv6 Time "
          "Exceeded (3/0) from the N6 address back to its sender", 1, _dl6_hlim1, _dl6_hlim1_out,
          uses=("ipv6", "ttl_expired"), needs=("ipv6",)),
+    Case("uplink-packet-too-big-ipv6", "RFC 4443 3.2, 2.4(c); RFC 8200 5 (no fragmentation by routers)",
+         f"with the N6 route to one server lowered to MTU {PTB_MTU}: a G-PDU whose IPv6 packet is one octet "
+         "over it not forwarded, ICMPv6 Packet Too Big (2/0, MTU the route's) from the N6 address to the UE "
+         "in its bearer's tunnel; one exactly at it forwarded", 0, _ul6_too_big, _ul6_too_big_out,
+         uses=("ipv6", "inner_ttl", "packet_too_big"), needs=("ipv6",), route_mtu=_ptb_ul_route),
+    Case("downlink-packet-too-big-ipv6", "RFC 4443 3.2, 2.4(c); RFC 8200 5; RFC 4213 3.2 (a tunnel's MTU)",
+         f"with the N3 route to the bearer's gNB lowered to MTU {PTB_MTU}: an IPv6 packet one octet over "
+         "what the tunnel leaves (the MTU less 36) not forwarded, ICMPv6 Packet Too Big with that MTU back "
+         "to its sender from the N6 address; one exactly at it forwarded in a G-PDU", 1, _dl6_too_big,
+         _dl6_too_big_out, uses=("ipv6",) + ENCAP_FACTS, needs=("ipv6",), id_free=True,
+         route_mtu=_ptb_dl_route),
     # ---- the PGW-U's own knobs (`pgwu config`)
     Case("downlink-sport-fixed", "TS 29.281 4.4.2.0 (pgwu config --sport-entropy off)",
          "with source-port entropy off, every G-PDU from UDP port 2152", 1,

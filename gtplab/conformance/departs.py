@@ -144,6 +144,16 @@ DEPARTS: dict[str, dict[str, Departure]] = {
             "only the TUN device routes and which has none of its own (RFC 6724: the N3 address "
             "fd47:7473::1 when the lab gives it one, else the N6 address), in a G-PDU from the socket (DF, "
             "the kernel's id, a UDP checksum)"),
+        "packet_too_big": Departure(
+            "the kernel's",
+            "the ICMPv6 Packet Too Big of an uplink packet over the N6 route's MTU is the DUT kernel's, not "
+            "Open5GS's (it writes the T-PDU to its TUN device; the kernel routing it to N6 finds the MTU, "
+            "RFC 8200 5): the same octets as the PGW-U's (2/0, the route's MTU, quoting up to 1280) but the "
+            "kernel's flow label and the source its selection picks for the UE's prefix (fd47:7473::1, as "
+            "for Time Exceeded), routed to the UE through the TUN device and tunnelled by Open5GS from its "
+            "socket (DF, the kernel's id, a UDP checksum). Downlink it has no such answer: a packet too big "
+            "for N3 once encapsulated leaves in outer IPv4 fragments (the kernel fragments the socket's "
+            "datagram under a locked route MTU), no Packet Too Big: that case fails"),
     },
 }
 

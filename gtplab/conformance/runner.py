@@ -231,6 +231,10 @@ class Run:
         if self.lab.dut_mode == "socket":
             time.sleep(0.5)             # the socket path reads its config every 200 ms
 
+    def _ip_route(self, route: C.Route, verb: str) -> subprocess.CompletedProcess:
+        """`ip -n DUT_NS route VERB ...` of a case's route (C.Route)."""
+        return subprocess.run(["ip", "-n", self.lab.dut_ns] + route.args(verb), capture_output=True, text=True)
+
     def case(self, case: C.Case) -> dict:
         """Run one case; its record (result, why, the first differing packet ...)."""
         t0 = time.monotonic()
@@ -252,14 +256,27 @@ class Run:
             keys = ["ipv6"]
         spec = case.expect(self.ctx, frames, {})
         departing = case.expect(self.ctx, frames, {k: facts[k] for k in keys}) if keys else None
+        route = case.route_mtu(self.ctx) if case.route_mtu else None
+        if route is not None:
+            r = self._ip_route(route, "add")
+            if r.returncode:
+                return {**rec, "result": "not supported",
+                        "why": f"the lab could not lower the route's MTU ({' '.join(route.args('add'))}: "
+                               f"{r.stderr.strip()})"}
         c0 = self._counters()
-        if case.config:
-            self._pgwu_config(case.config[0])
         try:
-            got = self.send(case.tx, frames, case.copies, case.spaced_us)
-        finally:
             if case.config:
-                self._pgwu_config(case.config[1])
+                self._pgwu_config(case.config[0])
+            try:
+                got = self.send(case.tx, frames, case.copies, case.spaced_us)
+            finally:
+                if case.config:
+                    self._pgwu_config(case.config[1])
+        finally:
+            if route is not None:
+                r = self._ip_route(route, "del")
+                if r.returncode:        # the lab's later cases would run with it: say so in run.json
+                    self.notes.append(f"{case.name}: could not remove its route ({r.stderr.strip()})")
         c1 = self._counters()
         fwd = reassembled(got.fwd) if case.defragment else got.fwd
         norm = ttl_free if case.defragment else (O.id_free if case.id_free else None)
