@@ -777,15 +777,22 @@ def test_sdf_first_match_wins_far_drop_and_no_pdr(dut, sdf):
 def test_sdf_downlink_gate_spi_and_ipv6(dut, sdf):
     """Downlink: a PDR with its gate closed drops its packets only (drop_gate_closed); an SPI filter
     takes ESP with that SPI only; IPv6 packets are encapsulated as IPv4 ones; none matched:
-    drop_no_pdr; usage per PDR."""
-    lab = dut[0]
+    drop_no_pdr; usage per PDR; the system calls a classification costs (hash_lookups)."""
+    lab, d = dut
     sdf("dl 10 gate closed flow permit out 6 from any to assigned; dl 20 spi 4096; "
         "dl 30 flow permit out 17 from any 1000-2000 to assigned")
-    assert _sdf_send(dut, _sdf_dl(lab, TCP())) == "drop_gate_closed/drop"
+
+    def lookups(frame) -> tuple[str, int]:
+        """(its counter, the system calls its classification cost: hash_lookups; an IPv4 bearer's
+        own lookup is the direct index's, none)"""
+        h0 = d.sock.totals()["hash_lookups"]
+        return _sdf_send(dut, frame), d.sock.totals()["hash_lookups"] - h0
+    # the list, the PDR, its QER: 3; the list and the PDR: 2; the list alone (no match): 1
+    assert lookups(_sdf_dl(lab, TCP())) == ("drop_gate_closed/drop", 3)
     assert _sdf_send(dut, _sdf_dl(lab, TCP(), 6)) == "drop_gate_closed/drop"
     esp = _sdf_dl(lab, ESP(spi=4096, seq=1))
-    assert _sdf_send(dut, esp) == "fwd"
-    assert _sdf_send(dut, _sdf_dl(lab, ESP(spi=4097, seq=1))) == "drop_no_pdr/drop"
+    assert lookups(esp) == ("fwd", 2)
+    assert lookups(_sdf_dl(lab, ESP(spi=4097, seq=1))) == ("drop_no_pdr/drop", 1)
     udp = [_sdf_dl(lab, UDP(sport=1500, dport=5000)), _sdf_dl(lab, UDP(sport=1500, dport=5000), 6)]
     assert [_sdf_send(dut, f) for f in udp] == ["fwd", "fwd"]
     assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=2001, dport=5000), 6)) == "drop_no_pdr/drop"
