@@ -71,7 +71,8 @@ def parse_generators(data: dict, where: str, default_server: str | None = None,
                                 "access and its SGi port ({access: N, sgi: M})")
         server = g.get("trex_server") or top
         try:
-            key = server_key(server)
+            # the same address in two namespaces is two servers (a netns of their own each)
+            key = server_key(server) + (g.get("netns"),)
         except UserError as e:
             raise UserError(f"{where}: generators[{k}].trex_server: {e}") from None
         for side in ("access", "sgi"):
@@ -91,7 +92,7 @@ def parse_generators(data: dict, where: str, default_server: str | None = None,
                                 "the DUT's routes tell the pairs apart by these addresses")
             addrs[name, v] = k
         pairs.append(Pair(k, server, int(ports["access"]), int(ports["sgi"]), sgw, pdn, g.get("netns")))
-    if single_server and len({server_key(p.server) for p in pairs}) > 1:
+    if single_server and len({server_key(p.server) + (p.netns,) for p in pairs}) > 1:
         raise UserError(f"{where}: generators on different TRex servers, but this lab has one TRex "
                         "(lab.generator: trex): give one trex_server, or backend trex with real servers")
     return pairs

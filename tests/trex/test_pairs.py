@@ -9,12 +9,16 @@ Skipped, with the reason shown, only when there is no TRex runtime."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
 
+from gtplab.dut.dataplane import pgwu_binary
 from gtplab.lab import trex_server
 from gtplab.measure.pairs import PairsRunner
+from tests.lib import REPO
 from tests.lib.background import background_frames, packet_socket
 from tests.lib.pairs_lab import PairsLab, _mac
 
@@ -106,3 +110,34 @@ def test_background_on_one_pair_counted_on_it(pairs_lab, runner):
     assert all(p1["background"]["generator_rx"].get(k, 0) >= len(v) for k, v in to_gen.items()), p1
     assert sum(t["dut"]["passed_by_reason"].values()) == c["dut_background"] > 0, (t["dut"], c)
     assert p0["rx_packets"] == p0["tx_packets"] and p1["rx_packets"] == p1["tx_packets"], t["pairs"]
+
+
+def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
+    """`gtplab pairs --lab-config FILE --trials 2`: the lab config's generators (each TRex client in its
+    server's namespace), the DUT read through its `pgwu metrics` URL (the command runs in the DUT's
+    namespace to reach it), one JSON line per trial, conservation exact in both, exit 0."""
+    runner.prepare("downlink", {"size": 256, "flows": 8, "bearers": 8})     # the bearers (no dut.ssh here)
+    metrics = subprocess.Popen(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", str(pgwu_binary()),
+                                "-d", pairs_lab.pin, "metrics", "--listen", "127.0.0.1:19464"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        cfg = tmp_path / "pairs.yaml"
+        cfg.write_text("backend: trex\ndut: {metrics_url: 'http://127.0.0.1:19464/metrics'}\ngenerators:\n" + "".join(
+            f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, sgw_base: 10.201.{k}.16, "
+            f"pdn_base: 198.18.{64 * k}.1}}\n" for k, g in enumerate(pairs_lab.gen)))
+        out = tmp_path / "t.jsonl"
+        cp = subprocess.run(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", sys.executable, "-m", "gtplab",
+                             "pairs", "--lab-config", str(cfg), "--direction", "downlink", "--rate", str(RATE_PPS),
+                             "--duration", str(DURATION_S), "--trials", "2", "-o", str(out)],
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    finally:
+        metrics.terminate()
+        metrics.wait(timeout=10)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    trials = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(trials) == 2
+    for t in trials:
+        assert t["conservation"]["ok"] and t["tx_packets"] == t["dut"]["fwd_packets"] > 0, t["conservation"]
+        assert [(p["pair"], p["netns"]) for p in t["pairs"]] == list(enumerate(pairs_lab.gen))
+        assert all(p["rx_packets"] == p["tx_packets"] > 0 for p in t["pairs"]), t["pairs"]
+    assert cp.stderr.count("conservation exact") == 2, cp.stderr
