@@ -137,7 +137,7 @@ class PairsRunner:
             for c in self.clients.values():
                 try:
                     c.disconnect()
-                except Exception:       # noqa: BLE001 -- close every client; the first error is not lost below
+                except Exception:       # noqa: BLE001 -- a server gone: its worker is still ended
                     c.close()
         finally:
             self._worker.close()
@@ -239,15 +239,24 @@ class PairsRunner:
                                          snaplen=trex_background.CAPTURE_SNAPLEN)
         cnt0 = self.dut_counters()
         t0 = time.monotonic()
-        started = self._together(lambda k, c, tx: c.start(ports=tx, mult=mult, duration=-1, force=True), preps)
-        first = {k: c.get_stats() for k, c in self.clients.items()}
-        tf = time.monotonic()
-        if self.on_start:
-            self.on_start()
-        time.sleep(max(0.0, duration - (time.monotonic() - t0)))
-        last = {k: c.get_stats() for k, c in self.clients.items()}
-        tl = time.monotonic()
-        stopped = self._together(lambda k, c, tx: c.stop(ports=tx), preps)
+        stopped = None
+        try:
+            started = self._together(lambda k, c, tx: c.start(ports=tx, mult=mult, duration=-1, force=True), preps)
+            first = {k: c.get_stats() for k, c in self.clients.items()}
+            tf = time.monotonic()
+            if self.on_start:
+                self.on_start()
+            time.sleep(max(0.0, duration - (time.monotonic() - t0)))
+            last = {k: c.get_stats() for k, c in self.clients.items()}
+            tl = time.monotonic()
+            stopped = self._together(lambda k, c, tx: c.stop(ports=tx), preps)
+        finally:
+            if stopped is None:         # a start or a read failed: no pair keeps sending
+                for k, c in self.clients.items():
+                    try:
+                        c.stop(ports=[q.tx for q in preps if self._key(q.pair) == k])
+                    except Exception:   # noqa: BLE001 -- the first error is the one raised
+                        pass
         self._settled(preps)
         bgs = {k: c.background_fetch(caps[k]["id"]) for k, c in self.clients.items()}
         st = self._settled(preps)      # what arrived while the captures stopped

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -89,11 +90,25 @@ class PairsLab:
         self.dp = Dataplane(self.pin)
         ncpu = len(os.sched_getaffinity(0))
         for k, g in enumerate(self.gen):
-            t = trex_server.TrexProcess(self.runtime, g, [f"pa{k}", f"ps{k}"], [k % ncpu],
-                                        [{"src_mac": _mac(self.id, k, s, False), "dest_mac": _mac(self.id, k, s, True)}
-                                         for s in ("a", "s")], prefix=f"gtpl_pairs_{self.id}_{k}")
-            self.trex.append(t)
-            t.start()
+            self.trex.append(trex_server.TrexProcess(
+                self.runtime, g, [f"pa{k}", f"ps{k}"], [k % ncpu],
+                [{"src_mac": _mac(self.id, k, s, False), "dest_mac": _mac(self.id, k, s, True)} for s in ("a", "s")],
+                prefix=f"gtpl_pairs_{self.id}_{k}"))
+        # both servers start at once (each waits for its RPC port): the lab's setup is one start long
+        errors: list[BaseException] = []
+
+        def start(t):
+            try:
+                t.start(timeout=180)
+            except BaseException as e:      # noqa: BLE001 -- raised below, in the builder's thread
+                errors.append(e)
+        threads = [threading.Thread(target=start, args=(t,)) for t in self.trex]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise errors[0]
 
     def pairs(self) -> list[Pair]:
         """The generator pairs as a lab config's generators: would give them (each server in its netns)."""
