@@ -113,10 +113,11 @@ static const struct opt load_options[] = {
 
 static const struct opt attach_options[] = {
 	{ .name = "access", .type = OPT_STR, .off = offsetof(struct attach_opts, access),
-	  .metavar = "IF", .required = true,
-	  .help = "access (S1-U/S5) interface: xdp_access, uplink GTP-U in" },
+	  .metavar = "IF[,IF]", .required = true,
+	  .help = "access (S1-U/S5) interface(s): xdp_access, uplink GTP-U in" },
 	{ .name = "sgi", .type = OPT_STR, .off = offsetof(struct attach_opts, sgi),
-	  .metavar = "IF", .required = true, .help = "SGi interface: xdp_sgi, downlink IP in" },
+	  .metavar = "IF[,IF]", .required = true,
+	  .help = "SGi interface(s): xdp_sgi, downlink IP in; one per port pair, up to 4" },
 	{ .name = "mode", .type = OPT_ENUM, .off = offsetof(struct attach_opts, mode),
 	  .metavar = "native|generic", .choices = modes, .help = "XDP mode (default native)" },
 	{ .name = "no-watch", .type = OPT_FLAG, .off = offsetof(struct attach_opts, no_watch),

@@ -675,30 +675,70 @@ static int sgi_accept_local(const char *ifname)
 	return err;
 }
 
+/* Interfaces an attach takes per side: one per generator port pair (docs/ansible.md). */
+#define MAX_ATTACH_PAIRS 4
+
+/*
+ * "a,b,c" into names[] and their ifindexes (in this network namespace). Returns the count, or
+ * -EUSAGE (message printed) for an empty name, too many, or a name that is not an interface.
+ */
+static int split_ifnames(const char *list, const char *opt, char names[][IF_NAMESIZE],
+			 unsigned int *idx)
+{
+	const char *p = list;
+	int n = 0;
+
+	for (;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (!len || len >= IF_NAMESIZE) {
+			fprintf(stderr, "--%s %s: an empty or too long interface name\n", opt, list);
+			return -EUSAGE;
+		}
+		if (n == MAX_ATTACH_PAIRS) {
+			fprintf(stderr, "--%s %s: at most %d interfaces\n", opt, list, MAX_ATTACH_PAIRS);
+			return -EUSAGE;
+		}
+		memcpy(names[n], p, len);
+		names[n][len] = '\0';
+		idx[n] = if_nametoindex(names[n]);
+		if (!idx[n]) {
+			fprintf(stderr, "No interface %s (--%s) in this network namespace\n", names[n], opt);
+			return -ENODEV;
+		}
+		n++;
+		if (!end)
+			return n;
+		p = end + 1;
+	}
+}
+
 int do_attach(const void *cfg)
 {
 	static const __u32 modes[] = { XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE };
 	static const char *const mode_names[] = { "native", "generic" };
 	const struct attach_opts *o = cfg;
-	unsigned int acc, sgi;
+	char names[2 * MAX_ATTACH_PAIRS][IF_NAMESIZE];
+	unsigned int idx[2 * MAX_ATTACH_PAIRS];
 	bool loaded_here = false;
-	int err, n;
+	int err, n, na, ns, i, j;
 
-	acc = if_nametoindex(o->access.s);
-	if (!acc) {
-		fprintf(stderr, "No interface %s (--access) in this network namespace\n",
-			o->access.s);
-		return -ENODEV;
-	}
-	sgi = if_nametoindex(o->sgi.s);
-	if (!sgi) {
-		fprintf(stderr, "No interface %s (--sgi) in this network namespace\n", o->sgi.s);
-		return -ENODEV;
-	}
-	if (acc == sgi) {
-		fprintf(stderr, "--access and --sgi must be different interfaces\n");
-		return -EUSAGE;
-	}
+	/* one or more per side (comma lists): xdp_access on each access, xdp_sgi on each SGi; the
+	 * programs' egress is the FIB's, so a route decides which pair a packet leaves on */
+	na = split_ifnames(o->access.s, "access", names, idx);
+	if (na < 0)
+		return na;
+	ns = split_ifnames(o->sgi.s, "sgi", names + na, idx + na);
+	if (ns < 0)
+		return ns;
+	for (i = 0; i < na + ns; i++)
+		for (j = i + 1; j < na + ns; j++)
+			if (idx[i] == idx[j]) {
+				fprintf(stderr, "%s is given twice (--access and --sgi take each interface "
+					"once)\n", names[j]);
+				return -EUSAGE;
+			}
 	if (!pgwu_is_loaded()) {
 		err = pgwu_load(&load_defaults);
 		if (err)
@@ -713,24 +753,27 @@ int do_attach(const void *cfg)
 			return n > 0 ? -EBUSY : n;
 		}
 	}
-	err = attach_one("xdp_access", o->access.s, acc, modes[o->mode.v], mode_names[o->mode.v]);
-	if (err)
-		goto out;
-	err = attach_one("xdp_sgi", o->sgi.s, sgi, modes[o->mode.v], mode_names[o->mode.v]);
-	if (err) {
-		detach_xdp_links(false);
-		goto out;
+	for (i = 0; i < na + ns; i++) {
+		err = attach_one(i < na ? "xdp_access" : "xdp_sgi", names[i], idx[i],
+				 modes[o->mode.v], mode_names[o->mode.v]);
+		if (err) {
+			detach_xdp_links(false);
+			goto out;
+		}
 	}
 	printf("attached xdp_access to %s and xdp_sgi to %s (%s mode)\n", o->access.s, o->sgi.s,
 	       mode_names[o->mode.v]);
-	err = sgi_accept_local(o->sgi.s);
-	if (err)
-		fprintf(stderr, "Warning: couldn't set net.ipv4.conf.%s.accept_local=1 (%s): downlink "
-			"packets the kernel must fragment or resolve a neighbour for will be dropped as "
-			"martians\n", o->sgi.s, strerror(-err));
-	else
-		printf("net.ipv4.conf.%s.accept_local=1: the kernel takes the encapsulated packets "
-		       "xdp_sgi passes it (outer fragmentation, neighbour resolution)\n", o->sgi.s);
+	for (i = na; i < na + ns; i++) {
+		err = sgi_accept_local(names[i]);
+		if (err)
+			fprintf(stderr, "Warning: couldn't set net.ipv4.conf.%s.accept_local=1 (%s): "
+				"downlink packets the kernel must fragment or resolve a neighbour for "
+				"will be dropped as martians\n", names[i], strerror(-err));
+		else
+			printf("net.ipv4.conf.%s.accept_local=1: the kernel takes the encapsulated "
+			       "packets xdp_sgi passes it (outer fragmentation, neighbour resolution)\n",
+			       names[i]);
+	}
 	err = 0;
 	if (!o->no_watch.set) {
 		int pid = pgwu_watch_spawn();

@@ -68,6 +68,7 @@ BASELINE: dict[tuple[str, ...], dict[str, str | None]] = {
     ("pfcp",): {"--upf": "127.0.0.1:{free}", "--n3": "127.0.0.2", "--n6": "127.0.0.3",
                 "--local": "127.0.0.1", "--listen-port": "0", "-o": "{tmp}/provisioned.txt",
                 "--duration": "1"},
+    ("pairs",): {"--lab-config": "example-trex", "-o": "{tmp}/trials.jsonl"},
     ("upftest",): {"-o": "{tmp}/out", "--share-cpus": None},
     ("conformance",): {"-o": "{tmp}/out", "--lab-config": "embedded", "--cases": "echo"},
 }

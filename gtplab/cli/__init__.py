@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "report": "results.report",
     "sweep": "measure.sweep",
     "pfcp": "cli.pfcp",
+    "pairs": "cli.pairs",
     "upftest": "upftests.cli",
     "conformance": "conformance.cli",
 }

@@ -31,6 +31,7 @@ from gtplab.errors import UserError
 from gtplab.lab import external
 from gtplab.lab.config_schema import DUT_MODES, GENERATORS, show, validate  # noqa: F401  (DUT_MODES, GENERATORS: the lab's API)
 from gtplab.lab.cpu import CpuLayout
+from gtplab.lab import generators as pairs
 from gtplab.pfcp import provision as prov
 from gtplab.rates import line_rate_pps
 
@@ -58,6 +59,8 @@ class LabConfig:
     thresholds: dict[str, Any] = field(default_factory=dict)
     measured: Any = None
     trex: dict[str, Any] = field(default_factory=dict)
+    # the generator port pairs (gtplab.lab.generators.Pair): one from ports/trex_server, or generators:
+    generators: list = field(default_factory=list)
 
     @property
     def generator(self) -> str:
@@ -317,6 +320,14 @@ def load(name_or_path: str | None = None) -> LabConfig:
         _fail(path, problem)
     backend = data.get("backend", "local")
     ports = data.get("ports") or {"access": 0, "sgi": 1}
+    lab = data.get("lab") or {}
+    gen = lab.get("generator", "engine")
+    if data.get("generators") is not None:
+        if backend != "trex":
+            _fail(path, "generators (several port pairs) need backend: trex (TRex servers; gtplab/measure/pairs.py)")
+    generators = pairs.parse_generators(data, f"lab config {path}", single_server=gen == "trex")
+    if data.get("generators") is not None:
+        ports = {"access": generators[0].access, "sgi": generators[0].sgi}
     if ports["access"] == ports["sgi"]:
         _fail(path, f"ports: access and sgi are both port {ports['access']}: they must be two ports")
     speed = data.get("port_speed_bps", 10e9)
@@ -341,8 +352,6 @@ def load(name_or_path: str | None = None) -> LabConfig:
         if mode != "socket":
             _fail(path, f"dut.socket is given but dut.mode is {mode!r} (set mode: socket)")
         SocketKnobs.parse(dut["socket"], f"lab config {path}: dut.socket")
-    lab = data.get("lab") or {}
-    gen = lab.get("generator", "engine")
     _check_dut_access(path, backend, dut, local_lab=backend == "local" or gen == "trex")
     _check_external(path, dut, local_lab=backend == "local" or gen == "trex")
     if backend == "local" or gen == "trex":
@@ -355,4 +364,4 @@ def load(name_or_path: str | None = None) -> LabConfig:
                      cpus=data.get("cpus"),
                      lab=dict(lab), dut=dict(dut),
                      thresholds=dict(th), measured=data.get("measured"),
-                     trex=dict(data.get("trex") or {}))
+                     trex=dict(data.get("trex") or {}), generators=generators)

@@ -161,6 +161,18 @@ SCHEMA: dict[str, Any] = _obj({
                   error="ports must be {{access: N, sgi: M}} with port numbers (0..255)",
                   unknown="ports must be {{access: N, sgi: M}} with port numbers (not {keys})",
                   required=["access", "sgi"]),
+    # several generator port pairs in one case (gtplab/measure/pairs.py): ports are not required here,
+    # so a pair missing one gets pairs.parse_generators's message, which names it
+    "generators": {"type": ["array", "null"], "items": _obj({
+        "trex_server": _str(null=True),
+        "ports": _obj({"access": {"type": "integer", "minimum": 0, "maximum": 255},
+                       "sgi": {"type": "integer", "minimum": 0, "maximum": 255}},
+                      error="{path} must be {{access: N, sgi: M}} with port numbers (0..255)",
+                      unknown="{path} must be {{access: N, sgi: M}} (not {keys})"),
+        "sgw_base": _str(null=True), "pdn_base": _str(null=True), "netns": _str(null=True),
+    }, null=False, error="{path} must be {{trex_server, ports: {{access, sgi}}, sgw_base, pdn_base}}",
+        unknown="{path}: unknown {keys} (trex_server, ports, sgw_base, pdn_base, netns)"),
+        "x-error": "{path} must be a list of {{trex_server, ports: {{access: N, sgi: M}}}}"},
     "port_speed_bps": _num(0, 1e13, "a positive number (bits per second, e.g. 10000000000)", exclusive_lo=True),
     "max_rate_pps": _num(0, 1e10, "a positive number (packets per second)", exclusive_lo=True, null=True),
     "cpu_shared_with_generator": _bool(),

@@ -754,6 +754,11 @@ def do_sweep(args: argparse.Namespace) -> int:
     if getattr(args, "share_cpus", False):
         cfg.lab["share_cpus"] = True
     _check_endpoints(args)
+    if len(cfg.generators) > 1:
+        # the sweep's search drives one port pair; several are gtplab.measure.pairs's (its trials)
+        raise UserError(f"lab config {cfg.path}: {len(cfg.generators)} generator pairs: the sweep drives one "
+                        "(ports); several run through gtplab.measure.pairs (docs/ansible.md, \"Several "
+                        "generator port pairs\")")
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     check_n3(cases, cfg, args.dut)

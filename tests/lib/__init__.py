@@ -22,6 +22,8 @@ dataplane/fuzz/ put the repository's top on sys.path to do the same):
                       the agent, the readers of its answers, tables and metrics (tests/pfcp/conftest.py's `lab`)
     pgwu_config.py    the PGW-U's config for BPF_PROG_TEST_RUN (static next hops that never send)
     cpus.py           the suite lock that gives a `timing` test the machine's CPUs (tests/conftest.py)
+    pairs_lab.py      two TRex servers (one port pair each, a namespace each) into one PGW-U attached to both
+                      pairs: tests/trex/test_pairs.py's lab for gtplab.measure.pairs
     correctness.py    the correctness checks through a live lab, as plain functions on (lab, client, dut):
                       test_suite_correctness.py runs them with the engine sending, test_trex_lab.py with TRex
 
