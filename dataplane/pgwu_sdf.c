@@ -370,6 +370,18 @@ int cp2up_add(const struct sdf_maps *m, int ul, __u32 teid, __u64 prefix, __u32 
 	return 0;
 }
 
+void cp2up_del(const struct sdf_maps *m, int ul, __u32 teid)
+{
+	struct pgwu_cp_key k = { .id = teid, .kind = PGWU_CP_CP2UP };
+	struct pgwu_ul_bearer b;
+
+	if (m->cp < 0)
+		return;
+	if (!bpf_map_lookup_elem(ul, &teid, &b) && (b.flags & PGWU_B_CP2UP))
+		bpf_map_delete_elem(ul, &teid);
+	bpf_map_delete_elem(m->cp, &k);
+}
+
 int cp2up_remove(const struct sdf_maps *m, int ul, __u64 prefix)
 {
 	struct pgwu_cp_key k, next, gone[16];

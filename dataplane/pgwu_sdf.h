@@ -85,6 +85,8 @@ void sdf_flush(const struct sdf_maps *m);
  * downlink half in dl6_bearers is where the T-PDUs go). 0 or -errno (-EEXIST: the TEID is a
  * bearer's). */
 int cp2up_add(const struct sdf_maps *m, int ul, __u32 teid, __u64 prefix, __u32 owner);
+/* Remove the CP2UP tunnel teid (its ul_bearers entry when it is one, then its cp_relay entry). */
+void cp2up_del(const struct sdf_maps *m, int ul, __u32 teid);
 /* Remove the CP2UP tunnels of a /64 (its ul_bearers entries first). The number removed. */
 int cp2up_remove(const struct sdf_maps *m, int ul, __u64 prefix);
 
