@@ -1031,7 +1031,26 @@ struct mod_plan {
 	__u32 sgw, sgw_teid, dl_flags;
 	struct pgwu_qer qer[PGWU_PFCP_MAX_RULES];	/* the QERs and URRs as they will be */
 	struct pgwu_urr urr[PGWU_PFCP_MAX_RULES];
+	/* Update FARs of FARs to the CP function (UP2CP): a new tunnel for the rule's cp_relay */
+	struct { __u32 rule, addr, teid; } cp_upd[PGWU_PFCP_MAX_RULES];
+	int n_cp_upd;
 };
+
+/* The rule id of the session's UP2CP SDF PDR whose FAR is far_id (its cp_relay entry exists), or 0 */
+static __u32 up2cp_rule(struct pfcp_agent *a, const struct sess *s, __u32 far_id)
+{
+	struct pgwu_cp_relay v;
+
+	for (int e = 0; s->r && e < s->r->n_sdf; e++) {
+		const struct sdf_ent *x = &s->r->sdf[e];
+		struct pgwu_cp_key k = { .id = x->rule, .kind = PGWU_CP_UP2CP };
+
+		if (x->dir == PGWU_PFCP_UPLINK && x->links.far_id == far_id && a->m.sdf.cp >= 0 &&
+		    !bpf_map_lookup_elem(a->m.sdf.cp, &k, &v))
+			return x->rule;
+	}
+	return 0;
+}
 
 static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struct sess *s,
 		     struct mod_plan *p, struct reply *r)
@@ -1076,6 +1095,20 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		if (f->id == s->ul_far && fwd_ok && !f->has_ohc &&
 		    (!f->has_dst_if || f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN))
 			continue;	/* nothing in the tables to change */
+		if (fwd_ok && (!f->has_dst_if || f->dst_if == PFCP_IF_CP) &&
+		    (!f->has_ohc || ohc_ok(&f->ohc)) && p->n_cp_upd < PGWU_PFCP_MAX_RULES) {
+			/* the FAR to the CP function: still there, maybe in a new tunnel */
+			__u32 rule = up2cp_rule(a, s, f->id);
+
+			if (rule) {
+				if (f->has_ohc) {
+					p->cp_upd[p->n_cp_upd].rule = rule;
+					p->cp_upd[p->n_cp_upd].addr = f->ohc.ipv4;
+					p->cp_upd[p->n_cp_upd++].teid = f->ohc.teid;
+				}
+				continue;
+			}
+		}
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
 		return false;
 	}
@@ -1350,6 +1383,17 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	s->sgw = p.sgw;
 	s->sgw_teid = p.sgw_teid;
 	s->dl_flags = p.dl_flags;
+	for (int i = 0; i < p.n_cp_upd; i++) {
+		/* the UP2CP PDR's new tunnel, its usage counters kept */
+		struct pgwu_cp_key k = { .id = p.cp_upd[i].rule, .kind = PGWU_CP_UP2CP };
+		struct pgwu_cp_relay v;
+
+		if (!bpf_map_lookup_elem(a->m.sdf.cp, &k, &v)) {
+			v.addr = p.cp_upd[i].addr;
+			v.teid = p.cp_upd[i].teid;
+			bpf_map_update_elem(a->m.sdf.cp, &k, &v, BPF_EXIST);
+		}
+	}
 	if (s->r) {
 		memcpy(s->r->qer, p.qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.bpf
 
 UE4, PFX6, UE6, UE_LL = "10.45.0.8", "fd47:7470:0:8::/64", "fd47:7470:0:8::1234", "fe80::8"
 SMF, SMF_LL, CP_TEID, GNB_TEID, QFI = "192.0.2.50", "fe80::1", 0xC0DE0008, 0x108, 9
+SMF2, CP_TEID2, GNB2_TEID = "192.0.2.51", 0xC0DE0108, 0x208   # after the Update FARs
 CP_FLOW = R.SdfFilter(flow="permit out 58 from ff02::2/128 to assigned")     # as Open5GS's SMF sends it
 NH_ACCESS_DMAC = "02:00:00:00:01:99"            # forwarding_config's access next hop
 PDR, FAR = 0, 1                                 # Failed Rule ID types (8.2.80)
@@ -88,6 +89,14 @@ def one(dp, f: bytes):
     return k, bytes(r.data)
 
 
+def update_far_to_cp(seq: int, seid: int, far_id: int, addr: str, teid: int):
+    """Update FAR of the FAR to the CP function: a new tunnel (Update Forwarding Parameters)"""
+    from scapy.contrib import pfcp as sp
+    upd = sp.IE_UpdateFAR(IE_list=[sp.IE_FAR_Id(id=far_id), sp.IE_UpdateForwardingParameters(IE_list=[
+        sp.IE_DestinationInterface(interface="CP-function"), R.outer_header_creation(teid, addr)])])
+    return sp.PFCP(version=1, S=1, seid=seid, seq=seq) / sp.PFCPSessionModificationRequest(IE_list=[upd])
+
+
 def reports(resp, ietype: int) -> dict[int, tuple]:
     return {r["urr"]: r["volume"] for r in (usage_report(i) for i in ies(resp) if i.ietype == ietype)}
 
@@ -96,8 +105,10 @@ def test_open5gs_up2cp_and_cp2up_relay_and_report(assoc, pin_dir):
     """Accepted (Cause 1) with three F-TEIDs created: the uplink's, the UP2CP PDR's (the same one) and
     the CP2UP PDR's (its own). A Router Solicitation from the UE (UL PSC QFI 9) leaves in a G-PDU to
     the SMF's address and TEID; the SMF's Router Advertisement to the CP2UP TEID leaves to the gNB with
-    the DL PSC of QFI 9; the UE's IPv6 UDP is forwarded to N6 as always. The deletion reports the RS
-    in URR 2 (the UP2CP PDR's) and the UDP packet in URR 1, and leaves no rule and no tunnel."""
+    the DL PSC of QFI 9; the UE's IPv6 UDP is forwarded to N6 as always. An Update FAR of the FAR to
+    the CP function moves the RS to its new tunnel, one of the downlink FAR (a handover) the RA to the
+    new gNB. The deletion reports the two RS in URR 2 (the UP2CP PDR's) and the UDP packet in URR 1,
+    and leaves no rule and no tunnel."""
     s = session()
     r = est(assoc, 2, 0x10, s)
     assert cause(r) == 1, failed_rule(r)
@@ -120,10 +131,26 @@ def test_open5gs_up2cp_and_cp2up_relay_and_report(assoc, pin_dir):
             out.hex()
         k, _ = one(dp, bytes(P.gtpu(udp6(), teid=teid, ext=psc_ul)))
         assert k == ("ul_fwd", "redirect")
-    d = assoc.req(M.delete(3, seid))
+    # Update FAR: the FAR to the CP function in a new tunnel; the downlink FAR to a new gNB (a
+    # handover): the RS follows the first, the RA the second
+    bad = assoc.req(update_far_to_cp(3, seid, R.FAR_DL + 1, "2001:db8::51", CP_TEID2))   # over IPv6: 73
+    assert (cause(bad), failed_rule(bad)[0] & 0x1f, int.from_bytes(failed_rule(bad)[1:], "big")) == \
+        (73, FAR, R.FAR_DL + 1)
+    assert cause(assoc.req(update_far_to_cp(3, seid, R.FAR_DL + 1, SMF2, CP_TEID2))) == 1
+    assert cause(assoc.req(M.modify_dl(4, seid, sgw=M.SGW_ADDR2, sgw_teid=GNB2_TEID, far_id=R.FAR_DL))) == 1
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        k, out = one(dp, bytes(P.gtpu(rs(), teid=teid, ext=psc_ul)))
+        assert (k, out) == (("ul_cp_fwd", "redirect"), bytes(P.gtpu(
+            rs(), teid=CP_TEID2, src=M.GTPU_ADDR, dst=SMF2, src_mac=P.PGW_ACCESS_MAC, dst_mac=NH_ACCESS_DMAC)))
+        k, out = one(dp, bytes(P.gtpu(ra(), teid=c[cp2up], src=SMF)))
+        assert (k, out) == (("dl_cp_fwd", "redirect"), bytes(P.gtpu(
+            ra(), teid=GNB2_TEID, src=M.GTPU_ADDR, dst=M.SGW_ADDR2, src_mac=P.PGW_ACCESS_MAC,
+            dst_mac=NH_ACCESS_DMAC, ext=[P.pdu_session_container(QFI, uplink=False)])))
+    d = assoc.req(M.delete(5, seid))
     assert cause(d) == 1
     n_rs, n_udp = len(rs()), len(udp6())
-    assert reports(d, 79) == {1: (n_udp, n_udp, 0, 1, 1, 0), 2: (n_rs, n_rs, 0, 1, 1, 0)}
+    assert reports(d, 79) == {1: (n_udp, n_udp, 0, 1, 1, 0), 2: (2 * n_rs, 2 * n_rs, 0, 2, 2, 0)}
     assert n_entries(pin_dir) == {"sdf_lists": 0, "sdf_pdrs": 0, "cp_relay": 0}
     with Dataplane(pin_dir) as dp:
         forwarding_config(dp)
