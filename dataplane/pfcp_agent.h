@@ -135,6 +135,7 @@ struct sess {
 	bool watched;		/* in the agent's usage watch list (pfcp_usage.c) */
 	bool has_ue6;		/* the UE IP Address had V6: the bearer has ue6 (ul6_prefix, and
 				 * dl6_bearers while dl_on) */
+	__u32 cp2up_teid;	/* the CP2UP PDR's tunnel (PGWU_B_CP2UP, network order), 0: none */
 };
 
 /* What an answer says (pfcp_answer.c): its Cause, and why a request was refused */

@@ -363,6 +363,8 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
 				kept, held);
 	}
+	if (s->cp2up_teid)
+		cp2up_del(&a->m.sdf, a->m.ul, s->cp2up_teid);	/* the CP2UP tunnel with them */
 	if (s->r && s->r->sdf_dirs) {
 		/* the halves are gone: the counters are final; the lists and rules after them */
 		sdf_read(a, s->r);

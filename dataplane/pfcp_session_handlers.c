@@ -244,6 +244,9 @@ struct plan {
 	int n_x;
 	struct sdf_pdr_spec *spec[2];
 	int n_spec[2];
+	/* Open5GS's CP2UP PDR: Source Interface CP-function, its own F-TEID, the downlink FAR
+	 * (or one forwarding as it does): a tunnel from the CP function to the UE's (PGWU_B_CP2UP) */
+	const struct pfcp_pdr *cp2up;
 };
 
 static void plan_free(struct plan *p)
@@ -386,8 +389,14 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		/* forwarding: as the default of its direction does (the bearer's one way out) */
 		if (act != PFCP_AA_FORW || !f->has_fwd)
 			goto bad_far;
+		if (ul && f->dst_if == PFCP_IF_CP) {
+			/* to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays) */
+			if (!f->has_ohc || !ohc_ok(&f->ohc))
+				goto bad_far;
+			continue;
+		}
 		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
-			goto bad_far;	/* e.g. to the CP function, in a tunnel */
+			goto bad_far;
 		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(&f->ohc) ||
 			    f->ohc.teid != p->dl_far->ohc.teid || f->ohc.ipv4 != p->dl_far->ohc.ipv4 ||
 			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
@@ -443,6 +452,11 @@ bad_pdr:
 			sp->precedence = x->precedence;
 			sp->pdr_id = x->id;
 			sp->drop = (p->x_far[i]->apply & 0x1f & ~PFCP_AA_NOCP) == PFCP_AA_DROP;
+			sp->to_cp = !sp->drop && p->x_far[i]->dst_if == PFCP_IF_CP;
+			if (sp->to_cp) {
+				sp->cp_addr = p->x_far[i]->ohc.ipv4;
+				sp->cp_teid = p->x_far[i]->ohc.teid;
+			}
 			if (sdf_specs(x, sp)) {
 				free(l);
 				reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
@@ -466,6 +480,43 @@ too_many:
 	}
 	free(l);
 	return true;
+}
+
+/*
+ * The CP2UP PDR (Open5GS's SMF, src/smf/context.c smf_sess_create_cp_up_data_forwarding): Source
+ * Interface CP-function, one IPv4 F-TEID of its own (CHOOSE, or given: this UP's address),
+ * GTP-U/UDP/IP removed, no other match field (a UE IP Address, if any, the session's), its FAR
+ * the session's downlink FAR (Open5GS shares it) or one forwarding to Access as that does; the
+ * session has a /64 (the CP function sends IPv6: Router Advertisements). QERs may be linked (the
+ * QFI sent is the downlink's marking); a URR is not counted there (no usage of the tunnel is
+ * reported): refused.
+ */
+static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struct plan *p)
+{
+	const struct pfcp_pdr *x = p->cp2up;
+	const struct pfcp_far *f;
+	__u64 x6;
+
+	if (x->has_ue_ip && ((x->ue_ip.v4 && x->ue_ip.ipv4 != p->ue) || x->ue_ip.chv4 ||
+			     x->ue_ip.chv6 ||
+			     (x->ue_ip.v6 && (!ue6_ok(&x->ue_ip, &x6) || x6 != p->ue6))))
+		return false;	/* a UE IP Address not the session's */
+	if (!p->has_ue6 || !x->has_fteid || x->n_fteid != 1 || !x->fteid.v4 || x->fteid.v6 ||
+	    (!x->fteid.ch && (!x->fteid.teid || (a->local_addr && x->fteid.ipv4 != a->local_addr))) ||
+	    !x->has_ohr || (x->ohr != PFCP_OHR_GTPU_UDP_IPV4 && x->ohr != PFCP_OHR_GTPU_UDP_IP) ||
+	    x->narrow_ie || x->n_sdf || x->n_qfi || x->n_urr || !x->has_far_id ||
+	    !refs_ok(x, m))
+		return false;
+	if (!x->fteid.ch && x->fteid.teid == p->ul->fteid.teid)
+		return false;	/* the bearer's own tunnel */
+	f = far_by_id(m->create_far, m->n_create_far, x->far_id);
+	if (!f)
+		return false;
+	if (f == p->dl_far)
+		return true;
+	return (f->apply & 0x1f) == PFCP_AA_FORW && f->has_fwd && p->dl_fwd && f->has_ohc &&
+	       ohc_ok(&f->ohc) && f->ohc.teid == p->dl_far->ohc.teid &&
+	       f->ohc.ipv4 == p->dl_far->ohc.ipv4 && (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
 }
 
 static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
@@ -496,12 +547,16 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 				reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
 				return false;
 			}
+		if (x->src_if == PFCP_IF_CP && !p->cp2up) {
+			p->cp2up = x;	/* checked once the session's /64 and FARs are known */
+			continue;
+		}
 		if (x->src_if == PFCP_IF_ACCESS)
 			def = &p->ul;
 		else if (x->src_if == PFCP_IF_CORE || x->src_if == PFCP_IF_SGI_LAN)
 			def = &p->dl;
 		else
-			def = NULL;	/* another interface (CP-function) */
+			def = NULL;	/* another interface (a second CP-function one) */
 		if (!def || x->narrow_ie || (pdi_all(x, ue0) && *def)) {
 			/* Application ID, Ethernet filter; a second PDR that matches everything */
 			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
@@ -645,6 +700,11 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		return false;
 	}
 
+	if (p->cp2up && !cp2up_ok(a, m, p)) {
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p->cp2up->id);
+		return false;
+	}
+
 	/* the rules to keep, and the QFIs they make (5G N3, TS 29.244 8.2.89): uplink G-PDUs must
 	 * carry the uplink PDI's QFI; downlink ones get the QFI of the QERs the downlink PDR
 	 * applies. A QFI in the downlink PDI would match on N6 packets, which carry none: accepted,
@@ -741,8 +801,8 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	struct pgwu_dl_bearer dl = {}, old_dl;
 	struct sess *s = NULL;
 	struct plan p = {};
-	__u32 teid = 0, idx, owner, qflag = 0, sflag[2] = { 0, 0 };
-	int ai = -1, err;
+	__u32 teid = 0, idx, owner, qflag = 0, sflag[2] = { 0, 0 }, cp_teid = 0;
+	int ai = -1, err, cp_err = 0;
 
 	if (r.cause != PFCP_CAUSE_ACCEPTED)
 		goto out;
@@ -833,6 +893,9 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 					p.r->sdf[e].rule = rules[i];
 		p.r->sdf_dirs |= 1U << dir;
 		sflag[dir] = PGWU_B_SDF;
+		for (int i = 0; i < p.n_spec[dir]; i++)
+			if (p.spec[dir][i].to_cp)
+				sflag[dir] |= PGWU_B_CP;	/* xdp_cp first (UP2CP) */
 	}
 	a->gen++;
 	if (!a->gen)
@@ -849,6 +912,13 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		/* the /64: uplink anti-spoofing, and the IPv6 downlink half while the FAR forwards;
 		 * all or nothing with the IPv4 halves */
 		err = bearer_add_v6(&a->m, teid, p.ue6, p.dl_fwd ? &dl : NULL);
+		if (!err && p.cp2up) {
+			/* the CP2UP tunnel: its T-PDUs go where the /64's downlink half sends */
+			cp_teid = p.cp2up->fteid.ch ? teid_alloc(a) : p.cp2up->fteid.teid;
+			cp_err = cp_teid ? cp2up_add(&a->m.sdf, a->m.ul, cp_teid, p.ue6,
+						     owner << PGWU_B_OWNER_SHIFT) : -E2BIG;
+			err = cp_err;
+		}
 		if (err)
 			bearer_remove(&a->m, teid, p.ue, true, p.dl_fwd && p.ue);
 	}
@@ -859,7 +929,9 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (err && qflag)
 		qos_remove(a, teid);
-	if (err == -EEXIST)		/* the F-TEID the CP chose is in use */
+	if (cp_err == -EEXIST)	/* the CP2UP F-TEID the CP chose is in use */
+		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.cp2up->id);
+	else if (err == -EEXIST)	/* the F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
 	else if (err == -EADDRINUSE)	/* the UE address or /64 has a bearer */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.dl->id);
@@ -880,6 +952,7 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	s->ue = p.ue;
 	s->has_ue6 = p.has_ue6;
 	s->ue6 = p.has_ue6 ? p.ue6 : 0;
+	s->cp2up_teid = cp_teid;
 	s->owner = owner;
 	s->has_sgw = p.dl_sgw_ok;
 	s->ohc_placeholder = p.dl_far->has_ohc && !p.dl_sgw_ok;
@@ -936,6 +1009,13 @@ out:
 				pfcp_w_group_end(w, g);
 			}
 		}
+		if (p.cp2up && p.cp2up->fteid.ch) {
+			size_t g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
+
+			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.cp2up->id);
+			pfcp_w_fteid(w, cp_teid, a->local_addr);
+			pfcp_w_group_end(w, g);
+		}
 	}
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_EST_RESP, r.cause), 1);
 }
@@ -951,7 +1031,26 @@ struct mod_plan {
 	__u32 sgw, sgw_teid, dl_flags;
 	struct pgwu_qer qer[PGWU_PFCP_MAX_RULES];	/* the QERs and URRs as they will be */
 	struct pgwu_urr urr[PGWU_PFCP_MAX_RULES];
+	/* Update FARs of FARs to the CP function (UP2CP): a new tunnel for the rule's cp_relay */
+	struct { __u32 rule, addr, teid; } cp_upd[PGWU_PFCP_MAX_RULES];
+	int n_cp_upd;
 };
+
+/* The rule id of the session's UP2CP SDF PDR whose FAR is far_id (its cp_relay entry exists), or 0 */
+static __u32 up2cp_rule(struct pfcp_agent *a, const struct sess *s, __u32 far_id)
+{
+	struct pgwu_cp_relay v;
+
+	for (int e = 0; s->r && e < s->r->n_sdf; e++) {
+		const struct sdf_ent *x = &s->r->sdf[e];
+		struct pgwu_cp_key k = { .id = x->rule, .kind = PGWU_CP_UP2CP };
+
+		if (x->dir == PGWU_PFCP_UPLINK && x->links.far_id == far_id && a->m.sdf.cp >= 0 &&
+		    !bpf_map_lookup_elem(a->m.sdf.cp, &k, &v))
+			return x->rule;
+	}
+	return 0;
+}
 
 static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struct sess *s,
 		     struct mod_plan *p, struct reply *r)
@@ -996,6 +1095,20 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		if (f->id == s->ul_far && fwd_ok && !f->has_ohc &&
 		    (!f->has_dst_if || f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN))
 			continue;	/* nothing in the tables to change */
+		if (fwd_ok && (!f->has_dst_if || f->dst_if == PFCP_IF_CP) &&
+		    (!f->has_ohc || ohc_ok(&f->ohc)) && p->n_cp_upd < PGWU_PFCP_MAX_RULES) {
+			/* the FAR to the CP function: still there, maybe in a new tunnel */
+			__u32 rule = up2cp_rule(a, s, f->id);
+
+			if (rule) {
+				if (f->has_ohc) {
+					p->cp_upd[p->n_cp_upd].rule = rule;
+					p->cp_upd[p->n_cp_upd].addr = f->ohc.ipv4;
+					p->cp_upd[p->n_cp_upd++].teid = f->ohc.teid;
+				}
+				continue;
+			}
+		}
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
 		return false;
 	}
@@ -1270,6 +1383,17 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	s->sgw = p.sgw;
 	s->sgw_teid = p.sgw_teid;
 	s->dl_flags = p.dl_flags;
+	for (int i = 0; i < p.n_cp_upd; i++) {
+		/* the UP2CP PDR's new tunnel, its usage counters kept */
+		struct pgwu_cp_key k = { .id = p.cp_upd[i].rule, .kind = PGWU_CP_UP2CP };
+		struct pgwu_cp_relay v;
+
+		if (!bpf_map_lookup_elem(a->m.sdf.cp, &k, &v)) {
+			v.addr = p.cp_upd[i].addr;
+			v.teid = p.cp_upd[i].teid;
+			bpf_map_update_elem(a->m.sdf.cp, &k, &v, BPF_EXIST);
+		}
+	}
 	if (s->r) {
 		memcpy(s->r->qer, p.qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(s->r->urr, p.urr, s->r->n_urr * sizeof(p.urr[0]));

@@ -1651,6 +1651,8 @@ int xdp_access6(struct xdp_md *ctx)
 		reason = PGWU_R_DROP_INNER_BAD;
 		goto out;
 	}
+	if (ho->flags & (PGWU_B_CP | PGWU_B_CP2UP))
+		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_CP);	/* back here (flags cleared) if not taken */
 	u6 = ul6_find(teid);
 	if (!u6) {
 		reason = PGWU_R_DROP_INNER_NOT_IPV4;	/* an IPv4-only bearer */
@@ -1737,6 +1739,164 @@ int xdp_access6(struct xdp_md *ctx)
 icmp6:	/* one inlined copy for both errors */
 	action = ul6_error(ctx, cfg, ho, u6, off, inner_len, reason == PGWU_R_DROP_TOO_BIG ? 2 : 3,
 			   reason == PGWU_R_DROP_TOO_BIG ? mtu : 0);
+out:
+	count(reason, action, rx_len);
+	return action;
+}
+
+/*
+ * The relays to and from the CP function (TS 29.244 5.2.1: a FAR with Destination Interface
+ * CP-function and Outer Header Creation; a PDR with Source Interface CP-function and its own
+ * F-TEID), as Open5GS's SMF provisions them for IPv6 Router Solicitations (UP2CP) and Router
+ * Advertisements (CP2UP). Tail-called by xdp_access6 for a half with PGWU_B_CP or PGWU_B_CP2UP,
+ * before its source and route checks (a Router Solicitation comes from the UE's link-local
+ * address to ff02::2, neither of which the UE's /64 or a route to N6 takes), with what
+ * xdp_access found (ul6_handoff). A tail call of its own: xdp_access's and xdp_access6's
+ * verification costs stay as they were (each is close to the verifier's limit).
+ *
+ * UP2CP (PGWU_B_CP): the T-PDU classified by the half's filters (pgwu_pdr_apply, PDR_CLASSIFY);
+ * matched by a PDR with PGWU_SDF_P_CP, it is relayed: its QER and usage applied (PDR_RELAY), then
+ * put in a G-PDU of its own, IPv4 local -> the CP function's address, UDP 2152 -> 2152 without a
+ * checksum, TEID the FAR's, no extension header; the T-PDU itself unchanged (no hop limit
+ * decrement: a relay, not a router's hop; RFC 4861 6.1.1 wants 255 at the CP function). Any other
+ * T-PDU: back to xdp_access6 with PGWU_B_CP cleared, which takes it as before (the half's
+ * filters classify it again there).
+ * CP2UP (PGWU_B_CP2UP): any IPv6 T-PDU to the tunnel goes to the session's downlink tunnel (its
+ * dl6_bearers half: the gNB's address and TEID), with a DL PDU Session Container of its QFI
+ * when it has one (TS 38.415 5.5.2.1, PDU type 0), as the session's own downlink G-PDUs; no
+ * downlink half (its FAR buffers or drops): drop_far.
+ * The outer route is the access side's (resolve_nexthop); pass_no_neigh / pass_fib_other: the
+ * new G-PDU goes to the kernel, addressed as the received frame was. Counted as ul_cp_fwd /
+ * dl_cp_fwd, with the frame's length as received; usage in cp_relay.
+ */
+SEC("xdp")
+int xdp_cp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 rx_len = data_end - data, action = XDP_DROP, reason, zero = 0;
+	struct pgwu_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct pgwu_ul6_handoff *ho = bpf_map_lookup_elem(&ul6_handoff, &zero);
+	__u32 off, len, x = 0, l2, done, mtu = 0, flags, qr;
+	struct pgwu_cp_relay *c;
+	struct pgwu_cp_key k;
+	struct nexthop nh;
+	struct iphdr *oip;
+	__be32 dst, dteid;
+	__u8 qfi = 0, orig_mac[12];
+	int i;
+
+	if (!cfg || !ho) {
+		reason = PGWU_R_DROP_NOT_CONFIGURED;
+		goto out;
+	}
+	off = ho->inner_off;
+	len = ho->inner_len;
+	flags = ho->flags;
+	__builtin_memcpy(orig_mac, ho->orig_mac, 12);
+	if (off > 0x3fff || off + len > rx_len || len < 40 || len > 0xffff) {
+		reason = PGWU_R_DROP_INNER_BAD;
+		goto out;
+	}
+	if (flags & PGWU_B_CP2UP) {
+		struct pgwu_dl_bearer *dl;
+
+		k.id = ho->teid;
+		k.kind = PGWU_CP_CP2UP;
+		c = bpf_map_lookup_elem(&cp_relay, &k);
+		if (!c) {
+			reason = PGWU_R_DROP_UNKNOWN_TEID;
+			goto out;
+		}
+		dl = dl6_find(c->prefix);
+		if (!dl) {
+			reason = PGWU_R_DROP_FAR;
+			goto out;
+		}
+		dst = dl->sgw_addr;
+		dteid = dl->sgw_teid;
+		if (dl->flags & PGWU_B_QFI) {
+			x = 8;
+			qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & PGWU_QFI_MAX;
+		}
+		done = PGWU_R_DL_CP_FWD;
+	} else {
+		struct sdf_pkt *sp;
+
+		if (pgwu_pdr_apply(ctx, ho->teid, flags, PGWU_PFCP_UPLINK | PDR_CLASSIFY | off << 16,
+				   len) != PGWU_R_UL_CP_FWD) {
+			/* not the CP function's: xdp_access6 as before (it does not come back) */
+			ho->flags = flags & ~PGWU_B_CP;
+			bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_ACCESS6);
+			reason = PGWU_R_DROP_NOT_CONFIGURED;
+			goto out;
+		}
+		sp = bpf_map_lookup_elem(&sdf_scratch, &zero);
+		if (!sp) {
+			reason = PGWU_R_DROP_NOT_CONFIGURED;
+			goto out;
+		}
+		k.id = sp->rule;
+		k.kind = PGWU_CP_UP2CP;
+		c = bpf_map_lookup_elem(&cp_relay, &k);
+		if (!c) {
+			reason = PGWU_R_DROP_FAR;
+			goto out;
+		}
+		dst = c->addr;
+		dteid = c->teid;
+		done = PGWU_R_UL_CP_FWD;
+	}
+	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, dst, 0, IPPROTO_UDP,
+				 36 + x + len, &nh, &mtu);
+	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER)
+		l2 = sizeof(struct ethhdr);	/* for the kernel: addressed as received */
+	else if (reason)
+		goto out;
+	else
+		l2 = cfg->egress_vlan[PGWU_SIDE_ACCESS] ? 18 : 14;
+	if (done == PGWU_R_UL_CP_FWD) {
+		qr = pgwu_pdr_apply(ctx, ho->teid, flags, PGWU_PFCP_UPLINK | PDR_RELAY |
+				    (reason ? 0 : 2) | off << 16, len);
+		if (qr) {
+			reason = qr;
+			goto out;
+		}
+	}
+	/* the new outer headers (36 + x octets) right before the T-PDU, nothing after it */
+	i = (int)off;
+	asm volatile("" : "+r"(i));
+	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 36 + x)) || trim_to(ctx, l2 + 36 + x + len)) {
+		reason = PGWU_R_DROP_ADJUST;
+		goto out;
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 44 > data_end) {
+		reason = PGWU_R_DROP_ADJUST;
+		goto out;
+	}
+	if (reason) {
+		struct ethhdr *e = data;
+
+		__builtin_memcpy(e->h_dest, orig_mac, 12);
+		e->h_proto = ETH_P_IP_BE;
+		action = XDP_PASS;
+	} else {
+		write_eth(data, nh.dmac, nh.smac, cfg->egress_vlan[PGWU_SIDE_ACCESS]);
+	}
+	oip = data + (l2 == 18 ? 18 : 14);
+	if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, dst, dteid, len, x, qfi)) {
+		reason = PGWU_R_DROP_ADJUST;
+		action = XDP_DROP;
+		goto out;
+	}
+	__sync_fetch_and_add(&c->packets, 1);
+	__sync_fetch_and_add(&c->bytes, len);
+	if (reason)
+		goto out;
+	action = forward(ctx, nh.ifindex);
+	reason = done;
 out:
 	count(reason, action, rx_len);
 	return action;

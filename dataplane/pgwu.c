@@ -190,6 +190,10 @@ static const struct opt session_add_options[] = {
 	  "[gate closed] [mbr KBPS] [tos V[/M]] [flowlabel N] [spi N] [flow permit out PROTO "
 	  "from SRC [PORTS] to DST [PORTS]]' (TS 29.212 5.4.2; docs/dataplane.md; default: none, "
 	  "every packet the bearer's)" },
+	{ .name = "cp-teid", .type = OPT_U32, .off = offsetof(struct session_opts, cp_teid),
+	  .metavar = "T", .min = 1, .max = 0xffffffffU,
+	  .help = "a tunnel from the CP function (CP2UP, with --ue6): its G-PDUs to TEID T are "
+	  "relayed to the bearer's downlink tunnel with its QFI (docs/ipv6.md; default: none)" },
 	OPT_END
 };
 

@@ -102,6 +102,12 @@ enum pgwu_reason {
 					 * route's once encapsulated (when that leaves >= 1280 octets
 					 * for it; below, PASS_FIB_OTHER: the kernel fragments the
 					 * outer packet) */
+	PGWU_R_UL_CP_FWD,		/* REDIRECT/TX: an uplink T-PDU its PDR sends to the CP function
+					 * (PGWU_SDF_P_CP: a Router Solicitation, Open5GS's UP2CP PDR)
+					 * relayed in a G-PDU to the CP function's address and TEID */
+	PGWU_R_DL_CP_FWD,		/* REDIRECT/TX: a T-PDU from the CP function (a G-PDU to its
+					 * CP2UP TEID, PGWU_B_CP2UP: a Router Advertisement) relayed
+					 * to the UE's tunnel with the downlink PSC of its QFI */
 	PGWU_REASON_MAX,
 };
 
@@ -146,6 +152,14 @@ struct pgwu_counter {
  * below): its packets are classified and take their PDR's action, QER and usage counters.
  * Without the flag sdf_lists is never looked at (the fast path is today's). */
 #define PGWU_B_SDF	(1U << 4)
+/* Uplink half: one of its SDF PDRs forwards to the CP function (cp_relay, struct pgwu_cp_relay):
+ * its IPv6 T-PDUs go through xdp_cp first, which relays those that PDR matches. */
+#define PGWU_B_CP	(1U << 5)
+/* Uplink half of a CP2UP tunnel (a PDR with Source Interface CP-function and its own F-TEID,
+ * 29.244 8.2.2): not a bearer; its IPv6 T-PDUs go to xdp_cp, which relays them to the session's
+ * downlink tunnel (cp_relay keyed by this TEID). Its ue_addr is 255.255.255.255, which no
+ * IPv4 T-PDU carries as its source (those are drop_spoofed). */
+#define PGWU_B_CP2UP	(1U << 6)
 
 /* The flags word of a QFI (0..63); the QFI of flags, or -1 when it has none. */
 static inline __u32 pgwu_qfi_flags(__u32 qfi)
@@ -301,12 +315,41 @@ struct pgwu_sdf_list {
  * the T-PDUs forwarded by XDP (as the bearer's own counters, which count them too), atomic adds. */
 #define PGWU_SDF_P_DROP	(1U << 0)	/* the FAR drops: drop_far */
 #define PGWU_SDF_P_QOS	(1U << 1)	/* sdf_qos holds its gate/MBR/quota (struct pgwu_qos) */
+#define PGWU_SDF_P_CP	(1U << 2)	/* the FAR forwards to the CP function: cp_relay {rule,
+					 * PGWU_CP_UP2CP} holds its tunnel; only xdp_cp sends there
+					 * (another path that finds it: drop_far) */
 
 struct pgwu_sdf_pdr {
 	__u32 flags;		/* PGWU_SDF_P_* */
 	__u32 precedence;	/* as given (the list's order) */
 	__u16 pdr_id;		/* the PFCP PDR ID (0: set by `pgwu session add`) */
 	__u16 pad[3];
+	__u64 packets;
+	__u64 bytes;
+};
+
+/*
+ * cp_relay: the tunnels to and from the CP function (TS 29.244 5.2.1, 8.2.24 Destination Interface
+ * CP-function; Open5GS's SMF's UP2CP and CP2UP PDRs carry Router Solicitations and Advertisements).
+ * Key: {id, kind}. PGWU_CP_UP2CP: id is an sdf_pdrs rule id (PGWU_SDF_P_CP), addr/teid the FAR's
+ * Outer Header Creation (IPv4). PGWU_CP_CP2UP: id is the CP2UP tunnel's local TEID (network
+ * order, the ul_bearers entry with PGWU_B_CP2UP), prefix the session's /64: its downlink half
+ * in dl6_bearers gives the gNB's address, TEID and QFI at each packet (an Update FAR of the
+ * downlink FAR moves both). Written by pgwu; xdp_cp reads it and adds to packets/bytes (the
+ * relayed T-PDU's length) with atomic adds.
+ */
+#define PGWU_CP_UP2CP	0
+#define PGWU_CP_CP2UP	1
+
+struct pgwu_cp_key {
+	__u32 id;
+	__u32 kind;		/* PGWU_CP_* */
+};
+
+struct pgwu_cp_relay {
+	__u32 addr;		/* UP2CP: the CP function's address, network order */
+	__u32 teid;		/* UP2CP: its TEID, network order */
+	__u64 prefix;		/* CP2UP: the /64 of the session, as dl6_bearers keys it */
 	__u64 packets;
 	__u64 bytes;
 };

@@ -83,6 +83,7 @@ struct session_opts {
 	struct opt_str file;
 	struct opt_str ue6;		/* the UE's IPv6 /64 */
 	struct opt_str filter;		/* SDF filters: PDR specs (pgwu_sdf.h sdf_parse_option) */
+	struct opt_u32 cp_teid;		/* a CP2UP tunnel's local TEID (PGWU_B_CP2UP); not set: none */
 };
 
 struct stats_opts {

@@ -56,13 +56,15 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_NO_PDR] = "drop_no_pdr",
 	[PGWU_R_DROP_FAR] = "drop_far",
 	[PGWU_R_DROP_TOO_BIG] = "drop_too_big",
+	[PGWU_R_UL_CP_FWD] = "ul_cp_fwd",
+	[PGWU_R_DL_CP_FWD] = "dl_cp_fwd",
 };
 /* A reason added to the enum without a name here leaves a NULL slot, which the build does not
  * see: tests/dataplane/test_fmt_names.py checks every table here against its enum, index by index.
  * These asserts only catch an enum grown at its end. */
-_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 8,
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 10,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
-_Static_assert(PGWU_R_DROP_TOO_BIG == PGWU_REASON_MAX - 1,
+_Static_assert(PGWU_R_DL_CP_FWD == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
 /* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */

@@ -159,6 +159,8 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 		err = bpf_map__set_max_entries(skel->maps.sdf_pdrs, 4 * sdf_lists_for(max_bearers));
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.sdf_qos, 4 * sdf_lists_for(max_bearers));
+	if (!err)	/* the CP function's tunnels: one or two per IPv6 session that has them */
+		err = bpf_map__set_max_entries(skel->maps.cp_relay, 4 * sdf_lists_for(max_bearers));
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.ul_slots, pgwu_slots_for(max_bearers));
 	if (!err)
@@ -267,8 +269,10 @@ static void mem_plan_of(const struct bpf_object *obj, __u32 max_bearers, struct 
 			 * nor are the IPv6 maps' entries, made only for a bearer with a /64
 			 * (dl6_bearers 104 + ul6_prefix 88 = 192 bytes more for those) */
 			if (!strcmp(name, "qos") || !strcmp(name, "dl6_bearers") ||
-			    !strcmp(name, "ul6_prefix") || !strncmp(name, "sdf_", 4))
-				break;	/* nor the SDF filters' (a list 2,960 bytes a bearer half) */
+			    !strcmp(name, "ul6_prefix") || !strncmp(name, "sdf_", 4) ||
+			    !strcmp(name, "cp_relay"))
+				break;	/* nor the SDF filters' (a list 2,960 bytes a bearer half),
+					 * nor the CP function's tunnels (96 bytes each) */
 			if (bpf_map__map_flags(map) & BPF_F_NO_PREALLOC)
 				p->per_bearer += HTAB_ELEM_HDR + k + v + LLIST_NODE_SIZE;
 			else

@@ -80,9 +80,9 @@ int maps_open(struct pgwu_maps *m)
 	/* config first: when nothing is loaded, its "not loaded" is the one message */
 	static const char *const names[] = { "config", "ul_bearers", "dl_bearers", "stats",
 					     "fib_gen", "dl6_bearers", "ul6_prefix",
-					     "sdf_lists", "sdf_pdrs", "sdf_qos" };
+					     "sdf_lists", "sdf_pdrs", "sdf_qos", "cp_relay" };
 	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen, &m->dl6, &m->ul6,
-		       &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos };
+		       &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos, &m->sdf.cp };
 	size_t i;
 
 	m->lock = -1;
@@ -346,7 +346,7 @@ void maps_close(struct pgwu_maps *m)
 	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
 		       &m->dl_slots_fd, &m->dl6, &m->ul6, &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos,
-		       &m->dl6_slots_fd };
+		       &m->sdf.cp, &m->dl6_slots_fd };
 
 	if (m->ul_slots)
 		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));
@@ -670,8 +670,13 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 	if (err)
 		goto out;
 	for (size_t i = 0; i < n_ul; i++) {
-		struct bearer *x = &b[n++];
-		ssize_t j = find_hi32(dl_idx, n_dl, ulv[i].ue_addr);
+		struct bearer *x;
+		ssize_t j;
+
+		if (ulv[i].flags & PGWU_B_CP2UP)
+			continue;	/* a tunnel from the CP function, not a bearer (pgwu.h) */
+		x = &b[n++];
+		j = find_hi32(dl_idx, n_dl, ulv[i].ue_addr);
 
 		x->teid = ntohl(ulk[i]);
 		x->ue = ulv[i].ue_addr;

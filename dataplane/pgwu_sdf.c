@@ -329,9 +329,83 @@ static void rules_delete(const struct sdf_maps *m, const struct pgwu_sdf_list *l
 	__u32 i;
 
 	for (i = 0; i < l->n && i < PGWU_SDF_MAX; i++) {
+		struct pgwu_cp_key ck = { .id = l->f[i].rule, .kind = PGWU_CP_UP2CP };
+
 		bpf_map_delete_elem(m->pdrs, &l->f[i].rule);
 		bpf_map_delete_elem(m->qos, &l->f[i].rule);
+		if (m->cp >= 0)
+			bpf_map_delete_elem(m->cp, &ck);
 	}
+}
+
+/* the cp_relay entry of an UP2CP PDR (before its sdf_pdrs entry: xdp_cp finds it there) */
+static int cp_put(const struct sdf_maps *m, const struct sdf_pdr_spec *p, __u32 rule)
+{
+	struct pgwu_cp_key k = { .id = rule, .kind = PGWU_CP_UP2CP };
+	struct pgwu_cp_relay v = { .addr = p->cp_addr, .teid = p->cp_teid };
+
+	if (!p->to_cp)
+		return 0;
+	if (m->cp < 0)
+		return -EOPNOTSUPP;
+	return bpf_map_update_elem(m->cp, &k, &v, BPF_ANY) ? -errno : 0;
+}
+
+int cp2up_add(const struct sdf_maps *m, int ul, __u32 teid, __u64 prefix, __u32 owner)
+{
+	struct pgwu_cp_key k = { .id = teid, .kind = PGWU_CP_CP2UP };
+	struct pgwu_cp_relay v = { .prefix = prefix };
+	struct pgwu_ul_bearer b = { .ue_addr = 0xffffffff, .flags = PGWU_B_CP2UP | owner };
+	int err;
+
+	if (m->cp < 0)
+		return -EOPNOTSUPP;
+	if (bpf_map_update_elem(m->cp, &k, &v, BPF_NOEXIST))
+		return -errno;
+	if (bpf_map_update_elem(ul, &teid, &b, BPF_NOEXIST)) {
+		err = -errno;
+		bpf_map_delete_elem(m->cp, &k);
+		return err;
+	}
+	return 0;
+}
+
+void cp2up_del(const struct sdf_maps *m, int ul, __u32 teid)
+{
+	struct pgwu_cp_key k = { .id = teid, .kind = PGWU_CP_CP2UP };
+	struct pgwu_ul_bearer b;
+
+	if (m->cp < 0)
+		return;
+	if (!bpf_map_lookup_elem(ul, &teid, &b) && (b.flags & PGWU_B_CP2UP))
+		bpf_map_delete_elem(ul, &teid);
+	bpf_map_delete_elem(m->cp, &k);
+}
+
+int cp2up_remove(const struct sdf_maps *m, int ul, __u64 prefix)
+{
+	struct pgwu_cp_key k, next, gone[16];
+	struct pgwu_cp_relay v;
+	struct pgwu_ul_bearer b;
+	int n = 0, i;
+
+	if (m->cp < 0)
+		return 0;
+	/* collected first: deleting while walking the keys can restart the walk */
+	if (bpf_map_get_next_key(m->cp, NULL, &next))
+		return 0;
+	do {
+		k = next;
+		if (k.kind == PGWU_CP_CP2UP && !bpf_map_lookup_elem(m->cp, &k, &v) &&
+		    v.prefix == prefix && n < 16)
+			gone[n++] = k;
+	} while (!bpf_map_get_next_key(m->cp, &k, &next));
+	for (i = 0; i < n; i++) {
+		if (!bpf_map_lookup_elem(ul, &gone[i].id, &b) && (b.flags & PGWU_B_CP2UP))
+			bpf_map_delete_elem(ul, &gone[i].id);
+		bpf_map_delete_elem(m->cp, &gone[i]);
+	}
+	return n;
 }
 
 int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_spec *p, int n,
@@ -353,7 +427,8 @@ int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_sp
 	sort_prec(p, n);
 	for (i = 0; i < n; i++) {
 		struct pgwu_sdf_pdr d = {
-			.flags = (p[i].drop ? PGWU_SDF_P_DROP : 0) | (p[i].has_qos ? PGWU_SDF_P_QOS : 0),
+			.flags = (p[i].drop ? PGWU_SDF_P_DROP : 0) | (p[i].has_qos ? PGWU_SDF_P_QOS : 0) |
+				 (p[i].to_cp ? PGWU_SDF_P_CP : 0),
 			.precedence = p[i].precedence, .pdr_id = p[i].pdr_id,
 		};
 
@@ -362,16 +437,30 @@ int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_sp
 			if (p[i].has_qos &&
 			    bpf_map_update_elem(m->qos, &rules[i], &p[i].q, BPF_NOEXIST))
 				continue;
+			if (cp_put(m, &p[i], rules[i])) {
+				if (p[i].has_qos)
+					bpf_map_delete_elem(m->qos, &rules[i]);
+				continue;
+			}
 			if (!bpf_map_update_elem(m->pdrs, &rules[i], &d, BPF_NOEXIST))
 				break;
 			if (p[i].has_qos)
 				bpf_map_delete_elem(m->qos, &rules[i]);
+			if (p[i].to_cp) {
+				struct pgwu_cp_key ck = { .id = rules[i], .kind = PGWU_CP_UP2CP };
+
+				bpf_map_delete_elem(m->cp, &ck);
+			}
 		}
 		if (k == 64) {
 			err = errno ? -errno : -ENOSPC;
 			for (k = 0; k < i; k++) {
+				struct pgwu_cp_key ck = { .id = rules[k], .kind = PGWU_CP_UP2CP };
+
 				bpf_map_delete_elem(m->pdrs, &rules[k]);
 				bpf_map_delete_elem(m->qos, &rules[k]);
+				if (p[k].to_cp)
+					bpf_map_delete_elem(m->cp, &ck);
 			}
 			goto out;
 		}
@@ -392,8 +481,12 @@ int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_sp
 	goto out;
 undo:
 	for (k = 0; k < n; k++) {
+		struct pgwu_cp_key ck = { .id = rules[k], .kind = PGWU_CP_UP2CP };
+
 		bpf_map_delete_elem(m->pdrs, &rules[k]);
 		bpf_map_delete_elem(m->qos, &rules[k]);
+		if (p[k].to_cp)
+			bpf_map_delete_elem(m->cp, &ck);
 	}
 out:
 	free(l);
@@ -433,6 +526,7 @@ void sdf_flush(const struct sdf_maps *m)
 	flush_map(m->lists, sizeof(struct pgwu_sdf_key));
 	flush_map(m->pdrs, sizeof(__u32));
 	flush_map(m->qos, sizeof(__u32));
+	flush_map(m->cp, sizeof(struct pgwu_cp_key));
 }
 
 /* one PDR spec of --filter (see pgwu_sdf.h) */
@@ -482,6 +576,22 @@ static int parse_spec(char *s, struct sdf_pdr_spec p[2][SDF_MAX_PDRS], int n[2],
 		}
 		if (!strcmp(w, "fwd"))
 			continue;
+		if (!strcmp(w, "cp")) {
+			char ca[64], ct[64];
+
+			if (dir != PGWU_PFCP_UPLINK) {
+				*why = "cp: an uplink PDR's (to the CP function)";
+				return -1;
+			}
+			if (word(&c, ca, sizeof(ca)) != 1 || inet_pton(AF_INET, ca, &x->cp_addr) != 1 ||
+			    word(&c, ct, sizeof(ct)) != 1 || parse_uint(ct, 0xffffffffUL, &v) || !v) {
+				*why = "cp: expected the CP function's IPv4 address and TEID (1..4294967295)";
+				return -1;
+			}
+			x->cp_teid = htonl(v);
+			x->to_cp = true;
+			continue;
+		}
 		if (word(&c, arg, sizeof(arg)) != 1) {
 			*why = "a keyword without its value (gate, mbr, tos, flowlabel, spi)";
 			return -1;
@@ -529,7 +639,7 @@ static int parse_spec(char *s, struct sdf_pdr_spec p[2][SDF_MAX_PDRS], int n[2],
 			f->has_spi = true;
 			f->spi = v;
 		} else {
-			*why = "unknown keyword (expected drop, fwd, gate, mbr, tos, flowlabel, spi, flow)";
+			*why = "unknown keyword (expected drop, fwd, cp, gate, mbr, tos, flowlabel, spi, flow)";
 			return -1;
 		}
 	}

@@ -42,11 +42,14 @@ struct sdf_spec {
 };
 
 /* One PDR of a bearer half: its precedence, its SDF filters (none: it matches everything), its
- * FAR (drop or forward) and its QER (gate, MBR: has_qos, q). */
+ * FAR (drop, forward, or forward to the CP function in a GTP-U tunnel: to_cp, cp_addr and
+ * cp_teid network order, uplink only) and its QER (gate, MBR: has_qos, q). */
 struct sdf_pdr_spec {
 	__u32 precedence;
 	__u16 pdr_id;
 	bool drop;
+	bool to_cp;
+	__u32 cp_addr, cp_teid;
 	bool has_qos;
 	struct pgwu_qos q;
 	int n;
@@ -54,7 +57,7 @@ struct sdf_pdr_spec {
 };
 
 struct sdf_maps {
-	int lists, pdrs, qos;
+	int lists, pdrs, qos, cp;	/* cp: cp_relay (struct pgwu_cp_relay) */
 };
 
 /* Parse a Flow Description; 0, or -1 with *why set. */
@@ -77,8 +80,18 @@ int sdf_remove(const struct sdf_maps *m, __u32 teid, int dir);
 /* Every list and rule (session flush). */
 void sdf_flush(const struct sdf_maps *m);
 
+/* A CP2UP tunnel (PGWU_B_CP2UP, pgwu.h): its cp_relay entry, then its ul_bearers entry (ul: that
+ * map's fd) with flags PGWU_B_CP2UP | owner; teid network order, prefix the session's /64 (its
+ * downlink half in dl6_bearers is where the T-PDUs go). 0 or -errno (-EEXIST: the TEID is a
+ * bearer's). */
+int cp2up_add(const struct sdf_maps *m, int ul, __u32 teid, __u64 prefix, __u32 owner);
+/* Remove the CP2UP tunnel teid (its ul_bearers entry when it is one, then its cp_relay entry). */
+void cp2up_del(const struct sdf_maps *m, int ul, __u32 teid);
+/* Remove the CP2UP tunnels of a /64 (its ul_bearers entries first). The number removed. */
+int cp2up_remove(const struct sdf_maps *m, int ul, __u64 prefix);
+
 /* `pgwu session add --filter`: PDR specs separated by ';', each
- *   ul|dl PRECEDENCE [drop] [gate closed] [mbr KBPS] [tos V/M] [flowlabel N] [spi N]
+ *   ul|dl PRECEDENCE [drop|cp ADDR TEID] [gate closed] [mbr KBPS] [tos V/M] [flowlabel N] [spi N]
  *         [flow permit out ...]   (flow takes the rest of the spec)
  * into p[dir][...] and n[dir]. 0, or -1 with the offending text in *why (static buffer). */
 int sdf_parse_option(const char *s, struct sdf_pdr_spec p[2][SDF_MAX_PDRS], int n[2],

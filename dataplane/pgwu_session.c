@@ -166,6 +166,10 @@ int do_session_add(const void *cfg)
 		fprintf(stderr, "--ue6 '%s': %s\n", o->ue6.s, why);
 		return -EUSAGE;
 	}
+	if (o->cp_teid.set && (!o->ue6.set || o->cp_teid.v == o->teid.v)) {
+		fprintf(stderr, "--cp-teid: needs --ue6 (the CP function sends IPv6) and a TEID of its own\n");
+		return -EUSAGE;
+	}
 	if (o->filter.set) {
 		sdf = calloc(1, sizeof(*sdf));
 		if (!sdf)
@@ -197,9 +201,12 @@ int do_session_add(const void *cfg)
 			free(sdf);
 			return why ? -EUSAGE : err;
 		}
-		if (d == PGWU_PFCP_UPLINK)
+		if (d == PGWU_PFCP_UPLINK) {
 			qfi |= PGWU_B_SDF;
-		else
+			for (int i = 0; i < sdf->n[d]; i++)
+				if (sdf->p[d][i].to_cp)
+					qfi |= PGWU_B_CP;
+		} else
 			dl.flags |= PGWU_B_SDF;
 	}
 	free(sdf);
@@ -213,6 +220,13 @@ int do_session_add(const void *cfg)
 			full_msg(m.dl6);
 		else if (err)
 			fprintf(stderr, "Couldn't add the bearer's IPv6 prefix: %s\n", strerror(-err));
+		if (!err && o->cp_teid.set) {
+			err = cp2up_add(&m.sdf, m.ul, htonl(o->cp_teid.v), ue6, 0);
+			if (err == -EEXIST)
+				fprintf(stderr, "--cp-teid %u: that TEID is taken\n", o->cp_teid.v);
+			else if (err)
+				fprintf(stderr, "Couldn't add the CP2UP tunnel: %s\n", strerror(-err));
+		}
 		if (err) {
 			bearer_remove(&m, teid, ue, true, true);	/* all or nothing */
 			sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
@@ -300,6 +314,8 @@ int do_session_del(const void *cfg)
 	}
 	sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);	/* after the halves that pointed at them */
 	sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
+	if (b.has_ue6)
+		cp2up_remove(&m.sdf, m.ul, b.ue6);
 	printf("deleted bearer TEID %u UE %s\n", b.teid, ip_str(ue, a));
 out:
 	maps_close(&m);
@@ -983,7 +999,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL };
 	struct insert_job ju, jd;
 	int err;
 
@@ -1184,7 +1200,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL };
 	char k[16];
 	int err;
 

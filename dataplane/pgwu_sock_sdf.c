@@ -45,7 +45,8 @@ __u32 sock_pdr_apply(struct worker *w, __be32 teid, __u32 dir, void *l3, __u32 l
 	CTR(w, PGWU_SC_HASH_LOOKUPS)++;
 	if (bpf_map_lookup_elem(S.m.sdf.pdrs, &rule, &d))
 		return PGWU_R_DROP_NO_PDR;
-	if (d.flags & PGWU_SDF_P_DROP)
+	/* a FAR to the CP function: only XDP relays there (xdp_cp) */
+	if (d.flags & (PGWU_SDF_P_DROP | PGWU_SDF_P_CP))
 		return PGWU_R_DROP_FAR;
 	if (d.flags & PGWU_SDF_P_QOS) {
 		struct pgwu_qos q;

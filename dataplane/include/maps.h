@@ -60,16 +60,19 @@ struct {
  * IPv6 T-PDU to xdp_access6. */
 #define PGWU_PROG_SGI6 0
 #define PGWU_PROG_ACCESS6 1
+#define PGWU_PROG_CP 2		/* xdp_access6 -> xdp_cp (PGWU_B_CP, PGWU_B_CP2UP), back if not taken */
 int xdp_sgi6(struct xdp_md *ctx);
 int xdp_access6(struct xdp_md *ctx);
+int xdp_cp(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } sgi_progs SEC(".maps") = {
 	.values = { [PGWU_PROG_SGI6] = (void *)&xdp_sgi6,
-		    [PGWU_PROG_ACCESS6] = (void *)&xdp_access6 },
+		    [PGWU_PROG_ACCESS6] = (void *)&xdp_access6,
+		    [PGWU_PROG_CP] = (void *)&xdp_cp },
 };
 
 /*
@@ -281,5 +284,16 @@ struct {
 	__type(key, __u32);			/* rule id */
 	__type(value, struct pgwu_qos);
 } sdf_qos SEC(".maps");
+
+/* The tunnels to and from the CP function (struct pgwu_cp_relay in pgwu.h): written by pgwu
+ * (session add --filter "... cp ADDR TEID", --cp-teid) and `pgwu pfcp` before the half gets
+ * PGWU_B_CP / PGWU_B_CP2UP, removed after; read by xdp_cp, which adds to the usage counters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_SDF_RULES);
+	__type(key, struct pgwu_cp_key);
+	__type(value, struct pgwu_cp_relay);
+} cp_relay SEC(".maps");
 
 #endif /* PGWU_MAPS_H */

@@ -46,8 +46,19 @@ struct {
 
 static __always_inline int sdf_parse(struct xdp_md *ctx, __u32 off, __u32 len, struct sdf_pkt *p)
 {
+	/* the bound checked on the register the pointer is made from (without it clang tested
+	 * `how` before the shift, and the verifier lost the bound: the access was refused) */
+	asm volatile("" : "+r"(off));
 	return sdf_parse_buf((void *)(long)ctx->data, (void *)(long)ctx->data_end, off, len, p);
 }
+
+/* how's bits beside the direction (bit 0), counted (bit 1) and l3_off (bits 16-31), for xdp_cp:
+ * PDR_CLASSIFY: find the PDR only (no QER, no usage), its rule id left in sdf_scratch's rule,
+ * and return PGWU_R_UL_CP_FWD when its FAR forwards to the CP function, else 0; PDR_RELAY: the
+ * caller relays to the CP function, so such a PDR is applied as a forwarding one (without it:
+ * drop_far, the path cannot send there). */
+#define PDR_CLASSIFY	(1U << 2)
+#define PDR_RELAY	(1U << 3)
 
 /* The global function (verified once, on its own; see the top of the file). A half without
  * PGWU_B_SDF: its bearer's QoS entry (qos, keyed by the TEID). With it: the packet's PDR by the
@@ -89,7 +100,11 @@ __attribute__((noinline)) int pgwu_pdr_apply(struct xdp_md *ctx, __u32 teid, __u
 	d = bpf_map_lookup_elem(&sdf_pdrs, &rule);
 	if (!d)
 		return PGWU_R_DROP_NO_PDR;
-	if (d->flags & PGWU_SDF_P_DROP)
+	if (how & PDR_CLASSIFY) {
+		p->rule = rule;
+		return d->flags & PGWU_SDF_P_CP ? PGWU_R_UL_CP_FWD : 0;
+	}
+	if ((d->flags & PGWU_SDF_P_DROP) || ((d->flags & PGWU_SDF_P_CP) && !(how & PDR_RELAY)))
 		return PGWU_R_DROP_FAR;
 	if (d->flags & PGWU_SDF_P_QOS) {
 		__u32 qr = qos_apply_map(&sdf_qos, rule, dir, len, counted);

@@ -35,6 +35,7 @@ struct sdf_pkt {
 	__u32 flow_label;
 	__u16 sport, dport;
 	__u8 proto, tos, v6, has_ports, has_spi, pad[3];
+	__u32 rule;		/* out: the matched PDR's rule id (XDP's PDR_CLASSIFY) */
 };
 
 /* the upper-layer header of a packet: ports (TCP, UDP, SCTP), or SPI (ESP: first word; AH: second) */

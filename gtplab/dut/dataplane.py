@@ -113,7 +113,7 @@ REPLYING_DROPS = ("drop_unknown_teid", "drop_gtp_ext_unsupported", "drop_ttl_exp
 
 def usual_verdicts(reason: str) -> tuple[str, ...]:
     """The verdicts a reason is documented with (pgwu.h): *_fwd redirect/tx, echo tx, pass_*, drop_*."""
-    if reason in ("ul_fwd", "dl_fwd"):
+    if reason in ("ul_fwd", "dl_fwd", "ul_cp_fwd", "dl_cp_fwd"):
         return ("redirect", "tx")
     if reason == "echo_reply":
         return ("tx",)

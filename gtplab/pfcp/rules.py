@@ -34,7 +34,10 @@ and, for each Pdr of Session.pdrs (k = 0, 1, ...), a PDR 3+k of its direction wi
 and precedence, its own FAR 3+k (forward as its direction's default FAR does, to the CP function in a
 GTP-U tunnel (Destination Interface CP-function, Pdr.to_cp), or drop) and, when it
 asks for them, its own QER 2+k and URR 2+k (or, with Pdr.urr_of = j, PDR 3+j's URR 2+j: one URR for
-both directions of a service data flow).
+both directions of a service data flow). With Session.cp2up, one more PDR after those (cp2up_pdr_id):
+Open5GS's SMF's CP2UP PDR, PDI {Source Interface CP-function, its own F-TEID (CHOOSE, or cp2up_teid
+with a given uplink TEID)} with Outer Header Removal and FAR 2, the downlink FAR (Open5GS shares it:
+src/smf/context.c smf_sess_create_cp_up_data_forwarding), for the SMF's Router Advertisements.
 
 IPv6 (TS 29.244 8.2.62, 8.2.3, 8.2.56, 8.2.64): the UE's /64 prefix is the UE IP Address's IPv6
 address with V6 set and no IPv6 Prefix Length (IP6PL unset: the default /64 applies), beside the
@@ -232,6 +235,7 @@ class Session:
     ue6: str | None = None                      # UE IPv6 /64 prefix
     ohr: int | None = None                      # Outer Header Removal; None: by the N3 address's family
     pdrs: tuple[Pdr, ...] = ()                  # PDRs beyond the two defaults (SDF filters, precedence)
+    cp2up: bool = False                         # Open5GS's CP2UP PDR (Source Interface CP-function)
 
     def __post_init__(self):
         if self.qfi is not None and (isinstance(self.qfi, bool) or not isinstance(self.qfi, int)
@@ -335,6 +339,16 @@ def _gate(open_: bool) -> str:
     return "OPEN" if open_ else "CLOSED"
 
 
+def cp2up_pdr_id(s: Session) -> int:
+    """the PDR ID of the session's CP2UP PDR (Session.cp2up): after its other PDRs"""
+    return PDR_DL + 1 + len(s.pdrs)
+
+
+def cp2up_teid(s: Session) -> int | None:
+    """the CP2UP PDR's F-TEID: None (CHOOSE) when the uplink's is, else one of its own"""
+    return None if s.teid is None else s.teid ^ 0x80000000
+
+
 def fteid(s: Session):
     v6 = s.n3_family == 6
     if s.teid is None:
@@ -414,6 +428,13 @@ def establishment_ies(node_id_ie, cp_addr: str, cp_seid: int, s: Session) -> lis
     if s.has_qer:
         ies.append(create_qer(s))
     ies += extra_qers
+    if s.cp2up:
+        t = cp2up_teid(s)
+        f = (sp.IE_FTEID(CH=1, V4=1) if t is None else sp.IE_FTEID(V4=1, TEID=t, ipv4=s.n3))
+        ies.insert(4 + len(s.pdrs), sp.IE_CreatePDR(IE_list=[
+            sp.IE_PDR_Id(id=cp2up_pdr_id(s)), sp.IE_Precedence(precedence=PRECEDENCE_DEFAULT),
+            sp.IE_PDI(IE_list=[sp.IE_SourceInterface(interface="CP-function"), f]),
+            outer_header_removal(s), sp.IE_FAR_Id(id=FAR_DL)]))
     ies.append(pdn_type(s.pdn_type))
     return ies
 

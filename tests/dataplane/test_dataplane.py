@@ -720,7 +720,8 @@ def test_rows_cover_every_reason_they_can():
                 "drop_too_big"}      # test_dataplane_ipv6.py (IPv6, a route's MTU)
     qos = {"drop_gate_closed", "drop_mbr", "drop_quota"}    # test_qos.py (they need a qos map entry)
     sdf = {"drop_no_pdr", "drop_far"}                       # test_sdf.py (they need SDF filters)
-    assert set(REASONS) - fib_only - qos - sdf - covered == set()
+    cp = {"ul_cp_fwd", "dl_cp_fwd"}                         # test_cp_relay.py (the CP function's relays)
+    assert set(REASONS) - fib_only - qos - sdf - cp - covered == set()
 
 
 def test_every_row_pair_is_documented():

@@ -239,9 +239,10 @@ def _other_fteid(msg, pdr_id: int, teid: int):
 
 
 REFUSED = [
-    ("far-to-cp-function", lambda: est_msg(2, 0x10, session(
+    # a FAR to the CP function in a tunnel over IPv6 (over IPv4 it is relayed: test_pfcp_agent_cp.py)
+    ("far-to-cp-function-over-ipv6", lambda: est_msg(2, 0x10, session(
         [R.Pdr(uplink=True, precedence=10, sdf=(R.SdfFilter(flow="permit out 58 from ff02::2/128 to assigned"),),
-               to_cp=(M.SGW_ADDR, 0xC0DE))], ue6=PFX6)), (FAR, 3)),
+               to_cp=("2001:db8::50", 0xC0DE))], ue6=PFX6)), (FAR, 3)),
     ("uplink-pdr-another-f-teid", lambda: _other_fteid(est_msg(2, 0x10, session(
         [R.Pdr(uplink=True, precedence=10, sdf=(FLOW,))], teid=0x500)), 3, 0x501), (PDR, 3)),
     ("over-32-filters", lambda: est_msg(2, 0x10, session(

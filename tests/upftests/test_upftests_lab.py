@@ -229,11 +229,12 @@ def test_usage_outcomes(name):
 # what each UPF is known to do with the classification cases (docs/upftests.md, "rules")
 RULES_KNOWN = {
     # the PGW-U's agent: SDF PDRs installed as the halves' filter lists, each URR its PDRs' packets
-    # exactly, the SDF PDR's closed gate its packets only; a FAR to the CP function refused (73);
-    # (an IPv4v6 session: the agent installs its /64, both families forward)
+    # exactly, the SDF PDR's closed gate its packets only; the FAR to the CP function's Router
+    # Solicitations relayed in its tunnel (xdp_cp); (an IPv4v6 session: the agent installs its /64,
+    # both families forward)
     "embedded-pfcp": {"ohr-0": "pass", "ohr-6": "pass", "second": "pass", "ipv6": "pass", "after": "pass",
                       "precedence-uplink": "pass", "precedence-downlink": "pass",
-                      "qer": "pass", "cp-function": "not supported",
+                      "qer": "pass", "cp-function": "pass",
                       "fields-uplink": "pass", "fields-downlink": "pass",
                       # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
                       "ohr-1": "not supported",
@@ -283,7 +284,7 @@ def test_rules_outcomes(name):
     assert {k: c["verdict"] for k, c in got.items()} == {k: v for k, v in known.items() if k in got}, \
         {k: (c["verdict"], c.get("why")) for k, c in got.items()}
     for k, c in got.items():
-        if c["verdict"] == "not supported":     # the PGW-U's agent: 73 to the FAR to the CP function
+        if c["verdict"] == "not supported":     # eUPF: 73 (its SDF parser); the PGW-U: ohr-1 not tried
             if k == "ohr-1" and name == "embedded-pfcp":      # not tried: no N3 IPv6 address
                 assert c["cause"] is None and "no N3 IPv6 address" in c["why"], c
             else:
@@ -292,6 +293,9 @@ def test_rules_outcomes(name):
             assert "why" not in c, c
     if name == "embedded-pfcp" and "qer" in got:     # the gated PDR's packets only, by its reason
         assert set(got["qer"]["where"]["upf_drops_by_reason"]) == {"drop_gate_closed"}, got["qer"]
+    if name == "embedded-pfcp" and "cp-function" in got:     # every Solicitation in the CP's tunnel
+        rs = got["cp-function"]["router_solicitations"]
+        assert (rs["to_cp"], rs["on_n6"]) == (got["cp-function"]["rs_sent"], 0), got["cp-function"]
     if name == "embedded-eupf":
         if "ipv6" in got:       # its IPv4 packets forwarded, its IPv6 ones not
             assert got["ipv6"]["why"].startswith("ul6: 0 of ") and "; dl6: 0 of " in got["ipv6"]["why"], got["ipv6"]
