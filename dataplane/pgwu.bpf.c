@@ -30,6 +30,30 @@ struct nexthop {
 	__u8 dmac[6];
 };
 
+/*
+ * csum_bytes (csum.h) as a global function: the verifier checks it (its three bpf_loop calls and
+ * their callback) once, on its own, where inlined it was walked again for every state a program
+ * reaches it with (70-120k instructions of xdp_sgi's and xdp_sgi6's). Only the full-checksum
+ * fallbacks and the ICMP errors call it, where one more call is little next to the loops' (a
+ * call and return cost some ns on this host: Safe RET). Returns the sum, or -1 when the bytes are
+ * not in the frame (csum_bytes' *err).
+ */
+__attribute__((noinline)) long pgwu_csum_bytes(struct xdp_md *ctx, __u32 off, __u32 len)
+{
+	int err;
+	__u64 sum = csum_bytes(ctx, off, len, &err);
+
+	return err ? -1 : (long)sum;
+}
+
+static __always_inline __u64 csum_bytes_once(struct xdp_md *ctx, __u32 off, __u32 len, int *err)
+{
+	long sum = pgwu_csum_bytes(ctx, off, len);
+
+	*err = sum < 0;
+	return sum < 0 ? 0 : sum;
+}
+
 static __always_inline void count(__u32 reason, __u32 action, __u32 bytes)
 {
 	__u32 key = reason * PGWU_VERDICT_MAX + action;
@@ -320,7 +344,7 @@ static __always_inline __u64 inner_sum(struct xdp_md *ctx, struct iphdr *iip, __
 	*err = 0;
 	if (!gtpu_inner_sum(iip, ihl_len, tot, data_end, &sum))
 		return sum;
-	return sum + csum_bytes(ctx, l4 - (void *)(long)ctx->data, tot - ihl_len, err);
+	return sum + csum_bytes_once(ctx, l4 - (void *)(long)ctx->data, tot - ihl_len, err);
 }
 
 /*
@@ -608,7 +632,7 @@ static __always_inline int icmp_error(struct xdp_md *ctx, __u32 off_ip, __be32 s
 	ic->code = code;
 	ic->check = 0;
 	ic->unused = bpf_htonl(mtu);	/* Fragmentation Needed: next-hop MTU (RFC 1191); else 0 */
-	sum = csum_bytes(ctx, (off_ip & 0xff) + 28, q, &err);
+	sum = csum_bytes_once(ctx, (off_ip & 0xff) + 28, q, &err);
 	if (err)
 		return -1;
 	data = (void *)(long)ctx->data;
@@ -657,7 +681,7 @@ static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const 
 	/* the pseudo header's length and next header, the ICMPv6 header's type and code */
 	sum += bpf_htons(8 + q) + bpf_htons(IPPROTO_ICMPV6) + bpf_htons(((__u16)type << 8) | code) +
 	       bpf_htons(mtu >> 16) + bpf_htons(mtu & 0xffff);
-	sum += csum_bytes(ctx, (off_ip6 & 0xff) + 48, q, &err);
+	sum += csum_bytes_once(ctx, (off_ip6 & 0xff) + 48, q, &err);
 	if (err)
 		return -1;
 	data = (void *)(long)ctx->data;
@@ -754,6 +778,7 @@ int xdp_access(struct xdp_md *ctx)
 	__u32 mtu = 0;
 	__be32 peer;
 	__be16 seq, peer_port;
+	__u8 type;
 	int i;
 
 	reason = prologue(ctx, PGWU_SIDE_ACCESS, &h, &action);
@@ -808,16 +833,20 @@ int xdp_access(struct xdp_md *ctx)
 	if (reason)
 		goto out;
 	gtp = m.gtp;
+	/* read once: a type read again after the switch below (its helper calls make the compiler
+	 * reload it) is a new unknown to the verifier, which then walks every signalling case on
+	 * into the G-PDU path */
+	type = gtp->type;
 	seq = m.seq;
 	peer = ip->saddr;
 	peer_port = udp->source;
 	__builtin_memcpy(orig_mac, eth->h_dest, 12);
 
-	if (!gtpu_msg_handled(gtp->type)) {
+	if (!gtpu_msg_handled(type)) {
 		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
 		goto out;
 	}
-	if (gtp->type == GTP_ECHO_REQ)
+	if (type == GTP_ECHO_REQ)
 		goto echo;
 
 	reason = gtpu_ext_walk(&m, ip_end, data_end);
@@ -825,9 +854,13 @@ int xdp_access(struct xdp_md *ctx)
 		goto supp_ext;
 	if (reason)
 		goto out;
-	p = m.p;
+	/* the body's offset as an unknown within the frame's bounds: each step of the walk above
+	 * left a pointer of its own (offset, known length), and the verifier walked all that
+	 * follows for each of them */
+	i = (long)m.p - (long)data;
+	p = data + (i & 0x3fff);
 
-	switch (gtp->type) {
+	switch (type) {
 	case GTP_ECHO_RSP: {
 		/* TS 29.281 7.2.2: the Recovery IE follows the header (its value is not used by
 		 * GTP-U, 7.2.2 says: recorded to show the peer's restarts) */
@@ -868,7 +901,7 @@ int xdp_access(struct xdp_md *ctx)
 		sig_count(gtp->teid, peer, GTP_END_MARKER, peer);
 		break;
 	}
-	reason = gtpu_sig_reason(gtp->type);
+	reason = gtpu_sig_reason(type);
 	if (reason)
 		goto out;
 
@@ -1362,6 +1395,15 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		bpf_htons(pgwu_sport_of(s0, d0, l4, nexthdr));
 	qfi = gtpu_dl_qfi(b->flags);
 	encap = gtpu_encap_len(qfi);
+	/* The frame's pointers afresh, known to hold the fixed header only: the checks above left
+	 * them with different known lengths (the ports, the ICMPv6 type), and the verifier walked
+	 * the rest for each. (volatile: loaded again, not the registers the compiler kept) */
+	data = (void *)(long)*(volatile __u32 *)&ctx->data;
+	data_end = (void *)(long)*(volatile __u32 *)&ctx->data_end;
+	eth = data;
+	ip6 = data + l2;
+	if ((void *)(ip6 + 1) > data_end)
+		return PGWU_R_DROP_BAD_IP_DL;
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_ACCESS, cfg->local_addr, b->sgw_addr, tc,
 				 IPPROTO_UDP, tot_len + encap, &nh, &mtu);
 	if (mtu >= ICMP6_MIN_MTU + encap) {
@@ -1418,7 +1460,7 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 				pseudo += w[i];
 			isum += csum_neg(pseudo);
 		} else {
-			isum += csum_bytes(ctx, l2 + sizeof(*ip6), plen, &err);
+			isum += csum_bytes_once(ctx, l2 + sizeof(*ip6), plen, &err);
 			if (err)
 				return PGWU_R_DROP_BAD_IP_DL;
 		}

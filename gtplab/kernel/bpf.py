@@ -162,7 +162,8 @@ class ProgInfo(ctypes.Structure):
                 ("jited_line_info_rec_size", ctypes.c_uint32), ("nr_prog_tags", ctypes.c_uint32),
                 ("prog_tags", ctypes.c_uint64), ("run_time_ns", ctypes.c_uint64),
                 ("run_cnt", ctypes.c_uint64), ("recursion_misses", ctypes.c_uint64),
-                ("_rest", ctypes.c_uint8 * 64)]
+                ("verified_insns", ctypes.c_uint32),   # instructions the verifier walked to load it
+                ("_rest", ctypes.c_uint8 * 60)]
 
 
 class XdpMd(ctypes.Structure):
