@@ -37,7 +37,7 @@ void bearer_print_header(FILE *f)
 
 void bearer_print_row(FILE *f, const struct bearer *b)
 {
-	char ue[16], sgw[16], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
+	char ue[16], sgw[INET6_ADDRSTRLEN], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
 	     dlb[24] = "-", qfi[8];
 
 	if (b->has_ul) {
@@ -50,7 +50,7 @@ void bearer_print_row(FILE *f, const struct bearer *b)
 		snprintf(dlb, sizeof(dlb), "%llu", (unsigned long long)b->dl_bytes);
 	}
 	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s", b->teid,
-		ip_str(b->ue, ue), b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
+		ip_str(b->ue, ue), b->has_dl ? bearer_sgw_str(b, sgw) : "-", sgw_teid,
 		b->has_dl ? bearer_csum_str(b->flags) : "-", bearer_qfi_str(b, qfi), ulp, ulb, dlp,
 		dlb);
 	if (b->has_ue6) {	/* a trailing column, only on the rows that have one */
@@ -75,12 +75,12 @@ static void qfi_json(FILE *f, const char *key, bool has, __u32 flags)
  * with_pfcp: also "pfcp", the session (pfcp_view_json) */
 static void print_json(FILE *f, const struct bearer *b, bool with_pfcp, const struct pfcp_view *v)
 {
-	char ue[16], sgw[16];
+	char ue[16], sgw[INET6_ADDRSTRLEN];
 
 	fprintf(f, "{\"teid\": %u, \"ue\": \"%s\", ", b->teid, ip_str(b->ue, ue));
 	if (b->has_dl)
 		fprintf(f, "\"sgw\": \"%s\", \"sgw_teid\": %u, \"csum\": \"%s\", ",
-			ip_str(b->sgw, sgw), b->sgw_teid, bearer_csum_str(b->flags));
+			bearer_sgw_str(b, sgw), b->sgw_teid, bearer_csum_str(b->flags));
 	else
 		fprintf(f, "\"sgw\": null, \"sgw_teid\": null, \"csum\": null, ");
 	qfi_json(f, "qfi", b->has_dl, b->flags);
@@ -157,9 +157,20 @@ int do_session_add(const void *cfg)
 		fprintf(stderr, "UE address %s is %s: not a host\n", ip_str(ue, a), addr_unusable(ue));
 		return -EUSAGE;
 	}
-	if (addr_unusable(o->sgw.addr)) {
+	if (o->sgw.set == o->sgw6.set) {
+		fprintf(stderr, "Give exactly one of --sgw A or --sgw6 A6\n");
+		return -EUSAGE;
+	}
+	if (o->sgw.set && addr_unusable(o->sgw.addr)) {
 		fprintf(stderr, "SGW address %s is %s: not a host\n", ip_str(o->sgw.addr, a),
 			addr_unusable(o->sgw.addr));
+		return -EUSAGE;
+	}
+	if (o->sgw6.set && addr6_unusable(o->sgw6.addr)) {
+		char a6[INET6_ADDRSTRLEN];
+
+		fprintf(stderr, "SGW address %s is %s: not a host\n",
+			inet_ntop(AF_INET6, o->sgw6.addr, a6, sizeof(a6)), addr6_unusable(o->sgw6.addr));
 		return -EUSAGE;
 	}
 	if (o->ue6.set && parse_prefix64(o->ue6.s, &ue6, &why)) {
@@ -203,6 +214,19 @@ int do_session_add(const void *cfg)
 			dl.flags |= PGWU_B_SDF;
 	}
 	free(sdf);
+	if (o->sgw6.set) {
+		/* N3 over IPv6: the bearer names its peer by its index in n3v6_peers */
+		err = n3v6_peer_find(&m, o->sgw6.addr, true, &dl.sgw_addr);
+		if (err) {
+			fprintf(stderr, "Couldn't add the IPv6 peer: %s\n", err == -ENOSPC ?
+				"all " PGWU_N3V6_PEERS_STR " entries in use" : strerror(-err));
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
+			maps_close(&m);
+			return err == -ENOSPC ? -EUSAGE : err;
+		}
+		dl.flags |= PGWU_B_PEER6;
+	}
 	err = bearer_add(&m, teid, ue, qfi, &dl);
 	if (!err && o->ue6.set) {
 		err = bearer_add_v6(&m, teid, ue6, &dl);
@@ -236,7 +260,10 @@ int do_session_add(const void *cfg)
 	else if (err)
 		fprintf(stderr, "Couldn't add the bearer: %s\n", strerror(-err));
 	else {
+		char s6[INET6_ADDRSTRLEN];
+
 		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u", o->teid.v, ip_str(ue, a),
+		       o->sgw6.set ? inet_ntop(AF_INET6, o->sgw6.addr, s6, sizeof(s6)) :
 		       ip_str(o->sgw.addr, b), o->sgw_teid.v);
 		if (o->qfi.set)
 			printf(" QFI %u", o->qfi.v);
@@ -983,7 +1010,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL, -1 };
 	struct insert_job ju, jd;
 	int err;
 
@@ -1184,7 +1211,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1 }, -1, NULL, -1 };
 	char k[16];
 	int err;
 
