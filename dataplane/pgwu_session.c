@@ -494,6 +494,8 @@ struct file_bearer {
 	__u32 line;
 	bool has_ue6;		/* ue6= */
 	__u64 ue6;		/* the /64, network order (dl6_bearers' key) */
+	bool has_sgw6;		/* sgw6=: the downlink's peer is this IPv6 address (N3 over IPv6) */
+	__u8 sgw6[16];
 };
 
 struct bulk {
@@ -551,8 +553,8 @@ static bool is_space(char c)
 }
 
 #define LINE_FORMAT "TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] [qfi=0..63] " \
-	"[ue6=PREFIX/64]"
-#define MAX_FIELDS 7	/* 4 fields and each option once */
+	"[ue6=PREFIX/64] [sgw6=ADDR]"
+#define MAX_FIELDS 8	/* 4 fields and each option once */
 
 /* The options after the 4 fields, in any order, each at most once; false after reporting. */
 static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, int nf, __u32 line)
@@ -564,13 +566,27 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 
 	for (int k = 4; k < nf; k++) {
 		bool csum = !strncmp(f[k], "csum=", 5), qfi = !strncmp(f[k], "qfi=", 4);
-		bool ue6 = !strncmp(f[k], "ue6=", 4);
+		bool ue6 = !strncmp(f[k], "ue6=", 4), sgw6 = !strncmp(f[k], "sgw6=", 5);
 		int i;
 
-		if ((csum && has_csum) || (qfi && has_qfi) || (ue6 && e->has_ue6)) {
+		if ((csum && has_csum) || (qfi && has_qfi) || (ue6 && e->has_ue6) ||
+		    (sgw6 && e->has_sgw6)) {
 			file_err(bk, line, "'%s': a second %s option (each at most once)", f[k],
-				 csum ? "csum=" : qfi ? "qfi=" : "ue6=");
+				 csum ? "csum=" : qfi ? "qfi=" : ue6 ? "ue6=" : "sgw6=");
 			return false;
+		}
+		if (sgw6) {
+			if (inet_pton(AF_INET6, f[k] + 5, e->sgw6) != 1) {
+				file_err(bk, line, "bad sgw6= '%s': expected an IPv6 address%s", f[k] + 5, "");
+				return false;
+			}
+			if (addr6_unusable(e->sgw6)) {
+				file_err(bk, line, "bad sgw6= '%s': %s, not a host", f[k] + 5,
+					 addr6_unusable(e->sgw6));
+				return false;
+			}
+			e->has_sgw6 = true;
+			continue;
 		}
 		if (ue6) {
 			if (parse_prefix64(f[k] + 4, &e->ue6, &why)) {
@@ -595,7 +611,7 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 				break;
 		if (i == 3) {
 			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, "
-				 "csum=default, qfi=0..63 or ue6=PREFIX/64)%s", f[k], "");
+				 "csum=default, qfi=0..63, ue6=PREFIX/64 or sgw6=ADDR)%s", f[k], "");
 			return false;
 		}
 		e->flags |= csum_flags[i];
@@ -657,6 +673,7 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	e->ul_flags = 0;
 	e->has_ue6 = false;
 	e->ue6 = 0;
+	e->has_sgw6 = false;
 	if (parse_teid(f[0], &e->teid)) {
 		file_err(bk, line, "bad TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[0], "");
 		return 0;
@@ -1003,6 +1020,8 @@ static int load_v6(const struct bulk *bk, const struct pgwu_maps *m, const __u32
 
 int do_session_load(const void *cfg)
 {
+	struct { __u8 a[16]; __u32 idx; } pc[16];	/* IPv6 peers found (sgw6=) */
+	int npc = 0;
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
@@ -1063,6 +1082,33 @@ int do_session_load(const void *cfg)
 		v_dl[i].sgw_teid = htonl(e->sgw_teid);
 		v_dl[i].local_teid = k_ul[i];
 		v_dl[i].flags = e->flags;
+		if (e->has_sgw6) {
+			/* N3 over IPv6: the peer by its index in n3v6_peers (an entry the bearers
+			 * of a failed load leave behind is only an address, reused next time); the
+			 * last few found kept here, as a file names the same few peers again and
+			 * again and a search reads the whole array */
+			int c;
+
+			err = 0;
+			for (c = 0; c < npc && memcmp(pc[c].a, e->sgw6, 16); c++)
+				;
+			if (c < npc) {
+				v_dl[i].sgw_addr = pc[c].idx;
+			} else {
+				err = n3v6_peer_find(&m, e->sgw6, true, &v_dl[i].sgw_addr);
+				c = npc < 16 ? npc++ : (int)(i % 16);
+				memcpy(pc[c].a, e->sgw6, 16);
+				pc[c].idx = v_dl[i].sgw_addr;
+			}
+			if (err) {
+				fprintf(stderr, "%s:%u: Couldn't add the IPv6 peer: %s\n", bk.file, e->line,
+					err == -ENOSPC ? "all " PGWU_N3V6_PEERS_STR " entries in use" :
+					strerror(-err));
+				err = err == -ENOSPC ? -EUSAGE : err;
+				goto out;
+			}
+			v_dl[i].flags |= PGWU_B_PEER6;
+		}
 	}
 	ju = (struct insert_job){ .fd = m.ul, .keys = k_ul, .vals = v_ul, .vsize = sizeof(*v_ul),
 				  .n = bk.n };

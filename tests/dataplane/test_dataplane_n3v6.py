@@ -342,3 +342,36 @@ def test_session_add_sgw6_bad_input_one_line_exit_2(dataplane, args, msg):
     # one line saying what is wrong (the option parser's own adds its usage hint after it)
     assert r.returncode == 2 and msg in r.stderr.splitlines()[0], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_session_load_sgw6_lines_share_peer_entries(dataplane, tmp_path):
+    """`pgwu session load` with sgw6= (what gtplab's bearer files carry with --n3 6): each bearer's
+    downlink peer is the IPv6 address, two SGWs two entries, the IPv4 SGW field kept for nothing."""
+    dp = dataplane
+    dp.flush_bearers()
+    f = tmp_path / "b.txt"
+    f.write_text("".join(f"{0xb00 + i:#x} 10.45.1.{i + 1} 192.0.2.9 {i + 1} sgw6=fd47:7473::{0x20 + i % 2:x}\n"
+                         for i in range(6)))
+    try:
+        pgwu(dp.pin_dir, "session", "load", str(f))
+        listed = json.loads(pgwu(dp.pin_dir, "session", "list", "--json").stdout)["bearers"]
+        assert [x["sgw"] for x in listed] == [f"fd47:7473::{0x20 + i % 2:x}" for i in range(6)], listed
+        assert len({dp.dl_bearer(f"10.45.1.{i + 1}").sgw_addr for i in range(6)}) == 2
+        assert all(dp.dl_bearer(f"10.45.1.{i + 1}").flags & B_PEER6 for i in range(6))
+    finally:
+        dp.flush_bearers()
+        for i in range(4):
+            dp.set_peer6(i, "::")
+
+
+@pytest.mark.parametrize("opt, msg", [("sgw6=fd47::1 sgw6=fd47::2", "a second sgw6= option"),
+                                      ("sgw6=10.1.1.1", "expected an IPv6 address"),
+                                      ("sgw6=ff02::1", "a multicast address")])
+def test_session_load_bad_sgw6_is_the_line_error(dataplane, tmp_path, opt, msg):
+    """A bad sgw6= is a bad line of FILE, as a bad ue6=: FILE:LINE: what, nothing loaded (exit 1, the
+    tool's status for a bad file)."""
+    f = tmp_path / "b.txt"
+    f.write_text(f"0xc00 10.45.2.1 192.0.2.9 1 {opt}\n")
+    r = pgwu(dataplane.pin_dir, "session", "load", str(f), check=False)
+    assert r.returncode == 1 and f"{f}:1: " in r.stderr and msg in r.stderr and "nothing loaded" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and dataplane.dl_bearer("10.45.2.1") is None
