@@ -235,8 +235,9 @@ RULES_KNOWN = {
                       "precedence-uplink": "pass", "precedence-downlink": "pass",
                       "qer": "pass", "cp-function": "not supported",
                       "fields-uplink": "pass", "fields-downlink": "pass",
-                      # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
-                      "ohr-1": "not supported"},
+                      # N3 over IPv6 (F-TEID V6, OHC GTP-U/UDP/IPv6, OHR 1): its XDP program's
+                      # xdp_ul_n3v6 / xdp_dl_n3v6 (docs/ipv6.md)
+                      "ohr-1": "pass"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
     # still encapsulated (pass_fib; eUPF #639); `permit out 17 ...` refused (it knows protocol names,
     # not numbers: cause 73), and every session established after that refusal has its packets
@@ -277,10 +278,7 @@ def test_rules_outcomes(name):
         {k: (c["verdict"], c.get("why")) for k, c in got.items()}
     for k, c in got.items():
         if c["verdict"] == "not supported":     # the PGW-U's agent: 73 to the FAR to the CP function
-            if k == "ohr-1" and name == "embedded-pfcp":      # not tried: no N3 IPv6 address
-                assert c["cause"] is None and "no N3 IPv6 address" in c["why"], c
-            else:
-                assert c["cause"] == 73, c
+            assert c["cause"] == 73, c
         elif k in ("ohr-0", "ohr-6", "ohr-1", "second", "ipv6", "after") and c["verdict"] == "pass":
             assert "why" not in c, c
     if name == "embedded-pfcp" and "qer" in got:     # the gated PDR's packets only, by its reason
