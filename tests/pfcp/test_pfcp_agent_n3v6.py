@@ -147,12 +147,20 @@ def test_ohc_v6_installs_a_peer6_downlink_sent_over_ipv6(assoc, pin_dir):
     assert dl_out(pin_dir) == ("redirect", GNB6, 6)
 
 
-@pytest.mark.parametrize("ohr, v4, v6, want", [(0, True, False, 1), (1, False, True, 1), (6, False, True, 1),
-                                               (6, True, False, 1), (1, True, False, 73), (0, False, True, 73)])
-def test_ohr_matches_the_fteid_family(assoc, pin_dir, ohr, v4, v6, want):
+OHR_TABLE = [(0, True, False, 1), (1, False, True, 1), (6, False, True, 1), (6, True, False, 1),
+             (1, True, False, 73), (0, False, True, 73)]
+
+
+def test_ohr_matches_the_fteid_family(assoc, pin_dir):
     """OHR 0 (GTP-U/UDP/IPv4) of a V4 F-TEID, 1 (GTP-U/UDP/IPv6) of a V6 one, 6 (GTP-U/UDP/IP) of either;
-    else 73 (Rule creation/modification Failure)."""
-    assert cause(establish(assoc, 2, v4=v4, v6=v6, ohr=ohr)) == want
+    else 73 (Rule creation/modification Failure). One agent, each accepted session deleted after."""
+    got = []
+    for k, (ohr, v4, v6, _) in enumerate(OHR_TABLE):
+        r = establish(assoc, 2 + 2 * k, v4=v4, v6=v6, ohr=ohr)
+        got.append(cause(r))
+        if got[-1] == 1:
+            assert cause(assoc.req(M.delete(3 + 2 * k, up_seid(r)))) == 1
+    assert got == [w for *_, w in OHR_TABLE], list(zip(OHR_TABLE, got))
 
 
 def test_update_far_moves_the_downlink_between_ipv4_and_ipv6_peers(assoc, pin_dir):
