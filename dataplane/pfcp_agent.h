@@ -185,6 +185,8 @@ struct pfcp_agent {
 	__u64 *stats;
 	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
 	__u32 local_addr;	/* GTP-U address (config map), network order */
+	__u8 n3_addr6[16];	/* N3 IPv6 address (config map's n3_addr6): F-TEIDs with V6 */
+	bool has_n3_6;		/* n3_addr6 is set: N3 over IPv6 (F-TEID V6, OHC/OHR IPv6) taken */
 	__u32 n4_addr;		/* our address in F-SEIDs */
 	struct pfcp_node_id node_id;
 	__u32 rts;		/* our Recovery Time Stamp */

@@ -233,6 +233,8 @@ static int dec_fteid(const struct pfcp_ie *ie, struct pfcp_fteid *f)
 	f->teid = rdn32(ie->v + 1);
 	if (f->v4)
 		f->ipv4 = rdn32(ie->v + 5);
+	if (f->v6)
+		memcpy(f->ipv6, ie->v + 5 + (f->v4 ? 4 : 0), 16);
 	return 0;
 }
 
@@ -295,8 +297,12 @@ static int dec_ohc(const struct pfcp_ie *ie, struct pfcp_ohc *o)
 		o->ipv4 = rdn32(ie->v + off);
 		off += 4;
 	}
-	if (o->desc & (PFCP_OHC_GTPU_UDP_IPV6 | PFCP_OHC_UDP_IPV6 | PFCP_OHC_IPV6))
+	if (o->desc & (PFCP_OHC_GTPU_UDP_IPV6 | PFCP_OHC_UDP_IPV6 | PFCP_OHC_IPV6)) {
+		if (ie->len < off + 16)
+			return -EINVAL;
+		memcpy(o->ipv6, ie->v + off, 16);
 		off += 16;
+	}
 	if (o->desc & (PFCP_OHC_UDP_IPV4 | PFCP_OHC_UDP_IPV6))
 		off += 2;
 	if (o->desc & PFCP_OHC_CTAG)
@@ -1264,6 +1270,24 @@ void pfcp_w_fseid(struct pfcp_w *w, __u64 seid, __u32 ipv4)
 	wr32(b + 5, seid);
 	memcpy(b + 9, &ipv4, 4);
 	pfcp_w_ie(w, PFCP_IE_FSEID, b, sizeof(b));
+}
+
+void pfcp_w_fteid46(struct pfcp_w *w, __u32 teid, __u32 ipv4, const __u8 *ipv6)
+{
+	__u8 b[25];
+	size_t n = 5;
+
+	b[0] = (ipv4 ? 0x01 : 0) | (ipv6 ? 0x02 : 0);	/* V4, V6 */
+	memcpy(b + 1, &teid, 4);
+	if (ipv4) {
+		memcpy(b + n, &ipv4, 4);
+		n += 4;
+	}
+	if (ipv6) {
+		memcpy(b + n, ipv6, 16);
+		n += 16;
+	}
+	pfcp_w_ie(w, PFCP_IE_FTEID, b, n);
 }
 
 void pfcp_w_fteid(struct pfcp_w *w, __u32 teid, __u32 ipv4)

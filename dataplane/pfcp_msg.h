@@ -165,6 +165,7 @@ enum { PFCP_IF_ACCESS = 0, PFCP_IF_CORE = 1, PFCP_IF_SGI_LAN = 2, PFCP_IF_CP = 3
 
 /* Outer Header Removal description (8.2.64) */
 #define PFCP_OHR_GTPU_UDP_IPV4 0
+#define PFCP_OHR_GTPU_UDP_IPV6 1
 #define PFCP_OHR_GTPU_UDP_IP 6
 
 /* Node ID type (8.2.38) */
@@ -236,6 +237,7 @@ struct pfcp_fteid {
 	bool v4, v6, ch, chid;
 	__u32 teid;		/* network order; 0 when ch */
 	__u32 ipv4;
+	__u8 ipv6[16];		/* v6 and not ch */
 	__u8 choose_id;
 };
 
@@ -254,6 +256,7 @@ struct pfcp_ohc {
 	__u16 desc;		/* PFCP_OHC_* */
 	__u32 teid;		/* network order */
 	__u32 ipv4;
+	__u8 ipv6[16];		/* GTP-U/UDP/IPv6, UDP/IPv6, IPv6 */
 };
 
 /*
@@ -422,6 +425,8 @@ void pfcp_w_group_end(struct pfcp_w *w, size_t at);
 void pfcp_w_node_id(struct pfcp_w *w, const struct pfcp_node_id *id);
 void pfcp_w_fseid(struct pfcp_w *w, __u64 seid, __u32 ipv4);
 void pfcp_w_fteid(struct pfcp_w *w, __u32 teid, __u32 ipv4);
+/* An F-TEID with V4 (ipv4 != 0) and/or V6 (ipv6 != NULL) */
+void pfcp_w_fteid46(struct pfcp_w *w, __u32 teid, __u32 ipv4, const __u8 *ipv6);
 /* patch the header's length: the message's size, or -ENOSPC */
 int pfcp_w_finish(struct pfcp_w *w);
 

@@ -31,11 +31,41 @@ static bool dl_apply_ok(__u8 apply)
 	return (apply & (PFCP_AA_BUFF | PFCP_AA_DROP)) && !(apply & PFCP_AA_DUPL);
 }
 
-/* An Outer Header Creation the downlink half can use: GTP-U/UDP/IPv4, a TEID, a host address
- * (the check `pgwu session add` makes, addr_unusable) */
-static bool ohc_ok(const struct pfcp_ohc *o)
+/* An Outer Header Creation the downlink half can use: GTP-U/UDP/IPv4, or GTP-U/UDP/IPv6 (N3 over
+ * IPv6) while the data path has an N3 IPv6 address to send from, a TEID, a host address (the check
+ * `pgwu session add` makes, addr_unusable, addr6_unusable) */
+static bool ohc_ok(const struct pfcp_agent *a, const struct pfcp_ohc *o)
 {
+	if (o->desc == PFCP_OHC_GTPU_UDP_IPV6)
+		return a->has_n3_6 && o->teid && !addr6_unusable(o->ipv6);
 	return o->desc == PFCP_OHC_GTPU_UDP_IPV4 && o->teid && !addr_unusable(o->ipv4);
+}
+
+static bool ohc_same(const struct pfcp_ohc *x, const struct pfcp_ohc *y)
+{
+	return x->desc == y->desc && x->teid == y->teid && x->ipv4 == y->ipv4 &&
+	       !memcmp(x->ipv6, y->ipv6, 16);
+}
+
+/* The uplink F-TEID this UP can be: V4 (the GTP-U address) and/or V6 (the N3 IPv6 address, when
+ * it has one), given (one of ours, a TEID) or CHOOSE (5.5.3: the UP allocates an address of each
+ * family asked for) */
+static bool fteid_ok(const struct pfcp_agent *a, const struct pfcp_fteid *f)
+{
+	if ((!f->v4 && !f->v6) || (f->v6 && !a->has_n3_6))
+		return false;
+	if (f->ch)
+		return true;
+	return f->teid && (!f->v4 || !a->local_addr || f->ipv4 == a->local_addr) &&
+	       (!f->v6 || !memcmp(f->ipv6, a->n3_addr6, 16));
+}
+
+/* Outer Header Removal (8.2.64) of the tunnel f: GTP-U/UDP/IPv4 (0) of an F-TEID with V4, GTP-U/
+ * UDP/IPv6 (1) of one with V6, GTP-U/UDP/IP (6) of either; the data path removes what arrives */
+static bool ohr_ok(__u8 ohr, const struct pfcp_fteid *f)
+{
+	return (ohr == PFCP_OHR_GTPU_UDP_IPV4 && f->v4) || (ohr == PFCP_OHR_GTPU_UDP_IPV6 && f->v6) ||
+	       ohr == PFCP_OHR_GTPU_UDP_IP;
 }
 
 /* Does the PDI match all of the bearer's traffic (the one thing a bearer can match)? No
@@ -336,7 +366,7 @@ static bool same_tunnel(const struct pfcp_pdr *x, const struct pfcp_pdr *ul)
 		return false;
 	if (a->ch)
 		return a->chid == b->chid && (!a->chid || a->choose_id == b->choose_id);
-	return a->teid == b->teid && a->ipv4 == b->ipv4;
+	return a->teid == b->teid && a->ipv4 == b->ipv4 && !memcmp(a->ipv6, b->ipv6, 16);
 }
 
 /*
@@ -352,15 +382,13 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 	__u32 zero[SDF_MAX_PDRS] = { 0 };
 	const char *why;
 
-	(void)a;
 	for (int i = 0; i < p->n_x; i++) {
 		const struct pfcp_pdr *x = p->x[i];
 		bool ul = x->src_if == PFCP_IF_ACCESS;
 		const struct pfcp_far *f;
 		__u8 act;
 
-		if (ul ? (!same_tunnel(x, p->ul) || !x->has_ohr ||
-			  (x->ohr != PFCP_OHR_GTPU_UDP_IPV4 && x->ohr != PFCP_OHR_GTPU_UDP_IP) ||
+		if (ul ? (!same_tunnel(x, p->ul) || !x->has_ohr || !ohr_ok(x->ohr, &x->fteid) ||
 			  x->n_qfi > 1 || (x->n_qfi && (!p->ul->n_qfi || x->qfi != p->ul->qfi)))
 		       : x->has_fteid)
 			goto bad_pdr;
@@ -391,14 +419,14 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 			goto bad_far;
 		if (ul && f->dst_if == PFCP_IF_CP) {
 			/* to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays) */
-			if (!f->has_ohc || !ohc_ok(&f->ohc))
+			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
 				goto bad_far;
 			continue;
 		}
 		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
 			goto bad_far;
-		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(&f->ohc) ||
-			    f->ohc.teid != p->dl_far->ohc.teid || f->ohc.ipv4 != p->dl_far->ohc.ipv4 ||
+		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(a, &f->ohc) ||
+			    !ohc_same(&f->ohc, &p->dl_far->ohc) ||
 			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
 			goto bad_far;
 		continue;
@@ -512,11 +540,13 @@ static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	f = far_by_id(m->create_far, m->n_create_far, x->far_id);
 	if (!f)
 		return false;
+	if (p->dl_far->has_ohc && p->dl_far->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
+		return false;	/* xdp_cp relays into GTP-U/UDP/IPv4 tunnels only */
 	if (f == p->dl_far)
 		return true;
 	return (f->apply & 0x1f) == PFCP_AA_FORW && f->has_fwd && p->dl_fwd && f->has_ohc &&
-	       ohc_ok(&f->ohc) && f->ohc.teid == p->dl_far->ohc.teid &&
-	       f->ohc.ipv4 == p->dl_far->ohc.ipv4 && (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
+	       ohc_ok(a, &f->ohc) && ohc_same(&f->ohc, &p->dl_far->ohc) &&
+	       (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
 }
 
 static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
@@ -610,7 +640,8 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		}
 	}
 
-	/* uplink PDR: Access, one IPv4 F-TEID (given or CHOOSE), GTP-U/UDP/IPv4 removed */
+	/* uplink PDR: Access, one F-TEID, IPv4 and/or IPv6 (given or CHOOSE), its outer header
+	 * removed (fteid_ok, ohr_ok) */
 	if (!p->ul->has_fteid) {
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FTEID);
 		return false;
@@ -628,9 +659,7 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
 		return false;
 	}
-	if (!p->ul->fteid.v4 || (!p->ul->fteid.ch && !p->ul->fteid.teid) ||
-	    (!p->ul->fteid.ch && a->local_addr && p->ul->fteid.ipv4 != a->local_addr) ||
-	    (p->ul->ohr != PFCP_OHR_GTPU_UDP_IPV4 && p->ul->ohr != PFCP_OHR_GTPU_UDP_IP) ||
+	if (!fteid_ok(a, &p->ul->fteid) || !ohr_ok(p->ul->ohr, &p->ul->fteid) ||
 	    (p->ul->has_ue_ip && ((!p->ul->ue_ip.v4 && !p->ul->ue_ip.v6) || p->ul->ue_ip.chv4 ||
 				  p->ul->ue_ip.chv6)) ||
 	    p->ul->n_qfi > 1 ||	/* a list of QFIs: the data plane checks one */
@@ -693,7 +722,7 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->ul_far->id);
 		return false;
 	}
-	p->dl_sgw_ok = p->dl_far->has_ohc && ohc_ok(&p->dl_far->ohc) &&
+	p->dl_sgw_ok = p->dl_far->has_ohc && ohc_ok(a, &p->dl_far->ohc) &&
 		       (!p->dl_far->has_dst_if || p->dl_far->dst_if == PFCP_IF_ACCESS);
 	if (!dl_apply_ok(p->dl_far->apply) || (p->dl_fwd && !p->dl_sgw_ok)) {
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_far->id);
@@ -902,6 +931,15 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		a->gen++;
 	owner = owner_tag(a->gen);
 	dl.sgw_addr = p.dl_far->ohc.ipv4;
+	if (p.dl_sgw_ok && p.dl_far->ohc.desc == PFCP_OHC_GTPU_UDP_IPV6) {
+		/* N3 over IPv6: the half names its peer by its n3v6_peers index (PGWU_B_PEER6, in
+		 * the marking's flags from here on: every write of the half carries it) */
+		if (n3v6_peer_find(&a->m, p.dl_far->ohc.ipv6, true, &dl.sgw_addr)) {
+			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+			goto out;
+		}
+		p.dl_flags |= PGWU_B_PEER6;
+	}
 	dl.sgw_teid = p.dl_far->ohc.teid;
 	dl.local_teid = teid;
 	dl.flags = p.dl_flags | qflag | sflag[1] | owner << PGWU_B_OWNER_SHIFT;
@@ -997,7 +1035,8 @@ out:
 			size_t g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
 
 			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.ul->id);
-			pfcp_w_fteid(w, teid, a->local_addr);
+			pfcp_w_fteid46(w, teid, p.ul->fteid.v4 ? a->local_addr : 0,
+				       p.ul->fteid.v6 ? a->n3_addr6 : NULL);
 			pfcp_w_group_end(w, g);
 			/* the uplink SDF PDRs: the session's one F-TEID (same_tunnel) */
 			for (int i = 0; i < p.n_x; i++) {
@@ -1005,7 +1044,8 @@ out:
 					continue;
 				g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
 				pfcp_w_u16(w, PFCP_IE_PDR_ID, p.x[i]->id);
-				pfcp_w_fteid(w, teid, a->local_addr);
+				pfcp_w_fteid46(w, teid, p.ul->fteid.v4 ? a->local_addr : 0,
+					       p.ul->fteid.v6 ? a->n3_addr6 : NULL);
 				pfcp_w_group_end(w, g);
 			}
 		}
@@ -1027,6 +1067,7 @@ out:
 struct mod_plan {
 	const struct pfcp_far *dl_upd;
 	bool fwd, has_sgw, placeholder, dst_ok;
+	bool sgw6;		/* sgw is an n3v6_peers index (N3 over IPv6: PGWU_B_PEER6) */
 	__u8 apply;
 	__u32 sgw, sgw_teid, dl_flags;
 	struct pgwu_qer qer[PGWU_PFCP_MAX_RULES];	/* the QERs and URRs as they will be */
@@ -1067,6 +1108,7 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	p->sgw = s->sgw;
 	p->sgw_teid = s->sgw_teid;
 	p->dl_flags = s->dl_flags;
+	p->sgw6 = s->dl_flags & PGWU_B_PEER6;
 	if (s->r) {
 		memcpy(p->qer, s->r->qer, n_qer * sizeof(p->qer[0]));
 		memcpy(p->urr, s->r->urr, n_urr * sizeof(p->urr[0]));
@@ -1096,7 +1138,8 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		    (!f->has_dst_if || f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN))
 			continue;	/* nothing in the tables to change */
 		if (fwd_ok && (!f->has_dst_if || f->dst_if == PFCP_IF_CP) &&
-		    (!f->has_ohc || ohc_ok(&f->ohc)) && p->n_cp_upd < PGWU_PFCP_MAX_RULES) {
+		    (!f->has_ohc || (ohc_ok(a, &f->ohc) && f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4)) &&
+		    p->n_cp_upd < PGWU_PFCP_MAX_RULES) {
 			/* the FAR to the CP function: still there, maybe in a new tunnel */
 			__u32 rule = up2cp_rule(a, s, f->id);
 
@@ -1125,10 +1168,17 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		if (f->has_ohc) {
 			/* a new outer header: usable (a forwarding FAR must have one), or kept
 			 * as a placeholder while the FAR does not forward */
-			p->has_sgw = ohc_ok(&f->ohc);
+			p->has_sgw = ohc_ok(a, &f->ohc);
 			p->placeholder = !p->has_sgw;
 			p->sgw = p->has_sgw ? f->ohc.ipv4 : 0;
 			p->sgw_teid = p->has_sgw ? f->ohc.teid : 0;
+			p->sgw6 = p->has_sgw && f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV6;
+			/* moving to an IPv6 peer: its index (an entry filled here stays an address
+			 * whatever the rest of the request makes of it) */
+			if (p->sgw6 && n3v6_peer_find(&a->m, f->ohc.ipv6, true, &p->sgw)) {
+				reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+				return false;
+			}
 		}
 		if (p->fwd && !p->has_sgw) {
 			if (p->placeholder)
@@ -1193,6 +1243,8 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		}
 		p->dl_flags = marking;
 	}
+	/* the peer's family is in the flags the halves are written with */
+	p->dl_flags = (p->dl_flags & ~PGWU_B_PEER6) | (p->sgw6 ? PGWU_B_PEER6 : 0);
 	return true;
 bad_far:
 	reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_upd->id);
@@ -1334,6 +1386,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	/* SNDEM (TS 29.244 5.2.2.3): the old tunnel gets an End Marker once nothing more is sent on
 	 * it: when the downlink moves to another tunnel, or stops forwarding */
 	if (p.dl_upd && (p.dl_upd->smreq & PFCP_SMREQ_SNDEM) && s->dl_on && s->has_sgw &&
+	    !(s->dl_flags & PGWU_B_PEER6) &&	/* End Markers go over IPv4 only (raw socket) */
 	    (!p.fwd || p.sgw != s->sgw || p.sgw_teid != s->sgw_teid)) {
 		em_sgw = s->sgw;
 		em_teid = s->sgw_teid;

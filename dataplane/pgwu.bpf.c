@@ -782,6 +782,8 @@ int xdp_access(struct xdp_md *ctx)
 	int i;
 
 	reason = prologue(ctx, PGWU_SIDE_ACCESS, &h, &action);
+	if (reason == PGWU_R_PASS_NOT_IPV4 && h.ip6 && !addr6_unset(h.cfg->n3_addr6))
+		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_UL_N3V6);	/* N3 over IPv6: n3v6.h */
 	if (reason)
 		goto out;
 	cfg = h.cfg;
@@ -1081,7 +1083,7 @@ ttl_expired: {
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian_src(peer, cfg))
 		goto out;
 	dl = bpf_map_lookup_elem(&dl_bearers, &ue);
-	if (!dl)
+	if (!dl || (dl->flags & PGWU_B_PEER6))	/* an IPv6 peer: no IPv4 tunnel to answer in */
 		goto out;
 	sgw = dl->sgw_addr;
 	steid = dl->sgw_teid;
@@ -1279,7 +1281,7 @@ static __always_inline __u32 ul6_error(struct xdp_md *ctx, const struct pgwu_con
 	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
 		return XDP_DROP;
 	dl = dl6_find(prefix);
-	if (!dl)
+	if (!dl || (dl->flags & PGWU_B_PEER6))	/* an IPv6 peer: no IPv4 tunnel to answer in */
 		return XDP_DROP;
 	sgw = dl->sgw_addr;
 	steid = dl->sgw_teid;
@@ -1372,6 +1374,10 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 	b = dl6_find(prefix);
 	if (!b)
 		return PGWU_R_DROP_UNKNOWN_UE;
+	if (b->flags & PGWU_B_PEER6) {
+		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_DL_N3V6);	/* an IPv6 peer: n3v6.h */
+		return PGWU_R_DROP_NOT_CONFIGURED;
+	}
 	bv = *b;	/* a copy: dl6_count */
 	b = &bv;
 	if (ip6->hop_limit <= 1) {
@@ -1851,7 +1857,8 @@ int xdp_cp(struct xdp_md *ctx)
 			goto out;
 		}
 		dl = dl6_find(c->prefix);
-		if (!dl) {
+		/* none, or an IPv6 peer (N3 over IPv6: this relay writes IPv4 tunnels only) */
+		if (!dl || (dl->flags & PGWU_B_PEER6)) {
 			reason = PGWU_R_DROP_FAR;
 			goto out;
 		}
@@ -1997,6 +2004,11 @@ int xdp_sgi(struct xdp_md *ctx)
 		b = bpf_map_lookup_elem(&dl_bearers, &ip->daddr);
 	if (!b) {
 		reason = PGWU_R_DROP_UNKNOWN_UE;
+		goto out;
+	}
+	if (b->flags & PGWU_B_PEER6) {
+		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_DL_N3V6);	/* an IPv6 peer: n3v6.h */
+		reason = PGWU_R_DROP_NOT_CONFIGURED;
 		goto out;
 	}
 	if (ip->ttl <= 1) {
@@ -2357,5 +2369,7 @@ int nl_fib_gen(struct __sk_buff *skb)
 	fib_gen_bump();
 	return 0;	/* nothing is queued: the socket never fills */
 }
+
+#include "n3v6.h"
 
 char LICENSE[] SEC("license") = "GPL";

@@ -95,6 +95,9 @@ static const struct opt load_options[] = {
 	{ .name = "local-addr6", .type = OPT_ADDR6, .off = offsetof(struct load_opts, local_addr6),
 	  .metavar = "A6", .help = "this gateway's N6 (SGi) IPv6 address, the source of its ICMPv6 "
 	  "errors (default none: no ICMPv6 errors)" },
+	{ .name = "n3-addr6", .type = OPT_ADDR6, .off = offsetof(struct load_opts, n3_addr6),
+	  .metavar = "A6", .help = "this gateway's N3 (GTP-U) IPv6 address: G-PDUs over IPv6 to it "
+	  "are taken, bearers with an IPv6 peer are sent from it (default none)" },
 	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct load_opts, ue_pool),
 	  .metavar = "A/LEN", .help = "UE address pool (default 0.0.0.0/0: every address)" },
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct load_opts, csum),
@@ -130,6 +133,8 @@ static const struct opt config_options[] = {
 	  .metavar = "A", .help = "this gateway's GTP-U address" },
 	{ .name = "local-addr6", .type = OPT_ADDR6, .off = offsetof(struct config_opts, local_addr6),
 	  .metavar = "A6", .help = "this gateway's N6 (SGi) IPv6 address (source of ICMPv6 errors; :: none)" },
+	{ .name = "n3-addr6", .type = OPT_ADDR6, .off = offsetof(struct config_opts, n3_addr6),
+	  .metavar = "A6", .help = "this gateway's N3 (GTP-U) IPv6 address (:: none)" },
 	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct config_opts, ue_pool),
 	  .metavar = "A/LEN", .help = "UE address pool" },
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct config_opts, csum),
@@ -171,7 +176,10 @@ static const struct opt session_add_options[] = {
 	SESSION_TEID(true),
 	SESSION_UE(true),
 	{ .name = "sgw", .type = OPT_ADDR, .off = offsetof(struct session_opts, sgw),
-	  .metavar = "A", .required = true, .help = "SGW GTP-U address (downlink outer destination)" },
+	  .metavar = "A", .help = "SGW GTP-U address (downlink outer destination); this or --sgw6" },
+	{ .name = "sgw6", .type = OPT_ADDR6, .off = offsetof(struct session_opts, sgw6),
+	  .metavar = "A6", .help = "the peer's IPv6 GTP-U address instead (N3 over IPv6: downlink "
+	  "G-PDUs over IPv6 from the --n3-addr6 of pgwu load)" },
 	{ .name = "sgw-teid", .type = OPT_TEID, .off = offsetof(struct session_opts, sgw_teid),
 	  .metavar = "T", .required = true, .help = "TEID written in downlink G-PDUs" },
 	{ .name = "csum", .type = OPT_ENUM, .off = offsetof(struct session_opts, csum),

@@ -108,6 +108,8 @@ enum pgwu_reason {
 	PGWU_R_DL_CP_FWD,		/* REDIRECT/TX: a T-PDU from the CP function (a G-PDU to its
 					 * CP2UP TEID, PGWU_B_CP2UP: a Router Advertisement) relayed
 					 * to the UE's tunnel with the downlink PSC of its QFI */
+	PGWU_R_DROP_OUTER_UDP_CSUM,	/* DROP: GTP-U over IPv6 (N3 IPv6, xdp_ul_n3v6) whose outer
+					 * UDP checksum is 0 or wrong (RFC 8200 8.1: mandatory) */
 	PGWU_REASON_MAX,
 };
 
@@ -160,6 +162,18 @@ struct pgwu_counter {
  * downlink tunnel (cp_relay keyed by this TEID). Its ue_addr is 255.255.255.255, which no
  * IPv4 T-PDU carries as its source (those are drop_spoofed). */
 #define PGWU_B_CP2UP	(1U << 6)
+/* Downlink halves: the peer (SGW, gNB) is IPv6 (N3 over IPv6): sgw_addr holds, in host order, its
+ * index in n3v6_peers (struct pgwu_n3v6_peer), not an IPv4 address; the G-PDUs get an outer IPv6
+ * header from the config's n3_addr6 (xdp_dl_n3v6). */
+#define PGWU_B_PEER6	(1U << 7)
+/* Entries of n3v6_peers: the IPv6 peers are gNBs and SGWs, few, and each bearer names its own by
+ * index, so a bearer stays 32 octets whatever its peer's family. */
+#define PGWU_N3V6_PEERS	1024
+#define PGWU_N3V6_PEERS_STR "1024"
+
+struct pgwu_n3v6_peer {
+	__u8 addr[16];		/* all zero: a free entry */
+};
 
 /* The flags word of a QFI (0..63); the QFI of flags, or -1 when it has none. */
 static inline __u32 pgwu_qfi_flags(__u32 qfi)
@@ -452,6 +466,9 @@ struct pgwu_config {
 	struct pgwu_nexthop nexthop[PGWU_SIDE_MAX];	/* [side we send out of] */
 	__u8 local_addr6[16];		/* this gateway's N6 (SGi) IPv6 address: the source of its
 					 * ICMPv6 errors; all zero = none (no ICMPv6 errors) */
+	__u8 n3_addr6[16];		/* this gateway's N3 (GTP-U) IPv6 address: G-PDUs over IPv6
+					 * to it are taken (xdp_ul_n3v6), downlink ones to an IPv6
+					 * peer sent from it (xdp_dl_n3v6); all zero = none */
 };
 
 /*

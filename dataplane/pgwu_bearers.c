@@ -299,6 +299,8 @@ static void usage_of(const struct pgwu_maps *m, __u32 teid, __u32 ue, int h,
 
 		b->has_dl = true;
 		b->sgw = dl->sgw_addr;
+		if (dl->flags & PGWU_B_PEER6)
+			n3v6_peer_get(m, dl->sgw_addr, b->sgw6);
 		b->sgw_teid = ntohl(dl->sgw_teid);
 		b->flags = dl->flags;
 		b->dl_packets = dl->packets + (sl ? sl->b.packets : 0);
@@ -367,6 +369,8 @@ int bearer_get(const struct pgwu_maps *m, __u32 teid, __u32 ue, bool by_teid, st
 		const struct pgwu_dl_slot *sl = slot_dl(m, ue);
 
 		b->sgw = dl.sgw_addr;
+		if (dl.flags & PGWU_B_PEER6)
+			n3v6_peer_get(m, dl.sgw_addr, b->sgw6);
 		b->sgw_teid = ntohl(dl.sgw_teid);
 		b->flags = dl.flags;
 		b->dl_packets = dl.packets + (sl ? sl->b.packets : 0);

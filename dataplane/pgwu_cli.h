@@ -36,6 +36,7 @@ struct load_opts {
 	struct opt_u32 max_bearers;
 	struct opt_addr local_addr;
 	struct opt_addr6 local_addr6;
+	struct opt_addr6 n3_addr6;
 	struct opt_prefix ue_pool;
 	struct opt_enum csum;		/* 0 off, 1 on */
 	struct opt_enum sport_entropy;	/* 0 off (2152), 1 on */
@@ -61,6 +62,7 @@ struct reasm_opts {
 struct config_opts {
 	struct opt_addr local_addr;
 	struct opt_addr6 local_addr6;
+	struct opt_addr6 n3_addr6;
 	struct opt_prefix ue_pool;
 	struct opt_enum csum;
 	struct opt_enum fib_cache;
@@ -84,6 +86,7 @@ struct session_opts {
 	struct opt_str ue6;		/* the UE's IPv6 /64 */
 	struct opt_str filter;		/* SDF filters: PDR specs (pgwu_sdf.h sdf_parse_option) */
 	struct opt_u32 cp_teid;		/* a CP2UP tunnel's local TEID (PGWU_B_CP2UP); not set: none */
+	struct opt_addr6 sgw6;		/* an IPv6 peer (N3 over IPv6) instead of sgw */
 };
 
 struct stats_opts {

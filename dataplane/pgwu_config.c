@@ -127,6 +127,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 	if (!json) {
 		printf("%-18s %s\n", "local address", ip_str(c->local_addr, a));
 		printf("%-18s %s\n", "local IPv6 address", inet_ntop(AF_INET6, c->local_addr6, a6, sizeof(a6)));
+		printf("%-18s %s\n", "N3 IPv6 address", inet_ntop(AF_INET6, c->n3_addr6, a6, sizeof(a6)));
 		printf("%-18s %s/%s\n", "UE pool", ip_str(c->ue_pool_addr, a), m);
 		printf("%-18s %s\n", "checksum", c->flags & PGWU_CFG_CSUM ? "on" : "off");
 		if (!(c->flags & PGWU_CFG_FIB_CACHE))
@@ -168,6 +169,7 @@ static void config_print(const struct pgwu_config *c, bool json)
 	}
 	printf("{\"local_addr\": \"%s\", ", ip_str(c->local_addr, a));
 	printf("\"local_addr6\": \"%s\", ", inet_ntop(AF_INET6, c->local_addr6, a6, sizeof(a6)));
+	printf("\"n3_addr6\": \"%s\", ", inet_ntop(AF_INET6, c->n3_addr6, a6, sizeof(a6)));
 	printf("\"ue_pool\": \"%s/%s\", ", ip_str(c->ue_pool_addr, a), m);
 	printf("\"csum\": \"%s\", \"fib_cache\": \"%s\", \"fib_watcher_pid\": %llu, "
 	       "\"restart_counter\": %u, \"err_ind\": \"%s\", \"inner_csum_check\": \"%s\", "
@@ -226,6 +228,8 @@ int do_config(const void *cfg)
 		c.local_addr = o->local_addr.addr;
 	if (o->local_addr6.set)
 		memcpy(c.local_addr6, o->local_addr6.addr, 16);
+	if (o->n3_addr6.set)
+		memcpy(c.n3_addr6, o->n3_addr6.addr, 16);
 	if (o->ue_pool.set) {
 		c.ue_pool_addr = o->ue_pool.addr;
 		c.ue_pool_mask = o->ue_pool.mask;
@@ -275,7 +279,7 @@ int do_config(const void *cfg)
 		}
 		memcpy(nh->dmac, o->nexthop.dmac[s], 6);
 	}
-	if (o->local_addr.set || o->local_addr6.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
+	if (o->local_addr.set || o->local_addr6.set || o->n3_addr6.set || o->ue_pool.set || o->csum.set || o->fib_cache.set ||
 	    o->nexthop.set || o->vlan.set || o->err_ind.set || o->inner_csum_check.set ||
 	    o->sport_entropy.set) {
 		err = bpf_map_update_elem(fd, &zero, &c, BPF_ANY);

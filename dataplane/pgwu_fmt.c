@@ -58,13 +58,14 @@ const char *const pgwu_reason_names[PGWU_REASON_MAX] = {
 	[PGWU_R_DROP_TOO_BIG] = "drop_too_big",
 	[PGWU_R_UL_CP_FWD] = "ul_cp_fwd",
 	[PGWU_R_DL_CP_FWD] = "dl_cp_fwd",
+	[PGWU_R_DROP_OUTER_UDP_CSUM] = "drop_outer_udp_csum",
 };
 /* A reason added to the enum without a name here leaves a NULL slot, which the build does not
  * see: tests/dataplane/test_fmt_names.py checks every table here against its enum, index by index.
  * These asserts only catch an enum grown at its end. */
-_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 10,
+_Static_assert(PGWU_R_PASS_OUTER_FRAG == PGWU_REASON_MAX - 11,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
-_Static_assert(PGWU_R_DL_CP_FWD == PGWU_REASON_MAX - 1,
+_Static_assert(PGWU_R_DROP_OUTER_UDP_CSUM == PGWU_REASON_MAX - 1,
 	       "enum pgwu_reason changed: update pgwu_reason_names[]");
 
 /* Names of enum pgwu_event, in its order: the enum's names lower-cased without PGWU_EV_. */
@@ -213,4 +214,11 @@ const char *bearer_qfi_str(const struct bearer *b, char buf[8])
 		snprintf(d, sizeof(d), "%d", dl);
 	snprintf(buf, 8, "%s/%s", u, d);
 	return buf;
+}
+
+const char *bearer_sgw_str(const struct bearer *b, char *buf)
+{
+	if (b->flags & PGWU_B_PEER6)
+		return inet_ntop(AF_INET6, b->sgw6, buf, INET6_ADDRSTRLEN) ? buf : "?";
+	return ip_str(b->sgw, buf);
 }

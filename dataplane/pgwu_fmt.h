@@ -25,6 +25,8 @@ const char *mac_str(const __u8 mac[6], char buf[18]);
 int mask_len(__u32 mask);		/* prefix length, -1 if not contiguous */
 void json_str(FILE *f, const char *s);
 const char *bearer_csum_str(__u32 flags);
+/* The downlink half's peer: its IPv4 address, or the IPv6 one (PGWU_B_PEER6); buf >= 46 octets. */
+const char *bearer_sgw_str(const struct bearer *b, char *buf);
 /* "N" when both halves have QFI N (or the one half there is), "-" with none, "UL/DL" when they
  * differ ("-" for a half without); buf of at least 8. */
 const char *bearer_qfi_str(const struct bearer *b, char buf[8]);

@@ -431,6 +431,7 @@ int pgwu_load(const struct load_opts *o)
 
 	cfg.local_addr = o->local_addr.addr;
 	memcpy(cfg.local_addr6, o->local_addr6.addr, 16);
+	memcpy(cfg.n3_addr6, o->n3_addr6.addr, 16);
 	cfg.ue_pool_addr = o->ue_pool.addr;
 	cfg.ue_pool_mask = o->ue_pool.mask;
 	cfg.restart_counter = o->restart_counter.v;

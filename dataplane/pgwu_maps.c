@@ -80,9 +80,9 @@ int maps_open(struct pgwu_maps *m)
 	/* config first: when nothing is loaded, its "not loaded" is the one message */
 	static const char *const names[] = { "config", "ul_bearers", "dl_bearers", "stats",
 					     "fib_gen", "dl6_bearers", "ul6_prefix",
-					     "sdf_lists", "sdf_pdrs", "sdf_qos", "cp_relay" };
+					     "sdf_lists", "sdf_pdrs", "sdf_qos", "cp_relay", "n3v6_peers" };
 	int *fds[] = { &m->config, &m->ul, &m->dl, &m->stats, &m->fib_gen, &m->dl6, &m->ul6,
-		       &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos, &m->sdf.cp };
+		       &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos, &m->sdf.cp, &m->peers6 };
 	size_t i;
 
 	m->lock = -1;
@@ -346,7 +346,7 @@ void maps_close(struct pgwu_maps *m)
 	m->lock = -1;
 	int *fds[] = { &m->ul, &m->dl, &m->stats, &m->config, &m->fib_gen, &m->ul_slots_fd,
 		       &m->dl_slots_fd, &m->dl6, &m->ul6, &m->sdf.lists, &m->sdf.pdrs, &m->sdf.qos,
-		       &m->sdf.cp, &m->dl6_slots_fd };
+		       &m->sdf.cp, &m->dl6_slots_fd, &m->peers6 };
 
 	if (m->ul_slots)
 		munmap(m->ul_slots, (size_t)m->nslots * sizeof(struct pgwu_ul_slot));
@@ -736,6 +736,9 @@ int bearers_read(const struct pgwu_maps *m, struct bearer_table *t)
 	t->n_ul = n_ul;
 	t->n_dl = n_dl;
 	err = bearers_read_v6(m, t);
+	for (size_t i = 0; !err && i < t->n; i++)
+		if (t->b[i].has_dl && (t->b[i].flags & PGWU_B_PEER6))
+			n3v6_peer_get(m, t->b[i].sgw, t->b[i].sgw6);
 out:
 	if (err == -ENOMEM)
 		fprintf(stderr, "Couldn't read the bearer tables: %s\n", strerror(ENOMEM));
@@ -915,5 +918,43 @@ int sock_stats_read(__u64 **words, bool *running)
 		return -ENOMEM;
 	*words = copy;
 	*running = pid_is_pgwu(copy[PGWU_SH_PID]);
+	return 0;
+}
+
+int n3v6_peer_get(const struct pgwu_maps *m, __u32 idx, __u8 *addr)
+{
+	struct pgwu_n3v6_peer p;
+
+	memset(addr, 0, 16);
+	if (bpf_map_lookup_elem(m->peers6, &idx, &p))
+		return -errno;
+	memcpy(addr, p.addr, 16);
+	return 0;
+}
+
+int n3v6_peer_find(const struct pgwu_maps *m, const __u8 *addr, bool alloc, __u32 *idx)
+{
+	static const __u8 zero[16];
+	struct pgwu_n3v6_peer p;
+	__u32 i, free_idx = PGWU_N3V6_PEERS;
+
+	for (i = 0; i < PGWU_N3V6_PEERS; i++) {
+		if (bpf_map_lookup_elem(m->peers6, &i, &p))
+			return -errno;
+		if (!memcmp(p.addr, addr, 16)) {
+			*idx = i;
+			return 0;
+		}
+		if (free_idx == PGWU_N3V6_PEERS && !memcmp(p.addr, zero, 16))
+			free_idx = i;
+	}
+	if (!alloc)
+		return -ENOENT;
+	if (free_idx == PGWU_N3V6_PEERS)
+		return -ENOSPC;
+	memcpy(p.addr, addr, 16);
+	if (bpf_map_update_elem(m->peers6, &free_idx, &p, BPF_ANY))
+		return -errno;
+	*idx = free_idx;
 	return 0;
 }

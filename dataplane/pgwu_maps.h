@@ -41,7 +41,18 @@ struct pgwu_maps {
 	 * uplink's is in ul_slots (teid6, state6, u6) */
 	int dl6_slots_fd;
 	struct pgwu_dl6_slot *dl6_slots;
+	int peers6;	/* n3v6_peers: the IPv6 peers (N3 over IPv6) bearers name by index */
 };
+
+/*
+ * N3 over IPv6 (n3v6_peers, include/n3v6.h): the index of the IPv6 peer addr (16 octets), an
+ * existing entry's, else (alloc) the first free one, filled: 0, -ENOENT (not there, !alloc),
+ * -ENOSPC (all PGWU_N3V6_PEERS in use), -errno. The caller holds the PIN_DIR lock to alloc.
+ * Entries are never emptied while pgwu is loaded (peers are few: gNBs, SGWs).
+ * n3v6_peer_get: the address of index idx (all zero: none).
+ */
+int n3v6_peer_find(const struct pgwu_maps *m, const __u8 *addr, bool alloc, __u32 *idx);
+int n3v6_peer_get(const struct pgwu_maps *m, __u32 idx, __u8 *addr);
 
 /* The slot holding this bearer (key network order), or NULL. */
 struct pgwu_ul_slot *slot_ul(const struct pgwu_maps *m, __u32 teid);
@@ -76,7 +87,8 @@ int stats_read(int fd, struct pgwu_counter out[PGWU_REASON_MAX * PGWU_VERDICT_MA
 struct bearer {
 	__u32 teid;		/* host order */
 	__u32 ue;		/* network order */
-	__u32 sgw;		/* network order */
+	__u32 sgw;		/* network order; with PGWU_B_PEER6 in flags its n3v6_peers index */
+	__u8 sgw6[16];		/* with PGWU_B_PEER6: the IPv6 peer's address */
 	__u32 sgw_teid;		/* host order */
 	__u32 flags;		/* PGWU_B_* of the downlink half */
 	__u32 ul_flags;		/* PGWU_B_QFI and the QFI of the uplink half */

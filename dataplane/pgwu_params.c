@@ -529,3 +529,20 @@ int cmd_dispatch(const struct cmd *cmds, const char *prefix, int argc, char **ar
 	}
 	return run_cmd(c, prefix, argc - i, argv + i);
 }
+
+const char *addr6_unusable(const __u8 *a)
+{
+	static const __u8 zero[16], mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (!memcmp(a, zero, 16))
+		return "the unspecified address ::";
+	if (!memcmp(a, zero, 15) && a[15] == 1)
+		return "the loopback address ::1";
+	if (a[0] == 0xff)
+		return "a multicast address (ff00::/8)";
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return "a link-local address (fe80::/10)";
+	if (!memcmp(a, mapped, 12))
+		return "an IPv4-mapped address (::ffff:0:0/96)";
+	return NULL;
+}

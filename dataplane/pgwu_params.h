@@ -99,6 +99,9 @@ int parse_addr(const char *s, __u32 *addr);
  * 240.0.0.0/4 (reserved, with the limited broadcast) name no host a bearer can reach
  * (RFC 1122 3.2.1.3, RFC 1112, RFC 6890). */
 const char *addr_unusable(__u32 addr);
+/* The same for an IPv6 peer (16 octets): unspecified, loopback, multicast, link-local, IPv4-mapped;
+ * NULL when usable */
+const char *addr6_unusable(const __u8 *a);
 int parse_prefix(const char *s, __u32 *addr, __u32 *mask);
 int parse_mac(const char *s, __u8 mac[6]);
 int parse_side(const char *s);

@@ -472,6 +472,9 @@ int do_pfcp(const void *cfg)
 	if (err)
 		goto out;
 	a->local_addr = c.local_addr;
+	memcpy(a->n3_addr6, c.n3_addr6, 16);
+	for (int i = 0; i < 16; i++)
+		a->has_n3_6 |= c.n3_addr6[i] != 0;
 	if (!a->local_addr) {
 		fprintf(stderr, "pgwu has no GTP-U address: set one first (pgwu config --local-addr A); "
 			"the agent hands it out in F-TEIDs\n");

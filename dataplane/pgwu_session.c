@@ -37,7 +37,7 @@ void bearer_print_header(FILE *f)
 
 void bearer_print_row(FILE *f, const struct bearer *b)
 {
-	char ue[16], sgw[16], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
+	char ue[16], sgw[INET6_ADDRSTRLEN], sgw_teid[12] = "-", ulp[24] = "-", ulb[24] = "-", dlp[24] = "-",
 	     dlb[24] = "-", qfi[8];
 
 	if (b->has_ul) {
@@ -50,7 +50,7 @@ void bearer_print_row(FILE *f, const struct bearer *b)
 		snprintf(dlb, sizeof(dlb), "%llu", (unsigned long long)b->dl_bytes);
 	}
 	fprintf(f, "%-10u %-15s %-15s %-10s %-7s %-5s %12s %14s %12s %14s", b->teid,
-		ip_str(b->ue, ue), b->has_dl ? ip_str(b->sgw, sgw) : "-", sgw_teid,
+		ip_str(b->ue, ue), b->has_dl ? bearer_sgw_str(b, sgw) : "-", sgw_teid,
 		b->has_dl ? bearer_csum_str(b->flags) : "-", bearer_qfi_str(b, qfi), ulp, ulb, dlp,
 		dlb);
 	if (b->has_ue6) {	/* a trailing column, only on the rows that have one */
@@ -75,12 +75,12 @@ static void qfi_json(FILE *f, const char *key, bool has, __u32 flags)
  * with_pfcp: also "pfcp", the session (pfcp_view_json) */
 static void print_json(FILE *f, const struct bearer *b, bool with_pfcp, const struct pfcp_view *v)
 {
-	char ue[16], sgw[16];
+	char ue[16], sgw[INET6_ADDRSTRLEN];
 
 	fprintf(f, "{\"teid\": %u, \"ue\": \"%s\", ", b->teid, ip_str(b->ue, ue));
 	if (b->has_dl)
 		fprintf(f, "\"sgw\": \"%s\", \"sgw_teid\": %u, \"csum\": \"%s\", ",
-			ip_str(b->sgw, sgw), b->sgw_teid, bearer_csum_str(b->flags));
+			bearer_sgw_str(b, sgw), b->sgw_teid, bearer_csum_str(b->flags));
 	else
 		fprintf(f, "\"sgw\": null, \"sgw_teid\": null, \"csum\": null, ");
 	qfi_json(f, "qfi", b->has_dl, b->flags);
@@ -157,9 +157,20 @@ int do_session_add(const void *cfg)
 		fprintf(stderr, "UE address %s is %s: not a host\n", ip_str(ue, a), addr_unusable(ue));
 		return -EUSAGE;
 	}
-	if (addr_unusable(o->sgw.addr)) {
+	if (o->sgw.set == o->sgw6.set) {
+		fprintf(stderr, "Give exactly one of --sgw A or --sgw6 A6\n");
+		return -EUSAGE;
+	}
+	if (o->sgw.set && addr_unusable(o->sgw.addr)) {
 		fprintf(stderr, "SGW address %s is %s: not a host\n", ip_str(o->sgw.addr, a),
 			addr_unusable(o->sgw.addr));
+		return -EUSAGE;
+	}
+	if (o->sgw6.set && addr6_unusable(o->sgw6.addr)) {
+		char a6[INET6_ADDRSTRLEN];
+
+		fprintf(stderr, "SGW address %s is %s: not a host\n",
+			inet_ntop(AF_INET6, o->sgw6.addr, a6, sizeof(a6)), addr6_unusable(o->sgw6.addr));
 		return -EUSAGE;
 	}
 	if (o->ue6.set && parse_prefix64(o->ue6.s, &ue6, &why)) {
@@ -210,6 +221,19 @@ int do_session_add(const void *cfg)
 			dl.flags |= PGWU_B_SDF;
 	}
 	free(sdf);
+	if (o->sgw6.set) {
+		/* N3 over IPv6: the bearer names its peer by its index in n3v6_peers */
+		err = n3v6_peer_find(&m, o->sgw6.addr, true, &dl.sgw_addr);
+		if (err) {
+			fprintf(stderr, "Couldn't add the IPv6 peer: %s\n", err == -ENOSPC ?
+				"all " PGWU_N3V6_PEERS_STR " entries in use" : strerror(-err));
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_UPLINK);
+			sdf_remove(&m.sdf, teid, PGWU_PFCP_DOWNLINK);
+			maps_close(&m);
+			return err == -ENOSPC ? -EUSAGE : err;
+		}
+		dl.flags |= PGWU_B_PEER6;
+	}
 	err = bearer_add(&m, teid, ue, qfi, &dl);
 	if (!err && o->ue6.set) {
 		err = bearer_add_v6(&m, teid, ue6, &dl);
@@ -250,7 +274,10 @@ int do_session_add(const void *cfg)
 	else if (err)
 		fprintf(stderr, "Couldn't add the bearer: %s\n", strerror(-err));
 	else {
+		char s6[INET6_ADDRSTRLEN];
+
 		printf("added bearer TEID %u UE %s SGW %s SGW TEID %u", o->teid.v, ip_str(ue, a),
+		       o->sgw6.set ? inet_ntop(AF_INET6, o->sgw6.addr, s6, sizeof(s6)) :
 		       ip_str(o->sgw.addr, b), o->sgw_teid.v);
 		if (o->qfi.set)
 			printf(" QFI %u", o->qfi.v);
@@ -483,6 +510,8 @@ struct file_bearer {
 	__u32 line;
 	bool has_ue6;		/* ue6= */
 	__u64 ue6;		/* the /64, network order (dl6_bearers' key) */
+	bool has_sgw6;		/* sgw6=: the downlink's peer is this IPv6 address (N3 over IPv6) */
+	__u8 sgw6[16];
 };
 
 struct bulk {
@@ -540,8 +569,8 @@ static bool is_space(char c)
 }
 
 #define LINE_FORMAT "TEID UE_ADDR SGW_ADDR SGW_TEID [csum=on|off|default] [qfi=0..63] " \
-	"[ue6=PREFIX/64]"
-#define MAX_FIELDS 7	/* 4 fields and each option once */
+	"[ue6=PREFIX/64] [sgw6=ADDR]"
+#define MAX_FIELDS 8	/* 4 fields and each option once */
 
 /* The options after the 4 fields, in any order, each at most once; false after reporting. */
 static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, int nf, __u32 line)
@@ -553,13 +582,27 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 
 	for (int k = 4; k < nf; k++) {
 		bool csum = !strncmp(f[k], "csum=", 5), qfi = !strncmp(f[k], "qfi=", 4);
-		bool ue6 = !strncmp(f[k], "ue6=", 4);
+		bool ue6 = !strncmp(f[k], "ue6=", 4), sgw6 = !strncmp(f[k], "sgw6=", 5);
 		int i;
 
-		if ((csum && has_csum) || (qfi && has_qfi) || (ue6 && e->has_ue6)) {
+		if ((csum && has_csum) || (qfi && has_qfi) || (ue6 && e->has_ue6) ||
+		    (sgw6 && e->has_sgw6)) {
 			file_err(bk, line, "'%s': a second %s option (each at most once)", f[k],
-				 csum ? "csum=" : qfi ? "qfi=" : "ue6=");
+				 csum ? "csum=" : qfi ? "qfi=" : ue6 ? "ue6=" : "sgw6=");
 			return false;
+		}
+		if (sgw6) {
+			if (inet_pton(AF_INET6, f[k] + 5, e->sgw6) != 1) {
+				file_err(bk, line, "bad sgw6= '%s': expected an IPv6 address%s", f[k] + 5, "");
+				return false;
+			}
+			if (addr6_unusable(e->sgw6)) {
+				file_err(bk, line, "bad sgw6= '%s': %s, not a host", f[k] + 5,
+					 addr6_unusable(e->sgw6));
+				return false;
+			}
+			e->has_sgw6 = true;
+			continue;
 		}
 		if (ue6) {
 			if (parse_prefix64(f[k] + 4, &e->ue6, &why)) {
@@ -584,7 +627,7 @@ static bool parse_line_opts(struct bulk *bk, struct file_bearer *e, char **f, in
 				break;
 		if (i == 3) {
 			file_err(bk, line, "bad option '%s' (expected csum=on, csum=off, "
-				 "csum=default, qfi=0..63 or ue6=PREFIX/64)%s", f[k], "");
+				 "csum=default, qfi=0..63, ue6=PREFIX/64 or sgw6=ADDR)%s", f[k], "");
 			return false;
 		}
 		e->flags |= csum_flags[i];
@@ -646,6 +689,7 @@ static int parse_line(struct bulk *bk, char *s, __u32 line)
 	e->ul_flags = 0;
 	e->has_ue6 = false;
 	e->ue6 = 0;
+	e->has_sgw6 = false;
 	if (parse_teid(f[0], &e->teid)) {
 		file_err(bk, line, "bad TEID '%s' (1..4294967295, decimal or 0x-hex)%s", f[0], "");
 		return 0;
@@ -992,6 +1036,8 @@ static int load_v6(const struct bulk *bk, const struct pgwu_maps *m, const __u32
 
 int do_session_load(const void *cfg)
 {
+	struct { __u8 a[16]; __u32 idx; } pc[16];	/* IPv6 peers found (sgw6=) */
+	int npc = 0;
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	void *ul_keys = NULL, *ul_vals = NULL, *dl_keys = NULL, *dl_vals = NULL;
@@ -999,7 +1045,7 @@ int do_session_load(const void *cfg)
 	struct pgwu_ul_bearer *v_ul = NULL;
 	struct pgwu_dl_bearer *v_dl = NULL;
 	size_t n_ul = 0, n_dl = 0, done_ul = 0, done_dl = 0, installed;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL, -1 };
 	struct insert_job ju, jd;
 	int err;
 
@@ -1052,6 +1098,33 @@ int do_session_load(const void *cfg)
 		v_dl[i].sgw_teid = htonl(e->sgw_teid);
 		v_dl[i].local_teid = k_ul[i];
 		v_dl[i].flags = e->flags;
+		if (e->has_sgw6) {
+			/* N3 over IPv6: the peer by its index in n3v6_peers (an entry the bearers
+			 * of a failed load leave behind is only an address, reused next time); the
+			 * last few found kept here, as a file names the same few peers again and
+			 * again and a search reads the whole array */
+			int c;
+
+			err = 0;
+			for (c = 0; c < npc && memcmp(pc[c].a, e->sgw6, 16); c++)
+				;
+			if (c < npc) {
+				v_dl[i].sgw_addr = pc[c].idx;
+			} else {
+				err = n3v6_peer_find(&m, e->sgw6, true, &v_dl[i].sgw_addr);
+				c = npc < 16 ? npc++ : (int)(i % 16);
+				memcpy(pc[c].a, e->sgw6, 16);
+				pc[c].idx = v_dl[i].sgw_addr;
+			}
+			if (err) {
+				fprintf(stderr, "%s:%u: Couldn't add the IPv6 peer: %s\n", bk.file, e->line,
+					err == -ENOSPC ? "all " PGWU_N3V6_PEERS_STR " entries in use" :
+					strerror(-err));
+				err = err == -ENOSPC ? -EUSAGE : err;
+				goto out;
+			}
+			v_dl[i].flags |= PGWU_B_PEER6;
+		}
 	}
 	ju = (struct insert_job){ .fd = m.ul, .keys = k_ul, .vals = v_ul, .vsize = sizeof(*v_ul),
 				  .n = bk.n };
@@ -1200,7 +1273,7 @@ int do_session_unload(const void *cfg)
 	const struct session_opts *o = cfg;
 	struct bulk bk = { .file = strcmp(o->file.s, "-") ? o->file.s : "<stdin>" };
 	__u32 *k_ul = NULL, *k_dl = NULL;
-	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL };
+	struct pgwu_maps m = { -1, -1, -1, -1, -1, -1, -1, -1, NULL, NULL, 0, -1, -1, { -1, -1, -1, -1 }, -1, NULL, -1 };
 	char k[16];
 	int err;
 

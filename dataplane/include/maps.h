@@ -61,18 +61,24 @@ struct {
 #define PGWU_PROG_SGI6 0
 #define PGWU_PROG_ACCESS6 1
 #define PGWU_PROG_CP 2		/* xdp_access6 -> xdp_cp (PGWU_B_CP, PGWU_B_CP2UP), back if not taken */
+#define PGWU_PROG_UL_N3V6 3	/* xdp_access's IPv6 frames (include/n3v6.h) */
+#define PGWU_PROG_DL_N3V6 4	/* the downlink of a bearer with an IPv6 peer (include/n3v6.h) */
 int xdp_sgi6(struct xdp_md *ctx);
 int xdp_access6(struct xdp_md *ctx);
 int xdp_cp(struct xdp_md *ctx);
+int xdp_ul_n3v6(struct xdp_md *ctx);
+int xdp_dl_n3v6(struct xdp_md *ctx);
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__array(values, int(struct xdp_md *));
 } sgi_progs SEC(".maps") = {
 	.values = { [PGWU_PROG_SGI6] = (void *)&xdp_sgi6,
 		    [PGWU_PROG_ACCESS6] = (void *)&xdp_access6,
-		    [PGWU_PROG_CP] = (void *)&xdp_cp },
+		    [PGWU_PROG_CP] = (void *)&xdp_cp,
+		    [PGWU_PROG_UL_N3V6] = (void *)&xdp_ul_n3v6,
+		    [PGWU_PROG_DL_N3V6] = (void *)&xdp_dl_n3v6 },
 };
 
 /*

@@ -59,6 +59,8 @@ B_CSUM_OFF = 1 << 1
 B_QFI = 1 << 2                      # 5G N3: QFI in bits 8-13 of both halves' flags
 B_QFI_SHIFT = 8
 B_QOS = 1 << 3                      # both halves: the qos map (keyed by the local TEID) is enforced
+B_PEER6 = 1 << 5                    # downlink half: sgw_addr is an index in n3v6_peers (N3 over IPv6)
+N3V6_PEERS = 1024                   # PGWU_N3V6_PEERS
 QOS_UL_CLOSED = 1 << 0              # struct pgwu_qos flags (PGWU_QOS_*)
 QOS_DL_CLOSED = 1 << 1
 QOS_QUOTA = 1 << 2
@@ -191,9 +193,11 @@ class Config:
     inner_csum_check: bool = True     # drop uplink inner IPv4 with a bad header checksum
     sport_entropy: bool = True        # downlink outer UDP source port from the inner flow; False: 2152
     local_addr6: str = "::"           # N6 IPv6 address, the source of ICMPv6 errors; "::" none
+    n3_addr6: str = "::"              # N3 (GTP-U) IPv6 address (N3 over IPv6); "::" none
 
     # local_addr flags ue_pool_addr ue_pool_mask egress_vlan[2] restart_counter pad[3] nexthop[2] local_addr6
-    FMT = "=4sI4s4sHHB3x16s16s16s"
+    # n3_addr6
+    FMT = "=4sI4s4sHHB3x16s16s16s16s"
     SIZE = struct.calcsize(FMT)
 
     def pack(self) -> bytes:
@@ -205,16 +209,17 @@ class Config:
         return struct.pack(self.FMT, _ip(self.local_addr), flags, net.network_address.packed,
                            net.netmask.packed, self.egress_vlan[0], self.egress_vlan[1], self.restart_counter,
                            self.nexthop[0].pack(), self.nexthop[1].pack(),
-                           ipaddress.IPv6Address(self.local_addr6).packed)
+                           ipaddress.IPv6Address(self.local_addr6).packed,
+                           ipaddress.IPv6Address(self.n3_addr6).packed)
 
     @classmethod
     def unpack(cls, b: bytes) -> "Config":
-        la, flags, pa, pm, v0, v1, rc, n0, n1, la6 = struct.unpack(cls.FMT, b[:cls.SIZE])
+        la, flags, pa, pm, v0, v1, rc, n0, n1, la6, n36 = struct.unpack(cls.FMT, b[:cls.SIZE])
         plen = bin(int.from_bytes(pm, "big")).count("1")
         return cls(_ipstr(la), bool(flags & CFG_CSUM), bool(flags & CFG_FIB_CACHE), f"{_ipstr(pa)}/{plen}",
                    (v0, v1), rc, (Nexthop.unpack(n0), Nexthop.unpack(n1)), not flags & CFG_NO_ERR_IND,
                    not flags & CFG_NO_INNER_CSUM_CHECK, not flags & CFG_SPORT_FIXED,
-                   str(ipaddress.IPv6Address(la6)))
+                   str(ipaddress.IPv6Address(la6)), str(ipaddress.IPv6Address(n36)))
 
 
 @dataclass
@@ -348,7 +353,8 @@ class RunResult:
 
 
 MAPS = ("ul_bearers", "dl_bearers", "stats", "config", "fib_cache", "fib6_cache", "fib_gen", "ip_id", "ul_slots", "dl_slots",
-        "events", "reply_budget", "peers", "sig_rx", "qos", "ul6_prefix", "dl6_bearers", "dl6_slots")
+        "events", "reply_budget", "peers", "sig_rx", "qos", "ul6_prefix", "dl6_bearers", "dl6_slots",
+        "n3v6_peers")
 PEER_FMT = "=QQQIHHBB6x"    # struct pgwu_peer
 SIG_KEY_FMT = "=4s4sB3x"     # struct pgwu_sig_key
 SIG_VAL_FMT = "=QQ4s4x"      # struct pgwu_sig_val
@@ -356,6 +362,12 @@ SLOT_VALID = 1
 UL_SLOT_FMT = "=4sI"      # struct pgwu_ul_slot: key (network order), state, then struct pgwu_ul_bearer
 DL_SLOT_FMT = "=4sI"      # struct pgwu_dl_slot: key, state, struct pgwu_dl_bearer, 24 bytes of padding
 PROGS = ("xdp_access", "xdp_sgi", "qos_ctl")
+
+
+def peer6_sgw(idx: int) -> str:
+    """The sgw_addr field of a downlink half with B_PEER6: its n3v6_peers index, host order, as a
+    dotted quad (DlBearer's type for the field)."""
+    return _ipstr(struct.pack("=I", idx))
 
 
 class Dataplane:
@@ -445,6 +457,23 @@ class Dataplane:
         flags = 0 if csum is None else (B_CSUM_ON if csum else B_CSUM_OFF)
         qf = (0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT) | (B_QOS if qos else 0)
         ul, dl = UlBearer(ue, qf).pack(), DlBearer(sgw, sgw_teid, teid, flags | qf).pack()
+        self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
+        self.maps["dl_bearers"].update(_ip(ue), dl)
+        self._slot_set("ul", struct.pack("!I", teid), ul)
+        self._slot_set("dl", _ip(ue), dl)
+
+    def set_peer6(self, idx: int, addr: str) -> str:
+        """n3v6_peers[idx] = addr ("::" empties it); returns the sgw_addr a DlBearer with B_PEER6
+        carries to name it (the index in host order, as pgwu writes it)."""
+        self.maps["n3v6_peers"].update(struct.pack("=I", idx), ipaddress.IPv6Address(addr).packed)
+        return peer6_sgw(idx)
+
+    def add_bearer_peer6(self, teid: int, ue: str, peer_idx: int, sgw_teid: int, qfi: int | None = None,
+                         flags: int = 0) -> None:
+        """Both halves of a bearer whose downlink peer is IPv6, n3v6_peers[peer_idx] (set_peer6 first)."""
+        qf = 0 if qfi is None else B_QFI | (qfi & 0x3F) << B_QFI_SHIFT
+        ul = UlBearer(ue, qf).pack()
+        dl = DlBearer(peer6_sgw(peer_idx), sgw_teid, teid, flags | qf | B_PEER6).pack()
         self.maps["ul_bearers"].update(struct.pack("!I", teid), ul)
         self.maps["dl_bearers"].update(_ip(ue), dl)
         self._slot_set("ul", struct.pack("!I", teid), ul)

@@ -481,9 +481,10 @@ class Lab:
                   self.park_ifnames[j + 1]], f"create spare veth {self.park_ifnames[j]}")
 
         if self.dut_mode == "pgwu":
-            # --local-addr6: the N6 address, the source of the PGW-U's ICMPv6 errors (docs/ipv6.md)
-            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--ue-pool", a.ue_pool,
-                      *pgwu_load_args)
+            # --local-addr6: the N6 address, the source of the PGW-U's ICMPv6 errors; --n3-addr6: the
+            # N3 one, GTP-U over IPv6 (sweep --n3 6; docs/ipv6.md)
+            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--n3-addr6", a.dut_access6,
+                      "--ue-pool", a.ue_pool, *pgwu_load_args)
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
         elif self.dut_mode == "socket":
@@ -522,15 +523,16 @@ class Lab:
         (addr_gen_mode 1), no DAD, no router solicitations, no autoconf, accept_ra 0; the kernel
         forwards no IPv6 (all.forwarding 0: a frame the PGW-U passes to it is dropped, never routed
         out of the lab). bpf_fib_lookup wants forwarding on the ingress device only: on the access
-        port, where IPv6 stays disabled (whatever the kernel would send there is discarded). What the
-        kernel still sends: 2 to 4 MLDv2 reports for dut_sgi6's solicited-node group, within
-        milliseconds of the address being added at build, none after (docs/lab.md). The generator needs nothing: its XDP program counts
+        port (the IPv6 uplink) and on this one (the downlink to an IPv6 peer, N3 over IPv6, looks its
+        route up with this port as ingress). What the kernel still sends: a few MLDv2 reports for
+        dut_sgi6's solicited-node group and, forwarding, the all-routers groups, within milliseconds
+        of the address being added at build, none after (docs/lab.md). The generator needs nothing: its XDP program counts
         every frame that reaches its port."""
         a, d = self.addressing, self.dut_ns
         acc, sgi = self.ports
         # the MLD reports' intervals 0: the few the address's group join sends leave at once, at build
         knobs = {"addr_gen_mode": 1, "accept_ra": 0, "autoconf": 0, "accept_dad": 0,
-                 "router_solicitations": 0, "forwarding": 0, "mldv1_unsolicited_report_interval": 0,
+                 "router_solicitations": 0, "forwarding": 1, "mldv1_unsolicited_report_interval": 0,
                  "mldv2_unsolicited_report_interval": 0, "disable_ipv6": 0}
         _run(["ip", "netns", "exec", d, "sysctl", "-qw"]
              + [f"net.ipv6.conf.{sgi.dut_ifname}.{k}={v}" for k, v in knobs.items()]

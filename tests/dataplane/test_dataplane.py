@@ -717,7 +717,8 @@ def test_rows_cover_every_reason_they_can():
     covered = {r.reason for r in ROWS}
     fib_only = {"pass_no_neigh", "pass_fib_other", "drop_no_route", "drop_adjust", "drop_not_configured",
                 "drop_frag_needed",  # test_dataplane_fib.py::test_frag_needed_answered
-                "drop_too_big"}      # test_dataplane_ipv6.py (IPv6, a route's MTU)
+                "drop_too_big",      # test_dataplane_ipv6.py (IPv6, a route's MTU)
+                "drop_outer_udp_csum"}  # test_dataplane_n3v6.py (GTP-U over IPv6 only)
     qos = {"drop_gate_closed", "drop_mbr", "drop_quota"}    # test_qos.py (they need a qos map entry)
     sdf = {"drop_no_pdr", "drop_far"}                       # test_sdf.py (they need SDF filters)
     cp = {"ul_cp_fwd", "dl_cp_fwd"}                         # test_cp_relay.py (the CP function's relays)

@@ -438,7 +438,7 @@ BAD_LINES = [
     ("0x1ffffffff 10.45.1.10 192.0.2.1 1", "bad TEID '0x1ffffffff'"),
     ("10 10.45.1.10 192.0.2.1 x1", "bad SGW TEID 'x1'"),
     ("10 10.45.1.10 192.0.2.1", "got 3 fields"),
-    ("10 10.45.1.10 192.0.2.1 1 csum=on qfi=1 ue6=fd00:1::/64 extra", "got 8 fields"),
+    ("10 10.45.1.10 192.0.2.1 1 csum=on qfi=1 ue6=fd00:1::/64 sgw6=fd47:7473::10 extra", "got 9 fields"),
     ("10 10.45.1.10 192.0.2.1 1 csum=on extra", "bad option 'extra'"),
     ("10 10.45.1.10 192.0.2.1 1 checksum", "bad option 'checksum'"),
     ("10 10.45.1.10 192.0.2.1 1 qfi=64", "bad QFI '64' (qfi=0..63)"),

@@ -236,8 +236,9 @@ RULES_KNOWN = {
                       "precedence-uplink": "pass", "precedence-downlink": "pass",
                       "qer": "pass", "cp-function": "pass",
                       "fields-uplink": "pass", "fields-downlink": "pass",
-                      # no N3 IPv6 address: its XDP program takes GTP-U over IPv4 only
-                      "ohr-1": "not supported",
+                      # N3 over IPv6 (F-TEID V6, OHC GTP-U/UDP/IPv6, OHR 1): its XDP program's
+                      # xdp_ul_n3v6 / xdp_dl_n3v6 (docs/ipv6.md)
+                      "ohr-1": "pass",
                       # ESP with the filter's SPI to its PDR's URR, another SPI to the default's
                       "spi": "pass"},
     # eUPF a8d774a: Outer Header Removal 6 (GTP-U/UDP/IP) not applied, its uplink handed to the kernel
@@ -284,11 +285,8 @@ def test_rules_outcomes(name):
     assert {k: c["verdict"] for k, c in got.items()} == {k: v for k, v in known.items() if k in got}, \
         {k: (c["verdict"], c.get("why")) for k, c in got.items()}
     for k, c in got.items():
-        if c["verdict"] == "not supported":     # eUPF: 73 (its SDF parser); the PGW-U: ohr-1 not tried
-            if k == "ohr-1" and name == "embedded-pfcp":      # not tried: no N3 IPv6 address
-                assert c["cause"] is None and "no N3 IPv6 address" in c["why"], c
-            else:
-                assert c["cause"] == 73, c
+        if c["verdict"] == "not supported":     # eUPF: 73 (its SDF parser, F-TEID V6)
+            assert c["cause"] == 73, c
         elif k in ("ohr-0", "ohr-6", "ohr-1", "second", "ipv6", "after") and c["verdict"] == "pass":
             assert "why" not in c, c
     if name == "embedded-pfcp" and "qer" in got:     # the gated PDR's packets only, by its reason
