@@ -783,6 +783,11 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 		memcpy(&l4, p + sizeof(*ip6), 4);
 	e.sport = cfg->flags & PGWU_CFG_SPORT_FIXED ? GTPU_PORT_BE :
 		  htons(pgwu_sport_of(s0, d0, l4, nexthdr));
+	/* an IPv6 peer (N3 over IPv6, PGWU_B_PEER6: sgw_addr is its n3v6_peers index): only XDP
+	 * sends GTP-U over IPv6 */
+	reason = PGWU_R_DROP_NOT_CONFIGURED;
+	if (b.flags & PGWU_B_PEER6)
+		goto drop;
 	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
 	e.tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
@@ -862,6 +867,11 @@ void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto)
 			goto drop;
 	}
 	e.sport = gtpu_dl_sport(ip, ihl_len, tot_len, p + tot_len, cfg->flags);
+	/* an IPv6 peer (N3 over IPv6, PGWU_B_PEER6: sgw_addr is its n3v6_peers index): only XDP
+	 * sends GTP-U over IPv6 */
+	reason = PGWU_R_DROP_NOT_CONFIGURED;
+	if (b.flags & PGWU_B_PEER6)
+		goto drop;
 	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
 	e.tos = ip->tos;
