@@ -63,3 +63,26 @@ def test_every_enumerator_has_its_name_in_order(table, tables):
 def test_verdict_names_are_the_xdp_actions_in_their_order(tables):
     """PGWU_VERDICT_MAX counts XDP_ABORTED .. XDP_REDIRECT (linux/bpf.h's enum xdp_action)."""
     assert tables["pgwu_verdict_names"] == ["aborted", "drop", "pass", "tx", "redirect"]
+
+
+def _bearer_flags() -> dict[str, int]:
+    """pgwu.h's one-bit bearer-half flags: {name without PGWU_B_: bit}."""
+    text = (DP / "pgwu.h").read_text()
+    return {m[1]: int(m[2]) for m in re.finditer(r"^#define PGWU_B_(\w+)\s+\(1U << (\d+)\)", text, re.M)}
+
+
+def test_bearer_flags_one_bit_each_and_the_python_constants_the_same():
+    """The halves' flags (PGWU_B_*) each on a bit of their own, below the QFI's (bits 8-13), and the
+    Python readers' constants (gtplab.dut.dataplane.B_*) the same bits: two branches once both took
+    bit 5 (PGWU_B_CP and PGWU_B_PEER6), and the Python side kept a moved bit's old value."""
+    from gtplab.dut import dataplane as dp
+
+    flags = _bearer_flags()
+    assert len(flags) >= 8, flags
+    assert len(set(flags.values())) == len(flags), f"two PGWU_B_ flags on one bit: {flags}"
+    assert max(flags.values()) < dp.B_QFI_SHIFT, flags
+    py = {n[2:]: v for n, v in vars(dp).items() if n.startswith("B_") and n != "B_QFI_SHIFT"}
+    assert py, "gtplab.dut.dataplane has no B_ constants"
+    for name, v in py.items():
+        assert name in flags, f"gtplab.dut.dataplane.B_{name} has no PGWU_B_{name} in pgwu.h"
+        assert v == 1 << flags[name], f"B_{name} = {v:#x}, pgwu.h says 1 << {flags[name]}"
