@@ -174,6 +174,7 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 	struct gtpu_msg m;
 	struct nexthop nh;
 	__u8 orig_mac[12], peer[16], ie[N3V6_IE_MAX], pa[32];
+	__u8 type;
 	__u32 l2, plen, udp_len, inner_len, out_l2, mtu = 0;
 	__be16 tci, peer_port, seq;
 	void *ip_end, *p;
@@ -233,7 +234,7 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 	__builtin_memcpy(peer, pa, 16);
 	__builtin_memcpy(orig_mac, eth->h_dest, 12);
 	sum = n3v6_addr_sum(pa) + bpf_htons((__u16)udp_len) + bpf_htons(IPPROTO_UDP);
-	sum += csum_bytes(ctx, l2 + 40, udp_len, &err);
+	sum += csum_bytes_once(ctx, l2 + 40, udp_len, &err);
 	if (err || csum_fold16(sum) != 0xffff) {
 		reason = PGWU_R_DROP_OUTER_UDP_CSUM;
 		goto out;
@@ -253,17 +254,22 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 		goto out;
 	gtp = m.gtp;
 	seq = m.seq;
-	if (!gtpu_msg_handled(gtp->type)) {
+	/* read once, as xdp_access does: a type read again is a new unknown to the verifier */
+	type = gtp->type;
+	if (!gtpu_msg_handled(type)) {
 		reason = PGWU_R_DROP_GTP_UNKNOWN_MSG;
 		goto out;
 	}
-	if (gtp->type == GTP_ECHO_REQ)
+	if (type == GTP_ECHO_REQ)
 		goto echo;
 	reason = gtpu_ext_walk(&m, ip_end, data_end);
 	if (reason)
 		goto out;	/* drop_gtp_ext_unsupported too: no Notification over IPv6 */
-	p = m.p;
-	reason = gtpu_sig_reason(gtp->type);
+	/* the body's offset as an unknown within the frame's bounds, as xdp_access's: each step of
+	 * the walk left a pointer of its own, and the verifier walked all that follows for each */
+	i = (long)m.p - (long)data;
+	p = data + (i & 0x3fff);
+	reason = gtpu_sig_reason(type);
 	if (reason)
 		goto out;	/* consumed, counted; not recorded in peers / sig_rx (IPv4 keys) */
 
@@ -623,7 +629,7 @@ int xdp_dl_n3v6(struct xdp_md *ctx)
 		ip6->hop_limit--;
 	}
 	/* the outer UDP checksum covers the inner packet: summed whole (no offload to trust) */
-	sum = csum_bytes(ctx, in_l2, tot_len, &err);
+	sum = csum_bytes_once(ctx, in_l2, tot_len, &err);
 	if (err) {
 		reason = PGWU_R_DROP_BAD_IP_DL;
 		goto out;

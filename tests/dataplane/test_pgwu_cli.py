@@ -134,16 +134,25 @@ def test_double_load_fails_and_keeps_the_first(loaded):
 # What the kernel's verifier walks to load the four XDP programs (bpf_prog_info.verified_insns):
 # its time is paid by every `pgwu load` of the suite (docs/testing.md, "pgwu load and the
 # verifier"). 2,151,973 before that cut (xdp_access alone 949,119 of its limit of 1,000,000),
-# 677,791 after it on this kernel (6.18): the bound leaves 1.5x for what the programs gain next.
-XDP_PROGS = ("xdp_access", "xdp_sgi", "xdp_access6", "xdp_sgi6")
-VERIFIED_INSNS_MAX = 1_000_000
+# 677,791 after it on this kernel (6.18) for those four. Every XDP program pinned is counted (the
+# tail-called xdp_cp, xdp_ul_n3v6 and xdp_dl_n3v6 came after, and a new one cannot escape the
+# bound): 1,016,999 for the seven (their full-datagram checksums through pgwu_csum_bytes, and
+# xdp_ul_n3v6 105,844 once it read the GTP-U type once and masked the T-PDU's offset as xdp_access
+# does: 338,272 before; xdp_dl_n3v6 205,651). The bound: about
+# 1.18x of that (the seven as merged, 1,653,247, failed it; 1,249,427 with the checksums global
+# only), still half of what the first four alone walked before the cut.
+XDP_PROGS = ("xdp_access", "xdp_sgi", "xdp_access6", "xdp_sgi6", "xdp_cp", "xdp_ul_n3v6", "xdp_dl_n3v6")
+VERIFIED_INSNS_MAX = 1_200_000
 
 
-def test_load_verifies_the_xdp_programs_in_under_a_million_instructions(loaded):
+def test_load_verifies_the_xdp_programs_in_under_1_2_million_instructions(loaded, record_property):
+    pinned = sorted(n for n in os.listdir(loaded) if n.startswith("xdp_"))
+    assert set(XDP_PROGS) <= set(pinned), pinned
     walked = {}
-    for name in XDP_PROGS:
+    for name in pinned:
         with bpf.Prog.pinned(f"{loaded}/{name}") as p:
             walked[name] = p.info().verified_insns
+    record_property("verified_insns", walked)
     assert all(walked.values()), walked     # the kernel reports it (5.16+)
     assert sum(walked.values()) < VERIFIED_INSNS_MAX, walked
 
