@@ -24,6 +24,23 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 	const struct txmeta *t = &w->tmeta[i];
 
 	*verdict = XDP_DROP;
+	if (err == EMSGSIZE && t->reason == PGWU_R_UL_FWD && t->v6) {
+		/* RFC 4443 3.2, as xdp_access6: over the SGi route's MTU (the kernel does not
+		 * fragment a raw socket's IPv6): Packet Too Big with that MTU to the UE, through its
+		 * tunnel, quoting the packet as it arrived */
+		struct ipv6hdr *ip6 = w->tiov[i].iov_base;
+		__u32 len = w->tiov[i].iov_len;
+		int mtu = route6_mtu(ip6->daddr.s6_addr);
+		__u64 prefix;
+
+		if (mtu <= 0 || len <= (__u32)mtu)
+			return PGWU_SR_DROP_SEND;
+		memcpy(&prefix, &ip6->saddr, 8);	/* the TEID's /64: checked (drop_spoofed) */
+		ip6->hop_limit++;
+		if (!ul6_error(w, ip6, len, prefix, t->peer, 2, mtu))
+			*verdict = XDP_TX;
+		return PGWU_R_DROP_TOO_BIG;
+	}
 	if (err == EMSGSIZE && t->reason == PGWU_R_DL_FWD) {
 		struct iphdr *oip = w->tiov[i].iov_base;
 		char cbuf[CMSG_SPACE(sizeof(int))] = {};

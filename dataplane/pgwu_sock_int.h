@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <linux/if_packet.h>
+#include <linux/ipv6.h>
 #include "pgwu_cli.h"
 #include "pgwu_sock.h"
 
@@ -60,6 +61,7 @@ struct txmeta {
 	__u32 usage_bytes;	/* the bearer's usage: the inner packet's length */
 	__u32 df;		/* downlink: the inner packet had DF (EMSGSIZE: drop_frag_needed) */
 	__u32 v6;		/* an IPv6 packet to send as is (uplink): raw6, tto6 */
+	__be32 peer;		/* uplink IPv6: the G-PDU's sender (EMSGSIZE: Packet Too Big) */
 	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed;
 				 * an IPv6 bearer's: its entry in the worker's usage6 */
 	__u64 *pdr_usage;	/* the SDF PDR it matched: its entry in usage6; NULL: none */
@@ -74,6 +76,15 @@ struct usage6 {
 	__u64 key;		/* ul6_prefix: the TEID; dl6_bearers: the /64; sdf_pdrs: the rule id */
 	__u64 packets, bytes;
 	__u32 used;		/* enum usage_kind */
+};
+
+#define MTU_CACHE_BITS 4	/* a worker's remembered access route MTUs: 16 SGWs */
+#define MTU_CACHE_MS 100	/* how long one is trusted (a route changed is seen after that) */
+
+struct mtu_slot {
+	__be32 addr;
+	int mtu;		/* route_mtu(addr), 0: unknown */
+	__u64 at;		/* when it was asked, CLOCK_MONOTONIC ns */
 };
 
 struct budget {
@@ -111,6 +122,7 @@ struct worker {
 	struct budget budget[BUDGET_SLOTS];
 	struct usage6 usage6[USAGE6_SLOTS];
 	int nusage6;
+	struct mtu_slot mtu_cache[1 << MTU_CACHE_BITS];	/* downlink IPv6: access_mtu */
 };
 
 struct sock_knobs {
@@ -183,6 +195,9 @@ void usage6_room(struct worker *w);
 __u64 *usage6_of(struct worker *w, __u64 key, enum usage_kind kind);
 int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu);
 int route_mtu(__be32 dst);
+int route6_mtu(const __u8 *dst);
+int ul6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len, __u64 prefix,
+	      __be32 peer, __u8 type, __u32 mtu);
 int measure_lookups(__u32 n, bool json);
 
 /* pgwu_sock_sdf.c */

@@ -282,10 +282,12 @@ static void encap_to(struct gtpu_encap *e, const struct pgwu_config *cfg, const 
 	e->id = 0;			/* the kernel picks the id of a packet without DF */
 }
 
-/* Send the ICMP or ICMPv6 Time Exceeded of n octets built at buf + the G-PDU header's length to the
- * UE of downlink half dl, in a G-PDU of its bearer: from this gateway's GTP-U address to its SGW and
- * TEID, UDP 2152 -> 2152 checksum 0, no DF, its PDU Session Container when it has a QFI. 0 when sent. */
-static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct pgwu_dl_bearer *dl)
+/* Send the ICMP or ICMPv6 error (Time Exceeded, Packet Too Big) of n octets built at buf + the G-PDU
+ * header's length to the UE of downlink half dl, in a G-PDU of its bearer: from this gateway's GTP-U
+ * address to its SGW and TEID, UDP 2152 -> 2152 checksum 0, no DF, its PDU Session Container when it
+ * has a QFI; event ev counted. 0 when sent. */
+static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct pgwu_dl_bearer *dl,
+			     enum pgwu_event ev)
 {
 	struct gtpu_encap e = { .sport = GTPU_PORT_BE, .inner_len = n, .tos = 0, .df = 0 };
 	__u32 len;
@@ -295,7 +297,7 @@ static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct 
 
 	if (!gtpu_encap_write((void *)buf, buf + len, &e) || raw_send(w, buf, len, dl->sgw_addr))
 		return -1;
-	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	EVENT(w, ev);
 	return 0;
 }
 
@@ -321,7 +323,7 @@ static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u
 		q = end - (const __u8 *)iip;
 	n = icmp_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr, iip->saddr, 11, 0,
 		       0, (const __u8 *)iip, q);
-	return tunnel_error_send(w, buf, n, &dl);
+	return tunnel_error_send(w, buf, n, &dl, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 }
 
 /* An ICMP error back to the sender of downlink packet ip (quoted as it arrived: q, qlen), as
@@ -363,7 +365,45 @@ int route_mtu(__be32 dst)
 	return mtu;
 }
 
+/* The MTU of the IPv6 route to dst (a UDP socket connected to it: IPV6_MTU, the route's mtu metric
+ * else its device's, as bpf_fib_lookup's mtu_result), 0 when unknown. */
+int route6_mtu(const __u8 *dst)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = GTPU_PORT_BE };
+	int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0), mtu = 0;
+	socklen_t len = sizeof(mtu);
+
+	if (fd < 0)
+		return 0;
+	memcpy(&a.sin6_addr, dst, 16);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockopt(fd, IPPROTO_IPV6, IPV6_MTU, &mtu, &len))
+		mtu = 0;
+	close(fd);
+	return mtu;
+}
+
+/* The MTU of the IPv4 route to SGW sgw (route_mtu), remembered by the worker for MTU_CACHE_MS: it
+ * is asked for every downlink IPv6 packet over 1280 octets, and four system calls a packet would
+ * cost the throughput of large packets. A route changed is seen within MTU_CACHE_MS. */
+static int access_mtu(struct worker *w, __be32 sgw)
+{
+	struct mtu_slot *m = &w->mtu_cache[(ntohl(sgw) * 2654435761U) >> (32 - MTU_CACHE_BITS)];
+	__u64 now = mono_ns();
+
+	if (m->addr != sgw || now - m->at > MTU_CACHE_MS * 1000000ULL) {
+		m->addr = sgw;
+		m->mtu = route_mtu(sgw);
+		m->at = now;
+	}
+	return m->mtu;
+}
+
 /* ---- ICMPv6 (RFC 4443), as xdp_sgi6 and xdp_access6 build it ---- */
+
+/* RFC 8200 5: the smallest MTU an IPv6 link has; a tunnel that leaves less is fragmented below
+ * IPv6 (the outer IPv4 packet), not answered with Packet Too Big (ICMP6_MIN_MTU in pgwu.bpf.c) */
+#define ICMP6_MIN_MTU 1280
 
 /* The invoking packet's octets an ICMPv6 error quotes: as many as keep it within the IPv6 minimum
  * MTU (RFC 4443 2.4(c)): 1280 - 40 - 8, as ICMP6_QUOTE_MAX in pgwu.bpf.c. */
@@ -402,14 +442,16 @@ static int addr6_unset(const __u8 *a)
 	return !memcmp(a, zero, 16);
 }
 
-/* An ICMPv6 error (Time Exceeded 3/0) src -> dst quoting q octets of the packet at qp, as
- * icmp6_error writes it: IPv6 class and flow label 0, hop limit 64, the checksum over the pseudo
- * header (RFC 8200 8.1). Writes at buf; returns its length (48 + q). */
+/* An ICMPv6 error (Time Exceeded 3/0, Packet Too Big 2/0 with its MTU: mtu, 0 for Time Exceeded)
+ * src -> dst quoting q octets of the packet at qp, as icmp6_error writes it: IPv6 class and flow
+ * label 0, hop limit 64, the checksum over the pseudo header (RFC 8200 8.1). Writes at buf; returns
+ * its length (48 + q). */
 static __u32 icmp6_build(__u8 *buf, const __u8 *src, const __u8 *dst, __u8 type, __u8 code,
-			 const __u8 *qp, __u32 q)
+			 __u32 mtu, const __u8 *qp, __u32 q)
 {
 	struct ipv6hdr *ip6 = (void *)buf;
 	__u8 *ic = buf + sizeof(*ip6);
+	__be32 word = htonl(mtu);
 	__u64 sum;
 	__u16 check;
 
@@ -422,6 +464,7 @@ static __u32 icmp6_build(__u8 *buf, const __u8 *src, const __u8 *dst, __u8 type,
 	memcpy(&ip6->daddr, dst, 16);
 	ic[0] = type;
 	ic[1] = code;
+	memcpy(ic + 4, &word, 4);
 	memcpy(ic + 8, qp, q);
 	sum = csum_buf(&ip6->saddr, 32) + htons(8 + q) + htons(IPPROTO_ICMPV6) + csum_buf(ic, 8 + q);
 	check = csum_finish(sum);
@@ -438,11 +481,13 @@ static int raw6_send(struct worker *w, const void *buf, __u32 len, const __u8 *t
 	return sendto(w->raw6, buf, len, 0, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
 }
 
-/* RFC 4443 3.3: Time Exceeded to the sender of downlink IPv6 packet ip6 (tot_len octets, n read),
- * from local_addr6 out of SGi (the kernel routes it), as xdp_sgi6 answers: none without
- * local_addr6, with replies off, or where RFC 4443 2.4(e) forbids one; rate-limited per sender
- * (folded to 32 bits). 0 when sent. */
-static int dl6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n)
+/* RFC 4443 3.3 / 3.2: Time Exceeded (type 3, mtu 0) or Packet Too Big (type 2, the MTU the packet
+ * can have) to the sender of downlink IPv6 packet ip6 (tot_len octets, n read; quoted as it
+ * arrived), from local_addr6 out of SGi (the kernel routes it), as xdp_sgi6 answers (sgi6_error):
+ * none without local_addr6, with replies off, or where RFC 4443 2.4(e) forbids one; rate-limited
+ * per sender (folded to 32 bits). 0 when sent. */
+static int dl6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n, __u8 type,
+		     __u32 mtu)
 {
 	const struct pgwu_config *cfg = &w->cfg;
 	__u8 buf[48 + ICMP6_QUOTE_MAX];
@@ -455,20 +500,22 @@ static int dl6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 
 		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
 		return -1;
 	}
-	if (raw6_send(w, buf, icmp6_build(buf, cfg->local_addr6, ip6->saddr.s6_addr, 3, 0,
+	if (raw6_send(w, buf, icmp6_build(buf, cfg->local_addr6, ip6->saddr.s6_addr, type, 0, mtu,
 					  (const __u8 *)ip6, q), ip6->saddr.s6_addr))
 		return -1;
-	EVENT(w, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	EVENT(w, type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT : PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	return 0;
 }
 
-/* RFC 4443 3.3: Time Exceeded to the UE whose uplink IPv6 packet ip6 (inner_len octets, checked
- * whole) expired, inside a G-PDU of its bearer, as xdp_access6 answers: to the SGW and TEID of
- * the /64's downlink half (dl6_bearers), UDP 2152 -> 2152 checksum 0, its PDU Session Container
- * when it has a QFI. None without local_addr6, with replies off, from a martian SGW, or where RFC
- * 4443 2.4(e) forbids one; rate-limited per UE /64. 0 when sent. */
-static int ul6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len,
-			     __u64 prefix, __be32 peer)
+/* RFC 4443 3.3 / 3.2: Time Exceeded (type 3, mtu 0) to the UE whose uplink IPv6 packet ip6
+ * (inner_len octets, checked whole; quoted as it arrived) expired, or Packet Too Big (type 2) with
+ * the SGi route's MTU, inside a G-PDU of its bearer, as xdp_access6 answers (ul6_error): to the SGW
+ * and TEID of the /64's downlink half (dl6_bearers), UDP 2152 -> 2152 checksum 0, its PDU Session
+ * Container when it has a QFI. None without local_addr6, with replies off, from a martian SGW, to
+ * an IPv6 peer (no IPv4 tunnel to answer in), or where RFC 4443 2.4(e) forbids one; rate-limited
+ * per UE /64. 0 when sent. */
+int ul6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len, __u64 prefix,
+	      __be32 peer, __u8 type, __u32 mtu)
 {
 	const struct pgwu_config *cfg = &w->cfg;
 	__u8 buf[44 + 48 + ICMP6_QUOTE_MAX];
@@ -476,15 +523,17 @@ static int ul6_time_exceeded(struct worker *w, const struct ipv6hdr *ip6, __u32 
 	struct pgwu_dl_bearer dl;
 
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
-	    martian(peer, cfg) || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl))
+	    martian(peer, cfg) || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl) ||
+	    (dl.flags & PGWU_B_PEER6))
 		return -1;
 	if (!reply_allowed(w, addr6_fold(&prefix, 2))) {
 		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
 		return -1;
 	}
 	n = icmp6_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr6, ip6->saddr.s6_addr,
-			3, 0, (const __u8 *)ip6, q);
-	return tunnel_error_send(w, buf, n, &dl);
+			type, 0, mtu, (const __u8 *)ip6, q);
+	return tunnel_error_send(w, buf, n, &dl, type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT :
+						 PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 }
 
 /*
@@ -574,7 +623,7 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 	if (src64 != u6.prefix)
 		return PGWU_R_DROP_SPOOFED;
 	if (ip6->hop_limit <= 1) {
-		if (!ul6_time_exceeded(w, ip6, inner_len, u6.prefix, peer))
+		if (!ul6_error(w, ip6, inner_len, u6.prefix, peer, 3, 0))
 			*verdict = XDP_TX;
 		return PGWU_R_DROP_TTL_EXPIRED;
 	}
@@ -588,6 +637,7 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 			return r;
 	}
 	ip6->hop_limit--;
+	t->peer = peer;		/* over the SGi MTU: Packet Too Big unless martian (tx_refused) */
 	t->usage = usage6_of(w, teid, USAGE_BEARER6);
 	t->usage_bytes = inner_len;
 	tx_add6(w, ip6, inner_len, ip6->daddr.s6_addr, t);
@@ -765,10 +815,26 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 		goto drop;
 	reason = PGWU_R_DROP_TTL_EXPIRED;
 	if (ip6->hop_limit <= 1) {
-		if (dl6_time_exceeded(w, ip6, tot_len, n))
+		if (dl6_error(w, ip6, tot_len, n, 3, 0))
 			goto drop;
 		count(w, reason, XDP_TX, n);
 		return;
+	}
+	/* RFC 4443 3.2, as xdp_sgi6: over the access route's MTU once encapsulated while the tunnel
+	 * leaves >= 1280 octets: Packet Too Big with that MTU less the encapsulation (under 1280
+	 * the outer packet leaves without DF and the kernel fragments it). A packet of 1280 octets
+	 * or less never is. */
+	encap = gtpu_encap_len(gtpu_dl_qfi(b.flags));
+	if (tot_len > ICMP6_MIN_MTU && !(b.flags & PGWU_B_PEER6)) {
+		int mtu = access_mtu(w, b.sgw_addr);
+
+		if (mtu >= ICMP6_MIN_MTU + (int)encap && tot_len + encap > (__u32)mtu) {
+			reason = PGWU_R_DROP_TOO_BIG;
+			if (dl6_error(w, ip6, tot_len, n, 2, mtu - encap))
+				goto drop;
+			count(w, reason, XDP_TX, n);
+			return;
+		}
 	}
 	usage6_room(w);
 	if (b.flags & PGWU_B_SDF) {

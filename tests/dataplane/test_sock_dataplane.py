@@ -35,7 +35,7 @@ import urllib.request
 
 import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP, defragment
-from scapy.layers.inet6 import ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6TimeExceeded, IPv6
+from scapy.layers.inet6 import ICMPv6EchoRequest, ICMPv6ND_NS, ICMPv6PacketTooBig, ICMPv6TimeExceeded, IPv6
 from scapy.layers.ipsec import ESP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -653,6 +653,103 @@ def test_downlink6_not_forwarded_counted_by_reason(dut, row):
     else:
         assert got[1] == [want], O.mismatch_report(want, got[1][0]) if got[1] else "no Time Exceeded came back"
     assert only(dd) == {counted: 1}
+
+
+# Packet Too Big (RFC 4443 3.2; docs/ipv6.md "Packet Too Big", as the XDP path answers it): a route
+# in the DUT's namespace given a lowered MTU for one test (ip route ... mtu lock N), removed after.
+# The downlink's access route MTU is remembered by a worker for MTU_CACHE_MS (100 ms,
+# pgwu_sock_int.h): a test waits that long after changing the route.
+
+SERVER6_PTB = C.server6(21)         # the uplink's destination, alone on its lowered route
+MTU_CACHE_S = 0.15
+
+
+@contextlib.contextmanager
+def _route_mtu(lab, dest: str, dev: str, mtu: int, via: str | None = None):
+    fam = "-6" if ":" in dest else "-4"
+    args = [fam, "route", "{}", dest] + (["via", via] if via else []) + ["dev", dev, "mtu", "lock", str(mtu)]
+    ip = lambda verb: subprocess.run(["ip", "-n", lab.dut_ns] + [verb if x == "{}" else x for x in args],
+                                     capture_output=True, text=True)
+    r = ip("add")
+    assert r.returncode == 0, r.stderr
+    try:
+        time.sleep(MTU_CACHE_S)
+        yield
+    finally:
+        ip("del")
+        time.sleep(MTU_CACHE_S)
+
+
+def _ul6_t_pdu(lab, i, inner_len: int, **kw) -> bytes:
+    """A G-PDU of bearer i whose IPv6 T-PDU is exactly inner_len octets, to SERVER6_PTB."""
+    f = _ul6(lab, i, size=inner_len + 54, dst=SERVER6_PTB, **kw)
+    f = _ul6(lab, i, size=inner_len + 54 - (len(O.gpdu_inner(f)) - inner_len), dst=SERVER6_PTB, **kw)
+    assert len(O.gpdu_inner(f)) == inner_len
+    return f
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+@pytest.mark.parametrize("i", [1, QFI_BEARER], ids=["bearer", "qfi-bearer"])
+def test_uplink6_too_big_packet_too_big(dut, i):
+    """An uplink IPv6 T-PDU over the SGi route's MTU (1300): the raw IPv6 socket refuses it
+    (EMSGSIZE), and the UE gets ICMPv6 Packet Too Big, MTU 1300, from the N6 address, quoting the
+    packet as it arrived up to 1280 octets of error, in a G-PDU of its bearer (with its PDU Session
+    Container on the QFI bearer): the oracle's, as XDP's; counted drop_too_big. 1300 octets still go."""
+    lab = dut[0]
+    a, p1 = lab.addressing, lab.ports[1]
+    ext = [P.pdu_session_container(qfi=QFI, uplink=True)] if i == QFI_BEARER else None
+    kw = dict(ext=ext) if ext else {}
+    big, fits = _ul6_t_pdu(lab, i, 1400, **kw), _ul6_t_pdu(lab, i, 1300, **kw)
+    with _route_mtu(lab, f"{SERVER6_PTB}/128", p1.dut_ifname, 1300, via=a.gen_sgi6):
+        got, dd = send(dut, 0, [big, fits])
+    want = O.packet_too_big6_ul_expected(big, a.dut_access, a.dut_sgi6, a.sgw(i), a.sgw_teid(i),
+                                         QFI if i == QFI_BEARER else None, 1300)
+    check_reply(got[0], want)
+    ip6 = IPv6(O.gpdu_inner(got[0][0]))
+    assert ip6.plen + 40 == 1280 and ip6[ICMPv6PacketTooBig].mtu == 1300
+    assert got[1] == [_decap6(lab, fits)], [O.describe("forwarded", g) for g in got[1]]
+    assert only(dd) == {"drop_too_big/drop": 1, "fwd": 1}, only(dd)
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+@pytest.mark.parametrize("i,route_mtu,ptb_mtu", [(1, 1400, 1364), (QFI_BEARER, 1400, 1356), (1, 1316, 1280)],
+                         ids=["bearer", "qfi-bearer", "leaves-1280"])
+def test_downlink6_too_big_packet_too_big(dut, i, route_mtu, ptb_mtu):
+    """A downlink IPv6 packet too big for the access route once encapsulated: ICMPv6 Packet Too Big
+    to its sender out of SGi, MTU = the route's MTU - 36 (44 with a PDU Session Container), the
+    oracle's as XDP's, counted drop_too_big; a packet of exactly that MTU is encapsulated and
+    forwarded whole."""
+    lab = dut[0]
+    a, p0 = lab.addressing, lab.ports[0]
+    big, fits = _dl6(lab, i, ptb_mtu + 1 + 18), _dl6(lab, i, ptb_mtu + 18)
+    assert len(O.ip_payload(fits)) == ptb_mtu
+    with _route_mtu(lab, f"{a.sgw(i)}/32", p0.dut_ifname, route_mtu):
+        got, dd = send(dut, 1, [big, fits])
+    want = O.packet_too_big6_dl_expected(big, a.dut_sgi6, ptb_mtu)
+    assert got[1] == [want], O.mismatch_report(want, got[1][0]) if got[1] else "no Packet Too Big came back"
+    assert Ether(got[1][0])[ICMPv6PacketTooBig].mtu == ptb_mtu
+    assert len(got[0]) == 1, [len(g) for g in got[0]]
+    enc = _encap6(lab, i, fits)
+    assert _id_free(got[0][0]) == _id_free(enc), O.mismatch_report(_id_free(enc), _id_free(got[0][0]))
+    assert only(dd) == {"drop_too_big/drop": 1, "fwd": 1}, only(dd)
+
+
+@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
+def test_downlink6_tunnel_under_1280_leaves_in_outer_fragments(dut):
+    """An access route that leaves the tunnel less than 1280 octets (1315 - 36 = 1279): no Packet Too
+    Big below the IPv6 minimum MTU (RFC 8200 5), as XDP: the G-PDU leaves without DF and the kernel
+    fragments the outer IPv4 packet; the fragments reassemble into the oracle's G-PDU."""
+    lab = dut[0]
+    a = lab.addressing
+    f = _dl6(lab, 1, 1400 + 18)
+    with _route_mtu(lab, f"{a.sgw(1)}/32", lab.ports[0].dut_ifname, 1315):
+        got, dd = send(dut, 1, [f])
+    assert got[1] == [], [O.describe("back", g) for g in got[1]]
+    assert len(got[0]) == 2 and all(len(g) - 14 <= 1315 for g in got[0]), [len(g) for g in got[0]]
+    whole = defragment([Ether(g)[IP] for g in got[0]])
+    assert len(whole) == 1 and not whole[0].flags.DF
+    assert bytes(whole[0][UDP]) == bytes(Ether(_encap6(lab, 1, f))[UDP])
+    assert only(dd) == {"fwd": 1}, only(dd)
 
 
 def _usage6(lab, i):
