@@ -34,7 +34,8 @@
  * counters (/proc/net/snmp Udp RcvbufErrors InErrors, /proc/net/softnet_stat per CPU).
  *
  * Replies as the XDP path sends them (Echo Response, Error Indication, Supported Extension Headers
- * Notification, ICMP Time Exceeded both ways, Fragmentation Needed), through the raw socket, rate-
+ * Notification, ICMP and ICMPv6 Time Exceeded both ways, Fragmentation Needed, ICMPv6 Packet Too
+ * Big both ways), through the raw socket, rate-
  * limited per peer and per worker. Not done here (the XDP path does them): egress VLAN tags and
  * static next hops (the kernel routes), an
  * 802.1Q-tagged G-PDU on access (the kernel drops it without a VLAN device), per-bearer usage of

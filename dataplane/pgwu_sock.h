@@ -32,8 +32,8 @@ enum pgwu_sock_reason {
 	PGWU_SR_DROP_TX_FULL = PGWU_REASON_MAX,	/* DROP: the kernel refused to send it: the egress
 						 * queue or ring was full (ENOBUFS). On the lab's
 						 * veths: the generator's receive ring */
-	PGWU_SR_DROP_SEND,		/* DROP: the kernel refused to send it otherwise (uplink
-					 * over the SGi MTU: EMSGSIZE; EPERM, EINVAL ...) */
+	PGWU_SR_DROP_SEND,		/* DROP: the kernel refused to send it otherwise (IPv4
+					 * uplink over the SGi MTU: EMSGSIZE; EPERM, EINVAL ...) */
 	PGWU_SR_DROP_TRUNC,		/* DROP: longer than the receive buffer (MSG_TRUNC) */
 	PGWU_SOCK_REASON_MAX,
 };

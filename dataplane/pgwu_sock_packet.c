@@ -4,7 +4,8 @@
  * (ul_one: checked as xdp_access checks it, include/gtpu.h; an IPv6 T-PDU as xdp_access6 takes
  * it, ul6_one), a downlink IPv4 or IPv6 packet (dl_one, dl6_one: encapsulated as xdp_sgi and
  * xdp_sgi6 encapsulate it), the replies both send (Echo Response, Error Indication, Supported
- * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded), the signalling recorded as
+ * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded, ICMPv6 Packet Too Big), the
+ * signalling recorded as
  * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
  * which times that lookup against the hash map's system call. What it forwards it queues
  * (tx_add, pgwu_sock_batch.c sends the batch).
@@ -603,7 +604,8 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
  * (drop_inner_bad); its source in the TEID's /64 (drop_spoofed); hop limit > 1 (drop_ttl_expired,
  * answered through the tunnel); a Hop-by-Hop header within it (drop_inner_bad); then the hop
  * limit down by one and the packet sent through raw6 (the kernel routes it: no route is
- * drop_no_route, over the SGi MTU drop_send). Returns the reason when it is not queued (*verdict
+ * drop_no_route, over the SGi route's MTU drop_too_big, answered with Packet Too Big by
+ * tx_refused). Returns the reason when it is not queued (*verdict
  * XDP_TX when answered), 0 when it is.
  */
 static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 flags, __be32 peer,
@@ -780,7 +782,8 @@ drop:
  * <= 1 is drop_ttl_expired, answered with Time Exceeded; else the hop limit goes down by one and
  * the packet is encapsulated as an IPv4 one is (gtpu.h), the Traffic Class as the outer TOS, the
  * outer source port from its flow (pgwu_sport_of over the addresses folded to a word each), no
- * DF (the kernel fragments the outer packet over the access MTU), the usage added to the /64's
+ * DF (the kernel fragments the outer packet over the access MTU when the tunnel leaves < 1280;
+ * over it, drop_too_big answered with Packet Too Big), the usage added to the /64's
  * dl6_bearers entry.
  */
 static void dl6_one(struct worker *w, __u8 *p, __u32 n)

@@ -85,7 +85,7 @@ def test_packet_too_big_on_the_socket_path(tmp_path):
     lowered routes are gone with the lab."""
     cfg = tmp_path / "socket.yaml"
     text = (REPO / "gtplab/lab/labs/embedded.yaml").read_text()
-    cfg.write_text(text.replace("name: embedded\n", "name: socket-ptb\n", 1).replace("  mode: pgwu ", "  mode: socket", 1))
+    cfg.write_text(text.replace("name: embedded\n", "name: sockptb\n", 1).replace("  mode: pgwu ", "  mode: socket", 1))
     out = tmp_path / "out"
     p = conformance("--lab-config", str(cfg), "--cases", "*packet-too-big*", "-o", str(out))
     assert p.returncode == 0, p.stdout + p.stderr
