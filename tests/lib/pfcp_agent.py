@@ -23,7 +23,7 @@ from tests.lib import pfcp_smf as S
 from tests.lib.pgwu import pgwu
 # what the agent's tests share with those of deployed control planes (tests/lib/pfcp_smf.py): the
 # binary, the readers of an answer, the forwarding config
-from tests.lib.pfcp_smf import PGWU, cause, created_teid, forwarding_config, ies, offending, up_seid  # noqa: F401
+from tests.lib.pfcp_smf import PGWU, cause, created, created_teid, forwarding_config, ies, offending, up_seid  # noqa: F401
 
 UE = "10.45.0.7"
 

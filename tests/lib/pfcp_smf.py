@@ -149,6 +149,16 @@ def created_teid(resp) -> int | None:
     return None
 
 
+def created(resp) -> dict[int, int]:
+    """{PDR ID: TEID} of the Created PDR IEs"""
+    out = {}
+    for i in ies(resp):
+        if i.ietype == 8:
+            sub = {x.ietype: bytes(x)[4:] for x in i.IE_list}
+            out[struct.unpack("!H", sub[56])[0]] = struct.unpack("!I", sub[21][1:5])[0]
+    return out
+
+
 def usage_reports(resp) -> dict[int, dict]:
     """URR ID -> {"volume": (tot, ul, dl, totp, ulp, dlp) or None, "duration": s or None, "seqn"}"""
     out = {}

@@ -12,7 +12,6 @@ loaded programs with BPF_PROG_TEST_RUN and are compared octet for octet. docs/ip
 from __future__ import annotations
 
 import os
-import struct
 
 import pytest
 from scapy.layers.inet import UDP
@@ -24,7 +23,7 @@ from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
 from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import cause, failed_rule, ies, up_seid, usage_report
+from tests.lib.pfcp_agent import cause, created, failed_rule, ies, up_seid, usage_report
 from tests.lib.pfcp_smf import forwarding_config
 from tests.lib.pgwu_config import stats_delta
 
@@ -48,16 +47,6 @@ def session(ue=UE4, ue6=PFX6, to_cp=(SMF, CP_TEID), cp2up=True) -> R.Session:
 def est(assoc, seq: int, cp_seid: int, s: R.Session):
     return assoc.req(M.establish(seq, cp_seid, s.ue or UE4,
                                  ies=R.establishment_ies(M.node_id(), M.CP_ADDR, cp_seid, s)))
-
-
-def created(resp) -> dict[int, int]:
-    """{PDR ID: TEID} of the Created PDR IEs"""
-    out = {}
-    for i in ies(resp):
-        if i.ietype == 8:
-            sub = {x.ietype: bytes(x)[4:] for x in i.IE_list}
-            out[struct.unpack("!H", sub[56])[0]] = struct.unpack("!I", sub[21][1:5])[0]
-    return out
 
 
 def n_entries(pin_dir: str) -> dict[str, int]:

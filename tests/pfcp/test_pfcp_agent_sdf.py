@@ -27,7 +27,7 @@ from gtplab.gtpu import packets as P
 from gtplab.kernel import bpf
 from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import cause, failed_rule, ies, up_seid, usage_report
+from tests.lib.pfcp_agent import cause, created, failed_rule, ies, up_seid, usage_report
 from tests.lib.pfcp_smf import forwarding_config
 from tests.lib.pgwu_config import stats_delta
 
@@ -50,16 +50,6 @@ def session(pdrs=(), teid=None, ue6=None, urr=R.UrrSpec(), **kw) -> R.Session:
 
 def est_msg(seq: int, cp_seid: int, s: R.Session):
     return M.establish(seq, cp_seid, UE4, ies=R.establishment_ies(M.node_id(), M.CP_ADDR, cp_seid, s))
-
-
-def created(resp) -> dict[int, int]:
-    """{PDR ID: TEID} of the Created PDR IEs"""
-    out = {}
-    for i in ies(resp):
-        if i.ietype == 8:
-            sub = {x.ietype: bytes(x)[4:] for x in i.IE_list}
-            out[struct.unpack("!H", sub[56])[0]] = struct.unpack("!I", sub[21][1:5])[0]
-    return out
 
 
 def rule(resp):
