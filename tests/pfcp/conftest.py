@@ -6,6 +6,7 @@ tests/lib/pfcp_smf.py). A module that needs another agent or lab defines its own
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -18,22 +19,29 @@ from tests.lib.pgwu import pgwu
 from tests.lib import pfcp_smf
 
 
-@pytest.fixture
-def pin_dir():
-    """A PGW-U loaded on /sys/fs/bpf/gtplab-pfcp-<id> (64 bearers, the agent's GTP-U address);
-    unloaded and removed afterwards, also on failure."""
+@contextlib.contextmanager
+def loaded_pgwu(*extra: str):
+    """A PGW-U loaded on /sys/fs/bpf/gtplab-pfcp-<id> (64 bearers, the agent's GTP-U address, and
+    `pgwu load` options extra); unloaded and removed afterwards, also on failure."""
     if not os.access(PGWU, os.X_OK):
         pytest.fail(f"{PGWU} is not built: run `make -C dataplane` first")
     d = f"/sys/fs/bpf/gtplab-pfcp-{secrets.token_hex(4)}"
     try:
         pgwu(d, "load", "--max-bearers", "64", "--local-addr", M.GTPU_ADDR, "--ue-pool", "10.45.0.0/16",
-             "--no-fib-cache")
+             "--no-fib-cache", *extra)
         yield d
     finally:
         if os.path.exists(d):
             pgwu(d, "unload", check=False)
         if os.path.isdir(d):
             shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def pin_dir():
+    """loaded_pgwu()'s PGW-U."""
+    with loaded_pgwu() as d:
+        yield d
 
 
 @pytest.fixture

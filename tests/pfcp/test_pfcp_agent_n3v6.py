@@ -7,9 +7,6 @@ and `pgwu session list --json`, and what the data path does with it from one BPF
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
 import socket
 
 import pytest
@@ -24,9 +21,9 @@ from scapy.layers.l2 import Ether
 from gtplab.dut.dataplane import B_PEER6, Dataplane
 from gtplab.gtpu import packets as P
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import PGWU, Agent, cause, tables, up_seid
+from tests.lib.pfcp_agent import Agent, cause, tables, up_seid
 from tests.lib.pfcp_smf import forwarding_config, ies
-from tests.lib.pgwu import pgwu
+from tests.pfcp.conftest import loaded_pgwu
 
 pytestmark = pytest.mark.bpf
 
@@ -35,27 +32,11 @@ GNB6, GNB6B = "fd47:7473::10", "fd47:7473::11"
 UE = "10.45.0.9"
 
 
-def _load(n3_6: bool):
-    d = f"/sys/fs/bpf/gtplab-pfcp-n3v6-{secrets.token_hex(3)}"
-    extra = ["--n3-addr6", N3_6] if n3_6 else []
-    pgwu(d, "load", "--max-bearers", "64", "--local-addr", M.GTPU_ADDR, "--ue-pool", "10.45.0.0/16",
-         "--no-fib-cache", *extra)
-    return d
-
-
 @pytest.fixture(params=[True], ids=["n3-addr6"])
 def pin_dir(request):
     """A PGW-U of the test's own with an N3 IPv6 address (param False: without)."""
-    if not os.access(PGWU, os.X_OK):
-        pytest.fail(f"{PGWU} is not built: run `make -C dataplane` first")
-    d = _load(request.param)
-    try:
+    with loaded_pgwu(*(["--n3-addr6", N3_6] if request.param else [])) as d:
         yield d
-    finally:
-        if os.path.exists(d):
-            pgwu(d, "unload", check=False)
-        if os.path.isdir(d):
-            shutil.rmtree(d, ignore_errors=True)
 
 
 def ul_pdr(v4: bool, v6: bool, ohr: int, teid: int | None = None) -> IE_CreatePDR:
