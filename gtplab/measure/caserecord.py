@@ -38,6 +38,8 @@ class CaseRecord:
     n3: str
     checksum: str
     bearers: int
+    # generator port pairs driven together (gtplab.measure.pairs): only with several
+    pairs: int = ABSENT
     rate_mode: str
     duration_s: float
     # the recorded trial (CASE_KEYS)

@@ -44,6 +44,8 @@ from gtplab.errors import UserError
 from gtplab.gtpu import bearers as bearer_files
 from gtplab.lab.generators import Pair, server_key as _server_key
 from gtplab.measure import conservation
+from gtplab.measure.runner import HOST_UNMEASURED, Prepared, Runner, trial_limit
+from gtplab.rates import wire_rates
 from gtplab.traffic.trex import background as trex_background
 from gtplab.traffic.trex.client import TrexClient, TrexError
 
@@ -107,7 +109,7 @@ class PairsRunner:
     install_bearers(path): loads a bearer file into the DUT (`pgwu session load`)."""
 
     def __init__(self, pairs: list[Pair], dut_counters: Callable[[], dict],
-                 install_bearers: Callable[[str], None], timeout: float = 120.0):
+                 install_bearers: Callable[[str], None], timeout: float = 120.0, worker: TrexClient | None = None):
         # the TRex library's bundled Scapy warns about deprecated ciphers on import (as Runner)
         os.environ.setdefault("PYTHONWARNINGS", "ignore")
         self.pairs = pairs
@@ -123,7 +125,9 @@ class PairsRunner:
                     raise UserError(f"generator pair {p.index}: no TRex server (trex_server or $TREX_SERVER)")
                 self.clients[key] = TrexClient(p.server, timeout=timeout, netns=p.netns)
             self.groups.setdefault(key, []).append(p)
-        self._worker = TrexClient()           # TRex's client library only: stream JSON
+        # TRex's client library only: stream JSON (a Runner's, when a sweep's runner holds one)
+        self._own_worker = worker is None
+        self._worker = worker or TrexClient()
         self._tmp = tempfile.TemporaryDirectory(prefix="gtplab-pairs-")
         self._macs: dict[tuple, dict] = {}
         self.on_start: Callable[[], None] | None = None
@@ -140,7 +144,8 @@ class PairsRunner:
                 except Exception:       # noqa: BLE001 -- a server gone: its worker is still ended
                     c.close()
         finally:
-            self._worker.close()
+            if self._own_worker:
+                self._worker.close()
             self._tmp.cleanup()
 
     def __enter__(self):
@@ -150,14 +155,15 @@ class PairsRunner:
     def __exit__(self, *exc):
         self.close()
 
-    def prepare(self, direction: str, tunables: dict) -> list[PairPrep]:
-        """Each pair's streams and the DUT's bearers (all pairs' in one file, loaded once)."""
+    def prepare(self, direction: str, tunables: dict, csum: str = "default") -> list[PairPrep]:
+        """Each pair's streams and the DUT's bearers (all pairs' in one file, loaded once; csum: the
+        bearers' outer UDP checksum, as `gtplab bearers --csum`)."""
         tuns = split_tunables(tunables, self.pairs, direction)
         path = os.path.join(self._tmp.name, "bearers.txt")
         lines = []
         for p, t in zip(self.pairs, tuns):
             part = os.path.join(self._tmp.name, f"bearers-{p.index}.txt")
-            bearer_files.write_bearer_file(direction, t, part)
+            bearer_files.write_bearer_file(direction, t, part, csum=csum)
             with open(part) as f:
                 lines += [x for x in f if not x.startswith("#")]
         with open(path, "w") as f:
@@ -218,9 +224,10 @@ class PairsRunner:
         return done
 
     def trial(self, preps: list[PairPrep], rate_pps: float, duration: float) -> dict[str, Any]:
-        """One trial: every pair at rate_pps (each), started together, for duration seconds."""
+        """One trial: every pair at rate_pps (each; None: as fast as each goes, 100 %), started
+        together, for duration seconds."""
         direction = preps[0].direction
-        mult = f"{max(rate_pps, 1.0):.0f}pps"
+        mult = "100%" if rate_pps is None else f"{max(rate_pps, 1.0):.0f}pps"
         for k, c in self.clients.items():
             mine = [q for q in preps if self._key(q.pair) == k]
             c.reset(ports=sorted({n for q in mine for n in (q.pair.access, q.pair.sgi)}))
@@ -297,3 +304,103 @@ class PairsRunner:
                 "dut": {"rx_packets": cons.dut_rx, "fwd_packets": dd.fwd_packets, "drop_packets": dd.drop_packets,
                         "drops_by_reason": dd.drops_by_reason, "passed_by_reason": dd.passed_by_reason},
                 "conservation": cons.as_dict(), "pairs": pairs_out}
+
+
+# ------------------------------------------------------------------------------------------ the sweep
+
+class PairsBackend:
+    """What `gtplab sweep` sees of several pairs' TRex servers in place of a Backend (its run record,
+    its teardown): no namespace lab and no one client; PairsSweepRunner holds a client per server.
+    Also its own Setup: open() returns it (nothing is built)."""
+
+    kind = "trex"
+    lab = None
+    client = None
+
+    def __init__(self, pairs: list[Pair]):
+        self.pairs = pairs
+
+    def open(self) -> "PairsBackend":
+        return self
+
+    def close(self, disconnect: bool = True) -> None:
+        pass
+
+
+@dataclass
+class PairsPrepared(Prepared):
+    """A sweep case prepared over several pairs: the case's (Prepared, its tx and rx ports those of
+    pair 0) and each pair's streams and tunables (PairsRunner.prepare)."""
+    pairs: list[PairPrep] | None = None
+
+
+def sweep_trial(t: dict[str, Any], rate_pps: float | None, frame_size: int) -> dict[str, Any]:
+    """A PairsRunner trial in the shape of a Runner trial (what the sweep's search, records and
+    report read): rate_pps, offered and received are the pairs' aggregate; the sums, their balance
+    and each pair's figures as PairsRunner records them (t["pairs"]). What is not measured over
+    several pairs is None: latency, the DUT's ingress rings, its CPU, the host's disturbance."""
+    n = len(t["pairs"])
+    tx, rx, offered = t["tx_packets"], t["rx_packets"], t["offered_pps"]
+    d = t["dut"]
+    dd = conservation.DutDelta(d["rx_packets"] or 0, d["fwd_packets"], dict(d["drops_by_reason"]),
+                               dict(d["passed_by_reason"]))
+    gen_bound, limit = trial_limit(rate_pps, offered, dd, tx - rx)
+    rx_pps = offered * rx / tx if tx else 0.0
+    w_tx, w_rx = wire_rates(offered, frame_size), wire_rates(rx_pps, frame_size)
+    return {
+        "rate_asked": "100%" if rate_pps is None else f"{max(rate_pps, 1.0):.0f}pps", "rate_asked_pps": rate_pps,
+        "rate_split": {"pairs": n, "how": "even", "per_pair_pps": t["rate_asked_pps_per_pair"]},
+        "duration_s": t["duration_s"],
+        "offered_pps": offered, "offered_bps_l1": w_tx["gbps_l1"] * 1e9, "offered_bps_l2": w_tx["gbps_l2"] * 1e9,
+        "rx_pps": rx_pps, "rx_bps_l1": w_rx["gbps_l1"] * 1e9, "rx_bps_l2": w_rx["gbps_l2"] * 1e9,
+        "tx_packets": tx, "rx_packets": rx, "loss_ratio": t["loss_ratio"],
+        "latency_us": {k: None for k in ("min", "avg", "p50", "p99", "max")},
+        "generator_bound": gen_bound, "limit": limit,
+        "loss": {"dut_ingress_ring": None, "dut_dropped": dd.drop_packets, "generator_ingress_ring": None},
+        "dut": {**d, "ns_per_packet": None, "cpu_seconds": None, "cpus_busy_seconds": None, "bpf_stats": None,
+                "cpu_source": None, "cpu_ns_per_packet": None},
+        "conservation": t["conservation"], "pcap": None, "streams": None, "rate_measured": None,
+        "settle": {}, "rx_path": None, "host": dict(HOST_UNMEASURED),
+        "start_skew_s": t["start_skew_s"], "stop_skew_s": t["stop_skew_s"], "pairs": t["pairs"],
+    }
+
+
+class PairsSweepRunner(Runner):
+    """The sweep's Runner over several generator port pairs (docs/ansible.md, "Several generator port
+    pairs"): a case is prepared on every pair (its bearers split between them, all loaded on the DUT
+    at once) and each trial, at a fixed rate or one the search asks, drives every pair together at an
+    even share of it (PairsRunner.trial); the record is a Runner trial's (sweep_trial). The rest of
+    the Runner (case costs, the DUT probe: the lab config's dut.metrics_url and dut.ssh) is its own."""
+
+    def __init__(self, cfg):
+        super().__init__(PairsBackend(cfg.generators), cfg)
+        try:
+            self.pairs = PairsRunner(cfg.generators, self.dut.counters, self.dut.install_bearers,
+                                     worker=self._worker)
+            self.pairs.connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            if getattr(self, "pairs", None) is not None:
+                self.pairs.close()
+        finally:
+            super().close()
+
+    def prepare(self, p) -> PairsPrepared:
+        tun = p.tunables()
+        preps = self.pairs.prepare(p.direction, tun, csum=p.checksum)
+        return PairsPrepared(p, preps[0].tx, preps[0].rx, tun, False, [], pairs=preps)
+
+    def trial(self, prep: PairsPrepared, rate_pps: float | None, duration: float,
+              capture: str | None = None, capture_limit: int = 64) -> dict[str, Any]:
+        """Every pair at rate_pps / pairs (None: each flat out), together (PairsRunner.trial). No
+        capture: the sweep refuses pcap_limit over several pairs before it starts."""
+        if capture:
+            raise UserError("a capture over several generator pairs is not built (pcap_limit 0)")
+        self.pairs.on_start = self.on_start
+        n = len(prep.pairs)
+        t = self.pairs.trial(prep.pairs, None if rate_pps is None else rate_pps / n, duration)
+        return sweep_trial(t, rate_pps, prep.params.actual_size)

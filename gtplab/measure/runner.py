@@ -364,10 +364,7 @@ class Runner:
         lay = self.dut.layout()
         res["rx_path"] = rxpath.delta(rx0, rx1, lay["dut"] if lay else None)
         rxpath.summarize(res)
-        res["host"] = (self.host.figures(h0, h1) if self.host else
-                       {"disturbed": False, "reasons": [], "measured": False,
-                        "why": "no CPU layout on this host (a remote DUT or generator): the host's disturbance "
-                               "is not measured"})
+        res["host"] = self.host.figures(h0, h1) if self.host else dict(HOST_UNMEASURED)
         return res
 
     def case_costs(self, prep: Prepared, load_pps: float | None, duration: float = COST_TRIAL_S) -> dict[str, Any]:
@@ -576,22 +573,7 @@ class Runner:
                 cpu_s = cpus_s
         tx_p, rx_p = st[tx]["opackets"], st[rx]["ipackets"] - (bg.n_gen_rx if bg else 0)
         offered = st[tx]["tx_pps"]
-        # where the packets that did not come back were lost, and so which side set the result
-        # the socket path's drop_tx_full: the kernel refused to send because the egress ring was
-        # full, on the lab's veths the generator's receive ring (a veth's XDP transmit error for the
-        # XDP path): the generator's side
-        tx_full = dd.drops_by_reason.get("drop_tx_full", 0)
-        dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets - tx_full
-        gen_loss = (ld["lost_out"] if ld else 0) + tx_full
-        gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
-        if gen_loss > dut_loss:
-            limit = "generator (receive)"
-        elif dut_loss or (tx_p - rx_p > 0 and not ld):
-            limit = "dut"
-        elif gen_bound or rate_pps is None:
-            limit = "generator (transmit)"
-        else:
-            limit = None        # neither: the rate asked was sent and came back
+        gen_bound, limit = trial_limit(rate_pps, offered, dd, tx_p - rx_p, ld)
         lay = self.dut.layout()
         lat = {k: None for k in ("min", "avg", "p50", "p99", "max")}
         pg = (st.get("latency") or {}).get(PG_ID[p.direction])
@@ -632,6 +614,33 @@ class Runner:
             "streams": stream_stats(st),
             "rate_measured": st.get("measured"),
         }
+
+
+def trial_limit(rate_pps: float | None, offered: float, dd: conservation.DutDelta, lost: int,
+                ld: dict | None = None) -> tuple[bool, str | None]:
+    """(generator_bound, limit) of a trial (module doc): where the packets that did not come back
+    (lost: sent less received) were lost, and so which side set the result. The socket path's
+    drop_tx_full (the kernel refused to send: the egress ring full, on the lab's veths the generator's
+    receive ring; a veth's XDP transmit error for the XDP path) is the generator's side. ld: the
+    links' losses (dut.link_delta), None where they are not read: a loss the DUT's counters do not
+    locate is then the DUT's."""
+    tx_full = dd.drops_by_reason.get("drop_tx_full", 0)
+    dut_loss = (ld["lost_in"] if ld else 0) + dd.drop_packets - tx_full
+    gen_loss = (ld["lost_out"] if ld else 0) + tx_full
+    gen_bound = rate_pps is not None and offered < GENERATOR_BOUND_RATIO * rate_pps
+    if gen_loss > dut_loss:
+        return gen_bound, "generator (receive)"
+    if dut_loss or (lost > 0 and not ld):
+        return gen_bound, "dut"
+    if gen_bound or rate_pps is None:
+        return gen_bound, "generator (transmit)"
+    return gen_bound, None        # neither: the rate asked was sent and came back
+
+
+# a trial's host record where no CPU layout is known (a remote DUT or generator)
+HOST_UNMEASURED = {"disturbed": False, "reasons": [], "measured": False,
+                   "why": "no CPU layout on this host (a remote DUT or generator): the host's disturbance "
+                          "is not measured"}
 
 
 def trex_background_into(st: dict, tx: int, rx: int, bg: dict) -> None:

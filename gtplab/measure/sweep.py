@@ -44,6 +44,7 @@ from gtplab.measure import search
 from gtplab.measure.caserecord import CASE_KEYS, CaseRecord
 from gtplab.measure.plan import DEFAULT_SPEC, RATE_MODES, apply_overrides, common, load_spec, plan
 from gtplab.measure.plan import goals as goals_of
+from gtplab.measure.pairs import PairsBackend, PairsSweepRunner
 from gtplab.measure.runner import Runner
 from gtplab.observe import flamegraph
 from gtplab.observe.host import layout_notes, notes as host_notes, summary as host_summary
@@ -99,7 +100,9 @@ def _rate(pps: float | None) -> str:
 
 TRIAL_KEYS = ("phase", "rate_asked", "rate_asked_pps", "duration_s", "offered_pps", "rx_pps", "tx_packets",
               "rx_packets", "loss_ratio", "generator_bound", "limit", "loss", "conservation", "search",
-              "latency_point", "latency_us", "host", "rx_path", "settle")
+              "latency_point", "latency_us", "host", "rx_path", "settle",
+              # several generator pairs (gtplab.measure.pairs.sweep_trial): the even split, each pair's figures
+              "rate_split", "start_skew_s", "pairs")
 
 
 def run_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Progress | None) -> dict:
@@ -122,6 +125,11 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     if p.latency and not prep.latency:
         notes.append(f"no latency: a {p.actual_size} B {p.direction} frame leaves less than "
                      f"{c.STATS_PAYLOAD} payload bytes for the latency trailer")
+    pairs = len(getattr(prep, "pairs", None) or [])
+    if pairs:
+        notes.append(f"{pairs} generator port pairs driven together: every load is their aggregate, split evenly "
+                     f"(each pair load/{pairs}, trials' rate_split); conservation over their sums; each trial's "
+                     "pairs has each pair's figures")
     pcap = str(pcap_dir / f"case-{p.case_id}-port{prep.rx_port}.pcap") if pcap_dir and spec["pcap_limit"] else None
     first = [True]
 
@@ -166,6 +174,7 @@ def measure_case(runner, p, spec: dict, cfg, pcap_dir: Path | None, progress: Pr
     rec = CaseRecord(
         case_id=p.case_id, direction=p.direction, frame_size=p.actual_size,
         requested_frame_size=p.frame_size, flows=p.flows, flow_mode=p.flow_mode,
+        **({"pairs": pairs} if pairs else {}),
         order=p.order, ip=p.ip, n3=p.n3,
         checksum=p.checksum, bearers=p.n_bearers, rate_mode=p.rate_mode,
         duration_s=best.get("duration_s", p.duration), **{k: best[k] for k in CASE_KEYS},
@@ -328,6 +337,8 @@ def case_summary(rec: dict) -> str:
     """One line: the claim of a case per goal (with its code) and which side set it."""
     cpu = (rec.get("dut") or {}).get("cpu_ns_per_packet")
     cpu = f", DUT CPU {cpu:.0f} ns/pkt" if cpu else ""
+    if rec.get("pairs"):
+        return f"{rec['pairs']} pairs, " + case_summary({k: v for k, v in rec.items() if k != "pairs"})
     if rec["rate_mode"] == "fixed":
         return (f"offered {_rate(rec['offered_pps'])}, received {_rate(rec['rx_pps'])}, loss "
                 f"{rec['loss_ratio'] or 0:.4%}, limit: {rec.get('limit') or 'none'}{cpu}")
@@ -523,6 +534,37 @@ def check_n3(cases: list, cfg, dut: str | None = None) -> None:
                         "does (--lab-config embedded-open5gs) or the reference forwarder (--dut fwd)")
 
 
+def check_pairs(args: argparse.Namespace, cfg, spec: dict, cases: list) -> bool:
+    """Whether the sweep drives several generator port pairs (the lab config's generators:, through
+    gtplab.measure.pairs.PairsSweepRunner); what it cannot do over them is refused here, in one line,
+    before anything is built (docs/ansible.md, "Several generator port pairs")."""
+    gens = cfg.generators
+    if len(gens) < 2:
+        return False
+    head = f"lab config {cfg.path}: {len(gens)} generator pairs: "
+    refused = [
+        ((args.backend or cfg.backend) != "trex" or args.lab or args.dut,
+         "the sweep drives them on their TRex servers (backend trex), not on a namespace lab (--backend local, "
+         "--lab, --dut)"),
+        (args.trex_server, "--trex-server: each pair names its server (generators[].trex_server)"),
+        (any(p.server is None for p in gens), "generators["
+         + ",".join(str(p.index) for p in gens if p.server is None) + "] name no trex_server"),
+        (args.flamegraph or args.pgwu_metrics, "--flamegraph and --pgwu-metrics are the embedded lab's"),
+        (cfg.provision != "pgwu", f"dut.provision {cfg.provision} over several pairs is not built (pgwu: the "
+                                  "bearers of all pairs in one file)"),
+        (cfg.counters != "pgwu", f"dut.counters {cfg.counters} over several pairs is not built (the balance over "
+                                 "the pairs reads the PGW-U's pgwu metrics)"),
+        (spec["latency"], "latency streams over several pairs are not built: add --no-latency"),
+        (spec["pcap_limit"], "captures over several pairs are not built: add --pcap-limit 0"),
+        (any(c.ip != "4" or c.n3 != "4" for c in cases),
+         "--ip 6/4v6 and --n3 6 over several pairs are not built (the pairs' bearers are split by IPv4 address)"),
+    ]
+    for bad, why in refused:
+        if bad:
+            raise UserError(head + why)
+    return True
+
+
 def planned_cases(spec: dict, cfg) -> tuple[list, list[dict]]:
     """(cases, skipped) of a checked spec on a lab config; UserError when no case is left."""
     cases, skipped = plan(spec)
@@ -597,6 +639,10 @@ def run_record(run_uuid: str, cfg, spec: dict, skipped: list[dict], be, planned:
             "kernel": platform.release(), "cases_planned": planned,
             "lab_name": be.lab.name if be.lab is not None else None,
             "generator": (be.lab.generator if be.lab is not None else "trex (remote)"),
+            # several generator port pairs driven together (gtplab.measure.pairs): which
+            **({"generator_pairs": [{"pair": p.index, "server": p.server, "netns": p.netns, "access": p.access,
+                                     "sgi": p.sgi, "sgw_base": p.sgw_base, "pdn_base": p.pdn_base}
+                                    for p in be.pairs]} if getattr(be, "pairs", None) else {}),
             "notes": ([f"generator and DUT share CPUs ({'; '.join((layout or {}).get('notes', [])) or 'lab config'}): "
                        "rates and CPU costs are the chain's, not the DUT's alone"] if shared else [])
             + (["dut.counters none: packet conservation is checked on the generator's side only "
@@ -755,20 +801,17 @@ def do_sweep(args: argparse.Namespace) -> int:
     if getattr(args, "share_cpus", False):
         cfg.lab["share_cpus"] = True
     _check_endpoints(args)
-    if len(cfg.generators) > 1:
-        # the sweep's search drives one port pair; several are gtplab.measure.pairs's (its trials)
-        raise UserError(f"lab config {cfg.path}: {len(cfg.generators)} generator pairs: the sweep drives one "
-                        "(ports); several run through gtplab.measure.pairs (docs/ansible.md, \"Several "
-                        "generator port pairs\")")
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
     check_n3(cases, cfg, args.dut)
+    several = check_pairs(args, cfg, spec, cases)
     run_uuid = str(uuidlib.uuid4())
     if args.flamegraph:
         _check_flamegraph(args.backend or cfg.backend)
     gw = _gateway(args.pushgateway)
     t_start = time.monotonic()
-    setup = backend.choose(cfg, args.backend, lab=args.lab, dut=args.dut, server=args.trex_server)
+    setup = (PairsBackend(cfg.generators) if several else
+             backend.choose(cfg, args.backend, lab=args.lab, dut=args.dut, server=args.trex_server))
     rdir, claim = _results_dir(args.out, run_uuid)
     with claim:
         print(f"gtplab sweep: {len(cases)} case(s) on lab config {cfg.name} ({setup.kind}); results in {rdir}",
@@ -777,7 +820,8 @@ def do_sweep(args: argparse.Namespace) -> int:
         sw = _Sweep(be, rdir, run_record(run_uuid, cfg, spec, skipped, be, len(cases)), t_start)
         with sw.ending():
             sw.start(args.pgwu_metrics, gw, args.flamegraph)
-            with Runner(be, cfg) as runner, (sw.profiler or contextlib.nullcontext()):
+            with (PairsSweepRunner(cfg) if several else Runner(be, cfg)) as runner, \
+                    (sw.profiler or contextlib.nullcontext()):
                 if args.on_trial_start:
                     runner.on_start = trial_hook(args.on_trial_start)
                 cases = sw.after_association(runner, cases, cfg)

@@ -73,6 +73,8 @@ def case_registry(run: dict[str, Any], case: dict[str, Any], now: float | None =
                 lab=str(run.get("lab", "")), host=str(run.get("host", "")), goal=str(case.get("goal") or ""),
                 goal_rfc_code=_claim_rfc_code(case), limit=str(case.get("limit") or "")).set(1)
     gauge("gtplab_case_bearers", "Bearers (sessions) installed on the DUT", case.get("bearers"))
+    gauge("gtplab_case_generator_pairs", "Generator port pairs driven together (only with several)",
+          case.get("pairs"))
     gauge("gtplab_case_duration_seconds", "Traffic duration of the case", case.get("duration_s"))
     gauge("gtplab_case_offered_packets_per_second", "Offered load", case.get("offered_pps"))
     for layer in ("l1", "l2"):

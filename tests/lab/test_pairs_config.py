@@ -113,12 +113,26 @@ def test_bad_generators_one_line_exit_2(tmp_path, case):
     assert not (tmp_path / "o").exists()
 
 
-def test_sweep_says_it_drives_one_pair(tmp_path):
-    """A valid two-pair config given to the sweep (whose search drives one pair): one line, exit 2."""
-    cp = subprocess.run(GTPLAB + ["sweep", "--lab-config", str(_write(tmp_path, TWO)), "--out", str(tmp_path / "o")],
-                        capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert cp.returncode == 2 and "2 generator pairs: the sweep drives one" in cp.stderr, cp.stderr
-    assert len(cp.stderr.strip().splitlines()) == 1
+# what the sweep cannot do over several pairs: (extra arguments, what its one line says)
+SWEEP_REFUSED = {
+    "latency": ([], "latency streams over several pairs are not built: add --no-latency"),
+    "pcap": (["--no-latency"], "captures over several pairs are not built: add --pcap-limit 0"),
+    "ipv6": (["--no-latency", "--pcap-limit", "0", "--ip", "6"], "--ip 6/4v6 and --n3 6 over several pairs"),
+    "namespace lab": (["--no-latency", "--pcap-limit", "0", "--backend", "local"], "not on a namespace lab"),
+    "trex-server": (["--no-latency", "--pcap-limit", "0", "--trex-server", "t"], "each pair names its server"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SWEEP_REFUSED))
+def test_sweep_refuses_what_pairs_cannot_do(tmp_path, case):
+    """A valid two-pair config given to the sweep with what it does not do over several pairs
+    (latency streams, captures, IPv6, a namespace lab, one --trex-server): one line, exit 2, before
+    anything runs (no results directory)."""
+    extra, want = SWEEP_REFUSED[case]
+    cp = subprocess.run(GTPLAB + ["sweep", "--lab-config", str(_write(tmp_path, TWO)), "--out", str(tmp_path / "o"),
+                                  *extra], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert cp.returncode == 2 and "2 generator pairs: " in cp.stderr and want in cp.stderr, cp.stderr
+    assert len(cp.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists(), cp.stderr
 
 
 def test_bearers_split_between_pairs(tmp_path):

@@ -8,10 +8,13 @@ Skipped, with the reason shown, only when there is no TRex runtime."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,27 +115,45 @@ def test_background_on_one_pair_counted_on_it(pairs_lab, runner):
     assert p0["rx_packets"] == p0["tx_packets"] and p1["rx_packets"] == p1["tx_packets"], t["pairs"]
 
 
+@contextlib.contextmanager
+def dut_metrics(pairs_lab):
+    """`pgwu metrics` of the lab's PGW-U on 127.0.0.1:19464 in the DUT's namespace, where the commands
+    under test run to reach it (the lab config's dut.metrics_url)."""
+    metrics = subprocess.Popen(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", str(pgwu_binary()),
+                                "-d", pairs_lab.pin, "metrics", "--listen", "127.0.0.1:19464"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        metrics.terminate()
+        metrics.wait(timeout=10)
+
+
+def lab_config(pairs_lab, tmp_path):
+    """A lab config whose generators: name the two servers (each in its netns), the DUT read through
+    its `pgwu metrics` URL (no dut.ssh: the test loads the bearers)."""
+    cfg = tmp_path / "pairs.yaml"
+    cfg.write_text("backend: trex\ndut: {metrics_url: 'http://127.0.0.1:19464/metrics'}\ngenerators:\n" + "".join(
+        f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, sgw_base: 10.201.{k}.16, "
+        f"pdn_base: 198.18.{64 * k}.1}}\n" for k, g in enumerate(pairs_lab.gen)))
+    return cfg
+
+
+def gtplab_in_dut(pairs_lab, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", sys.executable, "-m", "gtplab",
+                           *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
 def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
     """`gtplab pairs --lab-config FILE --trials 2`: the lab config's generators (each TRex client in its
     server's namespace), the DUT read through its `pgwu metrics` URL (the command runs in the DUT's
     namespace to reach it), one JSON line per trial, conservation exact in both, exit 0."""
     runner.prepare("downlink", {"size": 256, "flows": 8, "bearers": 8})     # the bearers (no dut.ssh here)
-    metrics = subprocess.Popen(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", str(pgwu_binary()),
-                                "-d", pairs_lab.pin, "metrics", "--listen", "127.0.0.1:19464"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        cfg = tmp_path / "pairs.yaml"
-        cfg.write_text("backend: trex\ndut: {metrics_url: 'http://127.0.0.1:19464/metrics'}\ngenerators:\n" + "".join(
-            f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, sgw_base: 10.201.{k}.16, "
-            f"pdn_base: 198.18.{64 * k}.1}}\n" for k, g in enumerate(pairs_lab.gen)))
-        out = tmp_path / "t.jsonl"
-        cp = subprocess.run(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", sys.executable, "-m", "gtplab",
-                             "pairs", "--lab-config", str(cfg), "--direction", "downlink", "--rate", str(RATE_PPS),
-                             "--duration", str(DURATION_S), "--trials", "2", "-o", str(out)],
-                            capture_output=True, text=True, timeout=300, cwd=REPO)
-    finally:
-        metrics.terminate()
-        metrics.wait(timeout=10)
+    out = tmp_path / "t.jsonl"
+    with dut_metrics(pairs_lab):
+        cp = gtplab_in_dut(pairs_lab, "pairs", "--lab-config", str(lab_config(pairs_lab, tmp_path)),
+                           "--direction", "downlink", "--rate", str(RATE_PPS), "--duration", str(DURATION_S),
+                           "--trials", "2", "-o", str(out))
     assert cp.returncode == 0, cp.stderr[-3000:]
     trials = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(trials) == 2
@@ -141,3 +162,60 @@ def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
         assert [(p["pair"], p["netns"]) for p in t["pairs"]] == list(enumerate(pairs_lab.gen))
         assert all(p["rx_packets"] == p["tx_packets"] > 0 for p in t["pairs"]), t["pairs"]
     assert cp.stderr.count("conservation exact") == 2, cp.stderr
+
+
+SWEEP_MIN_PPS, SWEEP_MAX_PPS = 10000, 40000      # the search's loads, both pairs together
+SWEEP_GOALS = ("[{preset: ndr, final_trial_duration: 0.5, duration_sum: 0.5, initial_trial_duration: 0.25, "
+               "width: 0.5}, {preset: pdr, loss_ratio: 0.1, final_trial_duration: 0.5, duration_sum: 0.5, "
+               "initial_trial_duration: 0.25, width: 0.5}]")
+
+
+def test_gtplab_sweep_over_both_pairs(pairs_lab, runner, tmp_path):
+    """`gtplab sweep` over the two pairs: one uplink case at 128 B, its MLRsearch (0.5 s final trials,
+    50 % width, loads 10-40 kpps aggregate) and its cost trials, every trial driving both pairs at half
+    the load asked. Pair 1's last bearer is not on the DUT, so the DUT drops 1 of pair 1's 8 flows at
+    every load: the NDR search goes down to min load, the PDR (10 %) holds at max load. The result
+    is exact (every trial's conservation over the sums, the drops located on the DUT's counters), the
+    case record says 2 pairs, and each trial's record has both pairs' figures adding up to its sums,
+    each pair sending its share of the load, pair 0 losing nothing and pair 1 its 8th."""
+    runner.prepare("uplink", {"size": 128, "flows": 8, "bearers": 8}, csum="on")   # the sweep's bearers
+    lines = (Path(runner._tmp.name) / "bearers.txt").read_text().splitlines(keepends=True)
+    assert len(lines) == 16, lines
+    fewer = tmp_path / "bearers-15.txt"
+    fewer.write_text("".join(lines[:-1]))           # pair 1's bearers follow pair 0's: its last one left out
+    pairs_lab.install_bearers(str(fewer))
+    rdir = tmp_path / "r"
+    with dut_metrics(pairs_lab):
+        cp = gtplab_in_dut(pairs_lab, "sweep", "--lab-config", str(lab_config(pairs_lab, tmp_path)),
+                           "--out", str(rdir), "--sizes", "128", "--directions", "uplink", "--flows", "8",
+                           "--bearers", "8", "--no-latency", "--pcap-limit", "0", "--no-scale",
+                           "--goals", SWEEP_GOALS, "--search", f"min_load={SWEEP_MIN_PPS},max_load={SWEEP_MAX_PPS},time_budget=6")
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    cases = [json.loads(x) for x in (rdir / "cases.jsonl").read_text().splitlines()]
+    assert len(cases) == 1, cases
+    c = cases[0]
+    assert c["pairs"] == 2 and c["conservation_ok"], c["notes"]
+    assert c["premises"][0] == {"premise": "every packet located", "held": True,
+                                "figures": f"0 of {len(c['trials'])} trials unbalanced"}, c["premises"]
+    assert "search: 2 pairs, " in cp.stderr, cp.stderr[-2000:]
+    ndr, pdr = c["goals"].values()             # the goals in the spec's order: NDR, PDR 10 %
+    assert ndr["lower_pps"] is None and pdr["lower_pps"] >= SWEEP_MIN_PPS, c["goals"]
+    search = [t for t in c["trials"] if t.get("phase") == "search"]
+    assert len({t["rate_asked_pps"] for t in search}) >= 2, [t["rate_asked_pps"] for t in search]
+    for t in c["trials"]:
+        per = t["pairs"]
+        assert [p["pair"] for p in per] == [0, 1], per
+        assert t["conservation"]["ok"], t["conservation"]["errors"]
+        assert t["tx_packets"] == sum(p["tx_packets"] for p in per) == t["conservation"]["gen_tx"]
+        assert t["rx_packets"] == sum(p["rx_packets"] for p in per) == t["conservation"]["fwd"]
+        assert t["tx_packets"] - t["rx_packets"] == t["loss"]["dut_dropped"] > 0, t["loss"]
+        assert t["rate_split"] == {"pairs": 2, "how": "even", "per_pair_pps": t["rate_asked_pps"] / 2}, t
+        p0, p1 = per
+        assert p0["rx_packets"] == p0["tx_packets"] > 0 and 0 < p1["rx_packets"] < p1["tx_packets"], per
+        # each pair sent its half of the load asked (TRex on af_packet reaches it here: docs/ansible.md)
+        for p in per:
+            assert p["offered_pps"] > 0.5 * t["rate_asked_pps"] / 2, (t["rate_asked_pps"], per)
+    with open(rdir / "cases.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["pairs"] for r in rows] == ["2"], rows
+    print(cp.stderr)
