@@ -7,6 +7,13 @@ gtplab.measure.pairs.PairsRunner's. One JSON line per trial: the sums, the balan
 tx/rx/offered pps, the start and stop skew of the two servers.
 
     sudo .venv/bin/python bench/pairs.py [--rates 5000,20000,50000] [--trials 3] [--duration 2]
+
+--sweep OUT runs `gtplab sweep` over both pairs instead (gtplab.measure.pairs.PairsSweepRunner: the
+search's loads are both pairs' aggregate), its results into OUT, the sweep's own arguments after
+`--`; the bearers of each direction are loaded before (the lab config has no dut.ssh):
+
+    sudo .venv/bin/python bench/pairs.py --sweep /tmp/r -- --sizes 128 --directions uplink,downlink \\
+        --flows 8 --bearers 8 --no-latency --pcap-limit 0 --no-scale --search max_load=400000
 """
 
 from __future__ import annotations
@@ -30,12 +37,16 @@ def main() -> int:
     ap.add_argument("--rates", default="5000,20000,50000", help="pps per pair, comma-separated")
     ap.add_argument("--trials", type=int, default=3, help="trials per rate and direction")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds per trial")
+    ap.add_argument("--sweep", metavar="OUT", help="run gtplab sweep over both pairs into OUT (its arguments after --)")
+    ap.add_argument("sweep_args", nargs="*", help="gtplab sweep's arguments (--sweep)")
     args = ap.parse_args()
     t0 = time.monotonic()
     lab = PairsLab(trex_server.resolve()).up()
     print(f"# lab up in {time.monotonic() - t0:.1f} s", flush=True)
     bad = 0
     try:
+        if args.sweep:
+            return sweep(lab, args.sweep, args.sweep_args)
         with PairsRunner(lab.pairs(), lab.counters, lab.install_bearers) as r:
             for d in ("uplink", "downlink"):
                 prep = r.prepare(d, {"size": 256, "flows": 8, "bearers": 8})
@@ -57,6 +68,19 @@ def main() -> int:
         if left:
             print(f"# left behind: {left}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def sweep(lab: PairsLab, out: str, argv: list[str]) -> int:
+    """gtplab sweep over both pairs (module doc); its bearers (8 flows = 8 bearers a pair, outer UDP
+    checksum on, as the sweep's defaults) loaded first: the same lines serve both directions."""
+    with PairsRunner(lab.pairs(), lab.counters, lab.install_bearers) as r:
+        r.prepare("uplink", {"size": 128, "flows": 8, "bearers": 8}, csum="on")
+    cfg = lab.lab_config(Path(out).with_suffix(".lab.yaml"))
+    with lab.metrics():
+        cp = lab.gtplab("sweep", "--lab-config", str(cfg), "--out", out, *argv, timeout=3600)
+    sys.stderr.write(cp.stderr)
+    sys.stdout.write(cp.stdout)
+    return cp.returncode
 
 
 if __name__ == "__main__":

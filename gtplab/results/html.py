@@ -69,6 +69,8 @@ def _cases_table(r: Run, out_dir: Path, codes: list[str] = ()) -> str:
     at = cols.index(("limit", "limit", 1.0)) + 1
     names = goal_labels([r])
     cols[at:at] = [(f"goals.{code}.lower_pps", f"{names.get(code, code)} lower Mpps", 1e-6) for code in codes]
+    if any(c.get("pairs") for c in r.cases):     # several generator pairs (gtplab.measure.pairs): how many
+        cols.insert(cols.index(("bearers", "bearers", 1.0)) + 1, ("pairs", "generator pairs", 1.0))
     head = "".join(f"<th>{html.escape(t)}</th>" for _, t, _ in cols) + "<th>flame graph</th>"
     rows = []
     for c in r.cases:

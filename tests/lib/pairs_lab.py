@@ -13,8 +13,10 @@ everything is removed by down(), also after a failed up()."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -114,6 +116,36 @@ class PairsLab:
         """The generator pairs as a lab config's generators: would give them (each server in its netns)."""
         return [Pair(k, "127.0.0.1", 0, 1, f"10.201.{k}.16", f"198.18.{64 * k}.1", netns=g)
                 for k, g in enumerate(self.gen)]
+
+    METRICS = "127.0.0.1:19464"         # `pgwu metrics` in the DUT's namespace (metrics())
+
+    @contextlib.contextmanager
+    def metrics(self):
+        """`pgwu metrics` of the lab's PGW-U on METRICS in the DUT's namespace, where gtplab commands
+        run to reach it (gtplab(); the lab config's dut.metrics_url)."""
+        proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.dut}", "--", str(pgwu_binary()),
+                                 "-d", self.pin, "metrics", "--listen", self.METRICS],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            yield
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+    def lab_config(self, path: Path) -> Path:
+        """A lab config at path whose generators: name the two servers (each in its netns), the DUT
+        read through metrics() (no dut.ssh: the bearers are loaded with install_bearers)."""
+        path.write_text(f"backend: trex\ndut: {{metrics_url: 'http://{self.METRICS}/metrics'}}\ngenerators:\n"
+                        + "".join(f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, "
+                                  f"sgw_base: 10.201.{k}.16, pdn_base: 198.18.{64 * k}.1}}\n"
+                                  for k, g in enumerate(self.gen)))
+        return path
+
+    def gtplab(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        """`gtplab ARGS` in the DUT's namespace (where metrics() listens)."""
+        return subprocess.run(["nsenter", f"--net=/run/netns/{self.dut}", "--", sys.executable, "-m", "gtplab",
+                               *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=Path(__file__).resolve().parents[2])
 
     def counters(self) -> dict:
         return {k: p for k, (p, _) in self.dp.stats().items()}

@@ -8,20 +8,15 @@ Skipped, with the reason shown, only when there is no TRex runtime."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from gtplab.dut.dataplane import pgwu_binary
 from gtplab.lab import trex_server
 from gtplab.measure.pairs import PairsRunner
-from tests.lib import REPO
 from tests.lib.background import background_frames, packet_socket
 from tests.lib.pairs_lab import PairsLab, _mac
 
@@ -115,45 +110,16 @@ def test_background_on_one_pair_counted_on_it(pairs_lab, runner):
     assert p0["rx_packets"] == p0["tx_packets"] and p1["rx_packets"] == p1["tx_packets"], t["pairs"]
 
 
-@contextlib.contextmanager
-def dut_metrics(pairs_lab):
-    """`pgwu metrics` of the lab's PGW-U on 127.0.0.1:19464 in the DUT's namespace, where the commands
-    under test run to reach it (the lab config's dut.metrics_url)."""
-    metrics = subprocess.Popen(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", str(pgwu_binary()),
-                                "-d", pairs_lab.pin, "metrics", "--listen", "127.0.0.1:19464"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        yield
-    finally:
-        metrics.terminate()
-        metrics.wait(timeout=10)
-
-
-def lab_config(pairs_lab, tmp_path):
-    """A lab config whose generators: name the two servers (each in its netns), the DUT read through
-    its `pgwu metrics` URL (no dut.ssh: the test loads the bearers)."""
-    cfg = tmp_path / "pairs.yaml"
-    cfg.write_text("backend: trex\ndut: {metrics_url: 'http://127.0.0.1:19464/metrics'}\ngenerators:\n" + "".join(
-        f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, sgw_base: 10.201.{k}.16, "
-        f"pdn_base: 198.18.{64 * k}.1}}\n" for k, g in enumerate(pairs_lab.gen)))
-    return cfg
-
-
-def gtplab_in_dut(pairs_lab, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", sys.executable, "-m", "gtplab",
-                           *args], capture_output=True, text=True, timeout=timeout, cwd=REPO)
-
-
 def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
     """`gtplab pairs --lab-config FILE --trials 2`: the lab config's generators (each TRex client in its
     server's namespace), the DUT read through its `pgwu metrics` URL (the command runs in the DUT's
     namespace to reach it), one JSON line per trial, conservation exact in both, exit 0."""
     runner.prepare("downlink", {"size": 256, "flows": 8, "bearers": 8})     # the bearers (no dut.ssh here)
     out = tmp_path / "t.jsonl"
-    with dut_metrics(pairs_lab):
-        cp = gtplab_in_dut(pairs_lab, "pairs", "--lab-config", str(lab_config(pairs_lab, tmp_path)),
-                           "--direction", "downlink", "--rate", str(RATE_PPS), "--duration", str(DURATION_S),
-                           "--trials", "2", "-o", str(out))
+    with pairs_lab.metrics():
+        cp = pairs_lab.gtplab("pairs", "--lab-config", str(pairs_lab.lab_config(tmp_path / "pairs.yaml")),
+                              "--direction", "downlink", "--rate", str(RATE_PPS), "--duration", str(DURATION_S),
+                              "--trials", "2", "-o", str(out))
     assert cp.returncode == 0, cp.stderr[-3000:]
     trials = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(trials) == 2
@@ -185,11 +151,11 @@ def test_gtplab_sweep_over_both_pairs(pairs_lab, runner, tmp_path):
     fewer.write_text("".join(lines[:-1]))           # pair 1's bearers follow pair 0's: its last one left out
     pairs_lab.install_bearers(str(fewer))
     rdir = tmp_path / "r"
-    with dut_metrics(pairs_lab):
-        cp = gtplab_in_dut(pairs_lab, "sweep", "--lab-config", str(lab_config(pairs_lab, tmp_path)),
-                           "--out", str(rdir), "--sizes", "128", "--directions", "uplink", "--flows", "8",
-                           "--bearers", "8", "--no-latency", "--pcap-limit", "0", "--no-scale",
-                           "--goals", SWEEP_GOALS, "--search", f"min_load={SWEEP_MIN_PPS},max_load={SWEEP_MAX_PPS},time_budget=6")
+    with pairs_lab.metrics():
+        cp = pairs_lab.gtplab("sweep", "--lab-config", str(pairs_lab.lab_config(tmp_path / "pairs.yaml")),
+                              "--out", str(rdir), "--sizes", "128", "--directions", "uplink", "--flows", "8",
+                              "--bearers", "8", "--no-latency", "--pcap-limit", "0", "--no-scale",
+                              "--goals", SWEEP_GOALS, "--search", f"min_load={SWEEP_MIN_PPS},max_load={SWEEP_MAX_PPS},time_budget=6")
     assert cp.returncode == 0, cp.stderr[-3000:]
     cases = [json.loads(x) for x in (rdir / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == 1, cases
@@ -218,4 +184,3 @@ def test_gtplab_sweep_over_both_pairs(pairs_lab, runner, tmp_path):
     with open(rdir / "cases.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["pairs"] for r in rows] == ["2"], rows
-    print(cp.stderr)
