@@ -17,6 +17,7 @@ import pytest
 
 from gtplab.lab import trex_server
 from gtplab.measure.pairs import PairsRunner
+from gtplab.results import push_metrics
 from tests.lib.background import background_frames, packet_socket
 from tests.lib.pairs_lab import PairsLab, _mac
 
@@ -155,7 +156,8 @@ def test_gtplab_sweep_over_both_pairs(pairs_lab, runner, tmp_path):
         cp = pairs_lab.gtplab("sweep", "--lab-config", str(pairs_lab.lab_config(tmp_path / "pairs.yaml")),
                               "--out", str(rdir), "--sizes", "128", "--directions", "uplink", "--flows", "8",
                               "--bearers", "8", "--no-latency", "--pcap-limit", "0", "--no-scale",
-                              "--goals", SWEEP_GOALS, "--search", f"min_load={SWEEP_MIN_PPS},max_load={SWEEP_MAX_PPS},time_budget=6")
+                              "--goals", SWEEP_GOALS,
+                              "--search", f"min_load={SWEEP_MIN_PPS},max_load={SWEEP_MAX_PPS},time_budget=6")
     assert cp.returncode == 0, cp.stderr[-3000:]
     cases = [json.loads(x) for x in (rdir / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == 1, cases
@@ -184,3 +186,9 @@ def test_gtplab_sweep_over_both_pairs(pairs_lab, runner, tmp_path):
     with open(rdir / "cases.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["pairs"] for r in rows] == ["2"], rows
+    # the report's cases table and the Pushgateway's metrics say it too
+    assert "generator pairs</th>" in (rdir / "report" / "index.html").read_text()
+    run = json.loads((rdir / "run.json").read_text())
+    assert [p["netns"] for p in run["generator_pairs"]] == pairs_lab.gen, run["generator_pairs"]
+    reg = push_metrics.case_registry(run, c, now=0.0)
+    assert [s.value for m in reg.collect() for s in m.samples if s.name == "gtplab_case_generator_pairs"] == [2.0]
