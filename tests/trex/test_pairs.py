@@ -115,7 +115,8 @@ def test_background_on_one_pair_counted_on_it(pairs_lab, runner):
 def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
     """`gtplab pairs --lab-config FILE --trials 2`: the lab config's generators (each TRex client in its
     server's namespace), the DUT read through its `pgwu metrics` URL (the command runs in the DUT's
-    namespace to reach it), one JSON line per trial, conservation exact in both, exit 0."""
+    namespace to reach it), one JSON line per trial, conservation exact in both, exit 0; its
+    --on-trial-start command run once in each trial (tools/multihost/lab.py's background hook)."""
     runner.prepare("downlink", {"size": 256, "flows": 8, "bearers": 8})     # the bearers (no dut.ssh here)
     metrics = subprocess.Popen(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", str(pgwu_binary()),
                                 "-d", pairs_lab.pin, "metrics", "--listen", "127.0.0.1:19464"],
@@ -125,10 +126,11 @@ def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
         cfg.write_text("backend: trex\ndut: {metrics_url: 'http://127.0.0.1:19464/metrics'}\ngenerators:\n" + "".join(
             f"  - {{trex_server: 127.0.0.1, ports: {{access: 0, sgi: 1}}, netns: {g}, sgw_base: 10.201.{k}.16, "
             f"pdn_base: 198.18.{64 * k}.1}}\n" for k, g in enumerate(pairs_lab.gen)))
-        out = tmp_path / "t.jsonl"
+        out, hook = tmp_path / "t.jsonl", tmp_path / "hook.log"
         cp = subprocess.run(["nsenter", f"--net=/run/netns/{pairs_lab.dut}", "--", sys.executable, "-m", "gtplab",
                              "pairs", "--lab-config", str(cfg), "--direction", "downlink", "--rate", str(RATE_PPS),
-                             "--duration", str(DURATION_S), "--trials", "2", "-o", str(out)],
+                             "--duration", str(DURATION_S), "--trials", "2", "-o", str(out),
+                             "--on-trial-start", f"echo started >> {hook}"],
                             capture_output=True, text=True, timeout=300, cwd=REPO)
     finally:
         metrics.terminate()
@@ -141,3 +143,4 @@ def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
         assert [(p["pair"], p["netns"]) for p in t["pairs"]] == list(enumerate(pairs_lab.gen))
         assert all(p["rx_packets"] == p["tx_packets"] > 0 for p in t["pairs"]), t["pairs"]
     assert cp.stderr.count("conservation exact") == 2, cp.stderr
+    assert hook.read_text().splitlines() == ["started"] * 2
