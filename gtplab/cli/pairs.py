@@ -24,6 +24,7 @@ from gtplab.dut.metrics import MetricsDut
 from gtplab.errors import UserError
 from gtplab.lab import config as labconfig
 from gtplab.measure.pairs import PairsRunner
+from gtplab.measure.sweep import trial_hook
 from gtplab.rates import line_rate_pps
 from gtplab.results.store import check_writable
 
@@ -52,6 +53,10 @@ def add_parser(sub) -> None:
     p.add_argument("--size", type=_positive(int, 3024), default=256, metavar="BYTES", help="frame size (default 256)")
     p.add_argument("--flows", type=_positive(int, 1 << 20), default=8, metavar="N", help="flows and bearers per pair")
     p.add_argument("-o", "--out", metavar="FILE", help="JSON lines, one per trial (default stdout)")
+    p.add_argument("--on-trial-start", metavar="CMD",
+                   help="a shell command run in every trial once all pairs are sending, to its end (at most "
+                        "30 s; the trial's traffic runs on meanwhile), as gtplab sweep's: e.g. one that writes "
+                        "background frames on the links (tools/multihost/background.py)")
     p.set_defaults(func=run)
 
 
@@ -70,6 +75,8 @@ def run(args) -> int:
     bad = 0
     try:
         with PairsRunner(cfg.generators, dut.counters, dut.install_bearers) as r:
+            if args.on_trial_start:
+                r.on_start = trial_hook(args.on_trial_start)
             prep = r.prepare(args.direction, {"size": args.size, "flows": args.flows, "bearers": args.flows})
             for i in range(args.trials):
                 t = r.trial(prep, args.rate, args.duration)

@@ -11,6 +11,7 @@ network setup script run twice on veths inside a namespace of our own.
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import os
 import re
@@ -330,6 +331,152 @@ def test_dut_setup_script_in_namespace(tmp_path):
             assert re.search(rf"^10\.201\.0\.{16 + k} lladdr {mac} PERMANENT", neigh, re.M), neigh
     finally:
         subprocess.run(["ip", "netns", "delete", ns], check=False)
+
+
+# ---- several generator port pairs (dut_pairs) ------------------------------------------------------
+
+TWO_PAIRS = {"dut_access_if": "", "dut_sgi_if": "", "dut_sgw_count": 4, "dut_pairs": [
+    {"access_if": "PA0", "sgi_if": "PS0", "pdn_prefix": "198.18.0.0/18", "sgw_mac": "02:00:00:0A:00:01",
+     "pdn_gateway_mac": "02:00:00:0b:00:01"},
+    {"access_if": "PA1", "sgi_if": "PS1", "sgw_mac": "02:00:00:0a:01:01", "pdn_gateway_mac": "02:00:00:0b:01:01",
+     "neighbours": [{"addr": "10.201.1.9", "mac": "02:00:00:0a:01:09", "side": "access"}]}]}
+
+
+def _dut_pairs_filter():
+    """The dut role's filter (ansible/roles/dut/filter_plugins/dut_pairs.py), imported as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gtplab_dut_pairs_filter",
+                                                  ANSIBLE / "roles/dut/filter_plugins/dut_pairs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.lab     # renders files owned by root, and runs the script in a namespace of our own
+def test_dut_two_pairs_set_up_in_namespace(tmp_path):
+    """dut_pairs with two pairs: /etc/default/pgwu lists both pairs' interfaces for `pgwu attach
+    --access a,b --sgi c,d` (the GTP-U address pair 0's), and gtplab-dut-setup, run in a namespace
+    on four veths, gives each pair its addresses, its PDN route via its SGi interface, its N6
+    gateway and SGW neighbours on its own interfaces (pair 1's from the role's defaults for pair 1:
+    10.201.1.1/24, 10.202.1.1/24, 198.18.64.0/18 via 10.202.1.2, SGWs 10.201.1.16..); a second run
+    changes nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a network namespace")
+    rid = secrets.token_hex(3)
+    ns = f"gtpans-{rid}"
+    names = {f"{side}{k}": f"{side.lower()}{k}{rid}" for side in ("PA", "PS") for k in (0, 1)}
+    extra = json.loads(json.dumps(TWO_PAIRS))
+    for p in extra["dut_pairs"]:
+        p["access_if"], p["sgi_if"] = names[p["access_if"]], names[p["sgi_if"]]
+    a0, s0, a1, s1 = names["PA0"], names["PS0"], names["PA1"], names["PS1"]
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "dut", "-e", f"render_dir={tmp_path}",
+                   "-e", json.dumps(extra), timeout=120)
+    assert cp.returncode == 0, cp.stdout[-3000:]
+    (host,) = _hosts()["dut"]["hosts"]
+    env = _env_file((tmp_path / host / "etc/default/pgwu").read_text())
+    assert (env["PGWU_ACCESS_IF"], env["PGWU_SGI_IF"]) == (f"{a0},{a1}", f"{s0},{s1}"), env
+    assert "--local-addr 10.201.0.1 " in env["PGWU_LOAD_ARGS"], env["PGWU_LOAD_ARGS"]
+    script = str(tmp_path / host / "usr/local/sbin/gtplab-dut-setup")
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for dev in names.values():
+            _ns(ns, "ip", "link", "add", dev, "type", "veth", "peer", "name", f"p{dev}")
+            _ns(ns, "ip", "link", "set", f"p{dev}", "up")
+        first = _ns(ns, "bash", script)
+        changes = [l for l in first.stdout.splitlines() if l.startswith("changed:")]
+        for dev, addr in ((a0, "10.201.0.1/24"), (s0, "10.202.0.1/24"), (a1, "10.201.1.1/24"), (s1, "10.202.1.1/24")):
+            assert f"changed: {dev} address {addr}" in changes, changes
+        assert f"changed: route 198.18.0.0/18 via 10.202.0.2 dev {s0}" in changes, changes
+        assert f"changed: route 198.18.64.0/18 via 10.202.1.2 dev {s1}" in changes, changes
+        second = _ns(ns, "bash", script)
+        assert "changed:" not in second.stdout, second.stdout
+        # each pair's neighbours on its own interfaces, and nowhere else
+        for k, (acc, sgi) in enumerate(((a0, s0), (a1, s1))):
+            sgw_mac, gw_mac = f"02:00:00:0a:0{k}:01", f"02:00:00:0b:0{k}:01"
+            neigh = _ns(ns, "ip", "neigh", "show", "dev", acc).stdout
+            for j in range(4):
+                assert re.search(rf"^10\.201\.{k}\.{16 + j} lladdr {sgw_mac} PERMANENT", neigh, re.M), neigh
+            assert len(neigh.strip().splitlines()) == 4 + k, neigh      # pair 1: its extra N3 peer
+            sgi_neigh = _ns(ns, "ip", "neigh", "show", "dev", sgi).stdout
+            assert re.fullmatch(rf"10\.202\.{k}\.2 lladdr {gw_mac} PERMANENT\s*", sgi_neigh), sgi_neigh
+        assert re.search(rf"^10\.201\.1\.9 lladdr 02:00:00:0a:01:09 PERMANENT",
+                         _ns(ns, "ip", "neigh", "show", "dev", a1).stdout, re.M)
+        # the routes the DUT's FIB gives each pair's traffic: SGWs and PDN addresses out of their pair
+        for dst, dev in (("10.201.0.17", a0), ("10.201.1.17", a1), ("198.18.0.5", s0), ("198.18.64.5", s1)):
+            assert f"dev {dev} " in _ns(ns, "ip", "-4", "route", "get", dst).stdout, dst
+    finally:
+        subprocess.run(["ip", "netns", "delete", ns], check=False)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0"}], "dut_access_if": "eth1", "dut_sgi_if": "eth2"},
+     "give dut_access_if/dut_sgi_if (one pair) or dut_pairs (several), not both"),
+    ({"dut_pairs": [{"access_if": "a0"}]}, "dut_pairs: pair 0: sgi_if '': an interface name"),
+    ({"dut_pairs": [{"access_if": "a0,a1", "sgi_if": "s0"}]}, "dut_pairs: pair 0: access_if 'a0,a1'"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0"}, {"access_if": "a0", "sgi_if": "s1"}]},
+     "dut_pairs: pair 1: access_if a0 is already pair 0's"),
+    ({"dut_pairs": [{"access_if": f"a{k}", "sgi_if": f"s{k}"} for k in range(5)]}, "dut_pairs: 5 pairs, at most 4"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0"}, {"access_if": "a1", "sgi_if": "s1",
+                                                          "access_addr": "10.201.0.2/24"}]},
+     "dut_pairs: pair 1: access_addr 10.201.0.2/24 overlaps pair 0's 10.201.0.1/24"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0"}, {"access_if": "a1", "sgi_if": "s1",
+                                                          "pdn_prefix": "198.18.0.0/15"}]},
+     "dut_pairs: pair 1: pdn_prefix 198.18.0.0/15 overlaps pair 0's 198.18.0.0/15"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0"}, {"access_if": "a1", "sgi_if": "s1", "pdn_gateway": "10.202.0.2"}]},
+     "dut_pairs: pair 1: pdn_gateway 10.202.0.2 is not on sgi_addr 10.202.1.1/24's network"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0", "sgw_mac": "02:00:00:0a"}]}, "dut_pairs: pair 0: sgw_mac"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0", "sgw_base": "10.201.0.250"}]},
+     "sgw_base 10.201.0.250 + sgw_count 64 must stay in one /24"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0", "neighbours": [{"addr": "10.201.0.9", "mac": "x"}]}]},
+     "dut_pairs: pair 0: neighbours[0]"),
+    ({"dut_pairs": [{"access_if": "a0", "sgi_if": "s0", "sgw": "10.201.0.16"}]}, "dut_pairs: pair 0: unknown key(s) sgw"),
+    ({"dut_pairs": {"access_if": "a0"}}, "dut_pairs: dut_pairs: give a list"),
+])
+def test_dut_pairs_bad_input_refused(change, message):
+    """Each bad dut_pairs is refused with one line naming the pair and the key (the role's filter,
+    called as the role calls it, with the one-pair variables' defaults)."""
+    mod = _dut_pairs_filter()
+    d = yaml.safe_load((ANSIBLE / "roles/dut/defaults/main.yml").read_text())
+    one = {"access_if": change.get("dut_access_if", ""), "sgi_if": change.get("dut_sgi_if", ""),
+           **{k: d[f"dut_{k}"] for k in ("access_addr", "sgi_addr", "pdn_prefix", "pdn_gateway", "pdn_gateway_mac",
+                                        "sgw_base", "sgw_count", "sgw_mac", "neighbours")}}
+    with pytest.raises(mod.AnsibleFilterError) as e:
+        mod.gtplab_dut_pairs(change["dut_pairs"], one)
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_dut_pairs_filter_fills_the_contract():
+    """Keys a pair leaves out: pair 0's from the one-pair variables, pair K's from the lab's
+    addressing contract (gtplab/lab/generators.py: SGWs 10.201.K.16.., PDN 198.18.64K.1..); no
+    dut_pairs: the one pair of dut_access_if/dut_sgi_if, or none."""
+    from gtplab.lab.generators import PDN_BASE, SGW_BASE
+    mod = _dut_pairs_filter()
+    d = yaml.safe_load((ANSIBLE / "roles/dut/defaults/main.yml").read_text())
+    one = {"access_if": "", "sgi_if": "", **{k: d[f"dut_{k}"] for k in (
+        "access_addr", "sgi_addr", "pdn_prefix", "pdn_gateway", "pdn_gateway_mac", "sgw_base", "sgw_count",
+        "sgw_mac", "neighbours")}}
+    assert mod.gtplab_dut_pairs([], one) == []
+    (p,) = mod.gtplab_dut_pairs([], {**one, "access_if": "eth1", "sgi_if": "eth2"})
+    assert (p["access_addr"], p["pdn_prefix"], p["sgw_base"]) == ("10.201.0.1/24", "198.18.0.0/15", "10.201.0.16")
+    pairs = mod.gtplab_dut_pairs([{"access_if": f"a{k}", "sgi_if": f"s{k}"} for k in range(4)], one)
+    for k, p in enumerate(pairs[1:], 1):
+        assert p["sgw_base"] == SGW_BASE.format(k=k)
+        assert ipaddress.ip_address(PDN_BASE.format(o=64 * k)) in ipaddress.ip_network(p["pdn_prefix"])
+        assert (p["access_addr"], p["sgi_addr"], p["pdn_gateway"]) == (f"10.201.{k}.1/24", f"10.202.{k}.1/24",
+                                                                       f"10.202.{k}.2")
+    assert pairs[0]["pdn_prefix"] == "198.18.0.0/15" and pairs[0]["sgw_count"] == 64
+
+
+@pytest.mark.lab     # the roles install their files owned by root: rendering them needs root
+def test_dut_bad_pairs_nothing_rendered(tmp_path):
+    """A bad dut_pairs fails the render (the role's templates call the filter) with its one line,
+    and leaves no pgwu environment behind."""
+    cp = _playbook("-i", str(EXAMPLE), "tests/render.yml", "--limit", "dut", "-e", f"render_dir={tmp_path}",
+                   "-e", json.dumps({"dut_access_if": "", "dut_sgi_if": "", "dut_pairs": [
+                       {"access_if": "a0", "sgi_if": "s0"}, {"access_if": "a0", "sgi_if": "s1"}]}), timeout=120)
+    assert cp.returncode != 0, cp.stdout[-3000:]
+    assert "dut_pairs: pair 1: access_if a0 is already pair 0's" in cp.stdout, cp.stdout[-3000:]
+    assert not list(tmp_path.rglob("pgwu"))
 
 
 # ---- pgwu.service's commands, run the way systemd would, in a namespace of our own ---------------

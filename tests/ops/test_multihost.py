@@ -4,7 +4,11 @@ the TRex host against the DUT host (uplink and downlink, 128 B, 20 kpps x 3 s), 
 monitoring host's Pushgateway and read back from its Prometheus, then the same sweep with its sessions
 over PFCP to the DUT host's `pgwu pfcp` on the management network, both with background frames written
 on the data links from both hosts in every trial (tools/multihost/background.py, the sweep's
---on-trial-start), conservation exact with them counted by kind, and removes everything. Deselected by
+--on-trial-start), conservation exact with them counted by kind; then `gtplab pairs` over two generator
+port pairs of the one TRex host (its four af_packet ports) into the DUT host's pgwu attached to both
+(the dut role's dut_pairs), uplink and downlink, 2 trials each at 20 kpps per pair, conservation exact
+over both pairs, each pair's packets back on that pair, background frames on all four links counted on
+their pair; and removes everything. Deselected by
 `./setup.sh test` (marker multihost): minutes, root, debootstrap and systemd-nspawn, the Debian archive."""
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ def test_site_yml_on_three_container_hosts():
     for sweep in ("sweep", "sweep_pfcp"):
         assert re.search(rf"\] {sweep} background written in \d+ trials; of the cases' 2 recorded trials, "
                          r"exact with it, each kind counted: 2;", out), out[-6000:]
+    # two generator port pairs in one case: pgwu attached to both on the DUT host, `gtplab pairs`
+    for direction in ("uplink", "downlink"):
+        assert f"pairs_{direction} rc=0" in out, out[-6000:]
+        assert re.search(rf"gtplab pairs {direction}: 2 trials over both pairs, exact with the background of all "
+                         r"four links counted on its pair: 2;", out), out[-6000:]
+    # ... and the same check fails with only one pair attached on the DUT host (pair 1's access detached)
+    assert re.search(r"pairs_one_attached: pair 1's access eth3 detached on the DUT host \(detached\), gtplab pairs "
+                     r"rc=1, conservation NOT exact", out), out[-6000:]
     leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     tag = next(line.split()[-2] for line in out.splitlines() if line.endswith(" removed"))
     assert tag not in leftovers

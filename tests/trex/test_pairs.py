@@ -114,13 +114,15 @@ def test_background_on_one_pair_counted_on_it(pairs_lab, runner):
 def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
     """`gtplab pairs --lab-config FILE --trials 2`: the lab config's generators (each TRex client in its
     server's namespace), the DUT read through its `pgwu metrics` URL (the command runs in the DUT's
-    namespace to reach it), one JSON line per trial, conservation exact in both, exit 0."""
+    namespace to reach it), one JSON line per trial, conservation exact in both, exit 0; its
+    --on-trial-start command run once in each trial (tools/multihost/lab.py's background hook)."""
     runner.prepare("downlink", {"size": 256, "flows": 8, "bearers": 8})     # the bearers (no dut.ssh here)
-    out = tmp_path / "t.jsonl"
+    out, hook = tmp_path / "t.jsonl", tmp_path / "hook.log"
     with pairs_lab.metrics():
         cp = pairs_lab.gtplab("pairs", "--lab-config", str(pairs_lab.lab_config(tmp_path / "pairs.yaml")),
                               "--direction", "downlink", "--rate", str(RATE_PPS), "--duration", str(DURATION_S),
-                              "--trials", "2", "-o", str(out))
+                              "--trials", "2", "-o", str(out),
+                              "--on-trial-start", f"echo started >> {hook}")
     assert cp.returncode == 0, cp.stderr[-3000:]
     trials = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(trials) == 2
@@ -129,6 +131,7 @@ def test_gtplab_pairs_command(pairs_lab, runner, tmp_path):
         assert [(p["pair"], p["netns"]) for p in t["pairs"]] == list(enumerate(pairs_lab.gen))
         assert all(p["rx_packets"] == p["tx_packets"] > 0 for p in t["pairs"]), t["pairs"]
     assert cp.stderr.count("conservation exact") == 2, cp.stderr
+    assert hook.read_text().splitlines() == ["started"] * 2
 
 
 SWEEP_MIN_PPS, SWEEP_MAX_PPS = 10000, 40000      # the search's loads, both pairs together

@@ -10,8 +10,11 @@ trex; this machine is the Ansible controller), provisioned by ansible/site.yml.
   each container on it through `--network-bridge`; the controller is the bridge's .1.
 - The hosts reach only the Debian archive, through a small HTTP proxy on the bridge address
   (ArchiveProxy: GET/HEAD for deb.debian.org and security.debian.org, nothing else).
-- Data veths trex eth1 <-> dut eth1 (access) and trex eth2 <-> dut eth2 (SGi), moved into the
-  containers after boot (`--network-interface` needs udev). Fixed MACs, so the inventory can name them.
+- Data veths, two generator port pairs: trex eth1 <-> dut eth1 (access) and trex eth2 <-> dut eth2
+  (SGi), pair 1 on eth3 <-> eth3 (access) and eth4 <-> eth4 (SGi), moved into the containers after
+  boot (`--network-interface` needs udev). Fixed MACs, so the inventory can name them. One TRex server
+  with the four as af_packet ports 0-3; the DUT's pgwu attached to both pairs (the dut role's
+  dut_pairs: `pgwu attach --access eth1,eth3 --sgi eth2,eth4`).
 - The DUT gets a bpffs instance of its own at /sys/fs/bpf and the bpf/perf_event_open syscalls; the
   TRex host /sys/module read-only (DPDK's EAL reads it).
 - Everything is named gtplmh-<hex>-*, and removed at the end, also on failure, Ctrl-C and SIGTERM.
@@ -21,7 +24,9 @@ through the TRex host against the DUT host, each case pushed to the monitoring h
 and queried back from its Prometheus; then the same sweep with its sessions over PFCP: the DUT host
 runs `pgwu pfcp` (the dut role's pgwu-pfcp.service, dut_pfcp: true) on its management address, and
 gtplab, on the controller, is its control plane over the management network (N4), as an SMF on
-another host is.
+another host is. Then `gtplab pairs` over both port pairs at once (lab config `generators:`), uplink
+and downlink, through the one TRex server against the DUT host, conservation exact over both pairs,
+each pair's packets back on that pair, background frames on all four links counted on their pair.
 """
 
 from __future__ import annotations
@@ -52,8 +57,17 @@ MIRROR = "http://deb.debian.org/debian"
 PACKAGES = ["systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "iproute2", "ca-certificates"]
 ARCHIVE_HOSTS = {"deb.debian.org", "security.debian.org"}
 HOSTS = ("monitoring", "dut", "trex")
-MACS = {"trex1": "02:6d:68:00:0a:01", "dut1": "02:6d:68:00:0a:02",    # access (N3/S1-U)
-        "trex2": "02:6d:68:00:0b:01", "dut2": "02:6d:68:00:0b:02"}    # SGi (N6)
+MACS = {"trex1": "02:6d:68:00:0a:01", "dut1": "02:6d:68:00:0a:02",    # pair 0: access (N3/S1-U)
+        "trex2": "02:6d:68:00:0b:01", "dut2": "02:6d:68:00:0b:02",    #         SGi (N6)
+        "trex3": "02:6d:68:00:0c:01", "dut3": "02:6d:68:00:0c:02",    # pair 1: access
+        "trex4": "02:6d:68:00:0d:01", "dut4": "02:6d:68:00:0d:02"}    #         SGi
+SIDES = ("1", "2", "3", "4")      # the data links: ethN on both hosts, TRex port N-1
+# each data link's addresses (DUT host, its peer behind the TRex host): the dut role's pair K
+# (10.201.K.1/24 access, 10.202.K.1/24 SGi, the N6 gateway 10.202.K.2), for the background frames
+LINK_IPS = {"1": ("10.201.0.1", "10.201.0.250"), "2": ("10.202.0.1", "10.202.0.2"),
+            "3": ("10.201.1.1", "10.201.1.250"), "4": ("10.202.1.1", "10.202.1.2")}
+PAIRS_RATE_PPS = 20000            # gtplab pairs: per pair, 128 B, 16 flows, 2 trials of 3 s a direction
+PAIRS_TRIALS = 2
 TREX_TARBALL = REPO.parent / "shared" / "trex" / "trex-v3.08-runtime.tgz"
 
 
@@ -251,7 +265,7 @@ class Lab:
         self._nsip(host, "route", "add", "default", "via", self.gw)
 
     def _data_links(self) -> None:
-        for side in ("1", "2"):
+        for side in SIDES:
             a, b = f"{self.tag}-t{side}", f"{self.tag}-d{side}"
             sh("ip", "link", "add", a, "mtu", "3200", "address", MACS[f"trex{side}"], "type", "veth",
                "peer", "name", b, "mtu", "3200", "address", MACS[f"dut{side}"])
@@ -282,16 +296,21 @@ class Lab:
             "monitoring": {"hosts": {"mon1": {"ansible_host": self.addr["monitoring"]}},
                            "vars": {"monitoring_grafana_repo_timeout": 5}},
             "dut": {"hosts": {"dut1": {"ansible_host": self.addr["dut"]}}, "vars": {
-                "dut_access_if": "eth1", "dut_sgi_if": "eth2", "dut_xdp_mode": "generic",
-                "dut_max_bearers": 65536, "dut_sgw_mac": MACS["trex1"], "dut_pdn_gateway_mac": MACS["trex2"],
+                # two generator port pairs: pair 0 as the one-pair lab had it (its PDN prefix narrowed
+                # to pair 0's /18), pair 1 on the role's defaults for pair 1 (10.201.1.1/24,
+                # 10.202.1.1/24, 198.18.64.0/18 via 10.202.1.2, SGWs 10.201.1.16..)
+                "dut_pairs": [
+                    {"access_if": "eth1", "sgi_if": "eth2", "pdn_prefix": "198.18.0.0/18",
+                     "sgw_mac": MACS["trex1"], "pdn_gateway_mac": MACS["trex2"]},
+                    {"access_if": "eth3", "sgi_if": "eth4", "sgw_mac": MACS["trex3"], "pdn_gateway_mac": MACS["trex4"]}],
+                "dut_xdp_mode": "generic", "dut_max_bearers": 65536,
                 "dut_sysctls": {"net.ipv4.ip_forward": 1, "net.ipv4.conf.all.rp_filter": 0,
                                 "net.ipv4.conf.default.rp_filter": 0},
                 "dut_pfcp": True, "dut_pfcp_listen": f"{self.addr['dut']}:8805"}},
             "trex": {"hosts": {"trex1": {"ansible_host": self.addr["trex"]}}, "vars": {
                 "trex_version": "v3.08", "trex_tarball": str(TREX_TARBALL), "trex_hugepages": "",
                 "trex_low_end": True, "trex_low_end_core": 0, "trex_extra_args": "--iom 0 --no-scapy-server",
-                "trex_ports": [{"af_packet": "eth1", "dest_mac": MACS["dut1"]},
-                               {"af_packet": "eth2", "dest_mac": MACS["dut2"]}]}},
+                "trex_ports": [{"af_packet": f"eth{side}", "dest_mac": MACS[f"dut{side}"]} for side in SIDES]}},
         }}}
         path = self.dir / "hosts.yml"
         path.write_text(json.dumps(inv, indent=1))
@@ -309,7 +328,7 @@ class Lab:
         return rc
 
     # -- the sweep through the TRex host against the DUT host, results into the monitoring host --
-    def lab_config(self, pfcp: bool = False) -> dict:
+    def lab_config(self, pfcp: bool = False, pairs: bool = False) -> dict:
         dut, trex = self.addr["dut"], self.addr["trex"]
         cfg = {"name": self.tag, "description": "tools/multihost: nspawn hosts, af_packet TRex, generic-XDP pgwu",
                "backend": "trex", "trex_server": f"{trex}:4501", "ports": {"access": 0, "sgi": 1},
@@ -319,6 +338,11 @@ class Lab:
                                "options": ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                                            "-o", "LogLevel=ERROR"]},
                        "pgwu": "/usr/local/sbin/pgwu", "pin_dir": "/sys/fs/bpf/pgwu"}}
+        if pairs:
+            # both port pairs of the one TRex server; each pair's SGWs and PDN addresses the
+            # defaults for pair K (10.201.K.16.., 198.18.64K.1..), routed by the dut role's dut_pairs
+            del cfg["ports"]
+            cfg["generators"] = [{"ports": {"access": 0, "sgi": 1}}, {"ports": {"access": 2, "sgi": 3}}]
         if pfcp:
             # gtplab as the DUT host's control plane over the management network: the DUT host's
             # pgwu pfcp listens on its management address (dut_pfcp_listen); gtplab's node on the
@@ -328,12 +352,14 @@ class Lab:
                 "n3": "10.201.0.1", "n6": "10.202.0.1", "release_wait": 1})
         return cfg
 
-    def background_hook(self, name: str) -> str:
-        """The sweep's --on-trial-start: tools/multihost/background.py writes background frames on
-        both data links from both ends (the DUT host's and the TRex host's stacks, through packet
-        sockets) in the middle of every trial; what it sent goes to <name>-background.jsonl."""
+    def background_hook(self, name: str, sides: tuple[str, ...] = ("1", "2")) -> str:
+        """The sweep's (and gtplab pairs') --on-trial-start: tools/multihost/background.py writes
+        background frames on the data links of `sides` from both ends (the DUT host's and the TRex
+        host's stacks, through packet sockets) in the middle of every trial; what it sent goes to
+        <name>-background.jsonl."""
         links = []
-        for side, (dut_ip, peer_ip) in (("1", ("10.201.0.1", "10.201.0.250")), ("2", ("10.202.0.1", "10.202.0.2"))):
+        for side in sides:
+            dut_ip, peer_ip = LINK_IPS[side]
             links.append({"host": "dut", "ifname": f"eth{side}", "src_mac": MACS[f"dut{side}"],
                           "dst_mac": MACS[f"trex{side}"], "src_ip": dut_ip, "dst_ip": peer_ip})
             links.append({"host": "trex", "ifname": f"eth{side}", "src_mac": MACS[f"trex{side}"],
@@ -423,6 +449,99 @@ class Lab:
             + ", ".join(f"{x['metric'].get('direction')}={x['value'][1]}" for x in series))
         return rc if series else (rc or 1)
 
+    # -- gtplab pairs: both generator port pairs in one case --
+    def pairs_check(self, name: str, direction: str, out: Path) -> tuple[bool, str]:
+        """Every trial of `gtplab pairs` (its -o file): both pairs drove packets, conservation exact
+        over the sums, each pair's packets came back on that pair (rx == tx: the DUT's routes of the
+        dut role's dut_pairs), and the background the hook wrote on each link counted on its pair:
+        what the TRex host sent on a pair's tx link as to_dut_ingress, on its rx link as
+        to_dut_other_port, what the DUT host sent on the rx link as that pair's generator_rx."""
+        log_file = self.dir / f"{name}-background.jsonl"
+        sent = [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()] if log_file.exists() else []
+        trials = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
+        bad, exact, figures = [], 0, []
+        if len(trials) != PAIRS_TRIALS or len(sent) < len(trials):
+            bad.append(f"{len(trials)} trials recorded (want {PAIRS_TRIALS}), background written in {len(sent)}")
+        for i, t in enumerate(trials):
+            cons, pairs = t["conservation"], t["pairs"]
+            errs = [] if cons["ok"] else [f"conservation: {cons['errors']}"]
+            if [p["pair"] for p in pairs] != [0, 1]:
+                errs.append(f"pairs {[p['pair'] for p in pairs]}, want [0, 1]")
+            for p in pairs:
+                if not p["tx_packets"] or p["rx_packets"] != p["tx_packets"]:
+                    errs.append(f"pair {p['pair']}: tx {p['tx_packets']} rx {p['rx_packets']}")
+                if not sent:
+                    continue
+                # TRex port n is ethN+1; the hook's log: {host: {ifname: {kind: frames}}}
+                tx_if, rx_if = f"eth{p['tx_port'] + 1}", f"eth{p['rx_port'] + 1}"
+                bg = p["background"]
+                want = {"to_dut_ingress": sent[0]["trex"][tx_if], "to_dut_other_port": sent[0]["trex"][rx_if],
+                        "generator_rx": sent[0]["dut"][rx_if]}
+                short = {place: {k: (n, (bg.get(place) or {}).get(k, 0)) for k, n in kinds.items()
+                                 if (bg.get(place) or {}).get(k, 0) < n} for place, kinds in want.items()}
+                short = {k: v for k, v in short.items() if v}
+                if short:
+                    errs.append(f"pair {p['pair']}: background sent, counted {short}")
+            if errs:
+                bad.append(f"trial {i + 1}: " + "; ".join(errs))
+            else:
+                exact += 1
+            figures.append(f"trial {i + 1}: tx {t['tx_packets']} = DUT rx {t['dut']['rx_packets']} - background, "
+                           f"forwarded {t['dut']['fwd_packets']}, rx {t['rx_packets']}, offered "
+                           f"{t['offered_pps']:.0f} pps, start skew {t['start_skew_s'] * 1e3:.1f} ms, "
+                           + ", ".join(f"pair {p['pair']} {p['tx_packets']}/{p['rx_packets']}" for p in pairs)
+                           + f", dut_background {cons.get('dut_background')}")
+        return not bad, (f"{direction}: {len(trials)} trials over both pairs, exact with the background of all four "
+                         f"links counted on its pair: {exact}; " + "; ".join(figures)
+                         + (f"; FAILED: {bad}" if bad else ""))
+
+    def pairs(self) -> int:
+        """`gtplab pairs` from the controller through the TRex host's four ports (two pairs) against
+        the DUT host (dut.metrics_url, bearers by dut.ssh), uplink and downlink, background frames
+        on all four data links in every trial."""
+        cfg = self.lab_config(pairs=True)
+        (self.dir / "pairs.json").write_text(json.dumps(cfg, indent=1))
+        t0 = time.monotonic()
+        rc = 0
+        for direction in ("uplink", "downlink"):
+            name = f"pairs_{direction}"
+            out = self.dir / f"{name}.jsonl"
+            with open(self.dir / f"{name}.log", "w") as f:
+                r = subprocess.run([str(REPO / ".venv/bin/gtplab"), "pairs", "--lab-config", str(self.dir / "pairs.json"),
+                                    "--direction", direction, "--rate", str(PAIRS_RATE_PPS), "--duration", "3",
+                                    "--trials", str(PAIRS_TRIALS), "--size", "128", "--flows", "16", "-o", str(out),
+                                    "--on-trial-start", self.background_hook(name, SIDES)],
+                                   cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
+            ok, msg = self.pairs_check(name, direction, out)
+            log(f"{name} rc={r}: {(self.dir / f'{name}.log').read_text()[-1500:]}")
+            log(f"gtplab pairs {msg}")
+            rc = rc or r or (0 if ok else 1)
+        self.times["pairs"] = time.monotonic() - t0
+        return rc
+
+    def pairs_one_attached(self) -> int:
+        """The check fails when only one pair is attached on the DUT host: pair 1's access interface
+        (eth3) detached (its pinned XDP link removed), one uplink trial of `gtplab pairs`: pair 1's
+        packets reach the DUT host's kernel, not pgwu, and the balance over both pairs must say so.
+        Returns 0 when the check failed as it should (run last: the lab is removed after it)."""
+        pin = "/sys/fs/bpf/pgwu/link_xdp_eth3"
+        cp = sh(*self.ssh_argv("dut"), f"rm {pin} && ip -d link show dev eth3", check=False)
+        attached = "prog/xdp" in cp.stdout or cp.returncode
+        name = "pairs_one_attached"
+        out = self.dir / f"{name}.jsonl"
+        with open(self.dir / f"{name}.log", "w") as f:
+            r = subprocess.run([str(REPO / ".venv/bin/gtplab"), "pairs", "--lab-config", str(self.dir / "pairs.json"),
+                                "--direction", "uplink", "--rate", str(PAIRS_RATE_PPS), "--duration", "3",
+                                "--trials", "1", "--size", "128", "--flows", "16", "-o", str(out)],
+                               cwd=REPO, stdout=f, stderr=subprocess.STDOUT).returncode
+        trials = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
+        cons = trials[0]["conservation"] if trials else {}
+        log(f"{name}: pair 1's access eth3 detached on the DUT host ({'still attached' if attached else 'detached'}), "
+            f"gtplab pairs rc={r}, conservation {'exact' if cons.get('ok') else 'NOT exact'}: "
+            f"{cons.get('errors')}; " + (", ".join(f"pair {p['pair']} {p['tx_packets']}/{p['rx_packets']}"
+                                                    for p in trials[0]["pairs"]) if trials else "no trial"))
+        return 0 if (not attached and r == 1 and trials and not cons.get("ok")) else 1
+
     # -- down --
     def down(self) -> None:
         # the containers' init processes, found before nspawn goes: an nspawn stopped while its
@@ -449,7 +568,7 @@ class Lab:
         if self.proxy:
             self.proxy.shutdown()
             self.proxy.server_close()
-        for side in ("1", "2"):
+        for side in SIDES:
             sh("ip", "link", "del", f"{self.tag}-t{side}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
         sh("umount", str(self.bpffs), check=False)
@@ -478,6 +597,8 @@ def main() -> int:
         if rc == 0 and not args.no_sweep:
             rc = lab.sweep()
             rc = lab.sweep_pfcp() or rc
+            rc = lab.pairs() or rc
+            rc = lab.pairs_one_attached() or rc
     finally:
         lab.down()
         lab.times["total"] = time.monotonic() - t0
