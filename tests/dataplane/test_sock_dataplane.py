@@ -849,24 +849,6 @@ def _sdf_send(dut_t, frame: bytes) -> str:
 
 
 @pytest.mark.parametrize("dut", ["defaults"], indirect=True)
-def test_downlink_of_a_bearer_with_an_ipv6_peer_dropped_not_sent_to_its_index(dut):
-    """A bearer whose peer is IPv6 (`session add --sgw6`, N3 over IPv6: its sgw_addr is an index in
-    n3v6_peers, not an address): the socket path sends GTP-U over IPv4 only, so its downlink is
-    drop_not_configured and nothing leaves (without the check it went to the index read as an IPv4
-    address), IPv4 and IPv6 alike."""
-    lab = dut[0]
-    a = lab.addressing
-    lab.pgwu("session", "del", "--teid", a.local_teid(SDF_I), check=False)
-    lab.pgwu("session", "add", "--teid", a.local_teid(SDF_I), "--ue", a.ue(SDF_I), "--ue6", C.ue6_prefix(SDF_I),
-             "--sgw6", "fd47:7473::99", "--sgw-teid", a.sgw_teid(SDF_I))
-    try:
-        assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=5000, dport=6000))) == "drop_not_configured/drop"
-        assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=5000, dport=6000), family=6)) == "drop_not_configured/drop"
-    finally:
-        lab.pgwu("session", "del", "--teid", a.local_teid(SDF_I), check=False)
-
-
-@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
 def test_sdf_first_match_wins_far_drop_and_no_pdr(dut, sdf):
     """test_sdf.py's precedence row on the socket path: PDRs given out of order, 10 (UDP from remote
     port 5000) forwards, 20 (UDP) drops (drop_far), 30 (TCP) forwards; ICMP matches none
