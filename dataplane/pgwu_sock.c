@@ -10,12 +10,15 @@
  *   uplink    G-PDUs on UDP GTP-ADDR:2152 (bound to the access interface), one socket per
  *             worker thread in an SO_REUSEPORT group, or one socket all of them read; checked as
  *             xdp_access checks them (include/gtpu.h: the same code), the inner packet (TTL - 1)
- *             sent to SGi through a raw socket (IP_HDRINCL): the kernel routes it.
+ *             sent to SGi through a raw socket (IP_HDRINCL): the kernel routes it. With the
+ *             config's n3_addr6, GTP-U over IPv6 too: a UDP socket on [n3_addr6]:2152 beside it
+ *             (both waited on with poll()), replies over IPv6 (docs/ipv6.md).
  *   downlink  IPv4 packets on SGi read with a packet socket (a tap: SOCK_DGRAM, every protocol,
  *             IPv4 kept by a filter), one per worker in a PACKET_FANOUT group, or one for all;
  *             packets for the UE pool are encapsulated as xdp_sgi encapsulates them (gtpu.h:
  *             source port from the inner flow, QFI, checksum or its opt-out) and sent to the SGW
- *             through the raw socket. A tap is served before tc ingress: a tc filter there should drop the UE
+ *             through the raw socket (a bearer whose peer is IPv6, PGWU_B_PEER6: GTP-U/UDP/IPv6
+ *             through the raw IPv6 socket). A tap is served before tc ingress: a tc filter there should drop the UE
  *             pool's packets, else the kernel's own stack handles them too (and, with no route,
  *             answers them as unroutable; a blackhole route silences that, but the stack still
  *             parses them: a bad header is then counted twice).

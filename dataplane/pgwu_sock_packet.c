@@ -2,8 +2,9 @@
 /*
  * pgwu_sock_packet.c: one packet through `pgwu socket` (pgwu_sock.c): an uplink GTP-U message
  * (ul_one: checked as xdp_access checks it, include/gtpu.h; an IPv6 T-PDU as xdp_access6 takes
- * it, ul6_one), a downlink IPv4 or IPv6 packet (dl_one, dl6_one: encapsulated as xdp_sgi and
- * xdp_sgi6 encapsulate it), the replies both send (Echo Response, Error Indication, Supported
+ * it, ul6_one; over IPv6 as xdp_ul_n3v6 takes it, ul6n3_one), a downlink IPv4 or IPv6 packet
+ * (dl_one, dl6_one: encapsulated as xdp_sgi and xdp_sgi6 encapsulate it; to an IPv6 peer as
+ * xdp_dl_n3v6, n3v6_encap), the replies both send (Echo Response, Error Indication, Supported
  * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded, ICMPv6 Packet Too Big), the
  * signalling recorded as
  * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
