@@ -33,7 +33,7 @@ from gtplab.dut.local import LocalDut
 from gtplab.dut.sock import SocketKnobs
 from gtplab.gtpu import packets as P
 from gtplab.lab.topology import Lab
-from tests.dataplane.test_sock_dataplane import only, send
+from tests.lib.socklab import only, send
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
