@@ -10,12 +10,15 @@
  *   uplink    G-PDUs on UDP GTP-ADDR:2152 (bound to the access interface), one socket per
  *             worker thread in an SO_REUSEPORT group, or one socket all of them read; checked as
  *             xdp_access checks them (include/gtpu.h: the same code), the inner packet (TTL - 1)
- *             sent to SGi through a raw socket (IP_HDRINCL): the kernel routes it.
+ *             sent to SGi through a raw socket (IP_HDRINCL): the kernel routes it. With the
+ *             config's n3_addr6, GTP-U over IPv6 too: a UDP socket on [n3_addr6]:2152 beside it
+ *             (both waited on with poll()), replies over IPv6 (docs/ipv6.md).
  *   downlink  IPv4 packets on SGi read with a packet socket (a tap: SOCK_DGRAM, every protocol,
  *             IPv4 kept by a filter), one per worker in a PACKET_FANOUT group, or one for all;
  *             packets for the UE pool are encapsulated as xdp_sgi encapsulates them (gtpu.h:
  *             source port from the inner flow, QFI, checksum or its opt-out) and sent to the SGW
- *             through the raw socket. A tap is served before tc ingress: a tc filter there should drop the UE
+ *             through the raw socket (a bearer whose peer is IPv6, PGWU_B_PEER6: GTP-U/UDP/IPv6
+ *             through the raw IPv6 socket). A tap is served before tc ingress: a tc filter there should drop the UE
  *             pool's packets, else the kernel's own stack handles them too (and, with no route,
  *             answers them as unroutable; a blackhole route silences that, but the stack still
  *             parses them: a bad header is then counted twice).
@@ -53,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <net/if.h>
+#include <arpa/inet.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
@@ -134,6 +138,8 @@ static void worker_free(struct worker *w)
 	if (w->raw6 >= 0)
 		close(w->raw6);
 	free(w->bufs);
+	free(w->from6);
+	free(w->peer6);
 	free(w->msgs);
 	free(w->iov);
 	free(w->from);
@@ -142,8 +148,9 @@ static void worker_free(struct worker *w)
 	free(w);
 }
 
-/* Worker i of direction dir, its receive socket rx (shared or its own). */
-static struct worker *worker_new(enum dir dir, int i, int rx)
+/* Worker i of direction dir, its receive socket rx (shared or its own); uplink, its N3 IPv6 one
+ * rx6 too (-1: none). */
+static struct worker *worker_new(enum dir dir, int i, int rx, int rx6)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 	size_t slot;
@@ -153,6 +160,7 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 	w->id = i;
 	w->dir = dir;
 	w->rx = rx;
+	w->rx6 = rx6;
 	w->raw = w->frag = w->raw6 = -1;
 	w->st = pgwu_sock_block(S.st, dir, i);
 	w->cfg = S.cfg;
@@ -166,7 +174,11 @@ static struct worker *worker_new(enum dir dir, int i, int rx)
 	w->from = calloc(w->batch, sizeof(*w->from));
 	w->ll = calloc(w->batch, sizeof(*w->ll));
 	w->cmsg = calloc(w->batch, sizeof(*w->cmsg));
-	if (!w->bufs || !w->msgs || !w->iov || !w->from || !w->ll || !w->cmsg)
+	w->from6 = calloc(w->batch, sizeof(*w->from6));
+	if (dir == DL)
+		w->peer6 = calloc(PGWU_N3V6_PEERS, sizeof(*w->peer6));
+	if (!w->bufs || !w->msgs || !w->iov || !w->from || !w->ll || !w->cmsg || !w->from6 ||
+	    (dir == DL && !w->peer6))
 		goto fail;
 	for (int j = 0; j < w->batch; j++) {
 		struct msghdr *h = &w->msgs[j].msg_hdr;
@@ -247,7 +259,8 @@ static void main_loop(void)
 			if (!pgwu_is_loaded())
 				break;		/* unloaded: nothing left to forward for */
 			if (!config_read(S.m.config, &c) && memcmp(&c, &S.cfg, sizeof(c))) {
-				if (c.local_addr != S.cfg.local_addr && !warned) {
+				if ((c.local_addr != S.cfg.local_addr ||
+				     memcmp(c.n3_addr6, S.cfg.n3_addr6, 16)) && !warned) {
 					fprintf(stderr, "pgwu socket: the GTP-U address changed: the "
 						"uplink sockets stay bound to the old one until a restart\n");
 					warned = true;
@@ -378,13 +391,21 @@ static int sock_setup(const struct sock_opts *o)
 	return err;
 }
 
+/* Whether the config has an N3 IPv6 address: the uplink workers read GTP-U over IPv6 too. */
+static bool n3v6_on(void)
+{
+	static const __u8 zero[16];
+
+	return memcmp(S.cfg.n3_addr6, zero, 16) != 0;
+}
+
 static int sock_open_workers(void)
 {
-	int shared[2] = { -1, -1 }, err = 0;
+	int shared[2] = { -1, -1 }, shared6 = -1, err = 0;
 
 	for (int d = UL; d <= DL && !err; d++) {
 		for (int i = 0; i < S.k.threads; i++) {
-			int fd = shared[d];
+			int fd = shared[d], fd6 = d == UL ? shared6 : -1;
 			struct worker *w;
 
 			if (fd < 0) {
@@ -396,10 +417,23 @@ static int sock_open_workers(void)
 				if (!S.k.reuseport)
 					shared[d] = fd;
 			}
-			w = worker_new(d, i, fd);
+			if (d == UL && fd6 < 0 && n3v6_on()) {
+				fd6 = udp6_open();
+				if (fd6 < 0) {
+					err = fd6;
+					if (fd != shared[d])
+						close(fd);
+					break;
+				}
+				if (!S.k.reuseport)
+					shared6 = fd6;
+			}
+			w = worker_new(d, i, fd, fd6);
 			if (!w) {
 				if (fd != shared[d])
 					close(fd);
+				if (fd6 >= 0 && fd6 != shared6)
+					close(fd6);
 				err = -ENOMEM;
 				break;
 			}
@@ -411,7 +445,7 @@ static int sock_open_workers(void)
 
 static void sock_close(void)
 {
-	int closed[2] = { -1, -1 };
+	int closed[2] = { -1, -1 }, closed6 = -1;
 
 	for (int i = 0; i < S.nw; i++) {
 		struct worker *w = S.w[i];
@@ -420,6 +454,11 @@ static void sock_close(void)
 			close(w->rx);
 			if (!S.k.reuseport)
 				closed[w->dir] = w->rx;
+		}
+		if (w->rx6 >= 0 && w->rx6 != closed6) {
+			close(w->rx6);
+			if (!S.k.reuseport)
+				closed6 = w->rx6;
 		}
 		worker_free(w);
 	}
@@ -460,6 +499,12 @@ static void describe(void)
 	       k->busy_poll, k->prefer_busy_poll ? " preferred" : "", k->gro ? "on" : "off",
 	       fanout_names[k->fanout], k->rt_priority ? ", SCHED_FIFO workers" : "",
 	       ip_str(S.cfg.local_addr, a), PGWU_GTPU_PORT, ifa, ifs);
+	if (n3v6_on()) {
+		char a6[INET6_ADDRSTRLEN] = "";
+
+		inet_ntop(AF_INET6, S.cfg.n3_addr6, a6, sizeof(a6));
+		printf("pgwu socket: N3 over IPv6: uplink UDP [%s]:%d on %s\n", a6, PGWU_GTPU_PORT, ifa);
+	}
 	fflush(stdout);
 }
 

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include "pgwu_sock_int.h"
@@ -41,6 +42,8 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 			*verdict = XDP_TX;
 		return PGWU_R_DROP_TOO_BIG;
 	}
+	if (err == EMSGSIZE && t->reason == PGWU_R_DL_FWD && t->v6)
+		return n3v6_too_big(w, w->tiov[i].iov_base, w->tiov[i].iov_len, t, verdict);
 	if (err == EMSGSIZE && t->reason == PGWU_R_DL_FWD) {
 		struct iphdr *oip = w->tiov[i].iov_base;
 		char cbuf[CMSG_SPACE(sizeof(int))] = {};
@@ -187,15 +190,27 @@ static int gso_size(struct msghdr *h)
 	return 0;
 }
 
-/* Read one batch; returns datagrams read, 0 on the receive timeout, -errno on an error. */
-static int rx_batch(struct worker *w)
+/* Read one batch from fd (the uplink's IPv6 socket: v6), flags MSG_DONTWAIT once poll() said it
+ * is readable; returns datagrams read, 0 on the receive timeout (or nothing left), -errno on an
+ * error. */
+static int rx_batch(struct worker *w, int fd, int v6, int flags)
 {
 	int n;
 
 	for (int i = 0; i < w->batch; i++) {
-		w->msgs[i].msg_hdr.msg_namelen = w->dir == UL ? sizeof(w->from[i]) : sizeof(w->ll[i]);
-		w->msgs[i].msg_hdr.msg_controllen = S.k.gro ? sizeof(w->cmsg[i]) : 0;
-		w->msgs[i].msg_hdr.msg_flags = 0;
+		struct msghdr *h = &w->msgs[i].msg_hdr;
+
+		if (w->dir == DL) {
+			h->msg_namelen = sizeof(w->ll[i]);
+		} else if (v6) {
+			h->msg_name = &w->from6[i];
+			h->msg_namelen = sizeof(w->from6[i]);
+		} else {
+			h->msg_name = &w->from[i];
+			h->msg_namelen = sizeof(w->from[i]);
+		}
+		h->msg_controllen = S.k.gro ? sizeof(w->cmsg[i]) : 0;
+		h->msg_flags = 0;
 	}
 	if (w->batch == 1) {
 		/* recvfrom, the classic loop (recvmsg for the GRO cmsg) */
@@ -203,70 +218,100 @@ static int rx_batch(struct worker *w)
 		ssize_t r;
 
 		if (S.k.gro)
-			r = recvmsg(w->rx, h, 0);
+			r = recvmsg(fd, h, flags);
 		else
-			r = recvfrom(w->rx, w->iov[0].iov_base, w->buf_len, MSG_TRUNC,
+			r = recvfrom(fd, w->iov[0].iov_base, w->buf_len, MSG_TRUNC | flags,
 				     h->msg_name, &h->msg_namelen);
 		if (r >= 0 && !S.k.gro && r > w->buf_len)
 			h->msg_flags |= MSG_TRUNC;
 		w->msgs[0].msg_len = r;
 		n = r < 0 ? -1 : 1;
 	} else {
-		n = recvmmsg(w->rx, w->msgs, w->batch, MSG_WAITFORONE, NULL);
+		n = recvmmsg(fd, w->msgs, w->batch, MSG_WAITFORONE | flags, NULL);
 	}
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
 	return n;
 }
 
+/* The n datagrams rx_batch read (from the uplink's IPv6 socket: v6), each to its path, then what
+ * they queued sent and the IPv6 usage added. */
+static void rx_handle(struct worker *w, int n, int v6)
+{
+	if (n <= 0) {
+		if (n < 0) {
+			fprintf(stderr, "worker %d: Couldn't receive: %s\n", w->id, strerror(-n));
+			usleep(TICK_MS * 1000);
+		}
+		CTR(w, PGWU_SC_RX_EMPTY)++;
+		return;
+	}
+	CTR(w, PGWU_SC_RX_CALLS)++;
+	for (int i = 0; i < n; i++) {
+		struct msghdr *h = &w->msgs[i].msg_hdr;
+		__u8 *buf = w->iov[i].iov_base;
+		__u32 len = w->msgs[i].msg_len;
+
+		if (h->msg_flags & MSG_TRUNC) {
+			CTR(w, PGWU_SC_RX_PACKETS)++;
+			count(w, PGWU_SR_DROP_TRUNC, XDP_DROP, len);
+			continue;
+		}
+		if (w->dir == DL) {
+			dl_one(w, buf, len, w->ll[i].sll_protocol);
+			continue;
+		}
+		int seg = S.k.gro ? gso_size(h) : 0;
+
+		if (!seg || (__u32)seg >= len) {
+			if (v6)
+				ul6n3_one(w, buf, len, &w->from6[i]);
+			else
+				ul_one(w, buf, len, &w->from[i]);
+			continue;
+		}
+		CTR(w, PGWU_SC_GRO_DATAGRAMS)++;
+		for (__u32 off = 0; off < len; off += seg) {
+			__u32 n = len - off < (__u32)seg ? len - off : (__u32)seg;
+
+			if (v6)
+				ul6n3_one(w, buf + off, n, &w->from6[i]);
+			else
+				ul_one(w, buf + off, n, &w->from[i]);
+		}
+	}
+	/* before the next read: what is queued points into the receive buffers */
+	tx_flush(w);
+	usage6_flush(w);
+}
+
+/*
+ * A worker's loop. An uplink worker with the N3 IPv6 socket too (rx6) waits on both with poll()
+ * and reads each that is ready without waiting (another thread of a shared socket may have taken
+ * it): a system call more per batch than the one socket's blocking read, which the others keep.
+ */
 void *worker_run(void *arg)
 {
 	struct worker *w = arg;
 
 	worker_setup(w);
 	while (!stop) {
-		int n;
-
 		cfg_sync(w);
-		n = rx_batch(w);
-		if (n <= 0) {
-			if (n < 0) {
-				fprintf(stderr, "worker %d: Couldn't receive: %s\n", w->id, strerror(-n));
-				usleep(TICK_MS * 1000);
-			}
+		if (w->rx6 < 0) {
+			rx_handle(w, rx_batch(w, w->rx, 0, 0), 0);
+			continue;
+		}
+		struct pollfd pf[2] = { { .fd = w->rx, .events = POLLIN },
+					{ .fd = w->rx6, .events = POLLIN } };
+		int r = poll(pf, 2, TICK_MS);
+
+		if (r <= 0) {
 			CTR(w, PGWU_SC_RX_EMPTY)++;
 			continue;
 		}
-		CTR(w, PGWU_SC_RX_CALLS)++;
-		for (int i = 0; i < n; i++) {
-			struct msghdr *h = &w->msgs[i].msg_hdr;
-			__u8 *buf = w->iov[i].iov_base;
-			__u32 len = w->msgs[i].msg_len;
-
-			if (h->msg_flags & MSG_TRUNC) {
-				CTR(w, PGWU_SC_RX_PACKETS)++;
-				count(w, PGWU_SR_DROP_TRUNC, XDP_DROP, len);
-				continue;
-			}
-			if (w->dir == DL) {
-				dl_one(w, buf, len, w->ll[i].sll_protocol);
-				continue;
-			}
-			int seg = S.k.gro ? gso_size(h) : 0;
-
-			if (!seg || (__u32)seg >= len) {
-				ul_one(w, buf, len, &w->from[i]);
-				continue;
-			}
-			CTR(w, PGWU_SC_GRO_DATAGRAMS)++;
-			for (__u32 off = 0; off < len; off += seg) {
-				__u32 n = len - off < (__u32)seg ? len - off : (__u32)seg;
-
-				ul_one(w, buf + off, n, &w->from[i]);
-			}
-		}
-		tx_flush(w);
-		usage6_flush(w);
+		for (int k = 0; k < 2; k++)
+			if (pf[k].revents & (POLLIN | POLLERR))
+				rx_handle(w, rx_batch(w, pf[k].fd, k, MSG_DONTWAIT), k);
 	}
 	return NULL;
 }

@@ -117,8 +117,15 @@ void fold_drops(struct worker *w)
 		__u32 mi[SK_MEMINFO_VARS] = {};
 		socklen_t len = sizeof(mi);
 
+		__u64 drops = 0;
+
 		if (!getsockopt(w->rx, SOL_SOCKET, SO_MEMINFO, mi, &len))
-			CTR(w, PGWU_SC_SOCK_DROPS) = mi[SK_MEMINFO_DROPS];
+			drops = mi[SK_MEMINFO_DROPS];
+		/* N3 over IPv6: its socket's too */
+		len = sizeof(mi);
+		if (w->rx6 >= 0 && !getsockopt(w->rx6, SOL_SOCKET, SO_MEMINFO, mi, &len))
+			drops += mi[SK_MEMINFO_DROPS];
+		CTR(w, PGWU_SC_SOCK_DROPS) = drops;
 	} else {
 		struct tpacket_stats ps = {};
 		socklen_t len = sizeof(ps);
@@ -150,7 +157,7 @@ int thread_cpu(__u64 tid)
 	return p ? atoi(p + 1) : -1;
 }
 
-/* The kernel's counters: this netns's UDP MIB, and softnet_stat (per CPU, the whole host's). */
+/* The kernel's counters: this netns's UDP MIB (Udp + Udp6), and softnet_stat (per CPU, the whole host's). */
 void kstats_read(struct kstats *k)
 {
 	char line[1024], head[1024] = "";
@@ -182,6 +189,25 @@ void kstats_read(struct kstats *k)
 				k->udp_noports = v;
 		}
 		break;
+	}
+	if (f)
+		fclose(f);
+	/* N3 over IPv6: Udp6's (its checksum 0 or wrong are Udp6InCsumErrors), added to Udp's */
+	f = fopen("/proc/self/net/snmp6", "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		char name[64];
+		unsigned long long v;
+
+		if (sscanf(line, "Udp6%63s %llu", name, &v) != 2)
+			continue;
+		if (!strcmp(name, "RcvbufErrors"))
+			k->udp_rcvbuf += v;
+		else if (!strcmp(name, "InErrors"))
+			k->udp_inerr += v;
+		else if (!strcmp(name, "InCsumErrors"))
+			k->udp_csum += v;
+		else if (!strcmp(name, "NoPorts"))
+			k->udp_noports += v;
 	}
 	if (f)
 		fclose(f);

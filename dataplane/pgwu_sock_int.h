@@ -30,7 +30,10 @@
 
 #define TICK_MS 50		/* main thread: drops folded, CPUs read; workers: receive timeout */
 #define CONFIG_MS 200		/* the config re-read */
-#define HEADROOM 64		/* before a downlink packet: room for the outer headers (44) */
+#define HEADROOM 64		/* before a downlink packet: room for the outer headers (44; over
+				 * IPv6, N3V6_ENCAP_LEN + 8 = 64) */
+#define N3V6_ENCAP_LEN 56	/* GTP-U over IPv6: IPv6 40, UDP 8, GTP-U 8 (before a PSC's 8), as
+				 * include/n3v6.h's */
 #define BUF_LEN 16384		/* a receive buffer: a G-PDU or IP packet (jumbo frames included) */
 #define BUF_LEN_GRO 65536	/* with UDP GRO: up to 64 G-PDUs in one datagram */
 #define TX_MAX 1024		/* packets a worker queues before it sends them */
@@ -60,7 +63,8 @@ struct txmeta {
 	__u32 rx_bytes;		/* as read: counted with its fate */
 	__u32 usage_bytes;	/* the bearer's usage: the inner packet's length */
 	__u32 df;		/* downlink: the inner packet had DF (EMSGSIZE: drop_frag_needed) */
-	__u32 v6;		/* an IPv6 packet to send as is (uplink): raw6, tto6 */
+	__u32 v6;		/* an IPv6 packet to send as is (uplink; downlink over N3 IPv6):
+				 * raw6, tto6 */
 	__be32 peer;		/* uplink IPv6: the G-PDU's sender (EMSGSIZE: Packet Too Big) */
 	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed;
 				 * an IPv6 bearer's: its entry in the worker's usage6 */
@@ -87,6 +91,12 @@ struct mtu_slot {
 	__u64 at;		/* when it was asked, CLOCK_MONOTONIC ns */
 };
 
+/* An n3v6_peers entry a downlink worker read (N3 over IPv6), trusted for MTU_CACHE_MS. */
+struct peer6_slot {
+	__u8 addr[16];
+	__u64 at;		/* when it was read, CLOCK_MONOTONIC ns; 0: never */
+};
+
 struct budget {
 	__be32 peer;
 	__u64 tat;		/* GCRA theoretical arrival time, CLOCK_MONOTONIC ns */
@@ -97,6 +107,8 @@ struct worker {
 	enum dir dir;
 	pthread_t th;
 	int rx;			/* UDP socket (uplink) or packet socket (downlink); maybe shared */
+	int rx6;		/* uplink: the UDP socket on [n3_addr6]:2152 (N3 over IPv6), maybe
+				 * shared; -1: none (no n3_addr6) */
 	int raw;		/* IPPROTO_RAW: everything this worker sends over IPv4 */
 	int raw6;		/* AF_INET6 IPPROTO_RAW (the header as is): IPv6 it sends on SGi */
 	int frag;		/* downlink without DF over the access MTU: a raw UDP socket the
@@ -110,6 +122,7 @@ struct worker {
 	struct mmsghdr *msgs;
 	struct iovec *iov;
 	struct sockaddr_in *from;	/* uplink: the G-PDUs' senders */
+	struct sockaddr_in6 *from6;	/* uplink over IPv6: theirs */
 	struct sockaddr_ll *ll;		/* downlink: the packets' link-layer info (EtherType) */
 	char (*cmsg)[CMSG_SPACE(sizeof(int))];
 	/* send */
@@ -123,6 +136,7 @@ struct worker {
 	struct usage6 usage6[USAGE6_SLOTS];
 	int nusage6;
 	struct mtu_slot mtu_cache[1 << MTU_CACHE_BITS];	/* downlink IPv6: access_mtu */
+	struct peer6_slot *peer6;	/* downlink: PGWU_N3V6_PEERS of them (peer6_of) */
 };
 
 struct sock_knobs {
@@ -189,6 +203,10 @@ void worker_setup(struct worker *w);
 
 /* pgwu_sock_packet.c */
 void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from);
+void ul6n3_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in6 *from);
+__u32 n3v6_too_big(struct worker *w, __u8 *pkt, __u32 len, const struct txmeta *t, __u32 *verdict);
+int dl6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n, __u8 type,
+	      __u32 mtu);
 void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto);
 void usage6_flush(struct worker *w);
 void usage6_room(struct worker *w);
@@ -210,6 +228,7 @@ void *worker_run(void *arg);
 /* pgwu_sock_setup.c */
 extern const char *const fanout_names[];
 int udp_open(void);
+int udp6_open(void);
 int packet_open(void);
 int raw_open(void);
 int raw6_open(void);

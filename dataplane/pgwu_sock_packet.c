@@ -2,8 +2,9 @@
 /*
  * pgwu_sock_packet.c: one packet through `pgwu socket` (pgwu_sock.c): an uplink GTP-U message
  * (ul_one: checked as xdp_access checks it, include/gtpu.h; an IPv6 T-PDU as xdp_access6 takes
- * it, ul6_one), a downlink IPv4 or IPv6 packet (dl_one, dl6_one: encapsulated as xdp_sgi and
- * xdp_sgi6 encapsulate it), the replies both send (Echo Response, Error Indication, Supported
+ * it, ul6_one; over IPv6 as xdp_ul_n3v6 takes it, ul6n3_one), a downlink IPv4 or IPv6 packet
+ * (dl_one, dl6_one: encapsulated as xdp_sgi and xdp_sgi6 encapsulate it; to an IPv6 peer as
+ * xdp_dl_n3v6, n3v6_encap), the replies both send (Echo Response, Error Indication, Supported
  * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded, ICMPv6 Packet Too Big), the
  * signalling recorded as
  * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
@@ -293,6 +294,8 @@ static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct 
 	struct gtpu_encap e = { .sport = GTPU_PORT_BE, .inner_len = n, .tos = 0, .df = 0 };
 	__u32 len;
 
+	if (dl->flags & PGWU_B_PEER6)
+		return -1;	/* its sgw_addr is an n3v6_peers index: no IPv4 tunnel to answer in */
 	encap_to(&e, &w->cfg, dl);
 	len = gtpu_encap_len(e.qfi) + n;
 
@@ -487,7 +490,7 @@ static int raw6_send(struct worker *w, const void *buf, __u32 len, const __u8 *t
  * arrived), from local_addr6 out of SGi (the kernel routes it), as xdp_sgi6 answers (sgi6_error):
  * none without local_addr6, with replies off, or where RFC 4443 2.4(e) forbids one; rate-limited
  * per sender (folded to 32 bits). 0 when sent. */
-static int dl6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n, __u8 type,
+int dl6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 n, __u8 type,
 		     __u32 mtu)
 {
 	const struct pgwu_config *cfg = &w->cfg;
@@ -596,7 +599,197 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 	bpf_map_update_elem(S.sig_rx, &k, &v, BPF_ANY);
 }
 
-/* ---- uplink: one GTP-U message (a UDP payload of n octets) from `from` ---- */
+/* ---- N3 over IPv6 (GTP-U/UDP/IPv6, as include/n3v6.h's xdp_ul_n3v6 and xdp_dl_n3v6) ---- */
+
+/* An IPv6 source nobody may be answered at: unspecified, loopback, multicast, our own N3 address
+ * (as n3v6_martian). */
+static int martian6(const __u8 *a, const struct pgwu_config *cfg)
+{
+	static const __u8 zero[15];
+
+	if (a[0] == 0xff)
+		return 1;
+	if (!memcmp(a, zero, 15) && (a[15] == 0 || a[15] == 1))
+		return 1;
+	return !memcmp(a, cfg->n3_addr6, 16);
+}
+
+/* The sum of an IPv6 pseudo header (RFC 8200 8.1): addresses at a (src then dst), length, UDP. */
+static __u64 udp6_pseudo_sum(const void *a, __u32 len)
+{
+	return csum_buf(a, 32) + htons((__u16)len) + htons(IPPROTO_UDP);
+}
+
+/* A GTP-U message back to peer over IPv6, as n3v6_reply builds it (TS 29.281 7.2.2, 7.3.1): IPv6
+ * n3_addr6 -> peer (class and flow label 0, hop limit OUTER_TTL) / UDP 2152 -> dport with its
+ * checksum / GTP-U S set, TEID 0, sequence seq / ie_len octets of IEs; sent through raw6 (the
+ * kernel routes it out of access). 0 or -errno. */
+static int reply6_send(struct worker *w, const __u8 *peer, __be16 dport, __u8 type, __be16 seq,
+		       const __u8 *ie, __u32 ie_len)
+{
+	__u8 buf[40 + 20 + 24] = {};
+	struct ipv6hdr *ip6 = (void *)buf;
+	struct udphdr *u = (void *)(ip6 + 1);
+	struct gtpu_hdr *g = (void *)(u + 1);
+	struct gtpu_opt *o = (void *)(g + 1);
+	__u32 ulen = 20 + ie_len;
+	__be32 vtf = htonl(0x60000000);
+
+	memcpy(ip6, &vtf, 4);
+	ip6->payload_len = htons(ulen);
+	ip6->nexthdr = IPPROTO_UDP;
+	ip6->hop_limit = OUTER_TTL;
+	memcpy(&ip6->saddr, w->cfg.n3_addr6, 16);
+	memcpy(&ip6->daddr, peer, 16);
+	u->source = GTPU_PORT_BE;
+	u->dest = dport;
+	u->len = htons(ulen);
+	g->flags = 0x30 | GTP_FLAG_S;
+	g->type = type;
+	g->length = htons(4 + ie_len);
+	o->seq = seq;
+	memcpy(o + 1, ie, ie_len);
+	u->check = csum_finish_udp(udp6_pseudo_sum(&ip6->saddr, ulen) + csum_buf(u, ulen));
+	return raw6_send(w, buf, 40 + ulen, peer);
+}
+
+/* The address of n3v6_peers entry idx (a downlink half's sgw_addr with PGWU_B_PEER6), NULL when
+ * it is empty or out of range. An array a bearer only names once pgwu filled its entry, so the
+ * worker remembers what it read for MTU_CACHE_MS (a lookup is a system call). */
+static const __u8 *peer6_of(struct worker *w, __u32 idx)
+{
+	static const __u8 zero[16];
+	struct peer6_slot *s;
+	struct pgwu_n3v6_peer p;
+	__u64 now;
+
+	if (idx >= PGWU_N3V6_PEERS || S.m.peers6 < 0 || !w->peer6)
+		return NULL;
+	s = &w->peer6[idx];
+	now = mono_ns();
+	if (!s->at || now - s->at > MTU_CACHE_MS * 1000000ULL) {
+		if (bpf_map_lookup_elem(S.m.peers6, &idx, &p))
+			memset(&p, 0, sizeof(p));
+		memcpy(s->addr, p.addr, 16);
+		s->at = now;
+	}
+	return memcmp(s->addr, zero, 16) ? s->addr : NULL;
+}
+
+/*
+ * The downlink packet at p (tot_len octets, IPv4 or IPv6 by its version; HEADROOM free before
+ * it) of bearer b whose peer is IPv6 (PGWU_B_PEER6), whose checks have passed, as xdp_dl_n3v6
+ * encapsulates it: its TTL or hop limit down by one, then IPv6 n3_addr6 -> the peer
+ * (n3v6_peers[sgw_addr]), traffic class tc, flow label 0, hop limit OUTER_TTL / UDP sport -> 2152
+ * with its checksum always computed over the whole datagram (RFC 8200 8.1: the bearer's or the
+ * config's checksum opt-out is for IPv4) / GTP-U G-PDU to the peer's TEID, the PDU Session
+ * Container of a bearer with a QFI; queued on raw6 with t (its usage already set). Returns 0 when
+ * queued, else the reason: no peer entry or no n3_addr6 drop_no_route, as XDP's.
+ */
+static __u32 n3v6_encap(struct worker *w, __u8 *p, __u32 tot_len, const struct pgwu_dl_bearer *b,
+			__be16 sport, __u8 tc, struct txmeta *t)
+{
+	const __u8 *peer = peer6_of(w, b->sgw_addr);
+	__u8 qfi = gtpu_dl_qfi(b->flags), *o;
+	__u32 encap = N3V6_ENCAP_LEN + (qfi != 0xff ? 8 : 0), ulen = tot_len + encap - 40;
+	struct ipv6hdr *o6;
+	struct udphdr *u;
+	struct gtpu_hdr *g;
+	__be32 vtf = htonl(0x60000000 | (__u32)tc << 20);
+	__u64 sum;
+
+	if (!peer || addr6_unset(w->cfg.n3_addr6))
+		return PGWU_R_DROP_NO_ROUTE;
+	/* an IP hop on SGi: TTL / hop limit down before the tunnel (the sum below sees it) */
+	if ((p[0] >> 4) == 4)
+		ipv4_decrease_ttl((struct iphdr *)p);
+	else
+		((struct ipv6hdr *)p)->hop_limit--;
+	o = p - encap;
+	o6 = (void *)o;
+	u = (void *)(o6 + 1);
+	g = (void *)(u + 1);
+	memcpy(o6, &vtf, 4);
+	o6->payload_len = htons(ulen);
+	o6->nexthdr = IPPROTO_UDP;
+	o6->hop_limit = OUTER_TTL;
+	memcpy(&o6->saddr, w->cfg.n3_addr6, 16);
+	memcpy(&o6->daddr, peer, 16);
+	u->source = sport;
+	u->dest = GTPU_PORT_BE;
+	u->len = htons(ulen);
+	u->check = 0;
+	g->flags = 0x30;
+	g->type = GTP_GPDU;
+	g->length = htons(tot_len + encap - N3V6_ENCAP_LEN);
+	g->teid = b->sgw_teid;
+	if (qfi != 0xff) {
+		__u8 *x = (void *)(g + 1);
+
+		g->flags = 0x30 | GTP_FLAG_E;
+		x[0] = x[1] = x[2] = 0;
+		x[3] = GTP_EXT_PDU_SESSION_CONTAINER;
+		x[4] = 1;
+		x[5] = 0;	/* DL PDU SESSION INFORMATION */
+		x[6] = qfi;
+		x[7] = 0;
+	}
+	sum = udp6_pseudo_sum(&o6->saddr, ulen) + csum_buf(u, ulen);
+	u->check = csum_finish_udp(sum);
+	tx_add6(w, o, encap + tot_len, peer, t);
+	return 0;
+}
+
+/* The kernel refused a downlink G-PDU over IPv6 (pkt, len octets; its inner packet the last
+ * t->usage_bytes) with EMSGSIZE: over the N3 route's MTU (the kernel does not fragment a raw
+ * socket's IPv6), as xdp_dl_n3v6: an IPv6 packet drop_too_big, answered with Packet Too Big while
+ * the tunnel leaves it >= 1280 octets; an IPv4 one drop_frag_needed, answered with Fragmentation
+ * Needed when it has DF (without DF: dropped unanswered, as XDP). *verdict XDP_TX when answered. */
+__u32 n3v6_too_big(struct worker *w, __u8 *pkt, __u32 len, const struct txmeta *t, __u32 *verdict)
+{
+	struct ipv6hdr *o6 = (void *)pkt;
+	__u32 encap = len - t->usage_bytes;
+	__u8 *inner = pkt + encap;
+	int mtu = route6_mtu(o6->daddr.s6_addr);
+
+	*verdict = XDP_DROP;
+	if (mtu <= 0 || len <= (__u32)mtu)
+		return PGWU_SR_DROP_SEND;
+	if ((inner[0] >> 4) == 6) {
+		struct ipv6hdr *ip6 = (void *)inner;
+
+		ip6->hop_limit++;	/* quoted as it arrived */
+		if (mtu >= ICMP6_MIN_MTU + (int)encap &&
+		    !dl6_error(w, ip6, t->usage_bytes, t->usage_bytes, 2, mtu - encap))
+			*verdict = XDP_TX;
+		return PGWU_R_DROP_TOO_BIG;
+	}
+	if (t->df) {
+		__u8 quote[68];
+		struct iphdr *qi = (void *)quote;
+		__u32 q = (inner[0] & 0xf) * 4 + 8;
+
+		if (q > t->usage_bytes)
+			q = t->usage_bytes;
+		memcpy(quote, inner, q);
+		qi->ttl++;
+		qi->check = 0;
+		qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
+		if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
+			*verdict = XDP_TX;
+	}
+	return PGWU_R_DROP_FRAG_NEEDED;
+}
+
+/* ---- uplink: one GTP-U message (a UDP payload of n octets) from a peer ---- */
+
+/* Who sent it: an IPv4 peer (peer6 NULL), or over IPv6 (N3 over IPv6: peer6 its address). */
+struct ul_src {
+	__be32 peer;
+	__be16 port;
+	const __u8 *peer6;
+};
+
 
 /*
  * An IPv6 T-PDU (p to end) of bearer teid, whose G-PDU checks have passed, as xdp_access6 takes
@@ -646,15 +839,25 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 	return 0;
 }
 
-void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from)
+/*
+ * One GTP-U message from src, checked as xdp_access (over IPv4) or xdp_ul_n3v6 (over IPv6) checks
+ * it (include/gtpu.h: the same code). Over IPv6 as xdp_ul_n3v6 answers: Echo Response and Error
+ * Indication over IPv6 (its GTP-U Peer Address IE the 16-octet n3_addr6, rate-limited per peer
+ * folded to 32 bits); no Supported Extension Headers Notification (drop_gtp_ext_unsupported,
+ * drop), signalling counted but not recorded in peers / sig_rx (keyed by an IPv4 address), no
+ * Time Exceeded back into an IPv6 tunnel; the outer UDP checksum was verified by the kernel,
+ * which drops a zero or wrong one before the socket (Udp6 InCsumErrors).
+ */
+static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *src)
 {
 	const struct pgwu_config *cfg = &w->cfg;
-	__be32 peer = from->sin_addr.s_addr;
+	__be32 peer = src->peer;
+	const __u8 *peer6 = src->peer6;
 	struct pgwu_ul_bearer b;
 	struct iphdr *iip = NULL;
 	struct gtpu_msg m;
 	struct txmeta t = { .reason = PGWU_R_UL_FWD, .rx_bytes = n };
-	__u8 *end = buf + n, ie[16];
+	__u8 *end = buf + n, ie[24];
 	__u32 reason;
 
 	CTR(w, PGWU_SC_RX_PACKETS)++;
@@ -666,13 +869,14 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 		goto drop;
 	}
 	if (m.gtp->type == GTP_ECHO_REQ) {
-		if (martian(peer, cfg)) {
+		if (peer6 ? martian6(peer6, cfg) : martian(peer, cfg)) {
 			reason = PGWU_R_DROP_ECHO_BAD_SRC;
 			goto drop;
 		}
 		ie[0] = GTP_IE_RECOVERY;
 		ie[1] = cfg->restart_counter;
-		if (reply_send(w, peer, from->sin_port, GTP_ECHO_RSP, m.seq, ie, 2)) {
+		if (peer6 ? reply6_send(w, peer6, src->port, GTP_ECHO_RSP, m.seq, ie, 2) :
+			    reply_send(w, peer, src->port, GTP_ECHO_RSP, m.seq, ie, 2)) {
 			reason = PGWU_SR_DROP_SEND;
 			goto drop;
 		}
@@ -680,7 +884,7 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 		return;
 	}
 	reason = gtpu_ext_walk(&m, end, end);
-	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED) {
+	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED && !peer6) {
 		__u8 known[GTPU_EXT_LIST_IE_LEN];
 
 		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg))
@@ -690,7 +894,7 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 			goto drop;
 		}
 		gtpu_ext_list_ie(known);
-		if (reply_send(w, peer, from->sin_port, GTP_SUPP_EXT_NOTIF, 0, known,
+		if (reply_send(w, peer, src->port, GTP_SUPP_EXT_NOTIF, 0, known,
 			       sizeof(known)))
 			goto drop;
 		EVENT(w, PGWU_EV_SUPP_EXT_SENT);
@@ -698,21 +902,23 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 		return;
 	}
 	if (reason)
-		goto drop;
-	switch (m.gtp->type) {
-	case GTP_ECHO_RSP:
-		peer_echo_response(peer, m.seq, m.p, end);
-		break;
-	case GTP_ERROR_IND: {
-		__be32 teid, addr;
+		goto drop;	/* drop_gtp_ext_unsupported over IPv6 too: no Notification */
+	if (!peer6) {
+		switch (m.gtp->type) {
+		case GTP_ECHO_RSP:
+			peer_echo_response(peer, m.seq, m.p, end);
+			break;
+		case GTP_ERROR_IND: {
+			__be32 teid, addr;
 
-		if (gtpu_err_ind_ies(m.p, end, end, peer, &teid, &addr))
-			sig_count(teid, addr, GTP_ERROR_IND, peer);
-		break;
-	}
-	case GTP_END_MARKER:
-		sig_count(m.gtp->teid, peer, GTP_END_MARKER, peer);
-		break;
+			if (gtpu_err_ind_ies(m.p, end, end, peer, &teid, &addr))
+				sig_count(teid, addr, GTP_ERROR_IND, peer);
+			break;
+		}
+		case GTP_END_MARKER:
+			sig_count(m.gtp->teid, peer, GTP_END_MARKER, peer);
+			break;
+		}
 	}
 	reason = gtpu_sig_reason(m.gtp->type);
 	if (reason) {
@@ -721,12 +927,14 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	}
 	if (ul_bearer(w, m.gtp->teid, &b, &t.usage)) {
 		__be32 teid = m.gtp->teid;
+		int ie_len = 12;
 
 		/* TS 29.281 7.3.1: an Error Indication to the sender, port 2152 */
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
-		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg))
+		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) ||
+		    (peer6 ? martian6(peer6, cfg) : martian(peer, cfg)))
 			goto drop;
-		if (!reply_allowed(w, peer)) {
+		if (!reply_allowed(w, peer6 ? addr6_fold(peer6, 4) : peer)) {
 			EVENT(w, PGWU_EV_ERR_IND_RATE_LIMITED);
 			goto drop;
 		}
@@ -734,9 +942,16 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 		memcpy(ie + 1, &teid, 4);
 		ie[5] = GTP_IE_PEER_ADDR;
 		ie[6] = 0;
-		ie[7] = 4;
-		memcpy(ie + 8, &cfg->local_addr, 4);
-		if (reply_send(w, peer, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, 12))
+		if (peer6) {
+			ie[7] = 16;
+			memcpy(ie + 8, cfg->n3_addr6, 16);
+			ie_len = 24;
+		} else {
+			ie[7] = 4;
+			memcpy(ie + 8, &cfg->local_addr, 4);
+		}
+		if (peer6 ? reply6_send(w, peer6, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, ie_len) :
+			    reply_send(w, peer, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, ie_len))
 			goto drop;
 		EVENT(w, PGWU_EV_ERR_IND_SENT);
 		count(w, reason, XDP_TX, n);
@@ -746,7 +961,9 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	if (!reason && (__u8 *)m.p < end && (*(__u8 *)m.p >> 4) == 6) {
 		__u32 verdict;
 
-		reason = ul6_one(w, m.p, end, m.gtp->teid, b.flags, peer, &t, &verdict);
+		/* no IPv4 peer over IPv6: nothing is sent back into the tunnel (peer 0 is martian),
+		 * as xdp_ul_n3v6's handoff to xdp_access6 */
+		reason = ul6_one(w, m.p, end, m.gtp->teid, b.flags, peer6 ? 0 : peer, &t, &verdict);
 		if (reason)
 			count(w, reason, verdict, n);
 		return;
@@ -754,7 +971,7 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 	if (!reason)
 		reason = gpdu_inner_check(m.p, end, end,
 					  !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK), b.ue_addr, &iip);
-	if (reason == PGWU_R_DROP_TTL_EXPIRED && !ul_time_exceeded(w, iip, end, peer)) {
+	if (reason == PGWU_R_DROP_TTL_EXPIRED && !peer6 && !ul_time_exceeded(w, iip, end, peer)) {
 		count(w, reason, XDP_TX, n);
 		return;
 	}
@@ -773,6 +990,22 @@ void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from
 drop:
 	count(w, reason, XDP_DROP, n);
 }
+
+void ul_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in *from)
+{
+	struct ul_src src = { .peer = from->sin_addr.s_addr, .port = from->sin_port };
+
+	ul_gtpu(w, buf, n, &src);
+}
+
+/* A G-PDU or GTP-U message over IPv6: from the UDP socket on [n3_addr6]:2152 (udp6_open). */
+void ul6n3_one(struct worker *w, __u8 *buf, __u32 n, const struct sockaddr_in6 *from)
+{
+	struct ul_src src = { .port = from->sin6_port, .peer6 = from->sin6_addr.s6_addr };
+
+	ul_gtpu(w, buf, n, &src);
+}
+
 
 /* ---- downlink: one IP packet of n octets at p, HEADROOM free before it ---- */
 
@@ -852,14 +1085,18 @@ static void dl6_one(struct worker *w, __u8 *p, __u32 n)
 		memcpy(&l4, p + sizeof(*ip6), 4);
 	e.sport = cfg->flags & PGWU_CFG_SPORT_FIXED ? GTPU_PORT_BE :
 		  htons(pgwu_sport_of(s0, d0, l4, nexthdr));
-	/* an IPv6 peer (N3 over IPv6, PGWU_B_PEER6: sgw_addr is its n3v6_peers index): only XDP
-	 * sends GTP-U over IPv6 */
-	reason = PGWU_R_DROP_NOT_CONFIGURED;
-	if (b.flags & PGWU_B_PEER6)
-		goto drop;
+	e.tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	if (b.flags & PGWU_B_PEER6) {
+		/* N3 over IPv6: sgw_addr is the peer's n3v6_peers index */
+		t.usage = usage6_of(w, prefix, USAGE_BEARER6);
+		t.usage_bytes = tot_len;
+		reason = n3v6_encap(w, p, tot_len, &b, e.sport, e.tos, &t);
+		if (reason)
+			goto drop;
+		return;
+	}
 	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
-	e.tos = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 	e.df = 0;
 	encap = gtpu_encap_len(e.qfi);
 	/* an IP hop on SGi: the hop limit goes down before the packet enters the tunnel */
@@ -936,11 +1173,15 @@ void dl_one(struct worker *w, __u8 *p, __u32 n, __be16 proto)
 			goto drop;
 	}
 	e.sport = gtpu_dl_sport(ip, ihl_len, tot_len, p + tot_len, cfg->flags);
-	/* an IPv6 peer (N3 over IPv6, PGWU_B_PEER6: sgw_addr is its n3v6_peers index): only XDP
-	 * sends GTP-U over IPv6 */
-	reason = PGWU_R_DROP_NOT_CONFIGURED;
-	if (b.flags & PGWU_B_PEER6)
-		goto drop;
+	if (b.flags & PGWU_B_PEER6) {
+		/* N3 over IPv6: sgw_addr is the peer's n3v6_peers index */
+		t.usage_bytes = tot_len;
+		t.df = !!(ip->frag_off & htons(0x4000));
+		reason = n3v6_encap(w, p, tot_len, &b, e.sport, ip->tos, &t);
+		if (reason)
+			goto drop;
+		return;
+	}
 	encap_to(&e, cfg, &b);
 	e.inner_len = tot_len;
 	e.tos = ip->tos;

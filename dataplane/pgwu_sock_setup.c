@@ -88,6 +88,44 @@ int udp_open(void)
 }
 
 /*
+ * N3 over IPv6: the uplink's UDP socket on [n3_addr6]:2152 (IPv6 only), bound to the access
+ * interface as udp_open's, in the same SO_REUSEPORT group arrangement. No UDP_NO_CHECK6_RX: the
+ * kernel drops a datagram with checksum 0 (RFC 8200 8.1, RFC 6936 5) and one with a wrong checksum
+ * before it is read, counted in /proc/net/snmp6 Udp6InCsumErrors (and Udp6InErrors): the XDP
+ * path's drop_outer_udp_csum, counted where the kernel counts it.
+ */
+int udp6_open(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons(PGWU_GTPU_PORT) };
+	char ifname[IF_NAMESIZE] = "", buf[INET6_ADDRSTRLEN] = "";
+	int one = 1, fd, err;
+
+	memcpy(&a.sin6_addr, S.cfg.n3_addr6, 16);
+	fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if_indextoname(S.access_ifindex, ifname);
+	err = sock_common(fd, "UDP IPv6");
+	if (!err && (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) ||
+		     (S.k.reuseport &&
+		      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one))) ||
+		     setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, ifname, strlen(ifname)) ||
+		     (S.k.gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one))) ||
+		     bind(fd, (struct sockaddr *)&a, sizeof(a)))) {
+		err = -errno;
+		inet_ntop(AF_INET6, S.cfg.n3_addr6, buf, sizeof(buf));
+		fprintf(stderr, "Couldn't bind UDP [%s]:%d on %s: %s%s\n", buf, PGWU_GTPU_PORT, ifname,
+			strerror(-err), err == -EADDRNOTAVAIL ? " (the N3 IPv6 address is not on this "
+			"host: pgwu config --n3-addr6)" : "");
+	}
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/*
  * The downlink socket: SOCK_DGRAM (from the IP header on) bound to SGi for every protocol, so it is
  * a tap, served before tc ingress (ptype_all): tc can then take UE-pool packets away from the
  * kernel's own IP stack, which sees them otherwise (ETH_P_IP sockets are served beside ip_rcv,

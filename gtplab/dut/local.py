@@ -110,8 +110,17 @@ class LocalDut:
 
     def kernel_snmp(self) -> dict[str, dict[str, int]]:
         """The DUT netns's SNMP MIB: through the socket path's /proc/PID/net (no process started),
-        else read by a `cat` in the netns."""
-        return rxstats.snmp_of_netns(self.lab.dut_ns, self.lab.socket_pid() if self.mode == "socket" else None)
+        else read by a `cat` in the netns. Its Udp6 counters (/proc/net/snmp6: the socket path's N3
+        IPv6 socket, GTP-U over IPv6) are added to Udp's, as gtplab.dut.kernelpath adds them: a
+        G-PDU over IPv6 with a zero or wrong UDP checksum is dropped by the kernel before the socket
+        path reads it, in Udp6 InCsumErrors."""
+        pid = self.lab.socket_pid() if self.mode == "socket" else None
+        mib = rxstats.snmp_of_netns(self.lab.dut_ns, pid)
+        udp = dict(mib.get("Udp", {}))
+        for k, v in rxstats.snmp6(rxstats.snmp6_of_netns(self.lab.dut_ns, pid), "Udp6").items():
+            udp[k] = udp.get(k, 0) + v
+        mib["Udp"] = udp
+        return mib
 
     def _socket_counters(self) -> dict[tuple[str, str], int]:
         """The socket path's counters and the kernel's drops on its way in, once they hold still

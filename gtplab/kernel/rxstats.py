@@ -68,6 +68,20 @@ def snmp_of_netns(ns: str, pid: int | None = None) -> dict[str, dict[str, int]]:
     return snmp(p.stdout)
 
 
+def snmp6_of_netns(ns: str, pid: int | None = None) -> str:
+    """Network namespace ns's /proc/net/snmp6 text, as snmp_of_netns reads /proc/net/snmp; "" when the
+    kernel has no IPv6."""
+    if pid:
+        try:
+            with open(f"/proc/{pid}/net/snmp6") as f:
+                return f.read()
+        except OSError:
+            pass
+    p = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "--", "cat", "/proc/net/snmp6"],
+                       capture_output=True, text=True, timeout=30)
+    return p.stdout if p.returncode == 0 else ""
+
+
 def net_dev(text: str) -> dict[str, dict[str, int]]:
     """The text of /proc/net/dev as {ifname: {rx_packets, rx_dropped, tx_packets, tx_dropped}}: the
     kernel's rtnl_link_stats64 of each device of the reader's namespace (rx drop there is

@@ -488,8 +488,9 @@ class Lab:
             self.pgwu("attach", "--access", acc.dut_ifname, "--sgi", sgi.dut_ifname, "--mode", "native")
             self._start_reassembler()
         elif self.dut_mode == "socket":
-            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--ue-pool", a.ue_pool,
-                      *pgwu_load_args)
+            # --n3-addr6: its N3 IPv6 socket (GTP-U over IPv6, sweep --n3 6), as the XDP PGW-U's
+            self.pgwu("load", "--local-addr", a.dut_access, "--local-addr6", a.dut_sgi6, "--n3-addr6", a.dut_access6,
+                      "--ue-pool", a.ue_pool, *pgwu_load_args)
             self._setup_socket_path()
         elif self.dut_mode == "fwd":
             self._attach_fwd()

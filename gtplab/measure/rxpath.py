@@ -41,7 +41,8 @@ POINTS = {
                                    "for the rate, busy_poll"),
     "kernel_udp_memerrors": ("UDP memory accounting (Udp MemErrors: net.ipv4.udp_mem)",
                              "net.ipv4.udp_mem, or smaller socket buffers"),
-    "kernel_udp_incsumerrors": ("UDP checksum verification (Udp InCsumErrors)", "the sender's checksums"),
+    "kernel_udp_incsumerrors": ("UDP checksum verification (Udp InCsumErrors, with Udp6's: over IPv6 a zero "
+                                "checksum too, RFC 8200 8.1)", "the sender's checksums"),
     "kernel_udp_noports": ("no socket on the port (Udp NoPorts: the gateway was not reading)",
                            "start the socket path before the traffic"),
     "drop_tx_full": ("the egress: the kernel refused to send (ENOBUFS: on the lab's veths the generator's "

@@ -518,22 +518,6 @@ def within_capacity(cases: list, skipped: list[dict], cfg) -> tuple[list, list[d
     return keep, skip
 
 
-# the DUT modes whose data plane takes no GTP-U over IPv6: the PGW-U's socket path (the XDP PGW-U,
-# dut mode pgwu, does since issue 32 items 2-4: docs/ipv6.md)
-N3V6_REFUSED_MODES = ("socket",)
-
-
-def check_n3(cases: list, cfg, dut: str | None = None) -> None:
-    """GTP-U over IPv6 (a case with n3 6) needs a DUT that decapsulates it: UserError in one line
-    for the PGW-U's socket path (dut.mode socket, or --dut), which reads GTP-U from an IPv4 socket
-    only (docs/ipv6.md, "N3 over IPv6")."""
-    mode = dut or cfg.dut_mode
-    if mode in N3V6_REFUSED_MODES and any(getattr(c, "n3", "4") == "6" for c in cases):
-        raise UserError(f"--n3 6: the PGW-U's socket path (dut mode {mode}) does not take GTP-U over IPv6 (its "
-                        "sockets are IPv4, docs/ipv6.md); run it with the XDP PGW-U (--dut pgwu), a UPF that "
-                        "does (--lab-config embedded-open5gs) or the reference forwarder (--dut fwd)")
-
-
 def check_pairs(args: argparse.Namespace, cfg, spec: dict, cases: list) -> bool:
     """Whether the sweep drives several generator port pairs (the lab config's generators:, through
     gtplab.measure.pairs.PairsSweepRunner); what it cannot do over them is refused here, in one line,
@@ -803,7 +787,6 @@ def do_sweep(args: argparse.Namespace) -> int:
     _check_endpoints(args)
     spec = apply_overrides(load_spec(args.spec), args)
     cases, skipped = planned_cases(spec, cfg)
-    check_n3(cases, cfg, args.dut)
     several = check_pairs(args, cfg, spec, cases)
     run_uuid = str(uuidlib.uuid4())
     if args.flamegraph:

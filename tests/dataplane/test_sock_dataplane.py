@@ -24,9 +24,7 @@ import json
 import os
 import random
 import re
-import select
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -52,11 +50,11 @@ from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
 from tests.lib.lab import bearer_lines, packet_socket, run_in, send_frames
+from tests.lib.socklab import _drain, _sockets, only, send
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
 
-SO_RCVBUFFORCE = 33
 QFI_BEARER, QFI = 4, 9
 CSUM_OFF = 3                    # bearer 3's downlink has the outer UDP checksum off
 N_BEARERS = 6
@@ -106,60 +104,6 @@ def dut(request, lab):
         d.close()
 
 
-def _sockets(lab):
-    socks = [packet_socket(lab, i, timeout=0.2) for i in (0, 1)]
-    for s in socks:
-        s.setblocking(False)
-        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)     # a burst of 1000 frames
-    return socks
-
-
-def _drain(socks, until: float) -> list[list[bytes]]:
-    """Frames received on each generator port (not the ones we sent: PACKET_OUTGOING) until quiet."""
-    got: list[list[bytes]] = [[], []]
-    quiet = 0.0
-    while time.monotonic() < until:
-        r, _, _ = select.select(socks, [], [], 0.05)
-        if not r:
-            quiet += 0.05
-            if quiet >= 0.3:
-                break
-            continue
-        quiet = 0.0
-        for s in r:
-            while True:
-                try:
-                    data, addr = s.recvfrom(65535)
-                except BlockingIOError:
-                    break
-                if addr[2] != socket.PACKET_OUTGOING:
-                    got[socks.index(s)].append(data)
-    return got
-
-
-def send(dut_t, port: int, frames: list[bytes]) -> tuple[list[list[bytes]], conservation.DutDelta]:
-    """Send frames out of generator port `port`; returns what came back on each port and the DUT's
-    counter delta. Asserts conservation: everything the DUT's ingress veth received is counted by
-    the socket path or the kernel, and everything it forwarded arrived."""
-    lab, d = dut_t
-    direction = "uplink" if port == 0 else "downlink"
-    socks = _sockets(lab)
-    try:
-        cnt0, link0 = d.counters(), d.link()
-        send_frames(lab, port, frames)
-        got = _drain(socks, time.monotonic() + 5)
-        cnt1, link1 = d.counters(), d.link()
-    finally:
-        for s in socks:
-            s.close()
-    dd = conservation.DutDelta.from_counters(cnt0, cnt1)
-    ld = d.link_delta(link0, link1, direction)
-    assert ld["dut_rx"] == len(frames) and ld["lost_in"] == 0, (ld, len(frames))
-    counted = dd.fwd_packets + dd.drop_packets + dd.pass_packets + sum(dd.other.values())
-    assert counted == len(frames), f"DUT rx {len(frames)} != counted {counted}: {dd}"
-    return got, dd
-
-
 def _ul(lab, i=0, **kw):
     a, p0 = lab.addressing, lab.ports[0]
     base = dict(outer_src=a.sgw(i), outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
@@ -190,17 +134,6 @@ def _id_free(frame: bytes) -> bytes:
     b[l2 + 4:l2 + 6] = b"\0\0"
     b[l2 + 10:l2 + 12] = b"\0\0"
     return bytes(b)
-
-
-def only(dd: conservation.DutDelta) -> dict:
-    """The delta as {reason/verdict: packets}."""
-    out = {}
-    if dd.fwd_packets:
-        out["fwd"] = dd.fwd_packets
-    out.update({f"{r}/drop": n for r, n in dd.drops_by_reason.items()})
-    out.update({f"{r}/pass": n for r, n in dd.passed_by_reason.items()})
-    out.update(dd.other)
-    return out
 
 
 # ------------------------------------------------------------------------------------------ uplink
@@ -846,24 +779,6 @@ def _sdf_send(dut_t, frame: bytes) -> str:
         assert got[1] == [] and len(got[0]) == 1, "nothing forwarded"
         assert _id_free(got[0][0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0][0]))
     return what
-
-
-@pytest.mark.parametrize("dut", ["defaults"], indirect=True)
-def test_downlink_of_a_bearer_with_an_ipv6_peer_dropped_not_sent_to_its_index(dut):
-    """A bearer whose peer is IPv6 (`session add --sgw6`, N3 over IPv6: its sgw_addr is an index in
-    n3v6_peers, not an address): the socket path sends GTP-U over IPv4 only, so its downlink is
-    drop_not_configured and nothing leaves (without the check it went to the index read as an IPv4
-    address), IPv4 and IPv6 alike."""
-    lab = dut[0]
-    a = lab.addressing
-    lab.pgwu("session", "del", "--teid", a.local_teid(SDF_I), check=False)
-    lab.pgwu("session", "add", "--teid", a.local_teid(SDF_I), "--ue", a.ue(SDF_I), "--ue6", C.ue6_prefix(SDF_I),
-             "--sgw6", "fd47:7473::99", "--sgw-teid", a.sgw_teid(SDF_I))
-    try:
-        assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=5000, dport=6000))) == "drop_not_configured/drop"
-        assert _sdf_send(dut, _sdf_dl(lab, UDP(sport=5000, dport=6000), family=6)) == "drop_not_configured/drop"
-    finally:
-        lab.pgwu("session", "del", "--teid", a.local_teid(SDF_I), check=False)
 
 
 @pytest.mark.parametrize("dut", ["defaults"], indirect=True)

@@ -72,27 +72,14 @@ def _sweep(*args, tmp):
 
 
 @pytest.mark.parametrize("args,words", [(["--n3", "5"], "n3"),
-                                        (["--n3", "6", "--checksum", "off"], "RFC 8200"),
-                                        (["--n3", "6", "--dut", "socket"], "does not take GTP-U over IPv6")])
+                                        (["--n3", "6", "--checksum", "off"], "RFC 8200")])
 def test_bad_n3_on_the_command_line_exits_2_with_one_line(args, words, tmp_path):
-    """Refused before anything is built (the PGW-U's socket path: its sockets are IPv4)."""
+    """Refused before anything is built."""
     cp = _sweep(*args, tmp=tmp_path)
     assert cp.returncode == 2, cp.stderr
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], lines
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
-
-
-def test_the_socket_path_is_refused_and_other_duts_are_not():
-    """The XDP PGW-U (dut mode pgwu) takes GTP-U over IPv6 (issue 32 items 2-4), its socket path not."""
-    cases, _ = plan.plan(_spec(n3=[6]))
-    cfg = labconfig.load("embedded")
-    with pytest.raises(UserError, match="the PGW-U's socket path .dut mode socket. does not take"):
-        sweep.check_n3(cases, cfg, "socket")
-    sweep.check_n3(cases, cfg)                            # dut mode pgwu
-    sweep.check_n3(cases, cfg, "fwd")
-    sweep.check_n3(cases, labconfig.load("embedded-open5gs"))
-    sweep.check_n3(plan.plan(_spec())[0], cfg)            # n3 4 through the PGW-U: as before
 
 
 def test_cli_override_reaches_the_plan():
