@@ -1190,11 +1190,12 @@ static __always_inline struct pgwu_dl_bearer *dl6_find(__u64 prefix)
 /*
  * The usage counters of a forwarded IPv6 packet on the downlink, found again where dl6_find_at
  * found the entry (the slot's line is still in the cache): dl6_count_at goes straight to the slot
- * it was in (no mask, no hash), dl6_count looks it up whole (n3v6.h). sgi_ipv6 keeps a copy of
- * the entry's first half, not the pointer: a pointer into either of two maps kept live to its end
- * doubled the states the verifier walks in xdp_sgi6 (338,581 instructions walked with the whole
- * entry copied and found again, 565,687 with the pointer kept, 229,339 with the slot kept and 16
- * octets copied, kernel 6.18). xdp_access6 keeps its pointer (38,348 walked, 35,738 before).
+ * it was in (no mask, no hash; the hash map when it is not there, or no longer), dl6_count looks
+ * it up whole (n3v6.h). sgi_ipv6 keeps a copy of the entry's first half, not the pointer: a
+ * pointer into either of two maps kept live to its end doubled the states the verifier walks in
+ * xdp_sgi6 (338,581 instructions walked with the whole entry copied and found again, 565,687 with
+ * the pointer kept, 229,339 with the slot kept and 16 octets copied, kernel 6.18). xdp_access6
+ * keeps its pointer (38,348 walked, 35,738 before).
  */
 static __always_inline void dl6_count(__u64 prefix, __u32 len)
 {
@@ -1215,9 +1216,9 @@ static __always_inline void dl6_count_at(__u64 prefix, __u32 at, __u32 len)
 
 		if (sl && sl->state == PGWU_SLOT_VALID && sl->prefix == prefix)
 			b = &sl->b;
-	} else {
-		b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
 	}
+	if (!b)		/* in the hash map, or moved there since (its slot emptied) */
+		b = bpf_map_lookup_elem(&dl6_bearers, &prefix);
 
 	if (b) {
 		__sync_fetch_and_add(&b->packets, 1);
@@ -1403,7 +1404,7 @@ static __always_inline __u32 sgi_ipv6(struct xdp_md *ctx, struct pgwu_config *cf
 		bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_DL_N3V6);	/* an IPv6 peer: n3v6.h */
 		return PGWU_R_DROP_NOT_CONFIGURED;
 	}
-	__builtin_memcpy(&bv, b, 16);	/* a copy of what is read (dl6_count): not the counters */
+	__builtin_memcpy(&bv, b, 16);	/* a copy of what is read (dl6_count_at): not the counters */
 	b = &bv;
 	if (ip6->hop_limit <= 1) {
 		reason = PGWU_R_DROP_TTL_EXPIRED;
