@@ -689,6 +689,10 @@ int xdp_dl_n3v6(struct xdp_md *ctx)
 			goto out;
 		}
 		ipv4_decrease_ttl(ip);
+		/* the outer UDP checksum covers the inner packet: an IPv4 one's headers summed and
+		 * its payload's sum taken from its own TCP / UDP checksum where that covers it, as
+		 * the IPv4 outer's (inner_sum; else summed) */
+		sum = inner_sum(ctx, ip, ihl_len, tot_len, data_end, &err);
 	} else {
 		struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
 
@@ -697,9 +701,9 @@ int xdp_dl_n3v6(struct xdp_md *ctx)
 			goto out;
 		}
 		ip6->hop_limit--;
+		/* an IPv6 one summed whole */
+		sum = csum_bytes_once(ctx, in_l2, tot_len, &err);
 	}
-	/* the outer UDP checksum covers the inner packet: summed whole (no offload to trust) */
-	sum = csum_bytes_once(ctx, in_l2, tot_len, &err);
 	if (err) {
 		reason = PGWU_R_DROP_BAD_IP_DL;
 		goto out;

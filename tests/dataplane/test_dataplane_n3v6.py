@@ -330,9 +330,14 @@ def test_dl_ipv6_to_ipv6_peer_encapsulated_with_ipv6_outer_and_checksum(dpn, bea
     assert moved == {("dl6", bearer[2]): (1, len(O.ip_payload(f)))}
 
 
-def test_dl_large_packet_checksum_right(dpn):
-    """1400 octets: csum_bytes' 512- and 64-octet loops and the tail all in the sum."""
-    f = dl_frame4(B1[1], n=1371)
+@pytest.mark.parametrize("kind", ["ipv4-udp-csum", "ipv4-udp-csum-0", "ipv6"])
+def test_dl_large_packet_checksum_right(dpn, kind):
+    """1400 octets. An IPv4 packet's payload sum is taken from its UDP checksum (inner_sum), or, with
+    none (0), summed: csum_bytes' 512- and 64-octet loops and the tail all in the sum; an IPv6 one
+    is summed whole."""
+    f = {"ipv4-udp-csum": lambda: dl_frame4(B1[1], n=1371),
+         "ipv4-udp-csum-0": lambda: dl_frame4(B1[1], n=1371, udp_csum=False),
+         "ipv6": lambda: dl_frame6(UE6_1, n=1351)}[kind]()
     res, counted, _ = run(dpn, "sgi", f)
     assert res.verdict == "redirect", counted
     want = encap6_expected(f, B1[3], None)
