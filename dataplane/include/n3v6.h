@@ -57,11 +57,18 @@ struct {
 	__type(value, struct pgwu_peer);
 } peers6 SEC(".maps");
 
+/* sig_rx6's entries: a quarter of sig_rx's (preallocated, an LRU hash: ~2 MiB at 16,384 against
+ * ~7 MiB at sig_rx's 65,536), the IPv6 peers being few; a report, not state, so an evicted entry
+ * costs a line of `pgwu signalling` only */
+#ifndef PGWU_MAX_SIG_RX6
+#define PGWU_MAX_SIG_RX6 16384
+#endif
+
 /* sig_rx6: LRU hash, the Error Indications and End Markers received over IPv6 (sig_rx's twin,
  * struct pgwu_sig6_key): written by xdp_ul_n3v6, read by `pgwu signalling`. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, PGWU_MAX_SIG_RX);
+	__uint(max_entries, PGWU_MAX_SIG_RX6);
 	__type(key, struct pgwu_sig6_key);
 	__type(value, struct pgwu_sig6_val);
 } sig_rx6 SEC(".maps");
