@@ -4,10 +4,14 @@
 same bearer, in sequential order and in random order; and the time to bulk-load the tables.
 
     .venv/bin/python bench/pgwu_bench.py [--repeat N] [--rounds N] [--size B] [--tables 1000,65536,1000000]
-                                        [--lab] [--sdf] [--markdown FILE]
+                                        [--lab] [--sdf] [--n3v6] [--markdown FILE]
 
 --sdf adds, in the same rounds, bearers with 1, 8 and 32 SDF filters a direction (`pgwu session add
 --filter`) against a bearer without, the packet matching the first filter and the last.
+--n3v6 adds, in the same rounds, GTP-U over IPv6 (N3 over IPv6, docs/ipv6.md): the uplink G-PDU over
+IPv6 (xdp_access -> xdp_ul_n3v6, its UDP checksum verified) and the downlink encapsulated in IPv6
+(xdp_sgi -> xdp_dl_n3v6, its checksum computed) of a bearer whose peer is IPv6, against the same
+bearer's packets over IPv4 (downlink checksum off and on), inner IPv4 in all, one bearer.
 
 Method (docs/benchmarks.md): BPF_PROG_TEST_RUN with `repeat` runs bench_restore
 (bench/pgwu_bench.bpf.c), which gives every iteration a fresh frame (one head adjustment and direct
@@ -83,6 +87,9 @@ UL6_UE_OFF = 14 + 20 + 8 + 8 + 8 + 4  # inner IPv6 source, octets 4-7
 DL6_UE_OFF = 14 + 24 + 4             # IPv6 destination, octets 4-7
 PDN6 = "fd47:7472::1"                # via the SGi gateway
 SGI6_GW = "fd47:7471::2"
+N3_6 = "fd47:7473::1"                # --n3v6: the PGW-U's N3 IPv6 address, on acc0
+GNB6 = "fd47:7473::10"               # ... and the IPv6 peer
+N3V6_TEID, N3V6_UE = TEID_BASE + 0x7000, UE_BASE + 0x7000   # its bearer (dps[1])
 UL_MIN_SIZE = 82                     # Ethernet+IPv4+UDP+GTP-U + inner IPv4+UDP, with FCS
 SEED = 13
 PROBE_N = 1 << 20                    # bench_probe's array
@@ -214,6 +221,9 @@ class Bench:
         sh("ip", "-n", ns, "-6", "neigh", "add", SGI6_GW, "lladdr", GW_MAC, "dev", "sgi0", "nud", "permanent")
         sh("ip", "-n", ns, "-6", "route", "add", "fd47:7472::/48", "via", SGI6_GW, "dev", "sgi0")
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+        # N3 over IPv6 (--n3v6): the downlink's bpf_fib_lookup(AF_INET6) resolves GNB6 on acc0
+        sh("ip", "-n", ns, "-6", "addr", "add", f"{N3_6}/64", "dev", "acc0", "nodad")
+        sh("ip", "-n", ns, "-6", "neigh", "add", GNB6, "lladdr", SGW_MAC, "dev", "acc0", "nud", "permanent")
         self.ifindex = {n: int(sh("ip", "-n", ns, "-o", "link", "show", n).stdout.split(":")[0])
                         for n in ("acc0", "sgi0")}
         self.worker = Worker(ns)   # one thread in the netns for every test run
@@ -348,6 +358,15 @@ def build_downlink6(size: int) -> bytes:
     return f
 
 
+def build_n3_uplink(size: int, v6: bool) -> bytes:
+    """--n3v6: the G-PDU of the N3V6 bearer (inner IPv4 to PDN), over IPv6 from GNB6 to N3_6 (its UDP
+    checksum computed) or over IPv4 from SGW (checksum 0), size octets with FCS (the IPv6 one 20 more:
+    the same inner packet)."""
+    inner = P.ip_packet(int2ip(N3V6_UE), PDN, payload_len=max(size, UL_MIN_SIZE) - 4 - (14 + 20 + 8 + 8) - 28)
+    kw = dict(src=GNB6, dst=N3_6) if v6 else dict(src=SGW, dst=LOCAL)
+    return bytes(P.gtpu(inner, teid=N3V6_TEID, src_mac=SGW_MAC, dst_mac="02:00:00:00:01:01", **kw))
+
+
 def build_downlink(size: int, udp_csum: bool = True) -> bytes:
     f = bytes(P.downlink_ip(ue=int2ip(UE_BASE), src=PDN, size=size, src_mac=GW_MAC, dst_mac="02:00:00:00:02:01",
                             udp_csum=udp_csum))
@@ -424,6 +443,9 @@ def main() -> int:
     ap.add_argument("--sdf", action="store_true",
                     help="also SDF filters: 1, 8 and 32 filters a direction against none, the packet "
                          "matching the first and the last (docs/benchmarks.md)")
+    ap.add_argument("--n3v6", action="store_true",
+                    help="also GTP-U over IPv6 (N3 over IPv6): uplink decap and downlink encap of a bearer "
+                         "whose peer is IPv6, against the same over IPv4, same rounds (docs/benchmarks.md)")
     ap.add_argument("--lab", action="store_true",
                     help="also cross-check in the lab: a short `gtplab sweep` of live frames through veths, "
                          "with the kernel's own per-program run time (kernel.bpf_stats_enabled)")
@@ -459,6 +481,13 @@ def main() -> int:
             finally:
                 os.unlink(path)
         b.write_orders(tables + [PROBE_N])
+        if args.n3v6:
+            # one bearer, its downlink to GNB6 over IPv6; its IPv4 twin (the reference) is the same
+            # bearer's uplink over IPv4 and a downlink half of its own to SGW
+            sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(N3V6_TEID), "--ue", int2ip(N3V6_UE),
+               "--sgw6", GNB6, "--sgw-teid", str(SGW_TEID_BASE + 0x7000))
+            sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(N3V6_TEID + 1), "--ue",
+               int2ip(N3V6_UE + 1), "--sgw", SGW, "--sgw-teid", str(SGW_TEID_BASE + 0x7001))
         if args.sdf:
             for k in SDF_COUNTS:
                 sh(str(PGWU), "-d", b.pins[1], "session", "add", "--teid", str(SDF_TEID + k), "--ue",
@@ -525,6 +554,21 @@ def main() -> int:
                     f = (build_sdf_uplink(size, teid, ue, port) if d == "ul" else build_sdf_downlink(size, ue, port))
                     add(("sdf", d, k, where), b.dps[1].progs[prog], f, ing, dp=b.dps[1], config=dict(fib),
                         path=(reason, "redirect"))
+
+        if args.n3v6:
+            # the wrapper writes no field in these cells (nbearers 0): the frames carry their bearer
+            cfg6 = dict(fib, n3_addr6=N3_6)
+            dl6 = bytes(P.downlink_ip(ue=int2ip(N3V6_UE), src=PDN, size=size, src_mac=GW_MAC,
+                                      dst_mac="02:00:00:00:02:01"))
+            dl4 = bytes(P.downlink_ip(ue=int2ip(N3V6_UE + 1), src=PDN, size=size, src_mac=GW_MAC,
+                                      dst_mac="02:00:00:00:02:01"))
+            for key, prog, f, ing, cfg, reason in (
+                    (("n3", "ul", 4), "xdp_access", build_n3_uplink(size, False), "acc0", cfg6, "ul_fwd"),
+                    (("n3", "ul", 6), "xdp_access", build_n3_uplink(size, True), "acc0", cfg6, "ul_fwd"),
+                    (("n3", "dl", 4), "xdp_sgi", dl4, "sgi0", cfg6, "dl_fwd"),
+                    (("n3", "dl", "4csum"), "xdp_sgi", dl4, "sgi0", dict(cfg6, csum=True), "dl_fwd"),
+                    (("n3", "dl", 6), "xdp_sgi", dl6, "sgi0", cfg6, "dl_fwd")):
+                add(key, b.dps[1].progs[prog], f, ing, dp=b.dps[1], config=cfg, path=(reason, "redirect"))
 
         order = list(cells.values())
         rng = random.Random(1)
@@ -594,6 +638,21 @@ def main() -> int:
                         c = cells[("sdf", d, k, w)]
                         lines.append(f"| {d} | {k} | {w} | {c.shown()} ({c.spread()}) | {ratio(c, none)} | "
                                      f"{c.ns() - none.ns():+.1f} |")
+        if args.n3v6:
+            lines += ["", "GTP-U over IPv6 (N3 over IPv6), 1 bearer, same run, inner IPv4 in all: the outer IPv6 "
+                      "against the outer IPv4 of the same inner packet (25th-75th pct of the per-round ratios):", "",
+                      "| direction | outer | ns/pkt (25th-75th pct) | ratio to outer IPv4 | ns over outer IPv4 |",
+                      "|---|---|---:|---:|---:|"]
+            for d, ref in (("ul", 4), ("dl", 4)):
+                r4 = cells[("n3", d, ref)]
+                names = [(4, "IPv4" + (", UDP checksum 0" if d == "ul" else ", csum off")), (6, "IPv6")]
+                if d == "dl":
+                    names.insert(1, ("4csum", "IPv4, csum on"))
+                for k, label in names:
+                    c = cells[("n3", d, k)]
+                    lines.append(f"| {'uplink decap' if d == 'ul' else 'downlink encap'} | {label} | "
+                                 f"{c.shown()} ({c.spread()}) | {ratio(c, r4) if k != 4 else 1} | "
+                                 f"{'' if k == 4 else format(c.ns() - r4.ns(), '+.1f')} |")
         fl = cells["floor"]
         ps, pr = cells[("probe", SAME)], cells[("probe", RANDOM)]
         pq = cells[("probe", SEQ)]

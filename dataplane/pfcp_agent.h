@@ -181,6 +181,7 @@ struct pfcp_agent {
 	int qos_fd;		/* the data path's qos map (pgwu.h) */
 	int qos_ctl_fd;		/* the data path's qos_ctl program (pgwu.h struct pgwu_qos_ctl) */
 	int raw_fd;		/* raw IPv4 socket for End Markers (pfcp_gtpu.c), -1: none */
+	int raw_fd6;		/* raw IPv6 socket for End Markers to IPv6 peers (n3_addr6), -1: none */
 	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
 	__u64 *stats;
 	struct pfcp_peer_rec *peers;	/* pfcp_peers, mmap()ed */
@@ -299,6 +300,8 @@ int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, _
 int gtpu_open(struct pfcp_agent *a, const char *netns);
 void gtpu_close(struct pfcp_agent *a);
 int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi);
+/* the same to an IPv6 peer (16 octets), from n3_addr6 through the raw IPv6 socket */
+int end_marker_send6(struct pfcp_agent *a, const __u8 *peer, __u32 teid, int qfi);
 
 /* pfcp_usage.c: usage reporting. A session whose URRs have triggers the agent acts on (periodic,
  * volume threshold, volume quota, time threshold) joins the watch list; usage_tick() (every

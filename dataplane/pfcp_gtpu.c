@@ -8,7 +8,9 @@
  * Sent through a raw IPv4 socket in the agent's network namespace (the data path's, where the
  * GTP-U address lives), from the GTP-U address and port 2152 to the old peer's port 2152: no UDP
  * socket bound to 2152, which `pgwu reassemble` owns. The kernel routes it as the data path's
- * unresolved packets are routed.
+ * unresolved packets are routed. To an IPv6 peer (N3 over IPv6, a bearer with PGWU_B_PEER6): the
+ * same through a raw IPv6 socket (IPPROTO_RAW: the header is ours, nothing is received) from the
+ * N3 IPv6 address, hop limit 64, the UDP checksum computed (mandatory over IPv6, RFC 8200 8.1).
  *
  * Order: the End Marker must follow the last G-PDU sent on the old tunnel. The new tunnel is in
  * the bearer tables (hash entry and slot) before end_marker_send() is called; a program run that
@@ -37,7 +39,9 @@ void gtpu_close(struct pfcp_agent *a)
 {
 	if (a->raw_fd >= 0)
 		close(a->raw_fd);
-	a->raw_fd = -1;
+	if (a->raw_fd6 >= 0)
+		close(a->raw_fd6);
+	a->raw_fd = a->raw_fd6 = -1;
 }
 
 /*
@@ -65,6 +69,19 @@ int gtpu_open(struct pfcp_agent *a, const char *netns)
 		err = -errno;
 	else if (bind(a->raw_fd, (struct sockaddr *)&me, sizeof(me)))
 		err = -errno;
+	if (!err && a->has_n3_6) {
+		struct sockaddr_in6 me6 = { .sin6_family = AF_INET6 };
+
+		memcpy(&me6.sin6_addr, a->n3_addr6, 16);
+		a->raw_fd6 = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+		if (a->raw_fd6 < 0 || bind(a->raw_fd6, (struct sockaddr *)&me6, sizeof(me6))) {
+			fprintf(stderr, "Couldn't open a raw IPv6 socket on the N3 IPv6 address for End "
+				"Markers: %s (none will be sent to IPv6 peers)\n", strerror(errno));
+			if (a->raw_fd6 >= 0)
+				close(a->raw_fd6);
+			a->raw_fd6 = -1;
+		}
+	}
 	if (netns && setns(self, CLONE_NEWNET)) {
 		fprintf(stderr, "Couldn't return to the agent's network namespace: %s\n",
 			strerror(errno));
@@ -110,38 +127,20 @@ static void dataplane_sync(void)
 		usleep(10000);	/* nohz_full kernels refuse it: a run takes microseconds */
 }
 
-/*
- * One End Marker to peer (network order) with its TEID (network order): IPv4 / UDP 2152 -> 2152 /
- * GTP-U type 254, length 0, no sequence number; with qfi >= 0 a PDU Session Container (DL PDU
- * SESSION INFORMATION, that QFI), as the bearer's G-PDUs carry it (TS 38.415 5.5.2.1). 0 or -errno.
- */
-int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi)
+/* UDP 2152 -> 2152 (checksum 0) and the End Marker at udp: TEID teid (network order), with qfi >= 0
+ * a PDU Session Container (DL PDU SESSION INFORMATION, that QFI). Returns the UDP length. */
+static size_t end_marker_body(__u8 *udp, __u32 teid, int qfi)
 {
-	__u8 pkt[20 + 8 + 8 + 8] = {};
-	size_t glen = qfi >= 0 ? 16 : 8, len = 20 + 8 + glen;
-	__u8 *ip = pkt, *udp = pkt + 20, *g = pkt + 28;
-	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = peer };
-	__u32 sum;
-	__u16 c;
+	size_t glen = qfi >= 0 ? 16 : 8;
+	__u8 *g = udp + 8;
 
-	if (a->raw_fd < 0) {
-		stat_add(a, PFCP_STAT_END_MARKER_ERRORS, 1);
-		return -EBADF;
-	}
-	ip[0] = 0x45;
-	ip[2] = len >> 8;
-	ip[3] = len & 0xff;
-	ip[6] = 0x40;			/* DF; the kernel fills the ID (0) and the checksum */
-	ip[8] = 64;
-	ip[9] = IPPROTO_UDP;
-	memcpy(ip + 12, &a->local_addr, 4);
-	memcpy(ip + 16, &peer, 4);
 	udp[0] = 2152 >> 8;
 	udp[1] = 2152 & 0xff;
 	udp[2] = 2152 >> 8;
 	udp[3] = 2152 & 0xff;
 	udp[4] = (8 + glen) >> 8;
 	udp[5] = (8 + glen) & 0xff;
+	udp[6] = udp[7] = 0;
 	g[0] = 0x30;			/* version 1, PT 1 */
 	g[1] = GTP_END_MARKER;
 	memcpy(g + 4, &teid, 4);
@@ -154,23 +153,94 @@ int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi)
 		g[14] = qfi & 0x3f;
 		g[15] = 0;		/* no next extension header */
 	}
-	/* UDP checksum over the pseudo-header (RFC 768) */
-	sum = csum_add(0, ip + 12, 8) + IPPROTO_UDP + 8 + glen;
-	sum = csum_add(sum, udp, 8 + glen);
+	return 8 + glen;
+}
+
+/* The UDP checksum over the pseudo-header (RFC 768, RFC 8200 8.1): addrs the source and destination
+ * (alen octets each), udp its datagram of ulen octets. */
+static void udp_csum(const __u8 *addrs, size_t alen, __u8 *udp, size_t ulen)
+{
+	__u32 sum = csum_add(0, addrs, 2 * alen) + IPPROTO_UDP + ulen;
+	__u16 c;
+
+	sum = csum_add(sum, udp, ulen);
 	c = csum_fold(sum);
 	c = c ? c : 0xffff;
 	udp[6] = c >> 8;
 	udp[7] = c & 0xff;
-	dataplane_sync();
-	if (sendto(a->raw_fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) != (ssize_t)len) {
-		int err = -errno;
-		char p[16];
+}
+
+static int end_marker_sent(struct pfcp_agent *a, ssize_t r, size_t len, int af, const void *peer)
+{
+	char p[INET6_ADDRSTRLEN];
+
+	if (r != (ssize_t)len) {
+		int err = r < 0 ? -errno : -EMSGSIZE;
 
 		stat_add(a, PFCP_STAT_END_MARKER_ERRORS, 1);
 		fprintf(stderr, "Couldn't send an End Marker to %s: %s\n",
-			inet_ntop(AF_INET, &peer, p, sizeof(p)) ? p : "?", strerror(-err));
+			inet_ntop(af, peer, p, sizeof(p)) ? p : "?", strerror(-err));
 		return err;
 	}
 	stat_add(a, PFCP_STAT_END_MARKERS, 1);
 	return 0;
+}
+
+/*
+ * One End Marker to peer (network order) with its TEID (network order): IPv4 / UDP 2152 -> 2152 /
+ * GTP-U type 254, length 0, no sequence number; with qfi >= 0 a PDU Session Container (DL PDU
+ * SESSION INFORMATION, that QFI), as the bearer's G-PDUs carry it (TS 38.415 5.5.2.1). 0 or -errno.
+ */
+int end_marker_send(struct pfcp_agent *a, __u32 peer, __u32 teid, int qfi)
+{
+	__u8 pkt[20 + 8 + 8 + 8] = {};
+	__u8 *ip = pkt, *udp = pkt + 20;
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = peer };
+	size_t ulen, len;
+
+	if (a->raw_fd < 0) {
+		stat_add(a, PFCP_STAT_END_MARKER_ERRORS, 1);
+		return -EBADF;
+	}
+	ulen = end_marker_body(udp, teid, qfi);
+	len = 20 + ulen;
+	ip[0] = 0x45;
+	ip[2] = len >> 8;
+	ip[3] = len & 0xff;
+	ip[6] = 0x40;			/* DF; the kernel fills the ID (0) and the checksum */
+	ip[8] = 64;
+	ip[9] = IPPROTO_UDP;
+	memcpy(ip + 12, &a->local_addr, 4);
+	memcpy(ip + 16, &peer, 4);
+	udp_csum(ip + 12, 4, udp, ulen);
+	dataplane_sync();
+	return end_marker_sent(a, sendto(a->raw_fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)), len,
+			       AF_INET, &peer);
+}
+
+/* The same to an IPv6 peer: IPv6 n3_addr6 -> peer, class and flow label 0, hop limit 64. */
+int end_marker_send6(struct pfcp_agent *a, const __u8 *peer, __u32 teid, int qfi)
+{
+	__u8 pkt[40 + 8 + 8 + 8] = {};
+	__u8 *ip = pkt, *udp = pkt + 40;
+	struct sockaddr_in6 to = { .sin6_family = AF_INET6 };
+	size_t ulen;
+
+	if (a->raw_fd6 < 0) {
+		stat_add(a, PFCP_STAT_END_MARKER_ERRORS, 1);
+		return -EBADF;
+	}
+	memcpy(&to.sin6_addr, peer, 16);
+	ulen = end_marker_body(udp, teid, qfi);
+	ip[0] = 0x60;
+	ip[4] = ulen >> 8;
+	ip[5] = ulen & 0xff;
+	ip[6] = IPPROTO_UDP;
+	ip[7] = 64;
+	memcpy(ip + 8, a->n3_addr6, 16);
+	memcpy(ip + 24, peer, 16);
+	udp_csum(ip + 8, 16, udp, ulen);
+	dataplane_sync();
+	return end_marker_sent(a, sendto(a->raw_fd6, pkt, 40 + ulen, 0, (struct sockaddr *)&to, sizeof(to)),
+			       40 + ulen, AF_INET6, peer);
 }

@@ -1346,6 +1346,8 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct sess *s = sess_find(a, m->h.seid);
 	__u32 own, em_sgw = 0, em_teid = 0;
+	__u8 em_sgw6[16];
+	bool em = false, em_6 = false;
 	struct mod_plan p;
 	int err = 0, em_qfi = -1;
 
@@ -1386,11 +1388,17 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	/* SNDEM (TS 29.244 5.2.2.3): the old tunnel gets an End Marker once nothing more is sent on
 	 * it: when the downlink moves to another tunnel, or stops forwarding */
 	if (p.dl_upd && (p.dl_upd->smreq & PFCP_SMREQ_SNDEM) && s->dl_on && s->has_sgw &&
-	    !(s->dl_flags & PGWU_B_PEER6) &&	/* End Markers go over IPv4 only (raw socket) */
-	    (!p.fwd || p.sgw != s->sgw || p.sgw_teid != s->sgw_teid)) {
-		em_sgw = s->sgw;
-		em_teid = s->sgw_teid;
-		em_qfi = pgwu_qfi_of(s->dl_flags);
+	    (!p.fwd || p.sgw != s->sgw || p.sgw_teid != s->sgw_teid ||
+	     ((p.dl_flags ^ s->dl_flags) & PGWU_B_PEER6))) {
+		/* the old tunnel's peer: an IPv4 address, or (PGWU_B_PEER6) an n3v6_peers index, read
+		 * now: entries are never emptied while loaded */
+		em_6 = s->dl_flags & PGWU_B_PEER6;
+		if (!em_6 || !n3v6_peer_get(&a->m, s->sgw, em_sgw6)) {
+			em = true;
+			em_sgw = s->sgw;
+			em_teid = s->sgw_teid;
+			em_qfi = pgwu_qfi_of(s->dl_flags);
+		}
 	}
 
 	/* everything checked: the one table change (the downlink halves: IPv4, IPv6), then the
@@ -1463,7 +1471,9 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		usage_watch(a, s);
 	}
 	sess_publish(a, s);
-	if (em_sgw)
+	if (em && em_6)
+		end_marker_send6(a, em_sgw6, em_teid, em_qfi);
+	else if (em)
 		end_marker_send(a, em_sgw, em_teid, em_qfi);
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);

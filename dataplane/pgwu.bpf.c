@@ -753,6 +753,37 @@ static __always_inline void sig_count(__be32 teid, __be32 addr, __u8 type, __be3
 	bpf_map_update_elem(&sig_rx, &k, &nv, BPF_ANY);
 }
 
+/* An Echo Response from the peer at key in map (peers: IPv4 address; peers6: IPv6 address) with
+ * its body at ie. TS 29.281 7.2.2: the Recovery IE follows the header (its value is not used by
+ * GTP-U, 7.2.2 says: recorded to show the peer's restarts). */
+static __always_inline void peer_echo_rsp(void *map, const void *key, const __u8 *ie, const void *ip_end,
+					  const void *data_end, __be16 seq)
+{
+	struct pgwu_peer *pe = bpf_map_lookup_elem(map, key), np = {};
+	int has_rc = (const void *)(ie + 2) <= ip_end && (const void *)(ie + 2) <= data_end &&
+		     ie[0] == GTP_IE_RECOVERY;
+	__u8 rc = 0;
+
+	if (has_rc && (const void *)(ie + 2) <= data_end)
+		rc = ie[1];
+	if (!pe) {
+		np.rsp_ns = bpf_ktime_get_ns();
+		np.responses = 1;
+		np.rsp_seq = bpf_ntohs(seq);
+		np.restart_counter = rc;
+		np.has_recovery = has_rc;
+		bpf_map_update_elem(map, key, &np, BPF_NOEXIST);
+	} else {
+		if (has_rc && pe->has_recovery && pe->restart_counter != rc)
+			pe->restarts++;
+		pe->rsp_ns = bpf_ktime_get_ns();
+		pe->responses++;
+		pe->rsp_seq = bpf_ntohs(seq);
+		pe->restart_counter = rc;
+		pe->has_recovery = has_rc;
+	}
+}
+
 SEC("xdp")
 int xdp_access(struct xdp_md *ctx)
 {
@@ -863,35 +894,9 @@ int xdp_access(struct xdp_md *ctx)
 	p = data + (i & 0x3fff);
 
 	switch (type) {
-	case GTP_ECHO_RSP: {
-		/* TS 29.281 7.2.2: the Recovery IE follows the header (its value is not used by
-		 * GTP-U, 7.2.2 says: recorded to show the peer's restarts) */
-		struct pgwu_peer *pe = bpf_map_lookup_elem(&peers, &peer), np = {};
-		__u8 *ie = p;
-		int has_rc = (void *)(ie + 2) <= ip_end && (void *)(ie + 2) <= data_end &&
-			     ie[0] == GTP_IE_RECOVERY;
-		__u8 rc = 0;
-
-		if (has_rc && (void *)(ie + 2) <= data_end)
-			rc = ie[1];
-		if (!pe) {
-			np.rsp_ns = bpf_ktime_get_ns();
-			np.responses = 1;
-			np.rsp_seq = bpf_ntohs(seq);
-			np.restart_counter = rc;
-			np.has_recovery = has_rc;
-			bpf_map_update_elem(&peers, &peer, &np, BPF_NOEXIST);
-		} else {
-			if (has_rc && pe->has_recovery && pe->restart_counter != rc)
-				pe->restarts++;
-			pe->rsp_ns = bpf_ktime_get_ns();
-			pe->responses++;
-			pe->rsp_seq = bpf_ntohs(seq);
-			pe->restart_counter = rc;
-			pe->has_recovery = has_rc;
-		}
+	case GTP_ECHO_RSP:
+		peer_echo_rsp(&peers, &peer, p, ip_end, data_end, seq);
 		break;
-	}
 	case GTP_ERROR_IND: {
 		__be32 teid, addr;
 

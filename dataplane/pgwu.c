@@ -325,6 +325,8 @@ static const struct opt socket_options[] = {
 static const struct opt path_options[] = {
 	{ .name = "peer", .type = OPT_ADDR, .off = offsetof(struct path_opts, peer), .metavar = "A",
 	  .help = "only this peer (default: every SGW a bearer names and every peer seen)" },
+	{ .name = "peer6", .type = OPT_ADDR6, .off = offsetof(struct path_opts, peer6), .metavar = "A6",
+	  .help = "only this IPv6 peer (N3 over IPv6; with --peer: both)" },
 	{ .name = "send", .type = OPT_FLAG, .off = offsetof(struct path_opts, send),
 	  .help = "send an Echo Request to each peer first, then wait for the responses" },
 	{ .name = "wait", .type = OPT_U32, .off = offsetof(struct path_opts, wait), .metavar = "MS",

@@ -613,6 +613,23 @@ struct pgwu_sig_val {
 	__u32 pad;
 };
 
+/* peers6 and sig_rx6 (include/n3v6.h): the same for the peers over IPv6 (N3 over IPv6), written by
+ * xdp_ul_n3v6 and `pgwu path`. peers6: key the peer's address (16 octets), value struct pgwu_peer.
+ * sig_rx6: an Error Indication names the TEID we sent to and the address of its GTP-U Peer
+ * Address IE (16 octets; else its sender); an End Marker our local TEID, addr its sender. */
+struct pgwu_sig6_key {
+	__u32 teid;		/* network order */
+	__u8 type;
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+struct pgwu_sig6_val {
+	__u64 packets;
+	__u64 last_ns;		/* bpf_ktime_get_ns (CLOCK_MONOTONIC) of the last one */
+	__u8 from[16];		/* outer source of the last one */
+};
+
 /*
  * qos: HASH, key __u32 local TEID (network order; the uplink half's key, the downlink half's
  * local_teid), value struct pgwu_qos. Written by `pgwu pfcp` (from the QERs and URRs of the

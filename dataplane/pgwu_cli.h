@@ -96,6 +96,7 @@ struct stats_opts {
 
 struct path_opts {
 	struct opt_addr peer;
+	struct opt_addr6 peer6;
 	struct opt_flag send;
 	struct opt_u32 wait;		/* ms */
 	struct opt_flag json;

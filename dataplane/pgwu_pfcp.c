@@ -420,7 +420,7 @@ int do_pfcp(const void *cfg)
 
 	memset(a, 0, sizeof(*a));
 	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
-	a->qos_fd = a->qos_ctl_fd = a->raw_fd = -1;
+	a->qos_fd = a->qos_ctl_fd = a->raw_fd = a->raw_fd6 = -1;
 	a->mbr_burst_ms = o->mbr_burst_ms.v;
 	a->restart_policy = o->restart_policy.v;
 	a->allow_cp_move = o->allow_cp_move.set;

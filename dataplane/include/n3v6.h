@@ -12,10 +12,10 @@
  *               Peer Address IE the 16-octet n3_addr6) under reply_budget's rate limit, keyed by the
  *               peer's address folded to 32 bits as the ICMPv6 errors' are; the TEID's bearer, its
  *               QFI, then the T-PDU decapsulated as over IPv4: an IPv4 one here, an IPv6 one by
- *               xdp_access6 (ul6_handoff). Not done over IPv6: Echo Responses, Error Indications
- *               and End Markers received are counted under their sig_* reasons but not recorded in
- *               peers / sig_rx (keyed by an IPv4 address); no Supported Extension Headers
- *               Notification (drop_gtp_ext_unsupported, drop); no ICMP(v6) Time Exceeded back into
+ *               xdp_access6 (ul6_handoff). Echo Responses, Error Indications and End Markers
+ *               received are counted under their sig_* reasons and recorded in peers6 / sig_rx6
+ *               (peers / sig_rx keyed by the 16-octet address). Not done over IPv6: no Supported
+ *               Extension Headers Notification (drop_gtp_ext_unsupported, drop); no ICMP(v6) Time Exceeded back into
  *               an IPv6 tunnel (drop_ttl_expired, drop).
  *  xdp_dl_n3v6  the downlink of a bearer whose peer is IPv6 (PGWU_B_PEER6, tail-called by xdp_sgi
  *               and sgi_ipv6 once they found the bearer): outer IPv6 n3_addr6 -> the peer
@@ -47,11 +47,85 @@ struct {
 	__type(value, struct pgwu_n3v6_peer);
 } n3v6_peers SEC(".maps");
 
+/* peers6: LRU hash, the IPv6 peers' GTP-U path state (peers' twin, key the 16-octet address):
+ * written by xdp_ul_n3v6 on each Echo Response and by `pgwu path` when it sends an Echo Request;
+ * read by `pgwu path`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_MAX_PEERS);
+	__type(key, __u8[16]);
+	__type(value, struct pgwu_peer);
+} peers6 SEC(".maps");
+
+/* sig_rx6's entries: a quarter of sig_rx's (preallocated, an LRU hash: ~2 MiB at 16,384 against
+ * ~7 MiB at sig_rx's 65,536), the IPv6 peers being few; a report, not state, so an evicted entry
+ * costs a line of `pgwu signalling` only */
+#ifndef PGWU_MAX_SIG_RX6
+#define PGWU_MAX_SIG_RX6 16384
+#endif
+
+/* sig_rx6: LRU hash, the Error Indications and End Markers received over IPv6 (sig_rx's twin,
+ * struct pgwu_sig6_key): written by xdp_ul_n3v6, read by `pgwu signalling`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, PGWU_MAX_SIG_RX6);
+	__type(key, struct pgwu_sig6_key);
+	__type(value, struct pgwu_sig6_val);
+} sig_rx6 SEC(".maps");
+
 static __always_inline int addr6_eq(const void *a, const void *b)
 {
 	const __u32 *x = a, *y = b;
 
 	return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]));
+}
+
+static __always_inline void sig6_count(__be32 teid, const __u8 *addr, __u8 type, const __u8 *from)
+{
+	struct pgwu_sig6_key k = { .teid = teid, .type = type };
+	struct pgwu_sig6_val *v, nv = {};
+
+	__builtin_memcpy(k.addr, addr, 16);
+	v = bpf_map_lookup_elem(&sig_rx6, &k);
+	if (v) {
+		__sync_fetch_and_add(&v->packets, 1);
+		v->last_ns = bpf_ktime_get_ns();
+		__builtin_memcpy(v->from, from, 16);
+		return;
+	}
+	nv.packets = 1;
+	nv.last_ns = bpf_ktime_get_ns();
+	__builtin_memcpy(nv.from, from, 16);
+	bpf_map_update_elem(&sig_rx6, &k, &nv, BPF_ANY);
+}
+
+/* The signalling an IPv6 peer sent, recorded as an IPv4 peer's is (xdp_access): an Echo Response
+ * in peers6, an Error Indication (its Tunnel Endpoint Identifier Data I, and its GTP-U Peer Address
+ * when that is 16 octets, TS 29.281 7.3.1 / 8.4; else the sender) and an End Marker (our TEID in
+ * its header, 7.3.2) in sig_rx6. p the body, after the header and its extension headers. */
+static __always_inline void n3v6_sig_record(__u8 type, __be32 teid, __be16 seq, const __u8 *peer,
+					    const __u8 *p, const void *ip_end, const void *data_end)
+{
+	__u8 addr[16];
+	__be32 t;
+
+	if (type == GTP_ECHO_RSP) {
+		peer_echo_rsp(&peers6, peer, p, ip_end, data_end, seq);
+		return;
+	}
+	if (type == GTP_END_MARKER) {
+		sig6_count(teid, peer, GTP_END_MARKER, peer);
+		return;
+	}
+	if (type != GTP_ERROR_IND || (const void *)(p + 5) > ip_end || (const void *)(p + 5) > data_end ||
+	    p[0] != GTP_IE_TEID_DATA_I)
+		return;
+	__builtin_memcpy(&t, p + 1, 4);
+	__builtin_memcpy(addr, peer, 16);
+	if ((const void *)(p + 24) <= ip_end && (const void *)(p + 24) <= data_end &&
+	    p[5] == GTP_IE_PEER_ADDR && p[6] == 0 && p[7] == GTP_IE_PEER_ADDR_V6_LEN)
+		__builtin_memcpy(addr, p + 8, 16);
+	sig6_count(t, addr, GTP_ERROR_IND, peer);
 }
 
 /* An IPv6 source nobody may be answered at: unspecified, loopback, multicast, our own address. */
@@ -270,8 +344,11 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 	i = (long)m.p - (long)data;
 	p = data + (i & 0x3fff);
 	reason = gtpu_sig_reason(type);
-	if (reason)
-		goto out;	/* consumed, counted; not recorded in peers / sig_rx (IPv4 keys) */
+	if (reason) {
+		/* consumed, counted, and recorded in peers6 / sig_rx6 */
+		n3v6_sig_record(type, gtp->teid, seq, peer, p, ip_end, data_end);
+		goto out;
+	}
 
 	{
 		__u32 *mask = bpf_map_lookup_elem(&slot_mask, &zero), idx;
@@ -619,6 +696,10 @@ int xdp_dl_n3v6(struct xdp_md *ctx)
 			goto out;
 		}
 		ipv4_decrease_ttl(ip);
+		/* the outer UDP checksum covers the inner packet: an IPv4 one's headers summed and
+		 * its payload's sum taken from its own TCP / UDP checksum where that covers it, as
+		 * the IPv4 outer's (inner_sum; else summed) */
+		sum = inner_sum(ctx, ip, ihl_len, tot_len, data_end, &err);
 	} else {
 		struct ipv6hdr *ip6 = data + (in_l2 == 18 ? 18 : 14);
 
@@ -627,9 +708,9 @@ int xdp_dl_n3v6(struct xdp_md *ctx)
 			goto out;
 		}
 		ip6->hop_limit--;
+		/* an IPv6 one summed whole */
+		sum = csum_bytes_once(ctx, in_l2, tot_len, &err);
 	}
-	/* the outer UDP checksum covers the inner packet: summed whole (no offload to trust) */
-	sum = csum_bytes_once(ctx, in_l2, tot_len, &err);
 	if (err) {
 		reason = PGWU_R_DROP_BAD_IP_DL;
 		goto out;

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.bpf
 
 N3_6 = "fd47:7473::1"                  # the PGW-U's N3 IPv6 address (the lab's, docs/ipv6.md)
 GNB6 = "fd47:7473::10"                 # a gNB (SGW) over IPv6
+GNB6_2 = "fd47:7473::11"               # another address of it
 GNB6_IDX = 3                           # its entry in n3v6_peers
 # (local TEID, UE IPv4, UE /64, peer TEID, QFI)
 B1 = (0x0000_0A01, "10.45.0.21", "fd47:7470:0:21::", 0x6666_0001, None)
@@ -241,6 +242,71 @@ def test_without_n3_addr6_ipv6_goes_to_the_kernel_as_before(dpn):
     assert (res.verdict, counted, moved) == ("pass", {("pass_not_ipv4", "pass"): (1, len(f))}, {})
 
 
+# ---- signalling received over IPv6: recorded as over IPv4 (peers6, sig_rx6; pgwu path / signalling) -------
+def path6(dp) -> dict:
+    """`pgwu path --json`: {addr: entry} of its IPv6 peers"""
+    out = json.loads(pgwu(dp.pin_dir, "path", "--json").stdout)["peers"]
+    return {p["addr"]: p for p in out if p["family"] == 6}
+
+
+def echo_response6(src: str, restart: int, seq: int) -> bytes:
+    return bytes(P.gtpu(bytes([14, restart]), gtp_type=P.GTP_ECHO_RESPONSE, teid=0, seq=seq, src=src, dst=N3_6))
+
+
+def test_echo_response_over_ipv6_recorded_in_pgwu_path(dpn):
+    """An Echo Response from an IPv6 peer is consumed (sig_echo_response) and shown by `pgwu path` as an
+    IPv4 peer's is: up, its Recovery restart counter, a restart when it changes. A bearer's IPv6 peer
+    that never answered is listed unprobed."""
+    peer = f"fd47:7473::{secrets.randbelow(0xffff) + 1:x}:77"      # the LRU map outlives a test
+    f = echo_response6(peer, 7, 0x4001)
+    res, counted, _ = run(dpn, "access", f)
+    assert (res.verdict, counted) == ("drop", {("sig_echo_response", "drop"): (1, len(f))}), counted
+    got = path6(dpn)
+    assert (got[peer]["state"], got[peer]["restart_counter"], got[peer]["restarts"],
+            got[peer]["responses"]) == ("up", 7, 0, 1), got
+    assert got[socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, GNB6))]["state"] in (
+        "unprobed", "up"), got
+    run(dpn, "access", echo_response6(peer, 8, 0x4002))
+    got = path6(dpn)[peer]
+    assert (got["state"], got["restart_counter"], got["restarts"], got["responses"]) == ("up", 8, 1, 2), got
+    text = pgwu(dpn.pin_dir, "path", "--peer6", peer).stdout.splitlines()
+    assert text[1].split()[:4] == [peer, "up", "8", "1"], text
+
+
+def test_error_indication_and_end_marker_over_ipv6_shown_by_pgwu_signalling(dpn):
+    """An Error Indication from another address of the IPv6 peer naming B1's downlink tunnel (its TEID
+    Data I, its GTP-U Peer Address the peer's 16 octets: the address keyed, not the sender's) and an End Marker on B1's TEID are recorded (sig_rx6) and joined
+    to bearer B1 by `pgwu signalling`; a stray End Marker to no bearer is shown without one."""
+    stray = 0x0990_0000 + secrets.randbelow(0xffff)
+    body = struct.pack("!BI", 16, B1[3]) + struct.pack("!BH", 133, 16) + socket.inet_pton(socket.AF_INET6, GNB6)
+    ei = bytes(P.gtpu(body, gtp_type=P.GTP_ERROR_INDICATION, teid=0, seq=0, src=GNB6_2, dst=N3_6))
+    em = bytes(P.gtpu(b"", gtp_type=P.GTP_END_MARKER, teid=B1[0], src=GNB6, dst=N3_6))
+    em_stray = bytes(P.gtpu(b"", gtp_type=P.GTP_END_MARKER, teid=stray, src=GNB6, dst=N3_6))
+    before = {(s["message"], s["teid"], s["peer"]): s["packets"]
+              for s in json.loads(pgwu(dpn.pin_dir, "signalling", "--json").stdout)["signalling"]}
+    for f, reason in ((ei, "sig_error_ind"), (ei, "sig_error_ind"), (em, "sig_end_marker"),
+                      (em_stray, "sig_end_marker")):
+        res, counted, _ = run(dpn, "access", f)
+        assert (res.verdict, counted) == ("drop", {(reason, "drop"): (1, len(f))}), counted
+    sig = json.loads(pgwu(dpn.pin_dir, "signalling", "--json").stdout)["signalling"]
+    got = {(s["message"], s["teid"], s["peer"]): (s["packets"] - before.get((s["message"], s["teid"], s["peer"]), 0),
+                                                  s["from"], s["bearer"])
+           for s in sig if ":" in s["peer"]}
+    b1 = {"teid": B1[0], "ue": B1[1]}
+    assert got == {("error_ind", B1[3], GNB6): (2, GNB6_2, b1),
+                   ("end_marker", B1[0], GNB6): (1, GNB6, b1),
+                   ("end_marker", stray, GNB6): (1, GNB6, None)}, sig
+
+
+def test_path_send_to_an_ipv6_peer_without_n3_addr6_is_one_line(dpn):
+    dpn.set_config(cfg_of({"n3_addr6": "::"}))
+    cp = pgwu(dpn.pin_dir, "path", "--send", "--peer6", "fd47::9", check=False)
+    assert cp.returncode != 0 and "--n3-addr6" in cp.stderr and len(cp.stderr.strip().splitlines()) == 1, cp
+    bad = pgwu(dpn.pin_dir, "path", "--peer6", "10.0.0.1", check=False)
+    assert (bad.returncode, bad.stderr.splitlines()[0]) == (
+        2, "Invalid --peer6 '10.0.0.1': expected an IPv6 address"), bad.stderr
+
+
 # ---- downlink --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bearer", [B1, B2], ids=["no-qfi", "qfi-psc"])
 def test_dl_ipv4_to_ipv6_peer_encapsulated_with_ipv6_outer_and_checksum(dpn, bearer):
@@ -264,9 +330,14 @@ def test_dl_ipv6_to_ipv6_peer_encapsulated_with_ipv6_outer_and_checksum(dpn, bea
     assert moved == {("dl6", bearer[2]): (1, len(O.ip_payload(f)))}
 
 
-def test_dl_large_packet_checksum_right(dpn):
-    """1400 octets: csum_bytes' 512- and 64-octet loops and the tail all in the sum."""
-    f = dl_frame4(B1[1], n=1371)
+@pytest.mark.parametrize("kind", ["ipv4-udp-csum", "ipv4-udp-csum-0", "ipv6"])
+def test_dl_large_packet_checksum_right(dpn, kind):
+    """1400 octets. An IPv4 packet's payload sum is taken from its UDP checksum (inner_sum), or, with
+    none (0), summed: csum_bytes' 512- and 64-octet loops and the tail all in the sum; an IPv6 one
+    is summed whole."""
+    f = {"ipv4-udp-csum": lambda: dl_frame4(B1[1], n=1371),
+         "ipv4-udp-csum-0": lambda: dl_frame4(B1[1], n=1371, udp_csum=False),
+         "ipv6": lambda: dl_frame6(UE6_1, n=1351)}[kind]()
     res, counted, _ = run(dpn, "sgi", f)
     assert res.verdict == "redirect", counted
     want = encap6_expected(f, B1[3], None)

@@ -6,6 +6,8 @@
 - A G-PDU for an unknown TEID comes back to the peer's socket as an Error Indication, and a G-PDU with
   an unknown comprehension-required extension header as a Supported Extension Headers Notification.
 - Error Indications and End Markers the peer sends are shown by `pgwu signalling` with their bearer.
+- The same over IPv6 (N3 over IPv6, the gateway's n3_addr6): `pgwu path --send` to a bearer's IPv6
+  peer, its Echo Responses read by xdp_ul_n3v6 (peers6), its End Markers in `pgwu signalling`.
 Namespaces, pins and processes have unique names and are always removed.
 """
 
@@ -42,6 +44,8 @@ def lab():
     pin = f"/sys/fs/bpf/gtplab-path-{ident}"
     net = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
     gw_addr, peer_addr = f"{net}.1", f"{net}.2"
+    net6 = f"fd47:{secrets.randbelow(0xffff):x}:{secrets.randbelow(0xffff):x}::"
+    gw6, peer6 = f"{net6}1", f"{net6}2"
     g0, p0, s0, s1 = f"g{ident}", f"p{ident}", f"s{ident}", f"t{ident}"
     try:
         for ns in (gw, peer):
@@ -50,6 +54,11 @@ def lab():
         run("ip", "-n", gw, "link", "add", s0, "type", "veth", "peer", "name", s1)
         run("ip", "-n", gw, "addr", "add", f"{gw_addr}/24", "dev", g0)
         run("ip", "-n", peer, "addr", "add", f"{peer_addr}/24", "dev", p0)
+        run("ip", "-n", gw, "addr", "add", f"{gw6}/64", "dev", g0, "nodad")
+        run("ip", "-n", peer, "addr", "add", f"{peer6}/64", "dev", p0, "nodad")
+        # the peer's datagrams leave with their UDP checksum complete, as from a NIC: a veth's
+        # offload leaves it partial, which xdp_ul_n3v6 (checking it, mandatory over IPv6) drops
+        run("ip", "netns", "exec", peer, "ethtool", "-K", p0, "tx", "off")
         for ns, ifs in ((gw, (g0, s0, s1, "lo")), (peer, (p0, "lo"))):
             for i in ifs:
                 run("ip", "-n", ns, "link", "set", i, "up")
@@ -58,7 +67,8 @@ def lab():
         resolve_neighbour(peer, gw_addr)
         run(pgwu_binary(), "-d", pin, "session", "add", "--teid", str(TEID), "--ue", UE, "--sgw", peer_addr,
             "--sgw-teid", str(SGW_TEID))
-        yield {"gw": gw, "peer": peer, "pin": pin, "gw_addr": gw_addr, "peer_addr": peer_addr}
+        yield {"gw": gw, "peer": peer, "pin": pin, "gw_addr": gw_addr, "peer_addr": peer_addr,
+               "gw6": gw6, "peer6": peer6}
     finally:
         if os.path.exists(pin):
             run(pgwu_binary(), "-d", pin, "unload", check=False)
@@ -83,9 +93,10 @@ def resolve_neighbour(ns: str, addr: str, timeout: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def start_peer(lab, restart: int, duration: float, send=()) -> subprocess.Popen:
-    cmd = ["nsenter", f"--net=/run/netns/{lab['peer']}", sys.executable, str(PEER_PY), "--addr", lab["peer_addr"],
-           "--gw", lab["gw_addr"], "--restart", str(restart), "--duration", str(duration)]
+def start_peer(lab, restart: int, duration: float, send=(), v6: bool = False) -> subprocess.Popen:
+    addr, gw = (lab["peer6"], lab["gw6"]) if v6 else (lab["peer_addr"], lab["gw_addr"])
+    cmd = ["nsenter", f"--net=/run/netns/{lab['peer']}", sys.executable, str(PEER_PY), "--addr", addr,
+           "--gw", gw, "--restart", str(restart), "--duration", str(duration)]
     for m in send:
         cmd += ["--send", bytes(m).hex()]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -215,3 +226,37 @@ def test_time_exceeded_reaches_the_ue_through_its_tunnel(lab):
     st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)
     assert st["events"]["icmp_time_exceeded_sent"] == 1
     assert st["reasons"]["drop_ttl_expired"]["tx"]["packets"] == 1
+
+
+def test_path_echo_and_signalling_over_ipv6(lab):
+    """N3 over IPv6: `pgwu path --send` sends its Echo Request to a bearer's IPv6 peer from the
+    gateway's n3_addr6; the peer's Echo Response (over IPv6, to port 2152) is read by xdp_ul_n3v6 and
+    the peer shown up with its restart counter, next to the IPv4 SGW; the End Marker it sends is shown
+    by `pgwu signalling` with its bearer."""
+    teid6, ue6, steid6 = 0x500, "10.45.0.5", 0x600
+    run(pgwu_binary(), "-d", lab["pin"], "config", "--n3-addr6", lab["gw6"])
+    run(pgwu_binary(), "-d", lab["pin"], "session", "add", "--teid", str(teid6), "--ue", ue6, "--sgw6", lab["peer6"],
+        "--sgw-teid", str(steid6))
+    before = path(lab)
+    assert (before[lab["peer6"]]["state"], before[lab["peer6"]]["family"]) == ("unprobed", 6), before
+    assert before[lab["peer_addr"]]["family"] == 4, before
+    em = P.end_marker(teid=teid6, src=lab["peer6"], dst=lab["gw6"])
+    p = start_peer(lab, restart=42, duration=2.0, send=[gtp_body(em)], v6=True)
+    try:
+        got = path(lab, "--send", "--wait", "1500", "--peer6", lab["peer6"])
+    finally:
+        msgs = finish(p)
+    assert msgs == [], msgs
+    assert set(got) == {lab["peer6"]}, got
+    g = got[lab["peer6"]]
+    st = json.loads(run(pgwu_binary(), "-d", lab["pin"], "stats", "--json").stdout)["reasons"]
+    seen = {(k, a): b["packets"] for k, v in st.items() for a, b in v.items() if b["packets"]}
+    assert (g["state"], g["restart_counter"], g["restarts"], g["responses"]) == ("up", 42, 0, 1), (g, seen)
+    assert st["sig_echo_response"]["drop"]["packets"] == 1, seen
+    sig = json.loads(run(pgwu_binary(), "-d", lab["pin"], "signalling", "--json").stdout)["signalling"]
+    assert [(s["message"], s["teid"], s["peer"], s["packets"], s["bearer"]) for s in sig] == [
+        ("end_marker", teid6, lab["peer6"], 1, {"teid": teid6, "ue": ue6})], sig
+    # nobody answers now: the next probe finds it silent
+    g = path(lab, "--send", "--wait", "300", "--peer6", lab["peer6"])[lab["peer6"]]
+    assert (g["state"], g["responses"]) == ("no-response", 1), g
+

@@ -1,6 +1,6 @@
 """A minimal GTP-U peer (an SGW's path management) for tests/dataplane/test_gtpu_path.py, run inside the test's
 peer namespace: bound to ADDR:2152, it answers Echo Requests with an Echo Response carrying a
-Recovery IE (TS 29.281 7.2.2), can first send some messages to the gateway, and prints every other
+Recovery IE (TS 29.281 7.2.2; over IPv6 when ADDR is an IPv6 address), can first send some messages to the gateway, and prints every other
 message it receives as one JSON line {"src", "sport", "hex"} until --duration is over.
 
     python tests/lib/gtpu_peer.py --addr 10.99.0.2 --gw 10.99.0.1 --restart 42 --duration 3 \
@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=3.0, help="seconds to run")
     ap.add_argument("--send", action="append", default=[], help="hex of a GTP-U message to send first")
     a = ap.parse_args()
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(socket.AF_INET6 if ":" in a.addr else socket.AF_INET, socket.SOCK_DGRAM)
     s.bind((a.addr, 2152))
     s.settimeout(0.05)
     print("ready", flush=True)
@@ -39,7 +39,7 @@ def main() -> int:
     end = time.monotonic() + a.duration
     while time.monotonic() < end:
         try:
-            data, (src, sport) = s.recvfrom(65535)
+            data, (src, sport, *_) = s.recvfrom(65535)     # IPv6: (addr, port, flowinfo, scope)
         except socket.timeout:
             continue
         if len(data) >= 8 and data[1] == 1:

@@ -168,10 +168,12 @@ def establish(seq: int, cp_seid: int, ue: str, teid: int | None = None, sgw: str
 
 
 def modify_dl(seq: int, up_seid: int, sgw: str = SGW_ADDR2, sgw_teid: int = 0x200, far_id: int = DL_FAR,
-              sndem: bool = False):
+              sndem: bool = False, ohc=None):
     """Handover: the downlink FAR gets the new SGW's F-TEID. sndem: with PFCPSMReq-Flags SNDEM in the
-    Update Forwarding Parameters (8.2.31): End Marker on the old tunnel."""
-    fwd = [IE_DestinationInterface(interface=0), IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)]
+    Update Forwarding Parameters (8.2.31): End Marker on the old tunnel. ohc: an Outer Header Creation
+    IE instead of sgw / sgw_teid's (GTP-U/UDP/IPv6 to a gNB)."""
+    fwd = [IE_DestinationInterface(interface=0),
+           ohc if ohc is not None else IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=sgw_teid, ipv4=sgw)]
     if sndem:
         fwd.append(IE_PFCPSMReqFlags(SNDEM=1))
     upd = IE_UpdateFAR(IE_list=[IE_FAR_Id(id=far_id), IE_ApplyAction(FORW=1),

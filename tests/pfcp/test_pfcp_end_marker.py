@@ -2,6 +2,8 @@
 session's downlink to another tunnel (or stops it) with PFCPSMReq-Flags SNDEM makes `pgwu pfcp` send
 exactly one End Marker on the OLD tunnel: from the GTP-U address, UDP 2152 -> 2152, GTP-U type 254
 with the old TEID, carrying a PDU Session Container (DL, the bearer's QFI) when the bearer has a QFI.
+Over IPv6 when the old tunnel's peer is IPv6 (N3 over IPv6: from the N3 IPv6 address, its UDP checksum
+computed), whichever family the new tunnel is.
 
 The agent runs in a network namespace of the test's own (nsenter, so /sys/fs/bpf stays visible), where
 the GTP-U address is on one end of a veth pair that routes the SGWs' addresses (their neighbours
@@ -21,12 +23,17 @@ import time
 
 import pytest
 
+from scapy.contrib.pfcp import IE_OuterHeaderCreation
+
 from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from gtplab.kernel.netns import Worker
 from tests.lib import pfcp_msgs as M
 from tests.lib.lab import af_packet_socket
 from tests.lib.pfcp_agent import PGWU, UE, Agent, cause, created_teid, forwarding_config, up_seid
+from tests.pfcp.conftest import loaded_pgwu
+from tests.pfcp.test_pfcp_agent_n3v6 import GNB6, GNB6B, N3_6, dl_far6, ohc6
+from tests.pfcp.test_pfcp_agent_n3v6 import establish as establish6
 
 pytestmark = pytest.mark.lab     # a network namespace and a veth pair of its own (and a loaded PGW-U)
 
@@ -52,9 +59,10 @@ class NsAgent(Agent):
         self.log = []
 
 
-@pytest.fixture
-def lab(pin_dir):
-    """(agent, capture socket on em0) in a fresh netns gtplab-em-<id>."""
+@contextlib.contextmanager
+def agent_lab(pin_dir):
+    """(agent, capture socket on em0) in a fresh netns gtplab-em-<id>; em0 has the GTP-U address and
+    the N3 IPv6 address N3_6, the SGWs' and gNBs' neighbours static."""
     ns = f"gtplab-em-{secrets.token_hex(4)}"
     # undone in reverse, each step whatever the one before did (a stop() that raised left the
     # namespace behind: five gtplab-em-* once)
@@ -62,10 +70,13 @@ def lab(pin_dir):
         subprocess.run(["ip", "netns", "add", ns], check=True)
         undo.callback(subprocess.run, ["ip", "netns", "del", ns], check=False)
         for cmd in (["link", "set", "lo", "up"], ["link", "add", "em0", "type", "veth", "peer", "name", "em1"],
-                    ["addr", "add", f"{M.GTPU_ADDR}/24", "dev", "em0"], ["link", "set", "em0", "up"],
+                    ["addr", "add", f"{M.GTPU_ADDR}/24", "dev", "em0"],
+                    ["addr", "add", f"{N3_6}/64", "dev", "em0", "nodad"], ["link", "set", "em0", "up"],
                     ["link", "set", "em1", "up"],
                     ["neigh", "add", M.SGW_ADDR, "lladdr", "02:00:00:00:0e:01", "dev", "em0", "nud", "permanent"],
-                    ["neigh", "add", M.SGW_ADDR2, "lladdr", "02:00:00:00:0e:02", "dev", "em0", "nud", "permanent"]):
+                    ["neigh", "add", M.SGW_ADDR2, "lladdr", "02:00:00:00:0e:02", "dev", "em0", "nud", "permanent"],
+                    ["neigh", "add", GNB6, "lladdr", "02:00:00:00:0e:06", "dev", "em0", "nud", "permanent"],
+                    ["neigh", "add", GNB6B, "lladdr", "02:00:00:00:0e:07", "dev", "em0", "nud", "permanent"]):
             subprocess.run(["ip", "-n", ns, *cmd], check=True)
         worker = Worker(ns)
         undo.callback(worker.close)
@@ -78,8 +89,22 @@ def lab(pin_dir):
         yield agent, cap
 
 
-def gtpu_sent(cap, wait: float) -> list[bytes]:
-    """The IPv4 packets to UDP port 2152 seen on em0 within `wait` seconds (Ethernet removed)."""
+@pytest.fixture
+def lab(pin_dir):
+    with agent_lab(pin_dir) as x:
+        yield x
+
+
+@pytest.fixture
+def lab6():
+    """agent_lab on a PGW-U of its own loaded with the N3 IPv6 address (`--n3-addr6 N3_6`)"""
+    with loaded_pgwu("--n3-addr6", N3_6) as d, agent_lab(d) as x:
+        yield x
+
+
+def gtpu_sent(cap, wait: float, family: int = 4) -> list[bytes]:
+    """The IPv4 (family 6: IPv6) packets to UDP port 2152 seen on em0 within `wait` seconds (Ethernet
+    removed). An IPv6 one has UDP right after its header (what the agent sends)."""
     out = []
     deadline = time.monotonic() + wait
     while (left := deadline - time.monotonic()) > 0:
@@ -88,11 +113,15 @@ def gtpu_sent(cap, wait: float) -> list[bytes]:
             f = cap.recv(65535)
         except socket.timeout:
             break
-        if len(f) >= 14 + 28 and f[12:14] == b"\x08\x00" and f[14 + 9] == 17:
+        if family == 4 and len(f) >= 14 + 28 and f[12:14] == b"\x08\x00" and f[14 + 9] == 17:
             ip = f[14:]
             ihl = (ip[0] & 0xF) * 4
             if struct.unpack_from("!H", ip, ihl + 2)[0] == 2152:
                 out.append(ip[:struct.unpack_from("!H", ip, 2)[0]])
+        if family == 6 and len(f) >= 14 + 48 and f[12:14] == b"\x86\xdd" and f[14 + 6] == 17:
+            ip = f[14:]
+            if struct.unpack_from("!H", ip, 40 + 2)[0] == 2152:
+                out.append(ip[:40 + struct.unpack_from("!H", ip, 4)[0]])
     return out
 
 
@@ -106,15 +135,24 @@ def csum16(b: bytes) -> int:
 
 
 def check_end_marker(ip: bytes, sgw: str, teid: int, qfi: int | None) -> None:
-    """One End Marker, field by field (TS 29.281 5.1, 7.3.2; TS 38.415 5.5.2.1 for the container)."""
-    assert (ip[0], ip[9]) == (0x45, 17)
-    assert csum16(ip[:20]) == 0xFFFF, "IPv4 header checksum"
-    assert (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])) == (M.GTPU_ADDR, sgw)
-    sport, dport, ulen, ck = struct.unpack_from("!HHHH", ip, 20)
-    assert (sport, dport, ulen) == (2152, 2152, len(ip) - 20)
-    pseudo = ip[12:20] + struct.pack("!BBH", 0, 17, ulen)
-    assert ck == 0 or csum16(pseudo + ip[20:]) == 0xFFFF, "UDP checksum"
-    g = ip[28:]
+    """One End Marker, field by field (TS 29.281 5.1, 7.3.2; TS 38.415 5.5.2.1 for the container); over
+    IPv6 when sgw is an IPv6 address: from N3_6, class and flow label 0, hop limit 64, the UDP checksum
+    present and right (RFC 8200 8.1)."""
+    if ":" in sgw:
+        assert (ip[0] >> 4, ip[6], ip[7], bytes(ip[0:4])) == (6, 17, 64, b"\x60\0\0\0"), ip[:8].hex()
+        assert (socket.inet_ntop(socket.AF_INET6, ip[8:24]), socket.inet_ntop(socket.AF_INET6, ip[24:40])) == (
+            N3_6, sgw)
+        l3, pseudo_addrs = 40, ip[8:40]
+    else:
+        assert (ip[0], ip[9]) == (0x45, 17)
+        assert csum16(ip[:20]) == 0xFFFF, "IPv4 header checksum"
+        assert (socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])) == (M.GTPU_ADDR, sgw)
+        l3, pseudo_addrs = 20, ip[12:20]
+    sport, dport, ulen, ck = struct.unpack_from("!HHHH", ip, l3)
+    assert (sport, dport, ulen) == (2152, 2152, len(ip) - l3)
+    pseudo = pseudo_addrs + struct.pack("!BBH", 0, 17, ulen)
+    assert (ck == 0 and l3 == 20) or csum16(pseudo + ip[l3:]) == 0xFFFF, "UDP checksum"
+    g = ip[l3 + 8:]
     flags, mtype, glen, gteid = struct.unpack_from("!BBHI", g)
     assert (flags & 0xF0, mtype, gteid) == (0x30, 254, teid), g.hex()
     assert glen == len(g) - 8
@@ -168,3 +206,49 @@ def test_downlink_stopped_with_sndem_marks_the_tunnel_it_leaves(lab):
     sent = gtpu_sent(cap, 1.0)
     assert len(sent) == 1
     check_end_marker(sent[0], M.SGW_ADDR, 0x100, None)
+
+
+# ---- N3 over IPv6: the old tunnel's peer is IPv6 (or the new one is) ---------------------------------------
+def establish_v6_peer(agent):
+    """A session whose downlink goes to GNB6/0x600 over IPv6 (OHC GTP-U/UDP/IPv6), uplink F-TEID IPv4"""
+    r = establish6(agent, 2, v4=True, v6=False, ohr=0, dl_far=dl_far6(GNB6, 0x600))
+    assert cause(r) == 1, r.summary()
+    return up_seid(r)
+
+
+@pytest.mark.parametrize("new", ["ipv4", "ipv6"])
+def test_switch_away_from_an_ipv6_peer_sends_the_end_marker_over_ipv6(lab6, new):
+    """Handover away from an IPv6 gNB (to an IPv4 SGW, or another IPv6 gNB) with SNDEM: exactly one End
+    Marker, over IPv6 from N3_6 to the old gNB with the old TEID; nothing over IPv4."""
+    agent, cap = lab6
+    seid = establish_v6_peer(agent)
+    gtpu_sent(cap, 0.1, 6)
+    ohc = (IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=0x200, ipv4=M.SGW_ADDR2) if new == "ipv4"
+           else ohc6(GNB6B, 0x700))
+    assert cause(agent.req(M.modify_dl(3, seid, ohc=ohc, sndem=True))) == 1
+    sent6 = gtpu_sent(cap, 1.0, 6)
+    assert len(sent6) == 1, f"{len(sent6)} GTP-U/IPv6 packets sent: {[s.hex() for s in sent6]}"
+    check_end_marker(sent6[0], GNB6, 0x600, None)
+    assert gtpu_sent(cap, 0.3, 4) == []
+
+
+def test_switch_from_an_ipv4_peer_to_an_ipv6_one_marks_the_old_tunnel_over_ipv4(lab6):
+    agent, cap = lab6
+    r = agent.req(M.establish(2, 0x10, UE, sgw_teid=0x100))
+    assert cause(r) == 1
+    gtpu_sent(cap, 0.1)
+    assert cause(agent.req(M.modify_dl(3, up_seid(r), ohc=ohc6(GNB6B, 0x700), sndem=True))) == 1
+    sent = gtpu_sent(cap, 1.0)
+    assert len(sent) == 1, [s.hex() for s in sent]
+    check_end_marker(sent[0], M.SGW_ADDR, 0x100, None)
+    assert gtpu_sent(cap, 0.3, 6) == []
+
+
+def test_ipv6_downlink_stopped_with_sndem_marks_the_tunnel_it_leaves(lab6):
+    agent, cap = lab6
+    seid = establish_v6_peer(agent)
+    gtpu_sent(cap, 0.1, 6)
+    assert cause(agent.req(M.modify_dl_buffer(3, seid, sndem=True))) == 1
+    sent6 = gtpu_sent(cap, 1.0, 6)
+    assert len(sent6) == 1
+    check_end_marker(sent6[0], GNB6, 0x600, None)
