@@ -294,6 +294,18 @@ static void sess_unpublish(struct pfcp_agent *a, const struct sess *s)
 									 s->r->urr[i].id };
 }
 
+void sess_unpublish_rule(struct pfcp_agent *a, const struct sess *s, __u8 kind, __u32 id)
+{
+	struct pub_pending *p = &a->pub;
+	__u32 idx = (__u32)s->up_seid - 1;
+
+	if (a->sess_fd < 0)
+		return;
+	if (p->n_rupd + p->n_rdel + 1 > PUB_RULES)
+		sess_publish_flush(a);
+	p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, kind, id };
+}
+
 static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **rules)
 {
 	__u32 idx = (__u32)s->up_seid - 1;

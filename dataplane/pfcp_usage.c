@@ -114,7 +114,11 @@ static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64
 
 		if (!(s->r->sdf_dirs & (1U << d)))
 			continue;
-		c[2 * d] = c[2 * d + 1] = 0;
+		/* what its removed PDRs counted, and the bearer's counters before the direction
+		 * was classified (a modification's first SDF PDR there) */
+		c[2 * d] = st->gone[2 * d];
+		c[2 * d + 1] = st->gone[2 * d + 1];
+		any = st->gone[2 * d] || st->gone[2 * d + 1];
 		for (int i = 0; i < s->r->n_sdf; i++) {
 			const struct sdf_ent *e = &s->r->sdf[i];
 
@@ -148,12 +152,10 @@ static void urr_usage(const struct sess *s, int u, const struct bearer *b, __u64
 /* One Usage Report IE (ie: 78 modification, 79 deletion, 80 report request) of URR u carrying v
  * (a Volume Measurement's six values), then the URR measures from there: what it reported is
  * added to what it has reported (struct urr_state) */
-static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct sess *s, int u,
-		     const __u64 v[6], const __u8 trig[3])
+static void w_report_urr(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct pgwu_urr *urr,
+			 struct urr_state *st, __u64 start_ms, const __u64 v[6], const __u8 trig[3])
 {
-	struct pgwu_urr *urr = &s->r->urr[u];
-	struct urr_state *st = &s->r->st[u];
-	__u64 now_wall = wall_ntp(), since_ms = st->since_ms ? st->since_ms : s->start_ms;
+	__u64 now_wall = wall_ntp(), since_ms = st->since_ms ? st->since_ms : start_ms;
 	size_t g;
 
 	g = pfcp_w_group_begin(w, ie);
@@ -183,6 +185,33 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 	st->since_ms = a->now_ms;
 	st->since_wall = now_wall;
 	st->traffic_ms = 0;
+}
+
+static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct sess *s, int u,
+		     const __u64 v[6], const __u8 trig[3])
+{
+	w_report_urr(a, w, ie, &s->r->urr[u], &s->r->st[u], s->start_ms, v, trig);
+}
+
+int usage_now(struct pfcp_agent *a, struct sess *s, struct bearer *b)
+{
+	return sess_usage(a, s, b);
+}
+
+void usage_of_urr(const struct sess *s, int u, const struct bearer *b, __u64 v[6])
+{
+	urr_usage(s, u, b, v);
+}
+
+void w_removed_report(struct pfcp_agent *a, struct pfcp_w *w, struct pgwu_urr *urr,
+		      struct urr_state *st, __u64 start_ms, const __u64 v[6])
+{
+	w_report_urr(a, w, PFCP_IE_USAGE_REPORT_SMR, urr, st, start_ms, v, UR_TERMR);
+}
+
+__u64 usage_wall_ntp(void)
+{
+	return wall_ntp();
 }
 
 static void watch_compact(struct pfcp_agent *a)
