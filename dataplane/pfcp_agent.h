@@ -110,6 +110,10 @@ struct sess_rules {
 	struct pgwu_qer *qer;		/* n_qer, in this allocation */
 	struct pgwu_urr *urr;		/* n_urr, in this allocation */
 	struct sdf_ent *sdf;		/* n_sdf, in this allocation */
+	/* the CP2UP PDR's links (its URRs count its relayed T-PDUs as downlink usage: the
+	 * cp_relay entry of its tunnel, read into cp2up_packets/bytes with the other counters) */
+	struct pgwu_pfcp_pdr cp2up;
+	__u64 cp2up_packets, cp2up_bytes;
 };
 
 /* A session (pfcp_session.c): its bearer, the rules it was set up with, the downlink's state */
@@ -282,6 +286,8 @@ void sess_unpublish_rule(struct pfcp_agent *a, const struct sess *s, __u8 kind, 
 /* a session's SDF PDRs' counters (sdf_pdrs) into its struct sdf_ent; its lists and rules removed */
 void sdf_read(struct pfcp_agent *a, struct sess_rules *r);
 void sdf_drop(struct pfcp_agent *a, const struct sess *s);
+/* the CP2UP tunnel's usage (cp_relay) into s->r->cp2up_packets/bytes, when a URR counts it */
+void cp2up_read(struct pfcp_agent *a, const struct sess *s);
 void sess_publish_flush(struct pfcp_agent *a);
 void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);

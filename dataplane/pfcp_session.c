@@ -375,6 +375,8 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
 				kept, held);
 	}
+	if (s->cp2up_teid && s->r)
+		cp2up_read(a, s);	/* final: the halves it relays to are gone */
 	if (s->cp2up_teid)
 		cp2up_del(&a->m.sdf, a->m.ul, s->cp2up_teid);	/* the CP2UP tunnel with them */
 	if (s->r && s->r->sdf_dirs) {
@@ -397,6 +399,18 @@ void sdf_read(struct pfcp_agent *a, struct sess_rules *r)
 			r->sdf[i].packets = d.packets;
 			r->sdf[i].bytes = d.bytes;
 		}
+}
+
+void cp2up_read(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pgwu_cp_key k = { .id = s->cp2up_teid, .kind = PGWU_CP_CP2UP };
+	struct pgwu_cp_relay v;
+
+	if (s->cp2up_teid && s->r->cp2up.n_urr && a->m.sdf.cp >= 0 &&
+	    !bpf_map_lookup_elem(a->m.sdf.cp, &k, &v)) {
+		s->r->cp2up_packets = v.packets;
+		s->r->cp2up_bytes = v.bytes;
+	}
 }
 
 void sdf_drop(struct pfcp_agent *a, const struct sess *s)

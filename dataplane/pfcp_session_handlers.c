@@ -519,8 +519,9 @@ too_many:
  * GTP-U/UDP/IP removed, no other match field (a UE IP Address, if any, the session's), its FAR
  * the session's downlink FAR (Open5GS shares it) or one forwarding to Access as that does; the
  * session has a /64 (the CP function sends IPv6: Router Advertisements). QERs may be linked (the
- * QFI sent is the downlink's marking); a URR is not counted there (no usage of the tunnel is
- * reported): refused.
+ * QFI sent is the downlink's marking); URRs too: the T-PDUs relayed are their downlink usage (the
+ * tunnel's cp_relay counters), but not a volume threshold or quota (measured on the bearer's qos
+ * entry, which no relayed packet passes).
  */
 static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struct plan *p)
 {
@@ -535,9 +536,17 @@ static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	if (!p->has_ue6 || !x->has_fteid || x->n_fteid != 1 || !x->fteid.v4 || x->fteid.v6 ||
 	    (!x->fteid.ch && (!x->fteid.teid || (a->local_addr && x->fteid.ipv4 != a->local_addr))) ||
 	    !x->has_ohr || (x->ohr != PFCP_OHR_GTPU_UDP_IPV4 && x->ohr != PFCP_OHR_GTPU_UDP_IP) ||
-	    x->narrow_ie || x->n_sdf || x->n_qfi || x->n_urr || !x->has_far_id ||
-	    !refs_ok(x, m))
+	    x->narrow_ie || x->n_sdf || x->n_qfi || !x->has_far_id || !refs_ok(x, m))
 		return false;
+	for (int i = 0; i < x->n_urr; i++)
+		for (int k = 0; k < m->n_create_urr; k++) {
+			const struct pfcp_urr *u = &m->create_urr[k];
+
+			/* a threshold or quota is the bearer's qos entry's, which no relay passes */
+			if (u->id == x->urr_id[i] && ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
+			    (u->present & (PFCP_URR_VOL_THRESH | PFCP_URR_VOL_QUOTA))))
+				return false;
+		}
 	if (!x->fteid.ch && x->fteid.teid == p->ul->fteid.teid)
 		return false;	/* the bearer's own tunnel */
 	f = far_by_id(m->create_far, m->n_create_far, x->far_id);
@@ -770,6 +779,8 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 			urr_set(&p->r->urr[i], &m->create_urr[i]);
 		pdr_links(&p->r->pdr[PGWU_PFCP_UPLINK], p->ul);
 		pdr_links(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->dl);
+		if (p->cp2up)
+			pdr_links(&p->r->cp2up, p->cp2up);
 		marking = dl_marking(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->r->qer, p->r->n_qer);
 		if (marking < 0) {
 			plan_free(p);
@@ -1136,10 +1147,12 @@ static bool linked_after(const struct sess *s, const struct pdr_plan *pp, const 
 {
 	const struct sess_rules *o = s->r;
 
-	for (int d = 0; d < 2; d++)
-		if (urr ? id_in(o->pdr[d].urr, o->pdr[d].n_urr, id) :
-			  id_in(o->pdr[d].qer, o->pdr[d].n_qer, id))
+	for (int d = 0; d < 3; d++) {
+		const struct pgwu_pfcp_pdr *l = d < 2 ? &o->pdr[d] : &o->cp2up;
+
+		if (urr ? id_in(l->urr, l->n_urr, id) : id_in(l->qer, l->n_qer, id))
 			return true;
+	}
 	for (int e = 0; e < o->n_sdf; e++) {
 		const struct pgwu_pfcp_pdr *l = &o->sdf[e].links;
 
@@ -1427,6 +1440,7 @@ bad_pdr:
 		}
 	}
 	memcpy(pp->nr->pdr, o->pdr, sizeof(o->pdr));
+	pp->nr->cp2up = o->cp2up;
 	pp->nr->sdf_dirs = o->sdf_dirs;
 	for (e = 0; e < o->n_sdf; e++)
 		if (!int_in(pp->gone, pp->n_gone, e))

@@ -75,6 +75,8 @@ static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer 
 	b->dl_bytes += s->dl_bytes;
 	if (s->r && s->r->sdf_dirs)
 		sdf_read(a, s->r);
+	if (s->r)
+		cp2up_read(a, s);
 	return 0;
 }
 
@@ -134,6 +136,13 @@ static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64
 		}
 		*(d == PGWU_PFCP_UPLINK ? &ul : &dl) = any;
 	}
+	/* the CP2UP PDR's relayed T-PDUs: towards the UE, downlink */
+	for (int k = 0; k < s->r->cp2up.n_urr; k++)
+		if (s->r->cp2up.urr[k] == id) {
+			c[2] += s->r->cp2up_packets;
+			c[3] += s->r->cp2up_bytes;
+			dl = true;
+		}
 	n[0] = ul ? since(c[0], st->ul_packets) : 0;
 	n[1] = ul ? since(c[1], st->ul_bytes) : 0;
 	n[2] = dl ? since(c[2], st->dl_packets) : 0;
