@@ -23,7 +23,7 @@ from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
 from tests.lib.pfcp_agent import cause, created, ies, up_seid, usage_report
 from tests.lib.pfcp_smf import forwarding_config, session_json
-from tests.pfcp.test_pfcp_agent_sdf import (FAR, FLOW, FWD_DL, FWD_UL, PDR, PORT, URR, dl, est_msg,
+from tests.pfcp.test_pfcp_agent_sdf import (FAR, FLOW, FWD_DL, FWD_UL, PDR, PFX6, PORT, URR, dl, est_msg,
                                             reports, rule, run, sdf_maps, session, ul, vol)
 
 pytestmark = pytest.mark.bpf
@@ -141,6 +141,25 @@ def test_flow_added_twice_and_qer_of_its_own(assoc, pin_dir):
     assert sdf_maps(pin_dir) == {"sdf_lists": 2, "sdf_pdrs": 2, "sdf_qos": 0}
     d = assoc.req(M.delete(7, seid))
     assert reports(d, 79) == {1: vol([o_ul], [])}
+
+
+def test_flow_added_to_an_ipv4v6_session_classifies_ipv6(assoc, pin_dir):
+    """An IPv4v6 session: the flow added by a modification takes the IPv6 packets as the IPv4 ones
+    (the uplink half's flags serve both families; the /64's downlink half is rewritten with the
+    IPv4 one): IPv6 UDP to PORT uplink is URR_F's, from PORT downlink drop_far, the rest the
+    defaults'; the Query URR is exact."""
+    s = session(ue6=PFX6)
+    r = assoc.req(est_msg(2, 0x10, s))
+    assert cause(r) == 1
+    teid, seid = created(r)[R.PDR_UL], up_seid(r)
+    assert cause(assoc.req(mod(3, seid, flow_ies(s)))) == 1
+    f_ul, f_dl, o_ul, o_dl = (ul(teid, dport=PORT, family=6), dl(sport=PORT, family=6), ul(teid, family=6),
+                              dl(family=6))
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert run(dp, [f_ul, o_ul, f_dl, o_dl]) == [FWD_UL, FWD_UL, ("drop_far", "drop"), FWD_DL]
+    q = assoc.req(M.query_urr(4, seid, urr_ids=(1, URR_F)))
+    assert reports(q, 78) == {1: vol([o_ul], [o_dl]), URR_F: vol([f_ul], [])}
 
 
 REFUSED = {
