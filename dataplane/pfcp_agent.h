@@ -80,6 +80,10 @@ struct urr_state {
 	__u64 traffic_ms;	/* CLOCK_MONOTONIC of the first packet seen since the last report (0: none);
 				 * the Time Threshold is traffic duration (TS 29.244 8.2.14) */
 	bool quota_reported;	/* the quota's exhaustion was reported */
+	/* in a direction classified by SDF filters (UL packets, UL octets, DL packets, DL octets):
+	 * what the PDRs a modification removed counted for it, and the bearer's counters when a
+	 * modification's first SDF PDR made its default PDR's usage a filter's */
+	__u64 gone[4];
 };
 
 /*
@@ -92,6 +96,7 @@ struct sdf_ent {
 	__u16 pdr_id;
 	__u8 dir;		/* PGWU_PFCP_UPLINK, PGWU_PFCP_DOWNLINK */
 	__u32 rule;		/* key of sdf_pdrs and sdf_qos */
+	__u32 precedence;	/* its place in the list (a modification merges new PDRs in) */
 	struct pgwu_pfcp_pdr links;	/* its FAR, QER IDs, URR IDs */
 	__u64 packets, bytes;
 };
@@ -105,6 +110,10 @@ struct sess_rules {
 	struct pgwu_qer *qer;		/* n_qer, in this allocation */
 	struct pgwu_urr *urr;		/* n_urr, in this allocation */
 	struct sdf_ent *sdf;		/* n_sdf, in this allocation */
+	/* the CP2UP PDR's links (its URRs count its relayed T-PDUs as downlink usage: the
+	 * cp_relay entry of its tunnel, read into cp2up_packets/bytes with the other counters) */
+	struct pgwu_pfcp_pdr cp2up;
+	__u64 cp2up_packets, cp2up_bytes;
 };
 
 /* A session (pfcp_session.c): its bearer, the rules it was set up with, the downlink's state */
@@ -123,6 +132,7 @@ struct sess {
 	__u64 start_ms;		/* when it was established (CLOCK_MONOTONIC) */
 	struct sess_rules *r;
 	__u16 ul_pdr, dl_pdr;
+	__u32 prec[2];		/* the default PDRs' precedence (PGWU_PFCP_UPLINK, _DOWNLINK) */
 	__u16 assoc;
 	__u8 flags;
 	__u8 dl_apply;		/* the downlink FAR's Apply Action */
@@ -272,9 +282,13 @@ void assoc_republish(struct pfcp_agent *a, int ai);
 __u32 teid_alloc(struct pfcp_agent *a);
 __u32 owner_tag(__u32 gen);
 void sess_publish(struct pfcp_agent *a, const struct sess *s);
+/* a QER or URR (PGWU_PFCP_RULE_*) a modification removed, queued for removal from pfcp_rules */
+void sess_unpublish_rule(struct pfcp_agent *a, const struct sess *s, __u8 kind, __u32 id);
 /* a session's SDF PDRs' counters (sdf_pdrs) into its struct sdf_ent; its lists and rules removed */
 void sdf_read(struct pfcp_agent *a, struct sess_rules *r);
 void sdf_drop(struct pfcp_agent *a, const struct sess *s);
+/* the CP2UP tunnel's usage (cp_relay) into s->r->cp2up_packets/bytes, when a URR counts it */
+void cp2up_read(struct pfcp_agent *a, const struct sess *s);
 void sess_publish_flush(struct pfcp_agent *a);
 void rules_count(struct pfcp_agent *a);
 int sess_index_alloc(struct pfcp_agent *a);
@@ -327,6 +341,15 @@ void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		     const struct pfcp_msg *m);
 void w_usage_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		     const struct bearer *b);
+/* For a modification that removes URRs (TS 29.244 7.5.5.2: a removed URR's final report):
+ * the session's usage now (its SDF PDRs' counters read into s->r); URR u's usage since its last
+ * report (a Volume Measurement's six values); the report (trigger TERMR) of a URR no longer in
+ * the session; NTP seconds now. */
+int usage_now(struct pfcp_agent *a, struct sess *s, struct bearer *b);
+void usage_of_urr(const struct sess *s, int u, const struct bearer *b, __u64 v[6]);
+void w_removed_report(struct pfcp_agent *a, struct pfcp_w *w, struct pgwu_urr *urr,
+		      struct urr_state *st, __u64 start_ms, const __u64 v[6]);
+__u64 usage_wall_ntp(void);
 
 /* pfcp_answer.c: a rejection into r (Cause and Offending IE, or Cause and Failed Rule ID); the
  * IEs written: r's Cause (with what goes with it), our Recovery Time Stamp, a session's final

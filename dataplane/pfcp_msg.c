@@ -724,8 +724,10 @@ static void dec_far(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 }
 
 /* Query URR (7.5.4.10): one URR ID */
-static void dec_query_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
-			  __u32 *id)
+/* A grouped IE whose one mandatory child is a rule ID (Query URR 7.5.4.10; Remove PDR / FAR / URR /
+ * QER 7.5.4.6-9): id_type is that ID's IE type, id_len its length (PDR ID 2, the others 4) */
+static void dec_rule_id(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+			__u16 id_type, int id_len, __u32 *id)
 {
 	bool has_id = false;
 	struct pfcp_cur c;
@@ -735,18 +737,18 @@ static void dec_query_urr(struct pfcp_msg *m, const struct pfcp_cur *pc, const s
 	if (!enter(m, pc, g, &c))
 		return;
 	while (next(m, &c, &ie, g->type) > 0) {
-		if (ie.type == PFCP_IE_URR_ID) {
-			if (need(&ie, 4))
+		if (ie.type == id_type) {
+			if (need(&ie, id_len))
 				BAD(ie.type);
 			else
-				*id = rd32(ie.v);
+				*id = id_len == 2 ? rd16(ie.v) : rd32(ie.v);
 			has_id = true;
 		} else {
 			m->unknown_ies++;
 		}
 	}
 	if (!has_id)
-		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_URR_ID);
+		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, id_type);
 }
 
 /* A 4-octet seconds value of a URR (Measurement Period, Time Threshold/Quota, Quota Holding
@@ -1091,13 +1093,30 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 			break;
 		case PFCP_IE_QUERY_URR:
 			if (room(m, m->n_query_urr, ie.type))
-				dec_query_urr(m, &c, &ie, &m->query_urr[m->n_query_urr++]);
+				dec_rule_id(m, &c, &ie, PFCP_IE_URR_ID, 4,
+					    &m->query_urr[m->n_query_urr++]);
+			break;
+		case PFCP_IE_REMOVE_PDR:
+			if (room(m, m->n_remove_pdr, ie.type))
+				dec_rule_id(m, &c, &ie, PFCP_IE_PDR_ID, 2,
+					    &m->remove_pdr[m->n_remove_pdr++]);
+			break;
+		case PFCP_IE_REMOVE_FAR:
+			if (room(m, m->n_remove_far, ie.type))
+				dec_rule_id(m, &c, &ie, PFCP_IE_FAR_ID, 4,
+					    &m->remove_far[m->n_remove_far++]);
+			break;
+		case PFCP_IE_REMOVE_URR:
+			if (room(m, m->n_remove_urr, ie.type))
+				dec_rule_id(m, &c, &ie, PFCP_IE_URR_ID, 4,
+					    &m->remove_urr[m->n_remove_urr++]);
+			break;
+		case PFCP_IE_REMOVE_QER:
+			if (room(m, m->n_remove_qer, ie.type))
+				dec_rule_id(m, &c, &ie, PFCP_IE_QER_ID, 4,
+					    &m->remove_qer[m->n_remove_qer++]);
 			break;
 		case PFCP_IE_UPDATE_PDR:
-		case PFCP_IE_REMOVE_PDR:
-		case PFCP_IE_REMOVE_FAR:
-		case PFCP_IE_REMOVE_URR:
-		case PFCP_IE_REMOVE_QER:
 			if (!m->n_other_rules++)
 				m->other_rule_ie = ie.type;
 			break;

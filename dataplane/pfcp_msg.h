@@ -396,9 +396,13 @@ struct pfcp_msg {
 	    n_update_urr;
 	__u32 query_urr[PFCP_MAX_RULES];	/* Query URR (7.5.4.10): the URR IDs asked for */
 	int n_query_urr;
+	/* Remove PDR / FAR / URR / QER (7.5.4.6-9): the IDs named (a PDR ID in 16 bits) */
+	__u32 remove_pdr[PFCP_MAX_RULES], remove_far[PFCP_MAX_RULES];
+	__u32 remove_urr[PFCP_MAX_RULES], remove_qer[PFCP_MAX_RULES];
+	int n_remove_pdr, n_remove_far, n_remove_urr, n_remove_qer;
 	__u8 smreq;		/* the top-level PFCPSMReq-Flags (QAURR), 0 when absent */
 	int n_fseid;		/* F-SEID IEs at the top level (one is allowed) */
-	/* rule operations this agent does not implement: counted, so it can refuse them */
+	/* rule operations this agent does not implement (Update PDR): counted, so it can refuse them */
 	int n_other_rules;
 	__u16 other_rule_ie;	/* type of the first of them */
 };

@@ -294,6 +294,18 @@ static void sess_unpublish(struct pfcp_agent *a, const struct sess *s)
 									 s->r->urr[i].id };
 }
 
+void sess_unpublish_rule(struct pfcp_agent *a, const struct sess *s, __u8 kind, __u32 id)
+{
+	struct pub_pending *p = &a->pub;
+	__u32 idx = (__u32)s->up_seid - 1;
+
+	if (a->sess_fd < 0)
+		return;
+	if (p->n_rupd + p->n_rdel + 1 > PUB_RULES)
+		sess_publish_flush(a);
+	p->rdel_key[p->n_rdel++] = (struct pgwu_pfcp_rule_key){ idx, kind, id };
+}
+
 static void sess_free(struct pfcp_agent *a, struct sess *s, struct sess_rules **rules)
 {
 	__u32 idx = (__u32)s->up_seid - 1;
@@ -363,6 +375,8 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 				ntohl(s->teid), inet_ntop(AF_INET, &s->ue, ue, sizeof(ue)) ? ue : "?",
 				kept, held);
 	}
+	if (s->cp2up_teid && s->r)
+		cp2up_read(a, s);	/* final: the halves it relays to are gone */
 	if (s->cp2up_teid)
 		cp2up_del(&a->m.sdf, a->m.ul, s->cp2up_teid);	/* the CP2UP tunnel with them */
 	if (s->r && s->r->sdf_dirs) {
@@ -385,6 +399,18 @@ void sdf_read(struct pfcp_agent *a, struct sess_rules *r)
 			r->sdf[i].packets = d.packets;
 			r->sdf[i].bytes = d.bytes;
 		}
+}
+
+void cp2up_read(struct pfcp_agent *a, const struct sess *s)
+{
+	struct pgwu_cp_key k = { .id = s->cp2up_teid, .kind = PGWU_CP_CP2UP };
+	struct pgwu_cp_relay v;
+
+	if (s->cp2up_teid && s->r->cp2up.n_urr && a->m.sdf.cp >= 0 &&
+	    !bpf_map_lookup_elem(a->m.sdf.cp, &k, &v)) {
+		s->r->cp2up_packets = v.packets;
+		s->r->cp2up_bytes = v.bytes;
+	}
 }
 
 void sdf_drop(struct pfcp_agent *a, const struct sess *s)

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include "pgwu_params.h"	/* addr_unusable: the check `pgwu session add` makes */
 #include "pfcp_agent.h"
@@ -516,8 +519,9 @@ too_many:
  * GTP-U/UDP/IP removed, no other match field (a UE IP Address, if any, the session's), its FAR
  * the session's downlink FAR (Open5GS shares it) or one forwarding to Access as that does; the
  * session has a /64 (the CP function sends IPv6: Router Advertisements). QERs may be linked (the
- * QFI sent is the downlink's marking); a URR is not counted there (no usage of the tunnel is
- * reported): refused.
+ * QFI sent is the downlink's marking); URRs too: the T-PDUs relayed are their downlink usage (the
+ * tunnel's cp_relay counters), but not a volume threshold or quota (measured on the bearer's qos
+ * entry, which no relayed packet passes).
  */
 static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struct plan *p)
 {
@@ -532,9 +536,17 @@ static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	if (!p->has_ue6 || !x->has_fteid || x->n_fteid != 1 || !x->fteid.v4 || x->fteid.v6 ||
 	    (!x->fteid.ch && (!x->fteid.teid || (a->local_addr && x->fteid.ipv4 != a->local_addr))) ||
 	    !x->has_ohr || (x->ohr != PFCP_OHR_GTPU_UDP_IPV4 && x->ohr != PFCP_OHR_GTPU_UDP_IP) ||
-	    x->narrow_ie || x->n_sdf || x->n_qfi || x->n_urr || !x->has_far_id ||
-	    !refs_ok(x, m))
+	    x->narrow_ie || x->n_sdf || x->n_qfi || !x->has_far_id || !refs_ok(x, m))
 		return false;
+	for (int i = 0; i < x->n_urr; i++)
+		for (int k = 0; k < m->n_create_urr; k++) {
+			const struct pfcp_urr *u = &m->create_urr[k];
+
+			/* a threshold or quota is the bearer's qos entry's, which no relay passes */
+			if (u->id == x->urr_id[i] && ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
+			    (u->present & (PFCP_URR_VOL_THRESH | PFCP_URR_VOL_QUOTA))))
+				return false;
+		}
 	if (!x->fteid.ch && x->fteid.teid == p->ul->fteid.teid)
 		return false;	/* the bearer's own tunnel */
 	f = far_by_id(m->create_far, m->n_create_far, x->far_id);
@@ -767,6 +779,8 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 			urr_set(&p->r->urr[i], &m->create_urr[i]);
 		pdr_links(&p->r->pdr[PGWU_PFCP_UPLINK], p->ul);
 		pdr_links(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->dl);
+		if (p->cp2up)
+			pdr_links(&p->r->cp2up, p->cp2up);
 		marking = dl_marking(&p->r->pdr[PGWU_PFCP_DOWNLINK], p->r->qer, p->r->n_qer);
 		if (marking < 0) {
 			plan_free(p);
@@ -784,6 +798,7 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 
 				en->pdr_id = x->id;
 				en->dir = dir;
+				en->precedence = sp->precedence;
 				pdr_links(&en->links, x);
 				one[dir] = en->links;
 				if (x->n_qer) {
@@ -999,6 +1014,8 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	s->sgw_teid = p.dl_sgw_ok ? dl.sgw_teid : 0;
 	s->ul_pdr = p.ul->id;
 	s->dl_pdr = p.dl->id;
+	s->prec[PGWU_PFCP_UPLINK] = p.ul->precedence;
+	s->prec[PGWU_PFCP_DOWNLINK] = p.dl->precedence;
 	s->ul_far = p.ul_far->id;
 	s->dl_far = p.dl_far->id;
 	s->dl_apply = p.dl_far->apply;
@@ -1063,6 +1080,690 @@ out:
 /* ---- modification: Update FAR (downlink: forwarding on/off, a new SGW F-TEID as at handover),
  * Update QER, Update URR ---- */
 
+static int dl_set(struct pfcp_agent *a, struct sess *s, __u32 sgw, __u32 sgw_teid, __u32 flags);
+
+/* ---- modification: SDF PDRs created and removed (Create PDR / Remove PDR, with Create and Remove
+ * FAR, QER, URR: a QoS flow added to a running session and taken away again, as Open5GS's and
+ * free5GC's SMFs do). The defaults and the CP2UP PDR stay as established. ---- */
+
+#define PP_MAX_SDF (2 * SDF_MAX_PDRS)
+
+/* a removed URR's final report (TS 29.244 7.5.5.2), computed before its rules go */
+struct removed_urr {
+	struct pgwu_urr urr;
+	struct urr_state st;
+	__u64 v[6];
+};
+
+struct pdr_plan {
+	bool any;			/* the request creates or removes rules */
+	struct sess_rules *nr;		/* the session's rules as they will be */
+	struct sdf_pdr_spec *spec[2];	/* per direction: its new PDRs (and its default, when the
+					 * direction gets its first SDF PDRs) */
+	int n_spec[2];
+	bool convert[2];		/* the direction gets its first SDF PDRs */
+	bool touch[2];			/* the direction's filter list changes */
+	bool to_cp;			/* an uplink PDR to the CP function is created */
+	int gone[PP_MAX_SDF];		/* indexes in s->r->sdf of the PDRs removed */
+	int n_gone;
+	int urr_gone[PGWU_PFCP_MAX_RULES];	/* indexes in s->r->urr of the URRs removed */
+	int n_urr_gone;
+	__u32 qer_gone[PGWU_PFCP_MAX_RULES];	/* IDs of the QERs removed */
+	int n_qer_gone;
+	struct removed_urr fin[PGWU_PFCP_MAX_RULES];
+	int n_fin;
+	const struct pfcp_pdr *created_ul[PFCP_MAX_RULES];	/* answered with a Created PDR */
+	int n_created_ul;
+};
+
+static void pdr_plan_free(struct pdr_plan *pp)
+{
+	free(pp->nr);
+	free(pp->spec[0]);
+	free(pp->spec[1]);
+	pp->nr = NULL;
+	pp->spec[0] = pp->spec[1] = NULL;
+}
+
+static bool id_in(const __u32 *ids, int n, __u32 id)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+static bool int_in(const int *v, int n, int x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+/* does a PDR that stays (a default, an SDF PDR not removed, one created) link QER / URR id? */
+static bool linked_after(const struct sess *s, const struct pdr_plan *pp, const struct pfcp_msg *m,
+			 bool urr, __u32 id)
+{
+	const struct sess_rules *o = s->r;
+
+	for (int d = 0; d < 3; d++) {
+		const struct pgwu_pfcp_pdr *l = d < 2 ? &o->pdr[d] : &o->cp2up;
+
+		if (urr ? id_in(l->urr, l->n_urr, id) : id_in(l->qer, l->n_qer, id))
+			return true;
+	}
+	for (int e = 0; e < o->n_sdf; e++) {
+		const struct pgwu_pfcp_pdr *l = &o->sdf[e].links;
+
+		if (!int_in(pp->gone, pp->n_gone, e) &&
+		    (urr ? id_in(l->urr, l->n_urr, id) : id_in(l->qer, l->n_qer, id)))
+			return true;
+	}
+	for (int i = 0; i < m->n_create_pdr; i++) {
+		const struct pfcp_pdr *x = &m->create_pdr[i];
+
+		if (urr ? id_in(x->urr_id, x->n_urr, id) : id_in(x->qer_id, x->n_qer, id))
+			return true;
+	}
+	return false;
+}
+
+/* the FAR ids the session has after the request, but for created ones: the defaults' and those
+ * of the SDF PDRs that stay */
+static bool far_kept(const struct sess *s, const struct pdr_plan *pp, __u32 id)
+{
+	if (id == s->ul_far || id == s->dl_far)
+		return true;
+	for (int e = 0; e < s->r->n_sdf; e++)
+		if (!int_in(pp->gone, pp->n_gone, e) && s->r->sdf[e].links.far_id == id)
+			return true;
+	return false;
+}
+
+static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const struct sess *s,
+		      const struct pgwu_qer *upd_qer, const struct pgwu_urr *upd_urr,
+		      struct pdr_plan *pp, struct reply *r)
+{
+	const struct sess_rules *o = s->r;
+	struct pgwu_sdf_list *l = NULL;
+	struct pgwu_ul_bearer ub;
+	__u32 zero[SDF_MAX_PDRS] = { 0 };
+	int n_qer, n_urr, n_sdf, e, ul_qfi = -1, n_dir[2] = { 0, 0 };
+	const char *why;
+	bool sdf_after;
+
+	pp->any = m->n_create_pdr || m->n_remove_pdr || m->n_create_far || m->n_remove_far ||
+		  m->n_create_urr || m->n_remove_urr || m->n_create_qer || m->n_remove_qer;
+	if (!pp->any)
+		return true;
+	if (!o) {
+		/* a session set up without a QER or URR has no qos entry for SDF PDRs to sit on */
+		if (m->n_create_pdr)
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
+		else
+			reject(r, PFCP_CAUSE_RULE_FAILURE, m->n_remove_pdr ? PFCP_IE_REMOVE_PDR :
+			       m->n_create_far ? PFCP_IE_CREATE_FAR : m->n_remove_far ?
+			       PFCP_IE_REMOVE_FAR : m->n_create_urr ? PFCP_IE_CREATE_URR :
+			       m->n_remove_urr ? PFCP_IE_REMOVE_URR : m->n_create_qer ?
+			       PFCP_IE_CREATE_QER : PFCP_IE_REMOVE_QER);
+		return false;
+	}
+	/* Remove PDR: an SDF PDR of the session (not a default, not the CP2UP PDR) */
+	for (int i = 0; i < m->n_remove_pdr; i++) {
+		for (e = 0; e < o->n_sdf && o->sdf[e].pdr_id != m->remove_pdr[i]; e++)
+			;
+		if (e == o->n_sdf || o->sdf[e].pdr_id == s->ul_pdr || o->sdf[e].pdr_id == s->dl_pdr ||
+		    int_in(pp->gone, pp->n_gone, e)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->remove_pdr[i]);
+			return false;
+		}
+		pp->gone[pp->n_gone++] = e;
+		pp->touch[o->sdf[e].dir] = true;
+	}
+	/* Remove QER / URR: of the session, linked by no PDR that stays */
+	for (int i = 0; i < m->n_remove_qer; i++) {
+		__u32 id = m->remove_qer[i];
+
+		if (!qer_of(o->qer, o->n_qer, id) || id_in(pp->qer_gone, pp->n_qer_gone, id) ||
+		    linked_after(s, pp, m, false, id)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, id);
+			return false;
+		}
+		pp->qer_gone[pp->n_qer_gone++] = id;
+	}
+	for (int i = 0; i < m->n_remove_urr; i++) {
+		__u32 id = m->remove_urr[i];
+		int u;
+
+		for (u = 0; u < o->n_urr && o->urr[u].id != id; u++)
+			;
+		if (u == o->n_urr || int_in(pp->urr_gone, pp->n_urr_gone, u) ||
+		    linked_after(s, pp, m, true, id)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, id);
+			return false;
+		}
+		pp->urr_gone[pp->n_urr_gone++] = u;
+	}
+	/* Remove FAR: the FAR of a removed PDR that no PDR that stays or is created uses */
+	for (int i = 0; i < m->n_remove_far; i++) {
+		__u32 id = m->remove_far[i];
+		bool of_gone = false;
+
+		for (int g = 0; g < pp->n_gone; g++)
+			of_gone |= o->sdf[pp->gone[g]].links.far_id == id;
+		for (int k = 0; k < m->n_create_pdr; k++)
+			of_gone &= m->create_pdr[k].far_id != id;
+		if (!of_gone || far_kept(s, pp, id)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, id);
+			return false;
+		}
+	}
+	/* Create QER / URR: new IDs (or those of rules this request removes) */
+	{
+		int d = dup_id(m->create_qer, m->n_create_qer, sizeof(m->create_qer[0]),
+			       offsetof(struct pfcp_qer, id));
+
+		for (int i = 0; d < 0 && i < m->n_create_qer; i++)
+			if (qer_of(o->qer, o->n_qer, m->create_qer[i].id) &&
+			    !id_in(pp->qer_gone, pp->n_qer_gone, m->create_qer[i].id))
+				d = i;
+		if (d >= 0) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_QER, m->create_qer[d].id);
+			return false;
+		}
+		d = dup_id(m->create_urr, m->n_create_urr, sizeof(m->create_urr[0]),
+			   offsetof(struct pfcp_urr, id));
+		for (int i = 0; d < 0 && i < m->n_create_urr; i++) {
+			int u;
+
+			for (u = 0; u < o->n_urr && o->urr[u].id != m->create_urr[i].id; u++)
+				;
+			if ((u < o->n_urr && !int_in(pp->urr_gone, pp->n_urr_gone, u)) ||
+			    !urr_method_ok(m->create_urr[i].method))
+				d = i;
+		}
+		if (d >= 0) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, m->create_urr[d].id);
+			return false;
+		}
+	}
+	/* Create FAR: a new ID, used by a PDR this request creates */
+	for (int i = 0; i < m->n_create_far; i++) {
+		__u32 id = m->create_far[i].id;
+		bool used = false;
+
+		for (int k = 0; k < m->n_create_pdr; k++)
+			used |= m->create_pdr[k].far_id == id;
+		for (int k = 0; k < i; k++)
+			used &= m->create_far[k].id != id;
+		if (!used || far_kept(s, pp, id)) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, id);
+			return false;
+		}
+	}
+	n_qer = o->n_qer - pp->n_qer_gone + m->n_create_qer;
+	n_urr = o->n_urr - pp->n_urr_gone + m->n_create_urr;
+	if (n_qer > PGWU_PFCP_MAX_RULES || n_urr > PGWU_PFCP_MAX_RULES) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, n_qer > PGWU_PFCP_MAX_RULES ?
+		       PFCP_IE_CREATE_QER : PFCP_IE_CREATE_URR);
+		return false;
+	}
+	if (!bpf_map_lookup_elem(a->m.ul, &s->teid, &ub))
+		ul_qfi = pgwu_qfi_of(ub.flags);
+	/* Create PDR: an SDF PDR on the session's bearer, as at establishment (plan_sdf) */
+	for (int i = 0; i < m->n_create_pdr; i++) {
+		const struct pfcp_pdr *x = &m->create_pdr[i];
+		bool ul = x->src_if == PFCP_IF_ACCESS;
+		const struct pfcp_far *f;
+		bool dup = x->id == s->ul_pdr || x->id == s->dl_pdr;
+		__u64 x6;
+		__u8 act;
+
+		for (e = 0; e < o->n_sdf; e++)
+			dup |= o->sdf[e].pdr_id == x->id && !int_in(pp->gone, pp->n_gone, e);
+		for (int k = 0; k < i; k++)
+			dup |= m->create_pdr[k].id == x->id;
+		if (dup || (!ul && x->src_if != PFCP_IF_CORE && x->src_if != PFCP_IF_SGI_LAN) ||
+		    x->narrow_ie || pdi_all(x, s->ue))
+			goto bad_pdr;	/* a second default, the CP function's, an ID in use */
+		if (ul ? (!x->has_fteid || x->n_fteid != 1 || !fteid_ok(a, &x->fteid) ||
+			  (!x->fteid.ch && x->fteid.teid != s->teid) || !x->has_ohr ||
+			  !ohr_ok(x->ohr, &x->fteid) || x->n_qfi > 1 ||
+			  (x->n_qfi && x->qfi != ul_qfi))
+		       : x->has_fteid)
+			goto bad_pdr;
+		if (x->has_ue_ip &&
+		    ((x->ue_ip.v4 && (!s->ue || x->ue_ip.ipv4 != s->ue)) || x->ue_ip.chv4 ||
+		     x->ue_ip.chv6 ||
+		     (x->ue_ip.v6 && (!s->has_ue6 || !ue6_ok(&x->ue_ip, &x6) || x6 != s->ue6))))
+			goto bad_pdr;
+		if (!x->has_far_id) {
+			reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
+			return false;
+		}
+		for (int k = 0; k < x->n_qer; k++) {
+			int q;
+
+			for (q = 0; q < m->n_create_qer && m->create_qer[q].id != x->qer_id[k]; q++)
+				;
+			if ((!qer_of(o->qer, o->n_qer, x->qer_id[k]) ||
+			     id_in(pp->qer_gone, pp->n_qer_gone, x->qer_id[k])) &&
+			    q == m->n_create_qer)
+				goto bad_pdr;
+		}
+		for (int k = 0; k < x->n_urr; k++) {
+			int u, q;
+
+			for (u = 0; u < o->n_urr && o->urr[u].id != x->urr_id[k]; u++)
+				;
+			for (q = 0; q < m->n_create_urr && m->create_urr[q].id != x->urr_id[k]; q++)
+				;
+			if ((u == o->n_urr || int_in(pp->urr_gone, pp->n_urr_gone, u)) &&
+			    q == m->n_create_urr)
+				goto bad_pdr;
+		}
+		n_dir[ul ? PGWU_PFCP_UPLINK : PGWU_PFCP_DOWNLINK]++;
+		pp->touch[ul ? PGWU_PFCP_UPLINK : PGWU_PFCP_DOWNLINK] = true;
+		if (ul && x->fteid.ch && pp->n_created_ul < PFCP_MAX_RULES)
+			pp->created_ul[pp->n_created_ul++] = x;
+		f = far_by_id(m->create_far, m->n_create_far, x->far_id);
+		if (!f) {
+			/* its direction's default FAR: forwarding as the default does */
+			if (x->far_id == (ul ? s->ul_far : s->dl_far))
+				continue;
+			goto bad_pdr;
+		}
+		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
+		if (act == PFCP_AA_DROP)
+			continue;
+		if (act != PFCP_AA_FORW || !f->has_fwd)
+			goto bad_far;
+		if (ul && f->dst_if == PFCP_IF_CP) {
+			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
+				goto bad_far;
+			pp->to_cp = true;
+			continue;
+		}
+		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
+			goto bad_far;
+		/* downlink: the bearer's one tunnel (an IPv4 one: the IPv6 peer is an index) */
+		if (!ul && (!s->dl_on || !f->has_ohc || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4 ||
+			    (s->dl_flags & PGWU_B_PEER6) || f->ohc.ipv4 != s->sgw ||
+			    f->ohc.teid != s->sgw_teid ||
+			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
+			goto bad_far;
+		continue;
+bad_far:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
+		return false;
+bad_pdr:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+		return false;
+	}
+	for (int d = 0; d < 2; d++)
+		pp->convert[d] = n_dir[d] && !(o->sdf_dirs & (1U << d));
+	sdf_after = o->sdf_dirs || pp->convert[0] || pp->convert[1];
+
+	/* the rules as they will be: those that stay (as Update QER/URR made them), then the new */
+	n_sdf = o->n_sdf - pp->n_gone + n_dir[0] + n_dir[1] + pp->convert[0] + pp->convert[1];
+	pp->nr = rules_alloc(n_qer, n_urr, n_sdf);
+	if (!pp->nr) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+		return false;
+	}
+	n_qer = n_urr = n_sdf = 0;
+	for (int i = 0; i < o->n_qer; i++)
+		if (!id_in(pp->qer_gone, pp->n_qer_gone, upd_qer[i].id))
+			pp->nr->qer[n_qer++] = upd_qer[i];
+	for (int i = 0; i < m->n_create_qer; i++)
+		qer_set(&pp->nr->qer[n_qer++], &m->create_qer[i]);
+	for (int i = 0; i < o->n_urr; i++)
+		if (!int_in(pp->urr_gone, pp->n_urr_gone, i)) {
+			pp->nr->st[n_urr] = o->st[i];
+			pp->nr->urr[n_urr++] = upd_urr[i];
+		}
+	for (int i = 0; i < m->n_create_urr; i++) {
+		pp->nr->st[n_urr].since_ms = a->now_ms;
+		pp->nr->st[n_urr].since_wall = usage_wall_ntp();
+		urr_set(&pp->nr->urr[n_urr++], &m->create_urr[i]);
+	}
+	/* a volume threshold or quota: measured on the bearer's qos entry, which a half with
+	 * filters does not apply */
+	for (int i = 0; sdf_after && i < n_urr; i++) {
+		const struct pgwu_urr *u = &pp->nr->urr[i];
+
+		if ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
+		    (u->flags & (PGWU_URR_VOL_THRESH | PGWU_URR_VOL_QUOTA))) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, u->id);
+			return false;
+		}
+	}
+	memcpy(pp->nr->pdr, o->pdr, sizeof(o->pdr));
+	pp->nr->cp2up = o->cp2up;
+	pp->nr->sdf_dirs = o->sdf_dirs;
+	for (e = 0; e < o->n_sdf; e++)
+		if (!int_in(pp->gone, pp->n_gone, e))
+			pp->nr->sdf[n_sdf++] = o->sdf[e];
+	l = malloc(sizeof(*l));
+	if (!l) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+		return false;
+	}
+	for (int dir = 0; dir < 2; dir++) {
+		struct pgwu_sdf_key key = { .teid = s->teid, .dir = dir };
+		const struct pfcp_pdr *last = NULL;
+		int kept = 0, n = n_dir[dir] + pp->convert[dir];
+
+		for (e = 0; e < pp->nr->n_sdf && e < n_sdf; e++)
+			kept += pp->nr->sdf[e].dir == dir;
+		if (kept + n > SDF_MAX_PDRS)
+			goto too_many;
+		if (!n)
+			goto count;
+		pp->spec[dir] = calloc(n, sizeof(struct sdf_pdr_spec));
+		if (!pp->spec[dir]) {
+			free(l);
+			reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+			return false;
+		}
+		for (int i = 0; i <= m->n_create_pdr; i++) {
+			const struct pfcp_pdr *x = i < m->n_create_pdr ? &m->create_pdr[i] : NULL;
+			struct sdf_pdr_spec *sp = &pp->spec[dir][pp->n_spec[dir]];
+			struct sdf_ent *en = &pp->nr->sdf[n_sdf];
+			struct pgwu_pfcp_pdr one[2] = {};
+			const struct pfcp_far *f;
+
+			if (x && (x->src_if == PFCP_IF_ACCESS) != (dir == PGWU_PFCP_UPLINK))
+				continue;
+			if (!x && !pp->convert[dir])
+				break;
+			en->dir = dir;
+			if (x) {
+				last = x;
+				pdr_links(&en->links, x);
+				en->pdr_id = x->id;
+				en->precedence = x->precedence;
+				f = far_by_id(m->create_far, m->n_create_far, x->far_id);
+				sp->drop = f && (f->apply & 0x1f & ~PFCP_AA_NOCP) == PFCP_AA_DROP;
+				sp->to_cp = f && !sp->drop && f->dst_if == PFCP_IF_CP;
+				if (sp->to_cp) {
+					sp->cp_addr = f->ohc.ipv4;
+					sp->cp_teid = f->ohc.teid;
+				}
+				if (sdf_specs(x, sp)) {
+					free(l);
+					reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+					return false;
+				}
+			} else {
+				/* the default: a filter that matches everything, at its precedence */
+				en->links = o->pdr[dir];
+				en->pdr_id = dir == PGWU_PFCP_UPLINK ? s->ul_pdr : s->dl_pdr;
+				en->precedence = s->prec[dir];
+			}
+			sp->precedence = en->precedence;
+			sp->pdr_id = en->pdr_id;
+			one[dir] = en->links;
+			if (en->links.n_qer) {
+				qos_of(a, one, pp->nr->qer, pp->nr->n_qer, NULL, 0, &sp->q);
+				sp->has_qos = true;
+			}
+			if (dir == PGWU_PFCP_DOWNLINK && x) {
+				long marking = dl_marking(&en->links, pp->nr->qer, pp->nr->n_qer);
+
+				if (marking < 0 ||
+				    (marking && marking != (long)(s->dl_flags & ~PGWU_B_PEER6))) {
+					free(l);
+					reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
+					return false;
+				}
+			}
+			pp->n_spec[dir]++;
+			n_sdf++;
+		}
+		/* the list must fit: the filters that stay and the new PDRs' */
+		why = NULL;
+		if (sdf_build_list(pp->spec[dir], pp->n_spec[dir], dir, zero, l, &why))
+			goto too_many;
+		kept = l->n;
+count:
+		if (pp->touch[dir] && !pp->convert[dir]) {
+			struct pgwu_sdf_list *old = malloc(sizeof(*old));
+			int nf = 0;
+
+			if (!old) {
+				free(l);
+				reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+				return false;
+			}
+			if (!bpf_map_lookup_elem(a->m.sdf.lists, &key, old))
+				for (__u32 f = 0; f < old->n && f < PGWU_SDF_MAX; f++) {
+					bool gone = false;
+
+					for (int g = 0; g < pp->n_gone; g++)
+						gone |= o->sdf[pp->gone[g]].rule == old->f[f].rule;
+					nf += !gone;
+				}
+			free(old);
+			if ((n ? kept : 0) + nf > PGWU_SDF_MAX)
+				goto too_many;
+		}
+		if (pp->convert[dir])
+			pp->nr->sdf_dirs |= 1U << dir;
+		continue;
+too_many:
+		free(l);
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR,
+			    last ? last->id : m->n_create_pdr ? m->create_pdr[0].id : 0);
+		return false;
+	}
+	free(l);
+	pp->nr->n_sdf = n_sdf;
+	return true;
+}
+
+/* Every XDP run that may have read a removed PDR's rule is over (pfcp_gtpu.c says why) */
+static void pdrs_sync(void)
+{
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0))
+		usleep(10000);
+}
+
+/* The uplink half's flags with set added (the slot emptied, its counters folded into the hash
+ * entry, then indexed again: bearer_set_dl's way). 0 or -errno; -EPERM: not the session's. */
+static int ul_flags_add(struct pfcp_agent *a, const struct sess *s, __u32 set)
+{
+	struct pgwu_ul_bearer ub;
+	struct pgwu_ul_slot *sl;
+
+	if (bpf_map_lookup_elem(a->m.ul, &s->teid, &ub))
+		return -errno;
+	if (ub.flags >> PGWU_B_OWNER_SHIFT != s->owner)
+		return -EPERM;
+	if ((ub.flags & set) == set)
+		return 0;
+	sl = slot_ul(&a->m, s->teid);
+	if (sl) {
+		__atomic_store_n(&sl->state, 0, __ATOMIC_RELEASE);
+		ub.packets += __atomic_load_n(&sl->b.packets, __ATOMIC_RELAXED);
+		ub.bytes += __atomic_load_n(&sl->b.bytes, __ATOMIC_RELAXED);
+	}
+	ub.flags |= set;
+	if (bpf_map_update_elem(a->m.ul, &s->teid, &ub, BPF_EXIST))
+		return -errno;
+	slot_ul_set(&a->m, s->teid, &ub);
+	return 0;
+}
+
+static __u32 ent_prec(const struct sess_rules *r, __u32 rule)
+{
+	for (int e = 0; e < r->n_sdf; e++)
+		if (r->sdf[e].rule == rule)
+			return r->sdf[e].precedence;
+	return 0;
+}
+
+/*
+ * The plan applied: the new PDRs' rules, each direction's list (the filters that stay and the new
+ * ones, by precedence), the halves' flags of a direction classified from now on; once no XDP run
+ * can count on a removed PDR, the removed URRs' final usage, what the removed PDRs counted for the
+ * URRs that stay, the rules removed. s->r is the new rules after. false: r says why (nothing
+ * changed but the rules of new PDRs, removed again).
+ */
+static bool apply_pdrs(struct pfcp_agent *a, struct sess *s, struct pdr_plan *pp, struct reply *r)
+{
+	struct sess_rules *o = s->r, *nr = pp->nr;
+	struct pgwu_sdf_list *old = calloc(4, sizeof(*old)), *nl = old + 2;
+	__u32 rules[2][SDF_MAX_PDRS] = {};
+	bool had[2] = { false, false };
+	struct bearer b = {};
+	const char *why;
+	int err = 0, dir;
+
+	if (!old) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+		return false;
+	}
+	for (dir = 0; dir < 2 && !err; dir++)
+		for (int i = 0; i < pp->n_spec[dir] && !err; i++) {
+			err = sdf_rule_add(&a->m.sdf, &pp->spec[dir][i], &rules[dir][i]);
+			for (int e = 0; !err && e < nr->n_sdf; e++)
+				if (nr->sdf[e].pdr_id == pp->spec[dir][i].pdr_id &&
+				    nr->sdf[e].dir == dir)
+					nr->sdf[e].rule = rules[dir][i];
+		}
+	for (dir = 0; dir < 2 && !err; dir++) {
+		struct pgwu_sdf_key key = { .teid = s->teid, .dir = dir };
+		struct pgwu_sdf_list *n = &nl[dir];
+
+		if (!pp->touch[dir])
+			continue;
+		n->n = 0;
+		had[dir] = !bpf_map_lookup_elem(a->m.sdf.lists, &key, &old[dir]);
+		for (__u32 f = 0; had[dir] && f < old[dir].n && f < PGWU_SDF_MAX; f++) {
+			bool gone = false;
+
+			for (int g = 0; g < pp->n_gone; g++)
+				gone |= o->sdf[pp->gone[g]].rule == old[dir].f[f].rule;
+			if (!gone)
+				n->f[n->n++] = old[dir].f[f];
+		}
+		if (pp->n_spec[dir]) {
+			why = NULL;
+			/* built into the half's list tail: the new PDRs' filters */
+			{
+				struct pgwu_sdf_list tmp;
+
+				if (sdf_build_list(pp->spec[dir], pp->n_spec[dir], dir, rules[dir],
+						   &tmp, &why) || n->n + tmp.n > PGWU_SDF_MAX) {
+					err = -E2BIG;
+					break;
+				}
+				memcpy(&n->f[n->n], tmp.f, tmp.n * sizeof(tmp.f[0]));
+				n->n += tmp.n;
+			}
+		}
+		/* by precedence, stable (a PDR's filters stay together, in their order) */
+		for (__u32 i = 1; i < n->n; i++) {
+			struct pgwu_sdf_filter x = n->f[i];
+			__u32 px = ent_prec(nr, x.rule), j = i;
+
+			while (j > 0 && ent_prec(nr, n->f[j - 1].rule) > px) {
+				n->f[j] = n->f[j - 1];
+				j--;
+			}
+			n->f[j] = x;
+		}
+		if (bpf_map_update_elem(a->m.sdf.lists, &key, n, BPF_ANY))
+			err = -errno;
+	}
+	if (err) {
+		/* the lists as they were, the new rules gone */
+		for (int d = 0; d < dir && d < 2; d++) {
+			struct pgwu_sdf_key key = { .teid = s->teid, .dir = d };
+
+			if (!pp->touch[d])
+				continue;
+			if (had[d])
+				bpf_map_update_elem(a->m.sdf.lists, &key, &old[d], BPF_ANY);
+			else
+				bpf_map_delete_elem(a->m.sdf.lists, &key);
+		}
+		for (int d = 0; d < 2; d++)
+			for (int i = 0; i < pp->n_spec[d]; i++)
+				if (rules[d][i])
+					sdf_rule_del(&a->m.sdf, rules[d][i]);
+		free(old);
+		reject(r, err == -E2BIG || err == -ENOSPC ? PFCP_CAUSE_NO_RESOURCES :
+		       PFCP_CAUSE_SYSTEM_FAILURE, 0);
+		return false;
+	}
+	free(old);
+	/* the halves of a direction classified from now on (the list is in place) */
+	if (pp->convert[PGWU_PFCP_UPLINK] || pp->to_cp)
+		ul_flags_add(a, s, (pp->convert[PGWU_PFCP_UPLINK] ? PGWU_B_SDF : 0) |
+			     (pp->to_cp ? PGWU_B_CP : 0));
+	if (pp->convert[PGWU_PFCP_DOWNLINK] && s->dl_on)
+		dl_set(a, s, s->sgw, s->sgw_teid,
+		       s->dl_flags | s->owner << PGWU_B_OWNER_SHIFT | PGWU_B_QOS | PGWU_B_SDF);
+	/* the counters: final for the removed PDRs once no run can count on them */
+	if (pp->n_gone)
+		pdrs_sync();
+	usage_now(a, s, &b);
+	for (int k = 0; k < pp->n_urr_gone; k++) {
+		int u = pp->urr_gone[k];
+		struct removed_urr *f = &pp->fin[pp->n_fin++];
+
+		usage_of_urr(s, u, &b, f->v);
+		f->urr = o->urr[u];
+		f->st = o->st[u];
+	}
+	for (int g = 0; g < pp->n_gone; g++) {
+		const struct sdf_ent *x = &o->sdf[pp->gone[g]];
+
+		for (int k = 0; k < x->links.n_urr; k++)
+			for (int u = 0; u < nr->n_urr; u++)
+				if (nr->urr[u].id == x->links.urr[k]) {
+					nr->st[u].gone[2 * x->dir] += x->packets;
+					nr->st[u].gone[2 * x->dir + 1] += x->bytes;
+				}
+		sdf_rule_del(&a->m.sdf, x->rule);
+	}
+	s->r = nr;
+	pp->nr = NULL;
+	sdf_read(a, nr);
+	for (dir = 0; dir < 2; dir++) {
+		/* the default PDR's usage was the bearer's counters: they carry on from there */
+		__u64 bp = dir ? b.dl_packets : b.ul_packets, bb = dir ? b.dl_bytes : b.ul_bytes;
+
+		if (!pp->convert[dir])
+			continue;
+		for (int e = 0; e < nr->n_sdf; e++)
+			if (nr->sdf[e].dir == dir) {
+				bp -= bp > nr->sdf[e].packets ? nr->sdf[e].packets : bp;
+				bb -= bb > nr->sdf[e].bytes ? nr->sdf[e].bytes : bb;
+			}
+		for (int k = 0; k < nr->pdr[dir].n_urr; k++)
+			for (int u = 0; u < nr->n_urr; u++)
+				if (nr->urr[u].id == nr->pdr[dir].urr[k]) {
+					nr->st[u].gone[2 * dir] += bp;
+					nr->st[u].gone[2 * dir + 1] += bb;
+				}
+	}
+	a->n_qer += nr->n_qer;
+	a->n_qer -= o->n_qer;
+	a->n_urr += nr->n_urr;
+	a->n_urr -= o->n_urr;
+	rules_count(a);
+	for (int k = 0; k < pp->n_qer_gone; k++)
+		sess_unpublish_rule(a, s, PGWU_PFCP_RULE_QER, pp->qer_gone[k]);
+	for (int k = 0; k < pp->n_urr_gone; k++)
+		sess_unpublish_rule(a, s, PGWU_PFCP_RULE_URR, o->urr[pp->urr_gone[k]].id);
+	free(o);
+	return true;
+}
+
 /* The session's state after a modification, built before anything is written */
 struct mod_plan {
 	const struct pfcp_far *dl_upd;
@@ -1075,6 +1776,7 @@ struct mod_plan {
 	/* Update FARs of FARs to the CP function (UP2CP): a new tunnel for the rule's cp_relay */
 	struct { __u32 rule, addr, teid; } cp_upd[PGWU_PFCP_MAX_RULES];
 	int n_cp_upd;
+	struct pdr_plan pp;	/* Create / Remove PDR, FAR, QER, URR */
 };
 
 /* The rule id of the session's UP2CP SDF PDR whose FAR is far_id (its cp_relay entry exists), or 0 */
@@ -1113,14 +1815,8 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		memcpy(p->qer, s->r->qer, n_qer * sizeof(p->qer[0]));
 		memcpy(p->urr, s->r->urr, n_urr * sizeof(p->urr[0]));
 	}
-	if (m->n_other_rules || m->n_create_far || m->n_create_urr || m->n_create_qer) {
-		reject(r, PFCP_CAUSE_RULE_FAILURE, m->n_other_rules ? m->other_rule_ie :
-		       m->n_create_far ? PFCP_IE_CREATE_FAR : m->n_create_urr ?
-		       PFCP_IE_CREATE_URR : PFCP_IE_CREATE_QER);
-		return false;
-	}
-	if (m->n_create_pdr) {
-		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
+	if (m->n_other_rules) {	/* Update PDR */
+		reject(r, PFCP_CAUSE_RULE_FAILURE, m->other_rule_ie);
 		return false;
 	}
 
@@ -1245,7 +1941,8 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	}
 	/* the peer's family is in the flags the halves are written with */
 	p->dl_flags = (p->dl_flags & ~PGWU_B_PEER6) | (p->sgw6 ? PGWU_B_PEER6 : 0);
-	return true;
+	/* Create / Remove PDR, FAR, QER, URR: with the QERs and URRs as the updates made them */
+	return plan_pdrs(a, m, s, p->qer, p->urr, &p->pp, r);
 bad_far:
 	reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, p->dl_upd->id);
 	return false;
@@ -1348,7 +2045,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	__u32 own, em_sgw = 0, em_teid = 0;
 	__u8 em_sgw6[16];
 	bool em = false, em_6 = false;
-	struct mod_plan p;
+	struct mod_plan p = {};
 	int err = 0, em_qfi = -1;
 
 	if (s && !assoc_owns(a, s->assoc, a->peer)) {
@@ -1361,8 +2058,16 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
+	if (p.pp.any) {
+		/* the SDF PDRs created and removed first (their map writes are what may fail);
+		 * then the QERs and URRs as they are now */
+		if (!apply_pdrs(a, s, &p.pp, &r))
+			goto out;
+		memcpy(p.qer, s->r->qer, s->r->n_qer * sizeof(p.qer[0]));
+		memcpy(p.urr, s->r->urr, s->r->n_urr * sizeof(p.urr[0]));
+	}
 	own = dl_own(s);
-	if (s->r && (m->n_update_qer || m->n_update_urr)) {
+	if (s->r && (m->n_update_qer || m->n_update_urr || p.pp.any)) {
 		/* the data path's gate, MBR and quota first: the one change that can fail alone */
 		struct pgwu_qos q;
 		bool new_quota = false;
@@ -1478,8 +2183,25 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 out:
 	pfcp_w_hdr(w, PFCP_SESS_MOD_RESP, true, s ? s->cp_seid : 0, m->h.seq);
 	w_cause(w, &r);
+	if (s && r.cause == PFCP_CAUSE_ACCEPTED) {
+		/* the uplink PDRs created with CHOOSE: the session's one F-TEID */
+		for (int i = 0; i < p.pp.n_created_ul; i++) {
+			const struct pfcp_pdr *x = p.pp.created_ul[i];
+			size_t g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
+
+			pfcp_w_u16(w, PFCP_IE_PDR_ID, x->id);
+			pfcp_w_fteid46(w, s->teid, x->fteid.v4 ? a->local_addr : 0,
+				       x->fteid.v6 ? a->n3_addr6 : NULL);
+			pfcp_w_group_end(w, g);
+		}
+		/* a removed URR's final report (7.5.5.2, Usage Report Trigger TERMR) */
+		for (int i = 0; i < p.pp.n_fin; i++)
+			w_removed_report(a, w, &p.pp.fin[i].urr, &p.pp.fin[i].st, s->start_ms,
+					 p.pp.fin[i].v);
+	}
 	if (s && r.cause == PFCP_CAUSE_ACCEPTED && (m->n_query_urr || (m->smreq & PFCP_SMREQ_QAURR)))
 		w_query_reports(a, w, s, m);
+	pdr_plan_free(&p.pp);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
 

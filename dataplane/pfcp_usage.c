@@ -75,6 +75,8 @@ static int sess_usage(struct pfcp_agent *a, const struct sess *s, struct bearer 
 	b->dl_bytes += s->dl_bytes;
 	if (s->r && s->r->sdf_dirs)
 		sdf_read(a, s->r);
+	if (s->r)
+		cp2up_read(a, s);
 	return 0;
 }
 
@@ -114,7 +116,11 @@ static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64
 
 		if (!(s->r->sdf_dirs & (1U << d)))
 			continue;
-		c[2 * d] = c[2 * d + 1] = 0;
+		/* what its removed PDRs counted, and the bearer's counters before the direction
+		 * was classified (a modification's first SDF PDR there) */
+		c[2 * d] = st->gone[2 * d];
+		c[2 * d + 1] = st->gone[2 * d + 1];
+		any = st->gone[2 * d] || st->gone[2 * d + 1];
 		for (int i = 0; i < s->r->n_sdf; i++) {
 			const struct sdf_ent *e = &s->r->sdf[i];
 
@@ -130,6 +136,13 @@ static void urr_since(const struct sess *s, int u, const struct bearer *b, __u64
 		}
 		*(d == PGWU_PFCP_UPLINK ? &ul : &dl) = any;
 	}
+	/* the CP2UP PDR's relayed T-PDUs: towards the UE, downlink */
+	for (int k = 0; k < s->r->cp2up.n_urr; k++)
+		if (s->r->cp2up.urr[k] == id) {
+			c[2] += s->r->cp2up_packets;
+			c[3] += s->r->cp2up_bytes;
+			dl = true;
+		}
 	n[0] = ul ? since(c[0], st->ul_packets) : 0;
 	n[1] = ul ? since(c[1], st->ul_bytes) : 0;
 	n[2] = dl ? since(c[2], st->dl_packets) : 0;
@@ -148,12 +161,10 @@ static void urr_usage(const struct sess *s, int u, const struct bearer *b, __u64
 /* One Usage Report IE (ie: 78 modification, 79 deletion, 80 report request) of URR u carrying v
  * (a Volume Measurement's six values), then the URR measures from there: what it reported is
  * added to what it has reported (struct urr_state) */
-static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct sess *s, int u,
-		     const __u64 v[6], const __u8 trig[3])
+static void w_report_urr(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct pgwu_urr *urr,
+			 struct urr_state *st, __u64 start_ms, const __u64 v[6], const __u8 trig[3])
 {
-	struct pgwu_urr *urr = &s->r->urr[u];
-	struct urr_state *st = &s->r->st[u];
-	__u64 now_wall = wall_ntp(), since_ms = st->since_ms ? st->since_ms : s->start_ms;
+	__u64 now_wall = wall_ntp(), since_ms = st->since_ms ? st->since_ms : start_ms;
 	size_t g;
 
 	g = pfcp_w_group_begin(w, ie);
@@ -183,6 +194,33 @@ static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct se
 	st->since_ms = a->now_ms;
 	st->since_wall = now_wall;
 	st->traffic_ms = 0;
+}
+
+static void w_report(struct pfcp_agent *a, struct pfcp_w *w, __u16 ie, struct sess *s, int u,
+		     const __u64 v[6], const __u8 trig[3])
+{
+	w_report_urr(a, w, ie, &s->r->urr[u], &s->r->st[u], s->start_ms, v, trig);
+}
+
+int usage_now(struct pfcp_agent *a, struct sess *s, struct bearer *b)
+{
+	return sess_usage(a, s, b);
+}
+
+void usage_of_urr(const struct sess *s, int u, const struct bearer *b, __u64 v[6])
+{
+	urr_usage(s, u, b, v);
+}
+
+void w_removed_report(struct pfcp_agent *a, struct pfcp_w *w, struct pgwu_urr *urr,
+		      struct urr_state *st, __u64 start_ms, const __u64 v[6])
+{
+	w_report_urr(a, w, PFCP_IE_USAGE_REPORT_SMR, urr, st, start_ms, v, UR_TERMR);
+}
+
+__u64 usage_wall_ntp(void)
+{
+	return wall_ntp();
 }
 
 static void watch_compact(struct pfcp_agent *a)

@@ -408,6 +408,44 @@ int cp2up_remove(const struct sdf_maps *m, int ul, __u64 prefix)
 	return n;
 }
 
+int sdf_rule_add(const struct sdf_maps *m, const struct sdf_pdr_spec *p, __u32 *rule)
+{
+	struct pgwu_sdf_pdr d = {
+		.flags = (p->drop ? PGWU_SDF_P_DROP : 0) | (p->has_qos ? PGWU_SDF_P_QOS : 0) |
+			 (p->to_cp ? PGWU_SDF_P_CP : 0),
+		.precedence = p->precedence, .pdr_id = p->pdr_id,
+	};
+	int err = -ENOSPC;
+
+	for (int k = 0; k < 64; k++) {
+		__u32 r = rule_new();
+
+		if (p->has_qos && bpf_map_update_elem(m->qos, &r, &p->q, BPF_NOEXIST)) {
+			err = -errno;
+			continue;
+		}
+		err = cp_put(m, p, r);
+		if (!err && !bpf_map_update_elem(m->pdrs, &r, &d, BPF_NOEXIST)) {
+			*rule = r;
+			return 0;
+		}
+		if (!err)
+			err = -errno;
+		sdf_rule_del(m, r);
+	}
+	return err;
+}
+
+void sdf_rule_del(const struct sdf_maps *m, __u32 rule)
+{
+	struct pgwu_cp_key ck = { .id = rule, .kind = PGWU_CP_UP2CP };
+
+	bpf_map_delete_elem(m->pdrs, &rule);
+	bpf_map_delete_elem(m->qos, &rule);
+	if (m->cp >= 0)
+		bpf_map_delete_elem(m->cp, &ck);
+}
+
 int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_spec *p, int n,
 		__u32 *rules_out, const char **why)
 {

@@ -75,6 +75,11 @@ int sdf_build_list(struct sdf_pdr_spec *p, int n, int dir, const __u32 *rules, s
  * in p after sorting. */
 int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_spec *p, int n,
 		__u32 *rules_out, const char **why);
+/* One PDR's rule alone (the PFCP agent's Create PDR in a modification, which then writes the list
+ * itself): a new rule id in *rule with its sdf_pdrs entry (and sdf_qos, cp_relay ones). 0 or
+ * -errno. sdf_rule_del: those entries removed (a rule no list names any more). */
+int sdf_rule_add(const struct sdf_maps *m, const struct sdf_pdr_spec *p, __u32 *rule);
+void sdf_rule_del(const struct sdf_maps *m, __u32 rule);
 /* Remove the half's list and its rules (nothing there: 0). */
 int sdf_remove(const struct sdf_maps *m, __u32 teid, int dir);
 /* Every list and rule (session flush). */

@@ -1,6 +1,7 @@
 """Write the PFCP fuzz seed corpus (fuzz/corpus/pfcp/) from the named Scapy messages the tests use
 (tests/lib/pfcp_msgs.py: one-bearer sessions; tests/lib/pfcp_smf_msgs.py: SMF-shaped sessions with
-several QERs and URRs, SDF Filters, placeholder outer headers, Update URR). Usage:
+several QERs and URRs, SDF Filters, placeholder outer headers, Update URR; a modification that adds a
+QoS flow's PDRs and one that removes them: tests/pfcp/test_pfcp_agent_mod.py). Usage:
 python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from tests.lib import pfcp_msgs  # noqa: E402
 from tests.lib import pfcp_smf_msgs  # noqa: E402
 
 
+def rule_ops() -> dict[str, bytes]:
+    """Create PDR / FAR / URR / QER and Remove PDR / FAR / URR / QER in a Session Modification"""
+    from tests.pfcp.test_pfcp_agent_mod import flow_ies, mod, removal_ies, session
+    s = session()
+    return {"mod_create_pdrs": bytes(mod(3, 0x100000001, flow_ies(s, qer_closed_ul=True))),
+            "mod_remove_pdrs": bytes(mod(4, 0x100000001, removal_ies(qer=True)))}
+
+
 def write(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    corpus = {**pfcp_msgs.corpus(), **pfcp_smf_msgs.corpus(),
+    corpus = {**pfcp_msgs.corpus(), **pfcp_smf_msgs.corpus(), **rule_ops(),
               # the Flow Description classifier also reads each input as text
               "fd_match_all": pfcp_smf_msgs.MATCH_ALL.encode(),
               "fd_host": b"permit out ip from any to 10.45.0.7/32",

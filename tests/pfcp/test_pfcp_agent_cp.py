@@ -158,3 +158,43 @@ def test_what_it_cannot_do_is_73(assoc, pin_dir):
         rid = (fr[0] & 0x1f, int.from_bytes(fr[1:], "big"))
         assert rid == (want[0], want[1] if want[1] is not None else R.cp2up_pdr_id(s)), rid
         assert n_entries(pin_dir) == {"sdf_lists": 0, "sdf_pdrs": 0, "cp_relay": 0}
+
+
+def with_cp2up_urr(ies_: list, s: R.Session, urr_id: int = R.URR_ID) -> list:
+    """The establishment's IEs with the CP2UP PDR linking URR urr_id (as an SMF whose session URR
+    all of its PDRs link sends it)"""
+    from scapy.contrib import pfcp as sp
+    for ie in ies_:
+        if isinstance(ie, sp.IE_CreatePDR) and ie[sp.IE_PDR_Id].id == R.cp2up_pdr_id(s):
+            ie.IE_list.append(sp.IE_URR_Id(id=urr_id))
+    return ies_
+
+
+def test_urr_on_the_cp2up_pdr_counts_the_relayed_advertisements(assoc, pin_dir):
+    """URR 1, linked by the defaults and by the CP2UP PDR: the Router Advertisements relayed to the UE
+    are its downlink usage (the tunnel's cp_relay counters, the T-PDU's length), exact to the packet
+    and octet in a Query URR and, for those after it, in the deletion's report; the UP2CP PDR's URR 2
+    counts the Solicitation only."""
+    s = session()
+    r = assoc.req(M.establish(2, 0x10, UE4, ies=with_cp2up_urr(
+        R.establishment_ies(M.node_id(), M.CP_ADDR, 0x10, s), s)))
+    assert cause(r) == 1, failed_rule(r)
+    c = created(r)
+    teid, seid, cp_teid = c[R.PDR_UL], up_seid(r), c[R.cp2up_pdr_id(s)]
+    psc_ul = [P.pdu_session_container(QFI)]
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        for _ in range(2):
+            assert one(dp, bytes(P.gtpu(ra(), teid=cp_teid, src=SMF)))[0] == ("dl_cp_fwd", "redirect")
+        assert one(dp, bytes(P.gtpu(udp6(), teid=teid, ext=psc_ul)))[0] == ("ul_fwd", "redirect")
+        assert one(dp, bytes(P.gtpu(rs(), teid=teid, ext=psc_ul)))[0] == ("ul_cp_fwd", "redirect")
+    n_ra, n_rs, n_udp = len(ra()), len(rs()), len(udp6())
+    q = assoc.req(M.query_urr(3, seid, urr_ids=(1, 2)))
+    assert cause(q) == 1
+    assert reports(q, 78) == {1: (n_udp + 2 * n_ra, n_udp, 2 * n_ra, 3, 1, 2), 2: (n_rs, n_rs, 0, 1, 1, 0)}
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert one(dp, bytes(P.gtpu(ra(), teid=cp_teid, src=SMF)))[0] == ("dl_cp_fwd", "redirect")
+    d = assoc.req(M.delete(4, seid))
+    assert cause(d) == 1
+    assert reports(d, 79) == {1: (n_ra, 0, n_ra, 1, 0, 1), 2: (0, 0, 0, 0, 0, 0)}
