@@ -6,7 +6,8 @@ removed URR's usage goes out in the Modification Response (7.5.5.2, Usage Report
 and the URRs that stay report what the removed PDRs counted for them.
 
 Sessions are built with gtplab/pfcp/rules.py (the lab's CP's forms); packets run through the loaded
-XDP program with BPF_PROG_TEST_RUN, one run each (tests/pfcp/test_pfcp_agent_sdf.py's helpers).
+XDP program with BPF_PROG_TEST_RUN, one run each (tests/lib/pfcp_sdf.py's helpers, shared with
+tests/pfcp/test_pfcp_agent_sdf.py).
 docs/pfcp.md (SDF filters: several PDRs per direction) says what is accepted and what is refused.
 """
 
@@ -22,9 +23,9 @@ from gtplab.dut.dataplane import Dataplane
 from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
 from tests.lib.pfcp_agent import cause, created, ies, up_seid, usage_report
+from tests.lib.pfcp_sdf import (FAR, FLOW, FWD_DL, FWD_UL, PDR, PFX6, PORT, URR, dl, est_msg, reports, rule, run,
+                                sdf_maps, session, ul, vol)
 from tests.lib.pfcp_smf import forwarding_config, session_json
-from tests.pfcp.test_pfcp_agent_sdf import (FAR, FLOW, FWD_DL, FWD_UL, PDR, PFX6, PORT, URR, dl, est_msg,
-                                            reports, rule, run, sdf_maps, session, ul, vol)
 
 pytestmark = pytest.mark.bpf
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from scapy.contrib.pfcp import (IE_ApplyAction, IE_CreateFAR, IE_CreatePDR, IE_DestinationInterface, IE_FAR_Id,
-                                IE_ForwardingParameters, IE_FSEID, IE_FTEID, IE_OuterHeaderCreation,
-                                IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence, IE_SourceInterface,
-                                IE_UpdateFAR, IE_UpdateForwardingParameters)
+from scapy.contrib.pfcp import (IE_ApplyAction, IE_CreatePDR, IE_DestinationInterface, IE_FAR_Id, IE_FSEID, IE_FTEID,
+                                IE_OuterHeaderCreation, IE_OuterHeaderRemoval, IE_PDI, IE_PDR_Id, IE_Precedence,
+                                IE_SourceInterface, IE_UpdateFAR, IE_UpdateForwardingParameters)
 from scapy.contrib.pfcp import PFCP, PFCPSessionModificationRequest
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -21,15 +20,12 @@ from scapy.layers.l2 import Ether
 from gtplab.dut.dataplane import B_PEER6, Dataplane
 from gtplab.gtpu import packets as P
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import Agent, cause, tables, up_seid
+from tests.lib.pfcp_agent import cause, tables, up_seid
+from tests.lib.pfcp_n3v6 import GNB6, GNB6B, N3_6, UE, dl_far6, establish, ohc6
 from tests.lib.pfcp_smf import forwarding_config, ies
 from tests.pfcp.conftest import loaded_pgwu
 
 pytestmark = pytest.mark.bpf
-
-N3_6 = "fd47:7473::1"
-GNB6, GNB6B = "fd47:7473::10", "fd47:7473::11"
-UE = "10.45.0.9"
 
 
 @pytest.fixture(params=[True], ids=["n3-addr6"])
@@ -37,33 +33,6 @@ def pin_dir(request):
     """A PGW-U of the test's own with an N3 IPv6 address (param False: without)."""
     with loaded_pgwu(*(["--n3-addr6", N3_6] if request.param else [])) as d:
         yield d
-
-
-def ul_pdr(v4: bool, v6: bool, ohr: int, teid: int | None = None) -> IE_CreatePDR:
-    if teid is None:
-        fteid = IE_FTEID(V4=int(v4), V6=int(v6), CH=1)
-    else:
-        fteid = IE_FTEID(V4=int(v4), V6=int(v6), TEID=teid, **({"ipv4": M.GTPU_ADDR} if v4 else {}),
-                         **({"ipv6": N3_6} if v6 else {}))
-    return IE_CreatePDR(IE_list=[IE_PDR_Id(id=M.UL_PDR), IE_Precedence(precedence=100),
-                                 IE_PDI(IE_list=[IE_SourceInterface(interface=0), fteid]),
-                                 IE_OuterHeaderRemoval(header=ohr), IE_FAR_Id(id=M.UL_FAR)])
-
-
-def ohc6(gnb: str, teid: int):
-    return IE_OuterHeaderCreation(GTPUUDPIPV6=1, TEID=teid, ipv6=gnb)
-
-
-def dl_far6(gnb: str = GNB6, teid: int = 0x600) -> IE_CreateFAR:
-    return IE_CreateFAR(IE_list=[IE_FAR_Id(id=M.DL_FAR), IE_ApplyAction(FORW=1),
-                                 IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface=0),
-                                                                  ohc6(gnb, teid)])])
-
-
-def establish(assoc, seq, *, v4=True, v6=True, ohr=1, teid=None, dl_far=None):
-    body = [M.node_id(), IE_FSEID(v4=1, seid=0x40 + seq, ipv4=M.CP_ADDR), ul_pdr(v4, v6, ohr, teid),
-            M.dl_pdr(UE), M.ul_far(), dl_far if dl_far is not None else dl_far6()]
-    return assoc.req(M.establish(seq, 0x40 + seq, UE, ies=body))
 
 
 def created_fteid(resp):

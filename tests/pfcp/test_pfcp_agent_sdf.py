@@ -12,107 +12,18 @@ agent's Usage Reports. docs/pfcp.md (SDF filters) says what is accepted and what
 
 from __future__ import annotations
 
-import os
-import struct
-
 import pytest
 from scapy.contrib.pfcp import IE_CreatePDR, IE_FTEID, IE_PDI, IE_PDR_Id
-from scapy.layers.inet import IP, UDP
-from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import Ether
-from scapy.packet import Raw
 
 from gtplab.dut.dataplane import Dataplane
-from gtplab.gtpu import packets as P
-from gtplab.kernel import bpf
 from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
-from tests.lib.pfcp_agent import cause, created, failed_rule, ies, up_seid, usage_report
+from tests.lib.pfcp_agent import cause, created, up_seid
+from tests.lib.pfcp_sdf import (FAR, FLOW, FWD_DL, FWD_UL, PDR, PFX6, PORT, SERVER, SERVER6, URR, dl, est_msg,
+                                reports, rule, run, sdf_maps, session, ul, vol)
 from tests.lib.pfcp_smf import forwarding_config
-from tests.lib.pgwu_config import stats_delta
 
 pytestmark = pytest.mark.bpf
-
-UE4 = "10.45.0.7"
-PFX6 = "fd47:7470:0:7::/64"
-UE6 = "fd47:7470:0:7::1234"
-SERVER, SERVER6 = "198.51.100.7", "2001:db8:5::7"
-SGW_TEID = 0x100
-PORT = 6000                       # the SDF PDRs' server port
-PDR, FAR, URR = 0, 1, 3           # Failed Rule ID types (8.2.80)
-FLOW = R.SdfFilter(flow=R.flow_description(17, "any", str(PORT)))
-
-
-def session(pdrs=(), teid=None, ue6=None, urr=R.UrrSpec(), **kw) -> R.Session:
-    return R.Session(ue=UE4, teid=teid, n3=M.GTPU_ADDR, gnb=M.SGW_ADDR, gnb_teid=SGW_TEID, urr=urr,
-                     ue6=ue6, pdrs=tuple(pdrs), **kw)
-
-
-def est_msg(seq: int, cp_seid: int, s: R.Session):
-    return M.establish(seq, cp_seid, UE4, ies=R.establishment_ies(M.node_id(), M.CP_ADDR, cp_seid, s))
-
-
-def rule(resp):
-    fr = failed_rule(resp)
-    return None if fr is None else (fr[0] & 0x1f, int.from_bytes(fr[1:], "big"))
-
-
-def sdf_maps(pin_dir: str) -> dict[str, int]:
-    """entries in each of the three maps"""
-    out = {}
-    for name in ("sdf_lists", "sdf_pdrs", "sdf_qos"):
-        with bpf.Map.pinned(os.path.join(pin_dir, name)) as m:
-            out[name] = len(list(m.keys()))
-    return out
-
-
-def ul(teid: int, dport: int = 5001, sport: int = 40000, family: int = 4, tos: int = 0, fl: int = 0,
-       dst: str | None = None) -> bytes:
-    ip = (IP(src=UE4, dst=dst or SERVER, tos=tos) if family == 4
-          else IPv6(src=UE6, dst=dst or SERVER6, tc=tos, fl=fl))
-    return bytes(P.gtpu(ip / UDP(sport=sport, dport=dport) / Raw(b"\x5a" * 100), teid=teid))
-
-
-def dl(sport: int = 5001, dport: int = 40000, family: int = 4, tos: int = 0, fl: int = 0,
-       src: str | None = None) -> bytes:
-    ip = (IP(src=src or SERVER, dst=UE4, tos=tos) if family == 4
-          else IPv6(src=src or SERVER6, dst=UE6, tc=tos, fl=fl))
-    return bytes(Ether(src=P.ROUTER_SGI_MAC, dst=P.PGW_SGI_MAC) / ip / UDP(sport=sport, dport=dport) /
-                 Raw(b"\x5a" * 100))
-
-
-def inner_len(frame: bytes, uplink: bool) -> int:
-    """what the usage counts of a packet: its inner IP packet's length"""
-    off = 14 + 20 + 8 + 8 if uplink else 14
-    if frame[off] >> 4 == 6:
-        return 40 + struct.unpack_from("!H", frame, off + 4)[0]
-    return struct.unpack_from("!H", frame, off + 2)[0]
-
-
-def run(dp, frames) -> list[tuple[str, str]]:
-    """(reason, verdict) of each frame, one run each"""
-    out = []
-    for f in frames:
-        s0 = dp.stats_array()
-        (dp.run_access if f[12:14] == b"\x08\x00" and f[14 + 9] == 17 and
-         struct.unpack_from("!H", f, 14 + 20 + 2)[0] == 2152 else dp.run_sgi)(f)
-        [k] = list(stats_delta(s0, dp.stats_array()))
-        out.append(k)
-    return out
-
-
-def reports(resp, ietype: int) -> dict[int, tuple]:
-    """{URR ID: volume} of the Usage Reports of a response"""
-    return {r["urr"]: r["volume"] for r in (usage_report(i) for i in ies(resp) if i.ietype == ietype)}
-
-
-def vol(ul_frames, dl_frames) -> tuple:
-    u = sum(inner_len(f, True) for f in ul_frames)
-    d = sum(inner_len(f, False) for f in dl_frames)
-    return (u + d, u, d, len(ul_frames) + len(dl_frames), len(ul_frames), len(dl_frames))
-
-
-FWD_UL, FWD_DL = ("ul_fwd", "redirect"), ("dl_fwd", "redirect")
 
 
 # ---- packets go to the PDR their precedence says; usage per URR exactly --------------------------------

@@ -32,8 +32,8 @@ from tests.lib import pfcp_msgs as M
 from tests.lib.lab import af_packet_socket
 from tests.lib.pfcp_agent import PGWU, UE, Agent, cause, created_teid, forwarding_config, up_seid
 from tests.pfcp.conftest import loaded_pgwu
-from tests.pfcp.test_pfcp_agent_n3v6 import GNB6, GNB6B, N3_6, dl_far6, ohc6
-from tests.pfcp.test_pfcp_agent_n3v6 import establish as establish6
+from tests.lib.pfcp_n3v6 import GNB6, GNB6B, N3_6, dl_far6, ohc6
+from tests.lib.pfcp_n3v6 import establish as establish6
 
 pytestmark = pytest.mark.lab     # a network namespace and a veth pair of its own (and a loaded PGW-U)
 
