@@ -275,6 +275,29 @@ def _unbalanced_trials(rdir: Path) -> str:
     return "\nunbalanced trials:\n" + "\n".join(out) if out else ""
 
 
+# the series a goal pushes only with a lower bound (push_metrics.search_gauges: a None is not pushed),
+# and the latency measured at shares of the PDR, which needs one
+NEED_A_BOUND = ("gtplab_case_goal_lower_bound_packets_per_second", "gtplab_case_goal_conditional_throughput",
+                "gtplab_case_latency_at_pdr_seconds")
+
+
+def _skip_when_no_case_found_a_bound(rdir: Path, without_data: list[str]) -> None:
+    """Undecidable, not failed: when no goal of any case found a lower bound (the generator sent short
+    even at min load on a busy host: the search's min load is then an upper bound), the panels of the
+    bounds have nothing to show whatever the dashboards say. Skipped with the cases' figures, only
+    when those are all the queries without data."""
+    if not without_data or not all(any(k in m for k in NEED_A_BOUND) for m in without_data):
+        return
+    cases = [json.loads(x) for x in (rdir / "cases.jsonl").read_text().splitlines() if x.strip()]
+    if any(g.get("lower_pps") for c in cases for g in (c.get("goals") or {}).values()):
+        return
+    notes = "; ".join(f"{c.get('direction')} {c.get('frame_size')} B: limit {c.get('limit')}, "
+                      + " / ".join(n for n in c.get("notes") or [] if "bound" in n or "host busy" in n)[:400]
+                      for c in cases)
+    pytest.skip(f"undecided: no goal of the sweep's {len(cases)} cases found a lower bound, so "
+                f"{len(without_data)} panel queries of bounds have no data: {notes}")
+
+
 @pytest.mark.lab           # a real sweep: namespaces, veths, XDP (its marker had slipped onto the helper above)
 def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
     """A real short `gtplab sweep` on the embedded lab, pushing to the local stack while Prometheus
@@ -317,6 +340,7 @@ def test_every_panel_query_returns_data_from_a_real_sweep(tmp_path):
             rest = _wait_all_return_data(stack.prometheus, [tuple(m.split(": ", 1)) for m in missing
                                                             if "sweep_running" not in m], timeout=30)
             live_missing = [m for m in missing if "sweep_running" in m]
+            _skip_when_no_case_found_a_bound(rdir, rest + live_missing)
             assert not rest and not live_missing, "panel queries without data:\n" + "\n".join(rest + live_missing)
         finally:
             if proc.poll() is None:
