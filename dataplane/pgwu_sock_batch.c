@@ -55,22 +55,9 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 		int tos = oip->tos;
 
 		if (t->df) {
-			/* RFC 1191: the MTU the packet can have before encapsulation; the quote is
-			 * the packet as it arrived (its TTL not yet decremented) */
-			__u32 encap = w->tiov[i].iov_len - t->usage_bytes, q;
-			__u8 *inner = (__u8 *)oip + encap, quote[68];
-			struct iphdr *qi = (void *)quote;
-			int mtu = route_mtu(oip->daddr);
+			__u32 encap = w->tiov[i].iov_len - t->usage_bytes;
 
-			q = (inner[0] & 0xf) * 4 + 8;
-			if (q > t->usage_bytes)
-				q = t->usage_bytes;
-			memcpy(quote, inner, q);
-			qi->ttl++;
-			qi->check = 0;
-			qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
-			if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
-				*verdict = XDP_TX;
+			dl_frag_needed(w, (__u8 *)oip + encap, t, encap, route_mtu(oip->daddr), verdict);
 			return PGWU_R_DROP_FRAG_NEEDED;
 		}
 		if (w->frag < 0) {

@@ -212,6 +212,8 @@ void usage6_flush(struct worker *w);
 void usage6_room(struct worker *w);
 __u64 *usage6_of(struct worker *w, __u64 key, enum usage_kind kind);
 int dl_icmp(struct worker *w, const __u8 *q, __u32 qlen, __u8 type, __u8 code, __u16 mtu);
+void dl_frag_needed(struct worker *w, const __u8 *inner, const struct txmeta *t, __u32 encap, int mtu,
+		    __u32 *verdict);
 int route_mtu(__be32 dst);
 int route6_mtu(const __u8 *dst);
 int ul6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len, __u64 prefix,

@@ -764,21 +764,30 @@ __u32 n3v6_too_big(struct worker *w, __u8 *pkt, __u32 len, const struct txmeta *
 			*verdict = XDP_TX;
 		return PGWU_R_DROP_TOO_BIG;
 	}
-	if (t->df) {
-		__u8 quote[68];
-		struct iphdr *qi = (void *)quote;
-		__u32 q = (inner[0] & 0xf) * 4 + 8;
-
-		if (q > t->usage_bytes)
-			q = t->usage_bytes;
-		memcpy(quote, inner, q);
-		qi->ttl++;
-		qi->check = 0;
-		qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
-		if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
-			*verdict = XDP_TX;
-	}
+	if (t->df)
+		dl_frag_needed(w, inner, t, encap, mtu, verdict);
 	return PGWU_R_DROP_FRAG_NEEDED;
+}
+
+/* An inner IPv4 packet with DF over the access route's mtu once encapsulated (encap octets):
+ * Fragmentation Needed to its sender (RFC 1191: the MTU it can have before encapsulation) quoting
+ * the packet as it arrived (its TTL not yet decremented); *verdict XDP_TX when answered. Over
+ * IPv4 and IPv6 N3 alike. */
+void dl_frag_needed(struct worker *w, const __u8 *inner, const struct txmeta *t, __u32 encap, int mtu,
+		    __u32 *verdict)
+{
+	__u8 quote[68];
+	struct iphdr *qi = (void *)quote;
+	__u32 q = (inner[0] & 0xf) * 4 + 8;
+
+	if (q > t->usage_bytes)
+		q = t->usage_bytes;
+	memcpy(quote, inner, q);
+	qi->ttl++;
+	qi->check = 0;
+	qi->check = csum_finish(ipv4_hdr_sum(qi, qi->ihl, quote + q));
+	if (mtu > (int)encap && !dl_icmp(w, quote, q, 3, 4, mtu - encap))
+		*verdict = XDP_TX;
 }
 
 /* ---- uplink: one GTP-U message (a UDP payload of n octets) from a peer ---- */
