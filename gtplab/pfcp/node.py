@@ -405,9 +405,25 @@ class Node:
 
     def poll(self, timeout: float = 0.1) -> None:
         """Idle duty: answer the UPF, send a heartbeat when due, and after a UPF restart set the
-        association up again and run the restart handlers."""
+        association up again and run the restart handlers. The wait is outside the lock: a
+        thread polling in the background must not hold it while idle, or a request from another
+        thread waits for the lock (an RLock is not fair: the poller took it again at once, and a
+        release or a session delete waited 5-40 s behind it)."""
+        if timeout > 0:
+            try:                                  # read without the lock: another thread may change it
+                due = self._next_deadline()
+            except RuntimeError:
+                due = 0.0
+            if self.timers.heartbeat and self.associated:
+                due = min(due, self._next_hb)
+            wait = min(timeout, due - time.monotonic())
+            if wait > 0:
+                try:
+                    select.select([self.sock], [], [], wait)
+                except (OSError, ValueError):
+                    pass                          # closed under us: pump below reports it
         with self.lock:
-            self.pump(timeout)
+            self.pump(0)
             if self.timers.heartbeat and time.monotonic() >= self._next_hb and self.associated:
                 self.heartbeat()
             if self.restart_detected:

@@ -329,6 +329,33 @@ def test_background_thread_sends_heartbeats_and_answers(upf):
         n.close()
 
 
+def test_idle_background_poller_leaves_the_lock_to_requests(upf):
+    """The background poller waits for the UPF outside the node's lock: a request from another
+    thread (a session delete, the release at the end of a run) gets the lock at once. Held while
+    it waited, the unfair RLock went back to the poller each time and such a request waited 5-40 s
+    (test_pfcp_smf took 322 s instead of 23)."""
+    n = Node(upf.addr, port=0, timers=Timers(t1=0.5, n1=2, heartbeat=0))
+    try:
+        n.associate()
+        n.start(0.2)
+        time.sleep(0.1)
+        free = 0
+        for _ in range(20):
+            if n.lock.acquire(blocking=False):
+                free += 1
+                n.lock.release()
+            time.sleep(0.01)
+        assert free >= 15, f"the lock was free {free} of 20 times while the poller idled"
+        t0 = time.monotonic()
+        for _ in range(5):
+            n.heartbeat()
+        n.check()
+        assert n.counters["heartbeats_sent"] == 5
+    finally:
+        n.close()
+    print(f"lock free {free}/20, 5 heartbeats beside the poller in {time.monotonic() - t0:.3f} s")
+
+
 @pytest.mark.parametrize("given", [False, True], ids=["choose", "given"])
 def test_session_per_bearer_and_fteid(upf, node, given):
     """CHOOSE: the TEIDs the UPF allocated are the ones recorded; given: the ones we sent."""
