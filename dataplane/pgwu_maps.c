@@ -66,6 +66,18 @@ int pinned_open(const char *name)
 	return fd;
 }
 
+/* The pinned map name, or -1 when it is not there (a PGW-U loaded by a build before it) */
+int pinned_open_opt(const char *name)
+{
+	char path[PATH_MAX];
+	int fd = pin_path(path, sizeof(path), name);
+
+	if (fd)
+		return fd;
+	fd = bpf_obj_get(path);
+	return fd >= 0 ? fd : -1;
+}
+
 bool pgwu_is_loaded(void)
 {
 	char path[PATH_MAX];

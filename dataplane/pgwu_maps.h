@@ -20,6 +20,7 @@ extern const char *pin_dir;	/* PIN_DIR: --pin-dir, $PGWU_PIN_DIR or the default 
 /* Pinned objects */
 int pin_path(char *buf, size_t len, const char *name);
 int pinned_open(const char *name);		/* fd, or -errno after printing why */
+int pinned_open_opt(const char *name);		/* fd, or -1 when absent (an older load), silent */
 bool pgwu_is_loaded(void);
 
 struct pgwu_maps {

@@ -71,18 +71,6 @@ struct path_peer {
 	bool known;			/* in its peers map */
 };
 
-/* The pinned map name, or -1 when it is not there (a PGW-U loaded by a build before it) */
-static int pinned_open_opt(const char *name)
-{
-	char path[PATH_MAX];
-	int fd = pin_path(path, sizeof(path), name);
-
-	if (fd)
-		return fd;
-	fd = bpf_obj_get(path);
-	return fd >= 0 ? fd : -1;
-}
-
 static int peer_add(struct path_peer *v, int *n, int af, const void *addr)
 {
 	size_t len = af == AF_INET ? 4 : 16;

@@ -385,6 +385,8 @@ static int sock_setup(const struct sock_opts *o)
 		return err;
 	S.peers = pinned_open("peers");
 	S.sig_rx = pinned_open("sig_rx");
+	S.peers6 = pinned_open_opt("peers6");
+	S.sig_rx6 = pinned_open_opt("sig_rx6");
 	err = stats_open();
 	if (!err)
 		err = stats_claim();
@@ -474,6 +476,10 @@ static void sock_close(void)
 		close(S.peers);
 	if (S.sig_rx >= 0)
 		close(S.sig_rx);
+	if (S.peers6 >= 0)
+		close(S.peers6);
+	if (S.sig_rx6 >= 0)
+		close(S.sig_rx6);
 	if (S.owner_fd >= 0)
 		close(S.owner_fd);
 	maps_close(&S.m);
@@ -513,7 +519,7 @@ static int sock_run(const struct sock_opts *o, int ready_fd)
 	struct sigaction sa = { .sa_handler = on_signal };	/* no SA_RESTART: sleeps return */
 	int err, started = 0;
 
-	S.peers = S.sig_rx = S.st_fd = S.owner_fd = -1;
+	S.peers = S.sig_rx = S.peers6 = S.sig_rx6 = S.st_fd = S.owner_fd = -1;
 	err = sock_setup(o);
 	if (err)
 		goto out;

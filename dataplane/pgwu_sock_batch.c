@@ -38,7 +38,7 @@ static __u32 tx_refused(struct worker *w, int i, int err, __u32 *verdict)
 			return PGWU_SR_DROP_SEND;
 		memcpy(&prefix, &ip6->saddr, 8);	/* the TEID's /64: checked (drop_spoofed) */
 		ip6->hop_limit++;
-		if (!ul6_error(w, ip6, len, prefix, t->peer, 2, mtu))
+		if (!ul6_error(w, ip6, len, prefix, t->answerable, 2, mtu))
 			*verdict = XDP_TX;
 		return PGWU_R_DROP_TOO_BIG;
 	}

@@ -65,7 +65,8 @@ struct txmeta {
 	__u32 df;		/* downlink: the inner packet had DF (EMSGSIZE: drop_frag_needed) */
 	__u32 v6;		/* an IPv6 packet to send as is (uplink; downlink over N3 IPv6):
 				 * raw6, tto6 */
-	__be32 peer;		/* uplink IPv6: the G-PDU's sender (EMSGSIZE: Packet Too Big) */
+	__u32 answerable;	/* uplink IPv6: the G-PDU's sender is not martian (EMSGSIZE: Packet
+				 * Too Big into its tunnel) */
 	__u64 *usage;		/* the bearer's slot counters {packets, bytes}, NULL: not indexed;
 				 * an IPv6 bearer's: its entry in the worker's usage6 */
 	__u64 *pdr_usage;	/* the SDF PDR it matched: its entry in usage6; NULL: none */
@@ -149,6 +150,7 @@ struct sock_knobs {
 struct sock_state {
 	struct pgwu_maps m;
 	int peers, sig_rx;		/* signalling recorded as xdp_access records it; -1: absent */
+	int peers6, sig_rx6;		/* over IPv6, as xdp_ul_n3v6 records it; -1: absent */
 	int st_fd;
 	__u64 *st;			/* sock_stats, mmap()ed */
 	size_t st_len;
@@ -217,7 +219,7 @@ void dl_frag_needed(struct worker *w, const __u8 *inner, const struct txmeta *t,
 int route_mtu(__be32 dst);
 int route6_mtu(const __u8 *dst);
 int ul6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len, __u64 prefix,
-	      __be32 peer, __u8 type, __u32 mtu);
+	      int answerable, __u8 type, __u32 mtu);
 int measure_lookups(__u32 n, bool json);
 
 /* pgwu_sock_sdf.c */

@@ -7,7 +7,7 @@
  * xdp_dl_n3v6, n3v6_encap), the replies both send (Echo Response, Error Indication, Supported
  * Extension Headers Notification, ICMP, ICMPv6 Time Exceeded, ICMPv6 Packet Too Big), the
  * signalling recorded as
- * xdp_access records it; the bearers through the mmap()ed direct index, and --measure-lookups,
+ * xdp_access and xdp_ul_n3v6 record it; the bearers through the mmap()ed direct index, and --measure-lookups,
  * which times that lookup against the hash map's system call. What it forwards it queues
  * (tx_add, pgwu_sock_batch.c sends the batch).
  */
@@ -284,18 +284,47 @@ static void encap_to(struct gtpu_encap *e, const struct pgwu_config *cfg, const 
 	e->id = 0;			/* the kernel picks the id of a packet without DF */
 }
 
-/* Send the ICMP or ICMPv6 error (Time Exceeded, Packet Too Big) of n octets built at buf + the G-PDU
- * header's length to the UE of downlink half dl, in a G-PDU of its bearer: from this gateway's GTP-U
- * address to its SGW and TEID, UDP 2152 -> 2152 checksum 0, no DF, its PDU Session Container when it
- * has a QFI; event ev counted. 0 when sent. */
+static const __u8 *peer6_of(struct worker *w, __u32 idx);
+static __u32 n3v6_gpdu(const struct worker *w, __u8 *o, __u32 inner_len, const struct pgwu_dl_bearer *b,
+		       const __u8 *peer, __be16 sport, __u8 tc);
+static int raw6_send(struct worker *w, const void *buf, __u32 len, const __u8 *to);
+static int addr6_unset(const __u8 *a);
+
+/* The G-PDU headers' length before a packet to downlink half dl's tunnel: GTP-U/UDP/IPv4 (36, 44
+ * with a PSC), or over IPv6 to an IPv6 peer (PGWU_B_PEER6: N3V6_ENCAP_LEN, + 8 with a PSC). A
+ * reply buffer holds TUNNEL_ENCAP_MAX before the error it carries. */
+#define TUNNEL_ENCAP_MAX (N3V6_ENCAP_LEN + 8)
+static __u32 tunnel_encap_len(const struct pgwu_dl_bearer *dl)
+{
+	__u8 qfi = gtpu_dl_qfi(dl->flags);
+
+	if (dl->flags & PGWU_B_PEER6)
+		return N3V6_ENCAP_LEN + (qfi != 0xff ? 8 : 0);
+	return gtpu_encap_len(qfi);
+}
+
+/* Send the ICMP or ICMPv6 error (Time Exceeded, Packet Too Big) of n octets built at buf +
+ * tunnel_encap_len(dl) to the UE of downlink half dl, in a G-PDU of its bearer, its PDU Session
+ * Container when it has a QFI: over IPv4 from this gateway's GTP-U address to its SGW and TEID, UDP
+ * 2152 -> 2152 checksum 0, no DF; to an IPv6 peer (PGWU_B_PEER6) from n3_addr6, class and flow
+ * label 0, UDP 2152 -> 2152 with its checksum (RFC 8200 8.1); event ev counted. 0 when sent. */
 static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct pgwu_dl_bearer *dl,
 			     enum pgwu_event ev)
 {
 	struct gtpu_encap e = { .sport = GTPU_PORT_BE, .inner_len = n, .tos = 0, .df = 0 };
 	__u32 len;
 
-	if (dl->flags & PGWU_B_PEER6)
-		return -1;	/* its sgw_addr is an n3v6_peers index: no IPv4 tunnel to answer in */
+	if (dl->flags & PGWU_B_PEER6) {
+		const __u8 *peer = peer6_of(w, dl->sgw_addr);
+
+		if (!peer || addr6_unset(w->cfg.n3_addr6))
+			return -1;
+		len = n3v6_gpdu(w, buf, n, dl, peer, GTPU_PORT_BE, 0) + n;
+		if (raw6_send(w, buf, len, peer))
+			return -1;
+		EVENT(w, ev);
+		return 0;
+	}
 	encap_to(&e, &w->cfg, dl);
 	len = gtpu_encap_len(e.qfi) + n;
 
@@ -306,18 +335,18 @@ static int tunnel_error_send(struct worker *w, __u8 *buf, __u32 n, const struct 
 }
 
 /* RFC 1812 5.3.1: Time Exceeded to the UE whose uplink packet iip expired, through its tunnel (a
- * G-PDU to its SGW, UDP 2152 -> 2152 checksum 0, its PDU Session Container when it has a QFI), as
- * xdp_access does. Rate-limited per UE. 0 when sent. */
-static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u8 *end, __be32 peer)
+ * G-PDU to its SGW, UDP 2152 -> 2152 checksum 0, its PDU Session Container when it has a QFI; over
+ * IPv6 to an IPv6 peer: tunnel_error_send), as xdp_access does; none when the G-PDU's sender is
+ * martian (!answerable). Rate-limited per UE. 0 when sent. */
+static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u8 *end, int answerable)
 {
 	const struct pgwu_config *cfg = &w->cfg;
-	__u8 buf[44 + 28 + 68];
+	__u8 buf[TUNNEL_ENCAP_MAX + 28 + 68];
 	struct pgwu_dl_bearer dl;
 	__u32 q = iip->ihl * 4 + 8, n;
 	__u64 *usage;
 
-	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg) ||
-	    dl_bearer(w, iip->saddr, &dl, &usage))
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || !answerable || dl_bearer(w, iip->saddr, &dl, &usage))
 		return -1;
 	if (!reply_allowed(w, iip->saddr)) {
 		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
@@ -325,7 +354,7 @@ static int ul_time_exceeded(struct worker *w, const struct iphdr *iip, const __u
 	}
 	if (q > (__u32)(end - (const __u8 *)iip))
 		q = end - (const __u8 *)iip;
-	n = icmp_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr, iip->saddr, 11, 0,
+	n = icmp_build(buf + tunnel_encap_len(&dl), cfg->local_addr, iip->saddr, 11, 0,
 		       0, (const __u8 *)iip, q);
 	return tunnel_error_send(w, buf, n, &dl, PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 }
@@ -515,26 +544,25 @@ int dl6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 tot_len, __u32 
  * (inner_len octets, checked whole; quoted as it arrived) expired, or Packet Too Big (type 2) with
  * the SGi route's MTU, inside a G-PDU of its bearer, as xdp_access6 answers (ul6_error): to the SGW
  * and TEID of the /64's downlink half (dl6_bearers), UDP 2152 -> 2152 checksum 0, its PDU Session
- * Container when it has a QFI. None without local_addr6, with replies off, from a martian SGW, to
- * an IPv6 peer (no IPv4 tunnel to answer in), or where RFC 4443 2.4(e) forbids one; rate-limited
- * per UE /64. 0 when sent. */
+ * Container when it has a QFI (to an IPv6 peer over IPv6: tunnel_error_send). None without
+ * local_addr6, with replies off, from a martian sender (!answerable), or where RFC 4443 2.4(e)
+ * forbids one; rate-limited per UE /64. 0 when sent. */
 int ul6_error(struct worker *w, const struct ipv6hdr *ip6, __u32 inner_len, __u64 prefix,
-	      __be32 peer, __u8 type, __u32 mtu)
+	      int answerable, __u8 type, __u32 mtu)
 {
 	const struct pgwu_config *cfg = &w->cfg;
-	__u8 buf[44 + 48 + ICMP6_QUOTE_MAX];
+	__u8 buf[TUNNEL_ENCAP_MAX + 48 + ICMP6_QUOTE_MAX];
 	__u32 q = inner_len < ICMP6_QUOTE_MAX ? inner_len : ICMP6_QUOTE_MAX, n;
 	struct pgwu_dl_bearer dl;
 
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
-	    martian(peer, cfg) || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl) ||
-	    (dl.flags & PGWU_B_PEER6))
+	    !answerable || !icmp6_may_answer(ip6, inner_len) || dl6_bearer(w, prefix, &dl))
 		return -1;
 	if (!reply_allowed(w, addr6_fold(&prefix, 2))) {
 		EVENT(w, PGWU_EV_ICMP_RATE_LIMITED);
 		return -1;
 	}
-	n = icmp6_build(buf + gtpu_encap_len(gtpu_dl_qfi(dl.flags)), cfg->local_addr6, ip6->saddr.s6_addr,
+	n = icmp6_build(buf + tunnel_encap_len(&dl), cfg->local_addr6, ip6->saddr.s6_addr,
 			type, 0, mtu, (const __u8 *)ip6, q);
 	return tunnel_error_send(w, buf, n, &dl, type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT :
 						 PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
@@ -566,15 +594,18 @@ static int ipv6_ext_ok(const struct ipv6hdr *ip6, const __u8 *end)
 
 /* ---- signalling, recorded as xdp_access records it (system calls: signalling is rare) ---- */
 
-static void peer_echo_response(__be32 peer, __be16 seq, const __u8 *ie, const __u8 *end)
+/* An Echo Response from the peer at key in map fd (peers: its IPv4 address; peers6: its 16 octets),
+ * its body at ie, as pgwu.bpf.c's peer_echo_rsp records it. */
+static void peer_echo_response(int fd, const void *key, __be16 seq, const __u8 *ie, const __u8 *end)
 {
 	struct pgwu_peer p = {};
 	int has_rc = ie + 2 <= end && ie[0] == GTP_IE_RECOVERY;
 	__u8 rc = has_rc ? ie[1] : 0;
-	bool known = S.peers >= 0 && !bpf_map_lookup_elem(S.peers, &peer, &p);
+	bool known;
 
-	if (S.peers < 0)
+	if (fd < 0)
 		return;
+	known = !bpf_map_lookup_elem(fd, key, &p);
 	if (known && has_rc && p.has_recovery && p.restart_counter != rc)
 		p.restarts++;
 	p.rsp_ns = mono_ns();
@@ -582,7 +613,7 @@ static void peer_echo_response(__be32 peer, __be16 seq, const __u8 *ie, const __
 	p.rsp_seq = ntohs(seq);
 	p.restart_counter = rc;
 	p.has_recovery = has_rc;
-	bpf_map_update_elem(S.peers, &peer, &p, BPF_ANY);
+	bpf_map_update_elem(fd, key, &p, BPF_ANY);
 }
 
 static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
@@ -597,6 +628,62 @@ static void sig_count(__be32 teid, __be32 addr, __u8 type, __be32 from)
 	v.last_ns = mono_ns();
 	v.from = from;
 	bpf_map_update_elem(S.sig_rx, &k, &v, BPF_ANY);
+}
+
+/* sig_count over IPv6 (sig_rx6, as n3v6.h's sig6_count) */
+static void sig6_count(__be32 teid, const __u8 *addr, __u8 type, const __u8 *from)
+{
+	struct pgwu_sig6_key k = { .teid = teid, .type = type };
+	struct pgwu_sig6_val v = {};
+
+	if (S.sig_rx6 < 0)
+		return;
+	memcpy(k.addr, addr, 16);
+	bpf_map_lookup_elem(S.sig_rx6, &k, &v);
+	v.packets++;
+	v.last_ns = mono_ns();
+	memcpy(v.from, from, 16);
+	bpf_map_update_elem(S.sig_rx6, &k, &v, BPF_ANY);
+}
+
+/* The signalling a peer sent (type, the header's teid and seq; p its body after the header and its
+ * extension headers), recorded as xdp_access (peer over IPv4: peers, sig_rx) or xdp_ul_n3v6's
+ * n3v6_sig_record (peer6 over IPv6: peers6, sig_rx6) records it: an Echo Response in the peers map,
+ * an Error Indication (its Tunnel Endpoint Identifier Data I, its GTP-U Peer Address when it has
+ * the family's length, TS 29.281 7.3.1 / 8.4, else the sender) and an End Marker (our TEID in its
+ * header, 7.3.2) in the sig_rx map. */
+static void sig_record(__u8 type, __be32 teid, __be16 seq, __be32 peer, const __u8 *peer6, const __u8 *p,
+		       const __u8 *end)
+{
+	__be32 t, addr;
+
+	switch (type) {
+	case GTP_ECHO_RSP:
+		if (peer6)
+			peer_echo_response(S.peers6, peer6, seq, p, end);
+		else
+			peer_echo_response(S.peers, &peer, seq, p, end);
+		break;
+	case GTP_END_MARKER:
+		if (peer6)
+			sig6_count(teid, peer6, GTP_END_MARKER, peer6);
+		else
+			sig_count(teid, peer, GTP_END_MARKER, peer);
+		break;
+	case GTP_ERROR_IND:
+		if (!peer6) {
+			if (gtpu_err_ind_ies(p, end, end, peer, &t, &addr))
+				sig_count(t, addr, GTP_ERROR_IND, peer);
+		} else if (p + 5 <= end && p[0] == GTP_IE_TEID_DATA_I) {
+			const __u8 *a6 = peer6;
+
+			memcpy(&t, p + 1, 4);
+			if (p + 24 <= end && p[5] == GTP_IE_PEER_ADDR && p[6] == 0 && p[7] == 16)
+				a6 = p + 8;
+			sig6_count(t, a6, GTP_ERROR_IND, peer6);
+		}
+		break;
+	}
 }
 
 /* ---- N3 over IPv6 (GTP-U/UDP/IPv6, as include/n3v6.h's xdp_ul_n3v6 and xdp_dl_n3v6) ---- */
@@ -620,6 +707,38 @@ static __u64 udp6_pseudo_sum(const void *a, __u32 len)
 	return csum_buf(a, 32) + htons((__u16)len) + htons(IPPROTO_UDP);
 }
 
+/* The outer IPv6 and UDP headers at o of a GTP-U datagram of ulen octets (its UDP header included)
+ * from n3_addr6 to peer, as include/n3v6.h writes them: class tc, flow label 0, hop limit OUTER_TTL
+ * / UDP sport -> dport; one writer for the replies (reply6_send) and the G-PDUs (n3v6_encap).
+ * The UDP checksum is n3v6_udp_csum's once the rest of the datagram is written. */
+static struct udphdr *n3v6_outer(const struct worker *w, void *o, __u8 tc, __u32 ulen, const __u8 *peer,
+				 __be16 sport, __be16 dport)
+{
+	struct ipv6hdr *ip6 = o;
+	struct udphdr *u = (void *)(ip6 + 1);
+	__be32 vtf = htonl(0x60000000 | (__u32)tc << 20);
+
+	memcpy(ip6, &vtf, 4);
+	ip6->payload_len = htons(ulen);
+	ip6->nexthdr = IPPROTO_UDP;
+	ip6->hop_limit = OUTER_TTL;
+	memcpy(&ip6->saddr, w->cfg.n3_addr6, 16);
+	memcpy(&ip6->daddr, peer, 16);
+	u->source = sport;
+	u->dest = dport;
+	u->len = htons(ulen);
+	u->check = 0;
+	return u;
+}
+
+/* The UDP checksum of n3v6_outer's datagram (u, ulen octets), always computed (RFC 8200 8.1). */
+static void n3v6_udp_csum(struct udphdr *u, __u32 ulen)
+{
+	const struct ipv6hdr *ip6 = (const void *)((const __u8 *)u - sizeof(*ip6));
+
+	u->check = csum_finish_udp(udp6_pseudo_sum(&ip6->saddr, ulen) + csum_buf(u, ulen));
+}
+
 /* A GTP-U message back to peer over IPv6, as n3v6_reply builds it (TS 29.281 7.2.2, 7.3.1): IPv6
  * n3_addr6 -> peer (class and flow label 0, hop limit OUTER_TTL) / UDP 2152 -> dport with its
  * checksum / GTP-U S set, TEID 0, sequence seq / ie_len octets of IEs; sent through raw6 (the
@@ -628,34 +747,24 @@ static int reply6_send(struct worker *w, const __u8 *peer, __be16 dport, __u8 ty
 		       const __u8 *ie, __u32 ie_len)
 {
 	__u8 buf[40 + 20 + 24] = {};
-	struct ipv6hdr *ip6 = (void *)buf;
-	struct udphdr *u = (void *)(ip6 + 1);
+	__u32 ulen = 20 + ie_len;
+	struct udphdr *u = n3v6_outer(w, buf, 0, ulen, peer, GTPU_PORT_BE, dport);
 	struct gtpu_hdr *g = (void *)(u + 1);
 	struct gtpu_opt *o = (void *)(g + 1);
-	__u32 ulen = 20 + ie_len;
-	__be32 vtf = htonl(0x60000000);
 
-	memcpy(ip6, &vtf, 4);
-	ip6->payload_len = htons(ulen);
-	ip6->nexthdr = IPPROTO_UDP;
-	ip6->hop_limit = OUTER_TTL;
-	memcpy(&ip6->saddr, w->cfg.n3_addr6, 16);
-	memcpy(&ip6->daddr, peer, 16);
-	u->source = GTPU_PORT_BE;
-	u->dest = dport;
-	u->len = htons(ulen);
 	g->flags = 0x30 | GTP_FLAG_S;
 	g->type = type;
 	g->length = htons(4 + ie_len);
 	o->seq = seq;
 	memcpy(o + 1, ie, ie_len);
-	u->check = csum_finish_udp(udp6_pseudo_sum(&ip6->saddr, ulen) + csum_buf(u, ulen));
+	n3v6_udp_csum(u, ulen);
 	return raw6_send(w, buf, 40 + ulen, peer);
 }
 
 /* The address of n3v6_peers entry idx (a downlink half's sgw_addr with PGWU_B_PEER6), NULL when
- * it is empty or out of range. An array a bearer only names once pgwu filled its entry, so the
- * worker remembers what it read for MTU_CACHE_MS (a lookup is a system call). */
+ * it is empty or out of range. An array a bearer only names once pgwu filled its entry, so a
+ * downlink worker remembers what it read for MTU_CACHE_MS (a lookup is a system call); an uplink
+ * worker (no w->peer6) reads it each time it answers into an IPv6 tunnel. */
 static const __u8 *peer6_of(struct worker *w, __u32 idx)
 {
 	static const __u8 zero[16];
@@ -663,8 +772,17 @@ static const __u8 *peer6_of(struct worker *w, __u32 idx)
 	struct pgwu_n3v6_peer p;
 	__u64 now;
 
-	if (idx >= PGWU_N3V6_PEERS || S.m.peers6 < 0 || !w->peer6)
+	if (idx >= PGWU_N3V6_PEERS || S.m.peers6 < 0)
 		return NULL;
+	if (!w->peer6) {
+		/* an uplink worker answering into an IPv6 tunnel (tunnel_error_send): rare, read */
+		static __thread __u8 addr[16];
+
+		if (bpf_map_lookup_elem(S.m.peers6, &idx, &p))
+			return NULL;
+		memcpy(addr, p.addr, 16);
+		return memcmp(addr, zero, 16) ? addr : NULL;
+	}
 	s = &w->peer6[idx];
 	now = mono_ns();
 	if (!s->at || now - s->at > MTU_CACHE_MS * 1000000ULL) {
@@ -690,13 +808,7 @@ static __u32 n3v6_encap(struct worker *w, __u8 *p, __u32 tot_len, const struct p
 			__be16 sport, __u8 tc, struct txmeta *t)
 {
 	const __u8 *peer = peer6_of(w, b->sgw_addr);
-	__u8 qfi = gtpu_dl_qfi(b->flags), *o;
-	__u32 encap = N3V6_ENCAP_LEN + (qfi != 0xff ? 8 : 0), ulen = tot_len + encap - 40;
-	struct ipv6hdr *o6;
-	struct udphdr *u;
-	struct gtpu_hdr *g;
-	__be32 vtf = htonl(0x60000000 | (__u32)tc << 20);
-	__u64 sum;
+	__u32 encap = tunnel_encap_len(b);
 
 	if (!peer || addr6_unset(w->cfg.n3_addr6))
 		return PGWU_R_DROP_NO_ROUTE;
@@ -705,23 +817,25 @@ static __u32 n3v6_encap(struct worker *w, __u8 *p, __u32 tot_len, const struct p
 		ipv4_decrease_ttl((struct iphdr *)p);
 	else
 		((struct ipv6hdr *)p)->hop_limit--;
-	o = p - encap;
-	o6 = (void *)o;
-	u = (void *)(o6 + 1);
-	g = (void *)(u + 1);
-	memcpy(o6, &vtf, 4);
-	o6->payload_len = htons(ulen);
-	o6->nexthdr = IPPROTO_UDP;
-	o6->hop_limit = OUTER_TTL;
-	memcpy(&o6->saddr, w->cfg.n3_addr6, 16);
-	memcpy(&o6->daddr, peer, 16);
-	u->source = sport;
-	u->dest = GTPU_PORT_BE;
-	u->len = htons(ulen);
-	u->check = 0;
+	n3v6_gpdu(w, p - encap, tot_len, b, peer, sport, tc);
+	tx_add6(w, p - encap, encap + tot_len, peer, t);
+	return 0;
+}
+
+/* The headers at o of a G-PDU over IPv6 to bearer b's peer (its inner_len octets follow them):
+ * n3v6_outer's / GTP-U G-PDU to the peer's TEID, the DL PDU Session Container of a bearer with a
+ * QFI; the UDP checksum over the whole datagram. Returns their length (tunnel_encap_len). */
+static __u32 n3v6_gpdu(const struct worker *w, __u8 *o, __u32 inner_len, const struct pgwu_dl_bearer *b,
+		       const __u8 *peer, __be16 sport, __u8 tc)
+{
+	__u8 qfi = gtpu_dl_qfi(b->flags);
+	__u32 encap = tunnel_encap_len(b), ulen = inner_len + encap - 40;
+	struct udphdr *u = n3v6_outer(w, o, tc, ulen, peer, sport, GTPU_PORT_BE);
+	struct gtpu_hdr *g = (void *)(u + 1);
+
 	g->flags = 0x30;
 	g->type = GTP_GPDU;
-	g->length = htons(tot_len + encap - N3V6_ENCAP_LEN);
+	g->length = htons(inner_len + encap - N3V6_ENCAP_LEN);
 	g->teid = b->sgw_teid;
 	if (qfi != 0xff) {
 		__u8 *x = (void *)(g + 1);
@@ -734,10 +848,8 @@ static __u32 n3v6_encap(struct worker *w, __u8 *p, __u32 tot_len, const struct p
 		x[6] = qfi;
 		x[7] = 0;
 	}
-	sum = udp6_pseudo_sum(&o6->saddr, ulen) + csum_buf(u, ulen);
-	u->check = csum_finish_udp(sum);
-	tx_add6(w, o, encap + tot_len, peer, t);
-	return 0;
+	n3v6_udp_csum(u, ulen);
+	return encap;
 }
 
 /* The kernel refused a downlink G-PDU over IPv6 (pkt, len octets; its inner packet the last
@@ -799,6 +911,26 @@ struct ul_src {
 	const __u8 *peer6;
 };
 
+/* Whether nobody may be answered at the sender (martian, martian6) */
+static int src_martian(const struct ul_src *src, const struct pgwu_config *cfg)
+{
+	return src->peer6 ? martian6(src->peer6, cfg) : martian(src->peer, cfg);
+}
+
+/* The sender's key in the replies' budget (reply_allowed): its IPv6 address folded to 32 bits */
+static __be32 src_budget_key(const struct ul_src *src)
+{
+	return src->peer6 ? addr6_fold(src->peer6, 4) : src->peer;
+}
+
+/* A GTP-U message back to the sender, over the family it came by (reply6_send, reply_send) */
+static int src_reply(struct worker *w, const struct ul_src *src, __be16 dport, __u8 type, __be16 seq,
+		     const __u8 *ie, __u32 ie_len)
+{
+	return src->peer6 ? reply6_send(w, src->peer6, dport, type, seq, ie, ie_len) :
+			    reply_send(w, src->peer, dport, type, seq, ie, ie_len);
+}
+
 
 /*
  * An IPv6 T-PDU (p to end) of bearer teid, whose G-PDU checks have passed, as xdp_access6 takes
@@ -810,7 +942,7 @@ struct ul_src {
  * tx_refused). Returns the reason when it is not queued (*verdict
  * XDP_TX when answered), 0 when it is.
  */
-static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 flags, __be32 peer,
+static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 flags, int answerable,
 		     struct txmeta *t, __u32 *verdict)
 {
 	struct ipv6hdr *ip6 = (void *)p;
@@ -827,7 +959,7 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 	if (src64 != u6.prefix)
 		return PGWU_R_DROP_SPOOFED;
 	if (ip6->hop_limit <= 1) {
-		if (!ul6_error(w, ip6, inner_len, u6.prefix, peer, 3, 0))
+		if (!ul6_error(w, ip6, inner_len, u6.prefix, answerable, 3, 0))
 			*verdict = XDP_TX;
 		return PGWU_R_DROP_TTL_EXPIRED;
 	}
@@ -841,7 +973,7 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 			return r;
 	}
 	ip6->hop_limit--;
-	t->peer = peer;		/* over the SGi MTU: Packet Too Big unless martian (tx_refused) */
+	t->answerable = answerable;	/* over the SGi MTU: Packet Too Big (tx_refused) */
 	t->usage = usage6_of(w, teid, USAGE_BEARER6);
 	t->usage_bytes = inner_len;
 	tx_add6(w, ip6, inner_len, ip6->daddr.s6_addr, t);
@@ -850,12 +982,13 @@ static __u32 ul6_one(struct worker *w, __u8 *p, __u8 *end, __be32 teid, __u32 fl
 
 /*
  * One GTP-U message from src, checked as xdp_access (over IPv4) or xdp_ul_n3v6 (over IPv6) checks
- * it (include/gtpu.h: the same code). Over IPv6 as xdp_ul_n3v6 answers: Echo Response and Error
- * Indication over IPv6 (its GTP-U Peer Address IE the 16-octet n3_addr6, rate-limited per peer
- * folded to 32 bits); no Supported Extension Headers Notification (drop_gtp_ext_unsupported,
- * drop), signalling counted but not recorded in peers / sig_rx (keyed by an IPv4 address), no
- * Time Exceeded back into an IPv6 tunnel; the outer UDP checksum was verified by the kernel,
- * which drops a zero or wrong one before the socket (Udp6 InCsumErrors).
+ * it (include/gtpu.h: the same code). Over IPv6 the replies go back over IPv6 (src_reply): Echo
+ * Response, Error Indication (its GTP-U Peer Address IE the 16-octet n3_addr6) and Supported
+ * Extension Headers Notification, rate-limited per peer folded to 32 bits; signalling counted and
+ * recorded in peers6 / sig_rx6 (sig_record); Time Exceeded and Packet Too Big go into the
+ * bearer's tunnel, over IPv6 to an IPv6 peer (tunnel_error_send). The outer UDP checksum over
+ * IPv6 was verified by the kernel, which drops a zero or wrong one before the socket (Udp6
+ * InCsumErrors).
  */
 static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *src)
 {
@@ -878,14 +1011,13 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 		goto drop;
 	}
 	if (m.gtp->type == GTP_ECHO_REQ) {
-		if (peer6 ? martian6(peer6, cfg) : martian(peer, cfg)) {
+		if (src_martian(src, cfg)) {
 			reason = PGWU_R_DROP_ECHO_BAD_SRC;
 			goto drop;
 		}
 		ie[0] = GTP_IE_RECOVERY;
 		ie[1] = cfg->restart_counter;
-		if (peer6 ? reply6_send(w, peer6, src->port, GTP_ECHO_RSP, m.seq, ie, 2) :
-			    reply_send(w, peer, src->port, GTP_ECHO_RSP, m.seq, ie, 2)) {
+		if (src_reply(w, src, src->port, GTP_ECHO_RSP, m.seq, ie, 2)) {
 			reason = PGWU_SR_DROP_SEND;
 			goto drop;
 		}
@@ -893,42 +1025,26 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 		return;
 	}
 	reason = gtpu_ext_walk(&m, end, end);
-	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED && !peer6) {
+	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED) {
 		__u8 known[GTPU_EXT_LIST_IE_LEN];
 
-		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || martian(peer, cfg))
+		/* TS 29.281 7.3.3, over the family it came by */
+		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || src_martian(src, cfg))
 			goto drop;
-		if (!reply_allowed(w, peer)) {
+		if (!reply_allowed(w, src_budget_key(src))) {
 			EVENT(w, PGWU_EV_SUPP_EXT_RATE_LIMITED);
 			goto drop;
 		}
 		gtpu_ext_list_ie(known);
-		if (reply_send(w, peer, src->port, GTP_SUPP_EXT_NOTIF, 0, known,
-			       sizeof(known)))
+		if (src_reply(w, src, src->port, GTP_SUPP_EXT_NOTIF, 0, known, sizeof(known)))
 			goto drop;
 		EVENT(w, PGWU_EV_SUPP_EXT_SENT);
 		count(w, reason, XDP_TX, n);
 		return;
 	}
 	if (reason)
-		goto drop;	/* drop_gtp_ext_unsupported over IPv6 too: no Notification */
-	if (!peer6) {
-		switch (m.gtp->type) {
-		case GTP_ECHO_RSP:
-			peer_echo_response(peer, m.seq, m.p, end);
-			break;
-		case GTP_ERROR_IND: {
-			__be32 teid, addr;
-
-			if (gtpu_err_ind_ies(m.p, end, end, peer, &teid, &addr))
-				sig_count(teid, addr, GTP_ERROR_IND, peer);
-			break;
-		}
-		case GTP_END_MARKER:
-			sig_count(m.gtp->teid, peer, GTP_END_MARKER, peer);
-			break;
-		}
-	}
+		goto drop;
+	sig_record(m.gtp->type, m.gtp->teid, m.seq, peer, peer6, m.p, end);
 	reason = gtpu_sig_reason(m.gtp->type);
 	if (reason) {
 		count(w, reason, XDP_DROP, n);
@@ -940,10 +1056,9 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 
 		/* TS 29.281 7.3.1: an Error Indication to the sender, port 2152 */
 		reason = PGWU_R_DROP_UNKNOWN_TEID;
-		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) ||
-		    (peer6 ? martian6(peer6, cfg) : martian(peer, cfg)))
+		if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || src_martian(src, cfg))
 			goto drop;
-		if (!reply_allowed(w, peer6 ? addr6_fold(peer6, 4) : peer)) {
+		if (!reply_allowed(w, src_budget_key(src))) {
 			EVENT(w, PGWU_EV_ERR_IND_RATE_LIMITED);
 			goto drop;
 		}
@@ -959,8 +1074,7 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 			ie[7] = 4;
 			memcpy(ie + 8, &cfg->local_addr, 4);
 		}
-		if (peer6 ? reply6_send(w, peer6, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, ie_len) :
-			    reply_send(w, peer, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, ie_len))
+		if (src_reply(w, src, GTPU_PORT_BE, GTP_ERROR_IND, 0, ie, ie_len))
 			goto drop;
 		EVENT(w, PGWU_EV_ERR_IND_SENT);
 		count(w, reason, XDP_TX, n);
@@ -970,9 +1084,7 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 	if (!reason && (__u8 *)m.p < end && (*(__u8 *)m.p >> 4) == 6) {
 		__u32 verdict;
 
-		/* no IPv4 peer over IPv6: nothing is sent back into the tunnel (peer 0 is martian),
-		 * as xdp_ul_n3v6's handoff to xdp_access6 */
-		reason = ul6_one(w, m.p, end, m.gtp->teid, b.flags, peer6 ? 0 : peer, &t, &verdict);
+		reason = ul6_one(w, m.p, end, m.gtp->teid, b.flags, !src_martian(src, cfg), &t, &verdict);
 		if (reason)
 			count(w, reason, verdict, n);
 		return;
@@ -980,7 +1092,7 @@ static void ul_gtpu(struct worker *w, __u8 *buf, __u32 n, const struct ul_src *s
 	if (!reason)
 		reason = gpdu_inner_check(m.p, end, end,
 					  !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK), b.ue_addr, &iip);
-	if (reason == PGWU_R_DROP_TTL_EXPIRED && !peer6 && !ul_time_exceeded(w, iip, end, peer)) {
+	if (reason == PGWU_R_DROP_TTL_EXPIRED && !ul_time_exceeded(w, iip, end, !src_martian(src, cfg))) {
 		count(w, reason, XDP_TX, n);
 		return;
 	}

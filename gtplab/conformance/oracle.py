@@ -268,13 +268,14 @@ def _reply_eth(frame: bytes):
     return eth / Dot1Q(vlan=vlan, prio=0) if vlan else eth
 
 
-def frag_needed_dl_expected(frame: bytes, local: str, mtu: int) -> bytes:
+def frag_needed_dl_expected(frame: bytes, local: str, mtu: int, encap: int = 36) -> bytes:
     """Downlink packet with DF too big once encapsulated: ICMP Destination Unreachable, Fragmentation
-    Needed (3/4) to its sender with next-hop MTU = the access route's MTU - 36 (RFC 1191)."""
+    Needed (3/4) to its sender with next-hop MTU = the access route's MTU - the encapsulation (RFC
+    1191): 36 octets over IPv4, 56 (64 with a PDU Session Container) over IPv6 N3."""
     ip = ip_payload(frame)
     ihl = (ip[0] & 0xF) * 4
     icmp = (IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=1, src=local, dst=socket.inet_ntoa(ip[12:16]))
-            / ICMP(type=3, code=4, nexthopmtu=mtu - 36) / Raw(ip[:ihl + 8]))
+            / ICMP(type=3, code=4, nexthopmtu=mtu - encap) / Raw(ip[:ihl + 8]))
     return bytes(_reply_eth(frame) / icmp)
 
 
