@@ -50,7 +50,7 @@ from gtplab.lab.topology import Lab, _is_pgwu
 from gtplab.measure import conservation, rxpath
 from tests.lib import REPO
 from tests.lib.lab import bearer_lines, packet_socket, run_in, send_frames
-from tests.lib.socklab import _drain, _sockets, only, send
+from tests.lib.socklab import _drain, _id_free, _sockets, check_reply, knobbed_dut, only, route_mtu, send, socket_lab
 from tests.lib import oracle as O
 
 pytestmark = pytest.mark.lab
@@ -73,35 +73,25 @@ KNOBS = {
 }
 
 
+def _bearer_lines(a) -> list[str]:
+    return ([f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}"
+             + (" csum=off" if i == CSUM_OFF else "") + (f" qfi={QFI}" if i == QFI_BEARER else "")
+             + (f" ue6={C.ue6_prefix(i)}" if i in IPV6_BEARERS else "")
+             for i in range(N_BEARERS)]
+            + [f"{COLLIDE_TEID:#x} {COLLIDE_UE} {a.sgw(0)} {0x7000:#x}"])
+
+
 @pytest.fixture(scope="module")
 def lab():
-    lab = Lab.up(dut="socket", pgwu_load_args=("--max-bearers", "4096"))
-    try:
-        a = lab.addressing
-        lines = [f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}"
-                 + (" csum=off" if i == CSUM_OFF else "") + (f" qfi={QFI}" if i == QFI_BEARER else "")
-                 + (f" ue6={C.ue6_prefix(i)}" if i in IPV6_BEARERS else "")
-                 for i in range(N_BEARERS)]
-        lines.append(f"{COLLIDE_TEID:#x} {COLLIDE_UE} {a.sgw(0)} {0x7000:#x}")
-        path = f"/tmp/gtplab-sock-{lab.name}.bearers"
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        lab.pgwu("session", "load", path)
-        os.unlink(path)
+    with socket_lab("sock", _bearer_lines) as lab:
         yield lab
-    finally:
-        lab.down()
 
 
 @pytest.fixture(scope="module", params=list(KNOBS))
 def dut(request, lab):
     """The lab's pgwu socket restarted with the knob set; a LocalDut reading it."""
-    lab.start_socket(SocketKnobs.parse(KNOBS[request.param]))
-    d = LocalDut(lab)
-    try:
-        yield lab, d
-    finally:
-        d.close()
+    with knobbed_dut(lab, KNOBS[request.param]) as d:
+        yield d
 
 
 def _ul(lab, i=0, **kw):
@@ -122,18 +112,6 @@ def _dl(lab, i, size=128, **kw):
     a, p1 = lab.addressing, lab.ports[1]
     return bytes(P.downlink_ip(kw.pop("ue", a.ue(i)), kw.pop("src", a.pdn(i)), size, src_mac=p1.mac,
                                dst_mac=p1.dut_mac, **kw))
-
-
-def _id_free(frame: bytes) -> bytes:
-    """The frame with its outer IPv4 id and header checksum zeroed, after checking the checksum: the
-    kernel picks the id of a raw socket's packet without DF."""
-    l2, _ = O.l2_split(frame)
-    ihl = (frame[l2] & 0xF) * 4
-    assert O.ip_hdr_ok(frame[l2:l2 + ihl]), "outer IPv4 header checksum: " + O.describe("got", frame)
-    b = bytearray(frame)
-    b[l2 + 4:l2 + 6] = b"\0\0"
-    b[l2 + 10:l2 + 12] = b"\0\0"
-    return bytes(b)
 
 
 # ------------------------------------------------------------------------------------------ uplink
@@ -199,15 +177,6 @@ UL_DROP = {
     "unknown comprehension-required extension, answered":
         (lambda lab: _ul(lab, 0, size=128, ext=[P.ext_header(0xA0, b"\0\0")]), "drop_gtp_ext_unsupported", _sehn),
 }
-
-
-def check_reply(got: list[bytes], want: bytes | None) -> None:
-    """The one reply that came back (outer IPv4 id and checksum aside: the kernel's), or none."""
-    if want is None:
-        assert got == [], [O.describe("back", g) for g in got]
-        return
-    assert len(got) == 1, f"{len(got)} frames came back, want the one reply"
-    assert _id_free(got[0]) == _id_free(want), O.mismatch_report(_id_free(want), _id_free(got[0]))
 
 
 @pytest.mark.parametrize("row", list(UL_DROP))
@@ -589,28 +558,9 @@ def test_downlink6_not_forwarded_counted_by_reason(dut, row):
 
 
 # Packet Too Big (RFC 4443 3.2; docs/ipv6.md "Packet Too Big", as the XDP path answers it): a route
-# in the DUT's namespace given a lowered MTU for one test (ip route ... mtu lock N), removed after.
-# The downlink's access route MTU is remembered by a worker for MTU_CACHE_MS (100 ms,
-# pgwu_sock_int.h): a test waits that long after changing the route.
+# in the DUT's namespace given a lowered MTU for one test (tests/lib/socklab.py route_mtu), removed after.
 
 SERVER6_PTB = C.server6(21)         # the uplink's destination, alone on its lowered route
-MTU_CACHE_S = 0.15
-
-
-@contextlib.contextmanager
-def _route_mtu(lab, dest: str, dev: str, mtu: int, via: str | None = None):
-    fam = "-6" if ":" in dest else "-4"
-    args = [fam, "route", "{}", dest] + (["via", via] if via else []) + ["dev", dev, "mtu", "lock", str(mtu)]
-    ip = lambda verb: subprocess.run(["ip", "-n", lab.dut_ns] + [verb if x == "{}" else x for x in args],
-                                     capture_output=True, text=True)
-    r = ip("add")
-    assert r.returncode == 0, r.stderr
-    try:
-        time.sleep(MTU_CACHE_S)
-        yield
-    finally:
-        ip("del")
-        time.sleep(MTU_CACHE_S)
 
 
 def _ul6_t_pdu(lab, i, inner_len: int, **kw) -> bytes:
@@ -633,7 +583,7 @@ def test_uplink6_too_big_packet_too_big(dut, i):
     ext = [P.pdu_session_container(qfi=QFI, uplink=True)] if i == QFI_BEARER else None
     kw = dict(ext=ext) if ext else {}
     big, fits = _ul6_t_pdu(lab, i, 1400, **kw), _ul6_t_pdu(lab, i, 1300, **kw)
-    with _route_mtu(lab, f"{SERVER6_PTB}/128", p1.dut_ifname, 1300, via=a.gen_sgi6):
+    with route_mtu(lab, f"{SERVER6_PTB}/128", p1.dut_ifname, 1300, via=a.gen_sgi6):
         got, dd = send(dut, 0, [big, fits])
     want = O.packet_too_big6_ul_expected(big, a.dut_access, a.dut_sgi6, a.sgw(i), a.sgw_teid(i),
                                          QFI if i == QFI_BEARER else None, 1300)
@@ -645,9 +595,9 @@ def test_uplink6_too_big_packet_too_big(dut, i):
 
 
 @pytest.mark.parametrize("dut", ["defaults"], indirect=True)
-@pytest.mark.parametrize("i,route_mtu,ptb_mtu", [(1, 1400, 1364), (QFI_BEARER, 1400, 1356), (1, 1316, 1280)],
+@pytest.mark.parametrize("i,mtu,ptb_mtu", [(1, 1400, 1364), (QFI_BEARER, 1400, 1356), (1, 1316, 1280)],
                          ids=["bearer", "qfi-bearer", "leaves-1280"])
-def test_downlink6_too_big_packet_too_big(dut, i, route_mtu, ptb_mtu):
+def test_downlink6_too_big_packet_too_big(dut, i, mtu, ptb_mtu):
     """A downlink IPv6 packet too big for the access route once encapsulated: ICMPv6 Packet Too Big
     to its sender out of SGi, MTU = the route's MTU - 36 (44 with a PDU Session Container), the
     oracle's as XDP's, counted drop_too_big; a packet of exactly that MTU is encapsulated and
@@ -656,7 +606,7 @@ def test_downlink6_too_big_packet_too_big(dut, i, route_mtu, ptb_mtu):
     a, p0 = lab.addressing, lab.ports[0]
     big, fits = _dl6(lab, i, ptb_mtu + 1 + 18), _dl6(lab, i, ptb_mtu + 18)
     assert len(O.ip_payload(fits)) == ptb_mtu
-    with _route_mtu(lab, f"{a.sgw(i)}/32", p0.dut_ifname, route_mtu):
+    with route_mtu(lab, f"{a.sgw(i)}/32", p0.dut_ifname, mtu):
         got, dd = send(dut, 1, [big, fits])
     want = O.packet_too_big6_dl_expected(big, a.dut_sgi6, ptb_mtu)
     assert got[1] == [want], O.mismatch_report(want, got[1][0]) if got[1] else "no Packet Too Big came back"
@@ -675,7 +625,7 @@ def test_downlink6_tunnel_under_1280_leaves_in_outer_fragments(dut):
     lab = dut[0]
     a = lab.addressing
     f = _dl6(lab, 1, 1400 + 18)
-    with _route_mtu(lab, f"{a.sgw(1)}/32", lab.ports[0].dut_ifname, 1315):
+    with route_mtu(lab, f"{a.sgw(1)}/32", lab.ports[0].dut_ifname, 1315):
         got, dd = send(dut, 1, [f])
     assert got[1] == [], [O.describe("back", g) for g in got[1]]
     assert len(got[0]) == 2 and all(len(g) - 14 <= 1315 for g in got[0]), [len(g) for g in got[0]]
