@@ -243,7 +243,8 @@ def _run(args) -> int:
                     c.setdefault("cpus_shared_with", [claims.holder_text(h) for h in lab.shared_with()])
                     rec.case(c)
                 upf.on_case = on_case
-                upf.use_n3(args.n3 or "4")
+                if args.n3 == "6":
+                    upf.use_n3("6")
                 try:
                     cases = kind.run(upf, **kw)
                 except Unsupported as e:        # a rejection outside what the kind handles itself

@@ -123,12 +123,13 @@ def inner_len(frame_size: int, direction: str, qfi: bool = False, n3: str = "4")
 class Upf:
     """See the module doc."""
 
+    n3 = "4"                            # "6": rules() put every session on N3 over IPv6 (use_n3, --n3 6)
+
     def __init__(self, cfg, lab_name: str | None = None):
         self.cfg = cfg
         pc = self.check_config(cfg)
         self.name = self.name_of(cfg)
         self.on_case = None             # called with each case as a test kind finishes it (cases())
-        self.n3 = "4"                   # "6": rules() put every session on N3 over IPv6 (--n3 6)
         self.be = backend.choose(cfg, kind="local", lab=lab_name).open()
         self.agent = None
         self.prov = None

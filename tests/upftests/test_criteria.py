@@ -585,6 +585,8 @@ class _Refusing:
     """A UPF that rejects every session the tests ask for (as one without QERs or URRs would),
     with cause 73 (Rule creation/modification Failure) and the offending IE."""
 
+    n3 = "4"                        # Upf.n3: the sessions' N3 family
+
     class lab:
         class addressing:
             @staticmethod
