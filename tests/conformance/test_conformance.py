@@ -119,13 +119,18 @@ def test_conformance_over_n3_ipv6(config, tmp_path, runs):
     runs[config + "-n3v6"] = out
 
 
-def test_table_with_the_n3_column(runs):
-    missing = [c for c in ("embedded", "embedded-n3v6") if c not in runs]
+def table_of(runs, keys: tuple[str, ...], what: str) -> list[str]:
+    """`conformance table` of the module's runs keys (skipped, saying what, when one is missing): its lines."""
+    missing = [c for c in keys if c not in runs]
     if missing:
-        pytest.skip(f"needs the PGW-U's runs over N3 IPv4 and IPv6: {', '.join(missing)} skipped or failed")
-    p = conformance("table", str(runs["embedded"]), str(runs["embedded-n3v6"]))
+        pytest.skip(f"needs {what}: {', '.join(missing)} skipped or failed")
+    p = conformance("table", *(str(runs[k]) for k in keys))
     assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    return p.stdout.splitlines()
+
+
+def test_table_with_the_n3_column(runs):
+    lines = table_of(runs, ("embedded", "embedded-n3v6"), "the PGW-U's runs over N3 IPv4 and IPv6")
     assert lines[0] == "| case | N3 | clause | PGW-U | PGW-U |", lines[0]
     rows = [ln for ln in lines if ln.startswith("| uplink-gpdu |")]
     assert [r.split(" | ")[1] for r in rows] == ["IPv4", "IPv6"], rows
@@ -156,12 +161,7 @@ def test_packet_too_big_on_the_socket_path(tmp_path):
 
 
 def test_table_side_by_side(runs):
-    missing = [c for c in ("embedded", "embedded-eupf") if c not in runs]
-    if missing:
-        pytest.skip(f"needs the conformance runs of the PGW-U and eUPF: {', '.join(missing)} skipped or failed")
-    p = conformance("table", str(runs["embedded"]), str(runs["embedded-eupf"]))
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    lines = table_of(runs, ("embedded", "embedded-eupf"), "the conformance runs of the PGW-U and eUPF")
     assert lines[0].startswith("| case | clause | PGW-U | eUPF")
     row = next(ln for ln in lines if ln.startswith("| uplink-gpdu |"))
     assert row.endswith("| pass | departs: inner_ttl |"), row
