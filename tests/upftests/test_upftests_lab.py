@@ -254,6 +254,24 @@ def test_handover_and_usage_over_n3_ipv6():
     _undecided(ho + us)
 
 
+@pytest.mark.open5gs
+@pytest.mark.timing        # 2 kpps and a switch while the traffic runs
+def test_handover_over_n3_ipv6_through_a_kernels_socket():
+    """Open5GS 8f25f3b (skipped without its runtime) sends its G-PDUs and End Markers over IPv6 from
+    its kernel's UDP socket: with the DUT's ports finishing their checksums in software (use_n3's
+    `tx off`; with the veths' offload the capture held the pseudo-header sums), its handover over
+    IPv6 passes as over IPv4, every checksum right and its End Markers right as Scapy reads them."""
+    with _open("embedded-open5gs") as upf:
+        upf.use_n3("6")
+        cases = handover.run(upf, pps=2000, duration=3.0)
+    _all_supported(cases)
+    _premises_stated(cases)
+    for c in _decided(cases):
+        assert c["verdict"] == "pass" and c["n3"] == "6", c
+        assert (c["udp_checksum_wrong"], c["end_marker_checked"], c["end_markers_old"]) == (0, "Scapy: right", 1), c
+    _undecided(cases)
+
+
 def test_n3_ipv6_refused_in_one_line_where_not_built(capsys):
     """In process (gtplab.cli.main, as the command runs it): one line and exit 2, before any lab."""
     from gtplab.cli import main
