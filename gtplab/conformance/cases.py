@@ -561,8 +561,8 @@ def _end_marker_out(ctx, frames, d):
 
 def _spoofed(ctx):
     a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets.gpdu(ctx.teid(0), a.ue(1), a.pdn(0), size=128 + outer_grow(ctx), outer_src=peer(ctx, 0), outer_dst=n3_addr(ctx),
-                         src_mac=p0.mac, dst_mac=p0.dut_mac)]
+    return [packets.gpdu(ctx.teid(0), a.ue(1), a.pdn(0), size=128 + outer_grow(ctx), outer_src=peer(ctx, 0),
+                         outer_dst=n3_addr(ctx), src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _spoofed_out(ctx, frames, d):
