@@ -20,12 +20,13 @@ import ipaddress
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from scapy.layers.inet import ICMP, IP, IPerror, UDP, fragment
 from scapy.layers.inet6 import IPerror6, IPv6
 from scapy.layers.l2 import Dot1Q, Ether
+from scapy.packet import Raw
 
 from gtplab.conformance import departs
 from gtplab.conformance import oracle as O
@@ -54,12 +55,30 @@ class Ctx:
     upf: str = "pgwu"                                # departs.DEPARTS row
     upf_started: float | None = None                 # time.time() the lab started an external UPF
     ipv6: bool = False                               # bearers IPV6_BEARERS have their UE's /64
+    n3: str = "4"                                    # "6": the bearers' peers are IPv6 (N3 over IPv6)
+    n3_why: str = ""                                 # n3 "6" the UPF refused: its answer
 
     def upf_age(self) -> float | None:
         return None if self.upf_started is None else time.time() - self.upf_started
 
     def teid(self, i: int) -> int:
         return self.teids.get(i, self.addressing.local_teid(i))
+
+
+def n3_addr(lab) -> str:
+    """The UPF's N3 address of the lab's N3 family (lab.n3, "4" without one): the G-PDUs' destination."""
+    return lab.addressing.dut_access6 if getattr(lab, "n3", "4") == "6" else lab.addressing.dut_access
+
+
+def outer_grow(lab) -> int:
+    """How much bigger a G-PDU frame is over N3 IPv6 (40-octet outer header, not 20): the frame sizes
+    grow by it, so that the T-PDUs are the same over either family."""
+    return 20 if getattr(lab, "n3", "4") == "6" else 0
+
+
+def peer(lab, i: int) -> str:
+    """The gNB / SGW address of bearer i (and of any sender i) in the lab's N3 family."""
+    return lab.addressing.sgw6(i) if getattr(lab, "n3", "4") == "6" else lab.addressing.sgw(i)
 
 
 def ue6(i: int) -> str:
@@ -84,19 +103,20 @@ def _teid(lab, teid=None):
 # ------------------------------------------------------------------------------------------ frames
 
 def uplink_frames(lab, teid=None):
-    a, p0, t = lab.addressing, lab.ports[0], _teid(lab, teid)
-    kw = dict(outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)
+    a, p0, t, g = lab.addressing, lab.ports[0], _teid(lab, teid), lambda i: peer(lab, i)
+    kw = dict(outer_dst=n3_addr(lab), src_mac=p0.mac, dst_mac=p0.dut_mac)
+    o = outer_grow(lab)
     return [
-        packets.gpdu(t(0), a.ue(0), a.pdn(0), size=128, outer_src=a.sgw(0), **kw),
-        packets.gpdu(t(1), a.ue(1), a.pdn(1), size=1518, outer_src=a.sgw(1), udp_csum=True, **kw),
-        packets.gpdu(t(2), a.ue(2), a.pdn(2), size=3024, outer_src=a.sgw(2), **kw),
-        packets.gpdu(t(3), a.ue(3), a.pdn(3), size=200, l4="tcp", ttl=2, outer_src=a.sgw(3), **kw),
-        packets.gpdu(t(0), a.ue(0), a.pdn(5), size=100, l4="icmp", df=True, tos=0x28,
-                     outer_src=a.sgw(0), **kw),
+        packets.gpdu(t(0), a.ue(0), a.pdn(0), size=128 + o, outer_src=g(0), **kw),
+        packets.gpdu(t(1), a.ue(1), a.pdn(1), size=1518 + o, outer_src=g(1), udp_csum=True, **kw),
+        packets.gpdu(t(2), a.ue(2), a.pdn(2), size=3024 + o, outer_src=g(2), **kw),
+        packets.gpdu(t(3), a.ue(3), a.pdn(3), size=200 + o, l4="tcp", ttl=2, outer_src=g(3), **kw),
+        packets.gpdu(t(0), a.ue(0), a.pdn(5), size=100 + o, l4="icmp", df=True, tos=0x28,
+                     outer_src=g(0), **kw),
         # one 802.1Q tag on the access side is accepted; the SGi side sends untagged
-        packets.gpdu(t(1), a.ue(1), a.pdn(6), size=256, outer_src=a.sgw(1), vlan=100, **kw),
+        packets.gpdu(t(1), a.ue(1), a.pdn(6), size=256 + o, outer_src=g(1), vlan=100, **kw),
         # GTP-U with a sequence number and a PDU session container: the header chain is removed too
-        packets.gpdu(t(2), a.ue(2), a.pdn(7), size=300, outer_src=a.sgw(2), seq=7,
+        packets.gpdu(t(2), a.ue(2), a.pdn(7), size=300 + o, outer_src=g(2), seq=7,
                      ext=[packets.pdu_session_container(qfi=5)], **kw),
     ]
 
@@ -123,8 +143,8 @@ def uplink6_frames(lab, teid=None):
     a, p0, t = lab.addressing, lab.ports[0], _teid(lab, teid)
 
     def g6(i, srv, size, src=None, **ipkw):
-        return packets.gpdu6(t(i), src or ue6(i), server6(srv), size=size, outer_src=a.sgw(i),
-                             outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac, **ipkw)
+        return packets.gpdu6(t(i), src or ue6(i), server6(srv), size=size + outer_grow(lab), outer_src=peer(lab, i),
+                             outer_dst=n3_addr(lab), src_mac=p0.mac, dst_mac=p0.dut_mac, **ipkw)
     return [
         g6(0, 1, 128),
         g6(1, 2, 1518, tc=0xB8, fl=0x12345),
@@ -163,7 +183,9 @@ def qfi_downlink_frames(lab):
 
 def qfi_uplink(lab, ext, i: int, teid=None, **kw):
     a, p0, q = lab.addressing, lab.ports[0], QFI_BEARER
-    return packets.gpdu(_teid(lab, teid)(q), a.ue(q), a.pdn(i), outer_src=a.sgw(q), outer_dst=a.dut_access,
+    if kw.get("size"):
+        kw["size"] += outer_grow(lab)
+    return packets.gpdu(_teid(lab, teid)(q), a.ue(q), a.pdn(i), outer_src=peer(lab, q), outer_dst=n3_addr(lab),
                         src_mac=p0.mac, dst_mac=p0.dut_mac, ext=ext, **kw)
 
 
@@ -261,6 +283,11 @@ def encap(ctx: Ctx, frame, d: dict, *, qfi: int | None = None, vlan: int | None 
     a, p0 = ctx.addressing, ctx.ports[0]
     ip = O.ip_payload(bytes(frame))
     i = bearer_of(ctx, frame)
+    if ctx.n3 == "6":
+        if any(k in d for k in ENCAP_FACTS):
+            return _encap6_departing(ctx, ip, i, d, qfi)
+        return O.encap6_expected(ip, smac=p0.dut_mac, dmac=p0.mac, vlan=vlan, local6=a.dut_access6,
+                                 sgw6=a.sgw6(i), teid=a.sgw_teid(i), sport=sport, qfi=qfi)
     if any(k in d for k in ENCAP_FACTS):
         if qfi is None and d.get("pdr_without_qer") == "applies the first QER stored":
             qfi = ctx.first_qer_qfi
@@ -273,6 +300,38 @@ def encap(ctx: Ctx, frame, d: dict, *, qfi: int | None = None, vlan: int | None 
         return g
     return O.encap_expected(ip, smac=p0.dut_mac, dmac=p0.mac, vlan=vlan, local=a.dut_access, sgw=a.sgw(i),
                             teid=a.sgw_teid(i), csum=i in ctx.csum_on, ip_id=0, sport=sport, qfi=qfi)
+
+
+def _encap6_departing(ctx: Ctx, ip: bytes, i: int, d: dict, qfi: int | None) -> Like:
+    """A downlink G-PDU over IPv6 as a UPF with departures d sends it: the facts of the inner packet
+    and the G-PDU header as over IPv4 (inner_ttl, outer_udp_sport, dl_psc_qfi, pdr_without_qer), the
+    outer IPv6 header with d's traffic class (outer_ip "tos") and hop limit ("ttl"), its UDP
+    checksum right (mandatory over IPv6); the flow label whatever the UPF's kernel picks (RFC 6437)."""
+    a, p0 = ctx.addressing, ctx.ports[0]
+    if qfi is None and d.get("pdr_without_qer") == "applies the first QER stored":
+        qfi = ctx.first_qer_qfi
+    if d.get("max_packet"):
+        ip = ip[:d["max_packet"]]
+    inner = ip if d.get("inner_ttl") == "kept" else O.ttl_dec(ip)
+    o = d.get("outer_ip") or {}
+    want = bytes(Ether(dst=p0.mac, src=p0.dut_mac)
+                 / IPv6(tc=o.get("tos", O.traffic_class(ip)), fl=0, hlim=o.get("ttl", 64), nh=17, src=a.dut_access6,
+                        dst=a.sgw6(i))
+                 / UDP(sport=d.get("outer_udp_sport") or O.sport_of_flow(ip), dport=O.GTPU_PORT)
+                 / O.gtp_header_for(inner, a.sgw_teid(i), d.get("dl_psc_qfi") if qfi is None else qfi)
+                 / Raw(inner))
+    return _fl_free(want, "a G-PDU over IPv6")
+
+
+def _fl_free(want: bytes, what: str) -> Like:
+    """want (an untagged IPv6 frame), with whatever flow label its sender's kernel picks (RFC 6437)."""
+    def fl_free(g: bytes) -> bytes:
+        b = bytearray(g)
+        if len(b) >= 18 and b[12:14] == b"\x86\xdd":
+            b[15] &= 0xF0
+            b[16:18] = b"\0\0"
+        return bytes(b)
+    return Like(f"{what}, any flow label: {Ether(want).command()}", lambda g: fl_free(g) == fl_free(want))
 
 
 def kernel_icmp(port, *, src: str, dst: str, kind: tuple[int, int], quoted: bytes) -> Like:
@@ -325,6 +384,7 @@ class Case:
     defragment: bool = False            # forwarded frames reassembled (Scapy) before comparing
     config: tuple = ()                  # `pgwu config` arguments before, and after (undo)
     route_mtu: Callable | None = None   # (ctx) -> Route: added in the DUT's namespace for the case, removed after
+    n3: tuple[str, ...] = ("4",)        # the N3 families it is built for ("6": GTP-U over IPv6, `--n3 6`)
 
 
 def _nothing(ctx, frames, d):
@@ -344,7 +404,7 @@ def _ul_vlan(ctx, frames, d):
 def _gtp_len(frame: bytes) -> int:
     """The UDP payload (GTP-U message) length of a G-PDU frame."""
     l2, _ = O.l2_split(frame)
-    return struct.unpack("!H", frame[l2 + (frame[l2] & 0xF) * 4 + 4:][:2])[0] - 8
+    return struct.unpack("!H", frame[l2 + O.outer_len(frame, l2) + 4:][:2])[0] - 8
 
 
 def _ul_decap(ctx, frames, d):
@@ -402,12 +462,16 @@ def _unknown_ext_out(ctx, frames, d):
 
 
 def _echo(ctx):
-    a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets.echo_request(0x1234, src=a.sgw(6), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+    p0 = ctx.ports[0]
+    return [packets.echo_request(0x1234, src=peer(ctx, 6), dst=n3_addr(ctx), src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _echo_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
+    if ctx.n3 == "6":               # a departure known over IPv4 (its kernel's socket): any flow label
+        want = [O.echo_response_expected(bytes(f), a.dut_access6) for f in frames]
+        return Expect(back=[(_fl_free(w, "the Echo Response over IPv6") if d.get("echo_response") else w, N_EACH)
+                            for w in want])
     if d.get("echo_response") == "no Recovery IE, no UDP checksum":
         from scapy.contrib.gtp import GTP_U_Header
         return Expect(back=[(bytes(Ether(dst=p0.mac, src=p0.dut_mac)
@@ -428,8 +492,8 @@ def _echo_out(ctx, frames, d):
 
 def _unknown_teid(ctx):
     a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128, outer_src=a.sgw(0),
-                         outer_dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+    return [packets.gpdu(a.local_teid(999), a.ue(999), a.pdn(0), size=128 + outer_grow(ctx), outer_src=peer(ctx, 0),
+                         outer_dst=n3_addr(ctx), src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _kernel_icmp_back(port, src: str, dst: str, kind: tuple[int, int], frames) -> Expect:
@@ -443,9 +507,9 @@ def _unknown_teid_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
     if d.get("unknown_teid") and d["unknown_teid"][0] == "silent after start":
         return _silent_after_start(ctx, frames, d["unknown_teid"][1])
-    if d.get("unknown_teid"):
+    if d.get("unknown_teid") and ctx.n3 == "4":     # known over IPv4 only: over IPv6 the spec's
         return _kernel_icmp_back(p0, a.dut_access, a.sgw(0), d["unknown_teid"][1], frames)
-    return Expect(back=[(O.error_indication_expected(bytes(f), a.dut_access), N_EACH) for f in frames])
+    return Expect(back=[(O.error_indication_expected(bytes(f), n3_addr(ctx)), N_EACH) for f in frames])
 
 
 def _silent_after_start(ctx, frames, period: float):
@@ -467,6 +531,14 @@ def _silent_after_start(ctx, frames, period: float):
         body = (bytes([0, 0, 0, 0x40, 1, 0, 0, 0])                # seq 0, N-PDU 0, next 0x40; UDP Port 0
                 + bytes([16]) + struct.pack("!I", teid)            # TEID Data I
                 + bytes([133, 0, 4]) + bytes(map(int, a.dut_access.split("."))))   # GTP-U Peer Address
+        if IPv6 in e:                   # over IPv6: a 16-octet Peer Address, the kernel's flow label
+            body = body[:-7] + bytes([133, 0, 16]) + ipaddress.IPv6Address(a.dut_access6).packed
+            gtp = bytes([0x36, 26]) + struct.pack("!HI", len(body), teid) + body
+            ei = bytes(Ether(dst=p0.mac, src=p0.dut_mac) / IPv6(tc=0, fl=0, hlim=64, src=a.dut_access6,
+                                                                dst=e[IPv6].src)
+                       / UDP(sport=2152, dport=e[UDP].sport) / gtp)
+            out.append((_fl_free(ei, "Open5GS's Error Indication over IPv6"), N_EACH))
+            continue
         gtp = bytes([0x36, 26]) + struct.pack("!HI", len(body), teid) + body
         ei = bytes(Ether(dst=p0.mac, src=p0.dut_mac) / IP(tos=0, id=0, flags=2, ttl=64, src=a.dut_access,
                                                           dst=e[IP].src)
@@ -477,20 +549,20 @@ def _silent_after_start(ctx, frames, period: float):
 
 def _end_marker(ctx):
     a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets.end_marker(ctx.teid(0), src=a.sgw(0), dst=a.dut_access, src_mac=p0.mac, dst_mac=p0.dut_mac)]
+    return [packets.end_marker(ctx.teid(0), src=peer(ctx, 0), dst=n3_addr(ctx), src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _end_marker_out(ctx, frames, d):
     a, p0 = ctx.addressing, ctx.ports[0]
-    if d.get("end_marker"):
+    if d.get("end_marker") and ctx.n3 == "4":       # known over IPv4 only: over IPv6 the spec's
         return _kernel_icmp_back(p0, a.dut_access, a.sgw(0), d["end_marker"][1], frames)
     return Expect()
 
 
 def _spoofed(ctx):
     a, p0 = ctx.addressing, ctx.ports[0]
-    return [packets.gpdu(ctx.teid(0), a.ue(1), a.pdn(0), size=128, outer_src=a.sgw(0), outer_dst=a.dut_access,
-                         src_mac=p0.mac, dst_mac=p0.dut_mac)]
+    return [packets.gpdu(ctx.teid(0), a.ue(1), a.pdn(0), size=128 + outer_grow(ctx), outer_src=peer(ctx, 0),
+                         outer_dst=n3_addr(ctx), src_mac=p0.mac, dst_mac=p0.dut_mac)]
 
 
 def _spoofed_out(ctx, frames, d):
@@ -899,12 +971,29 @@ CASES: list[Case] = [
          needs=("pgwu",), config=(("--vlan", "sgi", "300"), ("--vlan", "sgi", "0"))),
 ]
 
+# The cases built over N3 IPv6 too (`gtplab conformance --n3 6`: every bearer's peer an IPv6
+# address, the G-PDUs to the UPF's N3 IPv6 address, the downlink expected in G-PDUs over IPv6 with
+# their UDP checksum). Not these: where N3 plays no part (downlink-unknown-ue*, downlink-ttl-expired,
+# downlink-hop-limit-expired-ipv6: nothing goes to N3); uplink-outer-fragments and downlink-too-big
+# (IPv4 fragments of the outer packet); downlink-df-too-big and downlink-packet-too-big-ipv6 (the
+# tunnel is 56 octets over IPv6: not built here); uplink-unknown-ext-header, uplink-ttl-expired,
+# uplink-hop-limit-expired-ipv6, uplink-packet-too-big-ipv6 (a reply into an IPv6 tunnel: the PGW-U
+# sends none yet, docs/ipv6.md).
+N3V6_CASES = ("uplink-gpdu", "uplink-outer-udp-checksum", "uplink-vlan", "uplink-ext-psc", "uplink-ext-chain",
+              "echo", "error-indication", "end-marker", "spoofed-source", "qfi-uplink-psc", "qfi-uplink-mismatch",
+              "downlink-gpdu", "downlink-inner-udp-checksum-0", "downlink-vlan", "qfi-downlink-psc",
+              "uplink-gpdu-ipv6", "spoofed-source-ipv6", "downlink-gpdu-ipv6", "downlink-sport-fixed",
+              "downlink-egress-vlan", "uplink-egress-vlan")
+CASES = [replace(c, n3=("4", "6")) if c.name in N3V6_CASES else c for c in CASES]
 BY_NAME = {c.name: c for c in CASES}
+assert all(n in BY_NAME for n in N3V6_CASES)
 
 
-def select(pattern: str | None) -> list[Case]:
-    """The cases whose name matches one of the comma-separated shell patterns (all without one)."""
+def select(pattern: str | None, n3: str = "4") -> list[Case]:
+    """The cases whose name matches one of the comma-separated shell patterns (all without one),
+    among those built for N3 family n3."""
+    cases = [c for c in CASES if n3 in c.n3]
     if not pattern:
-        return list(CASES)
+        return cases
     pats = [p.strip() for p in pattern.split(",") if p.strip()]
-    return [c for c in CASES if any(fnmatch.fnmatchcase(c.name, p) for p in pats)]
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.name, p) for p in pats)]

@@ -3,6 +3,7 @@
     gtplab conformance --lab-config embedded              # the PGW-U
     gtplab conformance --lab-config embedded-eupf -o results/conf-eupf
     gtplab conformance --lab-config embedded --cases 'uplink-*,echo'
+    gtplab conformance --lab-config embedded --n3 4,6     # the cases again with GTP-U over IPv6
     gtplab conformance table results/conf-pgwu results/conf-eupf    # the UPFs side by side
 
 A run builds the lab its config describes, provisions the bearers, sends each case's packets and
@@ -83,10 +84,15 @@ def _outdir(o: str | None, key: str, rid: str) -> Path:
     return out
 
 
+def label(rec: dict) -> str:
+    """A record's case as a row names it: over N3 IPv6, "(N3 IPv6)" after the name."""
+    return rec["case"] + (" (N3 IPv6)" if str(rec.get("n3", "4")) == "6" else "")
+
+
 def line(rec: dict) -> str:
     """One line per case, as printed."""
     r = rec["result"]
-    s = f"{rec['case']:<30} {r}"
+    s = f"{label(rec):<40} {r}"
     if r == "departs":
         s += f" ({', '.join(rec.get('departs_from', []))}): {rec.get('cause', '')}"
     elif r == "not supported":
@@ -107,15 +113,26 @@ def _sigterm(signum, frame):
     raise Terminated()
 
 
+def n3_families(v: str | None) -> list[str]:
+    """--n3: "4" (the default), "6" or "4,6"; anything else a UserError (one line, exit 2)."""
+    fams = [x.strip() for x in (v or "4").split(",")]
+    if not fams or any(x not in ("4", "6") for x in fams) or len(set(fams)) != len(fams):
+        raise UserError(f"--n3 {v!r}: give 4, 6 or 4,6 (the N3 (GTP-U) IP families to run the cases over)")
+    return fams
+
+
 def run(args) -> int:
     from gtplab.conformance.runner import Run, check_config
     if not args.lab_config:
         raise UserError("give --lab-config NAME|FILE (e.g. embedded, embedded-eupf), or: table DIR [DIR ...]")
+    fams = n3_families(args.n3)
     cfg = labconfig.load(args.lab_config)
     check_config(cfg)
-    chosen = C.select(args.cases)
+    plan = [(n3, C.select(args.cases, n3)) for n3 in fams]
+    chosen = [c for _, cs in plan for c in cs]
     if not chosen:
-        raise UserError(f"--cases {args.cases!r}: matches none of {', '.join(c.name for c in C.CASES)}")
+        raise UserError(f"--cases {args.cases!r}: matches none of {', '.join(c.name for c in C.CASES)}"
+                        + (" built over N3 IPv6" if fams == ["6"] else ""))
     key = departs.upf_key(cfg)
     rid = str(uuid.uuid4())
     out = _outdir(args.output, key, rid)
@@ -124,24 +141,32 @@ def run(args) -> int:
                "lab_config": cfg.name, "lab_config_path": str(cfg.path), "dut_mode": cfg.dut_mode,
                "commit": commit(), "started": _now(), "host": socket.gethostname(),
                "command": "gtplab " + " ".join(sys.argv[1:]) if sys.argv else "gtplab conformance",
-               "cases_planned": [c.name for c in chosen]}
+               "cases_planned": [c.name for c in chosen], "n3": fams}
     _write_run(out, rec_run)
     print(f"conformance of {upf_name} (lab config {cfg.name}): {len(chosen)} cases, results in {out}", file=sys.stderr)
+    if "6" in fams:
+        print(f"N3 over IPv6: the {len(C.N3V6_CASES)} cases built for it (gtplab/conformance/cases.py N3V6_CASES)",
+              file=sys.stderr)
     prev = signal.signal(signal.SIGTERM, _sigterm)
     results: list[dict] = []
     try:
-        with Run(cfg) as r:
-            rec_run["lab"] = r.lab.name
-            _write_run(out, rec_run)
-            for case in chosen:
-                rec = r.case(case)
-                if rec["result"] == "departs":
-                    rec["departs_from"] = [k for k in case.uses if k in departs.DEPARTS.get(key, {})]
-                rec["run_uuid"] = rid
-                _append(out, rec)
-                results.append(rec)
-                print(line(rec), flush=True)
-            rec_run["notes"] = r.notes
+        rec_run["notes"] = []
+        for n3, cases in plan:          # a lab per family: a bearer has one peer
+            if not cases:
+                continue
+            with Run(cfg, n3=n3) as r:
+                rec_run["lab"] = r.lab.name
+                rec_run.setdefault("labs", []).append(r.lab.name)
+                _write_run(out, rec_run)
+                for case in cases:
+                    rec = r.case(case)
+                    if rec["result"] == "departs":
+                        rec["departs_from"] = [k for k in case.uses if k in departs.DEPARTS.get(key, {})]
+                    rec["run_uuid"] = rid
+                    _append(out, rec)
+                    results.append(rec)
+                    print(line(rec), flush=True)
+                rec_run["notes"] += r.notes
         rec_run["status"] = "complete"
     except (KeyboardInterrupt, Terminated):
         rec_run["status"] = "interrupted"
@@ -208,29 +233,34 @@ def cell(rec: dict | None) -> str:
 
 
 def table(dirs: list[str]) -> str:
-    """A markdown table: a row per case, a column per run (its UPF)."""
+    """A markdown table: a row per case, a column per run (its UPF); with runs over N3 IPv6 (--n3 6),
+    a row per case and N3 family, the family in its own column."""
     runs = [read(d) for d in dirs]
-    names = [c.name for c in C.CASES]
+    fam = lambda c: str(c.get("n3", "4"))                       # noqa: E731
+    both = any(fam(c) == "6" for _, cs in runs for c in cs)
+    names = [(c.name, n3) for n3 in ("4", "6") for c in C.CASES]
     for _, cs in runs:
-        names += [c["case"] for c in cs if c["case"] not in names]
+        names += [(c["case"], fam(c)) for c in cs if (c["case"], fam(c)) not in names]
     heads = []
     for r, _ in runs:
         h = str(r.get("upf", "?"))
         if r.get("status") != "complete":
             h += f" ({r.get('status')})"
         heads.append(h)
-    out = ["| case | clause | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(runs)]
-    for n in names:
-        recs = [{c["case"]: c for c in cs}.get(n) for _, cs in runs]
+    n3col = ("N3 | ", "---|") if both else ("", "")
+    out = [f"| case | {n3col[0]}clause | " + " | ".join(heads) + " |", f"|---|{n3col[1]}---|" + "---|" * len(runs)]
+    for n, n3 in names:
+        recs = [{(c["case"], fam(c)): c for c in cs}.get((n, n3)) for _, cs in runs]
         if all(x is None for x in recs):
             continue
         clause = C.BY_NAME[n].clause if n in C.BY_NAME else next(x["clause"] for x in recs if x)
-        out.append(f"| {n} | {clause} | " + " | ".join(cell(x) for x in recs) + " |")
+        fcell = f"IPv{n3} | " if both else ""
+        out.append(f"| {n} | {fcell}{clause} | " + " | ".join(cell(x) for x in recs) + " |")
     tot = []
     for (r, cs) in runs:
         k = {x: sum(1 for c in cs if c["result"] == x) for x in ("pass", "departs", "not supported", "fail")}
         tot.append(f"{k['pass']} pass, {k['departs']} departs, {k['not supported']} n/s, {k['fail']} fail")
-    out.append("| **total** | | " + " | ".join(tot) + " |")
+    out.append("| **total** | | " + ("| " if both else "") + " | ".join(tot) + " |")
     return "\n".join(out) + "\n"
 
 
@@ -243,8 +273,9 @@ def cmd(args) -> int:
         print(table(args.what[1:]), end="")
         return 0
     if args.list:
-        for c in C.select(args.cases):
-            print(f"{c.name:<30} {c.clause}: {c.what}")
+        for n3 in n3_families(args.n3):
+            for c in C.select(args.cases, n3):
+                print(f"{label({'case': c.name, 'n3': n3}):<40} {c.clause}: {c.what}")
         return 0
     return run(args)
 
@@ -260,5 +291,8 @@ def add_parser(subparsers) -> None:
                    "results/conformance-<upf>-<uuid>; must not hold anything)")
     p.add_argument("--cases", metavar="PATTERN", help="only the cases matching these comma-separated shell "
                    "patterns, e.g. 'uplink-*,echo'")
+    p.add_argument("--n3", metavar="4|6|4,6", help="the N3 (GTP-U) IP family of the bearers' tunnels "
+                   "(default 4; 6: the cases built for GTP-U over IPv6 with every peer an IPv6 address, a "
+                   "lab of their own; 4,6: both, each row says its family)")
     p.add_argument("--list", action="store_true", help="list the cases (with --cases: those) and exit")
     p.set_defaults(func=cmd)

@@ -83,11 +83,17 @@ def ip_len(ip: bytes) -> int:
     return struct.unpack("!H", ip[2:4])[0]
 
 
+def outer_len(frame: bytes, l2: int) -> int:
+    """The length of the outer IP header at l2: an IPv4 header's IHL, 40 for IPv6 (GTP-U over IPv6:
+    no extension header, as the PGW-U takes it)."""
+    return 40 if frame[l2] >> 4 == 6 else (frame[l2] & 0xF) * 4
+
+
 def gpdu_inner(frame: bytes) -> bytes:
-    """The T-PDU (inner IPv4 or IPv6 packet, exactly its length) of a valid G-PDU frame."""
+    """The T-PDU (inner IPv4 or IPv6 packet, exactly its length) of a valid G-PDU frame, over IPv4
+    or IPv6."""
     l2, _ = l2_split(frame)
-    ihl = (frame[l2] & 0xF) * 4
-    gtp = frame[l2 + ihl + 8:]
+    gtp = frame[l2 + outer_len(frame, l2) + 8:]
     start = gtp_header_chain_len(gtp)
     inner = gtp[start:]
     return inner[:ip_len(inner)]
@@ -201,6 +207,22 @@ def encap_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, loc
     return bytes(pkt)
 
 
+def encap6_expected(ip: bytes, *, smac: bytes, dmac: bytes, vlan: int | None, local6: str, sgw6: str,
+                    teid: int, sport: int | None = None, qfi: int | None = None) -> bytes:
+    """Downlink output to a peer over IPv6 (N3 over IPv6, docs/ipv6.md "N3 over IPv6 in the PGW-U"):
+    IPv6 local6 -> sgw6, traffic class the inner TOS or class, flow label 0, hop limit 64; UDP from
+    the flow's port (sport None) to 2152 with its checksum (always: RFC 8200 8.1, Scapy's); the
+    G-PDU header of encap_expected; the inner packet, TTL or hop limit one less."""
+    if sport is None:
+        sport = sport_of_flow(ip)
+    inner = ttl_dec(ip)
+    eth = Ether(dst=dmac, src=smac)
+    if vlan:
+        eth = eth / Dot1Q(vlan=vlan, prio=0)
+    return bytes(eth / IPv6(tc=traffic_class(ip), fl=0, hlim=64, nh=17, src=local6, dst=sgw6)
+                 / UDP(sport=sport, dport=GTPU_PORT) / gtp_header_for(inner, teid, qfi) / Raw(inner))
+
+
 def gtp_header_for(inner: bytes, teid: int, qfi: int | None):
     """The downlink G-PDU's GTP-U header: 8 octets, or with a QFI (5G N3) E set, the optional fields
     (sequence and N-PDU 0, next type 0x85) and a PDU Session Container (TS 38.415 5.5.2.1: length 1,
@@ -211,17 +233,22 @@ def gtp_header_for(inner: bytes, teid: int, qfi: int | None):
                          teid=teid, seq=0, npdu=0, next_ex=0x85) / Raw(bytes([1, 0x00, qfi & 0x3F, 0])))
 
 
-def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body) -> bytes:
+def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body, seq: int = 0) -> bytes:
     """A signalling message back to the sender of frame (spec: "Replies"): MACs swapped, the same
     802.1Q tag, IPv4 local -> sender (ttl 64, id 0, tos 0), UDP 2152 -> dport with its checksum, GTP-U
-    flags 0x32 (S set), TEID 0, sequence 0, then body."""
+    flags 0x32 (S set), TEID 0, sequence seq, then body. Over IPv6 (the frame's outer header is): IPv6
+    local -> sender, class and flow label 0, hop limit 64."""
     l2, vlan = l2_split(frame)
     eth = Ether(dst=frame[6:12], src=frame[0:6])
     if vlan is not None:
         eth = eth / Dot1Q(vlan=vlan, prio=(frame[14] >> 5), dei=(frame[14] >> 4) & 1)
-    sender = socket.inet_ntoa(frame[l2 + 12:l2 + 16])
-    gtp = GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0, gtp_type=gtp_type, teid=0, seq=0, npdu=0,
+    gtp = GTP_U_Header(version=1, PT=1, reserved=0, E=0, S=1, PN=0, gtp_type=gtp_type, teid=0, seq=seq, npdu=0,
                        next_ex=0)
+    if frame[l2] >> 4 == 6:
+        sender = socket.inet_ntop(socket.AF_INET6, frame[l2 + 8:l2 + 24])
+        return bytes(eth / IPv6(tc=0, fl=0, hlim=64, nh=17, src=local, dst=sender)
+                     / UDP(sport=GTPU_PORT, dport=dport) / gtp / body)
+    sender = socket.inet_ntoa(frame[l2 + 12:l2 + 16])
     return bytes(eth / IP(ihl=5, tos=0, id=0, flags=0, ttl=64, proto=17, src=local, dst=sender)
                  / UDP(sport=GTPU_PORT, dport=dport) / gtp / body)
 
@@ -229,16 +256,28 @@ def _reply_l2_ip(frame: bytes, local: str, dport: int, gtp_type: int, body) -> b
 def error_indication_expected(frame: bytes, local: str) -> bytes:
     """The Error Indication (TS 29.281 7.3.1) for a G-PDU with an unknown TEID: to its sender's port
     2152 (4.4.2.4), IEs Tunnel Endpoint Identifier Data I = the G-PDU's TEID, GTP-U Peer Address =
-    the address the G-PDU was sent to (local)."""
+    the address the G-PDU was sent to (local; over IPv6 a 16-octet address)."""
     l2, _ = l2_split(frame)
-    ihl = (frame[l2] & 0xF) * 4
+    ihl = outer_len(frame, l2)
     teid = struct.unpack("!I", frame[l2 + ihl + 12:l2 + ihl + 16])[0]
-    body = GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=teid), IE_GSNAddress(length=4, ipv4_address=local)])
+    peer = (IE_GSNAddress(length=16, ipv6_address=local) if ":" in local else
+            IE_GSNAddress(length=4, ipv4_address=local))
+    body = GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=teid), peer])
     return _reply_l2_ip(frame, local, GTPU_PORT, 26, body)
 
 
 # The extension header types the PGW-U knows (TS 29.281 Figure 5.2.1-3), in the order it lists them.
 KNOWN_EXT_TYPES = (0x03, 0x20, 0x40, 0x81, 0x82, 0x83, 0x84, 0x85, 0xC0)
+
+
+def echo_response_expected(frame: bytes, local: str) -> bytes:
+    """The Echo Response (TS 29.281 7.2.2) to an Echo Request frame: to its source port (4.4.2.2),
+    its sequence number, one Recovery IE (restart counter 0); over the request's IP family."""
+    l2, _ = l2_split(frame)
+    o = l2 + outer_len(frame, l2)
+    sport = struct.unpack("!H", frame[o:o + 2])[0]
+    seq = struct.unpack("!H", frame[o + 16:o + 18])[0]
+    return _reply_l2_ip(frame, local, sport, 2, Raw(bytes([14, 0])), seq=seq)
 
 
 def supp_ext_notification_expected(frame: bytes, local: str) -> bytes:

@@ -52,6 +52,11 @@ def _ue6(i: int) -> str:
     return f" ue6={C.ue6_prefix(i)}" if i in C.IPV6_BEARERS else ""
 
 
+def _sgw6(a, i: int, n3: str) -> str:
+    """The bearer file's N3 IPv6 option of bearer i: with n3 "6" its peer's IPv6 address (sgw6=)."""
+    return f" sgw6={a.sgw6(i)}" if n3 == "6" else ""
+
+
 
 def _stream(frame: bytes, n: int, isg_us: float = 0.0) -> dict:
     return {"mode": {"type": "single_burst", "total_pkts": n, "rate": {"type": "pps", "value": 2000}},
@@ -112,9 +117,10 @@ def check_config(cfg) -> None:
 class Run:
     """See the module doc."""
 
-    def __init__(self, cfg, lab_name: str | None = None):
+    def __init__(self, cfg, lab_name: str | None = None, n3: str = "4"):
         check_config(cfg)
         self.cfg = cfg
+        self.n3 = n3                    # "6": every bearer's peer over IPv6 (GTP-U over IPv6)
         self.upf = departs.upf_key(cfg)
         self.lab = self.client = self.probe = self.agent = self.prov = self.prov_qfi = None
         self.notes: list[str] = []
@@ -161,21 +167,24 @@ class Run:
     def _provision(self) -> C.Ctx:
         lab, cfg, a, q = self.lab, self.cfg, self.lab.addressing, C.QFI_BEARER
         ctx = C.Ctx(addressing=a, ports=lab.ports, upf=self.upf, mtu_access=self._mtu(lab.ports[0].dut_ifname),
-                    mtu_sgi=self._mtu(lab.ports[1].dut_ifname))
+                    mtu_sgi=self._mtu(lab.ports[1].dut_ifname), n3=self.n3)
         bf = Path(self._tmp.name) / "bearers.txt"
+        n3 = self.n3
         if cfg.provision != "pfcp":
             bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x} "
-                                  f"csum={'on' if i in (0, 1) else 'off'}{_ue6(i)}\n" for i in range(4)))
+                                  f"csum={'on' if i in (0, 1) else 'off'}{_ue6(i)}{_sgw6(a, i, n3)}\n"
+                                  for i in range(4)))
             bq = bf.with_name("bearers-qfi.txt")
-            bq.write_text(f"{a.local_teid(q):#x} {a.ue(q)} {a.sgw(q)} {a.sgw_teid(q):#x} csum=on qfi={C.QFI}\n")
+            bq.write_text(f"{a.local_teid(q):#x} {a.ue(q)} {a.sgw(q)} {a.sgw_teid(q):#x} csum=on qfi={C.QFI}"
+                          f"{_sgw6(a, q, n3)}\n")
             lab.pgwu("session", "load", str(bf))
             lab.pgwu("session", "load", str(bq))
             ctx.csum_on = frozenset((0, 1, q))
             ctx.qfi = ctx.first_qer_qfi = C.QFI
             ctx.ipv6 = True
             return ctx
-        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}{_ue6(i)}\n"
-                              for i in range(4)))
+        bf.write_text("".join(f"{a.local_teid(i):#x} {a.ue(i)} {a.sgw(i)} {a.sgw_teid(i):#x}{_ue6(i)}"
+                              f"{_sgw6(a, i, n3)}\n" for i in range(4)))
         pc, ns = in_lab(provision.parse_config(cfg.dut["pfcp"], f"lab config {cfg.path}"), lab)
         upf = None
         if pc.upf == provision.EMBEDDED:
@@ -190,7 +199,15 @@ class Run:
                 if time.monotonic() > deadline:          # an external UPF may still be starting
                     raise
                 time.sleep(0.5)
-        got = self.prov.install(str(bf), str(bf.with_suffix(".provisioned")))
+        try:
+            got = self.prov.install(str(bf), str(bf.with_suffix(".provisioned")))
+        except PfcpError as e:
+            if n3 != "6":
+                raise
+            # a UPF that refuses N3 over IPv6 (eUPF: F-TEID V6, cause 73): every case says so
+            ctx.n3_why = f"the UPF refused N3 over IPv6 (sessions with an IPv6 F-TEID and peer): {e}"
+            self.notes.append(ctx.n3_why)
+            return ctx
         ctx.teids = {s.bearer.index: s.teid for s in got if s.teid is not None}
         ctx.csum_on = frozenset(range(5))                 # PFCP has no per-bearer checksum flag
         ctx.ipv6 = True                                   # the sessions are IPv4v6 (UE IP Address V4 and V6)
@@ -203,7 +220,8 @@ class Run:
                 qcfg = dataclasses.replace(pc, qfi=C.QFI, node_id="qfi.gtplab.test")
             self.prov_qfi = provisioner(qcfg, ns, upf)
             b = pm.Bearer(q, int(ipaddress.IPv4Address(a.ue(q))), int(ipaddress.IPv4Address(a.sgw(q))),
-                          a.sgw_teid(q), None if self.prov_qfi.cfg.choose else a.local_teid(q))
+                          a.sgw_teid(q), None if self.prov_qfi.cfg.choose else a.local_teid(q),
+                          sgw6=int(ipaddress.IPv6Address(a.sgw6(q))) if n3 == "6" else None)
             s = self.prov_qfi.sessions.establish([b])
             if s and s[0].teid is not None:
                 ctx.teids[q] = s[0].teid
@@ -238,7 +256,12 @@ class Run:
     def case(self, case: C.Case) -> dict:
         """Run one case; its record (result, why, the first differing packet ...)."""
         t0 = time.monotonic()
-        rec = {"case": case.name, "clause": case.clause, "direction": "uplink" if case.tx == 0 else "downlink"}
+        rec = {"case": case.name, "clause": case.clause, "direction": "uplink" if case.tx == 0 else "downlink",
+               "n3": self.n3}
+        if self.n3 not in case.n3:
+            return {**rec, "result": "not supported", "why": f"not built over N3 IPv{self.n3} (cases.N3V6_CASES)"}
+        if self.ctx.n3_why:
+            return {**rec, "result": "not supported", "why": self.ctx.n3_why}
         if "qfi" in case.needs and self.ctx.qfi is None:
             return {**rec, "result": "not supported", "why": self.ctx.qfi_why or "no QFI session"}
         if "ipv6" in case.needs and not self.ctx.ipv6:

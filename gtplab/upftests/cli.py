@@ -2,6 +2,7 @@
 
     gtplab upftest policing --lab-config embedded-pfcp      # the PGW-U through its agent
     gtplab upftest handover --lab-config embedded-eupf      # eUPF in the namespace lab
+    gtplab upftest handover --n3 6                          # the tunnels over IPv6: End Markers over IPv6
     gtplab upftest usage    --lab-config embedded-pfcp
     gtplab upftest n4       --lab-config embedded-eupf
     gtplab upftest rules    --lab-config embedded-open5gs   # classification: SDF filters, precedence, OHR
@@ -50,6 +51,7 @@ from gtplab.upftests import classification, handover, n4, policing, record, usag
 from gtplab.upftests.harness import Unsupported, Upf
 
 KINDS = {"policing": policing, "handover": handover, "usage": usage, "n4": n4, "rules": classification}
+N3V6_KINDS = ("handover", "usage")     # --n3 6: every session's tunnel over IPv6 (GTP-U over IPv6)
 PUSH_PROBE_TIMEOUT_S = 2.0      # the sweep's Pusher's timeout: a gateway that answers does so in ms
 
 
@@ -189,6 +191,11 @@ def _run(args) -> int:
             kw["bursts"] = _bursts(args.bursts)
     elif args.sizes is not None or args.bursts is not None:
         raise UserError(f"--sizes and --bursts are policing's; {args.kind} has its own")
+    if args.n3 not in (None, "4", "6"):
+        raise UserError(f"--n3 {args.n3!r}: give 4 or 6 (the N3 (GTP-U) IP family of the sessions' tunnels)")
+    if args.n3 == "6" and args.kind not in N3V6_KINDS:
+        raise UserError(f"--n3 6: built for {' and '.join(N3V6_KINDS)} only, not {args.kind} (its sessions are "
+                        "over N3 IPv4; rules has its own row over IPv6, rules-ohr-1)")
     if args.push is not None:
         _probe_gateway(args.push)
     cfg = labconfig.load(args.lab_config)
@@ -204,7 +211,7 @@ def _run(args) -> int:
     run = {"uuid": rid, "started": started, "backend": "local", "lab": None, "host": socket.gethostname(),
            "kind": "upftest", "test": args.kind, "upf": Upf.name_of(cfg), "lab_config": cfg.name,
            "lab_config_path": str(cfg.path), "command": " ".join(["gtplab"] + sys.argv[1:]),
-           "cases_planned": kind.planned(**kw), "pid": os.getpid()}
+           "cases_planned": kind.planned(**kw), "pid": os.getpid(), "n3": args.n3 or "4"}
     made = not out.exists()
     with _claim(out, rid, args.kind):
         rec = record.Recorder(out, run)
@@ -236,6 +243,8 @@ def _run(args) -> int:
                     c.setdefault("cpus_shared_with", [claims.holder_text(h) for h in lab.shared_with()])
                     rec.case(c)
                 upf.on_case = on_case
+                if args.n3 == "6":
+                    upf.use_n3("6")
                 try:
                     cases = kind.run(upf, **kw)
                 except Unsupported as e:        # a rejection outside what the kind handles itself
@@ -289,6 +298,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--bursts", metavar="N[,N...]",
                    help="policing: burst sizes in frames back to back, same average rate (default 1,8,32,128; "
                         "a burst of 15,000 octets is always added below the MBR)")
+    p.add_argument("--n3", metavar="4|6", help="the N3 (GTP-U) IP family of every session's tunnel (default "
+                   f"4; 6: GTP-U over IPv6, F-TEID V6 and the gNBs' IPv6 addresses; {', '.join(N3V6_KINDS)} only)")
     p.add_argument("--push", metavar="URL", help="push every case to this Pushgateway")
     p.add_argument("--share-cpus", action="store_true",
                    help="run on CPUs another lab holds, and say so in run.json and every case (default: "

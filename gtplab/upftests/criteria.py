@@ -14,6 +14,7 @@ Volume Measurement (8.2.44).
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 
 from gtplab.gtpu import packets as P
@@ -303,22 +304,53 @@ def isolation(alone_bps: float | None, together_bps: float | None, alone_offered
 # Handover: the capture on the access port
 
 
+def _csum16(data: bytes, start: int) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = start + sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def udp6_ok(frame: bytes) -> bool:
+    """An untagged Ethernet/IPv6/UDP frame's UDP checksum is the right one and not 0 (RFC 8200 8.1:
+    mandatory over IPv6): the one's complement sum over the pseudo header (addresses, the UDP
+    length, next header 17) and the datagram as long as the IPv6 payload length says."""
+    plen = struct.unpack_from("!H", frame, 18)[0]
+    udp = frame[54:54 + plen]
+    if len(udp) < 8 or udp[6:8] == b"\0\0":
+        return False
+    return _csum16(udp, sum(struct.unpack("!16H", frame[22:54])) + 17 + len(udp)) == 0
+
+
 def classify(frame: bytes) -> dict | None:
-    """A GTP-U frame as seen on N3 (Ethernet/IPv4/UDP 2152/GTP-U): {dst, teid, type, psc_qfi,
-    pg, seq, inner}; None for anything else. pg/seq: the engine's trailer of a G-PDU; inner: the
-    offset of its T-PDU (None when its extension headers could not be walked)."""
-    if len(frame) < 14 + 20 + 8 + 8 or frame[12:14] != b"\x08\x00":
+    """A GTP-U frame as seen on N3 (Ethernet/IPv4 or IPv6/UDP 2152/GTP-U): {dst, teid, type, psc_qfi,
+    pg, seq, inner}; over IPv6 also {src, udp_ok} (its UDP checksum right: udp6_ok); None for
+    anything else. pg/seq: the engine's trailer of a G-PDU; inner: the offset of its T-PDU (None when
+    its extension headers could not be walked)."""
+    if len(frame) < 14 + 20 + 8 + 8:
         return None
-    ihl = (frame[14] & 0x0F) * 4
-    if frame[23] != 17:
+    extra = {}
+    if frame[12:14] == b"\x86\xdd":          # GTP-U over IPv6 (N3 over IPv6, --n3 6)
+        if len(frame) < 14 + 40 + 8 + 8 or frame[20] != 17:
+            return None
+        u = 14 + 40
+        dst = str(ipaddress.IPv6Address(frame[38:54]))
+        extra = {"src": str(ipaddress.IPv6Address(frame[22:38])), "udp_ok": None}
+    elif frame[12:14] == b"\x08\x00" and frame[23] == 17:
+        u = 14 + (frame[14] & 0x0F) * 4
+        dst = ".".join(str(b) for b in frame[30:34])
+    else:
         return None
-    u = 14 + ihl
     if struct.unpack_from("!H", frame, u + 2)[0] != P.GTPU_PORT:
         return None
     g = u + 8
     flags, mtype, _, teid = struct.unpack_from("!BBHI", frame, g)
-    dst = ".".join(str(b) for b in frame[30:34])
-    out = {"dst": dst, "teid": teid, "type": mtype, "psc_qfi": None, "pg": None, "seq": None, "inner": None}
+    out = {"dst": dst, "teid": teid, "type": mtype, "psc_qfi": None, "pg": None, "seq": None, "inner": None,
+           **extra}
+    if extra:
+        out["udp_ok"] = udp6_ok(frame)
     pos, nxt = g + 8, 0
     if flags & 0x07:
         if pos + 4 > len(frame):
@@ -342,10 +374,48 @@ def classify(frame: bytes) -> dict | None:
     return out
 
 
+def end_marker6_problems(frame: bytes, n3_addr: str, old: tuple[str, int], qfi: int | None) -> list[str]:
+    """What is wrong with an End Marker over IPv6 on the old tunnel, read with Scapy (TS 29.281 7.3.2,
+    5.1; RFC 8200 8.1): from the UPF's N3 IPv6 address to the old gNB, UDP to 2152 with the checksum
+    Scapy computes for it, GTP-U version 1 PT 1 type 254 with the old TEID, its length the octets
+    after the first 8, and with a QFI a PDU Session Container of it (TS 38.415). [] when none."""
+    from scapy.contrib.gtp import GTP_U_Header
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    e = Ether(frame)
+    if IPv6 not in e or UDP not in e:
+        return ["not IPv6/UDP"]
+    ip, udp = e[IPv6], e[UDP]
+    bad = []
+    if ipaddress.IPv6Address(ip.src) != ipaddress.IPv6Address(n3_addr):
+        bad.append(f"from {ip.src}, not the UPF's N3 address {n3_addr}")
+    if ipaddress.IPv6Address(ip.dst) != ipaddress.IPv6Address(old[0]):
+        bad.append(f"to {ip.dst}, not the old gNB {old[0]}")
+    redo = IPv6(bytes(ip)[:40 + ip.plen])
+    redo[UDP].chksum = None
+    want = IPv6(bytes(redo))[UDP].chksum
+    if udp.dport != P.GTPU_PORT or udp.chksum != want:
+        bad.append(f"UDP to {udp.dport}, checksum {udp.chksum:#06x} (Scapy's {want:#06x})")
+    g = bytes(udp.payload)
+    if GTP_U_Header not in e or len(g) < 8:
+        bad.append("no GTP-U header")
+        return bad
+    h = e[GTP_U_Header]
+    if (h.version, h.PT, h.gtp_type, h.teid) != (1, 1, P.GTP_END_MARKER, old[1]):
+        bad.append(f"GTP-U version {h.version} PT {h.PT} type {h.gtp_type} TEID {h.teid:#x}")
+    if h.length != len(g) - 8:
+        bad.append(f"GTP-U length {h.length}, {len(g) - 8} octets follow")
+    c = classify(frame)
+    if qfi is not None and (c is None or c["psc_qfi"] != qfi):
+        bad.append(f"PDU Session Container QFI {None if c is None else c['psc_qfi']} (the bearer's {qfi})")
+    return bad
+
+
 def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, int], new: tuple[str, int],
              qfi: int | None, t_request_ns: int, t_answer_ns: int | None = None, traffic_start_ns: int | None = None,
              traffic_end_ns: int | None = None, capture_lost: int = 0, host_lost: dict[str, int] | None = None,
-             upf_drops: dict[str, int] | None = None) -> dict:
+             upf_drops: dict[str, int] | None = None, n3_addr: str | None = None) -> dict:
     """One session's downlink across a path switch. frames: (wall ns, bytes) captured on the
     access port in arrival order; pg: its stream; tx: how many it sent; old/new: (gNB address,
     TEID); qfi: the bearer's QFI (the End Marker must carry a PDU Session Container), or None;
@@ -363,7 +433,11 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
     upf_drops, the UPF's own drops by reason (None: not read). When missing packets are the only
     fault, the host's rings lost at least as many and the UPF dropped none, the loss is the host's:
     the premise "no loss at the host's rings" fails and the case is not decided, with the figures.
-    Otherwise a missing packet fails the UPF (the host's share said in the why)."""
+    Otherwise a missing packet fails the UPF (the host's share said in the why).
+
+    Over N3 IPv6 (n3_addr: the UPF's N3 IPv6 address): every G-PDU of the stream and every End Marker
+    on either tunnel must have its UDP checksum right (udp6_ok), and the End Marker on the old tunnel
+    is read with Scapy (end_marker6_problems)."""
     seen: dict[int, int] = {}
     last_old = first_new = None
     last_any = None
@@ -371,6 +445,7 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
     markers = []          # (position, ns, classified)
     old_after_marker = 0
     elsewhere = 0
+    bad_csum = 0
     for i, (ns, fr) in enumerate(frames):
         c = classify(fr)
         if c is None:
@@ -379,9 +454,11 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
         if c["type"] == P.GTP_END_MARKER:
             if path in (old, new):
                 markers.append((i, ns, c, path))
+                bad_csum += c.get("udp_ok") is False
             continue
         if c["type"] != P.GTP_GPDU or c["pg"] != pg:
             continue
+        bad_csum += c.get("udp_ok") is False
         seen[c["seq"]] = seen.get(c["seq"], 0) + 1
         last_any = ns if last_any is None else max(last_any, ns)
         if path in (old, new):
@@ -416,6 +493,15 @@ def handover(frames: list[tuple[int, bytes]], pg: int, tx: int, old: tuple[str, 
         why.append(f"End Marker before the last G-PDU on the old path ({old_after_marker} G-PDUs after it)")
     if on_old and qfi is not None and out["end_marker_psc_qfi"] is None:
         why.append("End Marker without the PDU Session Container (the bearer has a QFI)")
+    if n3_addr is not None:
+        out["udp_checksum_wrong"] = bad_csum
+        if bad_csum:
+            why.append(f"{bad_csum} packets over IPv6 with a wrong or zero UDP checksum")
+        if on_old:
+            probs = end_marker6_problems(frames[on_old[0][0]][1], n3_addr, old, qfi)
+            out["end_marker_checked"] = "Scapy: " + ("; ".join(probs) if probs else "right")
+            if probs:
+                why.append("End Marker over IPv6: " + "; ".join(probs))
     if missing:
         why.append(f"{missing} of {tx} downlink packets on neither path")
     host = {k: v for k, v in (host_lost or {}).items() if v}

@@ -70,7 +70,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
     time.sleep(max(0.0, (t_port if t_port is not None else now_mono) + SWITCH_AT_S - time.monotonic()))
     targets, t_req, t_ans, errors = {}, {}, {}, {}
     for s in sessions:
-        new = (a.sgw(s.index + 8), s.rules.gnb_teid + 0x1000)
+        new = (upf.gnb(s.index + 8), s.rules.gnb_teid + 0x1000)
         try:
             upf.modify(s, "Update FAR with SNDEM", handover=new, end_marker=True)
             targets[s.index] = new
@@ -103,11 +103,12 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
         tx, rx = end.get(s.pg_dl, (0, 0))
         c = C.handover(recs, s.pg_dl, tx, (s.rules.gnb, s.rules.gnb_teid), targets[s.index], s.rules.qfi,
                        t_req[s.index], t_answer_ns=t_ans[s.index], traffic_start_ns=t_start, traffic_end_ns=t_end,
-                       capture_lost=lost_capture, host_lost=host_lost, upf_drops=where.get("upf_drops_by_reason"))
+                       capture_lost=lost_capture, host_lost=host_lost, upf_drops=where.get("upf_drops_by_reason"),
+                       n3_addr=upf.pcfg.n3_6 if upf.n3 == "6" else None)
         c.update(case_id=cid, kind="handover", session=s.index, qfi=s.rules.qfi, frame_size=size,
                  direction="downlink", criterion="1 End Marker on the old tunnel after its last G-PDU (with PSC "
                  "if QFI), every packet on exactly one path",
-                 offered_pps=pps, rx_packets=rx, captured=len(recs), capture_lost=lost_capture,
+                 n3=upf.n3, offered_pps=pps, rx_packets=rx, captured=len(recs), capture_lost=lost_capture,
                  old=f"{s.rules.gnb}/{s.rules.gnb_teid:#x}", new=f"{targets[s.index][0]}/{targets[s.index][1]:#x}")
         cases.append(c)
     for s in sessions:

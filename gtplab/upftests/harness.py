@@ -111,17 +111,19 @@ def _server6(a, i: int) -> str:
     return str(ipaddress.IPv6Network(a.pdn6_net).network_address + 1 + i % 200)
 
 
-def inner_len(frame_size: int, direction: str, qfi: bool = False) -> int:
+def inner_len(frame_size: int, direction: str, qfi: bool = False, n3: str = "4") -> int:
     """The L3 length of the UE's packet in a test frame: uplink frames are sent as G-PDUs of
-    frame_size (the UE's packet is what the UPF forwards on N6), downlink frames as plain IP of
-    frame_size on N6."""
+    frame_size (the UE's packet is what the UPF forwards on N6; over N3 IPv6 the outer header is 20
+    octets longer), downlink frames as plain IP of frame_size on N6."""
     if direction == "downlink":
         return frame_size - ETH_FCS
-    return frame_size - ETH_FCS - GTPU_OUTER - (PSC_EXT if qfi else 0)
+    return frame_size - ETH_FCS - GTPU_OUTER - (20 if n3 == "6" else 0) - (PSC_EXT if qfi else 0)
 
 
 class Upf:
     """See the module doc."""
+
+    n3 = "4"                            # "6": rules() put every session on N3 over IPv6 (use_n3, --n3 6)
 
     def __init__(self, cfg, lab_name: str | None = None):
         self.cfg = cfg
@@ -199,10 +201,29 @@ class Upf:
 
     def rules(self, i: int, **kw) -> R.Rules:
         """Session i's rules in the lab's addressing (UE i, TEID i, gNB i), with kw (mbr_kbps, gate,
-        qfi, urr, ...)."""
+        qfi, urr, ...); with n3 "6" (--n3 6) over IPv6 (rules_n3v6)."""
         a = self.lab.addressing
+        if self.n3 == "6" and "gnb" not in kw:
+            return self.rules_n3v6(i, **kw)
         return R.Rules(**{"ue": a.ue(i), "teid": a.local_teid(i), "n3": self.pcfg.n3, "gnb": a.sgw(i),
                           "gnb_teid": a.sgw_teid(i), **kw})
+
+    def use_n3(self, n3: str) -> None:
+        """Every session from now on over N3 family n3 ("6": GTP-U over IPv6, rules_n3v6). With an
+        external UPF over IPv6 its DUT ports finish their checksums in software (ethtool -K tx off),
+        as gtplab conformance's runner does: a veth has no hardware, and with tx checksum offload a
+        UDP datagram the UPF's kernel sends reaches the capture with the pseudo-header sum in its
+        checksum, which the IPv6 criteria check (criteria.udp6_ok)."""
+        self.n3 = n3
+        if n3 == "6" and self.lab.dut_mode == "external":
+            for p in self.lab.ports:
+                subprocess.run(["ip", "netns", "exec", self.lab.dut_ns, "ethtool", "-K", p.dut_ifname, "tx", "off"],
+                               check=True, capture_output=True)
+
+    def gnb(self, i: int) -> str:
+        """gNB i's address in the run's N3 family (a handover's target)."""
+        a = self.lab.addressing
+        return a.sgw6(i) if self.n3 == "6" else a.sgw(i)
 
     def rules_n3v6(self, i: int, **kw) -> R.Rules:
         """rules(i, kw) with GTP-U over IPv6: the UPF's N3 IPv6 address (F-TEID V6) and gNB i's

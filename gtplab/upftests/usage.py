@@ -52,7 +52,7 @@ def planned(**_) -> int:
 
 
 def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SIZE) -> list[dict]:
-    l3u, l3d = inner_len(size, "uplink"), inner_len(size, "downlink")
+    l3u, l3d = inner_len(size, "uplink", n3=upf.n3), inner_len(size, "downlink")
     per = pps * duration
     specs = {
         "deletion": R.UrrSpec(),
@@ -102,7 +102,7 @@ def run(upf: Upf, pps: float = PPS, duration: float = DURATION_S, size: int = SI
         allr = reps + s.usage
         (ul_tx, ul_rx), (dl_tx, dl_rx) = end.get(s.pg_ul, (0, 0)), end.get(s.pg_dl, (0, 0))
         sent = {"ul_bytes": ul_rx * l3u, "dl_bytes": dl_rx * l3d, "ul_packets": ul_rx, "dl_packets": dl_rx}
-        base = {"kind": "usage", "session": s.index, "frame_size": size, "offered_pps": pps,
+        base = {"kind": "usage", "session": s.index, "frame_size": size, "offered_pps": pps, "n3": upf.n3,
                 "reports": [u.as_dict() for u in allr]}
         # premises: the traffic as asked; the reports' periods inside the traffic (per case below)
         premises = [C.traffic_as_asked({"uplink": ul_tx, "downlink": dl_tx}, per)]

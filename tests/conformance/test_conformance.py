@@ -77,6 +77,68 @@ def test_conformance_of_a_upf(config, tmp_path, runs):
     runs[config] = out
 
 
+# --n3 6: the cases built for GTP-U over IPv6 (cases.N3V6_CASES), every bearer's peer an IPv6 address
+O5GS_N3V6_CASES = "uplink-gpdu,echo,downlink-gpdu-ipv6"
+EXPECTED_N3V6 = {
+    # the PGW-U's xdp_ul_n3v6 / xdp_dl_n3v6: every case byte for byte (the downlink's UDP checksum Scapy's)
+    "embedded": ((), {n: "pass" for n in C.N3V6_CASES}),
+    # eUPF a8d774a refuses an F-TEID V6 (cause 73): every row says so
+    "embedded-eupf": (("--cases", "uplink-gpdu,downlink-gpdu"),
+                      {"uplink-gpdu": "not supported", "downlink-gpdu": "not supported"}),
+    # Open5GS 8f25f3b takes it: its departures as over IPv4 (the 2032-octet buffer; the Echo Response and
+    # the G-PDUs from its socket: port 2152, the kernel's flow label), the rest the spec's
+    "embedded-open5gs": (("--cases", O5GS_N3V6_CASES),
+                         {"uplink-gpdu": "departs", "echo": "departs", "downlink-gpdu-ipv6": "departs"}),
+}
+
+
+@pytest.mark.parametrize("config", ["embedded", pytest.param("embedded-eupf", marks=pytest.mark.eupf),
+                                    pytest.param("embedded-open5gs", marks=pytest.mark.open5gs)])
+def test_conformance_over_n3_ipv6(config, tmp_path, runs):
+    """`--n3 6`: a lab whose bearers' peers are IPv6, each case's G-PDUs over IPv6 to the UPF's N3
+    IPv6 address and its expected N3 output over IPv6 (the oracle's, Scapy's checksums); every row
+    says it ran over N3 IPv6; a UPF that refuses the sessions gets rows that say so, with its Cause."""
+    if config != "embedded":
+        from tests.lib import external_upf
+        external_upf.lab_config(config)
+    args, expected = EXPECTED_N3V6[config]
+    out = tmp_path / "out"
+    p = conformance("--lab-config", config, "--n3", "6", "-o", str(out), *args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "complete" and run["n3"] == ["6"] and leftovers(run["lab"]) == []
+    recs = [json.loads(ln) for ln in (out / "cases.jsonl").read_text().splitlines()]
+    got = {r["case"]: r["result"] for r in recs}
+    assert got == expected, {k: (v, expected.get(k)) for k, v in got.items() if v != expected.get(k)}
+    for r in recs:
+        assert r["n3"] == "6" and f"{r['case']} (N3 IPv6) " in p.stdout, r
+        if config == "embedded" and r["direction"] == "downlink":
+            assert r["upf_counters"]["forwarded"] == r["sent"] == r["received"]["forwarded"], r
+        if config == "embedded-eupf":
+            assert "refused N3 over IPv6" in r["why"] and "cause 73" in r["why"], r
+    runs[config + "-n3v6"] = out
+
+
+def table_of(runs, keys: tuple[str, ...], what: str) -> list[str]:
+    """`conformance table` of the module's runs keys (skipped, saying what, when one is missing): its lines."""
+    missing = [c for c in keys if c not in runs]
+    if missing:
+        pytest.skip(f"needs {what}: {', '.join(missing)} skipped or failed")
+    p = conformance("table", *(str(runs[k]) for k in keys))
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def test_table_with_the_n3_column(runs):
+    lines = table_of(runs, ("embedded", "embedded-n3v6"), "the PGW-U's runs over N3 IPv4 and IPv6")
+    assert lines[0] == "| case | N3 | clause | PGW-U | PGW-U |", lines[0]
+    rows = [ln for ln in lines if ln.startswith("| uplink-gpdu |")]
+    assert [r.split(" | ")[1] for r in rows] == ["IPv4", "IPv6"], rows
+    assert rows[0].endswith("| pass | - |") and rows[1].endswith("| - | pass |"), rows
+    frag = next(ln for ln in lines if ln.startswith("| uplink-outer-fragments |"))
+    assert " | IPv4 | " in frag and not any(ln.startswith("| uplink-outer-fragments | IPv6") for ln in lines)
+
+
 def test_packet_too_big_on_the_socket_path(tmp_path):
     """The socket path (embedded.yaml with dut.mode socket) answers ICMPv6 Packet Too Big as the XDP
     path does (docs/socket.md): both cases pass, each big packet counted drop_too_big and answered
@@ -99,12 +161,7 @@ def test_packet_too_big_on_the_socket_path(tmp_path):
 
 
 def test_table_side_by_side(runs):
-    missing = [c for c in ("embedded", "embedded-eupf") if c not in runs]
-    if missing:
-        pytest.skip(f"needs the conformance runs of the PGW-U and eUPF: {', '.join(missing)} skipped or failed")
-    p = conformance("table", str(runs["embedded"]), str(runs["embedded-eupf"]))
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    lines = table_of(runs, ("embedded", "embedded-eupf"), "the conformance runs of the PGW-U and eUPF")
     assert lines[0].startswith("| case | clause | PGW-U | eUPF")
     row = next(ln for ln in lines if ln.startswith("| uplink-gpdu |"))
     assert row.endswith("| pass | departs: inner_ttl |"), row
@@ -112,7 +169,8 @@ def test_table_side_by_side(runs):
 
 def test_bad_input_is_one_line_exit_2(tmp_path):
     for args in (("--lab-config", "no-such-config"), ("table", str(tmp_path / "none")), (),
-                 ("--lab-config", "embedded", "--cases", "nothing-*")):
+                 ("--lab-config", "embedded", "--cases", "nothing-*"), ("--lab-config", "embedded", "--n3", "6,6"),
+                 ("--lab-config", "embedded", "--n3", "6", "--cases", "uplink-outer-fragments")):
         p = conformance(*args)
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, (args, p.stderr)
     full = tmp_path / "full"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from gtplab.conformance import cases as C
@@ -16,16 +18,16 @@ from gtplab.conformance.judge import Got, judge
 from gtplab.lab.topology import Addressing
 
 
-def ctx() -> C.Ctx:
+def ctx(n3: str = "4") -> C.Ctx:
     ports = [SimpleNamespace(mac="02:00:00:00:00:00", dut_mac="02:00:00:00:01:00"),
              SimpleNamespace(mac="02:00:00:00:00:01", dut_mac="02:00:00:00:01:01")]
     return C.Ctx(addressing=Addressing(), ports=ports, csum_on=frozenset((0, 1, 4)), qfi=C.QFI,
-                 first_qer_qfi=C.QFI, mtu_access=3200, mtu_sgi=3200)
+                 first_qer_qfi=C.QFI, mtu_access=3200, mtu_sgi=3200, n3=n3)
 
 
-def run_case(name: str, got_fwd=None, got_back=None, upf: str = "pgwu") -> dict:
+def run_case(name: str, got_fwd=None, got_back=None, upf: str = "pgwu", n3: str = "4") -> dict:
     """Judge case `name` on a fake capture: by default exactly the oracle's output for the spec."""
-    c, x = C.BY_NAME[name], ctx()
+    c, x = C.BY_NAME[name], ctx(n3)
     frames = [bytes(f) for f in c.frames(x)]
     spec = c.expect(x, frames, {})
     facts = departs.facts(upf)
@@ -113,3 +115,63 @@ def test_cases_are_data():
         assert set(c.uses) <= set().union(*(d.keys() for d in departs.DEPARTS.values())), c.name
     assert [c.name for c in C.select("uplink-*,echo")][:2] == ["uplink-gpdu", "uplink-outer-udp-checksum"]
     assert "echo" in [c.name for c in C.select("uplink-*,echo")]
+
+
+# ---- N3 over IPv6 (--n3 6) ------------------------------------------------------------------------
+
+def _expected(name: str, n3: str, port: str = "fwd") -> list[bytes]:
+    c, x = C.BY_NAME[name], ctx(n3)
+    return [e for e, n in getattr(c.expect(x, [bytes(f) for f in c.frames(x)], {}), port) for _ in range(n)]
+
+
+def test_over_n3_ipv6_the_oracles_output_is_ipv6_and_passes():
+    """Every case built for N3 IPv6 passes on its own output; its G-PDUs are sent to the UPF's N3 IPv6
+    address from the peers' IPv6 addresses, and what it expects on N3 is over IPv6 too, with a UDP
+    checksum that is right (never 0)."""
+    a = Addressing()
+    for name in C.N3V6_CASES:
+        assert "6" in C.BY_NAME[name].n3
+        assert run_case(name, n3="6") == {"result": "pass"}, name
+    for f in C.BY_NAME["uplink-gpdu"].frames(ctx("6")):
+        assert f[IPv6].dst == a.dut_access6 and f[IPv6].src.startswith("fd47:7473::")
+    dl = _expected("downlink-gpdu", "6")
+    assert len(dl) == 5 * C.N_EACH
+    for f in dl:
+        e = Ether(f)
+        assert e[IPv6].dst in {a.sgw6(i) for i in range(4)} and e[IPv6].src == a.dut_access6
+        assert e[IPv6].fl == 0 and e[UDP].chksum != 0
+        redo = Ether(f)
+        redo[UDP].chksum = None
+        assert Ether(bytes(redo))[UDP].chksum == e[UDP].chksum
+    # the same inner packets as over IPv4: the uplink's T-PDUs are the same octets
+    assert _expected("uplink-gpdu", "6") == _expected("uplink-gpdu", "4")
+
+
+def test_over_n3_ipv6_a_wrong_checksum_flow_label_or_ipv4_outer_fails():
+    good = _expected("downlink-gpdu", "6")
+    for mutate in (lambda b: b.__setitem__(slice(14 + 46, 14 + 48), b"\0\0"),        # UDP checksum 0
+                   lambda b: b.__setitem__(14 + 47, b[14 + 47] ^ 1),                     # one bit off
+                   lambda b: b.__setitem__(14 + 3, 0x11)):                               # a flow label
+        bad = bytearray(good[0])
+        mutate(bad)
+        v = run_case("downlink-gpdu", got_fwd=[bytes(bad)] + good[1:], n3="6")
+        assert v["result"] == "fail" and v["diff"]["got"]["hex"] == bytes(bad).hex(), v
+    # the G-PDUs over IPv4, as a UPF that ignored the IPv6 peer would send them
+    assert run_case("downlink-gpdu", got_fwd=_expected("downlink-gpdu", "4"), n3="6")["result"] == "fail"
+    # an Echo Response over IPv4 to an Echo Request over IPv6
+    assert run_case("echo", got_back=_expected("echo", "4", "back"), n3="6")["result"] == "fail"
+    # an Error Indication whose GTP-U Peer Address is the IPv4 address (4 octets)
+    ei = Ether(_expected("error-indication", "6", "back")[0])
+    assert bytes(ei[UDP].payload)[-19:-16] == bytes([133, 0, 16])      # the IE: type 133, 16 octets
+
+
+def test_a_kernels_flow_label_is_a_known_departure_only():
+    """A UPF whose kernel sends its G-PDUs (Open5GS): its flow label is free, not its checksum."""
+    want = _expected("downlink-gpdu-ipv6", "6")[0]
+    like = C._fl_free(want, "x")
+    other = bytearray(want)
+    other[14 + 1] |= 0x0A
+    other[14 + 2:14 + 4] = b"\xbe\xef"
+    assert like.test(want) and like.test(bytes(other))
+    other[14 + 47] ^= 1                                                   # and its UDP checksum off
+    assert not like.test(bytes(other))

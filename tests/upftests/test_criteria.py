@@ -254,6 +254,70 @@ def test_end_marker_of_a_qfi_bearer_needs_the_pdu_session_container():
     assert c["verdict"] == "fail" and "PDU Session Container" in c["why"]
 
 
+# ---- handover over N3 IPv6 (--n3 6): every G-PDU's UDP checksum, the End Marker read with Scapy
+
+N3_6 = "fd47:7473::1"
+OLD6, NEW6 = ("fd47:7473::10", 0x80000000), ("fd47:7473::18", 0x80001000)
+
+
+def _gpdu6(path, pg, seq, qfi=None, csum=None):
+    """A downlink G-PDU over IPv6 with the engine's trailer in its T-PDU, its UDP checksum Scapy's
+    (or csum)."""
+    ext = [P.pdu_session_container(qfi, uplink=False)] if qfi is not None else ()
+    inner = bytes(P.ip_packet("198.18.0.1", "10.64.0.1", payload_len=64))
+    inner = inner[:-16] + struct.pack("<HHIQ", C.TRAILER_MAGIC, pg, seq, 0)
+    g = P.gtpu(inner, teid=path[1], src=N3_6, dst=path[0], ext=ext)
+    return _with_csum(bytes(g), csum)
+
+
+def _with_csum(f: bytes, csum):
+    if csum is None:
+        return f
+    b = bytearray(f)
+    b[60:62] = struct.pack("!H", csum(struct.unpack_from("!H", f, 60)[0]))
+    return bytes(b)
+
+
+def _em6(path, qfi=None, src=N3_6, csum=None, length=None):
+    ext = [P.pdu_session_container(qfi, uplink=False)] if qfi is not None else ()
+    return _with_csum(bytes(P.gtpu(b"", gtp_type=P.GTP_END_MARKER, teid=path[1], src=src, dst=path[0], ext=ext,
+                                   length=length)), csum)
+
+
+def _run6(em=None, qfi=None, bad_gpdu=None):
+    """The clean switch of _run over IPv6: 10 G-PDUs on OLD6, the End Marker em, 10 on NEW6; G-PDU
+    number bad_gpdu with its checksum made 0."""
+    frames = [_gpdu6(OLD6, 3, q, qfi, csum=(lambda c: 0) if q == bad_gpdu else None) for q in range(10)]
+    frames += [em if em is not None else _em6(OLD6, qfi)]
+    frames += [_gpdu6(NEW6, 3, q, qfi) for q in range(10, 20)]
+    return C.handover([(i * 20 * MS, f) for i, f in enumerate(frames)], 3, 20, OLD6, NEW6, qfi, 205 * MS,
+                      t_answer_ns=206 * MS, traffic_start_ns=0, n3_addr=N3_6)
+
+
+def test_handover_over_ipv6_clean_switch_passes():
+    for qfi in (None, 9):
+        c = _run6(qfi=qfi)
+        assert c["verdict"] == "pass", c
+        assert (c["end_markers_old"], c["udp_checksum_wrong"], c["end_marker_checked"]) == (1, 0, "Scapy: right"), c
+        assert C.classify(_em6(OLD6))["dst"] == OLD6[0] and C.classify(_em6(OLD6))["udp_ok"] is True
+
+
+@pytest.mark.parametrize("case,kw,why", [
+    ("a G-PDU with checksum 0", {"bad_gpdu": 4}, "1 packets over IPv6 with a wrong or zero UDP checksum"),
+    ("the End Marker's checksum off by one", {"em": _em6(OLD6, csum=lambda c: c ^ 1)},
+     "wrong or zero UDP checksum; End Marker over IPv6: UDP to 2152, checksum"),
+    ("the End Marker with checksum 0", {"em": _em6(OLD6, csum=lambda c: 0)}, "(Scapy's 0x"),
+    ("the End Marker from another address", {"em": _em6(OLD6, src="fd47:7473::2")},
+     "from fd47:7473::2, not the UPF's N3 address fd47:7473::1"),
+    ("the End Marker's GTP-U length wrong", {"em": _em6(OLD6, length=4)}, "GTP-U length 4, 0 octets follow"),
+    ("the End Marker of a QFI bearer without its container", {"em": _em6(OLD6), "qfi": 9},
+     "PDU Session Container"),
+])
+def test_handover_over_ipv6_faults_fail(case, kw, why):
+    c = _run6(**kw)
+    assert c["verdict"] == "fail" and why in c["why"], (case, c)
+
+
 # the issue's case (issue 31): `gtplab upftest handover` on a loaded host, the QFI session: 0 missing,
 # 0 duplicates, its End Marker after the last G-PDU, and every packet on the old path: the Update
 # FAR took effect after the traffic had ended
@@ -520,6 +584,8 @@ def test_gtplab_report_on_an_upftest_run_says_where_its_report_is(tmp_path):
 class _Refusing:
     """A UPF that rejects every session the tests ask for (as one without QERs or URRs would),
     with cause 73 (Rule creation/modification Failure) and the offending IE."""
+
+    n3 = "4"                        # Upf.n3: the sessions' N3 family
 
     class lab:
         class addressing:

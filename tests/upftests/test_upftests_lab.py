@@ -226,6 +226,63 @@ def test_usage_outcomes(name):
     _undecided(cases)
 
 
+@pytest.mark.timing        # 2 kpps and a switch while the traffic runs; report periods
+def test_handover_and_usage_over_n3_ipv6():
+    """--n3 6 (Upf.use_n3): every session's tunnel over IPv6 (F-TEID V6, OHC GTP-U/UDP/IPv6 to the gNBs'
+    IPv6 addresses). The PGW-U: its handover as over IPv4 (the new path, nothing lost or doubled, one
+    End Marker on each old tunnel after its last G-PDU, with the PSC on the QFI session), the End
+    Marker over IPv6 right as Scapy reads it, every G-PDU's UDP checksum right; its usage reports the
+    generator's counts exactly, the T-PDUs' octets (20 fewer in a frame than over IPv4)."""
+    with _open("embedded-pfcp") as upf:
+        upf.use_n3("6")
+        ho = handover.run(upf, pps=2000, duration=3.0)
+        us = usage.run(upf, duration=2.5)
+    _all_supported(ho + us)
+    _premises_stated(ho + us)
+    for c in _decided(ho):
+        assert c["verdict"] == "pass" and c["n3"] == "6", c
+        assert (c["missing"], c["duplicates"], c["end_markers_old"], c["end_markers_new"]) == (0, 0, 1, 0), c
+        assert c["old"].startswith("fd47:7473::") and c["new"].startswith("fd47:7473::"), c
+        assert (c["udp_checksum_wrong"], c["end_marker_checked"]) == (0, "Scapy: right"), c
+        assert c["end_marker_psc_qfi"] == (handover.QFI if c["case_id"].endswith("-qfi") else None), c
+    got = {c["case_id"]: c["verdict"] for c in _decided(us)}
+    assert all(v == "pass" for v in got.values()), got
+    for c in _decided(us):
+        assert c["n3"] == "6"
+        if c["case_id"] != "usage-quota":
+            assert c["reported"] == c["generator"] and c["generator"]["ul_packets"] > 0, c
+    _undecided(ho + us)
+
+
+@pytest.mark.open5gs
+@pytest.mark.timing        # 2 kpps and a switch while the traffic runs
+def test_handover_over_n3_ipv6_through_a_kernels_socket():
+    """Open5GS 8f25f3b (skipped without its runtime) sends its G-PDUs and End Markers over IPv6 from
+    its kernel's UDP socket: with the DUT's ports finishing their checksums in software (use_n3's
+    `tx off`; with the veths' offload the capture held the pseudo-header sums), its handover over
+    IPv6 passes as over IPv4, every checksum right and its End Markers right as Scapy reads them."""
+    with _open("embedded-open5gs") as upf:
+        upf.use_n3("6")
+        cases = handover.run(upf, pps=2000, duration=3.0)
+    _all_supported(cases)
+    _premises_stated(cases)
+    for c in _decided(cases):
+        assert c["verdict"] == "pass" and c["n3"] == "6", c
+        assert (c["udp_checksum_wrong"], c["end_marker_checked"], c["end_markers_old"]) == (0, "Scapy: right", 1), c
+    _undecided(cases)
+
+
+def test_n3_ipv6_refused_in_one_line_where_not_built(capsys):
+    """In process (gtplab.cli.main, as the command runs it): one line and exit 2, before any lab."""
+    from gtplab.cli import main
+    for args, words in ((("policing", "--n3", "6"), "--n3 6: built for handover and usage only, not policing"),
+                        (("n4", "--n3", "6"), "not n4"), (("rules", "--n3", "6"), "not rules"),
+                        (("handover", "--n3", "5"), "give 4 or 6")):
+        assert main(["upftest", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err, (args, err)
+
+
 # what each UPF is known to do with the classification cases (docs/upftests.md, "rules")
 RULES_KNOWN = {
     # the PGW-U's agent: SDF PDRs installed as the halves' filter lists, each URR its PDRs' packets
