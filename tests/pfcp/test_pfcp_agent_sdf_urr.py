@@ -110,3 +110,22 @@ def test_threshold_of_a_shared_urr_reported_at_the_crossing_packet(agent, assoc,
     assert cause(q) == 1
     assert reports(q, 78) == {1: vol([du] * 2, []), 2: vol([fu], []), 4: vol([u7] * 3, [])}
     assert _deleted_empty(assoc, pin_dir, seid, 4) == {u: vol([], []) for u in (1, 2, 4)}
+
+
+def test_removing_the_pdr_and_urr_of_a_quota_is_73(assoc, pin_dir):
+    """A modification that removes an SDF PDR together with its FAR and its URR, the session's one
+    URR with a quota: 73 naming that URR (its entry is set at establishment only; accepted, the entry
+    would outlive the URR). The quota is still enforced after it; the deletion empties sdf_urr."""
+    s = session([R.Pdr(uplink=True, precedence=10, sdf=(FLOW,), urr=R.UrrSpec(volume_quota=PKT))])
+    teid, seid = _est(assoc, s)
+    assert sdf_urr_entries(pin_dir) == 1
+    mod = sp.PFCP(version=1, S=1, seid=seid, seq=3) / sp.PFCPSessionModificationRequest(IE_list=[
+        sp.IE_RemovePDR(IE_list=[sp.IE_PDR_Id(id=3)]), sp.IE_RemoveFAR(IE_list=[sp.IE_FAR_Id(id=3)]),
+        sp.IE_RemoveURR(IE_list=[sp.IE_URR_Id(id=2)])])
+    r = assoc.req(mod)
+    assert (cause(r), rule(r)) == (73, (URR, 2))
+    fu = ul(teid, dport=PORT)
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert run(dp, [fu, fu, ul(teid)]) == [FWD_UL, DROP_QUOTA, FWD_UL]
+    _deleted_empty(assoc, pin_dir, seid, 4)
