@@ -80,6 +80,8 @@ struct urr_state {
 	__u64 traffic_ms;	/* CLOCK_MONOTONIC of the first packet seen since the last report (0: none);
 				 * the Time Threshold is traffic duration (TS 29.244 8.2.14) */
 	bool quota_reported;	/* the quota's exhaustion was reported */
+	bool in_sdf;		/* its threshold/quota is sdf_urr's entry {TEID, its ID}: PDRs of
+				 * SDF halves link it (PGWU_SDF_P_URR), not the bearer's qos */
 	/* in a direction classified by SDF filters (UL packets, UL octets, DL packets, DL octets):
 	 * what the PDRs a modification removed counted for it, and the bearer's counters when a
 	 * modification's first SDF PDR made its default PDR's usage a filter's */
@@ -190,6 +192,7 @@ struct pfcp_agent {
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
 	int qos_fd;		/* the data path's qos map (pgwu.h) */
 	int qos_ctl_fd;		/* the data path's qos_ctl program (pgwu.h struct pgwu_qos_ctl) */
+	int sdf_urr_fd;		/* sdf_urr: the thresholds/quotas of URRs of SDF PDRs (maps.h) */
 	int raw_fd;		/* raw IPv4 socket for End Markers (pfcp_gtpu.c), -1: none */
 	int raw_fd6;		/* raw IPv6 socket for End Markers to IPv6 peers (n3_addr6), -1: none */
 	__u32 mbr_burst_ms;	/* --mbr-burst-ms: a policer's depth, in time at its MBR */
@@ -308,6 +311,16 @@ int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool 
 void qos_remove(struct pfcp_agent *a, __u32 teid);
 int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q);
 int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after);
+/* The same for a URR of SDF PDRs (urr_state.in_sdf): its sdf_urr entry {teid, URR ID}, written
+ * (for the directions dirs, 1 << PGWU_PFCP_*), removed, read, taken from (op with
+ * PGWU_QOS_CTL_URR). urr_in_dp: the URR has a threshold or a quota the data path counts. */
+int urr_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_urr *u, __u32 dirs);
+void urr_remove(struct pfcp_agent *a, __u32 teid, __u32 urr_id);
+void sdf_urrs_remove(struct pfcp_agent *a, __u32 teid, const struct sess_rules *sr);	/* all */
+int urr_read(struct pfcp_agent *a, __u32 teid, __u32 urr_id, struct pgwu_qos *q);
+int urr_take(struct pfcp_agent *a, __u32 teid, __u32 urr_id, __u32 op, struct pgwu_qos *out,
+	     __u32 *after);
+bool urr_in_dp(const struct pgwu_urr *u);
 
 /* pfcp_gtpu.c: the raw socket; an End Marker to a peer's TEID (network order; qfi -1: no PDU
  * Session Container), sent once every data path run that may use the old tunnel is over. */

@@ -143,6 +143,7 @@ static int qos_ctl_run(struct pfcp_agent *a, __u32 teid, __u32 op, __u32 keep,
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = c, .data_size_in = sizeof(*c),
 		    .data_out = c, .data_size_out = sizeof(*c));
 
+	/* op with PGWU_QOS_CTL_URR: sdf_urr's entry {teid, c->urr_id} */
 	c->teid = teid;
 	c->op = op;
 	c->keep = keep;
@@ -171,7 +172,13 @@ int qos_update(struct pfcp_agent *a, __u32 teid, const struct pgwu_qos *q, bool 
  * after (CROSSED again: a second crossing recorded late, to take too). */
 int qos_take(struct pfcp_agent *a, __u32 teid, __u32 op, struct pgwu_qos *out, __u32 *after)
 {
-	struct pgwu_qos_ctl c = {};
+	return urr_take(a, teid, 0, op, out, after);
+}
+
+int urr_take(struct pfcp_agent *a, __u32 teid, __u32 urr_id, __u32 op, struct pgwu_qos *out,
+	     __u32 *after)
+{
+	struct pgwu_qos_ctl c = { .urr_id = urr_id };
 	int err = qos_ctl_run(a, teid, op, 0, &c);
 
 	if (!err) {
@@ -194,4 +201,61 @@ int qos_read(struct pfcp_agent *a, __u32 teid, struct pgwu_qos *q)
 	if (bpf_map_lookup_elem_flags(a->qos_fd, &teid, q, BPF_F_LOCK))
 		return -errno;
 	return 0;
+}
+
+/*
+ * A URR whose volume threshold or quota PDRs of SDF halves count (PGWU_SDF_P_URR): its sdf_urr
+ * entry {TEID, URR ID}, one for all its PDRs, so their usage adds up against one limit. Built as
+ * the bearer's entry is (qos_of) from the URR alone and the directions dirs (1 << PGWU_PFCP_*) of
+ * the PDRs that link it: its QUOTA* and VOLTH* flags, quota_left and th; no gate, no policer (the
+ * PDRs' QERs are sdf_qos's). Written before the PDRs that name it, removed after them.
+ */
+int urr_install(struct pfcp_agent *a, __u32 teid, const struct pgwu_urr *u, __u32 dirs)
+{
+	struct pgwu_urr_key k = { .teid = teid, .urr_id = u->id };
+	struct pgwu_pfcp_pdr one[2] = {};
+	struct pgwu_qos q;
+
+	for (int d = 0; d < 2; d++)
+		if (dirs & (1U << d)) {
+			one[d].n_urr = 1;
+			one[d].urr[0] = u->id;
+		}
+	qos_of(a, one, NULL, 0, u, 1, &q);
+	if (bpf_map_update_elem(a->sdf_urr_fd, &k, &q, BPF_NOEXIST | BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
+void urr_remove(struct pfcp_agent *a, __u32 teid, __u32 urr_id)
+{
+	struct pgwu_urr_key k = { .teid = teid, .urr_id = urr_id };
+
+	if (bpf_map_delete_elem(a->sdf_urr_fd, &k) && errno != ENOENT)
+		fprintf(stderr, "Couldn't remove the sdf_urr entry of TEID %u URR %u: %s\n",
+			ntohl(teid), urr_id, strerror(errno));
+}
+
+int urr_read(struct pfcp_agent *a, __u32 teid, __u32 urr_id, struct pgwu_qos *q)
+{
+	struct pgwu_urr_key k = { .teid = teid, .urr_id = urr_id };
+
+	if (bpf_map_lookup_elem_flags(a->sdf_urr_fd, &k, q, BPF_F_LOCK))
+		return -errno;
+	return 0;
+}
+
+void sdf_urrs_remove(struct pfcp_agent *a, __u32 teid, const struct sess_rules *sr)
+{
+	for (int u = 0; sr && u < sr->n_urr; u++)
+		if (sr->st[u].in_sdf)
+			urr_remove(a, teid, sr->urr[u].id);
+}
+
+/* A URR the data path measures or enforces (a volume threshold it reports, a quota) */
+bool urr_in_dp(const struct pgwu_urr *u)
+{
+	return ((u->triggers & RT_VOLTH) && (u->flags & PGWU_URR_VOL_THRESH) &&
+		(u->vol_thresh_flags & 7)) ||
+	       ((u->flags & PGWU_URR_VOL_QUOTA) && u->vol_quota_flags);
 }

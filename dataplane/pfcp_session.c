@@ -383,6 +383,7 @@ int sess_delete(struct pfcp_agent *a, struct sess *s, struct bearer *b, struct s
 		/* the halves are gone: the counters are final; the lists and rules after them */
 		sdf_read(a, s->r);
 		sdf_drop(a, s);
+		sdf_urrs_remove(a, s->teid, s->r);	/* after the rules that named them */
 	}
 	if (s->r)
 		qos_remove(a, s->teid);	/* after the halves that pointed at it */

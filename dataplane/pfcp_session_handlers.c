@@ -440,17 +440,7 @@ bad_pdr:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
 		return false;
 	}
-	/* URRs: the data path measures a threshold and a quota on the bearer's qos entry, which a
-	 * half with filters does not apply; reported on deletion, Query URR, periods, time */
-	for (int i = 0; i < m->n_create_urr; i++) {
-		const struct pfcp_urr *u = &m->create_urr[i];
-
-		if ((u->triggers & (RT_VOLTH | RT_VOLQU)) ||
-		    (u->present & (PFCP_URR_VOL_THRESH | PFCP_URR_VOL_QUOTA))) {
-			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, u->id);
-			return false;
-		}
-	}
+	/* URRs: a volume threshold or quota of the filter lists' PDRs is sdf_urr's (plan_sdf_urrs) */
 	l = malloc(sizeof(*l));
 	if (!l) {
 		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
@@ -559,6 +549,113 @@ static bool cp2up_ok(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 	return (f->apply & 0x1f) == PFCP_AA_FORW && f->has_fwd && p->dl_fwd && f->has_ohc &&
 	       ohc_ok(a, &f->ohc) && ohc_same(&f->ohc, &p->dl_far->ohc) &&
 	       (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
+}
+
+static int urr_index(const struct sess_rules *sr, __u32 id)
+{
+	for (int u = 0; u < sr->n_urr; u++)
+		if (sr->urr[u].id == id)
+			return u;
+	return -1;
+}
+
+static bool links_urr(const struct pgwu_pfcp_pdr *l, __u32 id)
+{
+	for (int k = 0; k < l->n_urr; k++)
+		if (l->urr[k] == id)
+			return true;
+	return false;
+}
+
+/*
+ * The URRs with a volume threshold or quota (urr_in_dp) that PDRs of the filter lists link (the
+ * SDF PDRs and the default of a direction with filters): each gets one sdf_urr entry, which all
+ * its PDRs count in (PGWU_SDF_P_URR, sp->urr_id), so their usage adds up against one threshold
+ * and one quota; st.in_sdf marks it. 73 naming the URR, for what one entry cannot measure: a PDR
+ * linking two such URRs (sdf_pdrs names one), such a URR linked also by the default PDR of a
+ * direction without filters (the bearer's qos entry measures that one) or by the CP2UP PDR.
+ * p->r->sdf holds the lists' PDRs in p->spec's order (plan_est).
+ */
+static bool plan_sdf_urrs(struct plan *p, struct reply *r)
+{
+	struct sess_rules *sr = p->r;
+	int e = 0;
+
+	if (!sr)
+		return true;
+	for (int dir = 0; dir < 2; dir++)
+		for (int i = 0; i < p->n_spec[dir]; i++, e++) {
+			struct sdf_pdr_spec *sp = &p->spec[dir][i];
+			const struct pgwu_pfcp_pdr *l = &sr->sdf[e].links;
+
+			for (int k = 0; k < l->n_urr; k++) {
+				int u = urr_index(sr, l->urr[k]);
+
+				if (u < 0 || !urr_in_dp(&sr->urr[u]))
+					continue;
+				if (sp->has_urr) {	/* its second one */
+					reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR,
+						    l->urr[k]);
+					plan_free(p);
+					return false;
+				}
+				sp->has_urr = true;
+				sp->urr_id = l->urr[k];
+				sr->st[u].in_sdf = true;
+			}
+		}
+	for (int u = 0; u < sr->n_urr; u++) {
+		if (!sr->st[u].in_sdf)
+			continue;
+		for (int dir = 0; dir < 2; dir++)
+			if (!p->n_spec[dir] && links_urr(&sr->pdr[dir], sr->urr[u].id))
+				goto bad_u;
+		if (p->cp2up && links_urr(&sr->cp2up, sr->urr[u].id))
+			goto bad_u;
+		continue;
+bad_u:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, sr->urr[u].id);
+		plan_free(p);
+		return false;
+	}
+	return true;
+}
+
+/* The URRs of SDF PDRs (st.in_sdf): their sdf_urr entries written, each for the directions of
+ * the PDRs that link it; all or none. 0 or -errno. */
+static int sdf_urrs_install(struct pfcp_agent *a, __u32 teid, const struct sess_rules *sr)
+{
+	int err = 0, u;
+
+	for (u = 0; u < sr->n_urr && !err; u++) {
+		__u32 dirs = 0;
+
+		if (!sr->st[u].in_sdf)
+			continue;
+		for (int e = 0; e < sr->n_sdf; e++)
+			if (links_urr(&sr->sdf[e].links, sr->urr[u].id))
+				dirs |= 1U << sr->sdf[e].dir;
+		err = urr_install(a, teid, &sr->urr[u], dirs);
+	}
+	if (err)
+		while (--u > 0)
+			if (sr->st[u - 1].in_sdf)
+				urr_remove(a, teid, sr->urr[u - 1].id);
+	return err;
+}
+
+/* The bearer's qos entry: its gate, MBR, and the threshold/quota of the URRs its halves
+ * without filters count (a direction in sdf_dirs applies its PDRs' entries, not this one) */
+static void bearer_qos_of(const struct pfcp_agent *a, const struct sess_rules *sr, __u8 sdf_dirs,
+			  const struct pgwu_qer *qer, const struct pgwu_urr *urr, struct pgwu_qos *q)
+{
+	struct pgwu_pfcp_pdr pdr[2];
+
+	memcpy(pdr, sr->pdr, sizeof(pdr));
+	for (int d = 0; d < 2; d++)
+		if (sdf_dirs & (1U << d))
+			pdr[d].n_urr = 0;
+	qos_of(a, pdr, qer, sr->n_qer, urr, sr->n_urr, q);
 }
 
 static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan *p,
@@ -816,7 +913,7 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 				}
 			}
 	}
-	return true;
+	return plan_sdf_urrs(p, r);
 bad_ul:
 	reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p->ul->id);
 	return false;
@@ -899,7 +996,8 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		/* what the data path enforces, in place before the halves that point at it */
 		struct pgwu_qos q;
 
-		qos_of(a, p.r->pdr, p.r->qer, p.r->n_qer, p.r->urr, p.r->n_urr, &q);
+		bearer_qos_of(a, p.r, (p.n_spec[0] ? 1 : 0) | (p.n_spec[1] ? 2 : 0), p.r->qer,
+			      p.r->urr, &q);
 		err = qos_install(a, teid, &q);
 		if (err == -EEXIST)
 			reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.ul->id);
@@ -909,6 +1007,14 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		if (err)
 			goto out;
 		qflag = PGWU_B_QOS;
+		/* the thresholds and quotas of URRs of SDF PDRs, before the PDRs that name them */
+		err = sdf_urrs_install(a, teid, p.r);
+		if (err) {
+			qos_remove(a, teid);
+			reject(&r, err == -E2BIG ? PFCP_CAUSE_NO_RESOURCES : PFCP_CAUSE_SYSTEM_FAILURE,
+			       0);
+			goto out;
+		}
 	}
 	/* the filter lists, before the halves that point at them (PGWU_B_SDF) */
 	for (int dir = 0; dir < 2; dir++) {
@@ -921,8 +1027,10 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		if (err) {
 			if (dir)
 				sdf_remove(&a->m.sdf, teid, PGWU_PFCP_UPLINK);
-			if (qflag)
+			if (qflag) {
+				sdf_urrs_remove(a, teid, p.r);
 				qos_remove(a, teid);
+			}
 			if (why)
 				reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR,
 					    p.spec[dir][p.n_spec[dir] - 1].pdr_id);
@@ -980,8 +1088,10 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 			if (p.r->sdf_dirs & (1U << dir))
 				sdf_remove(&a->m.sdf, teid, dir);
 	}
-	if (err && qflag)
+	if (err && qflag) {
+		sdf_urrs_remove(a, teid, p.r);
 		qos_remove(a, teid);
+	}
 	if (cp_err == -EEXIST)	/* the CP2UP F-TEID the CP chose is in use */
 		reject_rule(&r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, p.cp2up->id);
 	else if (err == -EEXIST)	/* the F-TEID the CP chose is in use */
@@ -1428,8 +1538,14 @@ bad_pdr:
 		pp->nr->st[n_urr].since_wall = usage_wall_ntp();
 		urr_set(&pp->nr->urr[n_urr++], &m->create_urr[i]);
 	}
-	/* a volume threshold or quota: measured on the bearer's qos entry, which a half with
-	 * filters does not apply */
+	/* a volume threshold or quota once a half has filters: set at establishment only (its
+	 * sdf_urr entry, plan_sdf_urrs, or the bearer's qos entry), kept while PDRs, FARs, QERs or
+	 * URRs are created or removed: 73 */
+	for (int i = 0; i < o->n_urr; i++)
+		if (o->st[i].in_sdf) {
+			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_URR, o->urr[i].id);
+			return false;
+		}
 	for (int i = 0; sdf_after && i < n_urr; i++) {
 		const struct pgwu_urr *u = &pp->nr->urr[i];
 
@@ -2074,7 +2190,7 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 
 		for (int i = 0; i < m->n_update_urr; i++)
 			new_quota |= !!(m->update_urr[i].present & PFCP_URR_VOL_QUOTA);
-		qos_of(a, s->r->pdr, p.qer, s->r->n_qer, p.urr, s->r->n_urr, &q);
+		bearer_qos_of(a, s->r, s->r->sdf_dirs, p.qer, p.urr, &q);
 		/* a crossing the data path recorded is reported before its entry changes; a
 		 * threshold it starts measuring (another URR's) counts from that URR's last report */
 		usage_crossing(a, s);

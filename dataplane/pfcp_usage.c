@@ -311,6 +311,19 @@ static int dp_urr(const struct sess *s, const struct pgwu_qos *q)
  */
 #define DP_TAKES_MAX 4		/* crossings taken in a row: one recorded late follows at once */
 
+/* qos_take on URR u's entry: sdf_urr's when its PDRs are SDF halves' (in_sdf), else the bearer's */
+static int dp_take(struct pfcp_agent *a, const struct sess *s, int u, __u32 op, struct pgwu_qos *q,
+		   __u32 *after)
+{
+	if (s->r->st[u].in_sdf)
+		return urr_take(a, s->teid, s->r->urr[u].id, op | PGWU_QOS_CTL_URR, q, after);
+	return qos_take(a, s->teid, op, q, after);
+}
+
+/* The flags of the sdf_urr entry of each URR of SDF PDRs (0 for the others), its crossing
+ * reported first when it has one (crossed[u]: a VOLTH report went) */
+static void sdf_urr_crossings(struct pfcp_agent *a, struct sess *s, __u32 fl[], bool crossed[]);
+
 static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
 		     const __u8 *trig, struct pfcp_w *w)
 {
@@ -320,7 +333,7 @@ static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
 	int err, n = 0;
 
 	while (n < DP_TAKES_MAX && (after & PGWU_QOS_VOLTH_CROSSED)) {
-		if (qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_CROSSING, &q, &after) ||
+		if (dp_take(a, s, u, PGWU_QOS_CTL_TAKE_CROSSING, &q, &after) ||
 		    !(q.flags & PGWU_QOS_VOLTH_CROSSED))
 			break;
 		vol_of(q.th.at, v);
@@ -329,7 +342,7 @@ static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
 	}
 	if (!trig)
 		return n;
-	err = qos_take(a, s->teid, PGWU_QOS_CTL_TAKE_ALL, &q, &after);
+	err = dp_take(a, s, u, PGWU_QOS_CTL_TAKE_ALL, &q, &after);
 	if (err)
 		return err;
 	if (q.flags & PGWU_QOS_VOLTH_CROSSED) {	/* crossed since the entry was read */
@@ -345,12 +358,32 @@ static int dp_report(struct pfcp_agent *a, struct sess *s, int u, bool crossed,
 	return n;
 }
 
+static void sdf_urr_crossings(struct pfcp_agent *a, struct sess *s, __u32 fl[], bool crossed[])
+{
+	struct pgwu_qos q;
+
+	for (int u = 0; u < s->r->n_urr; u++) {
+		fl[u] = 0;
+		crossed[u] = false;
+		if (!s->r->st[u].in_sdf || urr_read(a, s->teid, s->r->urr[u].id, &q))
+			continue;
+		fl[u] = q.flags;
+		if (q.flags & PGWU_QOS_VOLTH_CROSSED)
+			crossed[u] = dp_report(a, s, u, true, NULL, NULL) > 0;
+	}
+}
+
 void usage_crossing(struct pfcp_agent *a, struct sess *s)
 {
+	__u32 fl[PGWU_PFCP_MAX_RULES];
+	bool crossed[PGWU_PFCP_MAX_RULES];
 	struct pgwu_qos q;
 	int u;
 
-	if (!s->r || qos_read(a, s->teid, &q) || !(q.flags & PGWU_QOS_VOLTH_CROSSED))
+	if (!s->r)
+		return;
+	sdf_urr_crossings(a, s, fl, crossed);
+	if (qos_read(a, s->teid, &q) || !(q.flags & PGWU_QOS_VOLTH_CROSSED))
 		return;
 	u = dp_urr(s, &q);
 	if (u >= 0)
@@ -371,6 +404,8 @@ void usage_since(struct pfcp_agent *a, struct sess *s, __u32 urr_id, __u64 out[4
 
 static void usage_check(struct pfcp_agent *a, struct sess *s)
 {
+	__u32 fl[PGWU_PFCP_MAX_RULES];
+	bool sdf_crossed[PGWU_PFCP_MAX_RULES];
 	struct pgwu_qos q;
 	struct bearer b;
 	bool have_q, exhausted, crossed = false;
@@ -382,24 +417,29 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 	/* a crossing first: its report takes the usage up to it, what follows is measured on */
 	if (dpu >= 0 && (q.flags & PGWU_QOS_VOLTH_CROSSED))
 		crossed = dp_report(a, s, dpu, true, NULL, NULL) > 0;
+	sdf_urr_crossings(a, s, fl, sdf_crossed);
 	if (sess_usage(a, s, &b))
 		return;
 	for (int u = 0; u < s->r->n_urr; u++) {
 		struct pgwu_urr *urr = &s->r->urr[u];
 		struct urr_state *st = &s->r->st[u];
 		const __u8 *trig = NULL;
+		/* the data path measures its threshold (its report: dp_report), holds its quota */
+		bool dp = st->in_sdf ? !!(fl[u] & PGWU_QOS_VOLTH) : u == dpu;
+		bool ex = st->in_sdf ? !!(fl[u] & PGWU_QOS_EXHAUSTED) : exhausted;
+		bool cr = st->in_sdf ? sdf_crossed[u] : crossed && u == dpu;
 		__u64 v[6];
 
 		urr_usage(s, u, &b, v);
 		if (!st->traffic_ms && v[3])
 			st->traffic_ms = a->now_ms;	/* seen within USAGE_TICK_MS of the first packet */
-		if ((urr->triggers & RT_VOLQU) && (urr->flags & PGWU_URR_VOL_QUOTA) && exhausted &&
+		if ((urr->triggers & RT_VOLQU) && (urr->flags & PGWU_URR_VOL_QUOTA) && ex &&
 		    !st->quota_reported) {
 			trig = UR_VOLQU;
 			st->quota_reported = true;
-		} else if (crossed && u == dpu) {
+		} else if (cr) {
 			/* a VOLTH report went this tick: no other but the quota's */
-		} else if (u != dpu && (urr->triggers & RT_VOLTH) &&
+		} else if (!dp && (urr->triggers & RT_VOLTH) &&
 			   (urr->flags & PGWU_URR_VOL_THRESH) &&
 			   over(v, urr->vol_thresh_flags, urr->vol_thresh)) {
 			trig = UR_VOLTH;
@@ -417,7 +457,7 @@ static void usage_check(struct pfcp_agent *a, struct sess *s)
 			if (st->next_period_ms <= a->now_ms)
 				st->next_period_ms = a->now_ms + (__u64)urr->period * 1000;
 		}
-		if (trig && (u != dpu || dp_report(a, s, u, false, trig, NULL) < 0))
+		if (trig && (!dp || dp_report(a, s, u, false, trig, NULL) < 0))
 			report_send(a, s, u, v, trig);
 	}
 }
@@ -440,6 +480,8 @@ void usage_tick(struct pfcp_agent *a)
 void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		     const struct pfcp_msg *m)
 {
+	__u32 fl[PGWU_PFCP_MAX_RULES];
+	bool sdf_crossed[PGWU_PFCP_MAX_RULES];
 	struct pgwu_qos q;
 	struct bearer b;
 	int dpu;
@@ -451,13 +493,15 @@ void w_query_reports(struct pfcp_agent *a, struct pfcp_w *w, struct sess *s,
 		/* a crossing goes out on its own whether or not this URR is asked */
 		dp_report(a, s, dpu, true, NULL, NULL);
 	}
+	sdf_urr_crossings(a, s, fl, sdf_crossed);	/* the same, of SDF PDRs' URRs */
 	for (int u = 0; u < s->r->n_urr; u++) {
 		bool asked = m->smreq & PFCP_SMREQ_QAURR;
+		bool dp = s->r->st[u].in_sdf ? !!(fl[u] & PGWU_QOS_VOLTH) : u == dpu;
 		__u64 v[6];
 
 		for (int i = 0; i < m->n_query_urr && !asked; i++)
 			asked = m->query_urr[i] == s->r->urr[u].id;
-		if (!asked || (u == dpu && dp_report(a, s, u, false, UR_IMMER, w) >= 0))
+		if (!asked || (dp && dp_report(a, s, u, false, UR_IMMER, w) >= 0))
 			continue;
 		urr_usage(s, u, &b, v);
 		w_report(a, w, PFCP_IE_USAGE_REPORT_SMR, s, u, v, UR_IMMER);

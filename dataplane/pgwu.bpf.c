@@ -121,9 +121,10 @@ static __always_inline void volth_add(struct pgwu_qos *q, __u32 dir, __u32 len)
  * is rewritten, doubles the states the verifier walks through the rest of xdp_sgi (over its
  * limit of 10^6 instructions).
  */
-static __always_inline __u32 qos_apply_map(void *map, __u32 key, __u32 dir, __u32 len, int counted)
+static __always_inline __u32 qos_apply_map(void *map, const void *key, __u32 dir, __u32 len,
+					   int counted)
 {
-	struct pgwu_qos *q = bpf_map_lookup_elem(map, &key);
+	struct pgwu_qos *q = bpf_map_lookup_elem(map, key);
 	struct pgwu_police *p;
 	__u64 now = 0, cost, el, credit = 0;
 	__u32 reason = 0, flags;
@@ -175,10 +176,11 @@ static __always_inline __u32 qos_apply_map(void *map, __u32 key, __u32 dir, __u3
 	return reason;
 }
 
-/* the bearer's entry (qos, keyed by its local TEID); sdf.h applies a PDR's (sdf_qos) */
+/* the bearer's entry (qos, keyed by its local TEID); sdf.h applies a PDR's (sdf_qos) and its
+ * URR's (sdf_urr) */
 static __always_inline __u32 qos_apply(__be32 teid, __u32 dir, __u32 len, int counted)
 {
-	return qos_apply_map(&qos, teid, dir, len, counted);
+	return qos_apply_map(&qos, &teid, dir, len, counted);
 }
 
 #include "sdf.h"
@@ -2250,10 +2252,17 @@ int qos_ctl(struct xdp_md *ctx)
 	op = c->op;
 	keep = c->keep;
 	teid = c->teid;
+	if (op & PGWU_QOS_CTL_URR) {
+		struct pgwu_urr_key uk = { .teid = teid, .urr_id = c->urr_id };
+
+		op &= ~PGWU_QOS_CTL_URR;
+		q = bpf_map_lookup_elem(&sdf_urr, &uk);
+	} else {
+		q = bpf_map_lookup_elem(&qos, &teid);
+	}
 	if (op != PGWU_QOS_CTL_SET && op != PGWU_QOS_CTL_TAKE_CROSSING &&
 	    op != PGWU_QOS_CTL_TAKE_ALL)
 		return XDP_ABORTED;
-	q = bpf_map_lookup_elem(&qos, &teid);
 	if (!q)
 		return XDP_DROP;
 	if (op == PGWU_QOS_CTL_SET) {

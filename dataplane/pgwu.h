@@ -314,6 +314,13 @@ struct pgwu_sdf_filter {
 	__u8 proto, tos, tos_mask, pad;
 };
 
+/* sdf_urr's key: a session's URR whose volume threshold or quota PDRs of its SDF halves count
+ * (PGWU_SDF_P_URR). teid: the local TEID both halves are keyed by (as qos), network order. */
+struct pgwu_urr_key {
+	__u32 teid;
+	__u32 urr_id;
+};
+
 struct pgwu_sdf_key {
 	__u32 teid;		/* the bearer's local TEID, network order */
 	__u32 dir;		/* PGWU_PFCP_UPLINK 0, PGWU_PFCP_DOWNLINK 1 */
@@ -332,12 +339,16 @@ struct pgwu_sdf_list {
 #define PGWU_SDF_P_CP	(1U << 2)	/* the FAR forwards to the CP function: cp_relay {rule,
 					 * PGWU_CP_UP2CP} holds its tunnel; only xdp_cp sends there
 					 * (another path that finds it: drop_far) */
+#define PGWU_SDF_P_URR	(1U << 3)	/* sdf_urr {the half's TEID, urr} holds the volume threshold
+					 * and quota of a URR it counts in (struct pgwu_qos: flags
+					 * QUOTA* / VOLTH* only), which other PDRs may share */
 
 struct pgwu_sdf_pdr {
 	__u32 flags;		/* PGWU_SDF_P_* */
 	__u32 precedence;	/* as given (the list's order) */
 	__u16 pdr_id;		/* the PFCP PDR ID (0: set by `pgwu session add`) */
-	__u16 pad[3];
+	__u16 pad;
+	__u32 urr;		/* PGWU_SDF_P_URR: the URR ID, sdf_urr's key with the TEID */
 	__u64 packets;
 	__u64 bytes;
 };
@@ -735,13 +746,17 @@ struct pgwu_qos {
 #define PGWU_QOS_CTL_SET		1
 #define PGWU_QOS_CTL_TAKE_CROSSING	2
 #define PGWU_QOS_CTL_TAKE_ALL		3
+#define PGWU_QOS_CTL_URR		(1U << 8)	/* op's flag: sdf_urr's entry {teid, urr_id},
+							 * not qos's */
 #define PGWU_QOS_KEEP_QUOTA		(1U << 0)
 
 struct pgwu_qos_ctl {
 	__u32 teid;		/* the entry's key, network order */
-	__u32 op;		/* PGWU_QOS_CTL_* */
+	__u32 op;		/* PGWU_QOS_CTL_*, with PGWU_QOS_CTL_URR: sdf_urr's entry */
 	__u32 keep;		/* SET: PGWU_QOS_KEEP_* */
 	__u32 after;		/* out: the entry's flags after the op */
+	__u32 urr_id;		/* PGWU_QOS_CTL_URR: the rest of sdf_urr's key */
+	__u32 pad;
 	struct pgwu_qos q;	/* SET: in (its lock ignored); TAKE_*: out */
 };
 

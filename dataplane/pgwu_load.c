@@ -159,6 +159,8 @@ static int open_skel(__u32 max_bearers, bool tracing, struct pgwu_bpf **out)
 		err = bpf_map__set_max_entries(skel->maps.sdf_pdrs, 4 * sdf_lists_for(max_bearers));
 	if (!err)
 		err = bpf_map__set_max_entries(skel->maps.sdf_qos, 4 * sdf_lists_for(max_bearers));
+	if (!err)	/* URRs with a threshold or quota of SDF PDRs: at most one a PDR */
+		err = bpf_map__set_max_entries(skel->maps.sdf_urr, 4 * sdf_lists_for(max_bearers));
 	if (!err)	/* the CP function's tunnels: one or two per IPv6 session that has them */
 		err = bpf_map__set_max_entries(skel->maps.cp_relay, 4 * sdf_lists_for(max_bearers));
 	if (!err)

@@ -420,7 +420,7 @@ int do_pfcp(const void *cfg)
 
 	memset(a, 0, sizeof(*a));
 	a->sock = a->lock_fd = a->stats_fd = a->peers_fd = a->sess_fd = a->rules_fd = -1;
-	a->qos_fd = a->qos_ctl_fd = a->raw_fd = a->raw_fd6 = -1;
+	a->qos_fd = a->qos_ctl_fd = a->sdf_urr_fd = a->raw_fd = a->raw_fd6 = -1;
 	a->mbr_burst_ms = o->mbr_burst_ms.v;
 	a->restart_policy = o->restart_policy.v;
 	a->allow_cp_move = o->allow_cp_move.set;
@@ -466,6 +466,13 @@ int do_pfcp(const void *cfg)
 		fprintf(stderr, "pgwu was loaded by an older pgwu without the qos_ctl program: "
 			"unload and load it again\n");
 		err = a->qos_ctl_fd;
+		goto out;
+	}
+	a->sdf_urr_fd = pinned_open("sdf_urr");
+	if (a->sdf_urr_fd < 0) {
+		fprintf(stderr, "pgwu was loaded by an older pgwu without the sdf_urr map: unload and "
+			"load it again\n");
+		err = a->sdf_urr_fd;
 		goto out;
 	}
 	err = config_read(a->m.config, &c);
@@ -605,6 +612,8 @@ out:
 		close(a->qos_fd);
 	if (a->qos_ctl_fd >= 0)
 		close(a->qos_ctl_fd);
+	if (a->sdf_urr_fd >= 0)
+		close(a->sdf_urr_fd);
 	gtpu_close(a);
 	maps_close(&a->m);
 	return err;

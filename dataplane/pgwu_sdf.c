@@ -412,8 +412,8 @@ int sdf_rule_add(const struct sdf_maps *m, const struct sdf_pdr_spec *p, __u32 *
 {
 	struct pgwu_sdf_pdr d = {
 		.flags = (p->drop ? PGWU_SDF_P_DROP : 0) | (p->has_qos ? PGWU_SDF_P_QOS : 0) |
-			 (p->to_cp ? PGWU_SDF_P_CP : 0),
-		.precedence = p->precedence, .pdr_id = p->pdr_id,
+			 (p->to_cp ? PGWU_SDF_P_CP : 0) | (p->has_urr ? PGWU_SDF_P_URR : 0),
+		.precedence = p->precedence, .pdr_id = p->pdr_id, .urr = p->urr_id,
 	};
 	int err = -ENOSPC;
 
@@ -466,8 +466,8 @@ int sdf_install(const struct sdf_maps *m, __u32 teid, int dir, struct sdf_pdr_sp
 	for (i = 0; i < n; i++) {
 		struct pgwu_sdf_pdr d = {
 			.flags = (p[i].drop ? PGWU_SDF_P_DROP : 0) | (p[i].has_qos ? PGWU_SDF_P_QOS : 0) |
-				 (p[i].to_cp ? PGWU_SDF_P_CP : 0),
-			.precedence = p[i].precedence, .pdr_id = p[i].pdr_id,
+				 (p[i].to_cp ? PGWU_SDF_P_CP : 0) | (p[i].has_urr ? PGWU_SDF_P_URR : 0),
+			.precedence = p[i].precedence, .pdr_id = p[i].pdr_id, .urr = p[i].urr_id,
 		};
 
 		for (k = 0; k < 64; k++) {

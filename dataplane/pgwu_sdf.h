@@ -43,7 +43,8 @@ struct sdf_spec {
 
 /* One PDR of a bearer half: its precedence, its SDF filters (none: it matches everything), its
  * FAR (drop, forward, or forward to the CP function in a GTP-U tunnel: to_cp, cp_addr and
- * cp_teid network order, uplink only) and its QER (gate, MBR: has_qos, q). */
+ * cp_teid network order, uplink only), its QER (gate, MBR: has_qos, q) and the URR whose volume
+ * threshold or quota it counts in (has_urr, urr_id: the entry is the PFCP agent's to write). */
 struct sdf_pdr_spec {
 	__u32 precedence;
 	__u16 pdr_id;
@@ -52,6 +53,8 @@ struct sdf_pdr_spec {
 	__u32 cp_addr, cp_teid;
 	bool has_qos;
 	struct pgwu_qos q;
+	bool has_urr;		/* PGWU_SDF_P_URR: a URR's threshold/quota in sdf_urr {TEID, urr_id} */
+	__u32 urr_id;
 	int n;
 	struct sdf_spec s[SDF_MAX_SPECS];
 };

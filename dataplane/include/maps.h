@@ -291,6 +291,19 @@ struct {
 	__type(value, struct pgwu_qos);
 } sdf_qos SEC(".maps");
 
+/* A URR's volume threshold and quota counted by PDRs of SDF halves (PGWU_SDF_P_URR), one entry for
+ * all the PDRs that link it (struct pgwu_qos: only its QUOTA* and VOLTH* flags, quota_left and th
+ * are used; gate and MBR are the PDR's QER's, sdf_qos). Written by `pgwu pfcp` before the PDRs
+ * that name it, removed after them; read and updated under its lock by sdf.h, changed by qos_ctl
+ * (PGWU_QOS_CTL_URR). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, PGWU_SDF_RULES);
+	__type(key, struct pgwu_urr_key);
+	__type(value, struct pgwu_qos);
+} sdf_urr SEC(".maps");
+
 /* The tunnels to and from the CP function (struct pgwu_cp_relay in pgwu.h): written by pgwu
  * (session add --filter "... cp ADDR TEID", --cp-teid) and `pgwu pfcp` before the half gets
  * PGWU_B_CP / PGWU_B_CP2UP, removed after; read by xdp_cp, which adds to the usage counters. */

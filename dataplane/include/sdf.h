@@ -10,14 +10,16 @@
  * downlink), len its length. Returns 0 to go on (the matched PDR forwards, its QER let the packet
  * through, its usage counted when `counted`: the packet is forwarded by XDP, as the bearer's
  * counters), else the drop reason: DROP_NO_PDR (no filter matches), DROP_FAR (its FAR drops), or
- * its QER's DROP_GATE_CLOSED / DROP_MBR / DROP_QUOTA.
+ * its QER's DROP_GATE_CLOSED / DROP_MBR / DROP_QUOTA, or its URR's DROP_QUOTA (PGWU_SDF_P_URR: the
+ * quota of a URR, in sdf_urr, shared by every PDR that links it; its volume threshold is measured
+ * there too).
  *
  * The work is in a global function, pgwu_pdr_apply, which the verifier checks once, on its own:
  * inlined, a 32-filter loop would multiply the states it walks through the rest of each path (each
  * is close to its limit already), and the paths' stacks stay as they are (it has its own frame; the
  * IPv6 ones are tail calls already). The cost is bounded: one hash lookup of the list, at most
  * PGWU_SDF_MAX filters compared (a few loads and compares each, no helper call), one lookup of the
- * matched PDR, one of its QER when it has one.
+ * matched PDR, one of its QER when it has one, one of its URR's (sdf_urr) when it has one.
  *
  * Byte order: addresses and SPI as on the wire (network order), ports and flow label host order.
  */
@@ -74,7 +76,7 @@ __attribute__((noinline)) int pgwu_pdr_apply(struct xdp_md *ctx, __u32 teid, __u
 	__u32 dir = how & 1, counted = (how >> 1) & 1, l3_off = how >> 16;
 
 	if (!(flags & PGWU_B_SDF))
-		return qos_apply_map(&qos, teid, dir, len, counted);
+		return qos_apply_map(&qos, &teid, dir, len, counted);
 	p = bpf_map_lookup_elem(&sdf_scratch, &zero);
 	if (!p)
 		return PGWU_R_DROP_NOT_CONFIGURED;
@@ -107,7 +109,17 @@ __attribute__((noinline)) int pgwu_pdr_apply(struct xdp_md *ctx, __u32 teid, __u
 	if ((d->flags & PGWU_SDF_P_DROP) || ((d->flags & PGWU_SDF_P_CP) && !(how & PDR_RELAY)))
 		return PGWU_R_DROP_FAR;
 	if (d->flags & PGWU_SDF_P_QOS) {
-		__u32 qr = qos_apply_map(&sdf_qos, rule, dir, len, counted);
+		__u32 qr = qos_apply_map(&sdf_qos, &rule, dir, len, counted);
+
+		if (qr)
+			return qr;
+	}
+	if (d->flags & PGWU_SDF_P_URR) {
+		/* its URR's quota and threshold, one entry for every PDR that links it; after the
+		 * QER, so a packet the gate or MBR drops costs the quota nothing (one the quota
+		 * drops has taken its MBR credit: the QER's bucket is another entry's) */
+		struct pgwu_urr_key uk = { .teid = teid, .urr_id = d->urr };
+		__u32 qr = qos_apply_map(&sdf_urr, &uk, dir, len, counted);
 
 		if (qr)
 			return qr;

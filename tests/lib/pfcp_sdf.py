@@ -5,9 +5,14 @@ made of them (each frame's reason and verdict, the Usage Reports' volumes, the s
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import struct
+import time
 
+from scapy.contrib.pfcp import PFCP
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -50,6 +55,43 @@ def sdf_maps(pin_dir: str) -> dict[str, int]:
     for name in ("sdf_lists", "sdf_pdrs", "sdf_qos"):
         with bpf.Map.pinned(os.path.join(pin_dir, name)) as m:
             out[name] = len(list(m.keys()))
+    return out
+
+
+def sdf_urr_entries(pin_dir: str) -> int:
+    """entries in sdf_urr (the thresholds and quotas of URRs of SDF PDRs)"""
+    with bpf.Map.pinned(os.path.join(pin_dir, "sdf_urr")) as m:
+        return len(list(m.keys()))
+
+
+@contextlib.contextmanager
+def agent_held(agent):
+    """The agent stopped (SIGSTOP) while packets run through the data path, released (SIGCONT) after:
+    meanwhile it reads no counter and sends nothing, so what it reports of those packets afterwards
+    is what the data path recorded as they passed, not what a poll of the counters finds later."""
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+
+
+def session_reports(assoc, cp_seid: int, timeout: float, n: int | None = None) -> list[dict]:
+    """The Usage Reports (usage_report) of the Session Report Requests for cp_seid that arrive within
+    timeout seconds, each checked to carry Report Type USAR; returns early once n have come."""
+    out: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while (n is None or len(out) < n) and (left := deadline - time.monotonic()) > 0:
+        try:
+            m = PFCP(assoc.recv_raw(left))
+        except socket.timeout:
+            break
+        if m.message_type != 56:
+            continue
+        assert m.seid == cp_seid, f"report for SEID {m.seid:#x}"
+        got = list(m.payload.IE_list)
+        assert [bytes(i)[4] for i in got if i.ietype == 39] == [0x02], "Report Type not USAR"
+        out += [usage_report(i) for i in got if i.ietype == 80]
     return out
 
 

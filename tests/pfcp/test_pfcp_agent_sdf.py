@@ -150,7 +150,9 @@ REFUSED = [
         [R.Pdr(uplink=False, precedence=10 + k, sdf=(R.SdfFilter(
             flow="permit out 17 from any 1,2,3,4,5,6,7,8 to assigned"),)) for k in range(4)]
         + [R.Pdr(uplink=False, precedence=20, sdf=(FLOW,))])), (PDR, 7)),
-    ("volume-quota-urr", lambda: est_msg(2, 0x10, session(
+    # a quota's URR linked by the uplink default (a filter: uplink has an SDF PDR) and the downlink
+    # default (the bearer's qos entry): two entries cannot hold one quota (test_pfcp_agent_sdf_urr.py)
+    ("volume-quota-urr-of-a-filtered-and-an-unfiltered-half", lambda: est_msg(2, 0x10, session(
         [R.Pdr(uplink=True, precedence=10, sdf=(FLOW,))], urr=R.UrrSpec(volume_quota=10_000))), (URR, 1)),
     ("downlink-sdf-pdr-another-tunnel", None, (FAR, 3)),
 ]

@@ -11,10 +11,6 @@ on their own: each test waits for them with a deadline, never asserting how fast
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import struct
 import time
 
@@ -25,6 +21,7 @@ from gtplab.gtpu import packets as P
 from gtplab.dut.dataplane import Dataplane
 from tests.lib import pfcp_msgs as M
 from tests.lib.pfcp_agent import UE, cause, created_teid, forwarding_config, up_seid, usage_report
+from tests.lib.pfcp_sdf import agent_held, session_reports
 
 pytestmark = pytest.mark.bpf
 
@@ -52,36 +49,10 @@ VOLQU, TERMR = 0x01 << 8, 0x08 << 8
 
 
 def next_report(assoc, timeout: float) -> dict | None:
-    """The next Session Report Request (its one Usage Report, checked to be for our session with
-    Report Type USAR), or None after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            b = assoc.recv_raw(left)
-        except socket.timeout:
-            return None
-        m = PFCP(b)
-        if m.message_type != 56:
-            continue
-        assert m.seid == CP_SEID, f"report for SEID {m.seid:#x}"
-        ies = list(m.payload.IE_list)
-        rt = [bytes(i)[4] for i in ies if i.ietype == 39]
-        assert rt == [0x02], f"Report Type {rt}"
-        [ur] = [i for i in ies if i.ietype == 80]
-        return usage_report(ur)
-    return None
-
-
-@contextlib.contextmanager
-def agent_held(agent):
-    """The agent stopped (SIGSTOP) while packets run through the data path, released (SIGCONT) after:
-    meanwhile it reads no counter and sends nothing, so what it reports of those packets afterwards
-    is what the data path recorded as they passed, not what a poll of the counters finds later."""
-    os.kill(agent.proc.pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        os.kill(agent.proc.pid, signal.SIGCONT)
+    """The next Session Report Request's Usage Report (for our session, Report Type USAR), or None
+    after timeout seconds."""
+    got = session_reports(assoc, CP_SEID, timeout, n=1)
+    return got[0] if got else None
 
 
 def final_report(assoc, seid: int, seq: int) -> dict:
