@@ -1441,6 +1441,27 @@ def test_session_commands_keep_the_ipv6_slot_index_right(loaded, tmp_path):
         assert fwd6(65, pfx65) == ("drop", "drop")
 
 
+def test_the_ipv6_downlink_finds_the_64_in_its_slot_and_counts_there(loaded):
+    """xdp_sgi6 finds a /64 through dl6_slots (its slot: octets 4-7 of the /64, read by the program
+    as one shift and a byte swap of the key, slot6_of) and counts the packet there, not in the hash
+    entry: a slot the program computes otherwise than pgwu fills it (pgwu_slot6_of) would still
+    forward, through dl6_bearers, at a hash lookup's cost every packet."""
+    from gtplab.gtpu import packets as P
+    from gtplab.dut.dataplane import Dataplane
+    ok(loaded, "config", "--nexthop", "access", "lo", "02:00:00:00:00:01")
+    ok(loaded, "config", "--nexthop", "sgi", "lo", "02:00:00:00:00:02")
+    pfx = "fd47:7470:102:305::"             # slot 0x01020305 & 63 = 5; octets reversed would be 1
+    assert add(loaded, 1, "10.45.0.1", "192.0.2.1", 0x100, "--ue6", pfx + "/64").returncode == 0
+    assert _slots6(loaded, 1, pfx)[1] == _p64(pfx)
+    with Dataplane(loaded) as dp:
+        for _ in range(3):
+            assert dp.run_sgi(bytes(P.downlink_ip6(pfx + "10", "fd47:7471::10", size=200))).verdict == "tx"
+    with bpf.Map.pinned(f"{loaded}/dl6_slots") as d, bpf.Map.pinned(f"{loaded}/dl6_bearers") as h:
+        in_slot = struct.unpack_from("=Q", d.lookup(struct.pack("=I", 0x01020305 & (d.max_entries - 1))), 32)[0]
+        in_hash = struct.unpack_from("=Q", h.lookup(_p64(pfx)), 16)[0]
+    assert (in_slot, in_hash) == (3, 0)
+
+
 BAD_UE6 = [
     ("fd47:7470:0:2::/48", "not a /64"),
     ("fd47:7470:0:2::/128", "not a /64"),
