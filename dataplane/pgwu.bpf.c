@@ -510,6 +510,20 @@ static __always_inline int gtpu_gpdu_hdr(struct gtpu_hdr *og, const void *data_e
 	return 0;
 }
 
+/* The IPv6 header of a packet the PGW-U itself sends (a reply, an ICMPv6 error, an error's tunnel):
+ * class and flow label 0, hop limit OUTER_TTL, no extension header. src and dst must not point
+ * into the packet. */
+static __always_inline void ipv6_own_hdr(struct ipv6hdr *ip6, const __u8 *src, const __u8 *dst, __u8 nexthdr,
+					 __u16 payload_len)
+{
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(payload_len);
+	ip6->nexthdr = nexthdr;
+	ip6->hop_limit = OUTER_TTL;
+	__builtin_memcpy(&ip6->saddr, src, 16);
+	__builtin_memcpy(&ip6->daddr, dst, 16);
+}
+
 /* The tunnel of an error the PGW-U sends a UE (ICMP or ICMPv6 Time Exceeded of an uplink packet) at
  * oip: outer IPv4 local -> sgw (ipv4_own_hdr), UDP 2152 -> 2152 without a checksum, a G-PDU header
  * to steid with, when x (8), a DL PDU Session Container of QFI qfi, for n octets of inner packet.
@@ -561,12 +575,7 @@ static __always_inline int reply_tunnel6(struct xdp_md *ctx, __u32 l2, const __u
 
 	if ((void *)(og + 1) > data_end)
 		return -1;
-	*(__be32 *)o6 = bpf_htonl(0x60000000);
-	o6->payload_len = bpf_htons(16 + x + n);
-	o6->nexthdr = IPPROTO_UDP;
-	o6->hop_limit = OUTER_TTL;
-	__builtin_memcpy(&o6->saddr, local, 16);
-	__builtin_memcpy(&o6->daddr, peer, 16);
+	ipv6_own_hdr(o6, local, peer, IPPROTO_UDP, 16 + x + n);
 	ou->source = GTPU_PORT_BE;
 	ou->dest = GTPU_PORT_BE;
 	ou->len = o6->payload_len;
@@ -751,12 +760,7 @@ static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const 
 
 	if ((void *)(ic + 1) > data_end)
 		return -1;
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
-	ip6->payload_len = bpf_htons(8 + q);
-	ip6->nexthdr = IPPROTO_ICMPV6;
-	ip6->hop_limit = OUTER_TTL;
-	__builtin_memcpy(&ip6->saddr, src, 16);
-	__builtin_memcpy(&ip6->daddr, dst, 16);
+	ipv6_own_hdr(ip6, src, dst, IPPROTO_ICMPV6, 8 + q);
 	ic->type = type;
 	ic->code = code;
 	ic->check = 0;

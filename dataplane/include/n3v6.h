@@ -182,12 +182,7 @@ static __always_inline int n3v6_reply(struct xdp_md *ctx, __u32 rx_len, __u32 l2
 	ru = (void *)(rip + 1);
 	rg = (void *)(ru + 1);
 	ropt = (void *)(rg + 1);
-	*(__be32 *)rip = bpf_htonl(0x60000000);
-	rip->payload_len = bpf_htons(8 + 12 + ie_len);
-	rip->nexthdr = IPPROTO_UDP;
-	rip->hop_limit = OUTER_TTL;
-	__builtin_memcpy(&rip->saddr, local, 16);
-	__builtin_memcpy(&rip->daddr, peer, 16);
+	ipv6_own_hdr(rip, local, peer, IPPROTO_UDP, 8 + 12 + ie_len);
 	ru->source = sport;
 	ru->dest = dport;
 	ru->len = bpf_htons(8 + 12 + ie_len);
