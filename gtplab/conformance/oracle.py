@@ -388,6 +388,15 @@ def time_exceeded6_ul6_expected(frame: bytes, local6: str, n3_6: str, peer6: str
     return _tunnel6_error(frame, n3_6, peer6, peer_teid, qfi, icmp)
 
 
+def packet_too_big6_ul6_expected(frame: bytes, local6: str, n3_6: str, peer6: str, peer_teid: int,
+                                 qfi: int | None, mtu: int) -> bytes:
+    """An IPv6 T-PDU over IPv6 N3 over the SGi route's MTU: ICMPv6 Packet Too Big (as
+    packet_too_big6_ul_expected's) through the bearer's IPv6 tunnel."""
+    inner = gpdu6_inner(frame)
+    icmp = bytes(_packet_too_big6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner, mtu))
+    return _tunnel6_error(frame, n3_6, peer6, peer_teid, qfi, icmp)
+
+
 def supp_ext_notification6_expected(frame: bytes, n3_6: str) -> bytes:
     """supp_ext_notification_expected over IPv6: from n3_6 to the sender's address and source port
     (class and flow label 0, hop limit 64, the UDP checksum Scapy's), GTP-U S set, TEID 0, sequence 0,
