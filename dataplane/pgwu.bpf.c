@@ -222,6 +222,36 @@ static __always_inline __u32 fib_reason(int rc)
 	}
 }
 
+/* A next hop: egress ifindex, its source and destination MAC */
+static __always_inline void nh_set(struct nexthop *nh, __u32 ifindex, const __u8 *smac, const __u8 *dmac)
+{
+	nh->ifindex = ifindex;
+	__builtin_memcpy(nh->smac, smac, 6);
+	__builtin_memcpy(nh->dmac, dmac, 6);
+}
+
+/*
+ * A route cache slot's entry after a lookup the packet passed (both families' caches, whose slots
+ * differ in their keys only): max_len starts again at this packet's length unless the slot held
+ * this very route already (same_key: its key was this packet's; the same generation and egress),
+ * where it only grows; then the generation, the egress and its MACs. A global function, as
+ * pgwu_csum_bytes: inlined, the verifier walked the rest of xdp_sgi6 again for its branches
+ * (+51,000 instructions); a call costs a route cache miss, never a hit. Returns 0.
+ */
+__attribute__((noinline)) int pgwu_fib_entry_fill(struct pgwu_fib_entry *e, int same_key, __u64 gen,
+						  const struct bpf_fib_lookup *p, __u32 tot_len)
+{
+	if (!e || !p)
+		return 0;
+	if (!same_key || e->gen != gen || e->ifindex != p->ifindex || e->max_len < tot_len)
+		e->max_len = tot_len;
+	e->gen = gen;
+	e->ifindex = p->ifindex;
+	__builtin_memcpy(e->smac, p->smac, 6);
+	__builtin_memcpy(e->dmac, p->dmac, 6);
+	return 0;
+}
+
 static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pgwu_config *cfg,
 					     int side, __u32 src, __u32 dst, __u8 tos, __u8 proto,
 					     __u16 tot_len, struct nexthop *nh, __u32 *mtu)
@@ -235,9 +265,7 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	int rc;
 
 	if (st->ifindex) {
-		nh->ifindex = st->ifindex;
-		__builtin_memcpy(nh->smac, st->smac, 6);
-		__builtin_memcpy(nh->dmac, st->dmac, 6);
+		nh_set(nh, st->ifindex, st->smac, st->dmac);
 		return 0;
 	}
 	if (cfg->flags & PGWU_CFG_FIB_CACHE) {
@@ -256,9 +284,7 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 		}
 		if (slot && slot->key.dst == dst && slot->key.ifindex == ctx->ingress_ifindex &&
 		    slot->key.src == ksrc && slot->e.gen == gen && tot_len <= slot->e.max_len) {
-			nh->ifindex = slot->e.ifindex;
-			__builtin_memcpy(nh->smac, slot->e.smac, 6);
-			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
+			nh_set(nh, slot->e.ifindex, slot->e.smac, slot->e.dmac);
 			return 0;
 		}
 	}
@@ -276,21 +302,14 @@ static __always_inline __u32 resolve_nexthop(struct xdp_md *ctx, const struct pg
 	reason = fib_reason(rc);
 	if (reason)
 		return reason;
-	nh->ifindex = p.ifindex;
-	__builtin_memcpy(nh->smac, p.smac, 6);
-	__builtin_memcpy(nh->dmac, p.dmac, 6);
+	nh_set(nh, p.ifindex, p.smac, p.dmac);
 	if (slot) {	/* per CPU: no other writer */
-		if (slot->key.dst != dst || slot->key.ifindex != ctx->ingress_ifindex ||
-		    slot->key.src != ksrc || slot->e.gen != gen || slot->e.ifindex != p.ifindex ||
-		    slot->e.max_len < tot_len)
-			slot->e.max_len = tot_len;
+		pgwu_fib_entry_fill(&slot->e, (slot->key.dst == dst) &
+				    (slot->key.ifindex == ctx->ingress_ifindex) & (slot->key.src == ksrc),
+				    gen, &p, tot_len);
 		slot->key.dst = dst;
 		slot->key.ifindex = ctx->ingress_ifindex;
 		slot->key.src = ksrc;
-		slot->e.gen = gen;
-		slot->e.ifindex = p.ifindex;
-		__builtin_memcpy(slot->e.smac, p.smac, 6);
-		__builtin_memcpy(slot->e.dmac, p.dmac, 6);
 	}
 	return 0;
 }
@@ -464,23 +483,13 @@ static __always_inline void ipv4_own_hdr(struct iphdr *ip, __be32 src, __be32 ds
 	ip->check = csum_finish(ipv4_hdr_sum(ip, 5, data_end));
 }
 
-/* The tunnel of an error the PGW-U sends a UE (ICMP or ICMPv6 Time Exceeded of an uplink packet) at
- * oip: outer IPv4 local -> sgw (ipv4_own_hdr), UDP 2152 -> 2152 without a checksum, a G-PDU header
- * to steid with, when x (8), a DL PDU Session Container of QFI qfi, for n octets of inner packet.
- * -1 when the frame is too short for it. */
-static __always_inline int reply_tunnel_hdr(struct iphdr *oip, const void *data_end, __be32 local, __be32 sgw,
-					    __be32 steid, __u32 n, __u32 x, __u8 qfi)
+/* A G-PDU header at og to steid for n octets of T-PDU, with, when x (8), a DL PDU Session Container
+ * of QFI qfi (TS 38.415 5.5.2.1) after it. -1 when the frame is too short for it. */
+static __always_inline int gtpu_gpdu_hdr(struct gtpu_hdr *og, const void *data_end, __be32 steid,
+					 __u32 n, __u32 x, __u8 qfi)
 {
-	struct udphdr *ou = (void *)(oip + 1);
-	struct gtpu_hdr *og = (void *)(ou + 1);
-
 	if ((void *)(og + 1) > data_end)
 		return -1;
-	ipv4_own_hdr(oip, local, sgw, IPPROTO_UDP, 36 + x + n, data_end);
-	ou->source = GTPU_PORT_BE;
-	ou->dest = GTPU_PORT_BE;
-	ou->len = bpf_htons(16 + x + n);
-	ou->check = 0;
 	og->flags = 0x30;
 	og->type = GTP_GPDU;
 	og->length = bpf_htons(x + n);
@@ -500,6 +509,92 @@ static __always_inline int reply_tunnel_hdr(struct iphdr *oip, const void *data_
 		e[6] = qfi;
 		e[7] = 0;
 	}
+	return 0;
+}
+
+/* The IPv6 header of a packet the PGW-U itself sends (a reply, an ICMPv6 error, an error's tunnel):
+ * class and flow label 0, hop limit OUTER_TTL, no extension header. src and dst must not point
+ * into the packet. */
+static __always_inline void ipv6_own_hdr(struct ipv6hdr *ip6, const __u8 *src, const __u8 *dst, __u8 nexthdr,
+					 __u16 payload_len)
+{
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(payload_len);
+	ip6->nexthdr = nexthdr;
+	ip6->hop_limit = OUTER_TTL;
+	__builtin_memcpy(&ip6->saddr, src, 16);
+	__builtin_memcpy(&ip6->daddr, dst, 16);
+}
+
+/* The tunnel of an error the PGW-U sends a UE (ICMP or ICMPv6 Time Exceeded of an uplink packet) at
+ * oip: outer IPv4 local -> sgw (ipv4_own_hdr), UDP 2152 -> 2152 without a checksum, a G-PDU header
+ * to steid with, when x (8), a DL PDU Session Container of QFI qfi, for n octets of inner packet.
+ * -1 when the frame is too short for it. */
+static __always_inline int reply_tunnel_hdr(struct iphdr *oip, const void *data_end, __be32 local, __be32 sgw,
+					    __be32 steid, __u32 n, __u32 x, __u8 qfi)
+{
+	struct udphdr *ou = (void *)(oip + 1);
+	struct gtpu_hdr *og = (void *)(ou + 1);
+
+	if ((void *)(og + 1) > data_end)
+		return -1;
+	ipv4_own_hdr(oip, local, sgw, IPPROTO_UDP, 36 + x + n, data_end);
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = bpf_htons(16 + x + n);
+	ou->check = 0;
+	return gtpu_gpdu_hdr(og, data_end, steid, n, x, qfi);
+}
+
+/* The sum of an IPv6 pseudo header's addresses (RFC 8200 8.1) at a (32 octets: src then dst), in
+ * 32-bit words as csum_bytes sums */
+static __always_inline __u64 n3v6_addr_sum(const void *a)
+{
+	const csum_word *w = a;
+	__u64 sum = 0;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		sum += w[i];
+	return sum;
+}
+
+/* reply_tunnel_hdr's twin for a bearer whose downlink peer is IPv6 (PGWU_B_PEER6; docs/ipv6.md "N3
+ * over IPv6 in the PGW-U (XDP)"): at l2 (14 or 18) from ctx->data, IPv6 local -> peer (class and
+ * flow label 0, hop limit OUTER_TTL), UDP 2152 -> 2152 with its checksum (RFC 8200 8.1: mandatory),
+ * the G-PDU header (gtpu_gpdu_hdr) around the n octets of inner packet already in place after it,
+ * its own checksums written (the UDP sum covers them). local and peer must not point into the
+ * packet. Returns 0, or -1 when the frame is too short (only if the caller's lengths were wrong). */
+static __always_inline int reply_tunnel6(struct xdp_md *ctx, __u32 l2, const __u8 *local, const __u8 *peer,
+					 __be32 steid, __u32 n, __u32 x, __u8 qfi)
+{
+	void *data = (void *)(long)ctx->data, *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *o6 = data + (l2 == 18 ? 18 : 14);
+	struct udphdr *ou = (void *)(o6 + 1);
+	struct gtpu_hdr *og = (void *)(ou + 1);
+	__u64 sum;
+	int err;
+
+	if ((void *)(og + 1) > data_end)
+		return -1;
+	ipv6_own_hdr(o6, local, peer, IPPROTO_UDP, 16 + x + n);
+	ou->source = GTPU_PORT_BE;
+	ou->dest = GTPU_PORT_BE;
+	ou->len = o6->payload_len;
+	ou->check = 0;
+	if (gtpu_gpdu_hdr(og, data_end, steid, n, x, qfi))
+		return -1;
+	sum = n3v6_addr_sum(&o6->saddr) + ou->len + bpf_htons(IPPROTO_UDP);
+	sum += csum_bytes_once(ctx, (l2 == 18 ? 18 : 14) + 40, 16 + x + n, &err);
+	if (err)
+		return -1;
+	/* csum_bytes' loops leave the packet pointers unknown to the verifier: again */
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	ou = data + (l2 == 18 ? 18 : 14) + 40;
+	if ((void *)(ou + 1) > data_end)
+		return -1;
+	ou->check = csum_finish_udp(sum);
 	return 0;
 }
 
@@ -667,12 +762,7 @@ static __always_inline int icmp6_error(struct xdp_md *ctx, __u32 off_ip6, const 
 
 	if ((void *)(ic + 1) > data_end)
 		return -1;
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
-	ip6->payload_len = bpf_htons(8 + q);
-	ip6->nexthdr = IPPROTO_ICMPV6;
-	ip6->hop_limit = OUTER_TTL;
-	__builtin_memcpy(&ip6->saddr, src, 16);
-	__builtin_memcpy(&ip6->daddr, dst, 16);
+	ipv6_own_hdr(ip6, src, dst, IPPROTO_ICMPV6, 8 + q);
 	ic->type = type;
 	ic->code = code;
 	ic->check = 0;
@@ -950,6 +1040,7 @@ int xdp_access(struct xdp_md *ctx)
 			ho->inner_len = inner_len;
 			__builtin_memcpy(ho->orig_mac, orig_mac, 12);
 			ho->peer = peer;
+			ho->peer6 = 0;
 			ho->vid = tag ? bpf_ntohs(tag->tci) & 0x0fff : 0;
 			bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_ACCESS6);
 		}
@@ -1320,7 +1411,10 @@ static __always_inline __u32 sgi6_error(struct xdp_md *ctx, const struct pgwu_co
  * local -> SGW / UDP 2152 -> 2152, checksum 0 / GTP-U G-PDU with the SGW's TEID, and the PDU
  * Session Container of a bearer with a QFI (x = 8 octets) / IPv6 local_addr6 -> UE / ICMPv6
  * type/0 / the packet, as much as fits in 1280 octets. The SGW and its TEID are the /64's downlink
- * half (dl6_bearers). None without local_addr6, with err-ind off, from a martian SGW, or where
+ * half (dl6_bearers). A G-PDU that came over IPv6 (ho->peer6, xdp_ul_n3v6) is answered in the same
+ * way through an IPv6 tunnel (reply_tunnel6: n3_addr6 -> the half's IPv6 peer, UDP checksum
+ * computed); each family answers only through a tunnel of its own (a half whose peer is of the
+ * other family: none). None without local_addr6, with err-ind off, from a martian sender, or where
  * RFC 4443 2.4(e) forbids one. Rate-limited per UE /64. The T-PDU (inner_len octets at off) has
  * been checked whole. Returns the verdict.
  */
@@ -1331,25 +1425,32 @@ static __always_inline __u32 ul6_error(struct xdp_md *ctx, const struct pgwu_con
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = data + (off & 0x3fff);
+	struct pgwu_n3v6_peer *pe = NULL;
 	struct pgwu_dl_bearer *dl;
 	struct iphdr *oip;
-	__u8 ue[16], me[16], mac[12], qfi;
-	__u32 q = inner_len, x, l2, o;
+	__u8 ue[16], me[16], mac[12], qfi, v6 = ho->peer6;
+	__u32 q = inner_len, x, l2, o, hdrs, idx;
 	__be32 sgw, steid;
 	__u16 vid = ho->vid & 0x0fff;
 
 	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || addr6_unset(cfg->local_addr6) ||
-	    martian_src(ho->peer, cfg))
+	    (!v6 && martian_src(ho->peer, cfg)))
 		return XDP_DROP;
 	if ((void *)(ip6 + 1) > data_end || !icmp6_may_answer(ip6, data_end))
 		return XDP_DROP;
 	dl = dl6_find(prefix);
-	if (!dl || (dl->flags & PGWU_B_PEER6))	/* an IPv6 peer: no IPv4 tunnel to answer in */
+	if (!dl || !(dl->flags & PGWU_B_PEER6) != !v6)	/* no tunnel of the G-PDU's family */
 		return XDP_DROP;
 	sgw = dl->sgw_addr;
 	steid = dl->sgw_teid;
 	x = dl->flags & PGWU_B_QFI ? 8 : 0;
 	qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & 0x3f;
+	if (v6) {
+		idx = sgw;
+		pe = bpf_map_lookup_elem(&n3v6_peers, &idx);
+		if (!pe || addr6_unset(pe->addr) || addr6_unset(cfg->n3_addr6))
+			return XDP_DROP;
+	}
 	if (!reply_allowed(addr6_fold((const __u32 *)&prefix, 2))) {
 		event(PGWU_EV_ICMP_RATE_LIMITED);
 		return XDP_DROP;
@@ -1360,19 +1461,26 @@ static __always_inline __u32 ul6_error(struct xdp_md *ctx, const struct pgwu_con
 	if (q > ICMP6_QUOTE_MAX)
 		q = ICMP6_QUOTE_MAX;
 	l2 = vid ? 18 : 14;
-	/* the expired packet goes to l2 + 84: outer IPv4, UDP, GTP-U, IPv6, ICMPv6 before it */
-	if (bpf_xdp_adjust_head(ctx, (int)off - (int)(l2 + 84 + x)) || trim_to(ctx, l2 + 84 + x + q))
+	/* the expired packet goes to l2 + hdrs: outer IPv4 (IPv6), UDP, GTP-U, IPv6, ICMPv6 before it */
+	hdrs = (v6 ? 104 : 84) + x;
+	if (bpf_xdp_adjust_head(ctx, (int)off - (int)(l2 + hdrs)) || trim_to(ctx, l2 + hdrs + q))
 		return XDP_DROP;
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
-	if (data + 18 + 84 + 8 > data_end)	/* the quoted header alone is 40 */
+	if (data + 18 + 104 + 8 > data_end)	/* the quoted header alone is 40 */
 		return XDP_DROP;
-	o = write_eth(data, mac + 6, mac, vid);
-	oip = data + (o == 18 ? 18 : 14);
-	if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, sgw, steid, 48 + q, x, qfi))
-		return XDP_DROP;
-	if (icmp6_error(ctx, o + 36 + x, me, ue, q, type, 0, mtu))
-		return XDP_DROP;
+	o = write_eth_proto(data, mac + 6, mac, vid, v6 ? ETH_P_IPV6_BE : ETH_P_IP_BE);
+	if (v6) {
+		/* the inner error first: the outer UDP checksum covers it */
+		if (icmp6_error(ctx, o + 56 + x, me, ue, q, type, 0, mtu) ||
+		    reply_tunnel6(ctx, o, cfg->n3_addr6, pe->addr, steid, 48 + q, x, qfi))
+			return XDP_DROP;
+	} else {
+		oip = data + (o == 18 ? 18 : 14);
+		if (reply_tunnel_hdr(oip, data_end, cfg->local_addr, sgw, steid, 48 + q, x, qfi) ||
+		    icmp6_error(ctx, o + 36 + x, me, ue, q, type, 0, mtu))
+			return XDP_DROP;
+	}
 	event(type == 2 ? PGWU_EV_ICMP6_TOO_BIG_SENT : PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
 	return XDP_TX;
 }
@@ -1621,9 +1729,7 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 	int rc;
 
 	if (st->ifindex) {
-		nh->ifindex = st->ifindex;
-		__builtin_memcpy(nh->smac, st->smac, 6);
-		__builtin_memcpy(nh->dmac, st->dmac, 6);
+		nh_set(nh, st->ifindex, st->smac, st->dmac);
 		return 0;
 	}
 	/* The key as two 64-bit words a side, compared where they are (the packet, the slot): the
@@ -1652,9 +1758,7 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 		    *(__u64 *)&slot->key.src[0] == s0 && *(__u64 *)&slot->key.src[2] == s1 &&
 		    slot->key.ifindex == ctx->ingress_ifindex && slot->e.gen == gen &&
 		    tot_len <= slot->e.max_len) {
-			nh->ifindex = slot->e.ifindex;
-			__builtin_memcpy(nh->smac, slot->e.smac, 6);
-			__builtin_memcpy(nh->dmac, slot->e.dmac, 6);
+			nh_set(nh, slot->e.ifindex, slot->e.smac, slot->e.dmac);
 			return 0;
 		}
 	}
@@ -1674,24 +1778,18 @@ static __always_inline __u32 resolve_nexthop6(struct xdp_md *ctx, const struct p
 		reason = fib_reason(rc);
 		if (reason)
 			return reason;
-		nh->ifindex = p.ifindex;
-		__builtin_memcpy(nh->smac, p.smac, 6);
-		__builtin_memcpy(nh->dmac, p.dmac, 6);
+		nh_set(nh, p.ifindex, p.smac, p.dmac);
 		if (slot) {	/* per CPU: no other writer */
-			if (*(__u64 *)&slot->key.dst[0] != d0 || *(__u64 *)&slot->key.dst[2] != d1 ||
-			    *(__u64 *)&slot->key.src[0] != s0 || *(__u64 *)&slot->key.src[2] != s1 ||
-			    slot->key.ifindex != ctx->ingress_ifindex || slot->e.gen != gen ||
-			    slot->e.ifindex != p.ifindex || slot->e.max_len < tot_len)
-				slot->e.max_len = tot_len;
+			pgwu_fib_entry_fill(&slot->e, (*(__u64 *)&slot->key.dst[0] == d0) &
+					    (*(__u64 *)&slot->key.dst[2] == d1) &
+					    (*(__u64 *)&slot->key.src[0] == s0) &
+					    (*(__u64 *)&slot->key.src[2] == s1) &
+					    (slot->key.ifindex == ctx->ingress_ifindex), gen, &p, tot_len);
 			*(__u64 *)&slot->key.dst[0] = d0;
 			*(__u64 *)&slot->key.dst[2] = d1;
 			*(__u64 *)&slot->key.src[0] = s0;
 			*(__u64 *)&slot->key.src[2] = s1;
 			slot->key.ifindex = ctx->ingress_ifindex;
-			slot->e.gen = gen;
-			slot->e.ifindex = p.ifindex;
-			__builtin_memcpy(slot->e.smac, p.smac, 6);
-			__builtin_memcpy(slot->e.dmac, p.dmac, 6);
 		}
 	}
 	return 0;

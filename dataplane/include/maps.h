@@ -95,7 +95,9 @@ struct pgwu_ul6_handoff {
 	__u8 orig_mac[12];	/* the received frame's destination then source MAC */
 	__u32 peer;		/* the outer source (the SGW), network order */
 	__u16 vid;		/* the received VLAN id, 0: none */
-	__u8 pad[2];
+	__u8 peer6;		/* from xdp_ul_n3v6: the G-PDU came over IPv6 from a sender that may be
+				 * answered (peer is 0 then) */
+	__u8 pad;
 };
 
 struct {
@@ -314,5 +316,16 @@ struct {
 	__type(key, struct pgwu_cp_key);
 	__type(value, struct pgwu_cp_relay);
 } cp_relay SEC(".maps");
+
+/* n3v6_peers: ARRAY of the IPv6 peers the bearers with PGWU_B_PEER6 name by index (their sgw_addr),
+ * written by pgwu (session add --sgw6) and `pgwu pfcp` (OHC GTP-U/UDP/IPv6): an entry is filled
+ * before a bearer names it; read by xdp_dl_n3v6, and by the Time Exceeded
+ * answers through such a bearer's tunnel (xdp_ul_n3v6, ul6_error). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PGWU_N3V6_PEERS);
+	__type(key, __u32);
+	__type(value, struct pgwu_n3v6_peer);
+} n3v6_peers SEC(".maps");
 
 #endif /* PGWU_MAPS_H */

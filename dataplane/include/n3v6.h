@@ -14,9 +14,11 @@
  *               QFI, then the T-PDU decapsulated as over IPv4: an IPv4 one here, an IPv6 one by
  *               xdp_access6 (ul6_handoff). Echo Responses, Error Indications and End Markers
  *               received are counted under their sig_* reasons and recorded in peers6 / sig_rx6
- *               (peers / sig_rx keyed by the 16-octet address). Not done over IPv6: no Supported
- *               Extension Headers Notification (drop_gtp_ext_unsupported, drop); no ICMP(v6) Time Exceeded back into
- *               an IPv6 tunnel (drop_ttl_expired, drop).
+ *               (peers / sig_rx keyed by the 16-octet address). An unknown comprehension-required
+ *               extension header -> Supported Extension Headers Notification over IPv6 under the
+ *               same rate limit (drop_gtp_ext_unsupported, tx); an inner TTL <= 1 -> ICMP Time
+ *               Exceeded back into the bearer's IPv6 tunnel (n3v6_ttl_expired4, reply_tunnel6;
+ *               an IPv6 T-PDU's by xdp_access6's ul6_error, told by the handoff's peer6).
  *  xdp_dl_n3v6  the downlink of a bearer whose peer is IPv6 (PGWU_B_PEER6, tail-called by xdp_sgi
  *               and sgi_ipv6 once they found the bearer): outer IPv6 n3_addr6 -> the peer
  *               (n3v6_peers[sgw_addr]), traffic class the inner TOS / class, flow label 0, hop
@@ -36,16 +38,6 @@
 /* GTP-U over IPv6: what encapsulation prepends (IPv6 40, UDP 8, GTP-U 8) before a PSC's 8 */
 #define N3V6_ENCAP_LEN 56
 #define GTP_IE_PEER_ADDR_V6_LEN 16
-
-/* n3v6_peers: ARRAY of the IPv6 peers the bearers with PGWU_B_PEER6 name by index (their sgw_addr),
- * written by pgwu (session add --sgw6) and `pgwu pfcp` (OHC GTP-U/UDP/IPv6): an entry is filled
- * before a bearer names it; read by xdp_dl_n3v6. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, PGWU_N3V6_PEERS);
-	__type(key, __u32);
-	__type(value, struct pgwu_n3v6_peer);
-} n3v6_peers SEC(".maps");
 
 /* peers6: LRU hash, the IPv6 peers' GTP-U path state (peers' twin, key the 16-octet address):
  * written by xdp_ul_n3v6 on each Echo Response and by `pgwu path` when it sends an Echo Request;
@@ -140,19 +132,6 @@ static __always_inline int n3v6_martian(const __u8 *a, const struct pgwu_config 
 	return addr6_eq(a, cfg->n3_addr6);
 }
 
-/* The sum of an IPv6 pseudo header's addresses (RFC 8200 8.1) at a (32 octets: src then dst), in
- * 32-bit words as csum_bytes sums */
-static __always_inline __u64 n3v6_addr_sum(const void *a)
-{
-	const csum_word *w = a;
-	__u64 sum = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		sum += w[i];
-	return sum;
-}
-
 /*
  * A GTP-U message back to the sender of the one received, over IPv6 (TS 29.281 7.2.2, 7.3.1):
  * Ethernet with the addresses swapped and the received tag; IPv6 n3_addr6 -> peer (class and flow
@@ -203,12 +182,7 @@ static __always_inline int n3v6_reply(struct xdp_md *ctx, __u32 rx_len, __u32 l2
 	ru = (void *)(rip + 1);
 	rg = (void *)(ru + 1);
 	ropt = (void *)(rg + 1);
-	*(__be32 *)rip = bpf_htonl(0x60000000);
-	rip->payload_len = bpf_htons(8 + 12 + ie_len);
-	rip->nexthdr = IPPROTO_UDP;
-	rip->hop_limit = OUTER_TTL;
-	__builtin_memcpy(&rip->saddr, local, 16);
-	__builtin_memcpy(&rip->daddr, peer, 16);
+	ipv6_own_hdr(rip, local, peer, IPPROTO_UDP, 8 + 12 + ie_len);
 	ru->source = sport;
 	ru->dest = dport;
 	ru->len = bpf_htons(8 + 12 + ie_len);
@@ -226,8 +200,72 @@ static __always_inline int n3v6_reply(struct xdp_md *ctx, __u32 rx_len, __u32 l2
 #pragma unroll
 	for (i = 0; i < (20 + ie_len) / 2; i++)
 		sum += w[i];
+	if (ie_len & 1) {
+		__u16 last = 0;
+
+		*(__u8 *)&last = ((__u8 *)ru)[20 + ie_len - 1];	/* the word [b, 0] */
+		sum += last;
+	}
 	ru->check = csum_finish_udp(sum);
 	return 0;
+}
+
+/*
+ * RFC 1812 5.3.1 over an IPv6 tunnel: Time Exceeded to the UE whose uplink IPv4 packet (at iip,
+ * inner_len octets) came over IPv6 N3 with TTL <= 1, as xdp_access's ttl_expired answers over IPv4,
+ * through the bearer's downlink tunnel: Ethernet back to the sender of the G-PDU (orig_mac, VLAN id
+ * vid) / IPv6 n3_addr6 -> the downlink half's IPv6 peer (n3v6_peers) / UDP 2152 -> 2152 with its
+ * checksum / GTP-U G-PDU with its TEID (and its PDU Session Container, x = 8) / IPv4 local_addr ->
+ * UE / ICMP 11/0 / the expired packet's header and 8 octets (reply_tunnel6). None with err-ind off,
+ * without local_addr, from a martian sender, or for a bearer whose downlink peer is IPv4 (no IPv6
+ * tunnel to answer in). Rate-limited per UE, as over IPv4. Returns the verdict.
+ */
+static __always_inline __u32 n3v6_ttl_expired4(struct xdp_md *ctx, const struct pgwu_config *cfg,
+					       struct iphdr *iip, __u32 inner_len, const __u8 *orig_mac,
+					       __u16 vid, const __u8 *peer)
+{
+	void *data = (void *)(long)ctx->data, *data_end;
+	struct pgwu_n3v6_peer *pe;
+	struct pgwu_dl_bearer *dl;
+	__be32 ue = iip->saddr, steid;
+	__u32 q = iip->ihl * 4 + 8, l2 = vid ? 18 : 14, off, x, idx;
+	__u8 qfi;
+	int i;
+
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || !cfg->local_addr || n3v6_martian(peer, cfg))
+		return XDP_DROP;
+	dl = bpf_map_lookup_elem(&dl_bearers, &ue);
+	if (!dl || !(dl->flags & PGWU_B_PEER6))	/* an IPv4 peer: no IPv6 tunnel to answer in */
+		return XDP_DROP;
+	idx = dl->sgw_addr;
+	steid = dl->sgw_teid;
+	x = dl->flags & PGWU_B_QFI ? 8 : 0;
+	qfi = (dl->flags >> PGWU_B_QFI_SHIFT) & 0x3f;
+	pe = bpf_map_lookup_elem(&n3v6_peers, &idx);
+	if (!pe || addr6_unset(pe->addr))
+		return XDP_DROP;
+	if (!reply_allowed(ue)) {
+		event(PGWU_EV_ICMP_RATE_LIMITED);
+		return XDP_DROP;
+	}
+	if (q > inner_len)
+		q = inner_len;
+	/* the expired packet's header goes to l2 + 84: outer IPv6, UDP, GTP-U, IPv4, ICMP before it */
+	i = (long)iip - (long)data;
+	asm volatile("" : "+r"(i));
+	if (bpf_xdp_adjust_head(ctx, i - (int)(l2 + 84 + x)) || trim_to(ctx, l2 + 84 + x + q))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + 18 + 84 + 8 > data_end)	/* the inner header alone is 20 */
+		return XDP_DROP;
+	off = write_eth_proto(data, orig_mac + 6, orig_mac, vid, ETH_P_IPV6_BE);
+	/* the inner error first: the outer UDP checksum covers it */
+	if (icmp_error(ctx, off + 56 + x, cfg->local_addr, ue, q, 11, 0, 0) ||
+	    reply_tunnel6(ctx, off, cfg->n3_addr6, pe->addr, steid, 28 + q, x, qfi))
+		return XDP_DROP;
+	event(PGWU_EV_ICMP_TIME_EXCEEDED_SENT);
+	return XDP_TX;
 }
 
 SEC("xdp")
@@ -337,8 +375,10 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 	if (type == GTP_ECHO_REQ)
 		goto echo;
 	reason = gtpu_ext_walk(&m, ip_end, data_end);
+	if (reason == PGWU_R_DROP_GTP_EXT_UNSUPPORTED)
+		goto supp_ext;
 	if (reason)
-		goto out;	/* drop_gtp_ext_unsupported too: no Notification over IPv6 */
+		goto out;
 	/* the body's offset as an unknown within the frame's bounds, as xdp_access's: each step of
 	 * the walk left a pointer of its own, and the verifier walked all that follows for each */
 	i = (long)m.p - (long)data;
@@ -381,15 +421,21 @@ int xdp_ul_n3v6(struct xdp_md *ctx)
 			ho->inner_off = p - data;
 			ho->inner_len = inner_len;
 			__builtin_memcpy(ho->orig_mac, orig_mac, 12);
-			ho->peer = 0;	/* no IPv4 peer: xdp_access6 sends nothing into the tunnel */
+			ho->peer = 0;	/* no IPv4 sender: answers go into an IPv6 tunnel only */
+			ho->peer6 = !n3v6_martian(peer, cfg);
 			ho->vid = tag ? bpf_ntohs(tci) & 0x0fff : 0;
 			bpf_tail_call(ctx, &sgi_progs, PGWU_PROG_ACCESS6);
 		}
 	}
 	reason = gpdu_inner_check(p, ip_end, data_end, !(cfg->flags & PGWU_CFG_NO_INNER_CSUM_CHECK),
 				  b->ue_addr, &iip);
+	if (reason == PGWU_R_DROP_TTL_EXPIRED) {
+		action = n3v6_ttl_expired4(ctx, cfg, iip, inner_len, orig_mac,
+					   tag ? bpf_ntohs(tci) & 0x0fff : 0, peer);
+		goto out;
+	}
 	if (reason)
-		goto out;	/* drop_ttl_expired too: no Time Exceeded into an IPv6 tunnel */
+		goto out;
 	reason = resolve_nexthop(ctx, cfg, PGWU_SIDE_SGI, iip->saddr, iip->daddr, iip->tos,
 				 iip->protocol, inner_len, &nh, &mtu);
 	if (reason == PGWU_R_PASS_NO_NEIGH || reason == PGWU_R_PASS_FIB_OTHER)
@@ -476,6 +522,23 @@ err_ind:
 		       GTP_ERROR_IND, 0, ie, 24))
 		goto out;
 	event(PGWU_EV_ERR_IND_SENT);
+	action = XDP_TX;
+	goto out;
+
+supp_ext:
+	/* TS 29.281 7.2.3: Supported Extension Headers Notification to the sender's port (4.4.2.5),
+	 * as xdp_access's, over IPv6; rate-limited per peer as the Error Indications are */
+	if ((cfg->flags & PGWU_CFG_NO_ERR_IND) || n3v6_martian(peer, cfg))
+		goto out;
+	if (!reply_allowed(addr6_fold((const __u32 *)peer, 4))) {
+		event(PGWU_EV_SUPP_EXT_RATE_LIMITED);
+		goto out;
+	}
+	gtpu_ext_list_ie(ie);
+	if (n3v6_reply(ctx, rx_len, l2, tci, orig_mac, cfg->n3_addr6, peer, GTPU_PORT_BE, peer_port,
+		       GTP_SUPP_EXT_NOTIF, 0, ie, GTPU_EXT_LIST_IE_LEN))
+		goto out;
+	event(PGWU_EV_SUPP_EXT_SENT);
 	action = XDP_TX;
 	goto out;
 out:

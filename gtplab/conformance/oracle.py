@@ -392,6 +392,65 @@ def packet_too_big6_ul_expected(frame: bytes, local: str, local6: str, sgw: str,
                  / gtp_header_for(icmp, sgw_teid, qfi) / Raw(icmp))
 
 
+# ---- over an IPv6 N3 (GTP-U/UDP/IPv6, docs/ipv6.md "N3 over IPv6 in the PGW-U (XDP)") ----------------
+def gpdu6_inner(frame: bytes) -> bytes:
+    """The T-PDU (exactly its length) of a valid G-PDU frame over IPv6 (no outer extension header)."""
+    l2, _ = l2_split(frame)
+    gtp = frame[l2 + 40 + 8:]
+    inner = gtp[gtp_header_chain_len(gtp):]
+    return inner[:ip_len(inner)]
+
+
+def _tunnel6_error(frame: bytes, n3_6: str, peer6: str, peer_teid: int, qfi: int | None, inner: bytes) -> bytes:
+    """An error to a UE through its downlink tunnel over IPv6: Ethernet back to the sender of the
+    G-PDU (its VLAN id) / IPv6 n3_6 -> peer6 (class and flow label 0, hop limit 64) / UDP 2152 ->
+    2152, the checksum Scapy's (RFC 8200 8.1) / the G-PDU header to peer_teid (with the PDU Session
+    Container of a QFI) / inner."""
+    return bytes(_reply_eth(frame) / IPv6(tc=0, fl=0, hlim=64, nh=17, src=n3_6, dst=peer6)
+                 / UDP(sport=GTPU_PORT, dport=GTPU_PORT) / gtp_header_for(inner, peer_teid, qfi) / Raw(inner))
+
+
+def time_exceeded_ul6_expected(frame: bytes, local: str, n3_6: str, peer6: str, peer_teid: int,
+                               qfi: int | None = None) -> bytes:
+    """An IPv4 T-PDU over IPv6 N3 whose TTL expired: ICMP Time Exceeded from local to the UE (as
+    time_exceeded_ul_expected's) through the bearer's IPv6 tunnel."""
+    inner = gpdu6_inner(frame)
+    icmp = bytes(_time_exceeded(local, socket.inet_ntoa(inner[12:16]), inner))
+    return _tunnel6_error(frame, n3_6, peer6, peer_teid, qfi, icmp)
+
+
+def time_exceeded6_ul6_expected(frame: bytes, local6: str, n3_6: str, peer6: str, peer_teid: int,
+                                qfi: int | None = None) -> bytes:
+    """An IPv6 T-PDU over IPv6 N3 whose hop limit expired: ICMPv6 Time Exceeded from local6 to the UE
+    (as time_exceeded6_ul_expected's) through the bearer's IPv6 tunnel."""
+    inner = gpdu6_inner(frame)
+    icmp = bytes(_time_exceeded6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner))
+    return _tunnel6_error(frame, n3_6, peer6, peer_teid, qfi, icmp)
+
+
+def packet_too_big6_ul6_expected(frame: bytes, local6: str, n3_6: str, peer6: str, peer_teid: int,
+                                 qfi: int | None, mtu: int) -> bytes:
+    """An IPv6 T-PDU over IPv6 N3 over the SGi route's MTU: ICMPv6 Packet Too Big (as
+    packet_too_big6_ul_expected's) through the bearer's IPv6 tunnel."""
+    inner = gpdu6_inner(frame)
+    icmp = bytes(_packet_too_big6(local6, socket.inet_ntop(socket.AF_INET6, inner[8:24]), inner, mtu))
+    return _tunnel6_error(frame, n3_6, peer6, peer_teid, qfi, icmp)
+
+
+def supp_ext_notification6_expected(frame: bytes, n3_6: str) -> bytes:
+    """supp_ext_notification_expected over IPv6: from n3_6 to the sender's address and source port
+    (class and flow label 0, hop limit 64, the UDP checksum Scapy's), GTP-U S set, TEID 0, sequence 0,
+    the Extension Header Type List."""
+    l2, _ = l2_split(frame)
+    sender = socket.inet_ntop(socket.AF_INET6, frame[l2 + 8:l2 + 24])
+    sport = struct.unpack("!H", frame[l2 + 40:l2 + 42])[0]
+    body = Raw(bytes([141, len(KNOWN_EXT_TYPES)]) + bytes(KNOWN_EXT_TYPES))
+    return bytes(_reply_eth(frame) / IPv6(tc=0, fl=0, hlim=64, src=n3_6, dst=sender)
+                 / UDP(sport=GTPU_PORT, dport=sport)
+                 / GTP_U_Header(version=1, PT=1, E=0, S=1, PN=0, gtp_type=31, teid=0, seq=0, npdu=0, next_ex=0)
+                 / body)
+
+
 def ttl_dec_incremental(ip: bytes) -> bytes:
     """TTL - 1 with the header checksum updated as RFC 1624 does from whatever value it had (right
     or wrong): what a router that does not verify the checksum forwards."""

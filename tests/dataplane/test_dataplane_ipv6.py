@@ -27,7 +27,8 @@ from scapy.layers.inet6 import (IPv6, ICMPv6EchoRequest, ICMPv6PacketTooBig, ICM
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from gtplab.dut.dataplane import (REASONS, VERDICTS, DlBearer, B_QFI, B_QFI_SHIFT, B_CSUM_OFF, Nexthop, Qos,
+from gtplab.dut.dataplane import (REASONS, VERDICTS, DlBearer, B_PEER6, B_QFI, B_QFI_SHIFT, B_CSUM_OFF, Nexthop,
+                                  Qos, peer6_sgw,
                                   QOS_QUOTA,
                                   QOS_QUOTA_UL, QOS_UL_CLOSED)
 from gtplab.gtpu import packets as P
@@ -952,6 +953,32 @@ def test_ul6_too_big_packet_too_big(ptb6, bearer, vlan):
     assert len(inner) == 1300
     res, counted, sent = ptb_run(dp, ns, "access", ul6_frame(inner, bearer), devs["a0"][0])
     assert (res.verdict, sorted(counted), sent) == ("redirect", [("ul_fwd", "redirect")], 0)
+
+
+# Over IPv6 N3: a bearer whose downlink peer is IPv6 (n3v6_peers), its G-PDU from that peer
+N3_PTB6, GNB_PTB6, GNB_PTB6_IDX = "fd47:7473::1", "fd47:7473::30", 5
+B_PTB6 = (0x0000_0b00, "10.45.0.11", "fd47:7470:0:b::", None, 0xbbbb_000b, 7)
+
+
+@pytest.mark.lab
+def test_ul6_too_big_over_ipv6_n3_packet_too_big_in_the_ipv6_tunnel(ptb6):
+    """The same over IPv6 N3: Packet Too Big, MTU 1300, to the UE in a G-PDU with the bearer's downlink
+    TEID and PSC over IPv6 N3 -> its gNB, hop limit 64, UDP checksum computed (oracle, Scapy)."""
+    dp, ns, devs = ptb6
+    dp.set_config(cfg_of({**TE6_CFG, "n3_addr6": N3_PTB6, "nexthop": (Nexthop(), Nexthop())}))
+    dp.set_peer6(GNB_PTB6_IDX, GNB_PTB6)
+    try:
+        teid, ue, pfx, _, steid, qfi = B_PTB6
+        dp.add_bearer_peer6(teid, ue, GNB_PTB6_IDX, steid, qfi=qfi)
+        dp.add_bearer6(teid, pfx, DlBearer(peer6_sgw(GNB_PTB6_IDX), steid, teid,
+                                           B_PEER6 | B_QFI | qfi << B_QFI_SHIFT))
+        f = ul6_frame(ul6_inner(src=pfx + "10", dst=N6_PTB, size=1400), B_PTB6, src=GNB_PTB6, dst=N3_PTB6)
+        res, counted, sent = ptb_run(dp, ns, "access", f, devs["a0"][0])
+        assert (res.verdict, counted, sent) == ("tx", {("drop_too_big", "tx"): (1, len(f))}, 1), (res.verdict, counted)
+        want = O.packet_too_big6_ul6_expected(f, LOCAL6, N3_PTB6, GNB_PTB6, steid, qfi, 1300)
+        assert res.data == want, O.mismatch_report(want, res.data)
+    finally:
+        dp.set_peer6(GNB_PTB6_IDX, "::")
 
 
 @pytest.mark.lab

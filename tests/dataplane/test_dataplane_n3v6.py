@@ -17,8 +17,8 @@ import struct
 
 import pytest
 from scapy.contrib.gtp import GTP_U_Header, GTPErrorIndication, IE_GSNAddress, IE_TEIDI
-from scapy.layers.inet import UDP
-from scapy.layers.inet6 import IPv6, IPv6ExtHdrHopByHop
+from scapy.layers.inet import ICMP, UDP
+from scapy.layers.inet6 import ICMPv6TimeExceeded, IPv6, IPv6ExtHdrHopByHop
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
@@ -208,6 +208,148 @@ def test_error_indications_over_ipv6_rate_limited_per_peer(dpn):
     assert dpn.events()["err_ind_rate_limited"] == 1
     other = ul_frame(inner4(), (0x0BAD_0002, *B1[1:]), src=b)
     assert run(dpn, "access", other)[0].verdict == "tx"
+
+
+# ---- the IPv4 outer's answers over IPv6 N3: Time Exceeded, Supported Extension Headers Notification ------
+LOCAL6 = "fd47:7472::1"                # the PGW-U's N6 address (config local_addr6), ICMPv6's source
+UE6_2 = "fd47:7470:0:22::7"            # in B2's /64
+
+
+def answer(dp, frame: bytes, reason: str, event: str):
+    """One frame answered (tx): counted (reason, tx) with the frame's length, the event once, no usage
+    moved; reply_budget cleared first (it outlives a test). Returns the answer."""
+    dp.clear_map("reply_budget")
+    dp.reset_stats()
+    res, counted, moved = run(dp, "access", frame)
+    assert (res.verdict, counted, moved) == ("tx", {(reason, "tx"): (1, len(frame))}, {}), (
+        res.verdict, counted, moved, O.describe("input", frame))
+    ev = dp.events()
+    assert ev[event] == 1, ev
+    return res.data
+
+
+def udp6_csum_valid(ip6) -> bool:
+    """The UDP checksum over the IPv6 pseudo header as Scapy computes it (RFC 8200 8.1), never 0."""
+    again = IPv6(bytes(ip6))
+    del again[UDP].chksum
+    return ip6[UDP].chksum != 0 and IPv6(bytes(again))[UDP].chksum == ip6[UDP].chksum
+
+
+def inner4_ttl(bearer=B1, ttl: int = 1) -> bytes:
+    return bytes(P.ip_packet(bearer[1], SERVER, payload_len=40, ttl=ttl))
+
+
+TE_UL6 = [
+    # (name, bearer, T-PDU, gtpu kwargs)
+    ("ipv4-ttl-1", B1, lambda: inner4_ttl(), {}),
+    ("ipv4-ttl-0-qfi-psc", B2, lambda: inner4_ttl(B2, 0), {}),
+    ("ipv4-vlan-kept", B1, lambda: inner4_ttl(), {"vlan": 120}),
+    ("ipv6-hop-limit-1", B1, lambda: bytes(P.ip6_packet(UE6_1, SERVER6, payload_len=40, hlim=1)), {}),
+    ("ipv6-hop-limit-1-qfi-psc", B2, lambda: bytes(P.ip6_packet(UE6_2, SERVER6, payload_len=40, hlim=1)), {}),
+]
+
+
+@pytest.mark.parametrize("name, bearer, tpdu, kw", TE_UL6, ids=[r[0] for r in TE_UL6])
+def test_ul_over_ipv6_ttl_expired_answered_with_time_exceeded_in_the_ipv6_tunnel(dpn, name, bearer, tpdu, kw):
+    """An uplink T-PDU over IPv6 N3 with TTL / hop limit <= 1: ICMP (ICMPv6) Time Exceeded to the UE,
+    as over IPv4 N3, in a G-PDU with the bearer's downlink TEID (and PSC) over IPv6 N3_6 -> its gNB,
+    hop limit 64, the UDP checksum computed (oracle, byte for byte; then each field with Scapy)."""
+    dpn.set_config(cfg_of({"n3_addr6": N3_6, "local_addr6": LOCAL6}))
+    inner = tpdu()
+    f = ul_frame(inner, bearer, **kw)
+    v4 = inner[0] >> 4 == 4
+    out = answer(dpn, f, "drop_ttl_expired", "icmp_time_exceeded_sent")
+    if v4:
+        want = O.time_exceeded_ul6_expected(f, BASE_CONFIG.local_addr, N3_6, GNB6, bearer[3], bearer[4])
+    else:
+        want = O.time_exceeded6_ul6_expected(f, LOCAL6, N3_6, GNB6, bearer[3], bearer[4])
+    assert out == want, O.mismatch_report(want, out)
+    o = Ether(out)
+    assert o[Dot1Q].vlan == 120 if kw.get("vlan") else Dot1Q not in o
+    ip6 = o[IPv6]
+    assert (ip6.src, ip6.dst, ip6.hlim, ip6.tc, ip6.fl, ip6.nh) == (N3_6, GNB6, 64, 0, 0, 17)
+    assert (ip6[UDP].sport, ip6[UDP].dport) == (2152, 2152) and udp6_csum_valid(ip6)
+    g = o[GTP_U_Header]
+    assert (g.gtp_type, g.teid, g.E) == (255, bearer[3], int(bearer[4] is not None))
+    if v4:
+        icmp = o[ICMP]
+        assert (icmp.type, icmp.code, icmp.underlayer.src, icmp.underlayer.dst) == (11, 0, BASE_CONFIG.local_addr,
+                                                                                   bearer[1])
+        assert bytes(icmp.payload) == inner[:28]               # the header and 8 octets (RFC 792)
+    else:
+        icmp = o[ICMPv6TimeExceeded]
+        ue = socket.inet_ntop(socket.AF_INET6, inner[8:24])
+        assert (icmp.type, icmp.code, icmp.underlayer.src, icmp.underlayer.dst) == (3, 0, LOCAL6, ue)
+        assert bytes(icmp.payload) == inner                    # all of it (under 1232 octets)
+
+
+V4_PEER_AS_INDEX = socket.inet_ntoa(struct.pack("=I", GNB6_IDX))
+TE_UL6_NOT = [
+    # (name, config, bearer change, sender): drop_ttl_expired, unanswered
+    ("replies-off", {"err_ind": False}, None, GNB6),
+    ("downlink-peer-ipv4", {}, "ipv4-peer", GNB6),
+    ("sender-multicast", {}, None, "ff02::1"),
+]
+
+
+@pytest.mark.parametrize("name, cfg, change, src", TE_UL6_NOT, ids=[r[0] for r in TE_UL6_NOT])
+@pytest.mark.parametrize("family", [4, 6])
+def test_ul_over_ipv6_ttl_expired_unanswered_where_over_ipv4_it_is(dpn, name, cfg, change, src, family):
+    """Not answered with replies off, from a sender nobody may be answered at, nor for a bearer whose
+    downlink peer is IPv4 (no IPv6 tunnel to answer in): drop_ttl_expired, drop, no event."""
+    dpn.set_config(cfg_of({"n3_addr6": N3_6, "local_addr6": LOCAL6, **cfg}))
+    if change == "ipv4-peer":
+        # 3.0.0.0: its sgw_addr read as an n3v6_peers index is GNB6_IDX (little-endian), so only the
+        # family check keeps the answer out of GNB6's tunnel
+        teid, ue, pfx, steid, _ = B1
+        dpn.add_bearer(teid, ue, V4_PEER_AS_INDEX, steid)
+        dpn.set_dl6(pfx, DlBearer(V4_PEER_AS_INDEX, steid, teid, 0))
+    inner = inner4_ttl() if family == 4 else bytes(P.ip6_packet(UE6_1, SERVER6, payload_len=40, hlim=1))
+    f = ul_frame(inner, src=src)
+    dpn.clear_map("reply_budget")
+    res, counted, moved = run(dpn, "access", f)
+    assert (res.verdict, counted, moved) == ("drop", {("drop_ttl_expired", "drop"): (1, len(f))}, {}), counted
+    assert dpn.events()["icmp_time_exceeded_sent"] == 0
+
+
+def supp_ext_frame(src: str = GNB6) -> bytes:
+    """A G-PDU over IPv6 with extension header 0xa0 (comprehension required, unknown), from port 40000."""
+    return ul_frame(inner4(), src=src, sport=40000, ext=[P.ext_header(0xA0, b"\x01\x02")])
+
+
+def test_ul_over_ipv6_unknown_ext_header_answered_with_supported_ext_notification_over_ipv6(dpn):
+    """TS 29.281 7.2.3 over IPv6: the Notification to the sender's address and port, as over IPv4 (its
+    Extension Header Type List, 11 octets: the UDP datagram's odd length summed right)."""
+    f = supp_ext_frame()
+    out = answer(dpn, f, "drop_gtp_ext_unsupported", "supp_ext_sent")
+    want = O.supp_ext_notification6_expected(f, N3_6)
+    assert out == want, O.mismatch_report(want, out)
+    ip6 = Ether(out)[IPv6]
+    assert (ip6.src, ip6.dst, ip6.hlim, ip6[UDP].sport, ip6[UDP].dport) == (N3_6, GNB6, 64, 2152, 40000)
+    assert udp6_csum_valid(ip6) and len(ip6[UDP]) % 2 == 1
+    g = ip6[GTP_U_Header]
+    assert (g.gtp_type, g.teid, g.S) == (31, 0, 1)
+    assert bytes(g.payload) == bytes([141, len(O.KNOWN_EXT_TYPES)]) + bytes(O.KNOWN_EXT_TYPES)
+
+
+def test_supported_ext_notifications_over_ipv6_rate_limited_per_peer(dpn):
+    """reply_budget as the Error Indications': the 11th of a burst from one peer dropped and counted
+    supp_ext_rate_limited; another peer still answered. Peers of their own (the budget outlives a test)."""
+    a, b = (f"fd47:7473::{secrets.randbelow(0xffff) + 1:x}:{i}" for i in (3, 4))
+    f = supp_ext_frame(a)
+    verdicts = [run(dpn, "access", f)[0].verdict for _ in range(11)]
+    assert verdicts == ["tx"] * 10 + ["drop"], verdicts
+    ev = dpn.events()
+    assert (ev["supp_ext_sent"], ev["supp_ext_rate_limited"]) == (10, 1), ev
+    assert run(dpn, "access", supp_ext_frame(b))[0].verdict == "tx"
+
+
+def test_supported_ext_notification_over_ipv6_not_sent_with_replies_off(dpn):
+    dpn.set_config(cfg_of({"n3_addr6": N3_6, "err_ind": False}))
+    f = supp_ext_frame()
+    res, counted, _ = run(dpn, "access", f)
+    assert (res.verdict, counted) == ("drop", {("drop_gtp_ext_unsupported", "drop"): (1, len(f))}), counted
+    assert dpn.events()["supp_ext_sent"] == 0
 
 
 @pytest.mark.parametrize("name, mutate, reason, verdict", [
