@@ -187,6 +187,21 @@ struct sess_index {
  * The agent's state: one per process, made by do_pfcp and passed to every function as `a`. Only
  * the agent's thread touches it (the exporter reads the counters through pfcp_stats, not here).
  */
+/* An address pool of pfcp_ueip.c (--ue-pool / --ue-pool6): candidates base .. base + n - 1 (an
+ * IPv4 address or the upper 64 bits of a /64, host order), the next choice tried from next */
+struct ue_pool {
+	bool set;
+	__u8 len;
+	__u64 base, n, next;
+};
+
+/* what ueip_choose chose for a request: an IPv4 address (network order), a /64 (wire octets) */
+struct ueip_chosen {
+	bool v4, v6;
+	__u32 ipv4;
+	__u64 ue6;
+};
+
 struct pfcp_agent {
 	struct pgwu_maps m;
 	int sock, lock_fd, stats_fd, peers_fd, sess_fd, rules_fd;
@@ -224,6 +239,8 @@ struct pfcp_agent {
 	__u64 *watch;		/* UP SEIDs of sessions whose URRs report on their own (usage_tick) */
 	__u32 n_watch;
 	struct ratelimit rl_not_owner, rl_node_id, rl_publish, rl_kept;
+	struct ratelimit rl_ueip, rl_ueip_full, rl_prefix;	/* CHV refused, a pool used up, a prefix */
+	struct ue_pool pool4, pool6;	/* --ue-pool, --ue-pool6: addresses the UP chooses */
 	struct pub_pending pub;
 	__u8 *pub_mark;		/* per session index: an operation is pending in pub */
 	const struct sockaddr_in *peer;	/* the current request's sender */
@@ -260,6 +277,16 @@ bool assoc_owns(const struct pfcp_agent *a, int ai, const struct sockaddr_in *pe
 bool ratelimit_pass(struct pfcp_agent *a, struct ratelimit *rl, __u32 *held);
 void peer_publish(struct pfcp_agent *a, int ai);
 const char *node_id_str(const struct pfcp_node_id *id, char *buf, size_t len);
+
+/* pfcp_ueip.c: the pools (0 or -EUSAGE, one line printed); whether a request has CHV4/CHV6; its
+ * copy with them resolved (false: r says why not, 73 or 79); a Created PDR's UE IP Address */
+struct pgwu_config;
+int ueip_pool4_set(struct pfcp_agent *a, __u32 addr, __u32 mask, const struct pgwu_config *c);
+int ueip_pool6_set(struct pfcp_agent *a, const char *arg);
+bool ueip_wanted(const struct pfcp_msg *m);
+bool ueip_choose(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_msg *out,
+		 struct ueip_chosen *ch, struct reply *r);
+void ueip_w_created(struct pfcp_w *w, const struct pfcp_pdr *asked, const struct ueip_chosen *ch);
 
 /* pfcp_session_handlers.c: the handlers of the session messages */
 void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w);

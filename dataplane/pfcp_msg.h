@@ -141,6 +141,7 @@ enum pfcp_cause {
 	PFCP_CAUSE_NO_RESOURCES = 75,
 	PFCP_CAUSE_SERVICE_NOT_SUPPORTED = 76,
 	PFCP_CAUSE_SYSTEM_FAILURE = 77,
+	PFCP_CAUSE_NO_DYN_ADDR = 79,	/* all dynamic addresses are occupied (Rel-16) */
 };
 
 /* Interface values (Source/Destination Interface, 8.2.2 / 8.2.24) */
@@ -178,6 +179,7 @@ enum { PFCP_NODE_IPV4 = 0, PFCP_NODE_IPV6 = 1, PFCP_NODE_FQDN = 2 };
 
 /* UP Function Features (8.2.25) octet 5 */
 #define PFCP_UPFF_FTUP 0x10
+#define PFCP_UPFF3_UEIP 0x04	/* octet 7 bit 3: the UP allocates UE addresses (CHV4/CHV6) */
 
 /* Failed Rule ID types (8.2.80) */
 enum { PFCP_RULE_PDR = 0, PFCP_RULE_FAR = 1, PFCP_RULE_QER = 2, PFCP_RULE_URR = 3 };

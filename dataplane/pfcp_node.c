@@ -434,9 +434,11 @@ out:
 	w_cause(w, &r);
 	w_rts(a, w);
 	if (r.cause == PFCP_CAUSE_ACCEPTED) {
-		__u8 ff[2] = { PFCP_UPFF_FTUP, 0 };
+		/* UEIP (octet 7) only with a pool to choose from */
+		__u8 ff[3] = { PFCP_UPFF_FTUP, 0, PFCP_UPFF3_UEIP };
+		bool ueip = a->pool4.set || a->pool6.set;
 
-		pfcp_w_ie(w, PFCP_IE_UP_FUNCTION_FEATURES, ff, sizeof(ff));
+		pfcp_w_ie(w, PFCP_IE_UP_FUNCTION_FEATURES, ff, ueip ? 3 : 2);
 	}
 	stat_add(a, PFCP_STAT_TX(PFCP_ASSOC_SETUP_RESP, r.cause), 1);
 }

@@ -87,22 +87,48 @@ static bool pdi_all(const struct pfcp_pdr *p, __u32 ue)
 }
 
 /*
+ * The length of a UE IP Address's IPv6 prefix (8.2.62): 64 - IPv6D's delegation bits, else
+ * IPv6PL's length, else 64 (TS 23.401 5.3.1.2.2: one /64 per PDN connection).
+ */
+static int ue6_plen(const struct pfcp_ue_ip *u)
+{
+	if (u->ipv6d && u->pd_bits)
+		return u->pd_bits > 64 ? 0 : 64 - u->pd_bits;
+	return u->ipv6pl ? u->plen : 64;
+}
+
+/*
  * The /64 of a UE IP Address's IPv6 half (8.2.62), in *ue6 (its 8 octets as on the wire): the
- * prefix is a /64 (no IPv6D, or 0 delegation bits; no IPv6PL, or 64: TS 23.401 5.3.1.2.2, one /64
- * per PDN connection, the one thing a bearer's dl6_bearers key holds) and a unicast one (not
- * multicast, link-local or ::/64). The address's bits after the /64 are the UE's, not looked at.
+ * prefix is a /64 or longer (a /65../128 is served as its /64, the one thing a bearer's
+ * dl6_bearers and ul6_prefix keys hold: the downlink to and the uplink from the whole /64, which
+ * no other session may then have) and a unicast one (not multicast, link-local or ::/64). A
+ * shorter one (delegation) is refused (ue6_short_log says so). The address's bits after the /64
+ * are the UE's, not looked at.
  */
 static bool ue6_ok(const struct pfcp_ue_ip *u, __u64 *ue6)
 {
 	const __u8 *x = u->ipv6;
+	int len = ue6_plen(u);
 
-	if (!u->v6 || u->chv6 || (u->ipv6d && u->pd_bits) || (u->ipv6pl && u->plen != 64))
+	if (!u->v6 || u->chv6 || len < 64 || len > 128)
 		return false;
 	if (x[0] == 0xff || (x[0] == 0xfe && (x[1] & 0xc0) == 0x80) ||
 	    !memcmp(x, (__u8[8]){ 0 }, 8))
 		return false;
 	memcpy(ue6, x, 8);
 	return true;
+}
+
+/* a prefix shorter than /64 refused (73): one stderr line a minute */
+static void ue6_short_log(struct pfcp_agent *a, const struct pfcp_ue_ip *u)
+{
+	__u32 held;
+
+	if (ratelimit_pass(a, &a->rl_prefix, &held))
+		fprintf(stderr, "pgwu pfcp: a UE IPv6 prefix /%d (%s): the data path keys a UE by one "
+			"/64, a shorter prefix (delegation) is not served: cause 73 (%u more like it "
+			"since the last line)\n", ue6_plen(u), u->ipv6d && u->pd_bits ?
+			"IPv6D delegation bits" : "IPv6PL", held);
 }
 
 static const struct pfcp_far *far_by_id(const struct pfcp_far *f, int n, __u32 id)
@@ -785,6 +811,8 @@ static bool plan_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
 		return false;
 	}
+	if (p->dl->ue_ip.v6 && ue6_plen(&p->dl->ue_ip) < 64)
+		ue6_short_log(a, &p->dl->ue_ip);
 	if ((!p->dl->ue_ip.v4 && !p->dl->ue_ip.v6) || p->dl->ue_ip.chv4 || p->dl->ue_ip.chv6 ||
 	    (p->dl->ue_ip.v4 && addr_unusable(p->dl->ue_ip.ipv4)) ||
 	    (p->dl->ue_ip.v6 && !ue6_ok(&p->dl->ue_ip, &p->ue6)) ||
@@ -936,12 +964,18 @@ static void log_not_owner(struct pfcp_agent *a, const char *what, __u64 seid)
 			ntohs(a->peer->sin_port), held);
 }
 
+_Static_assert(PFCP_MAX_RULES <= 32, "on_sess_est's created: a bit per Create PDR");
+
 void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
+	static struct pfcp_msg chm;	/* m with its CHV4/CHV6 resolved (one thread: static) */
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
 	struct pgwu_dl_bearer dl = {}, old_dl;
+	const struct pfcp_msg *pm = m;	/* what is planned: m, or chm */
+	struct ueip_chosen ch = {};
 	struct sess *s = NULL;
 	struct plan p = {};
+	__u32 created = 0;	/* the Create PDRs (bit i: pm->create_pdr[i]) given a Created PDR */
 	__u32 teid = 0, idx, owner, qflag = 0, sflag[2] = { 0, 0 }, cp_teid = 0;
 	int ai = -1, err, cp_err = 0;
 
@@ -972,7 +1006,13 @@ void on_sess_est(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_MANDATORY_IE_INCORRECT, PFCP_IE_FSEID);
 		goto out;
 	}
-	if (!plan_est(a, m, &p, &r))
+	/* the UP's choice of UE address (CHV4/CHV6), then planned as an address the CP gave */
+	if (ueip_wanted(m)) {
+		if (!ueip_choose(a, m, &chm, &ch, &r))
+			goto out;
+		pm = &chm;
+	}
+	if (!plan_est(a, pm, &p, &r))
 		goto out;
 	if (!a->n_free) {
 		reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
@@ -1158,13 +1198,17 @@ out:
 	w_cause(w, &r);
 	if (s) {
 		pfcp_w_fseid(w, s->up_seid, a->n4_addr);
+		/* each PDR's chosen F-TEID and UE address (CHV) in one Created PDR (7.5.3.2) */
+#define ASKED(x) (&m->create_pdr[(x) - pm->create_pdr])
 		if (p.ul->fteid.ch) {
 			size_t g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
 
 			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.ul->id);
 			pfcp_w_fteid46(w, teid, p.ul->fteid.v4 ? a->local_addr : 0,
 				       p.ul->fteid.v6 ? a->n3_addr6 : NULL);
+			ueip_w_created(w, ASKED(p.ul), &ch);
 			pfcp_w_group_end(w, g);
+			created |= 1U << (p.ul - pm->create_pdr);
 			/* the uplink SDF PDRs: the session's one F-TEID (same_tunnel) */
 			for (int i = 0; i < p.n_x; i++) {
 				if (p.x[i]->src_if != PFCP_IF_ACCESS)
@@ -1173,7 +1217,9 @@ out:
 				pfcp_w_u16(w, PFCP_IE_PDR_ID, p.x[i]->id);
 				pfcp_w_fteid46(w, teid, p.ul->fteid.v4 ? a->local_addr : 0,
 					       p.ul->fteid.v6 ? a->n3_addr6 : NULL);
+				ueip_w_created(w, ASKED(p.x[i]), &ch);
 				pfcp_w_group_end(w, g);
+				created |= 1U << (p.x[i] - pm->create_pdr);
 			}
 		}
 		if (p.cp2up && p.cp2up->fteid.ch) {
@@ -1181,6 +1227,20 @@ out:
 
 			pfcp_w_u16(w, PFCP_IE_PDR_ID, p.cp2up->id);
 			pfcp_w_fteid(w, cp_teid, a->local_addr);
+			ueip_w_created(w, ASKED(p.cp2up), &ch);
+			pfcp_w_group_end(w, g);
+			created |= 1U << (p.cp2up - pm->create_pdr);
+		}
+#undef ASKED
+		for (int i = 0; (ch.v4 || ch.v6) && i < m->n_create_pdr; i++) {
+			const struct pfcp_pdr *x = &m->create_pdr[i];
+			size_t g;
+
+			if ((created & (1U << i)) || !x->has_ue_ip || !(x->ue_ip.chv4 || x->ue_ip.chv6))
+				continue;
+			g = pfcp_w_group_begin(w, PFCP_IE_CREATED_PDR);
+			pfcp_w_u16(w, PFCP_IE_PDR_ID, x->id);
+			ueip_w_created(w, x, &ch);
 			pfcp_w_group_end(w, g);
 		}
 	}

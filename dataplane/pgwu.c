@@ -378,6 +378,13 @@ static const struct opt pfcp_options[] = {
 	  .metavar = "PATH", .help = "the network namespace (e.g. /run/netns/NAME) whose GTP-U address "
 	  "End Markers are sent from (default: the agent's own; where the GTP-U address is not, none "
 	  "is sent)" },
+	{ .name = "ue-pool", .type = OPT_PREFIX, .off = offsetof(struct pfcp_opts, ue_pool),
+	  .metavar = "A/LEN", .help = "UE IPv4 addresses the UP chooses when a PDR asks (CHV4, the "
+	  "UEIP feature): inside the PGW-U's UE pool, at most a /8 (default none: CHV4 is refused, "
+	  "cause 73)" },
+	{ .name = "ue-pool6", .type = OPT_STR, .off = offsetof(struct pfcp_opts, ue_pool6),
+	  .metavar = "P/LEN", .help = "an IPv6 prefix (LEN 40..64) whose /64s the UP hands out when a "
+	  "PDR asks (CHV6) (default none: CHV6 is refused, cause 73)" },
 	OPT_END
 };
 

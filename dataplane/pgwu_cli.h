@@ -144,6 +144,8 @@ struct pfcp_opts {
 	struct opt_u32 cp_n1;		/* the CPs' retransmission count N1 */
 	struct opt_u32 mbr_burst_ms;	/* a policer's depth: this long at its MBR */
 	struct opt_str gtpu_netns;	/* where End Markers are sent from (a netns path) */
+	struct opt_prefix ue_pool;	/* IPv4 addresses the UP chooses (CHV4) */
+	struct opt_str ue_pool6;	/* the /64s of an IPv6 prefix the UP chooses (CHV6) */
 };
 
 struct no_opts {

@@ -479,6 +479,16 @@ int do_pfcp(const void *cfg)
 	if (err)
 		goto out;
 	a->local_addr = c.local_addr;
+	if (o->ue_pool.set) {
+		err = ueip_pool4_set(a, o->ue_pool.addr, o->ue_pool.mask, &c);
+		if (err)
+			goto out;
+	}
+	if (o->ue_pool6.set) {
+		err = ueip_pool6_set(a, o->ue_pool6.s);
+		if (err)
+			goto out;
+	}
 	memcpy(a->n3_addr6, c.n3_addr6, 16);
 	for (int i = 0; i < 16; i++)
 		a->has_n3_6 |= c.n3_addr6[i] != 0;

@@ -180,7 +180,7 @@ def test_uplink_pdr_ue_ip_must_name_the_downlinks(assoc, pin_dir):
 BAD = [
     ("prefix delegation /60", dict(pd_bits=4)),
     ("prefix length /56", dict(plen=56)),
-    ("prefix length /128", dict(plen=128)),
+    ("prefix length /129", dict(plen=129)),
     ("multicast", dict(v6="ff02::1")),
     ("link-local", dict(v6="fe80::1")),
     ("unspecified ::", dict(v6="::")),
@@ -202,6 +202,29 @@ def test_explicit_64_accepted(assoc, pin_dir, kw):
     r = establish6(assoc, 2, 0x10, **kw)
     assert cause(r) == 1
     assert maps6(pin_dir)["ul6"] == {created_teid(r): p64(UE6)}
+
+
+def test_prefix_longer_than_64_served_by_its_64(assoc, pin_dir):
+    """A /128 (IPv6PL 128) is installed as its /64: the downlink to any address of it, the uplink from
+    it (anti-spoofing by the /64); no other session may then have a prefix in that /64 (a /96: 73)."""
+    r = establish6(assoc, 2, 0x10, plen=128)
+    assert cause(r) == 1
+    m = maps6(pin_dir)
+    assert (m["ul6"], list(m["dl6"])) == ({created_teid(r): p64(UE6)}, [p64(UE6)])
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert dp.run_sgi(dl6_frame("fd47:7470:0:7::99")).verdict == "redirect"
+    r2 = establish6(assoc, 3, 0x11, v4="10.45.0.8", v6="fd47:7470:0:7:1::", plen=96)
+    assert (cause(r2), rule(r2)) == (73, (PDR, M.DL_PDR))
+
+
+def test_prefix_shorter_than_64_refused_73_with_a_line(assoc, pin_dir):
+    """A delegation (/56 by IPv6D's bits, /63 by IPv6PL) would need a /64 entry each: refused, and said."""
+    for seq, kw in enumerate([dict(pd_bits=8), dict(plen=63)]):
+        r = establish6(assoc, 2 + seq, 0x10 + seq, **kw)
+        assert (cause(r), rule(r), tables(pin_dir)) == (73, (PDR, M.DL_PDR), []), kw
+    out = assoc.stop()
+    assert "a UE IPv6 prefix /56 (IPv6D delegation bits)" in out, out       # one line a minute: the first
 
 
 @pytest.mark.parametrize("holder", ["session", "buffering session", "pgwu session add"])
