@@ -373,6 +373,31 @@ static bool same_tunnel(const struct pfcp_pdr *x, const struct pfcp_pdr *ul)
 }
 
 /*
+ * The FAR of an SDF PDR, created with it at establishment or by a modification: DROP; or FORW as
+ * its direction's default does (the bearer's one way out): uplink to Core / SGi-LAN without an
+ * outer header, or to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays: *to_cp set);
+ * downlink to Access in the bearer's own tunnel (dl_tunnel: the caller's check of the FAR's Outer
+ * Header Creation against the session's forwarding downlink FAR).
+ */
+static bool sdf_far_ok(struct pfcp_agent *a, const struct pfcp_far *f, bool ul, bool dl_tunnel,
+		       bool *to_cp)
+{
+	__u8 act = f->apply & 0x1f & ~PFCP_AA_NOCP;
+
+	if (act == PFCP_AA_DROP)
+		return true;
+	if (act != PFCP_AA_FORW || !f->has_fwd)
+		return false;
+	if (ul && f->dst_if == PFCP_IF_CP) {
+		*to_cp = true;
+		return f->has_ohc && ohc_ok(a, &f->ohc) && f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4;
+	}
+	if (ul)
+		return !f->has_ohc && (f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN);
+	return dl_tunnel && (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
+}
+
+/*
  * The PDRs with SDF filters (p->x, beyond the defaults p->ul and p->dl, which are valid): each on
  * the default's bearer (same tunnel, UE, QFI), its FAR forwarding as its direction's default FAR
  * does or dropping, its filters ones the data path has; then each direction's filter list (its SDF
@@ -389,7 +414,7 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		const struct pfcp_pdr *x = p->x[i];
 		bool ul = x->src_if == PFCP_IF_ACCESS;
 		const struct pfcp_far *f;
-		__u8 act;
+		bool to_cp;
 
 		if (ul ? (!same_tunnel(x, p->ul) || !x->has_ohr || !ohr_ok(x->ohr, &x->fteid) ||
 			  x->n_qfi > 1 || (x->n_qfi && (!p->ul->n_qfi || x->qfi != p->ul->qfi)))
@@ -414,26 +439,10 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		if (!f)
 			goto bad_pdr;
 		p->x_far[i] = f;
-		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
-		if (act == PFCP_AA_DROP)
+		/* a downlink FAR forwarding: into the tunnel of the session's downlink FAR */
+		if (sdf_far_ok(a, f, ul, p->dl_fwd && f->has_ohc && ohc_ok(a, &f->ohc) &&
+					 ohc_same(&f->ohc, &p->dl_far->ohc), &to_cp))
 			continue;
-		/* forwarding: as the default of its direction does (the bearer's one way out) */
-		if (act != PFCP_AA_FORW || !f->has_fwd)
-			goto bad_far;
-		if (ul && f->dst_if == PFCP_IF_CP) {
-			/* to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays) */
-			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
-				goto bad_far;
-			continue;
-		}
-		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
-			goto bad_far;
-		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(a, &f->ohc) ||
-			    !ohc_same(&f->ohc, &p->dl_far->ohc) ||
-			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
-			goto bad_far;
-		continue;
-bad_far:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
 		return false;
 bad_pdr:
@@ -1427,8 +1436,8 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 		bool ul = x->src_if == PFCP_IF_ACCESS;
 		const struct pfcp_far *f;
 		bool dup = x->id == s->ul_pdr || x->id == s->dl_pdr;
+		bool to_cp;
 		__u64 x6;
-		__u8 act;
 
 		for (e = 0; e < o->n_sdf; e++)
 			dup |= o->sdf[e].pdr_id == x->id && !int_in(pp->gone, pp->n_gone, e);
@@ -1484,25 +1493,14 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 				continue;
 			goto bad_pdr;
 		}
-		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
-		if (act == PFCP_AA_DROP)
-			continue;
-		if (act != PFCP_AA_FORW || !f->has_fwd)
-			goto bad_far;
-		if (ul && f->dst_if == PFCP_IF_CP) {
-			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
-				goto bad_far;
-			pp->to_cp = true;
-			continue;
-		}
-		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
-			goto bad_far;
 		/* downlink: the bearer's one tunnel (an IPv4 one: the IPv6 peer is an index) */
-		if (!ul && (!s->dl_on || !f->has_ohc || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4 ||
-			    (s->dl_flags & PGWU_B_PEER6) || f->ohc.ipv4 != s->sgw ||
-			    f->ohc.teid != s->sgw_teid ||
-			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
+		to_cp = false;
+		if (!sdf_far_ok(a, f, ul, s->dl_on && f->has_ohc &&
+				f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4 &&
+				!(s->dl_flags & PGWU_B_PEER6) && f->ohc.ipv4 == s->sgw &&
+				f->ohc.teid == s->sgw_teid, &to_cp))
 			goto bad_far;
+		pp->to_cp |= to_cp;
 		continue;
 bad_far:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
