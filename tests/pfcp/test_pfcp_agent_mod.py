@@ -183,8 +183,6 @@ REFUSED = {
                      (PDR, PDR_FUL)),
     "dl-far-other-tunnel": (lambda s: flow_ies(dataclasses.replace(s, gnb_teid=0x999),
                                                dl_drop=False), (FAR, FAR_FDL)),
-    "update-pdr": (lambda s: [sp.IE_UpdatePDR(IE_list=[sp.IE_PDR_Id(id=R.PDR_UL),
-                                                       sp.IE_Precedence(precedence=5)])], 9),
 }
 
 
