@@ -1512,7 +1512,8 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m0, const str
 		}
 	}
 	if (!o) {
-		/* a session set up without a QER or URR has no qos entry for SDF PDRs to sit on */
+		/* a session set up without a QER or URR, and no PDR created (on_sess_mod gives it
+		 * rules of its defaults when the request creates PDRs): nothing to remove or link */
 		if (m->n_create_pdr)
 			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
 		else
@@ -2405,6 +2406,8 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	__u8 em_sgw6[16];
 	bool em = false, em_6 = false;
 	struct mod_plan p = {};
+	struct sess_rules *fresh = NULL;
+	bool fresh_qos = false;
 	int err = 0, em_qfi = -1;
 
 	if (s && !assoc_owns(a, s->assoc, a->peer)) {
@@ -2415,13 +2418,40 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
 		goto out;
 	}
+	if (r.cause == PFCP_CAUSE_ACCEPTED && !s->r && m->n_create_pdr) {
+		/* a session set up without QERs or URRs: rules of its defaults alone for the new
+		 * PDRs to join, taken back when the request is refused */
+		fresh = rules_alloc(0, 0, 0);
+		if (!fresh) {
+			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+			goto out;
+		}
+		fresh->pdr[PGWU_PFCP_UPLINK].id = s->ul_pdr;
+		fresh->pdr[PGWU_PFCP_UPLINK].far_id = s->ul_far;
+		fresh->pdr[PGWU_PFCP_DOWNLINK].id = s->dl_pdr;
+		fresh->pdr[PGWU_PFCP_DOWNLINK].far_id = s->dl_far;
+		s->r = fresh;
+	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
+	if (fresh) {
+		/* its halves carry PGWU_B_QOS from now on (dl_own): an entry without a gate or MBR,
+		 * the URRs' and QERs' written below */
+		struct pgwu_qos q;
+
+		qos_of(a, s->r->pdr, NULL, 0, NULL, 0, &q);
+		if (qos_install(a, s->teid, &q)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+		fresh_qos = true;
+	}
 	if (p.pp.any) {
 		/* the SDF PDRs created and removed first (their map writes are what may fail);
 		 * then the QERs and URRs as they are now */
 		if (!apply_pdrs(a, s, &p.pp, &r))
 			goto out;
+		fresh = NULL;	/* (freed: s->r is the new rules) */
 		memcpy(p.qer, s->r->qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(p.urr, s->r->urr, s->r->n_urr * sizeof(p.urr[0]));
 	}
@@ -2565,6 +2595,13 @@ out:
 		w_query_reports(a, w, s, m);
 	if (s && r.cause != PFCP_CAUSE_ACCEPTED && m->n_update_pdr)
 		log_upd_refused(a, s, &r, p.pp.why);
+	if (fresh) {
+		/* refused: the session without rules again */
+		if (fresh_qos)
+			qos_remove(a, s->teid);
+		s->r = NULL;
+		free(fresh);
+	}
 	pdr_plan_free(&p.pp);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }
