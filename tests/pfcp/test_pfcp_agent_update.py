@@ -24,7 +24,7 @@ from tests.lib.pfcp_smf import forwarding_config, session_json
 
 pytestmark = pytest.mark.bpf
 
-PDR_FUL, PDR_FDL, PDR_ANY, FAR_FUL, FAR_FDL, FAR_ANY, URR_F = 7, 8, 9, 7, 8, 9, 5
+PDR_FUL, PDR_FDL, PDR_ANY, FAR_FUL, FAR_FDL, FAR_ANY, URR_F, QER_F = 7, 8, 9, 7, 8, 9, 5, 5
 PORT2 = 7000
 FLOW = R.SdfFilter(flow=R.flow_description(17, "any", str(PORT)))
 FLOW2 = R.SdfFilter(flow=R.flow_description(17, "any", str(PORT2)))
@@ -128,7 +128,8 @@ def test_update_pdr_precedence_far_and_urr(assoc, pin_dir):
 def test_update_pdr_new_pdi(assoc, pin_dir):
     """An Update PDR's PDI replaces the PDR's filters: PDR_FUL from UDP to PORT to UDP to PORT2; the
     packets to PORT are PDR_ANY's (drop), those to PORT2 PDR_FUL's (URR_F); the list's size and the
-    rules' count stay (one rule replaced by one)."""
+    rules' count stay (one rule replaced by one). Then its QER ID: a QER created in the same request
+    closes its uplink gate (drop_gate_closed for its packets only; an sdf_qos entry more)."""
     s, teid, seid = flow_session(assoc, pin_dir)
     f_ul, f2_ul = ul(teid, dport=PORT), ul(teid, dport=PORT2)
     before = {k: len(v) for k, v in maps(pin_dir).items()}
@@ -140,6 +141,13 @@ def test_update_pdr_new_pdi(assoc, pin_dir):
         assert run(dp, [f_ul, f2_ul]) == [DROP, FWD_UL]
     q = assoc.req(M.query_urr(5, seid, urr_ids=(URR_F,)))
     assert reports(q, 78) == {URR_F: vol([f2_ul], [])}
+    # QER ID: a QER created in the request, closing the uplink gate, on PDR_FUL only
+    m = assoc.req(mod(6, seid, [upd(PDR_FUL, sp.IE_QER_Id(id=QER_F)), R._qer(QER_F, (False, True), None, None)]))
+    assert cause(m) == 1, rule(m)
+    assert len(maps(pin_dir)["sdf_qos"]) == before["sdf_qos"] + 1
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert run(dp, [f2_ul, ul(teid)]) == [("drop_gate_closed", "drop"), DROP]   # the other UDP: PDR_ANY's
 
 
 REFUSED = {
