@@ -573,8 +573,10 @@ static void dec_pdi(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct 
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_SOURCE_INTERFACE);
 }
 
-static void dec_create_pdr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
-			   struct pfcp_pdr *p)
+/* Create PDR (7.5.2.2), or Update PDR (7.5.4.2, upd: all but the PDR ID optional; *upd_pdi
+ * says whether it had a PDI) */
+static void dec_pdr(struct pfcp_msg *m, const struct pfcp_cur *pc, const struct pfcp_ie *g,
+		    struct pfcp_pdr *p, bool *upd_pdi)
 {
 	bool has_id = false, has_pdi = false;
 	struct pfcp_cur c;
@@ -640,6 +642,10 @@ static void dec_create_pdr(struct pfcp_msg *m, const struct pfcp_cur *pc, const 
 	}
 	if (!has_id)
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_PDR_ID);
+	if (upd_pdi) {
+		*upd_pdi = has_pdi;
+		return;
+	}
 	if (!p->has_precedence)
 		fail(m, PFCP_CAUSE_MANDATORY_IE_MISSING, PFCP_IE_PRECEDENCE);
 	if (!has_pdi)
@@ -1059,7 +1065,7 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 			break;
 		case PFCP_IE_CREATE_PDR:
 			if (room(m, m->n_create_pdr, ie.type))
-				dec_create_pdr(m, &c, &ie, &m->create_pdr[m->n_create_pdr++]);
+				dec_pdr(m, &c, &ie, &m->create_pdr[m->n_create_pdr++], NULL);
 			break;
 		case PFCP_IE_CREATE_FAR:
 			if (room(m, m->n_create_far, ie.type))
@@ -1117,8 +1123,13 @@ int pfcp_decode(const __u8 *buf, size_t n, struct pfcp_msg *m)
 					    &m->remove_qer[m->n_remove_qer++]);
 			break;
 		case PFCP_IE_UPDATE_PDR:
-			if (!m->n_other_rules++)
-				m->other_rule_ie = ie.type;
+			if (m->n_update_pdr == PFCP_MAX_UPD_PDR) {
+				fail(m, PFCP_CAUSE_NO_RESOURCES, ie.type);
+				break;
+			}
+			dec_pdr(m, &c, &ie, &m->update_pdr[m->n_update_pdr],
+				&m->upd_pdi[m->n_update_pdr]);
+			m->n_update_pdr++;
 			break;
 		default:
 			m->unknown_ies++;

@@ -33,6 +33,7 @@
 				 * a session with SDF PDRs (the two defaults and 4 filtered PDRs each
 				 * way, a FAR each) 10/10/5/5 */
 #endif
+#define PFCP_MAX_UPD_PDR 8	/* Update PDRs kept per message (more: 75) */
 #define PFCP_MAX_IDS 4		/* URR IDs / QER IDs kept per PDR, SDF host filters per PDI */
 #define PFCP_FQDN_MAX 255
 #define PFCP_MAX_SDF 4		/* SDF Filters kept per PDI (more: the PDR is refused, 73) */
@@ -404,7 +405,12 @@ struct pfcp_msg {
 	int n_remove_pdr, n_remove_far, n_remove_urr, n_remove_qer;
 	__u8 smreq;		/* the top-level PFCPSMReq-Flags (QAURR), 0 when absent */
 	int n_fseid;		/* F-SEID IEs at the top level (one is allowed) */
-	/* rule operations this agent does not implement (Update PDR): counted, so it can refuse them */
+	/* Update PDR (7.5.4.2): the IEs given (has_precedence, has_far_id, has_ohr; a PDI when
+	 * upd_pdi; URR / QER IDs when n_urr / n_qer: the whole new list) */
+	struct pfcp_pdr update_pdr[PFCP_MAX_UPD_PDR];
+	bool upd_pdi[PFCP_MAX_UPD_PDR];
+	int n_update_pdr;
+	/* rule operations this agent does not implement: counted, so it can refuse them */
 	int n_other_rules;
 	__u16 other_rule_ie;	/* type of the first of them */
 };

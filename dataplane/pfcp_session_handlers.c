@@ -399,6 +399,31 @@ static bool same_tunnel(const struct pfcp_pdr *x, const struct pfcp_pdr *ul)
 }
 
 /*
+ * The FAR of an SDF PDR, created with it at establishment or by a modification: DROP; or FORW as
+ * its direction's default does (the bearer's one way out): uplink to Core / SGi-LAN without an
+ * outer header, or to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays: *to_cp set);
+ * downlink to Access in the bearer's own tunnel (dl_tunnel: the caller's check of the FAR's Outer
+ * Header Creation against the session's forwarding downlink FAR).
+ */
+static bool sdf_far_ok(struct pfcp_agent *a, const struct pfcp_far *f, bool ul, bool dl_tunnel,
+		       bool *to_cp)
+{
+	__u8 act = f->apply & 0x1f & ~PFCP_AA_NOCP;
+
+	if (act == PFCP_AA_DROP)
+		return true;
+	if (act != PFCP_AA_FORW || !f->has_fwd)
+		return false;
+	if (ul && f->dst_if == PFCP_IF_CP) {
+		*to_cp = true;
+		return f->has_ohc && ohc_ok(a, &f->ohc) && f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4;
+	}
+	if (ul)
+		return !f->has_ohc && (f->dst_if == PFCP_IF_CORE || f->dst_if == PFCP_IF_SGI_LAN);
+	return dl_tunnel && (!f->has_dst_if || f->dst_if == PFCP_IF_ACCESS);
+}
+
+/*
  * The PDRs with SDF filters (p->x, beyond the defaults p->ul and p->dl, which are valid): each on
  * the default's bearer (same tunnel, UE, QFI), its FAR forwarding as its direction's default FAR
  * does or dropping, its filters ones the data path has; then each direction's filter list (its SDF
@@ -415,7 +440,7 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		const struct pfcp_pdr *x = p->x[i];
 		bool ul = x->src_if == PFCP_IF_ACCESS;
 		const struct pfcp_far *f;
-		__u8 act;
+		bool to_cp;
 
 		if (ul ? (!same_tunnel(x, p->ul) || !x->has_ohr || !ohr_ok(x->ohr, &x->fteid) ||
 			  x->n_qfi > 1 || (x->n_qfi && (!p->ul->n_qfi || x->qfi != p->ul->qfi)))
@@ -440,26 +465,10 @@ static bool plan_sdf(struct pfcp_agent *a, const struct pfcp_msg *m, struct plan
 		if (!f)
 			goto bad_pdr;
 		p->x_far[i] = f;
-		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
-		if (act == PFCP_AA_DROP)
+		/* a downlink FAR forwarding: into the tunnel of the session's downlink FAR */
+		if (sdf_far_ok(a, f, ul, p->dl_fwd && f->has_ohc && ohc_ok(a, &f->ohc) &&
+					 ohc_same(&f->ohc, &p->dl_far->ohc), &to_cp))
 			continue;
-		/* forwarding: as the default of its direction does (the bearer's one way out) */
-		if (act != PFCP_AA_FORW || !f->has_fwd)
-			goto bad_far;
-		if (ul && f->dst_if == PFCP_IF_CP) {
-			/* to the CP function in a GTP-U/UDP/IPv4 tunnel (xdp_cp relays) */
-			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
-				goto bad_far;
-			continue;
-		}
-		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
-			goto bad_far;
-		if (!ul && (!p->dl_fwd || !f->has_ohc || !ohc_ok(a, &f->ohc) ||
-			    !ohc_same(&f->ohc, &p->dl_far->ohc) ||
-			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
-			goto bad_far;
-		continue;
-bad_far:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
 		return false;
 bad_pdr:
@@ -1284,10 +1293,22 @@ struct pdr_plan {
 	int n_fin;
 	const struct pfcp_pdr *created_ul[PFCP_MAX_RULES];	/* answered with a Created PDR */
 	int n_created_ul;
+	/* Update PDR (7.5.4.2) of an SDF PDR: planned as its Remove PDR and a Create PDR of the same
+	 * ID (a new rule, new counters; the old rule's count goes to the URRs it linked, as a
+	 * removed PDR's does), in mm: the request with them added. Without a PDI its filters stay
+	 * (keep[i] for mm->create_pdr[i]: the list's filters of the old rule carried over) */
+	struct pfcp_msg *mm;
+	bool keep[PFCP_MAX_RULES];
+	__u32 keep_rule[2][SDF_MAX_PDRS];	/* per spec: the old rule whose filters it takes, 0 */
+	__u32 prec[2];		/* the default PDRs' precedence after the request */
+	bool prec_upd[2];	/* an Update PDR changed it */
+	const char *why;	/* why an Update PDR was refused, for the log */
 };
 
 static void pdr_plan_free(struct pdr_plan *pp)
 {
+	free(pp->mm);
+	pp->mm = NULL;
 	free(pp->nr);
 	free(pp->spec[0]);
 	free(pp->spec[1]);
@@ -1351,7 +1372,171 @@ static bool far_kept(const struct sess *s, const struct pdr_plan *pp, __u32 id)
 	return false;
 }
 
-static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const struct sess *s,
+/* Update PDR of an SDF PDR en: *x the PDR as it will be, the IEs given over what it has (a PDI
+ * replaces the PDI; URR / QER IDs the whole list) */
+static void pdr_merge(const struct sdf_ent *en, const struct pfcp_pdr *u, bool pdi,
+		      struct pfcp_pdr *x)
+{
+	if (pdi) {
+		*x = *u;
+	} else {
+		memset(x, 0, sizeof(*x));
+		x->src_if = en->dir == PGWU_PFCP_UPLINK ? PFCP_IF_ACCESS : PFCP_IF_CORE;
+	}
+	x->id = en->pdr_id;
+	x->has_precedence = true;
+	x->precedence = u->has_precedence ? u->precedence : en->precedence;
+	x->has_far_id = true;
+	x->far_id = u->has_far_id ? u->far_id : en->links.far_id;
+	x->n_urr = u->n_urr ? u->n_urr : en->links.n_urr;
+	memcpy(x->urr_id, u->n_urr ? u->urr_id : en->links.urr, x->n_urr * sizeof(__u32));
+	x->n_qer = u->n_qer ? u->n_qer : en->links.n_qer;
+	memcpy(x->qer_id, u->n_qer ? u->qer_id : en->links.qer, x->n_qer * sizeof(__u32));
+	if (pdi && !u->has_ohr && x->src_if == PFCP_IF_ACCESS) {
+		/* the session's one tunnel's: GTP-U/UDP/IPv6 for an IPv6-only F-TEID */
+		x->has_ohr = true;
+		x->ohr = x->fteid.v6 && !x->fteid.v4 ? PFCP_OHR_GTPU_UDP_IPV6 : PFCP_OHR_GTPU_UDP_IPV4;
+	}
+}
+
+/* The forwarding of the session's FAR far_id that an SDF PDR of direction dir uses now (one not
+ * created in the request: an Update PDR keeps it, or moves to it) onto sp: drop, to the CP
+ * function (its tunnel), else forward. false: no SDF PDR of that direction uses it. */
+static bool far_of_ent(struct pfcp_agent *a, const struct sess *s, __u32 far_id, int dir,
+		       struct sdf_pdr_spec *sp)
+{
+	for (int e = 0; e < s->r->n_sdf; e++) {
+		const struct sdf_ent *en = &s->r->sdf[e];
+		struct pgwu_cp_key k = { .id = en->rule, .kind = PGWU_CP_UP2CP };
+		struct pgwu_cp_relay v;
+		struct pgwu_sdf_pdr d;
+
+		if (en->dir != dir || en->links.far_id != far_id ||
+		    en->pdr_id == (dir == PGWU_PFCP_UPLINK ? s->ul_pdr : s->dl_pdr) ||
+		    bpf_map_lookup_elem(a->m.sdf.pdrs, &en->rule, &d))
+			continue;
+		sp->drop = d.flags & PGWU_SDF_P_DROP;
+		sp->to_cp = d.flags & PGWU_SDF_P_CP;
+		if (sp->to_cp) {
+			if (a->m.sdf.cp < 0 || bpf_map_lookup_elem(a->m.sdf.cp, &k, &v))
+				return false;
+			sp->cp_addr = v.addr;
+			sp->cp_teid = v.teid;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* Does the list filter of rule go with a PDR removed (not one an Update PDR keeps the filters of)? */
+static bool filt_gone(const struct sess_rules *o, const struct pdr_plan *pp, __u32 rule)
+{
+	for (int g = 0; g < pp->n_gone; g++)
+		if (o->sdf[pp->gone[g]].rule == rule)
+			return !id_in(pp->keep_rule[o->sdf[pp->gone[g]].dir], SDF_MAX_PDRS, rule);
+	return false;
+}
+
+/*
+ * The request's Update PDRs into pp->mm (a copy of m): an SDF PDR's as its removal and a created
+ * PDR (pdr_merge); a default PDR's: a new precedence (its place in its direction's list, when it
+ * has one), with its FAR, URRs, QERs as they are and no PDI (the bearer's half is what the data
+ * path has for it); the CP2UP PDR's: none. false: r and pp->why say why.
+ */
+static bool plan_updates(const struct pfcp_msg *m, const struct sess *s, struct pdr_plan *pp,
+			 struct reply *r)
+{
+	const struct sess_rules *o = s->r;
+	struct pfcp_msg *mm = malloc(sizeof(*mm));
+
+	if (!mm) {
+		reject(r, PFCP_CAUSE_NO_RESOURCES, 0);
+		return false;
+	}
+	*mm = *m;
+	pp->mm = mm;
+	for (int i = 0; i < m->n_update_pdr; i++) {
+		const struct pfcp_pdr *u = &m->update_pdr[i];
+		int dir = u->id == s->ul_pdr ? PGWU_PFCP_UPLINK :
+			  u->id == s->dl_pdr ? PGWU_PFCP_DOWNLINK : -1;
+		int e;
+
+		for (int k = 0; k < i; k++)
+			if (m->update_pdr[k].id == u->id) {
+				pp->why = "the PDR updated twice in one request";
+				goto bad;
+			}
+		if (dir >= 0) {
+			const struct pgwu_pfcp_pdr *l = &o->pdr[dir];
+			bool same = true;
+
+			for (int k = 0; k < u->n_urr; k++)
+				same &= id_in(l->urr, l->n_urr, u->urr_id[k]);
+			same &= !u->n_urr || u->n_urr == l->n_urr;
+			for (int k = 0; k < u->n_qer; k++)
+				same &= id_in(l->qer, l->n_qer, u->qer_id[k]);
+			same &= !u->n_qer || u->n_qer == l->n_qer;
+			if (m->upd_pdi[i] || u->has_ohr ||
+			    (u->has_far_id && u->far_id != (dir ? s->dl_far : s->ul_far)) || !same) {
+				pp->why = "a default PDR's PDI, Outer Header Removal, FAR, URRs or QERs "
+					  "changed (the bearer's half and counters are its rules: only "
+					  "its precedence can change)";
+				goto bad;
+			}
+			if (u->has_precedence) {
+				pp->prec[dir] = u->precedence;
+				pp->prec_upd[dir] = true;
+				pp->touch[dir] |= !!(o->sdf_dirs & (1U << dir));
+			}
+			continue;
+		}
+		for (e = 0; e < o->n_sdf && o->sdf[e].pdr_id != u->id; e++)
+			;
+		if (e == o->n_sdf) {
+			pp->why = u->id == o->cp2up.id && s->cp2up_teid ?
+				  "the CP2UP PDR (its tunnel is set up once)" :
+				  "no PDR of the session has that ID";
+			goto bad;
+		}
+		if (mm->n_create_pdr == PFCP_MAX_RULES || mm->n_remove_pdr == PFCP_MAX_RULES) {
+			reject(r, PFCP_CAUSE_NO_RESOURCES, PFCP_IE_UPDATE_PDR);
+			return false;
+		}
+		pp->keep[mm->n_create_pdr] = !m->upd_pdi[i];
+		pdr_merge(&o->sdf[e], u, m->upd_pdi[i], &mm->create_pdr[mm->n_create_pdr++]);
+		mm->remove_pdr[mm->n_remove_pdr++] = u->id;
+		continue;
+bad:
+		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, u->id);
+		return false;
+	}
+	return true;
+}
+
+/* The list of direction dir's new PDRs' filters (rules: their rule ids, by spec), those whose
+ * filters stay (keep_rule) left out: sdf_build_list's 0 or -1 */
+static int sdf_list_new(const struct pdr_plan *pp, int dir, const __u32 *rules,
+			struct pgwu_sdf_list *l, const char **why)
+{
+	struct sdf_pdr_spec *sp = calloc(pp->n_spec[dir] + 1, sizeof(*sp));
+	__u32 ru[SDF_MAX_PDRS];
+	int n = 0, err;
+
+	if (!sp) {
+		*why = "out of memory";
+		return -1;
+	}
+	for (int i = 0; i < pp->n_spec[dir]; i++)
+		if (!pp->keep_rule[dir][i]) {
+			ru[n] = rules[i];
+			sp[n++] = pp->spec[dir][i];
+		}
+	err = sdf_build_list(sp, n, dir, ru, l, why);
+	free(sp);
+	return err;
+}
+
+static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m0, const struct sess *s,
 		      const struct pgwu_qer *upd_qer, const struct pgwu_urr *upd_urr,
 		      struct pdr_plan *pp, struct reply *r)
 {
@@ -1360,15 +1545,35 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 	struct pgwu_ul_bearer ub;
 	__u32 zero[SDF_MAX_PDRS] = { 0 };
 	int n_qer, n_urr, n_sdf, e, ul_qfi = -1, n_dir[2] = { 0, 0 };
+	const struct pfcp_msg *m = m0;
 	const char *why;
 	bool sdf_after;
 
 	pp->any = m->n_create_pdr || m->n_remove_pdr || m->n_create_far || m->n_remove_far ||
-		  m->n_create_urr || m->n_remove_urr || m->n_create_qer || m->n_remove_qer;
+		  m->n_create_urr || m->n_remove_urr || m->n_create_qer || m->n_remove_qer ||
+		  m->n_update_pdr;
+	pp->prec[0] = s->prec[0];
+	pp->prec[1] = s->prec[1];
 	if (!pp->any)
 		return true;
+	if (!o && m->n_update_pdr) {
+		/* the defaults of a session without QERs or URRs: the same checks */
+		struct sess_rules none = {};
+		struct sess t = *s;
+
+		t.r = &none;
+		if (!plan_updates(m0, &t, pp, r))
+			return false;
+		if (!m->n_create_pdr && !m->n_remove_pdr && !m->n_create_far && !m->n_remove_far &&
+		    !m->n_create_urr && !m->n_remove_urr && !m->n_create_qer && !m->n_remove_qer &&
+		    !pp->mm->n_create_pdr) {
+			pp->any = false;
+			return true;
+		}
+	}
 	if (!o) {
-		/* a session set up without a QER or URR has no qos entry for SDF PDRs to sit on */
+		/* a session set up without a QER or URR, and no PDR created (on_sess_mod gives it
+		 * rules of its defaults when the request creates PDRs): nothing to remove or link */
 		if (m->n_create_pdr)
 			reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, m->create_pdr[0].id);
 		else
@@ -1379,6 +1584,9 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 			       PFCP_IE_CREATE_QER : PFCP_IE_REMOVE_QER);
 		return false;
 	}
+	if (!plan_updates(m0, s, pp, r))
+		return false;
+	m = pp->mm;
 	/* Remove PDR: an SDF PDR of the session (not a default, not the CP2UP PDR) */
 	for (int i = 0; i < m->n_remove_pdr; i++) {
 		for (e = 0; e < o->n_sdf && o->sdf[e].pdr_id != m->remove_pdr[i]; e++)
@@ -1487,13 +1695,15 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 		bool ul = x->src_if == PFCP_IF_ACCESS;
 		const struct pfcp_far *f;
 		bool dup = x->id == s->ul_pdr || x->id == s->dl_pdr;
+		bool to_cp;
 		__u64 x6;
-		__u8 act;
 
 		for (e = 0; e < o->n_sdf; e++)
 			dup |= o->sdf[e].pdr_id == x->id && !int_in(pp->gone, pp->n_gone, e);
 		for (int k = 0; k < i; k++)
 			dup |= m->create_pdr[k].id == x->id;
+		if (pp->keep[i] && !dup)
+			goto links;	/* its PDI as it was */
 		if (dup || (!ul && x->src_if != PFCP_IF_CORE && x->src_if != PFCP_IF_SGI_LAN) ||
 		    x->narrow_ie || pdi_all(x, s->ue))
 			goto bad_pdr;	/* a second default, the CP function's, an ID in use */
@@ -1508,6 +1718,7 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 		     x->ue_ip.chv6 ||
 		     (x->ue_ip.v6 && (!s->has_ue6 || !ue6_ok(&x->ue_ip, &x6) || x6 != s->ue6))))
 			goto bad_pdr;
+links:
 		if (!x->has_far_id) {
 			reject(r, PFCP_CAUSE_CONDITIONAL_IE_MISSING, PFCP_IE_FAR_ID);
 			return false;
@@ -1535,34 +1746,29 @@ static bool plan_pdrs(struct pfcp_agent *a, const struct pfcp_msg *m, const stru
 		}
 		n_dir[ul ? PGWU_PFCP_UPLINK : PGWU_PFCP_DOWNLINK]++;
 		pp->touch[ul ? PGWU_PFCP_UPLINK : PGWU_PFCP_DOWNLINK] = true;
-		if (ul && x->fteid.ch && pp->n_created_ul < PFCP_MAX_RULES)
+		if (ul && x->fteid.ch && i < m0->n_create_pdr && pp->n_created_ul < PFCP_MAX_RULES)
 			pp->created_ul[pp->n_created_ul++] = x;
 		f = far_by_id(m->create_far, m->n_create_far, x->far_id);
 		if (!f) {
+			struct sdf_pdr_spec t;
+
 			/* its direction's default FAR: forwarding as the default does */
 			if (x->far_id == (ul ? s->ul_far : s->dl_far))
 				continue;
+			/* an updated PDR: a FAR of an SDF PDR of its direction */
+			if (i >= m0->n_create_pdr &&
+			    far_of_ent(a, s, x->far_id, ul ? PGWU_PFCP_UPLINK : PGWU_PFCP_DOWNLINK, &t))
+				continue;
 			goto bad_pdr;
 		}
-		act = f->apply & 0x1f & ~PFCP_AA_NOCP;
-		if (act == PFCP_AA_DROP)
-			continue;
-		if (act != PFCP_AA_FORW || !f->has_fwd)
-			goto bad_far;
-		if (ul && f->dst_if == PFCP_IF_CP) {
-			if (!f->has_ohc || !ohc_ok(a, &f->ohc) || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4)
-				goto bad_far;
-			pp->to_cp = true;
-			continue;
-		}
-		if (ul && (f->has_ohc || (f->dst_if != PFCP_IF_CORE && f->dst_if != PFCP_IF_SGI_LAN)))
-			goto bad_far;
 		/* downlink: the bearer's one tunnel (an IPv4 one: the IPv6 peer is an index) */
-		if (!ul && (!s->dl_on || !f->has_ohc || f->ohc.desc != PFCP_OHC_GTPU_UDP_IPV4 ||
-			    (s->dl_flags & PGWU_B_PEER6) || f->ohc.ipv4 != s->sgw ||
-			    f->ohc.teid != s->sgw_teid ||
-			    (f->has_dst_if && f->dst_if != PFCP_IF_ACCESS)))
+		to_cp = false;
+		if (!sdf_far_ok(a, f, ul, s->dl_on && f->has_ohc &&
+				f->ohc.desc == PFCP_OHC_GTPU_UDP_IPV4 &&
+				!(s->dl_flags & PGWU_B_PEER6) && f->ohc.ipv4 == s->sgw &&
+				f->ohc.teid == s->sgw_teid, &to_cp))
 			goto bad_far;
+		pp->to_cp |= to_cp;
 		continue;
 bad_far:
 		reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_FAR, f->id);
@@ -1667,7 +1873,15 @@ bad_pdr:
 					sp->cp_addr = f->ohc.ipv4;
 					sp->cp_teid = f->ohc.teid;
 				}
-				if (sdf_specs(x, sp)) {
+				if (!f && x->far_id != (dir ? s->dl_far : s->ul_far))
+					far_of_ent(a, s, x->far_id, dir, sp);
+				if (pp->keep[i]) {
+					/* its filters stay: those of the rule it replaces */
+					for (e = 0; e < o->n_sdf; e++)
+						if (o->sdf[e].pdr_id == x->id && o->sdf[e].dir == dir)
+							pp->keep_rule[dir][pp->n_spec[dir]] =
+								o->sdf[e].rule;
+				} else if (sdf_specs(x, sp)) {
 					free(l);
 					reject_rule(r, PFCP_CAUSE_RULE_FAILURE, PFCP_RULE_PDR, x->id);
 					return false;
@@ -1676,7 +1890,7 @@ bad_pdr:
 				/* the default: a filter that matches everything, at its precedence */
 				en->links = o->pdr[dir];
 				en->pdr_id = dir == PGWU_PFCP_UPLINK ? s->ul_pdr : s->dl_pdr;
-				en->precedence = s->prec[dir];
+				en->precedence = pp->prec[dir];
 			}
 			sp->precedence = en->precedence;
 			sp->pdr_id = en->pdr_id;
@@ -1700,7 +1914,7 @@ bad_pdr:
 		}
 		/* the list must fit: the filters that stay and the new PDRs' */
 		why = NULL;
-		if (sdf_build_list(pp->spec[dir], pp->n_spec[dir], dir, zero, l, &why))
+		if (sdf_list_new(pp, dir, zero, l, &why))
 			goto too_many;
 		kept = l->n;
 count:
@@ -1714,13 +1928,8 @@ count:
 				return false;
 			}
 			if (!bpf_map_lookup_elem(a->m.sdf.lists, &key, old))
-				for (__u32 f = 0; f < old->n && f < PGWU_SDF_MAX; f++) {
-					bool gone = false;
-
-					for (int g = 0; g < pp->n_gone; g++)
-						gone |= o->sdf[pp->gone[g]].rule == old->f[f].rule;
-					nf += !gone;
-				}
+				for (__u32 f = 0; f < old->n && f < PGWU_SDF_MAX; f++)
+					nf += !filt_gone(o, pp, old->f[f].rule);
 			free(old);
 			if ((n ? kept : 0) + nf > PGWU_SDF_MAX)
 				goto too_many;
@@ -1736,6 +1945,14 @@ too_many:
 	}
 	free(l);
 	pp->nr->n_sdf = n_sdf;
+	/* a default PDR's new precedence: its place in its direction's list */
+	for (e = 0; e < n_sdf; e++) {
+		struct sdf_ent *en = &pp->nr->sdf[e];
+
+		if (pp->prec_upd[en->dir] &&
+		    en->pdr_id == (en->dir == PGWU_PFCP_UPLINK ? s->ul_pdr : s->dl_pdr))
+			en->precedence = pp->prec[en->dir];
+	}
 	return true;
 }
 
@@ -1818,12 +2035,14 @@ static bool apply_pdrs(struct pfcp_agent *a, struct sess *s, struct pdr_plan *pp
 		n->n = 0;
 		had[dir] = !bpf_map_lookup_elem(a->m.sdf.lists, &key, &old[dir]);
 		for (__u32 f = 0; had[dir] && f < old[dir].n && f < PGWU_SDF_MAX; f++) {
-			bool gone = false;
-
-			for (int g = 0; g < pp->n_gone; g++)
-				gone |= o->sdf[pp->gone[g]].rule == old[dir].f[f].rule;
-			if (!gone)
-				n->f[n->n++] = old[dir].f[f];
+			if (filt_gone(o, pp, old[dir].f[f].rule))
+				continue;
+			n->f[n->n] = old[dir].f[f];
+			/* an updated PDR's filters kept: under its new rule */
+			for (int i = 0; i < pp->n_spec[dir]; i++)
+				if (pp->keep_rule[dir][i] == old[dir].f[f].rule)
+					n->f[n->n].rule = rules[dir][i];
+			n->n++;
 		}
 		if (pp->n_spec[dir]) {
 			why = NULL;
@@ -1831,8 +2050,8 @@ static bool apply_pdrs(struct pfcp_agent *a, struct sess *s, struct pdr_plan *pp
 			{
 				struct pgwu_sdf_list tmp;
 
-				if (sdf_build_list(pp->spec[dir], pp->n_spec[dir], dir, rules[dir],
-						   &tmp, &why) || n->n + tmp.n > PGWU_SDF_MAX) {
+				if (sdf_list_new(pp, dir, rules[dir], &tmp, &why) ||
+				    n->n + tmp.n > PGWU_SDF_MAX) {
 					err = -E2BIG;
 					break;
 				}
@@ -1908,6 +2127,11 @@ static bool apply_pdrs(struct pfcp_agent *a, struct sess *s, struct pdr_plan *pp
 	}
 	s->r = nr;
 	pp->nr = NULL;
+	/* a default PDR's new precedence: its place in the list (its sdf_pdrs entry keeps the one
+	 * it was written with: rewriting the entry would lose the packets counted meanwhile) */
+	for (dir = 0; dir < 2; dir++)
+		if (pp->prec_upd[dir])
+			s->prec[dir] = pp->prec[dir];
 	sdf_read(a, nr);
 	for (dir = 0; dir < 2; dir++) {
 		/* the default PDR's usage was the bearer's counters: they carry on from there */
@@ -1991,7 +2215,7 @@ static bool plan_mod(struct pfcp_agent *a, const struct pfcp_msg *m, const struc
 		memcpy(p->qer, s->r->qer, n_qer * sizeof(p->qer[0]));
 		memcpy(p->urr, s->r->urr, n_urr * sizeof(p->urr[0]));
 	}
-	if (m->n_other_rules) {	/* Update PDR */
+	if (m->n_other_rules) {
 		reject(r, PFCP_CAUSE_RULE_FAILURE, m->other_rule_ie);
 		return false;
 	}
@@ -2214,6 +2438,26 @@ static int sdf_qos_update(struct pfcp_agent *a, const struct sess *s, const stru
 	return 0;
 }
 
+/* A refused modification with Update PDR: why, on stderr (rate limited) */
+static void log_upd_refused(struct pfcp_agent *a, const struct sess *s, const struct reply *r,
+			    const char *why)
+{
+	static struct ratelimit rl;
+	__u32 held;
+
+	if (!ratelimit_pass(a, &rl, &held))
+		return;
+	fprintf(stderr, "pgwu pfcp: session 0x%llx: modification with Update PDR refused, cause %u",
+		(unsigned long long)s->up_seid, r->cause);
+	if (r->has_failed_rule)
+		fprintf(stderr, " (%s %u)", r->rule_type == PFCP_RULE_PDR ? "PDR" :
+			r->rule_type == PFCP_RULE_FAR ? "FAR" : r->rule_type == PFCP_RULE_QER ?
+			"QER" : "URR", r->rule_id);
+	fprintf(stderr, ": %s; the session is as it was (%u more since the last line)\n",
+		why ? why : "the PDR as updated is not one the data path can apply (docs/pfcp.md, "
+		"Create PDR's conditions)", held);
+}
+
 void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *w)
 {
 	struct reply r = { .cause = m->cause, .offending = m->offending_ie };
@@ -2222,6 +2466,8 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	__u8 em_sgw6[16];
 	bool em = false, em_6 = false;
 	struct mod_plan p = {};
+	struct sess_rules *fresh = NULL;
+	bool fresh_qos = false;
 	int err = 0, em_qfi = -1;
 
 	if (s && !assoc_owns(a, s->assoc, a->peer)) {
@@ -2232,13 +2478,40 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 		reject(&r, PFCP_CAUSE_SESSION_NOT_FOUND, 0);
 		goto out;
 	}
+	if (r.cause == PFCP_CAUSE_ACCEPTED && !s->r && m->n_create_pdr) {
+		/* a session set up without QERs or URRs: rules of its defaults alone for the new
+		 * PDRs to join, taken back when the request is refused */
+		fresh = rules_alloc(0, 0, 0);
+		if (!fresh) {
+			reject(&r, PFCP_CAUSE_NO_RESOURCES, 0);
+			goto out;
+		}
+		fresh->pdr[PGWU_PFCP_UPLINK].id = s->ul_pdr;
+		fresh->pdr[PGWU_PFCP_UPLINK].far_id = s->ul_far;
+		fresh->pdr[PGWU_PFCP_DOWNLINK].id = s->dl_pdr;
+		fresh->pdr[PGWU_PFCP_DOWNLINK].far_id = s->dl_far;
+		s->r = fresh;
+	}
 	if (r.cause != PFCP_CAUSE_ACCEPTED || !plan_mod(a, m, s, &p, &r))
 		goto out;
+	if (fresh) {
+		/* its halves carry PGWU_B_QOS from now on (dl_own): an entry without a gate or MBR,
+		 * the URRs' and QERs' written below */
+		struct pgwu_qos q;
+
+		qos_of(a, s->r->pdr, NULL, 0, NULL, 0, &q);
+		if (qos_install(a, s->teid, &q)) {
+			reject(&r, PFCP_CAUSE_SYSTEM_FAILURE, 0);
+			goto out;
+		}
+		fresh_qos = true;
+	}
 	if (p.pp.any) {
 		/* the SDF PDRs created and removed first (their map writes are what may fail);
 		 * then the QERs and URRs as they are now */
 		if (!apply_pdrs(a, s, &p.pp, &r))
 			goto out;
+		fresh = NULL;	/* (freed: s->r is the new rules) */
 		memcpy(p.qer, s->r->qer, s->r->n_qer * sizeof(p.qer[0]));
 		memcpy(p.urr, s->r->urr, s->r->n_urr * sizeof(p.urr[0]));
 	}
@@ -2317,6 +2590,9 @@ void on_sess_mod(struct pfcp_agent *a, const struct pfcp_msg *m, struct pfcp_w *
 	}
 	if (err)
 		goto out;
+	for (int d = 0; d < 2; d++)
+		if (p.pp.prec_upd[d])
+			s->prec[d] = p.pp.prec[d];	/* (a session without rules: only here) */
 	s->dl_on = p.fwd;
 	s->dl_apply = p.apply;
 	s->has_sgw = p.has_sgw;
@@ -2377,6 +2653,15 @@ out:
 	}
 	if (s && r.cause == PFCP_CAUSE_ACCEPTED && (m->n_query_urr || (m->smreq & PFCP_SMREQ_QAURR)))
 		w_query_reports(a, w, s, m);
+	if (s && r.cause != PFCP_CAUSE_ACCEPTED && m->n_update_pdr)
+		log_upd_refused(a, s, &r, p.pp.why);
+	if (fresh) {
+		/* refused: the session without rules again */
+		if (fresh_qos)
+			qos_remove(a, s->teid);
+		s->r = NULL;
+		free(fresh);
+	}
 	pdr_plan_free(&p.pp);
 	stat_add(a, PFCP_STAT_TX(PFCP_SESS_MOD_RESP, r.cause), 1);
 }

@@ -1,7 +1,8 @@
 """Write the PFCP fuzz seed corpus (fuzz/corpus/pfcp/) from the named Scapy messages the tests use
 (tests/lib/pfcp_msgs.py: one-bearer sessions; tests/lib/pfcp_smf_msgs.py: SMF-shaped sessions with
 several QERs and URRs, SDF Filters, placeholder outer headers, Update URR; a modification that adds a
-QoS flow's PDRs and one that removes them: tests/pfcp/test_pfcp_agent_mod.py). Usage:
+QoS flow's PDRs and one that removes them: tests/pfcp/test_pfcp_agent_mod.py; one with Update PDRs:
+tests/pfcp/test_pfcp_agent_update.py). Usage:
 python dataplane/fuzz/pfcp_seeds.py [OUT_DIR]"""
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ def rule_ops() -> dict[str, bytes]:
     """Create PDR / FAR / URR / QER and Remove PDR / FAR / URR / QER in a Session Modification"""
     from tests.pfcp.test_pfcp_agent_mod import flow_ies, mod, removal_ies, session
     s = session()
+    from tests.pfcp.test_pfcp_agent_update import pdi, upd
+    from scapy.contrib import pfcp as sp
+    from tests.lib.pfcp_sdf import FLOW
     return {"mod_create_pdrs": bytes(mod(3, 0x100000001, flow_ies(s, qer_closed_ul=True))),
-            "mod_remove_pdrs": bytes(mod(4, 0x100000001, removal_ies(qer=True)))}
+            "mod_remove_pdrs": bytes(mod(4, 0x100000001, removal_ies(qer=True))),
+            # Update PDR: a precedence, URR and FAR change; a whole new PDI
+            "mod_update_pdrs": bytes(mod(5, 0x100000001, [
+                upd(7, sp.IE_Precedence(precedence=5), sp.IE_URR_Id(id=1)),
+                upd(8, sp.IE_FAR_Id(id=2)), upd(7, pdi(s, True, (FLOW,)))]))}
 
 
 def write(out: Path) -> int:

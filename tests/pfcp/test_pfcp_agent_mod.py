@@ -14,12 +14,14 @@ docs/pfcp.md (SDF filters: several PDRs per direction) says what is accepted and
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import scapy.contrib.pfcp as sp
 import pytest
 from scapy.contrib.pfcp import PFCP, PFCPSessionModificationRequest
 
 from gtplab.dut.dataplane import Dataplane
+from gtplab.kernel import bpf
 from gtplab.pfcp import rules as R
 from tests.lib import pfcp_msgs as M
 from tests.lib.pfcp_agent import cause, created, ies, up_seid, usage_report
@@ -163,6 +165,47 @@ def test_flow_added_to_an_ipv4v6_session_classifies_ipv6(assoc, pin_dir):
     assert reports(q, 78) == {1: vol([o_ul], [o_dl]), URR_F: vol([f_ul], [])}
 
 
+def qos_entries(pin_dir: str) -> int:
+    with bpf.Map.pinned(os.path.join(pin_dir, "qos")) as m:
+        return len(list(m.keys()))
+
+
+def test_flow_added_to_a_session_without_rules(assoc, pin_dir):
+    """A session of the two defaults alone (no QER, no URR: no qos entry, its halves without
+    PGWU_B_QOS) takes the flow with its own FARs and URR_F: the flow's uplink packets are URR_F's,
+    its downlink ones drop_far, the rest forward (the downlink half, PGWU_B_QOS from then on, has an
+    entry without a gate or MBR); Query URR exact; a refused Create PDR before leaves it without
+    rules (no qos entry, `pgwu session get` as it was); the removal and the deletion empty the
+    maps."""
+    s = session(urr=None)
+    r = assoc.req(est_msg(2, 0x10, s))
+    assert cause(r) == 1
+    teid, seid = created(r)[R.PDR_UL], up_seid(r)
+    before = session_json(pin_dir, teid)
+    assert qos_entries(pin_dir) == 0
+    x = assoc.req(mod(3, seid, flow_ies(s, ul_fteid=sp.IE_FTEID(V4=1, TEID=0x4242, ipv4=M.GTPU_ADDR))))
+    assert (cause(x), rule(x)) == (73, (PDR, PDR_FUL))
+    assert (qos_entries(pin_dir), session_json(pin_dir, teid)) == (0, before)
+    m = assoc.req(mod(4, seid, flow_ies(s)))
+    assert cause(m) == 1, rule(m)
+    assert sdf_maps(pin_dir) == {"sdf_lists": 2, "sdf_pdrs": 4, "sdf_qos": 0}
+    assert qos_entries(pin_dir) == 1
+    f_ul, f_dl, o_ul, o_dl = ul(teid, dport=PORT), dl(sport=PORT), ul(teid), dl()
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert run(dp, [f_ul, o_ul, f_dl, o_dl]) == [FWD_UL, FWD_UL, ("drop_far", "drop"), FWD_DL]
+    q = assoc.req(M.query_urr(5, seid, urr_ids=(URR_F,)))
+    assert reports(q, 78) == {URR_F: vol([f_ul], [])}
+    x = assoc.req(mod(6, seid, removal_ies()))
+    assert cause(x) == 1, rule(x)
+    with Dataplane(pin_dir) as dp:
+        forwarding_config(dp)
+        assert run(dp, [f_ul, f_dl]) == [FWD_UL, FWD_DL]
+    assert cause(assoc.req(M.delete(7, seid))) == 1
+    assert sdf_maps(pin_dir) == {"sdf_lists": 0, "sdf_pdrs": 0, "sdf_qos": 0}
+    assert qos_entries(pin_dir) == 0
+
+
 REFUSED = {
     # what the agent cannot do in a modification: (IEs, Failed Rule ID (type, id) or Offending IE)
     "remove-default-pdr": (lambda s: [sp.IE_RemovePDR(IE_list=[sp.IE_PDR_Id(id=R.PDR_UL)])],
@@ -183,8 +226,6 @@ REFUSED = {
                      (PDR, PDR_FUL)),
     "dl-far-other-tunnel": (lambda s: flow_ies(dataclasses.replace(s, gnb_teid=0x999),
                                                dl_drop=False), (FAR, FAR_FDL)),
-    "update-pdr": (lambda s: [sp.IE_UpdatePDR(IE_list=[sp.IE_PDR_Id(id=R.PDR_UL),
-                                                       sp.IE_Precedence(precedence=5)])], 9),
 }
 
 
