@@ -617,13 +617,15 @@ class Dataplane:
         its lock, keeping what the data path counts; TAKE_*: the crossing (and with TAKE_ALL the
         count) taken. Returns (the entry's flags and th as they were, its flags after), None when
         the TEID has no entry."""
-        frame = struct.pack("!I", teid) + struct.pack("=III", op, keep, 0) + (q or Qos()).pack()  # pgwu_qos_ctl
+        # struct pgwu_qos_ctl: teid, op, keep, after, urr_id, pad, then q (urr_id: sdf_urr's
+        # entries, PGWU_QOS_CTL_URR, not used here)
+        frame = struct.pack("!I", teid) + struct.pack("=IIIII", op, keep, 0, 0, 0) + (q or Qos()).pack()
         r = self.progs["qos_ctl"].test_run(frame)
         if r.retval == 1:       # XDP_DROP: no entry
             return None
         if r.retval != 2:       # XDP_PASS
             raise OSError(f"qos_ctl: retval {r.retval}")
-        return Qos.unpack(r.data[16:16 + Qos.SIZE]), struct.unpack_from("=I", r.data, 12)[0]
+        return Qos.unpack(r.data[24:24 + Qos.SIZE]), struct.unpack_from("=I", r.data, 12)[0]
 
     def flush_fib_cache(self) -> None:
         """Invalidate every cached next hop, as the kernel's changes do: a new generation."""
