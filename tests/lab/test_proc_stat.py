@@ -14,11 +14,15 @@ def test_a_comm_with_parentheses_and_spaces_keeps_the_fields_after_it(tmp_path):
     shutil.copy("/bin/sleep", exe)
     p = subprocess.Popen([str(exe), "30"])
     try:
-        st = wait_for(lambda: proc_stat(p.pid), what="the child's stat")
+        # asleep in its 30 s: its state, CPU and ticks no longer change between two reads (read
+        # while it was still starting, they did: the final run of 2026-11-29 failed on that)
+        st = wait_for(lambda: (x := proc_stat(p.pid)) is not None and x.state == "S" and x, what="the child asleep")
         assert st.comm == "a) Z 1 (b"
         assert st.ppid == os.getpid() and st.pgrp == os.getpgrp()
         assert st.start_ticks == start_time(p.pid) >= proc_stat(os.getpid()).start_ticks
-        assert 0 <= st.cpu < os.cpu_count() and live_stat(p.pid) == st
+        live = live_stat(p.pid)
+        assert 0 <= st.cpu < os.cpu_count() and live is not None
+        assert (live.comm, live.ppid, live.pgrp, live.start_ticks) == (st.comm, st.ppid, st.pgrp, st.start_ticks)
     finally:
         p.kill()
         p.wait()
