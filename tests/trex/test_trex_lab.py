@@ -413,7 +413,14 @@ def test_trex_conservation_is_exact_with_background_frames(trex_lab, direction):
     n = {k: len(v) + sent_back.get(k, 0) for k, v in to_gen.items()}
     n.update({k: v for k, v in sent_back.items() if k not in n})
     assert bg["generator_rx"] == n, bg
-    assert bg["to_dut_ingress"] == {k: len(v) for k, v in to_dut.items()}, bg
+    # into the DUT's ingress: what was sent there, and at most an ARP or two of the generator host's
+    # own stack (its answer when the DUT's kernel resolves it again to answer a frame: the final
+    # run of 2026-11-29 counted {'arp': 2} for 1 sent, apart, the balance exact)
+    ingress = dict(bg["to_dut_ingress"])
+    own_arp = ingress.get("arp", 0) - len(to_dut.get("arp", ()))
+    assert 0 <= own_arp <= 2, bg
+    ingress["arp"] = len(to_dut.get("arp", ()))
+    assert ingress == {k: len(v) for k, v in to_dut.items()}, bg
     # the DUT passed every background frame it got to its kernel, and nothing of the test's
     assert sum(t["dut"]["passed_by_reason"].values()) == c["dut_background"] > 0, (t["dut"], c)
     assert t["rx_packets"] == c["gen_rx"] > 0 and t["tx_packets"] == c["gen_tx"], c
