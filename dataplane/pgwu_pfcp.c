@@ -405,6 +405,17 @@ static int serve(struct pfcp_agent *a, int sfd, int tfd, int ufd)
 	}
 }
 
+/* A pinned map or program this agent needs: a pin dir loaded by an older pgwu lacks it. */
+static int pinned_required(const char *name, const char *kind)
+{
+	int fd = pinned_open(name);
+
+	if (fd < 0)
+		fprintf(stderr, "pgwu was loaded by an older pgwu without the %s %s: unload and load it "
+			"again\n", name, kind);
+	return fd;
+}
+
 int do_pfcp(const void *cfg)
 {
 	static struct pfcp_agent agent;	/* static: its message buffer and tables are large */
@@ -454,24 +465,18 @@ int do_pfcp(const void *cfg)
 	err = maps_open(&a->m);
 	if (err)
 		return err;
-	a->qos_fd = pinned_open("qos");
+	a->qos_fd = pinned_required("qos", "map");
 	if (a->qos_fd < 0) {
-		fprintf(stderr, "pgwu was loaded by an older pgwu without the qos map: unload and "
-			"load it again\n");
 		err = a->qos_fd;
 		goto out;
 	}
-	a->qos_ctl_fd = pinned_open("qos_ctl");
+	a->qos_ctl_fd = pinned_required("qos_ctl", "program");
 	if (a->qos_ctl_fd < 0) {
-		fprintf(stderr, "pgwu was loaded by an older pgwu without the qos_ctl program: "
-			"unload and load it again\n");
 		err = a->qos_ctl_fd;
 		goto out;
 	}
-	a->sdf_urr_fd = pinned_open("sdf_urr");
+	a->sdf_urr_fd = pinned_required("sdf_urr", "map");
 	if (a->sdf_urr_fd < 0) {
-		fprintf(stderr, "pgwu was loaded by an older pgwu without the sdf_urr map: unload and "
-			"load it again\n");
 		err = a->sdf_urr_fd;
 		goto out;
 	}
